@@ -1,0 +1,109 @@
+# Top-level build of the tile compile service.
+#
+#   make                      build every library and command into build/
+#   make test                 build and run every test (unit, check table,
+#                             interpreter, fuzz-corpus replay; GPU tests skip
+#                             with a message when no GPU is present)
+#   make SANITIZE=address,undefined test
+#                             the same under sanitizers (separate object dir)
+#   make install PREFIX=/usr/local DESTDIR=
+#   make fuzz                 libFuzzer targets (clang) into build/fuzz/
+#   make WERROR=1             warnings are errors (CI)
+#
+# Layout: proto/ compiler/ cache/ server/ client/ each build a static
+# library from their *.c files, except the files named in *_MAIN below,
+# which are commands.  Binaries go to build/bin, libraries to build/lib.
+
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+CC       ?= cc
+SANITIZE ?=
+WERROR   ?=
+OPT      ?= -O2
+
+# A sanitizer build lives in its own tree so the two never mix.
+B        := build$(if $(SANITIZE),/san)
+OBJ      := $(B)/obj
+CFLAGS_BASE := -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -Wall -Wextra \
+               -Wno-unused-parameter -g $(OPT) -fPIC -MMD -MP
+CFLAGS_BASE += $(if $(WERROR),-Werror)
+CFLAGS_BASE += $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+LDFLAGS_BASE := $(if $(SANITIZE),-fsanitize=$(SANITIZE))
+ALL_CFLAGS := $(CFLAGS_BASE) -Iproto -Icompiler $(CFLAGS)
+LIBS_COMPILER := -ljansson -ldl -lm
+LIBS_CACHE    := -lsqlite3 -lcrypto
+
+# --- sources --------------------------------------------------------------
+PROTO_SRC    := $(wildcard proto/*.c)
+COMPILER_MAIN := compiler/tlc.c
+COMPILER_SRC := $(filter-out $(COMPILER_MAIN),$(wildcard compiler/*.c))
+CACHE_SRC    := $(wildcard cache/*.c)
+
+objs = $(patsubst %.c,$(OBJ)/%.o,$(1))
+
+LIB_PROTO    := $(B)/lib/libtlproto.a
+LIB_COMPILER := $(B)/lib/libtlcompiler.a
+LIB_CACHE    := $(B)/lib/libtlcache.a
+TLC          := $(B)/bin/tlc
+
+# Link order: dependents before what they depend on (proto last).
+LIBS_ALL := $(LIB_COMPILER) $(if $(CACHE_SRC),$(LIB_CACHE)) $(LIB_PROTO)
+BINS     := $(TLC)
+
+.PHONY: all test install clean fuzz bench golden-update
+all: $(LIBS_ALL) $(BINS)
+
+# Rebuild everything when the flags change.
+FLAGS_STAMP := $(OBJ)/.flags
+$(shell mkdir -p $(OBJ) && echo '$(ALL_CFLAGS) $(LDFLAGS_BASE)' | cmp -s - $(FLAGS_STAMP) || echo '$(ALL_CFLAGS) $(LDFLAGS_BASE)' > $(FLAGS_STAMP))
+
+$(OBJ)/%.o: %.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(LIB_PROTO): $(call objs,$(PROTO_SRC))
+$(LIB_COMPILER): $(call objs,$(COMPILER_SRC))
+$(LIB_CACHE): $(call objs,$(CACHE_SRC))
+$(B)/lib/%.a:
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(TLC): $(call objs,$(COMPILER_MAIN)) $(LIB_COMPILER) $(LIB_PROTO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS_COMPILER)
+
+# --- tests ----------------------------------------------------------------
+# Every tests/unit/test_*.c is a cmocka program linked with all libraries.
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
+FUZZ_REPLAY := $(B)/tests/fuzz_replay
+
+$(B)/tests/%: $(OBJ)/tests/unit/%.o $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(LIBS_ALL) -lcmocka $(LIBS_COMPILER) $(LIBS_CACHE) -lpthread
+
+$(FUZZ_REPLAY): $(OBJ)/tests/fuzz/fuzz_check.o $(OBJ)/tests/fuzz/replay_main.o $(LIB_COMPILER) $(LIB_PROTO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS_COMPILER)
+
+test: all $(UNIT_BINS) $(FUZZ_REPLAY)
+	@TL_BUILD=$(B) sh tests/run.sh $(UNIT_BINS)
+
+# --- fuzzing (clang + libFuzzer) -----------------------------------------
+FUZZ_CC ?= clang
+fuzz: $(B)/fuzz/fuzz_check
+$(B)/fuzz/fuzz_check: tests/fuzz/fuzz_check.c $(PROTO_SRC) $(COMPILER_SRC)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -g -O1 \
+	  -fsanitize=fuzzer,address,undefined -Iproto -Icompiler -o $@ $^ $(LIBS_COMPILER)
+
+# --- install --------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(LIBS_ALL) $(DESTDIR)$(PREFIX)/lib/
+
+clean:
+	rm -rf build
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)
