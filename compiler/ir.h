@@ -1,0 +1,372 @@
+/*
+ * ir.h - the in-memory form of a tile program, shared by every stage of the
+ * compiler: the parser (parse.c, expr.c) builds it, the checker (check.c)
+ * resolves and types it, the interpreter (interp.c) and the back ends read
+ * it.  Everything of one program lives in one arena and is freed at once.
+ *
+ * Two states:
+ *   - parsed: names are strings (tl_expr.name), nothing is typed;
+ *   - checked (after tl_check succeeded): every name is resolved to a
+ *     tl_sym, every expression has a type, constants are folded into
+ *     E_CONST nodes, regions have constant extents, every symbol that holds
+ *     a run-time value has a slot.  The contracts below say "after check".
+ *
+ * Every node keeps the RFC 6901 JSON Pointer of the JSON value it came
+ * from; expression nodes also keep their 1-based column in that string.
+ */
+#ifndef TL_IR_H
+#define TL_IR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "dtype.h"
+#include "../proto/tl_error.h"
+
+/* ---- limits (proto/tile-ir-v1.md, "Limits") ----------------------------- */
+#define TL_MAX_PROGRAM_BYTES (4u << 20)
+#define TL_MAX_JSON_DEPTH 64
+#define TL_MAX_STMT_DEPTH 32
+#define TL_MAX_STMTS 65536
+#define TL_MAX_NAME 64
+#define TL_MAX_EXPR_CHARS 4096
+#define TL_MAX_EXPR_DEPTH 64
+#define TL_MAX_DIMS 8
+#define TL_MAX_PARAMS 256
+#define TL_MAX_CONSTANTS 1024
+#define TL_MAX_THREADS 1024
+#define TL_MAX_DIAGS 1000
+
+/* ---- arena ----------------------------------------------------------------- */
+typedef struct tl_arena tl_arena;
+tl_arena *tl_arena_new(void);
+void tl_arena_free(tl_arena *a); /* accepts NULL */
+/* Zeroed memory; aborts on out-of-memory (an arena is for one compile of a
+ * program whose size is limited, so exhaustion is not an input error). */
+void *tl_arena_alloc(tl_arena *a, size_t n);
+char *tl_arena_strdup(tl_arena *a, const char *s);
+char *tl_arena_strndup(tl_arena *a, const char *s, size_t n);
+char *tl_arena_printf(tl_arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Growable array of pointers in an arena. */
+typedef struct tl_vec {
+  void **items;
+  int n, cap;
+} tl_vec;
+void tl_vec_push(tl_arena *a, tl_vec *v, void *item);
+
+/* ---- diagnostics ----------------------------------------------------------- */
+/* One diagnostic: `FILE:POINTER[:COLUMN]: error: MESSAGE` when pointer is set,
+ * `FILE:LINE:COLUMN: error: MESSAGE` for malformed JSON (line > 0). */
+typedef struct tl_diag {
+  const char *pointer; /* JSON Pointer ("" = whole document), or NULL for JSON syntax errors */
+  int line;            /* JSON syntax errors: 1-based line */
+  int column;          /* 1-based column inside an expression string (0 = none), or JSON column */
+  const char *message;
+} tl_diag;
+
+typedef struct tl_diags {
+  tl_arena *arena;
+  tl_diag *items;
+  int n, cap;
+  bool truncated; /* more than TL_MAX_DIAGS were reported */
+} tl_diags;
+
+void tl_diag_add(tl_diags *d, const char *pointer, int column, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Formats d as the lines `tlc check` prints (file is the name to show). */
+void tl_diags_print(const tl_diags *d, const char *file, void *fp /* FILE* */);
+
+/* ---- types of expressions ------------------------------------------------- */
+/* A type is a tl_dtype, or one of the two "untyped" kinds that folded
+ * constant expressions have until they meet a typed operand (TILE-IR.md 6:
+ * constants fold in int64/float64). */
+enum { TL_TY_UINT = TL_DTYPE_COUNT, /* untyped integer, value in .i (int64) */
+       TL_TY_UREAL,                 /* untyped real, value in .f (float64) */
+       TL_TY_NONE };
+typedef int tl_type;
+const char *tl_type_name(tl_type t); /* "int32", "integer constant", "real constant" */
+
+/* ---- symbols ------------------------------------------------------------- */
+typedef enum tl_sym_kind {
+  SYM_CONST,     /* a constant: value in .cval, type .type (untyped int/real or bool) */
+  SYM_SCALAR,    /* a scalar parameter (int32/int64/float32/bool) */
+  SYM_TENSOR,    /* a tensor parameter (global memory) */
+  SYM_BLOCK_VAR, /* bx, by, bz: int32 */
+  SYM_LOOP_VAR,  /* serial/unroll/vectorized/pipelined/parallel variable: int32 */
+  SYM_LET,       /* immutable named value; type .type */
+  SYM_VAR,       /* alloc_var: per-thread mutable scalar of .dtype */
+  SYM_BUFFER,    /* alloc_shared / alloc_fragment / alloc_local */
+} tl_sym_kind;
+
+typedef enum tl_scope { SCOPE_NONE, SCOPE_GLOBAL, SCOPE_SHARED, SCOPE_FRAGMENT, SCOPE_LOCAL } tl_scope;
+
+typedef struct tl_expr tl_expr;
+typedef struct tl_stmt tl_stmt;
+
+/* A shared-memory layout given by annotate_layout. */
+typedef struct tl_layout {
+  bool swizzle;          /* "swizzle" */
+  int nvars;             /* explicit map: vars -> index expressions */
+  struct tl_sym **vars;  /* loop-var-like symbols bound to the element's indices */
+  int nindex;
+  tl_expr **index;       /* the storage index (one or more dimensions) */
+  const char *pointer;
+} tl_layout;
+
+typedef struct tl_sym {
+  const char *name;
+  tl_sym_kind kind;
+  const char *pointer; /* where it is declared */
+  tl_dtype dtype;      /* element/value dtype (SCALAR, TENSOR, VAR, BUFFER) */
+  tl_type type;        /* value type (CONST, LET, SCALAR, VAR, BLOCK_VAR, LOOP_VAR) */
+  tl_scalar cval;      /* SYM_CONST: the folded value */
+  tl_scope scope;      /* TENSOR: GLOBAL; BUFFER: SHARED/FRAGMENT/LOCAL */
+  int ndim;            /* TENSOR, BUFFER */
+  tl_expr *shape[TL_MAX_DIMS]; /* TENSOR: dimension expressions over constants and scalar params
+                                  (after check: typed; E_CONST when static) */
+  int64_t dims[TL_MAX_DIMS];   /* BUFFER: folded extents; TENSOR: folded extent or -1 when dynamic */
+  int64_t align;               /* TENSOR: promised alignment in bytes (default 16) */
+  int param_index;             /* SCALAR, TENSOR: position in params (ABI order) */
+  int slot;                    /* after check: value slot (SCALAR, BLOCK_VAR, LOOP_VAR, LET, VAR)
+                                  in [0, prog->nvalue_slots), or buffer slot (BUFFER) in
+                                  [0, prog->nbuffer_slots); -1 for CONST and TENSOR */
+  bool varying;                /* after check: may differ between threads of a block
+                                  (depends on thread_binding, an alloc_var or alloc_local) */
+  bool thread_dep;             /* after check: varying through thread_binding or a local buffer
+                                  (not only through alloc_var values) */
+  tl_layout *layout;           /* BUFFER (shared): from annotate_layout, or NULL */
+  tl_expr *init;               /* VAR: initial value or NULL; LET: its value */
+} tl_sym;
+
+/* ---- expressions ------------------------------------------------------------ */
+typedef enum tl_expr_kind {
+  E_CONST, /* a literal or folded constant: .val, .type */
+  E_NAME,  /* parsed: .name; checked: .sym (SCALAR, BLOCK_VAR, LOOP_VAR, LET, VAR) */
+  E_INDEX, /* buffer element .sym[args...]: parsed .name; checked .sym (TENSOR or BUFFER) */
+  E_UNARY, /* .op in {'-', '~', OP_NOT}; args[0] */
+  E_BINARY,/* .op; args[0], args[1] */
+  E_CALL,  /* parsed: .name; checked: .fn, .dtype_arg (infinity/max_value/min_value/cast/
+              reinterpret), args (a dtype argument is not in args after check) */
+} tl_expr_kind;
+
+/* Binary and unary operators (single-character ones are their ASCII code). */
+enum {
+  OP_FLOORDIV = 256, /* // */
+  OP_SHL,            /* << */
+  OP_SHR,            /* >> */
+  OP_LE, OP_GE, OP_EQ, OP_NE, /* '<' and '>' are their ASCII codes */
+  OP_AND, OP_OR, OP_NOT,
+};
+
+typedef enum tl_fn {
+  FN_NONE,
+  FN_CEILDIV, FN_MIN, FN_MAX, FN_ABS, FN_EXP, FN_EXP2, FN_LOG, FN_LOG2, FN_SQRT, FN_RSQRT,
+  FN_TANH, FN_SIGMOID, FN_FLOOR, FN_CEIL, FN_ROUND, FN_POW, FN_FMA, FN_IF_THEN_ELSE,
+  FN_INFINITY, FN_MAX_VALUE, FN_MIN_VALUE, FN_CAST, FN_REINTERPRET, FN_THREAD_BINDING,
+  FN_COUNT
+} tl_fn;
+const char *tl_fn_name(tl_fn f);
+
+struct tl_expr {
+  tl_expr_kind kind;
+  int op;              /* E_UNARY, E_BINARY */
+  tl_type type;        /* after check: the type the node evaluates in (a tl_dtype, or
+                          TL_TY_UINT/TL_TY_UREAL only for folded constants that never met a
+                          typed operand, e.g. a whole constant extent) */
+  int column;          /* 1-based column of the node's first character in its string */
+  const char *pointer; /* JSON Pointer of the string (or number) it came from */
+  tl_scalar val;       /* E_CONST */
+  const char *name;    /* parsed: E_NAME, E_INDEX, E_CALL */
+  tl_sym *sym;         /* checked: E_NAME, E_INDEX */
+  tl_fn fn;            /* checked: E_CALL */
+  tl_dtype dtype_arg;  /* checked: E_CALL of infinity/max_value/min_value/cast/reinterpret */
+  int nargs;
+  tl_expr **args;
+};
+
+/* ---- regions ----------------------------------------------------------------- */
+/* A region of a buffer or tensor: after check, ndim == sym->ndim and for each
+ * dimension d the elements lo[d] .. lo[d]+ext[d]-1 (lo an int32/int64
+ * expression, ext a constant >= 1; lo == NULL means 0). */
+typedef struct tl_region {
+  const char *text;    /* the region string as written */
+  const char *pointer;
+  const char *name;    /* parsed buffer name */
+  tl_sym *sym;         /* checked */
+  int ndim;
+  tl_expr *lo[TL_MAX_DIMS];
+  int64_t ext[TL_MAX_DIMS];
+  /* parsed form: per written index either a single index (is_slice false,
+   * start in lo_expr), or a slice lo:hi (either may be NULL) */
+  int nwritten;
+  bool is_slice[TL_MAX_DIMS];
+  tl_expr *w_lo[TL_MAX_DIMS], *w_hi[TL_MAX_DIMS];
+  int w_col[TL_MAX_DIMS];
+  bool whole;          /* written as a bare name */
+} tl_region;
+
+/* ---- statements ---------------------------------------------------------- */
+typedef enum tl_stmt_kind {
+  S_ALLOC,       /* alloc_shared/alloc_fragment/alloc_local: .sym (BUFFER) */
+  S_ALLOC_VAR,   /* .sym (VAR), .value = init or NULL */
+  S_LET,         /* .sym (LET), .value */
+  S_COPY,        /* .src, .dst */
+  S_FILL,        /* fill and clear: .dst, .value (clear: constant 0) */
+  S_GEMM,        /* .A .B .C, .trans_a, .trans_b, .policy, .clear_accum, .k_pack */
+  S_REDUCE,      /* .reduce_type, .src, .dst, .dim, .clear */
+  S_CUMSUM,      /* .src, .dst, .dim, .reverse */
+  S_ATOMIC_ADD,  /* .dst, and .src or .value */
+  S_PARALLEL,    /* .nvars, .vars, .extents, .body */
+  S_LOOP,        /* serial/unroll/vectorized/pipelined: .loop_kind, .var, .start, .extent,
+                    .step, .body; pipelined: .num_stages, .order, .stage */
+  S_IF,          /* .value = cond, .body = then, .else_body */
+  S_ANNOTATE_LAYOUT, /* .layout_syms/.layouts: the buffers' sym->layout is set */
+  S_USE_SWIZZLE, /* .panel_size, .order_column, .enable */
+  S_SYNC_THREADS,
+  S_ASSIGN,      /* .lhs (E_INDEX or E_NAME of a VAR), .assign_op (0 for '='), .value */
+} tl_stmt_kind;
+
+typedef enum tl_loop_kind { LOOP_SERIAL, LOOP_UNROLL, LOOP_VECTORIZED, LOOP_PIPELINED } tl_loop_kind;
+typedef enum tl_reduce_type { RED_SUM, RED_MAX, RED_MIN, RED_ABSSUM, RED_ABSMAX } tl_reduce_type;
+typedef enum tl_gemm_policy { POLICY_SQUARE, POLICY_FULL_ROW, POLICY_FULL_COL } tl_gemm_policy;
+
+typedef struct tl_body {
+  int n;
+  tl_stmt **items;
+} tl_body;
+
+struct tl_stmt {
+  tl_stmt_kind kind;
+  const char *pointer; /* of the statement */
+  const char *op_name; /* the "op" as written ("clear", "unroll", ...), or "assignment" */
+  bool block_level;    /* after check: a tile operator, parallel loop, shared/fragment alloc,
+                          sync_threads, annotation, or a loop/if containing one; such a
+                          statement runs once per block with a uniform control path */
+
+  tl_sym *sym;         /* S_ALLOC, S_ALLOC_VAR, S_LET */
+  tl_expr *value;      /* S_LET, S_ALLOC_VAR init, S_FILL, S_ATOMIC_ADD value, S_IF cond,
+                          S_ASSIGN right-hand side */
+  tl_region *src, *dst;
+
+  /* gemm */
+  tl_sym *A, *B, *C;
+  const char *a_name, *b_name, *c_name; /* parsed */
+  bool trans_a, trans_b, clear_accum;
+  tl_gemm_policy policy;
+  int k_pack;
+
+  /* reduce, cumsum */
+  tl_reduce_type reduce_type;
+  int dim;
+  bool clear, reverse;
+
+  /* loops */
+  tl_loop_kind loop_kind;
+  int nvars;
+  tl_sym **vars;       /* S_PARALLEL */
+  tl_expr **extents;   /* S_PARALLEL */
+  tl_sym *var;         /* S_LOOP */
+  tl_expr *start, *extent, *step; /* S_LOOP (start/step never NULL after parse: default 0/1) */
+  int64_t num_stages;
+  int norder;
+  int64_t *order, *stage;
+  tl_body body, else_body;
+  bool has_else;
+
+  /* annotate_layout */
+  int nlayouts;
+  tl_sym **layout_syms;
+  const char **layout_names; /* parsed */
+  tl_layout **layouts;
+
+  /* use_swizzle */
+  tl_expr *panel_size;
+  bool order_column, enable;
+
+  /* parsed option fields, folded by the checker into the typed fields above
+   * (each may be NULL when absent): JSON booleans/integers or constant
+   * expression strings. */
+  struct {
+    tl_expr *trans_a, *trans_b, *clear_accum, *k_pack, *dim, *clear, *reverse, *num_stages, *enable;
+  } raw;
+  const char *reduce_type_name, *policy_name, *order_name; /* parsed strings */
+
+  /* assignment */
+  tl_expr *lhs;
+  int assign_op;       /* 0 for '=', else the binary operator of 'op=' */
+};
+
+/* ---- program --------------------------------------------------------------- */
+typedef struct tl_program {
+  tl_arena *arena;
+  const char *name;
+  int nconsts;
+  tl_sym **consts;     /* in document order */
+  int nparams;
+  tl_sym **params;     /* ABI order: TENSOR and SCALAR */
+  int ngrid;
+  tl_expr *grid[3];
+  tl_expr *threads_expr[3];
+  int nthreads_dims;
+  int64_t threads[3];  /* after check: folded (missing dims are 1) */
+  tl_sym *block_vars[3];
+  int ncluster;
+  int64_t cluster[3];
+  tl_body body;
+  /* after check */
+  int nvalue_slots;
+  int nbuffer_slots;
+  tl_sym **value_syms;   /* nvalue_slots entries: the symbol of each value slot */
+  tl_sym **buffer_syms;  /* nbuffer_slots entries */
+} tl_program;
+
+/* A constant override: -D NAME=VALUE on the command line, or one member of
+ * a compile request's "constants".  value is JSON text of a number or a
+ * boolean (e.g. "256", "0.5", "true"). */
+typedef struct tl_define {
+  const char *name;
+  const char *value;
+} tl_define;
+
+/* ---- stages ----------------------------------------------------------------- */
+/* Parses JSON text into a parsed program (parse.c).  Returns NULL and adds
+ * diagnostics on malformed JSON (one diagnostic with line and column) or
+ * on structural errors (as many as found).  The program is allocated in
+ * `arena`. */
+tl_program *tl_parse(tl_arena *arena, const char *text, size_t len, tl_diags *diags);
+
+/* Parses one expression string (expr.c).  pointer is the JSON Pointer of
+ * the string; on a syntax error adds a diagnostic with its column and
+ * returns NULL. */
+tl_expr *tl_parse_expr(tl_arena *arena, const char *text, const char *pointer, tl_diags *diags);
+/* Parses a region string ("A", "A[i, j]", "Q[b, lo:hi, :]"). */
+tl_region *tl_parse_region(tl_arena *arena, const char *text, const char *pointer, tl_diags *diags);
+/* Parses an assignment statement string ("C[i, j] += x"). */
+bool tl_parse_assign(tl_arena *arena, const char *text, const char *pointer, tl_diags *diags,
+                     tl_expr **lhs, int *op, tl_expr **rhs);
+
+/* Resolves, types and folds a parsed program, applying the overrides
+ * (check.c).  Returns false when any diagnostic was added. */
+bool tl_check(tl_program *prog, const tl_define *defs, int ndefs, tl_diags *diags);
+
+/* Convenience: parse + check.  Returns NULL when diagnostics were added. */
+tl_program *tl_load_program(tl_arena *arena, const char *text, size_t len, const tl_define *defs,
+                            int ndefs, tl_diags *diags);
+
+/* The candidate closest to name (edit distance at most about a third of
+ * its length), or NULL: for "did you mean" hints. */
+const char *tl_closest(const char *name, const char *const *cands, int n);
+
+/* Appends a JSON Pointer reference token (escaping '~' and '/'). */
+const char *tl_ptr_key(tl_arena *a, const char *base, const char *key);
+const char *tl_ptr_index(tl_arena *a, const char *base, int index);
+
+/* A deep copy of an expression tree (checking folds trees in place). */
+tl_expr *tl_expr_copy(tl_arena *a, const tl_expr *e);
+
+/* Prints an expression back as source text (for messages and dumps). */
+char *tl_expr_str(tl_arena *a, const tl_expr *e);
+/* The source spelling of an operator ("//", "and", "+"). */
+const char *tl_op_text(int op);
+
+#endif

@@ -1,0 +1,916 @@
+/*
+ * parse.c - JSON text to a parsed tl_program (stage 1 of DESIGN.md section 3).
+ *
+ * Reads the document with jansson (duplicate keys and NaN/Infinity are
+ * errors), then walks it once, building the IR of ir.h: symbols for
+ * constants, parameters and allocations, statements with their regions and
+ * expressions (parsed by expr.c).  It checks the document's structure: the
+ * fields each object may and must have and their JSON types, the limits of
+ * proto/tile-ir-v1.md, and identifiers.  Names are not resolved and nothing
+ * is typed here: that is check.c's work.  Every error is collected with its
+ * JSON Pointer; parsing goes on after an error so that one run reports them
+ * all.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include "ir.h"
+
+typedef struct {
+  tl_arena *arena;
+  tl_diags *diags;
+  tl_program *prog;
+  int nstmts;
+} P;
+
+#define ERR(ptr, ...) tl_diag_add(p->diags, (ptr), 0, __VA_ARGS__)
+
+static const char *json_kind(const json_t *v) {
+  switch (json_typeof(v)) {
+  case JSON_OBJECT: return "an object";
+  case JSON_ARRAY: return "an array";
+  case JSON_STRING: return "a string";
+  case JSON_INTEGER: return "an integer";
+  case JSON_REAL: return "a real number";
+  case JSON_TRUE:
+  case JSON_FALSE: return "a boolean";
+  case JSON_NULL: return "null";
+  }
+  return "a value";
+}
+
+/* ---- identifiers -------------------------------------------------------------- */
+static const char *const reserved[] = {
+    "and", "or", "not", "true", "false", "True", "False", "if", "else", "None", "in", "is", "lambda",
+};
+
+static bool is_reserved(const char *s) {
+  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+    if (strcmp(s, reserved[i]) == 0)
+      return true;
+  tl_dtype t;
+  if (tl_dtype_parse(s, &t))
+    return true;
+  for (int f = 1; f < FN_COUNT; f++)
+    if (strcmp(s, tl_fn_name((tl_fn)f)) == 0)
+      return true;
+  return false;
+}
+
+/* Checks an identifier; reports and returns false if it is not one. */
+static bool check_ident(P *p, const char *s, const char *ptr, const char *what) {
+  size_t n = strlen(s);
+  bool ok = n > 0 && (s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z'));
+  for (size_t i = 1; ok && i < n; i++)
+    ok = s[i] == '_' || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
+         (s[i] >= '0' && s[i] <= '9');
+  if (!ok) {
+    ERR(ptr, "%s '%s' is not an identifier (letters, digits and '_', not starting with a digit)", what, s);
+    return false;
+  }
+  if (n > TL_MAX_NAME) {
+    ERR(ptr, "%s is %zu characters long; the limit is %d", what, n, TL_MAX_NAME);
+    return false;
+  }
+  if (is_reserved(s)) {
+    ERR(ptr, "%s '%s' is a reserved word (a keyword, function or dtype name)", what, s);
+    return false;
+  }
+  return true;
+}
+
+/* ---- fields of objects ---------------------------------------------------------- */
+/* Reports every member of obj that is not in `allowed` (NULL-terminated)
+ * and does not start with "x-". */
+static void check_fields(P *p, json_t *obj, const char *ptr, const char *what, const char *const *allowed) {
+  const char *key;
+  json_t *v;
+  int n = 0;
+  while (allowed[n])
+    n++;
+  json_object_foreach(obj, key, v) {
+    if (strncmp(key, "x-", 2) == 0)
+      continue;
+    bool known = false;
+    for (int i = 0; i < n; i++)
+      known |= strcmp(key, allowed[i]) == 0;
+    if (known)
+      continue;
+    const char *hint = tl_closest(key, allowed, n);
+    const char *kp = tl_ptr_key(p->arena, ptr, key);
+    if (hint)
+      ERR(kp, "unknown field '%s' in %s; did you mean '%s'?", key, what, hint);
+    else {
+      char list[512] = "";
+      for (int i = 0; i < n; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", allowed[i]);
+      ERR(kp, "unknown field '%s' in %s; the fields are: %s (and any 'x-' field)", key, what, list);
+    }
+  }
+}
+
+static json_t *need(P *p, json_t *obj, const char *key, const char *ptr, const char *what) {
+  json_t *v = json_object_get(obj, key);
+  if (!v)
+    ERR(ptr, "%s has no '%s' field", what, key);
+  return v;
+}
+
+static const char *get_string(P *p, json_t *obj, const char *key, const char *ptr, const char *what,
+                              bool required) {
+  json_t *v = required ? need(p, obj, key, ptr, what) : json_object_get(obj, key);
+  if (!v)
+    return NULL;
+  if (!json_is_string(v)) {
+    ERR(tl_ptr_key(p->arena, ptr, key), "'%s' must be a string, not %s", key, json_kind(v));
+    return NULL;
+  }
+  return tl_arena_strdup(p->arena, json_string_value(v));
+}
+
+/* An expression: a string in expression syntax, a JSON number or boolean. */
+static tl_expr *expr_value(P *p, json_t *v, const char *ptr) {
+  tl_expr *e;
+  switch (json_typeof(v)) {
+  case JSON_STRING:
+    if (strlen(json_string_value(v)) != json_string_length(v)) {
+      ERR(ptr, "expression contains a NUL character");
+      return NULL;
+    }
+    return tl_parse_expr(p->arena, json_string_value(v), ptr, p->diags);
+  case JSON_INTEGER:
+    e = tl_arena_alloc(p->arena, sizeof *e);
+    e->kind = E_CONST;
+    e->type = TL_TY_UINT;
+    e->val.i = json_integer_value(v);
+    e->pointer = ptr;
+    return e;
+  case JSON_REAL:
+    e = tl_arena_alloc(p->arena, sizeof *e);
+    e->kind = E_CONST;
+    e->type = TL_TY_UREAL;
+    e->val.f = json_real_value(v);
+    e->pointer = ptr;
+    return e;
+  case JSON_TRUE:
+  case JSON_FALSE:
+    e = tl_arena_alloc(p->arena, sizeof *e);
+    e->kind = E_CONST;
+    e->type = TL_BOOL;
+    e->val.i = json_is_true(v);
+    e->pointer = ptr;
+    return e;
+  default:
+    ERR(ptr, "expected an expression (a string, number or boolean), found %s", json_kind(v));
+    return NULL;
+  }
+}
+
+static tl_expr *get_expr(P *p, json_t *obj, const char *key, const char *ptr, const char *what, bool required) {
+  json_t *v = required ? need(p, obj, key, ptr, what) : json_object_get(obj, key);
+  if (!v)
+    return NULL;
+  return expr_value(p, v, tl_ptr_key(p->arena, ptr, key));
+}
+
+/* A list of expressions (shape, grid, extents): 1..maxn entries. */
+static int get_expr_list(P *p, json_t *v, const char *ptr, const char *what, int maxn, tl_expr **out) {
+  if (!json_is_array(v)) {
+    ERR(ptr, "%s must be a list, not %s", what, json_kind(v));
+    return -1;
+  }
+  size_t n = json_array_size(v);
+  if (n == 0 || n > (size_t)maxn) {
+    ERR(ptr, "%s has %zu entries; it must have 1 to %d", what, n, maxn);
+    return -1;
+  }
+  for (size_t i = 0; i < n; i++)
+    out[i] = expr_value(p, json_array_get(v, i), tl_ptr_index(p->arena, ptr, (int)i));
+  return (int)n;
+}
+
+static bool get_dtype(P *p, json_t *obj, const char *ptr, const char *what, tl_dtype *out) {
+  const char *s = get_string(p, obj, "dtype", ptr, what, true);
+  if (!s)
+    return false;
+  if (tl_dtype_parse(s, out))
+    return true;
+  const char *names[TL_DTYPE_COUNT];
+  for (int i = 0; i < TL_DTYPE_COUNT; i++)
+    names[i] = tl_dtype_name((tl_dtype)i);
+  const char *hint = tl_closest(s, names, TL_DTYPE_COUNT);
+  const char *dp = tl_ptr_key(p->arena, ptr, "dtype");
+  if (hint)
+    ERR(dp, "unknown dtype '%s'; did you mean '%s'?", s, hint);
+  else
+    ERR(dp, "unknown dtype '%s'; the dtypes are bool, int8, uint8, int16, uint16, int32, uint32, int64, "
+            "uint64, float16, bfloat16, float32, float64, float8_e4m3, float8_e5m2", s);
+  return false;
+}
+
+static tl_sym *new_sym(P *p, const char *name, tl_sym_kind kind, const char *ptr) {
+  tl_sym *s = tl_arena_alloc(p->arena, sizeof *s);
+  s->name = name;
+  s->kind = kind;
+  s->pointer = ptr;
+  s->slot = -1;
+  s->param_index = -1;
+  s->type = TL_TY_NONE;
+  return s;
+}
+
+/* ---- statements -------------------------------------------------------------- */
+static void parse_body(P *p, json_t *v, const char *ptr, tl_body *out, int depth);
+
+typedef struct {
+  const char *op;
+  const char *fields[12];
+} op_fields;
+
+static const op_fields op_table[] = {
+    {"alloc_shared", {"op", "name", "shape", "dtype"}},
+    {"alloc_fragment", {"op", "name", "shape", "dtype"}},
+    {"alloc_local", {"op", "name", "shape", "dtype"}},
+    {"alloc_var", {"op", "name", "dtype", "init"}},
+    {"let", {"op", "name", "value"}},
+    {"copy", {"op", "src", "dst"}},
+    {"fill", {"op", "dst", "value"}},
+    {"clear", {"op", "dst"}},
+    {"gemm", {"op", "A", "B", "C", "transpose_A", "transpose_B", "policy", "clear_accum", "k_pack"}},
+    {"reduce", {"op", "type", "src", "dst", "dim", "clear"}},
+    {"cumsum", {"op", "src", "dst", "dim", "reverse"}},
+    {"atomic_add", {"op", "dst", "src", "value"}},
+    {"parallel", {"op", "vars", "extents", "body"}},
+    {"pipelined", {"op", "var", "extent", "start", "num_stages", "order", "stage", "body"}},
+    {"serial", {"op", "var", "extent", "start", "step", "body"}},
+    {"unroll", {"op", "var", "extent", "start", "step", "body"}},
+    {"vectorized", {"op", "var", "extent", "start", "step", "body"}},
+    {"if", {"op", "cond", "then", "else"}},
+    {"annotate_layout", {"op", "layouts"}},
+    {"use_swizzle", {"op", "panel_size", "order", "enable"}},
+    {"sync_threads", {"op"}},
+};
+#define NOPS ((int)(sizeof op_table / sizeof op_table[0]))
+
+static tl_region *get_region(P *p, json_t *obj, const char *key, const char *ptr, const char *what, bool required) {
+  json_t *v = required ? need(p, obj, key, ptr, what) : json_object_get(obj, key);
+  if (!v)
+    return NULL;
+  const char *rp = tl_ptr_key(p->arena, ptr, key);
+  if (!json_is_string(v)) {
+    ERR(rp, "'%s' must be a region string such as \"A\" or \"A[i, j]\", not %s", key, json_kind(v));
+    return NULL;
+  }
+  return tl_parse_region(p->arena, tl_arena_strdup(p->arena, json_string_value(v)), rp, p->diags);
+}
+
+static tl_expr *get_flag(P *p, json_t *obj, const char *key, const char *ptr) {
+  json_t *v = json_object_get(obj, key);
+  if (!v)
+    return NULL;
+  const char *fp = tl_ptr_key(p->arena, ptr, key);
+  if (!json_is_boolean(v) && !json_is_string(v)) {
+    ERR(fp, "'%s' must be true or false, not %s", key, json_kind(v));
+    return NULL;
+  }
+  return expr_value(p, v, fp);
+}
+
+static tl_expr *get_int_field(P *p, json_t *obj, const char *key, const char *ptr, bool required, const char *what) {
+  json_t *v = required ? need(p, obj, key, ptr, what) : json_object_get(obj, key);
+  if (!v)
+    return NULL;
+  const char *fp = tl_ptr_key(p->arena, ptr, key);
+  if (!json_is_integer(v) && !json_is_string(v)) {
+    ERR(fp, "'%s' must be an integer or a constant expression, not %s", key, json_kind(v));
+    return NULL;
+  }
+  return expr_value(p, v, fp);
+}
+
+static tl_layout *parse_layout(P *p, json_t *v, const char *ptr) {
+  tl_layout *l = tl_arena_alloc(p->arena, sizeof *l);
+  l->pointer = ptr;
+  if (json_is_string(v)) {
+    if (strcmp(json_string_value(v), "swizzle") != 0) {
+      ERR(ptr, "a layout is \"swizzle\" or {\"vars\": [...], \"index\": [...]}, not \"%s\"", json_string_value(v));
+      return NULL;
+    }
+    l->swizzle = true;
+    return l;
+  }
+  if (!json_is_object(v)) {
+    ERR(ptr, "a layout is \"swizzle\" or {\"vars\": [...], \"index\": [...]}, not %s", json_kind(v));
+    return NULL;
+  }
+  static const char *const fields[] = {"vars", "index", NULL};
+  check_fields(p, v, ptr, "a layout map", fields);
+  json_t *vars = need(p, v, "vars", ptr, "a layout map");
+  json_t *index = need(p, v, "index", ptr, "a layout map");
+  if (!vars || !index)
+    return NULL;
+  const char *vp = tl_ptr_key(p->arena, ptr, "vars");
+  if (!json_is_array(vars) || json_array_size(vars) == 0 || json_array_size(vars) > TL_MAX_DIMS) {
+    ERR(vp, "'vars' must be a list of 1 to %d names", TL_MAX_DIMS);
+    return NULL;
+  }
+  l->nvars = (int)json_array_size(vars);
+  l->vars = tl_arena_alloc(p->arena, sizeof(tl_sym *) * (size_t)l->nvars);
+  for (int i = 0; i < l->nvars; i++) {
+    json_t *n = json_array_get(vars, (size_t)i);
+    const char *np = tl_ptr_index(p->arena, vp, i);
+    if (!json_is_string(n)) {
+      ERR(np, "a layout variable must be a name, not %s", json_kind(n));
+      return NULL;
+    }
+    const char *name = tl_arena_strdup(p->arena, json_string_value(n));
+    if (!check_ident(p, name, np, "layout variable"))
+      return NULL;
+    l->vars[i] = new_sym(p, name, SYM_LOOP_VAR, np);
+  }
+  l->index = tl_arena_alloc(p->arena, sizeof(tl_expr *) * TL_MAX_DIMS);
+  l->nindex = get_expr_list(p, index, tl_ptr_key(p->arena, ptr, "index"), "'index'", TL_MAX_DIMS, l->index);
+  return l->nindex < 0 ? NULL : l;
+}
+
+static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
+  if (++p->nstmts > TL_MAX_STMTS) {
+    if (p->nstmts == TL_MAX_STMTS + 1)
+      ERR(ptr, "the program has more than %d statements", TL_MAX_STMTS);
+    return NULL;
+  }
+  tl_stmt *s = tl_arena_alloc(p->arena, sizeof *s);
+  s->pointer = ptr;
+  if (json_is_string(v)) {
+    s->kind = S_ASSIGN;
+    s->op_name = "assignment";
+    if (!tl_parse_assign(p->arena, tl_arena_strdup(p->arena, json_string_value(v)), ptr, p->diags, &s->lhs,
+                         &s->assign_op, &s->value))
+      return NULL;
+    return s;
+  }
+  if (!json_is_object(v)) {
+    ERR(ptr, "a statement is an object with an \"op\" field or an assignment string, not %s", json_kind(v));
+    return NULL;
+  }
+  json_t *opv = json_object_get(v, "op");
+  if (!opv) {
+    ERR(ptr, "statement has no 'op' field");
+    return NULL;
+  }
+  if (!json_is_string(opv)) {
+    ERR(tl_ptr_key(p->arena, ptr, "op"), "'op' must be a string, not %s", json_kind(opv));
+    return NULL;
+  }
+  const char *op = json_string_value(opv);
+  const op_fields *of = NULL;
+  for (int i = 0; i < NOPS; i++)
+    if (strcmp(op_table[i].op, op) == 0)
+      of = &op_table[i];
+  if (!of) {
+    const char *names[NOPS];
+    for (int i = 0; i < NOPS; i++)
+      names[i] = op_table[i].op;
+    const char *hint = tl_closest(op, names, NOPS);
+    if (hint)
+      ERR(tl_ptr_key(p->arena, ptr, "op"), "unknown op '%s'; did you mean '%s'?", op, hint);
+    else
+      ERR(tl_ptr_key(p->arena, ptr, "op"), "unknown op '%s'", op);
+    return NULL;
+  }
+  s->op_name = of->op;
+  const char *what = tl_arena_printf(p->arena, "'%s'", of->op);
+  check_fields(p, v, ptr, what, of->fields);
+
+  if (strncmp(op, "alloc_", 6) == 0 && strcmp(op, "alloc_var") != 0) {
+    s->kind = S_ALLOC;
+    const char *name = get_string(p, v, "name", ptr, what, true);
+    tl_dtype dt = TL_FLOAT32;
+    bool okd = get_dtype(p, v, ptr, what, &dt);
+    json_t *shape = need(p, v, "shape", ptr, what);
+    if (!name || !check_ident(p, name, tl_ptr_key(p->arena, ptr, "name"), "buffer name"))
+      return NULL;
+    tl_sym *b = new_sym(p, name, SYM_BUFFER, ptr);
+    b->dtype = dt;
+    b->scope = op[6] == 's' ? SCOPE_SHARED : op[6] == 'f' ? SCOPE_FRAGMENT : SCOPE_LOCAL;
+    if (shape) {
+      b->ndim = get_expr_list(p, shape, tl_ptr_key(p->arena, ptr, "shape"), "'shape'", TL_MAX_DIMS, b->shape);
+      if (b->ndim < 0)
+        return NULL;
+    }
+    s->sym = b;
+    return okd && shape ? s : NULL;
+  }
+  if (strcmp(op, "alloc_var") == 0) {
+    s->kind = S_ALLOC_VAR;
+    const char *name = get_string(p, v, "name", ptr, what, true);
+    tl_dtype dt = TL_INT32;
+    bool okd = get_dtype(p, v, ptr, what, &dt);
+    s->value = get_expr(p, v, "init", ptr, what, false);
+    if (!name || !check_ident(p, name, tl_ptr_key(p->arena, ptr, "name"), "variable name") || !okd)
+      return NULL;
+    s->sym = new_sym(p, name, SYM_VAR, ptr);
+    s->sym->dtype = dt;
+    s->sym->type = (tl_type)dt;
+    s->sym->init = s->value;
+    return s;
+  }
+  if (strcmp(op, "let") == 0) {
+    s->kind = S_LET;
+    const char *name = get_string(p, v, "name", ptr, what, true);
+    s->value = get_expr(p, v, "value", ptr, what, true);
+    if (!name || !check_ident(p, name, tl_ptr_key(p->arena, ptr, "name"), "name") || !s->value)
+      return NULL;
+    s->sym = new_sym(p, name, SYM_LET, ptr);
+    s->sym->init = s->value;
+    return s;
+  }
+  if (strcmp(op, "copy") == 0) {
+    s->kind = S_COPY;
+    s->src = get_region(p, v, "src", ptr, what, true);
+    s->dst = get_region(p, v, "dst", ptr, what, true);
+    return s->src && s->dst ? s : NULL;
+  }
+  if (strcmp(op, "fill") == 0 || strcmp(op, "clear") == 0) {
+    s->kind = S_FILL;
+    s->dst = get_region(p, v, "dst", ptr, what, true);
+    if (op[0] == 'f')
+      s->value = get_expr(p, v, "value", ptr, what, true);
+    else {
+      s->value = tl_arena_alloc(p->arena, sizeof(tl_expr));
+      s->value->kind = E_CONST;
+      s->value->type = TL_TY_UINT;
+      s->value->pointer = ptr;
+    }
+    return s->dst && s->value ? s : NULL;
+  }
+  if (strcmp(op, "gemm") == 0) {
+    s->kind = S_GEMM;
+    s->a_name = get_string(p, v, "A", ptr, what, true);
+    s->b_name = get_string(p, v, "B", ptr, what, true);
+    s->c_name = get_string(p, v, "C", ptr, what, true);
+    s->raw.trans_a = get_flag(p, v, "transpose_A", ptr);
+    s->raw.trans_b = get_flag(p, v, "transpose_B", ptr);
+    s->raw.clear_accum = get_flag(p, v, "clear_accum", ptr);
+    s->raw.k_pack = get_int_field(p, v, "k_pack", ptr, false, what);
+    s->policy_name = get_string(p, v, "policy", ptr, what, false);
+    s->k_pack = 1;
+    if (s->policy_name) {
+      if (strcmp(s->policy_name, "square") == 0)
+        s->policy = POLICY_SQUARE;
+      else if (strcmp(s->policy_name, "full_row") == 0)
+        s->policy = POLICY_FULL_ROW;
+      else if (strcmp(s->policy_name, "full_col") == 0)
+        s->policy = POLICY_FULL_COL;
+      else
+        ERR(tl_ptr_key(p->arena, ptr, "policy"), "unknown gemm policy '%s'; it is \"square\", \"full_row\" or \"full_col\"",
+            s->policy_name);
+    }
+    return s->a_name && s->b_name && s->c_name ? s : NULL;
+  }
+  if (strcmp(op, "reduce") == 0) {
+    s->kind = S_REDUCE;
+    s->reduce_type_name = get_string(p, v, "type", ptr, what, true);
+    s->src = get_region(p, v, "src", ptr, what, true);
+    s->dst = get_region(p, v, "dst", ptr, what, true);
+    s->raw.dim = get_int_field(p, v, "dim", ptr, true, what);
+    s->raw.clear = get_flag(p, v, "clear", ptr);
+    s->clear = true;
+    static const char *const types[] = {"sum", "max", "min", "abssum", "absmax"};
+    if (s->reduce_type_name) {
+      int t = -1;
+      for (int i = 0; i < 5; i++)
+        if (strcmp(types[i], s->reduce_type_name) == 0)
+          t = i;
+      if (t < 0) {
+        ERR(tl_ptr_key(p->arena, ptr, "type"),
+            "unknown reduction '%s'; it is \"sum\", \"max\", \"min\", \"abssum\" or \"absmax\"", s->reduce_type_name);
+        return NULL;
+      }
+      s->reduce_type = (tl_reduce_type)t;
+    }
+    return s->reduce_type_name && s->src && s->dst && s->raw.dim ? s : NULL;
+  }
+  if (strcmp(op, "cumsum") == 0) {
+    s->kind = S_CUMSUM;
+    s->src = get_region(p, v, "src", ptr, what, true);
+    s->dst = get_region(p, v, "dst", ptr, what, true);
+    s->raw.dim = get_int_field(p, v, "dim", ptr, true, what);
+    s->raw.reverse = get_flag(p, v, "reverse", ptr);
+    return s->src && s->dst && s->raw.dim ? s : NULL;
+  }
+  if (strcmp(op, "atomic_add") == 0) {
+    s->kind = S_ATOMIC_ADD;
+    s->dst = get_region(p, v, "dst", ptr, what, true);
+    bool has_src = json_object_get(v, "src"), has_value = json_object_get(v, "value");
+    if (has_src == has_value) {
+      ERR(ptr, "'atomic_add' needs exactly one of 'src' (a region) and 'value' (an expression)");
+      return NULL;
+    }
+    if (has_src)
+      s->src = get_region(p, v, "src", ptr, what, true);
+    else
+      s->value = get_expr(p, v, "value", ptr, what, true);
+    return s->dst && (s->src || s->value) ? s : NULL;
+  }
+  if (strcmp(op, "parallel") == 0) {
+    s->kind = S_PARALLEL;
+    json_t *vars = need(p, v, "vars", ptr, what);
+    json_t *ext = need(p, v, "extents", ptr, what);
+    json_t *body = need(p, v, "body", ptr, what);
+    if (!vars || !ext || !body)
+      return NULL;
+    const char *vp = tl_ptr_key(p->arena, ptr, "vars");
+    if (!json_is_array(vars) || json_array_size(vars) == 0 || json_array_size(vars) > TL_MAX_DIMS) {
+      ERR(vp, "'vars' must be a list of 1 to %d names", TL_MAX_DIMS);
+      return NULL;
+    }
+    s->nvars = (int)json_array_size(vars);
+    s->vars = tl_arena_alloc(p->arena, sizeof(tl_sym *) * (size_t)s->nvars);
+    bool ok = true;
+    for (int i = 0; i < s->nvars; i++) {
+      json_t *n = json_array_get(vars, (size_t)i);
+      const char *np = tl_ptr_index(p->arena, vp, i);
+      if (!json_is_string(n)) {
+        ERR(np, "a loop variable must be a name, not %s", json_kind(n));
+        ok = false;
+        continue;
+      }
+      const char *name = tl_arena_strdup(p->arena, json_string_value(n));
+      ok &= check_ident(p, name, np, "loop variable");
+      s->vars[i] = new_sym(p, name, SYM_LOOP_VAR, np);
+      s->vars[i]->type = TL_INT32;
+    }
+    s->extents = tl_arena_alloc(p->arena, sizeof(tl_expr *) * TL_MAX_DIMS);
+    const char *ep = tl_ptr_key(p->arena, ptr, "extents");
+    int ne = get_expr_list(p, ext, ep, "'extents'", TL_MAX_DIMS, s->extents);
+    if (ne >= 0 && ne != s->nvars) {
+      ERR(ep, "'extents' has %d entries but 'vars' has %d; give one extent per variable", ne, s->nvars);
+      ok = false;
+    }
+    parse_body(p, body, tl_ptr_key(p->arena, ptr, "body"), &s->body, depth);
+    return ok && ne == s->nvars ? s : NULL;
+  }
+  if (strcmp(op, "pipelined") == 0 || strcmp(op, "serial") == 0 || strcmp(op, "unroll") == 0 ||
+      strcmp(op, "vectorized") == 0) {
+    s->kind = S_LOOP;
+    s->loop_kind = op[0] == 'p' ? LOOP_PIPELINED : op[0] == 's' ? LOOP_SERIAL : op[0] == 'u' ? LOOP_UNROLL
+                                                                                      : LOOP_VECTORIZED;
+    const char *name = get_string(p, v, "var", ptr, what, true);
+    s->extent = get_expr(p, v, "extent", ptr, what, true);
+    s->start = get_expr(p, v, "start", ptr, what, false);
+    if (s->loop_kind != LOOP_PIPELINED)
+      s->step = get_expr(p, v, "step", ptr, what, false);
+    json_t *body = need(p, v, "body", ptr, what);
+    bool ok = name && check_ident(p, name, tl_ptr_key(p->arena, ptr, "var"), "loop variable") && s->extent;
+    if (name) {
+      s->var = new_sym(p, name, SYM_LOOP_VAR, tl_ptr_key(p->arena, ptr, "var"));
+      s->var->type = TL_INT32;
+    }
+    if (s->loop_kind == LOOP_PIPELINED) {
+      s->raw.num_stages = get_int_field(p, v, "num_stages", ptr, false, what);
+      for (int which = 0; which < 2; which++) {
+        const char *key = which ? "stage" : "order";
+        json_t *l = json_object_get(v, key);
+        if (!l)
+          continue;
+        const char *lp = tl_ptr_key(p->arena, ptr, key);
+        if (!json_is_array(l) || json_array_size(l) > TL_MAX_STMTS) {
+          ERR(lp, "'%s' must be a list of integers, one per body statement", key);
+          ok = false;
+          continue;
+        }
+        int n = (int)json_array_size(l);
+        int64_t *vals = tl_arena_alloc(p->arena, sizeof(int64_t) * (size_t)(n + 1));
+        for (int i = 0; i < n; i++) {
+          json_t *x = json_array_get(l, (size_t)i);
+          if (!json_is_integer(x)) {
+            ERR(tl_ptr_index(p->arena, lp, i), "'%s' entries must be integers, not %s", key, json_kind(x));
+            ok = false;
+          } else
+            vals[i] = json_integer_value(x);
+        }
+        if (which)
+          s->stage = vals;
+        else
+          s->order = vals;
+        if (s->norder && s->norder != n) {
+          ERR(lp, "'order' and 'stage' must have the same length");
+          ok = false;
+        }
+        s->norder = n;
+      }
+    }
+    if (body)
+      parse_body(p, body, tl_ptr_key(p->arena, ptr, "body"), &s->body, depth);
+    return ok && body ? s : NULL;
+  }
+  if (strcmp(op, "if") == 0) {
+    s->kind = S_IF;
+    s->value = get_expr(p, v, "cond", ptr, what, true);
+    json_t *then = need(p, v, "then", ptr, what);
+    if (then)
+      parse_body(p, then, tl_ptr_key(p->arena, ptr, "then"), &s->body, depth);
+    json_t *els = json_object_get(v, "else");
+    if (els) {
+      s->has_else = true;
+      parse_body(p, els, tl_ptr_key(p->arena, ptr, "else"), &s->else_body, depth);
+    }
+    return s->value && then ? s : NULL;
+  }
+  if (strcmp(op, "annotate_layout") == 0) {
+    s->kind = S_ANNOTATE_LAYOUT;
+    json_t *ls = need(p, v, "layouts", ptr, what);
+    if (!ls)
+      return NULL;
+    const char *lp = tl_ptr_key(p->arena, ptr, "layouts");
+    if (!json_is_object(ls) || json_object_size(ls) == 0) {
+      ERR(lp, "'layouts' must be a non-empty object mapping buffer names to layouts");
+      return NULL;
+    }
+    size_t n = json_object_size(ls);
+    s->layout_names = tl_arena_alloc(p->arena, sizeof(char *) * n);
+    s->layouts = tl_arena_alloc(p->arena, sizeof(tl_layout *) * n);
+    s->layout_syms = tl_arena_alloc(p->arena, sizeof(tl_sym *) * n);
+    const char *key;
+    json_t *lv;
+    bool ok = true;
+    json_object_foreach(ls, key, lv) {
+      const char *kp = tl_ptr_key(p->arena, lp, key);
+      s->layout_names[s->nlayouts] = tl_arena_strdup(p->arena, key);
+      s->layouts[s->nlayouts] = parse_layout(p, lv, kp);
+      ok &= s->layouts[s->nlayouts] != NULL;
+      s->nlayouts++;
+    }
+    return ok ? s : NULL;
+  }
+  if (strcmp(op, "use_swizzle") == 0) {
+    s->kind = S_USE_SWIZZLE;
+    s->panel_size = get_int_field(p, v, "panel_size", ptr, true, what);
+    s->order_name = get_string(p, v, "order", ptr, what, false);
+    s->raw.enable = get_flag(p, v, "enable", ptr);
+    s->enable = true;
+    if (s->order_name) {
+      if (strcmp(s->order_name, "column") == 0)
+        s->order_column = true;
+      else if (strcmp(s->order_name, "row") != 0)
+        ERR(tl_ptr_key(p->arena, ptr, "order"), "'order' is \"row\" or \"column\", not \"%s\"", s->order_name);
+    }
+    return s->panel_size ? s : NULL;
+  }
+  s->kind = S_SYNC_THREADS;
+  return s;
+}
+
+static void parse_body(P *p, json_t *v, const char *ptr, tl_body *out, int depth) {
+  if (depth + 1 > TL_MAX_STMT_DEPTH) {
+    ERR(ptr, "statements are nested too deeply (the limit is %d levels)", TL_MAX_STMT_DEPTH);
+    return;
+  }
+  if (!json_is_array(v)) {
+    ERR(ptr, "a body must be a list of statements, not %s", json_kind(v));
+    return;
+  }
+  size_t n = json_array_size(v);
+  tl_vec items = {0};
+  for (size_t i = 0; i < n; i++) {
+    tl_stmt *s = parse_stmt(p, json_array_get(v, i), tl_ptr_index(p->arena, ptr, (int)i), depth + 1);
+    if (s)
+      tl_vec_push(p->arena, &items, s);
+  }
+  out->n = items.n;
+  out->items = (tl_stmt **)items.items;
+}
+
+/* ---- top level -------------------------------------------------------------- */
+static void parse_constants(P *p, json_t *v) {
+  if (!json_is_object(v)) {
+    ERR("/constants", "'constants' must be an object mapping names to values, not %s", json_kind(v));
+    return;
+  }
+  if (json_object_size(v) > TL_MAX_CONSTANTS) {
+    ERR("/constants", "the program has %zu constants; the limit is %d", json_object_size(v), TL_MAX_CONSTANTS);
+    return;
+  }
+  p->prog->consts = tl_arena_alloc(p->arena, sizeof(tl_sym *) * (json_object_size(v) + 1));
+  const char *key;
+  json_t *val;
+  json_object_foreach(v, key, val) {
+    const char *cp = tl_ptr_key(p->arena, "/constants", key);
+    const char *name = tl_arena_strdup(p->arena, key);
+    if (!check_ident(p, name, cp, "constant name"))
+      continue;
+    tl_sym *c = new_sym(p, name, SYM_CONST, cp);
+    c->init = expr_value(p, val, cp);
+    if (!c->init)
+      continue;
+    p->prog->consts[p->prog->nconsts++] = c;
+  }
+}
+
+static void parse_params(P *p, json_t *v) {
+  if (!json_is_array(v)) {
+    ERR("/params", "'params' must be a list, not %s", json_kind(v));
+    return;
+  }
+  size_t n = json_array_size(v);
+  if (n > TL_MAX_PARAMS) {
+    ERR("/params", "the kernel has %zu parameters; the limit is %d", n, TL_MAX_PARAMS);
+    return;
+  }
+  p->prog->params = tl_arena_alloc(p->arena, sizeof(tl_sym *) * (n + 1));
+  for (size_t i = 0; i < n; i++) {
+    json_t *pv = json_array_get(v, i);
+    const char *pp = tl_ptr_index(p->arena, "/params", (int)i);
+    if (!json_is_object(pv)) {
+      ERR(pp, "a parameter must be an object, not %s", json_kind(pv));
+      continue;
+    }
+    const char *kind = get_string(p, pv, "kind", pp, "a parameter", true);
+    bool tensor = kind && strcmp(kind, "tensor") == 0;
+    if (kind && !tensor && strcmp(kind, "scalar") != 0) {
+      ERR(tl_ptr_key(p->arena, pp, "kind"), "a parameter's kind is \"tensor\" or \"scalar\", not \"%s\"", kind);
+      continue;
+    }
+    if (!kind)
+      continue;
+    static const char *const tfields[] = {"name", "kind", "dtype", "shape", "align", NULL};
+    static const char *const sfields[] = {"name", "kind", "dtype", NULL};
+    check_fields(p, pv, pp, tensor ? "a tensor parameter" : "a scalar parameter", tensor ? tfields : sfields);
+    const char *name = get_string(p, pv, "name", pp, "a parameter", true);
+    tl_dtype dt = TL_INT32;
+    bool okd = get_dtype(p, pv, pp, "a parameter", &dt);
+    if (!name || !check_ident(p, name, tl_ptr_key(p->arena, pp, "name"), "parameter name"))
+      continue;
+    tl_sym *s = new_sym(p, name, tensor ? SYM_TENSOR : SYM_SCALAR, pp);
+    s->dtype = dt;
+    s->param_index = (int)i;
+    if (tensor) {
+      s->scope = SCOPE_GLOBAL;
+      s->align = 16;
+      json_t *shape = need(p, pv, "shape", pp, "a tensor parameter");
+      if (shape)
+        s->ndim = get_expr_list(p, shape, tl_ptr_key(p->arena, pp, "shape"), "'shape'", TL_MAX_DIMS, s->shape);
+      if (!shape || s->ndim < 0)
+        continue;
+      json_t *al = json_object_get(pv, "align");
+      if (al) {
+        json_int_t a = json_is_integer(al) ? json_integer_value(al) : 0;
+        if (a <= 0 || (a & (a - 1)) != 0 || a > 4096) {
+          ERR(tl_ptr_key(p->arena, pp, "align"), "'align' must be a power of two from 1 to 4096 (bytes)");
+          continue;
+        }
+        s->align = a;
+      }
+    } else if (okd && dt != TL_INT32 && dt != TL_INT64 && dt != TL_FLOAT32 && dt != TL_BOOL) {
+      ERR(tl_ptr_key(p->arena, pp, "dtype"), "a scalar parameter is int32, int64, float32 or bool, not %s",
+          tl_dtype_name(dt));
+      continue;
+    }
+    if (!okd)
+      continue;
+    s->type = (tl_type)dt;
+    p->prog->params[p->prog->nparams++] = s;
+  }
+}
+
+static void parse_kernel(P *p, json_t *k) {
+  if (!json_is_object(k)) {
+    ERR("/kernel", "'kernel' must be an object, not %s", json_kind(k));
+    return;
+  }
+  static const char *const fields[] = {"grid", "threads", "block_vars", "cluster", "body", NULL};
+  check_fields(p, k, "/kernel", "'kernel'", fields);
+  tl_program *prog = p->prog;
+  json_t *grid = need(p, k, "grid", "/kernel", "'kernel'");
+  if (grid)
+    prog->ngrid = get_expr_list(p, grid, "/kernel/grid", "'grid'", 3, prog->grid);
+  json_t *threads = need(p, k, "threads", "/kernel", "'kernel'");
+  if (threads) {
+    if (json_is_array(threads))
+      prog->nthreads_dims = get_expr_list(p, threads, "/kernel/threads", "'threads'", 3, prog->threads_expr);
+    else if ((prog->threads_expr[0] = expr_value(p, threads, "/kernel/threads")))
+      prog->nthreads_dims = 1;
+  }
+  json_t *bv = need(p, k, "block_vars", "/kernel", "'kernel'");
+  if (bv) {
+    if (!json_is_array(bv) || json_array_size(bv) == 0 || json_array_size(bv) > 3)
+      ERR("/kernel/block_vars", "'block_vars' must be a list of 1 to 3 names");
+    else if (prog->ngrid > 0 && json_array_size(bv) != (size_t)prog->ngrid)
+      ERR("/kernel/block_vars", "'block_vars' has %zu names but 'grid' has %d dimensions; give one name per dimension",
+          json_array_size(bv), prog->ngrid);
+    else
+      for (size_t i = 0; i < json_array_size(bv); i++) {
+        json_t *n = json_array_get(bv, i);
+        const char *np = tl_ptr_index(p->arena, "/kernel/block_vars", (int)i);
+        if (!json_is_string(n)) {
+          ERR(np, "a block variable must be a name, not %s", json_kind(n));
+          continue;
+        }
+        const char *name = tl_arena_strdup(p->arena, json_string_value(n));
+        if (!check_ident(p, name, np, "block variable"))
+          continue;
+        prog->block_vars[i] = new_sym(p, name, SYM_BLOCK_VAR, np);
+        prog->block_vars[i]->type = TL_INT32;
+      }
+  }
+  json_t *cl = json_object_get(k, "cluster");
+  if (cl) {
+    if (!json_is_array(cl) || json_array_size(cl) == 0 || json_array_size(cl) > 3)
+      ERR("/kernel/cluster", "'cluster' must be a list of 1 to 3 positive integers");
+    else
+      for (size_t i = 0; i < json_array_size(cl); i++) {
+        json_t *n = json_array_get(cl, i);
+        if (!json_is_integer(n) || json_integer_value(n) < 1 || json_integer_value(n) > 16) {
+          ERR(tl_ptr_index(p->arena, "/kernel/cluster", (int)i), "a cluster dimension must be an integer from 1 to 16");
+          continue;
+        }
+        prog->cluster[prog->ncluster++] = json_integer_value(n);
+      }
+  }
+  json_t *body = need(p, k, "body", "/kernel", "'kernel'");
+  if (body)
+    parse_body(p, body, "/kernel/body", &prog->body, 0);
+}
+
+static int json_depth(json_t *v) {
+  int d = 0;
+  size_t i;
+  const char *key;
+  json_t *x;
+  if (json_is_array(v)) {
+    json_array_foreach(v, i, x) {
+      int c = json_depth(x);
+      if (c > d)
+        d = c;
+    }
+    return d + 1;
+  }
+  if (json_is_object(v)) {
+    json_object_foreach(v, key, x) {
+      int c = json_depth(x);
+      if (c > d)
+        d = c;
+    }
+    return d + 1;
+  }
+  return 0;
+}
+
+tl_program *tl_parse(tl_arena *arena, const char *text, size_t len, tl_diags *diags) {
+  if (len > TL_MAX_PROGRAM_BYTES) {
+    tl_diag_add(diags, "", 0, "the program is %zu bytes; the limit is %u", len, TL_MAX_PROGRAM_BYTES);
+    return NULL;
+  }
+  json_error_t jerr;
+  json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+  if (!root) {
+    tl_diag_add(diags, NULL, jerr.column, "%s", jerr.text);
+    diags->items[diags->n - 1].line = jerr.line;
+    return NULL;
+  }
+  P pp = {.arena = arena, .diags = diags}, *p = &pp;
+  int before = diags->n;
+  tl_program *prog = tl_arena_alloc(arena, sizeof *prog);
+  prog->arena = arena;
+  p->prog = prog;
+  if (!json_is_object(root)) {
+    ERR("", "a tile program is a JSON object, not %s", json_kind(root));
+    goto done;
+  }
+  if (json_depth(root) > TL_MAX_JSON_DEPTH) {
+    ERR("", "the document is nested more than %d levels deep", TL_MAX_JSON_DEPTH);
+    goto done;
+  }
+  static const char *const fields[] = {"tlir", "name", "constants", "params", "kernel", NULL};
+  check_fields(p, root, "", "the program", fields);
+  json_t *ver = json_object_get(root, "tlir");
+  if (!ver)
+    ERR("", "the program has no 'tlir' field; add \"tlir\": 1");
+  else if (!json_is_integer(ver) || json_integer_value(ver) != 1)
+    ERR("/tlir", "unsupported format version %s; this compiler reads \"tlir\": 1",
+        json_is_integer(ver) ? tl_arena_printf(arena, "%lld", (long long)json_integer_value(ver)) : json_kind(ver));
+  prog->name = get_string(p, root, "name", "", "the program", true);
+  if (prog->name)
+    check_ident(p, prog->name, "/name", "kernel name");
+  json_t *c = json_object_get(root, "constants");
+  if (c)
+    parse_constants(p, c);
+  json_t *params = need(p, root, "params", "", "the program");
+  if (params)
+    parse_params(p, params);
+  json_t *k = need(p, root, "kernel", "", "the program");
+  if (k)
+    parse_kernel(p, k);
+done:
+  json_decref(root);
+  return diags->n > before ? NULL : prog;
+}
+
+tl_program *tl_load_program(tl_arena *arena, const char *text, size_t len, const tl_define *defs, int ndefs,
+                            tl_diags *diags) {
+  tl_program *prog = tl_parse(arena, text, len, diags);
+  if (!prog)
+    return NULL;
+  return tl_check(prog, defs, ndefs, diags) ? prog : NULL;
+}

@@ -1,0 +1,397 @@
+/*
+ * tlc.c - the compiler's command line.
+ *
+ *   tlc check PROGRAM.json [-D NAME=VALUE]...
+ *   tlc run PROGRAM.json --interpret [-D NAME=VALUE]... [--arg NAME=VALUE]...
+ *           [--in NAME=FILE.npy]... [--out NAME=FILE.npy]...
+ *
+ * Exit status: 0 success, 1 the program is invalid or failed to run,
+ * 2 the command line is wrong or a file cannot be read.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "interp.h"
+#include "ir.h"
+#include "npy.h"
+
+#define TLC_VERSION "0.1.0"
+#define MAX_OPTS 256
+
+static const char usage[] =
+    "usage: tlc check PROGRAM.json [-D NAME=VALUE]...\n"
+    "       tlc run PROGRAM.json --interpret [-D NAME=VALUE]... [--arg NAME=VALUE]...\n"
+    "               [--in NAME=FILE.npy]... [--out NAME=FILE.npy]...\n"
+    "       tlc --version | --help\n"
+    "\n"
+    "check      parse and check a tile program; print every error as\n"
+    "           FILE:POINTER[:COLUMN]: error: MESSAGE (POINTER is an RFC 6901 JSON Pointer)\n"
+    "run        run a program with the reference interpreter (--interpret) on the CPU\n"
+    "\n"
+    "-D NAME=VALUE      override constant NAME (a number or true/false; it keeps its kind)\n"
+    "--arg NAME=VALUE   value of scalar parameter NAME\n"
+    "--in NAME=FILE     tensor NAME from a .npy file (tensors not given start as NaN, or bytes 0xA5)\n"
+    "--out NAME=FILE    write tensor NAME to a .npy file after the run\n";
+
+typedef struct {
+  const char *name, *value;
+} kv;
+
+typedef struct {
+  const char *cmd, *file;
+  bool interpret;
+  kv defs[MAX_OPTS], args[MAX_OPTS], ins[MAX_OPTS], outs[MAX_OPTS];
+  int ndefs, nargs, nins, nouts;
+} options;
+
+static int usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "tlc: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n(see tlc --help)\n");
+  return 2;
+}
+
+static bool split_kv(const char *s, kv *out) {
+  const char *eq = strchr(s, '=');
+  if (!eq || eq == s)
+    return false;
+  size_t n = (size_t)(eq - s);
+  char *name = malloc(n + 1);
+  if (!name)
+    return false;
+  memcpy(name, s, n);
+  name[n] = 0;
+  out->name = name;
+  out->value = eq + 1;
+  return true;
+}
+
+static int parse_options(int argc, char **argv, options *o) {
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    kv *list = NULL;
+    int *count = NULL;
+    const char *flag = a;
+    const char *val = NULL;
+    if (strcmp(a, "-D") == 0 || strcmp(a, "--arg") == 0 || strcmp(a, "--in") == 0 || strcmp(a, "--out") == 0) {
+      if (i + 1 >= argc)
+        return usage_error("'%s' needs NAME=VALUE", a);
+      val = argv[++i];
+    } else if (strncmp(a, "-D", 2) == 0) {
+      flag = "-D";
+      val = a + 2;
+    } else if (strcmp(a, "--interpret") == 0) {
+      o->interpret = true;
+      continue;
+    } else if (a[0] == '-') {
+      return usage_error("unknown option '%s'", a);
+    } else if (!o->file) {
+      o->file = a;
+      continue;
+    } else {
+      return usage_error("unexpected argument '%s'", a);
+    }
+    if (strcmp(flag, "-D") == 0)
+      list = o->defs, count = &o->ndefs;
+    else if (strcmp(flag, "--arg") == 0)
+      list = o->args, count = &o->nargs;
+    else if (strcmp(flag, "--in") == 0)
+      list = o->ins, count = &o->nins;
+    else
+      list = o->outs, count = &o->nouts;
+    if (*count == MAX_OPTS)
+      return usage_error("too many '%s' options", flag);
+    if (!split_kv(val, &list[*count]))
+      return usage_error("'%s' needs NAME=VALUE", val);
+    (*count)++;
+  }
+  if (!o->file)
+    return usage_error("%s: no program file given", o->cmd);
+  if (strcmp(o->cmd, "check") == 0 && (o->nargs || o->nins || o->nouts || o->interpret))
+    return usage_error("%s", "'check' takes only a program file and -D options");
+  if (strcmp(o->cmd, "run") == 0 && !o->interpret)
+    return usage_error("%s", "'run' needs --interpret (the GPU back ends come in a later version)");
+  return 0;
+}
+
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "tlc: cannot open '%s': %s\n", path, strerror(errno));
+    return NULL;
+  }
+  size_t cap = 65536, n = 0;
+  char *buf = malloc(cap);
+  while (buf) {
+    size_t got = fread(buf + n, 1, cap - n, f);
+    n += got;
+    if (n > TL_MAX_PROGRAM_BYTES)
+      break; /* tl_parse reports the size */
+    if (got == 0)
+      break;
+    if (n == cap) {
+      char *nb = realloc(buf, cap * 2);
+      if (!nb) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+  }
+  bool bad = ferror(f);
+  if (f != stdin)
+    fclose(f);
+  if (!buf || bad) {
+    fprintf(stderr, "tlc: cannot read '%s'%s\n", path, buf ? "" : ": out of memory");
+    free(buf);
+    return NULL;
+  }
+  *len = n;
+  return buf;
+}
+
+/* Loads and checks the program; prints diagnostics.  NULL on failure. */
+static tl_program *load(const options *o, tl_arena *arena, int *status) {
+  size_t len = 0;
+  char *text = read_file(o->file, &len);
+  if (!text) {
+    *status = 2;
+    return NULL;
+  }
+  tl_define defs[MAX_OPTS];
+  for (int i = 0; i < o->ndefs; i++) {
+    defs[i].name = o->defs[i].name;
+    defs[i].value = o->defs[i].value;
+  }
+  tl_diags diags = {.arena = arena};
+  tl_program *prog = tl_load_program(arena, text, len, defs, o->ndefs, &diags);
+  free(text);
+  if (!prog) {
+    tl_diags_print(&diags, o->file, stderr);
+    *status = 1;
+  }
+  return prog;
+}
+
+static int find_param(const tl_program *prog, const char *name, const char *opt) {
+  for (int i = 0; i < prog->nparams; i++)
+    if (strcmp(prog->params[i]->name, name) == 0)
+      return i;
+  const char *names[TL_MAX_PARAMS];
+  for (int i = 0; i < prog->nparams; i++)
+    names[i] = prog->params[i]->name;
+  const char *hint = tl_closest(name, names, prog->nparams);
+  fprintf(stderr, "tlc: %s %s: the kernel has no parameter '%s'%s%s%s\n", opt, name, name,
+          hint ? "; did you mean '" : "", hint ? hint : "", hint ? "'?" : "");
+  return -1;
+}
+
+static bool parse_scalar(const char *text, tl_dtype t, tl_scalar *out) {
+  char *end;
+  errno = 0;
+  if (t == TL_BOOL) {
+    if (strcmp(text, "true") == 0 || strcmp(text, "1") == 0)
+      out->i = 1;
+    else if (strcmp(text, "false") == 0 || strcmp(text, "0") == 0)
+      out->i = 0;
+    else
+      return false;
+    return true;
+  }
+  if (t == TL_FLOAT32) {
+    double d = strtod(text, &end);
+    if (*text == 0 || *end || errno == ERANGE)
+      return false;
+    out->f = tl_f32_round(d);
+    return true;
+  }
+  long long v = strtoll(text, &end, 0);
+  if (*text == 0 || *end || errno == ERANGE)
+    return false;
+  if (t == TL_INT32 && (v < INT32_MIN || v > INT32_MAX))
+    return false;
+  out->i = v;
+  return true;
+}
+
+static int cmd_run(const options *o) {
+  tl_arena *arena = tl_arena_new();
+  int status = 0;
+  tl_program *prog = load(o, arena, &status);
+  tl_arg args[TL_MAX_PARAMS];
+  memset(args, 0, sizeof args);
+  tl_npy arrays[TL_MAX_PARAMS];
+  memset(arrays, 0, sizeof arrays);
+  bool given[TL_MAX_PARAMS] = {0};
+  tl_error err;
+  tl_error_clear(&err);
+  if (!prog)
+    goto out;
+  status = 2;
+  /* scalar arguments */
+  for (int i = 0; i < o->nargs; i++) {
+    int p = find_param(prog, o->args[i].name, "--arg");
+    if (p < 0)
+      goto out;
+    tl_sym *s = prog->params[p];
+    if (s->kind != SYM_SCALAR) {
+      fprintf(stderr, "tlc: --arg %s: '%s' is a tensor; give it with --in %s=FILE.npy\n", s->name, s->name, s->name);
+      goto out;
+    }
+    if (!parse_scalar(o->args[i].value, s->dtype, &args[p].scalar)) {
+      fprintf(stderr, "tlc: --arg %s=%s: not a valid %s\n", s->name, o->args[i].value, tl_dtype_name(s->dtype));
+      goto out;
+    }
+    given[p] = true;
+  }
+  for (int p = 0; p < prog->nparams; p++)
+    if (prog->params[p]->kind == SYM_SCALAR && !given[p]) {
+      fprintf(stderr, "tlc: scalar parameter '%s' (%s) needs a value: --arg %s=VALUE\n", prog->params[p]->name,
+              tl_dtype_name(prog->params[p]->dtype), prog->params[p]->name);
+      goto out;
+    }
+  /* tensors: from files, or poisoned */
+  for (int i = 0; i < o->nins; i++) {
+    int p = find_param(prog, o->ins[i].name, "--in");
+    if (p < 0)
+      goto out;
+    tl_sym *s = prog->params[p];
+    if (s->kind != SYM_TENSOR) {
+      fprintf(stderr, "tlc: --in %s: '%s' is a scalar; give it with --arg %s=VALUE\n", s->name, s->name, s->name);
+      goto out;
+    }
+    if (given[p]) {
+      fprintf(stderr, "tlc: --in %s is given twice\n", s->name);
+      goto out;
+    }
+    if (tl_npy_read(o->ins[i].value, s->dtype, &arrays[p], &err) != TL_OK) {
+      fprintf(stderr, "tlc: --in %s: %s\n", s->name, err.message);
+      goto out;
+    }
+    given[p] = true;
+  }
+  for (int p = 0; p < prog->nparams; p++) {
+    tl_sym *s = prog->params[p];
+    if (s->kind != SYM_TENSOR)
+      continue;
+    int64_t shape[TL_MAX_DIMS];
+    if (tl_tensor_shape(prog, p, args, shape, &err) != TL_OK) {
+      fprintf(stderr, "tlc: tensor '%s': %s\n", s->name, err.message);
+      goto out;
+    }
+    size_t count = 1;
+    for (int d = 0; d < s->ndim; d++)
+      count *= (size_t)shape[d];
+    if (given[p]) {
+      bool same = arrays[p].ndim == s->ndim;
+      for (int d = 0; same && d < s->ndim; d++)
+        same = arrays[p].shape[d] == shape[d];
+      if (!same) {
+        char want[256] = "", got[256] = "";
+        for (int d = 0; d < s->ndim; d++)
+          snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", d ? ", " : "", (long long)shape[d]);
+        for (int d = 0; d < arrays[p].ndim; d++)
+          snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? ", " : "", (long long)arrays[p].shape[d]);
+        fprintf(stderr, "tlc: --in %s: the file has shape (%s) but the tensor is [%s]\n", s->name, got, want);
+        goto out;
+      }
+    } else {
+      size_t es = tl_dtype_size(s->dtype);
+      if (count > ((size_t)1 << 34) / (es ? es : 1)) {
+        fprintf(stderr, "tlc: tensor '%s' has %zu elements; the interpreter's limit is 16 GiB\n", s->name, count);
+        goto out;
+      }
+      arrays[p].dtype = s->dtype;
+      arrays[p].ndim = s->ndim;
+      for (int d = 0; d < s->ndim; d++)
+        arrays[p].shape[d] = shape[d];
+      arrays[p].count = count;
+      arrays[p].data = malloc(count * es + 1);
+      if (!arrays[p].data) {
+        fprintf(stderr, "tlc: out of memory for tensor '%s'\n", s->name);
+        goto out;
+      }
+      if (tl_dtype_is_float(s->dtype)) {
+        tl_scalar nan = tl_convert((tl_scalar){.f = NAN}, TL_FLOAT64, s->dtype);
+        for (size_t k = 0; k < count; k++)
+          tl_store((char *)arrays[p].data + k * es, s->dtype, nan);
+      } else {
+        memset(arrays[p].data, 0xA5, count * es);
+      }
+    }
+    args[p].data = arrays[p].data;
+    args[p].count = count;
+  }
+  for (int i = 0; i < o->nouts; i++) {
+    int p = find_param(prog, o->outs[i].name, "--out");
+    if (p < 0)
+      goto out;
+    if (prog->params[p]->kind != SYM_TENSOR) {
+      fprintf(stderr, "tlc: --out %s: '%s' is a scalar, not a tensor\n", o->outs[i].name, o->outs[i].name);
+      goto out;
+    }
+  }
+  tl_status st = tl_interpret(prog, args, NULL, &err);
+  if (st != TL_OK) {
+    if (err.pointer[0] || err.column)
+      fprintf(stderr, "%s:%s%s%.0d: error: %s\n", o->file, err.pointer, err.column ? ":" : "", err.column,
+              err.message);
+    else
+      fprintf(stderr, "%s: error: %s\n", o->file, err.message);
+    status = 1;
+    goto out;
+  }
+  for (int i = 0; i < o->nouts; i++) {
+    int p = find_param(prog, o->outs[i].name, "--out");
+    if (tl_npy_write(o->outs[i].value, &arrays[p], &err) != TL_OK) {
+      fprintf(stderr, "tlc: --out %s: %s\n", o->outs[i].name, err.message);
+      goto out;
+    }
+  }
+  status = 0;
+out:
+  for (int p = 0; p < TL_MAX_PARAMS; p++)
+    tl_npy_free(&arrays[p]);
+  tl_arena_free(arena);
+  return status;
+}
+
+static int cmd_check(const options *o) {
+  tl_arena *arena = tl_arena_new();
+  int status = 0;
+  load(o, arena, &status);
+  tl_arena_free(arena);
+  return status;
+}
+
+static void free_options(options *o) {
+  kv *lists[4] = {o->defs, o->args, o->ins, o->outs};
+  int counts[4] = {o->ndefs, o->nargs, o->nins, o->nouts};
+  for (int l = 0; l < 4; l++)
+    for (int i = 0; i < counts[l]; i++)
+      free((char *)lists[l][i].name);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    fputs(usage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("tlc %s (Tile IR 1)\n", TLC_VERSION);
+    return 0;
+  }
+  static options o;
+  o.cmd = argv[1];
+  if (strcmp(o.cmd, "check") != 0 && strcmp(o.cmd, "run") != 0)
+    return usage_error("unknown command '%s'; the commands are check and run", o.cmd);
+  int rc = parse_options(argc, argv, &o);
+  if (rc == 0)
+    rc = strcmp(o.cmd, "check") == 0 ? cmd_check(&o) : cmd_run(&o);
+  free_options(&o);
+  return rc;
+}
