@@ -923,10 +923,10 @@ static void eval_constants(C *c) {
   tl_program *p = c->prog;
   const_walk w = {.state = tl_arena_alloc(c->arena, sizeof(int) * (size_t)(p->nconsts + 1)),
                   .path = tl_arena_alloc(c->arena, sizeof(int) * (size_t)(p->nconsts + 1))};
-  for (int i = 0; i < p->nconsts; i++) {
+  for (int i = 0; i < p->nconsts; i++)
     p->consts[i]->type = TL_TY_NONE;
+  for (int i = 0; i < p->nconsts; i++)
     eval_const(c, &w, i);
-  }
 }
 
 static void check_constants(C *c, const tl_define *defs, int ndefs) {

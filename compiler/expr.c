@@ -404,7 +404,13 @@ static tl_expr *parse_primary(parser *p) {
       next(p);
       tl_expr *e = new_expr(p, E_CALL, t->col);
       e->name = name;
-      return parse_args(p, e, ')');
+      if (!parse_args(p, e, ')'))
+        return NULL;
+      if (is_op(peek(p), '[') || is_op(peek(p), '(')) {
+        perr(p, peek(p)->col, "only a name can be indexed or called");
+        return NULL;
+      }
+      return e;
     }
     if (is_op(peek(p), '[')) {
       next(p);
@@ -539,6 +545,10 @@ static bool init_parser(parser *p, tl_arena *arena, const char *text, const char
 
 static bool expect_end(parser *p) {
   token *t = peek(p);
+  if (t->kind == T_ASSIGN) {
+    perr(p, t->col, "'%.*s' is not allowed in an expression%s", t->len, t->s, t->op == 0 ? "; use '==' to compare" : "");
+    return false;
+  }
   if (t->kind != T_EOF) {
     if (t->kind == T_NAME && p->pos > 0 &&
         (p->toks[p->pos - 1].kind == T_NAME || p->toks[p->pos - 1].kind == T_INT))

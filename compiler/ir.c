@@ -213,11 +213,14 @@ static void put_expr(tl_arena *a, char **out, const tl_expr *e) {
     }
     *out = tl_arena_printf(a, "%s%s", *out, e->kind == E_CALL ? ")" : "]");
     return;
-  case E_UNARY:
-    *out = tl_arena_printf(a, "%s%s%s(", *out, op_text(e->op), e->op == OP_NOT ? " " : "");
+  case E_UNARY: {
+    bool wrap = e->args[0]->kind == E_UNARY; /* binary operands print their own parentheses */
+    *out = tl_arena_printf(a, "%s%s%s%s", *out, op_text(e->op), e->op == OP_NOT ? " " : "", wrap ? "(" : "");
     put_expr(a, out, e->args[0]);
-    *out = tl_arena_printf(a, "%s)", *out);
+    if (wrap)
+      *out = tl_arena_printf(a, "%s)", *out);
     return;
+  }
   case E_BINARY:
     *out = tl_arena_printf(a, "%s(", *out);
     put_expr(a, out, e->args[0]);
