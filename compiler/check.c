@@ -1422,6 +1422,113 @@ static void check_alloc(C *c, tl_stmt *s) {
   declare(c, b, s->pointer);
 }
 
+static const char *ext_str(C *c, const int64_t *ext, int n);
+
+/* Evaluates an integer layout index for one element (vars bound to its
+ * indices).  Layout maps use +, -, *, //, %, bit operators, shifts, min and
+ * max over the variables and constants; anything else is reported. */
+static bool layout_eval(C *c, const tl_expr *e, const tl_layout *l, const int64_t *idx, int64_t *out) {
+  if (e->kind == E_CONST) {
+    *out = e->val.i;
+    return true;
+  }
+  if (e->kind == E_NAME) {
+    for (int v = 0; v < l->nvars; v++)
+      if (e->sym == l->vars[v]) {
+        *out = idx[v];
+        return true;
+      }
+  }
+  int64_t a = 0, b = 0;
+  if (e->kind == E_UNARY && (e->op == '-' || e->op == '~')) {
+    if (!layout_eval(c, e->args[0], l, idx, &a))
+      return false;
+    *out = e->op == '-' ? -a : ~a;
+    return true;
+  }
+  bool two = (e->kind == E_BINARY || (e->kind == E_CALL && (e->fn == FN_MIN || e->fn == FN_MAX))) && e->nargs == 2;
+  if (two) {
+    if (!layout_eval(c, e->args[0], l, idx, &a) || !layout_eval(c, e->args[1], l, idx, &b))
+      return false;
+    int op = e->kind == E_CALL ? (e->fn == FN_MIN ? 'm' : 'M') : e->op;
+    switch (op) {
+    case '+': *out = a + b; return true;
+    case '-': *out = a - b; return true;
+    case '*': *out = a * b; return true;
+    case '&': *out = a & b; return true;
+    case '|': *out = a | b; return true;
+    case '^': *out = a ^ b; return true;
+    case 'm': *out = a < b ? a : b; return true;
+    case 'M': *out = a > b ? a : b; return true;
+    case OP_SHL: case OP_SHR:
+      if (b < 0 || b > 62)
+        break;
+      *out = op == OP_SHL ? a << b : a >> b;
+      return true;
+    case OP_FLOORDIV: case '%':
+      if (b == 0)
+        break;
+      *out = op == '%' ? floormod64(a, b) : floordiv64(a, b);
+      return true;
+    }
+    ERR(e->pointer, e->column, "this layout index cannot be evaluated (a shift count out of range, a division by "
+                               "zero, or an operator layouts do not use)");
+    return false;
+  }
+  ERR(e->pointer, e->column, "a layout index may use only its variables, constants, + - * // %% & | ^ << >>, min "
+                             "and max");
+  return false;
+}
+
+/* A layout map must send the buffer's elements one-to-one into storage of
+ * the same size: either one flat offset in [0, size) or one coordinate per
+ * dimension inside the buffer's shape. */
+static void check_layout_map(C *c, const tl_sym *b, const tl_layout *l) {
+  int64_t size = 1;
+  for (int d = 0; d < b->ndim; d++)
+    size *= b->dims[d];
+  const char *ip = tl_ptr_key(c->arena, l->pointer, "index");
+  if (l->nindex != 1 && l->nindex != b->ndim) {
+    ERR(ip, 0, "the layout of '%s' gives %d indices; give one flat offset or %d coordinates", b->name, l->nindex,
+        b->ndim);
+    return;
+  }
+  if (size > (1 << 22)) {
+    ERR(l->pointer, 0, "'%s' is too large (%lld elements) for an explicit layout map; the limit is %d", b->name,
+        (long long)size, 1 << 22);
+    return;
+  }
+  unsigned char *seen = calloc((size_t)size, 1);
+  if (!seen)
+    return;
+  int64_t idx[TL_MAX_DIMS] = {0};
+  for (int64_t n = 0; n < size; n++) {
+    int64_t flat = 0;
+    for (int k = 0; k < l->nindex; k++) {
+      int64_t v;
+      if (!layout_eval(c, l->index[k], l, idx, &v))
+        goto done;
+      int64_t lim = l->nindex == 1 ? size : b->dims[k];
+      if (v < 0 || v >= lim) {
+        ERR(ip, 0, "the layout of '%s' sends element %s to %lld, outside [0, %lld)", b->name,
+            ext_str(c, idx, b->ndim), (long long)v, (long long)lim);
+        goto done;
+      }
+      flat = l->nindex == 1 ? v : flat * b->dims[k] + v;
+    }
+    if (seen[flat]) {
+      ERR(ip, 0, "the layout of '%s' is not one-to-one: element %s lands where another element does", b->name,
+          ext_str(c, idx, b->ndim));
+      goto done;
+    }
+    seen[flat] = 1;
+    for (int d = b->ndim - 1; d >= 0 && ++idx[d] == b->dims[d]; d--)
+      idx[d] = 0;
+  }
+done:
+  free(seen);
+}
+
 static void check_layout(C *c, tl_stmt *s) {
   for (int i = 0; i < s->nlayouts; i++) {
     const char *name = s->layout_names[i];
@@ -1468,6 +1575,10 @@ static void check_layout(C *c, tl_stmt *s) {
       }
       pop_scope(c);
       if (!ok)
+        continue;
+      int before = c->diags->n;
+      check_layout_map(c, b, l);
+      if (c->diags->n > before)
         continue;
     }
     b->layout = l;

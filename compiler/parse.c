@@ -327,6 +327,7 @@ static tl_layout *parse_layout(P *p, json_t *v, const char *ptr) {
     if (!check_ident(p, name, np, "layout variable"))
       return NULL;
     l->vars[i] = new_sym(p, name, SYM_LOOP_VAR, np);
+    l->vars[i]->type = TL_INT32;
   }
   l->index = tl_arena_alloc(p->arena, sizeof(tl_expr *) * TL_MAX_DIMS);
   l->nindex = get_expr_list(p, index, tl_ptr_key(p->arena, ptr, "index"), "'index'", TL_MAX_DIMS, l->index);
