@@ -375,6 +375,14 @@ static tl_expr *check_binary(C *c, tl_expr *e) {
     ERR(e->pointer, bad->column, "'%s' needs integer operands, not %s", ot, type_str(bad->type));
     return NULL;
   }
+  if ((op == '&' || op == '|' || op == '^') && a->type == TL_BOOL && b->type == TL_BOOL) {
+    if (is_const(a) && is_const(b)) {
+      int64_t x = a->val.i, y = b->val.i;
+      return mk_const(c, e, TL_BOOL, (tl_scalar){.i = op == '&' ? (x & y) : op == '|' ? (x | y) : (x ^ y)});
+    }
+    e->type = TL_BOOL; /* Python: bool & bool is a bool */
+    return e;
+  }
   bool both_fold = is_const(a) && is_const(b) && is_untyped(a->type) && is_untyped(b->type);
   if (both_fold)
     return fold_binary(c, e, a, b);
@@ -1800,6 +1808,30 @@ static void check_assign(C *c, tl_stmt *s) {
   check_value_into(c, s, &s->value, dst);
 }
 
+/* A pipelined loop's 'order' is a permutation of the body's statements and
+ * its 'stage' values are in [0, num_stages] (stage 0 when num_stages is 0). */
+static void check_schedule(C *c, tl_stmt *s) {
+  if (s->order) {
+    unsigned char *seen = tl_arena_alloc(c->arena, (size_t)s->norder);
+    for (int i = 0; i < s->norder; i++) {
+      int64_t v = s->order[i];
+      if (v < 0 || v >= s->norder || seen[v]) {
+        ERR(tl_ptr_index(c->arena, tl_ptr_key(c->arena, s->pointer, "order"), i), 0,
+            "'order' must be a permutation of 0..%d (one position per body statement)", s->norder - 1);
+        return;
+      }
+      seen[v] = 1;
+    }
+  }
+  if (s->stage)
+    for (int i = 0; i < s->norder; i++)
+      if (s->stage[i] < 0 || s->stage[i] > s->num_stages) {
+        ERR(tl_ptr_index(c->arena, tl_ptr_key(c->arena, s->pointer, "stage"), i), 0,
+            "a stage is from 0 to num_stages (%lld), not %lld", (long long)s->num_stages, (long long)s->stage[i]);
+        return;
+      }
+}
+
 static void check_stmt(C *c, tl_stmt *s) {
   if (c->in_parallel) {
     bool allowed = s->kind == S_ASSIGN || s->kind == S_LET || s->kind == S_IF ||
@@ -1945,6 +1977,8 @@ static void check_stmt(C *c, tl_stmt *s) {
       ERR(tl_ptr_key(c->arena, s->pointer, s->order ? "order" : "stage"), 0,
           "'%s' has %d entries but the body has %d statements; give one per statement", s->order ? "order" : "stage",
           s->norder, s->body.n);
+    else if (s->norder)
+      check_schedule(c, s);
     const tl_stmt *saved = c->varying_ctl;
     if (v1 || v2 || v3)
       c->varying_ctl = s;

@@ -119,19 +119,34 @@ void tl_diag_add(tl_diags *d, const char *pointer, int column, const char *fmt, 
   va_end(ap);
 }
 
+/* Prints s with control and non-ASCII bytes as \xHH, so that every
+ * diagnostic stays on one line whatever the input's keys hold. */
+static void put_escaped(FILE *f, const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    if (*p < 0x20 || *p >= 0x7f || *p == '\\')
+      fprintf(f, "\\x%02x", *p);
+    else
+      fputc(*p, f);
+}
+
 void tl_diags_print(const tl_diags *d, const char *file, void *fp) {
   FILE *f = fp;
   for (int i = 0; i < d->n; i++) {
     const tl_diag *g = &d->items[i];
-    if (!g->pointer)
-      fprintf(f, "%s:%d:%d: error: %s\n", file, g->line, g->column, g->message);
-    else if (g->column > 0)
-      fprintf(f, "%s:%s:%d: error: %s\n", file, g->pointer, g->column, g->message);
-    else
-      fprintf(f, "%s:%s: error: %s\n", file, g->pointer, g->message);
+    if (!g->pointer) {
+      fprintf(f, "%s:%d:%d: error: ", file, g->line, g->column);
+    } else {
+      fprintf(f, "%s:", file);
+      put_escaped(f, g->pointer);
+      if (g->column > 0)
+        fprintf(f, ":%d", g->column);
+      fputs(": error: ", f);
+    }
+    put_escaped(f, g->message);
+    fputc('\n', f);
   }
   if (d->truncated)
-    fprintf(f, "%s: error: too many errors; stopped after %d\n", file, TL_MAX_DIAGS);
+    fprintf(f, "%s:: error: too many errors; stopped after %d\n", file, TL_MAX_DIAGS);
 }
 
 /* ---- names ---------------------------------------------------------------- */
