@@ -1716,7 +1716,7 @@ static void check_value_into(C *c, tl_stmt *s, tl_expr **value, tl_dtype dst) {
   tl_expr *v = body_expr(c, *value, &varying, NULL);
   if (!v)
     return;
-  if (varying && s->kind != S_ASSIGN) {
+  if (varying && s->kind != S_ASSIGN && s->kind != S_ALLOC_VAR) {
     ERR(v->pointer, v->column, "the value of '%s' depends on the thread; tile operators need the same value in every "
                                "thread", s->op_name);
     return;

@@ -293,7 +293,9 @@ struct tl_stmt {
 
   /* assignment */
   tl_expr *lhs;
-  int assign_op;       /* 0 for '=', else the binary operator of 'op=' */
+  int assign_op;       /* 0 for '=', else the binary operator of 'op='; after check, .value of
+                          'x op= e' is the binary node 'x op e' (its left operand a copy of .lhs),
+                          so that .value is always the value to store */
 };
 
 /* ---- program --------------------------------------------------------------- */
@@ -363,6 +365,11 @@ const char *tl_ptr_index(tl_arena *a, const char *base, int index);
 
 /* A deep copy of an expression tree (checking folds trees in place). */
 tl_expr *tl_expr_copy(tl_arena *a, const tl_expr *e);
+
+/* The common type of two typed operands (TILE-IR.md sections 5-6): floats
+ * widen, an integer with a float is the float, integers follow C's usual
+ * arithmetic conversions.  The one copy of the rule (check.c). */
+tl_dtype tl_common_dtype(tl_dtype a, tl_dtype b);
 
 /* Prints an expression back as source text (for messages and dumps). */
 char *tl_expr_str(tl_arena *a, const tl_expr *e);
