@@ -30,25 +30,30 @@ CFLAGS_BASE += $(if $(WERROR),-Werror)
 CFLAGS_BASE += $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 LDFLAGS_BASE := $(if $(SANITIZE),-fsanitize=$(SANITIZE))
 ALL_CFLAGS := $(CFLAGS_BASE) -Iproto -Icompiler $(CFLAGS)
-LIBS_COMPILER := -ljansson -ldl -lm
+LIBS_COMPILER := -ljansson -lcrypto -ldl -lm -lpthread
 LIBS_CACHE    := -lsqlite3 -lcrypto
+LIBS_SERVER   := -lmicrohttpd -lpthread
 
 # --- sources --------------------------------------------------------------
 PROTO_SRC    := $(wildcard proto/*.c)
 COMPILER_MAIN := compiler/tlc.c
 COMPILER_SRC := $(filter-out $(COMPILER_MAIN),$(wildcard compiler/*.c))
 CACHE_SRC    := $(wildcard cache/*.c)
+SERVER_MAIN  := server/tlserverd.c
+SERVER_SRC   := $(filter-out $(SERVER_MAIN),$(wildcard server/*.c))
 
 objs = $(patsubst %.c,$(OBJ)/%.o,$(1))
 
 LIB_PROTO    := $(B)/lib/libtlproto.a
 LIB_COMPILER := $(B)/lib/libtlcompiler.a
 LIB_CACHE    := $(B)/lib/libtlcache.a
+LIB_SERVER   := $(B)/lib/libtlserver.a
 TLC          := $(B)/bin/tlc
+TLSERVERD    := $(B)/bin/tlserverd
 
 # Link order: dependents before what they depend on (proto last).
-LIBS_ALL := $(LIB_COMPILER) $(if $(CACHE_SRC),$(LIB_CACHE)) $(LIB_PROTO)
-BINS     := $(TLC)
+LIBS_ALL := $(if $(SERVER_SRC),$(LIB_SERVER)) $(LIB_COMPILER) $(if $(CACHE_SRC),$(LIB_CACHE)) $(LIB_PROTO)
+BINS     := $(TLC) $(TLSERVERD)
 
 .PHONY: all test install clean fuzz bench golden-update
 all: $(LIBS_ALL) $(BINS)
@@ -64,6 +69,7 @@ $(OBJ)/%.o: %.c $(FLAGS_STAMP)
 $(LIB_PROTO): $(call objs,$(PROTO_SRC))
 $(LIB_COMPILER): $(call objs,$(COMPILER_SRC))
 $(LIB_CACHE): $(call objs,$(CACHE_SRC))
+$(LIB_SERVER): $(call objs,$(SERVER_SRC))
 $(B)/lib/%.a:
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
@@ -71,6 +77,10 @@ $(B)/lib/%.a:
 $(TLC): $(call objs,$(COMPILER_MAIN)) $(LIB_COMPILER) $(LIB_PROTO)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS_COMPILER)
+
+$(TLSERVERD): $(call objs,$(SERVER_MAIN)) $(LIB_SERVER) $(LIB_COMPILER) $(LIB_CACHE) $(LIB_PROTO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS_SERVER) $(LIBS_COMPILER) $(LIBS_CACHE)
 
 # --- tests ----------------------------------------------------------------
 # Every tests/unit/test_*.c is a cmocka program linked with all libraries.
@@ -80,7 +90,7 @@ FUZZ_REPLAY := $(B)/tests/fuzz_replay
 
 $(B)/tests/%: $(OBJ)/tests/unit/%.o $(LIBS_ALL)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(LIBS_ALL) -lcmocka $(LIBS_COMPILER) $(LIBS_CACHE) -lpthread
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(LIBS_ALL) -lcmocka $(LIBS_SERVER) -lcurl $(LIBS_COMPILER) $(LIBS_CACHE) -lpthread
 
 $(FUZZ_REPLAY): $(OBJ)/tests/fuzz/fuzz_check.o $(OBJ)/tests/fuzz/replay_main.o $(LIB_COMPILER) $(LIB_PROTO)
 	@mkdir -p $(dir $@)

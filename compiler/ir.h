@@ -136,6 +136,12 @@ typedef struct tl_sym {
                                   (not only through alloc_var values) */
   tl_layout *layout;           /* BUFFER (shared): from annotate_layout, or NULL */
   tl_expr *init;               /* VAR: initial value or NULL; LET: its value */
+  /* after pass_place (back ends): where a buffer lives */
+  bool in_regs;                /* FRAGMENT held in registers, blocked layout: thread t holds
+                                  flat elements [t * per_thread, (t + 1) * per_thread) */
+  int64_t per_thread;          /* in_regs: elements per thread */
+  int64_t smem_offset;         /* SHARED, and FRAGMENT not in_regs: byte offset in the block's
+                                  dynamic shared memory (-1 if none) */
 } tl_sym;
 
 /* ---- expressions ------------------------------------------------------------ */
@@ -259,6 +265,7 @@ struct tl_stmt {
   tl_reduce_type reduce_type;
   int dim;
   bool clear, reverse;
+  bool by_rows;        /* after pass_place: reduce row by row with warp shuffles */
 
   /* loops */
   tl_loop_kind loop_kind;
@@ -320,6 +327,9 @@ typedef struct tl_program {
   int nbuffer_slots;
   tl_sym **value_syms;   /* nvalue_slots entries: the symbol of each value slot */
   tl_sym **buffer_syms;  /* nbuffer_slots entries */
+  /* after pass_place */
+  int64_t smem_bytes;    /* dynamic shared memory of one block */
+  int64_t scratch_offset, scratch_bytes; /* shared scratch for cross-thread exchanges */
 } tl_program;
 
 /* A constant override: -D NAME=VALUE on the command line, or one member of

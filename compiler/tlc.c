@@ -13,22 +13,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cudadrv.h"
 #include "interp.h"
 #include "ir.h"
 #include "npy.h"
+#include "pass.h"
+#include "tlcompiler.h"
 
 #define TLC_VERSION "0.1.0"
 #define MAX_OPTS 256
 
 static const char usage[] =
     "usage: tlc check PROGRAM.json [-D NAME=VALUE]...\n"
-    "       tlc run PROGRAM.json --interpret [-D NAME=VALUE]... [--arg NAME=VALUE]...\n"
-    "               [--in NAME=FILE.npy]... [--out NAME=FILE.npy]...\n"
+    "       tlc compile PROGRAM.json --target TARGET [-D NAME=VALUE]... [-o FILE]\n"
+    "               [--emit cuda|ptx|cubin|meta]\n"
+    "       tlc run PROGRAM.json (--interpret | --device cuda[:N]) [-D NAME=VALUE]...\n"
+    "               [--arg NAME=VALUE]... [--in NAME=FILE.npy]... [--out NAME=FILE.npy]...\n"
+    "       tlc targets\n"
     "       tlc --version | --help\n"
     "\n"
     "check      parse and check a tile program; print every error as\n"
     "           FILE:POINTER[:COLUMN]: error: MESSAGE (POINTER is an RFC 6901 JSON Pointer)\n"
-    "run        run a program with the reference interpreter (--interpret) on the CPU\n"
+    "compile    compile for TARGET (sm_XX, sm_XXa or compute_XX; see 'tlc targets');\n"
+    "           --emit cubin (default for sm_*) or ptx (default for compute_*) writes the binary\n"
+    "           to -o FILE (default NAME.TARGET.cubin / .ptx); cuda and meta print the generated\n"
+    "           CUDA C or the metadata JSON (to -o FILE or standard output)\n"
+    "run        run a program on the CPU with the reference interpreter (--interpret), or\n"
+    "           compile it for the GPU found and run it there (--device cuda, cuda:N)\n"
+    "targets    list the targets the installed toolchain offers\n"
     "\n"
     "-D NAME=VALUE      override constant NAME (a number or true/false; it keeps its kind)\n"
     "--arg NAME=VALUE   value of scalar parameter NAME\n"
@@ -42,6 +54,7 @@ typedef struct {
 typedef struct {
   const char *cmd, *file;
   bool interpret;
+  const char *device, *target, *output, *emit;
   kv defs[MAX_OPTS], args[MAX_OPTS], ins[MAX_OPTS], outs[MAX_OPTS];
   int ndefs, nargs, nins, nouts;
 } options;
@@ -85,6 +98,13 @@ static int parse_options(int argc, char **argv, options *o) {
     } else if (strcmp(a, "--interpret") == 0) {
       o->interpret = true;
       continue;
+    } else if (strcmp(a, "--device") == 0 || strcmp(a, "--target") == 0 || strcmp(a, "-o") == 0 ||
+               strcmp(a, "--emit") == 0) {
+      if (i + 1 >= argc)
+        return usage_error("'%s' needs a value", a);
+      const char **slot = a[2] == 'd' ? &o->device : a[2] == 't' ? &o->target : a[1] == 'o' ? &o->output : &o->emit;
+      *slot = argv[++i];
+      continue;
     } else if (a[0] == '-') {
       return usage_error("unknown option '%s'", a);
     } else if (!o->file) {
@@ -109,10 +129,20 @@ static int parse_options(int argc, char **argv, options *o) {
   }
   if (!o->file)
     return usage_error("%s: no program file given", o->cmd);
-  if (strcmp(o->cmd, "check") == 0 && (o->nargs || o->nins || o->nouts || o->interpret))
-    return usage_error("%s", "'check' takes only a program file and -D options");
-  if (strcmp(o->cmd, "run") == 0 && !o->interpret)
-    return usage_error("%s", "'run' needs --interpret (the GPU back ends come in a later version)");
+  bool run = strcmp(o->cmd, "run") == 0, compile = strcmp(o->cmd, "compile") == 0;
+  if (!run && (o->nargs || o->nins || o->nouts || o->interpret || o->device))
+    return usage_error("'%s' does not take --arg, --in, --out, --interpret or --device", o->cmd);
+  if (!compile && (o->target || o->output || o->emit))
+    return usage_error("'%s' does not take --target, -o or --emit", o->cmd);
+  if (run && !o->interpret == !o->device)
+    return usage_error("%s", "'run' needs exactly one of --interpret and --device cuda[:N]");
+  if (compile && !o->target)
+    return usage_error("%s", "'compile' needs --target (see 'tlc targets')");
+  if (o->emit && strcmp(o->emit, "cuda") && strcmp(o->emit, "ptx") && strcmp(o->emit, "cubin") &&
+      strcmp(o->emit, "meta"))
+    return usage_error("--emit %s: the forms are cuda, ptx, cubin and meta", o->emit);
+  if (o->device && strncmp(o->device, "cuda", 4) != 0)
+    return usage_error("--device %s: the devices are cuda and cuda:N", o->device);
   return 0;
 }
 
@@ -154,8 +184,11 @@ static char *read_file(const char *path, size_t *len) {
   return buf;
 }
 
-/* Loads and checks the program; prints diagnostics.  NULL on failure. */
-static tl_program *load(const options *o, tl_arena *arena, int *status) {
+static tl_define defs_of(const options *o, int i) { return (tl_define){o->defs[i].name, o->defs[i].value}; }
+
+/* Loads and checks the program; prints diagnostics.  NULL on failure.
+ * When text is not NULL, it receives the file's text (caller frees). */
+static tl_program *load(const options *o, tl_arena *arena, int *status, char **text_out, size_t *len_out) {
   size_t len = 0;
   char *text = read_file(o->file, &len);
   if (!text) {
@@ -163,13 +196,15 @@ static tl_program *load(const options *o, tl_arena *arena, int *status) {
     return NULL;
   }
   tl_define defs[MAX_OPTS];
-  for (int i = 0; i < o->ndefs; i++) {
-    defs[i].name = o->defs[i].name;
-    defs[i].value = o->defs[i].value;
-  }
+  for (int i = 0; i < o->ndefs; i++)
+    defs[i] = defs_of(o, i);
   tl_diags diags = {.arena = arena};
   tl_program *prog = tl_load_program(arena, text, len, defs, o->ndefs, &diags);
-  free(text);
+  if (prog && text_out) {
+    *text_out = text;
+    *len_out = len;
+  } else
+    free(text);
   if (!prog) {
     tl_diags_print(&diags, o->file, stderr);
     *status = 1;
@@ -218,10 +253,200 @@ static bool parse_scalar(const char *text, tl_dtype t, tl_scalar *out) {
   return true;
 }
 
+/* Prints a compile failure: the diagnostics of an invalid program, or the
+ * error. */
+static void print_compile_error(const options *o, const tl_diags *d, const tl_error *err) {
+  if (d->n)
+    tl_diags_print(d, o->file, stderr);
+  else if (err->pointer[0])
+    fprintf(stderr, "%s:%s: error: %s\n", o->file, err->pointer, err->message);
+  else
+    fprintf(stderr, "%s: error: %s\n", o->file, err->message);
+}
+
+static tl_status compile_with(const options *o, const char *text, size_t len, const char *target, tl_build **out,
+                              tl_arena *arena) {
+  tl_define defs[MAX_OPTS];
+  for (int i = 0; i < o->ndefs; i++)
+    defs[i] = defs_of(o, i);
+  tl_compile_request req = {.program = text, .program_len = len, .defines = defs, .ndefines = o->ndefs,
+                            .target = target};
+  tl_diags d = {.arena = arena};
+  tl_error err;
+  tl_status st = tl_compile(&req, out, &d, &err);
+  if (st != TL_OK)
+    print_compile_error(o, &d, &err);
+  return st;
+}
+
+/* Compiles for the GPU, copies the tensors there, launches once, and copies
+ * every tensor back into arrays[]. */
+static tl_status run_device(const options *o, tl_program *prog, const char *text, size_t len, tl_arg *args,
+                            tl_npy *arrays, tl_error *err) {
+  int ordinal = 0;
+  if (o->device[4] == ':')
+    ordinal = atoi(o->device + 5);
+  else if (o->device[4])
+    return tl_error_set(err, TL_INVALID_ARG, "--device %s: the devices are cuda and cuda:N", o->device);
+  tl_cuda *h = NULL;
+  tl_status st = tl_cuda_open(ordinal, &h, err);
+  if (st != TL_OK)
+    return st;
+  char target[32];
+  snprintf(target, sizeof target, "sm_%d", tl_cuda_arch(h));
+  tl_build *b = NULL;
+  tl_cuda_module *mod = NULL;
+  tl_cuda_func *fn = NULL;
+  tl_cuda_ptr dev[TL_MAX_PARAMS] = {0};
+  void *kargs[TL_MAX_PARAMS];
+  union {
+    int32_t i32;
+    int64_t i64;
+    float f32;
+    unsigned char b;
+  } scal[TL_MAX_PARAMS];
+  if (compile_with(o, text, len, target, &b, prog->arena) != TL_OK) {
+    st = tl_error_set(err, TL_TOOLCHAIN, "compiling for %s failed (above)", target);
+    goto done;
+  }
+  if ((st = tl_cuda_load(h, b->binary, b->binary_size, &mod, err)) != TL_OK ||
+      (st = tl_cuda_function(mod, prog->name, &fn, err)) != TL_OK)
+    goto done;
+  for (int p = 0; p < prog->nparams; p++) {
+    const tl_sym *s = prog->params[p];
+    if (s->kind == SYM_SCALAR) {
+      switch (s->dtype) {
+      case TL_INT32: scal[p].i32 = (int32_t)args[p].scalar.i; break;
+      case TL_INT64: scal[p].i64 = args[p].scalar.i; break;
+      case TL_FLOAT32: scal[p].f32 = (float)args[p].scalar.f; break;
+      default: scal[p].b = args[p].scalar.i != 0; break;
+      }
+      kargs[p] = &scal[p];
+      continue;
+    }
+    size_t bytes = arrays[p].count * tl_dtype_size(s->dtype);
+    if ((st = tl_cuda_alloc(h, bytes ? bytes : 1, &dev[p], err)) != TL_OK)
+      goto done;
+    if (dev[p] % (tl_cuda_ptr)s->align) {
+      st = tl_error_set(err, TL_INVALID_ARG, "tensor '%s' is at 0x%llx, which breaks its align of %lld bytes", s->name,
+                        (unsigned long long)dev[p], (long long)s->align);
+      goto done;
+    }
+    if (bytes && (st = tl_cuda_upload(h, dev[p], arrays[p].data, bytes, err)) != TL_OK)
+      goto done;
+    kargs[p] = &dev[p];
+  }
+  int64_t grid[3];
+  if ((st = tl_grid_size(prog, args, grid, err)) != TL_OK)
+    goto done;
+  if (grid[0] > 0 && grid[1] > 0 && grid[2] > 0) { /* an empty grid runs no block */
+    if (grid[0] > 2147483647LL || grid[1] > 65535 || grid[2] > 65535) {
+      st = tl_error_set(err, TL_LIMIT, "the grid (%lld, %lld, %lld) is larger than CUDA allows", (long long)grid[0],
+                        (long long)grid[1], (long long)grid[2]);
+      goto done;
+    }
+    tl_pass_place(prog, err);
+    unsigned g[3] = {(unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2]};
+    unsigned blk[3] = {(unsigned)prog->threads[0], (unsigned)prog->threads[1], (unsigned)prog->threads[2]};
+    if ((st = tl_cuda_launch(fn, g, blk, (unsigned)prog->smem_bytes, NULL, kargs, err)) != TL_OK ||
+        (st = tl_cuda_sync(h, err)) != TL_OK)
+      goto done;
+  }
+  for (int p = 0; p < prog->nparams; p++) {
+    size_t bytes = arrays[p].count * tl_dtype_size(prog->params[p]->dtype);
+    if (prog->params[p]->kind == SYM_TENSOR && bytes &&
+        (st = tl_cuda_download(h, arrays[p].data, dev[p], bytes, err)) != TL_OK)
+      goto done;
+  }
+  st = TL_OK;
+done:
+  for (int p = 0; p < prog->nparams; p++)
+    if (dev[p])
+      tl_cuda_free(h, dev[p]);
+  tl_cuda_unload(mod);
+  tl_build_free(b);
+  tl_cuda_close(h);
+  return st;
+}
+
+static int write_out(const char *path, const void *data, size_t n) {
+  FILE *f = path ? fopen(path, "wb") : stdout;
+  if (!f) {
+    fprintf(stderr, "tlc: cannot write '%s': %s\n", path, strerror(errno));
+    return 2;
+  }
+  bool ok = fwrite(data, 1, n, f) == n;
+  if (path)
+    ok &= fclose(f) == 0;
+  if (!ok) {
+    fprintf(stderr, "tlc: cannot write '%s'\n", path ? path : "standard output");
+    return 2;
+  }
+  return 0;
+}
+
+static int cmd_compile(const options *o) {
+  tl_arena *arena = tl_arena_new();
+  int status = 0;
+  char *text = NULL;
+  size_t len = 0;
+  tl_program *prog = load(o, arena, &status, &text, &len);
+  if (!prog) {
+    tl_arena_free(arena);
+    return status;
+  }
+  const char *emit = o->emit ? o->emit : strncmp(o->target, "compute_", 8) == 0 ? "ptx" : "cubin";
+  char target[64];
+  snprintf(target, sizeof target, "%s", o->target);
+  if (strcmp(emit, "ptx") == 0 && strncmp(target, "sm_", 3) == 0)
+    snprintf(target, sizeof target, "compute_%s", o->target + 3); /* PTX of the same architecture */
+  if (strcmp(emit, "cubin") == 0 && strncmp(target, "sm_", 3) != 0) {
+    fprintf(stderr, "tlc: --emit cubin needs an sm_ target, not %s\n", target);
+    free(text);
+    tl_arena_free(arena);
+    return 2;
+  }
+  tl_build *b = NULL;
+  status = compile_with(o, text, len, target, &b, arena) == TL_OK ? 0 : 1;
+  if (b) {
+    if (strcmp(emit, "cuda") == 0)
+      status = write_out(o->output, b->source, strlen(b->source));
+    else if (strcmp(emit, "meta") == 0)
+      status = write_out(o->output, b->meta, strlen(b->meta));
+    else {
+      const char *path = o->output ? o->output
+                                   : tl_arena_printf(arena, "%s.%s.%s", prog->name, target, b->binary[0] == 0x7f ? "cubin" : "ptx");
+      status = write_out(path, b->binary, b->binary_size);
+      if (!status)
+        fprintf(stderr, "tlc: wrote %s (%zu bytes, %s, %.0f ms)\n", path, b->binary_size, target, b->compile_ms);
+    }
+  }
+  tl_build_free(b);
+  free(text);
+  tl_arena_free(arena);
+  return status;
+}
+
+static int cmd_targets(void) {
+  const char *desc;
+  tl_error err;
+  const char *const *list = tl_compiler_targets(&desc, &err);
+  if (!list) {
+    fprintf(stderr, "tlc: %s\n", err.message);
+    return 1;
+  }
+  printf("# %s\n", desc);
+  for (; *list; list++)
+    printf("%s\n", *list);
+  return 0;
+}
+
 static int cmd_run(const options *o) {
   tl_arena *arena = tl_arena_new();
   int status = 0;
-  tl_program *prog = load(o, arena, &status);
+  char *text = NULL;
+  size_t text_len = 0;
+  tl_program *prog = load(o, arena, &status, &text, &text_len);
   tl_arg args[TL_MAX_PARAMS];
   memset(args, 0, sizeof args);
   tl_npy arrays[TL_MAX_PARAMS];
@@ -335,7 +560,8 @@ static int cmd_run(const options *o) {
       goto out;
     }
   }
-  tl_status st = tl_interpret(prog, args, NULL, &err);
+  tl_status st = o->interpret ? tl_interpret(prog, args, NULL, &err)
+                              : run_device(o, prog, text, text_len, args, arrays, &err);
   if (st != TL_OK) {
     if (err.pointer[0] || err.column)
       fprintf(stderr, "%s:%s%s%.0d: error: %s\n", o->file, err.pointer, err.column ? ":" : "", err.column,
@@ -356,6 +582,7 @@ static int cmd_run(const options *o) {
 out:
   for (int p = 0; p < TL_MAX_PARAMS; p++)
     tl_npy_free(&arrays[p]);
+  free(text);
   tl_arena_free(arena);
   return status;
 }
@@ -363,7 +590,7 @@ out:
 static int cmd_check(const options *o) {
   tl_arena *arena = tl_arena_new();
   int status = 0;
-  load(o, arena, &status);
+  load(o, arena, &status, NULL, NULL);
   tl_arena_free(arena);
   return status;
 }
@@ -385,13 +612,15 @@ int main(int argc, char **argv) {
     printf("tlc %s (Tile IR 1)\n", TLC_VERSION);
     return 0;
   }
+  if (strcmp(argv[1], "targets") == 0)
+    return argc == 2 ? cmd_targets() : usage_error("%s", "'targets' takes no arguments");
   static options o;
   o.cmd = argv[1];
-  if (strcmp(o.cmd, "check") != 0 && strcmp(o.cmd, "run") != 0)
-    return usage_error("unknown command '%s'; the commands are check and run", o.cmd);
+  if (strcmp(o.cmd, "check") != 0 && strcmp(o.cmd, "run") != 0 && strcmp(o.cmd, "compile") != 0)
+    return usage_error("unknown command '%s'; the commands are check, compile, run and targets", o.cmd);
   int rc = parse_options(argc, argv, &o);
   if (rc == 0)
-    rc = strcmp(o.cmd, "check") == 0 ? cmd_check(&o) : cmd_run(&o);
+    rc = strcmp(o.cmd, "check") == 0 ? cmd_check(&o) : strcmp(o.cmd, "compile") == 0 ? cmd_compile(&o) : cmd_run(&o);
   free_options(&o);
   return rc;
 }

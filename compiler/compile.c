@@ -1,0 +1,399 @@
+/*
+ * compile.c - libtlcompiler's entry points (tlcompiler.h): the pipeline of
+ * DESIGN.md section 3 for one program and one target, the build key, and
+ * the metadata that lets a client launch the binary with nothing else.
+ *
+ *   tl_compile:  parse + check (tl_load_program)
+ *                -> build key (canonical manifest, SHA-256)
+ *                -> pass_place (registers or shared memory per buffer)
+ *                -> fit the target (shared memory, threads)
+ *                -> emit CUDA C (emit_cuda.c)
+ *                -> NVRTC (nvrtc.c): cubin or PTX
+ *                -> metadata (resources read back from the cubin)
+ */
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "../proto/tl_hash.h"
+#include "cubin.h"
+#include "interp.h"
+#include "nvrtc.h"
+#include "pass.h"
+#include "tlcompiler.h"
+
+/* ---- the toolchain, opened once -------------------------------------------------- */
+static pthread_once_t nv_once = PTHREAD_ONCE_INIT;
+static tl_nvrtc *nv;
+static tl_error nv_err;
+static char nv_desc[128];
+
+static void nv_open(void) {
+  if (tl_nvrtc_open(&nv, &nv_err) != TL_OK) {
+    nv = NULL;
+    return;
+  }
+  int major = 0, minor = 0;
+  tl_nvrtc_version(nv, &major, &minor);
+  snprintf(nv_desc, sizeof nv_desc, "NVRTC %d.%d (%s)", major, minor, tl_nvrtc_library(nv));
+}
+
+static tl_nvrtc *toolchain(tl_error *err) {
+  pthread_once(&nv_once, nv_open);
+  if (!nv && err)
+    *err = nv_err;
+  return nv;
+}
+
+const char *const *tl_compiler_targets(const char **desc, tl_error *err) {
+  tl_nvrtc *h = toolchain(err);
+  if (!h)
+    return NULL;
+  const char *const *list;
+  size_t n;
+  if (tl_nvrtc_targets(h, &list, &n, err) != TL_OK)
+    return NULL;
+  if (desc)
+    *desc = nv_desc;
+  return list;
+}
+
+/* ---- options ------------------------------------------------------------------------ */
+typedef struct {
+  int max_registers; /* 0: the toolchain's choice */
+  bool debug;        /* line info in the binary */
+} options;
+
+static tl_status parse_options(const char *text, options *o, json_t **canon, tl_error *err) {
+  memset(o, 0, sizeof *o);
+  json_t *obj = text && *text ? json_loads(text, JSON_REJECT_DUPLICATES, NULL) : json_object();
+  if (!obj || !json_is_object(obj)) {
+    json_decref(obj);
+    return tl_error_set(err, TL_INVALID_ARG, "options must be a JSON object");
+  }
+  const char *key;
+  json_t *v;
+  json_object_foreach(obj, key, v) {
+    if (strcmp(key, "max_registers") == 0) {
+      if (!json_is_integer(v) || json_integer_value(v) < 16 || json_integer_value(v) > 255) {
+        json_decref(obj);
+        return tl_error_set_at(err, TL_INVALID_ARG, "/options/max_registers", 0,
+                               "max_registers is an integer from 16 to 255");
+      }
+      o->max_registers = (int)json_integer_value(v);
+    } else if (strcmp(key, "debug") == 0) {
+      if (!json_is_boolean(v)) {
+        json_decref(obj);
+        return tl_error_set_at(err, TL_INVALID_ARG, "/options/debug", 0, "debug is true or false");
+      }
+      o->debug = json_is_true(v);
+    } else {
+      json_decref(obj);
+      return tl_error_set(err, TL_INVALID_ARG, "unknown option '%s'; the options are max_registers and debug", key);
+    }
+  }
+  *canon = obj;
+  return TL_OK;
+}
+
+/* ---- the build key ------------------------------------------------------------------- */
+/* Drops every member whose name starts with "x-" (they never change a build). */
+static void strip_x(json_t *v) {
+  if (json_is_object(v)) {
+    const char *key;
+    json_t *x;
+    void *tmp;
+    json_object_foreach_safe(v, tmp, key, x) {
+      if (strncmp(key, "x-", 2) == 0)
+        json_object_del(v, key);
+      else
+        strip_x(x);
+    }
+  } else if (json_is_array(v)) {
+    size_t i;
+    json_t *x;
+    json_array_foreach(v, i, x) strip_x(x);
+  }
+}
+
+static char *canonical(json_t *v) {
+  return json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
+}
+
+/* The key manifest: everything a build depends on, one item per line. */
+static char *manifest_of(const tl_compile_request *req, const tl_program *prog, json_t *options_canon) {
+  json_t *doc = json_loadb(req->program, req->program_len, JSON_REJECT_DUPLICATES, NULL);
+  if (!doc)
+    return NULL;
+  strip_x(doc);
+  json_t *consts = json_object();
+  for (int i = 0; i < prog->nconsts; i++) {
+    const tl_sym *c = prog->consts[i];
+    json_t *v = c->type == TL_BOOL ? json_boolean(c->cval.i) : c->type == TL_TY_UREAL ? json_real(c->cval.f)
+                                                                                       : json_integer(c->cval.i);
+    json_object_set_new(consts, c->name, v);
+  }
+  char *p = canonical(doc), *c = canonical(consts), *o = canonical(options_canon);
+  const char *desc = nv_desc[0] ? nv_desc : "none";
+  size_t n = strlen(p) + strlen(c) + strlen(o) + strlen(req->target) + strlen(desc) + 256;
+  char *m = malloc(n);
+  if (m)
+    snprintf(m, n,
+             "tl-build-key 1\ncompiler tlc %s\ntoolchain %s\ntarget %s\noptions %s\nconstants %s\nprogram %s\n",
+             TL_COMPILER_VERSION, desc, req->target, o, c, p);
+  free(p);
+  free(c);
+  free(o);
+  json_decref(doc);
+  json_decref(consts);
+  return m;
+}
+
+/* Parses, checks and keys a request.  On success *prog lives in arena. */
+static tl_status front(const tl_compile_request *req, tl_arena *arena, tl_program **prog, options *opt, char key[65],
+                       char **manifest, tl_diags *diags, tl_error *err) {
+  tl_error_clear(err);
+  tl_nvrtc *h = toolchain(err);
+  if (!h)
+    return err ? err->code : TL_NO_TOOLCHAIN;
+  if (!req->target || !tl_nvrtc_accepts(h, req->target))
+    return tl_error_set(err, TL_UNSUPPORTED, "target '%s' is not offered here (see the toolchain's targets: %s)",
+                        req->target ? req->target : "(none)", nv_desc);
+  json_t *ocanon = NULL;
+  tl_status st = parse_options(req->options_json, opt, &ocanon, err);
+  if (st != TL_OK)
+    return st;
+  int before = diags->n;
+  *prog = tl_load_program(arena, req->program, req->program_len, req->defines, req->ndefines, diags);
+  if (!*prog) {
+    json_decref(ocanon);
+    bool json_error = diags->n > before && !diags->items[before].pointer;
+    return tl_error_set(err, json_error ? TL_BAD_JSON : TL_BAD_PROGRAM, "%s",
+                        json_error ? "malformed JSON" : "the program is invalid; see the diagnostics");
+  }
+  char *m = manifest_of(req, *prog, ocanon);
+  json_decref(ocanon);
+  if (!m)
+    return tl_error_set(err, TL_NOMEM, "out of memory");
+  st = tl_sha256_hex(m, strlen(m), key);
+  if (st != TL_OK) {
+    free(m);
+    return tl_error_set(err, st, "SHA-256 failed");
+  }
+  *manifest = m;
+  return TL_OK;
+}
+
+tl_status tl_compile_key(const tl_compile_request *req, char key[65], char **manifest, tl_diags *diags, tl_error *err) {
+  tl_arena *arena = tl_arena_new();
+  tl_program *prog;
+  options opt;
+  tl_status st = front(req, arena, &prog, &opt, key, manifest, diags, err);
+  tl_arena_free(arena);
+  return st;
+}
+
+/* ---- fitting the target -------------------------------------------------------------- */
+/* Largest dynamic shared memory one block may use (opt-in), in bytes. */
+static int64_t smem_limit(int arch) {
+  switch (arch) {
+  case 75: return 65536;
+  case 80: case 87: return 166912;
+  case 86: case 89: case 120: case 121: return 101376;
+  case 90: case 100: case 101: case 103: case 110: return 232448;
+  default: return 49152;
+  }
+}
+
+static tl_status fit(const tl_program *prog, const tl_nv_target *t, const char *target, tl_error *err) {
+  int64_t lim = smem_limit(t->arch);
+  if (prog->smem_bytes > lim)
+    return tl_error_set(err, TL_LIMIT,
+                        "the kernel needs %lld bytes of shared memory per block and %s allows %lld: %lld bytes too "
+                        "many (use smaller tiles, fewer stages, or a target with more shared memory)",
+                        (long long)prog->smem_bytes, target, (long long)lim, (long long)(prog->smem_bytes - lim));
+  if (prog->ncluster && t->arch < 90)
+    return tl_error_set(err, TL_LIMIT, "thread-block clusters need sm_90 or later, not %s", target);
+  return TL_OK;
+}
+
+/* ---- metadata ------------------------------------------------------------------------ */
+static json_t *expr_json(tl_arena *a, const tl_expr *e) {
+  if (e->kind == E_CONST)
+    return json_integer(e->val.i);
+  return json_string(tl_expr_str(a, e));
+}
+
+static char *metadata(tl_arena *a, const tl_program *prog, const char *target, bool ptx, const tl_cubin_info *ci,
+                      const tl_nvrtc_result *r, double ms) {
+  json_t *m = json_object();
+  json_object_set_new(m, "format", json_integer(1));
+  json_object_set_new(m, "entry", json_string(prog->name));
+  json_object_set_new(m, "target", json_string(target));
+  json_object_set_new(m, "binary", json_string(ptx ? "ptx" : "cubin"));
+  json_t *params = json_array();
+  for (int i = 0; i < prog->nparams; i++) {
+    const tl_sym *s = prog->params[i];
+    json_t *p = json_object();
+    json_object_set_new(p, "name", json_string(s->name));
+    json_object_set_new(p, "kind", json_string(s->kind == SYM_TENSOR ? "tensor" : "scalar"));
+    json_object_set_new(p, "dtype", json_string(tl_dtype_name(s->dtype)));
+    if (s->kind == SYM_TENSOR) {
+      json_t *shape = json_array();
+      for (int d = 0; d < s->ndim; d++)
+        json_array_append_new(shape, expr_json(a, s->shape[d]));
+      json_object_set_new(p, "shape", shape);
+      json_object_set_new(p, "align", json_integer(s->align));
+    }
+    json_array_append_new(params, p);
+  }
+  json_object_set_new(m, "params", params);
+  json_t *launch = json_object(), *grid = json_array(), *block = json_array();
+  for (int i = 0; i < prog->ngrid; i++)
+    json_array_append_new(grid, expr_json(a, prog->grid[i]));
+  for (int i = 0; i < 3; i++)
+    json_array_append_new(block, json_integer(prog->threads[i]));
+  json_object_set_new(launch, "grid", grid);
+  json_object_set_new(launch, "block", block);
+  json_object_set_new(launch, "dynamic_shared_bytes", json_integer(prog->smem_bytes));
+  if (prog->ncluster) {
+    json_t *cl = json_array();
+    for (int i = 0; i < prog->ncluster; i++)
+      json_array_append_new(cl, json_integer(prog->cluster[i]));
+    json_object_set_new(launch, "cluster", cl);
+  }
+  json_object_set_new(m, "launch", launch);
+  json_t *res = json_object();
+  const tl_cubin_kernel *k = ci ? tl_cubin_find(ci, prog->name) : NULL;
+  if (k) {
+    json_object_set_new(res, "registers", json_integer(k->registers));
+    json_object_set_new(res, "static_shared_bytes", json_integer(k->shared_bytes));
+    json_object_set_new(res, "local_bytes", json_integer(k->local_bytes));
+  }
+  tl_ptxas_stats ps;
+  if (!ptx && tl_ptxas_stats_parse(r->log, prog->name, &ps, NULL) == TL_OK) {
+    json_object_set_new(res, "spill_store_bytes", json_integer(ps.spill_store_bytes));
+    json_object_set_new(res, "spill_load_bytes", json_integer(ps.spill_load_bytes));
+    json_object_set_new(res, "stack_frame_bytes", json_integer(ps.stack_frame_bytes));
+  }
+  json_object_set_new(m, "resources", res);
+  json_t *ver = json_object();
+  json_object_set_new(ver, "compiler", json_string("tlc " TL_COMPILER_VERSION));
+  json_object_set_new(ver, "toolchain", json_string(nv_desc));
+  json_object_set_new(m, "versions", ver);
+  json_object_set_new(m, "compile_ms", json_real(ms));
+  json_object_set_new(m, "log", json_string(r->log ? r->log : ""));
+  char *text = json_dumps(m, JSON_INDENT(1) | JSON_SORT_KEYS);
+  json_decref(m);
+  return text;
+}
+
+/* ---- the pipeline --------------------------------------------------------------------- */
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static char *dup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d)
+    memcpy(d, s, n);
+  return d;
+}
+
+tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *diags, tl_error *err) {
+  double t0 = now_ms();
+  *out = NULL;
+  tl_arena *arena = tl_arena_new();
+  tl_program *prog;
+  options opt;
+  char key[65];
+  char *manifest = NULL;
+  tl_nvrtc_result r = {0};
+  tl_cubin_info ci = {0};
+  bool have_ci = false;
+  tl_build *b = NULL;
+  tl_status st = front(req, arena, &prog, &opt, key, &manifest, diags, err);
+  if (st != TL_OK)
+    goto done;
+  tl_nv_target t;
+  if ((st = tl_nv_target_parse(req->target, &t, err)) != TL_OK)
+    goto done;
+  if ((st = tl_pass_place(prog, err)) != TL_OK)
+    goto done;
+  if ((st = fit(prog, &t, req->target, err)) != TL_OK)
+    goto done;
+  char *src = tl_emit_cuda(arena, prog, err);
+  if (!src) {
+    st = err ? err->code : TL_UNSUPPORTED;
+    goto done;
+  }
+  const char *opts[3];
+  int nopts = 0;
+  opts[nopts++] = "--diag-suppress=177"; /* unused prelude helpers are expected */
+  char reg[32];
+  if (opt.max_registers) {
+    snprintf(reg, sizeof reg, "--maxrregcount=%d", opt.max_registers);
+    opts[nopts++] = reg;
+  }
+  if (opt.debug)
+    opts[nopts++] = "-lineinfo";
+  if ((st = tl_nvrtc_compile(nv, src, "kernel.cu", req->target, opts, nopts, &r, err)) != TL_OK)
+    goto done;
+  if (!t.is_ptx) {
+    if ((st = tl_cubin_inspect(r.code, r.code_size, &ci, err)) != TL_OK)
+      goto done;
+    have_ci = true;
+  }
+  b = calloc(1, sizeof *b);
+  if (!b) {
+    st = tl_error_set(err, TL_NOMEM, "out of memory");
+    goto done;
+  }
+  b->compile_ms = now_ms() - t0;
+  b->target = dup(req->target);
+  b->key = dup(key);
+  b->manifest = manifest;
+  manifest = NULL;
+  b->binary = r.code;
+  b->binary_size = r.code_size;
+  r.code = NULL;
+  b->artifact = malloc(65);
+  b->source = dup(src);
+  b->log = dup(r.log ? r.log : "");
+  b->meta = metadata(arena, prog, req->target, t.is_ptx, have_ci ? &ci : NULL, &r, b->compile_ms);
+  if (!b->target || !b->key || !b->artifact || !b->source || !b->log || !b->meta ||
+      tl_sha256_hex(b->binary, b->binary_size, b->artifact) != TL_OK) {
+    tl_build_free(b);
+    b = NULL;
+    st = tl_error_set(err, TL_NOMEM, "out of memory");
+    goto done;
+  }
+  *out = b;
+  st = TL_OK;
+done:
+  if (have_ci)
+    tl_cubin_info_free(&ci);
+  tl_nvrtc_result_free(&r);
+  free(manifest);
+  tl_arena_free(arena);
+  return st;
+}
+
+void tl_build_free(tl_build *b) {
+  if (!b)
+    return;
+  free(b->target);
+  free(b->key);
+  free(b->manifest);
+  free(b->binary);
+  free(b->artifact);
+  free(b->meta);
+  free(b->source);
+  free(b->log);
+  free(b);
+}

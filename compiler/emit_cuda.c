@@ -1,0 +1,1216 @@
+/*
+ * emit_cuda.c - the CUDA C generator: a placed program (pass_place.c) to
+ * the text of one self-contained kernel (prelude_cuda.h, then the kernel),
+ * which NVRTC compiles.  Generation is deterministic: the same program
+ * gives the same bytes.  No name or expression text of the input is pasted:
+ * names are re-emitted with a prefix by kind (v_ values, g_ tensors, s_
+ * shared memory, r_ register fragments, l_ local arrays), expressions are
+ * printed from the checked tree.
+ *
+ * Lowering (correct first; the mma, cp.async and pipelining paths come as
+ * separate passes later):
+ *   - thread-level statements are emitted as written, run by every thread;
+ *   - a tile operator runs as a loop over its elements: a register
+ *     fragment's elements are visited by their owning thread (blocked
+ *     layout: thread t owns flat elements [t*P, t*P+P)), anything else by
+ *     all threads cooperatively (element e by thread e mod T);
+ *   - a parallel loop runs its iterations the same way: by the owner of the
+ *     register fragment it indexes, or cooperatively;
+ *   - gemm computes each element of C as a dot product from shared memory;
+ *     a reduction of a register fragment along its rows combines partials
+ *     with warp shuffles; other exchanges go through shared scratch;
+ *   - a block barrier follows every block-level statement and every
+ *     thread-level statement that writes shared memory under uniform
+ *     control; global reads outside a tensor give 0 and writes outside are
+ *     dropped (bounds guards on every global access).
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "ir.h"
+#include "pass.h"
+#include "prelude_cuda.h"
+
+typedef struct {
+  tl_arena *a;
+  const tl_program *prog;
+  tl_error *err;
+  bool failed;
+  char *buf;
+  size_t len, cap;
+  int indent;
+  int64_t T;               /* threads per block */
+  const tl_stmt *par;      /* the parallel loop being emitted, or NULL */
+  const tl_sym *par_owner; /* its register fragment (iteration by owner), or NULL */
+  int uid;                 /* for unique local names */
+} E;
+
+/* ---- output ---------------------------------------------------------------------- */
+static void put(E *e, const char *s) {
+  size_t n = strlen(s);
+  if (e->len + n + 1 > e->cap) {
+    size_t cap = e->cap ? e->cap * 2 : 1 << 16;
+    while (cap < e->len + n + 1)
+      cap *= 2;
+    char *nb = tl_arena_alloc(e->a, cap);
+    if (e->len)
+      memcpy(nb, e->buf, e->len);
+    e->buf = nb;
+    e->cap = cap;
+  }
+  memcpy(e->buf + e->len, s, n + 1);
+  e->len += n;
+}
+
+static void line(E *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void line(E *e, const char *fmt, ...) {
+  char tmp[8192];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  for (int i = 0; i < e->indent; i++)
+    put(e, "  ");
+  if (n >= (int)sizeof tmp) {
+    va_start(ap, fmt);
+    char *big = tl_arena_alloc(e->a, (size_t)n + 1);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    put(e, big);
+  } else
+    put(e, tmp);
+  put(e, "\n");
+}
+
+#define S(...) tl_arena_printf(e->a, __VA_ARGS__)
+
+static void fail(E *e, const char *pointer, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(E *e, const char *pointer, const char *fmt, ...) {
+  if (e->failed)
+    return;
+  e->failed = true;
+  va_list ap;
+  va_start(ap, fmt);
+  tl_error_setv(e->err, TL_UNSUPPORTED, fmt, ap);
+  va_end(ap);
+  if (e->err && pointer)
+    snprintf(e->err->pointer, sizeof e->err->pointer, "%s", pointer);
+}
+
+/* ---- types --------------------------------------------------------------------------- */
+static bool is_f(tl_type t) { return t == TL_TY_UREAL || (t >= 0 && t < TL_DTYPE_COUNT && tl_dtype_is_float((tl_dtype)t)); }
+static bool is_signed_i(tl_type t) { return t == TL_TY_UINT || (t >= 0 && t < TL_DTYPE_COUNT && tl_dtype_is_signed((tl_dtype)t)); }
+static bool is_unsigned_i(tl_type t) { return t == TL_UINT8 || t == TL_UINT16 || t == TL_UINT32 || t == TL_UINT64; }
+
+/* The C type a value of type t is computed in. */
+static const char *crep(tl_type t) {
+  switch (t) {
+  case TL_BOOL: return "bool";
+  case TL_INT8: return "signed char";
+  case TL_UINT8: return "unsigned char";
+  case TL_INT16: return "short";
+  case TL_UINT16: return "unsigned short";
+  case TL_INT32: return "int";
+  case TL_UINT32: return "unsigned";
+  case TL_INT64: case TL_TY_UINT: return "long long";
+  case TL_UINT64: return "unsigned long long";
+  case TL_FLOAT64: case TL_TY_UREAL: return "double";
+  default: return "float";
+  }
+}
+
+/* The C type an element of dtype t is stored as. */
+static const char *srep(tl_dtype t) {
+  switch (t) {
+  case TL_BOOL: return "unsigned char";
+  case TL_FLOAT16: case TL_BFLOAT16: return "unsigned short";
+  case TL_FLOAT8_E4M3: case TL_FLOAT8_E5M2: return "unsigned char";
+  case TL_FLOAT32: return "float";
+  default: return crep((tl_type)t);
+  }
+}
+
+static const char *load_conv(E *e, tl_dtype t, const char *x) {
+  switch (t) {
+  case TL_FLOAT16: return S("tl_h2f(%s)", x);
+  case TL_BFLOAT16: return S("tl_bf2f(%s)", x);
+  case TL_FLOAT8_E4M3: return S("tl_e4m3_2f(%s)", x);
+  case TL_FLOAT8_E5M2: return S("tl_e5m2_2f(%s)", x);
+  case TL_BOOL: return S("(%s != 0)", x);
+  default: return x;
+  }
+}
+
+static const char *store_conv(E *e, tl_dtype t, const char *v) {
+  switch (t) {
+  case TL_FLOAT16: return S("tl_f2h(%s)", v);
+  case TL_BFLOAT16: return S("tl_f2bf(%s)", v);
+  case TL_FLOAT8_E4M3: return S("tl_f2e4m3(%s)", v);
+  case TL_FLOAT8_E5M2: return S("tl_f2e5m2(%s)", v);
+  case TL_BOOL: return S("(unsigned char)(%s)", v);
+  default: return v;
+  }
+}
+
+/* Rounds a float-computed value to a narrow float type. */
+static const char *round_to(E *e, tl_type t, const char *x) {
+  switch (t) {
+  case TL_FLOAT16: return S("tl_rh(%s)", x);
+  case TL_BFLOAT16: return S("tl_rbf(%s)", x);
+  case TL_FLOAT8_E4M3: return S("tl_re4(%s)", x);
+  case TL_FLOAT8_E5M2: return S("tl_re5(%s)", x);
+  default: return x;
+  }
+}
+
+static const char *int_sfx(tl_type t) {
+  switch (t) {
+  case TL_UINT32: return "u32";
+  case TL_UINT64: return "u64";
+  case TL_INT64: case TL_TY_UINT: return "i64";
+  default: return "i32";
+  }
+}
+
+/* Converts code computing a value of type `from` to type `to`. */
+static const char *conv(E *e, const char *x, tl_type from, tl_type to) {
+  if (from == to || (from == TL_TY_UINT && to == TL_INT64) || (from == TL_TY_UREAL && to == TL_FLOAT64))
+    return x;
+  if (to == TL_BOOL)
+    return S("((%s) != 0)", x);
+  if (is_f(to)) {
+    bool from_wide = from == TL_FLOAT64 || from == TL_TY_UREAL || from == TL_INT64 || from == TL_UINT64 ||
+                     from == TL_TY_UINT || from == TL_UINT32 || from == TL_INT32;
+    if (to == TL_FLOAT64 || to == TL_TY_UREAL)
+      return S("((double)(%s))", x);
+    if (to == TL_FLOAT32)
+      return S("((float)(%s))", x);
+    if (is_f(from) && !from_wide)
+      return round_to(e, to, x);
+    if (!is_f(from) && from != TL_INT32 && from != TL_UINT32 && from != TL_INT64 && from != TL_UINT64 &&
+        from != TL_TY_UINT)
+      return round_to(e, to, S("((float)(%s))", x)); /* small integers are exact in float */
+    return round_to(e, to, S("tl_d2f_odd((double)(%s))", x));
+  }
+  /* to an integer */
+  if (is_f(from)) {
+    static const char *const fn[TL_DTYPE_COUNT] = {
+        [TL_INT8] = "tl_f2i8",   [TL_UINT8] = "tl_f2u8",   [TL_INT16] = "tl_f2i16", [TL_UINT16] = "tl_f2u16",
+        [TL_INT32] = "tl_f2i32", [TL_UINT32] = "tl_f2u32", [TL_INT64] = "tl_f2i64", [TL_UINT64] = "tl_f2u64",
+    };
+    return S("%s((double)(%s))", fn[to == TL_TY_UINT ? TL_INT64 : to], x);
+  }
+  return S("((%s)(%s))", crep(to), x);
+}
+
+/* ---- names -------------------------------------------------------------------------- */
+static const char *vname(E *e, const tl_sym *s) { return S("v_%s", s->name); }
+
+/* A C literal of a constant node. */
+static const char *literal(E *e, const tl_expr *x) {
+  tl_type t = x->type;
+  if (t == TL_BOOL)
+    return x->val.i ? "true" : "false";
+  if (is_f(t)) {
+    double v = x->val.f;
+    bool dbl = t == TL_FLOAT64 || t == TL_TY_UREAL;
+    if (v != v)
+      return dbl ? "__longlong_as_double(0x7ff8000000000000LL)" : "__int_as_float(0x7fc00000)";
+    if (isinf(v))
+      return dbl ? (v > 0 ? "__longlong_as_double(0x7ff0000000000000LL)" : "__longlong_as_double(0xfff0000000000000LL)")
+                 : (v > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float((int)0xff800000)");
+    return dbl ? S("(%a)", v) : S("(%af)", v);
+  }
+  if (is_unsigned_i(t))
+    return S("((%s)%" PRIu64 "ull)", crep(t), x->val.u);
+  if (x->val.i == INT64_MIN)
+    return S("((%s)(-9223372036854775807LL - 1))", crep(t));
+  return S("((%s)%" PRId64 "LL)", crep(t), x->val.i);
+}
+
+/* ---- element access -------------------------------------------------------------------- */
+static const char *ex(E *e, const tl_expr *x);
+
+static const char *dim_name(E *e, const tl_sym *s, int d) {
+  if (s->kind == SYM_TENSOR)
+    return S("g_%s_d%d", s->name, d);
+  return S("%" PRId64 "LL", s->dims[d]);
+}
+
+/* Row-major offset of element idx (C expressions of type long long). */
+static const char *offset(E *e, const tl_sym *s, const char *const *idx) {
+  const char *o = idx[0];
+  for (int d = 1; d < s->ndim; d++)
+    o = S("(%s) * %s + (%s)", o, dim_name(e, s, d), idx[d]);
+  return o;
+}
+
+static const char *in_bounds(E *e, const tl_sym *s, const char *const *idx) {
+  const char *c = "true";
+  for (int d = 0; d < s->ndim; d++)
+    c = S("%s && (unsigned long long)(%s) < (unsigned long long)%s", c, idx[d], dim_name(e, s, d));
+  return c;
+}
+
+static const char *storage(E *e, const tl_sym *s) {
+  if (s->kind == SYM_TENSOR)
+    return S("g_%s", s->name);
+  if (s->scope == SCOPE_LOCAL)
+    return S("l_%s", s->name);
+  return S("s_%s", s->name);
+}
+
+/* The value of element idx of buffer s, computed in crep(s->dtype).  For a
+ * register fragment, ridx is the owner's local index. */
+static const char *read_elem(E *e, const tl_sym *s, const char *const *idx, const char *ridx) {
+  if (s->kind == SYM_BUFFER && s->scope == SCOPE_FRAGMENT && s->in_regs)
+    return S("r_%s[%s]", s->name, ridx);
+  if (s->kind == SYM_BUFFER && s->scope == SCOPE_LOCAL)
+    return S("%s[%s]", storage(e, s), offset(e, s, idx));
+  const char *v = load_conv(e, s->dtype, S("%s[%s]", storage(e, s), offset(e, s, idx)));
+  if (s->kind == SYM_TENSOR)
+    return S("(%s ? %s : (%s)0)", in_bounds(e, s, idx), v, crep((tl_type)s->dtype));
+  return v;
+}
+
+/* A statement storing v (already of s->dtype, computed in crep) at idx. */
+static void write_elem(E *e, const tl_sym *s, const char *const *idx, const char *ridx, const char *v) {
+  if (s->kind == SYM_BUFFER && s->scope == SCOPE_FRAGMENT && s->in_regs) {
+    line(e, "r_%s[%s] = %s;", s->name, ridx, v);
+    return;
+  }
+  if (s->kind == SYM_BUFFER && s->scope == SCOPE_LOCAL) {
+    line(e, "%s[%s] = %s;", storage(e, s), offset(e, s, idx), v);
+    return;
+  }
+  const char *st = S("%s[%s] = %s;", storage(e, s), offset(e, s, idx), store_conv(e, s->dtype, v));
+  if (s->kind == SYM_TENSOR)
+    line(e, "if (%s) %s", in_bounds(e, s, idx), st);
+  else
+    line(e, "%s", st);
+}
+
+/* Index expressions of an E_INDEX node, as long long. */
+static const char **index_codes(E *e, const tl_expr *x) {
+  const char **idx = tl_arena_alloc(e->a, sizeof(char *) * TL_MAX_DIMS);
+  for (int d = 0; d < x->nargs; d++)
+    idx[d] = S("(long long)(%s)", ex(e, x->args[d]));
+  return idx;
+}
+
+/* ---- expressions ------------------------------------------------------------------------- */
+static bool is_cmp(int op) { return op == '<' || op == '>' || op == OP_LE || op == OP_GE || op == OP_EQ || op == OP_NE; }
+
+static const char *cop(int op) {
+  switch (op) {
+  case OP_LE: return "<=";
+  case OP_GE: return ">=";
+  case OP_EQ: return "==";
+  case OP_NE: return "!=";
+  default: return tl_op_text(op);
+  }
+}
+
+static tl_type common(tl_type a, tl_type b) {
+  if (a == b)
+    return a;
+  if (a == TL_TY_UINT || a == TL_TY_UREAL)
+    return b == TL_TY_UINT || b == TL_TY_UREAL ? (a == TL_TY_UREAL || b == TL_TY_UREAL ? TL_TY_UREAL : TL_TY_UINT) : b;
+  if (b == TL_TY_UINT || b == TL_TY_UREAL)
+    return a;
+  return (tl_type)tl_common_dtype((tl_dtype)a, (tl_dtype)b);
+}
+
+static const char *ex_binary(E *e, const tl_expr *x) {
+  const tl_expr *l = x->args[0], *r = x->args[1];
+  int op = x->op;
+  if (op == OP_AND || op == OP_OR)
+    return S("((%s) != 0 %s (%s) != 0)", ex(e, l), op == OP_AND ? "&&" : "||", ex(e, r));
+  if (is_cmp(op)) {
+    tl_type lt = l->type, rt = r->type;
+    bool mixed = (is_signed_i(lt) && is_unsigned_i(rt)) || (is_unsigned_i(lt) && is_signed_i(rt));
+    if (mixed) {
+      if (is_signed_i(lt))
+        return S("(tl_cmp_su((long long)(%s), (unsigned long long)(%s)) %s 0)", ex(e, l), ex(e, r), cop(op));
+      return S("(0 %s tl_cmp_su((long long)(%s), (unsigned long long)(%s)))", cop(op), ex(e, r), ex(e, l));
+    }
+    tl_type ct = common(lt, rt);
+    return S("(%s %s %s)", conv(e, ex(e, l), lt, ct), cop(op), conv(e, ex(e, r), rt, ct));
+  }
+  tl_type t = x->type;
+  if (op == OP_SHL || op == OP_SHR)
+    return S("tl_%s_%s(%s, (long long)(%s))", op == OP_SHL ? "shl" : "shr", int_sfx(t), conv(e, ex(e, l), l->type, t),
+             ex(e, r));
+  const char *a = conv(e, ex(e, l), l->type, t), *b = conv(e, ex(e, r), r->type, t);
+  if (is_f(t)) {
+    bool dbl = t == TL_FLOAT64 || t == TL_TY_UREAL;
+    switch (op) {
+    case '+': case '-': case '*': case '/':
+      return round_to(e, t, S("(%s %c %s)", a, op, b));
+    case OP_FLOORDIV:
+      return round_to(e, t, S("%s(%s / %s)", dbl ? "floor" : "floorf", a, b));
+    case '%':
+      return round_to(e, t, S("%s(%s, %s)", dbl ? "tl_pymod" : "tl_pymodf", a, b));
+    }
+    fail(e, x->pointer, "operator '%s' on %s", tl_op_text(op), tl_type_name(t));
+    return "0";
+  }
+  if (t == TL_BOOL)
+    return S("((bool)(%s %s %s))", a, cop(op), b);
+  switch (op) {
+  case '+': case '-': case '*':
+    if (is_signed_i(t)) {
+      const char *u = t == TL_INT32 ? "unsigned" : "unsigned long long";
+      return S("((%s)((%s)(%s) %c (%s)(%s)))", crep(t), u, a, op, u, b);
+    }
+    return S("((%s)(%s %c %s))", crep(t), a, op, b);
+  case OP_FLOORDIV: return S("tl_fdiv_%s(%s, %s)", int_sfx(t), a, b);
+  case '%': return S("tl_fmod_%s(%s, %s)", int_sfx(t), a, b);
+  case '&': case '|': case '^': return S("((%s)(%s %c %s))", crep(t), a, op, b);
+  }
+  fail(e, x->pointer, "operator '%s' on %s", tl_op_text(op), tl_type_name(t));
+  return "0";
+}
+
+static const char *math1(E *e, tl_fn fn, bool dbl, const char *a) {
+  const char *f = dbl ? "" : "f";
+  switch (fn) {
+  case FN_EXP: return S("exp%s(%s)", f, a);
+  case FN_EXP2: return S("exp2%s(%s)", f, a);
+  case FN_LOG: return S("log%s(%s)", f, a);
+  case FN_LOG2: return S("log2%s(%s)", f, a);
+  case FN_SQRT: return S("sqrt%s(%s)", f, a);
+  case FN_RSQRT: return S("rsqrt%s(%s)", f, a);
+  case FN_TANH: return S("tanh%s(%s)", f, a);
+  case FN_SIGMOID: return dbl ? S("(1.0 / (1.0 + exp(-(%s))))", a) : S("(1.0f / (1.0f + expf(-(%s))))", a);
+  case FN_FLOOR: return S("floor%s(%s)", f, a);
+  case FN_CEIL: return S("ceil%s(%s)", f, a);
+  case FN_ROUND: return S("round%s(%s)", f, a);
+  case FN_ABS: return S("fabs%s(%s)", f, a);
+  default: return "0";
+  }
+}
+
+static const char *bits_of(E *e, const char *x, tl_type t) {
+  switch (t) {
+  case TL_FLOAT16: return S("tl_f2h(%s)", x);
+  case TL_BFLOAT16: return S("tl_f2bf(%s)", x);
+  case TL_FLOAT8_E4M3: return S("tl_f2e4m3(%s)", x);
+  case TL_FLOAT8_E5M2: return S("tl_f2e5m2(%s)", x);
+  case TL_FLOAT32: return S("__float_as_uint(%s)", x);
+  case TL_FLOAT64: return S("(unsigned long long)__double_as_longlong(%s)", x);
+  default: return S("(unsigned long long)(%s)", x);
+  }
+}
+
+static const char *from_bits(E *e, const char *b, tl_type t) {
+  switch (t) {
+  case TL_FLOAT16: return S("tl_h2f((unsigned short)(%s))", b);
+  case TL_BFLOAT16: return S("tl_bf2f((unsigned short)(%s))", b);
+  case TL_FLOAT8_E4M3: return S("tl_e4m3_2f((unsigned char)(%s))", b);
+  case TL_FLOAT8_E5M2: return S("tl_e5m2_2f((unsigned char)(%s))", b);
+  case TL_FLOAT32: return S("__uint_as_float((unsigned)(%s))", b);
+  case TL_FLOAT64: return S("__longlong_as_double((long long)(%s))", b);
+  case TL_BOOL: return S("((%s) != 0)", b);
+  default: return S("((%s)(%s))", crep(t), b);
+  }
+}
+
+static const char *ex_call(E *e, const tl_expr *x) {
+  tl_type t = x->type;
+  const tl_expr *const *a = (const tl_expr *const *)x->args;
+  bool dbl = t == TL_FLOAT64 || t == TL_TY_UREAL;
+  switch (x->fn) {
+  case FN_THREAD_BINDING: {
+    static const char *const axis[3] = {"x", "y", "z"};
+    return S("((int)threadIdx.%s)", axis[a[0]->val.i]);
+  }
+  case FN_CAST:
+    return conv(e, ex(e, a[0]), a[0]->type, (tl_type)x->dtype_arg);
+  case FN_REINTERPRET:
+    return from_bits(e, bits_of(e, ex(e, a[0]), a[0]->type), (tl_type)x->dtype_arg);
+  case FN_IF_THEN_ELSE:
+    return S("((%s) != 0 ? %s : %s)", ex(e, a[0]), conv(e, ex(e, a[1]), a[1]->type, t), conv(e, ex(e, a[2]), a[2]->type, t));
+  case FN_MIN:
+  case FN_MAX: {
+    const char *p = conv(e, ex(e, a[0]), a[0]->type, t), *q = conv(e, ex(e, a[1]), a[1]->type, t);
+    if (is_f(t))
+      return S("%s%s(%s, %s)", x->fn == FN_MIN ? "fmin" : "fmax", dbl ? "" : "f", p, q);
+    return S("((%s) %s (%s) ? (%s) : (%s))", p, x->fn == FN_MIN ? "<" : ">", q, p, q);
+  }
+  case FN_CEILDIV:
+    return S("tl_cdiv_%s(%s, %s)", int_sfx(t), conv(e, ex(e, a[0]), a[0]->type, t), conv(e, ex(e, a[1]), a[1]->type, t));
+  case FN_ABS:
+    if (!is_f(t))
+      return S("tl_abs_%s(%s)", int_sfx(t), conv(e, ex(e, a[0]), a[0]->type, t));
+    return math1(e, FN_ABS, dbl, conv(e, ex(e, a[0]), a[0]->type, t));
+  case FN_POW:
+    return round_to(e, t, S("pow%s(%s, %s)", dbl ? "" : "f", conv(e, ex(e, a[0]), a[0]->type, t),
+                            conv(e, ex(e, a[1]), a[1]->type, t)));
+  case FN_FMA:
+    return round_to(e, t, S("fma%s(%s, %s, %s)", dbl ? "" : "f", conv(e, ex(e, a[0]), a[0]->type, t),
+                            conv(e, ex(e, a[1]), a[1]->type, t), conv(e, ex(e, a[2]), a[2]->type, t)));
+  default:
+    return round_to(e, t, math1(e, x->fn, dbl, conv(e, ex(e, a[0]), a[0]->type, t)));
+  }
+}
+
+static const char *ex(E *e, const tl_expr *x) {
+  switch (x->kind) {
+  case E_CONST:
+    return literal(e, x);
+  case E_NAME:
+    return vname(e, x->sym);
+  case E_INDEX: {
+    const tl_sym *s = x->sym;
+    if (s->kind == SYM_BUFFER && s->scope == SCOPE_FRAGMENT && s->in_regs) {
+      if (!e->par || e->par_owner != s) {
+        fail(e, x->pointer, "register fragment '%s' read outside its owning parallel loop", s->name);
+        return "0";
+      }
+      return S("r_%s[tl_r]", s->name);
+    }
+    return read_elem(e, s, index_codes(e, x), NULL);
+  }
+  case E_UNARY: {
+    const tl_expr *a = x->args[0];
+    if (x->op == OP_NOT)
+      return S("(!((%s) != 0))", ex(e, a));
+    const char *v = conv(e, ex(e, a), a->type, x->type);
+    if (x->op == '~')
+      return S("((%s)~(%s))", crep(x->type), v);
+    if (is_f(x->type))
+      return S("(-(%s))", v);
+    if (is_signed_i(x->type))
+      return S("((%s)(0%s - (%s)(%s)))", crep(x->type), x->type == TL_INT32 ? "u" : "ull",
+               x->type == TL_INT32 ? "unsigned" : "unsigned long long", v);
+    return S("((%s)(0 - %s))", crep(x->type), v);
+  }
+  case E_BINARY:
+    return ex_binary(e, x);
+  case E_CALL:
+    return ex_call(e, x);
+  }
+  return "0";
+}
+
+/* ---- iteration spaces -------------------------------------------------------------------- */
+/* Emits the decoding of flat index `flat` (a C variable) over the extents
+ * ext[0..n-1] into C variables named base0.. (long long); returns the names. */
+static const char **decode(E *e, const char *flat, const int64_t *ext, int n, const char *base) {
+  const char **v = tl_arena_alloc(e->a, sizeof(char *) * (size_t)(n + 1));
+  int64_t stride = 1;
+  for (int d = n - 1; d >= 0; d--) {
+    v[d] = S("%s%d", base, d);
+    line(e, "const long long %s = (%s / %" PRId64 "LL) %% %" PRId64 "LL;", v[d], flat, stride, ext[d]);
+    stride *= ext[d];
+  }
+  return v;
+}
+
+static int64_t product(const int64_t *ext, int n) {
+  int64_t p = 1;
+  for (int i = 0; i < n; i++)
+    p *= ext[i];
+  return p;
+}
+
+/* The squeezed extents of a region (dims of extent 1 dropped). */
+static int squeezed(const tl_region *r, int64_t *out) {
+  int m = 0;
+  for (int d = 0; d < r->ndim; d++)
+    if (r->ext[d] != 1)
+      out[m++] = r->ext[d];
+  return m;
+}
+
+/* Per-dimension indices of region r at squeezed indices q[0..]. */
+static const char **region_idx(E *e, const tl_region *r, const char *const *q) {
+  const char **idx = tl_arena_alloc(e->a, sizeof(char *) * TL_MAX_DIMS);
+  int k = 0;
+  for (int d = 0; d < r->ndim; d++) {
+    const char *lo = r->lo[d] ? S("(long long)(%s)", ex(e, r->lo[d])) : "0LL";
+    idx[d] = r->ext[d] == 1 ? lo : S("%s + %s", lo, q[k++]);
+  }
+  return idx;
+}
+
+/* Opens a loop over the elements a thread handles: the owner's elements of
+ * register fragment `owner` (flat index tl_e, local index tl_r), or every
+ * T-th of `total` elements.  Close with close_loop. */
+static void open_loop(E *e, const tl_sym *owner, int64_t total) {
+  if (owner) {
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) {", owner->per_thread);
+    e->indent++;
+    line(e, "const long long tl_e = (long long)tl_tid * %" PRId64 "LL + tl_r;", owner->per_thread);
+    line(e, "if (tl_e < %" PRId64 "LL) {", total);
+  } else {
+    line(e, "for (long long tl_e = tl_tid; tl_e < %" PRId64 "LL; tl_e += %" PRId64 "LL) {", total, e->T);
+  }
+  e->indent++;
+}
+
+static void close_loop(E *e, const tl_sym *owner) {
+  e->indent--;
+  line(e, "}");
+  if (owner) {
+    e->indent--;
+    line(e, "}");
+  }
+}
+
+static const tl_sym *reg_of(const tl_region *r) {
+  return r && r->sym->kind == SYM_BUFFER && r->sym->scope == SCOPE_FRAGMENT && r->sym->in_regs ? r->sym : NULL;
+}
+
+/* ---- tile operators ------------------------------------------------------------------------ */
+static void op_copy(E *e, const tl_stmt *s) {
+  const tl_region *src = s->src, *dst = s->dst;
+  int64_t ext[TL_MAX_DIMS] = {0};
+  int n = squeezed(dst, ext);
+  const tl_sym *owner = reg_of(dst) ? reg_of(dst) : reg_of(src);
+  open_loop(e, owner, product(ext, n));
+  const char **q = decode(e, "tl_e", ext, n, "tl_q");
+  const char *v = read_elem(e, src->sym, region_idx(e, src, q), "tl_r");
+  write_elem(e, dst->sym, region_idx(e, dst, q), "tl_r", conv(e, v, (tl_type)src->sym->dtype, (tl_type)dst->sym->dtype));
+  close_loop(e, owner);
+}
+
+static void op_fill(E *e, const tl_stmt *s) {
+  const tl_region *dst = s->dst;
+  line(e, "{");
+  e->indent++;
+  line(e, "const %s tl_v = %s;", crep((tl_type)dst->sym->dtype),
+       conv(e, ex(e, s->value), s->value->type, (tl_type)dst->sym->dtype));
+  int64_t ext[TL_MAX_DIMS] = {0};
+  int n = squeezed(dst, ext);
+  const tl_sym *owner = reg_of(dst);
+  open_loop(e, owner, product(ext, n));
+  const char **q = decode(e, "tl_e", ext, n, "tl_q");
+  write_elem(e, dst->sym, region_idx(e, dst, q), "tl_r", "tl_v");
+  close_loop(e, owner);
+  e->indent--;
+  line(e, "}");
+}
+
+/* gemm: each thread computes its elements of C (the owner's for a register
+ * C, else every T-th), in blocks of at most 32 so that their accumulators
+ * stay in registers, with k outermost: C[i,j] += sum_k A[i,k] * B[k,j] in
+ * float (int for int8), added to C and rounded once per call. */
+static void op_gemm(E *e, const tl_stmt *s) {
+  const tl_sym *A = s->A, *B = s->B, *C = s->C;
+  int64_t M = C->dims[0], N = C->dims[1], K = s->trans_a ? A->dims[0] : A->dims[1];
+  bool ints = A->dtype == TL_INT8;
+  const char *acc = ints ? "int" : "float";
+  const tl_sym *owner = C->in_regs ? C : NULL;
+  int64_t count = owner ? owner->per_thread : (M * N + e->T - 1) / e->T;
+  int64_t rb = count < 32 ? count : 32;
+  const char *elem = owner ? S("(long long)tl_tid * %" PRId64 "LL + tl_r", count)
+                           : S("(long long)tl_tid + (long long)tl_r * %" PRId64 "LL", e->T);
+  const char *ai = s->trans_a ? S("tl_k * %" PRId64 "LL + tl_i", A->dims[1]) : S("tl_i * %" PRId64 "LL + tl_k", A->dims[1]);
+  const char *bi = s->trans_b ? S("tl_j * %" PRId64 "LL + tl_k", B->dims[1]) : S("tl_k * %" PRId64 "LL + tl_j", B->dims[1]);
+  const char *av = load_conv(e, A->dtype, S("s_%s[%s]", A->name, ai));
+  const char *bv = load_conv(e, B->dtype, S("s_%s[%s]", B->name, bi));
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_rb = 0; tl_rb < %" PRId64 "; tl_rb += %" PRId64 ") {", count, rb);
+  e->indent++;
+  line(e, "%s tl_acc[%" PRId64 "];", acc, rb);
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_u = 0; tl_u < %" PRId64 "; tl_u++) tl_acc[tl_u] = 0;", rb);
+  line(e, "for (long long tl_k = 0; tl_k < %" PRId64 "LL; tl_k++) {", K);
+  e->indent++;
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_u = 0; tl_u < %" PRId64 "; tl_u++) {", rb);
+  e->indent++;
+  line(e, "const int tl_r = tl_rb + tl_u;");
+  line(e, "const long long tl_e = %s;", elem);
+  line(e, "if (tl_r < %" PRId64 " && tl_e < %" PRId64 "LL) {", count, M * N);
+  e->indent++;
+  line(e, "const long long tl_i = tl_e / %" PRId64 "LL, tl_j = tl_e %% %" PRId64 "LL;", N, N);
+  if (ints)
+    line(e, "tl_acc[tl_u] += (int)%s * (int)%s;", av, bv);
+  else
+    line(e, "tl_acc[tl_u] = fmaf(%s, %s, tl_acc[tl_u]);", av, bv);
+  e->indent--;
+  line(e, "}");
+  e->indent--;
+  line(e, "}");
+  e->indent--;
+  line(e, "}");
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_u = 0; tl_u < %" PRId64 "; tl_u++) {", rb);
+  e->indent++;
+  line(e, "const int tl_r = tl_rb + tl_u;");
+  line(e, "const long long tl_e = %s;", elem);
+  line(e, "if (tl_r < %" PRId64 " && tl_e < %" PRId64 "LL) {", count, M * N);
+  e->indent++;
+  line(e, "const long long tl_i = tl_e / %" PRId64 "LL, tl_j = tl_e %% %" PRId64 "LL;", N, N);
+  const char *cidx[2] = {"tl_i", "tl_j"};
+  const char *old = s->clear_accum ? "0" : read_elem(e, C, cidx, "tl_r");
+  const char *sum = ints ? S("(int)((unsigned)(%s) + (unsigned)tl_acc[tl_u])", old)
+                         : round_to(e, (tl_type)C->dtype, S("(%s + tl_acc[tl_u])", old));
+  write_elem(e, C, cidx, "tl_r", sum);
+  e->indent--;
+  line(e, "}");
+  e->indent--;
+  line(e, "}");
+  e->indent--;
+  line(e, "}");
+}
+
+/* The accumulator of a reduction of values of dtype t. */
+static tl_type acc_type(tl_dtype t) {
+  if (t == TL_FLOAT64)
+    return TL_FLOAT64;
+  if (tl_dtype_is_float(t))
+    return TL_FLOAT32;
+  return tl_dtype_is_signed(t) || t == TL_BOOL ? TL_INT64 : TL_UINT64;
+}
+
+static const char *red_identity(tl_reduce_type rt, tl_type acc) {
+  bool f = is_f(acc);
+  switch (rt) {
+  case RED_MAX:
+    return f ? (acc == TL_FLOAT64 ? "__longlong_as_double(0xfff0000000000000LL)" : "__int_as_float((int)0xff800000)")
+             : (acc == TL_INT64 ? "(-9223372036854775807LL - 1)" : "0ull");
+  case RED_MIN:
+    return f ? (acc == TL_FLOAT64 ? "__longlong_as_double(0x7ff0000000000000LL)" : "__int_as_float(0x7f800000)")
+             : (acc == TL_INT64 ? "9223372036854775807LL" : "18446744073709551615ull");
+  case RED_ABSMAX:
+    return "0";
+  default:
+    return "0";
+  }
+}
+
+/* acc = combine(acc, x) for reduction rt; x already in the acc type. */
+static const char *red_step(E *e, tl_reduce_type rt, tl_type acc, const char *a, const char *x) {
+  bool f = is_f(acc), dbl = acc == TL_FLOAT64;
+  const char *ax = rt == RED_ABSSUM || rt == RED_ABSMAX
+                       ? (f ? S("fabs%s(%s)", dbl ? "" : "f", x) : acc == TL_INT64 ? S("tl_abs_i64(%s)", x) : x)
+                       : x;
+  switch (rt) {
+  case RED_SUM:
+  case RED_ABSSUM:
+    return acc == TL_INT64 ? S("(long long)((unsigned long long)(%s) + (unsigned long long)(%s))", a, ax)
+                           : S("(%s + %s)", a, ax);
+  case RED_MAX:
+  case RED_ABSMAX:
+    return f ? S("fmax%s(%s, %s)", dbl ? "" : "f", a, ax) : S("(%s > %s ? %s : %s)", a, ax, a, ax);
+  case RED_MIN:
+    return f ? S("fmin%s(%s, %s)", dbl ? "" : "f", a, ax) : S("(%s < %s ? %s : %s)", a, ax, a, ax);
+  }
+  return a;
+}
+
+/* Stores the reduced value acc into dst element (idx, ridx), combining with
+ * the old value when the reduce does not clear. */
+static void red_store(E *e, const tl_stmt *s, tl_type acc, const char *const *idx, const char *ridx) {
+  const tl_sym *d = s->dst->sym;
+  const char *v = "tl_acc";
+  if (!s->clear) {
+    const char *old = conv(e, read_elem(e, d, idx, ridx), (tl_type)d->dtype, acc);
+    tl_reduce_type comb = s->reduce_type == RED_ABSSUM ? RED_SUM : s->reduce_type == RED_ABSMAX ? RED_MAX : s->reduce_type;
+    v = red_step(e, comb, acc, old, "tl_acc");
+  }
+  write_elem(e, d, idx, ridx, conv(e, v, acc, (tl_type)d->dtype));
+}
+
+/* Spills register fragment src to the shared scratch (as float, or as
+ * double/long long for 8-byte values). */
+static const char *spill(E *e, const tl_sym *src) {
+  const char *st = tl_dtype_is_float(src->dtype) && src->dtype != TL_FLOAT64 ? "float"
+                   : src->dtype == TL_FLOAT64                               ? "double"
+                                                                            : "long long";
+  line(e, "{");
+  e->indent++;
+  line(e, "%s *tl_sp = (%s *)(tl_smem + %" PRId64 ");", st, st, e->prog->scratch_offset);
+  open_loop(e, src, product(src->dims, src->ndim));
+  line(e, "tl_sp[tl_e] = (%s)r_%s[tl_r];", st, src->name);
+  close_loop(e, src);
+  e->indent--;
+  line(e, "}");
+  line(e, "__syncthreads();");
+  return st;
+}
+
+static void op_reduce_rows(E *e, const tl_stmt *s) {
+  const tl_sym *src = s->src->sym, *dst = s->dst->sym;
+  tl_type acc = acc_type(src->dtype);
+  int64_t n = src->dims[src->ndim - 1], per = src->per_thread, size = product(src->dims, src->ndim);
+  int64_t rows = size / n;
+  const char *at = crep(acc);
+  line(e, "{");
+  e->indent++;
+  line(e, "%s *tl_part = (%s *)(tl_smem + %" PRId64 ");", at, at, e->prog->scratch_offset);
+  if (n % per == 0) {
+    int64_t g = n / per; /* threads per row, a power of two up to 32 */
+    line(e, "%s tl_acc = %s;", at, red_identity(s->reduce_type, acc));
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++)", per);
+    line(e, "  if ((long long)tl_tid * %" PRId64 "LL + tl_r < %" PRId64 "LL) tl_acc = %s;", per, size,
+         red_step(e, s->reduce_type, acc, "tl_acc", conv(e, S("r_%s[tl_r]", src->name), (tl_type)src->dtype, acc)));
+    for (int64_t off = g / 2; off >= 1; off /= 2)
+      line(e, "tl_acc = %s;",
+           red_step(e, s->reduce_type == RED_ABSSUM ? RED_SUM : s->reduce_type == RED_ABSMAX ? RED_MAX : s->reduce_type,
+                    acc, "tl_acc", S("__shfl_xor_sync(0xffffffffu, tl_acc, %" PRId64 ")", off)));
+    line(e, "if (tl_tid %% %" PRId64 " == 0 && (long long)tl_tid * %" PRId64 "LL / %" PRId64 "LL < %" PRId64 "LL) "
+            "tl_part[(long long)tl_tid * %" PRId64 "LL / %" PRId64 "LL] = tl_acc;",
+         g, per, n, rows, per, n);
+  } else { /* each thread holds whole rows */
+    int64_t rpt = per / n;
+    line(e, "for (int tl_w = 0; tl_w < %" PRId64 "; tl_w++) {", rpt);
+    e->indent++;
+    line(e, "const long long tl_row = (long long)tl_tid * %" PRId64 "LL + tl_w;", rpt);
+    line(e, "if (tl_row >= %" PRId64 "LL) break;", rows);
+    line(e, "%s tl_acc = %s;", at, red_identity(s->reduce_type, acc));
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_c = 0; tl_c < %" PRId64 "; tl_c++) tl_acc = %s;", n,
+         red_step(e, s->reduce_type, acc, "tl_acc",
+                  conv(e, S("r_%s[tl_w * %" PRId64 " + tl_c]", src->name, n), (tl_type)src->dtype, acc)));
+    line(e, "tl_part[tl_row] = tl_acc;");
+    e->indent--;
+    line(e, "}");
+  }
+  line(e, "__syncthreads();");
+  int64_t dext[TL_MAX_DIMS] = {0};
+  int dn = squeezed(s->dst, dext);
+  const tl_sym *owner = reg_of(s->dst);
+  open_loop(e, owner, product(dext, dn));
+  const char **q = decode(e, "tl_e", dext, dn, "tl_q");
+  line(e, "const %s tl_acc = tl_part[tl_e];", at);
+  red_store(e, s, acc, region_idx(e, s->dst, q), "tl_r");
+  close_loop(e, owner);
+  e->indent--;
+  line(e, "}");
+  (void)dst;
+}
+
+/* The value of src element at per-dimension indices idx, reading a spilled
+ * register fragment from the scratch. */
+static const char *src_value(E *e, const tl_region *r, const char *const *idx, const char *spilled) {
+  if (spilled)
+    return S("tl_sp[%s]", offset(e, r->sym, idx));
+  return read_elem(e, r->sym, idx, NULL);
+}
+
+static void op_reduce(E *e, const tl_stmt *s) {
+  if (tl_reduce_by_rows(s)) {
+    op_reduce_rows(e, s);
+    return;
+  }
+  const tl_region *src = s->src;
+  tl_type acc = acc_type(src->sym->dtype);
+  const char *spilled = reg_of(src) ? spill(e, src->sym) : NULL;
+  line(e, "{");
+  e->indent++;
+  if (spilled)
+    line(e, "const %s *tl_sp = (const %s *)(tl_smem + %" PRId64 ");", spilled, spilled, e->prog->scratch_offset);
+  /* the outer (kept) dimensions of src, in order */
+  int64_t oext[TL_MAX_DIMS] = {0};
+  int on = 0;
+  for (int d = 0; d < src->ndim; d++)
+    if (d != s->dim)
+      oext[on++] = src->ext[d];
+  int64_t dext[TL_MAX_DIMS] = {0};
+  int dn = squeezed(s->dst, dext);
+  const tl_sym *owner = reg_of(s->dst);
+  open_loop(e, owner, product(dext, dn));
+  const char **oq = decode(e, "tl_e", oext, on, "tl_o");
+  const char **dq = decode(e, "tl_e", dext, dn, "tl_q");
+  line(e, "%s tl_acc = %s;", crep(acc), red_identity(s->reduce_type, acc));
+  line(e, "for (long long tl_k = 0; tl_k < %" PRId64 "LL; tl_k++) {", src->ext[s->dim]);
+  e->indent++;
+  const char *q[TL_MAX_DIMS];
+  for (int d = 0, k = 0; d < src->ndim; d++)
+    q[d] = d == s->dim ? "tl_k" : oq[k++];
+  /* region_idx wants squeezed indices: rebuild them from the full list */
+  const char *sq[TL_MAX_DIMS];
+  int m = 0;
+  for (int d = 0; d < src->ndim; d++)
+    if (src->ext[d] != 1)
+      sq[m++] = q[d];
+  const char *v = conv(e, src_value(e, src, region_idx(e, src, sq), spilled), (tl_type)src->sym->dtype, acc);
+  line(e, "tl_acc = %s;", red_step(e, s->reduce_type, acc, "tl_acc", v));
+  e->indent--;
+  line(e, "}");
+  red_store(e, s, acc, region_idx(e, s->dst, dq), "tl_r");
+  close_loop(e, owner);
+  e->indent--;
+  line(e, "}");
+  if (spilled)
+    line(e, "__syncthreads();");
+}
+
+static void op_cumsum(E *e, const tl_stmt *s) {
+  const tl_region *src = s->src, *dst = s->dst;
+  tl_type acc = acc_type(src->sym->dtype);
+  const char *spilled = reg_of(src) ? spill(e, src->sym) : NULL;
+  line(e, "{");
+  e->indent++;
+  if (spilled)
+    line(e, "const %s *tl_sp = (const %s *)(tl_smem + %" PRId64 ");", spilled, spilled, e->prog->scratch_offset);
+  /* every element of dst (its owner, or cooperatively) sums its prefix */
+  int64_t ext[TL_MAX_DIMS] = {0};
+  for (int d = 0; d < src->ndim; d++)
+    ext[d] = src->ext[d];
+  int64_t dext[TL_MAX_DIMS] = {0};
+  int dn = squeezed(dst, dext);
+  const tl_sym *owner = reg_of(dst);
+  open_loop(e, owner, product(dext, dn));
+  const char **full = decode(e, "tl_e", ext, src->ndim, "tl_f");
+  const char **dq = decode(e, "tl_e", dext, dn, "tl_q");
+  line(e, "%s tl_acc = 0;", crep(acc));
+  if (s->reverse)
+    line(e, "for (long long tl_k = %s; tl_k < %" PRId64 "LL; tl_k++) {", full[s->dim], src->ext[s->dim]);
+  else
+    line(e, "for (long long tl_k = 0; tl_k <= %s; tl_k++) {", full[s->dim]);
+  e->indent++;
+  const char *sq[TL_MAX_DIMS];
+  int m = 0;
+  for (int d = 0; d < src->ndim; d++)
+    if (src->ext[d] != 1)
+      sq[m++] = d == s->dim ? "tl_k" : full[d];
+  const char *v = conv(e, src_value(e, src, region_idx(e, src, sq), spilled), (tl_type)src->sym->dtype, acc);
+  line(e, "tl_acc = %s;", red_step(e, RED_SUM, acc, "tl_acc", v));
+  e->indent--;
+  line(e, "}");
+  write_elem(e, dst->sym, region_idx(e, dst, dq), "tl_r", conv(e, "tl_acc", acc, (tl_type)dst->sym->dtype));
+  close_loop(e, owner);
+  e->indent--;
+  line(e, "}");
+  if (spilled)
+    line(e, "__syncthreads();");
+}
+
+static void atomic_add_elem(E *e, const tl_sym *d, const char *const *idx, const char *v) {
+  const char *p = S("&g_%s[%s]", d->name, offset(e, d, idx));
+  const char *guard = in_bounds(e, d, idx);
+  switch (d->dtype) {
+  case TL_FLOAT32: line(e, "if (%s) atomicAdd(%s, %s);", guard, p, v); break;
+  case TL_FLOAT64: line(e, "if (%s) atomicAdd(%s, %s);", guard, p, v); break;
+  case TL_INT32: line(e, "if (%s) atomicAdd(%s, %s);", guard, p, v); break;
+  case TL_UINT32: line(e, "if (%s) atomicAdd(%s, %s);", guard, p, v); break;
+  case TL_INT64: case TL_UINT64:
+    line(e, "if (%s) atomicAdd((unsigned long long *)%s, (unsigned long long)(%s));", guard, p, v);
+    break;
+  case TL_FLOAT16: line(e, "if (%s) tl_atomic_add16(%s, %s, 0);", guard, p, v); break;
+  case TL_BFLOAT16: line(e, "if (%s) tl_atomic_add16(%s, %s, 1);", guard, p, v); break;
+  default:
+    fail(e, NULL, "atomic_add into %s is not supported by the CUDA back end yet", tl_dtype_name(d->dtype));
+  }
+}
+
+static void op_atomic_add(E *e, const tl_stmt *s) {
+  const tl_region *dst = s->dst;
+  const tl_sym *d = dst->sym;
+  /* the added value is first rounded to the destination's dtype (that is
+   * what the interpreter adds: round(old + value) of that dtype) */
+  line(e, "{");
+  e->indent++;
+  int64_t ext[TL_MAX_DIMS] = {0};
+  int n = squeezed(dst, ext);
+  const tl_sym *owner = s->src ? reg_of(s->src) : NULL;
+  if (!s->src)
+    line(e, "const %s tl_v = %s;", crep((tl_type)d->dtype), conv(e, ex(e, s->value), s->value->type, (tl_type)d->dtype));
+  open_loop(e, owner, product(ext, n));
+  const char **q = decode(e, "tl_e", ext, n, "tl_q");
+  const char *v = "tl_v";
+  if (s->src)
+    v = conv(e, read_elem(e, s->src->sym, region_idx(e, s->src, q), "tl_r"), (tl_type)s->src->sym->dtype,
+             (tl_type)d->dtype);
+  atomic_add_elem(e, d, region_idx(e, dst, q), v);
+  close_loop(e, owner);
+  e->indent--;
+  line(e, "}");
+}
+
+/* ---- statements -------------------------------------------------------------------------- */
+static bool expr_varying(const tl_expr *x) {
+  if (!x)
+    return false;
+  if (x->kind == E_CALL && x->fn == FN_THREAD_BINDING)
+    return true;
+  if ((x->kind == E_NAME || x->kind == E_INDEX) && x->sym &&
+      (x->sym->varying || x->sym->kind == SYM_VAR || (x->sym->kind == SYM_BUFFER && x->sym->scope == SCOPE_LOCAL)))
+    return true;
+  for (int i = 0; i < x->nargs; i++)
+    if (expr_varying(x->args[i]))
+      return true;
+  return false;
+}
+
+static bool reads_buffer(const tl_expr *x, const tl_sym *b) {
+  if (!x)
+    return false;
+  if (x->kind == E_INDEX && x->sym == b)
+    return true;
+  for (int i = 0; i < x->nargs; i++)
+    if (reads_buffer(x->args[i], b))
+      return true;
+  return false;
+}
+
+static bool emit_body(E *e, const tl_body *b, bool uniform);
+
+/* The first register fragment a parallel body indexes. */
+static const tl_sym *par_owner(const tl_expr *x) {
+  if (!x)
+    return NULL;
+  if (x->kind == E_INDEX && x->sym->kind == SYM_BUFFER && x->sym->scope == SCOPE_FRAGMENT && x->sym->in_regs)
+    return x->sym;
+  for (int i = 0; i < x->nargs; i++) {
+    const tl_sym *s = par_owner(x->args[i]);
+    if (s)
+      return s;
+  }
+  return NULL;
+}
+
+static const tl_sym *body_owner(const tl_body *b) {
+  for (int i = 0; i < b->n; i++) {
+    const tl_stmt *s = b->items[i];
+    const tl_sym *o = par_owner(s->lhs);
+    if (!o)
+      o = par_owner(s->value);
+    if (!o)
+      o = body_owner(&s->body);
+    if (!o)
+      o = body_owner(&s->else_body);
+    if (o)
+      return o;
+  }
+  return NULL;
+}
+
+static void op_parallel(E *e, const tl_stmt *s) {
+  int64_t ext[TL_MAX_DIMS] = {0};
+  for (int i = 0; i < s->nvars; i++)
+    ext[i] = s->extents[i]->val.i;
+  const tl_sym *owner = body_owner(&s->body);
+  open_loop(e, owner, product(ext, s->nvars));
+  const char **q = decode(e, "tl_e", ext, s->nvars, "tl_p");
+  for (int i = 0; i < s->nvars; i++)
+    line(e, "const int %s = (int)%s;", vname(e, s->vars[i]), q[i]);
+  const tl_stmt *saved = e->par;
+  const tl_sym *saved_owner = e->par_owner;
+  e->par = s;
+  e->par_owner = owner;
+  emit_body(e, &s->body, false);
+  e->par = saved;
+  e->par_owner = saved_owner;
+  close_loop(e, owner);
+}
+
+static void emit_assign(E *e, const tl_stmt *s, bool uniform, bool *wrote_shared) {
+  const tl_expr *l = s->lhs;
+  if (l->kind == E_NAME) {
+    line(e, "%s = %s;", vname(e, l->sym), conv(e, ex(e, s->value), s->value->type, l->sym->type));
+    return;
+  }
+  const tl_sym *b = l->sym;
+  const char *v = conv(e, ex(e, s->value), s->value->type, (tl_type)b->dtype);
+  if (b->kind == SYM_BUFFER && b->scope == SCOPE_FRAGMENT && b->in_regs) {
+    if (!e->par || e->par_owner != b) {
+      fail(e, s->pointer, "register fragment '%s' written outside its owning parallel loop", b->name);
+      return;
+    }
+    line(e, "r_%s[tl_r] = %s;", b->name, v);
+    return;
+  }
+  bool shared = b->kind == SYM_BUFFER && b->scope != SCOPE_LOCAL;
+  if (shared && !e->par)
+    *wrote_shared = true;
+  /* lock-step: every thread reads before any writes the same buffer */
+  if (shared && !e->par && (reads_buffer(s->value, b) || reads_buffer(l, b) )) {
+    bool self_read = reads_buffer(s->value, b);
+    for (int i = 0; i < l->nargs && !self_read; i++)
+      self_read = reads_buffer(l->args[i], b);
+    if (self_read) {
+      if (!uniform) {
+        fail(e, s->pointer, "an assignment that reads and writes shared buffer '%s' under a thread-dependent "
+                            "condition cannot be made lock-step; read into an alloc_var first", b->name);
+        return;
+      }
+      const char **idx = index_codes(e, l);
+      line(e, "{");
+      e->indent++;
+      line(e, "const %s tl_v = %s;", crep((tl_type)b->dtype), v);
+      for (int d = 0; d < b->ndim; d++)
+        line(e, "const long long tl_i%d = %s;", d, idx[d]);
+      line(e, "__syncthreads();");
+      const char *ii[TL_MAX_DIMS];
+      for (int d = 0; d < b->ndim; d++)
+        ii[d] = S("tl_i%d", d);
+      write_elem(e, b, ii, NULL, "tl_v");
+      e->indent--;
+      line(e, "}");
+      return;
+    }
+  }
+  write_elem(e, b, index_codes(e, l), NULL, v);
+}
+
+/* Emits one statement; returns whether thread-level code in it wrote shared
+ * memory without a barrier after it yet. */
+static bool emit_stmt(E *e, const tl_stmt *s, bool uniform) {
+  bool wrote = false;
+  switch (s->kind) {
+  case S_ALLOC:
+    if (s->sym->scope == SCOPE_LOCAL) {
+      int64_t n = 1;
+      for (int d = 0; d < s->sym->ndim; d++)
+        n *= s->sym->dims[d];
+      line(e, "%s l_%s[%" PRId64 "];", crep((tl_type)s->sym->dtype), s->sym->name, n);
+    }
+    return false; /* shared and fragments are declared at the top */
+  case S_ALLOC_VAR:
+    if (s->value)
+      line(e, "%s %s = %s;", crep((tl_type)s->sym->dtype), vname(e, s->sym),
+           conv(e, ex(e, s->value), s->value->type, (tl_type)s->sym->dtype));
+    else
+      line(e, "%s %s = 0;", crep((tl_type)s->sym->dtype), vname(e, s->sym));
+    return false;
+  case S_LET:
+    line(e, "const %s %s = %s;", crep(s->sym->type), vname(e, s->sym), ex(e, s->value));
+    return false;
+  case S_ASSIGN:
+    emit_assign(e, s, uniform, &wrote);
+    break;
+  case S_COPY: op_copy(e, s); break;
+  case S_FILL: op_fill(e, s); break;
+  case S_GEMM: op_gemm(e, s); break;
+  case S_REDUCE: op_reduce(e, s); break;
+  case S_CUMSUM: op_cumsum(e, s); break;
+  case S_ATOMIC_ADD: op_atomic_add(e, s); break;
+  case S_PARALLEL: op_parallel(e, s); break;
+  case S_SYNC_THREADS: line(e, "__syncthreads();"); return false;
+  case S_ANNOTATE_LAYOUT:
+  case S_USE_SWIZZLE:
+    return false; /* hints: no effect on results; used by later passes */
+  case S_IF: {
+    if (s->value->kind == E_CONST) {
+      bool take = is_f(s->value->type) ? s->value->val.f != 0 : s->value->val.i != 0;
+      return emit_body(e, take ? &s->body : &s->else_body, uniform);
+    }
+    bool inner_uniform = uniform && !expr_varying(s->value);
+    line(e, "if ((%s) != 0) {", ex(e, s->value));
+    e->indent++;
+    wrote |= emit_body(e, &s->body, inner_uniform);
+    e->indent--;
+    if (s->has_else && s->else_body.n) {
+      line(e, "} else {");
+      e->indent++;
+      wrote |= emit_body(e, &s->else_body, inner_uniform);
+      e->indent--;
+    }
+    line(e, "}");
+    if (wrote && uniform) {
+      line(e, "__syncthreads();");
+      wrote = false;
+    }
+    return wrote;
+  }
+  case S_LOOP: {
+    bool inner_uniform = uniform && !expr_varying(s->start) && !expr_varying(s->extent) && !expr_varying(s->step);
+    int id = e->uid++;
+    line(e, "{");
+    e->indent++;
+    line(e, "const long long tl_n%d = (long long)(%s);", id, ex(e, s->extent));
+    line(e, "const long long tl_s%d = (long long)(%s), tl_d%d = (long long)(%s);", id, ex(e, s->start), id,
+         ex(e, s->step));
+    if (s->loop_kind == LOOP_UNROLL && s->extent->kind == E_CONST)
+      line(e, "#pragma unroll");
+    line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
+    e->indent++;
+    line(e, "const int %s = (int)(tl_s%d + tl_c%d * tl_d%d);", vname(e, s->var), id, id, id);
+    wrote |= emit_body(e, &s->body, inner_uniform);
+    e->indent--;
+    line(e, "}");
+    e->indent--;
+    line(e, "}");
+    if (wrote && uniform) {
+      line(e, "__syncthreads();");
+      wrote = false;
+    }
+    return wrote;
+  }
+  }
+  if (s->block_level && !e->par) {
+    line(e, "__syncthreads();");
+    return false;
+  }
+  if (wrote && uniform) {
+    line(e, "__syncthreads();");
+    return false;
+  }
+  return wrote;
+}
+
+static bool emit_body(E *e, const tl_body *b, bool uniform) {
+  bool wrote = false;
+  for (int i = 0; i < b->n && !e->failed; i++)
+    wrote |= emit_stmt(e, b->items[i], uniform);
+  return wrote;
+}
+
+/* ---- the kernel --------------------------------------------------------------------------- */
+static void declare_buffers(E *e) {
+  const tl_program *p = e->prog;
+  if (p->smem_bytes > 0)
+    line(e, "extern __shared__ __align__(128) unsigned char tl_smem[];");
+  for (int i = 0; i < p->nbuffer_slots; i++) {
+    const tl_sym *s = p->buffer_syms[i];
+    if (s->scope == SCOPE_LOCAL)
+      continue;
+    if (s->scope == SCOPE_FRAGMENT && s->in_regs)
+      line(e, "%s r_%s[%" PRId64 "];", crep((tl_type)s->dtype), s->name, s->per_thread);
+    else
+      line(e, "%s *const s_%s = (%s *)(tl_smem + %" PRId64 ");", srep(s->dtype), s->name, srep(s->dtype),
+           s->smem_offset);
+  }
+}
+
+char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err) {
+  E ee = {.a = a, .prog = prog, .err = err}, *e = &ee;
+  e->T = prog->threads[0] * prog->threads[1] * prog->threads[2];
+  put(e, tl_prelude_cuda);
+  put(e, "\n");
+  /* signature: tensors as pointers, scalars by value, in params order */
+  char *sig = tl_arena_strdup(a, "");
+  for (int i = 0; i < prog->nparams; i++) {
+    const tl_sym *s = prog->params[i];
+    const char *decl = s->kind == SYM_TENSOR ? S("%s *__restrict__ g_%s", srep(s->dtype), s->name)
+                                             : S("%s p_%s", s->dtype == TL_BOOL ? "unsigned char" : crep((tl_type)s->dtype), s->name);
+    sig = tl_arena_printf(a, "%s%s%s", sig, i ? ", " : "", decl);
+  }
+  line(e, "extern \"C\" __global__ void __launch_bounds__(%" PRId64 ") %s(%s) {", e->T, prog->name, sig);
+  e->indent++;
+  line(e, "const int tl_tid = (int)(threadIdx.x + %" PRId64 " * (threadIdx.y + %" PRId64 " * threadIdx.z));",
+       prog->threads[0], prog->threads[1]);
+  line(e, "(void)tl_tid;");
+  for (int i = 0; i < prog->nparams; i++) {
+    const tl_sym *s = prog->params[i];
+    if (s->kind == SYM_SCALAR)
+      line(e, "const %s %s = %s;", crep((tl_type)s->dtype), vname(e, s),
+           s->dtype == TL_BOOL ? S("p_%s != 0", s->name) : S("p_%s", s->name));
+  }
+  for (int i = 0; i < prog->nparams; i++) {
+    const tl_sym *s = prog->params[i];
+    if (s->kind == SYM_TENSOR)
+      for (int d = 0; d < s->ndim; d++)
+        line(e, "const long long g_%s_d%d = (long long)(%s); (void)g_%s_d%d;", s->name, d, ex(e, s->shape[d]), s->name, d);
+  }
+  static const char *const axis[3] = {"x", "y", "z"};
+  for (int i = 0; i < 3; i++)
+    if (prog->block_vars[i])
+      line(e, "const int %s = (int)blockIdx.%s;", vname(e, prog->block_vars[i]), axis[i]);
+  declare_buffers(e);
+  emit_body(e, &prog->body, true);
+  e->indent--;
+  line(e, "}");
+  return e->failed ? NULL : e->buf;
+}

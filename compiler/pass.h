@@ -1,0 +1,21 @@
+/*
+ * pass.h - the back-end passes and code generators, in pipeline order
+ * (compile.c calls them one after another).  Each pass's own file says what
+ * it needs, what it produces and what it keeps.
+ */
+#ifndef TL_PASS_H
+#define TL_PASS_H
+
+#include "ir.h"
+
+/* pass_place.c: registers or shared memory for every buffer. */
+tl_status tl_pass_place(tl_program *prog, tl_error *err);
+/* True when a reduce of a register fragment runs row by row with warp
+ * shuffles (see pass_place.c and emit_cuda.c). */
+bool tl_reduce_by_rows(const tl_stmt *s);
+
+/* emit_cuda.c: the CUDA C text of a placed program (self-contained: no
+ * includes).  Returns NULL with *err set for constructs it cannot lower. */
+char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err);
+
+#endif

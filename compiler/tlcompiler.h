@@ -1,0 +1,78 @@
+/*
+ * tlcompiler.h - the public API of libtlcompiler: compile a tile program
+ * (Tile IR v1 JSON text) for one target, in-process.  This is what the
+ * server's compile workers, `tlc compile` and the client call.
+ *
+ *   tl_compile_key()   parse + check + the build key (cheap: no code
+ *                      generation), so a caller can look in a cache first;
+ *   tl_compile()       the whole pipeline: parse, check, passes, CUDA C,
+ *                      NVRTC; gives the binary and its metadata.
+ *
+ * Build key (DESIGN.md section 4): SHA-256 of the key manifest, a canonical
+ * text holding the program (re-serialized with sorted keys, 'x-' fields
+ * dropped, so formatting does not matter), the final value of every
+ * constant, the target, the options, the compiler's version and the
+ * toolchain's version.  The manifest is returned so a miss can be explained.
+ *
+ * Thread safety: every function may be called from several threads at once.
+ */
+#ifndef TL_COMPILER_H
+#define TL_COMPILER_H
+
+#include <stddef.h>
+#include "../proto/tl_error.h"
+#include "ir.h"
+
+#define TL_COMPILER_VERSION "0.1.0"
+
+/* What a compile gives.  Everything is owned by the tl_build and freed by
+ * tl_build_free. */
+typedef struct tl_build {
+  char *target;        /* "sm_90a", "compute_80", ... */
+  char *key;           /* lowercase hex SHA-256 build key */
+  char *manifest;      /* the canonical text the key hashes */
+  unsigned char *binary; /* cubin (sm_*) or PTX text (compute_*) */
+  size_t binary_size;
+  char *artifact;      /* lowercase hex SHA-256 of binary */
+  char *meta;          /* metadata JSON (proto/kernel-meta.md): entry, params, launch, resources,
+                          target, versions, compile time, log */
+  char *source;        /* the generated CUDA C */
+  char *log;           /* the toolchain's log (may be empty) */
+  double compile_ms;   /* wall time of the whole compile */
+} tl_build;
+
+/* One compile request.  options_json may be NULL or a JSON object text
+ * (recognized keys are listed in proto/; unknown keys are an error). */
+typedef struct tl_compile_request {
+  const char *program;      /* JSON text */
+  size_t program_len;
+  const tl_define *defines; /* constant overrides */
+  int ndefines;
+  const char *target;
+  const char *options_json;
+} tl_compile_request;
+
+/* Parses and checks the program and computes the build key and manifest
+ * (malloc'd, caller frees) without generating code.  Invalid programs give
+ * TL_BAD_PROGRAM with the diagnostics in *diags (diags->arena must be set);
+ * malformed JSON gives TL_BAD_JSON; an unknown target TL_UNSUPPORTED;
+ * no NVRTC TL_NO_TOOLCHAIN. */
+tl_status tl_compile_key(const tl_compile_request *req, char key[65], char **manifest, tl_diags *diags,
+                         tl_error *err);
+
+/* The whole pipeline.  On success *out is a new tl_build.  Failures as
+ * for tl_compile_key, plus TL_LIMIT when the program does not fit the
+ * target (the message says by how much), TL_UNSUPPORTED for a construct the
+ * back end does not handle yet (the message names it), TL_TOOLCHAIN when
+ * NVRTC fails (the log is in err->message, truncated). */
+tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *diags, tl_error *err);
+
+void tl_build_free(tl_build *b); /* accepts NULL */
+
+/* The targets this build of the compiler offers (from the NVRTC found),
+ * as a NULL-terminated array owned by the library, and the toolchain's
+ * description ("NVRTC 13.0 (libnvrtc.so.13)"), or NULL when none was found
+ * (then *err says why). */
+const char *const *tl_compiler_targets(const char **toolchain, tl_error *err);
+
+#endif
