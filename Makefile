@@ -105,7 +105,8 @@ fuzz: $(B)/fuzz/fuzz_check
 $(B)/fuzz/fuzz_check: tests/fuzz/fuzz_check.c $(PROTO_SRC) $(COMPILER_SRC)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -g -O1 \
-	  -fsanitize=fuzzer,address,undefined -Iproto -Icompiler -o $@ $^ $(LIBS_COMPILER)
+	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iproto -Icompiler -o $@ $^ \
+	  $(LIBS_COMPILER)
 
 # --- install --------------------------------------------------------------
 install: all
