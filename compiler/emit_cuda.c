@@ -239,8 +239,16 @@ static const char *dim_name(E *e, const tl_sym *s, int d) {
   return S("%" PRId64 "LL", s->dims[d]);
 }
 
-/* Row-major offset of element idx (C expressions of type long long). */
+/* The swizzle's parameters of a 2-D 16-bit buffer: 16-byte chunks per row
+ * and rows per change of the key. */
+static int64_t swz_cpr(const tl_sym *s) { return s->dims[1] / 8; }
+static int64_t swz_rpk(const tl_sym *s) { return swz_cpr(s) >= 8 ? 1 : 8 / swz_cpr(s); }
+
+/* Element offset of idx (C expressions of type long long): row-major, or
+ * swizzled for a swizzled shared buffer. */
 static const char *offset(E *e, const tl_sym *s, const char *const *idx) {
+  if (s->swizzled)
+    return S("tl_swz(%s, %s, %" PRId64 ", %" PRId64 ")", idx[0], idx[1], swz_cpr(s), swz_rpk(s));
   const char *o = idx[0];
   for (int d = 1; d < s->ndim; d++)
     o = S("(%s) * %s + (%s)", o, dim_name(e, s, d), idx[d]);
@@ -540,12 +548,25 @@ static const char **region_idx(E *e, const tl_region *r, const char *const *q) {
 /* Opens a loop over the elements a thread handles: the owner's elements of
  * register fragment `owner` (flat index tl_e, local index tl_r), or every
  * T-th of `total` elements.  Close with close_loop. */
+/* The flat element index that thread tl_tid holds at local index `r` of
+ * register fragment s. */
+static const char *elem_of(E *e, const tl_sym *s, const char *r) {
+  if (s->reg_layout == TL_LAYOUT_MMA) {
+    int64_t wm_rows = s->mma_mi * 16, wn_cols = s->mma_ni * 8, n = s->dims[1];
+    return S("(((long long)(tl_tid / 32 / %d) * %" PRId64 " + ((%s) / %" PRId64 ") * 16 + (tl_tid %% 32) / 4 + "
+             "(((%s) %% 4) / 2) * 8) * %" PRId64 "LL + (tl_tid / 32 %% %d) * %" PRId64 " + (((%s) / 4) %% %" PRId64
+             ") * 8 + (tl_tid %% 4) * 2 + ((%s) %% 2))",
+             s->mma_wn, wm_rows, r, s->mma_ni * 4, r, n, s->mma_wn, wn_cols, r, s->mma_ni, r);
+  }
+  return S("((long long)tl_tid * %" PRId64 "LL + (%s))", s->per_thread, r);
+}
+
 static void open_loop(E *e, const tl_sym *owner, int64_t total) {
   if (owner) {
     line(e, "#pragma unroll");
     line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) {", owner->per_thread);
     e->indent++;
-    line(e, "const long long tl_e = (long long)tl_tid * %" PRId64 "LL + tl_r;", owner->per_thread);
+    line(e, "const long long tl_e = %s;", elem_of(e, owner, "tl_r"));
     line(e, "if (tl_e < %" PRId64 "LL) {", total);
   } else {
     line(e, "for (long long tl_e = tl_tid; tl_e < %" PRId64 "LL; tl_e += %" PRId64 "LL) {", total, e->T);
@@ -596,6 +617,86 @@ static void op_fill(E *e, const tl_stmt *s) {
   line(e, "}");
 }
 
+/* gemm on the matrix cores: C (TL_LAYOUT_MMA) += A . B with
+ * mma.sync.m16n8k16 (float accumulators), fragments of A and B loaded
+ * from shared memory with ldmatrix (.trans where the storage is K-major
+ * for A or N-major for B).  A float16 C accumulates in float across the
+ * call and is rounded once at its end. */
+static void op_gemm_mma(E *e, const tl_stmt *s) {
+  const tl_sym *A = s->A, *B = s->B, *C = s->C;
+  int64_t K = s->trans_a ? A->dims[0] : A->dims[1];
+  int64_t MI = C->mma_mi, NI = C->mma_ni, WMr = MI * 16, WNc = NI * 8;
+  const char *ty = A->dtype == TL_BFLOAT16 ? "bf16" : "f16";
+  line(e, "{");
+  e->indent++;
+  line(e, "const int tl_lane = tl_tid %% 32, tl_wm = tl_tid / 32 / %d, tl_wn = tl_tid / 32 %% %d;", C->mma_wn, C->mma_wn);
+  line(e, "(void)tl_wm; (void)tl_wn;");
+  if (s->clear_accum) {
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) r_%s[tl_r] = 0.0f;", C->per_thread, C->name);
+  }
+  line(e, "const unsigned tl_sa = tl_smem_addr(s_%s), tl_sb = tl_smem_addr(s_%s);", A->name, B->name);
+  line(e, "#pragma unroll 1");
+  line(e, "for (int tl_k = 0; tl_k < %" PRId64 "; tl_k += 16) {", K);
+  e->indent++;
+  line(e, "unsigned tl_a[%" PRId64 "][4], tl_b[%" PRId64 "][2];", MI, NI);
+  /* A: rows m, columns k (or stored [K, M] and loaded transposed) */
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++) {", MI);
+  e->indent++;
+  const char *am = S("(long long)(tl_wm * %" PRId64 " + tl_i * 16)", WMr);
+  const char *aidx[2];
+  if (!s->trans_a) {
+    aidx[0] = S("%s + (tl_lane %% 16)", am);
+    aidx[1] = "(long long)(tl_k + (tl_lane / 16) * 8)";
+  } else {
+    aidx[0] = "(long long)(tl_k + (tl_lane % 8) + (tl_lane / 16) * 8)";
+    aidx[1] = S("%s + ((tl_lane / 8) %% 2) * 8", am);
+  }
+  line(e, "asm volatile(\"ldmatrix.sync.aligned.m8n8.x4%s.shared.b16 {%%0,%%1,%%2,%%3}, [%%4];\" : \"=r\"(tl_a[tl_i][0]), "
+          "\"=r\"(tl_a[tl_i][1]), \"=r\"(tl_a[tl_i][2]), \"=r\"(tl_a[tl_i][3]) : \"r\"(tl_sa + (unsigned)(%s) * 2u));",
+       s->trans_a ? ".trans" : "", offset(e, A, aidx));
+  e->indent--;
+  line(e, "}");
+  /* B: two n8 tiles per ldmatrix.x4 */
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_j = 0; tl_j < %" PRId64 "; tl_j += 2) {", NI);
+  e->indent++;
+  const char *bn = S("(long long)(tl_wn * %" PRId64 " + tl_j * 8)", WNc);
+  const char *bidx[2];
+  if (s->trans_b) { /* stored [N, K] */
+    bidx[0] = S("%s + (tl_lane %% 8) + (tl_lane / 16) * 8", bn);
+    bidx[1] = "(long long)(tl_k + ((tl_lane / 8) % 2) * 8)";
+  } else { /* stored [K, N] */
+    bidx[0] = "(long long)(tl_k + (tl_lane % 8) + ((tl_lane / 8) % 2) * 8)";
+    bidx[1] = S("%s + (tl_lane / 16) * 8", bn);
+  }
+  line(e, "asm volatile(\"ldmatrix.sync.aligned.m8n8.x4%s.shared.b16 {%%0,%%1,%%2,%%3}, [%%4];\" : \"=r\"(tl_b[tl_j][0]), "
+          "\"=r\"(tl_b[tl_j][1]), \"=r\"(tl_b[tl_j + 1][0]), \"=r\"(tl_b[tl_j + 1][1]) : \"r\"(tl_sb + (unsigned)(%s) * 2u));",
+       s->trans_b ? "" : ".trans", offset(e, B, bidx));
+  e->indent--;
+  line(e, "}");
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++)", MI);
+  line(e, "#pragma unroll");
+  line(e, "  for (int tl_j = 0; tl_j < %" PRId64 "; tl_j++) {", NI);
+  line(e, "    float *tl_c = &r_%s[(tl_i * %" PRId64 " + tl_j) * 4];", C->name, NI);
+  line(e, "    asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, "
+          "{%%8,%%9}, {%%0,%%1,%%2,%%3};\" : \"+f\"(tl_c[0]), \"+f\"(tl_c[1]), \"+f\"(tl_c[2]), \"+f\"(tl_c[3]) : "
+          "\"r\"(tl_a[tl_i][0]), \"r\"(tl_a[tl_i][1]), \"r\"(tl_a[tl_i][2]), \"r\"(tl_a[tl_i][3]), \"r\"(tl_b[tl_j][0]), "
+          "\"r\"(tl_b[tl_j][1]));", ty, ty);
+  line(e, "  }");
+  e->indent--;
+  line(e, "}");
+  if (C->dtype == TL_FLOAT16) {
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) r_%s[tl_r] = tl_rh(r_%s[tl_r]);", C->per_thread, C->name,
+         C->name);
+  }
+  e->indent--;
+  line(e, "}");
+}
+
 /* gemm: each thread computes its elements of C (the owner's for a register
  * C, else every T-th), in blocks of at most 32 so that their accumulators
  * stay in registers, with k outermost: C[i,j] += sum_k A[i,k] * B[k,j] in
@@ -608,12 +709,14 @@ static void op_gemm(E *e, const tl_stmt *s) {
   const tl_sym *owner = C->in_regs ? C : NULL;
   int64_t count = owner ? owner->per_thread : (M * N + e->T - 1) / e->T;
   int64_t rb = count < 32 ? count : 32;
-  const char *elem = owner ? S("(long long)tl_tid * %" PRId64 "LL + tl_r", count)
-                           : S("(long long)tl_tid + (long long)tl_r * %" PRId64 "LL", e->T);
-  const char *ai = s->trans_a ? S("tl_k * %" PRId64 "LL + tl_i", A->dims[1]) : S("tl_i * %" PRId64 "LL + tl_k", A->dims[1]);
-  const char *bi = s->trans_b ? S("tl_j * %" PRId64 "LL + tl_k", B->dims[1]) : S("tl_k * %" PRId64 "LL + tl_j", B->dims[1]);
-  const char *av = load_conv(e, A->dtype, S("s_%s[%s]", A->name, ai));
-  const char *bv = load_conv(e, B->dtype, S("s_%s[%s]", B->name, bi));
+  const char *elem = owner ? elem_of(e, owner, "tl_r") : S("(long long)tl_tid + (long long)tl_r * %" PRId64 "LL", e->T);
+  const char *aik[2] = {"tl_i", "tl_k"}, *aki[2] = {"tl_k", "tl_i"}, *bkj[2] = {"tl_k", "tl_j"}, *bjk[2] = {"tl_j", "tl_k"};
+  const char *av = load_conv(e, A->dtype, S("s_%s[%s]", A->name, offset(e, A, s->trans_a ? aki : aik)));
+  const char *bv = load_conv(e, B->dtype, S("s_%s[%s]", B->name, offset(e, B, s->trans_b ? bjk : bkj)));
+  if (s->use_mma) {
+    op_gemm_mma(e, s);
+    return;
+  }
   line(e, "#pragma unroll");
   line(e, "for (int tl_rb = 0; tl_rb < %" PRId64 "; tl_rb += %" PRId64 ") {", count, rb);
   e->indent++;
@@ -743,9 +846,46 @@ static void op_reduce_rows(E *e, const tl_stmt *s) {
   int64_t n = src->dims[src->ndim - 1], per = src->per_thread, size = product(src->dims, src->ndim);
   int64_t rows = size / n;
   const char *at = crep(acc);
+  tl_reduce_type comb = s->reduce_type == RED_ABSSUM ? RED_SUM : s->reduce_type == RED_ABSMAX ? RED_MAX : s->reduce_type;
   line(e, "{");
   e->indent++;
   line(e, "%s *tl_part = (%s *)(tl_smem + %" PRId64 ");", at, at, e->prog->scratch_offset);
+  if (src->reg_layout == TL_LAYOUT_MMA) {
+    /* a row's elements sit in one quad of lanes of each warp along N */
+    int64_t M = src->dims[0], MI = src->mma_mi, NI = src->mma_ni;
+    line(e, "const int tl_lane = tl_tid %% 32, tl_wm = tl_tid / 32 / %d, tl_wn = tl_tid / 32 %% %d;", src->mma_wn,
+         src->mma_wn);
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_h = 0; tl_h < %" PRId64 "; tl_h++) {", MI * 2);
+    e->indent++;
+    line(e, "%s tl_acc = %s;", at, red_identity(s->reduce_type, acc));
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_j = 0; tl_j < %" PRId64 "; tl_j++)", NI * 2);
+    line(e, "  tl_acc = %s;",
+         red_step(e, s->reduce_type, acc, "tl_acc",
+                  conv(e, S("r_%s[((tl_h / 2) * %" PRId64 " + tl_j / 2) * 4 + (tl_h %% 2) * 2 + tl_j %% 2]", src->name, NI),
+                       (tl_type)src->dtype, acc)));
+    line(e, "tl_acc = %s;", red_step(e, comb, acc, "tl_acc", "__shfl_xor_sync(0xffffffffu, tl_acc, 1)"));
+    line(e, "tl_acc = %s;", red_step(e, comb, acc, "tl_acc", "__shfl_xor_sync(0xffffffffu, tl_acc, 2)"));
+    line(e, "if (tl_lane %% 4 == 0) tl_part[tl_wn * %" PRId64 "LL + tl_wm * %" PRId64 " + (tl_h / 2) * 16 + tl_lane / 4 + "
+            "(tl_h %% 2) * 8] = tl_acc;", M, MI * 16);
+    e->indent--;
+    line(e, "}");
+    line(e, "__syncthreads();");
+    int64_t dext[TL_MAX_DIMS] = {0};
+    int dn = squeezed(s->dst, dext);
+    const tl_sym *owner = reg_of(s->dst);
+    open_loop(e, owner, product(dext, dn));
+    const char **q = decode(e, "tl_e", dext, dn, "tl_q");
+    line(e, "%s tl_acc = tl_part[tl_e];", at);
+    for (int w = 1; w < src->mma_wn; w++)
+      line(e, "tl_acc = %s;", red_step(e, comb, acc, "tl_acc", S("tl_part[%d * %" PRId64 "LL + tl_e]", w, M)));
+    red_store(e, s, acc, region_idx(e, s->dst, q), "tl_r");
+    close_loop(e, owner);
+    e->indent--;
+    line(e, "}");
+    return;
+  }
   if (n % per == 0) {
     int64_t g = n / per; /* threads per row, a power of two up to 32 */
     line(e, "%s tl_acc = %s;", at, red_identity(s->reduce_type, acc));

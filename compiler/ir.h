@@ -142,7 +142,16 @@ typedef struct tl_sym {
   int64_t per_thread;          /* in_regs: elements per thread */
   int64_t smem_offset;         /* SHARED, and FRAGMENT not in_regs: byte offset in the block's
                                   dynamic shared memory (-1 if none) */
+  int reg_layout;              /* in_regs: TL_LAYOUT_BLOCKED, or TL_LAYOUT_MMA: the accumulator
+                                  layout of mma.m16n8k16 over a grid of mma_wm x mma_wn warps,
+                                  each holding mma_mi x mma_ni tiles of 16 x 8 */
+  int mma_wm, mma_wn;
+  int64_t mma_mi, mma_ni;
+  bool swizzled;               /* smem 2-D 16-bit buffer stored with the XOR swizzle of 16-byte
+                                  chunks (tl_swz in prelude_cuda.h) */
 } tl_sym;
+
+enum { TL_LAYOUT_BLOCKED, TL_LAYOUT_MMA };
 
 /* ---- expressions ------------------------------------------------------------ */
 typedef enum tl_expr_kind {
@@ -266,6 +275,7 @@ struct tl_stmt {
   int dim;
   bool clear, reverse;
   bool by_rows;        /* after pass_place: reduce row by row with warp shuffles */
+  bool use_mma;        /* after pass_place: gemm lowered to mma.sync + ldmatrix */
 
   /* loops */
   tl_loop_kind loop_kind;
@@ -356,6 +366,10 @@ tl_region *tl_parse_region(tl_arena *arena, const char *text, const char *pointe
 /* Parses an assignment statement string ("C[i, j] += x"). */
 bool tl_parse_assign(tl_arena *arena, const char *text, const char *pointer, tl_diags *diags,
                      tl_expr **lhs, int *op, tl_expr **rhs);
+/* True when the n bytes at s spell a keyword (expr.c): every Python keyword
+ * (and, class, for, None, True, ...) and the literals true and false.  Such
+ * words are never names (proto/tile-ir-v1.md 7.5). */
+bool tl_is_keyword(const char *s, size_t n);
 
 /* Resolves, types and folds a parsed program, applying the overrides
  * (check.c).  Returns false when any diagnostic was added. */

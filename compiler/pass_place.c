@@ -14,9 +14,18 @@
  * loop that touches it runs over exactly its shape and indexes it with the
  * loop variables in order (the "identity" access), and P is at most
  * TL_MAX_REG_ELEMS.  Every other fragment lives in shared memory, where any
- * thread may read any element; that is always correct, and slower.  (Later
- * versions replace this with layout inference onto the mma layouts.)
+ * thread may read any element; that is always correct, and slower.
+ *
+ * Then the matrix-core path: a gemm of float16/bfloat16 operands into a
+ * register fragment C whose shape tiles onto the block's warps (by the
+ * gemm's policy) is marked use_mma, and C takes the accumulator layout of
+ * mma.m16n8k16 (TL_LAYOUT_MMA).  Register fragments that share parallel
+ * loops or copies with C take the same layout when they have its shape and
+ * are demoted to shared memory otherwise (a loop's iterations must run on
+ * the thread that owns their elements).  The operands A and B are stored
+ * swizzled (bank-conflict free for ldmatrix) when their rows allow it.
  */
+#include <stdint.h>
 #include <string.h>
 #include "ir.h"
 #include "pass.h"
@@ -121,7 +130,7 @@ static int64_t scratch_need(const tl_stmt *s) {
   if ((s->kind == S_REDUCE || s->kind == S_CUMSUM) && s->src->sym->in_regs) {
     const tl_sym *src = s->src->sym;
     if (s->kind == S_REDUCE && tl_reduce_by_rows(s))
-      return (elems(s->dst->sym) + 1) * 8; /* one partial per row */
+      return (elems(s->dst->sym) + 1) * 8 * (src->reg_layout == TL_LAYOUT_MMA ? src->mma_wn : 1); /* partials per row */
     /* the whole fragment, as float (4 bytes) or double/long long (8) */
     int64_t es = tl_dtype_is_float(src->dtype) && src->dtype != TL_FLOAT64 ? 4 : 8;
     return elems(src) * es;
@@ -147,6 +156,8 @@ static bool by_rows(const tl_stmt *s, int64_t threads) {
   const tl_sym *src = s->src->sym;
   if (!src->in_regs || s->dim != src->ndim - 1)
     return false;
+  if (src->reg_layout == TL_LAYOUT_MMA)
+    return src->ndim == 2; /* quads of lanes hold a row; warps along N meet in the scratch */
   int64_t n = src->dims[src->ndim - 1], per = src->per_thread, g = n / per;
   return (n % per == 0 && g <= 32 && (g & (g - 1)) == 0 && threads % 32 == 0) || per % n == 0;
 }
@@ -163,18 +174,189 @@ static void mark_reductions(P *p, tl_body *b) {
 
 bool tl_reduce_by_rows(const tl_stmt *s) { return s->by_rows; }
 
+/* ---- the matrix-core path ------------------------------------------------------- */
+static bool same_mma(const tl_sym *a, const tl_sym *b) {
+  return a->mma_wm == b->mma_wm && a->mma_wn == b->mma_wn && a->mma_mi == b->mma_mi && a->mma_ni == b->mma_ni;
+}
+
+/* Gives fragment C the accumulator layout for a gemm on `threads`, when
+ * the shape tiles onto the warps; returns false (nothing changed) if not. */
+static bool choose_mma(P *p, tl_stmt *s) {
+  tl_sym *A = s->A, *B = s->B, *C = s->C;
+  if ((A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16) || A->in_regs || B->in_regs)
+    return false;
+  if (!C->in_regs || (C->dtype != TL_FLOAT32 && C->dtype != TL_FLOAT16) || p->threads % 32)
+    return false;
+  int64_t M = C->dims[0], N = C->dims[1], K = s->trans_a ? A->dims[0] : A->dims[1];
+  int nw = (int)(p->threads / 32);
+  if (K % 16)
+    return false;
+  int best_wm = 0;
+  int64_t best_cost = INT64_MAX;
+  for (int wm = 1; wm <= nw; wm++) {
+    if (nw % wm)
+      continue;
+    int wn = nw / wm;
+    if ((s->policy == POLICY_FULL_ROW && wn != 1) || (s->policy == POLICY_FULL_COL && wm != 1))
+      continue;
+    if (M % (wm * 16) || N % (wn * 16))
+      continue;
+    int64_t tm = M / wm, tn = N / wn, cost = tm > tn ? tm - tn : tn - tm; /* square-ish warp tiles */
+    if (cost < best_cost) {
+      best_cost = cost;
+      best_wm = wm;
+    }
+  }
+  if (!best_wm)
+    return false;
+  int wn = nw / best_wm;
+  int64_t mi = M / best_wm / 16, ni = N / wn / 8;
+  if (mi * ni * 4 > TL_MAX_REG_ELEMS)
+    return false;
+  tl_sym want = {.mma_wm = best_wm, .mma_wn = wn, .mma_mi = mi, .mma_ni = ni};
+  if (C->reg_layout == TL_LAYOUT_MMA && !same_mma(C, &want))
+    return false;
+  C->reg_layout = TL_LAYOUT_MMA;
+  C->mma_wm = best_wm;
+  C->mma_wn = wn;
+  C->mma_mi = mi;
+  C->mma_ni = ni;
+  C->per_thread = mi * ni * 4;
+  s->use_mma = true;
+  return true;
+}
+
+static void choose_mma_all(P *p, tl_body *b) {
+  for (int i = 0; i < b->n; i++) {
+    tl_stmt *s = b->items[i];
+    if (s->kind == S_GEMM)
+      choose_mma(p, s);
+    choose_mma_all(p, &s->body);
+    choose_mma_all(p, &s->else_body);
+  }
+}
+
+/* Collects the register fragments a parallel body indexes. */
+static void par_regs(const tl_expr *x, tl_vec *out, tl_arena *a) {
+  if (!x)
+    return;
+  if (x->kind == E_INDEX && x->sym->kind == SYM_BUFFER && x->sym->scope == SCOPE_FRAGMENT && x->sym->in_regs) {
+    for (int i = 0; i < out->n; i++)
+      if (out->items[i] == x->sym)
+        goto args;
+    tl_vec_push(a, out, x->sym);
+  }
+args:
+  for (int i = 0; i < x->nargs; i++)
+    par_regs(x->args[i], out, a);
+}
+
+static void par_body_regs(const tl_body *b, tl_vec *out, tl_arena *a) {
+  for (int i = 0; i < b->n; i++) {
+    const tl_stmt *s = b->items[i];
+    par_regs(s->lhs, out, a);
+    par_regs(s->value, out, a);
+    par_regs(s->start, out, a);
+    par_regs(s->extent, out, a);
+    par_regs(s->step, out, a);
+    par_body_regs(&s->body, out, a);
+    par_body_regs(&s->else_body, out, a);
+  }
+}
+
+/* Makes the register fragments of one group (a parallel loop, a copy)
+ * agree on a layout: they take the mma layout of a member that has one
+ * when they have its shape, and are demoted otherwise. */
+static bool unify(tl_sym **g, int n) {
+  const tl_sym *m = NULL;
+  for (int i = 0; i < n; i++)
+    if (g[i]->in_regs && g[i]->reg_layout == TL_LAYOUT_MMA)
+      m = g[i];
+  if (!m)
+    return false;
+  bool changed = false;
+  for (int i = 0; i < n; i++) {
+    tl_sym *x = g[i];
+    if (!x->in_regs || x == m || (x->reg_layout == TL_LAYOUT_MMA && same_mma(x, m) && x->dims[0] == m->dims[0]))
+      continue;
+    bool same_shape = x->ndim == m->ndim;
+    for (int d = 0; same_shape && d < x->ndim; d++)
+      same_shape = x->dims[d] == m->dims[d];
+    if (same_shape && x->reg_layout == TL_LAYOUT_BLOCKED) {
+      x->reg_layout = TL_LAYOUT_MMA;
+      x->mma_wm = m->mma_wm;
+      x->mma_wn = m->mma_wn;
+      x->mma_mi = m->mma_mi;
+      x->mma_ni = m->mma_ni;
+      x->per_thread = m->per_thread;
+    } else {
+      x->in_regs = false;
+    }
+    changed = true;
+  }
+  return changed;
+}
+
+static bool unify_all(P *p, tl_body *b) {
+  bool changed = false;
+  for (int i = 0; i < b->n; i++) {
+    tl_stmt *s = b->items[i];
+    if (s->kind == S_PARALLEL) {
+      tl_vec regs = {0};
+      par_body_regs(&s->body, &regs, p->prog->arena);
+      changed |= unify((tl_sym **)regs.items, regs.n);
+    } else if ((s->kind == S_COPY || s->kind == S_ATOMIC_ADD) && s->src && s->dst) {
+      tl_sym *g[2] = {s->src->sym, s->dst->sym};
+      if (g[0]->kind == SYM_BUFFER && g[1]->kind == SYM_BUFFER)
+        changed |= unify(g, 2);
+    } else if (s->kind == S_GEMM && s->use_mma && !s->C->in_regs) {
+      s->use_mma = false; /* C was demoted after all */
+      changed = true;
+    }
+    changed |= unify_all(p, &s->body);
+    changed |= unify_all(p, &s->else_body);
+  }
+  return changed;
+}
+
+/* Swizzles gemm operands stored in shared memory when their rows hold at
+ * least 4 chunks of 16 bytes and the buffer is a whole number of 128-byte
+ * groups. */
+static void swizzle_operands(tl_body *b) {
+  for (int i = 0; i < b->n; i++) {
+    tl_stmt *s = b->items[i];
+    if (s->kind == S_GEMM && s->use_mma) {
+      tl_sym *ops[2] = {s->A, s->B};
+      for (int k = 0; k < 2; k++) {
+        tl_sym *x = ops[k];
+        int64_t row_bytes = x->dims[1] * 2;
+        if (x->ndim == 2 && row_bytes % 64 == 0 && (row_bytes * x->dims[0]) % 128 == 0)
+          x->swizzled = true;
+      }
+    }
+    swizzle_operands(&s->body);
+    swizzle_operands(&s->else_body);
+  }
+}
+
 tl_status tl_pass_place(tl_program *prog, tl_error *err) {
   P pp = {.prog = prog}, *p = &pp;
   p->threads = prog->threads[0] * prog->threads[1] * prog->threads[2];
   for (int i = 0; i < prog->nbuffer_slots; i++) {
     tl_sym *s = prog->buffer_syms[i];
     s->smem_offset = -1;
+    s->reg_layout = TL_LAYOUT_BLOCKED;
+    s->swizzled = false;
     if (s->scope == SCOPE_FRAGMENT) {
       s->per_thread = (elems(s) + p->threads - 1) / p->threads;
       s->in_regs = s->per_thread <= TL_MAX_REG_ELEMS;
     }
   }
   scan_body(p, &prog->body);
+  choose_mma_all(p, &prog->body);
+  while (unify_all(p, &prog->body))
+    ;
+  swizzle_operands(&prog->body);
   mark_reductions(p, &prog->body);
   int64_t off = 0;
   for (int i = 0; i < prog->nbuffer_slots; i++) {

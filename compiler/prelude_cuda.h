@@ -108,6 +108,14 @@ static const char tl_prelude_cuda[] =
     "TL_DEV int tl_cmp_su(long long a, unsigned long long b) { return a < 0 ? -1 : (unsigned long long)a < b ? -1 : (unsigned long long)a > b; }\n"
     "TL_DEV float tl_pymodf(float a, float b) { float r = fmodf(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }\n"
     "TL_DEV double tl_pymod(double a, double b) { double r = fmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }\n"
+    /* the shared-memory swizzle of 16-bit 2-D buffers: 16-byte chunks XORed
+     * within each group of 8 by a key that changes every 128 bytes of rows,
+     * so that ldmatrix's 8 row addresses hit 8 different bank groups */
+    "TL_DEV long long tl_swz(long long row, long long col, int cpr, int rpk) {\n"
+    "  long long g = row * cpr + (col >> 3), key = (row / rpk) & 7;\n"
+    "  return ((((g & ~7LL) | ((g & 7) ^ key))) << 3) | (col & 7);\n"
+    "}\n"
+    "TL_DEV unsigned tl_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }\n"
     /* atomic add of the narrow types through a CAS on their 32-bit word */
     "TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {\n"
     "  unsigned *w = (unsigned *)((unsigned long long)p & ~3ull);\n"

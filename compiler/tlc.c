@@ -27,7 +27,7 @@ static const char usage[] =
     "usage: tlc check PROGRAM.json [-D NAME=VALUE]...\n"
     "       tlc compile PROGRAM.json --target TARGET [-D NAME=VALUE]... [-o FILE]\n"
     "               [--emit cuda|ptx|cubin|meta]\n"
-    "       tlc run PROGRAM.json (--interpret | --device cuda[:N]) [-D NAME=VALUE]...\n"
+    "       tlc run PROGRAM.json (--interpret | --device cuda[:N] [--time N]) [-D NAME=VALUE]...\n"
     "               [--arg NAME=VALUE]... [--in NAME=FILE.npy]... [--out NAME=FILE.npy]...\n"
     "       tlc targets\n"
     "       tlc --version | --help\n"
@@ -39,7 +39,8 @@ static const char usage[] =
     "           to -o FILE (default NAME.TARGET.cubin / .ptx); cuda and meta print the generated\n"
     "           CUDA C or the metadata JSON (to -o FILE or standard output)\n"
     "run        run a program on the CPU with the reference interpreter (--interpret), or\n"
-    "           compile it for the GPU found and run it there (--device cuda, cuda:N)\n"
+    "           compile it for the GPU found and run it there (--device cuda, cuda:N); --time N\n"
+    "           launches it N more times and prints the mean time per launch\n"
     "targets    list the targets the installed toolchain offers\n"
     "\n"
     "-D NAME=VALUE      override constant NAME (a number or true/false; it keeps its kind)\n"
@@ -55,6 +56,7 @@ typedef struct {
   const char *cmd, *file;
   bool interpret;
   const char *device, *target, *output, *emit;
+  int time_runs; /* run --device --time N: time N launches after one warm-up */
   kv defs[MAX_OPTS], args[MAX_OPTS], ins[MAX_OPTS], outs[MAX_OPTS];
   int ndefs, nargs, nins, nouts;
 } options;
@@ -98,6 +100,11 @@ static int parse_options(int argc, char **argv, options *o) {
     } else if (strcmp(a, "--interpret") == 0) {
       o->interpret = true;
       continue;
+    } else if (strcmp(a, "--time") == 0) {
+      if (i + 1 >= argc || atoi(argv[i + 1]) < 1 || atoi(argv[i + 1]) > 100000)
+        return usage_error("%s", "--time needs a number of launches from 1 to 100000");
+      o->time_runs = atoi(argv[++i]);
+      continue;
     } else if (strcmp(a, "--device") == 0 || strcmp(a, "--target") == 0 || strcmp(a, "-o") == 0 ||
                strcmp(a, "--emit") == 0) {
       if (i + 1 >= argc)
@@ -130,6 +137,8 @@ static int parse_options(int argc, char **argv, options *o) {
   if (!o->file)
     return usage_error("%s: no program file given", o->cmd);
   bool run = strcmp(o->cmd, "run") == 0, compile = strcmp(o->cmd, "compile") == 0;
+  if (o->time_runs && !o->device)
+    return usage_error("%s", "--time goes with run --device");
   if (!run && (o->nargs || o->nins || o->nouts || o->interpret || o->device))
     return usage_error("'%s' does not take --arg, --in, --out, --interpret or --device", o->cmd);
   if (!compile && (o->target || o->output || o->emit))
@@ -351,6 +360,23 @@ static tl_status run_device(const options *o, tl_program *prog, const char *text
     if ((st = tl_cuda_launch(fn, g, blk, (unsigned)prog->smem_bytes, NULL, kargs, err)) != TL_OK ||
         (st = tl_cuda_sync(h, err)) != TL_OK)
       goto done;
+    if (o->time_runs) { /* the outputs are those of the first launch; the timed ones repeat it */
+      tl_cuda_event *t0 = NULL, *t1 = NULL;
+      float ms = 0;
+      if ((st = tl_cuda_event_create(h, &t0, err)) == TL_OK && (st = tl_cuda_event_create(h, &t1, err)) == TL_OK &&
+          (st = tl_cuda_event_record(t0, NULL, err)) == TL_OK) {
+        for (int i = 0; i < o->time_runs && st == TL_OK; i++)
+          st = tl_cuda_launch(fn, g, blk, (unsigned)prog->smem_bytes, NULL, kargs, err);
+        if (st == TL_OK && (st = tl_cuda_event_record(t1, NULL, err)) == TL_OK &&
+            (st = tl_cuda_sync(h, err)) == TL_OK && (st = tl_cuda_event_elapsed(t0, t1, &ms, err)) == TL_OK)
+          printf("time: %.4f ms per launch (mean of %d after one warm-up), %s, %s\n", ms / o->time_runs,
+                 o->time_runs, target, tl_cuda_device_info(h)->name);
+      }
+      tl_cuda_event_destroy(t0);
+      tl_cuda_event_destroy(t1);
+      if (st != TL_OK)
+        goto done;
+    }
   }
   for (int p = 0; p < prog->nparams; p++) {
     size_t bytes = arrays[p].count * tl_dtype_size(prog->params[p]->dtype);
