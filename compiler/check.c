@@ -49,6 +49,7 @@ typedef struct {
   /* set while typing one expression */
   bool saw_varying, saw_thread;
   bool in_tile_op;
+  bool writing;           /* the next check_index is the left side of an assignment */
   const tl_sym *const_being_defined;
 } C;
 
@@ -473,6 +474,19 @@ static const fn_info fns[] = {
 static bool dtype_arg(C *c, tl_expr *call, tl_expr *a, tl_dtype *out) {
   if (a->kind == E_NAME && tl_dtype_parse(a->name, out))
     return true;
+  if (a->kind == E_NAME && !lookup(c, a->name)) {
+    /* a misspelt dtype, as the dtype fields of allocations report it */
+    const char *names[TL_DTYPE_COUNT];
+    for (int i = 0; i < TL_DTYPE_COUNT; i++)
+      names[i] = tl_dtype_name((tl_dtype)i);
+    const char *hint = tl_closest(a->name, names, TL_DTYPE_COUNT);
+    if (hint)
+      ERR(a->pointer, a->column, "unknown dtype '%s'; did you mean '%s'?", a->name, hint);
+    else
+      ERR(a->pointer, a->column, "unknown dtype '%s'; '%s' needs a dtype name here (e.g. float32)", a->name,
+          call->name);
+    return false;
+  }
   ERR(a->pointer, a->column, "'%s' needs a dtype name here (e.g. float32)", call->name);
   return false;
 }
@@ -553,6 +567,12 @@ static tl_expr *check_call(C *c, tl_expr *e) {
     e->dtype_arg = t;
     if (is_untyped(x->type))
       make_typed(x, default_type(x));
+    if (fn == FN_REINTERPRET && (x->type == TL_BOOL || t == TL_BOOL)) {
+      /* a bool's bits are not a number's (proto/tile-ir-v1.md 6.5) */
+      const tl_expr *bad = x->type == TL_BOOL ? x : e->args[1];
+      ERR(bad->pointer, bad->column, "reinterpret does not take bool; use cast");
+      return NULL;
+    }
     if (fn == FN_REINTERPRET && tl_dtype_bits((tl_dtype)x->type) != tl_dtype_bits(t)) {
       ERR(e->pointer, e->column, "reinterpret needs the same bit width: %s is %d bits and %s is %d",
           type_str(x->type), tl_dtype_bits((tl_dtype)x->type), tl_dtype_name(t), tl_dtype_bits(t));
@@ -711,6 +731,10 @@ static tl_expr *check_name(C *c, tl_expr *e) {
       return NULL; /* its own definition failed, and that was reported */
     return mk_const(c, e, s->type, s->cval);
   }
+  /* a let bound to a constant expression is a named constant (proto 5.4):
+   * usable wherever constants are, shapes included */
+  if (s->kind == SYM_LET && s->init && is_const(s->init))
+    return mk_const(c, e, s->init->type, s->init->val);
   if (c->where == CTX_CONST) {
     ERR(e->pointer, e->column, "'%s' is %s; only constants may be used here", s->name, sym_kind_name(s));
     return NULL;
@@ -720,8 +744,6 @@ static tl_expr *check_name(C *c, tl_expr *e) {
         sym_kind_name(s));
     return NULL;
   }
-  if (s->kind == SYM_LET && s->init && is_const(s->init))
-    return mk_const(c, e, s->init->type, s->init->val);
   if (s->varying)
     c->saw_varying = true;
   if (s->kind == SYM_VAR)
@@ -734,6 +756,8 @@ static tl_expr *check_name(C *c, tl_expr *e) {
 }
 
 static tl_expr *check_index(C *c, tl_expr *e) {
+  bool writing = c->writing; /* this element is written (its indices are read) */
+  c->writing = false;
   tl_sym *s = lookup(c, e->name);
   if (!s) {
     const char *hint = suggest(c, e->name, is_bufferish);
@@ -757,8 +781,8 @@ static tl_expr *check_index(C *c, tl_expr *e) {
     return NULL;
   }
   if (s->kind == SYM_BUFFER && s->scope == SCOPE_FRAGMENT && !c->in_parallel && !c->in_tile_op) {
-    ERR(e->pointer, e->column, "fragment '%s' is read by thread-level code; fragments are only read and written "
-                               "by tile operators and parallel loops", s->name);
+    ERR(e->pointer, e->column, "fragment '%s' is %s by thread-level code; fragments are only read and written "
+                               "by tile operators and parallel loops", s->name, writing ? "written" : "read");
     return NULL;
   }
   if (s->kind == SYM_BUFFER && s->scope == SCOPE_LOCAL) {
@@ -1053,8 +1077,6 @@ static void eval_const(C *c, const_walk *w, int idx) {
 /* ---- parameters and launch ----------------------------------------------------- */
 static void check_params(C *c) {
   tl_program *p = c->prog;
-  for (int i = 0; i < p->nparams; i++)
-    declare(c, p->params[i], p->params[i]->pointer);
   c->where = CTX_LAUNCH;
   for (int i = 0; i < p->nparams; i++) {
     tl_sym *s = p->params[i];
@@ -1089,6 +1111,22 @@ static void check_params(C *c) {
       ERR(x->pointer, x->column, "grid dimension %d is %lld; the limit is %lld", i, (long long)x->val.i,
           i == 0 ? 2147483647LL : 65535LL);
   }
+  /* each grid extent is a multiple of the cluster's (proto/tile-ir-v1.md 4;
+   * a dynamic extent is checked at launch); a missing dimension is 1 */
+  for (int i = 0; i < p->ncluster; i++) {
+    int64_t cl = p->cluster[i];
+    if (cl == 1)
+      continue;
+    if (i >= p->ngrid) {
+      ERR(tl_ptr_index(c->arena, "/kernel/cluster", i), 0, "the cluster's dimension %d is %lld, but the grid has "
+          "%d dimension%s (its extent in that dimension is 1)", i, (long long)cl, p->ngrid, p->ngrid == 1 ? "" : "s");
+      continue;
+    }
+    const tl_expr *x = p->grid[i];
+    if (x && is_const(x) && x->type != TL_TY_NONE && x->val.i > 0 && x->val.i % cl != 0)
+      ERR(x->pointer, x->column, "grid dimension %d is %lld, which is not a multiple of the cluster's %lld", i,
+          (long long)x->val.i, (long long)cl);
+  }
   c->where = CTX_CONST;
   int64_t total = 1;
   p->threads[0] = p->threads[1] = p->threads[2] = 1;
@@ -1101,9 +1139,6 @@ static void check_params(C *c) {
   }
   if (total > TL_MAX_THREADS)
     ERR("/kernel/threads", 0, "the block has %lld threads; the limit is %d", (long long)total, TL_MAX_THREADS);
-  for (int i = 0; i < 3; i++)
-    if (p->block_vars[i])
-      declare(c, p->block_vars[i], p->block_vars[i]->pointer);
   c->where = CTX_BODY;
 }
 
@@ -1408,25 +1443,33 @@ static bool uniform_placement(C *c, tl_stmt *s) {
   return true;
 }
 
+#define MAX_BUFFER_ELEMS (1LL << 30) /* proto/tile-ir-v1.md 5.4 */
+
 static void check_alloc(C *c, tl_stmt *s) {
   tl_sym *b = s->sym;
   int64_t size = 1;
-  bool ok = true;
+  int first_big = -1; /* the dimension that takes the count past the limit */
+  bool all = true, overflow = false;
   for (int d = 0; d < b->ndim; d++) {
     int64_t v;
     if (!const_int(c, b->shape[d], "a buffer dimension", 1, INT32_MAX, &v)) {
-      ok = false;
       b->dims[d] = 1;
+      all = false;
       continue;
     }
     b->dims[d] = v;
-    if (__builtin_mul_overflow(size, v, &size) || size > (1LL << 30)) {
-      ERR(b->shape[d]->pointer, 0, "buffer '%s' is too large", b->name);
-      ok = false;
-      size = 1;
-    }
+    overflow |= __builtin_mul_overflow(size, v, &size);
+    if (first_big < 0 && (overflow || size > MAX_BUFFER_ELEMS))
+      first_big = d;
   }
-  (void)ok;
+  if (first_big >= 0 && all) {
+    if (overflow)
+      ERR(b->shape[first_big]->pointer, 0, "buffer '%s' has more than 2^63 elements; the limit is %lld", b->name,
+          MAX_BUFFER_ELEMS);
+    else
+      ERR(b->shape[first_big]->pointer, 0, "buffer '%s' has %lld elements; the limit is %lld", b->name,
+          (long long)size, MAX_BUFFER_ELEMS);
+  }
   declare(c, b, s->pointer);
 }
 
@@ -1675,13 +1718,21 @@ static void check_reduce_like(C *c, tl_stmt *s) {
     return;
   for (int i = 0; i < 2; i++) {
     tl_region *r = i ? s->dst : s->src;
-    if (is_start_point(r)) {
+    if (r->sym->kind != SYM_BUFFER) { /* proto/tile-ir-v1.md 5.6 */
+      ERR(r->pointer, 1, "'%s' works on shared and fragment buffers; '%s' is %s", s->op_name, r->sym->name,
+          sym_kind_name(r->sym));
+      ok = false;
+    } else if (is_start_point(r)) {
       ERR(r->pointer, 1, "'%s' takes whole buffers or sliced regions, not a start point", s->op_name);
       ok = false;
     }
   }
   if (!ok)
     return;
+  if (s->kind == S_REDUCE && s->src->sym == s->dst->sym) {
+    ERR(s->pointer, 0, "'reduce' needs different src and dst buffers; both are '%s'", s->src->sym->name);
+    return;
+  }
   if (dim >= s->src->ndim) {
     ERR(tl_ptr_key(c->arena, s->pointer, "dim"), 0, "'dim' is %lld but '%s' has %d dimension%s", (long long)dim,
         s->src->text, s->src->ndim, s->src->ndim == 1 ? "" : "s");
@@ -1758,7 +1809,9 @@ static void check_assign(C *c, tl_stmt *s) {
     l->type = y->type;
     dst = y->dtype;
   } else {
+    c->writing = true;
     tl_expr *x = body_expr(c, l, NULL, NULL);
+    c->writing = false;
     if (!x)
       return;
     s->lhs = l = x;
@@ -1793,13 +1846,25 @@ static void check_assign(C *c, tl_stmt *s) {
     }
     if ((s->assign_op == '&' || s->assign_op == '|' || s->assign_op == '^' || s->assign_op == OP_SHL ||
          s->assign_op == OP_SHR) && (tl_dtype_is_float(dst) || is_float_t(r->type))) {
-      ERR(s->pointer, r->column, "'%s=' needs integer operands", tl_op_text(s->assign_op));
+      /* point at the float operand, the left side first (as 'a | b' does) */
+      bool left = tl_dtype_is_float(dst);
+      ERR(s->pointer, left ? l->column : r->column, "'%s=' needs integer operands, not %s", tl_op_text(s->assign_op),
+          left ? tl_dtype_name(dst) : type_str(r->type));
       return;
     }
     if (s->assign_op == OP_SHL || s->assign_op == OP_SHR) {
       if (is_untyped(r->type))
         make_typed(r, default_type(r));
       bin->type = (tl_type)promote_int(dst);
+      if (is_const(r)) { /* as for 'a << n': a constant count must fit the type */
+        int64_t n = tl_dtype_is_signed((tl_dtype)r->type) || r->type == TL_BOOL ? r->val.i : (int64_t)r->val.u;
+        int bits = tl_dtype_bits((tl_dtype)bin->type);
+        if (n < 0 || n >= bits) {
+          ERR(s->pointer, r->column, "shift count %lld is outside [0, %d) for %s", (long long)n, bits,
+              type_str(bin->type));
+          return;
+        }
+      }
     } else
       bin->type = unify(lcopy, r);
     s->value = bin;
@@ -1865,6 +1930,14 @@ static void check_stmt(C *c, tl_stmt *s) {
     if (v) {
       if (v->kind != E_CONST && is_untyped(v->type))
         make_typed(v, default_type(v));
+      /* a let bound to a constant expression is an untyped named constant
+       * (proto/tile-ir-v1.md 5.4, 7.3), as a constant of the program is:
+       * "let h = float16(0.1)" is the real 0.0999755859375 */
+      if (is_const(v) && !is_untyped(v->type) && v->type != TL_BOOL &&
+          !(v->type == TL_UINT64 && v->val.u > (uint64_t)INT64_MAX)) /* the one value int64 cannot hold */
+        v = tl_dtype_is_float((tl_dtype)v->type) ? mk_const(c, v, TL_TY_UREAL, (tl_scalar){.f = v->val.f})
+                                                 : mk_const(c, v, TL_TY_UINT,
+                                                            tl_convert(v->val, (tl_dtype)v->type, TL_INT64));
       s->value = v;
       s->sym->init = v;
       s->sym->type = v->type;
@@ -1917,6 +1990,16 @@ static void check_stmt(C *c, tl_stmt *s) {
     if (s->dst->sym->kind != SYM_TENSOR) {
       ERR(tl_ptr_key(c->arena, s->pointer, "dst"), 0, "atomic_add writes global memory; '%s' is %s",
           s->dst->sym->name, sym_kind_name(s->dst->sym));
+      return;
+    }
+    switch (s->dst->sym->dtype) { /* the dtypes with atomic adds (proto/tile-ir-v1.md 5.6) */
+    case TL_INT32: case TL_UINT32: case TL_INT64: case TL_UINT64: case TL_FLOAT16: case TL_BFLOAT16:
+    case TL_FLOAT32: case TL_FLOAT64:
+      break;
+    default:
+      ERR(tl_ptr_key(c->arena, s->pointer, "dst"), 0, "atomic_add cannot add into %s ('%s'); its dst is int32, "
+          "uint32, int64, uint64, float16, bfloat16, float32 or float64", tl_dtype_name(s->dst->sym->dtype),
+          s->dst->sym->name);
       return;
     }
     if (s->src)
@@ -2047,8 +2130,17 @@ bool tl_check(tl_program *prog, const tl_define *defs, int ndefs, tl_diags *diag
   int before = diags->n;
   push_scope(c);
   c->where = CTX_CONST;
+  /* The kernel scope first, all of it (constants, parameters, block vars),
+   * so that a name used in the wrong place is reported as what it is
+   * ("'n' is a scalar parameter; only constants may be used here"), not as
+   * unknown; then the values, each with what its place allows. */
   for (int i = 0; i < prog->nconsts; i++)
     declare(c, prog->consts[i], prog->consts[i]->pointer);
+  for (int i = 0; i < prog->nparams; i++)
+    declare(c, prog->params[i], prog->params[i]->pointer);
+  for (int i = 0; i < 3; i++)
+    if (prog->block_vars[i])
+      declare(c, prog->block_vars[i], prog->block_vars[i]->pointer);
   check_constants(c, defs, ndefs);
   check_params(c);
   push_scope(c);

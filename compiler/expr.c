@@ -60,6 +60,23 @@ static void perr(parser *p, int col, const char *fmt, ...) {
   tl_diag_add(p->diags, p->pointer, col, "%s", buf);
 }
 
+/* Every Python keyword (keyword.kwlist of Python 3.12; the soft keywords
+ * match, case and _ are names there and here), and the lowercase literals
+ * of Tile IR. */
+static const char *const keywords[] = {
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def",
+    "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is",
+    "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield",
+    "true", "false",
+};
+
+bool tl_is_keyword(const char *s, size_t n) {
+  for (size_t i = 0; i < sizeof keywords / sizeof keywords[0]; i++)
+    if (strlen(keywords[i]) == n && strncmp(s, keywords[i], n) == 0)
+      return true;
+  return false;
+}
+
 static bool is_name_start(int c) { return isalpha(c) || c == '_'; }
 static bool is_name_char(int c) { return isalnum(c) || c == '_'; }
 
@@ -192,12 +209,28 @@ static bool lex(parser *p) {
   p->toks = tl_arena_alloc(p->arena, sizeof(token) * (n + 1));
   p->ntoks = 0;
   size_t i = 0;
+  int brackets = 0;   /* '(' and '[' open now */
+  int line_break = 0; /* column of a line break outside brackets after a token, or 0 */
   while (i < n) {
     unsigned char c = (unsigned char)s[i];
     int col = (int)i + 1;
     if (c == ' ' || c == '\t') {
       i++;
       continue;
+    }
+    /* Python's rule: a line break inside brackets is whitespace; outside
+     * them it ends the expression, so only blank lines may come before the
+     * first token or after the last one. */
+    if (c == '\n' || c == '\r') {
+      if (brackets == 0 && p->ntoks > 0 && !line_break)
+        line_break = col;
+      i++;
+      continue;
+    }
+    if (line_break) {
+      perr(p, line_break, "a line break outside brackets ends the expression; write it on one line, or put the "
+                          "part that spans lines in parentheses");
+      return false;
     }
     token *t = &p->toks[p->ntoks];
     memset(t, 0, sizeof *t);
@@ -237,11 +270,19 @@ static bool lex(parser *p) {
       }
     }
     if (!found) {
+      if ((c == '&' || c == '|') && s[i + 1] == c) {
+        perr(p, col, "'%c%c' is not an operator; use '%s'", c, c, c == '&' ? "and" : "or");
+        return false;
+      }
       if (strchr("+-*/%&|^~<>()[],:", c) && c) {
         t->kind = T_OP;
         t->op = c;
         t->len = 1;
         i++;
+        if (c == '(' || c == '[')
+          brackets++;
+        else if ((c == ')' || c == ']') && brackets > 0)
+          brackets--;
       } else if (c == '!') {
         perr(p, col, "'!' is not an operator; use 'not'");
         return false;
@@ -390,8 +431,7 @@ static tl_expr *parse_primary(parser *p) {
       e->val.i = t->s[0] == 't' || t->s[0] == 'T';
       return e;
     }
-    if (is_word(t, "and") || is_word(t, "or") || is_word(t, "if") || is_word(t, "else") ||
-        is_word(t, "lambda") || is_word(t, "in") || is_word(t, "is") || is_word(t, "None")) {
+    if (tl_is_keyword(t->s, (size_t)t->len)) {
       perr(p, t->col, "unexpected keyword '%.*s'", t->len, t->s);
       return NULL;
     }
@@ -483,6 +523,12 @@ static tl_expr *parse_bp(parser *p, int minbp) {
   }
   tl_expr *lhs;
   token *t = peek(p);
+  if (is_word(t, "not") && minbp > 3) {
+    /* as in Python, 'not' binds looser than comparisons and arithmetic */
+    perr(p, t->col, "'not' cannot stand here without parentheses; write '(not ...)'");
+    p->depth--;
+    return NULL;
+  }
   if (is_word(t, "not")) {
     next(p);
     tl_expr *a = parse_bp(p, 3);

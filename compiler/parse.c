@@ -40,14 +40,11 @@ static const char *json_kind(const json_t *v) {
 }
 
 /* ---- identifiers -------------------------------------------------------------- */
-static const char *const reserved[] = {
-    "and", "or", "not", "true", "false", "True", "False", "if", "else", "None", "in", "is", "lambda",
-};
-
+/* Reserved (proto/tile-ir-v1.md 7.5): every Python keyword and the
+ * lowercase literals (tl_is_keyword), the function names and the dtypes. */
 static bool is_reserved(const char *s) {
-  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
-    if (strcmp(s, reserved[i]) == 0)
-      return true;
+  if (tl_is_keyword(s, strlen(s)))
+    return true;
   tl_dtype t;
   if (tl_dtype_parse(s, &t))
     return true;
@@ -625,18 +622,22 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     if (!ls)
       return NULL;
     const char *lp = tl_ptr_key(p->arena, ptr, "layouts");
-    if (!json_is_object(ls) || json_object_size(ls) == 0) {
+    const char *key;
+    json_t *lv;
+    size_t n = 0; /* entries other than the ignored x- keys */
+    if (json_is_object(ls))
+      json_object_foreach(ls, key, lv) n += strncmp(key, "x-", 2) != 0;
+    if (!json_is_object(ls) || n == 0) {
       ERR(lp, "'layouts' must be a non-empty object mapping buffer names to layouts");
       return NULL;
     }
-    size_t n = json_object_size(ls);
     s->layout_names = tl_arena_alloc(p->arena, sizeof(char *) * n);
     s->layouts = tl_arena_alloc(p->arena, sizeof(tl_layout *) * n);
     s->layout_syms = tl_arena_alloc(p->arena, sizeof(tl_sym *) * n);
-    const char *key;
-    json_t *lv;
     bool ok = true;
     json_object_foreach(ls, key, lv) {
+      if (strncmp(key, "x-", 2) == 0)
+        continue; /* ignored, as x- fields are everywhere */
       const char *kp = tl_ptr_key(p->arena, lp, key);
       s->layout_names[s->nlayouts] = tl_arena_strdup(p->arena, key);
       s->layouts[s->nlayouts] = parse_layout(p, lv, kp);
@@ -689,14 +690,20 @@ static void parse_constants(P *p, json_t *v) {
     ERR("/constants", "'constants' must be an object mapping names to values, not %s", json_kind(v));
     return;
   }
-  if (json_object_size(v) > TL_MAX_CONSTANTS) {
-    ERR("/constants", "the program has %zu constants; the limit is %d", json_object_size(v), TL_MAX_CONSTANTS);
-    return;
-  }
-  p->prog->consts = tl_arena_alloc(p->arena, sizeof(tl_sym *) * (json_object_size(v) + 1));
+  /* keys starting with "x-" are ignored, as x- fields are everywhere
+   * (TILE-IR.md 1; proto/tile-ir-v1.md 1.4) */
   const char *key;
   json_t *val;
+  size_t n = 0;
+  json_object_foreach(v, key, val) n += strncmp(key, "x-", 2) != 0;
+  if (n > TL_MAX_CONSTANTS) {
+    ERR("/constants", "the program has %zu constants; the limit is %d", n, TL_MAX_CONSTANTS);
+    return;
+  }
+  p->prog->consts = tl_arena_alloc(p->arena, sizeof(tl_sym *) * (n + 1));
   json_object_foreach(v, key, val) {
+    if (strncmp(key, "x-", 2) == 0)
+      continue;
     const char *cp = tl_ptr_key(p->arena, "/constants", key);
     const char *name = tl_arena_strdup(p->arena, key);
     if (!check_ident(p, name, cp, "constant name"))
@@ -822,8 +829,13 @@ static void parse_kernel(P *p, json_t *k) {
     else
       for (size_t i = 0; i < json_array_size(cl); i++) {
         json_t *n = json_array_get(cl, i);
-        if (!json_is_integer(n) || json_integer_value(n) < 1 || json_integer_value(n) > 16) {
-          ERR(tl_ptr_index(p->arena, "/kernel/cluster", (int)i), "a cluster dimension must be an integer from 1 to 16");
+        const char *np = tl_ptr_index(p->arena, "/kernel/cluster", (int)i);
+        if (!json_is_integer(n)) {
+          ERR(np, "a cluster dimension must be a JSON integer from 1 to 16, not %s", json_kind(n));
+          continue;
+        }
+        if (json_integer_value(n) < 1 || json_integer_value(n) > 16) {
+          ERR(np, "a cluster dimension must be an integer from 1 to 16, not %lld", (long long)json_integer_value(n));
           continue;
         }
         prog->cluster[prog->ncluster++] = json_integer_value(n);
@@ -834,28 +846,82 @@ static void parse_kernel(P *p, json_t *k) {
     parse_body(p, body, "/kernel/body", &prog->body, 0);
 }
 
-static int json_depth(json_t *v) {
-  int d = 0;
+/* The path from the top-level value down to one value: step i is the
+ * member key (or, when key is NULL, the array index) taken at depth i + 1. */
+typedef struct {
+  const char *key[TL_MAX_JSON_DEPTH + 1];
+  size_t index[TL_MAX_JSON_DEPTH + 1];
+} json_path;
+
+/* Finds the first array or object (in document order) nested deeper than
+ * TL_MAX_JSON_DEPTH (v itself is at `depth`; the top-level value is at 1);
+ * on success path holds the steps to it.  The recursion stops at the limit
+ * + 1 levels. */
+static bool too_deep(json_t *v, int depth, json_path *path) {
+  if (!json_is_array(v) && !json_is_object(v))
+    return false;
+  if (depth > TL_MAX_JSON_DEPTH)
+    return true;
   size_t i;
   const char *key;
   json_t *x;
   if (json_is_array(v)) {
     json_array_foreach(v, i, x) {
-      int c = json_depth(x);
-      if (c > d)
-        d = c;
+      path->key[depth - 1] = NULL;
+      path->index[depth - 1] = i;
+      if (too_deep(x, depth + 1, path))
+        return true;
     }
-    return d + 1;
-  }
-  if (json_is_object(v)) {
+  } else {
     json_object_foreach(v, key, x) {
-      int c = json_depth(x);
-      if (c > d)
-        d = c;
+      path->key[depth - 1] = key;
+      if (too_deep(x, depth + 1, path))
+        return true;
     }
-    return d + 1;
   }
-  return 0;
+  return false;
+}
+
+static bool starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+/* Reports a document jansson could not read, in the LINE:COLUMN form
+ * (proto/tile-ir-v1.md 11): 1-based, columns counted in characters.
+ * jansson gives the place of the last character it read, which at the end
+ * of the text (nothing read yet on the last line, say) is column 0: an
+ * error at the end of the file is reported at the end of the file, the
+ * place after its last character.  Messages naming jansson's own flags are
+ * said in the words of the spec. */
+static void json_syntax_error(tl_diags *diags, const char *text, size_t len, const json_error_t *jerr) {
+  const char *msg = jerr->text;
+  int line = jerr->line, column = jerr->column;
+  size_t ml = strlen(msg);
+  static const char eof_tail[] = "near end of file";
+  bool at_eof = (ml >= sizeof eof_tail - 1 && strcmp(msg + ml - (sizeof eof_tail - 1), eof_tail) == 0) ||
+                starts_with(msg, "premature end of input");
+  if (at_eof) {
+    line = 1;
+    column = 1;
+    for (size_t i = 0; i < len; i++)
+      if (text[i] == '\n') {
+        line++;
+        column = 1;
+      } else if (((unsigned char)text[i] & 0xC0) != 0x80) {
+        column++; /* the first byte of a character */
+      }
+  }
+  if (line < 1)
+    line = 1;
+  if (column < 1)
+    column = 1; /* nothing read yet on this line: its first column */
+  if (starts_with(msg, "\\u0000 is not allowed"))
+    msg = "a string contains the character U+0000 (NUL), which is not allowed";
+  else if (starts_with(msg, "NUL byte in object key"))
+    msg = "an object key contains the character U+0000 (NUL), which is not allowed";
+  else if (starts_with(msg, "maximum parsing depth reached"))
+    msg = tl_arena_printf(diags->arena, "the document is nested more than %d levels deep", TL_MAX_JSON_DEPTH);
+  tl_diag_add(diags, NULL, column, "%s", msg);
+  if (diags->n > 0 && !diags->items[diags->n - 1].pointer)
+    diags->items[diags->n - 1].line = line;
 }
 
 tl_program *tl_parse(tl_arena *arena, const char *text, size_t len, tl_diags *diags) {
@@ -866,8 +932,7 @@ tl_program *tl_parse(tl_arena *arena, const char *text, size_t len, tl_diags *di
   json_error_t jerr;
   json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
   if (!root) {
-    tl_diag_add(diags, NULL, jerr.column, "%s", jerr.text);
-    diags->items[diags->n - 1].line = jerr.line;
+    json_syntax_error(diags, text, len, &jerr);
     return NULL;
   }
   P pp = {.arena = arena, .diags = diags}, *p = &pp;
@@ -879,8 +944,13 @@ tl_program *tl_parse(tl_arena *arena, const char *text, size_t len, tl_diags *di
     ERR("", "a tile program is a JSON object, not %s", json_kind(root));
     goto done;
   }
-  if (json_depth(root) > TL_MAX_JSON_DEPTH) {
-    ERR("", "the document is nested more than %d levels deep", TL_MAX_JSON_DEPTH);
+  json_path path;
+  if (too_deep(root, 1, &path)) {
+    /* reported at the first value past the limit (proto/tile-ir-v1.md 11) */
+    const char *deep = "";
+    for (int d = 0; d < TL_MAX_JSON_DEPTH; d++)
+      deep = path.key[d] ? tl_ptr_key(arena, deep, path.key[d]) : tl_ptr_index(arena, deep, (int)path.index[d]);
+    ERR(deep, "the document is nested more than %d levels deep", TL_MAX_JSON_DEPTH);
     goto done;
   }
   static const char *const fields[] = {"tlir", "name", "constants", "params", "kernel", NULL};
@@ -888,9 +958,11 @@ tl_program *tl_parse(tl_arena *arena, const char *text, size_t len, tl_diags *di
   json_t *ver = json_object_get(root, "tlir");
   if (!ver)
     ERR("", "the program has no 'tlir' field; add \"tlir\": 1");
-  else if (!json_is_integer(ver) || json_integer_value(ver) != 1)
-    ERR("/tlir", "unsupported format version %s; this compiler reads \"tlir\": 1",
-        json_is_integer(ver) ? tl_arena_printf(arena, "%lld", (long long)json_integer_value(ver)) : json_kind(ver));
+  else if (!json_is_integer(ver))
+    ERR("/tlir", "'tlir' must be the integer 1, not %s", json_kind(ver));
+  else if (json_integer_value(ver) != 1)
+    ERR("/tlir", "unsupported format version %lld; this compiler reads \"tlir\": 1",
+        (long long)json_integer_value(ver));
   prog->name = get_string(p, root, "name", "", "the program", true);
   if (prog->name)
     check_ident(p, prog->name, "/name", "kernel name");
