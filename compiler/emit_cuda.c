@@ -44,6 +44,7 @@ typedef struct {
   int64_t T;               /* threads per block */
   const tl_stmt *par;      /* the parallel loop being emitted, or NULL */
   const tl_sym *par_owner; /* its register fragment (iteration by owner), or NULL */
+  bool skip_barrier;       /* the statement being emitted needs no barrier after it */
   int uid;                 /* for unique local names */
 } E;
 
@@ -588,8 +589,41 @@ static const tl_sym *reg_of(const tl_region *r) {
 }
 
 /* ---- tile operators ------------------------------------------------------------------------ */
+/* A copy from a tensor into shared memory in 16-byte cp.async chunks
+ * (pass_pipeline.c says when that is exact); a chunk outside the tensor is
+ * zero-filled.  Waiting for it is the caller's business. */
+static void emit_async_copy(E *e, const tl_stmt *s) {
+  const tl_region *src = s->src, *dst = s->dst;
+  int64_t v = 16 / (int64_t)tl_dtype_size(src->sym->dtype);
+  int64_t ext[TL_MAX_DIMS] = {0};
+  int n = squeezed(dst, ext);
+  ext[n - 1] /= v;
+  int64_t total = product(ext, n);
+  line(e, "%sfor (long long tl_e = tl_tid; tl_e < %" PRId64 "LL; tl_e += %" PRId64 "LL) {",
+       total / e->T <= 16 ? "#pragma unroll\n" : "", total, e->T);
+  e->indent++;
+  const char **q = decode(e, "tl_e", ext, n, "tl_q");
+  const char *q2[TL_MAX_DIMS];
+  for (int i = 0; i < n; i++)
+    q2[i] = i == n - 1 ? S("(%s * %" PRId64 "LL)", q[i], v) : q[i];
+  const char **si = region_idx(e, src, q2), **di = region_idx(e, dst, q2);
+  line(e, "const bool tl_in = %s;", in_bounds(e, src->sym, si));
+  line(e, "const %s *tl_g = tl_in ? &g_%s[%s] : g_%s;", srep(src->sym->dtype), src->sym->name, offset(e, src->sym, si),
+       src->sym->name);
+  line(e, "asm volatile(\"cp.async.cg.shared.global [%%0], [%%1], 16, %%2;\" :: \"r\"(tl_smem_addr(&s_%s[%s])), "
+          "\"l\"(tl_g), \"r\"(tl_in ? 16 : 0));",
+       dst->sym->name, offset(e, dst->sym, di));
+  e->indent--;
+  line(e, "}");
+}
+
 static void op_copy(E *e, const tl_stmt *s) {
   const tl_region *src = s->src, *dst = s->dst;
+  if (s->async_copy) {
+    emit_async_copy(e, s);
+    line(e, "asm volatile(\"cp.async.commit_group;\\n\\tcp.async.wait_group 0;\" ::: \"memory\");");
+    return;
+  }
   int64_t ext[TL_MAX_DIMS] = {0};
   int n = squeezed(dst, ext);
   const tl_sym *owner = reg_of(dst) ? reg_of(dst) : reg_of(src);
@@ -1095,6 +1129,8 @@ static bool reads_buffer(const tl_expr *x, const tl_sym *b) {
 }
 
 static bool emit_body(E *e, const tl_body *b, bool uniform);
+static bool emit_stmt(E *e, const tl_stmt *s, bool uniform);
+static bool emit_pipelined(E *e, const tl_stmt *s);
 
 /* The first register fragment a parallel body indexes. */
 static const tl_sym *par_owner(const tl_expr *x) {
@@ -1255,6 +1291,8 @@ static bool emit_stmt(E *e, const tl_stmt *s, bool uniform) {
     return wrote;
   }
   case S_LOOP: {
+    if (s->pipe)
+      return emit_pipelined(e, s);
     bool inner_uniform = uniform && !expr_varying(s->start) && !expr_varying(s->extent) && !expr_varying(s->step);
     int id = e->uid++;
     line(e, "{");
@@ -1280,7 +1318,8 @@ static bool emit_stmt(E *e, const tl_stmt *s, bool uniform) {
   }
   }
   if (s->block_level && !e->par) {
-    line(e, "__syncthreads();");
+    if (!e->skip_barrier)
+      line(e, "__syncthreads();");
     return false;
   }
   if (wrote && uniform) {
@@ -1288,6 +1327,100 @@ static bool emit_stmt(E *e, const tl_stmt *s, bool uniform) {
     return false;
   }
   return wrote;
+}
+
+/* Points the shared buffers of a pipelined loop's prefetched copies at
+ * pipeline stage `stage` (a C expression), shadowing their s_ names. */
+static void stage_pointers(E *e, const tl_stmt *loop, const char *stage) {
+  for (int i = 0; i < loop->body.n; i++) {
+    const tl_stmt *c = loop->body.items[i];
+    if (!c->prefetch)
+      continue;
+    const tl_sym *b = c->dst->sym;
+    bool seen = false;
+    for (int j = 0; j < i; j++)
+      seen |= loop->body.items[j]->prefetch && loop->body.items[j]->dst->sym == b;
+    if (seen)
+      continue;
+    int64_t n = 1;
+    for (int d = 0; d < b->ndim; d++)
+      n *= b->dims[d];
+    line(e, "%s *const s_%s = tl_base_%s + (long long)(%s) * %" PRId64 "LL; (void)s_%s;", srep(b->dtype), b->name,
+         b->name, stage, n, b->name);
+  }
+}
+
+static void prefetch_copies(E *e, const tl_stmt *loop) {
+  for (int i = 0; i < loop->body.n; i++)
+    if (loop->body.items[i]->prefetch)
+      emit_async_copy(e, loop->body.items[i]);
+}
+
+/* A pipelined loop (pass_pipeline.c): its prefetched copies run
+ * num_stages - 1 iterations ahead into rotating stages of their buffers,
+ * one cp.async group per iteration; iteration c waits for its own group,
+ * then a barrier makes every thread's chunks visible (and tells that
+ * iteration c - 1 is done with the stage the next prefetch overwrites). */
+static bool emit_pipelined(E *e, const tl_stmt *s) {
+  int64_t S = s->num_stages;
+  int id = e->uid++;
+  const char *var = vname(e, s->var);
+  line(e, "{");
+  e->indent++;
+  line(e, "const long long tl_n%d = (long long)(%s), tl_s%d = (long long)(%s);", id, ex(e, s->extent), id,
+       ex(e, s->start));
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_st = 0; tl_st < %" PRId64 "; tl_st++) {", S - 1);
+  e->indent++;
+  line(e, "if (tl_st < tl_n%d) {", id);
+  e->indent++;
+  line(e, "const int %s = (int)(tl_s%d + tl_st); (void)%s;", var, id, var);
+  stage_pointers(e, s, "tl_st");
+  prefetch_copies(e, s);
+  e->indent--;
+  line(e, "}");
+  line(e, "asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
+  e->indent--;
+  line(e, "}");
+  line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
+  e->indent++;
+  line(e, "asm volatile(\"cp.async.wait_group %" PRId64 ";\" ::: \"memory\");", S - 2);
+  line(e, "__syncthreads();");
+  line(e, "{");
+  e->indent++;
+  line(e, "const long long tl_f = tl_c%d + %" PRId64 ";", id, S - 1);
+  line(e, "if (tl_f < tl_n%d) {", id);
+  e->indent++;
+  line(e, "const int %s = (int)(tl_s%d + tl_f); (void)%s;", var, id, var);
+  stage_pointers(e, s, S("tl_f %% %" PRId64, S));
+  prefetch_copies(e, s);
+  e->indent--;
+  line(e, "}");
+  line(e, "asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
+  e->indent--;
+  line(e, "}");
+  line(e, "const int %s = (int)(tl_s%d + tl_c%d);", var, id, id);
+  stage_pointers(e, s, S("tl_c%d %% %" PRId64, id, S));
+  /* the last statement needs no barrier: the next iteration starts with one,
+   * and so does the code after the loop */
+  int last = s->body.n - 1;
+  while (last >= 0 && s->body.items[last]->prefetch)
+    last--;
+  for (int i = 0; i < s->body.n && !e->failed; i++) {
+    if (s->body.items[i]->prefetch)
+      continue;
+    e->skip_barrier = i == last && s->body.items[i]->block_level && s->body.items[i]->kind != S_LOOP &&
+                      s->body.items[i]->kind != S_IF;
+    emit_stmt(e, s->body.items[i], true);
+    e->skip_barrier = false;
+  }
+  e->indent--;
+  line(e, "}");
+  line(e, "asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");");
+  line(e, "__syncthreads();");
+  e->indent--;
+  line(e, "}");
+  return false;
 }
 
 static bool emit_body(E *e, const tl_body *b, bool uniform) {
@@ -1308,9 +1441,11 @@ static void declare_buffers(E *e) {
       continue;
     if (s->scope == SCOPE_FRAGMENT && s->in_regs)
       line(e, "%s r_%s[%" PRId64 "];", crep((tl_type)s->dtype), s->name, s->per_thread);
-    else
-      line(e, "%s *const s_%s = (%s *)(tl_smem + %" PRId64 ");", srep(s->dtype), s->name, srep(s->dtype),
+    else {
+      line(e, "%s *const tl_base_%s = (%s *)(tl_smem + %" PRId64 ");", srep(s->dtype), s->name, srep(s->dtype),
            s->smem_offset);
+      line(e, "%s *const s_%s = tl_base_%s; (void)s_%s;", srep(s->dtype), s->name, s->name, s->name);
+    }
   }
 }
 

@@ -149,6 +149,8 @@ typedef struct tl_sym {
   int64_t mma_mi, mma_ni;
   bool swizzled;               /* smem 2-D 16-bit buffer stored with the XOR swizzle of 16-byte
                                   chunks (tl_swz in prelude_cuda.h) */
+  int64_t stages;              /* after pass_pipeline: copies of a shared buffer that a pipelined
+                                  loop rotates through (1 when not pipelined) */
 } tl_sym;
 
 enum { TL_LAYOUT_BLOCKED, TL_LAYOUT_MMA };
@@ -276,6 +278,9 @@ struct tl_stmt {
   bool clear, reverse;
   bool by_rows;        /* after pass_place: reduce row by row with warp shuffles */
   bool use_mma;        /* after pass_place: gemm lowered to mma.sync + ldmatrix */
+  bool async_copy;     /* after pass_pipeline: a global -> shared copy in 16-byte cp.async chunks */
+  bool prefetch;       /* after pass_pipeline: issued ahead by its pipelined loop */
+  bool pipe;           /* after pass_pipeline: a pipelined loop with prefetched copies */
 
   /* loops */
   tl_loop_kind loop_kind;

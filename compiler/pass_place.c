@@ -347,6 +347,7 @@ tl_status tl_pass_place(tl_program *prog, tl_error *err) {
     s->smem_offset = -1;
     s->reg_layout = TL_LAYOUT_BLOCKED;
     s->swizzled = false;
+    s->stages = 1;
     if (s->scope == SCOPE_FRAGMENT) {
       s->per_thread = (elems(s) + p->threads - 1) / p->threads;
       s->in_regs = s->per_thread <= TL_MAX_REG_ELEMS;
@@ -358,6 +359,16 @@ tl_status tl_pass_place(tl_program *prog, tl_error *err) {
     ;
   swizzle_operands(&prog->body);
   mark_reductions(p, &prog->body);
+  max_scratch(p, &prog->body);
+  prog->scratch_bytes = p->scratch;
+  tl_pass_smem(prog);
+  (void)err;
+  return TL_OK;
+}
+
+/* Lays the shared buffers out one after another (128-byte aligned, each as
+ * many times as its pipeline stages), then the scratch. */
+void tl_pass_smem(tl_program *prog) {
   int64_t off = 0;
   for (int i = 0; i < prog->nbuffer_slots; i++) {
     tl_sym *s = prog->buffer_syms[i];
@@ -365,13 +376,9 @@ tl_status tl_pass_place(tl_program *prog, tl_error *err) {
       continue;
     off = (off + 127) & ~(int64_t)127;
     s->smem_offset = off;
-    off += elems(s) * (int64_t)tl_dtype_size(s->dtype);
+    off += elems(s) * (int64_t)tl_dtype_size(s->dtype) * (s->stages > 1 ? s->stages : 1);
   }
-  max_scratch(p, &prog->body);
   off = (off + 127) & ~(int64_t)127;
   prog->scratch_offset = off;
-  prog->scratch_bytes = p->scratch;
-  prog->smem_bytes = off + p->scratch;
-  (void)err;
-  return TL_OK;
+  prog->smem_bytes = off + prog->scratch_bytes;
 }

@@ -9,6 +9,7 @@
  * 2 the command line is wrong or a file cannot be read.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -354,7 +355,11 @@ static tl_status run_device(const options *o, tl_program *prog, const char *text
                         (long long)grid[1], (long long)grid[2]);
       goto done;
     }
-    tl_pass_place(prog, err);
+    /* the launch needs the dynamic shared memory of the build: read it back
+     * from its metadata rather than redo the passes */
+    json_t *meta = json_loads(b->meta, 0, NULL);
+    prog->smem_bytes = json_integer_value(json_object_get(json_object_get(meta, "launch"), "dynamic_shared_bytes"));
+    json_decref(meta);
     unsigned g[3] = {(unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2]};
     unsigned blk[3] = {(unsigned)prog->threads[0], (unsigned)prog->threads[1], (unsigned)prog->threads[2]};
     if ((st = tl_cuda_launch(fn, g, blk, (unsigned)prog->smem_bytes, NULL, kargs, err)) != TL_OK ||

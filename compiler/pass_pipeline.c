@@ -1,0 +1,213 @@
+/*
+ * pass_pipeline.c - asynchronous copies and software pipelining.
+ *
+ * Needs: a placed program (pass_place.c).  Produces: async_copy on every
+ * copy from global memory into shared memory that can move in aligned
+ * 16-byte chunks (cp.async; chunks wholly inside or wholly outside the
+ * tensor, so the zero-fill of a chunk outside is the "reads as zero" rule);
+ * prefetch on those copies of a `pipelined` loop that the loop can issue
+ * num_stages - 1 iterations ahead, with `stages` copies of their shared
+ * buffers; pipe on such loops.  Keeps: everything else (results never
+ * change: a prefetched copy reads only the loop variable and values fixed
+ * before the loop, and its buffer is written by nothing else and read by
+ * nothing before it in the body or outside the loop).
+ *
+ * Then tl_pass_smem lays shared memory out again with the stages.
+ */
+#include <string.h>
+#include "ir.h"
+#include "pass.h"
+
+/* True when integer expression x is provably a multiple of v. */
+static bool multiple_of(const tl_expr *x, int64_t v) {
+  if (!x)
+    return true;
+  switch (x->kind) {
+  case E_CONST:
+    return x->val.i % v == 0;
+  case E_BINARY:
+    if (x->op == '+' || x->op == '-')
+      return multiple_of(x->args[0], v) && multiple_of(x->args[1], v);
+    if (x->op == '*')
+      return multiple_of(x->args[0], v) || multiple_of(x->args[1], v);
+    return false;
+  case E_NAME:
+    return x->sym->kind == SYM_LET && x->sym->init && multiple_of(x->sym->init, v);
+  default:
+    return false;
+  }
+}
+
+/* A copy from a tensor into shared memory that can move in 16-byte chunks:
+ * same dtype, the innermost dimension of both sides is the copy's innermost
+ * one, holds whole chunks, starts on a chunk and sits in rows that start on
+ * chunks. */
+static bool can_async(const tl_stmt *s) {
+  const tl_region *src = s->src, *dst = s->dst;
+  if (src->sym->kind != SYM_TENSOR || dst->sym->kind != SYM_BUFFER || dst->sym->scope == SCOPE_LOCAL ||
+      (dst->sym->scope == SCOPE_FRAGMENT && dst->sym->in_regs) || src->sym->dtype != dst->sym->dtype)
+    return false;
+  int64_t es = (int64_t)tl_dtype_size(src->sym->dtype), v = 16 / es;
+  int ls = src->ndim - 1, ld = dst->ndim - 1;
+  if (src->ext[ls] == 1 || dst->ext[ld] == 1 || src->ext[ls] % v || dst->ext[ld] % v)
+    return false;
+  if (src->sym->dims[ls] < 0 || src->sym->dims[ls] % v || dst->sym->dims[ld] % v)
+    return false;
+  if (!multiple_of(src->lo[ls], v) || !multiple_of(dst->lo[ld], v))
+    return false;
+  if (src->sym->align < 16) /* the tensor's base must be 16-byte aligned */
+    return false;
+  return true;
+}
+
+static bool expr_uses(const tl_expr *x, const tl_sym *s) {
+  if (!x)
+    return false;
+  if (x->sym == s)
+    return true;
+  for (int i = 0; i < x->nargs; i++)
+    if (expr_uses(x->args[i], s))
+      return true;
+  return false;
+}
+
+/* Does statement s (or anything in it) read or write buffer b? */
+static bool stmt_touches(const tl_stmt *s, const tl_sym *b) {
+  if ((s->src && s->src->sym == b) || (s->dst && s->dst->sym == b) || s->A == b || s->B == b || s->C == b)
+    return true;
+  if (expr_uses(s->value, b) || expr_uses(s->lhs, b) || expr_uses(s->start, b) || expr_uses(s->extent, b))
+    return true;
+  for (int i = 0; i < s->body.n; i++)
+    if (stmt_touches(s->body.items[i], b))
+      return true;
+  for (int i = 0; i < s->else_body.n; i++)
+    if (stmt_touches(s->else_body.items[i], b))
+      return true;
+  return false;
+}
+
+/* Does statement s (or anything in it) write buffer b? */
+static bool stmt_writes(const tl_stmt *s, const tl_sym *b) {
+  if ((s->dst && s->dst->sym == b) || (s->kind == S_GEMM && s->C == b) || (s->lhs && s->lhs->sym == b))
+    return true;
+  for (int i = 0; i < s->body.n; i++)
+    if (stmt_writes(s->body.items[i], b))
+      return true;
+  for (int i = 0; i < s->else_body.n; i++)
+    if (stmt_writes(s->else_body.items[i], b))
+      return true;
+  return false;
+}
+
+/* Is x fixed for the whole loop but for its variable: made of the loop
+ * variable, scalar parameters, block variables, constants and lets defined
+ * before the loop (not in its body) that are themselves such? */
+static bool only_loop_var(const tl_expr *x, const tl_stmt *loop) {
+  if (!x)
+    return true;
+  if (x->kind == E_NAME) {
+    const tl_sym *s = x->sym;
+    if (s == loop->var || s->kind == SYM_SCALAR || s->kind == SYM_BLOCK_VAR)
+      return true;
+    if (s->kind == SYM_LET) {
+      size_t n = strlen(loop->pointer);
+      bool inside = strncmp(s->pointer, loop->pointer, n) == 0 && s->pointer[n] == '/';
+      return !inside && !s->varying && s->init && only_loop_var(s->init, loop);
+    }
+    return false;
+  }
+  if (x->kind == E_INDEX)
+    return false;
+  for (int i = 0; i < x->nargs; i++)
+    if (!only_loop_var(x->args[i], loop))
+      return false;
+  return true;
+}
+
+typedef struct {
+  tl_program *prog;
+  const tl_body *top; /* the kernel body, to look for uses outside a loop */
+  int64_t max_stages; /* at most this many stages (fewer when shared memory is short) */
+} P;
+
+static bool used_outside(const tl_body *b, const tl_stmt *loop, const tl_sym *buf) {
+  for (int i = 0; i < b->n; i++) {
+    const tl_stmt *s = b->items[i];
+    if (s == loop)
+      continue;
+    if (s->kind == S_LOOP || s->kind == S_IF) {
+      if (used_outside(&s->body, loop, buf) || used_outside(&s->else_body, loop, buf))
+        return true;
+      if (expr_uses(s->value, buf) || expr_uses(s->extent, buf))
+        return true;
+      continue;
+    }
+    if (stmt_touches(s, buf))
+      return true;
+  }
+  return false;
+}
+
+static void pipeline_loop(P *p, tl_stmt *loop) {
+  int64_t stages = loop->num_stages < p->max_stages ? loop->num_stages : p->max_stages;
+  if (stages < 2 || loop->step->kind != E_CONST || loop->step->val.i != 1)
+    return;
+  tl_body *b = &loop->body;
+  for (int i = 0; i < b->n; i++) {
+    tl_stmt *c = b->items[i];
+    if (c->kind != S_COPY || !c->async_copy)
+      continue;
+    const tl_sym *buf = c->dst->sym;
+    bool ok = true;
+    for (int d = 0; d < c->src->ndim && ok; d++)
+      ok = only_loop_var(c->src->lo[d], loop);
+    for (int d = 0; d < c->dst->ndim && ok; d++)
+      ok = c->dst->lo[d] == NULL || c->dst->lo[d]->kind == E_CONST;
+    for (int j = 0; j < b->n && ok; j++) /* nothing before it touches the buffer, nothing else writes it */
+      if (j != i)
+        ok = j < i ? !stmt_touches(b->items[j], buf) : !stmt_writes(b->items[j], buf);
+    if (ok && used_outside(p->top, loop, buf))
+      ok = false;
+    if (!ok)
+      continue;
+    c->prefetch = true;
+    ((tl_sym *)buf)->stages = stages;
+    loop->pipe = true;
+  }
+}
+
+static void walk(P *p, tl_body *b) {
+  for (int i = 0; i < b->n; i++) {
+    tl_stmt *s = b->items[i];
+    s->prefetch = s->pipe = false;
+    if (s->kind == S_COPY) {
+      s->async_copy = can_async(s);
+      if (s->dst->sym->kind == SYM_BUFFER)
+        s->dst->sym->stages = 1;
+    }
+    walk(p, &s->body);
+    walk(p, &s->else_body);
+    if (s->kind == S_LOOP && s->loop_kind == LOOP_PIPELINED)
+      pipeline_loop(p, s);
+  }
+}
+
+/* Pipelines with as many stages as the loops ask for, and with fewer when
+ * the stages' buffers would not fit in smem_limit bytes (down to none:
+ * pipelining never makes a program that fits fail to). */
+tl_status tl_pass_pipeline(tl_program *prog, int64_t smem_limit, tl_error *err) {
+  P pp = {.prog = prog, .top = &prog->body, .max_stages = 16};
+  for (;;) {
+    walk(&pp, &prog->body);
+    tl_pass_smem(prog);
+    if (prog->smem_bytes <= smem_limit || pp.max_stages < 2)
+      break;
+    int64_t deepest = 0;
+    for (int i = 0; i < prog->nbuffer_slots; i++)
+      if (prog->buffer_syms[i]->stages > deepest)
+        deepest = prog->buffer_syms[i]->stages;
+    pp.max_stages = deepest > 1 ? deepest - 1 : 1;
+  }
+  (void)err;
+  return TL_OK;
+}
