@@ -44,7 +44,10 @@ typedef struct {
   int64_t T;               /* threads per block */
   const tl_stmt *par;      /* the parallel loop being emitted, or NULL */
   const tl_sym *par_owner; /* its register fragment (iteration by owner), or NULL */
-  bool skip_barrier;       /* the statement being emitted needs no barrier after it */
+  struct access {          /* shared and global buffers touched since the last barrier */
+    const tl_sym *r[64], *w[64];
+    int nr, nw;
+  } pend;
   int uid;                 /* for unique local names */
 } E;
 
@@ -1128,9 +1131,9 @@ static bool reads_buffer(const tl_expr *x, const tl_sym *b) {
   return false;
 }
 
-static bool emit_body(E *e, const tl_body *b, bool uniform);
-static bool emit_stmt(E *e, const tl_stmt *s, bool uniform);
-static bool emit_pipelined(E *e, const tl_stmt *s);
+static void emit_body(E *e, const tl_body *b, bool uniform);
+static void emit_stmt(E *e, const tl_stmt *s, bool uniform);
+static void emit_pipelined(E *e, const tl_stmt *s);
 
 /* The first register fragment a parallel body indexes. */
 static const tl_sym *par_owner(const tl_expr *x) {
@@ -1181,7 +1184,7 @@ static void op_parallel(E *e, const tl_stmt *s) {
   close_loop(e, owner);
 }
 
-static void emit_assign(E *e, const tl_stmt *s, bool uniform, bool *wrote_shared) {
+static void emit_assign(E *e, const tl_stmt *s, bool uniform) {
   const tl_expr *l = s->lhs;
   if (l->kind == E_NAME) {
     line(e, "%s = %s;", vname(e, l->sym), conv(e, ex(e, s->value), s->value->type, l->sym->type));
@@ -1198,8 +1201,6 @@ static void emit_assign(E *e, const tl_stmt *s, bool uniform, bool *wrote_shared
     return;
   }
   bool shared = b->kind == SYM_BUFFER && b->scope != SCOPE_LOCAL;
-  if (shared && !e->par)
-    *wrote_shared = true;
   /* lock-step: every thread reads before any writes the same buffer */
   if (shared && !e->par && (reads_buffer(s->value, b) || reads_buffer(l, b) )) {
     bool self_read = reads_buffer(s->value, b);
@@ -1230,10 +1231,142 @@ static void emit_assign(E *e, const tl_stmt *s, bool uniform, bool *wrote_shared
   write_elem(e, b, index_codes(e, l), NULL, v);
 }
 
-/* Emits one statement; returns whether thread-level code in it wrote shared
- * memory without a barrier after it yet. */
-static bool emit_stmt(E *e, const tl_stmt *s, bool uniform) {
-  bool wrote = false;
+/* ---- barriers ---------------------------------------------------------------------------- */
+/* A barrier goes before a statement that reads a buffer written, or writes
+ * a buffer read or written, by another thread since the last barrier
+ * (shared memory, and global tensors, whose elements other threads of the
+ * block may touch); register fragments and local arrays are per-thread.
+ * The scratch of cross-thread exchanges counts as one more buffer. */
+typedef struct access access;
+static const tl_sym scratch_sym = {.name = "(scratch)"};
+
+static bool shared_or_global(const tl_sym *b) {
+  return b && (b->kind == SYM_TENSOR ||
+               (b->kind == SYM_BUFFER && b->scope != SCOPE_LOCAL && !(b->scope == SCOPE_FRAGMENT && b->in_regs)));
+}
+
+static void add(const tl_sym **list, int *n, const tl_sym *b) {
+  for (int i = 0; i < *n; i++)
+    if (list[i] == b)
+      return;
+  if (*n < 64)
+    list[(*n)++] = b;
+  else
+    list[63] = &scratch_sym; /* overflow: conflicts are still found through the others */
+}
+static void reads(access *a, const tl_sym *b) {
+  if (shared_or_global(b) || b == &scratch_sym)
+    add(a->r, &a->nr, b);
+}
+static void writes(access *a, const tl_sym *b) {
+  if (shared_or_global(b) || b == &scratch_sym)
+    add(a->w, &a->nw, b);
+}
+
+static void expr_reads(access *a, const tl_expr *x) {
+  if (!x)
+    return;
+  if (x->kind == E_INDEX)
+    reads(a, x->sym);
+  for (int i = 0; i < x->nargs; i++)
+    expr_reads(a, x->args[i]);
+}
+
+static void region_reads(access *a, const tl_region *r) {
+  for (int d = 0; r && d < r->ndim; d++)
+    expr_reads(a, r->lo[d]);
+}
+
+static void collect(access *a, const tl_stmt *s);
+static void collect_body(access *a, const tl_body *b) {
+  for (int i = 0; i < b->n; i++)
+    collect(a, b->items[i]);
+}
+
+static void collect(access *a, const tl_stmt *s) {
+  expr_reads(a, s->value);
+  expr_reads(a, s->start);
+  expr_reads(a, s->extent);
+  expr_reads(a, s->step);
+  region_reads(a, s->src);
+  region_reads(a, s->dst);
+  switch (s->kind) {
+  case S_COPY:
+  case S_ATOMIC_ADD:
+    if (s->src)
+      reads(a, s->src->sym);
+    writes(a, s->dst->sym);
+    break;
+  case S_FILL:
+    writes(a, s->dst->sym);
+    break;
+  case S_GEMM:
+    reads(a, s->A);
+    reads(a, s->B);
+    reads(a, s->C);
+    writes(a, s->C);
+    break;
+  case S_REDUCE:
+  case S_CUMSUM:
+    reads(a, s->src->sym);
+    reads(a, s->dst->sym);
+    writes(a, s->dst->sym);
+    if (s->src->sym->in_regs) {
+      reads(a, &scratch_sym);
+      writes(a, &scratch_sym);
+    }
+    break;
+  case S_ASSIGN:
+    if (s->lhs->kind == E_INDEX) {
+      writes(a, s->lhs->sym);
+      for (int i = 0; i < s->lhs->nargs; i++)
+        expr_reads(a, s->lhs->args[i]);
+    }
+    break;
+  default:
+    break;
+  }
+  collect_body(a, &s->body);
+  collect_body(a, &s->else_body);
+}
+
+static bool in_list(const tl_sym *const *l, int n, const tl_sym *b) {
+  for (int i = 0; i < n; i++)
+    if (l[i] == b)
+      return true;
+  return false;
+}
+
+static bool conflicts(const access *pend, const access *a) {
+  for (int i = 0; i < a->nr; i++)
+    if (in_list(pend->w, pend->nw, a->r[i]))
+      return true;
+  for (int i = 0; i < a->nw; i++)
+    if (in_list(pend->w, pend->nw, a->w[i]) || in_list(pend->r, pend->nr, a->w[i]))
+      return true;
+  return false;
+}
+
+static void merge(access *into, const access *a) {
+  for (int i = 0; i < a->nr; i++)
+    add(into->r, &into->nr, a->r[i]);
+  for (int i = 0; i < a->nw; i++)
+    add(into->w, &into->nw, a->w[i]);
+}
+
+static void barrier(E *e) {
+  line(e, "__syncthreads();");
+  e->pend.nr = e->pend.nw = 0;
+}
+
+/* Emits one statement.  `uniform`: every thread of the block runs it (so a
+ * barrier may be placed around it).  Statements under thread-dependent
+ * control are handled as a whole by their uniform ancestor. */
+static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
+  access a = {0};
+  collect(&a, s);
+  if (uniform && !e->par && conflicts(&e->pend, &a))
+    barrier(e);
   switch (s->kind) {
   case S_ALLOC:
     if (s->sym->scope == SCOPE_LOCAL) {
@@ -1242,20 +1375,18 @@ static bool emit_stmt(E *e, const tl_stmt *s, bool uniform) {
         n *= s->sym->dims[d];
       line(e, "%s l_%s[%" PRId64 "];", crep((tl_type)s->sym->dtype), s->sym->name, n);
     }
-    return false; /* shared and fragments are declared at the top */
+    return; /* shared and fragments are declared at the top */
   case S_ALLOC_VAR:
     if (s->value)
       line(e, "%s %s = %s;", crep((tl_type)s->sym->dtype), vname(e, s->sym),
            conv(e, ex(e, s->value), s->value->type, (tl_type)s->sym->dtype));
     else
       line(e, "%s %s = 0;", crep((tl_type)s->sym->dtype), vname(e, s->sym));
-    return false;
+    break;
   case S_LET:
     line(e, "const %s %s = %s;", crep(s->sym->type), vname(e, s->sym), ex(e, s->value));
-    return false;
-  case S_ASSIGN:
-    emit_assign(e, s, uniform, &wrote);
     break;
+  case S_ASSIGN: emit_assign(e, s, uniform); break;
   case S_COPY: op_copy(e, s); break;
   case S_FILL: op_fill(e, s); break;
   case S_GEMM: op_gemm(e, s); break;
@@ -1263,38 +1394,43 @@ static bool emit_stmt(E *e, const tl_stmt *s, bool uniform) {
   case S_CUMSUM: op_cumsum(e, s); break;
   case S_ATOMIC_ADD: op_atomic_add(e, s); break;
   case S_PARALLEL: op_parallel(e, s); break;
-  case S_SYNC_THREADS: line(e, "__syncthreads();"); return false;
+  case S_SYNC_THREADS: barrier(e); return;
   case S_ANNOTATE_LAYOUT:
   case S_USE_SWIZZLE:
-    return false; /* hints: no effect on results; used by later passes */
+    return; /* hints: no effect on results; used by later passes */
   case S_IF: {
     if (s->value->kind == E_CONST) {
       bool take = is_f(s->value->type) ? s->value->val.f != 0 : s->value->val.i != 0;
-      return emit_body(e, take ? &s->body : &s->else_body, uniform);
+      emit_body(e, take ? &s->body : &s->else_body, uniform);
+      return;
     }
     bool inner_uniform = uniform && !expr_varying(s->value);
+    access before = e->pend, after_then;
     line(e, "if ((%s) != 0) {", ex(e, s->value));
     e->indent++;
-    wrote |= emit_body(e, &s->body, inner_uniform);
+    emit_body(e, &s->body, inner_uniform);
+    after_then = e->pend;
+    e->pend = before;
     e->indent--;
     if (s->has_else && s->else_body.n) {
       line(e, "} else {");
       e->indent++;
-      wrote |= emit_body(e, &s->else_body, inner_uniform);
+      emit_body(e, &s->else_body, inner_uniform);
       e->indent--;
     }
     line(e, "}");
-    if (wrote && uniform) {
-      line(e, "__syncthreads();");
-      wrote = false;
-    }
-    return wrote;
+    merge(&e->pend, &after_then);
+    break;
   }
   case S_LOOP: {
-    if (s->pipe)
-      return emit_pipelined(e, s);
+    if (s->pipe) {
+      emit_pipelined(e, s);
+      return;
+    }
     bool inner_uniform = uniform && !expr_varying(s->start) && !expr_varying(s->extent) && !expr_varying(s->step);
     int id = e->uid++;
+    access before = e->pend, body = {0};
+    collect_body(&body, &s->body);
     line(e, "{");
     e->indent++;
     line(e, "const long long tl_n%d = (long long)(%s);", id, ex(e, s->extent));
@@ -1305,28 +1441,20 @@ static bool emit_stmt(E *e, const tl_stmt *s, bool uniform) {
     line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
     e->indent++;
     line(e, "const int %s = (int)(tl_s%d + tl_c%d * tl_d%d);", vname(e, s->var), id, id, id);
-    wrote |= emit_body(e, &s->body, inner_uniform);
+    emit_body(e, &s->body, inner_uniform);
+    /* the next iteration runs the body again: separate it from this one */
+    if (inner_uniform && conflicts(&e->pend, &body))
+      barrier(e);
     e->indent--;
     line(e, "}");
     e->indent--;
     line(e, "}");
-    if (wrote && uniform) {
-      line(e, "__syncthreads();");
-      wrote = false;
-    }
-    return wrote;
+    merge(&e->pend, &before); /* the loop may run no iteration */
+    break;
   }
   }
-  if (s->block_level && !e->par) {
-    if (!e->skip_barrier)
-      line(e, "__syncthreads();");
-    return false;
-  }
-  if (wrote && uniform) {
-    line(e, "__syncthreads();");
-    return false;
-  }
-  return wrote;
+  if (uniform || !e->par)
+    merge(&e->pend, &a);
 }
 
 /* Points the shared buffers of a pipelined loop's prefetched copies at
@@ -1361,10 +1489,12 @@ static void prefetch_copies(E *e, const tl_stmt *loop) {
  * one cp.async group per iteration; iteration c waits for its own group,
  * then a barrier makes every thread's chunks visible (and tells that
  * iteration c - 1 is done with the stage the next prefetch overwrites). */
-static bool emit_pipelined(E *e, const tl_stmt *s) {
+static void emit_pipelined(E *e, const tl_stmt *s) {
   int64_t S = s->num_stages;
   int id = e->uid++;
   const char *var = vname(e, s->var);
+  if (e->pend.nr || e->pend.nw) /* the prologue writes stages that earlier code may still read */
+    barrier(e);
   line(e, "{");
   e->indent++;
   line(e, "const long long tl_n%d = (long long)(%s), tl_s%d = (long long)(%s);", id, ex(e, s->extent), id,
@@ -1401,33 +1531,22 @@ static bool emit_pipelined(E *e, const tl_stmt *s) {
   line(e, "}");
   line(e, "const int %s = (int)(tl_s%d + tl_c%d);", var, id, id);
   stage_pointers(e, s, S("tl_c%d %% %" PRId64, id, S));
-  /* the last statement needs no barrier: the next iteration starts with one,
-   * and so does the code after the loop */
-  int last = s->body.n - 1;
-  while (last >= 0 && s->body.items[last]->prefetch)
-    last--;
-  for (int i = 0; i < s->body.n && !e->failed; i++) {
-    if (s->body.items[i]->prefetch)
-      continue;
-    e->skip_barrier = i == last && s->body.items[i]->block_level && s->body.items[i]->kind != S_LOOP &&
-                      s->body.items[i]->kind != S_IF;
-    emit_stmt(e, s->body.items[i], true);
-    e->skip_barrier = false;
-  }
+  /* every iteration starts with the barrier above: nothing is pending */
+  e->pend.nr = e->pend.nw = 0;
+  for (int i = 0; i < s->body.n && !e->failed; i++)
+    if (!s->body.items[i]->prefetch)
+      emit_stmt(e, s->body.items[i], true);
   e->indent--;
   line(e, "}");
   line(e, "asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");");
-  line(e, "__syncthreads();");
   e->indent--;
   line(e, "}");
-  return false;
+  barrier(e);
 }
 
-static bool emit_body(E *e, const tl_body *b, bool uniform) {
-  bool wrote = false;
+static void emit_body(E *e, const tl_body *b, bool uniform) {
   for (int i = 0; i < b->n && !e->failed; i++)
-    wrote |= emit_stmt(e, b->items[i], uniform);
-  return wrote;
+    emit_stmt(e, b->items[i], uniform);
 }
 
 /* ---- the kernel --------------------------------------------------------------------------- */
