@@ -252,7 +252,13 @@ static int64_t swz_rpk(const tl_sym *s) { return swz_cpr(s) >= 8 ? 1 : 8 / swz_c
  * swizzled for a swizzled shared buffer. */
 static const char *offset(E *e, const tl_sym *s, const char *const *idx) {
   if (s->swizzled)
-    return S("tl_swz(%s, %s, %" PRId64 ", %" PRId64 ")", idx[0], idx[1], swz_cpr(s), swz_rpk(s));
+    return S("tl_swz((int)(%s), (int)(%s), %" PRId64 ", %" PRId64 ")", idx[0], idx[1], swz_cpr(s), swz_rpk(s));
+  if (s->kind == SYM_BUFFER) { /* a buffer of the block holds fewer than 2^31 elements: 32-bit math */
+    const char *o = S("(int)(%s)", idx[0]);
+    for (int d = 1; d < s->ndim; d++)
+      o = S("(%s) * %" PRId64 " + (int)(%s)", o, s->dims[d], idx[d]);
+    return o;
+  }
   const char *o = idx[0];
   for (int d = 1; d < s->ndim; d++)
     o = S("(%s) * %s + (%s)", o, dim_name(e, s, d), idx[d]);
@@ -511,12 +517,18 @@ static const char *ex(E *e, const tl_expr *x) {
 /* ---- iteration spaces -------------------------------------------------------------------- */
 /* Emits the decoding of flat index `flat` (a C variable) over the extents
  * ext[0..n-1] into C variables named base0.. (long long); returns the names. */
+static int64_t product(const int64_t *ext, int n);
+
 static const char **decode(E *e, const char *flat, const int64_t *ext, int n, const char *base) {
   const char **v = tl_arena_alloc(e->a, sizeof(char *) * (size_t)(n + 1));
+  bool small = product(ext, n) < INT32_MAX; /* 32-bit math is faster; tiles are small */
   int64_t stride = 1;
   for (int d = n - 1; d >= 0; d--) {
     v[d] = S("%s%d", base, d);
-    line(e, "const long long %s = (%s / %" PRId64 "LL) %% %" PRId64 "LL;", v[d], flat, stride, ext[d]);
+    if (small)
+      line(e, "const int %s = ((int)%s / %" PRId64 ") %% %" PRId64 "; (void)%s;", v[d], flat, stride, ext[d], v[d]);
+    else
+      line(e, "const long long %s = (%s / %" PRId64 "LL) %% %" PRId64 "LL; (void)%s;", v[d], flat, stride, ext[d], v[d]);
     stride *= ext[d];
   }
   return v;
@@ -557,12 +569,12 @@ static const char **region_idx(E *e, const tl_region *r, const char *const *q) {
 static const char *elem_of(E *e, const tl_sym *s, const char *r) {
   if (s->reg_layout == TL_LAYOUT_MMA) {
     int64_t wm_rows = s->mma_mi * 16, wn_cols = s->mma_ni * 8, n = s->dims[1];
-    return S("(((long long)(tl_tid / 32 / %d) * %" PRId64 " + ((%s) / %" PRId64 ") * 16 + (tl_tid %% 32) / 4 + "
-             "(((%s) %% 4) / 2) * 8) * %" PRId64 "LL + (tl_tid / 32 %% %d) * %" PRId64 " + (((%s) / 4) %% %" PRId64
+    return S("(((tl_tid / 32 / %d) * %" PRId64 " + ((%s) / %" PRId64 ") * 16 + (tl_tid %% 32) / 4 + "
+             "(((%s) %% 4) / 2) * 8) * %" PRId64 " + (tl_tid / 32 %% %d) * %" PRId64 " + (((%s) / 4) %% %" PRId64
              ") * 8 + (tl_tid %% 4) * 2 + ((%s) %% 2))",
              s->mma_wn, wm_rows, r, s->mma_ni * 4, r, n, s->mma_wn, wn_cols, r, s->mma_ni, r);
   }
-  return S("((long long)tl_tid * %" PRId64 "LL + (%s))", s->per_thread, r);
+  return S("(tl_tid * %" PRId64 " + (%s))", s->per_thread, r);
 }
 
 static void open_loop(E *e, const tl_sym *owner, int64_t total) {
@@ -570,8 +582,10 @@ static void open_loop(E *e, const tl_sym *owner, int64_t total) {
     line(e, "#pragma unroll");
     line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) {", owner->per_thread);
     e->indent++;
-    line(e, "const long long tl_e = %s;", elem_of(e, owner, "tl_r"));
-    line(e, "if (tl_e < %" PRId64 "LL) {", total);
+    line(e, "const int tl_e = %s;", elem_of(e, owner, "tl_r"));
+    line(e, "if (tl_e < %" PRId64 ") {", total);
+  } else if (total < INT32_MAX) {
+    line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", total, e->T);
   } else {
     line(e, "for (long long tl_e = tl_tid; tl_e < %" PRId64 "LL; tl_e += %" PRId64 "LL) {", total, e->T);
   }
@@ -602,8 +616,9 @@ static void emit_async_copy(E *e, const tl_stmt *s) {
   int n = squeezed(dst, ext);
   ext[n - 1] /= v;
   int64_t total = product(ext, n);
-  line(e, "%sfor (long long tl_e = tl_tid; tl_e < %" PRId64 "LL; tl_e += %" PRId64 "LL) {",
-       total / e->T <= 16 ? "#pragma unroll\n" : "", total, e->T);
+  if (total / e->T <= 16)
+    line(e, "#pragma unroll");
+  line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", total, e->T);
   e->indent++;
   const char **q = decode(e, "tl_e", ext, n, "tl_q");
   const char *q2[TL_MAX_DIMS];
@@ -673,21 +688,22 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
     line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) r_%s[tl_r] = 0.0f;", C->per_thread, C->name);
   }
   line(e, "const unsigned tl_sa = tl_smem_addr(s_%s), tl_sb = tl_smem_addr(s_%s);", A->name, B->name);
-  line(e, "#pragma unroll 1");
+  /* unrolled when short: the swizzled addresses then fold to constants per row */
+  line(e, "#pragma unroll %s", K / 16 <= 4 ? "" : "1");
   line(e, "for (int tl_k = 0; tl_k < %" PRId64 "; tl_k += 16) {", K);
   e->indent++;
-  line(e, "unsigned tl_a[%" PRId64 "][4], tl_b[%" PRId64 "][2];", MI, NI);
+  line(e, "unsigned tl_a[%" PRId64 "][4];", MI);
   /* A: rows m, columns k (or stored [K, M] and loaded transposed) */
   line(e, "#pragma unroll");
   line(e, "for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++) {", MI);
   e->indent++;
-  const char *am = S("(long long)(tl_wm * %" PRId64 " + tl_i * 16)", WMr);
+  const char *am = S("(tl_wm * %" PRId64 " + tl_i * 16)", WMr);
   const char *aidx[2];
   if (!s->trans_a) {
     aidx[0] = S("%s + (tl_lane %% 16)", am);
-    aidx[1] = "(long long)(tl_k + (tl_lane / 16) * 8)";
+    aidx[1] = "(tl_k + (tl_lane / 16) * 8)";
   } else {
-    aidx[0] = "(long long)(tl_k + (tl_lane % 8) + (tl_lane / 16) * 8)";
+    aidx[0] = "(tl_k + (tl_lane % 8) + (tl_lane / 16) * 8)";
     aidx[1] = S("%s + ((tl_lane / 8) %% 2) * 8", am);
   }
   line(e, "asm volatile(\"ldmatrix.sync.aligned.m8n8.x4%s.shared.b16 {%%0,%%1,%%2,%%3}, [%%4];\" : \"=r\"(tl_a[tl_i][0]), "
@@ -695,34 +711,56 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
        s->trans_a ? ".trans" : "", offset(e, A, aidx));
   e->indent--;
   line(e, "}");
-  /* B: two n8 tiles per ldmatrix.x4 */
-  line(e, "#pragma unroll");
-  line(e, "for (int tl_j = 0; tl_j < %" PRId64 "; tl_j += 2) {", NI);
+  /* B: two n8 tiles per ldmatrix.x4.  Wide warp tiles (NI > 8, where
+   * registers are short) use each pair at once in the mmas of every row
+   * tile, so only four B registers live at a time; narrower ones load all
+   * of B first, which hides the loads' latency better. */
+  bool interleave = NI > 8;
+  if (!interleave) {
+    line(e, "unsigned tl_bb[%" PRId64 "][4];", NI / 2);
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_j = 0; tl_j < %" PRId64 "; tl_j += 2) {", NI);
+  } else {
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_j = 0; tl_j < %" PRId64 "; tl_j += 2) {", NI);
+  }
   e->indent++;
-  const char *bn = S("(long long)(tl_wn * %" PRId64 " + tl_j * 8)", WNc);
+  const char *bn = S("(tl_wn * %" PRId64 " + tl_j * 8)", WNc);
   const char *bidx[2];
   if (s->trans_b) { /* stored [N, K] */
     bidx[0] = S("%s + (tl_lane %% 8) + (tl_lane / 16) * 8", bn);
-    bidx[1] = "(long long)(tl_k + ((tl_lane / 8) % 2) * 8)";
+    bidx[1] = "(tl_k + ((tl_lane / 8) % 2) * 8)";
   } else { /* stored [K, N] */
-    bidx[0] = "(long long)(tl_k + (tl_lane % 8) + ((tl_lane / 8) % 2) * 8)";
+    bidx[0] = "(tl_k + (tl_lane % 8) + ((tl_lane / 8) % 2) * 8)";
     bidx[1] = S("%s + (tl_lane / 16) * 8", bn);
   }
-  line(e, "asm volatile(\"ldmatrix.sync.aligned.m8n8.x4%s.shared.b16 {%%0,%%1,%%2,%%3}, [%%4];\" : \"=r\"(tl_b[tl_j][0]), "
-          "\"=r\"(tl_b[tl_j][1]), \"=r\"(tl_b[tl_j + 1][0]), \"=r\"(tl_b[tl_j + 1][1]) : \"r\"(tl_sb + (unsigned)(%s) * 2u));",
+  if (!interleave)
+    line(e, "unsigned *const tl_b = tl_bb[tl_j / 2];");
+  else
+    line(e, "unsigned tl_b[4];");
+  line(e, "asm volatile(\"ldmatrix.sync.aligned.m8n8.x4%s.shared.b16 {%%0,%%1,%%2,%%3}, [%%4];\" : \"=r\"(tl_b[0]), "
+          "\"=r\"(tl_b[1]), \"=r\"(tl_b[2]), \"=r\"(tl_b[3]) : \"r\"(tl_sb + (unsigned)(%s) * 2u));",
        s->trans_b ? "" : ".trans", offset(e, B, bidx));
-  e->indent--;
-  line(e, "}");
+  if (!interleave) {
+    e->indent--;
+    line(e, "}");
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_j = 0; tl_j < %" PRId64 "; tl_j += 2) {", NI);
+    e->indent++;
+    line(e, "const unsigned *const tl_b = tl_bb[tl_j / 2];");
+  }
   line(e, "#pragma unroll");
   line(e, "for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++)", MI);
   line(e, "#pragma unroll");
-  line(e, "  for (int tl_j = 0; tl_j < %" PRId64 "; tl_j++) {", NI);
-  line(e, "    float *tl_c = &r_%s[(tl_i * %" PRId64 " + tl_j) * 4];", C->name, NI);
-  line(e, "    asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, "
+  line(e, "  for (int tl_h = 0; tl_h < 2; tl_h++) {");
+  line(e, "    float *tl_c = &r_%s[(tl_i * %" PRId64 " + tl_j + tl_h) * 4];", C->name, NI);
+  line(e, "    asm(\"mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, "
           "{%%8,%%9}, {%%0,%%1,%%2,%%3};\" : \"+f\"(tl_c[0]), \"+f\"(tl_c[1]), \"+f\"(tl_c[2]), \"+f\"(tl_c[3]) : "
-          "\"r\"(tl_a[tl_i][0]), \"r\"(tl_a[tl_i][1]), \"r\"(tl_a[tl_i][2]), \"r\"(tl_a[tl_i][3]), \"r\"(tl_b[tl_j][0]), "
-          "\"r\"(tl_b[tl_j][1]));", ty, ty);
+          "\"r\"(tl_a[tl_i][0]), \"r\"(tl_a[tl_i][1]), \"r\"(tl_a[tl_i][2]), \"r\"(tl_a[tl_i][3]), \"r\"(tl_b[tl_h * 2]), "
+          "\"r\"(tl_b[tl_h * 2 + 1]));", ty, ty);
   line(e, "  }");
+  e->indent--;
+  line(e, "}");
   e->indent--;
   line(e, "}");
   if (C->dtype == TL_FLOAT16) {
