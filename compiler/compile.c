@@ -327,6 +327,7 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
     goto done;
   if ((st = fit(prog, &t, req->target, err)) != TL_OK)
     goto done;
+  prog->max_registers = opt.max_registers;
   char *src = tl_emit_cuda(arena, prog, err);
   if (!src) {
     st = err ? err->code : TL_UNSUPPORTED;

@@ -44,6 +44,11 @@ typedef struct {
   int64_t T;               /* threads per block */
   const tl_stmt *par;      /* the parallel loop being emitted, or NULL */
   const tl_sym *par_owner; /* its register fragment (iteration by owner), or NULL */
+  struct {                 /* the last index lists region_idx made, and their regions */
+    const char *const *idx;
+    const tl_region *r;
+  } ridx[8];
+  int ridx_next;
   struct access {          /* shared and global buffers touched since the last barrier */
     const tl_sym *r[64], *w[64];
     int nr, nw;
@@ -265,10 +270,28 @@ static const char *offset(E *e, const tl_sym *s, const char *const *idx) {
   return o;
 }
 
+static bool range_of(const tl_expr *x, int64_t *lo, int64_t *hi);
+
+/* Is dimension d of region r provably inside its tensor (the start's range
+ * plus the extent within a constant dimension)?  Then no guard is needed. */
+static bool dim_inside(const tl_region *r, int d) {
+  int64_t lo = 0, hi = 0;
+  if (r->lo[d] && !range_of(r->lo[d], &lo, &hi))
+    return false;
+  return r->sym->dims[d] >= 0 && lo >= 0 && hi + r->ext[d] <= r->sym->dims[d];
+}
+
+/* The guard of a global element access: every index inside its dimension.
+ * For indices made by region_idx, dimensions proven inside are left out. */
 static const char *in_bounds(E *e, const tl_sym *s, const char *const *idx) {
+  const tl_region *r = NULL;
+  for (int i = 0; i < 8; i++)
+    if (e->ridx[i].idx == idx)
+      r = e->ridx[i].r;
   const char *c = "true";
   for (int d = 0; d < s->ndim; d++)
-    c = S("%s && (unsigned long long)(%s) < (unsigned long long)%s", c, idx[d], dim_name(e, s, d));
+    if (!r || !dim_inside(r, d))
+      c = S("%s && (unsigned long long)(%s) < (unsigned long long)%s", c, idx[d], dim_name(e, s, d));
   return c;
 }
 
@@ -341,6 +364,141 @@ static tl_type common(tl_type a, tl_type b) {
   return (tl_type)tl_common_dtype((tl_dtype)a, (tl_dtype)b);
 }
 
+/* ---- value ranges -------------------------------------------------------------------------- */
+/* The range of an integer expression, when it can be bounded from constants,
+ * the grid, loop bounds and thread counts; used to emit plain signed
+ * arithmetic (which the compiler may optimize freely) where it provably
+ * cannot overflow, instead of the wrapping form the semantics ask for. */
+static bool range_of(const tl_expr *x, int64_t *lo, int64_t *hi) {
+  int64_t a, b, c, d;
+  switch (x->kind) {
+  case E_CONST:
+    if (is_f(x->type) || is_unsigned_i(x->type))
+      return false;
+    *lo = *hi = x->val.i;
+    return true;
+  case E_NAME:
+    if (!x->sym->has_range)
+      return false;
+    *lo = x->sym->rlo;
+    *hi = x->sym->rhi;
+    return true;
+  case E_CALL:
+    if (x->fn == FN_THREAD_BINDING)
+      return false; /* bounded by the block, set by the caller through has_range of a let */
+    if ((x->fn == FN_MIN || x->fn == FN_MAX) && range_of(x->args[0], &a, &b) && range_of(x->args[1], &c, &d)) {
+      *lo = x->fn == FN_MIN ? (a < c ? a : c) : (a > c ? a : c);
+      *hi = x->fn == FN_MIN ? (b < d ? b : d) : (b > d ? b : d);
+      return true;
+    }
+    if (x->fn == FN_CAST && !is_f(x->args[0]->type) && !is_f((tl_type)x->dtype_arg) &&
+        !is_unsigned_i((tl_type)x->dtype_arg) && range_of(x->args[0], lo, hi))
+      return *lo >= INT32_MIN && *hi <= INT32_MAX; /* fits every target of 32 bits or more */
+    return false;
+  case E_UNARY:
+    if (x->op == '-' && range_of(x->args[0], &a, &b) && a > INT64_MIN) {
+      *lo = -b;
+      *hi = -a;
+      return true;
+    }
+    return false;
+  case E_BINARY:
+    if (!range_of(x->args[0], &a, &b) || !range_of(x->args[1], &c, &d))
+      return false;
+    if (a < -(1LL << 40) || b > (1LL << 40) || c < -(1LL << 40) || d > (1LL << 40))
+      return false; /* keep the products below in range */
+    switch (x->op) {
+    case '+': *lo = a + c; *hi = b + d; return true;
+    case '-': *lo = a - d; *hi = b - c; return true;
+    case '*': {
+      int64_t p[4] = {a * c, a * d, b * c, b * d};
+      *lo = *hi = p[0];
+      for (int i = 1; i < 4; i++) {
+        if (p[i] < *lo)
+          *lo = p[i];
+        if (p[i] > *hi)
+          *hi = p[i];
+      }
+      return true;
+    }
+    case OP_FLOORDIV:
+      if (c != d || c <= 0)
+        return false;
+      *lo = a >= 0 ? a / c : -((-a + c - 1) / c);
+      *hi = b >= 0 ? b / c : -((-b + c - 1) / c);
+      return true;
+    case '%':
+      if (c != d || c <= 0)
+        return false;
+      *lo = 0;
+      *hi = c - 1;
+      return true;
+    }
+    return false;
+  default:
+    return false;
+  }
+}
+
+static bool fits(tl_type t, int64_t lo, int64_t hi) {
+  if (t == TL_INT32)
+    return lo >= INT32_MIN && hi <= INT32_MAX;
+  return t == TL_INT64 || t == TL_TY_UINT;
+}
+
+/* Gives block variables, loop variables and lets their ranges, where known. */
+static void set_range(tl_sym *s, int64_t lo, int64_t hi) {
+  s->has_range = true;
+  s->rlo = lo;
+  s->rhi = hi;
+}
+
+static void ranges_body(E *e, const tl_body *b);
+static void ranges_stmt(E *e, const tl_stmt *s) {
+  int64_t a, b, c, d, f, g;
+  switch (s->kind) {
+  case S_LET:
+    if (s->value && range_of(s->value, &a, &b))
+      set_range(s->sym, a, b);
+    else if (s->value && s->value->kind == E_CALL && s->value->fn == FN_THREAD_BINDING)
+      set_range(s->sym, 0, e->prog->threads[s->value->args[0]->val.i] - 1);
+    break;
+  case S_PARALLEL:
+    for (int i = 0; i < s->nvars; i++)
+      set_range(s->vars[i], 0, s->extents[i]->val.i - 1);
+    break;
+  case S_LOOP:
+    if (range_of(s->start, &a, &b) && range_of(s->extent, &c, &d) && range_of(s->step, &f, &g) && f == g && d >= 1 &&
+        d < (1LL << 31) && f > -(1LL << 20) && f < (1LL << 20)) {
+      int64_t last_lo = a + (f > 0 ? 0 : (d - 1) * f), last_hi = b + (f > 0 ? (d - 1) * f : 0);
+      set_range(s->var, last_lo < a ? last_lo : a, last_hi > b ? last_hi : b);
+    }
+    break;
+  default:
+    break;
+  }
+  ranges_body(e, &s->body);
+  ranges_body(e, &s->else_body);
+}
+static void ranges_body(E *e, const tl_body *b) {
+  for (int i = 0; i < b->n; i++)
+    ranges_stmt(e, b->items[i]);
+}
+
+static void ranges(E *e) {
+  const tl_program *p = e->prog;
+  for (int i = 0; i < p->ngrid; i++) {
+    tl_sym *v = p->block_vars[i];
+    if (!v)
+      continue;
+    int64_t cap = i == 0 ? INT32_MAX - 1 : 65534; /* CUDA's grid limits */
+    if (p->grid[i]->kind == E_CONST && p->grid[i]->val.i >= 1 && p->grid[i]->val.i - 1 < cap)
+      cap = p->grid[i]->val.i - 1;
+    set_range(v, 0, cap);
+  }
+  ranges_body(e, &p->body);
+}
+
 static const char *ex_binary(E *e, const tl_expr *x) {
   const tl_expr *l = x->args[0], *r = x->args[1];
   int op = x->op;
@@ -380,6 +538,9 @@ static const char *ex_binary(E *e, const tl_expr *x) {
   switch (op) {
   case '+': case '-': case '*':
     if (is_signed_i(t)) {
+      int64_t lo, hi;
+      if (range_of(x, &lo, &hi) && fits(t, lo, hi)) /* cannot overflow: plain arithmetic */
+        return S("((%s)(%s %c %s))", crep(t), a, op, b);
       const char *u = t == TL_INT32 ? "unsigned" : "unsigned long long";
       return S("((%s)((%s)(%s) %c (%s)(%s)))", crep(t), u, a, op, u, b);
     }
@@ -525,8 +686,9 @@ static const char **decode(E *e, const char *flat, const int64_t *ext, int n, co
   int64_t stride = 1;
   for (int d = n - 1; d >= 0; d--) {
     v[d] = S("%s%d", base, d);
-    if (small)
-      line(e, "const int %s = ((int)%s / %" PRId64 ") %% %" PRId64 "; (void)%s;", v[d], flat, stride, ext[d], v[d]);
+    if (small) /* unsigned: the flat index is never negative, and / and % by constants become shifts */
+      line(e, "const int %s = (int)(((unsigned)%s / %" PRId64 "u) %% %" PRId64 "u); (void)%s;", v[d], flat, stride,
+           ext[d], v[d]);
     else
       line(e, "const long long %s = (%s / %" PRId64 "LL) %% %" PRId64 "LL; (void)%s;", v[d], flat, stride, ext[d], v[d]);
     stride *= ext[d];
@@ -558,6 +720,9 @@ static const char **region_idx(E *e, const tl_region *r, const char *const *q) {
     const char *lo = r->lo[d] ? S("(long long)(%s)", ex(e, r->lo[d])) : "0LL";
     idx[d] = r->ext[d] == 1 ? lo : S("%s + %s", lo, q[k++]);
   }
+  e->ridx[e->ridx_next].idx = idx;
+  e->ridx[e->ridx_next].r = r;
+  e->ridx_next = (e->ridx_next + 1) % 8;
   return idx;
 }
 
@@ -569,9 +734,10 @@ static const char **region_idx(E *e, const tl_region *r, const char *const *q) {
 static const char *elem_of(E *e, const tl_sym *s, const char *r) {
   if (s->reg_layout == TL_LAYOUT_MMA) {
     int64_t wm_rows = s->mma_mi * 16, wn_cols = s->mma_ni * 8, n = s->dims[1];
-    return S("(((tl_tid / 32 / %d) * %" PRId64 " + ((%s) / %" PRId64 ") * 16 + (tl_tid %% 32) / 4 + "
-             "(((%s) %% 4) / 2) * 8) * %" PRId64 " + (tl_tid / 32 %% %d) * %" PRId64 " + (((%s) / 4) %% %" PRId64
-             ") * 8 + (tl_tid %% 4) * 2 + ((%s) %% 2))",
+    return S("(int)((((unsigned)tl_tid / 32u / %du) * %" PRId64 "u + ((unsigned)(%s) / %" PRId64 "u) * 16u + "
+             "((unsigned)tl_tid %% 32u) / 4u + (((unsigned)(%s) %% 4u) / 2u) * 8u) * %" PRId64 "u + ((unsigned)tl_tid / 32u "
+             "%% %du) * %" PRId64 "u + (((unsigned)(%s) / 4u) %% %" PRId64 "u) * 8u + ((unsigned)tl_tid %% 4u) * 2u + "
+             "((unsigned)(%s) %% 2u))",
              s->mma_wn, wm_rows, r, s->mma_ni * 4, r, n, s->mma_wn, wn_cols, r, s->mma_ni, r);
   }
   return S("(tl_tid * %" PRId64 " + (%s))", s->per_thread, r);
@@ -1619,7 +1785,12 @@ char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err) {
                                              : S("%s p_%s", s->dtype == TL_BOOL ? "unsigned char" : crep((tl_type)s->dtype), s->name);
     sig = tl_arena_printf(a, "%s%s%s", sig, i ? ", " : "", decl);
   }
-  line(e, "extern \"C\" __global__ void __launch_bounds__(%" PRId64 ") %s(%s) {", e->T, prog->name, sig);
+  /* -maxrregcount is ignored for kernels with launch bounds, so a register
+   * cap given as an option replaces them */
+  if (prog->max_registers)
+    line(e, "extern \"C\" __global__ void %s(%s) {", prog->name, sig);
+  else
+    line(e, "extern \"C\" __global__ void __launch_bounds__(%" PRId64 ") %s(%s) {", e->T, prog->name, sig);
   e->indent++;
   line(e, "const int tl_tid = (int)(threadIdx.x + %" PRId64 " * (threadIdx.y + %" PRId64 " * threadIdx.z));",
        prog->threads[0], prog->threads[1]);
@@ -1641,6 +1812,7 @@ char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err) {
     if (prog->block_vars[i])
       line(e, "const int %s = (int)blockIdx.%s;", vname(e, prog->block_vars[i]), axis[i]);
   declare_buffers(e);
+  ranges(e);
   emit_body(e, &prog->body, true);
   e->indent--;
   line(e, "}");

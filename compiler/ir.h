@@ -151,6 +151,9 @@ typedef struct tl_sym {
                                   chunks (tl_swz in prelude_cuda.h) */
   int64_t stages;              /* after pass_pipeline: copies of a shared buffer that a pipelined
                                   loop rotates through (1 when not pipelined) */
+  bool has_range;              /* emit_cuda.c: the value of a block, loop or let variable lies in
+                                  [rlo, rhi] */
+  int64_t rlo, rhi;
 } tl_sym;
 
 enum { TL_LAYOUT_BLOCKED, TL_LAYOUT_MMA };
@@ -345,6 +348,7 @@ typedef struct tl_program {
   /* after pass_place */
   int64_t smem_bytes;    /* dynamic shared memory of one block */
   int64_t scratch_offset, scratch_bytes; /* shared scratch for cross-thread exchanges */
+  int max_registers;     /* compile option: registers per thread (0: the toolchain's choice) */
 } tl_program;
 
 /* A constant override: -D NAME=VALUE on the command line, or one member of

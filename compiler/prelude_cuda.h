@@ -111,9 +111,9 @@ static const char tl_prelude_cuda[] =
     /* the shared-memory swizzle of 16-bit 2-D buffers: 16-byte chunks XORed
      * within each group of 8 by a key that changes every 128 bytes of rows,
      * so that ldmatrix's 8 row addresses hit 8 different bank groups */
-    "TL_DEV int tl_swz(int row, int col, int cpr, int rpk) {\n"
-    "  int g = row * cpr + (col >> 3), key = (row / rpk) & 7;\n"
-    "  return (((g & ~7) | ((g & 7) ^ key)) << 3) | (col & 7);\n"
+    "TL_DEV int tl_swz(unsigned row, unsigned col, unsigned cpr, unsigned rpk) {\n"
+    "  unsigned g = row * cpr + (col >> 3), key = (row / rpk) & 7u;\n"
+    "  return (int)((((g & ~7u) | ((g & 7u) ^ key)) << 3) | (col & 7u));\n"
     "}\n"
     "TL_DEV unsigned tl_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }\n"
     /* atomic add of the narrow types through a CAS on their 32-bit word */
