@@ -99,6 +99,11 @@ $(FUZZ_REPLAY): $(OBJ)/tests/fuzz/fuzz_check.o $(OBJ)/tests/fuzz/replay_main.o $
 test: all $(UNIT_BINS) $(FUZZ_REPLAY)
 	@TL_BUILD=$(B) sh tests/run.sh $(UNIT_BINS)
 
+# Rewrites tests/golden/NAME.cu from the current emitter (tests/unit/test_golden.c);
+# review the result with `git diff tests/golden` before committing it.
+golden-update: $(B)/tests/test_golden
+	TL_GOLDEN_UPDATE=1 TL_SRCDIR=$(CURDIR) $(B)/tests/test_golden
+
 # --- fuzzing (clang + libFuzzer) -----------------------------------------
 FUZZ_CC ?= clang
 fuzz: $(B)/fuzz/fuzz_check

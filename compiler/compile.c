@@ -90,8 +90,10 @@ static tl_status parse_options(const char *text, options *o, json_t **canon, tl_
       }
       o->debug = json_is_true(v);
     } else {
+      tl_status st = tl_error_set(err, TL_INVALID_ARG, "unknown option '%s'; the options are max_registers and debug",
+                                  key); /* before the decref: key belongs to obj */
       json_decref(obj);
-      return tl_error_set(err, TL_INVALID_ARG, "unknown option '%s'; the options are max_registers and debug", key);
+      return st;
     }
   }
   *canon = obj;
@@ -214,8 +216,11 @@ static tl_status fit(const tl_program *prog, const tl_nv_target *t, const char *
                         "the kernel needs %lld bytes of shared memory per block and %s allows %lld: %lld bytes too "
                         "many (use smaller tiles, fewer stages, or a target with more shared memory)",
                         (long long)prog->smem_bytes, target, (long long)lim, (long long)(prog->smem_bytes - lim));
-  if (prog->ncluster && t->arch < 90)
-    return tl_error_set(err, TL_LIMIT, "thread-block clusters need sm_90 or later, not %s", target);
+  bool cluster = false; /* a cluster of 1 x 1 x 1 is no cluster */
+  for (int i = 0; i < prog->ncluster; i++)
+    cluster |= prog->cluster[i] > 1;
+  if (cluster && t->arch < 90)
+    return tl_error_set(err, TL_UNSUPPORTED, "thread-block clusters need sm_90 or later, not %s", target);
   return TL_OK;
 }
 

@@ -341,6 +341,18 @@ static const char **index_codes(E *e, const tl_expr *x) {
   return idx;
 }
 
+/* Do register fragments a and b hold the same elements in every thread
+ * (same shape and layout)?  Then one loop over a's elements indexes b too. */
+static bool same_layout(const tl_sym *a, const tl_sym *b) {
+  if (!a || !b || a->ndim != b->ndim || a->reg_layout != b->reg_layout || a->per_thread != b->per_thread)
+    return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->dims[d] != b->dims[d])
+      return false;
+  return a->reg_layout == TL_LAYOUT_BLOCKED || (a->mma_wm == b->mma_wm && a->mma_wn == b->mma_wn &&
+                                                a->mma_mi == b->mma_mi && a->mma_ni == b->mma_ni);
+}
+
 /* ---- expressions ------------------------------------------------------------------------- */
 static bool is_cmp(int op) { return op == '<' || op == '>' || op == OP_LE || op == OP_GE || op == OP_EQ || op == OP_NE; }
 
@@ -645,8 +657,8 @@ static const char *ex(E *e, const tl_expr *x) {
   case E_INDEX: {
     const tl_sym *s = x->sym;
     if (s->kind == SYM_BUFFER && s->scope == SCOPE_FRAGMENT && s->in_regs) {
-      if (!e->par || e->par_owner != s) {
-        fail(e, x->pointer, "register fragment '%s' read outside its owning parallel loop", s->name);
+      if (!e->par || !same_layout(e->par_owner, s)) {
+        fail(e, x->pointer, "register fragment '%s' is read where its elements are not the thread's own", s->name);
         return "0";
       }
       return S("r_%s[tl_r]", s->name);
@@ -1397,8 +1409,8 @@ static void emit_assign(E *e, const tl_stmt *s, bool uniform) {
   const tl_sym *b = l->sym;
   const char *v = conv(e, ex(e, s->value), s->value->type, (tl_type)b->dtype);
   if (b->kind == SYM_BUFFER && b->scope == SCOPE_FRAGMENT && b->in_regs) {
-    if (!e->par || e->par_owner != b) {
-      fail(e, s->pointer, "register fragment '%s' written outside its owning parallel loop", b->name);
+    if (!e->par || !same_layout(e->par_owner, b)) {
+      fail(e, s->pointer, "register fragment '%s' is written where its elements are not the thread's own", b->name);
       return;
     }
     line(e, "r_%s[tl_r] = %s;", b->name, v);
@@ -1571,6 +1583,15 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
   collect(&a, s);
   if (uniform && !e->par && conflicts(&e->pend, &a))
     barrier(e);
+  else if (!uniform && !e->par && conflicts(&e->pend, &a) && s->kind != S_IF && s->kind != S_LOOP) {
+    /* the enclosing uniform statement was separated from what came before,
+     * so this is a dependency inside thread-dependent control, where no
+     * barrier can be placed */
+    fail(e, s->pointer, "this statement uses shared or global memory written earlier under the same "
+                        "thread-dependent condition or loop, where no barrier can be placed; move it after the "
+                        "condition or loop");
+    return;
+  }
   switch (s->kind) {
   case S_ALLOC:
     if (s->sym->scope == SCOPE_LOCAL) {
@@ -1787,10 +1808,15 @@ char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err) {
   }
   /* -maxrregcount is ignored for kernels with launch bounds, so a register
    * cap given as an option replaces them */
+  const char *cluster = "";
+  for (int i = 0; i < prog->ncluster; i++)
+    if (prog->cluster[i] > 1)
+      cluster = S("__cluster_dims__(%" PRId64 ", %" PRId64 ", %" PRId64 ") ", prog->cluster[0],
+                  prog->ncluster > 1 ? prog->cluster[1] : 1, prog->ncluster > 2 ? prog->cluster[2] : 1);
   if (prog->max_registers)
-    line(e, "extern \"C\" __global__ void %s(%s) {", prog->name, sig);
+    line(e, "extern \"C\" __global__ void %s%s(%s) {", cluster, prog->name, sig);
   else
-    line(e, "extern \"C\" __global__ void __launch_bounds__(%" PRId64 ") %s(%s) {", e->T, prog->name, sig);
+    line(e, "extern \"C\" __global__ void %s__launch_bounds__(%" PRId64 ") %s(%s) {", cluster, e->T, prog->name, sig);
   e->indent++;
   line(e, "const int tl_tid = (int)(threadIdx.x + %" PRId64 " * (threadIdx.y + %" PRId64 " * threadIdx.z));",
        prog->threads[0], prog->threads[1]);

@@ -1,0 +1,322 @@
+/*
+ * test_golden.c - golden tests of the CUDA C that the back end emits.
+ *
+ * tests/golden/ holds small programs (NAME.json) and the source the back end
+ * gave for each when it was last reviewed (NAME.cu).  This test runs the
+ * pipeline as tl_compile does up to code generation, without NVRTC --
+ * tl_load_program, tl_pass_place, tl_pass_pipeline with the largest shared
+ * memory of any target (232448 bytes, sm_90/sm_100), tl_emit_cuda -- and
+ * compares the text byte for byte with NAME.cu, printing a unified diff
+ * (diff -u) when it differs.  A change of the emitter thus shows as a diff
+ * to review, and generation is checked to be deterministic (two runs give
+ * the same bytes).
+ *
+ * With TL_GOLDEN_UPDATE=1 in the environment it rewrites every NAME.cu
+ * instead of comparing (`make golden-update`); review the result with
+ * `git diff tests/golden`.
+ *
+ * Where NVRTC is installed, every golden program is also compiled for
+ * sm_80 through tl_compile, and the cubin must hold the kernel (each
+ * program's "name" is its file name, NAME): a golden
+ * file that NVRTC rejects is no use.  Without NVRTC that test skips and
+ * says why.
+ *
+ * Files are found under $TL_SRCDIR when it is set, else relative to the
+ * current directory (the repository root under `make test`).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cubin.h"
+#include "pass.h"
+#include "tlcompiler.h"
+
+#define SMEM_LIMIT 232448        /* what tl_compile uses for sm_90 and sm_100 */
+#define MAX_GOLDEN_BYTES (4u << 20)
+#define MIN_GOLDEN 4             /* fewer files means some went missing */
+
+static char dir[4096];
+static char *names[256]; /* stems of tests/golden/NAME.json, sorted */
+static int nnames;
+
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  size_t cap = 1 << 16, n = 0;
+  char *p = malloc(cap + 1);
+  for (size_t r; p && (r = fread(p + n, 1, cap - n, f)) > 0;) {
+    n += r;
+    if (n == cap) {
+      char *q = cap < MAX_GOLDEN_BYTES ? realloc(p, 2 * cap + 1) : NULL;
+      if (!q) {
+        free(p);
+        p = NULL;
+        break;
+      }
+      p = q;
+      cap *= 2;
+    }
+  }
+  fclose(f);
+  if (p) {
+    p[n] = 0;
+    *len = n;
+  }
+  return p;
+}
+
+static bool write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "wb");
+  if (!f)
+    return false;
+  size_t n = strlen(text);
+  bool ok = fwrite(text, 1, n, f) == n;
+  return fclose(f) == 0 && ok;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static bool has_suffix(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
+static int group_setup(void **state) {
+  (void)state;
+  const char *src = getenv("TL_SRCDIR");
+  snprintf(dir, sizeof dir, "%s/tests/golden", src && *src ? src : ".");
+  DIR *d = opendir(dir);
+  if (!d) {
+    fprintf(stderr, "cannot open %s (set TL_SRCDIR to the repository root, or run from there)\n", dir);
+    return -1;
+  }
+  for (struct dirent *e; (e = readdir(d)) && nnames < 256;)
+    if (has_suffix(e->d_name, ".json"))
+      names[nnames++] = strndup(e->d_name, strlen(e->d_name) - 5);
+  closedir(d);
+  qsort(names, (size_t)nnames, sizeof names[0], cmp_str);
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  for (int i = 0; i < nnames; i++)
+    free(names[i]);
+  nnames = 0;
+  return 0;
+}
+
+/* Runs the front end and the back end up to CUDA C; the text is malloc'd.
+ * NULL (with a message printed) when a stage fails. */
+static char *emit(const char *name) {
+  char path[4400];
+  snprintf(path, sizeof path, "%s/%s.json", dir, name);
+  size_t len;
+  char *text = read_file(path, &len);
+  if (!text) {
+    print_message("%s: cannot read\n", path);
+    return NULL;
+  }
+  tl_arena *arena = tl_arena_new();
+  tl_diags diags = {.arena = arena};
+  tl_error err = {0};
+  char *out = NULL;
+  tl_program *prog = tl_load_program(arena, text, len, NULL, 0, &diags);
+  if (!prog) {
+    print_message("%s: the program is invalid:\n", path);
+    tl_diags_print(&diags, path, stdout);
+  } else if (tl_pass_place(prog, &err) != TL_OK || tl_pass_pipeline(prog, SMEM_LIMIT, &err) != TL_OK) {
+    print_message("%s: a pass failed: %s: %s\n", path, tl_status_name(err.code), err.message);
+  } else {
+    const char *src = tl_emit_cuda(arena, prog, &err);
+    if (!src)
+      print_message("%s: the emitter failed: %s: %s\n", path, tl_status_name(err.code), err.message);
+    else
+      out = strdup(src);
+  }
+  tl_arena_free(arena);
+  free(text);
+  return out;
+}
+
+/* Prints `diff -u` of the expected and the emitted text. */
+static void print_diff(const char *name, const char *expected, const char *got) {
+  char a[] = "/tmp/tl-golden-expected-XXXXXX", b[] = "/tmp/tl-golden-emitted-XXXXXX";
+  int fa = mkstemp(a), fb = mkstemp(b);
+  if (fa < 0 || fb < 0) {
+    print_message("(cannot make temporary files for the diff)\n");
+    if (fa >= 0) {
+      close(fa);
+      unlink(a);
+    }
+    if (fb >= 0) {
+      close(fb);
+      unlink(b);
+    }
+    return;
+  }
+  close(fa);
+  close(fb);
+  if (write_file(a, expected) && write_file(b, got)) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "diff -u --label 'tests/golden/%s.cu' --label 'emitted' '%s' '%s' 2>&1", name, a, b);
+    FILE *p = popen(cmd, "r");
+    if (p) {
+      char line[4096];
+      int lines = 0;
+      while (fgets(line, sizeof line, p))
+        if (lines++ < 400)
+          print_message("%s", line);
+      if (lines > 400)
+        print_message("... (%d more lines of diff)\n", lines - 400);
+      pclose(p);
+    }
+  }
+  unlink(a);
+  unlink(b);
+}
+
+/* The emitted source matches NAME.cu (or, when updating, replaces it). */
+static void test_golden_sources(void **state) {
+  (void)state;
+  const char *u = getenv("TL_GOLDEN_UPDATE");
+  bool update = u && strcmp(u, "1") == 0;
+  if (nnames < MIN_GOLDEN)
+    fail_msg("only %d programs in %s; expected at least %d", nnames, dir, MIN_GOLDEN);
+  int bad = 0;
+  for (int i = 0; i < nnames; i++) {
+    char *got = emit(names[i]);
+    if (!got) {
+      bad++;
+      continue;
+    }
+    char *again = emit(names[i]);
+    if (!again || strcmp(got, again) != 0) {
+      print_message("FAIL %s: two runs of the emitter gave different text\n", names[i]);
+      bad++;
+      free(got);
+      free(again);
+      continue;
+    }
+    free(again);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s.cu", dir, names[i]);
+    size_t len;
+    char *want = read_file(path, &len);
+    if (update) {
+      if (want && strcmp(want, got) == 0) {
+        print_message("same    %s.cu\n", names[i]);
+      } else if (write_file(path, got)) {
+        print_message("updated %s.cu (%zu bytes)\n", names[i], strlen(got));
+      } else {
+        print_message("FAIL %s: cannot write %s\n", names[i], path);
+        bad++;
+      }
+    } else if (!want) {
+      print_message("FAIL %s: %s is missing; run `make golden-update` and review it\n", names[i], path);
+      bad++;
+    } else if (strlen(want) != len || strcmp(want, got) != 0) {
+      print_message("FAIL %s: the emitted source differs from %s.cu:\n", names[i], names[i]);
+      print_diff(names[i], want, got);
+      bad++;
+    } else {
+      print_message("ok   %s.cu (%zu bytes)\n", names[i], len);
+    }
+    free(want);
+    free(got);
+  }
+  if (bad)
+    fail_msg("%d of %d golden sources %s; if the change is intended, run `make golden-update` and review "
+             "`git diff tests/golden`",
+             bad, nnames, update ? "could not be updated" : "differ or failed");
+}
+
+/* Every NAME.cu has its NAME.json (no stale files). */
+static void test_no_orphans(void **state) {
+  (void)state;
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  int orphans = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (!has_suffix(e->d_name, ".cu"))
+      continue;
+    size_t n = strlen(e->d_name) - 3;
+    bool found = false;
+    for (int i = 0; i < nnames && !found; i++)
+      found = strlen(names[i]) == n && strncmp(names[i], e->d_name, n) == 0;
+    if (!found) {
+      print_message("%s/%s has no .json beside it\n", dir, e->d_name);
+      orphans++;
+    }
+  }
+  closedir(d);
+  assert_int_equal(orphans, 0);
+}
+
+/* NVRTC accepts each golden program for sm_80 and the cubin holds it. */
+static void test_golden_compile(void **state) {
+  (void)state;
+  tl_error err;
+  const char *desc;
+  if (!tl_compiler_targets(&desc, &err)) {
+    printf("skipping: no NVRTC here: %s\n", err.message);
+    skip();
+  }
+  int bad = 0;
+  for (int i = 0; i < nnames; i++) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s.json", dir, names[i]);
+    size_t len;
+    char *text = read_file(path, &len);
+    assert_non_null(text);
+    tl_diags diags = {.arena = tl_arena_new()};
+    tl_compile_request req = {text, len, NULL, 0, "sm_80", NULL};
+    tl_build *b = NULL;
+    tl_status st = tl_compile(&req, &b, &diags, &err);
+    if (st != TL_OK) {
+      print_message("FAIL %s for sm_80: %s: %s\n", names[i], tl_status_name(st), err.message);
+      tl_diags_print(&diags, path, stdout);
+      bad++;
+    } else {
+      tl_cubin_info ci;
+      if (tl_cubin_inspect(b->binary, b->binary_size, &ci, &err) != TL_OK) {
+        print_message("FAIL %s: not a cubin: %s\n", names[i], err.message);
+        bad++;
+      } else {
+        const tl_cubin_kernel *k = tl_cubin_find(&ci, names[i]);
+        if (ci.arch != 80 || !k || k->registers <= 0) {
+          print_message("FAIL %s: the cubin is for sm_%d and %s kernel %s with registers\n", names[i], ci.arch,
+                        k ? "has" : "lacks", names[i]);
+          bad++;
+        } else {
+          print_message("ok   %s: sm_80 cubin, kernel %s, %d registers, %.0f ms\n", names[i], k->name, k->registers,
+                        b->compile_ms);
+        }
+        tl_cubin_info_free(&ci);
+      }
+    }
+    tl_build_free(b);
+    tl_arena_free(diags.arena);
+    free(text);
+  }
+  assert_int_equal(bad, 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_golden_sources),
+      cmocka_unit_test(test_no_orphans),
+      cmocka_unit_test(test_golden_compile),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
