@@ -27,6 +27,8 @@ PACKAGES=(
   python3-numpy         # tests cross-check results with real numpy (/usr/bin/python3)
   python3-jsonschema    # tests validate programs against proto/tile-ir-v1.schema.json
   valgrind              # leak checks of commands in tests
+  wrk                   # bench/server.sh: HTTP load generator for the artifact GET benchmark
+  nginx-light           # bench/server.sh: the static-file server tlserverd is compared with
 )
 
 missing=()

@@ -12,15 +12,20 @@
 #      random inputs made by numpy; every output must be written back
 #      without a NaN (tensors not given with --in start as NaN, so a NaN
 #      left in an output means the program did not write that element).
-# Later steps (not yet: the server and client do not exist) will start
-# tlserverd, compile the examples through it and fetch them with tlclient.
+#   4. tlserverd: start it on a free loopback port with a temporary
+#      database, compile every example for sm_90a through it with curl
+#      (POST /v1/compile), fetch each artifact (GET /v1/artifacts/ID) and
+#      check that its bytes hash to its id, then stop it with SIGTERM (it
+#      must exit 0).
+# A later step will fetch and launch them with tlclient.
 #
 # Prints one line per example and step with the time it took, then a
 # summary; exits 1 if anything failed (2 if it could not start).  Each
 # command's output goes to build/main-job/NAME.STEP.log.
 #
-# Environment: TLC (default build/bin/tlc), TL_SEED (the inputs' random
-# seed, default 1), TL_MAIN_TIMEOUT (seconds per command, default 900).
+# Environment: TLC (default build/bin/tlc), TLSERVERD (default
+# build/bin/tlserverd), TL_SEED (the inputs' random seed, default 1),
+# TL_MAIN_TIMEOUT (seconds per command, default 900).
 
 set -uo pipefail
 
@@ -28,6 +33,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 2
 
 TLC=${TLC:-build/bin/tlc}
+TLSERVERD=${TLSERVERD:-build/bin/tlserverd}
 PY=/usr/bin/python3
 SEED=${TL_SEED:-1}
 TIMEOUT=${TL_MAIN_TIMEOUT:-900}
@@ -282,7 +288,7 @@ PYEOF
 
 # --- step 1: preflight ------------------------------------------------------
 
-header "step 1/3: preflight"
+header "step 1/4: preflight"
 if [[ ! -x $TLC ]]; then
   echo "main-job.sh: $TLC not found; run 'make' first" >&2
   exit 2
@@ -300,7 +306,7 @@ echo "  $("$TLC" --version 2>&1 | head -n 1), numpy $("$PY" -c 'import numpy; pr
 
 # --- step 2: tlc check --------------------------------------------------------
 
-header "step 2/3: tlc check"
+header "step 2/4: tlc check"
 for file in "${EXAMPLES[@]}"; do
   name=$(basename "$file" .json)
   log=$LOGDIR/$name.check.log
@@ -317,7 +323,7 @@ done
 
 # --- step 3: tlc run --interpret at small sizes -----------------------------
 
-header "step 3/3: tlc run --interpret (small sizes, random inputs)"
+header "step 3/4: tlc run --interpret (small sizes, random inputs)"
 for file in "${EXAMPLES[@]}"; do
   name=$(basename "$file" .json)
   log=$LOGDIR/$name.run.log
@@ -352,6 +358,71 @@ for file in "${EXAMPLES[@]}"; do
   fi
   rm -rf "$dir"
 done
+
+# --- step 4: compile and fetch through tlserverd ------------------------------
+
+header "step 4/4: tlserverd: compile every example for sm_90a over HTTP, fetch and check the artifacts"
+SERVER_PID=
+server_log=$LOGDIR/tlserverd.log
+start=$EPOCHREALTIME
+if [[ ! -x $TLSERVERD ]]; then
+  record FAIL server start "$(seconds_since "$start")" "$server_log" "($TLSERVERD not found; run 'make')"
+else
+  "$TLSERVERD" --listen 127.0.0.1:0 --port-file "$WORK/server.port" --db "$WORK/server.db" \
+    --compile-timeout "$TIMEOUT" 2>"$server_log" &
+  SERVER_PID=$!
+  trap 'kill "$SERVER_PID" 2>/dev/null; rm -rf "$WORK"' EXIT
+  for _ in $(seq 1500); do
+    [[ -s $WORK/server.port ]] && break
+    kill -0 "$SERVER_PID" 2>/dev/null || break
+    sleep 0.02
+  done
+  if [[ ! -s $WORK/server.port ]]; then
+    record FAIL server start "$(seconds_since "$start")" "$server_log" "(it did not start)"
+    SERVER_PID=
+  else
+    URL=http://127.0.0.1:$(cat "$WORK/server.port")
+    record OK server start "$(seconds_since "$start")" "$server_log" "$URL"
+  fi
+fi
+if [[ -n $SERVER_PID ]]; then
+  for file in "${EXAMPLES[@]}"; do
+    name=$(basename "$file" .json)
+    log=$LOGDIR/$name.server.log
+    start=$EPOCHREALTIME
+    { printf '{"program": '; cat "$file"; printf ', "targets": ["sm_90a"]}'; } >"$WORK/request.json"
+    echo "\$ curl -H 'Content-Type: application/json' --data-binary @request.json $URL/v1/compile" >"$log"
+    code=$(curl -s -m "$TIMEOUT" -o "$WORK/answer.json" -w '%{http_code}' \
+      -H 'Content-Type: application/json' --data-binary @"$WORK/request.json" "$URL/v1/compile")
+    head -c 4000 "$WORK/answer.json" >>"$log"
+    echo >>"$log"
+    if [[ $code != 200 ]]; then
+      record FAIL server "$name" "$(seconds_since "$start")" "$log" "(POST /v1/compile answered $code)"
+      continue
+    fi
+    read -r art size ms < <("$PY" -c 'import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+print(r["artifact"], r["size"], r["compile_ms"])' "$WORK/answer.json" 2>>"$log")
+    echo "\$ curl $URL/v1/artifacts/$art | sha256sum" >>"$log"
+    got=$(curl -s -m "$TIMEOUT" "$URL/v1/artifacts/$art" | sha256sum | cut -d' ' -f1)
+    echo "$got" >>"$log"
+    if [[ -n ${art:-} && $got == "$art" ]]; then
+      record OK server "$name" "$(seconds_since "$start")" "$log" "artifact ${art:0:12}..., $size bytes, compiled in ${ms%.*} ms"
+    else
+      record FAIL server "$name" "$(seconds_since "$start")" "$log" "(the artifact's bytes hash to ${got:0:12}..., not ${art:-?})"
+    fi
+  done
+  start=$EPOCHREALTIME
+  kill -TERM "$SERVER_PID"
+  wait "$SERVER_PID"
+  rc=$?
+  if ((rc == 0)); then
+    record OK server stop "$(seconds_since "$start")" "$server_log" "(SIGTERM, exit 0)"
+  else
+    record FAIL server stop "$(seconds_since "$start")" "$server_log" "(exit $rc after SIGTERM)"
+  fi
+  SERVER_PID=
+fi
 
 # --- summary ------------------------------------------------------------------
 

@@ -1,0 +1,332 @@
+/*
+ * config.c - tlserverd's command line: the table of flags, their defaults
+ * (chosen so that `tlserverd` with no flags serves on loopback with a cache
+ * in the user's cache directory), parsing with limits on every value, and
+ * the --help text, which documents every flag.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "server.h"
+
+static const char usage_text[] =
+    "usage: tlserverd [OPTION]...\n"
+    "\n"
+    "The compile service for tile programs: compiles Tile IR programs sent over HTTP\n"
+    "for the GPU targets asked for, keeps the binaries in a content-addressed SQLite\n"
+    "cache and serves them.  The HTTP API is described in proto/openapi.yaml.\n"
+    "Every option may also be written --option=VALUE.  Sizes take K, M, G suffixes\n"
+    "(binary: 1K = 1024); durations are seconds (decimals allowed) or end in ms.\n"
+    "\n"
+    "Listening and storage:\n"
+    "  --listen ADDR:PORT      address to listen on; [V6ADDR]:PORT for IPv6; port 0\n"
+    "                          picks a free port (default 127.0.0.1:8470)\n"
+    "  --port-file FILE        write the port listened on to FILE once ready\n"
+    "  --db PATH               the cache database (default\n"
+    "                          $XDG_CACHE_HOME/tlserverd/cache.db, or\n"
+    "                          ~/.cache/tlserverd/cache.db); created if missing;\n"
+    "                          several servers may share one file\n"
+    "  --cache-max-bytes N     cap on the stored artifacts' total size; least\n"
+    "                          recently used builds are evicted in the background\n"
+    "                          in small steps (default 8G; 0: no cap)\n"
+    "  --memory-cache N        bytes of verified artifacts kept in memory for fast\n"
+    "                          GETs (default 256M; 0: off)\n"
+    "  --memory-cache-ttl SEC  age after which an artifact in memory is re-read\n"
+    "                          (and re-hashed) from the database (default 30)\n"
+    "\n"
+    "Compiling:\n"
+    "  --workers N             compile worker processes, i.e. compiles at once\n"
+    "                          (default: the number of CPUs)\n"
+    "  --queue N               compiles that may wait for a worker; when full, compile\n"
+    "                          requests get 503 with Retry-After (default 64)\n"
+    "  --compile-timeout SEC   a compile running longer is killed: 504 (default 120)\n"
+    "  --worker-memory N       address-space limit (RLIMIT_AS) of a worker process\n"
+    "                          (default 4G; 0: none)\n"
+    "\n"
+    "HTTP limits:\n"
+    "  --threads N             HTTP threads (default: the number of CPUs)\n"
+    "  --max-connections N     open connections at once (default 1024)\n"
+    "  --max-body N            bytes of a request body; more gets 413 (default 8M)\n"
+    "  --max-header-bytes N    bytes of a request's line and headers, the\n"
+    "                          connection's buffer (default 32K, at least 4K)\n"
+    "  --idle-timeout SEC      an idle keep-alive connection is closed after this\n"
+    "                          (default 60)\n"
+    "  Fixed limits: 16 targets per request, JSON nesting 66 levels, 1000\n"
+    "  diagnostics per target; GET /v1/info lists every limit.\n"
+    "\n"
+    "Security:\n"
+    "  --tokens FILE           turn on authentication: FILE maps bearer tokens to\n"
+    "                          scopes, one per line: TOKEN SCOPE[,SCOPE...]\n"
+    "                          (# starts a comment line).  TOKEN is 16 to 256\n"
+    "                          characters of A-Z a-z 0-9 . _ ~ + / = -.  Scopes:\n"
+    "                          read (GET /v1/info, /v1/artifacts, /v1/kernels),\n"
+    "                          compile (POST /v1/compile, and read), admin\n"
+    "                          (everything, and /metrics).  /healthz and /readyz\n"
+    "                          are always open.\n"
+    "                          A request without a token gets 401, one whose token\n"
+    "                          lacks the scope 403.  Without --tokens everything is\n"
+    "                          open (bind to loopback then).\n"
+    "  --allow-anonymous-read  with --tokens: requests without a token may read\n"
+    "  --tls-cert FILE         serve HTTPS with this PEM certificate (chain) ...\n"
+    "  --tls-key FILE          ... and this PEM private key (both or neither)\n"
+    "\n"
+    "Operation:\n"
+    "  --log-format FMT        request log on stderr, one line per request with\n"
+    "                          method, path, status, bytes, microseconds and build\n"
+    "                          keys: text (default), json or off\n"
+    "  --shutdown-grace SEC    on SIGTERM or SIGINT, running compiles get this long\n"
+    "                          to finish before they are cancelled (default 30);\n"
+    "                          queued ones are cancelled at once (503)\n"
+    "  --test-hooks            honour the test hooks TL_TEST_CRASH_ON=NAME and\n"
+    "                          TL_TEST_HANG_ON=NAME (environment): a worker compiling\n"
+    "                          the program named NAME aborts or hangs.  For tests only\n"
+    "  --help                  print this text\n"
+    "  --version               print the version\n"
+    "\n"
+    "Signals: SIGTERM and SIGINT stop the server gracefully (stop accepting, finish or\n"
+    "cancel compiles, answer every request in flight, close the database).\n"
+    "Internal: --worker-fd N runs a compile worker on socket N (the server starts\n"
+    "its workers this way).\n";
+
+const char *tl_srv_usage(void) { return usage_text; }
+
+static int cpu_count(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  if (n < 1)
+    n = 1;
+  if (n > 64)
+    n = 64;
+  return (int)n;
+}
+
+void tl_srv_config_defaults(tl_srv_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  strcpy(cfg->host, "127.0.0.1");
+  cfg->port = 8470;
+  const char *xdg = getenv("XDG_CACHE_HOME");
+  const char *home = getenv("HOME");
+  int n = -1;
+  if (xdg && xdg[0] == '/')
+    n = snprintf(cfg->db_path, sizeof cfg->db_path, "%s/tlserverd/cache.db", xdg);
+  else if (home && home[0])
+    n = snprintf(cfg->db_path, sizeof cfg->db_path, "%s/.cache/tlserverd/cache.db", home);
+  if (n < 0 || (size_t)n >= sizeof cfg->db_path)
+    cfg->db_path[0] = 0;
+  cfg->cache_max_bytes = (int64_t)8 << 30;
+  cfg->workers = cpu_count();
+  cfg->queue = 64;
+  cfg->threads = cpu_count();
+  cfg->max_connections = 1024;
+  cfg->max_body = (int64_t)8 << 20;
+  cfg->max_header = 32 << 10;
+  cfg->compile_timeout = 120;
+  cfg->idle_timeout = 60;
+  cfg->shutdown_grace = 30;
+  cfg->worker_memory = (int64_t)4 << 30;
+  cfg->memory_cache = (int64_t)256 << 20;
+  cfg->memory_cache_ttl = 30;
+  cfg->log_format = TL_LOG_TEXT;
+  cfg->worker_fd = -1;
+}
+
+/* Flags that take a value. */
+typedef enum {
+  F_LISTEN, F_PORT_FILE, F_DB, F_CACHE_MAX, F_MEMCACHE, F_MEMCACHE_TTL, F_WORKERS, F_QUEUE,
+  F_TIMEOUT, F_WORKER_MEM, F_THREADS, F_MAXCONN, F_MAXBODY, F_MAXHEADER, F_IDLE, F_TOKENS,
+  F_TLS_CERT, F_TLS_KEY, F_LOG_FORMAT, F_GRACE, F_WORKER_FD,
+  /* switches */
+  F_ANON_READ, F_TEST_HOOKS, F_HELP, F_VERSION,
+} flag_id;
+
+static const struct {
+  const char *name;
+  flag_id id;
+  bool takes_value;
+} flags[] = {
+    {"--listen", F_LISTEN, true},
+    {"--port-file", F_PORT_FILE, true},
+    {"--db", F_DB, true},
+    {"--cache-max-bytes", F_CACHE_MAX, true},
+    {"--memory-cache", F_MEMCACHE, true},
+    {"--memory-cache-ttl", F_MEMCACHE_TTL, true},
+    {"--workers", F_WORKERS, true},
+    {"--queue", F_QUEUE, true},
+    {"--compile-timeout", F_TIMEOUT, true},
+    {"--worker-memory", F_WORKER_MEM, true},
+    {"--threads", F_THREADS, true},
+    {"--max-connections", F_MAXCONN, true},
+    {"--max-body", F_MAXBODY, true},
+    {"--max-header-bytes", F_MAXHEADER, true},
+    {"--idle-timeout", F_IDLE, true},
+    {"--tokens", F_TOKENS, true},
+    {"--tls-cert", F_TLS_CERT, true},
+    {"--tls-key", F_TLS_KEY, true},
+    {"--log-format", F_LOG_FORMAT, true},
+    {"--shutdown-grace", F_GRACE, true},
+    {"--worker-fd", F_WORKER_FD, true},
+    {"--allow-anonymous-read", F_ANON_READ, false},
+    {"--test-hooks", F_TEST_HOOKS, false},
+    {"--help", F_HELP, false},
+    {"-h", F_HELP, false},
+    {"--version", F_VERSION, false},
+};
+
+static tl_status bad(tl_error *err, const char *flag, const char *val, const char *what) {
+  return tl_error_set(err, TL_INVALID_ARG, "%s: '%s' is not %s", flag, val, what);
+}
+
+static tl_status set_string(tl_error *err, const char *flag, const char *val, const char **out) {
+  if (!val[0])
+    return tl_error_set(err, TL_INVALID_ARG, "%s needs a non-empty value", flag);
+  if (strlen(val) >= TL_CACHE_PATH_MAX)
+    return tl_error_set(err, TL_TOO_LARGE, "%s: the path is too long", flag);
+  *out = val;
+  return TL_OK;
+}
+
+static tl_status apply(tl_srv_config *c, flag_id id, const char *flag, const char *v,
+                       tl_error *err) {
+  int64_t sz;
+  double sec;
+  switch (id) {
+  case F_LISTEN:
+    if (!tl_srv_parse_listen(v, c->host, &c->port))
+      return bad(err, flag, v, "HOST:PORT, [V6HOST]:PORT or :PORT");
+    return TL_OK;
+  case F_PORT_FILE: return set_string(err, flag, v, &c->port_file);
+  case F_DB:
+    if (!v[0] || strlen(v) >= sizeof c->db_path)
+      return bad(err, flag, v, "a usable path");
+    strcpy(c->db_path, v);
+    return TL_OK;
+  case F_CACHE_MAX:
+    if (!tl_srv_parse_size(v, &c->cache_max_bytes))
+      return bad(err, flag, v, "a size");
+    return TL_OK;
+  case F_MEMCACHE:
+    if (!tl_srv_parse_size(v, &c->memory_cache))
+      return bad(err, flag, v, "a size");
+    return TL_OK;
+  case F_MEMCACHE_TTL:
+    if (!tl_srv_parse_seconds(v, &c->memory_cache_ttl))
+      return bad(err, flag, v, "a duration");
+    return TL_OK;
+  case F_WORKERS:
+    if (!tl_srv_parse_int(v, 1, TL_SRV_MAX_WORKERS, &c->workers))
+      return bad(err, flag, v, "a number from 1 to 256");
+    return TL_OK;
+  case F_QUEUE:
+    if (!tl_srv_parse_int(v, 0, TL_SRV_MAX_QUEUE, &c->queue))
+      return bad(err, flag, v, "a number from 0 to 100000");
+    return TL_OK;
+  case F_TIMEOUT:
+    if (!tl_srv_parse_seconds(v, &sec) || sec < 0.01)
+      return bad(err, flag, v, "a duration of at least 10ms");
+    c->compile_timeout = sec;
+    return TL_OK;
+  case F_WORKER_MEM:
+    if (!tl_srv_parse_size(v, &sz) || (sz != 0 && sz < ((int64_t)64 << 20)))
+      return bad(err, flag, v, "a size of at least 64M (or 0)");
+    c->worker_memory = sz;
+    return TL_OK;
+  case F_THREADS:
+    if (!tl_srv_parse_int(v, 1, TL_SRV_MAX_THREADS, &c->threads))
+      return bad(err, flag, v, "a number from 1 to 256");
+    return TL_OK;
+  case F_MAXCONN:
+    if (!tl_srv_parse_int(v, 1, TL_SRV_MAX_CONNECTIONS, &c->max_connections))
+      return bad(err, flag, v, "a number from 1 to 100000");
+    return TL_OK;
+  case F_MAXBODY:
+    if (!tl_srv_parse_size(v, &sz) || sz < 1 || sz > ((int64_t)1 << 30))
+      return bad(err, flag, v, "a size from 1 to 1G");
+    c->max_body = sz;
+    return TL_OK;
+  case F_MAXHEADER:
+    if (!tl_srv_parse_size(v, &sz) || sz < 4096 || sz > (16 << 20))
+      return bad(err, flag, v, "a size from 4K to 16M");
+    c->max_header = sz;
+    return TL_OK;
+  case F_IDLE:
+    if (!tl_srv_parse_seconds(v, &sec) || sec < 1)
+      return bad(err, flag, v, "a duration of at least 1 second");
+    c->idle_timeout = sec;
+    return TL_OK;
+  case F_TOKENS: return set_string(err, flag, v, &c->tokens_file);
+  case F_TLS_CERT: return set_string(err, flag, v, &c->tls_cert);
+  case F_TLS_KEY: return set_string(err, flag, v, &c->tls_key);
+  case F_LOG_FORMAT:
+    if (strcmp(v, "text") == 0)
+      c->log_format = TL_LOG_TEXT;
+    else if (strcmp(v, "json") == 0)
+      c->log_format = TL_LOG_JSON;
+    else if (strcmp(v, "off") == 0)
+      c->log_format = TL_LOG_OFF;
+    else
+      return bad(err, flag, v, "text, json or off");
+    return TL_OK;
+  case F_GRACE:
+    if (!tl_srv_parse_seconds(v, &c->shutdown_grace))
+      return bad(err, flag, v, "a duration");
+    return TL_OK;
+  case F_WORKER_FD:
+    if (!tl_srv_parse_int(v, 0, 1 << 20, &c->worker_fd))
+      return bad(err, flag, v, "a file descriptor");
+    return TL_OK;
+  default: break;
+  }
+  return tl_error_set(err, TL_INTERNAL, "%s: unhandled flag", flag);
+}
+
+tl_status tl_srv_config_parse(tl_srv_config *cfg, int argc, char **argv, bool *help, bool *version,
+                              tl_error *err) {
+  *help = *version = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *eq = strchr(a, '=');
+    size_t namelen = eq ? (size_t)(eq - a) : strlen(a);
+    int f = -1;
+    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) {
+      if (strlen(flags[k].name) == namelen && strncmp(flags[k].name, a, namelen) == 0) {
+        f = (int)k;
+        break;
+      }
+    }
+    if (f < 0)
+      return tl_error_set(err, TL_INVALID_ARG, "unknown option '%s'", a);
+    const char *flag = flags[f].name;
+    if (!flags[f].takes_value) {
+      if (eq)
+        return tl_error_set(err, TL_INVALID_ARG, "%s takes no value", flag);
+      switch (flags[f].id) {
+      case F_ANON_READ: cfg->allow_anonymous_read = true; break;
+      case F_TEST_HOOKS: cfg->test_hooks = true; break;
+      case F_HELP: *help = true; break;
+      case F_VERSION: *version = true; break;
+      default: break;
+      }
+      continue;
+    }
+    const char *val;
+    if (eq) {
+      val = eq + 1;
+    } else {
+      if (i + 1 >= argc)
+        return tl_error_set(err, TL_INVALID_ARG, "%s needs a value", flag);
+      val = argv[++i];
+    }
+    tl_status st = apply(cfg, flags[f].id, flag, val, err);
+    if (st != TL_OK)
+      return st;
+  }
+  if ((cfg->tls_cert == NULL) != (cfg->tls_key == NULL))
+    return tl_error_set(err, TL_INVALID_ARG, "--tls-cert and --tls-key go together");
+  if (cfg->allow_anonymous_read && !cfg->tokens_file)
+    return tl_error_set(err, TL_INVALID_ARG,
+                        "--allow-anonymous-read needs --tokens (without it everything is open)");
+  if (!cfg->db_path[0] && cfg->worker_fd < 0 && !*help && !*version)
+    return tl_error_set(err, TL_INVALID_ARG,
+                        "no --db given and neither XDG_CACHE_HOME nor HOME is set");
+  return TL_OK;
+}

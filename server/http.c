@@ -1,0 +1,612 @@
+/*
+ * http.c - tlserverd's HTTP layer on libmicrohttpd: the daemon (epoll, a
+ * pool of threads, suspend/resume for requests that wait for compiles),
+ * routing, the checks every request passes before its handler runs
+ * (method, auth, body size, content type), request bodies, JSON error
+ * answers, the request log and metrics, the background eviction thread,
+ * and the start and graceful stop of the whole server.
+ *
+ * A request's life: the URI log callback allocates its tl_srv_req (so that
+ * even requests libmicrohttpd rejects itself are timed); the first handler
+ * call routes it and runs the checks, answering at once when one fails (a
+ * too large Content-Length is refused before any of the body is read); the
+ * following calls collect the body up to --max-body; the last call hands it
+ * to api.c; the completion callback logs it, counts it and frees it.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <microhttpd.h>
+#include "server.h"
+#include "../compiler/tlcompiler.h"
+
+/* ==== routes ==================================================================== */
+
+typedef struct route_def {
+  const char *path;
+  bool prefix;
+  tl_srv_route route;
+  const char *allow; /* methods, for 405's Allow header */
+  unsigned scope;
+} route_def;
+
+static const route_def routes[] = {
+    {"/healthz", false, TL_ROUTE_HEALTHZ, "GET, HEAD", 0},
+    {"/readyz", false, TL_ROUTE_READYZ, "GET, HEAD", 0},
+    {"/v1/info", false, TL_ROUTE_INFO, "GET, HEAD", TL_SCOPE_READ},
+    {"/metrics", false, TL_ROUTE_METRICS, "GET, HEAD", TL_SCOPE_ADMIN},
+    {"/v1/compile", false, TL_ROUTE_COMPILE, "POST", TL_SCOPE_COMPILE},
+    {"/v1/artifacts/", true, TL_ROUTE_ARTIFACTS, "GET, HEAD", TL_SCOPE_READ},
+    {"/v1/kernels/", true, TL_ROUTE_KERNELS, "GET, HEAD", TL_SCOPE_READ},
+};
+
+static const route_def *find_route(const char *url) {
+  for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+    const route_def *d = &routes[i];
+    size_t n = strlen(d->path);
+    if (d->prefix ? strncmp(url, d->path, n) == 0 : strcmp(url, d->path) == 0)
+      return d;
+  }
+  return NULL;
+}
+
+static bool method_allowed(const route_def *d, const char *method) {
+  if (d->route == TL_ROUTE_COMPILE)
+    return strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+  return strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+}
+
+/* ==== answers ====================================================================== */
+
+int tl_srv_respond(tl_srv_req *r, int status, struct MHD_Response *resp, int64_t bytes) {
+  if (!resp)
+    return MHD_NO;
+  int ok = tl_srv_respond_shared(r, status, resp, bytes);
+  MHD_destroy_response(resp);
+  return ok;
+}
+
+int tl_srv_respond_shared(tl_srv_req *r, int status, struct MHD_Response *resp, int64_t bytes) {
+  enum MHD_Result ok = MHD_queue_response(r->conn, (unsigned)status, resp);
+  if (ok == MHD_YES) {
+    r->responded = true;
+    r->status = status;
+    r->bytes = r->head ? 0 : bytes;
+  }
+  return ok;
+}
+
+static void free_cb(void *p) { free(p); }
+
+int tl_srv_respond_json(tl_srv_req *r, int status, tl_srv_buf *b) {
+  if (b->failed || !b->data) {
+    tl_srv_buf_free(b);
+    static const char oom[] =
+        "{\"error\": {\"code\": \"out_of_memory\", \"message\": \"out of memory\"}}\n";
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+    if (resp)
+      MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    return tl_srv_respond(r, 500, resp, sizeof oom - 1);
+  }
+  size_t n = b->len;
+  char *data = b->data;
+  memset(b, 0, sizeof *b);
+  struct MHD_Response *resp =
+      MHD_create_response_from_buffer_with_free_callback_cls(n, data, free_cb, data);
+  if (!resp) {
+    free(data);
+    return MHD_NO;
+  }
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+  if (status == 503)
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+  if (status == 401)
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"tlserverd\"");
+  return tl_srv_respond(r, status, resp, (int64_t)n);
+}
+
+void tl_srv_error_members(tl_srv_buf *b, const tl_error *err) {
+  tl_srv_buf_printf(b, "\"code\": \"%s\", \"message\": \"", tl_status_name(err->code));
+  tl_srv_buf_json_str(b, err->message[0] ? err->message : tl_strerror(err->code));
+  tl_srv_buf_puts(b, "\"");
+  if (err->pointer[0]) {
+    tl_srv_buf_puts(b, ", \"pointer\": \"");
+    tl_srv_buf_json_str(b, err->pointer);
+    tl_srv_buf_puts(b, "\"");
+  }
+  if (err->column > 0)
+    tl_srv_buf_printf(b, ", \"column\": %d", err->column);
+}
+
+int tl_srv_respond_error(tl_srv_req *r, const tl_error *err) {
+  tl_srv_buf b = {0};
+  tl_srv_buf_puts(&b, "{\"error\": {");
+  tl_srv_error_members(&b, err);
+  tl_srv_buf_puts(&b, "}}\n");
+  return tl_srv_respond_json(r, tl_status_http(err->code), &b);
+}
+
+int tl_srv_respond_http_error(tl_srv_req *r, int status, const char *code, const char *message) {
+  tl_srv_buf b = {0};
+  tl_srv_buf_printf(&b, "{\"error\": {\"code\": \"%s\", \"message\": \"", code);
+  tl_srv_buf_json_str(&b, message);
+  tl_srv_buf_puts(&b, "\"}}\n");
+  return tl_srv_respond_json(r, status, &b);
+}
+
+/* ==== the request log ============================================================== */
+
+/* Copies s for a log line, escaping what is not printable ASCII as %XX. */
+static void log_escape(tl_srv_buf *b, const char *s) {
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c <= 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '%')
+      tl_srv_buf_printf(b, "%%%02X", c);
+    else
+      tl_srv_buf_append(b, s, 1);
+  }
+}
+
+static void log_request(tl_srv *s, tl_srv_req *r, int64_t us) {
+  if (s->cfg.log_format == TL_LOG_OFF)
+    return;
+  char when[32];
+  tl_srv_format_time(tl_srv_wall_ms(), when);
+  char remote[INET6_ADDRSTRLEN] = "-";
+  const union MHD_ConnectionInfo *ci =
+      r->conn ? MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
+  if (ci && ci->client_addr) {
+    const struct sockaddr *sa = ci->client_addr;
+    if (sa->sa_family == AF_INET)
+      inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, remote,
+                sizeof remote);
+    else if (sa->sa_family == AF_INET6)
+      inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, remote,
+                sizeof remote);
+  }
+  const char *keys = r->keys.len ? r->keys.data : "-";
+  tl_srv_buf b = {0};
+  if (s->cfg.log_format == TL_LOG_JSON) {
+    tl_srv_buf_printf(&b, "{\"time\": \"%s\", \"remote\": \"%s\", \"method\": \"", when, remote);
+    tl_srv_buf_json_str(&b, r->method ? r->method : "-");
+    tl_srv_buf_puts(&b, "\", \"path\": \"");
+    tl_srv_buf_json_str(&b, r->raw_uri);
+    tl_srv_buf_printf(&b, "\", \"status\": %d, \"bytes\": %lld, \"us\": %lld, \"key\": ", r->status,
+                      (long long)r->bytes, (long long)us);
+    if (r->keys.len) {
+      tl_srv_buf_puts(&b, "\"");
+      tl_srv_buf_json_str(&b, keys);
+      tl_srv_buf_puts(&b, "\"}\n");
+    } else {
+      tl_srv_buf_puts(&b, "null}\n");
+    }
+  } else {
+    tl_srv_buf_printf(&b, "%s %s ", when, remote);
+    log_escape(&b, r->method ? r->method : "-");
+    tl_srv_buf_puts(&b, " ");
+    log_escape(&b, r->raw_uri[0] ? r->raw_uri : "-");
+    tl_srv_buf_printf(&b, " %d %lld %lldus %s\n", r->status, (long long)r->bytes, (long long)us,
+                      keys);
+  }
+  if (!b.failed && b.len) {
+    ssize_t w = write(2, b.data, b.len); /* one write: lines do not interleave */
+    (void)w;
+  }
+  tl_srv_buf_free(&b);
+}
+
+/* ==== libmicrohttpd callbacks ======================================================== */
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
+  tl_srv *s = cls;
+  tl_srv_req *r = calloc(1, sizeof *r);
+  if (!r)
+    return NULL;
+  r->srv = s;
+  r->conn = conn;
+  r->route = TL_ROUTE_OTHER;
+  r->start_us = tl_srv_now_us();
+  snprintf(r->raw_uri, sizeof r->raw_uri, "%s", uri ? uri : "");
+  atomic_fetch_add(&s->active, 1);
+  return r;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  tl_srv *s = cls;
+  tl_srv_req *r = *con_cls;
+  if (!r)
+    return;
+  *con_cls = NULL;
+  int64_t us = tl_srv_now_us() - r->start_us;
+  /* a request closed before it was answered is logged with status 0 */
+  tl_srv_metrics_request(&s->metrics, r->route, r->status, r->bytes, us);
+  log_request(s, r, us);
+  tl_srv_api_free(r);
+  free(r->body);
+  tl_srv_buf_free(&r->keys);
+  free(r);
+  atomic_fetch_sub(&s->active, 1);
+}
+
+/* The checks of a request's first call.  Returns true when it may go on;
+ * otherwise an answer was queued (or queuing failed: *rc says). */
+static bool first_checks(tl_srv_req *r, enum MHD_Result *rc) {
+  tl_srv *s = r->srv;
+  const route_def *d = find_route(r->url);
+  *rc = MHD_YES;
+  if (!d) {
+    *rc = tl_srv_respond_http_error(r, 404, "not_found", "no such endpoint");
+    return false;
+  }
+  r->route = d->route;
+  if (!method_allowed(d, r->method)) {
+    tl_srv_buf b = {0};
+    tl_srv_buf_printf(&b, "{\"error\": {\"code\": \"method_not_allowed\", \"message\": \"");
+    tl_srv_buf_json_str(&b, r->method);
+    tl_srv_buf_printf(&b, " is not allowed here; allowed: %s\"}}\n", d->allow);
+    size_t n = b.len;
+    struct MHD_Response *resp =
+        b.failed ? NULL
+                 : MHD_create_response_from_buffer_with_free_callback_cls(n, b.data, free_cb,
+                                                                          b.data);
+    if (!resp) {
+      tl_srv_buf_free(&b);
+      *rc = MHD_NO;
+      return false;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, d->allow);
+    *rc = tl_srv_respond(r, 405, resp, (int64_t)n);
+    return false;
+  }
+  tl_error err;
+  tl_error_clear(&err);
+  const char *authz =
+      MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+  if (tl_srv_auth_check(s->auth, authz, d->scope, s->cfg.allow_anonymous_read, &err) != TL_OK) {
+    *rc = tl_srv_respond_error(r, &err);
+    return false;
+  }
+  if (d->route == TL_ROUTE_COMPILE) {
+    const char *cl =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    int64_t len;
+    if (cl && tl_srv_parse_size(cl, &len) && len > s->cfg.max_body) {
+      tl_error_set(&err, TL_TOO_LARGE, "the request body is larger than the server's limit of %lld bytes",
+                   (long long)s->cfg.max_body);
+      *rc = tl_srv_respond_error(r, &err);
+      return false;
+    }
+    const char *ct =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!tl_srv_content_type_is_json(ct)) {
+      *rc = tl_srv_respond_http_error(r, 415, "unsupported_media_type",
+                                      "the body must be JSON (Content-Type: application/json)");
+      return false;
+    }
+  }
+  return true;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+  tl_srv_req *r = *con_cls;
+  if (!r)
+    return MHD_NO; /* the URI callback could not allocate */
+  if (!r->method) { /* first call */
+    r->method = method;
+    r->url = url;
+    r->head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+    enum MHD_Result rc;
+    if (!first_checks(r, &rc))
+      return rc;
+    return MHD_YES;
+  }
+  if (r->responded) { /* an early answer is queued: drop whatever body still comes */
+    *upload_data_size = 0;
+    return MHD_YES;
+  }
+  if (*upload_data_size) {
+    size_t n = *upload_data_size;
+    *upload_data_size = 0;
+    if (r->body_overflow)
+      return MHD_YES;
+    if ((int64_t)(r->body_len + n) > r->srv->cfg.max_body) {
+      r->body_overflow = true;
+      free(r->body);
+      r->body = NULL;
+      r->body_len = r->body_cap = 0;
+      return MHD_YES;
+    }
+    if (r->body_len + n + 1 > r->body_cap) {
+      size_t cap = r->body_cap ? r->body_cap : 4096;
+      while (cap < r->body_len + n + 1)
+        cap *= 2;
+      char *nb = realloc(r->body, cap);
+      if (!nb)
+        return MHD_NO;
+      r->body = nb;
+      r->body_cap = cap;
+    }
+    memcpy(r->body + r->body_len, upload_data, n);
+    r->body_len += n;
+    r->body[r->body_len] = 0;
+    return MHD_YES;
+  }
+  if (r->body_overflow) {
+    tl_error err;
+    tl_error_set(&err, TL_TOO_LARGE, "the request body is larger than the server's limit of %lld bytes",
+                 (long long)r->srv->cfg.max_body);
+    return tl_srv_respond_error(r, &err);
+  }
+  return tl_srv_api_dispatch(r);
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+  char msg[512];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  size_t n = strlen(msg);
+  while (n && msg[n - 1] == '\n')
+    msg[--n] = 0;
+  fprintf(stderr, "tlserverd: libmicrohttpd: %s\n", msg);
+}
+
+/* ==== eviction and flushing in the background ========================================= */
+
+static void *evict_main(void *arg) {
+  tl_srv *s = arg;
+  tl_cache *c = NULL;
+  tl_error err;
+  if (tl_cache_open(s->cfg.db_path, &s->cache_opts, &c, &err) != TL_OK) {
+    fprintf(stderr, "tlserverd: eviction is off: %s\n", err.message);
+    return NULL;
+  }
+  pthread_mutex_lock(&s->evict_mu);
+  while (!s->evict_stop) {
+    pthread_mutex_unlock(&s->evict_mu);
+    tl_cache_flush(c, NULL);
+    if (s->cfg.cache_max_bytes > 0) {
+      /* small steps: the write lock is held for one batch at a time */
+      for (int step = 0; step < 1000; step++) {
+        int64_t n = 0;
+        if (tl_cache_evict_step(c, 32, &n, NULL) != TL_OK || n == 0)
+          break;
+        atomic_fetch_add(&s->metrics.evictions, n);
+        if (n < 32)
+          break;
+        usleep(2000);
+      }
+    }
+    pthread_mutex_lock(&s->evict_mu);
+    if (s->evict_stop)
+      break;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 1;
+    pthread_cond_timedwait(&s->evict_cv, &s->evict_mu, &ts);
+  }
+  pthread_mutex_unlock(&s->evict_mu);
+  tl_cache_close(c);
+  return NULL;
+}
+
+/* ==== start and stop ====================================================================== */
+
+static char *read_file(const char *path, tl_error *err) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    tl_error_set(err, TL_IO, "cannot open '%s': %s", path, strerror(errno));
+    return NULL;
+  }
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap + 1);
+  while (buf) {
+    size_t got = fread(buf + n, 1, cap - n, f);
+    n += got;
+    if (n < cap)
+      break;
+    if (cap >= (1u << 20)) { /* certificates and keys are small */
+      free(buf);
+      buf = NULL;
+      tl_error_set(err, TL_TOO_LARGE, "'%s' is larger than 1 MiB", path);
+      fclose(f);
+      return NULL;
+    }
+    cap *= 2;
+    char *nb = realloc(buf, cap + 1);
+    if (!nb) {
+      free(buf);
+      buf = NULL;
+    } else {
+      buf = nb;
+    }
+  }
+  fclose(f);
+  if (!buf) {
+    tl_error_set(err, TL_NOMEM, "out of memory");
+    return NULL;
+  }
+  buf[n] = 0;
+  return buf;
+}
+
+static void free_server(tl_srv *s) {
+  if (s->evict_started) {
+    pthread_mutex_lock(&s->evict_mu);
+    s->evict_stop = true;
+    pthread_cond_signal(&s->evict_cv);
+    pthread_mutex_unlock(&s->evict_mu);
+    pthread_join(s->evict_thread, NULL);
+  }
+  pthread_mutex_destroy(&s->evict_mu);
+  pthread_cond_destroy(&s->evict_cv);
+  tl_srv_pool_free(s->pool);
+  tl_srv_artmem_free(s->artmem);
+  tl_srv_handles_free(s->handles);
+  tl_srv_auth_free(s->auth);
+  if (s->tls_key_pem) {
+    memset(s->tls_key_pem, 0, strlen(s->tls_key_pem));
+    free(s->tls_key_pem);
+  }
+  free(s->tls_cert_pem);
+  free(s->exe);
+  free(s);
+}
+
+tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, tl_error *err) {
+  *out = NULL;
+  tl_srv *s = calloc(1, sizeof *s);
+  if (!s)
+    return tl_error_set(err, TL_NOMEM, "out of memory");
+  s->cfg = *cfg;
+  s->start_us = tl_srv_now_us();
+  pthread_mutex_init(&s->evict_mu, NULL);
+  pthread_cond_init(&s->evict_cv, NULL);
+  tl_status st = TL_OK;
+  if (!(s->exe = strdup(exe))) {
+    st = tl_error_set(err, TL_NOMEM, "out of memory");
+    goto fail;
+  }
+
+  /* the toolchain (loads NVRTC here once; workers load their own) */
+  tl_error terr;
+  tl_error_clear(&terr);
+  s->targets = tl_compiler_targets(&s->toolchain, &terr);
+  if (!s->targets)
+    snprintf(s->toolchain_error, sizeof s->toolchain_error, "%s", terr.message);
+
+  /* files */
+  if (cfg->tokens_file && (st = tl_srv_auth_load(cfg->tokens_file, &s->auth, err)) != TL_OK)
+    goto fail;
+  if (cfg->tls_cert) {
+    if (!(s->tls_cert_pem = read_file(cfg->tls_cert, err)) ||
+        !(s->tls_key_pem = read_file(cfg->tls_key, err))) {
+      st = err ? err->code : TL_IO;
+      goto fail;
+    }
+    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+      st = tl_error_set(err, TL_UNSUPPORTED, "this libmicrohttpd was built without TLS");
+      goto fail;
+    }
+  }
+
+  /* the cache */
+  s->cache_opts.max_bytes = cfg->cache_max_bytes;
+  if ((st = tl_srv_handles_new(cfg->db_path, &s->cache_opts, &s->handles, err)) != TL_OK)
+    goto fail;
+  if (!(s->artmem = tl_srv_artmem_new(cfg->memory_cache, cfg->memory_cache_ttl))) {
+    st = tl_error_set(err, TL_NOMEM, "out of memory");
+    goto fail;
+  }
+
+  /* the compile pool */
+  tl_srv_pool_opts po = {
+      .proc = {.exe = s->exe,
+               .memory = cfg->worker_memory,
+               .cpu_seconds = cfg->compile_timeout + 1,
+               .test_hooks = cfg->test_hooks},
+      .workers = cfg->workers,
+      .queue = cfg->queue,
+      .compile_timeout = cfg->compile_timeout,
+      .db_path = cfg->db_path,
+      .cache_opts = &s->cache_opts,
+      .metrics = &s->metrics,
+  };
+  if ((st = tl_srv_pool_new(&po, &s->pool, err)) != TL_OK)
+    goto fail;
+
+  /* the listening address */
+  struct addrinfo hints = {0}, *ai = NULL;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  char port[16];
+  snprintf(port, sizeof port, "%d", cfg->port);
+  int gai = getaddrinfo(cfg->host, port, &hints, &ai);
+  if (gai != 0 || !ai) {
+    st = tl_error_set(err, TL_INVALID_ARG, "cannot resolve the listen address '%s': %s", cfg->host,
+                      gai_strerror(gai));
+    goto fail_pool;
+  }
+  unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                   MHD_USE_ITC;
+  if (ai->ai_family == AF_INET6)
+    flags |= MHD_USE_IPv6;
+  if (cfg->tls_cert)
+    flags |= MHD_USE_TLS;
+  struct MHD_OptionItem opts[16];
+  int no = 0;
+  opts[no++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr};
+  opts[no++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections, NULL};
+  opts[no++] =
+      (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->idle_timeout, NULL};
+  opts[no++] =
+      (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)cfg->max_header, NULL};
+  opts[no++] = (struct MHD_OptionItem){MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL};
+  if (cfg->threads > 1)
+    opts[no++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, cfg->threads, NULL};
+  if (cfg->tls_cert) {
+    opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key_pem};
+    opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert_pem};
+  }
+  opts[no++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+  s->mhd = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s,
+                            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
+                            MHD_OPTION_ARRAY, opts,
+                            MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_END);
+  freeaddrinfo(ai);
+  if (!s->mhd) {
+    st = tl_error_set(err, TL_IO,
+                      "cannot listen on %s:%d (in use? a bad TLS certificate or key?); see the "
+                      "libmicrohttpd message above",
+                      cfg->host, cfg->port);
+    goto fail_pool;
+  }
+  const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+  s->port = di ? di->port : cfg->port;
+
+  if (pthread_create(&s->evict_thread, NULL, evict_main, s) == 0)
+    s->evict_started = true;
+  *out = s;
+  return TL_OK;
+
+fail_pool:
+  tl_srv_pool_shutdown(s->pool, 0);
+fail:
+  free_server(s);
+  return st;
+}
+
+int tl_srv_port(const tl_srv *s) { return s->port; }
+
+void tl_srv_stop(tl_srv *s) {
+  if (!s)
+    return;
+  atomic_store(&s->draining, true);
+  /* 1. stop accepting */
+  MHD_socket lfd = MHD_quiesce_daemon(s->mhd);
+  if (lfd != MHD_INVALID_SOCKET)
+    close(lfd);
+  /* 2. finish running compiles (within the grace period), cancel queued
+   * ones; every waiting request gets its answer and is resumed */
+  tl_srv_pool_shutdown(s->pool, s->cfg.shutdown_grace);
+  /* 3. let the answers go out (at most 5 s) */
+  for (int i = 0; i < 500 && atomic_load(&s->active) > 0; i++)
+    usleep(10000);
+  /* 4. close connections and stop the HTTP threads */
+  MHD_stop_daemon(s->mhd);
+  /* 5. stop eviction, close every cache handle */
+  free_server(s);
+}

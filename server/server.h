@@ -1,0 +1,485 @@
+/*
+ * server.h - the parts of tlserverd and how they talk to each other
+ * (DESIGN.md section 5; the HTTP contract is proto/openapi.yaml).
+ *
+ * The daemon is a small set of modules, each in its own file:
+ *
+ *   config.c    the command line: flags, defaults, --help;
+ *   util.c      pure helpers with no state: a growable text buffer, size
+ *               and duration parsing, HTTP header parsing (Range,
+ *               If-None-Match, Content-Type), the JSON depth scan, clocks;
+ *   auth.c      the tokens file and the bearer-token check;
+ *   metrics.c   counters, gauges and the compile-time histogram, and their
+ *               Prometheus text;
+ *   handles.c   a pool of tl_cache handles (one per thread at a time);
+ *   artmem.c    the in-memory cache of verified artifact responses;
+ *   proc.c      the compile worker process: both its side (a loop that
+ *               reads jobs from a socket and runs tl_compile) and the
+ *               daemon's side (spawn, send a job, wait with a deadline,
+ *               kill);
+ *   pool.c      the bounded queue of compile jobs, the single-flight map
+ *               and the threads that drive the worker processes;
+ *   api.c       the endpoints;
+ *   http.c      libmicrohttpd: the daemon, routing, bodies, auth, limits,
+ *               JSON error answers, the request log, start and shutdown;
+ *   tlserverd.c main(): flags, signals, the worker mode.
+ *
+ * Threads: libmicrohttpd's pool of HTTP threads (epoll) runs the handlers;
+ * a handler never blocks on a compile: it suspends its connection, and the
+ * compile pool's threads resume it when every result it waits for is in.
+ * One background thread evicts and flushes the cache.  Compiles run in
+ * worker processes, never in the daemon.
+ *
+ * Everything named tl_srv_* is shared between these files only; nothing
+ * here is a public library API.
+ */
+#ifndef TL_SERVER_H
+#define TL_SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "../cache/tlcache.h"
+#include "../proto/tl_error.h"
+
+#define TL_SERVER_VERSION "0.1.0"
+
+/* ==== limits ================================================================= */
+#define TL_SRV_MAX_TARGETS 16          /* targets in one compile request */
+#define TL_SRV_JSON_DEPTH 66           /* request nesting: a program (64) inside {"program": ...} */
+#define TL_SRV_MAX_WORKERS 256
+#define TL_SRV_MAX_QUEUE 100000
+#define TL_SRV_MAX_THREADS 256
+#define TL_SRV_MAX_CONNECTIONS 100000
+#define TL_SRV_MAX_DIAGS 1000          /* diagnostics returned for one target */
+#define TL_SRV_FRAME_MAX ((uint64_t)1 << 30) /* bytes of one worker message part */
+#define TL_SRV_HOST_MAX 256
+
+/* ==== util.c: a growable text buffer ========================================= */
+typedef struct tl_srv_buf {
+  char *data; /* NUL-terminated when len > 0 or after any append */
+  size_t len, cap;
+  bool failed; /* an allocation failed: the content is incomplete */
+} tl_srv_buf;
+
+void tl_srv_buf_append(tl_srv_buf *b, const char *s, size_t n);
+void tl_srv_buf_puts(tl_srv_buf *b, const char *s);
+void tl_srv_buf_printf(tl_srv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends s as the inside of a JSON string (escapes quotes, backslashes and
+ * control characters; bytes >= 0x80 are copied as they are). */
+void tl_srv_buf_json_str(tl_srv_buf *b, const char *s);
+/* Appends JSON text without the whitespace between its tokens. */
+void tl_srv_buf_json_compact(tl_srv_buf *b, const char *json);
+void tl_srv_buf_free(tl_srv_buf *b); /* frees the data and zeroes b */
+
+/* ==== util.c: parsing helpers ================================================ */
+
+/* "123", "4K", "8M", "2G" (binary multiples; optional trailing "B" or "iB")
+ * -> bytes.  False for anything else, negative values or overflow. */
+bool tl_srv_parse_size(const char *s, int64_t *out);
+/* "30", "2.5", "500ms" -> seconds (>= 0, finite, at most a year). */
+bool tl_srv_parse_seconds(const char *s, double *out);
+/* A whole number in [lo, hi]. */
+bool tl_srv_parse_int(const char *s, int lo, int hi, int *out);
+/* "HOST:PORT", "[V6]:PORT" or ":PORT" (host defaults to 127.0.0.1); port
+ * 0..65535 (0: any free port). */
+bool tl_srv_parse_listen(const char *s, char host[TL_SRV_HOST_MAX], int *port);
+
+/* The result of reading a Range header against a body of `size` bytes. */
+typedef enum tl_srv_range {
+  TL_RANGE_NONE,          /* no header, a malformed one or several ranges: send it all (RFC 9110 14.2) */
+  TL_RANGE_OK,            /* *first..*last (inclusive) */
+  TL_RANGE_UNSATISFIABLE, /* answer 416 with Content-Range: bytes STAR/size */
+} tl_srv_range;
+tl_srv_range tl_srv_parse_range(const char *header, int64_t size, int64_t *first, int64_t *last);
+
+/* True when an If-None-Match header value matches the entity tag "id":
+ * "*", or a list holding "id" or W/"id". */
+bool tl_srv_etag_match(const char *header, const char *id);
+
+/* True when a Content-Type value is application/json, with or without
+ * parameters (charset=utf-8), case-insensitively. */
+bool tl_srv_content_type_is_json(const char *value);
+
+/* Scans JSON text and says whether its nesting of arrays and objects stays
+ * within max_depth (the text need not be valid; strings are skipped). */
+bool tl_srv_json_depth_ok(const char *text, size_t n, int max_depth);
+
+/* Clocks: microseconds on the monotonic clock; milliseconds since the epoch. */
+int64_t tl_srv_now_us(void);
+int64_t tl_srv_wall_ms(void);
+/* "2026-11-21T20:05:40.123Z" from Unix milliseconds. */
+void tl_srv_format_time(int64_t wall_ms, char out[32]);
+
+/* ==== config.c =================================================================
+ * Every flag of tlserverd.  tl_srv_config_defaults fills the defaults that
+ * work with no flags; tl_srv_config_parse applies argv over them.  Strings
+ * point into argv or into the config itself; nothing to free. */
+typedef enum tl_srv_log_format { TL_LOG_TEXT, TL_LOG_JSON, TL_LOG_OFF } tl_srv_log_format;
+
+typedef struct tl_srv_config {
+  char host[TL_SRV_HOST_MAX];
+  int port;
+  char db_path[TL_CACHE_PATH_MAX];
+  int64_t cache_max_bytes;     /* 0: no cap */
+  int workers;                 /* compile worker processes */
+  int queue;                   /* compile jobs waiting for a worker */
+  int threads;                 /* HTTP threads */
+  int max_connections;
+  int64_t max_body;            /* bytes of a request body */
+  int64_t max_header;          /* bytes of a request's line and headers (the connection buffer) */
+  double compile_timeout;      /* seconds per compile */
+  double idle_timeout;         /* seconds an idle connection is kept */
+  double shutdown_grace;       /* seconds running compiles get on SIGTERM */
+  int64_t worker_memory;       /* RLIMIT_AS of a worker, bytes; 0: none */
+  int64_t memory_cache;        /* bytes of artifacts kept in memory */
+  double memory_cache_ttl;     /* seconds before an in-memory artifact is re-read from the db */
+  const char *tokens_file;
+  bool allow_anonymous_read;
+  const char *tls_cert, *tls_key;
+  const char *port_file;       /* where to write the port once listening */
+  tl_srv_log_format log_format;
+  bool test_hooks;             /* honour TL_TEST_CRASH_ON / TL_TEST_HANG_ON */
+  int worker_fd;               /* >= 0: run as a compile worker on this socket */
+} tl_srv_config;
+
+/* Fills the defaults (db under $XDG_CACHE_HOME or ~/.cache; TL_IO when
+ * neither HOME nor XDG_CACHE_HOME is set, then --db is required). */
+void tl_srv_config_defaults(tl_srv_config *cfg);
+/* Parses argv (argv[0] is the program).  *help is set for --help, *version
+ * for --version.  TL_INVALID_ARG with a message naming the flag. */
+tl_status tl_srv_config_parse(tl_srv_config *cfg, int argc, char **argv, bool *help, bool *version,
+                              tl_error *err);
+/* The --help text. */
+const char *tl_srv_usage(void);
+
+/* ==== auth.c ======================================================================
+ * Tokens file: one token per line, "TOKEN SCOPE[,SCOPE...]"; blank lines
+ * and lines starting with '#' are ignored.  TOKEN: 16 to 256 characters of
+ * [A-Za-z0-9._~+/=-].  SCOPE: read, compile (includes read: a client fetches
+ * what it compiled), admin (includes both).  Tokens are kept only as SHA-256 digests and compared in constant
+ * time. */
+enum { TL_SCOPE_READ = 1, TL_SCOPE_COMPILE = 2, TL_SCOPE_ADMIN = 4 };
+#define TL_SRV_MAX_TOKENS 10000
+
+typedef struct tl_srv_auth tl_srv_auth;
+
+/* Parses a tokens file's text; errors (TL_INVALID_ARG, TL_TOO_LARGE) name
+ * the line.  *out owns the table (tl_srv_auth_free). */
+tl_status tl_srv_auth_parse(const char *text, size_t n, tl_srv_auth **out, tl_error *err);
+tl_status tl_srv_auth_load(const char *path, tl_srv_auth **out, tl_error *err);
+void tl_srv_auth_free(tl_srv_auth *a); /* accepts NULL */
+int tl_srv_auth_count(const tl_srv_auth *a);
+/* Decides a request needing scope `need` (one TL_SCOPE_*) with the given
+ * Authorization header (NULL when absent).  a == NULL means auth is off:
+ * everything is allowed.  TL_OK, TL_UNAUTHORIZED (no token, malformed
+ * header, unknown token) or TL_FORBIDDEN (the token lacks the scope), with
+ * a message in err. */
+tl_status tl_srv_auth_check(const tl_srv_auth *a, const char *authorization, unsigned need,
+                            bool allow_anonymous_read, tl_error *err);
+
+/* ==== metrics.c ================================================================== */
+typedef enum tl_srv_route {
+  TL_ROUTE_HEALTHZ,
+  TL_ROUTE_READYZ,
+  TL_ROUTE_INFO,
+  TL_ROUTE_METRICS,
+  TL_ROUTE_COMPILE,
+  TL_ROUTE_ARTIFACTS,
+  TL_ROUTE_KERNELS,
+  TL_ROUTE_OTHER,
+  TL_ROUTE_COUNT_
+} tl_srv_route;
+const char *tl_srv_route_name(tl_srv_route r);
+
+typedef enum tl_srv_compile_outcome {
+  TL_COMPILE_OK,
+  TL_COMPILE_ERROR,   /* the compiler refused or the toolchain failed */
+  TL_COMPILE_TIMEOUT, /* killed after --compile-timeout */
+  TL_COMPILE_CRASH,   /* the worker died */
+  TL_COMPILE_OUTCOME_COUNT_
+} tl_srv_compile_outcome;
+
+#define TL_SRV_HTTP_CODES 20 /* distinct statuses counted; others go to the last slot */
+#define TL_SRV_COMPILE_BUCKETS 14
+
+typedef struct tl_srv_metrics {
+  atomic_llong requests[TL_ROUTE_COUNT_][TL_SRV_HTTP_CODES];
+  atomic_llong request_us[TL_ROUTE_COUNT_];
+  atomic_llong response_bytes[TL_ROUTE_COUNT_];
+  atomic_llong artifact_bytes;       /* artifact body bytes sent (GET, 200 and 206) */
+  atomic_llong cache_hits, cache_misses;       /* build lookups of compile requests */
+  atomic_llong artifact_mem_hits, artifact_db_hits, artifact_misses;
+  atomic_llong compiles[TL_COMPILE_OUTCOME_COUNT_];
+  atomic_llong compile_bucket[TL_SRV_COMPILE_BUCKETS + 1]; /* last: +Inf */
+  atomic_llong compile_us_sum;
+  atomic_llong singleflight_joins;
+  atomic_llong rechecked_hits;       /* a queued compile found in the cache by its worker thread */
+  atomic_llong overloaded;           /* compile requests refused with 503 */
+  atomic_llong evictions;
+  atomic_llong worker_spawns;
+  atomic_llong publish_failures;
+  atomic_llong queue_depth;          /* gauges */
+  atomic_llong compiles_running;
+  atomic_llong connections_suspended;
+} tl_srv_metrics;
+
+void tl_srv_metrics_request(tl_srv_metrics *m, tl_srv_route route, int status, int64_t bytes,
+                            int64_t us);
+void tl_srv_metrics_compile(tl_srv_metrics *m, tl_srv_compile_outcome o, double seconds);
+
+/* What /metrics shows besides the counters. */
+typedef struct tl_srv_metrics_extra {
+  const tl_cache_stats *cache; /* NULL when the stats could not be read */
+  int workers, queue_capacity;
+  int64_t memory_cache_bytes, memory_cache_entries;
+  double uptime_s;
+  const char *toolchain;       /* or NULL */
+  bool draining;
+} tl_srv_metrics_extra;
+
+/* Appends the Prometheus text exposition (version 0.0.4) to b. */
+void tl_srv_metrics_render(const tl_srv_metrics *m, const tl_srv_metrics_extra *x, tl_srv_buf *b);
+
+/* ==== handles.c: tl_cache handles for threads ===================================
+ * A tl_cache handle is for one thread at a time; the HTTP threads borrow one
+ * per request and give it back.  Handles are opened on demand and kept. */
+typedef struct tl_srv_handles tl_srv_handles;
+tl_status tl_srv_handles_new(const char *path, const tl_cache_options *opts, tl_srv_handles **out,
+                             tl_error *err);
+/* Borrows a handle (opening one if none is free); NULL with err on failure. */
+tl_cache *tl_srv_handles_get(tl_srv_handles *h, tl_error *err);
+void tl_srv_handles_put(tl_srv_handles *h, tl_cache *c);
+/* Closes every handle (all must have been given back). Accepts NULL. */
+void tl_srv_handles_free(tl_srv_handles *h);
+
+/* ==== artmem.c: verified artifacts in memory ======================================
+ * Artifacts are immutable, so an artifact whose bytes were read from the
+ * database and re-hashed can be served from memory; each entry is
+ * re-read from the database (a use for LRU eviction there, a fresh hash
+ * check, and the way an evicted artifact stops being served) once it is
+ * older than the TTL.  Entries hold a ready libmicrohttpd response that
+ * any number of connections share.  Bounded in bytes, LRU. */
+typedef struct tl_srv_artmem tl_srv_artmem;
+struct MHD_Response;
+
+/* A borrowed artifact: its bytes and the shared 200 response carrying them
+ * (with the artifact headers).  Valid until tl_srv_artref_release. */
+typedef struct tl_srv_artref {
+  const void *bytes;
+  size_t n;
+  struct MHD_Response *full;
+  void *entry_; /* private */
+} tl_srv_artref;
+
+tl_srv_artmem *tl_srv_artmem_new(int64_t max_bytes, double ttl_s); /* NULL on no memory */
+void tl_srv_artmem_free(tl_srv_artmem *m);                         /* accepts NULL */
+/* Borrows id when it is in memory and younger than the TTL (a stale entry
+ * is dropped); false otherwise. */
+bool tl_srv_artmem_get(tl_srv_artmem *m, const char *id, tl_srv_artref *out);
+/* Takes the verified bytes of id (malloc'd; ownership always passes, also on
+ * failure) and borrows them back in *out, keeping them in memory when they
+ * fit (an artifact over a quarter of the cache is not kept).  False only
+ * when out of memory. */
+bool tl_srv_artmem_put(tl_srv_artmem *m, const char *id, void *bytes, size_t n,
+                       tl_srv_artref *out);
+void tl_srv_artref_release(tl_srv_artref *r); /* accepts a zeroed ref */
+void tl_srv_artmem_stats(tl_srv_artmem *m, int64_t *bytes, int64_t *entries);
+void tl_srv_artifact_headers(struct MHD_Response *r, const char *id);
+
+/* ==== pool.c + proc.c: compiling ====================================================== */
+
+/* One diagnostic of a failed compile. */
+typedef struct tl_srv_diag {
+  char *pointer; /* JSON Pointer into the program, or NULL (malformed JSON: line and column) */
+  int line, column;
+  char *message;
+} tl_srv_diag;
+
+/* The outcome of compiling one key for one target.  Immutable once made;
+ * shared by every request that waited for it (reference counted). */
+typedef struct tl_srv_result {
+  atomic_int refs;
+  tl_error err;              /* err.code == TL_OK on success */
+  tl_srv_diag *diags;
+  int ndiags;
+  bool diags_truncated;
+  char key[65], artifact[65];
+  int64_t size;
+  double compile_ms;
+  bool cached;               /* served from the cache, not compiled for this request */
+  char *meta;                /* metadata JSON text (holds the toolchain's log) */
+} tl_srv_result;
+
+tl_srv_result *tl_srv_result_new(void); /* refs = 1; NULL on no memory */
+tl_srv_result *tl_srv_result_ref(tl_srv_result *r);
+void tl_srv_result_unref(tl_srv_result *r); /* accepts NULL */
+/* A result that is just an error. */
+tl_srv_result *tl_srv_result_error(tl_status code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* What to compile: everything tl_compile needs, owned by the job. */
+typedef struct tl_srv_job {
+  char key[65];
+  char *manifest;           /* the key manifest (stored with the build) */
+  char *program;            /* JSON text */
+  size_t program_len;
+  char *name;               /* the program's "name" (for the test hooks and the log) */
+  char *target;
+  char *options;            /* JSON object text, or NULL */
+  char **define_names, **define_values;
+  int ndefines;
+} tl_srv_job;
+void tl_srv_job_clear(tl_srv_job *j);
+
+/* The compile worker process, as seen from the daemon. */
+typedef struct tl_srv_proc {
+  int pid; /* 0: none running */
+  int fd;  /* the daemon's end of the socket */
+  int jobs; /* compiles done by this process */
+} tl_srv_proc;
+
+typedef struct tl_srv_proc_opts {
+  const char *exe;          /* this program's path (/proc/self/exe read at start) */
+  int64_t memory;           /* RLIMIT_AS; 0: none */
+  double cpu_seconds;       /* RLIMIT_CPU per job */
+  bool test_hooks;
+} tl_srv_proc_opts;
+
+/* Starts a worker process (this program with --worker-fd).  TL_IO on failure. */
+tl_status tl_srv_proc_spawn(const tl_srv_proc_opts *o, tl_srv_proc *p, tl_error *err);
+/* Runs one job in the worker, waiting at most timeout_s and returning
+ * early (TL_BUSY "cancelled") when cancel_fd becomes readable (-1: none).
+ * On success *out is a new result (which may itself carry a compile
+ * error).  When the worker dies, hangs past the timeout or is cancelled it
+ * is killed and reaped (p->pid becomes 0) and *out is an error result:
+ * TL_INTERNAL for a crash, TL_TIMEOUT for a timeout.  Only fails (no
+ * result) on no memory. */
+tl_status tl_srv_proc_run(tl_srv_proc *p, const tl_srv_job *job, double timeout_s, int cancel_fd,
+                          tl_srv_compile_outcome *outcome, tl_srv_result **out,
+                          void **binary, size_t *binary_size, tl_error *err);
+/* Kills (SIGKILL) and reaps the worker; a no-op when none. */
+void tl_srv_proc_kill(tl_srv_proc *p);
+/* The worker's main loop (tlserverd --worker-fd N): returns the exit status. */
+int tl_srv_worker_main(int fd, const tl_srv_proc_opts *o);
+
+typedef struct tl_srv_pool tl_srv_pool;
+
+typedef struct tl_srv_pool_opts {
+  tl_srv_proc_opts proc;
+  int workers, queue;
+  double compile_timeout;
+  const char *db_path;
+  const tl_cache_options *cache_opts;
+  tl_srv_metrics *metrics;
+} tl_srv_pool_opts;
+
+/* Called once per submitted item when its result is in, from a pool
+ * thread (or from the submitting thread during tl_srv_pool_cancel).  The
+ * callee owns the reference to res. */
+typedef void (*tl_srv_done_fn)(void *user, int index, tl_srv_result *res);
+
+tl_status tl_srv_pool_new(const tl_srv_pool_opts *o, tl_srv_pool **out, tl_error *err);
+/* Submits n jobs (their keys need not be distinct).  Each one joins the
+ * flight of its key when one is queued or running (single-flight) or
+ * starts a new one; the jobs of new flights are moved into the pool
+ * (cleared in jobs[]).  All or nothing: when the queue has no room for
+ * every new flight, nothing is submitted and TL_BUSY is returned; after
+ * shutdown began, TL_BUSY too.  done is called once per job, possibly
+ * before this returns. *joined receives how many joined a flight. */
+tl_status tl_srv_pool_submit(tl_srv_pool *p, tl_srv_job *jobs, const int *indexes, int n,
+                             tl_srv_done_fn done, void *user, int *joined, tl_error *err);
+/* Shutdown: refuses new work, cancels what is queued (TL_BUSY results),
+ * lets running compiles finish for up to grace_s, then kills them
+ * (TL_BUSY results), and joins the threads.  Every done callback has been
+ * called when this returns. */
+void tl_srv_pool_shutdown(tl_srv_pool *p, double grace_s);
+void tl_srv_pool_free(tl_srv_pool *p); /* after shutdown; accepts NULL */
+int tl_srv_pool_live_workers(tl_srv_pool *p);
+
+/* ==== http.c + api.c: the daemon and its requests ======================================= */
+struct MHD_Daemon;
+struct MHD_Connection;
+
+typedef struct tl_srv {
+  tl_srv_config cfg;
+  struct MHD_Daemon *mhd;
+  int port;
+  tl_srv_auth *auth;
+  tl_srv_pool *pool;
+  tl_srv_artmem *artmem;
+  tl_srv_handles *handles;
+  tl_cache_options cache_opts;
+  tl_srv_metrics metrics;
+  const char *const *targets; /* offered by the compiler; NULL when no toolchain */
+  const char *toolchain;
+  char toolchain_error[TL_ERROR_MESSAGE_MAX];
+  atomic_bool draining;
+  atomic_int active;          /* requests begun and not yet completed */
+  int64_t start_us;
+  char *tls_cert_pem, *tls_key_pem;
+  char *exe;                  /* this program, for the workers */
+  pthread_t evict_thread;
+  bool evict_started;
+  pthread_mutex_t evict_mu;
+  pthread_cond_t evict_cv;
+  bool evict_stop;
+} tl_srv;
+
+typedef struct tl_srv_compile tl_srv_compile; /* api.c's state of one compile request */
+
+/* One request, from its first byte to its completion (libmicrohttpd's
+ * per-request pointer). */
+typedef struct tl_srv_req {
+  tl_srv *srv;
+  struct MHD_Connection *conn;
+  tl_srv_route route;
+  const char *method;       /* libmicrohttpd's strings, valid during the request */
+  const char *url;
+  char raw_uri[512];        /* for the log (truncated) */
+  bool head;
+  int64_t start_us;
+  char *body;
+  size_t body_len, body_cap;
+  bool body_overflow;
+  bool responded;           /* a response is queued */
+  int status;               /* what was answered (0: none yet) */
+  int64_t bytes;            /* body bytes of the answer */
+  tl_srv_buf keys;          /* build keys, comma-separated, for the log */
+  tl_srv_compile *compile;
+} tl_srv_req;
+
+/* Queues resp (consuming the caller's reference) with status; bytes is the
+ * body size for the log and metrics. */
+int tl_srv_respond(tl_srv_req *r, int status, struct MHD_Response *resp, int64_t bytes);
+/* The same without consuming a reference (for responses shared by many
+ * connections, artmem.c's). */
+int tl_srv_respond_shared(tl_srv_req *r, int status, struct MHD_Response *resp, int64_t bytes);
+/* Queues a JSON answer; takes b's data (b is left empty).  500 on no memory. */
+int tl_srv_respond_json(tl_srv_req *r, int status, tl_srv_buf *b);
+/* Queues {"error": {...}} for err with the status table's HTTP status. */
+int tl_srv_respond_error(tl_srv_req *r, const tl_error *err);
+/* Queues an error with an explicit HTTP status and wire code (for the HTTP
+ * errors the status table has no row for: 405, 415, 416). */
+int tl_srv_respond_http_error(tl_srv_req *r, int status, const char *code, const char *message);
+/* Appends the "error" object's members (without braces) for err. */
+void tl_srv_error_members(tl_srv_buf *b, const tl_error *err);
+
+/* api.c: the endpoints, called on a request's last handler call (the body,
+ * if any, is complete), and again after a suspended compile resumed. */
+int tl_srv_api_dispatch(tl_srv_req *r);
+void tl_srv_api_free(tl_srv_req *r); /* frees r->compile */
+
+/* Opens the cache, loads tokens and TLS files, starts the workers, the
+ * HTTP threads and the eviction thread.  cfg is copied (its strings must
+ * outlive the server).  exe is this program's path (for the workers).
+ * TL_IO, TL_INVALID_ARG, ... with a message. */
+tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, tl_error *err);
+int tl_srv_port(const tl_srv *s); /* the port it listens on */
+/* Graceful stop: stop accepting, finish or cancel compiles, answer what
+ * is suspended, close connections, stop threads, close the cache.  Frees s. */
+void tl_srv_stop(tl_srv *s);
+
+#endif
