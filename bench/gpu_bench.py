@@ -19,7 +19,10 @@ import numpy as np
 import torch
 
 # tile configurations of examples/gemm.json tried (threads stay 128, as written)
-GEMM_CONFIGS = [{}, {"block_K": 64}, {"block_K": 64, "num_stages": 4}, {"block_M": 64, "block_N": 128, "block_K": 64}]
+GEMM_CONFIGS = [("examples/gemm.json", {}), ("examples/gemm.json", {"block_K": 64}),
+                ("examples/gemm.json", {"block_K": 32, "num_stages": 4}),
+                ("bench/programs/gemm_raster.json", {"block_K": 64}),
+                ("bench/programs/gemm_raster.json", {"block_K": 64, "num_stages": 4})]
 
 
 def cuda_time(fn, reps=20):
@@ -112,13 +115,12 @@ def main():
         flops = 2 * n ** 3
         ref = (A.float() @ B.float())
         best = None
-        for cfg in GEMM_CONFIGS:  # the example as written first, then tile choices through -D
+        for prog, cfg in GEMM_CONFIGS:  # the example as written first, then tile choices through -D
             defs = dict({"M": n, "N": n, "K": n}, **cfg)
-            ms = ours(a.tlc, "examples/gemm.json", defs, {"A": f"{work}/A.npy", "B": f"{work}/B.npy"},
-                      {"C": f"{work}/C.npy"}, 10)
+            ms = ours(a.tlc, prog, defs, {"A": f"{work}/A.npy", "B": f"{work}/B.npy"}, {"C": f"{work}/C.npy"}, 10)
             C = torch.from_numpy(np.load(f"{work}/C.npy")).cuda().float()
             e_ = (torch.linalg.norm(C - ref) / torch.linalg.norm(ref)).item()
-            tag = ",".join(f"{k}={v}" for k, v in cfg.items()) or "as written"
+            tag = os.path.basename(prog)[:-5] + ":" + (",".join(f"{k}={v}" for k, v in cfg.items()) or "as written")
             print(f"  gemm {n} [{tag}]: {ms:.3f} ms, {flops / ms / 1e9:.1f} TFLOP/s, rel err {e_:.2e}")
             res.setdefault("gemm_configs", []).append({"n": n, "config": tag, "ms": ms, "rel_err": e_})
             if best is None or ms < best[0]:

@@ -1834,9 +1834,31 @@ char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err) {
         line(e, "const long long g_%s_d%d = (long long)(%s); (void)g_%s_d%d;", s->name, d, ex(e, s->shape[d]), s->name, d);
   }
   static const char *const axis[3] = {"x", "y", "z"};
-  for (int i = 0; i < 3; i++)
-    if (prog->block_vars[i])
-      line(e, "const int %s = (int)blockIdx.%s;", vname(e, prog->block_vars[i]), axis[i]);
+  const tl_stmt *raster = NULL; /* use_swizzle at the top level of the body, enabled */
+  for (int i = 0; i < prog->body.n; i++)
+    if (prog->body.items[i]->kind == S_USE_SWIZZLE && prog->body.items[i]->enable)
+      raster = prog->body.items[i];
+  if (raster && prog->ngrid >= 2 && prog->block_vars[0] && prog->block_vars[1]) {
+    /* Block rasterization for L2 locality: walk stripes of `panel` block rows
+     * (or columns) column by column.  A bijection of the grid, so results do
+     * not change (blocks are independent). */
+    int64_t panel = raster->panel_size->val.i;
+    bool col = raster->order_column;
+    const char *gx = col ? "gridDim.y" : "gridDim.x", *gy = col ? "gridDim.x" : "gridDim.y";
+    line(e, "const unsigned tl_gx = %s, tl_gy = %s;", gx, gy);
+    line(e, "const unsigned tl_lin = %s;", col ? "blockIdx.y + blockIdx.x * gridDim.y" : "blockIdx.x + blockIdx.y * gridDim.x");
+    line(e, "const unsigned tl_pan = tl_lin / (%" PRId64 "u * tl_gx), tl_rem = tl_lin %% (%" PRId64 "u * tl_gx);", panel, panel);
+    line(e, "const unsigned tl_rows = tl_gy - tl_pan * %" PRId64 "u < %" PRId64 "u ? tl_gy - tl_pan * %" PRId64 "u : %" PRId64 "u;",
+         panel, panel, panel, panel);
+    line(e, "const int %s = (int)(tl_rem / tl_rows);", vname(e, prog->block_vars[col ? 1 : 0]));
+    line(e, "const int %s = (int)(tl_pan * %" PRId64 "u + tl_rem %% tl_rows);", vname(e, prog->block_vars[col ? 0 : 1]), panel);
+    if (prog->block_vars[2])
+      line(e, "const int %s = (int)blockIdx.z;", vname(e, prog->block_vars[2]));
+  } else {
+    for (int i = 0; i < 3; i++)
+      if (prog->block_vars[i])
+        line(e, "const int %s = (int)blockIdx.%s;", vname(e, prog->block_vars[i]), axis[i]);
+  }
   declare_buffers(e);
   ranges(e);
   emit_body(e, &prog->body, true);

@@ -31,6 +31,7 @@ CASES = [
     ("gemm_nt", {"M": 130, "N": 257, "K": 33}, {}, ["C"]),
     ("gemm_swizzle", {"M": 256, "N": 256, "K": 256}, {}, ["C"]),
     ("gemm_swizzle", {"M": 200, "N": 136, "K": 72}, {}, ["C"]),
+    ("../bench/programs/gemm_raster", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"]),
     ("dequant_gemm", {"M": 256, "N": 256, "K": 256}, {}, ["Ct"]),
     ("dequant_gemm", {"M": 136, "N": 200, "K": 72}, {}, ["Ct"]),
     ("dequant_gemm_threads", {"M": 256, "N": 256, "K": 256}, {}, ["C"]),
@@ -96,11 +97,12 @@ def main():
                 x = rng.standard_normal(shape)
                 x = np.where(np.abs(x) < 1e-3, 0.5, x)  # never zeros
                 x = x.astype(np.float16 if dt == "float16" else np.float32)
-            path = os.path.join(work, f"{name}.{p['name']}.npy")
+            path = os.path.join(work, f"{os.path.basename(name)}.{p['name']}.npy")
             np.save(path, x)
             inflags += ["--in", f"{p['name']}={path}"]
-        ref_out = [f"{o}={work}/{name}.{o}.ref.npy" for o in outs]
-        dev_out = [f"{o}={work}/{name}.{o}.dev.npy" for o in outs]
+        base = os.path.basename(name)
+        ref_out = [f"{o}={work}/{base}.{o}.ref.npy" for o in outs]
+        dev_out = [f"{o}={work}/{base}.{o}.dev.npy" for o in outs]
         r1, t1 = run([a.tlc, "run", prog, "--interpret"] + dflags + aflags + inflags + sum([["--out", o] for o in ref_out], []))
         dev_cmd = [a.tlc, "run", prog, "--device", "cuda"] + dflags + aflags + inflags + sum([["--out", o] for o in dev_out], [])
         if a.sanitize:
@@ -112,8 +114,8 @@ def main():
             failed += 1
             continue
         for o in outs:
-            ref = np.load(f"{work}/{name}.{o}.ref.npy").astype(np.float64)
-            dev = np.load(f"{work}/{name}.{o}.dev.npy").astype(np.float64)
+            ref = np.load(f"{work}/{base}.{o}.ref.npy").astype(np.float64)
+            dev = np.load(f"{work}/{base}.{o}.dev.npy").astype(np.float64)
             dt = [p["dtype"] for p in meta["params"] if p["name"] == o][0]
             nan = int(np.isnan(dev).sum()) - int(np.isnan(ref).sum())
             err = float(np.linalg.norm(np.nan_to_num(dev - ref)) / max(np.linalg.norm(np.nan_to_num(ref)), 1e-30))
