@@ -349,8 +349,17 @@ static bool same_layout(const tl_sym *a, const tl_sym *b) {
   for (int d = 0; d < a->ndim; d++)
     if (a->dims[d] != b->dims[d])
       return false;
+  if (a->reg_layout == TL_LAYOUT_MMA_ROWS)
+    return a->mma_wm == b->mma_wm && a->mma_mi == b->mma_mi;
   return a->reg_layout == TL_LAYOUT_BLOCKED || (a->mma_wm == b->mma_wm && a->mma_wn == b->mma_wn &&
                                                 a->mma_mi == b->mma_mi && a->mma_ni == b->mma_ni);
+}
+
+/* The register holding row i of row-layout fragment v, in a loop over the
+ * elements of mma-layout fragment `owner` (local index tl_r): the row of
+ * the owner's element tl_r. */
+static const char *row_reg(E *e, const tl_sym *v, const tl_sym *owner) {
+  return S("r_%s[((tl_r) / %" PRId64 ") * 2 + ((tl_r) %% 4) / 2]", v->name, owner->mma_ni * 4);
 }
 
 /* ---- expressions ------------------------------------------------------------------------- */
@@ -657,6 +666,10 @@ static const char *ex(E *e, const tl_expr *x) {
   case E_INDEX: {
     const tl_sym *s = x->sym;
     if (s->kind == SYM_BUFFER && s->scope == SCOPE_FRAGMENT && s->in_regs) {
+      if (e->par && s->reg_layout == TL_LAYOUT_MMA_ROWS && e->par_owner &&
+          e->par_owner->reg_layout == TL_LAYOUT_MMA && x->nargs == 1 && x->args[0]->kind == E_NAME &&
+          x->args[0]->sym == e->par->vars[0] && e->par->nvars == 2)
+        return row_reg(e, s, e->par_owner);
       if (!e->par || !same_layout(e->par_owner, s)) {
         fail(e, x->pointer, "register fragment '%s' is read where its elements are not the thread's own", s->name);
         return "0";
@@ -744,6 +757,9 @@ static const char **region_idx(E *e, const tl_region *r, const char *const *q) {
 /* The flat element index that thread tl_tid holds at local index `r` of
  * register fragment s. */
 static const char *elem_of(E *e, const tl_sym *s, const char *r) {
+  if (s->reg_layout == TL_LAYOUT_MMA_ROWS)
+    return S("(int)(((unsigned)tl_tid / 32u) * %" PRId64 "u + ((unsigned)(%s) / 2u) * 16u + ((unsigned)tl_tid %% 32u) / 4u "
+             "+ ((unsigned)(%s) %% 2u) * 8u)", s->mma_mi * 16, r, r);
   if (s->reg_layout == TL_LAYOUT_MMA) {
     int64_t wm_rows = s->mma_mi * 16, wn_cols = s->mma_ni * 8, n = s->dims[1];
     return S("(int)((((unsigned)tl_tid / 32u / %du) * %" PRId64 "u + ((unsigned)(%s) / %" PRId64 "u) * 16u + "
@@ -1120,6 +1136,22 @@ static void op_reduce_rows(E *e, const tl_stmt *s) {
                        (tl_type)src->dtype, acc)));
     line(e, "tl_acc = %s;", red_step(e, comb, acc, "tl_acc", "__shfl_xor_sync(0xffffffffu, tl_acc, 1)"));
     line(e, "tl_acc = %s;", red_step(e, comb, acc, "tl_acc", "__shfl_xor_sync(0xffffffffu, tl_acc, 2)"));
+    const tl_sym *dst = s->dst->sym;
+    if (src->mma_wn == 1 && dst->in_regs && dst->reg_layout == TL_LAYOUT_MMA_ROWS && dst->mma_wm == src->mma_wm &&
+        dst->mma_mi == src->mma_mi) {
+      /* every lane of the quad has its row's value: straight into the row registers */
+      const char *v = "tl_acc";
+      if (!s->clear) {
+        const char *old = conv(e, S("r_%s[tl_h]", dst->name), (tl_type)dst->dtype, acc);
+        v = red_step(e, comb, acc, old, "tl_acc");
+      }
+      line(e, "r_%s[tl_h] = %s;", dst->name, conv(e, v, acc, (tl_type)dst->dtype));
+      e->indent--;
+      line(e, "}");
+      e->indent--;
+      line(e, "}");
+      return;
+    }
     line(e, "if (tl_lane %% 4 == 0) tl_part[tl_wn * %" PRId64 "LL + tl_wm * %" PRId64 " + (tl_h / 2) * 16 + tl_lane / 4 + "
             "(tl_h %% 2) * 8] = tl_acc;", M, MI * 16);
     e->indent--;
@@ -1351,30 +1383,32 @@ static void emit_body(E *e, const tl_body *b, bool uniform);
 static void emit_stmt(E *e, const tl_stmt *s, bool uniform);
 static void emit_pipelined(E *e, const tl_stmt *s);
 
-/* The first register fragment a parallel body indexes. */
-static const tl_sym *par_owner(const tl_expr *x) {
+/* The register fragment whose elements a parallel body's iterations are
+ * (the first it indexes other than by rows). */
+static const tl_sym *par_owner(const tl_expr *x, bool two_d) {
   if (!x)
     return NULL;
-  if (x->kind == E_INDEX && x->sym->kind == SYM_BUFFER && x->sym->scope == SCOPE_FRAGMENT && x->sym->in_regs)
+  if (x->kind == E_INDEX && x->sym->kind == SYM_BUFFER && x->sym->scope == SCOPE_FRAGMENT && x->sym->in_regs &&
+      !(two_d && x->sym->reg_layout == TL_LAYOUT_MMA_ROWS))
     return x->sym;
   for (int i = 0; i < x->nargs; i++) {
-    const tl_sym *s = par_owner(x->args[i]);
+    const tl_sym *s = par_owner(x->args[i], two_d);
     if (s)
       return s;
   }
   return NULL;
 }
 
-static const tl_sym *body_owner(const tl_body *b) {
+static const tl_sym *body_owner(const tl_body *b, bool two_d) {
   for (int i = 0; i < b->n; i++) {
     const tl_stmt *s = b->items[i];
-    const tl_sym *o = par_owner(s->lhs);
+    const tl_sym *o = par_owner(s->lhs, two_d);
     if (!o)
-      o = par_owner(s->value);
+      o = par_owner(s->value, two_d);
     if (!o)
-      o = body_owner(&s->body);
+      o = body_owner(&s->body, two_d);
     if (!o)
-      o = body_owner(&s->else_body);
+      o = body_owner(&s->else_body, two_d);
     if (o)
       return o;
   }
@@ -1385,7 +1419,7 @@ static void op_parallel(E *e, const tl_stmt *s) {
   int64_t ext[TL_MAX_DIMS] = {0};
   for (int i = 0; i < s->nvars; i++)
     ext[i] = s->extents[i]->val.i;
-  const tl_sym *owner = body_owner(&s->body);
+  const tl_sym *owner = body_owner(&s->body, s->nvars == 2);
   open_loop(e, owner, product(ext, s->nvars));
   const char **q = decode(e, "tl_e", ext, s->nvars, "tl_p");
   for (int i = 0; i < s->nvars; i++)

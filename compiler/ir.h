@@ -156,7 +156,12 @@ typedef struct tl_sym {
   int64_t rlo, rhi;
 } tl_sym;
 
-enum { TL_LAYOUT_BLOCKED, TL_LAYOUT_MMA };
+/* TL_LAYOUT_MMA_ROWS: a 1-D fragment indexed by the rows of an mma-layout
+ * fragment (one warp along N): thread t holds the 2 * mma_mi rows its
+ * accumulator tiles touch, (t / 32) * 16 * mma_mi + (r / 2) * 16 +
+ * (t % 32) / 4 + (r % 2) * 8 for local index r, the same in the 4 lanes of
+ * a quad. */
+enum { TL_LAYOUT_BLOCKED, TL_LAYOUT_MMA, TL_LAYOUT_MMA_ROWS };
 
 /* ---- expressions ------------------------------------------------------------ */
 typedef enum tl_expr_kind {

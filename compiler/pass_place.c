@@ -36,7 +36,15 @@ typedef struct {
   tl_program *prog;
   int64_t threads;
   int64_t scratch;
+  tl_vec rows;      /* row reads: pairs (1-D fragment, 2-D parallel loop) */
 } P;
+
+/* Is x a read V[i] of a 1-D fragment by the first variable of a 2-D
+ * parallel loop over V's length (a "row read")? */
+static bool row_read(const tl_stmt *par, const tl_expr *x) {
+  return par->nvars == 2 && x->kind == E_INDEX && x->nargs == 1 && x->sym->ndim == 1 &&
+         x->args[0]->kind == E_NAME && x->args[0]->sym == par->vars[0] && par->extents[0]->val.i == x->sym->dims[0];
+}
 
 static void demote(tl_sym *s) {
   if (s && s->kind == SYM_BUFFER && s->scope == SCOPE_FRAGMENT)
@@ -45,10 +53,14 @@ static void demote(tl_sym *s) {
 
 /* Walks expression e inside the parallel loop `par` and demotes every
  * fragment it indexes other than by the identity access. */
-static void scan_par_expr(const tl_stmt *par, const tl_expr *e) {
+static void scan_par_expr(P *p, const tl_stmt *par, const tl_expr *e) {
   if (!e)
     return;
-  if (e->kind == E_INDEX && e->sym && e->sym->kind == SYM_BUFFER && e->sym->scope == SCOPE_FRAGMENT) {
+  if (e->kind == E_INDEX && e->sym && e->sym->kind == SYM_BUFFER && e->sym->scope == SCOPE_FRAGMENT &&
+      row_read(par, e)) {
+    tl_vec_push(p->prog->arena, &p->rows, e->sym);
+    tl_vec_push(p->prog->arena, &p->rows, (void *)par);
+  } else if (e->kind == E_INDEX && e->sym && e->sym->kind == SYM_BUFFER && e->sym->scope == SCOPE_FRAGMENT) {
     bool identity = e->nargs == par->nvars;
     for (int k = 0; identity && k < e->nargs; k++)
       identity = e->args[k]->kind == E_NAME && e->args[k]->sym == par->vars[k] &&
@@ -57,19 +69,21 @@ static void scan_par_expr(const tl_stmt *par, const tl_expr *e) {
       demote(e->sym);
   }
   for (int i = 0; i < e->nargs; i++)
-    scan_par_expr(par, e->args[i]);
+    scan_par_expr(p, par, e->args[i]);
 }
 
-static void scan_par_body(const tl_stmt *par, const tl_body *b) {
+static void scan_par_body(P *p, const tl_stmt *par, const tl_body *b) {
   for (int i = 0; i < b->n; i++) {
     const tl_stmt *s = b->items[i];
-    scan_par_expr(par, s->value);
-    scan_par_expr(par, s->lhs);
-    scan_par_expr(par, s->start);
-    scan_par_expr(par, s->extent);
-    scan_par_expr(par, s->step);
-    scan_par_body(par, &s->body);
-    scan_par_body(par, &s->else_body);
+    if (s->lhs && s->lhs->kind == E_INDEX && row_read(par, s->lhs))
+      demote(s->lhs->sym); /* written by every column: not a row read */
+    scan_par_expr(p, par, s->value);
+    scan_par_expr(p, par, s->lhs);
+    scan_par_expr(p, par, s->start);
+    scan_par_expr(p, par, s->extent);
+    scan_par_expr(p, par, s->step);
+    scan_par_body(p, par, &s->body);
+    scan_par_body(p, par, &s->else_body);
   }
 }
 
@@ -103,7 +117,7 @@ static void scan_stmt(P *p, tl_stmt *s) {
     demote(s->B);
     break;
   case S_PARALLEL:
-    scan_par_body(s, &s->body);
+    scan_par_body(p, s, &s->body);
     break;
   default:
     break;
@@ -158,6 +172,8 @@ static bool by_rows(const tl_stmt *s, int64_t threads) {
     return false;
   if (src->reg_layout == TL_LAYOUT_MMA)
     return src->ndim == 2; /* quads of lanes hold a row; warps along N meet in the scratch */
+  if (src->reg_layout == TL_LAYOUT_MMA_ROWS)
+    return false;
   int64_t n = src->dims[src->ndim - 1], per = src->per_thread, g = n / per;
   return (n % per == 0 && g <= 32 && (g & (g - 1)) == 0 && threads % 32 == 0) || per % n == 0;
 }
@@ -237,10 +253,11 @@ static void choose_mma_all(P *p, tl_body *b) {
 }
 
 /* Collects the register fragments a parallel body indexes. */
-static void par_regs(const tl_expr *x, tl_vec *out, tl_arena *a) {
+static void par_regs(const tl_stmt *par, const tl_expr *x, tl_vec *out, tl_arena *a) {
   if (!x)
     return;
-  if (x->kind == E_INDEX && x->sym->kind == SYM_BUFFER && x->sym->scope == SCOPE_FRAGMENT && x->sym->in_regs) {
+  if (x->kind == E_INDEX && x->sym->kind == SYM_BUFFER && x->sym->scope == SCOPE_FRAGMENT && x->sym->in_regs &&
+      !row_read(par, x)) {
     for (int i = 0; i < out->n; i++)
       if (out->items[i] == x->sym)
         goto args;
@@ -248,42 +265,53 @@ static void par_regs(const tl_expr *x, tl_vec *out, tl_arena *a) {
   }
 args:
   for (int i = 0; i < x->nargs; i++)
-    par_regs(x->args[i], out, a);
+    par_regs(par, x->args[i], out, a);
 }
 
-static void par_body_regs(const tl_body *b, tl_vec *out, tl_arena *a) {
+static void par_body_regs(const tl_stmt *par, const tl_body *b, tl_vec *out, tl_arena *a) {
   for (int i = 0; i < b->n; i++) {
     const tl_stmt *s = b->items[i];
-    par_regs(s->lhs, out, a);
-    par_regs(s->value, out, a);
-    par_regs(s->start, out, a);
-    par_regs(s->extent, out, a);
-    par_regs(s->step, out, a);
-    par_body_regs(&s->body, out, a);
-    par_body_regs(&s->else_body, out, a);
+    par_regs(par, s->lhs, out, a);
+    par_regs(par, s->value, out, a);
+    par_regs(par, s->start, out, a);
+    par_regs(par, s->extent, out, a);
+    par_regs(par, s->step, out, a);
+    par_body_regs(par, &s->body, out, a);
+    par_body_regs(par, &s->else_body, out, a);
   }
 }
 
 /* Makes the register fragments of one group (a parallel loop, a copy)
  * agree on a layout: they take the mma layout of a member that has one
  * when they have its shape, and are demoted otherwise. */
+static bool same_layout(const tl_sym *a, const tl_sym *b) {
+  if (a->reg_layout != b->reg_layout || a->ndim != b->ndim)
+    return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->dims[d] != b->dims[d])
+      return false;
+  if (a->reg_layout == TL_LAYOUT_MMA_ROWS)
+    return a->mma_wm == b->mma_wm && a->mma_mi == b->mma_mi;
+  return a->reg_layout == TL_LAYOUT_BLOCKED || same_mma(a, b);
+}
+
 static bool unify(tl_sym **g, int n) {
   const tl_sym *m = NULL;
   for (int i = 0; i < n; i++)
-    if (g[i]->in_regs && g[i]->reg_layout == TL_LAYOUT_MMA)
+    if (g[i]->in_regs && g[i]->reg_layout != TL_LAYOUT_BLOCKED)
       m = g[i];
   if (!m)
     return false;
   bool changed = false;
   for (int i = 0; i < n; i++) {
     tl_sym *x = g[i];
-    if (!x->in_regs || x == m || (x->reg_layout == TL_LAYOUT_MMA && same_mma(x, m) && x->dims[0] == m->dims[0]))
+    if (!x->in_regs || x == m || same_layout(x, m))
       continue;
     bool same_shape = x->ndim == m->ndim;
     for (int d = 0; same_shape && d < x->ndim; d++)
       same_shape = x->dims[d] == m->dims[d];
     if (same_shape && x->reg_layout == TL_LAYOUT_BLOCKED) {
-      x->reg_layout = TL_LAYOUT_MMA;
+      x->reg_layout = m->reg_layout;
       x->mma_wm = m->mma_wm;
       x->mma_wn = m->mma_wn;
       x->mma_mi = m->mma_mi;
@@ -303,7 +331,7 @@ static bool unify_all(P *p, tl_body *b) {
     tl_stmt *s = b->items[i];
     if (s->kind == S_PARALLEL) {
       tl_vec regs = {0};
-      par_body_regs(&s->body, &regs, p->prog->arena);
+      par_body_regs(s, &s->body, &regs, p->prog->arena);
       changed |= unify((tl_sym **)regs.items, regs.n);
     } else if ((s->kind == S_COPY || s->kind == S_ATOMIC_ADD) && s->src && s->dst) {
       tl_sym *g[2] = {s->src->sym, s->dst->sym};
@@ -315,6 +343,65 @@ static bool unify_all(P *p, tl_body *b) {
     }
     changed |= unify_all(p, &s->body);
     changed |= unify_all(p, &s->else_body);
+  }
+  return changed;
+}
+
+/* The 2-D register fragment a parallel loop indexes by its own elements. */
+static const tl_sym *loop_owner(const tl_stmt *par, const tl_body *b);
+static const tl_sym *expr_owner(const tl_stmt *par, const tl_expr *x) {
+  if (!x)
+    return NULL;
+  if (x->kind == E_INDEX && x->sym->kind == SYM_BUFFER && x->sym->scope == SCOPE_FRAGMENT && x->sym->in_regs &&
+      x->sym->ndim == 2 && x->nargs == 2 && x->args[0]->kind == E_NAME && x->args[0]->sym == par->vars[0])
+    return x->sym;
+  for (int i = 0; i < x->nargs; i++) {
+    const tl_sym *o = expr_owner(par, x->args[i]);
+    if (o)
+      return o;
+  }
+  return NULL;
+}
+static const tl_sym *loop_owner(const tl_stmt *par, const tl_body *b) {
+  for (int i = 0; i < b->n; i++) {
+    const tl_stmt *s = b->items[i];
+    const tl_sym *o = expr_owner(par, s->lhs);
+    if (!o)
+      o = expr_owner(par, s->value);
+    if (!o)
+      o = loop_owner(par, &s->body);
+    if (!o)
+      o = loop_owner(par, &s->else_body);
+    if (o)
+      return o;
+  }
+  return NULL;
+}
+
+/* Gives the fragments read by rows (V[i] in a loop over an mma-layout
+ * fragment with one warp along N) the row layout of that fragment, and
+ * demotes those that cannot have it.  Returns whether anything changed. */
+static bool resolve_rows(P *p) {
+  bool changed = false;
+  for (int k = 0; k + 1 < p->rows.n; k += 2) {
+    tl_sym *v = p->rows.items[k];
+    const tl_stmt *par = p->rows.items[k + 1];
+    if (!v->in_regs)
+      continue;
+    const tl_sym *o = loop_owner(par, &par->body);
+    bool ok = o && o->reg_layout == TL_LAYOUT_MMA && o->mma_wn == 1 && o->dims[0] == v->dims[0];
+    if (ok && v->reg_layout == TL_LAYOUT_BLOCKED) {
+      v->reg_layout = TL_LAYOUT_MMA_ROWS;
+      v->mma_wm = o->mma_wm;
+      v->mma_wn = 1;
+      v->mma_mi = o->mma_mi;
+      v->mma_ni = o->mma_ni;
+      v->per_thread = 2 * o->mma_mi;
+      changed = true;
+    } else if (!ok || v->reg_layout != TL_LAYOUT_MMA_ROWS || v->mma_wm != o->mma_wm || v->mma_mi != o->mma_mi) {
+      v->in_regs = false;
+      changed = true;
+    }
   }
   return changed;
 }
@@ -355,8 +442,11 @@ tl_status tl_pass_place(tl_program *prog, tl_error *err) {
   }
   scan_body(p, &prog->body);
   choose_mma_all(p, &prog->body);
-  while (unify_all(p, &prog->body))
-    ;
+  for (bool changed = true; changed;) {
+    while (unify_all(p, &prog->body))
+      ;
+    changed = resolve_rows(p);
+  }
   swizzle_operands(&prog->body);
   mark_reductions(p, &prog->body);
   max_scratch(p, &prog->body);
