@@ -881,12 +881,33 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
     line(e, "#pragma unroll");
     line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) r_%s[tl_r] = 0.0f;", C->per_thread, C->name);
   }
-  line(e, "const unsigned tl_sa = tl_smem_addr(s_%s), tl_sb = tl_smem_addr(s_%s);", A->name, B->name);
-  /* unrolled when short: the swizzled addresses then fold to constants per row */
-  line(e, "#pragma unroll %s", K / 16 <= 4 ? "" : "1");
+  if (s->a_regs)
+    line(e, "const unsigned tl_sb = tl_smem_addr(s_%s);", B->name);
+  else
+    line(e, "const unsigned tl_sa = tl_smem_addr(s_%s), tl_sb = tl_smem_addr(s_%s);", A->name, B->name);
+  /* unrolled when short (the swizzled addresses then fold to constants per
+   * row) and always when A is in registers (register indices must be
+   * constants) */
+  line(e, "#pragma unroll %s", K / 16 <= 4 || s->a_regs ? "" : "1");
   line(e, "for (int tl_k = 0; tl_k < %" PRId64 "; tl_k += 16) {", K);
   e->indent++;
   line(e, "unsigned tl_a[%" PRId64 "][4];", MI);
+  if (s->a_regs) {
+    /* A's accumulator tiles (i, k/8) and (i, k/8 + 1) are exactly the
+     * m16k16 A fragment: pack pairs of halves */
+    const char *pk = A->dtype == TL_BFLOAT16 ? "tl_f2bf" : "tl_f2h";
+    int64_t NA = A->mma_ni * 4;
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++) {", MI);
+    e->indent++;
+    line(e, "const float *tl_p0 = &r_%s[tl_i * %" PRId64 " + (tl_k / 8) * 4], *tl_p1 = tl_p0 + 4;", A->name, NA);
+    line(e, "tl_a[tl_i][0] = (unsigned)%s(tl_p0[0]) | ((unsigned)%s(tl_p0[1]) << 16);", pk, pk);
+    line(e, "tl_a[tl_i][1] = (unsigned)%s(tl_p0[2]) | ((unsigned)%s(tl_p0[3]) << 16);", pk, pk);
+    line(e, "tl_a[tl_i][2] = (unsigned)%s(tl_p1[0]) | ((unsigned)%s(tl_p1[1]) << 16);", pk, pk);
+    line(e, "tl_a[tl_i][3] = (unsigned)%s(tl_p1[2]) | ((unsigned)%s(tl_p1[3]) << 16);", pk, pk);
+    e->indent--;
+    line(e, "}");
+  } else {
   /* A: rows m, columns k (or stored [K, M] and loaded transposed) */
   line(e, "#pragma unroll");
   line(e, "for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++) {", MI);
@@ -905,6 +926,7 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
        s->trans_a ? ".trans" : "", offset(e, A, aidx));
   e->indent--;
   line(e, "}");
+  }
   /* B: two n8 tiles per ldmatrix.x4.  Wide warp tiles (NI > 8, where
    * registers are short) use each pair at once in the mmas of every row
    * tile, so only four B registers live at a time; narrower ones load all

@@ -286,6 +286,7 @@ struct tl_stmt {
   bool clear, reverse;
   bool by_rows;        /* after pass_place: reduce row by row with warp shuffles */
   bool use_mma;        /* after pass_place: gemm lowered to mma.sync + ldmatrix */
+  bool a_regs;         /* after pass_place: that gemm takes A from registers (A in C's row layout) */
   bool async_copy;     /* after pass_pipeline: a global -> shared copy in 16-byte cp.async chunks */
   bool prefetch;       /* after pass_pipeline: issued ahead by its pipelined loop */
   bool pipe;           /* after pass_pipeline: a pipelined loop with prefetched copies */

@@ -113,7 +113,13 @@ static void scan_stmt(P *p, tl_stmt *s) {
     need_whole(s->dst);
     break;
   case S_GEMM:
-    demote(s->A);
+    /* B is read by every thread: shared memory.  A may stay in registers
+     * when it turns out to hold the rows of C in the mma layout (decided
+     * in resolve_gemm_a). */
+    if (s->A->dtype != TL_FLOAT16 && s->A->dtype != TL_BFLOAT16)
+      demote(s->A);
+    if (s->trans_a)
+      demote(s->A);
     demote(s->B);
     break;
   case S_PARALLEL:
@@ -199,7 +205,7 @@ static bool same_mma(const tl_sym *a, const tl_sym *b) {
  * the shape tiles onto the warps; returns false (nothing changed) if not. */
 static bool choose_mma(P *p, tl_stmt *s) {
   tl_sym *A = s->A, *B = s->B, *C = s->C;
-  if ((A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16) || A->in_regs || B->in_regs)
+  if ((A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16) || B->in_regs)
     return false;
   if (!C->in_regs || (C->dtype != TL_FLOAT32 && C->dtype != TL_FLOAT16) || p->threads % 32)
     return false;
@@ -378,6 +384,48 @@ static const tl_sym *loop_owner(const tl_stmt *par, const tl_body *b) {
   return NULL;
 }
 
+/* A gemm operand A held in registers is usable when the gemm runs on the
+ * matrix cores and A is laid out as the accumulator of C's rows over K
+ * (FlashAttention's P): then each warp's A fragments are its own
+ * registers.  Otherwise A goes to shared memory.  Returns whether anything
+ * changed. */
+/* Register elements per thread of every register fragment: keeping A in
+ * registers pays only while they leave room (measured on an H200: flash
+ * attention with 202 such registers spilled and ran 5% slower than with P
+ * in shared memory). */
+#define TL_REG_BUDGET 160
+
+static int64_t reg_elems(const tl_program *prog) {
+  int64_t n = 0;
+  for (int i = 0; i < prog->nbuffer_slots; i++)
+    if (prog->buffer_syms[i]->scope == SCOPE_FRAGMENT && prog->buffer_syms[i]->in_regs)
+      n += prog->buffer_syms[i]->per_thread;
+  return n;
+}
+
+static bool resolve_gemm_a(const tl_program *prog, tl_body *b) {
+  bool changed = false;
+  for (int i = 0; i < b->n; i++) {
+    tl_stmt *s = b->items[i];
+    if (s->kind == S_GEMM && s->A->in_regs) {
+      const tl_sym *A = s->A, *C = s->C;
+      bool ok = s->use_mma && C->in_regs && A->reg_layout == TL_LAYOUT_MMA && A->mma_wn == 1 && C->mma_wn == 1 &&
+                A->mma_wm == C->mma_wm && A->mma_mi == C->mma_mi && A->dims[0] == C->dims[0] && A->dims[1] % 16 == 0 &&
+                reg_elems(prog) <= TL_REG_BUDGET;
+      s->a_regs = ok;
+      if (!ok) {
+        s->A->in_regs = false;
+        changed = true;
+      }
+    } else if (s->kind == S_GEMM) {
+      s->a_regs = false;
+    }
+    changed |= resolve_gemm_a(prog, &s->body);
+    changed |= resolve_gemm_a(prog, &s->else_body);
+  }
+  return changed;
+}
+
 /* Gives the fragments read by rows (V[i] in a loop over an mma-layout
  * fragment with one warp along N) the row layout of that fragment, and
  * demotes those that cannot have it.  Returns whether anything changed. */
@@ -416,6 +464,8 @@ static void swizzle_operands(tl_body *b) {
       tl_sym *ops[2] = {s->A, s->B};
       for (int k = 0; k < 2; k++) {
         tl_sym *x = ops[k];
+        if (x->in_regs)
+          continue;
         int64_t row_bytes = x->dims[1] * 2;
         if (x->ndim == 2 && row_bytes % 64 == 0 && (row_bytes * x->dims[0]) % 128 == 0)
           x->swizzled = true;
@@ -446,6 +496,7 @@ tl_status tl_pass_place(tl_program *prog, tl_error *err) {
     while (unify_all(p, &prog->body))
       ;
     changed = resolve_rows(p);
+    changed |= resolve_gemm_a(prog, &prog->body);
   }
   swizzle_operands(&prog->body);
   mark_reductions(p, &prog->body);
