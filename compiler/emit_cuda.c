@@ -341,19 +341,8 @@ static const char **index_codes(E *e, const tl_expr *x) {
   return idx;
 }
 
-/* Do register fragments a and b hold the same elements in every thread
- * (same shape and layout)?  Then one loop over a's elements indexes b too. */
-static bool same_layout(const tl_sym *a, const tl_sym *b) {
-  if (!a || !b || a->ndim != b->ndim || a->reg_layout != b->reg_layout || a->per_thread != b->per_thread)
-    return false;
-  for (int d = 0; d < a->ndim; d++)
-    if (a->dims[d] != b->dims[d])
-      return false;
-  if (a->reg_layout == TL_LAYOUT_MMA_ROWS)
-    return a->mma_wm == b->mma_wm && a->mma_mi == b->mma_mi;
-  return a->reg_layout == TL_LAYOUT_BLOCKED || (a->mma_wm == b->mma_wm && a->mma_wn == b->mma_wn &&
-                                                a->mma_mi == b->mma_mi && a->mma_ni == b->mma_ni);
-}
+/* Do register fragments a and b hold the same elements in every thread? */
+static bool same_layout(const tl_sym *a, const tl_sym *b) { return a && b && tl_same_reg_layout(a, b); }
 
 /* The register holding row i of row-layout fragment v, in a loop over the
  * elements of mma-layout fragment `owner` (local index tl_r): the row of
@@ -1131,8 +1120,25 @@ static const char *spill(E *e, const tl_sym *src) {
   return st;
 }
 
+/* The second half of a row reduction: after a barrier, each element of dst
+ * (by its owner, or cooperatively) combines the `nparts` partials of its
+ * row left in tl_part (part w of row r at w * stride + r) with its old value. */
+static void partials_to_dst(E *e, const tl_stmt *s, tl_type acc, tl_reduce_type comb, int nparts, int64_t stride) {
+  line(e, "__syncthreads();");
+  int64_t dext[TL_MAX_DIMS] = {0};
+  int dn = squeezed(s->dst, dext);
+  const tl_sym *owner = reg_of(s->dst);
+  open_loop(e, owner, product(dext, dn));
+  const char **q = decode(e, "tl_e", dext, dn, "tl_q");
+  line(e, "%s tl_acc = tl_part[tl_e];", crep(acc));
+  for (int w = 1; w < nparts; w++)
+    line(e, "tl_acc = %s;", red_step(e, comb, acc, "tl_acc", S("tl_part[%d * %" PRId64 "LL + tl_e]", w, stride)));
+  red_store(e, s, acc, region_idx(e, s->dst, q), "tl_r");
+  close_loop(e, owner);
+}
+
 static void op_reduce_rows(E *e, const tl_stmt *s) {
-  const tl_sym *src = s->src->sym, *dst = s->dst->sym;
+  const tl_sym *src = s->src->sym;
   tl_type acc = acc_type(src->dtype);
   int64_t n = src->dims[src->ndim - 1], per = src->per_thread, size = product(src->dims, src->ndim);
   int64_t rows = size / n;
@@ -1178,17 +1184,7 @@ static void op_reduce_rows(E *e, const tl_stmt *s) {
             "(tl_h %% 2) * 8] = tl_acc;", M, MI * 16);
     e->indent--;
     line(e, "}");
-    line(e, "__syncthreads();");
-    int64_t dext[TL_MAX_DIMS] = {0};
-    int dn = squeezed(s->dst, dext);
-    const tl_sym *owner = reg_of(s->dst);
-    open_loop(e, owner, product(dext, dn));
-    const char **q = decode(e, "tl_e", dext, dn, "tl_q");
-    line(e, "%s tl_acc = tl_part[tl_e];", at);
-    for (int w = 1; w < src->mma_wn; w++)
-      line(e, "tl_acc = %s;", red_step(e, comb, acc, "tl_acc", S("tl_part[%d * %" PRId64 "LL + tl_e]", w, M)));
-    red_store(e, s, acc, region_idx(e, s->dst, q), "tl_r");
-    close_loop(e, owner);
+    partials_to_dst(e, s, acc, comb, src->mma_wn, M);
     e->indent--;
     line(e, "}");
     return;
@@ -1222,18 +1218,9 @@ static void op_reduce_rows(E *e, const tl_stmt *s) {
     e->indent--;
     line(e, "}");
   }
-  line(e, "__syncthreads();");
-  int64_t dext[TL_MAX_DIMS] = {0};
-  int dn = squeezed(s->dst, dext);
-  const tl_sym *owner = reg_of(s->dst);
-  open_loop(e, owner, product(dext, dn));
-  const char **q = decode(e, "tl_e", dext, dn, "tl_q");
-  line(e, "const %s tl_acc = tl_part[tl_e];", at);
-  red_store(e, s, acc, region_idx(e, s->dst, q), "tl_r");
-  close_loop(e, owner);
+  partials_to_dst(e, s, acc, comb, 1, 0);
   e->indent--;
   line(e, "}");
-  (void)dst;
 }
 
 /* The value of src element at per-dimension indices idx, reading a spilled

@@ -10,6 +10,9 @@
 
 /* pass_place.c: registers or shared memory for every buffer. */
 tl_status tl_pass_place(tl_program *prog, tl_error *err);
+/* Do register fragments a and b hold the same elements in every thread
+ * (same shape, layout and layout parameters)? */
+bool tl_same_reg_layout(const tl_sym *a, const tl_sym *b);
 /* True when a reduce of a register fragment runs row by row with warp
  * shuffles (see pass_place.c and emit_cuda.c). */
 bool tl_reduce_by_rows(const tl_stmt *s);

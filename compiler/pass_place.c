@@ -290,8 +290,8 @@ static void par_body_regs(const tl_stmt *par, const tl_body *b, tl_vec *out, tl_
 /* Makes the register fragments of one group (a parallel loop, a copy)
  * agree on a layout: they take the mma layout of a member that has one
  * when they have its shape, and are demoted otherwise. */
-static bool same_layout(const tl_sym *a, const tl_sym *b) {
-  if (a->reg_layout != b->reg_layout || a->ndim != b->ndim)
+bool tl_same_reg_layout(const tl_sym *a, const tl_sym *b) {
+  if (a->reg_layout != b->reg_layout || a->ndim != b->ndim || a->per_thread != b->per_thread)
     return false;
   for (int d = 0; d < a->ndim; d++)
     if (a->dims[d] != b->dims[d])
@@ -311,7 +311,7 @@ static bool unify(tl_sym **g, int n) {
   bool changed = false;
   for (int i = 0; i < n; i++) {
     tl_sym *x = g[i];
-    if (!x->in_regs || x == m || same_layout(x, m))
+    if (!x->in_regs || x == m || tl_same_reg_layout(x, m))
       continue;
     bool same_shape = x->ndim == m->ndim;
     for (int d = 0; same_shape && d < x->ndim; d++)

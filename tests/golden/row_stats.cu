@@ -141,7 +141,7 @@ extern "C" __global__ void __launch_bounds__(128) row_stats(float *__restrict__ 
       const int tl_e = (tl_tid * 1 + (tl_r));
       if (tl_e < 16) {
         const int tl_q0 = (int)(((unsigned)tl_e / 1u) % 16u); (void)tl_q0;
-        const float tl_acc = tl_part[tl_e];
+        float tl_acc = tl_part[tl_e];
         r_mx[tl_r] = tl_acc;
       }
     }
@@ -163,7 +163,7 @@ extern "C" __global__ void __launch_bounds__(128) row_stats(float *__restrict__ 
       const int tl_e = (tl_tid * 1 + (tl_r));
       if (tl_e < 16) {
         const int tl_q0 = (int)(((unsigned)tl_e / 1u) % 16u); (void)tl_q0;
-        const float tl_acc = tl_part[tl_e];
+        float tl_acc = tl_part[tl_e];
         r_sm[tl_r] = tl_acc;
       }
     }
