@@ -328,8 +328,16 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
   tl_nv_target t;
   if ((st = tl_nv_target_parse(req->target, &t, err)) != TL_OK)
     goto done;
-  if ((st = tl_pass_place(prog, err)) != TL_OK || (st = tl_pass_pipeline(prog, smem_limit(t.arch), err)) != TL_OK)
+  if (req->dump)
+    req->dump(req->dump_user, "check", prog);
+  if ((st = tl_pass_place(prog, err)) != TL_OK)
     goto done;
+  if (req->dump)
+    req->dump(req->dump_user, "place", prog);
+  if ((st = tl_pass_pipeline(prog, smem_limit(t.arch), err)) != TL_OK)
+    goto done;
+  if (req->dump)
+    req->dump(req->dump_user, "pipeline", prog);
   if ((st = fit(prog, &t, req->target, err)) != TL_OK)
     goto done;
   prog->max_registers = opt.max_registers;

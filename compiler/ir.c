@@ -331,3 +331,135 @@ tl_expr *tl_expr_copy(tl_arena *a, const tl_expr *e) {
   }
   return x;
 }
+
+/* ---- dumping the IR (tlc compile --dump PASS / --emit ir) ----------------------- */
+static const char *const stmt_names[] = {
+    [S_ALLOC] = "alloc",      [S_ALLOC_VAR] = "alloc_var", [S_LET] = "let",         [S_COPY] = "copy",
+    [S_FILL] = "fill",        [S_GEMM] = "gemm",           [S_REDUCE] = "reduce",   [S_CUMSUM] = "cumsum",
+    [S_ATOMIC_ADD] = "atomic_add", [S_PARALLEL] = "parallel", [S_LOOP] = "loop",     [S_IF] = "if",
+    [S_ANNOTATE_LAYOUT] = "annotate_layout", [S_USE_SWIZZLE] = "use_swizzle", [S_SYNC_THREADS] = "sync_threads",
+    [S_ASSIGN] = "assign",
+};
+
+static void dump_region(FILE *f, tl_arena *a, const tl_region *r) {
+  fprintf(f, "%s[", r->sym ? r->sym->name : r->name);
+  for (int d = 0; d < r->ndim; d++)
+    fprintf(f, "%s%s+:%lld", d ? ", " : "", r->lo[d] ? tl_expr_str(a, r->lo[d]) : "0", (long long)r->ext[d]);
+  fputs("]", f);
+}
+
+static void dump_sym_place(FILE *f, const tl_sym *s) {
+  static const char *const scopes[] = {"", "global", "shared", "fragment", "local"};
+  fprintf(f, "%s %s[", scopes[s->scope], tl_dtype_name(s->dtype));
+  for (int d = 0; d < s->ndim; d++)
+    fprintf(f, "%s%lld", d ? ", " : "", (long long)s->dims[d]);
+  fputs("]", f);
+  if (s->scope == SCOPE_FRAGMENT && s->in_regs) {
+    static const char *const lay[] = {"blocked", "mma", "mma-rows"};
+    fprintf(f, " in registers, %s layout, %lld per thread", lay[s->reg_layout], (long long)s->per_thread);
+    if (s->reg_layout != TL_LAYOUT_BLOCKED)
+      fprintf(f, " (warps %dx%d, tiles %lldx%lld)", s->mma_wm, s->mma_wn, (long long)s->mma_mi, (long long)s->mma_ni);
+  } else if (s->smem_offset >= 0) {
+    fprintf(f, " in shared memory at %lld", (long long)s->smem_offset);
+    if (s->stages > 1)
+      fprintf(f, ", %lld stages", (long long)s->stages);
+    if (s->swizzled)
+      fputs(", swizzled", f);
+  }
+}
+
+static void dump_body(FILE *f, tl_arena *a, const tl_body *b, int depth);
+
+static void dump_stmt(FILE *f, tl_arena *a, const tl_stmt *s, int depth) {
+  fprintf(f, "%*s%s", depth * 2, "", stmt_names[s->kind]);
+  switch (s->kind) {
+  case S_ALLOC:
+    fprintf(f, " %s: ", s->sym->name);
+    dump_sym_place(f, s->sym);
+    break;
+  case S_ALLOC_VAR:
+  case S_LET:
+    fprintf(f, " %s: %s", s->sym->name, tl_type_name(s->sym->type));
+    if (s->value)
+      fprintf(f, " = %s", tl_expr_str(a, s->value));
+    break;
+  case S_COPY:
+  case S_REDUCE:
+  case S_CUMSUM:
+  case S_ATOMIC_ADD:
+  case S_FILL:
+    fputc(' ', f);
+    if (s->src) {
+      dump_region(f, a, s->src);
+      fputs(" -> ", f);
+    }
+    dump_region(f, a, s->dst);
+    if (s->kind == S_FILL || (s->kind == S_ATOMIC_ADD && !s->src))
+      fprintf(f, " = %s", tl_expr_str(a, s->value));
+    if (s->kind == S_REDUCE || s->kind == S_CUMSUM)
+      fprintf(f, " dim %d%s", s->dim, s->by_rows ? ", by rows" : "");
+    if (s->async_copy)
+      fputs(s->prefetch ? " [cp.async, prefetched]" : " [cp.async]", f);
+    break;
+  case S_GEMM:
+    fprintf(f, " %s%s x %s%s -> %s%s%s", s->A->name, s->trans_a ? "^T" : "", s->B->name, s->trans_b ? "^T" : "",
+            s->C->name, s->use_mma ? " [mma.sync m16n8k16]" : " [per-element]", s->a_regs ? " [A in registers]" : "");
+    break;
+  case S_PARALLEL:
+    fputs(" (", f);
+    for (int i = 0; i < s->nvars; i++)
+      fprintf(f, "%s%s < %s", i ? ", " : "", s->vars[i]->name, tl_expr_str(a, s->extents[i]));
+    fputs(")", f);
+    break;
+  case S_LOOP: {
+    static const char *const kinds[] = {"serial", "unroll", "vectorized", "pipelined"};
+    fprintf(f, " %s %s in range(%s, +%s, step %s)", kinds[s->loop_kind], s->var->name, tl_expr_str(a, s->start),
+            tl_expr_str(a, s->extent), tl_expr_str(a, s->step));
+    if (s->loop_kind == LOOP_PIPELINED)
+      fprintf(f, " num_stages %lld%s", (long long)s->num_stages, s->pipe ? " [software pipelined]" : "");
+    break;
+  }
+  case S_IF:
+    fprintf(f, " %s", tl_expr_str(a, s->value));
+    break;
+  case S_ASSIGN:
+    fprintf(f, " %s = %s", tl_expr_str(a, s->lhs), tl_expr_str(a, s->value));
+    break;
+  default:
+    break;
+  }
+  fprintf(f, "%s   # %s\n", s->block_level ? " (block)" : "", s->pointer);
+  dump_body(f, a, &s->body, depth + 1);
+  if (s->has_else) {
+    fprintf(f, "%*selse\n", depth * 2, "");
+    dump_body(f, a, &s->else_body, depth + 1);
+  }
+}
+
+static void dump_body(FILE *f, tl_arena *a, const tl_body *b, int depth) {
+  for (int i = 0; i < b->n; i++)
+    dump_stmt(f, a, b->items[i], depth);
+}
+
+void tl_dump_program(const tl_program *prog, void *fp) {
+  FILE *f = fp;
+  tl_arena *a = prog->arena;
+  fprintf(f, "kernel %s: threads %lld x %lld x %lld, grid (", prog->name, (long long)prog->threads[0],
+          (long long)prog->threads[1], (long long)prog->threads[2]);
+  for (int i = 0; i < prog->ngrid; i++)
+    fprintf(f, "%s%s", i ? ", " : "", tl_expr_str(a, prog->grid[i]));
+  fprintf(f, "), dynamic shared memory %lld bytes (scratch %lld at %lld)\n", (long long)prog->smem_bytes,
+          (long long)prog->scratch_bytes, (long long)prog->scratch_offset);
+  for (int i = 0; i < prog->nparams; i++) {
+    const tl_sym *s = prog->params[i];
+    fprintf(f, "param %s: %s", s->name, tl_dtype_name(s->dtype));
+    if (s->kind == SYM_TENSOR) {
+      fputs(" tensor [", f);
+      for (int d = 0; d < s->ndim; d++)
+        fprintf(f, "%s%s", d ? ", " : "", tl_expr_str(a, s->shape[d]));
+      fprintf(f, "] align %lld", (long long)s->align);
+    }
+    fputc('\n', f);
+  }
+  dump_body(f, a, &prog->body, 0);
+}

@@ -410,6 +410,11 @@ tl_expr *tl_expr_copy(tl_arena *a, const tl_expr *e);
  * arithmetic conversions.  The one copy of the rule (check.c). */
 tl_dtype tl_common_dtype(tl_dtype a, tl_dtype b);
 
+/* Prints the program as the back end sees it (statements with their
+ * pointers, buffers with their placement, copies, gemms and loops with what
+ * the passes decided): `tlc compile --dump PASS` and `--emit ir`. */
+void tl_dump_program(const tl_program *prog, void *fp /* FILE* */);
+
 /* Prints an expression back as source text (for messages and dumps). */
 char *tl_expr_str(tl_arena *a, const tl_expr *e);
 /* The source spelling of an operator ("//", "and", "+"). */

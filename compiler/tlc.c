@@ -27,7 +27,7 @@
 static const char usage[] =
     "usage: tlc check PROGRAM.json [-D NAME=VALUE]...\n"
     "       tlc compile PROGRAM.json --target TARGET [-D NAME=VALUE]... [-o FILE]\n"
-    "               [--emit cuda|ptx|cubin|meta]\n"
+    "               [--emit cuda|ptx|cubin|meta|ir] [--dump check|place|pipeline]\n"
     "       tlc run PROGRAM.json (--interpret | --device cuda[:N] [--time N]) [-D NAME=VALUE]...\n"
     "               [--arg NAME=VALUE]... [--in NAME=FILE.npy]... [--out NAME=FILE.npy]...\n"
     "       tlc targets\n"
@@ -38,7 +38,9 @@ static const char usage[] =
     "compile    compile for TARGET (sm_XX, sm_XXa or compute_XX; see 'tlc targets');\n"
     "           --emit cubin (default for sm_*) or ptx (default for compute_*) writes the binary\n"
     "           to -o FILE (default NAME.TARGET.cubin / .ptx); cuda and meta print the generated\n"
-    "           CUDA C or the metadata JSON (to -o FILE or standard output)\n"
+    "           CUDA C or the metadata JSON (to -o FILE or standard output); ir prints the\n"
+    "           program as the code generator sees it; --dump STAGE prints it after that\n"
+    "           stage of the pipeline on standard error\n"
     "run        run a program on the CPU with the reference interpreter (--interpret), or\n"
     "           compile it for the GPU found and run it there (--device cuda, cuda:N); --time N\n"
     "           launches it N more times and prints the mean time per launch\n"
@@ -56,7 +58,7 @@ typedef struct {
 typedef struct {
   const char *cmd, *file;
   bool interpret;
-  const char *device, *target, *output, *emit;
+  const char *device, *target, *output, *emit, *dump;
   int time_runs; /* run --device --time N: time N launches after one warm-up */
   kv defs[MAX_OPTS], args[MAX_OPTS], ins[MAX_OPTS], outs[MAX_OPTS];
   int ndefs, nargs, nins, nouts;
@@ -107,10 +109,11 @@ static int parse_options(int argc, char **argv, options *o) {
       o->time_runs = atoi(argv[++i]);
       continue;
     } else if (strcmp(a, "--device") == 0 || strcmp(a, "--target") == 0 || strcmp(a, "-o") == 0 ||
-               strcmp(a, "--emit") == 0) {
+               strcmp(a, "--emit") == 0 || strcmp(a, "--dump") == 0) {
       if (i + 1 >= argc)
         return usage_error("'%s' needs a value", a);
-      const char **slot = a[2] == 'd' ? &o->device : a[2] == 't' ? &o->target : a[1] == 'o' ? &o->output : &o->emit;
+      const char **slot = strcmp(a, "--dump") == 0 ? &o->dump : a[2] == 'd' ? &o->device : a[2] == 't' ? &o->target
+                          : a[1] == 'o' ? &o->output : &o->emit;
       *slot = argv[++i];
       continue;
     } else if (a[0] == '-') {
@@ -142,15 +145,17 @@ static int parse_options(int argc, char **argv, options *o) {
     return usage_error("%s", "--time goes with run --device");
   if (!run && (o->nargs || o->nins || o->nouts || o->interpret || o->device))
     return usage_error("'%s' does not take --arg, --in, --out, --interpret or --device", o->cmd);
-  if (!compile && (o->target || o->output || o->emit))
-    return usage_error("'%s' does not take --target, -o or --emit", o->cmd);
+  if (!compile && (o->target || o->output || o->emit || o->dump))
+    return usage_error("'%s' does not take --target, -o, --emit or --dump", o->cmd);
+  if (o->dump && strcmp(o->dump, "check") && strcmp(o->dump, "place") && strcmp(o->dump, "pipeline"))
+    return usage_error("--dump %s: the stages are check, place and pipeline", o->dump);
   if (run && !o->interpret == !o->device)
     return usage_error("%s", "'run' needs exactly one of --interpret and --device cuda[:N]");
   if (compile && !o->target)
     return usage_error("%s", "'compile' needs --target (see 'tlc targets')");
   if (o->emit && strcmp(o->emit, "cuda") && strcmp(o->emit, "ptx") && strcmp(o->emit, "cubin") &&
-      strcmp(o->emit, "meta"))
-    return usage_error("--emit %s: the forms are cuda, ptx, cubin and meta", o->emit);
+      strcmp(o->emit, "meta") && strcmp(o->emit, "ir"))
+    return usage_error("--emit %s: the forms are cuda, ptx, cubin, meta and ir", o->emit);
   if (o->device && strncmp(o->device, "cuda", 4) != 0)
     return usage_error("--device %s: the devices are cuda and cuda:N", o->device);
   return 0;
@@ -274,16 +279,41 @@ static void print_compile_error(const options *o, const tl_diags *d, const tl_er
     fprintf(stderr, "%s: error: %s\n", o->file, err->message);
 }
 
+/* The --dump and --emit ir hook: prints the IR after the stage asked for
+ * (to standard error for --dump, to the output for --emit ir). */
+typedef struct {
+  const options *o;
+  FILE *ir_out;
+} dump_ctx;
+
+static void dump_stage(void *user, const char *stage, const tl_program *prog) {
+  dump_ctx *d = user;
+  if (d->o->dump && strcmp(d->o->dump, stage) == 0) {
+    fprintf(stderr, "# IR after %s\n", stage);
+    tl_dump_program(prog, stderr);
+  }
+  if (d->ir_out && strcmp(stage, "pipeline") == 0)
+    tl_dump_program(prog, d->ir_out);
+}
+
 static tl_status compile_with(const options *o, const char *text, size_t len, const char *target, tl_build **out,
                               tl_arena *arena) {
   tl_define defs[MAX_OPTS];
   for (int i = 0; i < o->ndefs; i++)
     defs[i] = defs_of(o, i);
+  dump_ctx dc = {.o = o};
+  bool ir = o->emit && strcmp(o->emit, "ir") == 0;
+  if (ir && !(dc.ir_out = o->output ? fopen(o->output, "w") : stdout)) {
+    fprintf(stderr, "tlc: cannot write '%s': %s\n", o->output, strerror(errno));
+    return TL_IO;
+  }
   tl_compile_request req = {.program = text, .program_len = len, .defines = defs, .ndefines = o->ndefs,
-                            .target = target};
+                            .target = target, .dump = dump_stage, .dump_user = &dc};
   tl_diags d = {.arena = arena};
   tl_error err;
   tl_status st = tl_compile(&req, out, &d, &err);
+  if (dc.ir_out && dc.ir_out != stdout)
+    fclose(dc.ir_out);
   if (st != TL_OK)
     print_compile_error(o, &d, &err);
   return st;
@@ -440,7 +470,9 @@ static int cmd_compile(const options *o) {
   tl_build *b = NULL;
   status = compile_with(o, text, len, target, &b, arena) == TL_OK ? 0 : 1;
   if (b) {
-    if (strcmp(emit, "cuda") == 0)
+    if (strcmp(emit, "ir") == 0)
+      status = 0; /* printed by the hook */
+    else if (strcmp(emit, "cuda") == 0)
       status = write_out(o->output, b->source, strlen(b->source));
     else if (strcmp(emit, "meta") == 0)
       status = write_out(o->output, b->meta, strlen(b->meta));

@@ -41,6 +41,10 @@ typedef struct tl_build {
   double compile_ms;   /* wall time of the whole compile */
 } tl_build;
 
+/* Called after a stage of the pipeline ("check", "place", "pipeline") with
+ * the program as it stands (tl_dump_program prints it); for tools. */
+typedef void (*tl_dump_fn)(void *user, const char *stage, const tl_program *prog);
+
 /* One compile request.  options_json may be NULL or a JSON object text
  * (recognized keys are listed in proto/; unknown keys are an error). */
 typedef struct tl_compile_request {
@@ -50,6 +54,8 @@ typedef struct tl_compile_request {
   int ndefines;
   const char *target;
   const char *options_json;
+  tl_dump_fn dump;          /* may be NULL */
+  void *dump_user;
 } tl_compile_request;
 
 /* Parses and checks the program and computes the build key and manifest
