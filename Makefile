@@ -82,6 +82,65 @@ $(TLSERVERD): $(call objs,$(SERVER_MAIN)) $(LIB_SERVER) $(LIB_COMPILER) $(LIB_CA
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS_SERVER) $(LIBS_COMPILER) $(LIBS_CACHE)
 
+# --- the client (libtlclient, tlclient, the example application) -----------
+# libtlclient.a and libtlclient.so (soname libtlclient.so.0; only the public
+# API of client/include/tl/tlclient.h is exported, see client/tlclient.map)
+# hold client/*.c with what they use of libtlcompiler, libtlcache and
+# libtlproto.  tlclient links the static library; tl-example-app the shared
+# one (rpath $ORIGIN/../lib), as an application would.
+CLIENT_MAIN   := client/tlclient.c
+CLIENT_SRC    := $(filter-out $(CLIENT_MAIN),$(wildcard client/*.c))
+APP_SRC       := $(wildcard examples/app/*.c)
+LIB_CLIENT    := $(B)/lib/libtlclient.a
+LIB_CLIENT_SO := $(B)/lib/libtlclient.so
+TLCLIENT      := $(B)/bin/tlclient
+EXAMPLE_APP   := $(B)/bin/tl-example-app
+TLCLIENT_PC   := $(B)/lib/pkgconfig/tlclient.pc
+LIBS_CLIENT   := -lcurl -ljansson -lsqlite3 -lcrypto -ldl -lm -lpthread
+BINS += $(TLCLIENT)
+
+all: $(LIB_CLIENT) $(LIB_CLIENT_SO) $(TLCLIENT_PC) $(TLCLIENT) $(EXAMPLE_APP)
+
+$(OBJ)/client/%.o $(OBJ)/examples/app/%.o $(OBJ)/tests/unit/test_client%.o: ALL_CFLAGS += -Iclient/include
+$(LIB_CLIENT): $(call objs,$(CLIENT_SRC))
+
+$(LIB_CLIENT_SO): $(call objs,$(CLIENT_SRC)) $(LIB_COMPILER) $(LIB_CACHE) $(LIB_PROTO) client/tlclient.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS_BASE) $(LDFLAGS) -Wl,-soname,libtlclient.so.0 -Wl,--version-script=client/tlclient.map \
+	  -o $@.0 $(call objs,$(CLIENT_SRC)) $(LIB_COMPILER) $(LIB_CACHE) $(LIB_PROTO) $(LIBS_CLIENT)
+	ln -sf libtlclient.so.0 $@
+
+$(TLCLIENT): $(call objs,$(CLIENT_MAIN)) $(LIB_CLIENT) $(LIB_COMPILER) $(LIB_CACHE) $(LIB_PROTO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS_CLIENT)
+
+# The example embeds examples/gemm.json (.incbin in examples/app/gemm_program.c).
+$(OBJ)/examples/app/gemm_program.o: examples/gemm.json
+$(EXAMPLE_APP): $(call objs,$(APP_SRC)) $(LIB_CLIENT_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(call objs,$(APP_SRC)) -L$(B)/lib -ltlclient -lm \
+	  -Wl,-rpath,'$$ORIGIN/../lib'
+
+$(TLCLIENT_PC): client/tlclient.pc.in Makefile
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|0.1.0|g' -e 's|@LIBS@|$(LIBS_CLIENT)|g' $< >$@
+
+# test_client*.c also link libtlclient (a shorter stem wins over $(B)/tests/%).
+$(B)/tests/test_client%: $(OBJ)/tests/unit/test_client%.o $(LIB_CLIENT) $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(LIB_CLIENT) $(LIBS_ALL) -lcmocka $(LIBS_CLIENT)
+
+.PHONY: install-client
+install: install-client
+install-client: all
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/tl
+	install -m 644 $(LIB_CLIENT) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIB_CLIENT_SO).0 $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libtlclient.so.0 $(DESTDIR)$(PREFIX)/lib/libtlclient.so
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|0.1.0|g' -e 's|@LIBS@|$(LIBS_CLIENT)|g' \
+	  client/tlclient.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/tlclient.pc
+	install -m 644 client/include/tl/tlclient.h proto/tl_status.h proto/tl_error.h $(DESTDIR)$(PREFIX)/include/tl/
+
 # --- tests ----------------------------------------------------------------
 # Every tests/unit/test_*.c is a cmocka program linked with all libraries.
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)

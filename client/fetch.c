@@ -1,0 +1,948 @@
+/*
+ * fetch.c - where libtlclient's builds come from: the request key, the
+ * local cache (libtlcache on a per-user SQLite file), the server's compile,
+ * kernels and artifacts endpoints, and the SHA-256 check of every binary
+ * before it is handed out.  The order of the lookups and the reasons are
+ * in client/include/tl/tlclient.h; in short:
+ *
+ *   tl_client_get:  local cache by request key -> POST /v1/compile ->
+ *                   artifact bytes (local cache by id, else GET
+ *                   /v1/artifacts/ID, verified) -> stored locally under the
+ *                   build key and the request key.  Server unreachable:
+ *                   the build key computed locally (tl_compile_key, when
+ *                   NVRTC is here) -> local cache.
+ *
+ * Local cache entries.  A build is stored under its build key with the
+ * server's manifest when the client fetched it by key, or with a short
+ * placeholder naming the key when it came from a compile (the compile
+ * answer has no manifest).  A request key is stored as one more build row
+ * of the same artifact whose manifest starts with TL_CLIENT_ALIAS_MAGIC and
+ * names the build key; libtlcache keeps one copy of the bytes for both.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../compiler/tlcompiler.h"
+#include "../proto/tl_hash.h"
+#include "internal.h"
+
+#define JSON_ANSWER_MAX ((size_t)64 << 20)
+#define INFO_ANSWER_MAX ((size_t)1 << 20)
+#define NAME_MAX_SHOWN 80
+
+/* ---- requests --------------------------------------------------------------------- */
+
+typedef struct prepared {
+  json_t *program;    /* the parsed program */
+  json_t *constants;  /* object of the overrides */
+  json_t *options;    /* object, or NULL */
+  char name[NAME_MAX_SHOWN + 1];
+} prepared;
+
+static void prepared_free(prepared *p) {
+  json_decref(p->program);
+  json_decref(p->constants);
+  json_decref(p->options);
+  memset(p, 0, sizeof *p);
+}
+
+static char *canonical(const json_t *v) {
+  return json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
+}
+
+/* Drops members whose name starts with "x-" (they never change a build). */
+static void strip_x(json_t *v) {
+  if (json_is_object(v)) {
+    const char *key;
+    json_t *x;
+    void *tmp;
+    json_object_foreach_safe(v, tmp, key, x) {
+      if (strncmp(key, "x-", 2) == 0)
+        json_object_del(v, key);
+      else
+        strip_x(x);
+    }
+  } else if (json_is_array(v)) {
+    size_t i;
+    json_t *x;
+    json_array_foreach(v, i, x) strip_x(x);
+  }
+}
+
+static tl_status prepare(const tl_client_request *req, prepared *p, tl_error *err) {
+  memset(p, 0, sizeof *p);
+  if (!req || !req->program)
+    return tl_error_set(err, TL_INVALID_ARG, "no program given");
+  size_t len = req->program_len ? req->program_len : strlen(req->program);
+  const char *shown = req->name;
+  if (len > TL_CLIENT_PROGRAM_MAX)
+    return tl_error_set(err, TL_TOO_LARGE, "program %s is %zu bytes; the limit is %u", shown ? shown : "", len,
+                        TL_CLIENT_PROGRAM_MAX);
+  if (req->ndefines < 0 || req->ndefines > TL_CLIENT_DEFINES_MAX || (req->ndefines && !req->defines))
+    return tl_error_set(err, TL_INVALID_ARG, "a request has 0 to %d constant overrides, not %d", TL_CLIENT_DEFINES_MAX,
+                        req->ndefines);
+  json_error_t jerr;
+  p->program = json_loadb(req->program, len, JSON_REJECT_DUPLICATES, &jerr);
+  if (!p->program)
+    return tl_error_set(err, TL_BAD_JSON, "program %s is not valid JSON: line %d, column %d: %s",
+                        shown ? shown : "(unnamed)", jerr.line, jerr.column, jerr.text);
+  if (!json_is_object(p->program)) {
+    prepared_free(p);
+    return tl_error_set(err, TL_BAD_PROGRAM, "program %s is not a JSON object", shown ? shown : "(unnamed)");
+  }
+  const char *pname = json_string_value(json_object_get(p->program, "name"));
+  snprintf(p->name, sizeof p->name, "%s", shown ? shown : pname ? pname : "(unnamed)");
+  strip_x(p->program);
+  p->constants = json_object();
+  if (!p->constants) {
+    prepared_free(p);
+    return tl_error_set(err, TL_NOMEM, "out of memory");
+  }
+  for (int i = 0; i < req->ndefines; i++) {
+    const tl_client_define *d = &req->defines[i];
+    if (!d->name || !*d->name || strlen(d->name) > TL_MAX_NAME || !d->value) {
+      prepared_free(p);
+      return tl_error_set(err, TL_INVALID_ARG, "constant override %d of %s has no name or no value", i, p->name);
+    }
+    json_t *v = json_loads(d->value, JSON_DECODE_ANY, NULL);
+    if (!v || !(json_is_number(v) || json_is_boolean(v))) {
+      json_decref(v);
+      prepared_free(p);
+      return tl_error_set(err, TL_INVALID_ARG, "-D %s=%.100s: the value must be a number or true/false", d->name,
+                          d->value);
+    }
+    json_object_set_new(p->constants, d->name, v);
+  }
+  if (req->options_json && *req->options_json) {
+    p->options = json_loads(req->options_json, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(p->options)) {
+      prepared_free(p);
+      return tl_error_set(err, TL_INVALID_ARG, "the compiler options of %s must be a JSON object", p->name);
+    }
+  }
+  return TL_OK;
+}
+
+tl_status tl_target_check(const char *target, tl_error *err) {
+  if (!target || !*target)
+    return tl_error_set(err, TL_INVALID_ARG, "no target given (e.g. sm_90, compute_80)");
+  size_t n = strlen(target);
+  if (n > TL_CLIENT_TARGET_MAX)
+    return tl_error_set(err, TL_TOO_LARGE, "target '%.40s...' is longer than %d characters", target,
+                        TL_CLIENT_TARGET_MAX);
+  for (size_t i = 0; i < n; i++)
+    if (!((target[i] >= 'a' && target[i] <= 'z') || (target[i] >= '0' && target[i] <= '9') || target[i] == '_'))
+      return tl_error_set(err, TL_INVALID_ARG, "target '%s' has a character other than a-z, 0-9 and '_'", target);
+  return TL_OK;
+}
+
+/* The canonical request text of p for target (malloc'd). */
+static char *request_text(const prepared *p, const char *target) {
+  char *prog = canonical(p->program), *cons = canonical(p->constants);
+  char *opts = p->options ? canonical(p->options) : NULL;
+  char *out = NULL;
+  if (prog && cons && (opts || !p->options)) {
+    size_t n = strlen(prog) + strlen(cons) + (opts ? strlen(opts) : 2) + strlen(target) + 128;
+    if ((out = malloc(n)))
+      snprintf(out, n, "%starget %s\noptions %s\nconstants %s\nprogram %s\n", TL_CLIENT_ALIAS_MAGIC, target,
+               opts ? opts : "{}", cons, prog);
+  }
+  free(prog);
+  free(cons);
+  free(opts);
+  return out;
+}
+
+static tl_status key_of(const prepared *p, const char *target, char key[65], char **text, tl_error *err) {
+  char *t = request_text(p, target);
+  if (!t)
+    return tl_error_set(err, TL_NOMEM, "out of memory");
+  tl_status st = tl_sha256_hex(t, strlen(t), key);
+  if (st != TL_OK) {
+    free(t);
+    return tl_error_set(err, st, "SHA-256 failed");
+  }
+  if (text)
+    *text = t;
+  else
+    free(t);
+  return TL_OK;
+}
+
+tl_status tl_request_key(const tl_client_request *req, const char *target, char key[65], char **text,
+                         tl_error *err) {
+  tl_error_clear(err);
+  if (text)
+    *text = NULL;
+  tl_status st = tl_target_check(target, err);
+  if (st != TL_OK)
+    return st;
+  prepared p;
+  if ((st = prepare(req, &p, err)) != TL_OK)
+    return st;
+  st = key_of(&p, target, key, text, err);
+  prepared_free(&p);
+  return st;
+}
+
+/* ---- artifacts ------------------------------------------------------------------------ */
+
+/* Makes an artifact, taking bytes (malloc'd) in every case. */
+static tl_status artifact_make(const char *key, const char *id, const char *target, void *bytes, size_t n,
+                               const char *metadata, tl_source source, tl_artifact **out, tl_error *err) {
+  *out = NULL;
+  tl_meta *meta = NULL;
+  tl_status st = tl_meta_parse(metadata, &meta, err);
+  if (st != TL_OK) {
+    free(bytes);
+    return st;
+  }
+  tl_artifact *a = calloc(1, sizeof *a);
+  size_t ml = strlen(metadata) + 1;
+  char *mt = malloc(ml);
+  if (!a || !mt) {
+    free(a);
+    free(mt);
+    free(bytes);
+    tl_meta_free(meta);
+    return tl_error_set(err, TL_NOMEM, "out of memory");
+  }
+  memcpy(mt, metadata, ml);
+  snprintf(a->key, sizeof a->key, "%s", key);
+  snprintf(a->id, sizeof a->id, "%s", id);
+  snprintf(a->target, sizeof a->target, "%s", target);
+  a->bytes = bytes;
+  a->n = n;
+  a->metadata = mt;
+  a->meta = meta;
+  a->source = source;
+  *out = a;
+  return TL_OK;
+}
+
+void tl_artifact_free(tl_artifact *a) {
+  if (!a)
+    return;
+  free(a->bytes);
+  free(a->metadata);
+  tl_meta_free(a->meta);
+  free(a);
+}
+
+const char *tl_artifact_key(const tl_artifact *a) { return a ? a->key : NULL; }
+const char *tl_artifact_id(const tl_artifact *a) { return a ? a->id : NULL; }
+const char *tl_artifact_target(const tl_artifact *a) { return a ? a->target : NULL; }
+const char *tl_artifact_metadata(const tl_artifact *a) { return a ? a->metadata : NULL; }
+const char *tl_artifact_entry(const tl_artifact *a) { return a ? a->meta->entry : NULL; }
+tl_source tl_artifact_source(const tl_artifact *a) { return a ? a->source : (tl_source)0; }
+int tl_artifact_is_ptx(const tl_artifact *a) {
+  return a && (strncmp(a->target, "compute_", 8) == 0 || a->meta->ptx);
+}
+const void *tl_artifact_bytes(const tl_artifact *a, size_t *n) {
+  if (n)
+    *n = a ? a->n : 0;
+  return a ? a->bytes : NULL;
+}
+int tl_artifact_nparams(const tl_artifact *a) { return a ? a->meta->nparams : 0; }
+
+tl_status tl_artifact_param(const tl_artifact *a, int i, tl_param_info *out, tl_error *err) {
+  tl_error_clear(err);
+  if (!a || !out || i < 0 || i >= a->meta->nparams)
+    return tl_error_set(err, TL_INVALID_ARG, "no parameter %d (the kernel has %d)", i, a ? a->meta->nparams : 0);
+  const tl_meta_param *q = &a->meta->params[i];
+  out->name = q->name;
+  out->is_tensor = q->is_tensor;
+  out->dtype = tl_dtype_name(q->dtype);
+  out->ndim = q->is_tensor ? q->ndim : 0;
+  out->align = q->is_tensor ? q->align : 0;
+  return TL_OK;
+}
+
+tl_status tl_artifact_grid(const tl_artifact *a, const tl_kernel_arg *args, int nargs, int64_t grid[3],
+                           tl_error *err) {
+  if (!a || !grid)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_artifact_grid: NULL argument");
+  return tl_meta_grid(a->meta, args, nargs, grid, err);
+}
+
+tl_status tl_artifact_shape(const tl_artifact *a, int param, const tl_kernel_arg *args, int nargs,
+                            int64_t shape[TL_KERNEL_DIMS_MAX], int *ndim, tl_error *err) {
+  if (!a || !shape)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_artifact_shape: NULL argument");
+  tl_status st = tl_meta_shape(a->meta, param, args, nargs, shape, err);
+  if (ndim)
+    *ndim = st == TL_OK ? a->meta->params[param].ndim : 0;
+  return st;
+}
+
+/* ---- the local cache ---------------------------------------------------------------------- */
+
+/* The local cache, opened on first use; NULL when off or unusable (logged once). */
+static tl_cache *local(tl_client *c) {
+  if (c->cache || !c->cache_path || c->cache_failed)
+    return c->cache;
+  tl_error e;
+  tl_cache_options o = {0};
+  o.max_bytes = c->cache_max_bytes;
+  o.max_artifact_bytes = (int64_t)TL_CLIENT_ARTIFACT_MAX;
+  if (tl_cache_open(c->cache_path, &o, &c->cache, &e) != TL_OK) {
+    c->cache_failed = true;
+    c->cache = NULL;
+    tl_clog(c, "the local cache %s cannot be used (%s); going on without it", c->cache_path, e.message);
+  }
+  return c->cache;
+}
+
+/* Reads "build KEY" from an alias manifest; false when it is not one. */
+static bool alias_target_key(const char *manifest, char key[65]) {
+  size_t m = strlen(TL_CLIENT_ALIAS_MAGIC);
+  if (strncmp(manifest, TL_CLIENT_ALIAS_MAGIC, m) != 0)
+    return false;
+  const char *b = strstr(manifest + m, "\nbuild ");
+  const char *line = strncmp(manifest + m, "build ", 6) == 0 ? manifest + m + 6 : b ? b + 7 : NULL;
+  if (!line)
+    return false;
+  memcpy(key, line, 64);
+  key[64] = 0;
+  return tl_hex_is_sha256(key) && (line[64] == '\n' || line[64] == 0);
+}
+
+/* Looks key up in the local cache: true and *out on a hit.  A damaged
+ * entry (bytes that no longer match, metadata that does not parse, an
+ * alias that names no build) is dropped and counts as a miss. */
+static bool local_lookup(tl_client *c, const char *key, tl_artifact **out) {
+  *out = NULL;
+  tl_cache *cache = local(c);
+  if (!cache)
+    return false;
+  tl_error e;
+  tl_cache_build *b = NULL;
+  tl_status st = tl_cache_get_build(cache, key, &b, &e);
+  if (st != TL_OK) {
+    if (st != TL_NOT_FOUND)
+      tl_clog(c, "local cache %s: %s", c->cache_path, e.message);
+    c->stats.local_misses++;
+    return false;
+  }
+  void *bytes = NULL;
+  size_t n = 0;
+  st = tl_cache_get_artifact(cache, b->artifact_id, &bytes, &n, &e);
+  if (st != TL_OK) {
+    if (st == TL_NOT_FOUND) { /* the cache re-hashed the bytes and dropped them with their builds */
+      tl_clog(c, "local cache %s: the binary of %s (%s) was damaged or missing; dropped, fetching it again",
+                     c->cache_path, key, b->target);
+      c->stats.local_dropped++;
+      tl_cache_remove(cache, key, NULL);
+    } else
+      tl_clog(c, "local cache %s: %s", c->cache_path, e.message);
+    tl_cache_build_free(b);
+    c->stats.local_misses++;
+    return false;
+  }
+  char build_key[65];
+  snprintf(build_key, sizeof build_key, "%s", key);
+  bool alias_ok = strncmp(b->manifest, TL_CLIENT_ALIAS_MAGIC, strlen(TL_CLIENT_ALIAS_MAGIC)) != 0 ||
+                  alias_target_key(b->manifest, build_key);
+  tl_artifact *a = NULL;
+  if (alias_ok)
+    st = artifact_make(build_key, b->artifact_id, b->target, bytes, n, b->metadata, TL_SOURCE_LOCAL, &a, &e);
+  else
+    free(bytes);
+  if (!alias_ok || st != TL_OK) {
+    tl_clog(c, "local cache %s: the entry %s (%s) is damaged (%s); dropped, fetching it again", c->cache_path,
+                   key, b->target, alias_ok ? e.message : "its request names no build");
+    tl_cache_remove(cache, key, NULL);
+    c->stats.local_dropped++;
+    c->stats.local_misses++;
+    tl_cache_build_free(b);
+    return false;
+  }
+  tl_cache_build_free(b);
+  c->stats.local_hits++;
+  *out = a;
+  return true;
+}
+
+/* Stores one build row (best effort: a failure is logged). */
+static void local_put(tl_client *c, const char *key, const char *manifest, const tl_artifact *a, int64_t compile_ms) {
+  tl_cache *cache = local(c);
+  if (!cache)
+    return;
+  tl_cache_build b = {0};
+  snprintf(b.key, sizeof b.key, "%s", key);
+  snprintf(b.artifact_id, sizeof b.artifact_id, "%s", a->id);
+  b.manifest = manifest;
+  b.target = a->target;
+  b.metadata = a->metadata;
+  b.compile_ms = compile_ms > 0 ? compile_ms : 0;
+  tl_error e;
+  if (tl_cache_put(cache, &b, a->bytes, a->n, &e) != TL_OK)
+    tl_clog(c, "local cache %s: cannot store %s: %s", c->cache_path, key, e.message);
+}
+
+static void local_evict(tl_client *c) {
+  tl_cache *cache = local(c);
+  tl_error e;
+  if (cache && c->cache_max_bytes > 0 && tl_cache_evict_step(cache, 0, NULL, &e) != TL_OK)
+    tl_clog(c, "local cache %s: eviction failed: %s", c->cache_path, e.message);
+}
+
+/* Stores a's build under its key (unless already there, perhaps with the
+ * real manifest) and, when alias_key is given, the request's alias. */
+static void local_store(tl_client *c, const tl_artifact *a, const char *manifest, const char *alias_key,
+                        const char *alias_text, int64_t compile_ms) {
+  tl_cache *cache = local(c);
+  if (!cache)
+    return;
+  tl_cache_build *have = NULL;
+  if (manifest || tl_cache_get_build(cache, a->key, &have, NULL) != TL_OK) {
+    char placeholder[256];
+    snprintf(placeholder, sizeof placeholder,
+             "tl-client-build 1\nbuild %s\nmanifest not fetched (GET /v1/kernels/%s on the server gives it)\n", a->key,
+             a->key);
+    local_put(c, a->key, manifest ? manifest : placeholder, a, compile_ms);
+  }
+  tl_cache_build_free(have);
+  if (alias_key) {
+    /* the alias's manifest names the build and the request's small parts */
+    const char *nl = strstr(alias_text, "\nprogram ");
+    size_t head = nl ? (size_t)(nl - alias_text) + 1 : strlen(alias_text);
+    size_t m = strlen(TL_CLIENT_ALIAS_MAGIC);
+    size_t n = head + 80;
+    char *text = malloc(n);
+    if (text) {
+      snprintf(text, n, "%sbuild %s\n%.*s", TL_CLIENT_ALIAS_MAGIC, a->key, (int)(head - m), alias_text + m);
+      if (strlen(text) <= TL_CACHE_TEXT_MAX)
+        local_put(c, alias_key, text, a, compile_ms);
+      free(text);
+    }
+  }
+  local_evict(c);
+}
+
+/* ---- the server ----------------------------------------------------------------------------- */
+
+/* Verifies that bytes[0..n) hash to id. */
+static tl_status verify(const void *bytes, size_t n, const char *id, const char *from, tl_error *err) {
+  char got[65];
+  tl_status st = tl_sha256_hex(bytes, n, got);
+  if (st != TL_OK)
+    return tl_error_set(err, st, "SHA-256 failed");
+  if (strcmp(got, id) != 0)
+    return tl_error_set(err, TL_CORRUPT, "%s sent %zu bytes for artifact %s that hash to %s: refused", from, n, id,
+                        got);
+  return TL_OK;
+}
+
+/* The bytes of artifact id: the local cache, else the server; verified.
+ * size is the expected size, or -1 when unknown. */
+static tl_status fetch_bytes(tl_client *c, const char *id, int64_t size, void **bytes, size_t *n, bool *from_local,
+                             tl_error *err) {
+  *bytes = NULL;
+  *n = 0;
+  *from_local = false;
+  tl_cache *cache = local(c);
+  if (cache && tl_cache_get_artifact(cache, id, bytes, n, NULL) == TL_OK) {
+    *from_local = true;
+    return TL_OK;
+  }
+  char path[128];
+  snprintf(path, sizeof path, "/v1/artifacts/%s", id);
+  tl_status st = TL_OK;
+  for (int attempt = 0; attempt < 2; attempt++) { /* one more try after a damaged transfer */
+    tl_http_response r;
+    st = tl_http_request(c, "GET", path, NULL, 0, TL_CLIENT_ARTIFACT_MAX, &r, err);
+    if (st == TL_OK && r.status != 200) {
+      char what[256];
+      snprintf(what, sizeof what, "GET %s%s", c->server, path);
+      st = r.status == 404 ? tl_error_set(err, TL_NOT_FOUND, "the server %s has no artifact %s", c->server, id)
+                           : tl_http_error(&r, what, err);
+    }
+    if (st != TL_OK) {
+      tl_http_response_free(&r);
+      return st;
+    }
+    char from[128];
+    snprintf(from, sizeof from, "the server %.100s", c->server);
+    if (size >= 0 && (int64_t)r.len != size)
+      st = tl_error_set(err, TL_CORRUPT, "%s sent %zu bytes for artifact %s of %lld bytes: refused", from, r.len, id,
+                        (long long)size);
+    else
+      st = verify(r.body ? r.body : "", r.len, id, from, err);
+    if (st == TL_OK) {
+      c->stats.bytes_fetched += (int64_t)r.len;
+      *n = r.len;
+      *bytes = r.body ? r.body : malloc(1);
+      r.body = NULL;
+      tl_http_response_free(&r);
+      return *bytes ? TL_OK : tl_error_set(err, TL_NOMEM, "out of memory");
+    }
+    tl_http_response_free(&r);
+    tl_clog(c, "%s", err ? err->message : "a damaged artifact was refused");
+  }
+  return st;
+}
+
+static char *dup_str(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d)
+    memcpy(d, s, n);
+  return d;
+}
+
+void tl_target_results_free(tl_target_result *r, int n) {
+  if (!r)
+    return;
+  for (int i = 0; i < n; i++) {
+    free((char *)r[i].target);
+    free((char *)r[i].message);
+    free((char *)r[i].metadata);
+  }
+  free(r);
+}
+
+/* One result object of a compile answer into *out. */
+static tl_status parse_result(json_t *o, const char *want_target, long http, const char *name, const char *server,
+                              tl_target_result *out) {
+  tl_error e;
+  tl_error_clear(&e);
+  out->target = dup_str(want_target);
+  const char *target = json_string_value(json_object_get(o, "target"));
+  const char *status = json_string_value(json_object_get(o, "status"));
+  if (!out->target)
+    return TL_NOMEM;
+  if (!json_is_object(o) || !target || strcmp(target, want_target) != 0 || !status) {
+    out->status = TL_CORRUPT;
+    out->message = dup_str("the server's answer does not match the request (results out of order or malformed)");
+    return out->message ? TL_OK : TL_NOMEM;
+  }
+  if (strcmp(status, "ok") != 0) {
+    char w[512];
+    snprintf(w, sizeof w, "compile of %s for %s on %.300s", name, want_target, server);
+    json_t *eobj = json_object_get(o, "error");
+    out->status = json_is_object(eobj) ? tl_http_error_json(eobj, json_object_get(o, "diagnostics"), http, w, &e)
+                                       : tl_error_set(&e, TL_INTERNAL, "%s: failed without saying why", w);
+    out->message = dup_str(e.message);
+    return out->message ? TL_OK : TL_NOMEM;
+  }
+  const char *key = json_string_value(json_object_get(o, "key"));
+  const char *art = json_string_value(json_object_get(o, "artifact"));
+  json_t *size = json_object_get(o, "size"), *meta = json_object_get(o, "meta");
+  if (!tl_hex_is_sha256(key) || !tl_hex_is_sha256(art) || !json_is_integer(size) || json_integer_value(size) < 1 ||
+      json_integer_value(size) > (json_int_t)TL_CLIENT_ARTIFACT_MAX || !json_is_object(meta)) {
+    out->status = TL_CORRUPT;
+    out->message = dup_str("the server's answer lacks a valid key, artifact, size or meta");
+    return out->message ? TL_OK : TL_NOMEM;
+  }
+  out->status = TL_OK;
+  out->message = dup_str("");
+  memcpy(out->key, key, 65);
+  memcpy(out->artifact, art, 65);
+  out->size = (int64_t)json_integer_value(size);
+  out->cached = json_is_true(json_object_get(o, "cached"));
+  out->compile_ms = json_number_value(json_object_get(o, "compile_ms"));
+  out->metadata = json_dumps(meta, JSON_COMPACT | JSON_SORT_KEYS);
+  return out->message && out->metadata ? TL_OK : TL_NOMEM;
+}
+
+/* POST /v1/compile for targets[0..n).  TL_OK with *results when the server
+ * answered per target; else the whole request's failure. */
+static tl_status post_compile(tl_client *c, const prepared *p, const char *const *targets, int n,
+                              tl_target_result **results, tl_error *err) {
+  *results = NULL;
+  char what[512];
+  int k = snprintf(what, sizeof what, "compile of %s for ", p->name);
+  for (int i = 0; i < n && k < (int)sizeof what - 64; i++)
+    k += snprintf(what + k, sizeof what - (size_t)k, "%s%s", i ? ", " : "", targets[i]);
+  snprintf(what + k, sizeof what - (size_t)k, " on %.200s", c->server);
+  json_t *body = json_object(), *tl = json_array();
+  if (!body || !tl) {
+    json_decref(body);
+    json_decref(tl);
+    return tl_error_set(err, TL_NOMEM, "out of memory");
+  }
+  json_object_set(body, "program", p->program);
+  for (int i = 0; i < n; i++)
+    json_array_append_new(tl, json_string(targets[i]));
+  json_object_set_new(body, "targets", tl);
+  if (json_object_size(p->constants))
+    json_object_set(body, "constants", p->constants);
+  if (p->options)
+    json_object_set(body, "options", p->options);
+  char *text = json_dumps(body, JSON_COMPACT);
+  json_decref(body);
+  if (!text)
+    return tl_error_set(err, TL_NOMEM, "out of memory");
+  tl_http_response r;
+  tl_error e;
+  tl_status st = tl_http_request(c, "POST", "/v1/compile", text, strlen(text), JSON_ANSWER_MAX, &r, &e);
+  free(text);
+  if (st != TL_OK) {
+    tl_error_set(err, st, "%s: %s", what, e.message);
+    tl_http_response_free(&r);
+    return st;
+  }
+  json_t *doc = json_loadb(r.body ? r.body : "", r.len, 0, NULL);
+  json_t *arr = json_object_get(doc, "results");
+  if (!json_is_array(arr) || json_array_size(arr) != (size_t)n) {
+    st = r.status == 200 ? tl_error_set(err, TL_CORRUPT, "%s: the answer has no results for every target", what)
+                         : tl_http_error(&r, what, err);
+    json_decref(doc);
+    tl_http_response_free(&r);
+    return st;
+  }
+  tl_target_result *res = calloc((size_t)n, sizeof *res);
+  st = res ? TL_OK : TL_NOMEM;
+  for (int i = 0; i < n && st == TL_OK; i++)
+    st = parse_result(json_array_get(arr, (size_t)i), targets[i], r.status, p->name, c->server, &res[i]);
+  json_decref(doc);
+  tl_http_response_free(&r);
+  if (st != TL_OK) {
+    tl_target_results_free(res, n);
+    return tl_error_set(err, st, "out of memory");
+  }
+  *results = res;
+  return TL_OK;
+}
+
+/* ---- entry points ------------------------------------------------------------------------------ */
+
+static void copy_err(tl_error *dst, const tl_error *src) {
+  if (dst)
+    *dst = *src;
+}
+
+/* A successful result into an artifact; stores it locally (and the alias). */
+static tl_status materialize(tl_client *c, const tl_target_result *r, const char *alias_key, const char *alias_text,
+                             tl_artifact **out, tl_error *err) {
+  void *bytes;
+  size_t n;
+  bool from_local;
+  tl_status st = fetch_bytes(c, r->artifact, r->size, &bytes, &n, &from_local, err);
+  if (st != TL_OK)
+    return st;
+  st = artifact_make(r->key, r->artifact, r->target, bytes, n, r->metadata,
+                     r->cached ? TL_SOURCE_SERVER_CACHE : TL_SOURCE_COMPILED, out, err);
+  if (st != TL_OK)
+    return st;
+  local_store(c, *out, NULL, alias_key, alias_text, (int64_t)r->compile_ms);
+  return TL_OK;
+}
+
+tl_status tl_client_fetch_result(tl_client *c, const tl_target_result *r, tl_artifact **out, tl_error *err) {
+  tl_error_clear(err);
+  if (out)
+    *out = NULL;
+  if (!c || !r || !out)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_client_fetch_result: NULL argument");
+  if (r->status != TL_OK || !r->metadata)
+    return tl_error_set(err, TL_INVALID_ARG, "the result for %s is a failure: %s", r->target ? r->target : "?",
+                        r->message ? r->message : "");
+  return materialize(c, r, NULL, NULL, out, err);
+}
+
+/* Server unreachable: the build key computed here (NVRTC needed) and the
+ * local cache.  True on a hit. */
+static bool offline_by_build_key(tl_client *c, const tl_client_request *req, const char *target, tl_artifact **out) {
+  if (!local(c))
+    return false;
+  tl_define defs[TL_CLIENT_DEFINES_MAX];
+  for (int i = 0; i < req->ndefines; i++)
+    defs[i] = (tl_define){req->defines[i].name, req->defines[i].value};
+  tl_compile_request creq = {.program = req->program,
+                             .program_len = req->program_len ? req->program_len : strlen(req->program),
+                             .defines = defs,
+                             .ndefines = req->ndefines,
+                             .target = target,
+                             .options_json = req->options_json};
+  tl_arena *arena = tl_arena_new();
+  tl_diags diags = {.arena = arena};
+  char key[65], *manifest = NULL;
+  tl_error e;
+  tl_status st = tl_compile_key(&creq, key, &manifest, &diags, &e);
+  free(manifest);
+  tl_arena_free(arena);
+  if (st != TL_OK)
+    return false;
+  if (!local_lookup(c, key, out))
+    return false;
+  tl_clog(c, "the server is unreachable; found %s for %s in the local cache by the build key computed here",
+                 key, target);
+  return true;
+}
+
+/* tl_client_get's work for one target, local lookup optional. */
+static tl_status get_one(tl_client *c, const tl_client_request *req, const prepared *p, const char *target,
+                         bool look_local, tl_artifact **out, tl_error *err) {
+  char rkey[65], *rtext = NULL;
+  tl_status st = key_of(p, target, rkey, &rtext, err);
+  if (st != TL_OK)
+    return st;
+  if (look_local && local_lookup(c, rkey, out)) {
+    free(rtext);
+    return TL_OK;
+  }
+  tl_target_result *res = NULL;
+  const char *targets[1] = {target};
+  st = post_compile(c, p, targets, 1, &res, err);
+  if (st == TL_NETWORK || st == TL_BUSY) {
+    if (offline_by_build_key(c, req, target, out)) {
+      free(rtext);
+      return TL_OK;
+    }
+    if (err) {
+      size_t l = strlen(err->message);
+      snprintf(err->message + l, sizeof err->message - l, "; and the local cache %s has no build of %s for %s",
+               c->cache_path ? c->cache_path : "(off)", p->name, target);
+    }
+  } else if (st == TL_OK) {
+    if (res[0].status != TL_OK)
+      st = tl_error_set(err, res[0].status, "%s", res[0].message);
+    else
+      st = materialize(c, &res[0], rkey, rtext, out, err);
+  }
+  tl_target_results_free(res, 1);
+  free(rtext);
+  return st;
+}
+
+tl_status tl_client_get(tl_client *c, const tl_client_request *req, const char *target, tl_artifact **out,
+                        tl_error *err) {
+  tl_error_clear(err);
+  if (out)
+    *out = NULL;
+  if (!c || !out)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_client_get: NULL argument");
+  tl_status st = tl_target_check(target, err);
+  if (st != TL_OK)
+    return st;
+  prepared p;
+  if ((st = prepare(req, &p, err)) != TL_OK)
+    return st;
+  st = get_one(c, req, &p, target, true, out, err);
+  prepared_free(&p);
+  return st;
+}
+
+/* The newest compute_NN (no suffix) at most arch among the server's targets, or "". */
+static void best_ptx(const char *info, int arch, char out[TL_CLIENT_TARGET_MAX + 1]) {
+  out[0] = 0;
+  json_t *doc = json_loads(info, 0, NULL);
+  json_t *targets = json_object_get(doc, "targets");
+  int best = -1;
+  size_t i;
+  json_t *t;
+  json_array_foreach(targets, i, t) {
+    const char *s = json_string_value(t);
+    if (!s || strncmp(s, "compute_", 8) != 0)
+      continue;
+    char *end;
+    long v = strtol(s + 8, &end, 10);
+    if (*end || end == s + 8 || v > arch || v <= best)
+      continue;
+    best = (int)v;
+  }
+  if (best >= 0)
+    snprintf(out, TL_CLIENT_TARGET_MAX + 1, "compute_%d", best);
+  json_decref(doc);
+}
+
+tl_status tl_client_get_for_arch(tl_client *c, const tl_client_request *req, int arch, tl_artifact **out,
+                                 tl_error *err) {
+  tl_error_clear(err);
+  if (out)
+    *out = NULL;
+  if (!c || !out)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_client_get_for_arch: NULL argument");
+  if (arch < 10 || arch > 9999)
+    return tl_error_set(err, TL_INVALID_ARG, "architecture %d is not a compute capability (e.g. 90)", arch);
+  char sm[TL_CLIENT_TARGET_MAX + 1], ptx[TL_CLIENT_TARGET_MAX + 1];
+  snprintf(sm, sizeof sm, "sm_%d", arch);
+  snprintf(ptx, sizeof ptx, "compute_%d", arch);
+  prepared p;
+  tl_status st = prepare(req, &p, err);
+  if (st != TL_OK)
+    return st;
+  /* a warm start: the binary for sm_ARCH (or the PTX stored under its
+   * request when the server did not offer sm_ARCH) from the local cache */
+  char k1[65], k2[65], *k1text = NULL;
+  if ((st = key_of(&p, sm, k1, &k1text, err)) != TL_OK || (st = key_of(&p, ptx, k2, NULL, err)) != TL_OK) {
+    free(k1text);
+    prepared_free(&p);
+    return st;
+  }
+  if (local_lookup(c, k1, out)) {
+    free(k1text);
+    prepared_free(&p);
+    return TL_OK;
+  }
+  tl_error e;
+  tl_error_clear(&e);
+  st = get_one(c, req, &p, sm, false, out, &e);
+  if (st == TL_NETWORK || st == TL_BUSY) {
+    /* offline: PTX for this architecture will do */
+    if (local_lookup(c, k2, out) || offline_by_build_key(c, req, ptx, out)) {
+      tl_clog(c, "the server is unreachable; using %s from the local cache", ptx);
+      st = TL_OK;
+    }
+  } else if (st == TL_UNSUPPORTED && strncmp(e.pointer, "/targets", 8) == 0) {
+    /* the server does not offer sm_ARCH: the newest PTX it has that the JIT can take */
+    char *info = NULL;
+    tl_error ie;
+    if (tl_client_info(c, &info, &ie) != TL_OK) {
+      st = ie.code;
+      e = ie;
+    } else {
+      char best[TL_CLIENT_TARGET_MAX + 1];
+      best_ptx(info, arch, best);
+      if (!best[0])
+        st = tl_error_set(&e, TL_UNSUPPORTED, "the server %s offers neither %s nor PTX (compute_NN) for a GPU of "
+                          "architecture %d", c->server, sm, arch);
+      else {
+        tl_clog(c, "the server %s does not offer %s; using PTX for %s", c->server, sm, best);
+        st = get_one(c, req, &p, best, strcmp(best, ptx) != 0, out, &e);
+        /* the next start on this GPU finds the PTX under the sm_ARCH request, with no network */
+        if (st == TL_OK)
+          local_store(c, *out, NULL, k1, k1text, 0);
+      }
+    }
+    free(info);
+  }
+  free(k1text);
+  prepared_free(&p);
+  if (st != TL_OK)
+    copy_err(err, &e);
+  return st;
+}
+
+tl_status tl_client_compile(tl_client *c, const tl_client_request *req, const char *const *targets, int ntargets,
+                            tl_target_result **results, tl_error *err) {
+  tl_error_clear(err);
+  if (results)
+    *results = NULL;
+  if (!c || !results || (ntargets && !targets))
+    return tl_error_set(err, TL_INVALID_ARG, "tl_client_compile: NULL argument");
+  if (ntargets < 1 || ntargets > TL_CLIENT_TARGETS_MAX)
+    return tl_error_set(err, TL_INVALID_ARG, "a compile names 1 to %d targets, not %d", TL_CLIENT_TARGETS_MAX,
+                        ntargets);
+  tl_status st;
+  for (int i = 0; i < ntargets; i++) {
+    if ((st = tl_target_check(targets[i], err)) != TL_OK)
+      return st;
+    for (int j = 0; j < i; j++)
+      if (strcmp(targets[i], targets[j]) == 0)
+        return tl_error_set(err, TL_INVALID_ARG, "target %s is named twice", targets[i]);
+  }
+  prepared p;
+  if ((st = prepare(req, &p, err)) != TL_OK)
+    return st;
+  st = post_compile(c, &p, targets, ntargets, results, err);
+  prepared_free(&p);
+  return st;
+}
+
+tl_status tl_client_fetch_key(tl_client *c, const char *key, tl_artifact **out, tl_error *err) {
+  tl_error_clear(err);
+  if (out)
+    *out = NULL;
+  if (!c || !out)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_client_fetch_key: NULL argument");
+  if (!tl_hex_is_sha256(key))
+    return tl_error_set(err, TL_INVALID_ARG, "'%.80s' is not a build key (64 lowercase hexadecimal characters)",
+                        key ? key : "(null)");
+  if (local_lookup(c, key, out))
+    return TL_OK;
+  char path[128], what[512];
+  snprintf(path, sizeof path, "/v1/kernels/%s", key);
+  snprintf(what, sizeof what, "GET %.200s%s", c->server, path);
+  tl_http_response r;
+  tl_error e;
+  tl_status st = tl_http_request(c, "GET", path, NULL, 0, JSON_ANSWER_MAX, &r, &e);
+  if (st != TL_OK) {
+    if (st == TL_NETWORK || st == TL_BUSY)
+      tl_error_set(err, st, "%s; and the local cache %s has no build %s", e.message,
+                   c->cache_path ? c->cache_path : "(off)", key);
+    else
+      copy_err(err, &e);
+    tl_http_response_free(&r);
+    return st;
+  }
+  if (r.status != 200) {
+    st = r.status == 404 ? tl_error_set(err, TL_NOT_FOUND, "the server %s has no build with key %s", c->server, key)
+                         : tl_http_error(&r, what, err);
+    tl_http_response_free(&r);
+    return st;
+  }
+  json_t *doc = json_loadb(r.body ? r.body : "", r.len, 0, NULL);
+  tl_http_response_free(&r);
+  const char *k = json_string_value(json_object_get(doc, "key"));
+  const char *target = json_string_value(json_object_get(doc, "target"));
+  const char *art = json_string_value(json_object_get(doc, "artifact"));
+  const char *manifest = json_string_value(json_object_get(doc, "manifest"));
+  json_t *size = json_object_get(doc, "size"), *meta = json_object_get(doc, "meta");
+  if (!k || strcmp(k, key) != 0 || tl_target_check(target, NULL) != TL_OK || !tl_hex_is_sha256(art) ||
+      !json_is_integer(size) || !json_is_object(meta) || !manifest) {
+    json_decref(doc);
+    return tl_error_set(err, TL_CORRUPT, "%s: the answer is not a build of this key", what);
+  }
+  char *mtext = json_dumps(meta, JSON_COMPACT | JSON_SORT_KEYS);
+  void *bytes = NULL;
+  size_t n = 0;
+  bool from_local;
+  st = mtext ? fetch_bytes(c, art, (int64_t)json_integer_value(size), &bytes, &n, &from_local, err)
+             : tl_error_set(err, TL_NOMEM, "out of memory");
+  if (st == TL_OK)
+    st = artifact_make(key, art, target, bytes, n, mtext, TL_SOURCE_SERVER_CACHE, out, err);
+  if (st == TL_OK)
+    local_store(c, *out, manifest, NULL, NULL, (int64_t)json_integer_value(json_object_get(doc, "compile_ms")));
+  free(mtext);
+  json_decref(doc);
+  return st;
+}
+
+tl_status tl_client_fetch_artifact(tl_client *c, const char *id, void **bytes, size_t *n, tl_error *err) {
+  tl_error_clear(err);
+  if (bytes)
+    *bytes = NULL;
+  if (n)
+    *n = 0;
+  if (!c || !bytes || !n)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_client_fetch_artifact: NULL argument");
+  if (!tl_hex_is_sha256(id))
+    return tl_error_set(err, TL_INVALID_ARG, "'%.80s' is not an artifact id (64 lowercase hexadecimal characters)",
+                        id ? id : "(null)");
+  bool from_local;
+  tl_error e;
+  tl_status st = fetch_bytes(c, id, -1, bytes, n, &from_local, &e);
+  if (st == TL_NETWORK || st == TL_BUSY)
+    tl_error_set(err, st, "%s; and the local cache %s has no artifact %s", e.message,
+                 c->cache_path ? c->cache_path : "(off)", id);
+  else if (st != TL_OK)
+    copy_err(err, &e);
+  return st;
+}
+
+tl_status tl_client_info(tl_client *c, char **json, tl_error *err) {
+  tl_error_clear(err);
+  if (json)
+    *json = NULL;
+  if (!c || !json)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_client_info: NULL argument");
+  tl_http_response r;
+  tl_status st = tl_http_request(c, "GET", "/v1/info", NULL, 0, INFO_ANSWER_MAX, &r, err);
+  if (st == TL_OK && r.status != 200) {
+    char what[300];
+    snprintf(what, sizeof what, "GET %.200s/v1/info", c->server);
+    st = tl_http_error(&r, what, err);
+  }
+  if (st == TL_OK) {
+    *json = r.body ? r.body : dup_str("");
+    r.body = NULL;
+    if (!*json)
+      st = tl_error_set(err, TL_NOMEM, "out of memory");
+  }
+  tl_http_response_free(&r);
+  return st;
+}

@@ -1,0 +1,406 @@
+/*
+ * tlclient.h - libtlclient, the thin client of the tile-kernel compile
+ * service (DESIGN.md section 6): what an application links to get its
+ * kernels from tlserverd at start-up, and what the `tlclient` command is
+ * built on.
+ *
+ *   tl_client    the connection to one server (libcurl, keep-alive,
+ *                time-outs, retries with backoff and jitter on 503 and
+ *                connection errors, honouring Retry-After), a bearer token,
+ *                TLS with a CA file, and a per-user local content-addressed
+ *                cache (SQLite, libtlcache) so that a warm start needs no
+ *                network and an offline start works;
+ *   tl_artifact  one build as the client holds it: build key, target,
+ *                artifact id, the verified binary (cubin or PTX) and its
+ *                metadata (entry, parameters, launch configuration);
+ *   tl_device    a GPU opened through the CUDA driver (libcuda.so.1 opened
+ *                with dlopen: nothing of CUDA is needed to build or link);
+ *   tl_kernel    an artifact loaded on a device, launched from its
+ *                metadata: the grid is computed from the scalar arguments,
+ *                dynamic shared memory above 48 KiB is enabled on the
+ *                function, tensor pointers are checked against their
+ *                promised alignment.
+ *
+ * Where a kernel comes from (tl_client_get): the local cache is looked up
+ * first by a request key, the SHA-256 of the canonical request (program
+ * with formatting and "x-" members removed, constant overrides, target,
+ * options).  A hit needs no network at all.  On a miss the server compiles
+ * or finds the build (POST /v1/compile), the binary is fetched by its
+ * artifact id (GET /v1/artifacts/ID) unless the local cache already holds
+ * those bytes, its SHA-256 is checked against the id, and both the build
+ * (under its build key) and the request key are stored locally.  Every read
+ * from the local cache re-hashes the bytes; a damaged entry is dropped and
+ * fetched again.  When the server cannot be reached and the request key is
+ * not in the local cache, the build key is computed locally with the
+ * compiler's front end (only possible where NVRTC of the server's version
+ * is installed) and looked up; otherwise the error says that the server
+ * could not be reached and that the local cache has no such build.
+ * The request key does not include the server's compiler version: after a
+ * server upgrade a warm client keeps using the builds it has until its
+ * local cache is cleared (tlclient cache gc --max-bytes 0).
+ *
+ * Status and errors: every function that can fail returns a tl_status
+ * (proto/tl_status.h, with tl_strerror for its message) and fills the
+ * tl_error given (which may be NULL) with a message that says what failed
+ * and where: the program, the target and the server.  Network failures
+ * after the retries are TL_NETWORK, a server still overloaded after them
+ * TL_BUSY, an artifact whose bytes do not hash to its id TL_CORRUPT, a
+ * machine without a GPU or driver TL_NO_DEVICE, and the server's own
+ * answers keep their code (TL_BAD_PROGRAM, TL_UNAUTHORIZED, ...).
+ *
+ * Ownership: a function named _new, _open, _get, _fetch, _load or _dup
+ * gives the caller an object to release with the matching _free (which
+ * accepts NULL).  Strings passed in are copied unless said otherwise;
+ * strings returned are owned by the object they come from and live as
+ * long as it does.
+ *
+ * Threads: a tl_client, tl_artifact or tl_kernel may be used by one thread
+ * at a time; use tl_client_dup to give each thread its own client (they may
+ * share the local cache file).  Different objects may be used from
+ * different threads at once.  A tl_device may be shared by threads.
+ */
+#ifndef TL_CLIENT_H
+#define TL_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "tl_error.h"
+#include "tl_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TL_CLIENT_VERSION "0.1.0"
+
+/* ---- limits ---------------------------------------------------------------- */
+#define TL_CLIENT_URL_MAX 2048          /* bytes of a server URL */
+#define TL_CLIENT_TOKEN_MAX 256         /* bytes of a bearer token */
+#define TL_CLIENT_PATH_MAX 4096         /* bytes of a file path */
+#define TL_CLIENT_TARGET_MAX 32         /* bytes of a target name */
+#define TL_CLIENT_PROGRAM_MAX (4u << 20) /* bytes of a program's JSON text */
+#define TL_CLIENT_DEFINES_MAX 1024      /* constant overrides of one request */
+#define TL_CLIENT_TARGETS_MAX 16        /* targets of one tl_client_compile */
+#define TL_CLIENT_ARTIFACT_MAX ((size_t)256 << 20) /* bytes of one binary */
+#define TL_CLIENT_RETRIES_MAX 20
+#define TL_KERNEL_PARAMS_MAX 256
+#define TL_KERNEL_DIMS_MAX 8
+
+/* ==== the client ============================================================= */
+
+typedef struct tl_client tl_client;
+
+/* Makes a client with the defaults: server http://127.0.0.1:8470, no
+ * token, the system's CA store, connect time-out 5 s, request time-out
+ * 300 s, 4 retries with a backoff from 200 ms doubling up to 5 s, and the
+ * local cache at $XDG_CACHE_HOME/tlclient/cache.db (or
+ * ~/.cache/tlclient/cache.db; none when neither variable is set) capped at
+ * 1 GiB.  Nothing is read from the environment otherwise and nothing is
+ * opened until it is needed.  On success *out owns the client
+ * (tl_client_free); on failure (TL_NOMEM, TL_INTERNAL when libcurl does not
+ * initialise) *out is NULL. */
+tl_status tl_client_new(tl_client **out, tl_error *err);
+
+/* A new client with the same settings as c (for another thread).  Nothing
+ * is shared but the local cache file.  Failure as for tl_client_new. */
+tl_status tl_client_dup(const tl_client *c, tl_client **out, tl_error *err);
+
+/* Closes the connections and the local cache and frees c.  NULL is fine. */
+void tl_client_free(tl_client *c);
+
+/* ---- settings -----------------------------------------------------------------
+ * Each setter checks its value: a bad one returns TL_INVALID_ARG (or
+ * TL_TOO_LARGE over a limit above) and leaves the old setting in place.
+ * Strings are copied. */
+
+/* The server's base URL, http:// or https://, with an optional path prefix
+ * ("https://kernels.example.com:8470/tl").  A trailing '/' is dropped. */
+tl_status tl_client_set_server(tl_client *c, const char *url, tl_error *err);
+
+/* The bearer token sent with every request (Authorization: Bearer TOKEN);
+ * NULL or "" sends none.  At most TL_CLIENT_TOKEN_MAX printable ASCII
+ * characters without spaces. */
+tl_status tl_client_set_token(tl_client *c, const char *token, tl_error *err);
+
+/* A PEM file of the certificate authorities that may sign the server's
+ * certificate, instead of the system's store; NULL goes back to the
+ * system's.  The file is read when the first HTTPS request is made. */
+tl_status tl_client_set_ca_file(tl_client *c, const char *path, tl_error *err);
+
+/* Time allowed to connect (1 ms to 10 min), and for a whole request
+ * including the transfer and the server's compile (1 ms to 24 h).  Each try
+ * of a retried request gets the full time. */
+tl_status tl_client_set_connect_timeout_ms(tl_client *c, long ms, tl_error *err);
+tl_status tl_client_set_timeout_ms(tl_client *c, long ms, tl_error *err);
+
+/* How many times a request is tried again after a connection error or an
+ * answer 503/429 (0 to TL_CLIENT_RETRIES_MAX).  Before try n (from 1) the
+ * client waits a random time between half and all of min(max_ms, base_ms *
+ * 2^(n-1)), or, when the server sent Retry-After, at least that many
+ * seconds (capped at 60 s) plus such a random part. */
+tl_status tl_client_set_retries(tl_client *c, int retries, tl_error *err);
+/* base_ms 1 to 60000, max_ms base_ms to 600000. */
+tl_status tl_client_set_backoff_ms(tl_client *c, long base_ms, long max_ms, tl_error *err);
+
+/* The local cache's SQLite file (created with its directories when first
+ * used); NULL turns the local cache off. */
+tl_status tl_client_set_cache_path(tl_client *c, const char *path, tl_error *err);
+
+/* Cap on the local cache's artifact bytes (least recently used builds are
+ * evicted after each store); 0 means no cap.  At most 2^50. */
+tl_status tl_client_set_cache_max_bytes(tl_client *c, int64_t bytes, tl_error *err);
+
+/* Offline (non-zero): never contact the server; everything comes from the
+ * local cache or fails with TL_NETWORK. */
+tl_status tl_client_set_offline(tl_client *c, int offline, tl_error *err);
+
+/* A function that receives one line (no newline) for each event worth a
+ * log: a retry and why, a damaged local entry dropped, a local cache that
+ * cannot be used, an offline fallback.  NULL turns it off (the default).
+ * Called on the thread using the client. */
+typedef void (*tl_client_log_fn)(void *user, const char *line);
+void tl_client_set_log(tl_client *c, tl_client_log_fn fn, void *user);
+
+/* Current settings.  The strings belong to c and change with the setters;
+ * tl_client_cache_path is NULL when the local cache is off. */
+const char *tl_client_server(const tl_client *c);
+const char *tl_client_cache_path(const tl_client *c);
+int64_t tl_client_cache_max_bytes(const tl_client *c);
+
+/* Counters since tl_client_new, for diagnostics and tests. */
+typedef struct tl_client_stats {
+  int64_t requests;      /* HTTP requests completed (any status), retries included */
+  int64_t connections;   /* new connections opened (the others reused a kept-alive one) */
+  int64_t retries;       /* tries after the first */
+  int64_t local_hits;    /* builds answered from the local cache */
+  int64_t local_misses;  /* local lookups that found nothing (or a damaged entry) */
+  int64_t local_dropped; /* damaged local entries dropped */
+  int64_t bytes_fetched; /* artifact bytes downloaded */
+} tl_client_stats;
+void tl_client_get_stats(const tl_client *c, tl_client_stats *out);
+
+/* ==== requests ================================================================ */
+
+/* A constant override, as tlc's -D NAME=VALUE: value is JSON text of a
+ * number or a boolean ("256", "0.5", "true"). */
+typedef struct tl_client_define {
+  const char *name;
+  const char *value;
+} tl_client_define;
+
+/* A program to build.  Everything is borrowed for the call. */
+typedef struct tl_client_request {
+  const char *program;       /* Tile IR v1 JSON text */
+  size_t program_len;        /* bytes of program; 0 means strlen(program) */
+  const char *name;          /* how messages name it (a file name); NULL: the program's "name" */
+  const tl_client_define *defines;
+  int ndefines;              /* 0 to TL_CLIENT_DEFINES_MAX */
+  const char *options_json;  /* NULL, or a JSON object of compiler options */
+} tl_client_request;
+
+/* Where a tl_artifact came from. */
+typedef enum tl_source {
+  TL_SOURCE_LOCAL = 1,     /* the local cache: no network */
+  TL_SOURCE_SERVER_CACHE,  /* the server had it */
+  TL_SOURCE_COMPILED,      /* the server compiled it for this request */
+} tl_source;
+const char *tl_source_name(tl_source s); /* "local", "server-cache", "compiled" */
+
+/* ---- one build ------------------------------------------------------------------- */
+typedef struct tl_artifact tl_artifact;
+
+/* The build of req for target ("sm_90", "compute_80", ...), from the local
+ * cache or the server as described at the top, with its binary verified.
+ * On success *out is the caller's (tl_artifact_free); on failure NULL.
+ * Errors: TL_INVALID_ARG / TL_TOO_LARGE for a bad request or target,
+ * TL_BAD_JSON when the program is not JSON (checked here), the server's
+ * errors (TL_BAD_PROGRAM with its diagnostics in the message,
+ * TL_UNSUPPORTED for a target it does not offer, TL_LIMIT, TL_TOOLCHAIN,
+ * TL_UNAUTHORIZED, TL_FORBIDDEN, TL_TIMEOUT), TL_NETWORK / TL_BUSY when the
+ * server cannot be used and the local cache has no such build, TL_CORRUPT
+ * when the server sends bytes that do not match their id, TL_NOMEM. */
+tl_status tl_client_get(tl_client *c, const tl_client_request *req, const char *target,
+                        tl_artifact **out, tl_error *err);
+
+/* As tl_client_get, picking the target for a GPU of architecture arch
+ * (10 * major + minor compute capability, e.g. 90): the exact cubin sm_ARCH
+ * when the local cache has it or the server offers it, else PTX for the JIT:
+ * compute_ARCH, or the newest compute_NN below ARCH that the server offers.
+ * Errors as for tl_client_get; TL_UNSUPPORTED when the server offers
+ * nothing that runs on arch. */
+tl_status tl_client_get_for_arch(tl_client *c, const tl_client_request *req, int arch,
+                                 tl_artifact **out, tl_error *err);
+
+/* A build by its key: the local cache, else GET /v1/kernels/KEY and the
+ * artifact.  TL_INVALID_ARG for a key that is not 64 lowercase hex
+ * characters, TL_NOT_FOUND when the server has no such build, TL_NETWORK
+ * when the server cannot be reached and the local cache does not have it. */
+tl_status tl_client_fetch_key(tl_client *c, const char *key, tl_artifact **out, tl_error *err);
+
+/* The bytes of an artifact by id: the local cache, else GET
+ * /v1/artifacts/ID; checked against id either way.  On success *bytes is
+ * malloc'd (free()) and *n its size; on failure NULL and 0.  Errors as for
+ * tl_client_fetch_key, and TL_CORRUPT. */
+tl_status tl_client_fetch_artifact(tl_client *c, const char *id, void **bytes, size_t *n,
+                                   tl_error *err);
+
+/* ---- several targets at once, on the server only (prebuilding) ---------------- */
+
+/* What the server answered for one target.  Read-only; owned by the array
+ * tl_client_compile returned. */
+typedef struct tl_target_result {
+  const char *target;
+  tl_status status;        /* TL_OK, or why this target failed */
+  const char *message;     /* on failure: the server's message with its diagnostics; else "" */
+  char key[65];            /* on success: the build key */
+  char artifact[65];       /* on success: the artifact id */
+  int64_t size;            /* on success: bytes of the artifact */
+  int cached;              /* on success: 1 found in the server's cache, 0 compiled now */
+  double compile_ms;       /* on success: the compile's wall time */
+  const char *metadata;    /* on success: the kernel metadata (JSON text); else NULL */
+} tl_target_result;
+
+/* POSTs req with targets[0..ntargets) (1 to TL_CLIENT_TARGETS_MAX) in one
+ * request and gives one result per target, in order, in *results (free with
+ * tl_target_results_free(*results, ntargets)).  Returns TL_OK when the
+ * server answered per target, also when some targets failed (see each
+ * status); the request as a whole failing (a program that is not JSON, a
+ * target the server does not offer, the token, the network) returns that
+ * error and *results is NULL.  The
+ * local cache is not used: this is for filling the server's cache. */
+tl_status tl_client_compile(tl_client *c, const tl_client_request *req, const char *const *targets,
+                            int ntargets, tl_target_result **results, tl_error *err);
+void tl_target_results_free(tl_target_result *results, int n);
+
+/* Turns a successful result into an artifact: the binary from the local
+ * cache or the server, verified, and stored in the local cache under the
+ * result's build key.  Errors as for tl_client_fetch_key; TL_INVALID_ARG for
+ * a failed result. */
+tl_status tl_client_fetch_result(tl_client *c, const tl_target_result *result, tl_artifact **out,
+                                 tl_error *err);
+
+/* GET /v1/info: the server's description (version, targets, limits) as
+ * JSON text, malloc'd (free()).  Errors: TL_NETWORK, TL_UNAUTHORIZED, ... */
+tl_status tl_client_info(tl_client *c, char **json, tl_error *err);
+
+/* ==== artifacts ==================================================================== */
+
+/* Accessors.  Strings and bytes are owned by a. */
+const char *tl_artifact_key(const tl_artifact *a);      /* build key (64 hex) */
+const char *tl_artifact_id(const tl_artifact *a);       /* artifact id: SHA-256 of the bytes */
+const char *tl_artifact_target(const tl_artifact *a);   /* "sm_90", "compute_80" */
+const void *tl_artifact_bytes(const tl_artifact *a, size_t *n); /* cubin, or PTX text (not NUL-terminated) */
+int tl_artifact_is_ptx(const tl_artifact *a);
+const char *tl_artifact_metadata(const tl_artifact *a); /* metadata JSON text */
+const char *tl_artifact_entry(const tl_artifact *a);    /* the kernel's name */
+tl_source tl_artifact_source(const tl_artifact *a);
+void tl_artifact_free(tl_artifact *a);
+
+/* Kernel parameters, from the metadata, in launch order. */
+typedef struct tl_param_info {
+  const char *name;
+  int is_tensor;           /* 1 tensor (a device pointer), 0 scalar */
+  const char *dtype;       /* "float16", "int32", ... */
+  int ndim;                /* tensors: dimensions */
+  int64_t align;           /* tensors: promised alignment of the pointer in bytes */
+} tl_param_info;
+int tl_artifact_nparams(const tl_artifact *a);
+/* TL_INVALID_ARG when i is out of range. */
+tl_status tl_artifact_param(const tl_artifact *a, int i, tl_param_info *out, tl_error *err);
+
+/* ==== launching ================================================================== */
+
+/* One kernel argument.  Use the constructors below. */
+typedef enum tl_arg_kind {
+  TL_ARG_TENSOR = 1, /* ptr: a device address */
+  TL_ARG_INT = 2,    /* i: int32, int64 or bool (0/1) parameters */
+  TL_ARG_FLOAT = 3,  /* f: float32 parameters (rounded to float) */
+} tl_arg_kind;
+
+typedef struct tl_kernel_arg {
+  tl_arg_kind kind;
+  uint64_t ptr;
+  int64_t i;
+  double f;
+} tl_kernel_arg;
+
+static inline tl_kernel_arg tl_arg_tensor(uint64_t device_ptr) {
+  tl_kernel_arg a = {TL_ARG_TENSOR, device_ptr, 0, 0.0};
+  return a;
+}
+static inline tl_kernel_arg tl_arg_int(int64_t v) {
+  tl_kernel_arg a = {TL_ARG_INT, 0, v, 0.0};
+  return a;
+}
+static inline tl_kernel_arg tl_arg_float(double v) {
+  tl_kernel_arg a = {TL_ARG_FLOAT, 0, 0, v};
+  return a;
+}
+
+/* The grid (blocks in x, y, z) and a tensor's shape for the given
+ * arguments, evaluated from the metadata's expressions over the scalar
+ * parameters with Tile IR's integer rules.  args holds one entry per
+ * parameter (tl_artifact_nparams); tensor entries are not read.  Errors:
+ * TL_INVALID_ARG (wrong number or kind of arguments, a scalar out of its
+ * type's range, param not a tensor), TL_RUNTIME (division by zero,
+ * overflow). */
+tl_status tl_artifact_grid(const tl_artifact *a, const tl_kernel_arg *args, int nargs,
+                           int64_t grid[3], tl_error *err);
+tl_status tl_artifact_shape(const tl_artifact *a, int param, const tl_kernel_arg *args, int nargs,
+                            int64_t shape[TL_KERNEL_DIMS_MAX], int *ndim, tl_error *err);
+
+/* ---- devices ------------------------------------------------------------------------- */
+typedef struct tl_device tl_device;
+
+/* Opens CUDA device `ordinal` (its primary context, shared with the CUDA
+ * runtime).  TL_NO_DEVICE with "no CUDA driver (libcuda.so.1 not found)"
+ * or "no CUDA device" on a machine without them; TL_INVALID_ARG for an
+ * ordinal that does not exist; TL_DEVICE for other driver failures. */
+tl_status tl_device_open(int ordinal, tl_device **out, tl_error *err);
+void tl_device_free(tl_device *d); /* after every kernel and buffer of it; NULL is fine */
+
+int tl_device_arch(const tl_device *d);        /* 90 for an H100 */
+const char *tl_device_name(const tl_device *d); /* "NVIDIA H100 80GB HBM3" */
+
+/* As tl_client_get_for_arch with the device's architecture. */
+tl_status tl_client_get_for_device(tl_client *c, const tl_client_request *req, const tl_device *d,
+                                   tl_artifact **out, tl_error *err);
+
+/* Device memory, for applications without the CUDA runtime.  Addresses
+ * from tl_device_alloc are aligned to at least 256 bytes.  Errors TL_DEVICE
+ * (the driver's message), TL_INVALID_ARG.  tl_device_mem_free accepts 0. */
+tl_status tl_device_alloc(tl_device *d, size_t bytes, uint64_t *ptr, tl_error *err);
+void tl_device_mem_free(tl_device *d, uint64_t ptr);
+tl_status tl_device_upload(tl_device *d, uint64_t dst, const void *src, size_t bytes, tl_error *err);
+tl_status tl_device_download(tl_device *d, void *dst, uint64_t src, size_t bytes, tl_error *err);
+/* Waits for all work on the device (the whole context) and reports a
+ * fault of an earlier launch as TL_DEVICE. */
+tl_status tl_device_sync(tl_device *d, tl_error *err);
+
+/* ---- kernels ---------------------------------------------------------------------------- */
+typedef struct tl_kernel tl_kernel;
+
+/* Loads a's binary on d (a cubin directly, PTX through the driver's JIT)
+ * and finds its entry.  a may be freed afterwards.  TL_UNSUPPORTED when a's
+ * target cannot run on d's architecture (an sm_80 cubin on an sm_90 GPU),
+ * TL_DEVICE when the driver refuses the binary (its JIT log in the
+ * message), TL_NOT_FOUND when the entry is missing. */
+tl_status tl_kernel_load(tl_device *d, const tl_artifact *a, tl_kernel **out, tl_error *err);
+
+/* Launches k once with one argument per parameter, on stream (a CUstream
+ * or cudaStream_t; NULL is the default stream); asynchronous.  Checks
+ * first: the number and kinds of arguments, scalars within their type,
+ * every tensor pointer aligned as its parameter promises, the grid within
+ * CUDA's limits (an empty grid launches nothing and succeeds).  Dynamic
+ * shared memory above 48 KiB is enabled on the function first.  Errors:
+ * TL_INVALID_ARG, TL_LIMIT, TL_UNSUPPORTED (thread-block clusters),
+ * TL_DEVICE. */
+tl_status tl_kernel_launch(tl_kernel *k, const tl_kernel_arg *args, int nargs, void *stream,
+                           tl_error *err);
+void tl_kernel_free(tl_kernel *k); /* NULL is fine */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

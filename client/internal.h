@@ -1,0 +1,167 @@
+/*
+ * internal.h - what the files of libtlclient share and nobody else sees:
+ * the client's fields, the HTTP layer (http.c), the kernel metadata and the
+ * evaluation of its expressions (meta.c), the launch plan (meta.c, used by
+ * device.c), and the local cache glue (fetch.c).  Tests include it to check
+ * the parts that need no server and no GPU.
+ */
+#ifndef TL_CLIENT_INTERNAL_H
+#define TL_CLIENT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "../cache/tlcache.h"
+#include "../compiler/dtype.h"
+#include "../compiler/ir.h"
+#include "include/tl/tlclient.h"
+
+/* ---- the client ------------------------------------------------------------------ */
+struct tl_client {
+  char *server;              /* base URL without a trailing '/' */
+  char *token;               /* NULL: none */
+  char *ca_file;             /* NULL: the system's store */
+  long connect_timeout_ms, timeout_ms;
+  int retries;
+  long backoff_base_ms, backoff_max_ms;
+  char *cache_path;          /* NULL: no local cache */
+  int64_t cache_max_bytes;
+  bool offline;
+  tl_client_log_fn log_fn;
+  void *log_user;
+
+  void *curl;                /* CURL *, made on first use and kept for keep-alive */
+  void *headers;             /* struct curl_slist * of the current request */
+  tl_cache *cache;           /* opened on first use */
+  bool cache_failed;         /* opening it failed once: not tried again */
+  uint64_t rng;              /* jitter */
+  tl_client_stats stats;
+};
+
+/* Logs one formatted line through the client's log function, if any. */
+void tl_clog(tl_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- HTTP (http.c) ------------------------------------------------------------------ */
+typedef struct tl_http_response {
+  long status;        /* HTTP status of the last try (0 when none arrived) */
+  char *body;         /* NUL-terminated, malloc'd */
+  size_t len;
+  long retry_after;   /* seconds from Retry-After, or -1 */
+} tl_http_response;
+
+/* Sends METHOD server+path with an optional JSON body and reads the answer
+ * (at most max_bytes of body), retrying on connection errors and 503/429 as
+ * the client's settings say.  Returns TL_OK when an answer arrived (any
+ * status other than a 503/429 that outlasted the retries: check
+ * resp->status), TL_BUSY when the server still answered 503/429 after the
+ * retries (resp holds that answer), TL_NETWORK when no answer came (err
+ * says why, naming the URL), TL_TOO_LARGE when the body exceeded
+ * max_bytes, TL_NOMEM.  resp must be freed with tl_http_response_free in
+ * every case. */
+tl_status tl_http_request(tl_client *c, const char *method, const char *path, const char *body,
+                          size_t body_len, size_t max_bytes, tl_http_response *resp, tl_error *err);
+void tl_http_response_free(tl_http_response *resp);
+
+/* Turns an error answer into a status and a message "WHAT: MESSAGE" (with
+ * the server's diagnostics, when any, one per line after it).  The code is
+ * the JSON body's error.code when it is one of tl_status's wire names, else
+ * derived from the HTTP status.  Returns the status. */
+tl_status tl_http_error(const tl_http_response *resp, const char *what, tl_error *err);
+/* The same for one parsed error object (json_t *) and its diagnostics. */
+tl_status tl_http_error_json(void *error_obj, void *diagnostics, long http_status, const char *what,
+                             tl_error *err);
+
+/* ---- kernel metadata (meta.c) ------------------------------------------------------------ */
+typedef struct tl_meta_param {
+  const char *name;
+  bool is_tensor;
+  tl_dtype dtype;
+  int ndim;
+  tl_expr *shape[TL_KERNEL_DIMS_MAX]; /* parsed: E_CONST, or an expression over scalar params */
+  int64_t align;
+} tl_meta_param;
+
+typedef struct tl_meta {
+  tl_arena *arena;
+  const char *entry;
+  const char *target;     /* may be "" when absent */
+  bool ptx;               /* "binary": "ptx" */
+  int nparams;
+  tl_meta_param *params;
+  int ngrid;
+  tl_expr *grid[3];
+  int64_t block[3];
+  int64_t dyn_smem;
+  int ncluster;
+  int64_t cluster[3];
+} tl_meta;
+
+/* Parses and validates metadata JSON text (proto: compile.c's metadata()).
+ * Every expression is parsed and its names checked against the scalar
+ * parameters here, so a launch cannot meet a malformed one.  TL_BAD_JSON
+ * (not JSON), TL_CORRUPT (JSON of the wrong shape: the message names the
+ * member), TL_UNSUPPORTED (a scalar dtype the launcher cannot pass),
+ * TL_NOMEM.  *out is freed with tl_meta_free (NULL is fine). */
+tl_status tl_meta_parse(const char *text, tl_meta **out, tl_error *err);
+void tl_meta_free(tl_meta *m);
+
+/* Evaluates the grid / a tensor's shape (see tl_artifact_grid). */
+tl_status tl_meta_grid(const tl_meta *m, const tl_kernel_arg *args, int nargs, int64_t grid[3],
+                       tl_error *err);
+tl_status tl_meta_shape(const tl_meta *m, int param, const tl_kernel_arg *args, int nargs,
+                        int64_t shape[TL_KERNEL_DIMS_MAX], tl_error *err);
+
+/* Everything a launch needs, computed and checked without a GPU. */
+typedef union tl_launch_value {
+  int32_t i32;
+  int64_t i64;
+  float f32;
+  unsigned char b;
+  uint64_t ptr;
+} tl_launch_value;
+
+typedef struct tl_launch_plan {
+  unsigned grid[3], block[3];
+  unsigned dyn_smem;
+  bool empty;                              /* a zero grid dimension: nothing to launch */
+  tl_launch_value values[TL_KERNEL_PARAMS_MAX];
+  void *kargs[TL_KERNEL_PARAMS_MAX];       /* &values[i]; valid while the plan does not move */
+} tl_launch_plan;
+
+/* Checks args against m (count, kinds, ranges, alignment of tensor
+ * pointers) and fills plan.  Errors as for tl_kernel_launch. */
+tl_status tl_launch_plan_make(const tl_meta *m, const tl_kernel_arg *args, int nargs,
+                              tl_launch_plan *plan, tl_error *err);
+
+/* Whether a binary for target runs on a GPU of architecture arch:
+ * sm_NN[f] needs the same major and a minor at least NN's, sm_NNa exactly
+ * NN, compute_NN any arch >= NN, compute_NNa exactly NN.  False for a
+ * name that is none of these. */
+bool tl_target_runs_on(const char *target, int arch);
+
+/* ---- artifacts (fetch.c) ------------------------------------------------------------------ */
+struct tl_artifact {
+  char key[65];
+  char id[65];
+  char target[TL_CLIENT_TARGET_MAX + 1];
+  unsigned char *bytes;
+  size_t n;
+  char *metadata;
+  tl_meta *meta;
+  tl_source source;
+};
+
+/* Validates a target name: 1 to TL_CLIENT_TARGET_MAX characters of a-z,
+ * 0-9 and '_'. */
+tl_status tl_target_check(const char *target, tl_error *err);
+
+/* The request key of req for target (see tlclient.h) and the canonical
+ * text it hashes (malloc'd; NULL allowed when not wanted). */
+tl_status tl_request_key(const tl_client_request *req, const char *target, char key[65],
+                         char **text, tl_error *err);
+
+/* The alias manifest's first line: a local cache entry under a request key
+ * has a manifest starting with this, followed by "build KEY". */
+#define TL_CLIENT_ALIAS_MAGIC "tl-client-request 1\n"
+
+#endif
