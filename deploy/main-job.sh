@@ -17,7 +17,9 @@
 #      (POST /v1/compile), fetch each artifact (GET /v1/artifacts/ID) and
 #      check that its bytes hash to its id, then stop it with SIGTERM (it
 #      must exit 0).
-# A later step will fetch and launch them with tlclient.
+#   5. tlclient: prebuild every example for sm_90a and compute_80 through
+#      that server, download every binary into a fresh local cache
+#      (--fetch; each artifact's SHA-256 is checked), and `cache verify` it.
 #
 # Prints one line per example and step with the time it took, then a
 # summary; exits 1 if anything failed (2 if it could not start).  Each
@@ -34,6 +36,7 @@ cd "$ROOT" || exit 2
 
 TLC=${TLC:-build/bin/tlc}
 TLSERVERD=${TLSERVERD:-build/bin/tlserverd}
+TLCLIENT=${TLCLIENT:-build/bin/tlclient}
 PY=/usr/bin/python3
 SEED=${TL_SEED:-1}
 TIMEOUT=${TL_MAIN_TIMEOUT:-900}
@@ -288,7 +291,7 @@ PYEOF
 
 # --- step 1: preflight ------------------------------------------------------
 
-header "step 1/4: preflight"
+header "step 1/5: preflight"
 if [[ ! -x $TLC ]]; then
   echo "main-job.sh: $TLC not found; run 'make' first" >&2
   exit 2
@@ -306,7 +309,7 @@ echo "  $("$TLC" --version 2>&1 | head -n 1), numpy $("$PY" -c 'import numpy; pr
 
 # --- step 2: tlc check --------------------------------------------------------
 
-header "step 2/4: tlc check"
+header "step 2/5: tlc check"
 for file in "${EXAMPLES[@]}"; do
   name=$(basename "$file" .json)
   log=$LOGDIR/$name.check.log
@@ -323,7 +326,7 @@ done
 
 # --- step 3: tlc run --interpret at small sizes -----------------------------
 
-header "step 3/4: tlc run --interpret (small sizes, random inputs)"
+header "step 3/5: tlc run --interpret (small sizes, random inputs)"
 for file in "${EXAMPLES[@]}"; do
   name=$(basename "$file" .json)
   log=$LOGDIR/$name.run.log
@@ -361,7 +364,7 @@ done
 
 # --- step 4: compile and fetch through tlserverd ------------------------------
 
-header "step 4/4: tlserverd: compile every example for sm_90a over HTTP, fetch and check the artifacts"
+header "step 4/5: tlserverd: compile every example for sm_90a over HTTP, fetch and check the artifacts"
 SERVER_PID=
 server_log=$LOGDIR/tlserverd.log
 start=$EPOCHREALTIME
@@ -412,6 +415,26 @@ print(r["artifact"], r["size"], r["compile_ms"])' "$WORK/answer.json" 2>>"$log")
       record FAIL server "$name" "$(seconds_since "$start")" "$log" "(the artifact's bytes hash to ${got:0:12}..., not ${art:-?})"
     fi
   done
+
+  # --- step 5: the client fetches every example through the server ----------
+  header "step 5/5: tlclient: prebuild every example for sm_90a and compute_80 through the server, fetch into a local cache, verify it"
+  LOCAL=$WORK/local.db
+  log=$LOGDIR/client.prebuild.log
+  start=$EPOCHREALTIME
+  if timeout "$TIMEOUT" "$TLCLIENT" --server "$URL" --cache "$LOCAL" prebuild examples --target sm_90a,compute_80 \
+    --fetch >"$log" 2>&1; then
+    record OK client prebuild "$(seconds_since "$start")" "$log" "$(tail -n 1 "$log")"
+  else
+    record FAIL client prebuild "$(seconds_since "$start")" "$log"
+  fi
+  log=$LOGDIR/client.cache.log
+  start=$EPOCHREALTIME
+  if timeout "$TIMEOUT" "$TLCLIENT" --cache "$LOCAL" cache verify >"$log" 2>&1; then
+    record OK client "cache verify" "$(seconds_since "$start")" "$log" "$(tail -n 1 "$log")"
+  else
+    record FAIL client "cache verify" "$(seconds_since "$start")" "$log"
+  fi
+
   start=$EPOCHREALTIME
   kill -TERM "$SERVER_PID"
   wait "$SERVER_PID"
