@@ -190,7 +190,7 @@ static void do_compile(outcome *o, const char *text, size_t len, const tl_define
                        const char *options) {
   memset(o, 0, sizeof *o);
   o->diags.arena = tl_arena_new();
-  tl_compile_request req = {text, len, defs, nd, target, options};
+  tl_compile_request req = {.program = text, .program_len = len, .defines = defs, .ndefines = nd, .target = target, .options_json = options};
   o->b = (tl_build *)(uintptr_t)1; /* must be reset to NULL on failure */
   o->st = tl_compile(&req, &o->b, &o->diags, &o->err);
   if (o->st != TL_OK)
@@ -216,7 +216,7 @@ static tl_status key_of(const char *text, size_t len, const tl_define *defs, int
                         const char *options, char key[65], char **manifest) {
   tl_diags d = {.arena = tl_arena_new()};
   tl_error err;
-  tl_compile_request req = {text, len, defs, nd, target, options};
+  tl_compile_request req = {.program = text, .program_len = len, .defines = defs, .ndefines = nd, .target = target, .options_json = options};
   *manifest = NULL;
   tl_status st = tl_compile_key(&req, key, manifest, &d, &err);
   if (st != TL_OK && verbose_keys) {
@@ -1065,7 +1065,7 @@ static void test_invalid_program(void **state) {
     outcome_free(&o);
     /* tl_compile_key says the same */
     tl_diags d = {.arena = tl_arena_new()};
-    tl_compile_request req = {cases[c].text, strlen(cases[c].text), NULL, 0, "sm_80", NULL};
+    tl_compile_request req = {.program = cases[c].text, .program_len = strlen(cases[c].text), .target = "sm_80"};
     char k[65], *m = NULL;
     assert_int_equal(tl_compile_key(&req, k, &m, &d, NULL), TL_BAD_PROGRAM);
     assert_null(m);

@@ -280,7 +280,7 @@ static void test_golden_compile(void **state) {
     char *text = read_file(path, &len);
     assert_non_null(text);
     tl_diags diags = {.arena = tl_arena_new()};
-    tl_compile_request req = {text, len, NULL, 0, "sm_80", NULL};
+    tl_compile_request req = {.program = text, .program_len = len, .target = "sm_80"};
     tl_build *b = NULL;
     tl_status st = tl_compile(&req, &b, &diags, &err);
     if (st != TL_OK) {
