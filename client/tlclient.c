@@ -621,7 +621,7 @@ static int cmd_info(const cmdline *o, tl_client *c) {
   tl_device *d = NULL;
   tl_error derr;
   if (tl_device_open(0, &d, &derr) == TL_OK) {
-    printf("device       %s (sm_%d)\n", tl_device_name(d), tl_device_arch(d));
+    printf("device       %s (%s)\n", tl_device_name(d), tl_device_arch_name(d));
     tl_device_free(d);
   } else {
     printf("device       none: %s\n", derr.message);

@@ -11,10 +11,12 @@
  *                cache (SQLite, libtlcache) so that a warm start needs no
  *                network and an offline start works;
  *   tl_artifact  one build as the client holds it: build key, target,
- *                artifact id, the verified binary (cubin or PTX) and its
+ *                artifact id, the verified binary (cubin, PTX or HSACO) and its
  *                metadata (entry, parameters, launch configuration);
  *   tl_device    a GPU opened through the CUDA driver (libcuda.so.1 opened
- *                with dlopen: nothing of CUDA is needed to build or link);
+ *                with dlopen: nothing of CUDA is needed to build or link),
+ *                or, when there is no CUDA device, an AMD GPU through the
+ *                HIP runtime (libamdhip64, likewise opened with dlopen);
  *   tl_kernel    an artifact loaded on a device, launched from its
  *                metadata: the grid is computed from the scalar arguments,
  *                dynamic shared memory above 48 KiB is enabled on the
@@ -353,16 +355,34 @@ tl_status tl_artifact_shape(const tl_artifact *a, int param, const tl_kernel_arg
 typedef struct tl_device tl_device;
 
 /* Opens CUDA device `ordinal` (its primary context, shared with the CUDA
- * runtime).  TL_NO_DEVICE with "no CUDA driver (libcuda.so.1 not found)"
- * or "no CUDA device" on a machine without them; TL_INVALID_ARG for an
- * ordinal that does not exist; TL_DEVICE for other driver failures. */
+ * runtime); when the machine has no CUDA driver or no CUDA device, AMD
+ * device `ordinal` through the HIP runtime (libamdhip64.so.6, .so.5 or
+ * .so, or the library named by the environment variable TL_LIBHIP; the
+ * CUDA driver's name can be changed with TL_LIBCUDA).  TL_NO_DEVICE when
+ * neither has a device, with both reasons: "no CUDA driver (libcuda.so.1
+ * not found); no HIP runtime (libamdhip64.so.6, ... not found)";
+ * TL_INVALID_ARG for an ordinal that does not exist; TL_DEVICE for other
+ * driver failures. */
 tl_status tl_device_open(int ordinal, tl_device **out, tl_error *err);
 void tl_device_free(tl_device *d); /* after every kernel and buffer of it; NULL is fine */
 
-int tl_device_arch(const tl_device *d);        /* 90 for an H100 */
+/* Which runtime a device was opened through. */
+typedef enum tl_device_api {
+  TL_DEVICE_API_NONE = 0, /* (a NULL device) */
+  TL_DEVICE_API_CUDA = 1, /* NVIDIA, the CUDA driver API */
+  TL_DEVICE_API_HIP = 2,  /* AMD, the HIP runtime */
+} tl_device_api;
+tl_device_api tl_device_get_api(const tl_device *d);
+
+int tl_device_arch(const tl_device *d);        /* 90 for an H100; 0 for an AMD GPU */
+const char *tl_device_arch_name(const tl_device *d); /* "sm_90", or "gfx90a" for an AMD GPU */
 const char *tl_device_name(const tl_device *d); /* "NVIDIA H100 80GB HBM3" */
 
-/* As tl_client_get_for_arch with the device's architecture. */
+/* A CUDA device: as tl_client_get_for_arch with the device's architecture.
+ * An AMD device: as tl_client_get for the target tl_device_arch_name(d)
+ * ("gfx90a"), the only one whose code objects run on it; a server that
+ * does not offer it answers TL_UNSUPPORTED, and the message says so and
+ * names the GPU's architecture. */
 tl_status tl_client_get_for_device(tl_client *c, const tl_client_request *req, const tl_device *d,
                                    tl_artifact **out, tl_error *err);
 
@@ -380,19 +400,24 @@ tl_status tl_device_sync(tl_device *d, tl_error *err);
 /* ---- kernels ---------------------------------------------------------------------------- */
 typedef struct tl_kernel tl_kernel;
 
-/* Loads a's binary on d (a cubin directly, PTX through the driver's JIT)
- * and finds its entry.  a may be freed afterwards.  TL_UNSUPPORTED when a's
- * target cannot run on d's architecture (an sm_80 cubin on an sm_90 GPU),
- * TL_DEVICE when the driver refuses the binary (its JIT log in the
- * message), TL_NOT_FOUND when the entry is missing. */
+/* Loads a's binary on d (a cubin directly, PTX through the driver's JIT;
+ * on an AMD GPU an HSACO through hipModuleLoadData) and finds its entry.
+ * a may be freed afterwards.  TL_UNSUPPORTED when a's target cannot run on
+ * d's architecture (an sm_80 cubin on an sm_90 GPU; on an AMD GPU anything
+ * but a code object for its own gfx name), TL_DEVICE when the driver
+ * refuses the binary (its JIT log in the message), TL_CORRUPT for a code
+ * object whose ELF reaches past its bytes, TL_NOT_FOUND when the entry is
+ * missing. */
 tl_status tl_kernel_load(tl_device *d, const tl_artifact *a, tl_kernel **out, tl_error *err);
 
 /* Launches k once with one argument per parameter, on stream (a CUstream
- * or cudaStream_t; NULL is the default stream); asynchronous.  Checks
+ * or cudaStream_t, a hipStream_t on an AMD GPU; NULL is the default
+ * stream); asynchronous.  Checks
  * first: the number and kinds of arguments, scalars within their type,
  * every tensor pointer aligned as its parameter promises, the grid within
  * CUDA's limits (an empty grid launches nothing and succeeds).  Dynamic
- * shared memory above 48 KiB is enabled on the function first.  Errors:
+ * shared memory above 48 KiB is enabled on the function first (CUDA; an
+ * AMD GPU needs no opt-in, its limit is the LDS per workgroup).  Errors:
  * TL_INVALID_ARG, TL_LIMIT, TL_UNSUPPORTED (thread-block clusters),
  * TL_DEVICE. */
 tl_status tl_kernel_launch(tl_kernel *k, const tl_kernel_arg *args, int nargs, void *stream,
