@@ -7,9 +7,14 @@
  *                -> build key (canonical manifest, SHA-256)
  *                -> pass_place (registers or shared memory per buffer)
  *                -> fit the target (shared memory, threads)
- *                -> emit CUDA C (emit_cuda.c)
- *                -> NVRTC (nvrtc.c): cubin or PTX
- *                -> metadata (resources read back from the cubin)
+ *                -> emit CUDA C or HIP C (emit_cuda.c and its dialects)
+ *                -> NVRTC (nvrtc.c): cubin or PTX, or
+ *                   hiprtc / clang + ld.lld (amdgpu.c): HSACO
+ *                -> metadata (resources read back from the cubin, or from
+ *                   the code object's notes, hsaco.c)
+ *
+ * The back end is chosen by the target's name: gfx... is AMD's, the rest
+ * NVIDIA's.  Each toolchain is opened once, when first needed.
  */
 #include <jansson.h>
 #include <pthread.h>
@@ -18,7 +23,9 @@
 #include <string.h>
 #include <time.h>
 #include "../proto/tl_hash.h"
+#include "amdgpu.h"
 #include "cubin.h"
+#include "hsaco.h"
 #include "interp.h"
 #include "nvrtc.h"
 #include "pass.h"
@@ -47,17 +54,78 @@ static tl_nvrtc *toolchain(tl_error *err) {
   return nv;
 }
 
+static pthread_once_t amd_once = PTHREAD_ONCE_INIT;
+static tl_amdgpu *amd;
+static tl_error amd_err;
+static char amd_desc[4200];
+
+static void amd_open(void) {
+  if (tl_amdgpu_open(&amd, &amd_err) != TL_OK) {
+    amd = NULL;
+    return;
+  }
+  snprintf(amd_desc, sizeof amd_desc, "%s", tl_amdgpu_description(amd));
+}
+
+static tl_amdgpu *amd_toolchain(tl_error *err) {
+  pthread_once(&amd_once, amd_open);
+  if (!amd && err)
+    *err = amd_err;
+  return amd;
+}
+
+/* Every target offered, NVIDIA's then AMD's, built once. */
+static pthread_once_t all_once = PTHREAD_ONCE_INIT;
+static const char **all_targets;
+static char all_desc[4400];
+static tl_error all_err;
+
+static void all_build(void) {
+  tl_error nerr, aerr;
+  tl_error_clear(&nerr);
+  tl_error_clear(&aerr);
+  const char *const *nl = NULL, *const *al = NULL;
+  size_t nn = 0, an = 0;
+  if (toolchain(&nerr) && tl_nvrtc_targets(nv, &nl, &nn, &nerr) != TL_OK)
+    nn = 0;
+  if (amd_toolchain(&aerr) && tl_amdgpu_targets(amd, &al, &an, &aerr) != TL_OK)
+    an = 0;
+  if (nn + an == 0) {
+    tl_error_set(&all_err, nv || amd ? (nv ? nerr.code : aerr.code) : TL_NO_TOOLCHAIN,
+                 "no toolchain offers any target: NVIDIA: %s; AMD: %s", nv ? "no targets" : nerr.message,
+                 amd ? "no targets" : aerr.message);
+    return;
+  }
+  all_targets = calloc(nn + an + 1, sizeof *all_targets);
+  if (!all_targets) {
+    tl_error_set(&all_err, TL_NOMEM, "out of memory listing the targets");
+    return;
+  }
+  for (size_t i = 0; i < nn; i++)
+    all_targets[i] = nl[i];
+  for (size_t i = 0; i < an; i++)
+    all_targets[nn + i] = al[i];
+  snprintf(all_desc, sizeof all_desc, "%s%s%s", nn ? nv_desc : "", nn && an ? "; " : "", an ? amd_desc : "");
+}
+
 const char *const *tl_compiler_targets(const char **desc, tl_error *err) {
-  tl_nvrtc *h = toolchain(err);
-  if (!h)
+  pthread_once(&all_once, all_build);
+  if (!all_targets) {
+    if (err)
+      *err = all_err;
     return NULL;
-  const char *const *list;
-  size_t n;
-  if (tl_nvrtc_targets(h, &list, &n, err) != TL_OK)
-    return NULL;
+  }
   if (desc)
-    *desc = nv_desc;
-  return list;
+    *desc = all_desc;
+  return all_targets;
+}
+
+const char *tl_compiler_target_toolchain(const char *target) {
+  if (!target)
+    return NULL;
+  if (tl_amd_target_like(target))
+    return amd_toolchain(NULL) && tl_amdgpu_accepts(amd, target) ? amd_desc : NULL;
+  return toolchain(NULL) && tl_nvrtc_accepts(nv, target) ? nv_desc : NULL;
 }
 
 /* ---- options ------------------------------------------------------------------------ */
@@ -125,7 +193,8 @@ static char *canonical(json_t *v) {
 }
 
 /* The key manifest: everything a build depends on, one item per line. */
-static char *manifest_of(const tl_compile_request *req, const tl_program *prog, json_t *options_canon) {
+static char *manifest_of(const tl_compile_request *req, const tl_program *prog, json_t *options_canon,
+                         const char *desc) {
   json_t *doc = json_loadb(req->program, req->program_len, JSON_REJECT_DUPLICATES, NULL);
   if (!doc)
     return NULL;
@@ -138,7 +207,6 @@ static char *manifest_of(const tl_compile_request *req, const tl_program *prog, 
     json_object_set_new(consts, c->name, v);
   }
   char *p = canonical(doc), *c = canonical(consts), *o = canonical(options_canon);
-  const char *desc = nv_desc[0] ? nv_desc : "none";
   size_t n = strlen(p) + strlen(c) + strlen(o) + strlen(req->target) + strlen(desc) + 256;
   char *m = malloc(n);
   if (m)
@@ -153,16 +221,28 @@ static char *manifest_of(const tl_compile_request *req, const tl_program *prog, 
   return m;
 }
 
-/* Parses, checks and keys a request.  On success *prog lives in arena. */
+/* Parses, checks and keys a request.  On success *prog lives in arena and
+ * *desc is the description of the toolchain that builds for the target. */
 static tl_status front(const tl_compile_request *req, tl_arena *arena, tl_program **prog, options *opt, char key[65],
-                       char **manifest, tl_diags *diags, tl_error *err) {
+                       char **manifest, const char **desc, tl_diags *diags, tl_error *err) {
   tl_error_clear(err);
-  tl_nvrtc *h = toolchain(err);
-  if (!h)
-    return err ? err->code : TL_NO_TOOLCHAIN;
-  if (!req->target || !tl_nvrtc_accepts(h, req->target))
-    return tl_error_set(err, TL_UNSUPPORTED, "target '%s' is not offered here (see the toolchain's targets: %s)",
-                        req->target ? req->target : "(none)", nv_desc);
+  if (req->target && tl_amd_target_like(req->target)) {
+    tl_amdgpu *h = amd_toolchain(err);
+    if (!h)
+      return err ? err->code : TL_NO_TOOLCHAIN;
+    if (!tl_amdgpu_accepts(h, req->target))
+      return tl_error_set(err, TL_UNSUPPORTED, "target '%.64s' is not offered here (see the toolchain's targets: %s)",
+                          req->target, amd_desc);
+    *desc = amd_desc;
+  } else {
+    tl_nvrtc *h = toolchain(err);
+    if (!h)
+      return err ? err->code : TL_NO_TOOLCHAIN;
+    if (!req->target || !tl_nvrtc_accepts(h, req->target))
+      return tl_error_set(err, TL_UNSUPPORTED, "target '%.64s' is not offered here (see the toolchain's targets: %s)",
+                          req->target ? req->target : "(none)", nv_desc);
+    *desc = nv_desc;
+  }
   json_t *ocanon = NULL;
   tl_status st = parse_options(req->options_json, opt, &ocanon, err);
   if (st != TL_OK)
@@ -175,7 +255,7 @@ static tl_status front(const tl_compile_request *req, tl_arena *arena, tl_progra
     return tl_error_set(err, json_error ? TL_BAD_JSON : TL_BAD_PROGRAM, "%s",
                         json_error ? "malformed JSON" : "the program is invalid; see the diagnostics");
   }
-  char *m = manifest_of(req, *prog, ocanon);
+  char *m = manifest_of(req, *prog, ocanon, *desc);
   json_decref(ocanon);
   if (!m)
     return tl_error_set(err, TL_NOMEM, "out of memory");
@@ -192,7 +272,8 @@ tl_status tl_compile_key(const tl_compile_request *req, char key[65], char **man
   tl_arena *arena = tl_arena_new();
   tl_program *prog;
   options opt;
-  tl_status st = front(req, arena, &prog, &opt, key, manifest, diags, err);
+  const char *desc;
+  tl_status st = front(req, arena, &prog, &opt, key, manifest, &desc, diags, err);
   tl_arena_free(arena);
   return st;
 }
@@ -209,8 +290,45 @@ static int64_t smem_limit(int arch) {
   }
 }
 
-static tl_status fit(const tl_program *prog, const tl_nv_target *t, const char *target, tl_error *err) {
-  int64_t lim = smem_limit(t->arch);
+/* What one target is: its back end, what its code may use, its limits. */
+typedef struct backend {
+  const tl_amd_target *amd; /* AMD's target, or NULL for NVIDIA's */
+  tl_nv_target nv;          /* NVIDIA's */
+  tl_codegen cg;
+  int64_t smem_limit;       /* shared memory (LDS) one block may use */
+  const char *desc;         /* the toolchain */
+} backend;
+
+tl_status tl_codegen_for(const char *target, tl_codegen *cg, int64_t *smem, tl_error *err) {
+  if (target && tl_amd_target_like(target)) {
+    const tl_amd_target *t = tl_amd_target_find(target);
+    if (!t)
+      return tl_error_set(err, TL_UNSUPPORTED, "target '%.64s' is not an AMD target known here", target);
+    /* HIP C on the portable paths: no mma.sync, ldmatrix or cp.async */
+    *cg = (tl_codegen){.dialect = TL_DIALECT_HIP, .warp = t->wavefront, .amd_matrix = (int)t->matrix};
+    *smem = t->lds_bytes;
+    return TL_OK;
+  }
+  tl_nv_target nt;
+  tl_status st = tl_nv_target_parse(target, &nt, err);
+  if (st != TL_OK)
+    return st;
+  *cg = tl_codegen_cuda;
+  *smem = smem_limit(nt.arch);
+  return TL_OK;
+}
+
+static tl_status backend_of(const char *target, const char *desc, backend *be, tl_error *err) {
+  memset(be, 0, sizeof *be);
+  be->desc = desc;
+  be->amd = tl_amd_target_find(target);
+  if (!be->amd && tl_nv_target_parse(target, &be->nv, err) != TL_OK)
+    return err ? err->code : TL_INVALID_ARG;
+  return tl_codegen_for(target, &be->cg, &be->smem_limit, err);
+}
+
+static tl_status fit(const tl_program *prog, const backend *be, const char *target, tl_error *err) {
+  int64_t lim = be->smem_limit;
   if (prog->smem_bytes > lim)
     return tl_error_set(err, TL_LIMIT,
                         "the kernel needs %lld bytes of shared memory per block and %s allows %lld: %lld bytes too "
@@ -219,7 +337,10 @@ static tl_status fit(const tl_program *prog, const tl_nv_target *t, const char *
   bool cluster = false; /* a cluster of 1 x 1 x 1 is no cluster */
   for (int i = 0; i < prog->ncluster; i++)
     cluster |= prog->cluster[i] > 1;
-  if (cluster && t->arch < 90)
+  if (cluster && be->amd)
+    return tl_error_set(err, TL_UNSUPPORTED, "thread-block clusters are NVIDIA's (sm_90 or later); %s has none",
+                        target);
+  if (cluster && be->nv.arch < 90)
     return tl_error_set(err, TL_UNSUPPORTED, "thread-block clusters need sm_90 or later, not %s", target);
   return TL_OK;
 }
@@ -231,13 +352,53 @@ static json_t *expr_json(tl_arena *a, const tl_expr *e) {
   return json_string(tl_expr_str(a, e));
 }
 
-static char *metadata(tl_arena *a, const tl_program *prog, const char *target, bool ptx, const tl_cubin_info *ci,
-                      const tl_nvrtc_result *r, double ms) {
+/* The resources of a cubin: its own records and ptxas's report. */
+static json_t *nv_resources(const tl_program *prog, bool ptx, const tl_cubin_info *ci, const char *log) {
+  json_t *res = json_object();
+  const tl_cubin_kernel *k = ci ? tl_cubin_find(ci, prog->name) : NULL;
+  if (k) {
+    json_object_set_new(res, "registers", json_integer(k->registers));
+    json_object_set_new(res, "static_shared_bytes", json_integer(k->shared_bytes));
+    json_object_set_new(res, "local_bytes", json_integer(k->local_bytes));
+  }
+  tl_ptxas_stats ps;
+  if (!ptx && tl_ptxas_stats_parse(log, prog->name, &ps, NULL) == TL_OK) {
+    json_object_set_new(res, "spill_store_bytes", json_integer(ps.spill_store_bytes));
+    json_object_set_new(res, "spill_load_bytes", json_integer(ps.spill_load_bytes));
+    json_object_set_new(res, "stack_frame_bytes", json_integer(ps.stack_frame_bytes));
+  }
+  return res;
+}
+
+/* The resources of an AMD kernel, from the code object's metadata note:
+ * registers are VGPRs plus AGPRs (the unified register file of CDNA),
+ * static_shared_bytes the static LDS, local_bytes the scratch per lane. */
+static json_t *amd_resources(const tl_hsaco_kernel *k) {
+  json_t *res = json_object();
+  int agprs = k->agpr_count > 0 ? k->agpr_count : 0;
+  json_object_set_new(res, "registers", json_integer(k->vgpr_count + agprs));
+  json_object_set_new(res, "vgprs", json_integer(k->vgpr_count));
+  json_object_set_new(res, "agprs", json_integer(agprs));
+  json_object_set_new(res, "sgprs", json_integer(k->sgpr_count));
+  json_object_set_new(res, "static_shared_bytes", json_integer(k->group_segment_fixed_size));
+  json_object_set_new(res, "local_bytes", json_integer(k->private_segment_fixed_size));
+  json_object_set_new(res, "wavefront_size", json_integer(k->wavefront_size));
+  json_object_set_new(res, "max_flat_workgroup_size", json_integer(k->max_flat_workgroup_size));
+  if (k->vgpr_spill_count >= 0)
+    json_object_set_new(res, "vgpr_spill_count", json_integer(k->vgpr_spill_count));
+  if (k->sgpr_spill_count >= 0)
+    json_object_set_new(res, "sgpr_spill_count", json_integer(k->sgpr_spill_count));
+  return res;
+}
+
+/* The metadata (proto/kernel-meta.md); takes res. */
+static char *metadata(tl_arena *a, const tl_program *prog, const char *target, const char *binary, json_t *res,
+                      const char *toolchain_desc, const char *log, double ms) {
   json_t *m = json_object();
   json_object_set_new(m, "format", json_integer(1));
   json_object_set_new(m, "entry", json_string(prog->name));
   json_object_set_new(m, "target", json_string(target));
-  json_object_set_new(m, "binary", json_string(ptx ? "ptx" : "cubin"));
+  json_object_set_new(m, "binary", json_string(binary));
   json_t *params = json_array();
   for (int i = 0; i < prog->nparams; i++) {
     const tl_sym *s = prog->params[i];
@@ -270,26 +431,13 @@ static char *metadata(tl_arena *a, const tl_program *prog, const char *target, b
     json_object_set_new(launch, "cluster", cl);
   }
   json_object_set_new(m, "launch", launch);
-  json_t *res = json_object();
-  const tl_cubin_kernel *k = ci ? tl_cubin_find(ci, prog->name) : NULL;
-  if (k) {
-    json_object_set_new(res, "registers", json_integer(k->registers));
-    json_object_set_new(res, "static_shared_bytes", json_integer(k->shared_bytes));
-    json_object_set_new(res, "local_bytes", json_integer(k->local_bytes));
-  }
-  tl_ptxas_stats ps;
-  if (!ptx && tl_ptxas_stats_parse(r->log, prog->name, &ps, NULL) == TL_OK) {
-    json_object_set_new(res, "spill_store_bytes", json_integer(ps.spill_store_bytes));
-    json_object_set_new(res, "spill_load_bytes", json_integer(ps.spill_load_bytes));
-    json_object_set_new(res, "stack_frame_bytes", json_integer(ps.stack_frame_bytes));
-  }
   json_object_set_new(m, "resources", res);
   json_t *ver = json_object();
   json_object_set_new(ver, "compiler", json_string("tlc " TL_COMPILER_VERSION));
-  json_object_set_new(ver, "toolchain", json_string(nv_desc));
+  json_object_set_new(ver, "toolchain", json_string(toolchain_desc));
   json_object_set_new(m, "versions", ver);
   json_object_set_new(m, "compile_ms", json_real(ms));
-  json_object_set_new(m, "log", json_string(r->log ? r->log : ""));
+  json_object_set_new(m, "log", json_string(log ? log : ""));
   char *text = json_dumps(m, JSON_INDENT(1) | JSON_SORT_KEYS);
   json_decref(m);
   return text;
@@ -310,6 +458,71 @@ static char *dup(const char *s) {
   return d;
 }
 
+/* The toolchain's part for NVIDIA: NVRTC, then the cubin read back. */
+static tl_status build_nv(const backend *be, const tl_program *prog, const char *src, const char *target,
+                          const options *opt, unsigned char **bin, size_t *n, char **log, json_t **res,
+                          const char **binary, tl_error *err) {
+  tl_nvrtc_result r = {0};
+  const char *opts[3];
+  int nopts = 0;
+  opts[nopts++] = "--diag-suppress=177"; /* unused prelude helpers are expected */
+  char reg[32];
+  if (opt->max_registers) {
+    snprintf(reg, sizeof reg, "--maxrregcount=%d", opt->max_registers);
+    opts[nopts++] = reg;
+  }
+  if (opt->debug)
+    opts[nopts++] = "-lineinfo";
+  tl_status st = tl_nvrtc_compile(nv, src, "kernel.cu", target, opts, nopts, &r, err);
+  tl_cubin_info ci = {0};
+  if (st == TL_OK && !be->nv.is_ptx)
+    st = tl_cubin_inspect(r.code, r.code_size, &ci, err);
+  if (st == TL_OK) {
+    *res = nv_resources(prog, be->nv.is_ptx, be->nv.is_ptx ? NULL : &ci, r.log);
+    *binary = be->nv.is_ptx ? "ptx" : "cubin";
+    *bin = r.code;
+    *n = r.code_size;
+    *log = r.log;
+    r.code = NULL;
+    r.log = NULL;
+  }
+  tl_cubin_info_free(&ci);
+  tl_nvrtc_result_free(&r);
+  return st;
+}
+
+/* The toolchain's part for AMD: hiprtc or clang, then the code object read
+ * back: it must be for the target and hold the kernel with one argument
+ * per parameter. */
+static tl_status build_amd(const backend *be, const tl_program *prog, const char *src, const char *target,
+                           unsigned char **bin, size_t *n, char **log, json_t **res, const char **binary,
+                           tl_error *err) {
+  tl_amdgpu_result r = {0};
+  tl_hsaco_info hi = {0};
+  tl_status st = tl_amdgpu_compile(amd, src, target, &r, err);
+  if (st == TL_OK && (st = tl_hsaco_inspect(r.code, r.code_size, &hi, err)) == TL_OK &&
+      (st = tl_hsaco_check_target(&hi, be->amd->name, err)) == TL_OK) {
+    const tl_hsaco_kernel *k = tl_hsaco_find(&hi, prog->name);
+    if (!k)
+      st = tl_error_set(err, TL_TOOLCHAIN, "the code object has no kernel '%s'", prog->name);
+    else if (k->nexplicit != (size_t)prog->nparams)
+      st = tl_error_set(err, TL_TOOLCHAIN, "kernel '%s' has %zu arguments in the code object, not %d", prog->name,
+                        k->nexplicit, prog->nparams);
+    else {
+      *res = amd_resources(k);
+      *binary = "hsaco";
+      *bin = r.code;
+      *n = r.code_size;
+      *log = r.log;
+      r.code = NULL;
+      r.log = NULL;
+    }
+  }
+  tl_hsaco_info_free(&hi);
+  tl_amdgpu_result_free(&r);
+  return st;
+}
+
 tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *diags, tl_error *err) {
   double t0 = now_ms();
   *out = NULL;
@@ -317,52 +530,40 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
   tl_program *prog;
   options opt;
   char key[65];
-  char *manifest = NULL;
-  tl_nvrtc_result r = {0};
-  tl_cubin_info ci = {0};
-  bool have_ci = false;
+  char *manifest = NULL, *log = NULL;
+  const char *desc = NULL, *binary = NULL;
+  unsigned char *bin = NULL;
+  size_t bin_size = 0;
+  json_t *res = NULL;
   tl_build *b = NULL;
-  tl_status st = front(req, arena, &prog, &opt, key, &manifest, diags, err);
+  backend be;
+  tl_status st = front(req, arena, &prog, &opt, key, &manifest, &desc, diags, err);
   if (st != TL_OK)
     goto done;
-  tl_nv_target t;
-  if ((st = tl_nv_target_parse(req->target, &t, err)) != TL_OK)
+  if ((st = backend_of(req->target, desc, &be, err)) != TL_OK)
     goto done;
   if (req->dump)
     req->dump(req->dump_user, "check", prog);
-  if ((st = tl_pass_place(prog, err)) != TL_OK)
+  if ((st = tl_pass_place_for(prog, be.smem_limit, &be.cg, err)) != TL_OK)
     goto done;
   if (req->dump)
     req->dump(req->dump_user, "place", prog);
-  if ((st = tl_pass_pipeline(prog, smem_limit(t.arch), err)) != TL_OK)
+  if ((st = tl_pass_pipeline_for(prog, be.smem_limit, &be.cg, err)) != TL_OK)
     goto done;
   if (req->dump)
     req->dump(req->dump_user, "pipeline", prog);
-  if ((st = fit(prog, &t, req->target, err)) != TL_OK)
+  if ((st = fit(prog, &be, req->target, err)) != TL_OK)
     goto done;
   prog->max_registers = opt.max_registers;
-  char *src = tl_emit_cuda(arena, prog, err);
+  char *src = tl_emit(arena, prog, &be.cg, err);
   if (!src) {
     st = err ? err->code : TL_UNSUPPORTED;
     goto done;
   }
-  const char *opts[3];
-  int nopts = 0;
-  opts[nopts++] = "--diag-suppress=177"; /* unused prelude helpers are expected */
-  char reg[32];
-  if (opt.max_registers) {
-    snprintf(reg, sizeof reg, "--maxrregcount=%d", opt.max_registers);
-    opts[nopts++] = reg;
-  }
-  if (opt.debug)
-    opts[nopts++] = "-lineinfo";
-  if ((st = tl_nvrtc_compile(nv, src, "kernel.cu", req->target, opts, nopts, &r, err)) != TL_OK)
+  st = be.amd ? build_amd(&be, prog, src, req->target, &bin, &bin_size, &log, &res, &binary, err)
+              : build_nv(&be, prog, src, req->target, &opt, &bin, &bin_size, &log, &res, &binary, err);
+  if (st != TL_OK)
     goto done;
-  if (!t.is_ptx) {
-    if ((st = tl_cubin_inspect(r.code, r.code_size, &ci, err)) != TL_OK)
-      goto done;
-    have_ci = true;
-  }
   b = calloc(1, sizeof *b);
   if (!b) {
     st = tl_error_set(err, TL_NOMEM, "out of memory");
@@ -373,13 +574,14 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
   b->key = dup(key);
   b->manifest = manifest;
   manifest = NULL;
-  b->binary = r.code;
-  b->binary_size = r.code_size;
-  r.code = NULL;
+  b->binary = bin;
+  b->binary_size = bin_size;
+  bin = NULL;
   b->artifact = malloc(65);
   b->source = dup(src);
-  b->log = dup(r.log ? r.log : "");
-  b->meta = metadata(arena, prog, req->target, t.is_ptx, have_ci ? &ci : NULL, &r, b->compile_ms);
+  b->log = dup(log ? log : "");
+  b->meta = metadata(arena, prog, req->target, binary, res, desc, log, b->compile_ms);
+  res = NULL;
   if (!b->target || !b->key || !b->artifact || !b->source || !b->log || !b->meta ||
       tl_sha256_hex(b->binary, b->binary_size, b->artifact) != TL_OK) {
     tl_build_free(b);
@@ -390,9 +592,9 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
   *out = b;
   st = TL_OK;
 done:
-  if (have_ci)
-    tl_cubin_info_free(&ci);
-  tl_nvrtc_result_free(&r);
+  json_decref(res);
+  free(bin);
+  free(log);
   free(manifest);
   tl_arena_free(arena);
   return st;

@@ -7,6 +7,14 @@
  * shared memory, r_ register fragments, l_ local arrays), expressions are
  * printed from the checked tree.
  *
+ * Two dialects share this printer (DESIGN.md section 3): CUDA C for NVRTC
+ * and HIP C for clang or hiprtc (AMD).  Where they differ -- the prelude,
+ * the kernel's qualifiers, thread and block indices, the barrier, shared
+ * memory, math and bit-cast functions, atomics and lane shuffles -- the
+ * printer asks the dialect table below; the HIP prelude (prelude_hip.h)
+ * names its functions tl_<CUDA name>.  What a target cannot use (mma.sync,
+ * ldmatrix and cp.async on AMD) the passes never choose (tl_codegen).
+ *
  * Lowering (correct first; the mma, cp.async and pipelining paths come as
  * separate passes later):
  *   - thread-level statements are emitted as written, run by every thread;
@@ -32,11 +40,55 @@
 #include "ir.h"
 #include "pass.h"
 #include "prelude_cuda.h"
+#include "prelude_hip.h"
+
+/* What differs between the two dialects. */
+typedef struct dialect {
+  const char *prelude;
+  const char *kernel;     /* the kernel's qualifiers and return type */
+  const char *bounds;     /* launch bounds, a format of the block's threads */
+  const char *tid[3];     /* thread index in the block, per axis */
+  const char *bid[3];     /* block index in the grid */
+  const char *nblocks[3]; /* blocks in the grid */
+  const char *barrier;    /* a block-wide barrier statement */
+  const char *shfl_xor;   /* a format: value, lane mask */
+  const char *smem;       /* the dynamic shared memory's declaration */
+  const char *fn_prefix;  /* renames CUDA's math, bit-cast and atomic functions ("": none) */
+} dialect;
+
+static const dialect dialect_cuda = {
+    .prelude = tl_prelude_cuda,
+    .kernel = "extern \"C\" __global__ void",
+    .bounds = "__launch_bounds__(%" PRId64 ") ",
+    .tid = {"threadIdx.x", "threadIdx.y", "threadIdx.z"},
+    .bid = {"blockIdx.x", "blockIdx.y", "blockIdx.z"},
+    .nblocks = {"gridDim.x", "gridDim.y", "gridDim.z"},
+    .barrier = "__syncthreads();",
+    .shfl_xor = "__shfl_xor_sync(0xffffffffu, %s, %s)",
+    .smem = "extern __shared__ __align__(128) unsigned char tl_smem[];",
+    .fn_prefix = "",
+};
+
+static const dialect dialect_hip = {
+    .prelude = tl_prelude_hip,
+    .kernel = "extern \"C\" __attribute__((global)) void",
+    .bounds = "__attribute__((amdgpu_flat_work_group_size(1, %" PRId64 "))) ",
+    .tid = {"__builtin_amdgcn_workitem_id_x()", "__builtin_amdgcn_workitem_id_y()", "__builtin_amdgcn_workitem_id_z()"},
+    .bid = {"__builtin_amdgcn_workgroup_id_x()", "__builtin_amdgcn_workgroup_id_y()", "__builtin_amdgcn_workgroup_id_z()"},
+    .nblocks = {"tl_num_groups(0)", "tl_num_groups(1)", "tl_num_groups(2)"},
+    .barrier = "tl_syncthreads();",
+    .shfl_xor = "tl_shfl_xor(%s, %s)",
+    .smem = "extern __attribute__((shared)) __attribute__((aligned(128))) unsigned char tl_smem[];",
+    .fn_prefix = "tl_",
+};
+
+const tl_codegen tl_codegen_cuda = {.dialect = TL_DIALECT_CUDA, .warp = 32, .mma = true, .async_copy = true};
 
 typedef struct {
   tl_arena *a;
   const tl_program *prog;
   tl_error *err;
+  const dialect *d;
   bool failed;
   char *buf;
   size_t len, cap;
@@ -94,6 +146,15 @@ static void line(E *e, const char *fmt, ...) {
 }
 
 #define S(...) tl_arena_printf(e->a, __VA_ARGS__)
+
+/* The dialect's name of a CUDA math, bit-cast or atomic function ("expf",
+ * "__int_as_float", "atomicAdd"): itself, or the prefix and the name
+ * without leading underscores ("tl_expf", "tl_int_as_float"). */
+static const char *dfn(E *e, const char *cuda_name) {
+  if (!*e->d->fn_prefix)
+    return cuda_name;
+  return S("%s%s", e->d->fn_prefix, cuda_name + strspn(cuda_name, "_"));
+}
 
 static void fail(E *e, const char *pointer, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void fail(E *e, const char *pointer, const char *fmt, ...) {
@@ -225,11 +286,12 @@ static const char *literal(E *e, const tl_expr *x) {
   if (is_f(t)) {
     double v = x->val.f;
     bool dbl = t == TL_FLOAT64 || t == TL_TY_UREAL;
+    const char *ld = dfn(e, "__longlong_as_double"), *fi = dfn(e, "__int_as_float");
     if (v != v)
-      return dbl ? "__longlong_as_double(0x7ff8000000000000LL)" : "__int_as_float(0x7fc00000)";
+      return dbl ? S("%s(0x7ff8000000000000LL)", ld) : S("%s(0x7fc00000)", fi);
     if (isinf(v))
-      return dbl ? (v > 0 ? "__longlong_as_double(0x7ff0000000000000LL)" : "__longlong_as_double(0xfff0000000000000LL)")
-                 : (v > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float((int)0xff800000)");
+      return dbl ? S("%s(%s)", ld, v > 0 ? "0x7ff0000000000000LL" : "0xfff0000000000000LL")
+                 : S("%s(%s)", fi, v > 0 ? "0x7f800000" : "(int)0xff800000");
     return dbl ? S("(%a)", v) : S("(%af)", v);
   }
   if (is_unsigned_i(t))
@@ -536,7 +598,7 @@ static const char *ex_binary(E *e, const tl_expr *x) {
     case '+': case '-': case '*': case '/':
       return round_to(e, t, S("(%s %c %s)", a, op, b));
     case OP_FLOORDIV:
-      return round_to(e, t, S("%s(%s / %s)", dbl ? "floor" : "floorf", a, b));
+      return round_to(e, t, S("%s(%s / %s)", dfn(e, dbl ? "floor" : "floorf"), a, b));
     case '%':
       return round_to(e, t, S("%s(%s, %s)", dbl ? "tl_pymod" : "tl_pymodf", a, b));
     }
@@ -566,18 +628,18 @@ static const char *ex_binary(E *e, const tl_expr *x) {
 static const char *math1(E *e, tl_fn fn, bool dbl, const char *a) {
   const char *f = dbl ? "" : "f";
   switch (fn) {
-  case FN_EXP: return S("exp%s(%s)", f, a);
-  case FN_EXP2: return S("exp2%s(%s)", f, a);
-  case FN_LOG: return S("log%s(%s)", f, a);
-  case FN_LOG2: return S("log2%s(%s)", f, a);
-  case FN_SQRT: return S("sqrt%s(%s)", f, a);
-  case FN_RSQRT: return S("rsqrt%s(%s)", f, a);
-  case FN_TANH: return S("tanh%s(%s)", f, a);
-  case FN_SIGMOID: return dbl ? S("(1.0 / (1.0 + exp(-(%s))))", a) : S("(1.0f / (1.0f + expf(-(%s))))", a);
-  case FN_FLOOR: return S("floor%s(%s)", f, a);
-  case FN_CEIL: return S("ceil%s(%s)", f, a);
-  case FN_ROUND: return S("round%s(%s)", f, a);
-  case FN_ABS: return S("fabs%s(%s)", f, a);
+  case FN_EXP: return S("%s(%s)", dfn(e, S("exp%s", f)), a);
+  case FN_EXP2: return S("%s(%s)", dfn(e, S("exp2%s", f)), a);
+  case FN_LOG: return S("%s(%s)", dfn(e, S("log%s", f)), a);
+  case FN_LOG2: return S("%s(%s)", dfn(e, S("log2%s", f)), a);
+  case FN_SQRT: return S("%s(%s)", dfn(e, S("sqrt%s", f)), a);
+  case FN_RSQRT: return S("%s(%s)", dfn(e, S("rsqrt%s", f)), a);
+  case FN_TANH: return S("%s(%s)", dfn(e, S("tanh%s", f)), a);
+  case FN_SIGMOID: return dbl ? S("(1.0 / (1.0 + %s(-(%s))))", dfn(e, "exp"), a) : S("(1.0f / (1.0f + %s(-(%s))))", dfn(e, "expf"), a);
+  case FN_FLOOR: return S("%s(%s)", dfn(e, S("floor%s", f)), a);
+  case FN_CEIL: return S("%s(%s)", dfn(e, S("ceil%s", f)), a);
+  case FN_ROUND: return S("%s(%s)", dfn(e, S("round%s", f)), a);
+  case FN_ABS: return S("%s(%s)", dfn(e, S("fabs%s", f)), a);
   default: return "0";
   }
 }
@@ -588,8 +650,8 @@ static const char *bits_of(E *e, const char *x, tl_type t) {
   case TL_BFLOAT16: return S("tl_f2bf(%s)", x);
   case TL_FLOAT8_E4M3: return S("tl_f2e4m3(%s)", x);
   case TL_FLOAT8_E5M2: return S("tl_f2e5m2(%s)", x);
-  case TL_FLOAT32: return S("__float_as_uint(%s)", x);
-  case TL_FLOAT64: return S("(unsigned long long)__double_as_longlong(%s)", x);
+  case TL_FLOAT32: return S("%s(%s)", dfn(e, "__float_as_uint"), x);
+  case TL_FLOAT64: return S("(unsigned long long)%s(%s)", dfn(e, "__double_as_longlong"), x);
   default: return S("(unsigned long long)(%s)", x);
   }
 }
@@ -600,8 +662,8 @@ static const char *from_bits(E *e, const char *b, tl_type t) {
   case TL_BFLOAT16: return S("tl_bf2f((unsigned short)(%s))", b);
   case TL_FLOAT8_E4M3: return S("tl_e4m3_2f((unsigned char)(%s))", b);
   case TL_FLOAT8_E5M2: return S("tl_e5m2_2f((unsigned char)(%s))", b);
-  case TL_FLOAT32: return S("__uint_as_float((unsigned)(%s))", b);
-  case TL_FLOAT64: return S("__longlong_as_double((long long)(%s))", b);
+  case TL_FLOAT32: return S("%s((unsigned)(%s))", dfn(e, "__uint_as_float"), b);
+  case TL_FLOAT64: return S("%s((long long)(%s))", dfn(e, "__longlong_as_double"), b);
   case TL_BOOL: return S("((%s) != 0)", b);
   default: return S("((%s)(%s))", crep(t), b);
   }
@@ -613,8 +675,7 @@ static const char *ex_call(E *e, const tl_expr *x) {
   bool dbl = t == TL_FLOAT64 || t == TL_TY_UREAL;
   switch (x->fn) {
   case FN_THREAD_BINDING: {
-    static const char *const axis[3] = {"x", "y", "z"};
-    return S("((int)threadIdx.%s)", axis[a[0]->val.i]);
+    return S("((int)%s)", e->d->tid[a[0]->val.i]);
   }
   case FN_CAST:
     return conv(e, ex(e, a[0]), a[0]->type, (tl_type)x->dtype_arg);
@@ -626,7 +687,7 @@ static const char *ex_call(E *e, const tl_expr *x) {
   case FN_MAX: {
     const char *p = conv(e, ex(e, a[0]), a[0]->type, t), *q = conv(e, ex(e, a[1]), a[1]->type, t);
     if (is_f(t))
-      return S("%s%s(%s, %s)", x->fn == FN_MIN ? "fmin" : "fmax", dbl ? "" : "f", p, q);
+      return S("%s(%s, %s)", dfn(e, S("%s%s", x->fn == FN_MIN ? "fmin" : "fmax", dbl ? "" : "f")), p, q);
     return S("((%s) %s (%s) ? (%s) : (%s))", p, x->fn == FN_MIN ? "<" : ">", q, p, q);
   }
   case FN_CEILDIV:
@@ -636,10 +697,10 @@ static const char *ex_call(E *e, const tl_expr *x) {
       return S("tl_abs_%s(%s)", int_sfx(t), conv(e, ex(e, a[0]), a[0]->type, t));
     return math1(e, FN_ABS, dbl, conv(e, ex(e, a[0]), a[0]->type, t));
   case FN_POW:
-    return round_to(e, t, S("pow%s(%s, %s)", dbl ? "" : "f", conv(e, ex(e, a[0]), a[0]->type, t),
+    return round_to(e, t, S("%s(%s, %s)", dfn(e, dbl ? "pow" : "powf"), conv(e, ex(e, a[0]), a[0]->type, t),
                             conv(e, ex(e, a[1]), a[1]->type, t)));
   case FN_FMA:
-    return round_to(e, t, S("fma%s(%s, %s, %s)", dbl ? "" : "f", conv(e, ex(e, a[0]), a[0]->type, t),
+    return round_to(e, t, S("%s(%s, %s, %s)", dfn(e, dbl ? "fma" : "fmaf"), conv(e, ex(e, a[0]), a[0]->type, t),
                             conv(e, ex(e, a[1]), a[1]->type, t), conv(e, ex(e, a[2]), a[2]->type, t)));
   default:
     return round_to(e, t, math1(e, x->fn, dbl, conv(e, ex(e, a[0]), a[0]->type, t)));
@@ -793,6 +854,10 @@ static const tl_sym *reg_of(const tl_region *r) {
  * (pass_pipeline.c says when that is exact); a chunk outside the tensor is
  * zero-filled.  Waiting for it is the caller's business. */
 static void emit_async_copy(E *e, const tl_stmt *s) {
+  if (e->d != &dialect_cuda) {
+    fail(e, s->pointer, "cp.async is NVIDIA's; the passes chose it for a HIP target");
+    return;
+  }
   const tl_region *src = s->src, *dst = s->dst;
   int64_t v = 16 / (int64_t)tl_dtype_size(src->sym->dtype);
   int64_t ext[TL_MAX_DIMS] = {0};
@@ -993,6 +1058,10 @@ static void op_gemm(E *e, const tl_stmt *s) {
   const char *aik[2] = {"tl_i", "tl_k"}, *aki[2] = {"tl_k", "tl_i"}, *bkj[2] = {"tl_k", "tl_j"}, *bjk[2] = {"tl_j", "tl_k"};
   const char *av = load_conv(e, A->dtype, S("s_%s[%s]", A->name, offset(e, A, s->trans_a ? aki : aik)));
   const char *bv = load_conv(e, B->dtype, S("s_%s[%s]", B->name, offset(e, B, s->trans_b ? bjk : bkj)));
+  if (s->use_mma && e->d != &dialect_cuda) {
+    fail(e, s->pointer, "gemm on mma.sync is NVIDIA's; the passes chose it for a HIP target");
+    return;
+  }
   if (s->use_mma) {
     op_gemm_mma(e, s);
     return;
@@ -1016,7 +1085,7 @@ static void op_gemm(E *e, const tl_stmt *s) {
   if (ints)
     line(e, "tl_acc[tl_u] += (int)%s * (int)%s;", av, bv);
   else
-    line(e, "tl_acc[tl_u] = fmaf(%s, %s, tl_acc[tl_u]);", av, bv);
+    line(e, "tl_acc[tl_u] = %s(%s, %s, tl_acc[tl_u]);", dfn(e, "fmaf"), av, bv);
   e->indent--;
   line(e, "}");
   e->indent--;
@@ -1053,14 +1122,15 @@ static tl_type acc_type(tl_dtype t) {
   return tl_dtype_is_signed(t) || t == TL_BOOL ? TL_INT64 : TL_UINT64;
 }
 
-static const char *red_identity(tl_reduce_type rt, tl_type acc) {
+static const char *red_identity(E *e, tl_reduce_type rt, tl_type acc) {
   bool f = is_f(acc);
+  const char *ld = dfn(e, "__longlong_as_double"), *fi = dfn(e, "__int_as_float");
   switch (rt) {
   case RED_MAX:
-    return f ? (acc == TL_FLOAT64 ? "__longlong_as_double(0xfff0000000000000LL)" : "__int_as_float((int)0xff800000)")
+    return f ? (acc == TL_FLOAT64 ? S("%s(0xfff0000000000000LL)", ld) : S("%s((int)0xff800000)", fi))
              : (acc == TL_INT64 ? "(-9223372036854775807LL - 1)" : "0ull");
   case RED_MIN:
-    return f ? (acc == TL_FLOAT64 ? "__longlong_as_double(0x7ff0000000000000LL)" : "__int_as_float(0x7f800000)")
+    return f ? (acc == TL_FLOAT64 ? S("%s(0x7ff0000000000000LL)", ld) : S("%s(0x7f800000)", fi))
              : (acc == TL_INT64 ? "9223372036854775807LL" : "18446744073709551615ull");
   case RED_ABSMAX:
     return "0";
@@ -1073,7 +1143,7 @@ static const char *red_identity(tl_reduce_type rt, tl_type acc) {
 static const char *red_step(E *e, tl_reduce_type rt, tl_type acc, const char *a, const char *x) {
   bool f = is_f(acc), dbl = acc == TL_FLOAT64;
   const char *ax = rt == RED_ABSSUM || rt == RED_ABSMAX
-                       ? (f ? S("fabs%s(%s)", dbl ? "" : "f", x) : acc == TL_INT64 ? S("tl_abs_i64(%s)", x) : x)
+                       ? (f ? S("%s(%s)", dfn(e, dbl ? "fabs" : "fabsf"), x) : acc == TL_INT64 ? S("tl_abs_i64(%s)", x) : x)
                        : x;
   switch (rt) {
   case RED_SUM:
@@ -1082,9 +1152,9 @@ static const char *red_step(E *e, tl_reduce_type rt, tl_type acc, const char *a,
                            : S("(%s + %s)", a, ax);
   case RED_MAX:
   case RED_ABSMAX:
-    return f ? S("fmax%s(%s, %s)", dbl ? "" : "f", a, ax) : S("(%s > %s ? %s : %s)", a, ax, a, ax);
+    return f ? S("%s(%s, %s)", dfn(e, dbl ? "fmax" : "fmaxf"), a, ax) : S("(%s > %s ? %s : %s)", a, ax, a, ax);
   case RED_MIN:
-    return f ? S("fmin%s(%s, %s)", dbl ? "" : "f", a, ax) : S("(%s < %s ? %s : %s)", a, ax, a, ax);
+    return f ? S("%s(%s, %s)", dfn(e, dbl ? "fmin" : "fminf"), a, ax) : S("(%s < %s ? %s : %s)", a, ax, a, ax);
   }
   return a;
 }
@@ -1116,7 +1186,7 @@ static const char *spill(E *e, const tl_sym *src) {
   close_loop(e, src);
   e->indent--;
   line(e, "}");
-  line(e, "__syncthreads();");
+  line(e, "%s", e->d->barrier);
   return st;
 }
 
@@ -1124,7 +1194,7 @@ static const char *spill(E *e, const tl_sym *src) {
  * (by its owner, or cooperatively) combines the `nparts` partials of its
  * row left in tl_part (part w of row r at w * stride + r) with its old value. */
 static void partials_to_dst(E *e, const tl_stmt *s, tl_type acc, tl_reduce_type comb, int nparts, int64_t stride) {
-  line(e, "__syncthreads();");
+  line(e, "%s", e->d->barrier);
   int64_t dext[TL_MAX_DIMS] = {0};
   int dn = squeezed(s->dst, dext);
   const tl_sym *owner = reg_of(s->dst);
@@ -1155,15 +1225,15 @@ static void op_reduce_rows(E *e, const tl_stmt *s) {
     line(e, "#pragma unroll");
     line(e, "for (int tl_h = 0; tl_h < %" PRId64 "; tl_h++) {", MI * 2);
     e->indent++;
-    line(e, "%s tl_acc = %s;", at, red_identity(s->reduce_type, acc));
+    line(e, "%s tl_acc = %s;", at, red_identity(e, s->reduce_type, acc));
     line(e, "#pragma unroll");
     line(e, "for (int tl_j = 0; tl_j < %" PRId64 "; tl_j++)", NI * 2);
     line(e, "  tl_acc = %s;",
          red_step(e, s->reduce_type, acc, "tl_acc",
                   conv(e, S("r_%s[((tl_h / 2) * %" PRId64 " + tl_j / 2) * 4 + (tl_h %% 2) * 2 + tl_j %% 2]", src->name, NI),
                        (tl_type)src->dtype, acc)));
-    line(e, "tl_acc = %s;", red_step(e, comb, acc, "tl_acc", "__shfl_xor_sync(0xffffffffu, tl_acc, 1)"));
-    line(e, "tl_acc = %s;", red_step(e, comb, acc, "tl_acc", "__shfl_xor_sync(0xffffffffu, tl_acc, 2)"));
+    line(e, "tl_acc = %s;", red_step(e, comb, acc, "tl_acc", S(e->d->shfl_xor, "tl_acc", "1")));
+    line(e, "tl_acc = %s;", red_step(e, comb, acc, "tl_acc", S(e->d->shfl_xor, "tl_acc", "2")));
     const tl_sym *dst = s->dst->sym;
     if (src->mma_wn == 1 && dst->in_regs && dst->reg_layout == TL_LAYOUT_MMA_ROWS && dst->mma_wm == src->mma_wm &&
         dst->mma_mi == src->mma_mi) {
@@ -1191,7 +1261,7 @@ static void op_reduce_rows(E *e, const tl_stmt *s) {
   }
   if (n % per == 0) {
     int64_t g = n / per; /* threads per row, a power of two up to 32 */
-    line(e, "%s tl_acc = %s;", at, red_identity(s->reduce_type, acc));
+    line(e, "%s tl_acc = %s;", at, red_identity(e, s->reduce_type, acc));
     line(e, "#pragma unroll");
     line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++)", per);
     line(e, "  if ((long long)tl_tid * %" PRId64 "LL + tl_r < %" PRId64 "LL) tl_acc = %s;", per, size,
@@ -1199,7 +1269,7 @@ static void op_reduce_rows(E *e, const tl_stmt *s) {
     for (int64_t off = g / 2; off >= 1; off /= 2)
       line(e, "tl_acc = %s;",
            red_step(e, s->reduce_type == RED_ABSSUM ? RED_SUM : s->reduce_type == RED_ABSMAX ? RED_MAX : s->reduce_type,
-                    acc, "tl_acc", S("__shfl_xor_sync(0xffffffffu, tl_acc, %" PRId64 ")", off)));
+                    acc, "tl_acc", S(e->d->shfl_xor, "tl_acc", S("%" PRId64, off))));
     line(e, "if (tl_tid %% %" PRId64 " == 0 && (long long)tl_tid * %" PRId64 "LL / %" PRId64 "LL < %" PRId64 "LL) "
             "tl_part[(long long)tl_tid * %" PRId64 "LL / %" PRId64 "LL] = tl_acc;",
          g, per, n, rows, per, n);
@@ -1209,7 +1279,7 @@ static void op_reduce_rows(E *e, const tl_stmt *s) {
     e->indent++;
     line(e, "const long long tl_row = (long long)tl_tid * %" PRId64 "LL + tl_w;", rpt);
     line(e, "if (tl_row >= %" PRId64 "LL) break;", rows);
-    line(e, "%s tl_acc = %s;", at, red_identity(s->reduce_type, acc));
+    line(e, "%s tl_acc = %s;", at, red_identity(e, s->reduce_type, acc));
     line(e, "#pragma unroll");
     line(e, "for (int tl_c = 0; tl_c < %" PRId64 "; tl_c++) tl_acc = %s;", n,
          red_step(e, s->reduce_type, acc, "tl_acc",
@@ -1255,7 +1325,7 @@ static void op_reduce(E *e, const tl_stmt *s) {
   open_loop(e, owner, product(dext, dn));
   const char **oq = decode(e, "tl_e", oext, on, "tl_o");
   const char **dq = decode(e, "tl_e", dext, dn, "tl_q");
-  line(e, "%s tl_acc = %s;", crep(acc), red_identity(s->reduce_type, acc));
+  line(e, "%s tl_acc = %s;", crep(acc), red_identity(e, s->reduce_type, acc));
   line(e, "for (long long tl_k = 0; tl_k < %" PRId64 "LL; tl_k++) {", src->ext[s->dim]);
   e->indent++;
   const char *q[TL_MAX_DIMS];
@@ -1276,7 +1346,7 @@ static void op_reduce(E *e, const tl_stmt *s) {
   e->indent--;
   line(e, "}");
   if (spilled)
-    line(e, "__syncthreads();");
+    line(e, "%s", e->d->barrier);
 }
 
 static void op_cumsum(E *e, const tl_stmt *s) {
@@ -1317,19 +1387,20 @@ static void op_cumsum(E *e, const tl_stmt *s) {
   e->indent--;
   line(e, "}");
   if (spilled)
-    line(e, "__syncthreads();");
+    line(e, "%s", e->d->barrier);
 }
 
 static void atomic_add_elem(E *e, const tl_sym *d, const char *const *idx, const char *v) {
   const char *p = S("&g_%s[%s]", d->name, offset(e, d, idx));
   const char *guard = in_bounds(e, d, idx);
+  const char *add = dfn(e, "atomicAdd");
   switch (d->dtype) {
-  case TL_FLOAT32: line(e, "if (%s) atomicAdd(%s, %s);", guard, p, v); break;
-  case TL_FLOAT64: line(e, "if (%s) atomicAdd(%s, %s);", guard, p, v); break;
-  case TL_INT32: line(e, "if (%s) atomicAdd(%s, %s);", guard, p, v); break;
-  case TL_UINT32: line(e, "if (%s) atomicAdd(%s, %s);", guard, p, v); break;
+  case TL_FLOAT32: line(e, "if (%s) %s(%s, %s);", guard, add, p, v); break;
+  case TL_FLOAT64: line(e, "if (%s) %s(%s, %s);", guard, add, p, v); break;
+  case TL_INT32: line(e, "if (%s) %s(%s, %s);", guard, add, p, v); break;
+  case TL_UINT32: line(e, "if (%s) %s(%s, %s);", guard, add, p, v); break;
   case TL_INT64: case TL_UINT64:
-    line(e, "if (%s) atomicAdd((unsigned long long *)%s, (unsigned long long)(%s));", guard, p, v);
+    line(e, "if (%s) %s((unsigned long long *)%s, (unsigned long long)(%s));", guard, add, p, v);
     break;
   case TL_FLOAT16: line(e, "if (%s) tl_atomic_add16(%s, %s, 0);", guard, p, v); break;
   case TL_BFLOAT16: line(e, "if (%s) tl_atomic_add16(%s, %s, 1);", guard, p, v); break;
@@ -1477,7 +1548,7 @@ static void emit_assign(E *e, const tl_stmt *s, bool uniform) {
       line(e, "const %s tl_v = %s;", crep((tl_type)b->dtype), v);
       for (int d = 0; d < b->ndim; d++)
         line(e, "const long long tl_i%d = %s;", d, idx[d]);
-      line(e, "__syncthreads();");
+      line(e, "%s", e->d->barrier);
       const char *ii[TL_MAX_DIMS];
       for (int d = 0; d < b->ndim; d++)
         ii[d] = S("tl_i%d", d);
@@ -1614,7 +1685,7 @@ static void merge(access *into, const access *a) {
 }
 
 static void barrier(E *e) {
-  line(e, "__syncthreads();");
+  line(e, "%s", e->d->barrier);
   e->pend.nr = e->pend.nw = 0;
 }
 
@@ -1783,7 +1854,7 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
   e->indent++;
   line(e, "asm volatile(\"cp.async.wait_group %" PRId64 ";\" ::: \"memory\");", S - 2);
-  line(e, "__syncthreads();");
+  line(e, "%s", e->d->barrier);
   line(e, "{");
   e->indent++;
   line(e, "const long long tl_f = tl_c%d + %" PRId64 ";", id, S - 1);
@@ -1821,7 +1892,7 @@ static void emit_body(E *e, const tl_body *b, bool uniform) {
 static void declare_buffers(E *e) {
   const tl_program *p = e->prog;
   if (p->smem_bytes > 0)
-    line(e, "extern __shared__ __align__(128) unsigned char tl_smem[];");
+    line(e, "%s", e->d->smem);
   for (int i = 0; i < p->nbuffer_slots; i++) {
     const tl_sym *s = p->buffer_syms[i];
     if (s->scope == SCOPE_LOCAL)
@@ -1837,9 +1908,14 @@ static void declare_buffers(E *e) {
 }
 
 char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err) {
+  return tl_emit(a, prog, &tl_codegen_cuda, err);
+}
+
+char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_error *err) {
   E ee = {.a = a, .prog = prog, .err = err}, *e = &ee;
+  e->d = cg->dialect == TL_DIALECT_HIP ? &dialect_hip : &dialect_cuda;
   e->T = prog->threads[0] * prog->threads[1] * prog->threads[2];
-  put(e, tl_prelude_cuda);
+  put(e, e->d->prelude);
   put(e, "\n");
   /* signature: tensors as pointers, scalars by value, in params order */
   char *sig = tl_arena_strdup(a, "");
@@ -1856,13 +1932,15 @@ char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err) {
     if (prog->cluster[i] > 1)
       cluster = S("__cluster_dims__(%" PRId64 ", %" PRId64 ", %" PRId64 ") ", prog->cluster[0],
                   prog->ncluster > 1 ? prog->cluster[1] : 1, prog->ncluster > 2 ? prog->cluster[2] : 1);
-  if (prog->max_registers)
-    line(e, "extern \"C\" __global__ void %s%s(%s) {", cluster, prog->name, sig);
-  else
-    line(e, "extern \"C\" __global__ void %s__launch_bounds__(%" PRId64 ") %s(%s) {", cluster, e->T, prog->name, sig);
+  const char *bounds = S(e->d->bounds, e->T);
+  if (prog->max_registers && cg->dialect == TL_DIALECT_CUDA)
+    bounds = "";
+  else if (prog->max_registers) /* AMD: the launch bounds stay, with a cap on VGPRs */
+    bounds = S("%s__attribute__((amdgpu_num_vgpr(%d))) ", bounds, prog->max_registers);
+  line(e, "%s %s%s%s(%s) {", e->d->kernel, cluster, bounds, prog->name, sig);
   e->indent++;
-  line(e, "const int tl_tid = (int)(threadIdx.x + %" PRId64 " * (threadIdx.y + %" PRId64 " * threadIdx.z));",
-       prog->threads[0], prog->threads[1]);
+  line(e, "const int tl_tid = (int)(%s + %" PRId64 " * (%s + %" PRId64 " * %s));", e->d->tid[0], prog->threads[0],
+       e->d->tid[1], prog->threads[1], e->d->tid[2]);
   line(e, "(void)tl_tid;");
   for (int i = 0; i < prog->nparams; i++) {
     const tl_sym *s = prog->params[i];
@@ -1876,7 +1954,7 @@ char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err) {
       for (int d = 0; d < s->ndim; d++)
         line(e, "const long long g_%s_d%d = (long long)(%s); (void)g_%s_d%d;", s->name, d, ex(e, s->shape[d]), s->name, d);
   }
-  static const char *const axis[3] = {"x", "y", "z"};
+  const char *const *bid = e->d->bid, *const *nb = e->d->nblocks;
   const tl_stmt *raster = NULL; /* use_swizzle at the top level of the body, enabled */
   for (int i = 0; i < prog->body.n; i++)
     if (prog->body.items[i]->kind == S_USE_SWIZZLE && prog->body.items[i]->enable)
@@ -1887,20 +1965,19 @@ char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err) {
      * not change (blocks are independent). */
     int64_t panel = raster->panel_size->val.i;
     bool col = raster->order_column;
-    const char *gx = col ? "gridDim.y" : "gridDim.x", *gy = col ? "gridDim.x" : "gridDim.y";
-    line(e, "const unsigned tl_gx = %s, tl_gy = %s;", gx, gy);
-    line(e, "const unsigned tl_lin = %s;", col ? "blockIdx.y + blockIdx.x * gridDim.y" : "blockIdx.x + blockIdx.y * gridDim.x");
+    line(e, "const unsigned tl_gx = %s, tl_gy = %s;", nb[col ? 1 : 0], nb[col ? 0 : 1]);
+    line(e, "const unsigned tl_lin = %s + %s * %s;", bid[col ? 1 : 0], bid[col ? 0 : 1], nb[col ? 1 : 0]);
     line(e, "const unsigned tl_pan = tl_lin / (%" PRId64 "u * tl_gx), tl_rem = tl_lin %% (%" PRId64 "u * tl_gx);", panel, panel);
     line(e, "const unsigned tl_rows = tl_gy - tl_pan * %" PRId64 "u < %" PRId64 "u ? tl_gy - tl_pan * %" PRId64 "u : %" PRId64 "u;",
          panel, panel, panel, panel);
     line(e, "const int %s = (int)(tl_rem / tl_rows);", vname(e, prog->block_vars[col ? 1 : 0]));
     line(e, "const int %s = (int)(tl_pan * %" PRId64 "u + tl_rem %% tl_rows);", vname(e, prog->block_vars[col ? 0 : 1]), panel);
     if (prog->block_vars[2])
-      line(e, "const int %s = (int)blockIdx.z;", vname(e, prog->block_vars[2]));
+      line(e, "const int %s = (int)%s;", vname(e, prog->block_vars[2]), bid[2]);
   } else {
     for (int i = 0; i < 3; i++)
       if (prog->block_vars[i])
-        line(e, "const int %s = (int)blockIdx.%s;", vname(e, prog->block_vars[i]), axis[i]);
+        line(e, "const int %s = (int)%s;", vname(e, prog->block_vars[i]), bid[i]);
   }
   declare_buffers(e);
   ranges(e);

@@ -8,8 +8,29 @@
 
 #include "ir.h"
 
-/* pass_place.c: registers or shared memory for every buffer. */
-tl_status tl_pass_place(tl_program *prog, tl_error *err);
+/* What the target's code may use: compile.c fills one from the target and
+ * hands it to the passes and the emitter.  The passes never choose what the
+ * target lacks, so every program still compiles (on the portable paths). */
+typedef enum tl_dialect { TL_DIALECT_CUDA, TL_DIALECT_HIP } tl_dialect;
+typedef struct tl_codegen {
+  tl_dialect dialect; /* CUDA C (NVRTC) or HIP C (clang, hiprtc) */
+  int warp;           /* threads per warp: 32, or 64 on CDNA */
+  bool mma;           /* mma.sync + ldmatrix (NVIDIA) */
+  bool async_copy;    /* cp.async (NVIDIA) */
+  int amd_matrix;     /* tl_amd_matrix (amdgpu.h): MFMA or WMMA, 0 for none */
+} tl_codegen;
+/* NVIDIA's: CUDA, warps of 32, mma.sync and cp.async (emit_cuda.c). */
+extern const tl_codegen tl_codegen_cuda;
+/* compile.c: what target's code may use, and the shared memory (LDS) one
+ * block may use there, as tl_compile decides them.  TL_INVALID_ARG or
+ * TL_UNSUPPORTED for a target name it does not know. */
+tl_status tl_codegen_for(const char *target, tl_codegen *cg, int64_t *smem_limit, tl_error *err);
+
+/* pass_place.c: registers or shared memory for every buffer, for a target
+ * with smem_limit bytes of shared memory per block.  tl_pass_place is
+ * tl_pass_place_for with tl_codegen_cuda. */
+tl_status tl_pass_place(tl_program *prog, int64_t smem_limit, tl_error *err);
+tl_status tl_pass_place_for(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, tl_error *err);
 /* Do register fragments a and b hold the same elements in every thread
  * (same shape, layout and layout parameters)? */
 bool tl_same_reg_layout(const tl_sym *a, const tl_sym *b);
@@ -20,11 +41,16 @@ bool tl_reduce_by_rows(const tl_stmt *s);
 /* pass_pipeline.c: cp.async copies and software pipelining, with as many
  * stages as fit in smem_limit bytes of shared memory per block. */
 tl_status tl_pass_pipeline(tl_program *prog, int64_t smem_limit, tl_error *err);
+/* The same for cg's target: without async copies nothing is pipelined. */
+tl_status tl_pass_pipeline_for(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, tl_error *err);
 /* pass_place.c: offsets of the shared buffers (after pass_pipeline). */
 void tl_pass_smem(tl_program *prog);
 
 /* emit_cuda.c: the CUDA C text of a placed program (self-contained: no
  * includes).  Returns NULL with *err set for constructs it cannot lower. */
 char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err);
+/* The text in cg's dialect (CUDA C, or HIP C for AMD targets), of a
+ * program placed and pipelined for the same cg. */
+char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_error *err);
 
 #endif

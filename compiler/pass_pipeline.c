@@ -13,6 +13,9 @@
  * nothing before it in the body or outside the loop).
  *
  * Then tl_pass_smem lays shared memory out again with the stages.
+ *
+ * A target without cp.async (tl_codegen: AMD) gets no async copies and so
+ * no pipelining: its copies are plain loads and stores.
  */
 #include <string.h>
 #include "ir.h"
@@ -128,6 +131,7 @@ typedef struct {
   tl_program *prog;
   const tl_body *top; /* the kernel body, to look for uses outside a loop */
   int64_t max_stages; /* at most this many stages (fewer when shared memory is short) */
+  bool async;         /* the target has cp.async (tl_codegen) */
 } P;
 
 static bool used_outside(const tl_body *b, const tl_stmt *loop, const tl_sym *buf) {
@@ -181,7 +185,7 @@ static void walk(P *p, tl_body *b) {
     tl_stmt *s = b->items[i];
     s->prefetch = s->pipe = false;
     if (s->kind == S_COPY) {
-      s->async_copy = can_async(s);
+      s->async_copy = p->async && can_async(s);
       if (s->dst->sym->kind == SYM_BUFFER)
         s->dst->sym->stages = 1;
     }
@@ -196,7 +200,11 @@ static void walk(P *p, tl_body *b) {
  * the stages' buffers would not fit in smem_limit bytes (down to none:
  * pipelining never makes a program that fits fail to). */
 tl_status tl_pass_pipeline(tl_program *prog, int64_t smem_limit, tl_error *err) {
-  P pp = {.prog = prog, .top = &prog->body, .max_stages = 16};
+  return tl_pass_pipeline_for(prog, smem_limit, &tl_codegen_cuda, err);
+}
+
+tl_status tl_pass_pipeline_for(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, tl_error *err) {
+  P pp = {.prog = prog, .top = &prog->body, .max_stages = 16, .async = cg->async_copy};
   for (;;) {
     walk(&pp, &prog->body);
     tl_pass_smem(prog);

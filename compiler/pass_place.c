@@ -24,6 +24,8 @@
  * are demoted to shared memory otherwise (a loop's iterations must run on
  * the thread that owns their elements).  The operands A and B are stored
  * swizzled (bank-conflict free for ldmatrix) when their rows allow it.
+ * Only where the target has mma.sync (tl_codegen.mma): elsewhere (AMD)
+ * every gemm keeps the portable path.
  */
 #include <stdint.h>
 #include <string.h>
@@ -403,15 +405,31 @@ static int64_t reg_elems(const tl_program *prog) {
   return n;
 }
 
-static bool resolve_gemm_a(const tl_program *prog, tl_body *b) {
+/* Bytes of the shared buffers (one stage each) and fragments outside
+ * registers, plus `extra`: a lower bound of the block's shared memory. */
+static int64_t smem_floor(const tl_program *prog, int64_t extra) {
+  int64_t n = extra;
+  for (int i = 0; i < prog->nbuffer_slots; i++) {
+    const tl_sym *s = prog->buffer_syms[i];
+    if (s->scope == SCOPE_SHARED || (s->scope == SCOPE_FRAGMENT && !s->in_regs))
+      n += elems(s) * (int64_t)tl_dtype_size(s->dtype);
+  }
+  return n;
+}
+
+static bool resolve_gemm_a(const tl_program *prog, int64_t smem_limit, tl_body *b) {
   bool changed = false;
   for (int i = 0; i < b->n; i++) {
     tl_stmt *s = b->items[i];
     if (s->kind == S_GEMM && s->A->in_regs) {
       const tl_sym *A = s->A, *C = s->C;
+      /* registers, when they leave room, or when shared memory could not
+       * hold A besides the rest */
+      bool room = reg_elems(prog) <= TL_REG_BUDGET ||
+                  smem_floor(prog, elems(A) * (int64_t)tl_dtype_size(A->dtype)) > smem_limit;
       bool ok = s->use_mma && C->in_regs && A->reg_layout == TL_LAYOUT_MMA && A->mma_wn == 1 && C->mma_wn == 1 &&
                 A->mma_wm == C->mma_wm && A->mma_mi == C->mma_mi && A->dims[0] == C->dims[0] && A->dims[1] % 16 == 0 &&
-                reg_elems(prog) <= TL_REG_BUDGET;
+                room;
       s->a_regs = ok;
       if (!ok) {
         s->A->in_regs = false;
@@ -420,8 +438,8 @@ static bool resolve_gemm_a(const tl_program *prog, tl_body *b) {
     } else if (s->kind == S_GEMM) {
       s->a_regs = false;
     }
-    changed |= resolve_gemm_a(prog, &s->body);
-    changed |= resolve_gemm_a(prog, &s->else_body);
+    changed |= resolve_gemm_a(prog, smem_limit, &s->body);
+    changed |= resolve_gemm_a(prog, smem_limit, &s->else_body);
   }
   return changed;
 }
@@ -476,7 +494,11 @@ static void swizzle_operands(tl_body *b) {
   }
 }
 
-tl_status tl_pass_place(tl_program *prog, tl_error *err) {
+tl_status tl_pass_place(tl_program *prog, int64_t smem_limit, tl_error *err) {
+  return tl_pass_place_for(prog, smem_limit, &tl_codegen_cuda, err);
+}
+
+tl_status tl_pass_place_for(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, tl_error *err) {
   P pp = {.prog = prog}, *p = &pp;
   p->threads = prog->threads[0] * prog->threads[1] * prog->threads[2];
   for (int i = 0; i < prog->nbuffer_slots; i++) {
@@ -491,12 +513,13 @@ tl_status tl_pass_place(tl_program *prog, tl_error *err) {
     }
   }
   scan_body(p, &prog->body);
-  choose_mma_all(p, &prog->body);
+  if (cg->mma) /* a target without mma.sync keeps every gemm on the portable path */
+    choose_mma_all(p, &prog->body);
   for (bool changed = true; changed;) {
     while (unify_all(p, &prog->body))
       ;
     changed = resolve_rows(p);
-    changed |= resolve_gemm_a(prog, &prog->body);
+    changed |= resolve_gemm_a(prog, smem_limit, &prog->body);
   }
   swizzle_operands(&prog->body);
   mark_reductions(p, &prog->body);

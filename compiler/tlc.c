@@ -27,7 +27,7 @@
 static const char usage[] =
     "usage: tlc check PROGRAM.json [-D NAME=VALUE]...\n"
     "       tlc compile PROGRAM.json --target TARGET [-D NAME=VALUE]... [-o FILE]\n"
-    "               [--emit cuda|ptx|cubin|meta|ir] [--dump check|place|pipeline]\n"
+    "               [--emit cuda|ptx|cubin|hip|hsaco|meta|ir] [--dump check|place|pipeline]\n"
     "       tlc run PROGRAM.json (--interpret | --device cuda[:N] [--time N]) [-D NAME=VALUE]...\n"
     "               [--arg NAME=VALUE]... [--in NAME=FILE.npy]... [--out NAME=FILE.npy]...\n"
     "       tlc targets\n"
@@ -35,16 +35,17 @@ static const char usage[] =
     "\n"
     "check      parse and check a tile program; print every error as\n"
     "           FILE:POINTER[:COLUMN]: error: MESSAGE (POINTER is an RFC 6901 JSON Pointer)\n"
-    "compile    compile for TARGET (sm_XX, sm_XXa or compute_XX; see 'tlc targets');\n"
-    "           --emit cubin (default for sm_*) or ptx (default for compute_*) writes the binary\n"
-    "           to -o FILE (default NAME.TARGET.cubin / .ptx); cuda and meta print the generated\n"
-    "           CUDA C or the metadata JSON (to -o FILE or standard output); ir prints the\n"
+    "compile    compile for TARGET (sm_XX, sm_XXa or compute_XX for NVIDIA, gfxNNN for AMD;\n"
+    "           see 'tlc targets'); --emit cubin (default for sm_*), ptx (default for compute_*)\n"
+    "           or hsaco (default for gfx*) writes the binary to -o FILE (default\n"
+    "           NAME.TARGET.cubin / .ptx / .hsaco); cuda or hip and meta print the generated\n"
+    "           CUDA C or HIP C or the metadata JSON (to -o FILE or standard output); ir prints the\n"
     "           program as the code generator sees it; --dump STAGE prints it after that\n"
     "           stage of the pipeline on standard error\n"
     "run        run a program on the CPU with the reference interpreter (--interpret), or\n"
     "           compile it for the GPU found and run it there (--device cuda, cuda:N); --time N\n"
     "           launches it N more times and prints the mean time per launch\n"
-    "targets    list the targets the installed toolchain offers\n"
+    "targets    list the targets the installed toolchains offer, each with the toolchain\n"
     "\n"
     "-D NAME=VALUE      override constant NAME (a number or true/false; it keeps its kind)\n"
     "--arg NAME=VALUE   value of scalar parameter NAME\n"
@@ -154,8 +155,8 @@ static int parse_options(int argc, char **argv, options *o) {
   if (compile && !o->target)
     return usage_error("%s", "'compile' needs --target (see 'tlc targets')");
   if (o->emit && strcmp(o->emit, "cuda") && strcmp(o->emit, "ptx") && strcmp(o->emit, "cubin") &&
-      strcmp(o->emit, "meta") && strcmp(o->emit, "ir"))
-    return usage_error("--emit %s: the forms are cuda, ptx, cubin, meta and ir", o->emit);
+      strcmp(o->emit, "hip") && strcmp(o->emit, "hsaco") && strcmp(o->emit, "meta") && strcmp(o->emit, "ir"))
+    return usage_error("--emit %s: the forms are cuda, ptx, cubin, hip, hsaco, meta and ir", o->emit);
   if (o->device && strncmp(o->device, "cuda", 4) != 0)
     return usage_error("--device %s: the devices are cuda and cuda:N", o->device);
   return 0;
@@ -456,13 +457,21 @@ static int cmd_compile(const options *o) {
     tl_arena_free(arena);
     return status;
   }
-  const char *emit = o->emit ? o->emit : strncmp(o->target, "compute_", 8) == 0 ? "ptx" : "cubin";
+  bool amd = strncmp(o->target, "gfx", 3) == 0;
+  const char *emit = o->emit ? o->emit : amd ? "hsaco" : strncmp(o->target, "compute_", 8) == 0 ? "ptx" : "cubin";
   char target[64];
   snprintf(target, sizeof target, "%s", o->target);
   if (strcmp(emit, "ptx") == 0 && strncmp(target, "sm_", 3) == 0)
     snprintf(target, sizeof target, "compute_%s", o->target + 3); /* PTX of the same architecture */
-  if (strcmp(emit, "cubin") == 0 && strncmp(target, "sm_", 3) != 0) {
-    fprintf(stderr, "tlc: --emit cubin needs an sm_ target, not %s\n", target);
+  const char *wrong = NULL; /* an --emit that does not go with the target */
+  if (strcmp(emit, "cubin") == 0 && strncmp(target, "sm_", 3) != 0)
+    wrong = "cubin needs an sm_";
+  else if ((strcmp(emit, "hsaco") == 0 || strcmp(emit, "hip") == 0) && !amd)
+    wrong = strcmp(emit, "hip") == 0 ? "hip needs a gfx" : "hsaco needs a gfx";
+  else if ((strcmp(emit, "ptx") == 0 || strcmp(emit, "cuda") == 0) && amd)
+    wrong = strcmp(emit, "ptx") == 0 ? "ptx needs an sm_ or compute_" : "cuda needs an sm_ or compute_";
+  if (wrong) {
+    fprintf(stderr, "tlc: --emit %s target, not %s\n", wrong, target);
     free(text);
     tl_arena_free(arena);
     return 2;
@@ -472,13 +481,13 @@ static int cmd_compile(const options *o) {
   if (b) {
     if (strcmp(emit, "ir") == 0)
       status = 0; /* printed by the hook */
-    else if (strcmp(emit, "cuda") == 0)
+    else if (strcmp(emit, "cuda") == 0 || strcmp(emit, "hip") == 0)
       status = write_out(o->output, b->source, strlen(b->source));
     else if (strcmp(emit, "meta") == 0)
       status = write_out(o->output, b->meta, strlen(b->meta));
     else {
-      const char *path = o->output ? o->output
-                                   : tl_arena_printf(arena, "%s.%s.%s", prog->name, target, b->binary[0] == 0x7f ? "cubin" : "ptx");
+      const char *ext = amd ? "hsaco" : b->binary[0] == 0x7f ? "cubin" : "ptx";
+      const char *path = o->output ? o->output : tl_arena_printf(arena, "%s.%s.%s", prog->name, target, ext);
       status = write_out(path, b->binary, b->binary_size);
       if (!status)
         fprintf(stderr, "tlc: wrote %s (%zu bytes, %s, %.0f ms)\n", path, b->binary_size, target, b->compile_ms);
@@ -499,8 +508,10 @@ static int cmd_targets(void) {
     return 1;
   }
   printf("# %s\n", desc);
-  for (; *list; list++)
-    printf("%s\n", *list);
+  for (; *list; list++) {
+    const char *by = tl_compiler_target_toolchain(*list);
+    printf("%-12s %s\n", *list, by ? by : "");
+  }
   return 0;
 }
 

@@ -5,8 +5,9 @@
  *
  *   tl_compile_key()   parse + check + the build key (cheap: no code
  *                      generation), so a caller can look in a cache first;
- *   tl_compile()       the whole pipeline: parse, check, passes, CUDA C,
- *                      NVRTC; gives the binary and its metadata.
+ *   tl_compile()       the whole pipeline: parse, check, passes, CUDA C and
+ *                      NVRTC (cubin, PTX) or HIP C and hiprtc/clang (HSACO,
+ *                      for gfx targets); gives the binary and its metadata.
  *
  * Build key (DESIGN.md section 4): SHA-256 of the key manifest, a canonical
  * text holding the program (re-serialized with sorted keys, 'x-' fields
@@ -31,12 +32,12 @@ typedef struct tl_build {
   char *target;        /* "sm_90a", "compute_80", ... */
   char *key;           /* lowercase hex SHA-256 build key */
   char *manifest;      /* the canonical text the key hashes */
-  unsigned char *binary; /* cubin (sm_*) or PTX text (compute_*) */
+  unsigned char *binary; /* cubin (sm_*), PTX text (compute_*) or HSACO (gfx*) */
   size_t binary_size;
   char *artifact;      /* lowercase hex SHA-256 of binary */
   char *meta;          /* metadata JSON (proto/kernel-meta.md): entry, params, launch, resources,
                           target, versions, compile time, log */
-  char *source;        /* the generated CUDA C */
+  char *source;        /* the generated CUDA C (or HIP C for gfx targets) */
   char *log;           /* the toolchain's log (may be empty) */
   double compile_ms;   /* wall time of the whole compile */
 } tl_build;
@@ -62,7 +63,7 @@ typedef struct tl_compile_request {
  * (malloc'd, caller frees) without generating code.  Invalid programs give
  * TL_BAD_PROGRAM with the diagnostics in *diags (diags->arena must be set);
  * malformed JSON gives TL_BAD_JSON; an unknown target TL_UNSUPPORTED;
- * no NVRTC TL_NO_TOOLCHAIN. */
+ * no toolchain for the target (NVRTC, or hiprtc/clang for gfx) TL_NO_TOOLCHAIN. */
 tl_status tl_compile_key(const tl_compile_request *req, char key[65], char **manifest, tl_diags *diags,
                          tl_error *err);
 
@@ -70,15 +71,23 @@ tl_status tl_compile_key(const tl_compile_request *req, char key[65], char **man
  * for tl_compile_key, plus TL_LIMIT when the program does not fit the
  * target (the message says by how much), TL_UNSUPPORTED for a construct the
  * back end does not handle yet (the message names it), TL_TOOLCHAIN when
- * NVRTC fails (the log is in err->message, truncated). */
+ * the toolchain fails (the log is in err->message, truncated). */
 tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *diags, tl_error *err);
 
 void tl_build_free(tl_build *b); /* accepts NULL */
 
-/* The targets this build of the compiler offers (from the NVRTC found),
- * as a NULL-terminated array owned by the library, and the toolchain's
- * description ("NVRTC 13.0 (libnvrtc.so.13)"), or NULL when none was found
- * (then *err says why). */
+/* The targets this build of the compiler offers: NVIDIA's (from the NVRTC
+ * found), then AMD's (from the hiprtc or clang found, amdgpu.h), as a
+ * NULL-terminated array owned by the library, and the toolchains'
+ * description ("NVRTC 13.0 (libnvrtc.so.13); clang 19.1.7
+ * (/usr/bin/clang-19)", only those found), or NULL when neither offers any
+ * target (then *err says why, TL_NO_TOOLCHAIN naming both).  The first
+ * call opens and probes the toolchains (a fraction of a second). */
 const char *const *tl_compiler_targets(const char **toolchain, tl_error *err);
+
+/* The description of the toolchain that offers target ("sm_90a": the
+ * NVRTC's, "gfx942": the AMD one's), or NULL when none does.  Owned by the
+ * library. */
+const char *tl_compiler_target_toolchain(const char *target);
 
 #endif

@@ -24,6 +24,9 @@ PACKAGES=(
   curl                  # end-to-end tests drive the server with curl too
   clang                 # `make fuzz` (libFuzzer) and a second compiler
   libclang-rt-14-dev    # clang 14's libFuzzer and sanitizer runtimes
+  clang-19              # the AMD back end's compiler: HIP C to AMDGPU code (gfx90a, gfx942, gfx1100, gfx1201)
+  lld-19                # ld.lld-19: links the AMDGPU object into a code object (HSACO)
+  llvm-19               # llvm-objdump-19 / llvm-readelf-19: tests look at AMDGPU code objects with them
   python3-numpy         # tests cross-check results with real numpy (/usr/bin/python3)
   python3-jsonschema    # tests validate programs against proto/tile-ir-v1.schema.json
   valgrind              # leak checks of commands in tests

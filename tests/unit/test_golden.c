@@ -1,5 +1,6 @@
 /*
- * test_golden.c - golden tests of the CUDA C that the back end emits.
+ * test_golden.c - golden tests of the CUDA C and HIP C that the back end
+ * emits.
  *
  * tests/golden/ holds small programs (NAME.json) and the source the back end
  * gave for each when it was last reviewed (NAME.cu).  This test runs the
@@ -15,11 +16,16 @@
  * instead of comparing (`make golden-update`); review the result with
  * `git diff tests/golden`.
  *
+ * The same programs in the HIP dialect are in NAME.hip: the passes and the
+ * emitter as tl_compile runs them for gfx942 (tl_codegen_for: HIP C,
+ * wavefronts of 64, the target's 64 KiB of LDS).
+ *
  * Where NVRTC is installed, every golden program is also compiled for
  * sm_80 through tl_compile, and the cubin must hold the kernel (each
  * program's "name" is its file name, NAME): a golden
- * file that NVRTC rejects is no use.  Without NVRTC that test skips and
- * says why.
+ * file that NVRTC rejects is no use.  Likewise for gfx942 where an AMD
+ * toolchain is (clang 19 or hiprtc): the code object must hold the kernel.
+ * Without a toolchain those tests skip and say why.
  *
  * Files are found under $TL_SRCDIR when it is set, else relative to the
  * current directory (the repository root under `make test`).
@@ -37,6 +43,7 @@
 #include <unistd.h>
 
 #include "cubin.h"
+#include "hsaco.h"
 #include "pass.h"
 #include "tlcompiler.h"
 
@@ -116,9 +123,14 @@ static int group_teardown(void **state) {
   return 0;
 }
 
-/* Runs the front end and the back end up to CUDA C; the text is malloc'd.
- * NULL (with a message printed) when a stage fails. */
-static char *emit(const char *name) {
+#define HIP_TARGET "gfx942"   /* the target of the .hip files */
+
+/* The two kinds of golden file. */
+static const char *const kinds[2] = {".cu", ".hip"};
+
+/* Runs the front end and the back end up to CUDA C (or HIP C when hip); the
+ * text is malloc'd.  NULL (with a message printed) when a stage fails. */
+static char *emit(const char *name, bool hip) {
   char path[4400];
   snprintf(path, sizeof path, "%s/%s.json", dir, name);
   size_t len;
@@ -130,15 +142,22 @@ static char *emit(const char *name) {
   tl_arena *arena = tl_arena_new();
   tl_diags diags = {.arena = arena};
   tl_error err = {0};
+  tl_codegen cg;
+  int64_t lds = 0;
   char *out = NULL;
   tl_program *prog = tl_load_program(arena, text, len, NULL, 0, &diags);
   if (!prog) {
     print_message("%s: the program is invalid:\n", path);
     tl_diags_print(&diags, path, stdout);
-  } else if (tl_pass_place(prog, &err) != TL_OK || tl_pass_pipeline(prog, SMEM_LIMIT, &err) != TL_OK) {
+  } else if (!hip && (tl_pass_place(prog, SMEM_LIMIT, &err) != TL_OK ||
+                      tl_pass_pipeline(prog, SMEM_LIMIT, &err) != TL_OK)) {
     print_message("%s: a pass failed: %s: %s\n", path, tl_status_name(err.code), err.message);
+  } else if (hip && (tl_codegen_for(HIP_TARGET, &cg, &lds, &err) != TL_OK ||
+                     tl_pass_place_for(prog, lds, &cg, &err) != TL_OK ||
+                     tl_pass_pipeline_for(prog, lds, &cg, &err) != TL_OK)) {
+    print_message("%s: a pass failed for %s: %s: %s\n", path, HIP_TARGET, tl_status_name(err.code), err.message);
   } else {
-    const char *src = tl_emit_cuda(arena, prog, &err);
+    const char *src = hip ? tl_emit(arena, prog, &cg, &err) : tl_emit_cuda(arena, prog, &err);
     if (!src)
       print_message("%s: the emitter failed: %s: %s\n", path, tl_status_name(err.code), err.message);
     else
@@ -150,7 +169,7 @@ static char *emit(const char *name) {
 }
 
 /* Prints `diff -u` of the expected and the emitted text. */
-static void print_diff(const char *name, const char *expected, const char *got) {
+static void print_diff(const char *name, const char *ext, const char *expected, const char *got) {
   char a[] = "/tmp/tl-golden-expected-XXXXXX", b[] = "/tmp/tl-golden-emitted-XXXXXX";
   int fa = mkstemp(a), fb = mkstemp(b);
   if (fa < 0 || fb < 0) {
@@ -169,7 +188,7 @@ static void print_diff(const char *name, const char *expected, const char *got) 
   close(fb);
   if (write_file(a, expected) && write_file(b, got)) {
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "diff -u --label 'tests/golden/%s.cu' --label 'emitted' '%s' '%s' 2>&1", name, a, b);
+    snprintf(cmd, sizeof cmd, "diff -u --label 'tests/golden/%s%s' --label 'emitted' '%s' '%s' 2>&1", name, ext, a, b);
     FILE *p = popen(cmd, "r");
     if (p) {
       char line[4096];
@@ -194,13 +213,16 @@ static void test_golden_sources(void **state) {
   if (nnames < MIN_GOLDEN)
     fail_msg("only %d programs in %s; expected at least %d", nnames, dir, MIN_GOLDEN);
   int bad = 0;
-  for (int i = 0; i < nnames; i++) {
-    char *got = emit(names[i]);
+  for (int j = 0; j < 2 * nnames; j++) {
+    int i = j / 2;
+    bool hip = j % 2;
+    const char *ext = kinds[hip];
+    char *got = emit(names[i], hip);
     if (!got) {
       bad++;
       continue;
     }
-    char *again = emit(names[i]);
+    char *again = emit(names[i], hip);
     if (!again || strcmp(got, again) != 0) {
       print_message("FAIL %s: two runs of the emitter gave different text\n", names[i]);
       bad++;
@@ -210,14 +232,14 @@ static void test_golden_sources(void **state) {
     }
     free(again);
     char path[4400];
-    snprintf(path, sizeof path, "%s/%s.cu", dir, names[i]);
+    snprintf(path, sizeof path, "%s/%s%s", dir, names[i], ext);
     size_t len;
     char *want = read_file(path, &len);
     if (update) {
       if (want && strcmp(want, got) == 0) {
-        print_message("same    %s.cu\n", names[i]);
+        print_message("same    %s%s\n", names[i], ext);
       } else if (write_file(path, got)) {
-        print_message("updated %s.cu (%zu bytes)\n", names[i], strlen(got));
+        print_message("updated %s%s (%zu bytes)\n", names[i], ext, strlen(got));
       } else {
         print_message("FAIL %s: cannot write %s\n", names[i], path);
         bad++;
@@ -226,11 +248,11 @@ static void test_golden_sources(void **state) {
       print_message("FAIL %s: %s is missing; run `make golden-update` and review it\n", names[i], path);
       bad++;
     } else if (strlen(want) != len || strcmp(want, got) != 0) {
-      print_message("FAIL %s: the emitted source differs from %s.cu:\n", names[i], names[i]);
-      print_diff(names[i], want, got);
+      print_message("FAIL %s: the emitted source differs from %s%s:\n", names[i], names[i], ext);
+      print_diff(names[i], ext, want, got);
       bad++;
     } else {
-      print_message("ok   %s.cu (%zu bytes)\n", names[i], len);
+      print_message("ok   %s%s (%zu bytes)\n", names[i], ext, len);
     }
     free(want);
     free(got);
@@ -238,19 +260,20 @@ static void test_golden_sources(void **state) {
   if (bad)
     fail_msg("%d of %d golden sources %s; if the change is intended, run `make golden-update` and review "
              "`git diff tests/golden`",
-             bad, nnames, update ? "could not be updated" : "differ or failed");
+             bad, 2 * nnames, update ? "could not be updated" : "differ or failed");
 }
 
-/* Every NAME.cu has its NAME.json (no stale files). */
+/* Every NAME.cu and NAME.hip has its NAME.json (no stale files). */
 static void test_no_orphans(void **state) {
   (void)state;
   DIR *d = opendir(dir);
   assert_non_null(d);
   int orphans = 0;
   for (struct dirent *e; (e = readdir(d));) {
-    if (!has_suffix(e->d_name, ".cu"))
+    int k = has_suffix(e->d_name, ".cu") ? 0 : has_suffix(e->d_name, ".hip") ? 1 : -1;
+    if (k < 0)
       continue;
-    size_t n = strlen(e->d_name) - 3;
+    size_t n = strlen(e->d_name) - strlen(kinds[k]);
     bool found = false;
     for (int i = 0; i < nnames && !found; i++)
       found = strlen(names[i]) == n && strncmp(names[i], e->d_name, n) == 0;
@@ -268,8 +291,8 @@ static void test_golden_compile(void **state) {
   (void)state;
   tl_error err;
   const char *desc;
-  if (!tl_compiler_targets(&desc, &err)) {
-    printf("skipping: no NVRTC here: %s\n", err.message);
+  if (!tl_compiler_targets(&desc, &err) || !tl_compiler_target_toolchain("sm_80")) {
+    printf("skipping: no NVRTC here: %s\n", tl_compiler_targets(&desc, &err) ? "sm_80 is not offered" : err.message);
     skip();
   }
   int bad = 0;
@@ -312,11 +335,65 @@ static void test_golden_compile(void **state) {
   assert_int_equal(bad, 0);
 }
 
+/* The AMD toolchain accepts each golden program for gfx942 and the code
+ * object holds the kernel, with one argument per parameter. */
+static void test_golden_compile_hip(void **state) {
+  (void)state;
+  tl_error err;
+  const char *desc;
+  if (!tl_compiler_targets(&desc, &err) || !tl_compiler_target_toolchain(HIP_TARGET)) {
+    printf("skipping: no AMD toolchain offers %s here\n", HIP_TARGET);
+    skip();
+  }
+  int bad = 0;
+  for (int i = 0; i < nnames; i++) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s.json", dir, names[i]);
+    size_t len;
+    char *text = read_file(path, &len);
+    assert_non_null(text);
+    tl_diags diags = {.arena = tl_arena_new()};
+    tl_compile_request req = {.program = text, .program_len = len, .target = HIP_TARGET};
+    tl_build *b = NULL;
+    tl_status st = tl_compile(&req, &b, &diags, &err);
+    tl_hsaco_info hi;
+    if (st != TL_OK) {
+      print_message("FAIL %s for %s: %s: %s\n", names[i], HIP_TARGET, tl_status_name(st), err.message);
+      tl_diags_print(&diags, path, stdout);
+      bad++;
+    } else if (tl_hsaco_inspect(b->binary, b->binary_size, &hi, &err) != TL_OK) {
+      print_message("FAIL %s: not a code object: %s\n", names[i], err.message);
+      bad++;
+    } else {
+      const tl_hsaco_kernel *k = tl_hsaco_find(&hi, names[i]);
+      char *want = emit(names[i], true);
+      if (strcmp(hi.processor, HIP_TARGET) != 0 || !k || k->vgpr_count <= 0) {
+        print_message("FAIL %s: the code object is for %s and %s kernel %s\n", names[i], hi.processor,
+                      k ? "has" : "lacks", names[i]);
+        bad++;
+      } else if (!want || strcmp(want, b->source) != 0) {
+        print_message("FAIL %s: tl_compile's HIP C is not the golden test's\n", names[i]);
+        bad++;
+      } else {
+        print_message("ok   %s: %s code object, kernel %s, %d VGPRs, %d SGPRs, %.0f ms\n", names[i], HIP_TARGET,
+                      k->name, k->vgpr_count, k->sgpr_count, b->compile_ms);
+      }
+      free(want);
+      tl_hsaco_info_free(&hi);
+    }
+    tl_build_free(b);
+    tl_arena_free(diags.arena);
+    free(text);
+  }
+  assert_int_equal(bad, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_golden_sources),
       cmocka_unit_test(test_no_orphans),
       cmocka_unit_test(test_golden_compile),
+      cmocka_unit_test(test_golden_compile_hip),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -1,0 +1,1078 @@
+/*
+ * amdgpu.c - the AMD toolchain driver of amdgpu.h: the table of gfx
+ * targets, hiprtc opened with dlopen, clang and ld.lld run as time-limited
+ * subprocesses in a private temporary directory, the lazy target probe,
+ * the offload-bundle reader (for hiprtc output) and llvm-objdump.
+ *
+ * The hiprtc types and functions used here are declared locally (no ROCm
+ * header), from ROCm 6's hiprtc.h: hiprtcResult is an int enum whose 0 is
+ * success, a program is an opaque pointer.
+ */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "amdgpu.h"
+
+/* ---- the targets ---------------------------------------------------------- */
+
+/* EF_AMDGPU_MACH_AMDGCN_* values from LLVM's BinaryFormat/ELF.h (gfx950's
+ * from LLVM 20, which added it). */
+static const tl_amd_target known_targets[] = {
+    {"gfx90a", "CDNA2", 0x03f, 64, 65536, TL_AMD_MATRIX_MFMA},
+    {"gfx942", "CDNA3", 0x04c, 64, 65536, TL_AMD_MATRIX_MFMA},
+    {"gfx950", "CDNA4", 0x04f, 64, 163840, TL_AMD_MATRIX_MFMA},
+    {"gfx1100", "RDNA3", 0x041, 32, 65536, TL_AMD_MATRIX_WMMA},
+    {"gfx1201", "RDNA4", 0x04e, 32, 65536, TL_AMD_MATRIX_WMMA},
+};
+#define NKNOWN (sizeof known_targets / sizeof *known_targets)
+
+const tl_amd_target *tl_amd_target_find(const char *name) {
+  for (size_t i = 0; name && i < NKNOWN; i++)
+    if (strcmp(known_targets[i].name, name) == 0)
+      return &known_targets[i];
+  return NULL;
+}
+
+const tl_amd_target *tl_amd_target_by_mach(int mach) {
+  for (size_t i = 0; i < NKNOWN; i++)
+    if (known_targets[i].mach == mach)
+      return &known_targets[i];
+  return NULL;
+}
+
+int tl_amd_target_like(const char *s) { return s && strncmp(s, "gfx", 3) == 0 && s[3] >= '0' && s[3] <= '9'; }
+
+/* ---- hiprtc's ABI ------------------------------------------------------------ */
+
+typedef int hiprtcResult;
+typedef struct hiprtc_program_ *hiprtcProgram;
+enum { HIPRTC_SUCCESS = 0, HIPRTC_ERROR_OUT_OF_MEMORY = 1, HIPRTC_ERROR_INVALID_OPTION = 5 };
+
+typedef const char *(*fn_GetErrorString)(hiprtcResult);
+typedef hiprtcResult (*fn_Version)(int *, int *);
+typedef hiprtcResult (*fn_CreateProgram)(hiprtcProgram *, const char *, const char *, int, const char *const *,
+                                         const char *const *);
+typedef hiprtcResult (*fn_DestroyProgram)(hiprtcProgram *);
+typedef hiprtcResult (*fn_CompileProgram)(hiprtcProgram, int, const char *const *);
+typedef hiprtcResult (*fn_GetSize)(hiprtcProgram, size_t *);
+typedef hiprtcResult (*fn_GetBytes)(hiprtcProgram, char *);
+
+struct tl_amdgpu {
+  tl_amdgpu_kind kind;
+  char desc[PATH_MAX + 64];
+  int major, minor;
+  long timeout_ms;
+
+  /* clang */
+  char clang[PATH_MAX];
+  char lld[PATH_MAX];
+
+  /* hiprtc */
+  void *lib;
+  char library[PATH_MAX];
+  fn_GetErrorString GetErrorString;
+  fn_Version Version;
+  fn_CreateProgram CreateProgram;
+  fn_DestroyProgram DestroyProgram;
+  fn_CompileProgram CompileProgram;
+  fn_GetSize GetCodeSize, GetProgramLogSize;
+  fn_GetBytes GetCode, GetProgramLog;
+
+  /* Filled once by ensure_probed() under lock, read-only afterwards. */
+  pthread_mutex_t lock;
+  int probed;
+  unsigned char accepted[NKNOWN];
+  const char *targets[NKNOWN + 1];
+  size_t ntargets;
+};
+
+/* ---- small helpers ---------------------------------------------------------- */
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void appendf(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void appendf(char *buf, size_t cap, const char *fmt, ...) {
+  size_t len = strlen(buf);
+  if (len + 1 >= cap)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + len, cap - len, fmt, ap);
+  va_end(ap);
+}
+
+static int is_exec_file(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && access(path, X_OK) == 0;
+}
+
+/* Looks for an executable called name in $PATH; fills out (cap bytes). */
+static int find_on_path(const char *name, char *out, size_t cap) {
+  const char *path = getenv("PATH");
+  if (!path)
+    path = "/usr/local/bin:/usr/bin:/bin";
+  while (*path) {
+    const char *colon = strchr(path, ':');
+    size_t n = colon ? (size_t)(colon - path) : strlen(path);
+    if (n > 0 && n < PATH_MAX) {
+      int w = snprintf(out, cap, "%.*s/%s", (int)n, path, name);
+      if (w > 0 && (size_t)w < cap && is_exec_file(out))
+        return 1;
+    }
+    path += n + (colon ? 1 : 0);
+  }
+  out[0] = 0;
+  return 0;
+}
+
+/* Reads a whole file of at most `limit` bytes into a malloc'd buffer (with
+ * a NUL after it).  With cut set, a longer file is cut at limit; otherwise
+ * it is TL_TOO_LARGE. */
+static tl_status read_file(const char *path, size_t limit, int cut, unsigned char **data, size_t *size,
+                           tl_error *err) {
+  *data = NULL;
+  *size = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return tl_error_set(err, TL_IO, "cannot open %s: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    close(fd);
+    return tl_error_set(err, TL_IO, "%s is not a regular file", path);
+  }
+  size_t n = (size_t)sb.st_size;
+  if (n > limit) {
+    if (!cut) {
+      close(fd);
+      return tl_error_set(err, TL_TOO_LARGE, "%s is %zu bytes, over the limit of %zu", path, n, limit);
+    }
+    n = limit;
+  }
+  unsigned char *buf = malloc(n + 1);
+  if (!buf) {
+    close(fd);
+    return tl_error_set(err, TL_NOMEM, "out of memory reading %zu bytes of %s", n, path);
+  }
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, buf + got, n - got);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      break;
+    got += (size_t)r;
+  }
+  close(fd);
+  buf[got] = 0;
+  *data = buf;
+  *size = got;
+  return TL_OK;
+}
+
+static tl_status write_file(const char *path, const void *data, size_t n, tl_error *err) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return tl_error_set(err, TL_IO, "cannot create %s: %s", path, strerror(errno));
+  const unsigned char *p = data;
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = write(fd, p + done, n - done);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0) {
+      int e = errno;
+      close(fd);
+      return tl_error_set(err, TL_IO, "cannot write %s: %s", path, strerror(e));
+    }
+    done += (size_t)w;
+  }
+  if (close(fd) != 0)
+    return tl_error_set(err, TL_IO, "cannot write %s: %s", path, strerror(errno));
+  return TL_OK;
+}
+
+/* A private directory for one compile: mkdtemp under $TMPDIR or /tmp. */
+static tl_status make_tmpdir(char *dir, size_t cap, tl_error *err) {
+  const char *base = getenv("TMPDIR");
+  if (!base || !*base || strlen(base) > PATH_MAX - 64)
+    base = "/tmp";
+  snprintf(dir, cap, "%s/tl-amdgpu-XXXXXX", base);
+  if (!mkdtemp(dir))
+    return tl_error_set(err, TL_IO, "cannot create a temporary directory under %s: %s", base, strerror(errno));
+  return TL_OK;
+}
+
+/* Removes dir and the plain files in it (all a compile leaves there). */
+static void remove_tmpdir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+      if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+        continue;
+      unlinkat(dirfd(d), de->d_name, 0);
+    }
+    closedir(d);
+  }
+  rmdir(dir);
+}
+
+/* ---- subprocesses ------------------------------------------------------------ */
+
+extern char **environ;
+
+/* Starts argv[0] (a path) with stdin from /dev/null, stdout and stderr to
+ * out_fd (or /dev/null when out_fd < 0), in a new process group, with
+ * default signal handling and an empty signal mask, and the environment
+ * LC_ALL=C plus TMPDIR=tmpdir when given. */
+static tl_status spawn(char *const argv[], int out_fd, const char *tmpdir, pid_t *pid, tl_error *err) {
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  if (posix_spawn_file_actions_init(&fa) != 0)
+    return tl_error_set(err, TL_NOMEM, "out of memory starting %s", argv[0]);
+  if (posix_spawnattr_init(&attr) != 0) {
+    posix_spawn_file_actions_destroy(&fa);
+    return tl_error_set(err, TL_NOMEM, "out of memory starting %s", argv[0]);
+  }
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  if (out_fd >= 0) {
+    posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+    posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
+  } else {
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  }
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  char tmpenv[PATH_MAX + 8];
+  char *envp[3];
+  int ne = 0;
+  envp[ne++] = "LC_ALL=C";
+  if (tmpdir) {
+    snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s", tmpdir);
+    envp[ne++] = tmpenv;
+  }
+  envp[ne] = NULL;
+  int rc = posix_spawn(pid, argv[0], &fa, &attr, argv, envp);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0)
+    return tl_error_set(err, TL_TOOLCHAIN, "cannot run %s: %s", argv[0], strerror(rc));
+  return TL_OK;
+}
+
+/* Waits for pid until deadline (now_ms() clock).  On time-out kills its
+ * process group and answers TL_TIMEOUT.  *status is waitpid's. */
+static tl_status await(pid_t pid, double deadline, const char *what, int *status, tl_error *err) {
+#ifdef SYS_pidfd_open
+  int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+  int pfd = -1;
+#endif
+  for (;;) {
+    pid_t r = waitpid(pid, status, WNOHANG);
+    if (r == pid) {
+      if (pfd >= 0)
+        close(pfd);
+      return TL_OK;
+    }
+    if (r < 0 && errno != EINTR) {
+      int e = errno;
+      if (pfd >= 0)
+        close(pfd);
+      return tl_error_set(err, TL_TOOLCHAIN, "waiting for %s failed: %s", what, strerror(e));
+    }
+    double left = deadline - now_ms();
+    if (left <= 0) {
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+      while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+        ;
+      if (pfd >= 0)
+        close(pfd);
+      return tl_error_set(err, TL_TIMEOUT, "%s ran out of its time limit and was stopped", what);
+    }
+    if (pfd >= 0) {
+      struct pollfd p = {pfd, POLLIN, 0};
+      poll(&p, 1, left > 1e6 ? 1000000 : (int)left + 1);
+    } else {
+      struct timespec ts = {0, 2000000}; /* 2 ms */
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
+/* Runs argv to completion with output to out_fd.  TL_OK with *exit_code the
+ * child's exit status (128 + N for a signal N). */
+static tl_status run(char *const argv[], int out_fd, const char *tmpdir, double deadline, int *exit_code,
+                     tl_error *err) {
+  pid_t pid;
+  tl_status st = spawn(argv, out_fd, tmpdir, &pid, err);
+  if (st != TL_OK)
+    return st;
+  int status = 0;
+  const char *base = strrchr(argv[0], '/');
+  st = await(pid, deadline, base ? base + 1 : argv[0], &status, err);
+  if (st != TL_OK)
+    return st;
+  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return TL_OK;
+}
+
+/* Runs argv and reads what it printed (cut at limit bytes). */
+static tl_status run_capture(char *const argv[], double deadline, size_t limit, int *exit_code, char **text,
+                             tl_error *err) {
+  *text = NULL;
+  FILE *f = tmpfile();
+  if (!f)
+    return tl_error_set(err, TL_IO, "cannot create a temporary file: %s", strerror(errno));
+  tl_status st = run(argv, fileno(f), NULL, deadline, exit_code, err);
+  if (st == TL_OK) {
+    long n = -1;
+    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0) {
+      st = tl_error_set(err, TL_IO, "cannot read a temporary file");
+    } else {
+      size_t len = (size_t)n < limit ? (size_t)n : limit;
+      char *buf = malloc(len + 1);
+      if (!buf) {
+        st = tl_error_set(err, TL_NOMEM, "out of memory");
+      } else {
+        rewind(f);
+        len = fread(buf, 1, len, f);
+        buf[len] = 0;
+        *text = buf;
+      }
+    }
+  }
+  fclose(f);
+  return st;
+}
+
+/* ---- the log -------------------------------------------------------------- */
+
+static int has_error(const char *p, size_t n) {
+  for (size_t i = 0; i + 5 <= n; i++)
+    if (memcmp(p + i, "error", 5) == 0)
+      return 1;
+  return 0;
+}
+
+/* The lines of log that say "error" (else its start), at most limit bytes,
+ * for an error message. */
+static void log_excerpt(const char *log, char *buf, size_t cap, size_t limit) {
+  if (limit >= cap)
+    limit = cap - 1;
+  buf[0] = 0;
+  size_t len = 0;
+  int cut = 0;
+  for (int pass = 0; pass < 2 && len == 0; pass++) {
+    for (const char *p = log ? log : ""; *p && !cut;) {
+      const char *end = strchr(p, '\n');
+      size_t n = end ? (size_t)(end - p) : strlen(p);
+      int blank = 1;
+      for (size_t i = 0; i < n; i++)
+        blank &= p[i] == ' ' || p[i] == '\r' || p[i] == '\t';
+      if (!blank && (pass == 1 || has_error(p, n))) {
+        size_t sep = len ? 1 : 0;
+        if (len + sep >= limit) {
+          cut = 1;
+          break;
+        }
+        size_t room = limit - len - sep;
+        if (n > room) {
+          n = room;
+          cut = 1;
+        }
+        if (len)
+          buf[len++] = '\n';
+        memcpy(buf + len, p, n);
+        len += n;
+        buf[len] = 0;
+      }
+      p = end ? end + 1 : p + n;
+    }
+  }
+  if (cut)
+    appendf(buf, cap, " ...");
+}
+
+/* ---- clang ------------------------------------------------------------------ */
+
+#define CLANG_MIN 19
+#define CLANG_MAX 22
+
+/* Runs `clang --version` and reads "clang version X.Y.Z". */
+static int clang_version(const char *path, int v[3]) {
+  char *argv[] = {(char *)path, "--version", NULL};
+  char *text = NULL;
+  int code = -1;
+  if (run_capture(argv, now_ms() + 20000, 4096, &code, &text, NULL) != TL_OK || code != 0) {
+    free(text);
+    return 0;
+  }
+  const char *p = strstr(text, "clang version ");
+  int ok = p && sscanf(p + 14, "%d.%d.%d", &v[0], &v[1], &v[2]) == 3;
+  free(text);
+  return ok;
+}
+
+/* Finds ld.lld for clang major version `major` installed at clang_path. */
+static int find_lld(const char *clang_path, int major, char *out, size_t cap) {
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", clang_path);
+  char *slash = strrchr(dir, '/');
+  if (slash) {
+    *slash = 0;
+    if (snprintf(out, cap, "%s/ld.lld-%d", dir, major) < (int)cap && is_exec_file(out))
+      return 1;
+    if (snprintf(out, cap, "%s/ld.lld", dir) < (int)cap && is_exec_file(out))
+      return 1;
+  }
+  char name[32];
+  snprintf(name, sizeof name, "ld.lld-%d", major);
+  if (find_on_path(name, out, cap))
+    return 1;
+  snprintf(out, cap, "/usr/lib/llvm-%d/bin/ld.lld", major);
+  if (is_exec_file(out))
+    return 1;
+  out[0] = 0;
+  return 0;
+}
+
+/* Tries clang at path: usable when it runs, is 19 or newer, and has an
+ * ld.lld.  Appends to `tried` otherwise. */
+static int try_clang(tl_amdgpu *h, const char *path, char *tried, size_t cap) {
+  if (!is_exec_file(path)) {
+    appendf(tried, cap, "%s%s (not found)", *tried ? ", " : "", path);
+    return 0;
+  }
+  int v[3];
+  if (!clang_version(path, v)) {
+    appendf(tried, cap, "%s%s (no clang version in its --version)", *tried ? ", " : "", path);
+    return 0;
+  }
+  if (v[0] < CLANG_MIN) {
+    appendf(tried, cap, "%s%s (clang %d.%d.%d, older than %d)", *tried ? ", " : "", path, v[0], v[1], v[2],
+            CLANG_MIN);
+    return 0;
+  }
+  if (!find_lld(path, v[0], h->lld, sizeof h->lld)) {
+    appendf(tried, cap, "%s%s (clang %d but no ld.lld-%d beside it, on PATH or in /usr/lib/llvm-%d/bin)",
+            *tried ? ", " : "", path, v[0], v[0], v[0]);
+    return 0;
+  }
+  snprintf(h->clang, sizeof h->clang, "%s", path);
+  h->kind = TL_AMDGPU_CLANG;
+  h->major = v[0];
+  h->minor = v[1];
+  snprintf(h->desc, sizeof h->desc, "clang %d.%d.%d (%s)", v[0], v[1], v[2], path);
+  return 1;
+}
+
+static int open_clang(tl_amdgpu *h, char *tried, size_t cap) {
+  const char *env = getenv("TL_CLANG");
+  if (env) {
+    if (!*env) {
+      appendf(tried, cap, "%sTL_CLANG is set but empty", *tried ? ", " : "");
+      return 0;
+    }
+    return try_clang(h, env, tried, cap);
+  }
+  char path[PATH_MAX];
+  for (int m = CLANG_MAX; m >= CLANG_MIN; m--) {
+    char name[32];
+    snprintf(name, sizeof name, "clang-%d", m);
+    if (find_on_path(name, path, sizeof path) && try_clang(h, path, tried, cap))
+      return 1;
+  }
+  for (int m = CLANG_MAX; m >= CLANG_MIN; m--) {
+    snprintf(path, sizeof path, "/usr/lib/llvm-%d/bin/clang", m);
+    if (is_exec_file(path) && try_clang(h, path, tried, cap))
+      return 1;
+  }
+  appendf(tried, cap, "%sclang-%d..clang-%d on PATH and in /usr/lib/llvm-N/bin (none found)", *tried ? ", " : "",
+          CLANG_MIN, CLANG_MAX);
+  return 0;
+}
+
+/* ---- hiprtc ------------------------------------------------------------------ */
+
+static const char *resolve(tl_amdgpu *h) {
+#define REQ(field, sym)                                                                            \
+  do {                                                                                             \
+    *(void **)&h->field = dlsym(h->lib, sym);                                                      \
+    if (!h->field)                                                                                 \
+      return sym;                                                                                  \
+  } while (0)
+  REQ(GetErrorString, "hiprtcGetErrorString");
+  REQ(Version, "hiprtcVersion");
+  REQ(CreateProgram, "hiprtcCreateProgram");
+  REQ(DestroyProgram, "hiprtcDestroyProgram");
+  REQ(CompileProgram, "hiprtcCompileProgram");
+  REQ(GetCodeSize, "hiprtcGetCodeSize");
+  REQ(GetCode, "hiprtcGetCode");
+  REQ(GetProgramLogSize, "hiprtcGetProgramLogSize");
+  REQ(GetProgramLog, "hiprtcGetProgramLog");
+#undef REQ
+  return NULL;
+}
+
+static const char *dl_reason(const char *msg) {
+  if (!msg)
+    return "unknown error";
+  if (strstr(msg, "No such file"))
+    return "not found";
+  if (strstr(msg, "wrong ELF class"))
+    return "wrong ELF class";
+  if (strstr(msg, "invalid ELF header") || strstr(msg, "file too short"))
+    return "not a shared library";
+  const char *colon = strrchr(msg, ':');
+  return colon && colon[1] ? colon + 2 : msg;
+}
+
+static int try_hiprtc(tl_amdgpu *h, const char *path, char *tried, size_t cap) {
+  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    appendf(tried, cap, "%s%s (%s)", *tried ? ", " : "", path, dl_reason(dlerror()));
+    return 0;
+  }
+  h->lib = lib;
+  const char *missing = resolve(h);
+  int major = 0, minor = 0;
+  if (missing || h->Version(&major, &minor) != HIPRTC_SUCCESS) {
+    appendf(tried, cap, "%s%s (%s%s)", *tried ? ", " : "", path, missing ? "lacks " : "hiprtcVersion failed",
+            missing ? missing : "");
+    dlclose(lib);
+    h->lib = NULL;
+    return 0;
+  }
+  /* Keep it mapped: unloading a C++ runtime library is of no use here. */
+  void *pin = dlopen(path, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  if (pin)
+    dlclose(pin);
+  snprintf(h->library, sizeof h->library, "%s", path);
+  h->kind = TL_AMDGPU_HIPRTC;
+  h->major = major;
+  h->minor = minor;
+  snprintf(h->desc, sizeof h->desc, "hiprtc %d.%d (%s)", major, minor, path);
+  return 1;
+}
+
+static const char *const hiprtc_names[] = {"libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so.5"};
+#define NHIPRTC (sizeof hiprtc_names / sizeof *hiprtc_names)
+
+static int try_hiprtc_dir(tl_amdgpu *h, const char *dir, char *tried, size_t cap) {
+  for (size_t i = 0; i < NHIPRTC; i++) {
+    char path[PATH_MAX];
+    int n = snprintf(path, sizeof path, "%s/%s", dir, hiprtc_names[i]);
+    if (n > 0 && (size_t)n < sizeof path && try_hiprtc(h, path, tried, cap))
+      return 1;
+  }
+  return 0;
+}
+
+static int open_hiprtc(tl_amdgpu *h, char *tried, size_t cap) {
+  const char *env = getenv("TL_HIPRTC");
+  if (env) {
+    struct stat sb;
+    if (!*env) {
+      appendf(tried, cap, "%sTL_HIPRTC is set but empty", *tried ? ", " : "");
+      return 0;
+    }
+    if (stat(env, &sb) == 0 && S_ISDIR(sb.st_mode))
+      return try_hiprtc_dir(h, env, tried, cap);
+    return try_hiprtc(h, env, tried, cap);
+  }
+  for (size_t i = 0; i < NHIPRTC; i++)
+    if (try_hiprtc(h, hiprtc_names[i], tried, cap))
+      return 1;
+  return try_hiprtc_dir(h, "/opt/rocm/lib", tried, cap);
+}
+
+static const char *hiprtc_errstr(const tl_amdgpu *h, hiprtcResult r) {
+  const char *s = h->GetErrorString ? h->GetErrorString(r) : NULL;
+  return s ? s : "unknown hiprtc error";
+}
+
+/* ---- opening ------------------------------------------------------------------ */
+
+tl_status tl_amdgpu_open(tl_amdgpu **out, tl_error *err) {
+  if (!out)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_amdgpu_open: NULL argument");
+  *out = NULL;
+  tl_amdgpu *h = calloc(1, sizeof *h);
+  if (!h)
+    return tl_error_set(err, TL_NOMEM, "out of memory opening the AMD toolchain");
+  h->timeout_ms = TL_AMDGPU_TIMEOUT_MS;
+  char tried_rtc[768] = "", tried_clang[768] = "";
+  if (!open_hiprtc(h, tried_rtc, sizeof tried_rtc) && !open_clang(h, tried_clang, sizeof tried_clang)) {
+    free(h);
+    return tl_error_set(err, TL_NO_TOOLCHAIN,
+                        "no AMD toolchain: hiprtc: tried %s; clang: tried %s; install ROCm's hiprtc, or clang-19 "
+                        "and lld-19 (deploy/install-deps.sh), or set TL_HIPRTC or TL_CLANG",
+                        tried_rtc, tried_clang);
+  }
+  pthread_mutex_init(&h->lock, NULL);
+  *out = h;
+  return TL_OK;
+}
+
+void tl_amdgpu_close(tl_amdgpu *h) {
+  if (!h)
+    return;
+  pthread_mutex_destroy(&h->lock);
+  if (h->lib)
+    dlclose(h->lib);
+  free(h);
+}
+
+tl_amdgpu_kind tl_amdgpu_toolchain_kind(const tl_amdgpu *h) { return h ? h->kind : 0; }
+const char *tl_amdgpu_description(const tl_amdgpu *h) { return h ? h->desc : ""; }
+
+void tl_amdgpu_version(const tl_amdgpu *h, int *major, int *minor) {
+  if (major)
+    *major = h ? h->major : 0;
+  if (minor)
+    *minor = h ? h->minor : 0;
+}
+
+void tl_amdgpu_set_timeout(tl_amdgpu *h, long ms) {
+  if (h)
+    h->timeout_ms = ms < 1 ? 1 : ms;
+}
+
+/* ---- targets ----------------------------------------------------------------- */
+
+static int hiprtc_probe(tl_amdgpu *h, const char *target) {
+  hiprtcProgram prog = NULL;
+  if (h->CreateProgram(&prog, "", "probe.hip", 0, NULL, NULL) != HIPRTC_SUCCESS)
+    return 0;
+  char opt[64];
+  snprintf(opt, sizeof opt, "--offload-arch=%s", target);
+  const char *opts[] = {opt};
+  hiprtcResult r = h->CompileProgram(prog, 1, opts);
+  h->DestroyProgram(&prog);
+  return r == HIPRTC_SUCCESS;
+}
+
+/* clang: every known target at once, `-fsyntax-only` of an empty source. */
+static void clang_probe(tl_amdgpu *h) {
+  pid_t pids[NKNOWN];
+  double deadline = now_ms() + 30000;
+  for (size_t i = 0; i < NKNOWN; i++) {
+    char arch[64];
+    snprintf(arch, sizeof arch, "--offload-arch=%s", known_targets[i].name);
+    char *argv[] = {h->clang, "-x", "hip", "--cuda-device-only", "-nogpulib", "-nogpuinc", arch, "-fsyntax-only",
+                    "/dev/null", NULL};
+    if (spawn(argv, -1, NULL, &pids[i], NULL) != TL_OK)
+      pids[i] = -1;
+  }
+  for (size_t i = 0; i < NKNOWN; i++) {
+    int status = 0;
+    h->accepted[i] = pids[i] > 0 && await(pids[i], deadline, "clang", &status, NULL) == TL_OK &&
+                     WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+}
+
+static void ensure_probed(tl_amdgpu *h) {
+  pthread_mutex_lock(&h->lock);
+  if (!h->probed) {
+    if (h->kind == TL_AMDGPU_HIPRTC)
+      for (size_t i = 0; i < NKNOWN; i++)
+        h->accepted[i] = (unsigned char)hiprtc_probe(h, known_targets[i].name);
+    else
+      clang_probe(h);
+    h->ntargets = 0;
+    for (size_t i = 0; i < NKNOWN; i++)
+      if (h->accepted[i])
+        h->targets[h->ntargets++] = known_targets[i].name;
+    h->targets[h->ntargets] = NULL;
+    h->probed = 1;
+  }
+  pthread_mutex_unlock(&h->lock);
+}
+
+tl_status tl_amdgpu_targets(tl_amdgpu *h, const char *const **list, size_t *count, tl_error *err) {
+  if (!h || !list || !count)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_amdgpu_targets: NULL argument");
+  ensure_probed(h);
+  *list = h->targets;
+  *count = h->ntargets;
+  return TL_OK;
+}
+
+int tl_amdgpu_accepts(tl_amdgpu *h, const char *target) {
+  const tl_amd_target *t = tl_amd_target_find(target);
+  if (!h || !t)
+    return 0;
+  ensure_probed(h);
+  return h->accepted[t - known_targets];
+}
+
+/* ---- offload bundles ------------------------------------------------------------ */
+
+#define BUNDLE_MAGIC "__CLANG_OFFLOAD_BUNDLE__"
+
+static uint64_t rd64(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--)
+    v = v << 8 | p[i];
+  return v;
+}
+
+/* Does the bundle entry id name target ("hipv4-amdgcn-amd-amdhsa--gfx90a",
+ * maybe followed by ":feature+...")? */
+static int id_names(const unsigned char *id, size_t n, const char *target) {
+  static const char *const prefixes[] = {"hipv4-amdgcn-amd-amdhsa--", "hip-amdgcn-amd-amdhsa--",
+                                         "hipv4-amdgcn-amd-amdhsa-unknown-", "hip-amdgcn-amd-amdhsa-unknown-"};
+  size_t tl = strlen(target);
+  for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++) {
+    size_t pl = strlen(prefixes[i]);
+    if (n >= pl + tl && memcmp(id, prefixes[i], pl) == 0 && memcmp(id + pl, target, tl) == 0 &&
+        (n == pl + tl || id[pl + tl] == ':'))
+      return 1;
+  }
+  return 0;
+}
+
+int tl_amdgpu_is_bundle(const void *bytes, size_t n) {
+  return bytes && n >= 24 && memcmp(bytes, BUNDLE_MAGIC, 24) == 0;
+}
+
+tl_status tl_amdgpu_unbundle(const void *bytes, size_t n, const char *target, size_t *off, size_t *size,
+                             tl_error *err) {
+  const unsigned char *p = bytes;
+  if (!bytes || !target || !off || !size)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_amdgpu_unbundle: NULL argument");
+  if (n >= 4 && memcmp(p, "CCOB", 4) == 0)
+    return tl_error_set(err, TL_UNSUPPORTED, "the offload bundle is compressed (CCOB), which is not read here");
+  if (!tl_amdgpu_is_bundle(bytes, n) || n < 32)
+    return tl_error_set(err, TL_INVALID_ARG, "not an offload bundle");
+  uint64_t count = rd64(p + 24);
+  if (count == 0 || count > 4096)
+    return tl_error_set(err, TL_INVALID_ARG, "offload bundle with %llu entries", (unsigned long long)count);
+  size_t pos = 32;
+  for (uint64_t i = 0; i < count; i++) {
+    if (n - pos < 24)
+      return tl_error_set(err, TL_INVALID_ARG, "offload bundle entry %llu runs past the end", (unsigned long long)i);
+    uint64_t eoff = rd64(p + pos), esize = rd64(p + pos + 8), idlen = rd64(p + pos + 16);
+    pos += 24;
+    if (idlen > n - pos)
+      return tl_error_set(err, TL_INVALID_ARG, "offload bundle entry %llu's id runs past the end",
+                          (unsigned long long)i);
+    const unsigned char *id = p + pos;
+    pos += (size_t)idlen;
+    if (eoff > n || esize > n - eoff)
+      return tl_error_set(err, TL_INVALID_ARG, "offload bundle entry %llu's code runs past the end",
+                          (unsigned long long)i);
+    if (id_names(id, (size_t)idlen, target) && esize > 0) {
+      *off = (size_t)eoff;
+      *size = (size_t)esize;
+      return TL_OK;
+    }
+  }
+  return tl_error_set(err, TL_NOT_FOUND, "the offload bundle has no code object for %s", target);
+}
+
+/* ---- compiling ------------------------------------------------------------------ */
+
+void tl_amdgpu_result_free(tl_amdgpu_result *r) {
+  if (!r)
+    return;
+  free(r->code);
+  free(r->log);
+  memset(r, 0, sizeof *r);
+}
+
+static char *hiprtc_log(tl_amdgpu *h, hiprtcProgram prog) {
+  size_t n = 0;
+  if (h->GetProgramLogSize(prog, &n) != HIPRTC_SUCCESS || n > TL_AMDGPU_MAX_LOG * 64u)
+    n = 0;
+  char *log = malloc(n + 1);
+  if (!log)
+    return NULL;
+  if (n == 0 || h->GetProgramLog(prog, log) != HIPRTC_SUCCESS)
+    n = 0;
+  log[n] = 0;
+  return log;
+}
+
+static tl_status compile_hiprtc(tl_amdgpu *h, const char *src, const char *target, tl_amdgpu_result *out,
+                                tl_error *err) {
+  char arch[64];
+  snprintf(arch, sizeof arch, "--offload-arch=%s", target);
+  const char *opts[] = {arch, "-O3", "-mcode-object-version=5"};
+  hiprtcProgram prog = NULL;
+  hiprtcResult r = h->CreateProgram(&prog, src, "kernel.hip", 0, NULL, NULL);
+  if (r != HIPRTC_SUCCESS)
+    return tl_error_set(err, r == HIPRTC_ERROR_OUT_OF_MEMORY ? TL_NOMEM : TL_TOOLCHAIN,
+                        "hiprtcCreateProgram failed: %s", hiprtc_errstr(h, r));
+  r = h->CompileProgram(prog, 3, opts);
+  out->log = hiprtc_log(h, prog);
+  if (!out->log) {
+    h->DestroyProgram(&prog);
+    return tl_error_set(err, TL_NOMEM, "out of memory reading the hiprtc log");
+  }
+  out->log_len = strlen(out->log);
+  if (r != HIPRTC_SUCCESS) {
+    char excerpt[760];
+    log_excerpt(out->log, excerpt, sizeof excerpt, 700);
+    h->DestroyProgram(&prog);
+    return tl_error_set(err, r == HIPRTC_ERROR_INVALID_OPTION ? TL_INVALID_ARG : TL_TOOLCHAIN,
+                        "%s could not compile kernel.hip for %s (%s)%s%s", h->desc, target, hiprtc_errstr(h, r),
+                        *excerpt ? ":\n" : "", excerpt);
+  }
+  size_t size = 0;
+  r = h->GetCodeSize(prog, &size);
+  if (r != HIPRTC_SUCCESS || size == 0 || size > TL_AMDGPU_MAX_OUTPUT) {
+    h->DestroyProgram(&prog);
+    if (size > TL_AMDGPU_MAX_OUTPUT)
+      return tl_error_set(err, TL_TOO_LARGE, "hiprtc output is %zu bytes, over the limit of %u", size,
+                          TL_AMDGPU_MAX_OUTPUT);
+    return tl_error_set(err, TL_TOOLCHAIN, "hiprtc gave no code (%s)",
+                        r != HIPRTC_SUCCESS ? hiprtc_errstr(h, r) : "empty output");
+  }
+  unsigned char *code = malloc(size);
+  if (!code) {
+    h->DestroyProgram(&prog);
+    return tl_error_set(err, TL_NOMEM, "out of memory for %zu bytes of hiprtc output", size);
+  }
+  r = h->GetCode(prog, (char *)code);
+  h->DestroyProgram(&prog);
+  if (r != HIPRTC_SUCCESS) {
+    free(code);
+    return tl_error_set(err, TL_TOOLCHAIN, "hiprtcGetCode failed: %s", hiprtc_errstr(h, r));
+  }
+  if (tl_amdgpu_is_bundle(code, size)) {
+    size_t off = 0, n = 0;
+    tl_status st = tl_amdgpu_unbundle(code, size, target, &off, &n, err);
+    if (st != TL_OK) {
+      free(code);
+      return st == TL_NOMEM ? st : tl_error_set(err, TL_TOOLCHAIN, "hiprtc's output: %s", err ? err->message : "");
+    }
+    memmove(code, code + off, n);
+    size = n;
+  }
+  out->code = code;
+  out->code_size = size;
+  return TL_OK;
+}
+
+/* Removes every "DIR/" from log, in place: the private directory's name
+ * means nothing to the reader ("kernel.hip:3:5: error: ..."). */
+static void strip_dir(char *log, const char *dir) {
+  size_t dl = strlen(dir);
+  char *w = log;
+  for (const char *r = log; *r;) {
+    if (strncmp(r, dir, dl) == 0 && r[dl] == '/') {
+      r += dl + 1;
+      continue;
+    }
+    *w++ = *r++;
+  }
+  *w = 0;
+}
+
+/* Appends a line to the log file (a note between the two children's output). */
+static void log_note(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_note(int fd, const char *fmt, ...) {
+  char buf[PATH_MAX * 2];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    (void)!write(fd, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+static tl_status compile_clang(tl_amdgpu *h, const char *src, const char *target, tl_amdgpu_result *out,
+                               tl_error *err) {
+  double deadline = now_ms() + (double)h->timeout_ms;
+  char dir[PATH_MAX];
+  tl_status st = make_tmpdir(dir, sizeof dir, err);
+  if (st != TL_OK)
+    return st;
+  char srcp[PATH_MAX + 16], objp[PATH_MAX + 16], outp[PATH_MAX + 16], logp[PATH_MAX + 16];
+  snprintf(srcp, sizeof srcp, "%s/kernel.hip", dir);
+  snprintf(objp, sizeof objp, "%s/kernel.o", dir);
+  snprintf(outp, sizeof outp, "%s/kernel.hsaco", dir);
+  snprintf(logp, sizeof logp, "%s/log", dir);
+  int logfd = -1;
+  const char *failed_step = NULL;
+  int code = 0;
+  if ((st = write_file(srcp, src, strlen(src), err)) != TL_OK)
+    goto done;
+  logfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+  if (logfd < 0) {
+    st = tl_error_set(err, TL_IO, "cannot create %s: %s", logp, strerror(errno));
+    goto done;
+  }
+  char arch[64];
+  snprintf(arch, sizeof arch, "--offload-arch=%s", target);
+  char *cc[] = {h->clang, "-x", "hip", "--cuda-device-only", "-nogpulib", "-nogpuinc", arch, "-O3",
+                "-mcode-object-version=5", "-fhip-emit-relocatable", "-c", srcp, "-o", objp, NULL};
+  if ((st = run(cc, logfd, dir, deadline, &code, err)) != TL_OK)
+    goto done;
+  if (code != 0) {
+    failed_step = "compile";
+    goto done;
+  }
+  char *ld[] = {h->lld, "-shared", objp, "-o", outp, NULL};
+  if ((st = run(ld, logfd, dir, deadline, &code, err)) != TL_OK)
+    goto done;
+  if (code != 0) {
+    log_note(logfd, "[ld.lld exited with status %d]\n", code);
+    failed_step = "link";
+    goto done;
+  }
+  size_t size = 0;
+  st = read_file(outp, TL_AMDGPU_MAX_OUTPUT, 0, &out->code, &size, err);
+  out->code_size = size;
+  if (st == TL_OK && size == 0)
+    st = tl_error_set(err, TL_TOOLCHAIN, "ld.lld gave an empty code object");
+done:
+  if (logfd >= 0) {
+    close(logfd);
+    unsigned char *log = NULL;
+    size_t n = 0;
+    if (read_file(logp, TL_AMDGPU_MAX_LOG, 1, &log, &n, NULL) == TL_OK) {
+      strip_dir((char *)log, dir);
+      out->log = (char *)log;
+      out->log_len = strlen(out->log);
+    }
+  }
+  if (!out->log) {
+    out->log = calloc(1, 1);
+    out->log_len = 0;
+  }
+  if (st == TL_OK && failed_step) {
+    char excerpt[760];
+    log_excerpt(out->log, excerpt, sizeof excerpt, 700);
+    st = tl_error_set(err, TL_TOOLCHAIN, "%s could not %s kernel.hip for %s (exit status %d)%s%s", h->desc,
+                      failed_step, target, code, *excerpt ? ":\n" : "", excerpt);
+  }
+  remove_tmpdir(dir);
+  return st;
+}
+
+tl_status tl_amdgpu_compile(tl_amdgpu *h, const char *src, const char *target, tl_amdgpu_result *out,
+                            tl_error *err) {
+  tl_amdgpu_result local = {0};
+  if (!out)
+    out = &local;
+  memset(out, 0, sizeof *out);
+  if (!h || !src || !target)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_amdgpu_compile: NULL handle, source or target");
+  if (strnlen(src, TL_AMDGPU_MAX_SOURCE + 1u) > TL_AMDGPU_MAX_SOURCE)
+    return tl_error_set(err, TL_TOO_LARGE, "the source is larger than %u bytes", TL_AMDGPU_MAX_SOURCE);
+  const tl_amd_target *t = tl_amd_target_find(target);
+  if (!t) {
+    char names[128] = "";
+    for (size_t i = 0; i < NKNOWN; i++)
+      appendf(names, sizeof names, "%s%s", i ? ", " : "", known_targets[i].name);
+    return tl_error_set(err, TL_INVALID_ARG, "'%.64s' is not an AMD target known here (%s)", target, names);
+  }
+  if (!tl_amdgpu_accepts(h, target)) {
+    char names[128] = "";
+    for (size_t i = 0; i < h->ntargets; i++)
+      appendf(names, sizeof names, "%s%s", i ? ", " : "", h->targets[i]);
+    return tl_error_set(err, TL_UNSUPPORTED, "%s does not accept %s; it accepts %s", h->desc, target,
+                        *names ? names : "none of the known targets");
+  }
+  double t0 = now_ms();
+  tl_status st = h->kind == TL_AMDGPU_HIPRTC ? compile_hiprtc(h, src, target, out, err)
+                                             : compile_clang(h, src, target, out, err);
+  snprintf(out->target, sizeof out->target, "%s", target);
+  out->wall_ms = now_ms() - t0;
+  if (st != TL_OK) {
+    free(out->code);
+    out->code = NULL;
+    out->code_size = 0;
+  }
+  if (out == &local)
+    tl_amdgpu_result_free(&local);
+  return st;
+}
+
+/* ---- llvm-objdump ------------------------------------------------------------- */
+
+static int find_objdump(char *out, size_t cap) {
+  const char *env = getenv("TL_LLVM_OBJDUMP");
+  if (env) {
+    snprintf(out, cap, "%s", env);
+    return *env && is_exec_file(out);
+  }
+  for (int m = CLANG_MAX; m >= CLANG_MIN; m--) {
+    char name[32];
+    snprintf(name, sizeof name, "llvm-objdump-%d", m);
+    if (find_on_path(name, out, cap))
+      return 1;
+  }
+  for (int m = CLANG_MAX; m >= CLANG_MIN; m--) {
+    snprintf(out, cap, "/usr/lib/llvm-%d/bin/llvm-objdump", m);
+    if (is_exec_file(out))
+      return 1;
+  }
+  return 0;
+}
+
+tl_status tl_amdgpu_disassemble(const void *code, size_t n, const char *target, char **text, tl_error *err) {
+  if (text)
+    *text = NULL;
+  if (!code || !n || !target || !text)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_amdgpu_disassemble: NULL or empty argument");
+  if (!tl_amd_target_find(target))
+    return tl_error_set(err, TL_INVALID_ARG, "'%.64s' is not an AMD target known here", target);
+  char tool[PATH_MAX];
+  if (!find_objdump(tool, sizeof tool))
+    return tl_error_set(err, TL_NO_TOOLCHAIN,
+                        "no llvm-objdump 19 or newer (TL_LLVM_OBJDUMP, llvm-objdump-N on PATH, "
+                        "/usr/lib/llvm-N/bin; Debian's llvm-19 has it)");
+  char dir[PATH_MAX];
+  tl_status st = make_tmpdir(dir, sizeof dir, err);
+  if (st != TL_OK)
+    return st;
+  char path[PATH_MAX + 16], mcpu[64];
+  snprintf(path, sizeof path, "%s/code.hsaco", dir);
+  snprintf(mcpu, sizeof mcpu, "--mcpu=%s", target);
+  int code_rc = 0;
+  if ((st = write_file(path, code, n, err)) == TL_OK) {
+    char *argv[] = {tool, "--disassemble", mcpu, path, NULL};
+    st = run_capture(argv, now_ms() + 60000, 64u << 20, &code_rc, text, err);
+    if (st == TL_OK && code_rc != 0) {
+      char excerpt[600];
+      log_excerpt(*text, excerpt, sizeof excerpt, 500);
+      st = tl_error_set(err, TL_TOOLCHAIN, "%s failed (exit status %d): %s", tool, code_rc, excerpt);
+      free(*text);
+      *text = NULL;
+    }
+  }
+  remove_tmpdir(dir);
+  return st;
+}
