@@ -34,7 +34,10 @@
   X(DEVICE,      "device_error",       500, "GPU driver error")                \
   X(NO_DEVICE,   "device_missing",     501, "no GPU or driver available")      \
   X(NETWORK,     "network_error",      502, "could not reach the server")      \
-  X(INTERNAL,    "internal_error",     500, "internal error")
+  X(INTERNAL,    "internal_error",     500, "internal error")                  \
+  X(METHOD_NOT_ALLOWED, "method_not_allowed", 405, "method not allowed")       \
+  X(MEDIA_TYPE,  "unsupported_media_type", 415, "unsupported media type")      \
+  X(RANGE,       "range_not_satisfiable", 416, "range not satisfiable")
 
 typedef enum tl_status {
 #define TL_STATUS_ENUM_(name, wire, http, msg) TL_##name,

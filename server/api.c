@@ -179,10 +179,8 @@ static int serve_artifact(tl_srv_req *r, const char *id, const tl_srv_artref *a)
   char cr[96];
   if (rk == TL_RANGE_UNSATISFIABLE) {
     tl_srv_buf b = {0};
-    tl_srv_buf_printf(&b,
-                      "{\"error\": {\"code\": \"range_not_satisfiable\", \"message\": \"the "
-                      "artifact has %zu bytes\"}}\n",
-                      a->n);
+    tl_srv_buf_printf(&b, "{\"error\": {\"code\": \"%s\", \"message\": \"the artifact has %zu bytes\"}}\n",
+                      tl_status_name(TL_RANGE), a->n);
     size_t n = b.len;
     struct MHD_Response *resp =
         b.failed ? NULL : MHD_create_response_from_buffer_with_free_callback_cls(n, b.data, free, b.data);

@@ -249,7 +249,7 @@ static bool first_checks(tl_srv_req *r, enum MHD_Result *rc) {
   r->route = d->route;
   if (!method_allowed(d, r->method)) {
     tl_srv_buf b = {0};
-    tl_srv_buf_printf(&b, "{\"error\": {\"code\": \"method_not_allowed\", \"message\": \"");
+    tl_srv_buf_printf(&b, "{\"error\": {\"code\": \"%s\", \"message\": \"", tl_status_name(TL_METHOD_NOT_ALLOWED));
     tl_srv_buf_json_str(&b, r->method);
     tl_srv_buf_printf(&b, " is not allowed here; allowed: %s\"}}\n", d->allow);
     size_t n = b.len;
@@ -288,7 +288,7 @@ static bool first_checks(tl_srv_req *r, enum MHD_Result *rc) {
     const char *ct =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (!tl_srv_content_type_is_json(ct)) {
-      *rc = tl_srv_respond_http_error(r, 415, "unsupported_media_type",
+      *rc = tl_srv_respond_http_error(r, tl_status_http(TL_MEDIA_TYPE), tl_status_name(TL_MEDIA_TYPE),
                                       "the body must be JSON (Content-Type: application/json)");
       return false;
     }
