@@ -39,7 +39,7 @@ static const tl_amd_target known_targets[] = {
     {"gfx942", "CDNA3", 0x04c, 64, 65536, TL_AMD_MATRIX_MFMA},
     {"gfx950", "CDNA4", 0x04f, 64, 163840, TL_AMD_MATRIX_MFMA},
     {"gfx1100", "RDNA3", 0x041, 32, 65536, TL_AMD_MATRIX_WMMA},
-    {"gfx1201", "RDNA4", 0x04e, 32, 65536, TL_AMD_MATRIX_WMMA},
+    {"gfx1201", "RDNA4", 0x04e, 32, 65536, TL_AMD_MATRIX_WMMA_GFX12},
 };
 #define NKNOWN (sizeof known_targets / sizeof *known_targets)
 

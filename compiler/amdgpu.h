@@ -58,7 +58,15 @@
 #define TL_AMDGPU_TIMEOUT_MS  120000      /* default time limit of one compile */
 
 /* What a gfx target is (a fixed table: the targets this project knows). */
-typedef enum tl_amd_matrix { TL_AMD_MATRIX_NONE, TL_AMD_MATRIX_MFMA, TL_AMD_MATRIX_WMMA } tl_amd_matrix;
+/* MFMA: CDNA's v_mfma_* (wave64); WMMA: RDNA3's v_wmma_* in wave32 (gfx11
+ * operand layouts); WMMA_GFX12: RDNA4's, whose operand layouts differ from
+ * gfx11's and which the gemm lowering does not use yet (portable path). */
+typedef enum tl_amd_matrix {
+  TL_AMD_MATRIX_NONE,
+  TL_AMD_MATRIX_MFMA,
+  TL_AMD_MATRIX_WMMA,
+  TL_AMD_MATRIX_WMMA_GFX12
+} tl_amd_matrix;
 
 typedef struct tl_amd_target {
   const char *name;     /* "gfx90a" */

@@ -32,6 +32,7 @@
  *     control; global reads outside a tensor give 0 and writes outside are
  *     dropped (bounds guards on every global access).
  */
+#include <assert.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -801,6 +802,80 @@ static const char **region_idx(E *e, const tl_region *r, const char *const *q) {
   return idx;
 }
 
+/* ---- AMD matrix-core layouts (ir.h) ------------------------------------------------- */
+static void term(tl_amd_coord *c, bool of_r, int64_t div, int64_t mod, int64_t mul) {
+  assert(c->n < (int)(sizeof c->t / sizeof c->t[0]));
+  c->t[c->n++] = (tl_amd_term){.of_r = of_r, .div = div, .mod = mod, .mul = mul};
+}
+
+static int amd_wave(int layout) { return layout == TL_LAYOUT_MFMA ? 64 : 32; }
+static int amd_items(int layout) { return layout == TL_LAYOUT_MFMA ? 4 : 8; }
+
+void tl_amd_tile_origin(const tl_sym *s, tl_amd_coord *row, tl_amd_coord *col) {
+  int64_t W = amd_wave(s->reg_layout), E = amd_items(s->reg_layout), wn = s->mma_wn, MI = s->mma_mi, NI = s->mma_ni;
+  row->n = col->n = 0;
+  term(row, false, W * wn, 0, MI * 16);
+  term(row, true, E * NI, 0, 16);
+  term(col, false, W, wn, NI * 16);
+  term(col, true, E, NI, 16);
+}
+
+void tl_amd_frag_map(const tl_sym *s, tl_amd_coord *row, tl_amd_coord *col) {
+  assert(s->reg_layout == TL_LAYOUT_MFMA || s->reg_layout == TL_LAYOUT_WMMA);
+  tl_amd_tile_origin(s, row, col);
+  if (s->reg_layout == TL_LAYOUT_MFMA) { /* lane l, item v: row (l / 16) * 4 + v, column l % 16 */
+    term(row, false, 16, 4, 4);
+    term(row, true, 1, 4, 1);
+  } else { /* lane l, item v: row 2 * v + l / 16, column l % 16 */
+    term(row, true, 1, 8, 2);
+    term(row, false, 16, 2, 1);
+  }
+  term(col, false, 1, 16, 1);
+}
+
+int tl_amd_operand_items(int layout) { return layout == TL_LAYOUT_MFMA ? 4 : 16; }
+
+void tl_amd_operand_map(int layout, bool b, tl_amd_coord *mn, tl_amd_coord *k) {
+  (void)b; /* A's rows and B's columns are laid out alike in both instructions */
+  mn->n = k->n = 0;
+  term(mn, false, 1, 16, 1); /* row of A / column of B: l % 16 */
+  if (layout == TL_LAYOUT_MFMA) {
+    term(k, false, 16, 4, 4); /* k = (l / 16) * 4 + v */
+    term(k, true, 1, 4, 1);
+  } else {
+    term(k, true, 1, 16, 1); /* k = v: every lane holds all 16 (lanes 16-31 repeat 0-15) */
+  }
+}
+
+int64_t tl_amd_coord_eval(const tl_amd_coord *c, int64_t x, int64_t r) {
+  int64_t v = 0;
+  for (int i = 0; i < c->n; i++) {
+    const tl_amd_term *t = &c->t[i];
+    int64_t y = (t->of_r ? r : x) / t->div;
+    if (t->mod)
+      y %= t->mod;
+    v += y * t->mul;
+  }
+  return v;
+}
+
+/* The text of coordinate c for x and r (unsigned arithmetic). */
+static const char *coord_str(E *e, const tl_amd_coord *c, const char *x, const char *r) {
+  const char *out = NULL;
+  for (int i = 0; i < c->n; i++) {
+    const tl_amd_term *t = &c->t[i];
+    const char *y = S("(unsigned)(%s)", t->of_r ? r : x);
+    if (t->div != 1)
+      y = S("(%s / %" PRId64 "u)", y, t->div);
+    if (t->mod)
+      y = S("(%s %% %" PRId64 "u)", y, t->mod);
+    if (t->mul != 1)
+      y = S("%s * %" PRId64 "u", y, t->mul);
+    out = out ? S("%s + %s", out, y) : y;
+  }
+  return out ? S("(%s)", out) : "0u";
+}
+
 /* Opens a loop over the elements a thread handles: the owner's elements of
  * register fragment `owner` (flat index tl_e, local index tl_r), or every
  * T-th of `total` elements.  Close with close_loop. */
@@ -817,6 +892,11 @@ static const char *elem_of(E *e, const tl_sym *s, const char *r) {
              "%% %du) * %" PRId64 "u + (((unsigned)(%s) / 4u) %% %" PRId64 "u) * 8u + ((unsigned)tl_tid %% 4u) * 2u + "
              "((unsigned)(%s) %% 2u))",
              s->mma_wn, wm_rows, r, s->mma_ni * 4, r, n, s->mma_wn, wn_cols, r, s->mma_ni, r);
+  }
+  if (s->reg_layout == TL_LAYOUT_MFMA || s->reg_layout == TL_LAYOUT_WMMA) {
+    tl_amd_coord row, col;
+    tl_amd_frag_map(s, &row, &col);
+    return S("(int)(%s * %" PRId64 "u + %s)", coord_str(e, &row, "tl_tid", r), s->dims[1], coord_str(e, &col, "tl_tid", r));
   }
   return S("(tl_tid * %" PRId64 " + (%s))", s->per_thread, r);
 }
@@ -1042,6 +1122,83 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
   line(e, "}");
 }
 
+/* gemm on AMD's matrix cores: C (TL_LAYOUT_MFMA or TL_LAYOUT_WMMA) += A . B
+ * with v_mfma_f32_16x16x16{f16,bf16_1k} (CDNA, wave64) or
+ * v_wmma_f32_16x16x16_{f16,bf16}_w32 (gfx11, wave32), one instruction per
+ * 16 x 16 tile of C and 16 of K.  Each lane loads its operand items from
+ * LDS as tl_amd_operand_map says (A[row][k] stored [M, K], or [K, M] when
+ * transposed; B[k][col] stored [K, N], or [N, K]), the rows and columns
+ * from the tile origins of C's own map.  k_pack > 1 loads k_pack steps of
+ * 16 at once and then issues their instructions back to back (when K is a
+ * multiple of 16 * k_pack; else it acts as 1). */
+static void op_gemm_amd(E *e, const tl_stmt *s) {
+  const tl_sym *A = s->A, *B = s->B, *C = s->C;
+  int lay = C->reg_layout;
+  bool mfma = lay == TL_LAYOUT_MFMA, bf = A->dtype == TL_BFLOAT16;
+  int64_t K = s->trans_a ? A->dims[0] : A->dims[1], MI = C->mma_mi, NI = C->mma_ni;
+  int64_t W = amd_wave(lay), EI = amd_items(lay), items = tl_amd_operand_items(lay);
+  int64_t kp = s->k_pack > 1 && K % (16 * s->k_pack) == 0 ? s->k_pack : 1;
+  tl_amd_coord orow, ocol, amn, ak, bmn, bk;
+  tl_amd_tile_origin(C, &orow, &ocol);
+  tl_amd_operand_map(lay, false, &amn, &ak);
+  tl_amd_operand_map(lay, true, &bmn, &bk);
+  const char *fn = mfma ? (bf ? "__builtin_amdgcn_mfma_f32_16x16x16bf16_1k" : "__builtin_amdgcn_mfma_f32_16x16x16f16")
+                        : (bf ? "__builtin_amdgcn_wmma_f32_16x16x16_bf16_w32" : "__builtin_amdgcn_wmma_f32_16x16x16_f16_w32");
+  line(e, "{");
+  e->indent++;
+  line(e, "typedef %s tl_ab __attribute__((ext_vector_type(%" PRId64 ")));", bf ? "short" : "_Float16", items);
+  line(e, "typedef float tl_cd __attribute__((ext_vector_type(%" PRId64 ")));", EI);
+  line(e, "const int tl_lane = tl_tid %% %" PRId64 ";", W);
+  if (s->clear_accum) {
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) r_%s[tl_r] = 0.0f;", C->per_thread, C->name);
+  }
+  line(e, "#pragma unroll %s", K / (16 * kp) <= 4 ? "" : "1");
+  line(e, "for (int tl_k = 0; tl_k < %" PRId64 "; tl_k += %" PRId64 ") {", K, 16 * kp);
+  e->indent++;
+  line(e, "tl_ab tl_a[%" PRId64 "][%" PRId64 "], tl_b[%" PRId64 "][%" PRId64 "];", kp, MI, kp, NI);
+  const char *ld = bf ? "(short)" : "";
+  for (int op = 0; op < 2; op++) {
+    const tl_sym *X = op ? B : A;
+    bool tr = op ? s->trans_b : s->trans_a;
+    /* A: row = origin of tile (tl_i, 0) + mn; B: column = origin of tile (0, tl_j) + mn */
+    const char *mn = op ? S("%s + %s", coord_str(e, &ocol, "tl_tid", S("tl_j * %" PRId64, EI)), coord_str(e, &bmn, "tl_lane", "tl_v"))
+                        : S("%s + %s", coord_str(e, &orow, "tl_tid", S("tl_i * %" PRId64, EI * NI)), coord_str(e, &amn, "tl_lane", "tl_v"));
+    const char *kk = S("(unsigned)(tl_k + tl_p * 16) + %s", coord_str(e, op ? &bk : &ak, "tl_lane", "tl_v"));
+    /* A stored [M, K] (trans: [K, M]); B stored [K, N] (trans: [N, K]) */
+    bool mn_first = op ? tr : !tr;
+    const char *idx[2] = {S("(long long)(%s)", mn_first ? mn : kk), S("(long long)(%s)", mn_first ? kk : mn)};
+    const char *el = S("s_%s[%s]", X->name, offset(e, X, idx));
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_p = 0; tl_p < %" PRId64 "; tl_p++)", kp);
+    line(e, "#pragma unroll");
+    line(e, "  for (int %s = 0; %s < %" PRId64 "; %s++)", op ? "tl_j" : "tl_i", op ? "tl_j" : "tl_i", op ? NI : MI,
+         op ? "tl_j" : "tl_i");
+    line(e, "#pragma unroll");
+    line(e, "    for (int tl_v = 0; tl_v < %" PRId64 "; tl_v++)", items);
+    line(e, "      tl_%s[tl_p][%s][tl_v] = %s;", op ? "b" : "a", op ? "tl_j" : "tl_i",
+         bf ? S("%s%s", ld, el) : S("__builtin_bit_cast(_Float16, %s)", el));
+  }
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_p = 0; tl_p < %" PRId64 "; tl_p++)", kp);
+  line(e, "#pragma unroll");
+  line(e, "  for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++)", MI);
+  line(e, "#pragma unroll");
+  line(e, "    for (int tl_j = 0; tl_j < %" PRId64 "; tl_j++) {", NI);
+  line(e, "      float *tl_c = &r_%s[(tl_i * %" PRId64 " + tl_j) * %" PRId64 "];", C->name, NI, EI);
+  line(e, "      tl_cd tl_d;");
+  line(e, "#pragma unroll");
+  line(e, "      for (int tl_u = 0; tl_u < %" PRId64 "; tl_u++) tl_d[tl_u] = tl_c[tl_u];", EI);
+  line(e, "      tl_d = %s(tl_a[tl_p][tl_i], tl_b[tl_p][tl_j], tl_d%s);", fn, mfma ? ", 0, 0, 0" : "");
+  line(e, "#pragma unroll");
+  line(e, "      for (int tl_u = 0; tl_u < %" PRId64 "; tl_u++) tl_c[tl_u] = tl_d[tl_u];", EI);
+  line(e, "    }");
+  e->indent--;
+  line(e, "}");
+  e->indent--;
+  line(e, "}");
+}
+
 /* gemm: each thread computes its elements of C (the owner's for a register
  * C, else every T-th), in blocks of at most 32 so that their accumulators
  * stay in registers, with k outermost: C[i,j] += sum_k A[i,k] * B[k,j] in
@@ -1064,6 +1221,13 @@ static void op_gemm(E *e, const tl_stmt *s) {
   }
   if (s->use_mma) {
     op_gemm_mma(e, s);
+    return;
+  }
+  if (s->use_amd_mma) {
+    if (e->d != &dialect_hip)
+      fail(e, s->pointer, "gemm on AMD's matrix cores was chosen for a CUDA target");
+    else
+      op_gemm_amd(e, s);
     return;
   }
   line(e, "#pragma unroll");

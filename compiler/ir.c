@@ -355,7 +355,9 @@ static void dump_sym_place(FILE *f, const tl_sym *s) {
     fprintf(f, "%s%lld", d ? ", " : "", (long long)s->dims[d]);
   fputs("]", f);
   if (s->scope == SCOPE_FRAGMENT && s->in_regs) {
-    static const char *const lay[] = {"blocked", "mma", "mma-rows"};
+    static const char *const lay[] = {[TL_LAYOUT_BLOCKED] = "blocked", [TL_LAYOUT_MMA] = "mma",
+                                      [TL_LAYOUT_MMA_ROWS] = "mma-rows", [TL_LAYOUT_MFMA] = "mfma",
+                                      [TL_LAYOUT_WMMA] = "wmma"};
     fprintf(f, " in registers, %s layout, %lld per thread", lay[s->reg_layout], (long long)s->per_thread);
     if (s->reg_layout != TL_LAYOUT_BLOCKED)
       fprintf(f, " (warps %dx%d, tiles %lldx%lld)", s->mma_wm, s->mma_wn, (long long)s->mma_mi, (long long)s->mma_ni);
@@ -403,7 +405,8 @@ static void dump_stmt(FILE *f, tl_arena *a, const tl_stmt *s, int depth) {
     break;
   case S_GEMM:
     fprintf(f, " %s%s x %s%s -> %s%s%s", s->A->name, s->trans_a ? "^T" : "", s->B->name, s->trans_b ? "^T" : "",
-            s->C->name, s->use_mma ? " [mma.sync m16n8k16]" : " [per-element]", s->a_regs ? " [A in registers]" : "");
+            s->C->name, s->use_mma ? " [mma.sync m16n8k16]" : s->use_amd_mma ? " [mfma/wmma 16x16x16]" : " [per-element]",
+            s->a_regs ? " [A in registers]" : "");
     break;
   case S_PARALLEL:
     fputs(" (", f);

@@ -161,7 +161,50 @@ typedef struct tl_sym {
  * accumulator tiles touch, (t / 32) * 16 * mma_mi + (r / 2) * 16 +
  * (t % 32) / 4 + (r % 2) * 8 for local index r, the same in the 4 lanes of
  * a quad. */
-enum { TL_LAYOUT_BLOCKED, TL_LAYOUT_MMA, TL_LAYOUT_MMA_ROWS };
+enum { TL_LAYOUT_BLOCKED, TL_LAYOUT_MMA, TL_LAYOUT_MMA_ROWS, TL_LAYOUT_MFMA, TL_LAYOUT_WMMA };
+
+/* The AMD matrix-core layouts (HIP targets only; pass_place.c chooses them,
+ * emit_cuda.c lowers them).  Both cover a grid of mma_wm x mma_wn
+ * wavefronts (wavefront w = t / W at (w / mma_wn, w % mma_wn)), each
+ * holding mma_mi x mma_ni tiles of 16 x 16; local index r is tile
+ * r / E, (r / E) / mma_ni down and (r / E) % mma_ni across, item r % E:
+ *   TL_LAYOUT_MFMA: the accumulator of v_mfma_f32_16x16x16{f16,bf16_1k}
+ *     (W = 64, E = 4): lane l, item v holds tile row (l / 16) * 4 + v,
+ *     column l % 16;
+ *   TL_LAYOUT_WMMA: the accumulator of v_wmma_f32_16x16x16_{f16,bf16} in
+ *     wave32 on gfx11 (W = 32, E = 8): lane l, item v holds tile row
+ *     2 * v + l / 16, column l % 16.
+ * tl_amd_frag_map is the one description of these maps: the emitter prints
+ * it and the tests evaluate it. */
+
+/* One coordinate as a sum of terms ((x / div) % mod) * mul, x the thread
+ * index in the block (or the lane) when of_r is false, the local index (or
+ * the operand's item) when true; mod 0 means no modulo. */
+typedef struct tl_amd_term {
+  bool of_r;
+  int64_t div, mod, mul;
+} tl_amd_term;
+typedef struct tl_amd_coord {
+  int n;
+  tl_amd_term t[8];
+} tl_amd_coord;
+/* The row and column of the element that thread t holds at local index r
+ * of fragment s (in_regs, reg_layout TL_LAYOUT_MFMA or TL_LAYOUT_WMMA;
+ * asserts otherwise) (emit_cuda.c). */
+void tl_amd_frag_map(const tl_sym *s, tl_amd_coord *row, tl_amd_coord *col);
+/* The origin (top left element) of the 16 x 16 tile holding local index r
+ * of thread t: the part of tl_amd_frag_map that the gemm lowering also uses
+ * for the rows of A and the columns of B each tile reads. */
+void tl_amd_tile_origin(const tl_sym *s, tl_amd_coord *row, tl_amd_coord *col);
+/* The operand of one matrix instruction (layout TL_LAYOUT_MFMA or
+ * TL_LAYOUT_WMMA says which): lane l, item v of operand A supplies
+ * A[mn][k] of the 16 x 16 tile (mn a row), of operand B (b true) supplies
+ * B[k][mn] (mn a column).  Items: 4 (MFMA) or 16 (WMMA). */
+void tl_amd_operand_map(int layout, bool b, tl_amd_coord *mn, tl_amd_coord *k);
+/* The items per lane of an operand of layout's instruction (4 or 16). */
+int tl_amd_operand_items(int layout);
+/* The value of c for x (thread or lane) and r (local index or item). */
+int64_t tl_amd_coord_eval(const tl_amd_coord *c, int64_t x, int64_t r);
 
 /* ---- expressions ------------------------------------------------------------ */
 typedef enum tl_expr_kind {
@@ -286,6 +329,7 @@ struct tl_stmt {
   bool clear, reverse;
   bool by_rows;        /* after pass_place: reduce row by row with warp shuffles */
   bool use_mma;        /* after pass_place: gemm lowered to mma.sync + ldmatrix */
+  bool use_amd_mma;    /* after pass_place: gemm lowered to MFMA or WMMA (C's reg_layout says which) */
   bool a_regs;         /* after pass_place: that gemm takes A from registers (A in C's row layout) */
   bool async_copy;     /* after pass_pipeline: a global -> shared copy in 16-byte cp.async chunks */
   bool prefetch;       /* after pass_pipeline: issued ahead by its pipelined loop */

@@ -24,13 +24,23 @@
  * are demoted to shared memory otherwise (a loop's iterations must run on
  * the thread that owns their elements).  The operands A and B are stored
  * swizzled (bank-conflict free for ldmatrix) when their rows allow it.
- * Only where the target has mma.sync (tl_codegen.mma): elsewhere (AMD)
- * every gemm keeps the portable path.
+ * Only where the target has mma.sync (tl_codegen.mma).
+ *
+ * On AMD targets with matrix cores (tl_codegen.amd_matrix: MFMA on CDNA,
+ * gfx11's WMMA on RDNA3) the same holds with their instructions of 16 x 16
+ * x 16: a gemm of float16 (or bfloat16) A and B, both in shared memory
+ * (LDS), into a float32 register C whose shape tiles onto the wavefronts
+ * is marked use_amd_mma and C takes TL_LAYOUT_MFMA or TL_LAYOUT_WMMA (ir.h).
+ * Fragments meeting C in parallel loops and copies unify with it as with
+ * the mma layout; row reads of it and A in registers are demoted to shared
+ * memory (no row layout is defined for these).  Everything else, and
+ * gfx12's WMMA, keeps the portable path.
  */
 #include <stdint.h>
 #include <string.h>
 #include "ir.h"
 #include "pass.h"
+#include "amdgpu.h"
 
 #define TL_MAX_REG_ELEMS 128
 
@@ -180,8 +190,8 @@ static bool by_rows(const tl_stmt *s, int64_t threads) {
     return false;
   if (src->reg_layout == TL_LAYOUT_MMA)
     return src->ndim == 2; /* quads of lanes hold a row; warps along N meet in the scratch */
-  if (src->reg_layout == TL_LAYOUT_MMA_ROWS)
-    return false;
+  if (src->reg_layout == TL_LAYOUT_MMA_ROWS || src->reg_layout == TL_LAYOUT_MFMA || src->reg_layout == TL_LAYOUT_WMMA)
+    return false; /* through the scratch */
   int64_t n = src->dims[src->ndim - 1], per = src->per_thread, g = n / per;
   return (n % per == 0 && g <= 32 && (g & (g - 1)) == 0 && threads % 32 == 0) || per % n == 0;
 }
@@ -257,6 +267,72 @@ static void choose_mma_all(P *p, tl_body *b) {
       choose_mma(p, s);
     choose_mma_all(p, &s->body);
     choose_mma_all(p, &s->else_body);
+  }
+}
+
+/* Gives fragment C an AMD matrix-core layout for a gemm on `threads` of a
+ * target with wavefronts of `wave` and matrix instructions `matrix`, when
+ * the shape tiles onto the wavefronts in 16 x 16 tiles; returns false
+ * (nothing changed) if not.  A goes to shared memory either way (the
+ * instructions' operands are loaded from LDS). */
+static bool choose_amd(P *p, tl_stmt *s, int matrix, int wave) {
+  tl_sym *A = s->A, *B = s->B, *C = s->C;
+  int layout = matrix == TL_AMD_MATRIX_MFMA ? TL_LAYOUT_MFMA : matrix == TL_AMD_MATRIX_WMMA ? TL_LAYOUT_WMMA : -1;
+  int items = layout == TL_LAYOUT_MFMA ? 4 : 8; /* accumulator floats per lane and tile */
+  demote(A);
+  if (layout < 0 || (wave != 64 && layout == TL_LAYOUT_MFMA) || (wave != 32 && layout == TL_LAYOUT_WMMA))
+    return false;
+  if ((A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16) || B->dtype != A->dtype || B->in_regs || A->in_regs)
+    return false;
+  if (A->ndim != 2 || B->ndim != 2 || C->ndim != 2 || !C->in_regs || C->dtype != TL_FLOAT32 || p->threads % wave)
+    return false;
+  int64_t M = C->dims[0], N = C->dims[1], K = s->trans_a ? A->dims[0] : A->dims[1];
+  int nw = (int)(p->threads / wave);
+  if (K % 16)
+    return false;
+  int best_wm = 0;
+  int64_t best_cost = INT64_MAX;
+  for (int wm = 1; wm <= nw; wm++) {
+    if (nw % wm)
+      continue;
+    int wn = nw / wm;
+    if ((s->policy == POLICY_FULL_ROW && wn != 1) || (s->policy == POLICY_FULL_COL && wm != 1))
+      continue;
+    if (M % (wm * 16) || N % (wn * 16))
+      continue;
+    int64_t tm = M / wm, tn = N / wn, cost = tm > tn ? tm - tn : tn - tm; /* square-ish wave tiles */
+    if (cost < best_cost) {
+      best_cost = cost;
+      best_wm = wm;
+    }
+  }
+  if (!best_wm)
+    return false;
+  int wn = nw / best_wm;
+  int64_t mi = M / best_wm / 16, ni = N / wn / 16;
+  if (mi * ni * items > TL_MAX_REG_ELEMS)
+    return false;
+  tl_sym want = {.mma_wm = best_wm, .mma_wn = wn, .mma_mi = mi, .mma_ni = ni};
+  if (C->reg_layout != TL_LAYOUT_BLOCKED && (C->reg_layout != layout || !same_mma(C, &want)))
+    return false;
+  C->reg_layout = layout;
+  C->mma_wm = best_wm;
+  C->mma_wn = wn;
+  C->mma_mi = mi;
+  C->mma_ni = ni;
+  C->per_thread = mi * ni * items;
+  s->use_amd_mma = true;
+  return true;
+}
+
+static void choose_amd_all(P *p, tl_body *b, int matrix, int wave) {
+  for (int i = 0; i < b->n; i++) {
+    tl_stmt *s = b->items[i];
+    s->use_amd_mma = false;
+    if (s->kind == S_GEMM)
+      choose_amd(p, s, matrix, wave);
+    choose_amd_all(p, &s->body, matrix, wave);
+    choose_amd_all(p, &s->else_body, matrix, wave);
   }
 }
 
@@ -347,6 +423,9 @@ static bool unify_all(P *p, tl_body *b) {
         changed |= unify(g, 2);
     } else if (s->kind == S_GEMM && s->use_mma && !s->C->in_regs) {
       s->use_mma = false; /* C was demoted after all */
+      changed = true;
+    } else if (s->kind == S_GEMM && s->use_amd_mma && (!s->C->in_regs || s->A->in_regs || s->B->in_regs)) {
+      s->use_amd_mma = false;
       changed = true;
     }
     changed |= unify_all(p, &s->body);
@@ -498,7 +577,20 @@ tl_status tl_pass_place(tl_program *prog, int64_t smem_limit, tl_error *err) {
   return tl_pass_place_for(prog, smem_limit, &tl_codegen_cuda, err);
 }
 
+static void place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bool amd);
+
 tl_status tl_pass_place_for(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, tl_error *err) {
+  bool amd = cg->dialect == TL_DIALECT_HIP && (cg->amd_matrix == TL_AMD_MATRIX_MFMA || cg->amd_matrix == TL_AMD_MATRIX_WMMA);
+  place(prog, smem_limit, cg, amd);
+  /* the matrix-core layouts demote more to LDS (row reads, A in registers):
+   * when that no longer fits, place again on the portable path */
+  if (amd && prog->smem_bytes > smem_limit)
+    place(prog, smem_limit, cg, false);
+  (void)err;
+  return TL_OK;
+}
+
+static void place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bool amd) {
   P pp = {.prog = prog}, *p = &pp;
   p->threads = prog->threads[0] * prog->threads[1] * prog->threads[2];
   for (int i = 0; i < prog->nbuffer_slots; i++) {
@@ -515,6 +607,8 @@ tl_status tl_pass_place_for(tl_program *prog, int64_t smem_limit, const tl_codeg
   scan_body(p, &prog->body);
   if (cg->mma) /* a target without mma.sync keeps every gemm on the portable path */
     choose_mma_all(p, &prog->body);
+  else
+    choose_amd_all(p, &prog->body, amd ? cg->amd_matrix : TL_AMD_MATRIX_NONE, cg->warp);
   for (bool changed = true; changed;) {
     while (unify_all(p, &prog->body))
       ;
@@ -526,8 +620,6 @@ tl_status tl_pass_place_for(tl_program *prog, int64_t smem_limit, const tl_codeg
   max_scratch(p, &prog->body);
   prog->scratch_bytes = p->scratch;
   tl_pass_smem(prog);
-  (void)err;
-  return TL_OK;
 }
 
 /* Lays the shared buffers out one after another (128-byte aligned, each as

@@ -316,7 +316,7 @@ extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_si
     const float tl_v = (0x0p+0f);
     #pragma unroll
     for (int tl_r = 0; tl_r < 32; tl_r++) {
-      const int tl_e = (tl_tid * 32 + (tl_r));
+      const int tl_e = (int)((((unsigned)(tl_tid) / 128u) * 64u + ((unsigned)(tl_r) / 8u) * 16u + (((unsigned)(tl_tid) / 16u) % 4u) * 4u + ((unsigned)(tl_r) % 4u)) * 64u + ((((unsigned)(tl_tid) / 64u) % 2u) * 32u + (((unsigned)(tl_r) / 4u) % 2u) * 16u + ((unsigned)(tl_tid) % 16u)));
       if (tl_e < 4096) {
         const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
         const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 64u); (void)tl_q0;
@@ -340,30 +340,41 @@ extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_si
         s_B_shared[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)] = tl_f2h((true ? tl_h2f(g_B[((long long)(((int)(v_k * ((int)32LL)))) + tl_q0) * g_B_d1 + ((long long)(((int)(v_bx * ((int)64LL)))) + tl_q1)]) : (float)0));
       }
       tl_syncthreads();
-      #pragma unroll
-      for (int tl_rb = 0; tl_rb < 32; tl_rb += 32) {
-        float tl_acc[32];
-        #pragma unroll
-        for (int tl_u = 0; tl_u < 32; tl_u++) tl_acc[tl_u] = 0;
-        for (long long tl_k = 0; tl_k < 32LL; tl_k++) {
+      {
+        typedef _Float16 tl_ab __attribute__((ext_vector_type(4)));
+        typedef float tl_cd __attribute__((ext_vector_type(4)));
+        const int tl_lane = tl_tid % 64;
+        #pragma unroll 
+        for (int tl_k = 0; tl_k < 32; tl_k += 16) {
+          tl_ab tl_a[1][4], tl_b[1][2];
           #pragma unroll
-          for (int tl_u = 0; tl_u < 32; tl_u++) {
-            const int tl_r = tl_rb + tl_u;
-            const long long tl_e = (tl_tid * 32 + (tl_r));
-            if (tl_r < 32 && tl_e < 4096LL) {
-              const long long tl_i = tl_e / 64LL, tl_j = tl_e % 64LL;
-              tl_acc[tl_u] = tl_fmaf(tl_h2f(s_A_shared[((int)(tl_i)) * 32 + (int)(tl_k)]), tl_h2f(s_B_shared[((int)(tl_k)) * 64 + (int)(tl_j)]), tl_acc[tl_u]);
-            }
-          }
-        }
-        #pragma unroll
-        for (int tl_u = 0; tl_u < 32; tl_u++) {
-          const int tl_r = tl_rb + tl_u;
-          const long long tl_e = (tl_tid * 32 + (tl_r));
-          if (tl_r < 32 && tl_e < 4096LL) {
-            const long long tl_i = tl_e / 64LL, tl_j = tl_e % 64LL;
-            r_C_local[tl_r] = (r_C_local[tl_r] + tl_acc[tl_u]);
-          }
+          for (int tl_p = 0; tl_p < 1; tl_p++)
+          #pragma unroll
+            for (int tl_i = 0; tl_i < 4; tl_i++)
+          #pragma unroll
+              for (int tl_v = 0; tl_v < 4; tl_v++)
+                tl_a[tl_p][tl_i][tl_v] = __builtin_bit_cast(_Float16, s_A_shared[((int)((long long)((((unsigned)(tl_tid) / 128u) * 64u + ((unsigned)(tl_i * 8) / 8u) * 16u) + (((unsigned)(tl_lane) % 16u))))) * 32 + (int)((long long)((unsigned)(tl_k + tl_p * 16) + ((((unsigned)(tl_lane) / 16u) % 4u) * 4u + ((unsigned)(tl_v) % 4u))))]);
+          #pragma unroll
+          for (int tl_p = 0; tl_p < 1; tl_p++)
+          #pragma unroll
+            for (int tl_j = 0; tl_j < 2; tl_j++)
+          #pragma unroll
+              for (int tl_v = 0; tl_v < 4; tl_v++)
+                tl_b[tl_p][tl_j][tl_v] = __builtin_bit_cast(_Float16, s_B_shared[((int)((long long)((unsigned)(tl_k + tl_p * 16) + ((((unsigned)(tl_lane) / 16u) % 4u) * 4u + ((unsigned)(tl_v) % 4u))))) * 64 + (int)((long long)(((((unsigned)(tl_tid) / 64u) % 2u) * 32u + (((unsigned)(tl_j * 4) / 4u) % 2u) * 16u) + (((unsigned)(tl_lane) % 16u))))]);
+          #pragma unroll
+          for (int tl_p = 0; tl_p < 1; tl_p++)
+          #pragma unroll
+            for (int tl_i = 0; tl_i < 4; tl_i++)
+          #pragma unroll
+              for (int tl_j = 0; tl_j < 2; tl_j++) {
+                float *tl_c = &r_C_local[(tl_i * 2 + tl_j) * 4];
+                tl_cd tl_d;
+          #pragma unroll
+                for (int tl_u = 0; tl_u < 4; tl_u++) tl_d[tl_u] = tl_c[tl_u];
+                tl_d = __builtin_amdgcn_mfma_f32_16x16x16f16(tl_a[tl_p][tl_i], tl_b[tl_p][tl_j], tl_d, 0, 0, 0);
+          #pragma unroll
+                for (int tl_u = 0; tl_u < 4; tl_u++) tl_c[tl_u] = tl_d[tl_u];
+              }
         }
       }
       tl_syncthreads();
@@ -371,7 +382,7 @@ extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_si
   }
   #pragma unroll
   for (int tl_r = 0; tl_r < 32; tl_r++) {
-    const int tl_e = (tl_tid * 32 + (tl_r));
+    const int tl_e = (int)((((unsigned)(tl_tid) / 128u) * 64u + ((unsigned)(tl_r) / 8u) * 16u + (((unsigned)(tl_tid) / 16u) % 4u) * 4u + ((unsigned)(tl_r) % 4u)) * 64u + ((((unsigned)(tl_tid) / 64u) % 2u) * 32u + (((unsigned)(tl_r) / 4u) % 2u) * 16u + ((unsigned)(tl_tid) % 16u)));
     if (tl_e < 4096) {
       const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
       const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 64u); (void)tl_q0;

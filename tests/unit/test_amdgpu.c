@@ -23,9 +23,9 @@
  * processor (header bytes read here), its metadata note naming the kernel
  * with one explicit argument per parameter, of the size and kind the
  * parameter ABI (proto/kernel-meta.md section 3) gives; the metadata's
- * resources equal the note's figures; llvm-objdump finds the kernel and no
- * matrix-core instruction (the AMD back end's gemm runs on the portable
- * path: there is no MFMA or WMMA lowering yet).  Files are found under
+ * resources equal the note's figures; llvm-objdump finds the kernel, and
+ * MFMA (gfx90a, gfx942) or WMMA (gfx1100) instructions in the GEMM
+ * examples (test_amd_layouts.c checks the layouts themselves).  Files are found under
  * $TL_SRCDIR when it is set, else relative to the current directory.
  */
 #include <stdarg.h>
@@ -134,7 +134,7 @@ static void test_target_table(void **state) {
       /* EF_AMDGPU_MACH values as LLVM's BinaryFormat/ELF.h (and AMDGPUUsage) list them */
       {"gfx90a", 0x3f, 64, TL_AMD_MATRIX_MFMA},  {"gfx942", 0x4c, 64, TL_AMD_MATRIX_MFMA},
       {"gfx950", 0x4f, 64, TL_AMD_MATRIX_MFMA},  {"gfx1100", 0x41, 32, TL_AMD_MATRIX_WMMA},
-      {"gfx1201", 0x4e, 32, TL_AMD_MATRIX_WMMA},
+      {"gfx1201", 0x4e, 32, TL_AMD_MATRIX_WMMA_GFX12},
   };
   for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
     const tl_amd_target *t = tl_amd_target_find(want[i].name);
@@ -820,46 +820,61 @@ static void test_examples(void **state) {
   assert_int_equal(bad, 0);
 }
 
-/* The GEMM examples' code has no matrix-core instruction: the AMD back end
- * lowers gemm on the portable path (per-element dot products from LDS), and
- * this test says so.  It does use LDS (ds_ instructions), the barrier
- * (s_barrier) and FMAs. */
-static void test_gemm_portable_path(void **state) {
+/* The GEMM examples run on the matrix cores: llvm-objdump shows v_mfma in
+ * their code for gfx90a and gfx942 and v_wmma for gfx1100 (gemm lowered by
+ * op_gemm_amd in emit_cuda.c; gfx1201 keeps the portable path and has
+ * neither).  The code still uses LDS (ds_ instructions) and the barrier. */
+static void test_gemm_matrix_cores(void **state) {
   (void)state;
   NEED_AMD();
-  char path[4300];
-  snprintf(path, sizeof path, "%s/examples/gemm.json", srcdir());
-  size_t len;
-  char *text = slurp(path, &len);
-  assert_non_null(text);
-  const char *targets[] = {"gfx90a", "gfx942", "gfx1100"};
-  for (int t = 0; t < 3; t++) {
-    ex_job j = {.target = targets[t], .text = text, .len = len};
-    snprintf(j.name, sizeof j.name, "gemm");
-    ex_compile(&j);
-    if (j.st != TL_OK)
-      fail_msg("gemm for %s: %s", targets[t], j.err.message);
-    char *dis = NULL;
-    tl_error err;
-    tl_status st = tl_amdgpu_disassemble(j.b->binary, j.b->binary_size, targets[t], &dis, &err);
-    if (st == TL_NO_TOOLCHAIN) {
+  const char *names[] = {"gemm", "gemm_swizzle", "dequant_gemm"};
+  const char *targets[] = {"gfx90a", "gfx942", "gfx1100", "gfx1201"};
+  for (int x = 0; x < 3; x++) {
+    char path[4300];
+    snprintf(path, sizeof path, "%s/examples/%s.json", srcdir(), names[x]);
+    size_t len;
+    char *text = slurp(path, &len);
+    assert_non_null(text);
+    for (int t = 0; t < 4; t++) {
+      if (t == 3 && !tl_compiler_target_toolchain(targets[t]))
+        continue;
+      ex_job j = {.target = targets[t], .text = text, .len = len};
+      snprintf(j.name, sizeof j.name, "%s", names[x]);
+      ex_compile(&j);
+      if (j.st != TL_OK && t == 3) { /* gfx1201 is optional */
+        tl_build_free(j.b);
+        continue;
+      }
+      if (j.st != TL_OK)
+        fail_msg("%s for %s: %s", names[x], targets[t], j.err.message);
+      char *dis = NULL;
+      tl_error err;
+      tl_status st = tl_amdgpu_disassemble(j.b->binary, j.b->binary_size, targets[t], &dis, &err);
+      if (st == TL_NO_TOOLCHAIN) {
+        tl_build_free(j.b);
+        free(text);
+        printf("skipping: %s\n", err.message);
+        skip();
+      }
+      assert_int_equal(st, TL_OK);
+      const char *want = t < 2 ? "v_mfma_f32_16x16x16" : t == 2 ? "v_wmma_f32_16x16x16" : NULL;
+      if (want) {
+        if (!strstr(dis, want))
+          fail_msg("%s for %s: no %s in the disassembly", names[x], targets[t], want);
+        assert_null(strstr(dis, t < 2 ? "v_wmma" : "v_mfma"));
+        assert_non_null(strstr(j.b->source, t < 2 ? "__builtin_amdgcn_mfma_f32_16x16x16" : "__builtin_amdgcn_wmma_f32_16x16x16"));
+      } else {
+        assert_null(strstr(dis, "v_wmma"));
+        assert_null(strstr(dis, "v_mfma"));
+      }
+      assert_non_null(strstr(dis, "s_barrier"));
+      assert_non_null(strstr(dis, "ds_read") ? strstr(dis, "ds_read") : strstr(dis, "ds_load"));
+      print_message("%s for %s: %s\n", names[x], targets[t], want ? want : "portable path");
+      free(dis);
       tl_build_free(j.b);
-      free(text);
-      printf("skipping: %s\n", err.message);
-      skip();
     }
-    assert_int_equal(st, TL_OK);
-    assert_null(strstr(dis, "v_mfma"));
-    assert_null(strstr(dis, "v_wmma"));
-    assert_non_null(strstr(dis, "s_barrier"));
-    assert_non_null(strstr(dis, "ds_read") ? strstr(dis, "ds_read") : strstr(dis, "ds_load"));
-    assert_non_null(strstr(dis, "v_fma") ? strstr(dis, "v_fma") : strstr(dis, "v_fmac"));
-    print_message("gemm for %s: portable path (no v_mfma / v_wmma), %zu bytes of disassembly\n", targets[t],
-                  strlen(dis));
-    free(dis);
-    tl_build_free(j.b);
+    free(text);
   }
-  free(text);
 }
 
 /* The HIP prelude's math, compiled for the host with the same clang and run
@@ -1065,7 +1080,7 @@ int main(void) {
       cmocka_unit_test(test_syntax_error), cmocka_unit_test(test_bad_target),                      \
       cmocka_unit_test(test_tmpdir_and_timeout), cmocka_unit_test(test_bundle_from_clang),         \
       cmocka_unit_test(test_disassemble), cmocka_unit_test(test_threads),                          \
-      cmocka_unit_test(test_examples), cmocka_unit_test(test_gemm_portable_path),                  \
+      cmocka_unit_test(test_examples), cmocka_unit_test(test_gemm_matrix_cores),                  \
       cmocka_unit_test(test_prelude_math), cmocka_unit_test(test_tlc)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_target_table), cmocka_unit_test(test_no_toolchain),
