@@ -963,11 +963,59 @@ static void emit_async_copy(E *e, const tl_stmt *s) {
   line(e, "}");
 }
 
+/* A copy out of an mma-layout register fragment into a 16-bit buffer or
+ * tensor whose rows are the fragment's rows: each thread's elements 2k and
+ * 2k + 1 are neighbours in a row (columns c, c + 1 with c even), so they go
+ * out as one 4-byte store of two packed halves.  Needs: the destination's
+ * last dimension is the fragment's columns, starts on an even element and
+ * has an even size (so a pair is wholly inside or wholly outside a tensor,
+ * and 4-byte aligned). */
+static bool copy_pairs_ok(const tl_stmt *s) {
+  const tl_region *src = s->src, *dst = s->dst;
+  const tl_sym *f = reg_of(src), *d = dst->sym;
+  if (!f || f->reg_layout != TL_LAYOUT_MMA || f->ndim != 2 || reg_of(dst))
+    return false;
+  if ((d->dtype != TL_FLOAT16 && d->dtype != TL_BFLOAT16) || (d->kind == SYM_BUFFER && d->scope == SCOPE_LOCAL))
+    return false;
+  int last = dst->ndim - 1;
+  int64_t ext[TL_MAX_DIMS];
+  if (squeezed(dst, ext) != 2 || dst->ext[last] != f->dims[1] || d->dims[last] < 0 || d->dims[last] % 2)
+    return false;
+  return tl_multiple_of(dst->lo[last], 2) && (d->kind != SYM_TENSOR || d->align >= 4);
+}
+
+static void op_copy_pairs(E *e, const tl_stmt *s) {
+  const tl_sym *f = reg_of(s->src), *d = s->dst->sym;
+  int64_t ext[TL_MAX_DIMS] = {0};
+  int n = squeezed(s->dst, ext);
+  const char *pk = d->dtype == TL_BFLOAT16 ? "tl_f2bf" : "tl_f2h";
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r += 2) {", f->per_thread);
+  e->indent++;
+  line(e, "const int tl_e = %s;", elem_of(e, f, "tl_r"));
+  const char **q = decode(e, "tl_e", ext, n, "tl_q");
+  const char **idx = region_idx(e, s->dst, q);
+  const char *lo = conv(e, S("r_%s[tl_r]", f->name), (tl_type)f->dtype, (tl_type)d->dtype);
+  const char *hi = conv(e, S("r_%s[tl_r + 1]", f->name), (tl_type)f->dtype, (tl_type)d->dtype);
+  line(e, "const unsigned tl_pair = (unsigned)%s(%s) | ((unsigned)%s(%s) << 16);", pk, lo, pk, hi);
+  const char *st = S("*(unsigned *)&%s[%s] = tl_pair;", storage(e, d), offset(e, d, idx));
+  if (d->kind == SYM_TENSOR)
+    line(e, "if (%s) %s", in_bounds(e, d, idx), st);
+  else
+    line(e, "%s", st);
+  e->indent--;
+  line(e, "}");
+}
+
 static void op_copy(E *e, const tl_stmt *s) {
   const tl_region *src = s->src, *dst = s->dst;
   if (s->async_copy) {
     emit_async_copy(e, s);
     line(e, "asm volatile(\"cp.async.commit_group;\\n\\tcp.async.wait_group 0;\" ::: \"memory\");");
+    return;
+  }
+  if (copy_pairs_ok(s)) {
+    op_copy_pairs(e, s);
     return;
   }
   int64_t ext[TL_MAX_DIMS] = {0};

@@ -43,6 +43,9 @@ bool tl_reduce_by_rows(const tl_stmt *s);
 tl_status tl_pass_pipeline(tl_program *prog, int64_t smem_limit, tl_error *err);
 /* The same for cg's target: without async copies nothing is pipelined. */
 tl_status tl_pass_pipeline_for(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, tl_error *err);
+/* pass_pipeline.c: is integer expression x provably a multiple of v (NULL,
+ * meaning 0, is)? */
+bool tl_multiple_of(const tl_expr *x, int64_t v);
 /* pass_place.c: offsets of the shared buffers (after pass_pipeline). */
 void tl_pass_smem(tl_program *prog);
 

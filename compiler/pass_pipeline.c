@@ -22,7 +22,7 @@
 #include "pass.h"
 
 /* True when integer expression x is provably a multiple of v. */
-static bool multiple_of(const tl_expr *x, int64_t v) {
+bool tl_multiple_of(const tl_expr *x, int64_t v) {
   if (!x)
     return true;
   switch (x->kind) {
@@ -30,12 +30,12 @@ static bool multiple_of(const tl_expr *x, int64_t v) {
     return x->val.i % v == 0;
   case E_BINARY:
     if (x->op == '+' || x->op == '-')
-      return multiple_of(x->args[0], v) && multiple_of(x->args[1], v);
+      return tl_multiple_of(x->args[0], v) && tl_multiple_of(x->args[1], v);
     if (x->op == '*')
-      return multiple_of(x->args[0], v) || multiple_of(x->args[1], v);
+      return tl_multiple_of(x->args[0], v) || tl_multiple_of(x->args[1], v);
     return false;
   case E_NAME:
-    return x->sym->kind == SYM_LET && x->sym->init && multiple_of(x->sym->init, v);
+    return x->sym->kind == SYM_LET && x->sym->init && tl_multiple_of(x->sym->init, v);
   default:
     return false;
   }
@@ -56,7 +56,7 @@ static bool can_async(const tl_stmt *s) {
     return false;
   if (src->sym->dims[ls] < 0 || src->sym->dims[ls] % v || dst->sym->dims[ld] % v)
     return false;
-  if (!multiple_of(src->lo[ls], v) || !multiple_of(dst->lo[ld], v))
+  if (!tl_multiple_of(src->lo[ls], v) || !tl_multiple_of(dst->lo[ld], v))
     return false;
   if (src->sym->align < 16) /* the tensor's base must be 16-byte aligned */
     return false;
