@@ -174,13 +174,6 @@ static int64_t to_i64(tl_scalar v, tl_type ty) {
   return v.i;
 }
 
-static tl_dtype promote(tl_dtype t) {
-  switch (t) {
-  case TL_BOOL: case TL_INT8: case TL_UINT8: case TL_INT16: case TL_UINT16: return TL_INT32;
-  default: return t;
-  }
-}
-
 /* The common type of two operand types, untyped constants included (they
  * act as int32/int64 and float64 / the other float type, as the checker
  * pins them); the typed rule is the checker's tl_common_dtype. */
@@ -985,19 +978,6 @@ static tl_status eval(interp *I, const tl_expr *e, int t, tl_scalar *out) {
 }
 
 /* ---- assignments ---------------------------------------------------------------- */
-/* Whether the checker already rewrote `x op= e` into the value `x op e`
- * (check.c does: the value is a binary node whose left operand is a copy of
- * the left-hand side node; ir.h still documents .value as the right-hand
- * side, so both forms are accepted). */
-static bool value_is_rewritten(const tl_stmt *s) {
-  const tl_expr *v = s->value, *l = s->lhs;
-  if (!s->assign_op || v->kind != E_BINARY || v->op != s->assign_op || v->nargs != 2)
-    return false;
-  const tl_expr *x = v->args[0];
-  return x == l || (x->kind == l->kind && x->sym == l->sym && x->args == l->args && x->column == l->column &&
-                    x->pointer == l->pointer);
-}
-
 /* Computes thread t's store of assignment s into pd (no memory is written). */
 static tl_status assign_prepare(interp *I, const tl_stmt *s, int t, pending *pd, loc *L) {
   const tl_expr *lhs = s->lhs;
@@ -1024,22 +1004,7 @@ static tl_status assign_prepare(interp *I, const tl_stmt *s, int t, pending *pd,
   tl_scalar rhs;
   TRY(eval(I, s->value, t, &rhs));
   tl_type vt = s->value->type;
-  if (s->assign_op && !value_is_rewritten(s)) {
-    tl_scalar old;
-    old.u = 0;
-    if (pd->slot)
-      old = *pd->slot;
-    else if (pd->p) {
-      if (I->mode == MODE_PAR && I->check_par && L->sh)
-        TRY(par_mark(I, L, NULL, lhs));
-      old = tl_load(pd->p, pd->dt);
-    }
-    int op = s->assign_op;
-    tl_type bt = is_shift(op) ? (tl_type)promote(pd->dt) : common_type((tl_type)pd->dt, vt);
-    tl_scalar x = conv(old, (tl_type)pd->dt, bt), y = is_shift(op) ? rhs : conv(rhs, vt, bt);
-    TRY(arith(I, s->value, t, op, x, y, vt, bt, &rhs));
-    vt = bt;
-  }
+  /* the checker turned `x op= e` into `x = x op e`: value is what to store */
   pd->v = conv(rhs, vt, (tl_type)pd->dt);
   return TL_OK;
 }
