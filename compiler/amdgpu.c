@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dlutil.h"
 #include "amdgpu.h"
 
 /* ---- the targets ---------------------------------------------------------- */
@@ -109,17 +110,6 @@ static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static void appendf(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void appendf(char *buf, size_t cap, const char *fmt, ...) {
-  size_t len = strlen(buf);
-  if (len + 1 >= cap)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf + len, cap - len, fmt, ap);
-  va_end(ap);
 }
 
 static int is_exec_file(const char *path) {
@@ -419,7 +409,7 @@ static void log_excerpt(const char *log, char *buf, size_t cap, size_t limit) {
     }
   }
   if (cut)
-    appendf(buf, cap, " ...");
+    tl_appendf(buf, cap, " ...");
 }
 
 /* ---- clang ------------------------------------------------------------------ */
@@ -469,21 +459,21 @@ static int find_lld(const char *clang_path, int major, char *out, size_t cap) {
  * ld.lld.  Appends to `tried` otherwise. */
 static int try_clang(tl_amdgpu *h, const char *path, char *tried, size_t cap) {
   if (!is_exec_file(path)) {
-    appendf(tried, cap, "%s%s (not found)", *tried ? ", " : "", path);
+    tl_appendf(tried, cap, "%s%s (not found)", *tried ? ", " : "", path);
     return 0;
   }
   int v[3];
   if (!clang_version(path, v)) {
-    appendf(tried, cap, "%s%s (no clang version in its --version)", *tried ? ", " : "", path);
+    tl_appendf(tried, cap, "%s%s (no clang version in its --version)", *tried ? ", " : "", path);
     return 0;
   }
   if (v[0] < CLANG_MIN) {
-    appendf(tried, cap, "%s%s (clang %d.%d.%d, older than %d)", *tried ? ", " : "", path, v[0], v[1], v[2],
+    tl_appendf(tried, cap, "%s%s (clang %d.%d.%d, older than %d)", *tried ? ", " : "", path, v[0], v[1], v[2],
             CLANG_MIN);
     return 0;
   }
   if (!find_lld(path, v[0], h->lld, sizeof h->lld)) {
-    appendf(tried, cap, "%s%s (clang %d but no ld.lld-%d beside it, on PATH or in /usr/lib/llvm-%d/bin)",
+    tl_appendf(tried, cap, "%s%s (clang %d but no ld.lld-%d beside it, on PATH or in /usr/lib/llvm-%d/bin)",
             *tried ? ", " : "", path, v[0], v[0], v[0]);
     return 0;
   }
@@ -499,7 +489,7 @@ static int open_clang(tl_amdgpu *h, char *tried, size_t cap) {
   const char *env = getenv("TL_CLANG");
   if (env) {
     if (!*env) {
-      appendf(tried, cap, "%sTL_CLANG is set but empty", *tried ? ", " : "");
+      tl_appendf(tried, cap, "%sTL_CLANG is set but empty", *tried ? ", " : "");
       return 0;
     }
     return try_clang(h, env, tried, cap);
@@ -516,7 +506,7 @@ static int open_clang(tl_amdgpu *h, char *tried, size_t cap) {
     if (is_exec_file(path) && try_clang(h, path, tried, cap))
       return 1;
   }
-  appendf(tried, cap, "%sclang-%d..clang-%d on PATH and in /usr/lib/llvm-N/bin (none found)", *tried ? ", " : "",
+  tl_appendf(tried, cap, "%sclang-%d..clang-%d on PATH and in /usr/lib/llvm-N/bin (none found)", *tried ? ", " : "",
           CLANG_MIN, CLANG_MAX);
   return 0;
 }
@@ -543,30 +533,17 @@ static const char *resolve(tl_amdgpu *h) {
   return NULL;
 }
 
-static const char *dl_reason(const char *msg) {
-  if (!msg)
-    return "unknown error";
-  if (strstr(msg, "No such file"))
-    return "not found";
-  if (strstr(msg, "wrong ELF class"))
-    return "wrong ELF class";
-  if (strstr(msg, "invalid ELF header") || strstr(msg, "file too short"))
-    return "not a shared library";
-  const char *colon = strrchr(msg, ':');
-  return colon && colon[1] ? colon + 2 : msg;
-}
-
 static int try_hiprtc(tl_amdgpu *h, const char *path, char *tried, size_t cap) {
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
-    appendf(tried, cap, "%s%s (%s)", *tried ? ", " : "", path, dl_reason(dlerror()));
+    tl_appendf(tried, cap, "%s%s (%s)", *tried ? ", " : "", path, tl_dl_reason(dlerror()));
     return 0;
   }
   h->lib = lib;
   const char *missing = resolve(h);
   int major = 0, minor = 0;
   if (missing || h->Version(&major, &minor) != HIPRTC_SUCCESS) {
-    appendf(tried, cap, "%s%s (%s%s)", *tried ? ", " : "", path, missing ? "lacks " : "hiprtcVersion failed",
+    tl_appendf(tried, cap, "%s%s (%s%s)", *tried ? ", " : "", path, missing ? "lacks " : "hiprtcVersion failed",
             missing ? missing : "");
     dlclose(lib);
     h->lib = NULL;
@@ -602,7 +579,7 @@ static int open_hiprtc(tl_amdgpu *h, char *tried, size_t cap) {
   if (env) {
     struct stat sb;
     if (!*env) {
-      appendf(tried, cap, "%sTL_HIPRTC is set but empty", *tried ? ", " : "");
+      tl_appendf(tried, cap, "%sTL_HIPRTC is set but empty", *tried ? ", " : "");
       return 0;
     }
     if (stat(env, &sb) == 0 && S_ISDIR(sb.st_mode))
@@ -995,13 +972,13 @@ tl_status tl_amdgpu_compile(tl_amdgpu *h, const char *src, const char *target, t
   if (!t) {
     char names[128] = "";
     for (size_t i = 0; i < NKNOWN; i++)
-      appendf(names, sizeof names, "%s%s", i ? ", " : "", known_targets[i].name);
+      tl_appendf(names, sizeof names, "%s%s", i ? ", " : "", known_targets[i].name);
     return tl_error_set(err, TL_INVALID_ARG, "'%.64s' is not an AMD target known here (%s)", target, names);
   }
   if (!tl_amdgpu_accepts(h, target)) {
     char names[128] = "";
     for (size_t i = 0; i < h->ntargets; i++)
-      appendf(names, sizeof names, "%s%s", i ? ", " : "", h->targets[i]);
+      tl_appendf(names, sizeof names, "%s%s", i ? ", " : "", h->targets[i]);
     return tl_error_set(err, TL_UNSUPPORTED, "%s does not accept %s; it accepts %s", h->desc, target,
                         *names ? names : "none of the known targets");
   }

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "dlutil.h"
 #include "nvrtc.h"
 
 /* ---- NVRTC's ABI ----------------------------------------------------- */
@@ -89,20 +90,6 @@ static double now_ms(void) {
 static const char *nvrtc_errstr(const tl_nvrtc *h, nvrtcResult r) {
   const char *s = h->GetErrorString ? h->GetErrorString(r) : NULL;
   return s ? s : "unknown NVRTC error";
-}
-
-/* Appends printf-formatted text to buf (cap bytes), keeping it terminated;
- * text that does not fit is dropped. */
-static void appendf(char *buf, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void appendf(char *buf, size_t cap, const char *fmt, ...) {
-  size_t len = strlen(buf);
-  if (len + 1 >= cap)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf + len, cap - len, fmt, ap);
-  va_end(ap);
 }
 
 /* ---- targets --------------------------------------------------------- */
@@ -301,32 +288,18 @@ static const char *resolve(tl_nvrtc *h) {
   return NULL;
 }
 
-/* Short reason for a failed dlopen, for the "tried" list. */
-static const char *dl_reason(const char *msg) {
-  if (!msg)
-    return "unknown error";
-  if (strstr(msg, "No such file"))
-    return "not found";
-  if (strstr(msg, "wrong ELF class"))
-    return "wrong ELF class";
-  if (strstr(msg, "invalid ELF header") || strstr(msg, "file too short"))
-    return "not a shared library";
-  const char *colon = strrchr(msg, ':');
-  return colon && colon[1] ? colon + 2 : msg;
-}
-
 /* Tries one candidate; on success h->lib is set.  Appends what happened to
  * `tried` otherwise. */
 static int try_open(tl_nvrtc *h, const char *path, char *tried, size_t cap) {
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
-    appendf(tried, cap, "%s%s (%s)", *tried ? ", " : "", path, dl_reason(dlerror()));
+    tl_appendf(tried, cap, "%s%s (%s)", *tried ? ", " : "", path, tl_dl_reason(dlerror()));
     return 0;
   }
   h->lib = lib;
   const char *missing = resolve(h);
   if (missing) {
-    appendf(tried, cap, "%s%s (lacks %s)", *tried ? ", " : "", path, missing);
+    tl_appendf(tried, cap, "%s%s (lacks %s)", *tried ? ", " : "", path, missing);
     dlclose(lib);
     h->lib = NULL;
     return 0;
@@ -373,7 +346,7 @@ tl_status tl_nvrtc_open(tl_nvrtc **out, tl_error *err) {
     else if (*env)
       ok = try_open(h, env, tried, sizeof tried);
     else
-      appendf(tried, sizeof tried, "TL_NVRTC is set but empty");
+      tl_appendf(tried, sizeof tried, "TL_NVRTC is set but empty");
   } else {
     for (size_t i = 0; i < NNAMES && !ok; i++)
       ok = try_open(h, nvrtc_names[i], tried, sizeof tried);
@@ -479,11 +452,11 @@ static int memmem_error(const char *p, size_t n) {
 static void list_targets(tl_nvrtc *h, char *buf, size_t cap) {
   buf[0] = 0;
   if (ensure_probed(h, NULL) != TL_OK) {
-    appendf(buf, cap, "(unknown)");
+    tl_appendf(buf, cap, "(unknown)");
     return;
   }
   for (size_t i = 0; i < h->ntargets; i++)
-    appendf(buf, cap, "%s%s", i ? ", " : "", h->targets[i]);
+    tl_appendf(buf, cap, "%s%s", i ? ", " : "", h->targets[i]);
 }
 
 /* Copies what matters of a log into buf for an error message: its lines
@@ -524,7 +497,7 @@ static void log_excerpt(const char *log, char *buf, size_t cap, size_t limit) {
     }
   }
   if (cut)
-    appendf(buf, cap, " ...");
+    tl_appendf(buf, cap, " ...");
 }
 
 tl_status tl_nvrtc_compile(tl_nvrtc *h, const char *src, const char *name, const char *target,
