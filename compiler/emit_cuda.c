@@ -37,6 +37,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "ir.h"
 #include "pass.h"
@@ -630,7 +631,10 @@ static const char *math1(E *e, tl_fn fn, bool dbl, const char *a) {
   const char *f = dbl ? "" : "f";
   switch (fn) {
   case FN_EXP: return S("%s(%s)", dfn(e, S("exp%s", f)), a);
-  case FN_EXP2: return S("%s(%s)", dfn(e, S("exp2%s", f)), a);
+  case FN_EXP2: /* float32 on NVIDIA: the fast exp2 (tile-ir-v1.md 8.3) */
+    if (!dbl && e->d == &dialect_cuda)
+      return S("tl_ex2f(%s)", a);
+    return S("%s(%s)", dfn(e, S("exp2%s", f)), a);
   case FN_LOG: return S("%s(%s)", dfn(e, S("log%s", f)), a);
   case FN_LOG2: return S("%s(%s)", dfn(e, S("log2%s", f)), a);
   case FN_SQRT: return S("%s(%s)", dfn(e, S("sqrt%s", f)), a);
@@ -901,13 +905,23 @@ static const char *elem_of(E *e, const tl_sym *s, const char *r) {
   return S("(tl_tid * %" PRId64 " + (%s))", s->per_thread, r);
 }
 
+/* Whether every element thread tl_tid holds at a local index of register
+ * fragment s lies below `total`: the matrix-core layouts tile s exactly
+ * (pass_place.c), and a blocked layout whose threads hold total elements
+ * between them has no remainder. */
+static bool owner_covers(const E *e, const tl_sym *s, int64_t total) {
+  if (total < product(s->dims, s->ndim))
+    return false;
+  return s->reg_layout != TL_LAYOUT_BLOCKED || s->per_thread * e->T <= total;
+}
+
 static void open_loop(E *e, const tl_sym *owner, int64_t total) {
   if (owner) {
     line(e, "#pragma unroll");
     line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) {", owner->per_thread);
     e->indent++;
     line(e, "const int tl_e = %s;", elem_of(e, owner, "tl_r"));
-    line(e, "if (tl_e < %" PRId64 ") {", total);
+    line(e, owner_covers(e, owner, total) ? "{" : "if (tl_e < %" PRId64 ") {", total);
   } else if (total < INT32_MAX) {
     line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", total, e->T);
   } else {
@@ -973,6 +987,8 @@ static void emit_async_copy(E *e, const tl_stmt *s) {
 static bool copy_pairs_ok(const tl_stmt *s) {
   const tl_region *src = s->src, *dst = s->dst;
   const tl_sym *f = reg_of(src), *d = dst->sym;
+  if (f && d->kind == SYM_BUFFER && d->packed) /* pass_place.c checked the copy */
+    return true;
   if (!f || f->reg_layout != TL_LAYOUT_MMA || f->ndim != 2 || reg_of(dst))
     return false;
   if ((d->dtype != TL_FLOAT16 && d->dtype != TL_BFLOAT16) || (d->kind == SYM_BUFFER && d->scope == SCOPE_LOCAL))
@@ -992,12 +1008,23 @@ static void op_copy_pairs(E *e, const tl_stmt *s) {
   line(e, "#pragma unroll");
   line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r += 2) {", f->per_thread);
   e->indent++;
+  bool packed = d->kind == SYM_BUFFER && d->packed;
+  if (packed && d->dtype == TL_FLOAT16 && f->dtype == TL_FLOAT32) {
+    line(e, "const unsigned tl_pair = tl_f2h2(r_%s[tl_r], r_%s[tl_r + 1]);", f->name, f->name);
+  } else {
+    const char *lo = conv(e, S("r_%s[tl_r]", f->name), (tl_type)f->dtype, (tl_type)d->dtype);
+    const char *hi = conv(e, S("r_%s[tl_r + 1]", f->name), (tl_type)f->dtype, (tl_type)d->dtype);
+    line(e, "const unsigned tl_pair = (unsigned)%s(%s) | ((unsigned)%s(%s) << 16);", pk, lo, pk, hi);
+  }
+  if (packed) { /* same layout: word tl_r / 2 */
+    line(e, "r_%s[tl_r / 2] = tl_pair;", d->name);
+    e->indent--;
+    line(e, "}");
+    return;
+  }
   line(e, "const int tl_e = %s;", elem_of(e, f, "tl_r"));
   const char **q = decode(e, "tl_e", ext, n, "tl_q");
   const char **idx = region_idx(e, s->dst, q);
-  const char *lo = conv(e, S("r_%s[tl_r]", f->name), (tl_type)f->dtype, (tl_type)d->dtype);
-  const char *hi = conv(e, S("r_%s[tl_r + 1]", f->name), (tl_type)f->dtype, (tl_type)d->dtype);
-  line(e, "const unsigned tl_pair = (unsigned)%s(%s) | ((unsigned)%s(%s) << 16);", pk, lo, pk, hi);
   const char *st = S("*(unsigned *)&%s[%s] = tl_pair;", storage(e, d), offset(e, d, idx));
   if (d->kind == SYM_TENSOR)
     line(e, "if (%s) %s", in_bounds(e, d, idx), st);
@@ -1068,9 +1095,12 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
   else
     line(e, "const unsigned tl_sa = tl_smem_addr(s_%s), tl_sb = tl_smem_addr(s_%s);", A->name, B->name);
   /* unrolled when short (the swizzled addresses then fold to constants per
-   * row) and always when A is in registers (register indices must be
-   * constants) */
-  line(e, "#pragma unroll %s", K / 16 <= 4 || s->a_regs ? "" : "1");
+   * row), always when A is in registers (register indices must be
+   * constants), and up to 8 steps while the register fragments leave room
+   * for the next step's loads (H200, flash attention with 64-wide K
+   * tiles: 193 -> 248 TFLOP/s; with 170 words of fragments it spilled) */
+  bool unroll = K / 16 <= 4 || s->a_regs || (K / 16 <= 8 && tl_reg_words(e->prog) <= 128);
+  line(e, "#pragma unroll %s", unroll ? "" : "1");
   line(e, "for (int tl_k = 0; tl_k < %" PRId64 "; tl_k += 16) {", K);
   e->indent++;
   line(e, "unsigned tl_a[%" PRId64 "][4];", MI);
@@ -1082,11 +1112,17 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
     line(e, "#pragma unroll");
     line(e, "for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++) {", MI);
     e->indent++;
-    line(e, "const float *tl_p0 = &r_%s[tl_i * %" PRId64 " + (tl_k / 8) * 4], *tl_p1 = tl_p0 + 4;", A->name, NA);
-    line(e, "tl_a[tl_i][0] = (unsigned)%s(tl_p0[0]) | ((unsigned)%s(tl_p0[1]) << 16);", pk, pk);
-    line(e, "tl_a[tl_i][1] = (unsigned)%s(tl_p0[2]) | ((unsigned)%s(tl_p0[3]) << 16);", pk, pk);
-    line(e, "tl_a[tl_i][2] = (unsigned)%s(tl_p1[0]) | ((unsigned)%s(tl_p1[1]) << 16);", pk, pk);
-    line(e, "tl_a[tl_i][3] = (unsigned)%s(tl_p1[2]) | ((unsigned)%s(tl_p1[3]) << 16);", pk, pk);
+    if (A->packed) {
+      line(e, "#pragma unroll");
+      line(e, "for (int tl_q = 0; tl_q < 4; tl_q++) tl_a[tl_i][tl_q] = r_%s[(tl_i * %" PRId64 " + (tl_k / 8) * 4) / 2 + tl_q];",
+           A->name, NA);
+    } else {
+      line(e, "const float *tl_p0 = &r_%s[tl_i * %" PRId64 " + (tl_k / 8) * 4], *tl_p1 = tl_p0 + 4;", A->name, NA);
+      line(e, "tl_a[tl_i][0] = (unsigned)%s(tl_p0[0]) | ((unsigned)%s(tl_p0[1]) << 16);", pk, pk);
+      line(e, "tl_a[tl_i][1] = (unsigned)%s(tl_p0[2]) | ((unsigned)%s(tl_p0[3]) << 16);", pk, pk);
+      line(e, "tl_a[tl_i][2] = (unsigned)%s(tl_p1[0]) | ((unsigned)%s(tl_p1[1]) << 16);", pk, pk);
+      line(e, "tl_a[tl_i][3] = (unsigned)%s(tl_p1[2]) | ((unsigned)%s(tl_p1[3]) << 16);", pk, pk);
+    }
     e->indent--;
     line(e, "}");
   } else {
@@ -1419,6 +1455,15 @@ static void partials_to_dst(E *e, const tl_stmt *s, tl_type acc, tl_reduce_type 
   close_loop(e, owner);
 }
 
+/* Does reduction s (by rows) end in the row registers of its destination
+ * straight from the quads' shuffles, with no exchange through the scratch? */
+static bool rows_in_quads(const tl_stmt *s) {
+  const tl_sym *src = s->src->sym, *dst = s->dst->sym;
+  return tl_reduce_by_rows(s) && src->in_regs && src->reg_layout == TL_LAYOUT_MMA && src->mma_wn == 1 &&
+         dst->kind == SYM_BUFFER && dst->scope == SCOPE_FRAGMENT && dst->in_regs && dst->reg_layout == TL_LAYOUT_MMA_ROWS &&
+         dst->mma_wm == src->mma_wm && dst->mma_mi == src->mma_mi;
+}
+
 static void op_reduce_rows(E *e, const tl_stmt *s) {
   const tl_sym *src = s->src->sym;
   tl_type acc = acc_type(src->dtype);
@@ -1447,8 +1492,7 @@ static void op_reduce_rows(E *e, const tl_stmt *s) {
     line(e, "tl_acc = %s;", red_step(e, comb, acc, "tl_acc", S(e->d->shfl_xor, "tl_acc", "1")));
     line(e, "tl_acc = %s;", red_step(e, comb, acc, "tl_acc", S(e->d->shfl_xor, "tl_acc", "2")));
     const tl_sym *dst = s->dst->sym;
-    if (src->mma_wn == 1 && dst->in_regs && dst->reg_layout == TL_LAYOUT_MMA_ROWS && dst->mma_wm == src->mma_wm &&
-        dst->mma_mi == src->mma_mi) {
+    if (rows_in_quads(s)) {
       /* every lane of the quad has its row's value: straight into the row registers */
       const char *v = "tl_acc";
       if (!s->clear) {
@@ -1853,7 +1897,7 @@ static void collect(access *a, const tl_stmt *s) {
     reads(a, s->src->sym);
     reads(a, s->dst->sym);
     writes(a, s->dst->sym);
-    if (s->src->sym->in_regs) {
+    if (s->src->sym->in_regs && !rows_in_quads(s)) {
       reads(a, &scratch_sym);
       writes(a, &scratch_sym);
     }
@@ -2109,7 +2153,9 @@ static void declare_buffers(E *e) {
     const tl_sym *s = p->buffer_syms[i];
     if (s->scope == SCOPE_LOCAL)
       continue;
-    if (s->scope == SCOPE_FRAGMENT && s->in_regs)
+    if (s->scope == SCOPE_FRAGMENT && s->in_regs && s->packed)
+      line(e, "unsigned r_%s[%" PRId64 "]; /* pairs of %s */", s->name, s->per_thread / 2, tl_dtype_name(s->dtype));
+    else if (s->scope == SCOPE_FRAGMENT && s->in_regs)
       line(e, "%s r_%s[%" PRId64 "];", crep((tl_type)s->dtype), s->name, s->per_thread);
     else {
       line(e, "%s *const tl_base_%s = (%s *)(tl_smem + %" PRId64 ");", srep(s->dtype), s->name, srep(s->dtype),
@@ -2151,8 +2197,13 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
     bounds = S("%s__attribute__((amdgpu_num_vgpr(%d))) ", bounds, prog->max_registers);
   line(e, "%s %s%s%s(%s) {", e->d->kernel, cluster, bounds, prog->name, sig);
   e->indent++;
-  line(e, "const int tl_tid = (int)(%s + %" PRId64 " * (%s + %" PRId64 " * %s));", e->d->tid[0], prog->threads[0],
-       e->d->tid[1], prog->threads[1], e->d->tid[2]);
+  /* a one-dimensional block takes the x index alone, so that the compiler
+   * knows tl_tid's range from the launch bounds */
+  if (e->T == prog->threads[0])
+    line(e, "const int tl_tid = (int)%s;", e->d->tid[0]);
+  else
+    line(e, "const int tl_tid = (int)(%s + %" PRId64 " * (%s + %" PRId64 " * %s));", e->d->tid[0], prog->threads[0],
+         e->d->tid[1], prog->threads[1], e->d->tid[2]);
   line(e, "(void)tl_tid;");
   for (int i = 0; i < prog->nparams; i++) {
     const tl_sym *s = prog->params[i];

@@ -361,6 +361,8 @@ static void dump_sym_place(FILE *f, const tl_sym *s) {
     fprintf(f, " in registers, %s layout, %lld per thread", lay[s->reg_layout], (long long)s->per_thread);
     if (s->reg_layout != TL_LAYOUT_BLOCKED)
       fprintf(f, " (warps %dx%d, tiles %lldx%lld)", s->mma_wm, s->mma_wn, (long long)s->mma_mi, (long long)s->mma_ni);
+    if (s->packed)
+      fputs(", packed in pairs", f);
   } else if (s->smem_offset >= 0) {
     fprintf(f, " in shared memory at %lld", (long long)s->smem_offset);
     if (s->stages > 1)

@@ -147,6 +147,11 @@ typedef struct tl_sym {
                                   each holding mma_mi x mma_ni tiles of 16 x 8 */
   int mma_wm, mma_wn;
   int64_t mma_mi, mma_ni;
+  bool packed;                 /* in_regs, TL_LAYOUT_MMA, 16-bit floats: held as pairs of values
+                                  (unsigned r_X[per_thread / 2], local indices 2i and 2i + 1 in
+                                  word i, the lower first); only written whole by a copy from
+                                  a fragment of the same layout and read as the A operand of
+                                  gemms taking A from registers (pass_place.c) */
   bool swizzled;               /* smem 2-D 16-bit buffer stored with the XOR swizzle of 16-byte
                                   chunks (tl_swz in prelude_cuda.h) */
   int64_t stages;              /* after pass_pipeline: copies of a shared buffer that a pipelined

@@ -37,6 +37,9 @@ bool tl_same_reg_layout(const tl_sym *a, const tl_sym *b);
 /* True when a reduce of a register fragment runs row by row with warp
  * shuffles (see pass_place.c and emit_cuda.c). */
 bool tl_reduce_by_rows(const tl_stmt *s);
+/* 32-bit registers per thread that the register fragments of prog take
+ * (after pass_place; a packed fragment counts half its elements). */
+int64_t tl_reg_words(const tl_program *prog);
 
 /* pass_pipeline.c: cp.async copies and software pipelining, with as many
  * stages as fit in smem_limit bytes of shared memory per block. */

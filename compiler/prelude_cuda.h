@@ -22,6 +22,12 @@ static const char tl_prelude_cuda[] =
     "TL_DEV float tl_h2f(unsigned short h) { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }\n"
     "TL_DEV unsigned short tl_f2h(float f) { unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n"
     "TL_DEV float tl_rh(float x) { return tl_h2f(tl_f2h(x)); }\n"
+    /* exp2 with one MUFU.EX2 (2 ulp; subnormal results flush to zero) */
+    "TL_DEV float tl_ex2f(float x) { float y; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : \"f\"(x)); return y; }\n"
+    /* two floats rounded to halves in one instruction, lo in the lower half */
+    "TL_DEV unsigned tl_f2h2(float lo, float hi) {\n"
+    "  unsigned r; asm(\"cvt.rn.f16x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo)); return r;\n"
+    "}\n"
     "TL_DEV float tl_bf2f(unsigned short b) { return __int_as_float((int)b << 16); }\n"
     "TL_DEV unsigned short tl_f2bf(float x) {\n"
     "  unsigned u = (unsigned)__float_as_int(x);\n"

@@ -3,6 +3,10 @@
 TL_DEV float tl_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 TL_DEV unsigned short tl_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 TL_DEV float tl_rh(float x) { return tl_h2f(tl_f2h(x)); }
+TL_DEV float tl_ex2f(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+TL_DEV unsigned tl_f2h2(float lo, float hi) {
+  unsigned r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+}
 TL_DEV float tl_bf2f(unsigned short b) { return __int_as_float((int)b << 16); }
 TL_DEV unsigned short tl_f2bf(float x) {
   unsigned u = (unsigned)__float_as_int(x);
@@ -103,7 +107,7 @@ TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {
 }
 
 extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__restrict__ g_A, unsigned short *__restrict__ g_B, unsigned short *__restrict__ g_C) {
-  const int tl_tid = (int)(threadIdx.x + 128 * (threadIdx.y + 1 * threadIdx.z));
+  const int tl_tid = (int)threadIdx.x;
   (void)tl_tid;
   const long long g_A_d0 = (long long)(((long long)256LL)); (void)g_A_d0;
   const long long g_A_d1 = (long long)(((long long)256LL)); (void)g_A_d1;
@@ -124,7 +128,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
     #pragma unroll
     for (int tl_r = 0; tl_r < 32; tl_r++) {
       const int tl_e = (int)((((unsigned)tl_tid / 32u / 2u) * 32u + ((unsigned)(tl_r) / 16u) * 16u + ((unsigned)tl_tid % 32u) / 4u + (((unsigned)(tl_r) % 4u) / 2u) * 8u) * 64u + ((unsigned)tl_tid / 32u % 2u) * 32u + (((unsigned)(tl_r) / 4u) % 4u) * 8u + ((unsigned)tl_tid % 4u) * 2u + ((unsigned)(tl_r) % 2u));
-      if (tl_e < 4096) {
+      {
         const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
         const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 64u); (void)tl_q0;
         r_C_local[tl_r] = tl_v;
@@ -225,10 +229,10 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
   __syncthreads();
   #pragma unroll
   for (int tl_r = 0; tl_r < 32; tl_r += 2) {
+    const unsigned tl_pair = (unsigned)tl_f2h(tl_rh(r_C_local[tl_r])) | ((unsigned)tl_f2h(tl_rh(r_C_local[tl_r + 1])) << 16);
     const int tl_e = (int)((((unsigned)tl_tid / 32u / 2u) * 32u + ((unsigned)(tl_r) / 16u) * 16u + ((unsigned)tl_tid % 32u) / 4u + (((unsigned)(tl_r) % 4u) / 2u) * 8u) * 64u + ((unsigned)tl_tid / 32u % 2u) * 32u + (((unsigned)(tl_r) / 4u) % 4u) * 8u + ((unsigned)tl_tid % 4u) * 2u + ((unsigned)(tl_r) % 2u));
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 64u); (void)tl_q0;
-    const unsigned tl_pair = (unsigned)tl_f2h(tl_rh(r_C_local[tl_r])) | ((unsigned)tl_f2h(tl_rh(r_C_local[tl_r + 1])) << 16);
     if (true) *(unsigned *)&g_C[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_C_d1 + ((long long)(((int)(v_bx * ((int)64LL)))) + tl_q1)] = tl_pair;
   }
 }

@@ -3,6 +3,10 @@
 TL_DEV float tl_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 TL_DEV unsigned short tl_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 TL_DEV float tl_rh(float x) { return tl_h2f(tl_f2h(x)); }
+TL_DEV float tl_ex2f(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+TL_DEV unsigned tl_f2h2(float lo, float hi) {
+  unsigned r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+}
 TL_DEV float tl_bf2f(unsigned short b) { return __int_as_float((int)b << 16); }
 TL_DEV unsigned short tl_f2bf(float x) {
   unsigned u = (unsigned)__float_as_int(x);
@@ -103,7 +107,7 @@ TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {
 }
 
 extern "C" __global__ void __launch_bounds__(128) row_stats(float *__restrict__ g_X, float *__restrict__ g_row_max, float *__restrict__ g_row_sum, float *__restrict__ g_prefix) {
-  const int tl_tid = (int)(threadIdx.x + 128 * (threadIdx.y + 1 * threadIdx.z));
+  const int tl_tid = (int)threadIdx.x;
   (void)tl_tid;
   const long long g_X_d0 = (long long)(((long long)512LL)); (void)g_X_d0;
   const long long g_X_d1 = (long long)(((long long)64LL)); (void)g_X_d1;
@@ -119,7 +123,7 @@ extern "C" __global__ void __launch_bounds__(128) row_stats(float *__restrict__ 
   #pragma unroll
   for (int tl_r = 0; tl_r < 8; tl_r++) {
     const int tl_e = (tl_tid * 8 + (tl_r));
-    if (tl_e < 1024) {
+    {
       const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
       const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
       r_tile[tl_r] = (true ? g_X[((long long)(((int)(v_bx * ((int)16LL)))) + tl_q0) * g_X_d1 + ((long long)(((int)0LL)) + tl_q1)] : (float)0);
@@ -174,7 +178,7 @@ extern "C" __global__ void __launch_bounds__(128) row_stats(float *__restrict__ 
     #pragma unroll
     for (int tl_r = 0; tl_r < 8; tl_r++) {
       const int tl_e = (tl_tid * 8 + (tl_r));
-      if (tl_e < 1024) {
+      {
         tl_sp[tl_e] = (float)r_tile[tl_r];
       }
     }
@@ -185,7 +189,7 @@ extern "C" __global__ void __launch_bounds__(128) row_stats(float *__restrict__ 
     #pragma unroll
     for (int tl_r = 0; tl_r < 8; tl_r++) {
       const int tl_e = (tl_tid * 8 + (tl_r));
-      if (tl_e < 1024) {
+      {
         const int tl_f1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_f1;
         const int tl_f0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_f0;
         const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
@@ -218,7 +222,7 @@ extern "C" __global__ void __launch_bounds__(128) row_stats(float *__restrict__ 
   #pragma unroll
   for (int tl_r = 0; tl_r < 8; tl_r++) {
     const int tl_e = (tl_tid * 8 + (tl_r));
-    if (tl_e < 1024) {
+    {
       const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
       const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
       if (true) g_prefix[((long long)(((int)(v_bx * ((int)16LL)))) + tl_q0) * g_prefix_d1 + ((long long)(((int)0LL)) + tl_q1)] = r_tile[tl_r];

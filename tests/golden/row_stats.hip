@@ -296,7 +296,7 @@ TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {
 #endif
 
 extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_size(1, 128))) row_stats(float *__restrict__ g_X, float *__restrict__ g_row_max, float *__restrict__ g_row_sum, float *__restrict__ g_prefix) {
-  const int tl_tid = (int)(__builtin_amdgcn_workitem_id_x() + 128 * (__builtin_amdgcn_workitem_id_y() + 1 * __builtin_amdgcn_workitem_id_z()));
+  const int tl_tid = (int)__builtin_amdgcn_workitem_id_x();
   (void)tl_tid;
   const long long g_X_d0 = (long long)(((long long)512LL)); (void)g_X_d0;
   const long long g_X_d1 = (long long)(((long long)64LL)); (void)g_X_d1;
@@ -312,7 +312,7 @@ extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_si
   #pragma unroll
   for (int tl_r = 0; tl_r < 8; tl_r++) {
     const int tl_e = (tl_tid * 8 + (tl_r));
-    if (tl_e < 1024) {
+    {
       const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
       const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
       r_tile[tl_r] = (true ? g_X[((long long)(((int)(v_bx * ((int)16LL)))) + tl_q0) * g_X_d1 + ((long long)(((int)0LL)) + tl_q1)] : (float)0);
@@ -367,7 +367,7 @@ extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_si
     #pragma unroll
     for (int tl_r = 0; tl_r < 8; tl_r++) {
       const int tl_e = (tl_tid * 8 + (tl_r));
-      if (tl_e < 1024) {
+      {
         tl_sp[tl_e] = (float)r_tile[tl_r];
       }
     }
@@ -378,7 +378,7 @@ extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_si
     #pragma unroll
     for (int tl_r = 0; tl_r < 8; tl_r++) {
       const int tl_e = (tl_tid * 8 + (tl_r));
-      if (tl_e < 1024) {
+      {
         const int tl_f1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_f1;
         const int tl_f0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_f0;
         const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
@@ -411,7 +411,7 @@ extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_si
   #pragma unroll
   for (int tl_r = 0; tl_r < 8; tl_r++) {
     const int tl_e = (tl_tid * 8 + (tl_r));
-    if (tl_e < 1024) {
+    {
       const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
       const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
       if (true) g_prefix[((long long)(((int)(v_bx * ((int)16LL)))) + tl_q0) * g_prefix_d1 + ((long long)(((int)0LL)) + tl_q1)] = r_tile[tl_r];

@@ -3,6 +3,10 @@
 TL_DEV float tl_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 TL_DEV unsigned short tl_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 TL_DEV float tl_rh(float x) { return tl_h2f(tl_f2h(x)); }
+TL_DEV float tl_ex2f(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+TL_DEV unsigned tl_f2h2(float lo, float hi) {
+  unsigned r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+}
 TL_DEV float tl_bf2f(unsigned short b) { return __int_as_float((int)b << 16); }
 TL_DEV unsigned short tl_f2bf(float x) {
   unsigned u = (unsigned)__float_as_int(x);
@@ -103,7 +107,7 @@ TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {
 }
 
 extern "C" __global__ void __launch_bounds__(128) scale_add(int p_n, float p_alpha, unsigned char p_relu, float *__restrict__ g_x, unsigned short *__restrict__ g_y, float *__restrict__ g_out) {
-  const int tl_tid = (int)(threadIdx.x + 128 * (threadIdx.y + 1 * threadIdx.z));
+  const int tl_tid = (int)threadIdx.x;
   (void)tl_tid;
   const int v_n = p_n;
   const float v_alpha = p_alpha;
@@ -116,7 +120,7 @@ extern "C" __global__ void __launch_bounds__(128) scale_add(int p_n, float p_alp
   #pragma unroll
   for (int tl_r = 0; tl_r < 2; tl_r++) {
     const int tl_e = (tl_tid * 2 + (tl_r));
-    if (tl_e < 256) {
+    {
       const int tl_q0 = (int)(((unsigned)tl_e / 1u) % 256u); (void)tl_q0;
       r_xr[tl_r] = (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)256LL))))) + tl_q0) < (unsigned long long)g_x_d0 ? g_x[(long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)256LL))))) + tl_q0] : (float)0);
     }
@@ -124,7 +128,7 @@ extern "C" __global__ void __launch_bounds__(128) scale_add(int p_n, float p_alp
   #pragma unroll
   for (int tl_r = 0; tl_r < 2; tl_r++) {
     const int tl_e = (tl_tid * 2 + (tl_r));
-    if (tl_e < 256) {
+    {
       const int tl_p0 = (int)(((unsigned)tl_e / 1u) % 256u); (void)tl_p0;
       const int v_i = (int)tl_p0;
       const float v_v = ((v_alpha * r_xr[tl_r]) + ((float)((true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)256LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_y_d0 ? tl_h2f(g_y[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)256LL))))) + (unsigned)(v_i))))]) : (float)0))));
@@ -134,7 +138,7 @@ extern "C" __global__ void __launch_bounds__(128) scale_add(int p_n, float p_alp
   #pragma unroll
   for (int tl_r = 0; tl_r < 2; tl_r++) {
     const int tl_e = (tl_tid * 2 + (tl_r));
-    if (tl_e < 256) {
+    {
       const int tl_q0 = (int)(((unsigned)tl_e / 1u) % 256u); (void)tl_q0;
       if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)256LL))))) + tl_q0) < (unsigned long long)g_out_d0) g_out[(long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)256LL))))) + tl_q0] = r_xr[tl_r];
     }

@@ -296,7 +296,7 @@ TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {
 #endif
 
 extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_size(1, 128))) scale_add(int p_n, float p_alpha, unsigned char p_relu, float *__restrict__ g_x, unsigned short *__restrict__ g_y, float *__restrict__ g_out) {
-  const int tl_tid = (int)(__builtin_amdgcn_workitem_id_x() + 128 * (__builtin_amdgcn_workitem_id_y() + 1 * __builtin_amdgcn_workitem_id_z()));
+  const int tl_tid = (int)__builtin_amdgcn_workitem_id_x();
   (void)tl_tid;
   const int v_n = p_n;
   const float v_alpha = p_alpha;
@@ -309,7 +309,7 @@ extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_si
   #pragma unroll
   for (int tl_r = 0; tl_r < 2; tl_r++) {
     const int tl_e = (tl_tid * 2 + (tl_r));
-    if (tl_e < 256) {
+    {
       const int tl_q0 = (int)(((unsigned)tl_e / 1u) % 256u); (void)tl_q0;
       r_xr[tl_r] = (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)256LL))))) + tl_q0) < (unsigned long long)g_x_d0 ? g_x[(long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)256LL))))) + tl_q0] : (float)0);
     }
@@ -317,7 +317,7 @@ extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_si
   #pragma unroll
   for (int tl_r = 0; tl_r < 2; tl_r++) {
     const int tl_e = (tl_tid * 2 + (tl_r));
-    if (tl_e < 256) {
+    {
       const int tl_p0 = (int)(((unsigned)tl_e / 1u) % 256u); (void)tl_p0;
       const int v_i = (int)tl_p0;
       const float v_v = ((v_alpha * r_xr[tl_r]) + ((float)((true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)256LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_y_d0 ? tl_h2f(g_y[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)256LL))))) + (unsigned)(v_i))))]) : (float)0))));
@@ -327,7 +327,7 @@ extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_si
   #pragma unroll
   for (int tl_r = 0; tl_r < 2; tl_r++) {
     const int tl_e = (tl_tid * 2 + (tl_r));
-    if (tl_e < 256) {
+    {
       const int tl_q0 = (int)(((unsigned)tl_e / 1u) % 256u); (void)tl_q0;
       if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)256LL))))) + tl_q0) < (unsigned long long)g_out_d0) g_out[(long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)256LL))))) + tl_q0] = r_xr[tl_r];
     }

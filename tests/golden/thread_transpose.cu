@@ -3,6 +3,10 @@
 TL_DEV float tl_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 TL_DEV unsigned short tl_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 TL_DEV float tl_rh(float x) { return tl_h2f(tl_f2h(x)); }
+TL_DEV float tl_ex2f(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+TL_DEV unsigned tl_f2h2(float lo, float hi) {
+  unsigned r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+}
 TL_DEV float tl_bf2f(unsigned short b) { return __int_as_float((int)b << 16); }
 TL_DEV unsigned short tl_f2bf(float x) {
   unsigned u = (unsigned)__float_as_int(x);

@@ -17,6 +17,30 @@ for want in "gemm A_shared x B_shared -> C_local [mma.sync m16n8k16]" \
             "alloc A_shared: shared float16[128, 32] in shared memory at 0, 3 stages, swizzled"; do
   printf '%s\n' "$ir" | grep -qF -- "$want" || fail "--emit ir lacks: $want"
 done
+# FlashAttention's P: packed pairs of halves in registers, the second gemm's A
+ir=$("$TLC" compile examples/flash_attention.json --target sm_90a --emit ir) || fail "tlc compile flash --emit ir"
+for want in "alloc acc_s_cast: fragment float16[128, 128] in registers, mma layout, 64 per thread (warps 8x1, tiles 1x16), packed in pairs" \
+            "gemm acc_s_cast x V_shared -> acc_o [mma.sync m16n8k16] [A in registers]"; do
+  printf '%s\n' "$ir" | grep -qF -- "$want" || fail "flash --emit ir lacks: $want"
+done
+src=$("$TLC" compile examples/flash_attention.json --target sm_90a --emit cuda) || fail "tlc compile flash --emit cuda"
+printf '%s\n' "$src" | grep -qF "unsigned r_acc_s_cast[32]; /* pairs of float16 */" || fail "P is not declared as 32 pairs"
+printf '%s\n' "$src" | grep -qF "r_acc_s_cast[tl_r / 2] = tl_pair;" || fail "the copy into P does not write pairs"
+# P read by a parallel loop as well is not packed (kept as one value per register)
+tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
+python3 - "$tmp/p.json" <<'PY' || fail "could not write the unpacked variant"
+import json, sys
+p = json.load(open("examples/flash_attention.json"))
+body = p["kernel"]["body"][17]["body"]
+body.insert(12, {"op": "parallel", "vars": ["i", "j"], "extents": ["block_M", "block_N"],
+                 "body": ["acc_s[i, j] = acc_s[i, j] + acc_s_cast[i, j]"]})
+json.dump(p, open(sys.argv[1], "w"))
+PY
+ir=$("$TLC" compile "$tmp/p.json" -D block_N=64 --target sm_90a --emit ir) || fail "tlc compile of the unpacked variant"
+printf '%s\n' "$ir" | grep -q "alloc acc_s_cast: .*packed" && fail "P read by a parallel loop was packed"
+printf '%s\n' "$ir" | grep -q "alloc acc_s_cast: fragment float16\[128, 64\] in registers" || fail "P left the registers"
+printf '%s\n' "$ir" | grep -qF "gemm acc_s_cast x V_shared -> acc_o [mma.sync m16n8k16] [A in registers]" ||
+  fail "the unpacked P is not the gemm's A in registers"
 dump=$("$TLC" compile examples/gemm.json --target sm_80 --dump place -o /dev/null 2>&1 >/dev/null) || fail "--dump place"
 printf '%s\n' "$dump" | grep -qF "# IR after place" || fail "--dump place printed no IR"
 printf '%s\n' "$dump" | grep -qF "[cp.async" && fail "--dump place shows cp.async (decided by the later pipeline stage)"
