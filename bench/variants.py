@@ -23,13 +23,13 @@ from gpu_bench import ours  # noqa: E402
 
 def sass_mix(tlc, prog, defs, env, work):
     cub = f"{work}/k.cubin"
-    cmd = [tlc, "compile", prog, "--target", "sm_90a", "-o", cub]
+    cmd = [tlc, "compile", prog, "--target", "sm_90a"]
     for k, v in defs.items():
         cmd += ["-D", f"{k}={v}"]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    r = subprocess.run(cmd + ["-o", cub], capture_output=True, text=True, env=env)
     if r.returncode:
         return {"error": r.stderr.strip()}
-    meta = subprocess.run(cmd[:-2] + ["--emit", "meta"], capture_output=True, text=True, env=env).stdout
+    meta = subprocess.run(cmd + ["--emit", "meta"], capture_output=True, text=True, env=env).stdout
     regs = re.search(r"Used (\d+) registers", meta)
     spill = re.search(r"(\d+) bytes spill stores", meta)
     try:
