@@ -835,6 +835,31 @@ void tl_amd_frag_map(const tl_sym *s, tl_amd_coord *row, tl_amd_coord *col) {
 
 int tl_amd_operand_items(int layout) { return layout == TL_LAYOUT_MFMA ? 4 : 16; }
 
+/* Where the maps come from (item v of an operand is element v of the
+ * builtin's vector: half 0 of VGPR 0, half 1 of VGPR 0, half 0 of VGPR 1, ...;
+ * of the accumulator, VGPR v):
+ *   MFMA v_mfma_f32_16x16x16f16 / bf16_1k (gfx90a; on gfx942 also
+ *     v_mfma_f32_16x16x16_f16 / _bf16), wave64: A[l % 16][4 * (l / 16) + v],
+ *     B[4 * (l / 16) + v][l % 16], C/D[4 * (l / 16) + v][l % 16].
+ *     Confirmed by AMD's matrix instruction calculator
+ *     (github.com/ROCm/amd_matrix_instruction_calculator, matrix_calculator.py,
+ *     `--architecture cdna2|cdna3 --matrix-layout -A|-B|-C|-D`, every lane and
+ *     item compared), by TileLang (tile-ai/tilelang,
+ *     tilelang/intrinsics/mfma_layout.py: thread_id_shared_access_64x4_to_16x16
+ *     _layout_A / _B / _C_m_n) and, for C/D, by llama.cpp
+ *     (ggml-org/llama.cpp, ggml/src/ggml-cuda/mma.cuh, tile<16, 16> under
+ *     AMD_MFMA_AVAILABLE: i = 4 * (lane / 16) + l, j = lane % 16).
+ *   WMMA v_wmma_f32_16x16x16_f16 / bf16 on gfx11 (RDNA3), wave32:
+ *     A[l % 16][v], B[v][l % 16] with 16 items (lanes 16-31 hold the same as
+ *     lanes 0-15), C/D[2 * v + l / 16][l % 16] with 8.  Confirmed by the
+ *     calculator (`--architecture rdna3 --wavefront 32`, every lane and item);
+ *     C/D also by llama.cpp's mma.cuh (RDNA3: i = 2 * l + lane / 16), by
+ *     ROCm/FlyDSL pull request 485 (checked on a gfx1151: "lane n, val v ->
+ *     M = 2*v + n/16") and by Modular's docs (docs.modular.com,
+ *     mojo/kernels/nn/attention/gpu/amd/buffers_rdna/get_rdna_fragment_layout).
+ *     GPUOpen's "How to accelerate AI applications on RDNA 3 using WMMA"
+ *     (gpuopen.com/learn/wmma_on_rdna3/) points to the calculator for these
+ *     register maps. */
 void tl_amd_operand_map(int layout, bool b, tl_amd_coord *mn, tl_amd_coord *k) {
   (void)b; /* A's rows and B's columns are laid out alike in both instructions */
   mn->n = k->n = 0;

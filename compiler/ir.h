@@ -175,7 +175,10 @@ enum { TL_LAYOUT_BLOCKED, TL_LAYOUT_MMA, TL_LAYOUT_MMA_ROWS, TL_LAYOUT_MFMA, TL_
  *     wave32 on gfx11 (W = 32, E = 8): lane l, item v holds tile row
  *     2 * v + l / 16, column l % 16.
  * tl_amd_frag_map is the one description of these maps: the emitter prints
- * it and the tests evaluate it. */
+ * it and the tests evaluate it.  The instructions' lane maps are AMD's
+ * (its matrix instruction calculator; emit_cuda.c lists the sources by
+ * tl_amd_operand_map and tests/unit/test_amd_layouts.c checks against
+ * them). */
 
 /* One coordinate as a sum of terms ((x / div) % mod) * mul, x the thread
  * index in the block (or the lane) when of_r is false, the local index (or
