@@ -59,8 +59,8 @@
 
 /* What a gfx target is (a fixed table: the targets this project knows). */
 /* MFMA: CDNA's v_mfma_* (wave64); WMMA: RDNA3's v_wmma_* in wave32 (gfx11
- * operand layouts); WMMA_GFX12: RDNA4's, whose operand layouts differ from
- * gfx11's and which the gemm lowering does not use yet (portable path). */
+ * operand layouts); WMMA_GFX12: RDNA4's (builtins ..._w32_gfx12), whose
+ * operand layouts differ from gfx11's (ir.h: TL_LAYOUT_WMMA_GFX12). */
 typedef enum tl_amd_matrix {
   TL_AMD_MATRIX_NONE,
   TL_AMD_MATRIX_MFMA,

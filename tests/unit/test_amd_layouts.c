@@ -1,13 +1,19 @@
 /*
  * test_amd_layouts.c - the AMD matrix-core layouts (ir.h: TL_LAYOUT_MFMA,
- * TL_LAYOUT_WMMA) checked on the CPU against the instructions' documented
- * semantics, written out here independently of the emitter:
+ * TL_LAYOUT_WMMA, TL_LAYOUT_WMMA_GFX12) checked on the CPU against the
+ * instructions' documented semantics, written out here independently of
+ * the emitter:
  *   v_mfma_f32_16x16x16f16 / bf16_1k (wave64): lane l, item v of A holds
  *     A[l % 16][4 * (l / 16) + v], of B holds B[4 * (l / 16) + v][l % 16],
  *     of C/D holds D[4 * (l / 16) + v][l % 16];
  *   v_wmma_f32_16x16x16_f16_w32 / bf16_w32 (gfx11, wave32): lane l, item v
  *     of A holds A[l % 16][v], of B holds B[v][l % 16] (lanes 16-31 repeat
- *     lanes 0-15), of C/D holds D[2 * v + l / 16][l % 16].
+ *     lanes 0-15), of C/D holds D[2 * v + l / 16][l % 16];
+ *   v_wmma_f32_16x16x16_f16_w32_gfx12 / bf16_w32_gfx12 (gfx12, wave32), as
+ *     the calculator's InstCalcGfx12 puts it: element k of A's row i (of
+ *     B's column i) is in lane 16 * ((k / 4) % 2) + i, VGPR 2 * (k / 8) +
+ *     (k / 2) % 2, half k % 2 (item = 2 * VGPR + half); C/D holds
+ *     D[8 * (l / 16) + v][l % 16].
  * Source: AMD's matrix instruction calculator
  * (github.com/ROCm/amd_matrix_instruction_calculator; emit_cuda.c, above
  * tl_amd_operand_map, lists the other sources that agree).  Some of its
@@ -20,7 +26,7 @@
  * (tl_amd_operand_map for A and B, tl_amd_frag_map of one tile for C/D) and
  * be one-to-one (WMMA's A and B on gfx11: each element exactly twice, in
  * lanes l and l + 16).  Then, for every gemm the place pass lowers to
- * matrix cores in the examples (gfx90a, gfx942, gfx1100) and a few shapes
+ * matrix cores in the examples (gfx90a, gfx942, gfx1100, gfx1201) and a few shapes
  * set up here, a whole gemm is simulated: each wavefront's lanes load their
  * operand items where the emitter's maps (tl_amd_tile_origin,
  * tl_amd_operand_map) say, the instruction is applied by the documented
@@ -50,10 +56,15 @@ static void doc_map(int layout, int op, int l, int v, int *x, int *y) {
     if (op == 0) { *x = l % 16; *y = kk; }
     else if (op == 1) { *x = kk; *y = l % 16; }
     else { *x = 4 * (l / 16) + v; *y = l % 16; }
-  } else {
+  } else if (layout == TL_LAYOUT_WMMA) {
     if (op == 0) { *x = l % 16; *y = v; }
     else if (op == 1) { *x = v; *y = l % 16; }
     else { *x = 2 * v + l / 16; *y = l % 16; }
+  } else { /* gfx12: item v is half v % 2 of VGPR g = v / 2; invert the lane and VGPR of k */
+    int g = v / 2, kk = 8 * (g / 2) + 4 * (l / 16) + 2 * (g % 2) + v % 2;
+    if (op == 0) { *x = l % 16; *y = kk; }
+    else if (op == 1) { *x = kk; *y = l % 16; }
+    else { *x = 8 * (l / 16) + v; *y = l % 16; }
   }
 }
 
@@ -91,9 +102,18 @@ static const calc_row calc_rows[] = {
     {TL_LAYOUT_WMMA, 'D', 5, "D[0][5],D[2][5],D[4][5],D[6][5],D[8][5],D[10][5],D[12][5],D[14][5]"},
     {TL_LAYOUT_WMMA, 'D', 17, "D[1][1],D[3][1],D[5][1],D[7][1],D[9][1],D[11][1],D[13][1],D[15][1]"},
     {TL_LAYOUT_WMMA, 'D', 31, "D[1][15],D[3][15],D[5][15],D[7][15],D[9][15],D[11][15],D[13][15],D[15][15]"},
+    /* --architecture rdna4 --instruction v_wmma_f32_16x16x16_f16 --wavefront 32 */
+    {TL_LAYOUT_WMMA_GFX12, 'A', 0, "A[0][0],A[0][1],A[0][2],A[0][3],A[0][8],A[0][9],A[0][10],A[0][11]"},
+    {TL_LAYOUT_WMMA_GFX12, 'A', 17, "A[1][4],A[1][5],A[1][6],A[1][7],A[1][12],A[1][13],A[1][14],A[1][15]"},
+    {TL_LAYOUT_WMMA_GFX12, 'A', 31, "A[15][4],A[15][5],A[15][6],A[15][7],A[15][12],A[15][13],A[15][14],A[15][15]"},
+    {TL_LAYOUT_WMMA_GFX12, 'B', 5, "B[0][5],B[1][5],B[2][5],B[3][5],B[8][5],B[9][5],B[10][5],B[11][5]"},
+    {TL_LAYOUT_WMMA_GFX12, 'B', 20, "B[4][4],B[5][4],B[6][4],B[7][4],B[12][4],B[13][4],B[14][4],B[15][4]"},
+    {TL_LAYOUT_WMMA_GFX12, 'D', 5, "D[0][5],D[1][5],D[2][5],D[3][5],D[4][5],D[5][5],D[6][5],D[7][5]"},
+    {TL_LAYOUT_WMMA_GFX12, 'D', 17, "D[8][1],D[9][1],D[10][1],D[11][1],D[12][1],D[13][1],D[14][1],D[15][1]"},
+    {TL_LAYOUT_WMMA_GFX12, 'D', 31, "D[8][15],D[9][15],D[10][15],D[11][15],D[12][15],D[13][15],D[14][15],D[15][15]"},
 };
 
-static const int all_layouts[] = {TL_LAYOUT_MFMA, TL_LAYOUT_WMMA};
+static const int all_layouts[] = {TL_LAYOUT_MFMA, TL_LAYOUT_WMMA, TL_LAYOUT_WMMA_GFX12};
 #define NLAYOUTS (int)(sizeof all_layouts / sizeof *all_layouts)
 
 static int wave_of(int lay) { return lay == TL_LAYOUT_MFMA ? 64 : 32; }
@@ -148,7 +168,7 @@ static void test_calculator_rows(void **state) {
 
 /* The emitter's maps equal the documented ones for every lane and item,
  * and cover each element of the 16 x 16 tile once (gfx11 WMMA's A and B:
- * twice, in lanes l and l + 16, item for item). */
+ * twice, in lanes l and l + 16, item for item; gfx12's once, 8 items). */
 static void test_maps_documented(void **state) {
   (void)state;
   for (int q = 0; q < NLAYOUTS; q++) {
@@ -186,7 +206,7 @@ static void test_maps_documented(void **state) {
 static void simulate(const tl_sym *C, int64_t threads, int ksteps) {
   int lay = C->reg_layout;
   int W = wave_of(lay), E = acc_items(lay), items = tl_amd_operand_items(lay);
-  assert_int_equal(items, lay == TL_LAYOUT_MFMA ? 4 : 16);
+  assert_int_equal(items, lay == TL_LAYOUT_MFMA ? 4 : lay == TL_LAYOUT_WMMA ? 16 : 8);
   int64_t M = C->dims[0], N = C->dims[1], K = 16 * (int64_t)ksteps, MI = C->mma_mi, NI = C->mma_ni;
   assert_int_equal(threads, (int64_t)C->mma_wm * C->mma_wn * W);
   assert_int_equal(C->per_thread, MI * NI * E);
@@ -297,19 +317,30 @@ static void test_shapes(void **state) {
   }
 }
 
-/* A deliberately wrong map must fail the simulation's checks: the test can
- * fail (a fragment declared MFMA but simulated with WMMA's accumulator). */
+/* The layouts differ from one another (so that checking one against the
+ * other's documentation would fail): MFMA's and WMMA's accumulators, and
+ * gfx11's and gfx12's WMMA accumulators and operands. */
 static void test_wrong_map_detected(void **state) {
   (void)state;
-  tl_amd_coord r1, c1, r2, c2;
-  tl_sym a = frag(TL_LAYOUT_MFMA, 32, 32, 1, 1), b = frag(TL_LAYOUT_WMMA, 32, 32, 1, 1);
+  tl_amd_coord r1, c1, r2, c2, r3, c3;
+  tl_sym a = frag(TL_LAYOUT_MFMA, 32, 32, 1, 1), b = frag(TL_LAYOUT_WMMA, 32, 32, 1, 1),
+         c = frag(TL_LAYOUT_WMMA_GFX12, 32, 32, 1, 1);
   tl_amd_frag_map(&a, &r1, &c1);
   tl_amd_frag_map(&b, &r2, &c2);
-  int differ = 0;
+  tl_amd_frag_map(&c, &r3, &c3);
+  int differ = 0, differ12 = 0, kdiffer = 0;
   for (int t = 0; t < 32; t++)
     for (int r = 0; r < 4; r++)
       differ += tl_amd_coord_eval(&r1, t, r) != tl_amd_coord_eval(&r2, t, r);
-  assert_true(differ > 0);
+  for (int t = 0; t < 32; t++)
+    for (int r = 0; r < 8; r++)
+      differ12 += tl_amd_coord_eval(&r2, t, r) != tl_amd_coord_eval(&r3, t, r);
+  tl_amd_operand_map(TL_LAYOUT_WMMA, false, &r1, &c1);
+  tl_amd_operand_map(TL_LAYOUT_WMMA_GFX12, false, &r2, &c2);
+  for (int l = 0; l < 32; l++)
+    for (int v = 0; v < 8; v++)
+      kdiffer += tl_amd_coord_eval(&c1, l, v) != tl_amd_coord_eval(&c2, l, v);
+  assert_true(differ > 0 && differ12 > 0 && kdiffer > 0);
 }
 
 static char *slurp(const char *path, size_t *len) {
@@ -332,7 +363,9 @@ static char *slurp(const char *path, size_t *len) {
   return p;
 }
 
-static int gemms(tl_body *b, int64_t threads) {
+/* Simulates every gemm of b that is on matrix cores (their C must have
+ * layout lay); returns how many there are. */
+static int gemms(tl_body *b, int64_t threads, int lay) {
   int n = 0;
   for (int i = 0; i < b->n; i++) {
     tl_stmt *s = b->items[i];
@@ -340,10 +373,11 @@ static int gemms(tl_body *b, int64_t threads) {
       int64_t K = s->trans_a ? s->A->dims[0] : s->A->dims[1];
       assert_int_equal(K % 16, 0);
       assert_true(!s->A->in_regs && !s->B->in_regs && s->C->in_regs);
+      assert_int_equal(s->C->reg_layout, lay);
       simulate(s->C, threads, (int)(K / 16));
       n++;
     }
-    n += gemms(&s->body, threads) + gemms(&s->else_body, threads);
+    n += gemms(&s->body, threads, lay) + gemms(&s->else_body, threads, lay);
   }
   return n;
 }
@@ -354,11 +388,11 @@ static void test_examples(void **state) {
   const char *src = getenv("TL_SRCDIR") ? getenv("TL_SRCDIR") : ".";
   const char *names[] = {"gemm", "gemm_swizzle", "gemm_nt", "dequant_gemm", "dequant_gemm_threads", "flash_attention",
                          "tilus_matmul"};
-  const char *targets[] = {"gfx90a", "gfx942", "gfx1100"};
+  const char *targets[] = {"gfx90a", "gfx942", "gfx1100", "gfx1201"};
   static const tl_define small_fa[] = {{"block_M", "64"}, {"block_N", "64"}};
-  int total = 0, mfma = 0, wmma = 0;
+  int total = 0, mfma = 0, wmma = 0, wmma12 = 0;
   for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < 4; t++) {
       char path[4200];
       snprintf(path, sizeof path, "%s/examples/%s.json", src, names[i]);
       size_t len = 0;
@@ -374,17 +408,20 @@ static void test_examples(void **state) {
       tl_error err;
       assert_int_equal(tl_codegen_for(targets[t], &cg, &lim, &err), TL_OK);
       assert_int_equal(tl_pass_place_for(prog, lim, &cg, &err), TL_OK);
-      int n = gemms(&prog->body, prog->threads[0] * prog->threads[1] * prog->threads[2]);
+      static const int lays[4] = {TL_LAYOUT_MFMA, TL_LAYOUT_MFMA, TL_LAYOUT_WMMA, TL_LAYOUT_WMMA_GFX12};
+      int n = gemms(&prog->body, prog->threads[0] * prog->threads[1] * prog->threads[2], lays[t]);
       total += n;
       if (t < 2)
         mfma += n;
-      else
+      else if (t == 2)
         wmma += n;
+      else
+        wmma12 += n;
       print_message("%-22s %-8s %d gemm(s) on matrix cores\n", names[i], targets[t], n);
       tl_arena_free(a);
       free(text);
     }
-  assert_true(mfma > 0 && wmma > 0 && total == mfma + wmma);
+  assert_true(mfma > 0 && wmma > 0 && wmma12 > 0 && total == mfma + wmma + wmma12);
 }
 
 int main(void) {
