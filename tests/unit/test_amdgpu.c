@@ -313,6 +313,27 @@ static void test_open_and_targets(void **state) {
       free(out);
     }
   }
+  /* Each refused target has a reason, each accepted one none; a clang
+   * older than 20 does not know gfx950 and says so. */
+  for (size_t i = 0; i < 5; i++) {
+    const char *why = tl_amdgpu_refusal(amd, all[i]);
+    assert_int_equal(why == NULL, tl_amdgpu_accepts(amd, all[i]));
+    if (why) {
+      print_message("%s not offered: %s\n", all[i], why);
+      assert_non_null(strstr(why, tl_amdgpu_description(amd)));
+      assert_non_null(strstr(why, all[i]));
+    }
+  }
+  tl_amdgpu_version(amd, &major, &minor);
+  if (tl_amdgpu_toolchain_kind(amd) == TL_AMDGPU_CLANG && major < 20) {
+    const char *why = tl_amdgpu_refusal(amd, "gfx950");
+    assert_non_null(why);
+    assert_non_null(strstr(why, "does not know gfx950 (LLVM added it in clang 20): it needs clang 20 or newer, or "
+                                "ROCm's hiprtc"));
+  }
+  assert_null(tl_amdgpu_refusal(amd, "gfx900"));
+  assert_null(tl_amdgpu_refusal(NULL, "gfx950"));
+  assert_null(tl_amdgpu_refusal(amd, NULL));
 }
 
 /* The issue's three CI targets: an ELF for EM_AMDGPU with the target's
@@ -406,10 +427,12 @@ static void test_bad_target(void **state) {
     assert_null(r.code);
     tl_amdgpu_result_free(&r);
   }
-  /* A known target the toolchain refuses (gfx950 before clang 20). */
+  /* A known target the toolchain refuses (gfx950 before clang 20): the
+   * message says why. */
   if (!tl_amdgpu_accepts(amd, "gfx950")) {
     assert_int_equal(tl_amdgpu_compile(amd, add_one_src, "gfx950", &r, &err), TL_UNSUPPORTED);
-    assert_non_null(strstr(err.message, "does not accept gfx950"));
+    assert_non_null(strstr(err.message, tl_amdgpu_refusal(amd, "gfx950")));
+    assert_non_null(strstr(err.message, "; it accepts gfx90a, gfx942"));
   } else {
     print_message("gfx950 is accepted here: the TL_UNSUPPORTED case is not reachable\n");
   }
@@ -1033,7 +1056,29 @@ static void test_tlc(void **state) {
   out = run_cmd(cmd, &status);
   assert_int_equal(status, 0);
   assert_non_null(strstr(out, "gfx90a       clang ") ? out : strstr(out, "gfx90a       hiprtc "));
+  /* gfx950 where this toolchain refuses it: listed as not offered, with
+   * the reason, and a compile for it fails saying the same */
+  const char *why = tl_amdgpu_refusal(amd, "gfx950");
+  if (why) {
+    char line[1200];
+    snprintf(line, sizeof line, "\n# not offered: gfx950: %s\n", why);
+    if (!strstr(out, line))
+      fail_msg("tlc targets does not say why gfx950 is not offered:\n%s", out);
+    assert_null(strstr(out, "\ngfx950 "));
+  } else {
+    assert_null(strstr(out, "not offered: gfx950"));
+  }
   free(out);
+  if (why) {
+    snprintf(cmd, sizeof cmd, "'%s' compile '%s' --target gfx950 2>&1", tlc, prog);
+    out = run_cmd(cmd, &status);
+    assert_int_equal(status, 1);
+    char msg[1200];
+    snprintf(msg, sizeof msg, "error: target 'gfx950' is not offered here: %s", why);
+    if (!strstr(out, msg))
+      fail_msg("tlc compile --target gfx950 does not say why:\n%s", out);
+    free(out);
+  }
 }
 
 /* This program again without a toolchain: every toolchain test skips,
