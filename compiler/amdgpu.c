@@ -34,15 +34,21 @@
 /* ---- the targets ---------------------------------------------------------- */
 
 /* EF_AMDGPU_MACH_AMDGCN_* values from LLVM's BinaryFormat/ELF.h (gfx950's
- * from LLVM 20, which added it). */
+ * from LLVM 20, which added it; clang 19, the oldest this driver takes,
+ * knows the others). */
 static const tl_amd_target known_targets[] = {
-    {"gfx90a", "CDNA2", 0x03f, 64, 65536, TL_AMD_MATRIX_MFMA},
-    {"gfx942", "CDNA3", 0x04c, 64, 65536, TL_AMD_MATRIX_MFMA},
-    {"gfx950", "CDNA4", 0x04f, 64, 163840, TL_AMD_MATRIX_MFMA},
-    {"gfx1100", "RDNA3", 0x041, 32, 65536, TL_AMD_MATRIX_WMMA},
-    {"gfx1201", "RDNA4", 0x04e, 32, 65536, TL_AMD_MATRIX_WMMA_GFX12},
+    {"gfx90a", "CDNA2", 0x03f, 64, 65536, TL_AMD_MATRIX_MFMA, 19},
+    {"gfx942", "CDNA3", 0x04c, 64, 65536, TL_AMD_MATRIX_MFMA, 19},
+    {"gfx950", "CDNA4", 0x04f, 64, 163840, TL_AMD_MATRIX_MFMA, 20},
+    {"gfx1100", "RDNA3", 0x041, 32, 65536, TL_AMD_MATRIX_WMMA, 19},
+    {"gfx1201", "RDNA4", 0x04e, 32, 65536, TL_AMD_MATRIX_WMMA_GFX12, 19},
 };
 #define NKNOWN (sizeof known_targets / sizeof *known_targets)
+
+const tl_amd_target *tl_amd_known_targets(size_t *count) {
+  *count = NKNOWN;
+  return known_targets;
+}
 
 const tl_amd_target *tl_amd_target_find(const char *name) {
   for (size_t i = 0; name && i < NKNOWN; i++)
@@ -100,6 +106,7 @@ struct tl_amdgpu {
   pthread_mutex_t lock;
   int probed;
   unsigned char accepted[NKNOWN];
+  char refusal[NKNOWN][PATH_MAX + 256]; /* why not, where !accepted[i] */
   const char *targets[NKNOWN + 1];
   size_t ntargets;
 };
@@ -677,6 +684,18 @@ static void clang_probe(tl_amdgpu *h) {
   }
 }
 
+/* Why the probe refused known target t. */
+static void explain_refusal(tl_amdgpu *h, const tl_amd_target *t, char *out, size_t cap) {
+  if (h->kind == TL_AMDGPU_CLANG && h->major < t->min_clang)
+    snprintf(out, cap, "%s does not know %s (LLVM added it in clang %d): it needs clang %d or newer, or ROCm's hiprtc",
+             h->desc, t->name, t->min_clang, t->min_clang);
+  else if (h->kind == TL_AMDGPU_CLANG)
+    snprintf(out, cap, "%s refused --offload-arch=%s (an empty source did not compile for it)", h->desc, t->name);
+  else
+    snprintf(out, cap, "%s does not accept %s: it needs a ROCm whose hiprtc knows it, or clang %d or newer", h->desc,
+             t->name, t->min_clang);
+}
+
 static void ensure_probed(tl_amdgpu *h) {
   pthread_mutex_lock(&h->lock);
   if (!h->probed) {
@@ -689,6 +708,8 @@ static void ensure_probed(tl_amdgpu *h) {
     for (size_t i = 0; i < NKNOWN; i++)
       if (h->accepted[i])
         h->targets[h->ntargets++] = known_targets[i].name;
+      else
+        explain_refusal(h, &known_targets[i], h->refusal[i], sizeof h->refusal[i]);
     h->targets[h->ntargets] = NULL;
     h->probed = 1;
   }
@@ -710,6 +731,14 @@ int tl_amdgpu_accepts(tl_amdgpu *h, const char *target) {
     return 0;
   ensure_probed(h);
   return h->accepted[t - known_targets];
+}
+
+const char *tl_amdgpu_refusal(tl_amdgpu *h, const char *target) {
+  const tl_amd_target *t = tl_amd_target_find(target);
+  if (!h || !t)
+    return NULL;
+  ensure_probed(h);
+  return h->accepted[t - known_targets] ? NULL : h->refusal[t - known_targets];
 }
 
 /* ---- offload bundles ------------------------------------------------------------ */
@@ -979,7 +1008,7 @@ tl_status tl_amdgpu_compile(tl_amdgpu *h, const char *src, const char *target, t
     char names[128] = "";
     for (size_t i = 0; i < h->ntargets; i++)
       tl_appendf(names, sizeof names, "%s%s", i ? ", " : "", h->targets[i]);
-    return tl_error_set(err, TL_UNSUPPORTED, "%s does not accept %s; it accepts %s", h->desc, target,
+    return tl_error_set(err, TL_UNSUPPORTED, "%s; it accepts %s", tl_amdgpu_refusal(h, target),
                         *names ? names : "none of the known targets");
   }
   double t0 = now_ms();

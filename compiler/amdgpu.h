@@ -39,7 +39,8 @@
  * (RDNA 3, 4), those the toolchain accepts.  Each is checked once per
  * handle, lazily, by compiling an empty source for it (clang:
  * -fsyntax-only, the five at once; about 60 ms).  Debian's clang 19.1.7
- * accepts all but gfx950.
+ * accepts all but gfx950, which LLVM added in clang 20; for each known
+ * target a toolchain refuses, tl_amdgpu_refusal says why.
  *
  * Threads: a handle may be used from several threads at once.
  */
@@ -59,8 +60,8 @@
 
 /* What a gfx target is (a fixed table: the targets this project knows). */
 /* MFMA: CDNA's v_mfma_* (wave64); WMMA: RDNA3's v_wmma_* in wave32 (gfx11
- * operand layouts); WMMA_GFX12: RDNA4's, whose operand layouts differ from
- * gfx11's and which the gemm lowering does not use yet (portable path). */
+ * operand layouts); WMMA_GFX12: RDNA4's (builtins ..._w32_gfx12), whose
+ * operand layouts differ from gfx11's (ir.h: TL_LAYOUT_WMMA_GFX12). */
 typedef enum tl_amd_matrix {
   TL_AMD_MATRIX_NONE,
   TL_AMD_MATRIX_MFMA,
@@ -75,8 +76,11 @@ typedef struct tl_amd_target {
   int wavefront;        /* threads per wavefront the compiler uses: 64 (CDNA), 32 (RDNA) */
   int64_t lds_bytes;    /* LDS (shared memory) one workgroup may use */
   tl_amd_matrix matrix; /* matrix cores the generated code may use */
+  int min_clang;        /* the first clang (major version) that knows it */
 } tl_amd_target;
 
+/* The table of known targets (its *count entries, in the order above). */
+const tl_amd_target *tl_amd_known_targets(size_t *count);
 /* The known target called name ("gfx90a"), or NULL. */
 const tl_amd_target *tl_amd_target_find(const char *name);
 /* The known target whose EF_AMDGPU_MACH value is mach, or NULL. */
@@ -132,12 +136,20 @@ tl_status tl_amdgpu_targets(tl_amdgpu *h, const char *const **list, size_t *coun
 /* 1 if target is one of tl_amdgpu_targets, else 0. */
 int tl_amdgpu_accepts(tl_amdgpu *h, const char *target);
 
+/* Why the toolchain does not accept target, a target of the table above,
+ * e.g. "clang 19.1.7 (/usr/bin/clang-19) does not know gfx950 (LLVM added
+ * it in clang 20): it needs clang 20 or newer, or ROCm's hiprtc"; NULL when
+ * it accepts target, for a target not in the table, and for NULL
+ * arguments.  Owned by the handle.  Runs the probe if it has not run yet. */
+const char *tl_amdgpu_refusal(tl_amdgpu *h, const char *target);
+
 /* Compiles src (NUL-terminated HIP C that includes nothing) for target.
  * On success fills *out (free with tl_amdgpu_result_free).
  * Failures:
  *   TL_INVALID_ARG  NULL arguments; a target name this project does not
  *                   know (the message lists those it does);
- *   TL_UNSUPPORTED  a known target this toolchain does not accept;
+ *   TL_UNSUPPORTED  a known target this toolchain does not accept (the
+ *                   message is tl_amdgpu_refusal's);
  *   TL_TOO_LARGE    source over TL_AMDGPU_MAX_SOURCE, output over
  *                   TL_AMDGPU_MAX_OUTPUT;
  *   TL_TOOLCHAIN    the compile or the link failed: the message carries the

@@ -120,6 +120,28 @@ const char *const *tl_compiler_targets(const char **desc, tl_error *err) {
   return all_targets;
 }
 
+/* The known AMD targets the AMD toolchain refuses, built once. */
+static pthread_once_t refused_once = PTHREAD_ONCE_INIT;
+static const char *refused[16];
+
+static void refused_build(void) {
+  size_t n = 0, known;
+  const tl_amd_target *t = tl_amd_known_targets(&known);
+  for (size_t i = 0; i < known && n + 1 < sizeof refused / sizeof *refused; i++)
+    if (amd_toolchain(NULL) && tl_amdgpu_refusal(amd, t[i].name))
+      refused[n++] = t[i].name;
+  refused[n] = NULL;
+}
+
+const char *const *tl_compiler_targets_refused(void) {
+  pthread_once(&refused_once, refused_build);
+  return refused;
+}
+
+const char *tl_compiler_target_refusal(const char *target) {
+  return target && tl_amd_target_like(target) && amd_toolchain(NULL) ? tl_amdgpu_refusal(amd, target) : NULL;
+}
+
 const char *tl_compiler_target_toolchain(const char *target) {
   if (!target)
     return NULL;
@@ -230,9 +252,13 @@ static tl_status front(const tl_compile_request *req, tl_arena *arena, tl_progra
     tl_amdgpu *h = amd_toolchain(err);
     if (!h)
       return err ? err->code : TL_NO_TOOLCHAIN;
-    if (!tl_amdgpu_accepts(h, req->target))
+    if (!tl_amdgpu_accepts(h, req->target)) {
+      const char *why = tl_amdgpu_refusal(h, req->target);
+      if (why)
+        return tl_error_set(err, TL_UNSUPPORTED, "target '%.64s' is not offered here: %s", req->target, why);
       return tl_error_set(err, TL_UNSUPPORTED, "target '%.64s' is not offered here (see the toolchain's targets: %s)",
                           req->target, amd_desc);
+    }
     *desc = amd_desc;
   } else {
     tl_nvrtc *h = toolchain(err);

@@ -812,6 +812,10 @@ static void term(tl_amd_coord *c, bool of_r, int64_t div, int64_t mod, int64_t m
   c->t[c->n++] = (tl_amd_term){.of_r = of_r, .div = div, .mod = mod, .mul = mul};
 }
 
+bool tl_amd_layout(int layout) {
+  return layout == TL_LAYOUT_MFMA || layout == TL_LAYOUT_WMMA || layout == TL_LAYOUT_WMMA_GFX12;
+}
+
 static int amd_wave(int layout) { return layout == TL_LAYOUT_MFMA ? 64 : 32; }
 static int amd_items(int layout) { return layout == TL_LAYOUT_MFMA ? 4 : 8; }
 
@@ -825,20 +829,64 @@ void tl_amd_tile_origin(const tl_sym *s, tl_amd_coord *row, tl_amd_coord *col) {
 }
 
 void tl_amd_frag_map(const tl_sym *s, tl_amd_coord *row, tl_amd_coord *col) {
-  assert(s->reg_layout == TL_LAYOUT_MFMA || s->reg_layout == TL_LAYOUT_WMMA);
+  assert(tl_amd_layout(s->reg_layout));
   tl_amd_tile_origin(s, row, col);
   if (s->reg_layout == TL_LAYOUT_MFMA) { /* lane l, item v: row (l / 16) * 4 + v, column l % 16 */
     term(row, false, 16, 4, 4);
     term(row, true, 1, 4, 1);
-  } else { /* lane l, item v: row 2 * v + l / 16, column l % 16 */
+  } else if (s->reg_layout == TL_LAYOUT_WMMA) { /* lane l, item v: row 2 * v + l / 16, column l % 16 */
     term(row, true, 1, 8, 2);
     term(row, false, 16, 2, 1);
+  } else { /* gfx12: lane l, item v: row 8 * (l / 16) + v, column l % 16 */
+    term(row, false, 16, 2, 8);
+    term(row, true, 1, 8, 1);
   }
   term(col, false, 1, 16, 1);
 }
 
-int tl_amd_operand_items(int layout) { return layout == TL_LAYOUT_MFMA ? 4 : 16; }
+int tl_amd_operand_items(int layout) {
+  return layout == TL_LAYOUT_MFMA ? 4 : layout == TL_LAYOUT_WMMA ? 16 : 8;
+}
 
+/* Where the maps come from (item v of an operand is element v of the
+ * builtin's vector: half 0 of VGPR 0, half 1 of VGPR 0, half 0 of VGPR 1, ...;
+ * of the accumulator, VGPR v):
+ *   MFMA v_mfma_f32_16x16x16f16 / bf16_1k (gfx90a; on gfx942 also
+ *     v_mfma_f32_16x16x16_f16 / _bf16), wave64: A[l % 16][4 * (l / 16) + v],
+ *     B[4 * (l / 16) + v][l % 16], C/D[4 * (l / 16) + v][l % 16].
+ *     Confirmed by AMD's matrix instruction calculator
+ *     (github.com/ROCm/amd_matrix_instruction_calculator, matrix_calculator.py,
+ *     `--architecture cdna2|cdna3 --matrix-layout -A|-B|-C|-D`, every lane and
+ *     item compared), by TileLang (tile-ai/tilelang,
+ *     tilelang/intrinsics/mfma_layout.py: thread_id_shared_access_64x4_to_16x16
+ *     _layout_A / _B / _C_m_n) and, for C/D, by llama.cpp
+ *     (ggml-org/llama.cpp, ggml/src/ggml-cuda/mma.cuh, tile<16, 16> under
+ *     AMD_MFMA_AVAILABLE: i = 4 * (lane / 16) + l, j = lane % 16).
+ *   WMMA v_wmma_f32_16x16x16_f16 / bf16 on gfx11 (RDNA3), wave32:
+ *     A[l % 16][v], B[v][l % 16] with 16 items (lanes 16-31 hold the same as
+ *     lanes 0-15), C/D[2 * v + l / 16][l % 16] with 8.  Confirmed by the
+ *     calculator (`--architecture rdna3 --wavefront 32`, every lane and item);
+ *     C/D also by llama.cpp's mma.cuh (RDNA3: i = 2 * l + lane / 16), by
+ *     ROCm/FlyDSL pull request 485 (checked on a gfx1151: "lane n, val v ->
+ *     M = 2*v + n/16") and by Modular's docs (docs.modular.com,
+ *     mojo/kernels/nn/attention/gpu/amd/buffers_rdna/get_rdna_fragment_layout).
+ *     GPUOpen's "How to accelerate AI applications on RDNA 3 using WMMA"
+ *     (gpuopen.com/learn/wmma_on_rdna3/) points to the calculator for these
+ *     register maps.
+ *   WMMA on gfx12 (RDNA4), wave32, __builtin_amdgcn_wmma_f32_16x16x16_{f16,
+ *     bf16}_w32_gfx12 (8 halves of A and of B, 8 floats of C/D per lane):
+ *     A[l % 16][k], B[k][l % 16] with k = 8 * (v / 4) + 4 * (l / 16) + v % 4
+ *     (lanes 0-15 hold k 0-3 and 8-11, lanes 16-31 k 4-7 and 12-15),
+ *     C/D[8 * (l / 16) + v][l % 16].  From the calculator
+ *     (`--architecture rdna4 --wavefront 32`, every lane and item; its
+ *     InstCalcGfx12 class gives the A/B lane as 16 * ((k / 4) % 2) + i and
+ *     the VGPR as 2 * (k / 8) + (k / 2) % 2).  C/D also by llama.cpp's
+ *     mma.cuh (RDNA4: i = 8 * (lane / 16) + l, j = lane % 16).  GPUOpen's
+ *     "Using the Matrix Cores of AMD RDNA 4 architecture GPUs"
+ *     (gpuopen.com/learn/using_matrix_core_amd_rdna4/) announces the new
+ *     layouts.  llama.cpp gives each lane 8 consecutive k of A and B instead
+ *     (lanes 0-15 k 0-7): A and B share the k order, so both give the same
+ *     product; the calculator's order is used here. */
 void tl_amd_operand_map(int layout, bool b, tl_amd_coord *mn, tl_amd_coord *k) {
   (void)b; /* A's rows and B's columns are laid out alike in both instructions */
   mn->n = k->n = 0;
@@ -846,8 +894,12 @@ void tl_amd_operand_map(int layout, bool b, tl_amd_coord *mn, tl_amd_coord *k) {
   if (layout == TL_LAYOUT_MFMA) {
     term(k, false, 16, 4, 4); /* k = (l / 16) * 4 + v */
     term(k, true, 1, 4, 1);
-  } else {
+  } else if (layout == TL_LAYOUT_WMMA) {
     term(k, true, 1, 16, 1); /* k = v: every lane holds all 16 (lanes 16-31 repeat 0-15) */
+  } else {
+    term(k, true, 4, 2, 8); /* gfx12: k = 8 * (v / 4) + 4 * (l / 16) + v % 4 */
+    term(k, false, 16, 2, 4);
+    term(k, true, 1, 4, 1);
   }
 }
 
@@ -897,7 +949,7 @@ static const char *elem_of(E *e, const tl_sym *s, const char *r) {
              "((unsigned)(%s) %% 2u))",
              s->mma_wn, wm_rows, r, s->mma_ni * 4, r, n, s->mma_wn, wn_cols, r, s->mma_ni, r);
   }
-  if (s->reg_layout == TL_LAYOUT_MFMA || s->reg_layout == TL_LAYOUT_WMMA) {
+  if (tl_amd_layout(s->reg_layout)) {
     tl_amd_coord row, col;
     tl_amd_frag_map(s, &row, &col);
     return S("(int)(%s * %" PRId64 "u + %s)", coord_str(e, &row, "tl_tid", r), s->dims[1], coord_str(e, &col, "tl_tid", r));
@@ -1206,10 +1258,11 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
   line(e, "}");
 }
 
-/* gemm on AMD's matrix cores: C (TL_LAYOUT_MFMA or TL_LAYOUT_WMMA) += A . B
- * with v_mfma_f32_16x16x16{f16,bf16_1k} (CDNA, wave64) or
- * v_wmma_f32_16x16x16_{f16,bf16}_w32 (gfx11, wave32), one instruction per
- * 16 x 16 tile of C and 16 of K.  Each lane loads its operand items from
+/* gemm on AMD's matrix cores: C (TL_LAYOUT_MFMA, TL_LAYOUT_WMMA or
+ * TL_LAYOUT_WMMA_GFX12) += A . B with v_mfma_f32_16x16x16{f16,bf16_1k}
+ * (CDNA, wave64) or v_wmma_f32_16x16x16_{f16,bf16} (wave32; builtins
+ * ..._w32 on gfx11, ..._w32_gfx12 on gfx12), one instruction per 16 x 16
+ * tile of C and 16 of K.  Each lane loads its operand items from
  * LDS as tl_amd_operand_map says (A[row][k] stored [M, K], or [K, M] when
  * transposed; B[k][col] stored [K, N], or [N, K]), the rows and columns
  * from the tile origins of C's own map.  k_pack > 1 loads k_pack steps of
@@ -1227,7 +1280,8 @@ static void op_gemm_amd(E *e, const tl_stmt *s) {
   tl_amd_operand_map(lay, false, &amn, &ak);
   tl_amd_operand_map(lay, true, &bmn, &bk);
   const char *fn = mfma ? (bf ? "__builtin_amdgcn_mfma_f32_16x16x16bf16_1k" : "__builtin_amdgcn_mfma_f32_16x16x16f16")
-                        : (bf ? "__builtin_amdgcn_wmma_f32_16x16x16_bf16_w32" : "__builtin_amdgcn_wmma_f32_16x16x16_f16_w32");
+                        : S("__builtin_amdgcn_wmma_f32_16x16x16_%s_w32%s", bf ? "bf16" : "f16",
+                            lay == TL_LAYOUT_WMMA_GFX12 ? "_gfx12" : "");
   line(e, "{");
   e->indent++;
   line(e, "typedef %s tl_ab __attribute__((ext_vector_type(%" PRId64 ")));", bf ? "short" : "_Float16", items);

@@ -357,7 +357,8 @@ static void dump_sym_place(FILE *f, const tl_sym *s) {
   if (s->scope == SCOPE_FRAGMENT && s->in_regs) {
     static const char *const lay[] = {[TL_LAYOUT_BLOCKED] = "blocked", [TL_LAYOUT_MMA] = "mma",
                                       [TL_LAYOUT_MMA_ROWS] = "mma-rows", [TL_LAYOUT_MFMA] = "mfma",
-                                      [TL_LAYOUT_WMMA] = "wmma"};
+                                      [TL_LAYOUT_WMMA] = "wmma",
+                                      [TL_LAYOUT_WMMA_GFX12] = "wmma-gfx12"};
     fprintf(f, " in registers, %s layout, %lld per thread", lay[s->reg_layout], (long long)s->per_thread);
     if (s->reg_layout != TL_LAYOUT_BLOCKED)
       fprintf(f, " (warps %dx%d, tiles %lldx%lld)", s->mma_wm, s->mma_wn, (long long)s->mma_mi, (long long)s->mma_ni);

@@ -166,10 +166,10 @@ typedef struct tl_sym {
  * accumulator tiles touch, (t / 32) * 16 * mma_mi + (r / 2) * 16 +
  * (t % 32) / 4 + (r % 2) * 8 for local index r, the same in the 4 lanes of
  * a quad. */
-enum { TL_LAYOUT_BLOCKED, TL_LAYOUT_MMA, TL_LAYOUT_MMA_ROWS, TL_LAYOUT_MFMA, TL_LAYOUT_WMMA };
+enum { TL_LAYOUT_BLOCKED, TL_LAYOUT_MMA, TL_LAYOUT_MMA_ROWS, TL_LAYOUT_MFMA, TL_LAYOUT_WMMA, TL_LAYOUT_WMMA_GFX12 };
 
 /* The AMD matrix-core layouts (HIP targets only; pass_place.c chooses them,
- * emit_cuda.c lowers them).  Both cover a grid of mma_wm x mma_wn
+ * emit_cuda.c lowers them).  All cover a grid of mma_wm x mma_wn
  * wavefronts (wavefront w = t / W at (w / mma_wn, w % mma_wn)), each
  * holding mma_mi x mma_ni tiles of 16 x 16; local index r is tile
  * r / E, (r / E) / mma_ni down and (r / E) % mma_ni across, item r % E:
@@ -178,9 +178,15 @@ enum { TL_LAYOUT_BLOCKED, TL_LAYOUT_MMA, TL_LAYOUT_MMA_ROWS, TL_LAYOUT_MFMA, TL_
  *     column l % 16;
  *   TL_LAYOUT_WMMA: the accumulator of v_wmma_f32_16x16x16_{f16,bf16} in
  *     wave32 on gfx11 (W = 32, E = 8): lane l, item v holds tile row
- *     2 * v + l / 16, column l % 16.
+ *     2 * v + l / 16, column l % 16;
+ *   TL_LAYOUT_WMMA_GFX12: the same instructions in wave32 on gfx12 (RDNA4;
+ *     builtins ..._w32_gfx12) (W = 32, E = 8): lane l, item v holds tile row
+ *     8 * (l / 16) + v, column l % 16.
  * tl_amd_frag_map is the one description of these maps: the emitter prints
- * it and the tests evaluate it. */
+ * it and the tests evaluate it.  The instructions' lane maps are AMD's
+ * (its matrix instruction calculator; emit_cuda.c lists the sources by
+ * tl_amd_operand_map and tests/unit/test_amd_layouts.c checks against
+ * them). */
 
 /* One coordinate as a sum of terms ((x / div) % mod) * mul, x the thread
  * index in the block (or the lane) when of_r is false, the local index (or
@@ -193,20 +199,24 @@ typedef struct tl_amd_coord {
   int n;
   tl_amd_term t[8];
 } tl_amd_coord;
+/* True for the AMD matrix-core layouts (TL_LAYOUT_MFMA, TL_LAYOUT_WMMA,
+ * TL_LAYOUT_WMMA_GFX12) (emit_cuda.c). */
+bool tl_amd_layout(int layout);
 /* The row and column of the element that thread t holds at local index r
- * of fragment s (in_regs, reg_layout TL_LAYOUT_MFMA or TL_LAYOUT_WMMA;
- * asserts otherwise) (emit_cuda.c). */
+ * of fragment s (in_regs, reg_layout one of tl_amd_layout's; asserts
+ * otherwise) (emit_cuda.c). */
 void tl_amd_frag_map(const tl_sym *s, tl_amd_coord *row, tl_amd_coord *col);
 /* The origin (top left element) of the 16 x 16 tile holding local index r
  * of thread t: the part of tl_amd_frag_map that the gemm lowering also uses
  * for the rows of A and the columns of B each tile reads. */
 void tl_amd_tile_origin(const tl_sym *s, tl_amd_coord *row, tl_amd_coord *col);
-/* The operand of one matrix instruction (layout TL_LAYOUT_MFMA or
- * TL_LAYOUT_WMMA says which): lane l, item v of operand A supplies
- * A[mn][k] of the 16 x 16 tile (mn a row), of operand B (b true) supplies
- * B[k][mn] (mn a column).  Items: 4 (MFMA) or 16 (WMMA). */
+/* The operand of one matrix instruction (layout TL_LAYOUT_MFMA,
+ * TL_LAYOUT_WMMA or TL_LAYOUT_WMMA_GFX12 says which): lane l, item v of
+ * operand A supplies A[mn][k] of the 16 x 16 tile (mn a row), of operand B
+ * (b true) supplies B[k][mn] (mn a column).  Items: 4 (MFMA), 16 (WMMA on
+ * gfx11: lanes 16-31 repeat lanes 0-15) or 8 (WMMA on gfx12). */
 void tl_amd_operand_map(int layout, bool b, tl_amd_coord *mn, tl_amd_coord *k);
-/* The items per lane of an operand of layout's instruction (4 or 16). */
+/* The items per lane of an operand of layout's instruction (4, 16 or 8). */
 int tl_amd_operand_items(int layout);
 /* The value of c for x (thread or lane) and r (local index or item). */
 int64_t tl_amd_coord_eval(const tl_amd_coord *c, int64_t x, int64_t r);

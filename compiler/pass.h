@@ -17,7 +17,7 @@ typedef struct tl_codegen {
   int warp;           /* threads per warp: 32, or 64 on CDNA */
   bool mma;           /* mma.sync + ldmatrix (NVIDIA) */
   bool async_copy;    /* cp.async (NVIDIA) */
-  int amd_matrix;     /* tl_amd_matrix (amdgpu.h): MFMA or WMMA, 0 for none */
+  int amd_matrix;     /* tl_amd_matrix (amdgpu.h): MFMA, WMMA or WMMA_GFX12, 0 for none */
 } tl_codegen;
 /* NVIDIA's: CUDA, warps of 32, mma.sync and cp.async (emit_cuda.c). */
 extern const tl_codegen tl_codegen_cuda;

@@ -27,14 +27,14 @@
  * Only where the target has mma.sync (tl_codegen.mma).
  *
  * On AMD targets with matrix cores (tl_codegen.amd_matrix: MFMA on CDNA,
- * gfx11's WMMA on RDNA3) the same holds with their instructions of 16 x 16
- * x 16: a gemm of float16 (or bfloat16) A and B, both in shared memory
- * (LDS), into a float32 register C whose shape tiles onto the wavefronts
- * is marked use_amd_mma and C takes TL_LAYOUT_MFMA or TL_LAYOUT_WMMA (ir.h).
- * Fragments meeting C in parallel loops and copies unify with it as with
- * the mma layout; row reads of it and A in registers are demoted to shared
- * memory (no row layout is defined for these).  Everything else, and
- * gfx12's WMMA, keeps the portable path.
+ * WMMA on RDNA3 (gfx11) and RDNA4 (gfx12)) the same holds with their
+ * instructions of 16 x 16 x 16: a gemm of float16 (or bfloat16) A and B,
+ * both in shared memory (LDS), into a float32 register C whose shape tiles
+ * onto the wavefronts is marked use_amd_mma and C takes TL_LAYOUT_MFMA,
+ * TL_LAYOUT_WMMA or TL_LAYOUT_WMMA_GFX12 (ir.h).  Fragments meeting C in
+ * parallel loops and copies unify with it as with the mma layout; row reads
+ * of it and A in registers are demoted to shared memory (no row layout is
+ * defined for these).  Everything else keeps the portable path.
  */
 #include <stdint.h>
 #include <string.h>
@@ -190,7 +190,7 @@ static bool by_rows(const tl_stmt *s, int64_t threads) {
     return false;
   if (src->reg_layout == TL_LAYOUT_MMA)
     return src->ndim == 2; /* quads of lanes hold a row; warps along N meet in the scratch */
-  if (src->reg_layout == TL_LAYOUT_MMA_ROWS || src->reg_layout == TL_LAYOUT_MFMA || src->reg_layout == TL_LAYOUT_WMMA)
+  if (src->reg_layout == TL_LAYOUT_MMA_ROWS || tl_amd_layout(src->reg_layout))
     return false; /* through the scratch */
   int64_t n = src->dims[src->ndim - 1], per = src->per_thread, g = n / per;
   return (n % per == 0 && g <= 32 && (g & (g - 1)) == 0 && threads % 32 == 0) || per % n == 0;
@@ -277,10 +277,13 @@ static void choose_mma_all(P *p, tl_body *b) {
  * instructions' operands are loaded from LDS). */
 static bool choose_amd(P *p, tl_stmt *s, int matrix, int wave) {
   tl_sym *A = s->A, *B = s->B, *C = s->C;
-  int layout = matrix == TL_AMD_MATRIX_MFMA ? TL_LAYOUT_MFMA : matrix == TL_AMD_MATRIX_WMMA ? TL_LAYOUT_WMMA : -1;
+  int layout = matrix == TL_AMD_MATRIX_MFMA         ? TL_LAYOUT_MFMA
+               : matrix == TL_AMD_MATRIX_WMMA       ? TL_LAYOUT_WMMA
+               : matrix == TL_AMD_MATRIX_WMMA_GFX12 ? TL_LAYOUT_WMMA_GFX12
+                                                    : -1;
   int items = layout == TL_LAYOUT_MFMA ? 4 : 8; /* accumulator floats per lane and tile */
   demote(A);
-  if (layout < 0 || (wave != 64 && layout == TL_LAYOUT_MFMA) || (wave != 32 && layout == TL_LAYOUT_WMMA))
+  if (layout < 0 || wave != (layout == TL_LAYOUT_MFMA ? 64 : 32)) /* MFMA in wave64, WMMA in wave32 */
     return false;
   if ((A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16) || B->dtype != A->dtype || B->in_regs || A->in_regs)
     return false;
@@ -665,7 +668,8 @@ tl_status tl_pass_place(tl_program *prog, int64_t smem_limit, tl_error *err) {
 static void place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bool amd);
 
 tl_status tl_pass_place_for(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, tl_error *err) {
-  bool amd = cg->dialect == TL_DIALECT_HIP && (cg->amd_matrix == TL_AMD_MATRIX_MFMA || cg->amd_matrix == TL_AMD_MATRIX_WMMA);
+  bool amd = cg->dialect == TL_DIALECT_HIP && (cg->amd_matrix == TL_AMD_MATRIX_MFMA || cg->amd_matrix == TL_AMD_MATRIX_WMMA ||
+                                               cg->amd_matrix == TL_AMD_MATRIX_WMMA_GFX12);
   place(prog, smem_limit, cg, amd);
   /* the matrix-core layouts demote more to LDS (row reads, A in registers):
    * when that no longer fits, place again on the portable path */

@@ -45,7 +45,8 @@ static const char usage[] =
     "run        run a program on the CPU with the reference interpreter (--interpret), or\n"
     "           compile it for the GPU found and run it there (--device cuda, cuda:N); --time N\n"
     "           launches it N more times and prints the mean time per launch\n"
-    "targets    list the targets the installed toolchains offer, each with the toolchain\n"
+    "targets    list the targets the installed toolchains offer, each with the toolchain,\n"
+    "           then (# not offered) the known AMD targets the toolchain refuses, and why\n"
     "\n"
     "-D NAME=VALUE      override constant NAME (a number or true/false; it keeps its kind)\n"
     "--arg NAME=VALUE   value of scalar parameter NAME\n"
@@ -512,6 +513,8 @@ static int cmd_targets(void) {
     const char *by = tl_compiler_target_toolchain(*list);
     printf("%-12s %s\n", *list, by ? by : "");
   }
+  for (const char *const *r = tl_compiler_targets_refused(); *r; r++)
+    printf("# not offered: %s: %s\n", *r, tl_compiler_target_refusal(*r));
   return 0;
 }
 

@@ -90,4 +90,16 @@ const char *const *tl_compiler_targets(const char **toolchain, tl_error *err);
  * library. */
 const char *tl_compiler_target_toolchain(const char *target);
 
+/* The AMD targets this project knows (amdgpu.h) that the AMD toolchain
+ * found does not accept, e.g. gfx950 with clang 19, as a NULL-terminated
+ * array owned by the library (empty when no AMD toolchain was found or it
+ * accepts them all); tl_compiler_target_refusal says why for each. */
+const char *const *tl_compiler_targets_refused(void);
+
+/* Why target is not offered, when it is one of tl_compiler_targets_refused
+ * (tl_amdgpu_refusal's text: "clang 19.1.7 (/usr/bin/clang-19) does not
+ * know gfx950 (LLVM added it in clang 20): it needs clang 20 or newer, or
+ * ROCm's hiprtc"); else NULL.  Owned by the library. */
+const char *tl_compiler_target_refusal(const char *target);
+
 #endif

@@ -91,8 +91,18 @@ static int get_info(tl_srv_req *r) {
     tl_srv_buf_json_str(&b, s->targets[i]);
     tl_srv_buf_puts(&b, "\"");
   }
+  /* known targets the toolchain refuses, and why (gfx950 before clang 20) */
+  tl_srv_buf_puts(&b, "], \"targets_not_offered\": {");
+  const char *const *refused = tl_compiler_targets_refused();
+  for (int i = 0; refused[i]; i++) {
+    tl_srv_buf_puts(&b, i ? ", \"" : "\"");
+    tl_srv_buf_json_str(&b, refused[i]);
+    tl_srv_buf_puts(&b, "\": \"");
+    tl_srv_buf_json_str(&b, tl_compiler_target_refusal(refused[i]));
+    tl_srv_buf_puts(&b, "\"");
+  }
   tl_srv_buf_printf(&b,
-                    "], \"limits\": {\"max_body_bytes\": %lld, \"max_header_bytes\": %lld, "
+                    "}, \"limits\": {\"max_body_bytes\": %lld, \"max_header_bytes\": %lld, "
                     "\"max_json_depth\": %d, \"max_targets\": %d, \"max_diagnostics\": %d, "
                     "\"max_connections\": %d, \"compile_timeout_s\": %g, \"workers\": %d, "
                     "\"queue\": %d, \"cache_max_bytes\": %lld}, \"auth\": %s, \"tls\": %s}\n",
@@ -580,8 +590,9 @@ static bool parse_request(tl_srv_req *r, parsed *p, int *rc) {
       return false;
     }
     if (!target_offered(s, t)) {
-      *rc = fail_at(r, TL_UNSUPPORTED, ptr,
-                    "target '%s' is not offered by this server (GET /v1/info lists them)", t);
+      const char *why = tl_compiler_target_refusal(t);
+      *rc = fail_at(r, TL_UNSUPPORTED, ptr, "target '%s' is not offered by this server%s%s (GET /v1/info lists them)",
+                    t, why ? ": " : "", why ? why : "");
       return false;
     }
   }

@@ -5,8 +5,8 @@
  * errors, bad targets, the time limit), the private temporary directory,
  * offload bundles, and llvm-objdump; then the AMD back end as a whole
  * (tl_compile for gfx targets): every example program compiles for gfx90a,
- * gfx942 and gfx1100, and the HIP prelude's math is checked against libm
- * on the host.
+ * gfx942 and gfx1100, and for gfx1201 where the toolchain accepts it (clang
+ * 19 does), and the HIP prelude's math is checked against libm on the host.
  *
  * What is checked comes from sources independent of the driver: the ELF
  * header bytes read here, the code object reader (compiler/hsaco.c, which
@@ -24,7 +24,7 @@
  * with one explicit argument per parameter, of the size and kind the
  * parameter ABI (proto/kernel-meta.md section 3) gives; the metadata's
  * resources equal the note's figures; llvm-objdump finds the kernel, and
- * MFMA (gfx90a, gfx942) or WMMA (gfx1100) instructions in the GEMM
+ * MFMA (gfx90a, gfx942) or WMMA (gfx1100, gfx1201) instructions in the GEMM
  * examples (test_amd_layouts.c checks the layouts themselves).  Files are found under
  * $TL_SRCDIR when it is set, else relative to the current directory.
  */
@@ -313,6 +313,27 @@ static void test_open_and_targets(void **state) {
       free(out);
     }
   }
+  /* Each refused target has a reason, each accepted one none; a clang
+   * older than 20 does not know gfx950 and says so. */
+  for (size_t i = 0; i < 5; i++) {
+    const char *why = tl_amdgpu_refusal(amd, all[i]);
+    assert_int_equal(why == NULL, tl_amdgpu_accepts(amd, all[i]));
+    if (why) {
+      print_message("%s not offered: %s\n", all[i], why);
+      assert_non_null(strstr(why, tl_amdgpu_description(amd)));
+      assert_non_null(strstr(why, all[i]));
+    }
+  }
+  tl_amdgpu_version(amd, &major, &minor);
+  if (tl_amdgpu_toolchain_kind(amd) == TL_AMDGPU_CLANG && major < 20) {
+    const char *why = tl_amdgpu_refusal(amd, "gfx950");
+    assert_non_null(why);
+    assert_non_null(strstr(why, "does not know gfx950 (LLVM added it in clang 20): it needs clang 20 or newer, or "
+                                "ROCm's hiprtc"));
+  }
+  assert_null(tl_amdgpu_refusal(amd, "gfx900"));
+  assert_null(tl_amdgpu_refusal(NULL, "gfx950"));
+  assert_null(tl_amdgpu_refusal(amd, NULL));
 }
 
 /* The issue's three CI targets: an ELF for EM_AMDGPU with the target's
@@ -406,10 +427,12 @@ static void test_bad_target(void **state) {
     assert_null(r.code);
     tl_amdgpu_result_free(&r);
   }
-  /* A known target the toolchain refuses (gfx950 before clang 20). */
+  /* A known target the toolchain refuses (gfx950 before clang 20): the
+   * message says why. */
   if (!tl_amdgpu_accepts(amd, "gfx950")) {
     assert_int_equal(tl_amdgpu_compile(amd, add_one_src, "gfx950", &r, &err), TL_UNSUPPORTED);
-    assert_non_null(strstr(err.message, "does not accept gfx950"));
+    assert_non_null(strstr(err.message, tl_amdgpu_refusal(amd, "gfx950")));
+    assert_non_null(strstr(err.message, "; it accepts gfx90a, gfx942"));
   } else {
     print_message("gfx950 is accepted here: the TL_UNSUPPORTED case is not reachable\n");
   }
@@ -732,13 +755,17 @@ static void check_amd_build(const ex_job *j, json_t *doc) {
   tl_hsaco_info_free(&hi);
 }
 
-/* Every example compiles for gfx90a, gfx942 and gfx1100 (flash_attention
- * with tiles that fit 64 KiB of LDS: at its default ones it needs more, and
- * that must be a clear TL_LIMIT). */
+/* Every example compiles for gfx90a, gfx942 and gfx1100, and gfx1201 when
+ * the toolchain accepts it (flash_attention with tiles that fit 64 KiB of
+ * LDS: at its default ones it needs more, and that must be a clear
+ * TL_LIMIT). */
 static void test_examples(void **state) {
   (void)state;
   NEED_AMD();
-  const char *targets[] = {"gfx90a", "gfx942", "gfx1100"};
+  const char *targets[] = {"gfx90a", "gfx942", "gfx1100", "gfx1201"};
+  int nt = tl_compiler_target_toolchain("gfx1201") ? 4 : 3;
+  if (nt == 3)
+    print_message("gfx1201 is not offered here: the examples are compiled for the other three only\n");
   static const tl_define small_fa[] = {{"block_M", "64"}, {"block_N", "64"}};
   char dir[4200];
   snprintf(dir, sizeof dir, "%s/examples", srcdir());
@@ -764,13 +791,13 @@ static void test_examples(void **state) {
   }
   closedir(d);
   assert_true(nex >= 8);
-  nqueue = nex * 3 + 1;
+  nqueue = nex * nt + 1;
   next_job = 0;
   queue = calloc((size_t)nqueue, sizeof *queue);
   assert_non_null(queue);
   for (int i = 0; i < nex; i++)
-    for (int t = 0; t < 3; t++) {
-      ex_job *j = &queue[i * 3 + t];
+    for (int t = 0; t < nt; t++) {
+      ex_job *j = &queue[i * nt + t];
       snprintf(j->name, sizeof j->name, "%s", names[i]);
       j->target = targets[t];
       j->text = texts[i];
@@ -785,7 +812,7 @@ static void test_examples(void **state) {
     if (strcmp(names[i], "flash_attention") == 0)
       fa = i;
   assert_true(fa >= 0);
-  ex_job *lim = &queue[nex * 3]; /* flash_attention at its default tiles */
+  ex_job *lim = &queue[nex * nt]; /* flash_attention at its default tiles */
   snprintf(lim->name, sizeof lim->name, "flash_attention");
   lim->target = "gfx90a";
   lim->text = texts[fa];
@@ -796,14 +823,14 @@ static void test_examples(void **state) {
   for (int i = 0; i < 3; i++)
     pthread_join(th[i], NULL);
   int bad = 0;
-  for (int q = 0; q < nex * 3; q++) {
+  for (int q = 0; q < nex * nt; q++) {
     ex_job *j = &queue[q];
     if (j->st != TL_OK) {
       print_message("FAIL %s for %s: %s: %s\n", j->name, j->target, tl_status_name(j->st), j->err.message);
       bad++;
       continue;
     }
-    check_amd_build(j, docs[q / 3]);
+    check_amd_build(j, docs[q / nt]);
     print_message("ok   %-22s %-8s %6zu bytes, %.0f ms\n", j->name, j->target, j->b->binary_size, j->b->compile_ms);
   }
   assert_int_equal(lim->st, TL_LIMIT);
@@ -821,9 +848,10 @@ static void test_examples(void **state) {
 }
 
 /* The GEMM examples run on the matrix cores: llvm-objdump shows v_mfma in
- * their code for gfx90a and gfx942 and v_wmma for gfx1100 (gemm lowered by
- * op_gemm_amd in emit_cuda.c; gfx1201 keeps the portable path and has
- * neither).  The code still uses LDS (ds_ instructions) and the barrier. */
+ * their code for gfx90a and gfx942 and v_wmma for gfx1100 and gfx1201
+ * (where offered), from the builtins of each (gemm lowered by op_gemm_amd
+ * in emit_cuda.c: ..._w32 on gfx11, ..._w32_gfx12 on gfx12).  The code
+ * still uses LDS (ds_ instructions) and the barrier. */
 static void test_gemm_matrix_cores(void **state) {
   (void)state;
   NEED_AMD();
@@ -836,15 +864,13 @@ static void test_gemm_matrix_cores(void **state) {
     char *text = slurp(path, &len);
     assert_non_null(text);
     for (int t = 0; t < 4; t++) {
-      if (t == 3 && !tl_compiler_target_toolchain(targets[t]))
+      if (t == 3 && !tl_compiler_target_toolchain(targets[t])) { /* gfx1201 where offered */
+        print_message("%s for gfx1201: not offered here\n", names[x]);
         continue;
+      }
       ex_job j = {.target = targets[t], .text = text, .len = len};
       snprintf(j.name, sizeof j.name, "%s", names[x]);
       ex_compile(&j);
-      if (j.st != TL_OK && t == 3) { /* gfx1201 is optional */
-        tl_build_free(j.b);
-        continue;
-      }
       if (j.st != TL_OK)
         fail_msg("%s for %s: %s", names[x], targets[t], j.err.message);
       char *dis = NULL;
@@ -857,19 +883,21 @@ static void test_gemm_matrix_cores(void **state) {
         skip();
       }
       assert_int_equal(st, TL_OK);
-      const char *want = t < 2 ? "v_mfma_f32_16x16x16" : t == 2 ? "v_wmma_f32_16x16x16" : NULL;
-      if (want) {
-        if (!strstr(dis, want))
-          fail_msg("%s for %s: no %s in the disassembly", names[x], targets[t], want);
-        assert_null(strstr(dis, t < 2 ? "v_wmma" : "v_mfma"));
-        assert_non_null(strstr(j.b->source, t < 2 ? "__builtin_amdgcn_mfma_f32_16x16x16" : "__builtin_amdgcn_wmma_f32_16x16x16"));
-      } else {
-        assert_null(strstr(dis, "v_wmma"));
-        assert_null(strstr(dis, "v_mfma"));
-      }
+      const char *want = t < 2 ? "v_mfma_f32_16x16x16" : "v_wmma_f32_16x16x16";
+      if (!strstr(dis, want))
+        fail_msg("%s for %s: no %s in the disassembly", names[x], targets[t], want);
+      assert_null(strstr(dis, t < 2 ? "v_wmma" : "v_mfma"));
+      const char *builtin = t < 2 ? "__builtin_amdgcn_mfma_f32_16x16x16" : "__builtin_amdgcn_wmma_f32_16x16x16";
+      const char *at = strstr(j.b->source, builtin);
+      assert_non_null(at);
+      /* gfx12's builtins end in _gfx12, gfx11's do not */
+      const char *paren = strchr(at, '(');
+      assert_non_null(paren);
+      bool gfx12 = paren - at > 6 && strncmp(paren - 6, "_gfx12", 6) == 0;
+      assert_true(gfx12 == (t == 3));
       assert_non_null(strstr(dis, "s_barrier"));
       assert_non_null(strstr(dis, "ds_read") ? strstr(dis, "ds_read") : strstr(dis, "ds_load"));
-      print_message("%s for %s: %s\n", names[x], targets[t], want ? want : "portable path");
+      print_message("%s for %s: %s\n", names[x], targets[t], want);
       free(dis);
       tl_build_free(j.b);
     }
@@ -1028,7 +1056,29 @@ static void test_tlc(void **state) {
   out = run_cmd(cmd, &status);
   assert_int_equal(status, 0);
   assert_non_null(strstr(out, "gfx90a       clang ") ? out : strstr(out, "gfx90a       hiprtc "));
+  /* gfx950 where this toolchain refuses it: listed as not offered, with
+   * the reason, and a compile for it fails saying the same */
+  const char *why = tl_amdgpu_refusal(amd, "gfx950");
+  if (why) {
+    char line[1200];
+    snprintf(line, sizeof line, "\n# not offered: gfx950: %s\n", why);
+    if (!strstr(out, line))
+      fail_msg("tlc targets does not say why gfx950 is not offered:\n%s", out);
+    assert_null(strstr(out, "\ngfx950 "));
+  } else {
+    assert_null(strstr(out, "not offered: gfx950"));
+  }
   free(out);
+  if (why) {
+    snprintf(cmd, sizeof cmd, "'%s' compile '%s' --target gfx950 2>&1", tlc, prog);
+    out = run_cmd(cmd, &status);
+    assert_int_equal(status, 1);
+    char msg[1200];
+    snprintf(msg, sizeof msg, "error: target 'gfx950' is not offered here: %s", why);
+    if (!strstr(out, msg))
+      fail_msg("tlc compile --target gfx950 does not say why:\n%s", out);
+    free(out);
+  }
 }
 
 /* This program again without a toolchain: every toolchain test skips,

@@ -18,13 +18,16 @@
  *
  * The same programs in the HIP dialect are in NAME.hip: the passes and the
  * emitter as tl_compile runs them for gfx942 (tl_codegen_for: HIP C,
- * wavefronts of 64, the target's 64 KiB of LDS).
+ * wavefronts of 64, the target's 64 KiB of LDS).  A few programs also have
+ * NAME.TARGET.hip for another AMD target whose lowering differs (the table
+ * `extra` below: gemm_small for gfx1201, RDNA4's WMMA).
  *
  * Where NVRTC is installed, every golden program is also compiled for
  * sm_80 through tl_compile, and the cubin must hold the kernel (each
  * program's "name" is its file name, NAME): a golden
  * file that NVRTC rejects is no use.  Likewise for gfx942 where an AMD
- * toolchain is (clang 19 or hiprtc): the code object must hold the kernel.
+ * toolchain is (clang 19 or hiprtc): the code object must hold the kernel
+ * (and for each NAME.TARGET.hip whose target the toolchain offers).
  * Without a toolchain those tests skip and say why.
  *
  * Files are found under $TL_SRCDIR when it is set, else relative to the
@@ -128,9 +131,19 @@ static int group_teardown(void **state) {
 /* The two kinds of golden file. */
 static const char *const kinds[2] = {".cu", ".hip"};
 
-/* Runs the front end and the back end up to CUDA C (or HIP C when hip); the
- * text is malloc'd.  NULL (with a message printed) when a stage fails. */
-static char *emit(const char *name, bool hip) {
+/* Golden HIP C for other targets: tests/golden/NAME.TARGET.hip. */
+static const struct {
+  const char *name, *target;
+} extra[] = {
+    {"gemm_small", "gfx1201"}, /* WMMA with gfx12's operand and accumulator layouts */
+};
+#define NEXTRA (int)(sizeof extra / sizeof *extra)
+
+/* Runs the front end and the back end up to CUDA C (target NULL) or HIP C
+ * for target; the text is malloc'd.  NULL (with a message printed) when a
+ * stage fails. */
+static char *emit(const char *name, const char *target) {
+  bool hip = target != NULL;
   char path[4400];
   snprintf(path, sizeof path, "%s/%s.json", dir, name);
   size_t len;
@@ -152,10 +165,10 @@ static char *emit(const char *name, bool hip) {
   } else if (!hip && (tl_pass_place(prog, SMEM_LIMIT, &err) != TL_OK ||
                       tl_pass_pipeline(prog, SMEM_LIMIT, &err) != TL_OK)) {
     print_message("%s: a pass failed: %s: %s\n", path, tl_status_name(err.code), err.message);
-  } else if (hip && (tl_codegen_for(HIP_TARGET, &cg, &lds, &err) != TL_OK ||
+  } else if (hip && (tl_codegen_for(target, &cg, &lds, &err) != TL_OK ||
                      tl_pass_place_for(prog, lds, &cg, &err) != TL_OK ||
                      tl_pass_pipeline_for(prog, lds, &cg, &err) != TL_OK)) {
-    print_message("%s: a pass failed for %s: %s: %s\n", path, HIP_TARGET, tl_status_name(err.code), err.message);
+    print_message("%s: a pass failed for %s: %s: %s\n", path, target, tl_status_name(err.code), err.message);
   } else {
     const char *src = hip ? tl_emit(arena, prog, &cg, &err) : tl_emit_cuda(arena, prog, &err);
     if (!src)
@@ -205,26 +218,42 @@ static void print_diff(const char *name, const char *ext, const char *expected, 
   unlink(b);
 }
 
-/* The emitted source matches NAME.cu (or, when updating, replaces it). */
+/* The emitted source matches NAME.cu, NAME.hip and NAME.TARGET.hip (or,
+ * when updating, replaces them). */
 static void test_golden_sources(void **state) {
   (void)state;
   const char *u = getenv("TL_GOLDEN_UPDATE");
   bool update = u && strcmp(u, "1") == 0;
   if (nnames < MIN_GOLDEN)
     fail_msg("only %d programs in %s; expected at least %d", nnames, dir, MIN_GOLDEN);
-  int bad = 0;
-  for (int j = 0; j < 2 * nnames; j++) {
-    int i = j / 2;
-    bool hip = j % 2;
-    const char *ext = kinds[hip];
-    char *got = emit(names[i], hip);
+  for (int x = 0; x < NEXTRA; x++) {
+    bool found = false;
+    for (int i = 0; i < nnames; i++)
+      found |= strcmp(names[i], extra[x].name) == 0;
+    if (!found)
+      fail_msg("extra golden %s.%s.hip: there is no %s.json", extra[x].name, extra[x].target, extra[x].name);
+  }
+  int bad = 0, total = 2 * nnames + NEXTRA;
+  for (int j = 0; j < total; j++) {
+    const char *name, *target;
+    char ext[64];
+    if (j < 2 * nnames) {
+      name = names[j / 2];
+      target = j % 2 ? HIP_TARGET : NULL;
+      snprintf(ext, sizeof ext, "%s", kinds[j % 2]);
+    } else {
+      name = extra[j - 2 * nnames].name;
+      target = extra[j - 2 * nnames].target;
+      snprintf(ext, sizeof ext, ".%s.hip", target);
+    }
+    char *got = emit(name, target);
     if (!got) {
       bad++;
       continue;
     }
-    char *again = emit(names[i], hip);
+    char *again = emit(name, target);
     if (!again || strcmp(got, again) != 0) {
-      print_message("FAIL %s: two runs of the emitter gave different text\n", names[i]);
+      print_message("FAIL %s: two runs of the emitter gave different text\n", name);
       bad++;
       free(got);
       free(again);
@@ -232,27 +261,27 @@ static void test_golden_sources(void **state) {
     }
     free(again);
     char path[4400];
-    snprintf(path, sizeof path, "%s/%s%s", dir, names[i], ext);
+    snprintf(path, sizeof path, "%s/%s%s", dir, name, ext);
     size_t len;
     char *want = read_file(path, &len);
     if (update) {
       if (want && strcmp(want, got) == 0) {
-        print_message("same    %s%s\n", names[i], ext);
+        print_message("same    %s%s\n", name, ext);
       } else if (write_file(path, got)) {
-        print_message("updated %s%s (%zu bytes)\n", names[i], ext, strlen(got));
+        print_message("updated %s%s (%zu bytes)\n", name, ext, strlen(got));
       } else {
-        print_message("FAIL %s: cannot write %s\n", names[i], path);
+        print_message("FAIL %s: cannot write %s\n", name, path);
         bad++;
       }
     } else if (!want) {
-      print_message("FAIL %s: %s is missing; run `make golden-update` and review it\n", names[i], path);
+      print_message("FAIL %s: %s is missing; run `make golden-update` and review it\n", name, path);
       bad++;
     } else if (strlen(want) != len || strcmp(want, got) != 0) {
-      print_message("FAIL %s: the emitted source differs from %s%s:\n", names[i], names[i], ext);
-      print_diff(names[i], ext, want, got);
+      print_message("FAIL %s: the emitted source differs from %s%s:\n", name, name, ext);
+      print_diff(name, ext, want, got);
       bad++;
     } else {
-      print_message("ok   %s%s (%zu bytes)\n", names[i], ext, len);
+      print_message("ok   %s%s (%zu bytes)\n", name, ext, len);
     }
     free(want);
     free(got);
@@ -260,10 +289,11 @@ static void test_golden_sources(void **state) {
   if (bad)
     fail_msg("%d of %d golden sources %s; if the change is intended, run `make golden-update` and review "
              "`git diff tests/golden`",
-             bad, 2 * nnames, update ? "could not be updated" : "differ or failed");
+             bad, total, update ? "could not be updated" : "differ or failed");
 }
 
-/* Every NAME.cu and NAME.hip has its NAME.json (no stale files). */
+/* Every NAME.cu and NAME.hip has its NAME.json, every NAME.TARGET.hip its
+ * row in `extra` (no stale files). */
 static void test_no_orphans(void **state) {
   (void)state;
   DIR *d = opendir(dir);
@@ -277,6 +307,11 @@ static void test_no_orphans(void **state) {
     bool found = false;
     for (int i = 0; i < nnames && !found; i++)
       found = strlen(names[i]) == n && strncmp(names[i], e->d_name, n) == 0;
+    for (int x = 0; x < NEXTRA && !found && k == 1; x++) {
+      char want[256];
+      snprintf(want, sizeof want, "%s.%s.hip", extra[x].name, extra[x].target);
+      found = strcmp(want, e->d_name) == 0;
+    }
     if (!found) {
       print_message("%s/%s has no .json beside it\n", dir, e->d_name);
       orphans++;
@@ -335,8 +370,55 @@ static void test_golden_compile(void **state) {
   assert_int_equal(bad, 0);
 }
 
-/* The AMD toolchain accepts each golden program for gfx942 and the code
- * object holds the kernel, with one argument per parameter. */
+/* Compiles golden program name for AMD target through tl_compile: the code
+ * object must be for target, hold the kernel, and come from the HIP C the
+ * golden test emits.  Returns 0, or 1 (with a message) on failure. */
+static int compile_hip(const char *name, const char *target) {
+  char path[4400];
+  snprintf(path, sizeof path, "%s/%s.json", dir, name);
+  size_t len;
+  char *text = read_file(path, &len);
+  assert_non_null(text);
+  tl_error err;
+  tl_diags diags = {.arena = tl_arena_new()};
+  tl_compile_request req = {.program = text, .program_len = len, .target = target};
+  tl_build *b = NULL;
+  tl_status st = tl_compile(&req, &b, &diags, &err);
+  tl_hsaco_info hi;
+  int bad = 0;
+  if (st != TL_OK) {
+    print_message("FAIL %s for %s: %s: %s\n", name, target, tl_status_name(st), err.message);
+    tl_diags_print(&diags, path, stdout);
+    bad = 1;
+  } else if (tl_hsaco_inspect(b->binary, b->binary_size, &hi, &err) != TL_OK) {
+    print_message("FAIL %s: not a code object: %s\n", name, err.message);
+    bad = 1;
+  } else {
+    const tl_hsaco_kernel *k = tl_hsaco_find(&hi, name);
+    char *want = emit(name, target);
+    if (strcmp(hi.processor, target) != 0 || !k || k->vgpr_count <= 0) {
+      print_message("FAIL %s: the code object is for %s and %s kernel %s\n", name, hi.processor,
+                    k ? "has" : "lacks", name);
+      bad = 1;
+    } else if (!want || strcmp(want, b->source) != 0) {
+      print_message("FAIL %s: tl_compile's HIP C for %s is not the golden test's\n", name, target);
+      bad = 1;
+    } else {
+      print_message("ok   %s: %s code object, kernel %s, %d VGPRs, %d SGPRs, %.0f ms\n", name, target, k->name,
+                    k->vgpr_count, k->sgpr_count, b->compile_ms);
+    }
+    free(want);
+    tl_hsaco_info_free(&hi);
+  }
+  tl_build_free(b);
+  tl_arena_free(diags.arena);
+  free(text);
+  return bad;
+}
+
+/* The AMD toolchain accepts each golden program for gfx942, and each of
+ * `extra` for its target where that is offered; the code object holds the
+ * kernel, with one argument per parameter. */
 static void test_golden_compile_hip(void **state) {
   (void)state;
   tl_error err;
@@ -346,44 +428,14 @@ static void test_golden_compile_hip(void **state) {
     skip();
   }
   int bad = 0;
-  for (int i = 0; i < nnames; i++) {
-    char path[4400];
-    snprintf(path, sizeof path, "%s/%s.json", dir, names[i]);
-    size_t len;
-    char *text = read_file(path, &len);
-    assert_non_null(text);
-    tl_diags diags = {.arena = tl_arena_new()};
-    tl_compile_request req = {.program = text, .program_len = len, .target = HIP_TARGET};
-    tl_build *b = NULL;
-    tl_status st = tl_compile(&req, &b, &diags, &err);
-    tl_hsaco_info hi;
-    if (st != TL_OK) {
-      print_message("FAIL %s for %s: %s: %s\n", names[i], HIP_TARGET, tl_status_name(st), err.message);
-      tl_diags_print(&diags, path, stdout);
-      bad++;
-    } else if (tl_hsaco_inspect(b->binary, b->binary_size, &hi, &err) != TL_OK) {
-      print_message("FAIL %s: not a code object: %s\n", names[i], err.message);
-      bad++;
-    } else {
-      const tl_hsaco_kernel *k = tl_hsaco_find(&hi, names[i]);
-      char *want = emit(names[i], true);
-      if (strcmp(hi.processor, HIP_TARGET) != 0 || !k || k->vgpr_count <= 0) {
-        print_message("FAIL %s: the code object is for %s and %s kernel %s\n", names[i], hi.processor,
-                      k ? "has" : "lacks", names[i]);
-        bad++;
-      } else if (!want || strcmp(want, b->source) != 0) {
-        print_message("FAIL %s: tl_compile's HIP C is not the golden test's\n", names[i]);
-        bad++;
-      } else {
-        print_message("ok   %s: %s code object, kernel %s, %d VGPRs, %d SGPRs, %.0f ms\n", names[i], HIP_TARGET,
-                      k->name, k->vgpr_count, k->sgpr_count, b->compile_ms);
-      }
-      free(want);
-      tl_hsaco_info_free(&hi);
-    }
-    tl_build_free(b);
-    tl_arena_free(diags.arena);
-    free(text);
+  for (int i = 0; i < nnames; i++)
+    bad += compile_hip(names[i], HIP_TARGET);
+  for (int x = 0; x < NEXTRA; x++) {
+    if (tl_compiler_target_toolchain(extra[x].target))
+      bad += compile_hip(extra[x].name, extra[x].target);
+    else
+      print_message("%s.%s.hip: %s is not offered here, not compiled\n", extra[x].name, extra[x].target,
+                    extra[x].target);
   }
   assert_int_equal(bad, 0);
 }

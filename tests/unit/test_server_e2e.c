@@ -22,6 +22,10 @@
  *   eviction          --cache-max-bytes is enforced in the background
  *   integrity         a damaged artifact is a 404, counted in /metrics, and
  *                     healed by the next compile
+ *   not_offered       /v1/info's targets_not_offered names the known AMD
+ *                     targets the toolchain refuses (gfx950 with clang 19),
+ *                     each with the reason this test's own process finds;
+ *                     a compile request for one is refused with it
  *
  * Skips (exit 0 with a message) when the server has no toolchain (NVRTC).
  * Environment: TL_BUILD (default build), TL_SRCDIR (default .).
@@ -48,6 +52,7 @@
 #include <jansson.h>
 #include <sqlite3.h>
 #include "../../proto/tl_hash.h"
+#include "../../compiler/tlcompiler.h"
 
 /* ==== helpers: the server process ======================================================= */
 
@@ -680,6 +685,49 @@ static void test_invalid_program(void **state) {
   resp_free(&r);
 }
 
+static void test_not_offered(void **state) {
+  (void)state;
+  resp r = http(&main_srv, "GET", "/v1/info", NULL, NULL);
+  expect_status(r, 200);
+  json_t *j = parse(&r);
+  json_t *no = json_object_get(j, "targets_not_offered"), *offered = json_object_get(j, "targets");
+  assert_true(json_is_object(no));
+  const char *const *refused = tl_compiler_targets_refused();
+  size_t n = 0;
+  for (; refused[n]; n++) {
+    const char *why = json_string_value(json_object_get(no, refused[n]));
+    if (!why)
+      fail_msg("/v1/info does not say why %s is not offered: %.600s", refused[n], r.body);
+    assert_string_equal(why, tl_compiler_target_refusal(refused[n]));
+    size_t i;
+    json_t *t;
+    json_array_foreach(offered, i, t) assert_string_not_equal(json_string_value(t), refused[n]);
+  }
+  assert_int_equal(json_object_size(no), n);
+  json_decref(j);
+  resp_free(&r);
+  const char *why = tl_compiler_target_refusal("gfx950");
+  if (!why) {
+    printf("skipping the request part: gfx950 is offered here (or there is no AMD toolchain)\n");
+    return;
+  }
+  print_message("gfx950: %s\n", why);
+  const char *t[] = {"gfx950"};
+  char *body = compile_body("tilus_add_one.json", t, 1, NULL);
+  r = http(&main_srv, "POST", "/v1/compile", body, NULL);
+  free(body);
+  expect_status(r, 422);
+  j = parse(&r);
+  json_t *e = json_object_get(j, "error");
+  assert_string_equal(json_string_value(json_object_get(e, "code")), "unsupported");
+  const char *msg = json_string_value(json_object_get(e, "message"));
+  assert_non_null(msg);
+  if (!strstr(msg, why))
+    fail_msg("the refusal does not say why: %s", msg);
+  json_decref(j);
+  resp_free(&r);
+}
+
 static void test_singleflight(void **state) {
   NEED_TOOLCHAIN();
   server *s = &main_srv;
@@ -1091,6 +1139,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_compile_fetch),
       cmocka_unit_test(test_invalid_program),
+      cmocka_unit_test(test_not_offered),
       cmocka_unit_test(test_singleflight),
       cmocka_unit_test(test_isolation),
       cmocka_unit_test(test_kill9),
