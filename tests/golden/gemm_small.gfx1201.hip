@@ -296,7 +296,7 @@ TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {
 #endif
 
 extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_size(1, 128))) gemm_small(unsigned short *__restrict__ g_A, unsigned short *__restrict__ g_B, unsigned short *__restrict__ g_C) {
-  const int tl_tid = (int)(__builtin_amdgcn_workitem_id_x() + 128 * (__builtin_amdgcn_workitem_id_y() + 1 * __builtin_amdgcn_workitem_id_z()));
+  const int tl_tid = (int)__builtin_amdgcn_workitem_id_x();
   (void)tl_tid;
   const long long g_A_d0 = (long long)(((long long)256LL)); (void)g_A_d0;
   const long long g_A_d1 = (long long)(((long long)256LL)); (void)g_A_d1;
@@ -317,7 +317,7 @@ extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_si
     #pragma unroll
     for (int tl_r = 0; tl_r < 32; tl_r++) {
       const int tl_e = (int)((((unsigned)(tl_tid) / 64u) * 32u + ((unsigned)(tl_r) / 16u) * 16u + (((unsigned)(tl_tid) / 16u) % 2u) * 8u + ((unsigned)(tl_r) % 8u)) * 64u + ((((unsigned)(tl_tid) / 32u) % 2u) * 32u + (((unsigned)(tl_r) / 8u) % 2u) * 16u + ((unsigned)(tl_tid) % 16u)));
-      if (tl_e < 4096) {
+      {
         const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
         const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 64u); (void)tl_q0;
         r_C_local[tl_r] = tl_v;
@@ -383,7 +383,7 @@ extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_si
   #pragma unroll
   for (int tl_r = 0; tl_r < 32; tl_r++) {
     const int tl_e = (int)((((unsigned)(tl_tid) / 64u) * 32u + ((unsigned)(tl_r) / 16u) * 16u + (((unsigned)(tl_tid) / 16u) % 2u) * 8u + ((unsigned)(tl_r) % 8u)) * 64u + ((((unsigned)(tl_tid) / 32u) % 2u) * 32u + (((unsigned)(tl_r) / 8u) % 2u) * 16u + ((unsigned)(tl_tid) % 16u)));
-    if (tl_e < 4096) {
+    {
       const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
       const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 64u); (void)tl_q0;
       if (true) g_C[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_C_d1 + ((long long)(((int)(v_bx * ((int)64LL)))) + tl_q1)] = tl_f2h(tl_rh(r_C_local[tl_r]));
