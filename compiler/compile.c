@@ -340,6 +340,7 @@ tl_status tl_codegen_for(const char *target, tl_codegen *cg, int64_t *smem, tl_e
   if (st != TL_OK)
     return st;
   *cg = tl_codegen_cuda;
+  cg->wgmma = nt.arch == 90 && nt.variant == 'a';
   *smem = smem_limit(nt.arch);
   return TL_OK;
 }

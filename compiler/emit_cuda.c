@@ -108,6 +108,8 @@ typedef struct {
     int nr, nw;
   } pend;
   int uid;                 /* for unique local names */
+  bool wgmma;              /* some gemm runs on wgmma: shared memory written by the threads is
+                              made visible to it (fence.proxy.async) before every barrier */
 } E;
 
 /* ---- output ---------------------------------------------------------------------- */
@@ -320,6 +322,9 @@ static int64_t swz_rpk(const tl_sym *s) { return swz_cpr(s) >= 8 ? 1 : 8 / swz_c
 /* Element offset of idx (C expressions of type long long): row-major, or
  * swizzled for a swizzled shared buffer. */
 static const char *offset(E *e, const tl_sym *s, const char *const *idx) {
+  if (s->wgmma_op && s->dims[1] > 64) /* panels of 64 columns, each [rows, 64] swizzled */
+    return S("((int)(%s) / 64 * %" PRId64 " + tl_swz((int)(%s), (int)(%s) %% 64, 8, 1))", idx[1], s->dims[0] * 64, idx[0],
+             idx[1]);
   if (s->swizzled)
     return S("tl_swz((int)(%s), (int)(%s), %" PRId64 ", %" PRId64 ")", idx[0], idx[1], swz_cpr(s), swz_rpk(s));
   if (s->kind == SYM_BUFFER) { /* a buffer of the block holds fewer than 2^31 elements: 32-bit math */
@@ -996,6 +1001,7 @@ static const tl_sym *reg_of(const tl_region *r) {
 }
 
 /* ---- tile operators ------------------------------------------------------------------------ */
+static void barrier_line(E *e);
 /* A copy from a tensor into shared memory in 16-byte cp.async chunks
  * (pass_pipeline.c says when that is exact); a chunk outside the tensor is
  * zero-filled.  Waiting for it is the caller's business. */
@@ -1258,6 +1264,58 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
   line(e, "}");
 }
 
+/* gemm on wgmma (sm_90a; pass_place.c's choose_wgmma says when): warpgroup
+ * g issues K / 16 instructions m64nNk16 for rows [64 g, 64 g + 64) of C,
+ * A and B described by 64-bit matrix descriptors (tl_wgdesc: start address,
+ * leading and stride byte offsets, 128-byte swizzle), then waits for them.
+ * A is K-major: 8-row groups 1024 bytes apart, each k-step 32 bytes on.
+ * B K-major ([N, 64]) likewise; B N-major ([64 k, N] in panels of 64
+ * columns, transposed by the instruction): 8-row groups of k 1024 bytes
+ * apart, panels (the leading offset) K * 128 bytes apart, each k-step 16
+ * rows (2048 bytes) on.  The accumulators are C's registers in the order
+ * of the mma layout. */
+static void op_gemm_wgmma(E *e, const tl_stmt *s) {
+  const tl_sym *A = s->A, *B = s->B, *C = s->C;
+  int64_t K = A->dims[1], N = C->dims[1], nacc = N / 2;
+  const char *ty = A->dtype == TL_BFLOAT16 ? "bf16" : "f16";
+  line(e, "{");
+  e->indent++;
+  if (s->clear_accum) {
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) r_%s[tl_r] = 0.0f;", C->per_thread, C->name);
+  }
+  line(e, "const unsigned tl_sa = tl_smem_addr(s_%s) + (unsigned)(tl_tid / 128) * %" PRId64 "u, tl_sb = tl_smem_addr(s_%s);",
+       A->name, (int64_t)64 * K * 2, B->name);
+  line(e, "asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_k = 0; tl_k < %" PRId64 "; tl_k++) {", K / 16);
+  e->indent++;
+  line(e, "const unsigned long long tl_da = tl_wgdesc(tl_sa + tl_k * 32u, 16u, 1024u);");
+  if (s->trans_b)
+    line(e, "const unsigned long long tl_db = tl_wgdesc(tl_sb + tl_k * 32u, 16u, 1024u);");
+  else
+    line(e, "const unsigned long long tl_db = tl_wgdesc(tl_sb + tl_k * 2048u, %" PRId64 "u, 1024u);", B->dims[0] * 128);
+  char *ops = NULL;
+  size_t olen = 0;
+  FILE *f = open_memstream(&ops, &olen);
+  fprintf(f, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\n"
+             "wgmma.mma_async.sync.aligned.m64n%" PRId64 "k16.f32.%s.%s {", nacc + 2, N, ty, ty);
+  for (int64_t i = 0; i < nacc; i++)
+    fprintf(f, "%s%%%" PRId64, i ? "," : "", i);
+  fprintf(f, "}, %%%" PRId64 ", %%%" PRId64 ", p, 1, 1, 0, %d;\\n}\" : ", nacc, nacc + 1, s->trans_b ? 0 : 1);
+  for (int64_t i = 0; i < nacc; i++)
+    fprintf(f, "%s\"+f\"(r_%s[%" PRId64 "])", i ? ", " : "", C->name, i);
+  fprintf(f, " : \"l\"(tl_da), \"l\"(tl_db), \"r\"(1) : \"memory\");");
+  fclose(f);
+  line(e, "%s", S("%s", ops));
+  free(ops);
+  e->indent--;
+  line(e, "}");
+  line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\\n\\twgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+  e->indent--;
+  line(e, "}");
+}
+
 /* gemm on AMD's matrix cores: C (TL_LAYOUT_MFMA, TL_LAYOUT_WMMA or
  * TL_LAYOUT_WMMA_GFX12) += A . B with v_mfma_f32_16x16x16{f16,bf16_1k}
  * (CDNA, wave64) or v_wmma_f32_16x16x16_{f16,bf16} (wave32; builtins
@@ -1355,6 +1413,10 @@ static void op_gemm(E *e, const tl_stmt *s) {
   const char *bv = load_conv(e, B->dtype, S("s_%s[%s]", B->name, offset(e, B, s->trans_b ? bjk : bkj)));
   if (s->use_mma && e->d != &dialect_cuda) {
     fail(e, s->pointer, "gemm on mma.sync is NVIDIA's; the passes chose it for a HIP target");
+    return;
+  }
+  if (s->use_wgmma) {
+    op_gemm_wgmma(e, s);
     return;
   }
   if (s->use_mma) {
@@ -1488,7 +1550,7 @@ static const char *spill(E *e, const tl_sym *src) {
   close_loop(e, src);
   e->indent--;
   line(e, "}");
-  line(e, "%s", e->d->barrier);
+  barrier_line(e);
   return st;
 }
 
@@ -1496,7 +1558,7 @@ static const char *spill(E *e, const tl_sym *src) {
  * (by its owner, or cooperatively) combines the `nparts` partials of its
  * row left in tl_part (part w of row r at w * stride + r) with its old value. */
 static void partials_to_dst(E *e, const tl_stmt *s, tl_type acc, tl_reduce_type comb, int nparts, int64_t stride) {
-  line(e, "%s", e->d->barrier);
+  barrier_line(e);
   int64_t dext[TL_MAX_DIMS] = {0};
   int dn = squeezed(s->dst, dext);
   const tl_sym *owner = reg_of(s->dst);
@@ -1656,7 +1718,7 @@ static void op_reduce(E *e, const tl_stmt *s) {
   e->indent--;
   line(e, "}");
   if (spilled)
-    line(e, "%s", e->d->barrier);
+    barrier_line(e);
 }
 
 static void op_cumsum(E *e, const tl_stmt *s) {
@@ -1697,7 +1759,7 @@ static void op_cumsum(E *e, const tl_stmt *s) {
   e->indent--;
   line(e, "}");
   if (spilled)
-    line(e, "%s", e->d->barrier);
+    barrier_line(e);
 }
 
 static void atomic_add_elem(E *e, const tl_sym *d, const char *const *idx, const char *v) {
@@ -1858,7 +1920,7 @@ static void emit_assign(E *e, const tl_stmt *s, bool uniform) {
       line(e, "const %s tl_v = %s;", crep((tl_type)b->dtype), v);
       for (int d = 0; d < b->ndim; d++)
         line(e, "const long long tl_i%d = %s;", d, idx[d]);
-      line(e, "%s", e->d->barrier);
+      barrier_line(e);
       const char *ii[TL_MAX_DIMS];
       for (int d = 0; d < b->ndim; d++)
         ii[d] = S("tl_i%d", d);
@@ -1994,8 +2056,14 @@ static void merge(access *into, const access *a) {
     add(into->w, &into->nw, a->w[i]);
 }
 
-static void barrier(E *e) {
+static void barrier_line(E *e) {
+  if (e->wgmma)
+    line(e, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
   line(e, "%s", e->d->barrier);
+}
+
+static void barrier(E *e) {
+  barrier_line(e);
   e->pend.nr = e->pend.nw = 0;
 }
 
@@ -2164,7 +2232,7 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
   e->indent++;
   line(e, "asm volatile(\"cp.async.wait_group %" PRId64 ";\" ::: \"memory\");", S - 2);
-  line(e, "%s", e->d->barrier);
+  barrier_line(e);
   line(e, "{");
   e->indent++;
   line(e, "const long long tl_f = tl_c%d + %" PRId64 ";", id, S - 1);
@@ -2223,10 +2291,23 @@ char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err) {
   return tl_emit(a, prog, &tl_codegen_cuda, err);
 }
 
+static bool uses_wgmma(const tl_body *b) {
+  for (int i = 0; i < b->n; i++)
+    if ((b->items[i]->kind == S_GEMM && b->items[i]->use_wgmma) || uses_wgmma(&b->items[i]->body) ||
+        uses_wgmma(&b->items[i]->else_body))
+      return true;
+  return false;
+}
+
 char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_error *err) {
   E ee = {.a = a, .prog = prog, .err = err}, *e = &ee;
   e->d = cg->dialect == TL_DIALECT_HIP ? &dialect_hip : &dialect_cuda;
   e->T = prog->threads[0] * prog->threads[1] * prog->threads[2];
+  e->wgmma = uses_wgmma(&prog->body);
+  if (e->wgmma && e->d != &dialect_cuda) {
+    tl_error_set(err, TL_INTERNAL, "wgmma was chosen for a HIP target");
+    return NULL;
+  }
   put(e, e->d->prelude);
   put(e, "\n");
   /* signature: tensors as pointers, scalars by value, in params order */

@@ -408,7 +408,7 @@ static void dump_stmt(FILE *f, tl_arena *a, const tl_stmt *s, int depth) {
     break;
   case S_GEMM:
     fprintf(f, " %s%s x %s%s -> %s%s%s", s->A->name, s->trans_a ? "^T" : "", s->B->name, s->trans_b ? "^T" : "",
-            s->C->name, s->use_mma ? " [mma.sync m16n8k16]" : s->use_amd_mma ? " [mfma/wmma 16x16x16]" : " [per-element]",
+            s->C->name, s->use_wgmma ? " [wgmma m64nNk16]" : s->use_mma ? " [mma.sync m16n8k16]" : s->use_amd_mma ? " [mfma/wmma 16x16x16]" : " [per-element]",
             s->a_regs ? " [A in registers]" : "");
     break;
   case S_PARALLEL:

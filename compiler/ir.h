@@ -152,6 +152,9 @@ typedef struct tl_sym {
                                   word i, the lower first); only written whole by a copy from
                                   a fragment of the same layout and read as the A operand of
                                   gemms taking A from registers (pass_place.c) */
+  bool wgmma_op;               /* swizzled operand of a wgmma gemm: rows of 64 elements in the
+                                  128-byte swizzle mode (wider rows are stored as panels of 64
+                                  columns, one after another), 1024-byte aligned */
   bool swizzled;               /* smem 2-D 16-bit buffer stored with the XOR swizzle of 16-byte
                                   chunks (tl_swz in prelude_cuda.h) */
   int64_t stages;              /* after pass_pipeline: copies of a shared buffer that a pipelined
@@ -344,6 +347,8 @@ struct tl_stmt {
   bool clear, reverse;
   bool by_rows;        /* after pass_place: reduce row by row with warp shuffles */
   bool use_mma;        /* after pass_place: gemm lowered to mma.sync + ldmatrix */
+  bool use_wgmma;      /* after pass_place: (with use_mma) gemm lowered to wgmma.mma_async m64nNk16,
+                          one warpgroup per 64 rows of C, A and B read from shared memory */
   bool use_amd_mma;    /* after pass_place: gemm lowered to MFMA or WMMA (C's reg_layout says which) */
   bool a_regs;         /* after pass_place: that gemm takes A from registers (A in C's row layout) */
   bool async_copy;     /* after pass_pipeline: a global -> shared copy in 16-byte cp.async chunks */

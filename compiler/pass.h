@@ -17,6 +17,7 @@ typedef struct tl_codegen {
   int warp;           /* threads per warp: 32, or 64 on CDNA */
   bool mma;           /* mma.sync + ldmatrix (NVIDIA) */
   bool async_copy;    /* cp.async (NVIDIA) */
+  bool wgmma;         /* wgmma.mma_async (sm_90a, compute_90a) */
   int amd_matrix;     /* tl_amd_matrix (amdgpu.h): MFMA, WMMA or WMMA_GFX12, 0 for none */
 } tl_codegen;
 /* NVIDIA's: CUDA, warps of 32, mma.sync and cp.async (emit_cuda.c). */

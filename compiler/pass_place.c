@@ -49,6 +49,7 @@ typedef struct {
   int64_t threads;
   int64_t scratch;
   tl_vec rows;      /* row reads: pairs (1-D fragment, 2-D parallel loop) */
+  bool wgmma;       /* the target has wgmma.mma_async */
 } P;
 
 /* Is x a read V[i] of a 1-D fragment by the first variable of a 2-D
@@ -215,8 +216,47 @@ static bool same_mma(const tl_sym *a, const tl_sym *b) {
 
 /* Gives fragment C the accumulator layout for a gemm on `threads`, when
  * the shape tiles onto the warps; returns false (nothing changed) if not. */
+/* wgmma (sm_90a): each warpgroup of 4 warps computes 64 rows of C across
+ * all its N columns with m64nNk16 instructions reading A and B from shared
+ * memory through matrix descriptors.  Taken when C (float32, registers) has
+ * 16 rows per warp and at most 256 columns, A is stored [M, 64] (K-major,
+ * one 128-byte swizzle atom per 8 rows) and B either [N, 64] (K-major) or
+ * [64 * k, N] with N a multiple of 64 (N-major, stored as panels of 64
+ * columns).  C's layout is then the mma layout with every warp along M and
+ * one tile row per warp: each warp's accumulator registers are exactly the
+ * instruction's. */
+static bool choose_wgmma(P *p, tl_stmt *s) {
+  tl_sym *A = s->A, *B = s->B, *C = s->C;
+  if (!p->wgmma || A->scope != SCOPE_SHARED || B->scope != SCOPE_SHARED || s->trans_a)
+    return false;
+  if ((A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16) || B->dtype != A->dtype || (A->layout && !A->layout->swizzle) ||
+      (B->layout && !B->layout->swizzle))
+    return false;
+  if (A->ndim != 2 || B->ndim != 2 || C->ndim != 2 || !C->in_regs || C->dtype != TL_FLOAT32 || p->threads % 128)
+    return false;
+  int64_t M = C->dims[0], N = C->dims[1], nw = p->threads / 32;
+  if (M != 16 * nw || N > 256 || N % 8 || A->dims[0] != M || A->dims[1] != 64)
+    return false;
+  if (s->trans_b ? (B->dims[0] != N || B->dims[1] != 64) : (B->dims[0] != 64 || B->dims[1] != N || N % 64))
+    return false;
+  tl_sym want = {.mma_wm = (int)nw, .mma_wn = 1, .mma_mi = 1, .mma_ni = N / 8};
+  if (C->reg_layout == TL_LAYOUT_MMA && !same_mma(C, &want))
+    return false;
+  C->reg_layout = TL_LAYOUT_MMA;
+  C->mma_wm = (int)nw;
+  C->mma_wn = 1;
+  C->mma_mi = 1;
+  C->mma_ni = N / 8;
+  C->per_thread = N / 2;
+  s->use_mma = s->use_wgmma = true;
+  return true;
+}
+
 static bool choose_mma(P *p, tl_stmt *s) {
   tl_sym *A = s->A, *B = s->B, *C = s->C;
+  s->use_wgmma = false;
+  if (choose_wgmma(p, s))
+    return true;
   if ((A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16) || B->in_regs)
     return false;
   if (!C->in_regs || (C->dtype != TL_FLOAT32 && C->dtype != TL_FLOAT16) || p->threads % 32)
@@ -645,7 +685,10 @@ static bool resolve_rows(P *p) {
 static void swizzle_operands(tl_body *b) {
   for (int i = 0; i < b->n; i++) {
     tl_stmt *s = b->items[i];
-    if (s->kind == S_GEMM && s->use_mma) {
+    if (s->kind == S_GEMM && s->use_wgmma) {
+      s->A->swizzled = s->B->swizzled = true;
+      s->A->wgmma_op = s->B->wgmma_op = true;
+    } else if (s->kind == S_GEMM && s->use_mma) {
       tl_sym *ops[2] = {s->A, s->B};
       for (int k = 0; k < 2; k++) {
         tl_sym *x = ops[k];
@@ -680,7 +723,7 @@ tl_status tl_pass_place_for(tl_program *prog, int64_t smem_limit, const tl_codeg
 }
 
 static void place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bool amd) {
-  P pp = {.prog = prog}, *p = &pp;
+  P pp = {.prog = prog, .wgmma = cg->wgmma}, *p = &pp;
   p->threads = prog->threads[0] * prog->threads[1] * prog->threads[2];
   for (int i = 0; i < prog->nbuffer_slots; i++) {
     tl_sym *s = prog->buffer_syms[i];
@@ -688,6 +731,7 @@ static void place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bo
     s->reg_layout = TL_LAYOUT_BLOCKED;
     s->swizzled = false;
     s->packed = false;
+    s->wgmma_op = false;
     s->stages = 1;
     if (s->scope == SCOPE_FRAGMENT) {
       s->per_thread = (elems(s) + p->threads - 1) / p->threads;
@@ -721,7 +765,8 @@ void tl_pass_smem(tl_program *prog) {
     tl_sym *s = prog->buffer_syms[i];
     if (s->scope == SCOPE_LOCAL || (s->scope == SCOPE_FRAGMENT && s->in_regs))
       continue;
-    off = (off + 127) & ~(int64_t)127;
+    int64_t al = s->wgmma_op ? 1024 : 128; /* wgmma's swizzle atoms: 1024 bytes */
+    off = (off + al - 1) & ~(al - 1);
     s->smem_offset = off;
     off += elems(s) * (int64_t)tl_dtype_size(s->dtype) * (s->stages > 1 ? s->stages : 1);
   }

@@ -122,6 +122,12 @@ static const char tl_prelude_cuda[] =
     "  return (int)((((g & ~7u) | ((g & 7u) ^ key)) << 3) | (col & 7u));\n"
     "}\n"
     "TL_DEV unsigned tl_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }\n"
+    /* a wgmma matrix descriptor: start address, leading and stride byte
+     * offsets (in 16-byte units), 128-byte swizzle */
+    "TL_DEV unsigned long long tl_wgdesc(unsigned addr, unsigned lbo, unsigned sbo) {\n"
+    "  return (unsigned long long)((addr & 0x3ffffu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3fffu) << 16) |\n"
+    "         ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) | (1ull << 62);\n"
+    "}\n"
     /* atomic add of the narrow types through a CAS on their 32-bit word */
     "TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {\n"
     "  unsigned *w = (unsigned *)((unsigned long long)p & ~3ull);\n"

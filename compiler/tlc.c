@@ -335,7 +335,10 @@ static tl_status run_device(const options *o, tl_program *prog, const char *text
   if (st != TL_OK)
     return st;
   char target[32];
-  snprintf(target, sizeof target, "sm_%d", tl_cuda_arch(h));
+  /* the exact device: its architecture-specific target where the back end
+   * uses one (wgmma on sm_90a) */
+  int arch = tl_cuda_arch(h);
+  snprintf(target, sizeof target, "sm_%d%s", arch, arch == 90 ? "a" : "");
   tl_build *b = NULL;
   tl_cuda_module *mod = NULL;
   tl_cuda_func *fn = NULL;

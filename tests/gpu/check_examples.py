@@ -32,6 +32,12 @@ CASES = [
     ("gemm_swizzle", {"M": 256, "N": 256, "K": 256}, {}, ["C"]),
     ("gemm_swizzle", {"M": 200, "N": 136, "K": 72}, {}, ["C"]),
     ("../bench/programs/gemm_raster", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"]),
+    # wgmma on sm_90a (8 warps, 64-wide K tiles): B N-major in panels, N = 128 and 256; B K-major
+    ("../bench/programs/gemm_raster", {"M": 1000, "N": 1100, "K": 200, "block_K": 64, "threads": 256}, {}, ["C"]),
+    ("../bench/programs/gemm_raster", {"M": 512, "N": 768, "K": 320, "block_K": 64, "block_N": 256, "threads": 256},
+     {}, ["C"]),
+    ("../tests/gpu/programs/gemm_bt", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"]),
+    ("../tests/gpu/programs/gemm_bt", {"M": 256, "N": 256, "K": 1024, "block_N": 64}, {}, ["C"]),
     ("dequant_gemm", {"M": 256, "N": 256, "K": 256}, {}, ["Ct"]),
     ("dequant_gemm", {"M": 136, "N": 200, "K": 72}, {}, ["Ct"]),
     ("dequant_gemm_threads", {"M": 256, "N": 256, "K": 256}, {}, ["C"]),

@@ -2,7 +2,9 @@
 # tests/sh/tlc_ir.sh - `tlc compile --emit ir` and `--dump STAGE` show what
 # the passes decided: the GEMM example's gemm on the matrix cores, its tile
 # copies as cp.async prefetched by a software-pipelined loop, its fragment
-# in registers; and a wrong stage name is a usage error.
+# in registers; wgmma for a gemm of 8 warps and 64-wide K tiles on sm_90a
+# (mma.sync elsewhere); FlashAttention's P packed in registers; and a
+# wrong stage name is a usage error.
 # Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
 TLC=${TL_BUILD:-build}/bin/tlc
 if ! "$TLC" targets >/dev/null 2>&1; then
@@ -17,6 +19,23 @@ for want in "gemm A_shared x B_shared -> C_local [mma.sync m16n8k16]" \
             "alloc A_shared: shared float16[128, 32] in shared memory at 0, 3 stages, swizzled"; do
   printf '%s\n' "$ir" | grep -qF -- "$want" || fail "--emit ir lacks: $want"
 done
+# wgmma on sm_90a (8 warps, 64-wide K tiles), mma.sync elsewhere
+for t in sm_90a sm_90 sm_80; do
+  want="[mma.sync m16n8k16]"; [ $t = sm_90a ] && want="[wgmma m64nNk16]"
+  ir=$("$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 --target $t --emit ir) ||
+    fail "tlc compile gemm_raster for $t"
+  printf '%s\n' "$ir" | grep -qF -- "gemm A_shared x B_shared -> C_local $want" || fail "$t: the gemm is not on $want"
+done
+printf '%s\n' "$ir" | grep -q "wgmma" && fail "sm_80 mentions wgmma"
+src=$("$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 --target sm_90a --emit cuda) ||
+  fail "tlc compile gemm_raster --emit cuda"
+for want in "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" "wgmma.wait_group.sync.aligned 0" \
+            "fence.proxy.async.shared::cta" "tl_wgdesc(tl_sb + tl_k * 2048u, 8192u, 1024u)"; do
+  printf '%s\n' "$src" | grep -qF -- "$want" || fail "the wgmma source lacks: $want"
+done
+"$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 --target sm_90a -o "${TMPDIR:-/tmp}/tlc_ir_wg.$$.cubin" 2>/dev/null ||
+  fail "the wgmma kernel does not build for sm_90a"
+rm -f "${TMPDIR:-/tmp}/tlc_ir_wg.$$.cubin"
 # FlashAttention's P: packed pairs of halves in registers, the second gemm's A
 ir=$("$TLC" compile examples/flash_attention.json --target sm_90a --emit ir) || fail "tlc compile flash --emit ir"
 for want in "alloc acc_s_cast: fragment float16[128, 128] in registers, mma layout, 64 per thread (warps 8x1, tiles 1x16), packed in pairs" \
