@@ -18,11 +18,16 @@ import argparse, json, os, subprocess, sys, tempfile, time
 import numpy as np
 import torch
 
-# tile configurations of examples/gemm.json tried (threads stay 128, as written)
+# tile configurations tried: examples/gemm.json as written (128 threads), then through -D
 GEMM_CONFIGS = [("examples/gemm.json", {}), ("examples/gemm.json", {"block_K": 64}),
                 ("examples/gemm.json", {"block_K": 32, "num_stages": 4}),
                 ("bench/programs/gemm_raster.json", {"block_K": 64}),
-                ("bench/programs/gemm_raster.json", {"block_K": 64, "num_stages": 4})]
+                ("bench/programs/gemm_raster.json", {"block_K": 64, "num_stages": 4}),
+                ("bench/programs/gemm_raster.json", {"block_K": 64, "threads": 256}),
+                ("bench/programs/gemm_raster.json", {"block_K": 32, "num_stages": 4, "threads": 256}),
+                ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256}),
+                ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 256}),
+                ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 512})]
 
 
 def cuda_time(fn, reps=20):

@@ -54,10 +54,14 @@ def main():
     ap.add_argument("--variant", action="append", default=[])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-gemm", action="store_true")
+    ap.add_argument("--no-flash", action="store_true")
+    ap.add_argument("--gemm-defs", action="append", default=None,
+                    help="-D settings of bench/programs/gemm_raster.json (default: block_K=64)")
     ap.add_argument("--flash-defs", action="append", default=None,
                     help="-D settings of the flash example, e.g. block_N=64,threads=128 (default: as written)")
     a = ap.parse_args()
-    a.flash_defs = a.flash_defs or [""]
+    a.flash_defs = [] if a.no_flash else (a.flash_defs or [""])
+    a.gemm_defs = a.gemm_defs or ["block_K=64"]
     variants = [("base", {})]
     for v in a.variant:
         name, _, kv = v.partition(":")
@@ -104,17 +108,18 @@ def main():
                     row["flash_sass" + (f"[{fc}]" if fc else "")] = sass_mix(
                         a.tlc, "examples/flash_attention.json",
                         dict({"batch": Bz, "heads": H, "seq_len": S, "dim": D}, **extra), env, work)
-            if not a.no_gemm:
-                defs = {"M": n, "N": n, "K": n, "block_K": 64}
+            for gc in ([] if a.no_gemm else a.gemm_defs):
+                defs = dict({"M": n, "N": n, "K": n}, **dict(x.split("=", 1) for x in gc.split(",") if x))
+                tag = f"gemm[{gc}]"
                 try:
                     ms = ours(a.tlc, "bench/programs/gemm_raster.json", defs, {"A": f"{work}/A.npy", "B": f"{work}/B.npy"},
                               {"C": f"{work}/C.npy"}, 10)
                     C = torch.from_numpy(np.load(f"{work}/C.npy")).cuda().float()
                     err = (torch.linalg.norm(C - gref) / torch.linalg.norm(gref)).item()
-                    row["gemm"] = {"n": n, "ms": ms, "tflops": 2 * n ** 3 / ms / 1e9, "rel_err": err}
+                    row[tag] = {"n": n, "ms": ms, "tflops": 2 * n ** 3 / ms / 1e9, "rel_err": err}
                 except Exception as ex:
-                    row["gemm"] = {"error": str(ex)[-400:]}
-                row["gemm_sass"] = sass_mix(a.tlc, "bench/programs/gemm_raster.json", defs, env, work)
+                    row[tag] = {"error": str(ex)[-400:]}
+                row["gemm_sass" + tag[4:]] = sass_mix(a.tlc, "bench/programs/gemm_raster.json", defs, env, work)
         finally:
             os.environ.clear()
             os.environ.update(old)
@@ -124,7 +129,8 @@ def main():
     for r in res["variants"]:
         for key, val in r.items():
             if isinstance(val, dict) and ("tflops" in val or "error" in val):
-                sk = ("gemm_sass" if key == "gemm" else "flash_sass" + key[key.index("["):] if "[" in key else "flash_sass")
+                br = key[key.index("["):] if "[" in key else ""
+                sk = ("gemm_sass" if key.startswith("gemm") else "flash_sass") + br
                 fs = r.get(sk, {})
                 t = f"{val['tflops']:7.1f} {val['rel_err']:.1e}" if "tflops" in val else "   FAIL"
                 print(f"{r['variant']:14s} {key:40s} {t}  regs {fs.get('regs')} spill {fs.get('spill_bytes')} "
