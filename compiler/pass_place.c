@@ -593,22 +593,16 @@ static void unpack_uses(tl_body *b) {
     unpack_stmt(b->items[i]);
 }
 
-/* Sets tl_sym.packed on the fragments that qualify (gemms that may take A
- * from registers count as such until resolve_gemm_a has decided; `final`
- * then requires it). */
-static void mark_packed(tl_program *prog, bool final) {
+/* Sets tl_sym.packed on the fragments that qualify (a gemm that may still
+ * take A from registers counts as such: when resolve_gemm_a decides
+ * otherwise, A leaves the registers and so cannot be packed). */
+static void mark_packed(tl_program *prog) {
   for (int i = 0; i < prog->nbuffer_slots; i++) {
     tl_sym *s = prog->buffer_syms[i];
     s->packed = s->scope == SCOPE_FRAGMENT && s->in_regs && s->reg_layout == TL_LAYOUT_MMA && s->ndim == 2 &&
                 (s->dtype == TL_FLOAT16 || s->dtype == TL_BFLOAT16) && s->per_thread % 2 == 0;
   }
   unpack_uses(&prog->body);
-  if (final) {
-    for (int i = 0; i < prog->nbuffer_slots; i++) {
-      tl_sym *s = prog->buffer_syms[i];
-      s->packed = s->packed && s->in_regs;
-    }
-  }
 }
 
 /* Bytes of the shared buffers (one stage each) and fragments outside
@@ -631,7 +625,7 @@ static bool resolve_gemm_a(tl_program *prog, int64_t smem_limit, tl_body *b) {
       const tl_sym *A = s->A, *C = s->C;
       /* registers, when they leave room, or when shared memory could not
        * hold A besides the rest */
-      mark_packed(prog, false);
+      mark_packed(prog);
       bool room = tl_reg_words(prog) <= TL_REG_BUDGET ||
                   smem_floor(prog, elems(A) * (int64_t)tl_dtype_size(A->dtype)) > smem_limit;
       bool ok = s->use_mma && C->in_regs && A->reg_layout == TL_LAYOUT_MMA && A->mma_wn == 1 && C->mma_wn == 1 &&
@@ -749,7 +743,7 @@ static void place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bo
     changed = resolve_rows(p);
     changed |= resolve_gemm_a(prog, smem_limit, &prog->body);
   }
-  mark_packed(prog, true);
+  mark_packed(prog);
   swizzle_operands(&prog->body);
   mark_reductions(p, &prog->body);
   max_scratch(p, &prog->body);
