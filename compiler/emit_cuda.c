@@ -1498,7 +1498,10 @@ static const char *red_identity(E *e, tl_reduce_type rt, tl_type acc) {
   }
 }
 
-/* acc = combine(acc, x) for reduction rt; x already in the acc type. */
+/* acc = combine(acc, x) for reduction rt; x already in the acc type. x may
+ * be evaluated twice (the integer max and min are conditional expressions),
+ * so it must be free of side effects and never a warp shuffle: shfl_step
+ * reads the partner's value into a variable first. */
 static const char *red_step(E *e, tl_reduce_type rt, tl_type acc, const char *a, const char *x) {
   bool f = is_f(acc), dbl = acc == TL_FLOAT64;
   const char *ax = rt == RED_ABSSUM || rt == RED_ABSMAX
@@ -1516,6 +1519,21 @@ static const char *red_step(E *e, tl_reduce_type rt, tl_type acc, const char *a,
     return f ? S("%s(%s, %s)", dfn(e, dbl ? "fmin" : "fminf"), a, ax) : S("(%s < %s ? %s : %s)", a, ax, a, ax);
   }
   return a;
+}
+
+/* One butterfly step of a warp reduction: every lane reads its partner's
+ * accumulator (lane ^ off) in a statement of its own, then combines. A
+ * shuffle with a full mask that only some lanes reach (as the operand of a
+ * conditional expression would be) hangs the warp on sm_70 and later and
+ * reads inactive lanes on AMD: the int32 row max of TileLang's top-k
+ * (tests/gpu/programs/topk.json) never finished on an H100 that way. */
+static void shfl_step(E *e, tl_reduce_type comb, tl_type acc, int64_t off) {
+  line(e, "{");
+  e->indent++;
+  line(e, "const %s tl_peer = %s;", crep(acc), S(e->d->shfl_xor, "tl_acc", S("%" PRId64, off)));
+  line(e, "tl_acc = %s;", red_step(e, comb, acc, "tl_acc", "tl_peer"));
+  e->indent--;
+  line(e, "}");
 }
 
 /* Stores the reduced value acc into dst element (idx, ridx), combining with
@@ -1600,8 +1618,8 @@ static void op_reduce_rows(E *e, const tl_stmt *s) {
          red_step(e, s->reduce_type, acc, "tl_acc",
                   conv(e, S("r_%s[((tl_h / 2) * %" PRId64 " + tl_j / 2) * 4 + (tl_h %% 2) * 2 + tl_j %% 2]", src->name, NI),
                        (tl_type)src->dtype, acc)));
-    line(e, "tl_acc = %s;", red_step(e, comb, acc, "tl_acc", S(e->d->shfl_xor, "tl_acc", "1")));
-    line(e, "tl_acc = %s;", red_step(e, comb, acc, "tl_acc", S(e->d->shfl_xor, "tl_acc", "2")));
+    shfl_step(e, comb, acc, 1);
+    shfl_step(e, comb, acc, 2);
     const tl_sym *dst = s->dst->sym;
     if (rows_in_quads(s)) {
       /* every lane of the quad has its row's value: straight into the row registers */
@@ -1634,9 +1652,7 @@ static void op_reduce_rows(E *e, const tl_stmt *s) {
     line(e, "  if ((long long)tl_tid * %" PRId64 "LL + tl_r < %" PRId64 "LL) tl_acc = %s;", per, size,
          red_step(e, s->reduce_type, acc, "tl_acc", conv(e, S("r_%s[tl_r]", src->name), (tl_type)src->dtype, acc)));
     for (int64_t off = g / 2; off >= 1; off /= 2)
-      line(e, "tl_acc = %s;",
-           red_step(e, s->reduce_type == RED_ABSSUM ? RED_SUM : s->reduce_type == RED_ABSMAX ? RED_MAX : s->reduce_type,
-                    acc, "tl_acc", S(e->d->shfl_xor, "tl_acc", S("%" PRId64, off))));
+      shfl_step(e, comb, acc, off);
     line(e, "if (tl_tid %% %" PRId64 " == 0 && (long long)tl_tid * %" PRId64 "LL / %" PRId64 "LL < %" PRId64 "LL) "
             "tl_part[(long long)tl_tid * %" PRId64 "LL / %" PRId64 "LL] = tl_acc;",
          g, per, n, rows, per, n);

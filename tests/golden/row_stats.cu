@@ -139,9 +139,18 @@ extern "C" __global__ void __launch_bounds__(128) row_stats(float *__restrict__ 
     #pragma unroll
     for (int tl_r = 0; tl_r < 8; tl_r++)
       if ((long long)tl_tid * 8LL + tl_r < 1024LL) tl_acc = fmaxf(tl_acc, r_tile[tl_r]);
-    tl_acc = fmaxf(tl_acc, __shfl_xor_sync(0xffffffffu, tl_acc, 4));
-    tl_acc = fmaxf(tl_acc, __shfl_xor_sync(0xffffffffu, tl_acc, 2));
-    tl_acc = fmaxf(tl_acc, __shfl_xor_sync(0xffffffffu, tl_acc, 1));
+    {
+      const float tl_peer = __shfl_xor_sync(0xffffffffu, tl_acc, 4);
+      tl_acc = fmaxf(tl_acc, tl_peer);
+    }
+    {
+      const float tl_peer = __shfl_xor_sync(0xffffffffu, tl_acc, 2);
+      tl_acc = fmaxf(tl_acc, tl_peer);
+    }
+    {
+      const float tl_peer = __shfl_xor_sync(0xffffffffu, tl_acc, 1);
+      tl_acc = fmaxf(tl_acc, tl_peer);
+    }
     if (tl_tid % 8 == 0 && (long long)tl_tid * 8LL / 64LL < 16LL) tl_part[(long long)tl_tid * 8LL / 64LL] = tl_acc;
     __syncthreads();
     #pragma unroll
@@ -161,9 +170,18 @@ extern "C" __global__ void __launch_bounds__(128) row_stats(float *__restrict__ 
     #pragma unroll
     for (int tl_r = 0; tl_r < 8; tl_r++)
       if ((long long)tl_tid * 8LL + tl_r < 1024LL) tl_acc = (tl_acc + r_tile[tl_r]);
-    tl_acc = (tl_acc + __shfl_xor_sync(0xffffffffu, tl_acc, 4));
-    tl_acc = (tl_acc + __shfl_xor_sync(0xffffffffu, tl_acc, 2));
-    tl_acc = (tl_acc + __shfl_xor_sync(0xffffffffu, tl_acc, 1));
+    {
+      const float tl_peer = __shfl_xor_sync(0xffffffffu, tl_acc, 4);
+      tl_acc = (tl_acc + tl_peer);
+    }
+    {
+      const float tl_peer = __shfl_xor_sync(0xffffffffu, tl_acc, 2);
+      tl_acc = (tl_acc + tl_peer);
+    }
+    {
+      const float tl_peer = __shfl_xor_sync(0xffffffffu, tl_acc, 1);
+      tl_acc = (tl_acc + tl_peer);
+    }
     if (tl_tid % 8 == 0 && (long long)tl_tid * 8LL / 64LL < 16LL) tl_part[(long long)tl_tid * 8LL / 64LL] = tl_acc;
     __syncthreads();
     #pragma unroll

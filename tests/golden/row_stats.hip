@@ -324,9 +324,18 @@ extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_si
     #pragma unroll
     for (int tl_r = 0; tl_r < 8; tl_r++)
       if ((long long)tl_tid * 8LL + tl_r < 1024LL) tl_acc = tl_fmaxf(tl_acc, r_tile[tl_r]);
-    tl_acc = tl_fmaxf(tl_acc, tl_shfl_xor(tl_acc, 4));
-    tl_acc = tl_fmaxf(tl_acc, tl_shfl_xor(tl_acc, 2));
-    tl_acc = tl_fmaxf(tl_acc, tl_shfl_xor(tl_acc, 1));
+    {
+      const float tl_peer = tl_shfl_xor(tl_acc, 4);
+      tl_acc = tl_fmaxf(tl_acc, tl_peer);
+    }
+    {
+      const float tl_peer = tl_shfl_xor(tl_acc, 2);
+      tl_acc = tl_fmaxf(tl_acc, tl_peer);
+    }
+    {
+      const float tl_peer = tl_shfl_xor(tl_acc, 1);
+      tl_acc = tl_fmaxf(tl_acc, tl_peer);
+    }
     if (tl_tid % 8 == 0 && (long long)tl_tid * 8LL / 64LL < 16LL) tl_part[(long long)tl_tid * 8LL / 64LL] = tl_acc;
     tl_syncthreads();
     #pragma unroll
@@ -346,9 +355,18 @@ extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_si
     #pragma unroll
     for (int tl_r = 0; tl_r < 8; tl_r++)
       if ((long long)tl_tid * 8LL + tl_r < 1024LL) tl_acc = (tl_acc + r_tile[tl_r]);
-    tl_acc = (tl_acc + tl_shfl_xor(tl_acc, 4));
-    tl_acc = (tl_acc + tl_shfl_xor(tl_acc, 2));
-    tl_acc = (tl_acc + tl_shfl_xor(tl_acc, 1));
+    {
+      const float tl_peer = tl_shfl_xor(tl_acc, 4);
+      tl_acc = (tl_acc + tl_peer);
+    }
+    {
+      const float tl_peer = tl_shfl_xor(tl_acc, 2);
+      tl_acc = (tl_acc + tl_peer);
+    }
+    {
+      const float tl_peer = tl_shfl_xor(tl_acc, 1);
+      tl_acc = (tl_acc + tl_peer);
+    }
     if (tl_tid % 8 == 0 && (long long)tl_tid * 8LL / 64LL < 16LL) tl_part[(long long)tl_tid * 8LL / 64LL] = tl_acc;
     tl_syncthreads();
     #pragma unroll

@@ -7,18 +7,89 @@ the seed is printed), `tlc run --interpret` gives the reference outputs,
 `tlc run --device cuda` the GPU's (outputs start poisoned: NaN or 0xA5
 bytes, so an element the kernel never writes shows), and the two are
 compared relative to the reference's norm with a bound per dtype
-(float32 1e-4, float16 1e-2, bfloat16 2e-2).  Prints one line per case and
-a last line "N passed, N failed"; exits 1 if any failed, 77 if there is no
-GPU.
+(float32 1e-4, float16 1e-2, bfloat16 2e-2; integers exactly).  Cases with
+a NumPy reference (top-k and its relatives, issue 10) also compare the
+interpreter's outputs with it, exactly.  Every `tlc` call runs under a time
+limit (--timeout for the GPU, --interp-timeout for the interpreter and the
+compiles): a kernel that hangs fails its case and the run goes on.  Prints
+one line per case and a last line "N passed, N failed"; exits 1 if any
+failed, 77 if there is no GPU.
 
-    python3 tests/gpu/check_examples.py [--tlc build/bin/tlc] [--out DIR] [--sanitize]
+    python3 tests/gpu/check_examples.py [--tlc build/bin/tlc] [--only REGEX] [--sanitize]
+                                        [--timeout S] [--interp-timeout S] [--interpret-only]
+
+--interpret-only needs no GPU (NVRTC only, for the metadata): it runs the
+interpreter half of every selected case and checks it against the NumPy
+reference where the case has one (tests/sh/gpu_programs_interp.sh runs it
+in `make test`).
 """
-import argparse, json, os, subprocess, sys, tempfile, time
+import argparse, json, os, re, subprocess, sys, tempfile, time
 import numpy as np
 
-TOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2, "float64": 1e-10}
+TOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2, "float64": 1e-10,
+       "int8": 0, "int16": 0, "int32": 0, "int64": 0, "uint8": 0, "uint16": 0, "uint32": 0, "uint64": 0}
 
-# (example, -D overrides, --arg values, outputs)
+
+def topk_ref(x, c):
+    """TileLang's tl_topk: topk rounds of a row max; the index is the largest
+    column holding the max, and every element equal to it becomes -10000
+    (tied values leave together)."""
+    x = x["logits"].astype(np.float32).copy()
+    cols = np.arange(x.shape[1], dtype=np.int32)
+    gates = np.empty((x.shape[0], c["topk"]), np.float32)
+    idx = np.empty((x.shape[0], c["topk"]), np.int32)
+    for k in range(c["topk"]):
+        mx = x.max(axis=1)
+        eq = x == mx[:, None]
+        gates[:, k] = mx
+        idx[:, k] = np.where(eq, cols, -1).max(axis=1)
+        x = np.where(eq, np.float32(-10000.0), x)
+    return {"topk_gates": gates, "topk_indices": idx}
+
+
+def serial_int_reduce_ref(x, c):
+    """Per round: int32 row max, min, sum (wrapping), a running sum; then the
+    row's maxima become its minimum - 1 (wrapping)."""
+    v = x["X"].astype(np.int64)
+    M, R = v.shape[0], c["rounds"]
+    wrap = lambda a: ((a + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
+    out = {n: np.empty((M, R), np.int32) for n in ("row_max", "row_min", "row_sum")}
+    run = np.zeros(M, np.int64)
+    for k in range(R):
+        mx, mn, sm = v.max(axis=1), v.min(axis=1), v.sum(axis=1)
+        run += sm
+        out["row_max"][:, k], out["row_min"][:, k], out["row_sum"][:, k] = mx, mn, wrap(sm)
+        v = np.where(v == mx[:, None], wrap(mn - 1).astype(np.int64)[:, None], v)
+    out["run_sum"] = wrap(run)
+    return out
+
+
+def serial_chunk_reduce_ref(x, c):
+    """Running row max of float32 chunks and running row min of
+    int32(floor(8 * x)) + k; columns past N read as 0."""
+    v = x["X"].astype(np.float32)
+    M, N, bn = v.shape[0], v.shape[1], c["blk_n"]
+    nk = -(-N // bn)
+    pad = np.zeros((M, nk * bn), np.float32)
+    pad[:, :N] = v
+    rmax = np.full(M, -np.inf, np.float32)
+    rmin = np.full(M, np.iinfo(np.int32).max, np.int64)
+    out = {"run_max": np.empty((M, nk), np.float32), "run_min": np.empty((M, nk), np.int32)}
+    for k in range(nk):
+        t = pad[:, k * bn:(k + 1) * bn]
+        q = np.floor(t * np.float32(8.0)).astype(np.int64) + k
+        rmax = np.maximum(rmax, t.max(axis=1))
+        rmin = np.minimum(rmin, q.min(axis=1))
+        out["run_max"][:, k], out["run_min"][:, k] = rmax, rmin
+    return out
+
+
+# (example, -D overrides, --arg values, outputs[, options]); options:
+#   "ref": f(inputs, constants) -> {output: array}, a NumPy reference the
+#          interpreter's outputs must equal exactly;
+#   "gen": "ties" (float inputs drawn from the integers -4..3, so rows hold
+#          ties) or "wide" (integer inputs over the whole int32 range, so sums
+#          wrap); default: normal floats without zeros, integers in -1000..999.
 FA = {"batch": 1, "heads": 2}
 CASES = [
     ("tilus_add_one", {}, {"n": 1}, ["b"]),
@@ -52,10 +123,59 @@ CASES = [
      ["Output"]),
 ]
 
+# top-k (TileLang's example_topk.py, issue 10) and its relatives: tile
+# operators inside serial loops, int32 fragment reductions, if_then_else
+# rewrites of fragments, a column of the outputs written per iteration; M
+# dynamic, ragged sizes M x N.
+TOPK, TOPK_OUT = "../tests/gpu/programs/topk", ["topk_gates", "topk_indices"]
+INTR, INTR_OUT = "../tests/gpu/programs/serial_int_reduce", ["row_max", "row_min", "row_sum", "run_sum"]
+CHUNK, CHUNK_OUT = "../tests/gpu/programs/serial_chunk_reduce", ["run_max", "run_min"]
+RAGGED = [(64, 128), (100, 64), (1, 7), (300, 33)]
+CASES += [(TOPK, {"N": n}, {"M": m}, TOPK_OUT, {"ref": topk_ref}) for m, n in RAGGED]
+CASES += [
+    (TOPK, {"N": 128, "blk_m": 128, "threads": 256}, {"M": 320}, TOPK_OUT, {"ref": topk_ref}),
+    (TOPK, {"N": 64, "threads": 32}, {"M": 100}, TOPK_OUT, {"ref": topk_ref}),
+    (TOPK, {"N": 128}, {"M": 300}, TOPK_OUT, {"ref": topk_ref, "gen": "ties"}),
+    (TOPK, {"N": 16, "topk": 20}, {"M": 100}, TOPK_OUT, {"ref": topk_ref}),
+]
+CASES += [(INTR, {"N": n}, {"M": m}, INTR_OUT, {"ref": serial_int_reduce_ref}) for m, n in RAGGED]
+CASES += [(INTR, {"N": 64}, {"M": 100}, INTR_OUT, {"ref": serial_int_reduce_ref, "gen": "wide"}),
+          (INTR, {"N": 128, "threads": 256}, {"M": 100}, INTR_OUT, {"ref": serial_int_reduce_ref})]
+CASES += [(CHUNK, {"N": n}, {"M": m}, CHUNK_OUT, {"ref": serial_chunk_reduce_ref}) for m, n in RAGGED]
 
-def run(cmd, timeout=600):
+
+def constants(prog, defs):
+    """The program's literal constants with the -D overrides applied."""
+    c = {k: v for k, v in json.load(open(prog)).get("constants", {}).items() if not isinstance(v, str)}
+    for k, v in defs.items():
+        c[k] = {"true": True, "false": False}.get(v, v) if isinstance(v, str) else v
+    return c
+
+
+def make_input(rng, dt, shape, gen):
+    if dt == "int8":
+        return rng.integers(-128, 128, size=shape, dtype=np.int8)
+    if dt.startswith("int") or dt.startswith("uint"):
+        info = np.iinfo(np.dtype(dt))
+        lo, hi = (info.min, int(info.max) + 1) if gen == "wide" else (max(-1000, info.min), 1000)
+        return rng.integers(lo, hi, size=shape, dtype=np.int64).astype(dt)
+    if gen == "ties":
+        x = rng.integers(-4, 4, size=shape).astype(np.float64)
+    else:
+        x = rng.standard_normal(shape)
+        x = np.where(np.abs(x) < 1e-3, 0.5, x)  # never zeros
+    return x.astype(np.float16 if dt == "float16" else np.float32)
+
+
+def run(cmd, timeout):
+    """Runs cmd for at most timeout seconds; a command that runs past it is
+    killed and reads as status 124 with a message saying so."""
     t0 = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as ex:
+        out = ex.stdout.decode() if isinstance(ex.stdout, bytes) else (ex.stdout or "")
+        r = subprocess.CompletedProcess(cmd, 124, out, f"timed out after {timeout:g} s (killed): {' '.join(cmd[:3])}")
     return r, time.time() - t0
 
 
@@ -64,59 +184,88 @@ def main():
     ap.add_argument("--tlc", default="build/bin/tlc")
     ap.add_argument("--out", default=None)
     ap.add_argument("--sanitize", action="store_true", help="run the device side under compute-sanitizer")
-    ap.add_argument("--only", default=None)
+    ap.add_argument("--only", default=None, help="run only the cases whose example name matches this regex")
+    ap.add_argument("--timeout", type=float, default=120,
+                    help="seconds each GPU run (tlc run --device) may take before it is killed and fails its case")
+    ap.add_argument("--interp-timeout", type=float, default=900,
+                    help="seconds each interpreter run and each metadata compile may take")
+    ap.add_argument("--interpret-only", action="store_true",
+                    help="no GPU: run the interpreter half and the NumPy references only")
     a = ap.parse_args()
-    probe = subprocess.run([a.tlc, "run", "examples/tilus_add_one.json", "--device", "cuda", "--arg", "n=1"],
-                           capture_output=True, text=True)
-    if "no CUDA" in probe.stderr:
-        print(f"SKIP: no GPU here: {probe.stderr.strip()}", file=sys.stderr)
-        return 77
+    if not a.interpret_only:
+        probe, _ = run([a.tlc, "run", "examples/tilus_add_one.json", "--device", "cuda", "--arg", "n=1"], a.timeout)
+        if "no CUDA" in probe.stderr:
+            print(f"SKIP: no GPU here: {probe.stderr.strip()}", file=sys.stderr)
+            return 77
+        if probe.returncode:
+            print(f"FAIL the GPU probe (tilus_add_one n=1): rc={probe.returncode} {probe.stderr.strip()[-600:]}")
+            return 1
     seed = int(os.environ.get("TL_SEED", time.time_ns() % (1 << 31)))
     print(f"# seed {seed} (TL_SEED={seed} repeats it)")
     rng = np.random.default_rng(seed)
     work = tempfile.mkdtemp(prefix="tlgpu-")
     passed = failed = 0
-    for name, defs, args, outs in CASES:
-        if a.only and a.only not in name:
+    for case in CASES:
+        name, defs, args, outs = case[:4]
+        opts = case[4] if len(case) > 4 else {}
+        if a.only and not re.search(a.only, name):
             continue
         prog = f"examples/{name}.json"
         dflags = sum([["-D", f"{k}={v}"] for k, v in defs.items()], [])
         aflags = sum([["--arg", f"{k}={v}"] for k, v in args.items()], [])
+        label = f"{name} {' '.join(f'{k}={v}' for k, v in {**defs, **args}.items())}"
         # shapes and dtypes from the metadata of a compile at these constants
-        r, _ = run([a.tlc, "compile", prog, "--target", "compute_80", "--emit", "meta"] + dflags)
+        r, _ = run([a.tlc, "compile", prog, "--target", "compute_80", "--emit", "meta"] + dflags, a.interp_timeout)
         if r.returncode:
-            print(f"FAIL {name} {defs} {args}: compile: {r.stderr.strip()[:500]}")
+            print(f"FAIL {label}: compile: {r.stderr.strip()[:500]}")
             failed += 1
             continue
         meta = json.loads(r.stdout)
         env = dict(defs)
         env.update(args)
-        inflags, ok = [], True
+        inflags, inputs = [], {}
         for p in meta["params"]:
             if p["kind"] != "tensor" or p["name"] in outs:
                 continue
             shape = [int(eval(str(d), {"__builtins__": {}}, env)) if isinstance(d, str) else d for d in p["shape"]]
-            dt = p["dtype"]
-            if dt == "int8":
-                x = rng.integers(-128, 128, size=shape, dtype=np.int8)
-            else:
-                x = rng.standard_normal(shape)
-                x = np.where(np.abs(x) < 1e-3, 0.5, x)  # never zeros
-                x = x.astype(np.float16 if dt == "float16" else np.float32)
+            x = make_input(rng, p["dtype"], shape, opts.get("gen"))
             path = os.path.join(work, f"{os.path.basename(name)}.{p['name']}.npy")
             np.save(path, x)
+            inputs[p["name"]] = x
             inflags += ["--in", f"{p['name']}={path}"]
         base = os.path.basename(name)
         ref_out = [f"{o}={work}/{base}.{o}.ref.npy" for o in outs]
         dev_out = [f"{o}={work}/{base}.{o}.dev.npy" for o in outs]
-        r1, t1 = run([a.tlc, "run", prog, "--interpret"] + dflags + aflags + inflags + sum([["--out", o] for o in ref_out], []))
+        for f in (f.split("=", 1)[1] for f in ref_out + dev_out):
+            if os.path.exists(f):
+                os.remove(f)
+        r1, t1 = run([a.tlc, "run", prog, "--interpret"] + dflags + aflags + inflags + sum([["--out", o] for o in ref_out], []),
+                     a.interp_timeout)
+        if r1.returncode:
+            print(f"FAIL {label}: interpret rc={r1.returncode} {r1.stderr.strip()[-600:]}")
+            failed += 1
+            continue
+        if "ref" in opts:
+            want = opts["ref"](inputs, constants(prog, defs))
+            for o in outs:
+                got = np.load(f"{work}/{base}.{o}.ref.npy")
+                good = got.shape == want[o].shape and got.dtype == want[o].dtype and \
+                    np.array_equal(got, want[o], equal_nan=got.dtype.kind == "f")
+                bad = "" if good else f": {int(np.sum(got != want[o])) if got.shape == want[o].shape else 'shape'} elements differ"
+                print(f"{'ok  ' if good else 'FAIL'} {label} {o}: interpreter vs NumPy reference{bad}, interp {t1:.2f}s")
+                passed += good
+                failed += not good
+        elif a.interpret_only:
+            print(f"ok   {label}: the interpreter ran (no NumPy reference), interp {t1:.2f}s")
+            passed += 1
+        if a.interpret_only:
+            continue
         dev_cmd = [a.tlc, "run", prog, "--device", "cuda"] + dflags + aflags + inflags + sum([["--out", o] for o in dev_out], [])
         if a.sanitize:
             dev_cmd = ["compute-sanitizer", "--error-exitcode", "3", "--tool", "memcheck"] + dev_cmd
-        r2, t2 = run(dev_cmd)
-        label = f"{name} {' '.join(f'{k}={v}' for k, v in {**defs, **args}.items())}"
-        if r1.returncode or r2.returncode:
-            print(f"FAIL {label}: interpret rc={r1.returncode} {r1.stderr.strip()[:300]} | device rc={r2.returncode} {r2.stderr.strip()[-600:]}")
+        r2, t2 = run(dev_cmd, a.timeout * (10 if a.sanitize else 1))
+        if r2.returncode:
+            print(f"FAIL {label}: device rc={r2.returncode} {r2.stderr.strip()[-600:]}")
             failed += 1
             continue
         for o in outs:

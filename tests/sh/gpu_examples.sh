@@ -7,7 +7,8 @@
 #
 # A GPU is usable when `tlc run --device cuda` can open the CUDA driver and
 # find a device: the probe runs the smallest example (tilus_add_one, n = 1)
-# with the same loader the checks use.  When the probe says there is no
+# with the same loader the checks use, under a 120-second limit (a probe
+# that hangs is a failure).  When the probe says there is no
 # CUDA driver or device, this exits 77 and its last line on stderr says why
 # (tests/run.sh prints that line).  A probe that fails for another reason
 # (no NVRTC on a GPU machine, a kernel that does not load) is a failure, as
@@ -27,7 +28,7 @@ if [ ! -x "$TLC" ]; then
   exit 1
 fi
 
-probe=$("$TLC" run examples/tilus_add_one.json --device cuda --arg n=1 2>&1 >/dev/null)
+probe=$(timeout -k 5 120 "$TLC" run examples/tilus_add_one.json --device cuda --arg n=1 2>&1 >/dev/null)
 rc=$?
 if [ "$rc" -ne 0 ]; then
   case $probe in
@@ -37,6 +38,7 @@ if [ "$rc" -ne 0 ]; then
       exit 77
       ;;
   esac
+  [ "$rc" -eq 124 ] && probe="timed out after 120 s (killed)"
   echo "gpu_examples.sh: FAIL: the GPU probe (tlc run --device cuda) failed with status $rc:" >&2
   echo "$probe" >&2
   exit 1
