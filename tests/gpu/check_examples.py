@@ -23,7 +23,7 @@ interpreter half of every selected case and checks it against the NumPy
 reference where the case has one (tests/sh/gpu_programs_interp.sh runs it
 in `make test`).
 """
-import argparse, json, os, re, subprocess, sys, tempfile, time
+import argparse, json, os, re, signal, subprocess, sys, tempfile, time
 import numpy as np
 
 TOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2, "float64": 1e-10,
@@ -169,12 +169,16 @@ def make_input(rng, dt, shape, gen):
 
 def run(cmd, timeout):
     """Runs cmd for at most timeout seconds; a command that runs past it is
-    killed and reads as status 124 with a message saying so."""
+    killed with all its children (its own process group: compute-sanitizer
+    starts tlc as a child) and reads as status 124 with a message saying so."""
     t0 = time.time()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as ex:
-        out = ex.stdout.decode() if isinstance(ex.stdout, bytes) else (ex.stdout or "")
+        out, err = p.communicate(timeout=timeout)
+        r = subprocess.CompletedProcess(cmd, p.returncode, out, err)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
         r = subprocess.CompletedProcess(cmd, 124, out, f"timed out after {timeout:g} s (killed): {' '.join(cmd[:3])}")
     return r, time.time() - t0
 
