@@ -30,6 +30,7 @@
 
 #define JSON_ANSWER_MAX ((size_t)64 << 20)
 #define INFO_ANSWER_MAX ((size_t)1 << 20)
+#define IDENT_PROBE_TIMEOUT_MS 10000 /* the most the GET /v1/info of the compiler identity may take */
 #define NAME_MAX_SHOWN 80
 
 /* ---- requests --------------------------------------------------------------------- */
@@ -410,19 +411,23 @@ static void ident_learn(tl_client *c, const char *id) {
 
 /* The compiler identity that c's request keys are made with ("" when none
  * is known): the one learned from the server by this handle; else, once,
- * GET /v1/info (one try without retries, so that an offline start does
- * not wait through back-offs); else the one the local cache remembers for
- * this server (an offline start). */
+ * GET /v1/info (one try without retries, at most IDENT_PROBE_TIMEOUT_MS,
+ * so that an offline start does not wait through back-offs); else the one
+ * the local cache remembers for this server (an offline start). */
 static const char *ident_current(tl_client *c) {
   if (c->compiler_id_known)
     return c->compiler_id;
   if (!c->offline && !c->compiler_id_probed) {
     c->compiler_id_probed = true;
     int retries = c->retries;
+    long timeout = c->timeout_ms;
     c->retries = 0;
+    if (timeout <= 0 || timeout > IDENT_PROBE_TIMEOUT_MS)
+      c->timeout_ms = IDENT_PROBE_TIMEOUT_MS;
     tl_http_response r;
     tl_status st = tl_http_request(c, "GET", "/v1/info", NULL, 0, INFO_ANSWER_MAX, &r, NULL);
     c->retries = retries;
+    c->timeout_ms = timeout;
     if (st == TL_OK && r.status == 200) {
       json_t *doc = json_loadb(r.body ? r.body : "", r.len, 0, NULL);
       ident_learn(c, json_string_value(json_object_get(doc, "compiler")));

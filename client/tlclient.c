@@ -596,9 +596,10 @@ static int cmd_info(const cmdline *o, tl_client *c) {
   if (st == TL_OK) {
     json_t *doc = json_loads(json, 0, NULL);
     json_t *lim = json_object_get(doc, "limits");
+    json_t *compiler = json_object_get(doc, "compiler"); /* the identity; older servers give only the release */
     printf("version      %s %s (compiler %s)\n", str_or(json_object_get(doc, "name"), "?"),
            str_or(json_object_get(doc, "version"), "?"),
-           str_or(json_object_get(doc, "compiler_version"), "?"));
+           str_or(compiler ? compiler : json_object_get(doc, "compiler_version"), "?"));
     const char *tool = json_string_value(json_object_get(doc, "toolchain"));
     printf("toolchain    %s\n", tool ? tool : "none: the server only serves its cache");
     json_t *targets = json_object_get(doc, "targets");

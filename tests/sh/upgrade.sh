@@ -149,6 +149,8 @@ start a "$TL_BUILD"
 PID_A=$PID
 curl -sS "$TL_SERVER/v1/info" >"$TMP/info_a" || bad "GET /v1/info of A"
 has "$TMP/info_a" "\"compiler\": \"${ID_A% (Tile IR 1)}\"" "/v1/info of A names its compiler"
+"$CLIENT" info >"$TMP/cinfo" 2>&1 || bad "tlclient info: $(cat "$TMP/cinfo")"
+has "$TMP/cinfo" "(compiler ${ID_A% (Tile IR 1)})" "tlclient info names the server's compiler"
 compile_all "$TMP/a1"
 [ "$(grep -c ' compiled ' "$TMP/a1")" = 6 ] && ok || bad "A did not compile all six: $(cat "$TMP/a1")"
 "$APP" --arch 80 --size 128 >"$TMP/app" 2>&1 && ok || bad "app with A: $(cat "$TMP/app")"

@@ -29,14 +29,15 @@
  * with formatting and "x-" members removed, constant overrides, target,
  * options; proto/tl_json.h) and of the compiler identity of the server
  * (/v1/info's "compiler", a digest of the compiler's code: see
- * proto/kernel-meta.md section 4).  A client learns that identity once per
- * tl_client from GET /v1/info (one try, no retries), and from every compile
- * answer, and remembers it per server URL in the local cache; when the
- * server cannot be reached (or the client is offline) the remembered one is
- * used.  So after a server upgrade that changed the generated code, every
- * request key changes and the old entries are misses; an offline start
- * still finds what the last server built.  A hit needs no transfer: only
- * that GET /v1/info, which an offline client skips.  On a miss the server compiles
+ * proto/kernel-meta.md section 4).  A client learns that identity once
+ * per tl_client from GET /v1/info (one try, no retries, at most 10 s) and
+ * from every compile answer, and remembers it per server URL in the local
+ * cache; when the server cannot be reached (or the client is offline) the
+ * remembered one is used.  So after a server upgrade that changed the
+ * generated code, every request key changes and the old entries are
+ * misses; an offline start still finds what the last server built.  A hit
+ * transfers nothing but that GET /v1/info, which an offline client skips.
+ * On a miss the server compiles
  * or finds the build (POST /v1/compile), the binary is fetched by its
  * artifact id (GET /v1/artifacts/ID) unless the local cache already holds
  * those bytes, its SHA-256 is checked against the id, and both the build
