@@ -89,8 +89,13 @@ static const char SQL_SCHEMA_V1[] =
     "  UPDATE stats SET value = value - 1 WHERE name = 'builds';\n"
     "END;\n";
 
+/* Version 2: small named texts beside the builds (tl_cache_note_set). */
+static const char SQL_SCHEMA_V2[] =
+    "CREATE TABLE notes (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;\n";
+
 static const char *const migrations[] = {
     SQL_SCHEMA_V1, /* 0 -> 1 */
+    SQL_SCHEMA_V2, /* 1 -> 2 */
 };
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -150,6 +155,9 @@ static const char SQL_LRU_VICTIM[] =
 static const char SQL_STAT_GET[] = "SELECT value FROM stats WHERE name = ?1";
 static const char SQL_STAT_ADD[] = "UPDATE stats SET value = value + ?2 WHERE name = ?1";
 static const char SQL_STATS_ALL[] = "SELECT name, value FROM stats";
+static const char SQL_NOTE_GET[] = "SELECT value FROM notes WHERE name = ?1";
+static const char SQL_NOTE_PUT[] =
+    "INSERT INTO notes(name, value) VALUES (?1, ?2) ON CONFLICT(name) DO UPDATE SET value = excluded.value";
 
 /* The transaction control statements come first: they are prepared before
  * the migrations run (the others need the tables). */
@@ -160,7 +168,7 @@ typedef enum stmt_id {
   ST_GET_BUILD, ST_LIST, ST_GET_ARTIFACT, ST_ARTIFACT_STILL, ST_NEXT_ARTIFACT,
   ST_DELETE_BUILD, ST_DELETE_BUILDS_OF, ST_DELETE_ARTIFACT, ST_DELETE_DANGLING,
   ST_DELETE_ORPHANS, ST_TOUCH_BUILD, ST_TOUCH_ARTIFACT, ST_LRU_VICTIM,
-  ST_STAT_GET, ST_STAT_ADD, ST_STATS_ALL,
+  ST_STAT_GET, ST_STAT_ADD, ST_STATS_ALL, ST_NOTE_GET, ST_NOTE_PUT,
   ST_COUNT_
 } stmt_id;
 
@@ -189,6 +197,8 @@ static const char *const stmt_sql[ST_COUNT_] = {
     [ST_STAT_GET] = SQL_STAT_GET,
     [ST_STAT_ADD] = SQL_STAT_ADD,
     [ST_STATS_ALL] = SQL_STATS_ALL,
+    [ST_NOTE_GET] = SQL_NOTE_GET,
+    [ST_NOTE_PUT] = SQL_NOTE_PUT,
 };
 
 /* Columns of BUILD_COLUMNS. */
@@ -1255,4 +1265,62 @@ tl_status tl_cache_remove(tl_cache *c, const char *key, tl_error *err) {
   if ((st = write_txn(c, "remove", txn_remove, &a, err)) != TL_OK)
     return st;
   return a.found ? TL_OK : tl_error_set(err, TL_NOT_FOUND, "cache: no build with key %s", key);
+}
+
+/* ==== notes ============================================================== */
+
+static tl_status check_note(const char *name, const char *value, tl_error *err) {
+  if (!name || !*name || strnlen(name, TL_CACHE_NOTE_NAME_MAX + 1) > TL_CACHE_NOTE_NAME_MAX)
+    return tl_error_set(err, TL_INVALID_ARG, "cache: a note's name has 1 to %d bytes", TL_CACHE_NOTE_NAME_MAX);
+  if (value && strnlen(value, TL_CACHE_NOTE_MAX + 1) > TL_CACHE_NOTE_MAX)
+    return tl_error_set(err, TL_TOO_LARGE, "cache: note '%s' is longer than %d bytes", name, TL_CACHE_NOTE_MAX);
+  return TL_OK;
+}
+
+typedef struct note_arg {
+  const char *name, *value;
+} note_arg;
+
+static tl_status txn_note(tl_cache *c, void *arg, tl_error *err) {
+  note_arg *a = arg;
+  sqlite3_stmt *s = use(c, ST_NOTE_PUT);
+  sqlite3_bind_text(s, 1, a->name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, a->value, -1, SQLITE_STATIC);
+  return exec_done(c, s, "note", err);
+}
+
+tl_status tl_cache_note_set(tl_cache *c, const char *name, const char *value, tl_error *err) {
+  if (!c || !value)
+    return tl_error_set(err, TL_INVALID_ARG, "cache: note without a handle or value");
+  tl_status st = check_note(name, value, err);
+  if (st != TL_OK)
+    return st;
+  note_arg a = {name, value};
+  return write_txn(c, "note", txn_note, &a, err);
+}
+
+tl_status tl_cache_note_get(tl_cache *c, const char *name, char **value, tl_error *err) {
+  if (value)
+    *value = NULL;
+  if (!c || !value)
+    return tl_error_set(err, TL_INVALID_ARG, "cache: note without a handle or value");
+  tl_status st = check_note(name, NULL, err);
+  if (st != TL_OK)
+    return st;
+  sqlite3_stmt *s = use(c, ST_NOTE_GET);
+  sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+  int rc = step_read(c, s);
+  if (rc == SQLITE_ROW) {
+    const char *t = (const char *)sqlite3_column_text(s, 0);
+    size_t n = t ? strlen(t) + 1 : 1;
+    if ((*value = malloc(n)))
+      memcpy(*value, t ? t : "", n);
+    else
+      st = tl_error_set(err, TL_NOMEM, "cache: out of memory");
+  } else if (rc == SQLITE_DONE)
+    st = tl_error_set(err, TL_NOT_FOUND, "cache: no note '%s'", name);
+  else
+    st = sql_fail(c, rc, "reading a note", err);
+  sqlite3_reset(s);
+  return st;
 }

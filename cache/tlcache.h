@@ -43,6 +43,8 @@
 #define TL_CACHE_ARTIFACT_MAX_DEFAULT ((int64_t)256 << 20) /* bytes of one artifact */
 #define TL_CACHE_TEXT_MAX ((size_t)1 << 20)   /* bytes of a manifest or metadata text */
 #define TL_CACHE_TARGET_MAX 128               /* bytes of a target string */
+#define TL_CACHE_NOTE_NAME_MAX 512            /* bytes of a note's name */
+#define TL_CACHE_NOTE_MAX 4096                /* bytes of a note's value */
 #define TL_CACHE_PATH_MAX 4096                /* bytes of the database path */
 #define TL_CACHE_EVICT_ROWS_DEFAULT 64        /* builds per eviction transaction */
 #define TL_CACHE_EVICT_ROWS_MAX 10000
@@ -216,5 +218,17 @@ tl_status tl_cache_verify(tl_cache *cache, tl_cache_verify_result *out, tl_error
 /* Deletes the build of key, and its artifact if no other build uses it.
  * TL_NOT_FOUND if there is no such build, TL_INVALID_ARG for a malformed key. */
 tl_status tl_cache_remove(tl_cache *cache, const char *key, tl_error *err);
+
+/* ---- notes ----------------------------------------------------------------------
+ * Small named texts kept beside the builds (schema version 2): libtlclient
+ * keeps there the compiler identity of each server it talked to, so that an
+ * offline start keys its requests as the last answer did.  A name has 1 to
+ * TL_CACHE_NOTE_NAME_MAX bytes, a value at most TL_CACHE_NOTE_MAX; notes are
+ * not builds: not listed, counted, verified or evicted.
+ * tl_cache_note_set replaces the value of name (TL_INVALID_ARG,
+ * TL_TOO_LARGE, TL_BUSY, TL_IO).  tl_cache_note_get gives a malloc'd copy
+ * in *value (free()), or TL_NOT_FOUND. */
+tl_status tl_cache_note_set(tl_cache *cache, const char *name, const char *value, tl_error *err);
+tl_status tl_cache_note_get(tl_cache *cache, const char *name, char **value, tl_error *err);
 
 #endif

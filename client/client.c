@@ -116,6 +116,9 @@ tl_status tl_client_dup(const tl_client *src, tl_client **out, tl_error *err) {
   c->backoff_max_ms = src->backoff_max_ms;
   c->cache_max_bytes = src->cache_max_bytes;
   c->offline = src->offline;
+  memcpy(c->compiler_id, src->compiler_id, sizeof c->compiler_id); /* the server is the same */
+  c->compiler_id_known = src->compiler_id_known;
+  c->compiler_id_probed = src->compiler_id_probed;
   c->log_fn = src->log_fn;
   c->log_user = src->log_user;
   if (!c->server || (src->token && !c->token) || (src->ca_file && !c->ca_file) ||
@@ -188,6 +191,8 @@ tl_status tl_client_set_server(tl_client *c, const char *url, tl_error *err) {
     copy[--n] = 0;
   free(c->server);
   c->server = copy;
+  c->compiler_id[0] = 0; /* another server: its compiler is learned anew */
+  c->compiler_id_known = c->compiler_id_probed = false;
   return TL_OK;
 }
 

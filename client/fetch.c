@@ -25,10 +25,12 @@
 #include <string.h>
 #include "../compiler/tlcompiler.h"
 #include "../proto/tl_hash.h"
+#include "../proto/tl_json.h"
 #include "internal.h"
 
 #define JSON_ANSWER_MAX ((size_t)64 << 20)
 #define INFO_ANSWER_MAX ((size_t)1 << 20)
+#define IDENT_PROBE_TIMEOUT_MS 10000 /* the most the GET /v1/info of the compiler identity may take */
 #define NAME_MAX_SHOWN 80
 
 /* ---- requests --------------------------------------------------------------------- */
@@ -45,29 +47,6 @@ static void prepared_free(prepared *p) {
   json_decref(p->constants);
   json_decref(p->options);
   memset(p, 0, sizeof *p);
-}
-
-static char *canonical(const json_t *v) {
-  return json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
-}
-
-/* Drops members whose name starts with "x-" (they never change a build). */
-static void strip_x(json_t *v) {
-  if (json_is_object(v)) {
-    const char *key;
-    json_t *x;
-    void *tmp;
-    json_object_foreach_safe(v, tmp, key, x) {
-      if (strncmp(key, "x-", 2) == 0)
-        json_object_del(v, key);
-      else
-        strip_x(x);
-    }
-  } else if (json_is_array(v)) {
-    size_t i;
-    json_t *x;
-    json_array_foreach(v, i, x) strip_x(x);
-  }
 }
 
 static tl_status prepare(const tl_client_request *req, prepared *p, tl_error *err) {
@@ -93,7 +72,7 @@ static tl_status prepare(const tl_client_request *req, prepared *p, tl_error *er
   }
   const char *pname = json_string_value(json_object_get(p->program, "name"));
   snprintf(p->name, sizeof p->name, "%s", shown ? shown : pname ? pname : "(unnamed)");
-  strip_x(p->program);
+  tl_json_strip_x(p->program);
   p->constants = json_object();
   if (!p->constants) {
     prepared_free(p);
@@ -137,16 +116,17 @@ tl_status tl_target_check(const char *target, tl_error *err) {
   return TL_OK;
 }
 
-/* The canonical request text of p for target (malloc'd). */
-static char *request_text(const prepared *p, const char *target) {
-  char *prog = canonical(p->program), *cons = canonical(p->constants);
-  char *opts = p->options ? canonical(p->options) : NULL;
+/* The canonical request text of p for target and the server's compiler
+ * (malloc'd). */
+static char *request_text(const prepared *p, const char *target, const char *compiler) {
+  char *prog = tl_json_canonical(p->program), *cons = tl_json_canonical(p->constants);
+  char *opts = p->options ? tl_json_canonical(p->options) : NULL;
   char *out = NULL;
   if (prog && cons && (opts || !p->options)) {
-    size_t n = strlen(prog) + strlen(cons) + (opts ? strlen(opts) : 2) + strlen(target) + 128;
+    size_t n = strlen(prog) + strlen(cons) + (opts ? strlen(opts) : 2) + strlen(target) + strlen(compiler) + 160;
     if ((out = malloc(n)))
-      snprintf(out, n, "%starget %s\noptions %s\nconstants %s\nprogram %s\n", TL_CLIENT_ALIAS_MAGIC, target,
-               opts ? opts : "{}", cons, prog);
+      snprintf(out, n, "%scompiler %s\ntarget %s\noptions %s\nconstants %s\nprogram %s\n", TL_CLIENT_ALIAS_MAGIC,
+               *compiler ? compiler : "(unknown)", target, opts ? opts : "{}", cons, prog);
   }
   free(prog);
   free(cons);
@@ -154,8 +134,9 @@ static char *request_text(const prepared *p, const char *target) {
   return out;
 }
 
-static tl_status key_of(const prepared *p, const char *target, char key[65], char **text, tl_error *err) {
-  char *t = request_text(p, target);
+static tl_status key_of(const prepared *p, const char *target, const char *compiler, char key[65], char **text,
+                        tl_error *err) {
+  char *t = request_text(p, target, compiler);
   if (!t)
     return tl_error_set(err, TL_NOMEM, "out of memory");
   tl_status st = tl_sha256_hex(t, strlen(t), key);
@@ -170,8 +151,8 @@ static tl_status key_of(const prepared *p, const char *target, char key[65], cha
   return TL_OK;
 }
 
-tl_status tl_request_key(const tl_client_request *req, const char *target, char key[65], char **text,
-                         tl_error *err) {
+tl_status tl_request_key(const tl_client_request *req, const char *target, const char *compiler, char key[65],
+                         char **text, tl_error *err) {
   tl_error_clear(err);
   if (text)
     *text = NULL;
@@ -181,7 +162,7 @@ tl_status tl_request_key(const tl_client_request *req, const char *target, char 
   prepared p;
   if ((st = prepare(req, &p, err)) != TL_OK)
     return st;
-  st = key_of(&p, target, key, text, err);
+  st = key_of(&p, target, compiler ? compiler : "", key, text, err);
   prepared_free(&p);
   return st;
 }
@@ -386,6 +367,85 @@ static void local_evict(tl_client *c) {
   tl_error e;
   if (cache && c->cache_max_bytes > 0 && tl_cache_evict_step(cache, 0, NULL, &e) != TL_OK)
     tl_clog(c, "local cache %s: eviction failed: %s", c->cache_path, e.message);
+}
+
+/* ---- the server's compiler identity ------------------------------------------------------ */
+
+/* The name of the local cache's note that remembers the compiler of c's server. */
+static void ident_note_name(const tl_client *c, char name[TL_CACHE_NOTE_NAME_MAX + 1]) {
+  snprintf(name, TL_CACHE_NOTE_NAME_MAX + 1, "compiler %.480s", c->server);
+}
+
+/* An identity as a server gives it: 1 to TL_CLIENT_COMPILER_ID_MAX printable ASCII characters. */
+static bool ident_valid(const char *id) {
+  size_t n = id ? strlen(id) : 0;
+  if (n == 0 || n > TL_CLIENT_COMPILER_ID_MAX)
+    return false;
+  for (size_t i = 0; i < n; i++)
+    if (id[i] < 0x20 || id[i] > 0x7e)
+      return false;
+  return true;
+}
+
+/* Records id, from an answer of c's server, as its compiler, and remembers
+ * it in the local cache (for offline starts). */
+static void ident_learn(tl_client *c, const char *id) {
+  if (!ident_valid(id) || (c->compiler_id_known && strcmp(c->compiler_id, id) == 0))
+    return;
+  if (c->compiler_id[0] && strcmp(c->compiler_id, id) != 0)
+    tl_clog(c, "the server %s runs the compiler %s, no longer %s: the local cache's builds of the old one are not used",
+            c->server, id, c->compiler_id);
+  snprintf(c->compiler_id, sizeof c->compiler_id, "%s", id);
+  c->compiler_id_known = true;
+  tl_cache *cache = local(c);
+  if (!cache)
+    return;
+  char name[TL_CACHE_NOTE_NAME_MAX + 1], *had = NULL;
+  ident_note_name(c, name);
+  tl_error e;
+  if ((tl_cache_note_get(cache, name, &had, NULL) != TL_OK || strcmp(had, id) != 0) &&
+      tl_cache_note_set(cache, name, id, &e) != TL_OK)
+    tl_clog(c, "local cache %s: cannot remember the server's compiler: %s", c->cache_path, e.message);
+  free(had);
+}
+
+/* The compiler identity that c's request keys are made with ("" when none
+ * is known): the one learned from the server by this handle; else, once,
+ * GET /v1/info (one try without retries, at most IDENT_PROBE_TIMEOUT_MS,
+ * so that an offline start does not wait through back-offs); else the one
+ * the local cache remembers for this server (an offline start). */
+static const char *ident_current(tl_client *c) {
+  if (c->compiler_id_known)
+    return c->compiler_id;
+  if (!c->offline && !c->compiler_id_probed) {
+    c->compiler_id_probed = true;
+    int retries = c->retries;
+    long timeout = c->timeout_ms;
+    c->retries = 0;
+    if (timeout <= 0 || timeout > IDENT_PROBE_TIMEOUT_MS)
+      c->timeout_ms = IDENT_PROBE_TIMEOUT_MS;
+    tl_http_response r;
+    tl_status st = tl_http_request(c, "GET", "/v1/info", NULL, 0, INFO_ANSWER_MAX, &r, NULL);
+    c->retries = retries;
+    c->timeout_ms = timeout;
+    if (st == TL_OK && r.status == 200) {
+      json_t *doc = json_loadb(r.body ? r.body : "", r.len, 0, NULL);
+      ident_learn(c, json_string_value(json_object_get(doc, "compiler")));
+      json_decref(doc);
+    }
+    tl_http_response_free(&r);
+    if (c->compiler_id_known)
+      return c->compiler_id;
+  }
+  tl_cache *cache = local(c);
+  if (!c->compiler_id[0] && cache) {
+    char name[TL_CACHE_NOTE_NAME_MAX + 1], *id = NULL;
+    ident_note_name(c, name);
+    if (tl_cache_note_get(cache, name, &id, NULL) == TL_OK && ident_valid(id))
+      snprintf(c->compiler_id, sizeof c->compiler_id, "%s", id);
+    free(id);
+  }
+  return c->compiler_id;
 }
 
 /* Stores a's build under its key (unless already there, perhaps with the
@@ -595,8 +655,13 @@ static tl_status post_compile(tl_client *c, const prepared *p, const char *const
   }
   tl_target_result *res = calloc((size_t)n, sizeof *res);
   st = res ? TL_OK : TL_NOMEM;
-  for (int i = 0; i < n && st == TL_OK; i++)
-    st = parse_result(json_array_get(arr, (size_t)i), targets[i], r.status, p->name, c->server, &res[i]);
+  for (int i = 0; i < n && st == TL_OK; i++) {
+    json_t *o = json_array_get(arr, (size_t)i);
+    st = parse_result(o, targets[i], r.status, p->name, c->server, &res[i]);
+    if (st == TL_OK && res[i].status == TL_OK) /* the server's compiler, as its builds name it */
+      ident_learn(c, json_string_value(json_object_get(
+                         json_object_get(json_object_get(o, "meta"), "versions"), "compiler")));
+  }
   json_decref(doc);
   tl_http_response_free(&r);
   if (st != TL_OK) {
@@ -643,6 +708,28 @@ tl_status tl_client_fetch_result(tl_client *c, const tl_target_result *r, tl_art
   return materialize(c, r, NULL, NULL, out, err);
 }
 
+tl_status tl_client_fetch_result_for(tl_client *c, const tl_client_request *req, const tl_target_result *r,
+                                     tl_artifact **out, tl_error *err) {
+  tl_error_clear(err);
+  if (out)
+    *out = NULL;
+  if (!c || !req || !r || !out)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_client_fetch_result_for: NULL argument");
+  if (r->status != TL_OK || !r->metadata)
+    return tl_error_set(err, TL_INVALID_ARG, "the result for %s is a failure: %s", r->target ? r->target : "?",
+                        r->message ? r->message : "");
+  prepared p;
+  tl_status st = prepare(req, &p, err);
+  if (st != TL_OK)
+    return st;
+  char rkey[65], *rtext = NULL;
+  if ((st = key_of(&p, r->target, ident_current(c), rkey, &rtext, err)) == TL_OK)
+    st = materialize(c, r, rkey, rtext, out, err);
+  free(rtext);
+  prepared_free(&p);
+  return st;
+}
+
 /* Server unreachable: the build key computed here (NVRTC needed) and the
  * local cache.  True on a hit. */
 static bool offline_by_build_key(tl_client *c, const tl_client_request *req, const char *target, tl_artifact **out) {
@@ -668,21 +755,42 @@ static bool offline_by_build_key(tl_client *c, const tl_client_request *req, con
     return false;
   if (!local_lookup(c, key, out))
     return false;
-  tl_clog(c, "the server is unreachable; found %s for %s in the local cache by the build key computed here",
-                 key, target);
+  tl_clog(c, "%s; found %s for %s in the local cache by the build key computed here",
+          c->offline ? "offline" : "the server is unreachable", key, target);
   return true;
+}
+
+/* tl_client_get's work for one target, local lookup optional. */
+/* The error of an offline request that the local cache cannot answer. */
+static tl_status offline_miss(tl_client *c, const char *name, const char *target, tl_error *err) {
+  if (!c->cache_path)
+    return tl_error_set(err, TL_NETWORK, "offline, and there is no local cache: no build of %s for %s", name, target);
+  if (!c->compiler_id[0])
+    return tl_error_set(err, TL_NETWORK,
+                        "offline: the local cache %s has no build of %s for %s (it has never been filled from the "
+                        "server %s: run tlclient prebuild --fetch or the application once online)",
+                        c->cache_path, name, target, c->server);
+  return tl_error_set(err, TL_NETWORK,
+                      "offline: the local cache %s has no build of %s for %s by the compiler %s (the one the "
+                      "server ran when last reached)",
+                      c->cache_path, name, target, c->compiler_id);
 }
 
 /* tl_client_get's work for one target, local lookup optional. */
 static tl_status get_one(tl_client *c, const tl_client_request *req, const prepared *p, const char *target,
                          bool look_local, tl_artifact **out, tl_error *err) {
-  char rkey[65], *rtext = NULL;
-  tl_status st = key_of(p, target, rkey, &rtext, err);
+  char rkey[65], *rtext = NULL, used[TL_CLIENT_COMPILER_ID_MAX + 1];
+  snprintf(used, sizeof used, "%s", ident_current(c));
+  tl_status st = key_of(p, target, used, rkey, &rtext, err);
   if (st != TL_OK)
     return st;
   if (look_local && local_lookup(c, rkey, out)) {
     free(rtext);
     return TL_OK;
+  }
+  if (c->offline) {
+    free(rtext);
+    return offline_by_build_key(c, req, target, out) ? TL_OK : offline_miss(c, p->name, target, err);
   }
   tl_target_result *res = NULL;
   const char *targets[1] = {target};
@@ -694,14 +802,22 @@ static tl_status get_one(tl_client *c, const tl_client_request *req, const prepa
     }
     if (err) {
       size_t l = strlen(err->message);
-      snprintf(err->message + l, sizeof err->message - l, "; and the local cache %s has no build of %s for %s",
-               c->cache_path ? c->cache_path : "(off)", p->name, target);
+      snprintf(err->message + l, sizeof err->message - l, "; and the local cache %s has no build of %s for %s%s%s",
+               c->cache_path ? c->cache_path : "(off)", p->name, target, c->compiler_id[0] ? " by the compiler " : "",
+               c->compiler_id);
     }
   } else if (st == TL_OK) {
     if (res[0].status != TL_OK)
       st = tl_error_set(err, res[0].status, "%s", res[0].message);
-    else
-      st = materialize(c, &res[0], rkey, rtext, out, err);
+    else {
+      if (strcmp(used, c->compiler_id) != 0) { /* the answer named another compiler: store under its key */
+        free(rtext);
+        rtext = NULL;
+        st = key_of(p, target, c->compiler_id, rkey, &rtext, err);
+      }
+      if (st == TL_OK)
+        st = materialize(c, &res[0], rkey, rtext, out, err);
+    }
   }
   tl_target_results_free(res, 1);
   free(rtext);
@@ -768,7 +884,8 @@ tl_status tl_client_get_for_arch(tl_client *c, const tl_client_request *req, int
   /* a warm start: the binary for sm_ARCH (or the PTX stored under its
    * request when the server did not offer sm_ARCH) from the local cache */
   char k1[65], k2[65], *k1text = NULL;
-  if ((st = key_of(&p, sm, k1, &k1text, err)) != TL_OK || (st = key_of(&p, ptx, k2, NULL, err)) != TL_OK) {
+  const char *id = ident_current(c);
+  if ((st = key_of(&p, sm, id, k1, &k1text, err)) != TL_OK || (st = key_of(&p, ptx, id, k2, NULL, err)) != TL_OK) {
     free(k1text);
     prepared_free(&p);
     return st;
@@ -784,7 +901,7 @@ tl_status tl_client_get_for_arch(tl_client *c, const tl_client_request *req, int
   if (st == TL_NETWORK || st == TL_BUSY) {
     /* offline: PTX for this architecture will do */
     if (local_lookup(c, k2, out) || offline_by_build_key(c, req, ptx, out)) {
-      tl_clog(c, "the server is unreachable; using %s from the local cache", ptx);
+      tl_clog(c, "%s; using %s from the local cache", c->offline ? "offline" : "the server is unreachable", ptx);
       st = TL_OK;
     }
   } else if (st == TL_UNSUPPORTED && strncmp(e.pointer, "/targets", 8) == 0) {
@@ -804,8 +921,12 @@ tl_status tl_client_get_for_arch(tl_client *c, const tl_client_request *req, int
         tl_clog(c, "the server %s does not offer %s; using PTX for %s", c->server, sm, best);
         st = get_one(c, req, &p, best, strcmp(best, ptx) != 0, out, &e);
         /* the next start on this GPU finds the PTX under the sm_ARCH request, with no network */
-        if (st == TL_OK)
-          local_store(c, *out, NULL, k1, k1text, 0);
+        if (st == TL_OK) {
+          free(k1text); /* keyed again: the compile may have taught another compiler */
+          k1text = NULL;
+          if (key_of(&p, sm, c->compiler_id, k1, &k1text, NULL) == TL_OK)
+            local_store(c, *out, NULL, k1, k1text, 0);
+        }
       }
     }
     free(info);
@@ -938,6 +1059,9 @@ tl_status tl_client_info(tl_client *c, char **json, tl_error *err) {
     st = tl_http_error(&r, what, err);
   }
   if (st == TL_OK) {
+    json_t *doc = json_loadb(r.body ? r.body : "", r.len, 0, NULL);
+    ident_learn(c, json_string_value(json_object_get(doc, "compiler")));
+    json_decref(doc);
     *json = r.body ? r.body : dup_str("");
     r.body = NULL;
     if (!*json)

@@ -194,7 +194,7 @@ tl_status tl_http_request(tl_client *c, const char *method, const char *path, co
   memset(resp, 0, sizeof *resp);
   resp->retry_after = -1;
   if (c->offline)
-    return tl_error_set(err, TL_NETWORK, "offline: not contacting the server %s", c->server);
+    return tl_error_set(err, TL_NETWORK, "offline: no server is contacted");
   if (!c->curl && !(c->curl = curl_easy_init()))
     return tl_error_set(err, TL_NOMEM, "libcurl could not make a handle");
   CURL *h = c->curl;

@@ -17,6 +17,8 @@
 #include "include/tl/tlclient.h"
 
 /* ---- the client ------------------------------------------------------------------ */
+#define TL_CLIENT_COMPILER_ID_MAX 128 /* bytes of a server's compiler identity */
+
 struct tl_client {
   char *server;              /* base URL without a trailing '/' */
   char *token;               /* NULL: none */
@@ -36,6 +38,13 @@ struct tl_client {
   bool cache_failed;         /* opening it failed once: not tried again */
   uint64_t rng;              /* jitter */
   tl_client_stats stats;
+
+  /* The compiler identity of the server (/v1/info's "compiler"), part of
+   * every request key: learned from the server in this process (known),
+   * else the one the local cache remembers for this server (fetch.c). */
+  char compiler_id[TL_CLIENT_COMPILER_ID_MAX + 1];
+  bool compiler_id_known;    /* learned from the server by this handle */
+  bool compiler_id_probed;   /* GET /v1/info was tried for it */
 };
 
 /* Logs one formatted line through the client's log function, if any. */
@@ -155,9 +164,9 @@ struct tl_artifact {
  * 0-9 and '_'. */
 tl_status tl_target_check(const char *target, tl_error *err);
 
-/* The request key of req for target (see tlclient.h) and the canonical
- * text it hashes (malloc'd; NULL allowed when not wanted). */
-tl_status tl_request_key(const tl_client_request *req, const char *target, char key[65],
+/* The request key of req for target and the server's compiler identity
+ * (see tlclient.h; "" or NULL: none known) and the canonical text it hashes (malloc'd; NULL allowed when not wanted). */
+tl_status tl_request_key(const tl_client_request *req, const char *target, const char *compiler, char key[65],
                          char **text, tl_error *err);
 
 /* The alias manifest's first line: a local cache entry under a request key

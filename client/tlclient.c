@@ -86,7 +86,8 @@ static const char usage_compile[] =
     "comma-separated list: sm_90,sm_80,compute_80).  Prints one line per target: whether\n"
     "the server compiled it or had it, its build key, artifact id and size.  With -o DIR,\n"
     "also fetches each binary (verified, and kept in the local cache) and writes\n"
-    "DIR/NAME.TARGET.cubin (or .ptx) and DIR/NAME.TARGET.json (its metadata).\n"
+    "DIR/NAME.TARGET.cubin (.ptx for compute_NN, .hsaco for gfxNNN) and DIR/NAME.TARGET.json\n"
+    "(its metadata); the local cache then also answers this request with no network.\n"
     "-D overrides a constant (a number or true/false); --options passes compiler options\n"
     "as a JSON object ({\"max_registers\": 128}).  Exit 1 if any target failed.\n";
 
@@ -101,14 +102,16 @@ static const char usage_fetch[] =
     "are checked against their SHA-256 either way.\n";
 
 static const char usage_prebuild[] =
-    "usage: tlclient prebuild DIR|FILE... --target T [--target T]... [--jobs N] [--fetch]\n"
+    "usage: tlclient prebuild DIR|FILE... --target T [--target T]... [-D NAME=VALUE]... [--jobs N] [--fetch]\n"
     "\n"
     "Compiles every program (FILE, or every *.json under DIR) for every target through\n"
     "the server, N requests at a time (default 4), so that the server's cache holds them\n"
-    "all.  --target repeats or takes a comma-separated list.  On a terminal a progress bar\n"
+    "all.  --target repeats or takes a comma-separated list; -D overrides a constant in\n"
+    "every program (each must have it).  On a terminal a progress bar\n"
     "shows; otherwise one line per build.  Ends with a summary of hits (already in the\n"
     "server's cache), compiles and failures; exit 1 if any failed.  --fetch also downloads\n"
-    "every binary into the local cache.\n";
+    "every binary into the local cache, under its build key and its request, so that an\n"
+    "application asking for the same program and target starts from that cache offline.\n";
 
 static const char usage_run[] =
     "usage: tlclient run PROGRAM.json [-D NAME=VALUE]... [--arg NAME=VALUE]...\n"
@@ -471,7 +474,7 @@ static int check_options(const cmdline *o) {
     return usage_error("'%s' does not take --target", c);
   if (o->ntargets > 1 && run)
     return usage_error("'run' takes one --target (by default the one for the GPU found)");
-  if (o->ndefs && !compile && !run)
+  if (o->ndefs && !compile && !run && !prebuild)
     return usage_error("'%s' does not take -D", c);
   if ((o->nargs || o->nins || o->nouts || o->check || o->seed_given || o->device) && !run)
     return usage_error("'%s' does not take --arg, --in, --out, --check, --seed or --device", c);
@@ -593,9 +596,10 @@ static int cmd_info(const cmdline *o, tl_client *c) {
   if (st == TL_OK) {
     json_t *doc = json_loads(json, 0, NULL);
     json_t *lim = json_object_get(doc, "limits");
+    json_t *compiler = json_object_get(doc, "compiler"); /* the identity; older servers give only the release */
     printf("version      %s %s (compiler %s)\n", str_or(json_object_get(doc, "name"), "?"),
            str_or(json_object_get(doc, "version"), "?"),
-           str_or(json_object_get(doc, "compiler_version"), "?"));
+           str_or(compiler ? compiler : json_object_get(doc, "compiler_version"), "?"));
     const char *tool = json_string_value(json_object_get(doc, "toolchain"));
     printf("toolchain    %s\n", tool ? tool : "none: the server only serves its cache");
     json_t *targets = json_object_get(doc, "targets");
@@ -634,6 +638,14 @@ static int cmd_info(const cmdline *o, tl_client *c) {
 }
 
 /* ---- compile ---------------------------------------------------------------------------------------- */
+
+/* The file name extension of a's binary: "ptx", "hsaco" (an AMD code
+ * object, for a gfx target) or "cubin". */
+static const char *binary_ext(const tl_artifact *a) {
+  if (tl_artifact_is_ptx(a))
+    return "ptx";
+  return strncmp(tl_artifact_target(a), "gfx", 3) == 0 ? "hsaco" : "cubin";
+}
 
 static int cmd_compile(const cmdline *o, tl_client *c) {
   if (o->npos != 1)
@@ -676,7 +688,7 @@ static int cmd_compile(const cmdline *o, tl_client *c) {
     if (!o->output || failed)
       continue;
     tl_artifact *a = NULL;
-    if (tl_client_fetch_result(c, r, &a, &err) != TL_OK) {
+    if (tl_client_fetch_result_for(c, &req, r, &a, &err) != TL_OK) {
       fprintf(stderr, "tlclient: %s (%s, %s)\n", err.message, file, r->target);
       failed++;
       continue;
@@ -684,8 +696,7 @@ static int cmd_compile(const cmdline *o, tl_client *c) {
     size_t n;
     const void *bytes = tl_artifact_bytes(a, &n);
     char path[4200], mpath[4200];
-    snprintf(path, sizeof path, "%s/%s.%s.%s", o->output, tl_artifact_entry(a), r->target,
-             tl_artifact_is_ptx(a) ? "ptx" : "cubin");
+    snprintf(path, sizeof path, "%s/%s.%s.%s", o->output, tl_artifact_entry(a), r->target, binary_ext(a));
     snprintf(mpath, sizeof mpath, "%s/%s.%s.json", o->output, tl_artifact_entry(a), r->target);
     const char *meta = tl_artifact_metadata(a);
     if (!write_file(path, bytes, n) || !write_file(mpath, meta, strlen(meta)))
@@ -902,7 +913,10 @@ static void *prebuild_worker(void *arg) {
       st = TL_IO;
       snprintf(msg, sizeof msg, "cannot read %s", file);
     } else {
-      tl_client_request req = {.program = s->texts[job->file], .program_len = s->lens[job->file], .name = file};
+      tl_client_define defs[MAX_LIST];
+      fill_defines(s->o, defs);
+      tl_client_request req = {.program = s->texts[job->file], .program_len = s->lens[job->file], .name = file,
+                               .defines = defs, .ndefines = s->o->ndefs};
       tl_target_result *res = NULL;
       st = tl_client_compile(c, &req, &job->target, 1, &res, &err);
       if (st != TL_OK)
@@ -913,7 +927,7 @@ static void *prebuild_worker(void *arg) {
         cached = res[0].cached;
         if (s->o->fetch) {
           tl_artifact *a = NULL;
-          if ((st = tl_client_fetch_result(c, &res[0], &a, &err)) != TL_OK)
+          if ((st = tl_client_fetch_result_for(c, &req, &res[0], &a, &err)) != TL_OK)
             snprintf(msg, sizeof msg, "%s (%s, %s)", err.message, file, job->target);
           tl_artifact_free(a);
         }

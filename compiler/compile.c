@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 #include "../proto/tl_hash.h"
+#include "../proto/tl_json.h"
 #include "amdgpu.h"
 #include "cubin.h"
 #include "hsaco.h"
@@ -191,36 +192,13 @@ static tl_status parse_options(const char *text, options *o, json_t **canon, tl_
 }
 
 /* ---- the build key ------------------------------------------------------------------- */
-/* Drops every member whose name starts with "x-" (they never change a build). */
-static void strip_x(json_t *v) {
-  if (json_is_object(v)) {
-    const char *key;
-    json_t *x;
-    void *tmp;
-    json_object_foreach_safe(v, tmp, key, x) {
-      if (strncmp(key, "x-", 2) == 0)
-        json_object_del(v, key);
-      else
-        strip_x(x);
-    }
-  } else if (json_is_array(v)) {
-    size_t i;
-    json_t *x;
-    json_array_foreach(v, i, x) strip_x(x);
-  }
-}
-
-static char *canonical(json_t *v) {
-  return json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
-}
-
 /* The key manifest: everything a build depends on, one item per line. */
 static char *manifest_of(const tl_compile_request *req, const tl_program *prog, json_t *options_canon,
                          const char *desc) {
   json_t *doc = json_loadb(req->program, req->program_len, JSON_REJECT_DUPLICATES, NULL);
   if (!doc)
     return NULL;
-  strip_x(doc);
+  tl_json_strip_x(doc);
   json_t *consts = json_object();
   for (int i = 0; i < prog->nconsts; i++) {
     const tl_sym *c = prog->consts[i];
@@ -228,13 +206,13 @@ static char *manifest_of(const tl_compile_request *req, const tl_program *prog, 
                                                                                        : json_integer(c->cval.i);
     json_object_set_new(consts, c->name, v);
   }
-  char *p = canonical(doc), *c = canonical(consts), *o = canonical(options_canon);
+  char *p = tl_json_canonical(doc), *c = tl_json_canonical(consts), *o = tl_json_canonical(options_canon);
   size_t n = strlen(p) + strlen(c) + strlen(o) + strlen(req->target) + strlen(desc) + 256;
   char *m = malloc(n);
   if (m)
     snprintf(m, n,
-             "tl-build-key 1\ncompiler tlc %s\ntoolchain %s\ntarget %s\noptions %s\nconstants %s\nprogram %s\n",
-             TL_COMPILER_VERSION, desc, req->target, o, c, p);
+             "tl-build-key 1\ncompiler %s\ntoolchain %s\ntarget %s\noptions %s\nconstants %s\nprogram %s\n",
+             tl_compiler_id, desc, req->target, o, c, p);
   free(p);
   free(c);
   free(o);
@@ -460,7 +438,7 @@ static char *metadata(tl_arena *a, const tl_program *prog, const char *target, c
   json_object_set_new(m, "launch", launch);
   json_object_set_new(m, "resources", res);
   json_t *ver = json_object();
-  json_object_set_new(ver, "compiler", json_string("tlc " TL_COMPILER_VERSION));
+  json_object_set_new(ver, "compiler", json_string(tl_compiler_id));
   json_object_set_new(ver, "toolchain", json_string(toolchain_desc));
   json_object_set_new(m, "versions", ver);
   json_object_set_new(m, "compile_ms", json_real(ms));

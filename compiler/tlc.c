@@ -21,7 +21,6 @@
 #include "pass.h"
 #include "tlcompiler.h"
 
-#define TLC_VERSION "0.1.0"
 #define MAX_OPTS 256
 
 static const char usage[] =
@@ -689,7 +688,8 @@ int main(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   if (strcmp(argv[1], "--version") == 0) {
-    printf("tlc %s (Tile IR 1)\n", TLC_VERSION);
+    /* the identity every build key and metadata carry (tlcompiler.h) */
+    printf("%s (Tile IR 1)\ncompiler digest %s\n", tl_compiler_id, tl_compiler_digest);
     return 0;
   }
   if (strcmp(argv[1], "targets") == 0)

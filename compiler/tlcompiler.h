@@ -12,8 +12,8 @@
  * Build key (DESIGN.md section 4): SHA-256 of the key manifest, a canonical
  * text holding the program (re-serialized with sorted keys, 'x-' fields
  * dropped, so formatting does not matter), the final value of every
- * constant, the target, the options, the compiler's version and the
- * toolchain's version.  The manifest is returned so a miss can be explained.
+ * constant, the target, the options, the compiler's identity
+ * (tl_compiler_id) and the toolchain's name and version.  The manifest is returned so a miss can be explained.
  *
  * Thread safety: every function may be called from several threads at once.
  */
@@ -25,6 +25,18 @@
 #include "ir.h"
 
 #define TL_COMPILER_VERSION "0.1.0"
+
+/* The compiler's identity: "tlc " TL_COMPILER_VERSION "+" and the first 16
+ * hex digits of tl_compiler_digest, the SHA-256 (64 hex digits) that the
+ * Makefile computes over everything that determines the generated code
+ * (libtlcompiler's sources and headers, the proto/ C files, the preludes,
+ * the compile flags and the C compiler's version; the Makefile says
+ * exactly).  A compiler that may emit different code has a different
+ * identity; it is in every build key and every build's metadata
+ * (proto/kernel-meta.md), and `tlc --version` and /v1/info report it.
+ * Both are defined in the generated $(B)/gen/compiler_id.c. */
+extern const char tl_compiler_id[];
+extern const char tl_compiler_digest[];
 
 /* What a compile gives.  Everything is owned by the tl_build and freed by
  * tl_build_free. */

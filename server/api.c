@@ -74,8 +74,10 @@ static int get_info(tl_srv_req *r) {
   tl_srv *s = r->srv;
   const tl_srv_config *c = &s->cfg;
   tl_srv_buf b = {0};
-  tl_srv_buf_puts(&b, "{\"name\": \"tlserverd\", \"version\": \"" TL_SERVER_VERSION
-                      "\", \"compiler_version\": \"" TL_COMPILER_VERSION "\", \"toolchain\": ");
+  tl_srv_buf_printf(&b,
+                    "{\"name\": \"tlserverd\", \"version\": \"" TL_SERVER_VERSION "\", \"compiler_version\": \""
+                    TL_COMPILER_VERSION "\", \"compiler\": \"%s\", \"compiler_digest\": \"%s\", \"toolchain\": ",
+                    tl_compiler_id, tl_compiler_digest);
   if (s->toolchain) {
     tl_srv_buf_puts(&b, "\"");
     tl_srv_buf_json_str(&b, s->toolchain);

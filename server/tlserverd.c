@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (version) {
-    printf("tlserverd %s (compiler %s)\n", TL_SERVER_VERSION, TL_COMPILER_VERSION);
+    printf("tlserverd %s (compiler %s)\n", TL_SERVER_VERSION, tl_compiler_id);
     return 0;
   }
   if (cfg.worker_fd >= 0) {

@@ -5,7 +5,7 @@
  * CPU loop.  It uses only the public API (<tl/tlclient.h>) and links the
  * shared library, as an application outside this repository would.
  *
- *   tl-example-app [--server URL] [--token T] [--size N] [--arch N] [--seed N]
+ *   tl-example-app [--server URL] [--token T] [--size N] [--arch N] [--seed N] [--offline]
  *
  * Environment: TL_SERVER, TL_TOKEN (as tlclient), TL_CLIENT_CACHE (the local
  * cache file; "none" turns it off), TL_START_US (the launcher's wall clock
@@ -17,7 +17,8 @@
  * now) and the time from process start to the first kernel launch, with its
  * parts.  Without a GPU it says so and exits 1, unless --arch N is given:
  * then it fetches the kernel for that architecture, reports, and exits 0
- * (for machines that fill a cache without a GPU, and for tests).
+ * (for machines that fill a cache without a GPU, and for tests).  With
+ * --offline it never contacts the server: the local cache only.
  * Exit status: 0 success, 1 failure (the message says which part failed).
  */
 #include <errno.h>
@@ -143,6 +144,7 @@ int main(int argc, char **argv) {
   const char *server = getenv("TL_SERVER"), *token = getenv("TL_TOKEN"), *cache = getenv("TL_CLIENT_CACHE");
   long size = 1024;
   int arch = 0;
+  bool offline = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--server") == 0 && v)
@@ -155,8 +157,11 @@ int main(int argc, char **argv) {
       arch = atoi(v), i++;
     else if (strcmp(a, "--seed") == 0 && v)
       rng_state = strtoull(v, NULL, 0) | 1, i++;
+    else if (strcmp(a, "--offline") == 0)
+      offline = true;
     else {
-      fprintf(stderr, "usage: tl-example-app [--server URL] [--token T] [--size N] [--arch N] [--seed N]\n");
+      fprintf(stderr, "usage: tl-example-app [--server URL] [--token T] [--size N] [--arch N] [--seed N] "
+                      "[--offline]\n");
       return 2;
     }
   }
@@ -172,7 +177,8 @@ int main(int argc, char **argv) {
     return fail("client", &err);
   if ((server && *server && tl_client_set_server(c, server, &err) != TL_OK) ||
       (token && *token && tl_client_set_token(c, token, &err) != TL_OK) ||
-      (cache && *cache && tl_client_set_cache_path(c, strcmp(cache, "none") ? cache : NULL, &err) != TL_OK)) {
+      (cache && *cache && tl_client_set_cache_path(c, strcmp(cache, "none") ? cache : NULL, &err) != TL_OK) ||
+      (offline && tl_client_set_offline(c, 1, &err) != TL_OK)) {
     tl_client_free(c);
     return fail("settings", &err);
   }
@@ -204,9 +210,9 @@ int main(int argc, char **argv) {
   }
   size_t nbytes;
   tl_artifact_bytes(art, &nbytes);
-  printf("kernel %s for %s: %zu bytes from %s in %.1f ms (server %s)\n", tl_artifact_entry(art),
+  printf("kernel %s for %s: %zu bytes from %s in %.1f ms (server %s, artifact %s)\n", tl_artifact_entry(art),
          tl_artifact_target(art), nbytes, tl_source_name(tl_artifact_source(art)), (t_got - t_client) / 1000,
-         tl_client_server(c));
+         tl_client_server(c), tl_artifact_id(art));
   if (!dev) {
     printf("no GPU here (%s): fetched the kernel for sm_%d, not run\n", derr.message, arch);
     tl_artifact_free(art);

@@ -487,7 +487,7 @@ static void test_open_errors(void **state) {
   raw_exec(f->path, "PRAGMA user_version = 99");
   assert_int_equal(tl_cache_open(f->path, NULL, &c, &err), TL_UNSUPPORTED);
   assert_null(c);
-  raw_exec(f->path, "PRAGMA user_version = 1");
+  raw_exec(f->path, "PRAGMA user_version = 2");
 
   /* FULL synchronous mode opens and works too. */
   o = (tl_cache_options){.sync = TL_CACHE_SYNC_FULL};
@@ -709,6 +709,46 @@ static int list_cb(const tl_cache_build *b, void *user) {
   return ls->stop_after && ls->calls >= ls->stop_after;
 }
 
+/* Notes: set, replace, read back after reopening; limits; a version-1
+ * database gains the table. */
+static void test_notes(void **state) {
+  fixture *f = *state;
+  tl_error err;
+  char *v = NULL;
+  tl_cache *c = open_cache(f->path, NULL);
+  assert_int_equal(tl_cache_note_get(c, "compiler http://a", &v, &err), TL_NOT_FOUND);
+  assert_null(v);
+  assert_int_equal(tl_cache_note_set(c, "compiler http://a", "tlc 0.1.0+0123456789abcdef", &err), TL_OK);
+  assert_int_equal(tl_cache_note_set(c, "compiler http://b", "other", &err), TL_OK);
+  assert_int_equal(tl_cache_note_set(c, "compiler http://a", "tlc 0.1.0+fedcba9876543210", &err), TL_OK);
+  assert_int_equal(tl_cache_note_set(c, "", "x", &err), TL_INVALID_ARG);
+  char big[TL_CACHE_NOTE_MAX + 2];
+  memset(big, 'x', sizeof big - 1);
+  big[sizeof big - 1] = 0;
+  assert_int_equal(tl_cache_note_set(c, "big", big, &err), TL_TOO_LARGE);
+  big[TL_CACHE_NOTE_MAX] = 0;
+  assert_int_equal(tl_cache_note_set(c, "big", big, &err), TL_OK);
+  tl_cache_close(c);
+  c = open_cache(f->path, NULL);
+  assert_int_equal(tl_cache_note_get(c, "compiler http://a", &v, &err), TL_OK);
+  assert_string_equal(v, "tlc 0.1.0+fedcba9876543210");
+  free(v);
+  assert_int_equal(tl_cache_note_get(c, "big", &v, &err), TL_OK);
+  assert_int_equal(strlen(v), TL_CACHE_NOTE_MAX);
+  free(v);
+  tl_cache_stats stats;
+  assert_int_equal(tl_cache_get_stats(c, &stats, &err), TL_OK);
+  assert_int_equal(stats.builds, 0); /* notes are not builds */
+  tl_cache_close(c);
+  /* a database of schema version 1 (before notes) is migrated */
+  raw_exec(f->path, "DROP TABLE notes; PRAGMA user_version = 1");
+  c = open_cache(f->path, NULL);
+  assert_int_equal(raw_int(f->path, "PRAGMA user_version", NULL), 2);
+  assert_int_equal(tl_cache_note_get(c, "compiler http://a", &v, &err), TL_NOT_FOUND);
+  assert_int_equal(tl_cache_note_set(c, "compiler http://a", "again", &err), TL_OK);
+  tl_cache_close(c);
+}
+
 static void test_list(void **state) {
   fixture *f = *state;
   tl_cache *c = open_cache(f->path, NULL);
@@ -916,7 +956,7 @@ static void test_concurrent_create(void **state) {
     assert_int_equal(WEXITSTATUS(status), 0);
   }
   assert_int_equal(raw_int(path, "SELECT count(*) FROM builds", NULL), P);
-  assert_int_equal(raw_int(path, "PRAGMA user_version", NULL), 1);
+  assert_int_equal(raw_int(path, "PRAGMA user_version", NULL), 2);
 }
 
 /* ---- crash safety ----------------------------------------------------------------- */
@@ -1075,6 +1115,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_corruption, setup, teardown),
       cmocka_unit_test_setup_teardown(test_eviction_lru, setup, teardown),
       cmocka_unit_test_setup_teardown(test_list, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_notes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_many_processes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_concurrent_create, setup, teardown),
       cmocka_unit_test_setup_teardown(test_crash_safety, setup, teardown),

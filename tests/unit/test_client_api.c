@@ -167,53 +167,60 @@ static void test_setters(void **state) {
   tl_client_free(c);
 }
 
+#define CID "tlc 0.1.0+0123456789abcdef" /* a server's compiler identity */
+
 static void test_request_key(void **state) {
   (void)state;
   tl_error err;
   char k1[65], k2[65], k3[65], k4[65], k5[65], k6[65], *text = NULL;
   tl_client_request r1 = {.program = prog};
   tl_client_request r2 = {.program = prog_reformatted, .program_len = strlen(prog_reformatted)};
-  assert_int_equal(tl_request_key(&r1, "sm_90", k1, &text, &err), TL_OK);
-  assert_int_equal(tl_request_key(&r2, "sm_90", k2, NULL, &err), TL_OK);
+  assert_int_equal(tl_request_key(&r1, "sm_90", CID, k1, &text, &err), TL_OK);
+  assert_int_equal(tl_request_key(&r2, "sm_90", CID, k2, NULL, &err), TL_OK);
   assert_string_equal(k1, k2); /* formatting, member order and x- members do not matter */
   assert_non_null(strstr(text, "target sm_90\n"));
   assert_null(strstr(text, "x-note"));
   free(text);
-  assert_int_equal(tl_request_key(&r1, "sm_80", k3, NULL, &err), TL_OK);
+  assert_int_equal(tl_request_key(&r1, "sm_80", CID, k3, NULL, &err), TL_OK);
   assert_string_not_equal(k1, k3);
   tl_client_define d[2] = {{"block_n", "256"}, {"block_n", "128"}};
   tl_client_request r3 = {.program = prog, .defines = d, .ndefines = 1};
-  assert_int_equal(tl_request_key(&r3, "sm_90", k4, NULL, &err), TL_OK);
+  assert_int_equal(tl_request_key(&r3, "sm_90", CID, k4, NULL, &err), TL_OK);
   assert_string_not_equal(k1, k4);
   tl_client_request r4 = {.program = prog, .options_json = "{\"debug\": true}"};
-  assert_int_equal(tl_request_key(&r4, "sm_90", k5, NULL, &err), TL_OK);
+  assert_int_equal(tl_request_key(&r4, "sm_90", CID, k5, NULL, &err), TL_OK);
   assert_string_not_equal(k1, k5);
   tl_client_request r5 = {.program = prog, .options_json = "{}"};
-  assert_int_equal(tl_request_key(&r5, "sm_90", k6, NULL, &err), TL_OK);
+  assert_int_equal(tl_request_key(&r5, "sm_90", CID, k6, NULL, &err), TL_OK);
   assert_string_equal(k1, k6); /* no options and empty options are the same request */
+  /* another compiler on the server: another request */
+  assert_int_equal(tl_request_key(&r1, "sm_90", "tlc 0.1.0+fedcba9876543210", k6, &text, &err), TL_OK);
+  assert_string_not_equal(k1, k6);
+  assert_non_null(strstr(text, "\ncompiler tlc 0.1.0+fedcba9876543210\n"));
+  free(text);
   assert_true(tl_hex_is_sha256(k1));
 
   /* refused before any network */
   tl_client_request bad = {.program = "{\"tlir\": 1,"};
-  assert_int_equal(tl_request_key(&bad, "sm_90", k1, NULL, &err), TL_BAD_JSON);
+  assert_int_equal(tl_request_key(&bad, "sm_90", CID, k1, NULL, &err), TL_BAD_JSON);
   assert_non_null(strstr(err.message, "not valid JSON"));
   bad.program = "[1, 2]";
-  assert_int_equal(tl_request_key(&bad, "sm_90", k1, NULL, &err), TL_BAD_PROGRAM);
+  assert_int_equal(tl_request_key(&bad, "sm_90", CID, k1, NULL, &err), TL_BAD_PROGRAM);
   tl_client_define bd[1] = {{"block_n", "\"text\""}};
   tl_client_request r6 = {.program = prog, .defines = bd, .ndefines = 1};
-  assert_int_equal(tl_request_key(&r6, "sm_90", k1, NULL, &err), TL_INVALID_ARG);
+  assert_int_equal(tl_request_key(&r6, "sm_90", CID, k1, NULL, &err), TL_INVALID_ARG);
   assert_non_null(strstr(err.message, "-D block_n"));
   bd[0].value = "nan";
-  assert_int_equal(tl_request_key(&r6, "sm_90", k1, NULL, &err), TL_INVALID_ARG);
+  assert_int_equal(tl_request_key(&r6, "sm_90", CID, k1, NULL, &err), TL_INVALID_ARG);
   r6.ndefines = -1;
-  assert_int_equal(tl_request_key(&r6, "sm_90", k1, NULL, &err), TL_INVALID_ARG);
+  assert_int_equal(tl_request_key(&r6, "sm_90", CID, k1, NULL, &err), TL_INVALID_ARG);
   tl_client_request r7 = {.program = prog, .options_json = "[]"};
-  assert_int_equal(tl_request_key(&r7, "sm_90", k1, NULL, &err), TL_INVALID_ARG);
+  assert_int_equal(tl_request_key(&r7, "sm_90", CID, k1, NULL, &err), TL_INVALID_ARG);
   static const char *bad_targets[] = {"", "SM_90", "sm-90", "sm_90 ", "sm_9000000000000000000000000000000000"};
   for (size_t i = 0; i < sizeof bad_targets / sizeof bad_targets[0]; i++)
-    if (tl_request_key(&r1, bad_targets[i], k1, NULL, &err) == TL_OK)
+    if (tl_request_key(&r1, bad_targets[i], CID, k1, NULL, &err) == TL_OK)
       fail_msg("target '%s' was accepted", bad_targets[i]);
-  assert_int_equal(tl_request_key(&r1, NULL, k1, NULL, &err), TL_INVALID_ARG);
+  assert_int_equal(tl_request_key(&r1, NULL, CID, k1, NULL, &err), TL_INVALID_ARG);
   /* too large */
   size_t big = TL_CLIENT_PROGRAM_MAX + 10;
   char *huge = malloc(big + 1);
@@ -221,7 +228,7 @@ static void test_request_key(void **state) {
   memset(huge, ' ', big);
   huge[big] = 0;
   tl_client_request r8 = {.program = huge, .program_len = big};
-  assert_int_equal(tl_request_key(&r8, "sm_90", k1, NULL, &err), TL_TOO_LARGE);
+  assert_int_equal(tl_request_key(&r8, "sm_90", CID, k1, NULL, &err), TL_TOO_LARGE);
   free(huge);
 }
 

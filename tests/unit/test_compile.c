@@ -640,7 +640,13 @@ static void check_meta(const example *x, const tl_define *defs, int nd, const ch
   }
 
   json_t *ver = json_object_get(m, "versions");
-  assert_string_equal(json_string_value(json_object_get(ver, "compiler")), "tlc " TL_COMPILER_VERSION);
+  /* the compiler's identity: the release and 16 hex digits of the Makefile's digest */
+  const char *id = json_string_value(json_object_get(ver, "compiler"));
+  assert_string_equal(id, tl_compiler_id);
+  assert_int_equal(strlen(id), strlen("tlc " TL_COMPILER_VERSION "+") + 16);
+  assert_memory_equal(id + strlen("tlc " TL_COMPILER_VERSION "+"), tl_compiler_digest, 16);
+  assert_int_equal(strspn(tl_compiler_digest, "0123456789abcdef"), 64);
+  assert_int_equal(strlen(tl_compiler_digest), 64);
   assert_string_equal(json_string_value(json_object_get(ver, "toolchain")), tl_compiler_target_toolchain(target));
   assert_true(json_is_number(json_object_get(m, "compile_ms")));
   assert_true(json_number_value(json_object_get(m, "compile_ms")) >= 0);
@@ -668,6 +674,9 @@ static void check_build(const example *x, const tl_define *defs, int nd, const c
   assert_int_equal(key_of(x->text, x->len, defs, nd, target, options, key, &manifest), TL_OK);
   assert_string_equal(key, b->key);
   assert_string_equal(manifest, b->manifest);
+  char line[160];
+  snprintf(line, sizeof line, "tl-build-key 1\ncompiler %s\ntoolchain ", tl_compiler_id);
+  assert_memory_equal(b->manifest, line, strlen(line));
   char h[65];
   sha256_hex(b->manifest, strlen(b->manifest), h);
   assert_string_equal(h, b->key);

@@ -8,8 +8,9 @@
  *                time-outs, retries with backoff and jitter on 503 and
  *                connection errors, honouring Retry-After), a bearer token,
  *                TLS with a CA file, and a per-user local content-addressed
- *                cache (SQLite, libtlcache) so that a warm start needs no
- *                network and an offline start works;
+ *                cache (SQLite, libtlcache) so that a warm start
+ *                transfers no binary (one GET /v1/info checks the
+ *                server's compiler) and an offline start works;
  *   tl_artifact  one build as the client holds it: build key, target,
  *                artifact id, the verified binary (cubin, PTX or HSACO) and its
  *                metadata (entry, parameters, launch configuration);
@@ -26,7 +27,17 @@
  * Where a kernel comes from (tl_client_get): the local cache is looked up
  * first by a request key, the SHA-256 of the canonical request (program
  * with formatting and "x-" members removed, constant overrides, target,
- * options).  A hit needs no network at all.  On a miss the server compiles
+ * options; proto/tl_json.h) and of the compiler identity of the server
+ * (/v1/info's "compiler", a digest of the compiler's code: see
+ * proto/kernel-meta.md section 4).  A client learns that identity once
+ * per tl_client from GET /v1/info (one try, no retries, at most 10 s) and
+ * from every compile answer, and remembers it per server URL in the local
+ * cache; when the server cannot be reached (or the client is offline) the
+ * remembered one is used.  So after a server upgrade that changed the
+ * generated code, every request key changes and the old entries are
+ * misses; an offline start still finds what the last server built.  A hit
+ * transfers nothing but that GET /v1/info, which an offline client skips.
+ * On a miss the server compiles
  * or finds the build (POST /v1/compile), the binary is fetched by its
  * artifact id (GET /v1/artifacts/ID) unless the local cache already holds
  * those bytes, its SHA-256 is checked against the id, and both the build
@@ -37,9 +48,6 @@
  * compiler's front end (only possible where NVRTC of the server's version
  * is installed) and looked up; otherwise the error says that the server
  * could not be reached and that the local cache has no such build.
- * The request key does not include the server's compiler version: after a
- * server upgrade a warm client keeps using the builds it has until its
- * local cache is cleared (tlclient cache gc --max-bytes 0).
  *
  * Status and errors: every function that can fail returns a tl_status
  * (proto/tl_status.h, with tl_strerror for its message) and fills the
@@ -280,6 +288,14 @@ void tl_target_results_free(tl_target_result *results, int n);
  * a failed result. */
 tl_status tl_client_fetch_result(tl_client *c, const tl_target_result *result, tl_artifact **out,
                                  tl_error *err);
+
+/* As tl_client_fetch_result, and also stores req's request key for
+ * result->target in the local cache, so that tl_client_get of the same
+ * request (and tl_client_get_for_arch for sm_NN) finds the build with no
+ * network: what `tlclient prebuild --fetch` and `tlclient compile -o` do.
+ * req must be the request that gave result (tl_client_compile). */
+tl_status tl_client_fetch_result_for(tl_client *c, const tl_client_request *req, const tl_target_result *result,
+                                     tl_artifact **out, tl_error *err);
 
 /* GET /v1/info: the server's description (version, targets, limits) as
  * JSON text, malloc'd (free()).  Errors: TL_NETWORK, TL_UNAUTHORIZED, ... */
