@@ -14,11 +14,13 @@
  * to api.c; the completion callback logs it, counts it and frees it.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <microhttpd.h>
@@ -105,6 +107,8 @@ int tl_srv_respond_json(tl_srv_req *r, int status, tl_srv_buf *b) {
   }
   MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
   MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+  if (r->close)
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
   if (status == 503)
     MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
   if (status == 401)
@@ -202,6 +206,89 @@ static void log_request(tl_srv *s, tl_srv_req *r, int64_t us) {
   tl_srv_buf_free(&b);
 }
 
+/* ==== framing ========================================================================
+ * libmicrohttpd 0.9.75 reads a request with both Transfer-Encoding and
+ * Content-Length as chunked, uses the first of two Content-Length headers,
+ * reads a body of unknown framing (Transfer-Encoding other than chunked)
+ * until the connection closes, answers HTTP/1.1 without Host, and cuts a
+ * path at an escaped NUL.  Any of these lets a proxy in front of the server
+ * and the server disagree on where a request ends (request smuggling), so
+ * the first handler call refuses them with 400 (and 413 for a
+ * Content-Length over --max-body on any route), and the connection is
+ * closed after the answer: the bytes that follow are never read as a
+ * request. */
+
+typedef struct framing {
+  int host, content_length, transfer_encoding;
+  const char *cl, *te;
+} framing;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value) {
+  (void)kind;
+  framing *f = cls;
+  if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
+    f->host++;
+  } else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+    f->content_length++;
+    f->cl = value;
+  } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+    f->transfer_encoding++;
+    f->te = value;
+  }
+  return MHD_YES;
+}
+
+/* True when a path holds an escaped control character (%00-%1F, %7F):
+ * libmicrohttpd unescapes the path in place, so /metrics%00junk would be
+ * routed as /metrics. */
+static bool uri_has_escaped_control(const char *uri) {
+  for (const char *p = uri; (p = strchr(p, '%')) != NULL; p++) {
+    char hi = p[1], lo = hi ? p[2] : 0;
+    if (!lo)
+      break;
+    lo = (char)tolower((unsigned char)lo);
+    if (((hi == '0' || hi == '1') && isxdigit((unsigned char)lo)) || (hi == '7' && lo == 'f'))
+      return true;
+  }
+  return false;
+}
+
+/* Says what is wrong with a request's framing (NULL: nothing); *status is
+ * the HTTP status to answer with. */
+static const char *framing_error(tl_srv_req *r, const char *version, int *status) {
+  framing f = {0};
+  *status = 400;
+  if (r->bad_uri)
+    return "the path holds an escaped control character (%00-%1F or %7F)";
+  MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_framing, &f);
+  if (f.host > 1)
+    return "more than one Host header";
+  if (f.host == 0 && strcmp(version, MHD_HTTP_VERSION_1_1) == 0)
+    return "an HTTP/1.1 request needs a Host header";
+  if (f.transfer_encoding && f.content_length)
+    return "both Transfer-Encoding and Content-Length: the body's end is ambiguous";
+  if (f.transfer_encoding > 1 || (f.te && strcasecmp(f.te, "chunked") != 0))
+    return "the only Transfer-Encoding accepted is a single 'chunked'";
+  if (f.content_length > 1)
+    return "more than one Content-Length header";
+  if (f.cl) {
+    /* libmicrohttpd accepts up to 2^64-1; compare the digits without overflow */
+    size_t n = strlen(f.cl), i = 0;
+    while (i < n && f.cl[i] == '0')
+      i++;
+    int64_t v = 0;
+    bool big = n - i > 18;
+    for (; !big && i < n; i++)
+      v = v * 10 + (f.cl[i] - '0');
+    if (big || v > r->srv->cfg.max_body) {
+      *status = 413;
+      return "the request body is larger than the server's limit (--max-body)";
+    }
+  }
+  return NULL;
+}
+
 /* ==== libmicrohttpd callbacks ======================================================== */
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
@@ -214,6 +301,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   r->route = TL_ROUTE_OTHER;
   r->start_us = tl_srv_now_us();
   snprintf(r->raw_uri, sizeof r->raw_uri, "%s", uri ? uri : "");
+  r->bad_uri = uri && uri_has_escaped_control(uri);
   atomic_fetch_add(&s->active, 1);
   return r;
 }
@@ -238,10 +326,23 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 /* The checks of a request's first call.  Returns true when it may go on;
  * otherwise an answer was queued (or queuing failed: *rc says). */
-static bool first_checks(tl_srv_req *r, enum MHD_Result *rc) {
+static bool first_checks(tl_srv_req *r, const char *version, enum MHD_Result *rc) {
   tl_srv *s = r->srv;
   const route_def *d = find_route(r->url);
   *rc = MHD_YES;
+  int status;
+  const char *bad = framing_error(r, version, &status);
+  if (bad) {
+    r->close = true;
+    tl_error err;
+    tl_error_set(&err, status == 413 ? TL_TOO_LARGE : TL_INVALID_ARG, "%s", bad);
+    if (status == 413) /* say the limit */
+      tl_error_set(&err, TL_TOO_LARGE,
+                   "the request body is larger than the server's limit of %lld bytes",
+                   (long long)s->cfg.max_body);
+    *rc = tl_srv_respond_error(r, &err);
+    return false;
+  }
   if (!d) {
     *rc = tl_srv_respond_http_error(r, 404, "not_found", "no such endpoint");
     return false;
@@ -308,7 +409,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     r->url = url;
     r->head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
     enum MHD_Result rc;
-    if (!first_checks(r, &rc))
+    if (!first_checks(r, version, &rc))
       return rc;
     return MHD_YES;
   }

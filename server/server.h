@@ -444,6 +444,8 @@ typedef struct tl_srv_req {
   char *body;
   size_t body_len, body_cap;
   bool body_overflow;
+  bool bad_uri;             /* the path escapes a control character (%00) */
+  bool close;               /* answer with Connection: close (bad framing) */
   bool responded;           /* a response is queued */
   int status;               /* what was answered (0: none yet) */
   int64_t bytes;            /* body bytes of the answer */
