@@ -291,8 +291,29 @@ static const char *framing_error(tl_srv_req *r, const char *version, int *status
 
 /* ==== libmicrohttpd callbacks ======================================================== */
 
+/* The connection's deadline record (conns.c), or NULL. */
+static tl_srv_conn *conn_of(struct MHD_Connection *conn) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return ci ? ci->socket_context : NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+  tl_srv *s = cls;
+  if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    *socket_context = ci ? tl_srv_conn_opened(s->conns, ci->connect_fd) : NULL;
+  } else {
+    tl_srv_conn_closed(s->conns, *socket_context);
+    *socket_context = NULL;
+  }
+}
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   tl_srv *s = cls;
+  tl_srv_conn_enter(s->conns, conn_of(conn), TL_CONN_HEAD);
   tl_srv_req *r = calloc(1, sizeof *r);
   if (!r)
     return NULL;
@@ -313,6 +334,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   if (!r)
     return;
   *con_cls = NULL;
+  tl_srv_conn_enter(s->conns, conn_of(conn), TL_CONN_IDLE);
   int64_t us = tl_srv_now_us() - r->start_us;
   /* a request closed before it was answered is logged with status 0 */
   tl_srv_metrics_request(&s->metrics, r->route, r->status, r->bytes, us);
@@ -405,12 +427,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   if (!r)
     return MHD_NO; /* the URI callback could not allocate */
   if (!r->method) { /* first call */
+    tl_srv_conn_enter(r->srv->conns, conn_of(conn), TL_CONN_BODY);
     r->method = method;
     r->url = url;
     r->head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
     enum MHD_Result rc;
-    if (!first_checks(r, version, &rc))
+    if (!first_checks(r, version, &rc)) {
+      tl_srv_conn_enter(r->srv->conns, conn_of(conn), TL_CONN_BUSY);
       return rc;
+    }
     return MHD_YES;
   }
   if (r->responded) { /* an early answer is queued: drop whatever body still comes */
@@ -444,6 +469,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     r->body[r->body_len] = 0;
     return MHD_YES;
   }
+  /* the last call: the whole body is in */
+  tl_srv_conn_enter(r->srv->conns, conn_of(conn), TL_CONN_BUSY);
   if (r->body_overflow) {
     tl_error err;
     tl_error_set(&err, TL_TOO_LARGE, "the request body is larger than the server's limit of %lld bytes",
@@ -552,6 +579,7 @@ static void free_server(tl_srv *s) {
   pthread_mutex_destroy(&s->evict_mu);
   pthread_cond_destroy(&s->evict_cv);
   tl_srv_pool_free(s->pool);
+  tl_srv_conns_free(s->conns);
   tl_srv_artmem_free(s->artmem);
   tl_srv_handles_free(s->handles);
   tl_srv_auth_free(s->auth);
@@ -626,6 +654,13 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
   if ((st = tl_srv_pool_new(&po, &s->pool, err)) != TL_OK)
     goto fail;
 
+  /* connection deadlines */
+  if (!(s->conns = tl_srv_conns_new(cfg->header_timeout, cfg->body_timeout, cfg->idle_timeout,
+                                    &s->metrics))) {
+    st = tl_error_set(err, TL_NOMEM, "out of memory");
+    goto fail_pool;
+  }
+
   /* the listening address */
   struct addrinfo hints = {0}, *ai = NULL;
   hints.ai_family = AF_UNSPEC;
@@ -649,6 +684,8 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
   int no = 0;
   opts[no++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr};
   opts[no++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections, NULL};
+  opts[no++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                       cfg->max_connections_per_ip, NULL};
   opts[no++] =
       (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->idle_timeout, NULL};
   opts[no++] =
@@ -666,6 +703,7 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
                             MHD_OPTION_ARRAY, opts,
                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                             MHD_OPTION_END);
   freeaddrinfo(ai);
   if (!s->mhd) {

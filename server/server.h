@@ -128,6 +128,9 @@ typedef struct tl_srv_config {
   int queue;                   /* compile jobs waiting for a worker */
   int threads;                 /* HTTP threads */
   int max_connections;
+  int max_connections_per_ip;  /* 0: no limit */
+  double header_timeout;       /* seconds for a request's line and headers */
+  double body_timeout;         /* seconds for a request's body */
   int64_t max_body;            /* bytes of a request body */
   int64_t max_header;          /* bytes of a request's line and headers (the connection buffer) */
   double compile_timeout;      /* seconds per compile */
@@ -202,6 +205,11 @@ typedef enum tl_srv_compile_outcome {
   TL_COMPILE_OUTCOME_COUNT_
 } tl_srv_compile_outcome;
 
+/* The phases of a connection (conns.c): each has its own deadline. */
+typedef enum tl_srv_conn_phase {
+  TL_CONN_HEAD, TL_CONN_BODY, TL_CONN_BUSY, TL_CONN_IDLE, TL_CONN_PHASE_COUNT_
+} tl_srv_conn_phase;
+
 #define TL_SRV_HTTP_CODES 20 /* distinct statuses counted; others go to the last slot */
 #define TL_SRV_COMPILE_BUCKETS 14
 
@@ -224,6 +232,9 @@ typedef struct tl_srv_metrics {
   atomic_llong queue_depth;          /* gauges */
   atomic_llong compiles_running;
   atomic_llong connections_suspended;
+  /* connections cut by conns.c: past the deadline of a phase; the last
+   * slot: the client had closed its side */
+  atomic_llong connections_cut[TL_CONN_PHASE_COUNT_ + 1];
 } tl_srv_metrics;
 
 void tl_srv_metrics_request(tl_srv_metrics *m, tl_srv_route route, int status, int64_t bytes,
@@ -242,6 +253,25 @@ typedef struct tl_srv_metrics_extra {
 
 /* Appends the Prometheus text exposition (version 0.0.4) to b. */
 void tl_srv_metrics_render(const tl_srv_metrics *m, const tl_srv_metrics_extra *x, tl_srv_buf *b);
+
+/* ==== conns.c: connection deadlines ================================================
+ * The phases of a connection and their deadlines (conns.c says which). */
+typedef struct tl_srv_conns tl_srv_conns;
+typedef struct tl_srv_conn tl_srv_conn;
+
+/* Starts the sweeping thread.  header_s, body_s: the HEAD and BODY
+ * deadlines; idle_s: the idle time-out.  NULL on no memory. */
+tl_srv_conns *tl_srv_conns_new(double header_s, double body_s, double idle_s,
+                               tl_srv_metrics *metrics);
+void tl_srv_conns_free(tl_srv_conns *cs); /* after every connection closed; accepts NULL */
+/* A connection accepted on fd, in phase HEAD; NULL on no memory (then it has
+ * no deadlines: every function below accepts NULL). */
+tl_srv_conn *tl_srv_conn_opened(tl_srv_conns *cs, int fd);
+/* Before libmicrohttpd closes the descriptor.  Frees c. */
+void tl_srv_conn_closed(tl_srv_conns *cs, tl_srv_conn *c);
+/* Enters phase p (its clock starts now; no change when already in p). */
+void tl_srv_conn_enter(tl_srv_conns *cs, tl_srv_conn *c, tl_srv_conn_phase p);
+const char *tl_srv_conn_phase_name(tl_srv_conn_phase p);
 
 /* ==== handles.c: tl_cache handles for threads ===================================
  * A tl_cache handle is for one thread at a time; the HTTP threads borrow one
@@ -411,6 +441,7 @@ typedef struct tl_srv {
   tl_srv_pool *pool;
   tl_srv_artmem *artmem;
   tl_srv_handles *handles;
+  tl_srv_conns *conns;
   tl_cache_options cache_opts;
   tl_srv_metrics metrics;
   const char *const *targets; /* offered by the compiler; NULL when no toolchain */

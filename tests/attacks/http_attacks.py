@@ -177,9 +177,121 @@ def framing_attacks():
     check(healthz() == 200, "healthz after the framing attacks")
 
 
+def closed_within(socks, seconds, trickle=None):
+    """Waits until the server has closed every socket of socks (a read sees
+    the end or a reset), sending trickle(sock) every half second to the
+    ones still open.  Returns how many are still open after `seconds`."""
+    deadline = time.time() + seconds
+    open_ = list(socks)
+    while open_ and time.time() < deadline:
+        still = []
+        for s in open_:
+            s.setblocking(False)
+            try:
+                if s.recv(65536) == b"":
+                    continue  # closed
+                still.append(s)  # an answer: keep reading
+            except BlockingIOError:
+                still.append(s)
+                if trickle:
+                    try:
+                        trickle(s)
+                    except OSError:
+                        still.pop()
+            except OSError:
+                pass  # reset
+        open_ = still
+        if open_:
+            time.sleep(0.5)
+    for s in socks:
+        s.close()
+    return len(open_)
+
+
+def slow():
+    # Limits small enough for a test: 100 connections, 40 per client address,
+    # 2 s for a request's head, 3 s for its body.
+    with Server("--max-connections", "100", "--max-connections-per-ip", "40",
+                "--header-timeout", "2", "--body-timeout", "3", "--idle-timeout", "30"):
+        slow_attacks()
+
+
+def slow_attacks():
+    """Slow clients are cut at their deadline, one address cannot take every
+    connection, and a normal client is served all along."""
+    # 1. half-closed connections: the client sends part of a request and
+    #    shuts its side; the server closes them within a second or so
+    socks = []
+    for part in (b"GET /hea", b"GET /healthz HTTP/1.1\r\nHost: x\r\n",
+                 b"POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 100\r\n\r\n{"):
+        s = connect()
+        s.sendall(part)
+        s.shutdown(socket.SHUT_WR)
+        socks.append(s)
+    left = closed_within(socks, 1.5)
+    check(left == 0, "half-closed connections closed at once", "%d of 3 still open" % left)
+
+    # 2. 150 connections (more than --max-connections) each sending one header
+    #    line a second: those over the per-address limit are closed at once,
+    #    the others at the header deadline; /healthz answers meanwhile.
+    socks = []
+    for _ in range(150):
+        try:
+            s = connect(timeout=2)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            socks.append(s)
+        except OSError:
+            pass
+    time.sleep(0.5)
+    check(healthz() == 200, "healthz while 150 slow-header connections are open")
+    left = closed_within(socks, 4.0, lambda s: s.sendall(b"X-Slow: 1\r\n"))
+    check(left == 0, "slow-header connections closed within the header time-out",
+          "%d of %d still open after 4 s" % (left, len(socks)))
+    check(healthz() == 200, "healthz after the slow-header attack")
+
+    # 3. a request line trickled a byte at a time
+    s = connect()
+    s.sendall(b"G")
+    left = closed_within([s], 4.0, lambda s: s.sendall(b"E"))
+    check(left == 0, "a trickled request line is closed within the header time-out")
+
+    # 4. bodies trickled a byte every half second, on 20 connections
+    socks = []
+    for _ in range(20):
+        s = connect()
+        s.sendall(b"POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 1000\r\n\r\n{")
+        socks.append(s)
+    check(healthz() == 200, "healthz while 20 bodies trickle")
+    left = closed_within(socks, 5.0, lambda s: s.sendall(b" "))
+    check(left == 0, "trickled bodies closed within the body time-out",
+          "%d of 20 still open after 5 s" % left)
+
+    # 5. a kept-alive connection between requests is not cut by the head deadline
+    s = connect()
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    first = s.recv(65536)
+    time.sleep(3)
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    second = b""
+    try:
+        while True:
+            c = s.recv(65536)
+            if not c:
+                break
+            second += c
+    except OSError:
+        pass
+    s.close()
+    check(first.startswith(b"HTTP/1.1 200") and second.startswith(b"HTTP/1.1 200"),
+          "a kept-alive connection idle for 3 s still serves its next request")
+    check(healthz() == 200, "healthz after the slow-client attacks")
+
+
 def main():
     for g in GROUPS:
-        {"framing": framing}[g]()
+        {"framing": framing, "slow": slow}[g]()
     print("http_attacks.py: %s" % ("all passed" if not failures else "%d failed" % failures))
     return 1 if failures else 0
 
