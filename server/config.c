@@ -59,6 +59,11 @@ static const char usage_text[] =
     "                          counted from the end of its headers; a connection\n"
     "                          past it is closed (default 60)\n"
     "  --max-body N            bytes of a request body; more gets 413 (default 8M)\n"
+    "  --max-body-total N      bytes of request bodies held at once, over all\n"
+    "                          connections (a body with Content-Length counts whole\n"
+    "                          from its start); a request that does not fit gets\n"
+    "                          503 with Retry-After (default 128M, at least\n"
+    "                          --max-body)\n"
     "  --max-header-bytes N    bytes of a request's line and headers, the\n"
     "                          connection's buffer (default 32K, at least 4K)\n"
     "  --idle-timeout SEC      an idle keep-alive connection is closed after this\n"
@@ -136,6 +141,7 @@ void tl_srv_config_defaults(tl_srv_config *cfg) {
   cfg->header_timeout = 10;
   cfg->body_timeout = 60;
   cfg->max_body = (int64_t)8 << 20;
+  cfg->max_body_total = (int64_t)128 << 20;
   cfg->max_header = 32 << 10;
   cfg->compile_timeout = 120;
   cfg->idle_timeout = 60;
@@ -151,7 +157,7 @@ void tl_srv_config_defaults(tl_srv_config *cfg) {
 typedef enum {
   F_LISTEN, F_PORT_FILE, F_DB, F_CACHE_MAX, F_MEMCACHE, F_MEMCACHE_TTL, F_WORKERS, F_QUEUE,
   F_TIMEOUT, F_WORKER_MEM, F_THREADS, F_MAXCONN, F_MAXCONN_IP, F_HEADER_TIMEOUT, F_BODY_TIMEOUT,
-  F_MAXBODY, F_MAXHEADER, F_IDLE, F_TOKENS,
+  F_MAXBODY, F_MAXBODY_TOTAL, F_MAXHEADER, F_IDLE, F_TOKENS,
   F_TLS_CERT, F_TLS_KEY, F_LOG_FORMAT, F_GRACE, F_WORKER_FD,
   /* switches */
   F_ANON_READ, F_TEST_HOOKS, F_HELP, F_VERSION,
@@ -178,6 +184,7 @@ static const struct {
     {"--header-timeout", F_HEADER_TIMEOUT, true},
     {"--body-timeout", F_BODY_TIMEOUT, true},
     {"--max-body", F_MAXBODY, true},
+    {"--max-body-total", F_MAXBODY_TOTAL, true},
     {"--max-header-bytes", F_MAXHEADER, true},
     {"--idle-timeout", F_IDLE, true},
     {"--tokens", F_TOKENS, true},
@@ -274,6 +281,11 @@ static tl_status apply(tl_srv_config *c, flag_id id, const char *flag, const cha
       return bad(err, flag, v, "a size from 1 to 1G");
     c->max_body = sz;
     return TL_OK;
+  case F_MAXBODY_TOTAL:
+    if (!tl_srv_parse_size(v, &sz) || sz < 1 || sz > ((int64_t)1 << 40))
+      return bad(err, flag, v, "a size from 1 to 1T");
+    c->max_body_total = sz;
+    return TL_OK;
   case F_MAXHEADER:
     if (!tl_srv_parse_size(v, &sz) || sz < 4096 || sz > (16 << 20))
       return bad(err, flag, v, "a size from 4K to 16M");
@@ -353,6 +365,10 @@ tl_status tl_srv_config_parse(tl_srv_config *cfg, int argc, char **argv, bool *h
   }
   if ((cfg->tls_cert == NULL) != (cfg->tls_key == NULL))
     return tl_error_set(err, TL_INVALID_ARG, "--tls-cert and --tls-key go together");
+  if (cfg->max_body_total < cfg->max_body + 1)
+    return tl_error_set(err, TL_INVALID_ARG,
+                        "--max-body-total (%lld) must be larger than --max-body (%lld)",
+                        (long long)cfg->max_body_total, (long long)cfg->max_body);
   if (cfg->allow_anonymous_read && !cfg->tokens_file)
     return tl_error_set(err, TL_INVALID_ARG,
                         "--allow-anonymous-read needs --tokens (without it everything is open)");

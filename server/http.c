@@ -285,8 +285,48 @@ static const char *framing_error(tl_srv_req *r, const char *version, int *status
       *status = 413;
       return "the request body is larger than the server's limit (--max-body)";
     }
+    r->content_length = v;
   }
   return NULL;
+}
+
+/* ==== the budget of bodies in flight ================================================
+ * Every byte of request body the server holds (collected or about to be, up
+ * to the request's end) is counted against --max-body-total, so that many
+ * unfinished bodies cannot take the server's memory: a body announced with
+ * Content-Length reserves its whole size at once (and is refused with 503
+ * when it does not fit); a chunked one reserves as its buffer grows. */
+
+static bool body_reserve(tl_srv_req *r, size_t cap) {
+  tl_srv *s = r->srv;
+  int64_t more = (int64_t)cap - r->body_reserved;
+  if (more <= 0)
+    return true;
+  if (atomic_fetch_add(&s->metrics.body_bytes, more) + more > s->cfg.max_body_total) {
+    atomic_fetch_sub(&s->metrics.body_bytes, more);
+    atomic_fetch_add(&s->metrics.bodies_refused, 1);
+    return false;
+  }
+  r->body_reserved += more;
+  return true;
+}
+
+static void body_release(tl_srv_req *r) {
+  atomic_fetch_sub(&r->srv->metrics.body_bytes, r->body_reserved);
+  r->body_reserved = 0;
+  free(r->body);
+  r->body = NULL;
+  r->body_len = r->body_cap = 0;
+}
+
+static int respond_body_busy(tl_srv_req *r) {
+  tl_error err;
+  tl_error_set(&err, TL_BUSY,
+               "the server holds as many request bodies as it may (--max-body-total, %lld "
+               "bytes); retry later",
+               (long long)r->srv->cfg.max_body_total);
+  r->close = true;
+  return tl_srv_respond_error(r, &err);
 }
 
 /* ==== libmicrohttpd callbacks ======================================================== */
@@ -320,6 +360,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   r->srv = s;
   r->conn = conn;
   r->route = TL_ROUTE_OTHER;
+  r->content_length = -1;
   r->start_us = tl_srv_now_us();
   snprintf(r->raw_uri, sizeof r->raw_uri, "%s", uri ? uri : "");
   r->bad_uri = uri && uri_has_escaped_control(uri);
@@ -340,7 +381,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   tl_srv_metrics_request(&s->metrics, r->route, r->status, r->bytes, us);
   log_request(s, r, us);
   tl_srv_api_free(r);
-  free(r->body);
+  body_release(r);
   tl_srv_buf_free(&r->keys);
   free(r);
   atomic_fetch_sub(&s->active, 1);
@@ -415,6 +456,17 @@ static bool first_checks(tl_srv_req *r, const char *version, enum MHD_Result *rc
                                       "the body must be JSON (Content-Type: application/json)");
       return false;
     }
+    if (r->content_length > 0) { /* the whole body's room, reserved and allocated at once */
+      if (!body_reserve(r, (size_t)r->content_length + 1)) {
+        *rc = respond_body_busy(r);
+        return false;
+      }
+      if (!(r->body = malloc((size_t)r->content_length + 1))) {
+        *rc = MHD_NO;
+        return false;
+      }
+      r->body_cap = (size_t)r->content_length + 1;
+    }
   }
   return true;
 }
@@ -445,19 +497,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   if (*upload_data_size) {
     size_t n = *upload_data_size;
     *upload_data_size = 0;
-    if (r->body_overflow)
+    /* only compile requests have a body; others' are read and dropped */
+    if (r->body_overflow || r->body_busy || r->route != TL_ROUTE_COMPILE)
       return MHD_YES;
     if ((int64_t)(r->body_len + n) > r->srv->cfg.max_body) {
       r->body_overflow = true;
-      free(r->body);
-      r->body = NULL;
-      r->body_len = r->body_cap = 0;
+      body_release(r);
       return MHD_YES;
     }
     if (r->body_len + n + 1 > r->body_cap) {
       size_t cap = r->body_cap ? r->body_cap : 4096;
       while (cap < r->body_len + n + 1)
         cap *= 2;
+      if ((int64_t)cap > r->srv->cfg.max_body + 1)
+        cap = (size_t)r->srv->cfg.max_body + 1;
+      if (!body_reserve(r, cap)) {
+        r->body_busy = true;
+        body_release(r);
+        return MHD_YES;
+      }
       char *nb = realloc(r->body, cap);
       if (!nb)
         return MHD_NO;
@@ -471,6 +529,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   }
   /* the last call: the whole body is in */
   tl_srv_conn_enter(r->srv->conns, conn_of(conn), TL_CONN_BUSY);
+  if (r->body_busy)
+    return respond_body_busy(r);
   if (r->body_overflow) {
     tl_error err;
     tl_error_set(&err, TL_TOO_LARGE, "the request body is larger than the server's limit of %lld bytes",

@@ -132,6 +132,7 @@ typedef struct tl_srv_config {
   double header_timeout;       /* seconds for a request's line and headers */
   double body_timeout;         /* seconds for a request's body */
   int64_t max_body;            /* bytes of a request body */
+  int64_t max_body_total;      /* bytes of all request bodies held at once */
   int64_t max_header;          /* bytes of a request's line and headers (the connection buffer) */
   double compile_timeout;      /* seconds per compile */
   double idle_timeout;         /* seconds an idle connection is kept */
@@ -232,6 +233,8 @@ typedef struct tl_srv_metrics {
   atomic_llong queue_depth;          /* gauges */
   atomic_llong compiles_running;
   atomic_llong connections_suspended;
+  atomic_llong body_bytes;           /* request bodies held (--max-body-total's count) */
+  atomic_llong bodies_refused;       /* requests refused with 503 for --max-body-total */
   /* connections cut by conns.c: past the deadline of a phase; the last
    * slot: the client had closed its side */
   atomic_llong connections_cut[TL_CONN_PHASE_COUNT_ + 1];
@@ -474,7 +477,10 @@ typedef struct tl_srv_req {
   int64_t start_us;
   char *body;
   size_t body_len, body_cap;
-  bool body_overflow;
+  bool body_overflow;        /* over --max-body: answer 413 at the end */
+  bool body_busy;           /* over --max-body-total: answer 503 at the end */
+  int64_t content_length;   /* the header's value; -1: none (chunked or no body) */
+  int64_t body_reserved;    /* bytes counted against --max-body-total */
   bool bad_uri;             /* the path escapes a control character (%00) */
   bool close;               /* answer with Connection: close (bad framing) */
   bool responded;           /* a response is queued */

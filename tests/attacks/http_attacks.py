@@ -289,9 +289,68 @@ def slow_attacks():
     check(healthz() == 200, "healthz after the slow-client attacks")
 
 
+def rss_kib(pid):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def bodies():
+    with Server("--max-body", "1M", "--max-body-total", "4M") as srv:
+        bodies_attacks(srv.proc.pid)
+
+
+def bodies_attacks(pid):
+    """Unfinished bodies cannot take the server's memory: past
+    --max-body-total a request with a body gets 503 (Retry-After) at once,
+    the memory stays bounded, and other requests are served."""
+    head = (b"POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1048576\r\n\r\n")
+    before = rss_kib(pid)
+    socks, refused = [], 0
+    for _ in range(40):
+        s = connect()
+        s.sendall(head + b" " * (512 * 1024))
+        socks.append(s)
+    time.sleep(1.0)
+    during = rss_kib(pid)
+    for s in socks:
+        s.settimeout(0.2)
+        try:
+            if s.recv(65536).startswith(b"HTTP/1.1 503"):
+                refused += 1
+        except OSError:
+            pass
+    # 3 bodies of 1 MiB fit in 4 MiB; the 37 others are refused
+    check(refused >= 36, "bodies past --max-body-total get 503", "%d of 40 refused" % refused)
+    grew = during - before
+    check(grew < 16 * 1024, "memory stays bounded with 40 unfinished 1 MiB bodies",
+          "RSS %d KiB -> %d KiB" % (before, during))
+    print("measured: RSS %d KiB before, %d KiB with 40 unfinished bodies (+%d KiB)"
+          % (before, during, grew))
+    check(healthz() == 200, "healthz while the bodies are held")
+    # a small compile request still fits in what is left
+    codes, _, _ = exchange(b"POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                           b"application/json\r\nContent-Length: 2\r\nConnection: close\r\n"
+                           b"\r\n[]", src="127.0.0.2")
+    check(codes == [400], "a small compile request is still read", str(codes))
+    for s in socks:
+        s.close()
+    time.sleep(0.5)
+    # once they are gone, the budget is free again: a chunked 900 KiB body is read whole
+    chunk = b" " * (300 * 1024)
+    body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(3)) + b"0\r\n\r\n"
+    codes, _, _ = exchange(b"POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                           b"application/json\r\nTransfer-Encoding: chunked\r\n"
+                           b"Connection: close\r\n\r\n" + body, src="127.0.0.2")
+    check(codes == [400], "the budget is free again after the bodies went", str(codes))
+    check(healthz() == 200, "healthz after the body attack")
+
+
 def main():
     for g in GROUPS:
-        {"framing": framing, "slow": slow}[g]()
+        {"framing": framing, "slow": slow, "bodies": bodies}[g]()
     print("http_attacks.py: %s" % ("all passed" if not failures else "%d failed" % failures))
     return 1 if failures else 0
 

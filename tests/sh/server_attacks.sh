@@ -15,4 +15,4 @@ PY=/usr/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3) || { echo "server_attacks.sh: skipped: no python3" >&2; exit 77; }
 [ -x "$SERVER" ] || { echo "server_attacks.sh: FAIL: $SERVER not built" >&2; exit 1; }
 
-exec "$PY" tests/attacks/http_attacks.py "$SERVER" framing slow
+exec "$PY" tests/attacks/http_attacks.py "$SERVER" framing slow bodies
