@@ -393,8 +393,12 @@ tl_status tl_srv_proc_spawn(const tl_srv_proc_opts *o, tl_srv_proc *p, tl_error 
 tl_status tl_srv_proc_run(tl_srv_proc *p, const tl_srv_job *job, double timeout_s, int cancel_fd,
                           tl_srv_compile_outcome *outcome, tl_srv_result **out,
                           void **binary, size_t *binary_size, tl_error *err);
-/* Kills (SIGKILL) and reaps the worker; a no-op when none. */
+/* Kills (SIGKILL) the worker and every process of its session (the tools
+ * it started), and reaps it; a no-op when none. */
 void tl_srv_proc_kill(tl_srv_proc *p);
+/* Kills every process of session sid (a worker's pid; the worker may be
+ * gone already, leaving orphans). */
+void tl_srv_proc_kill_session(int sid);
 /* The worker's main loop (tlserverd --worker-fd N): returns the exit status. */
 int tl_srv_worker_main(int fd, const tl_srv_proc_opts *o);
 

@@ -3,7 +3,7 @@
 the answer it must get, and a check that the server keeps serving a normal
 client during and after each one.
 
-Usage: http_attacks.py TLSERVERD GROUP...   (GROUP: framing, slow, bodies)
+Usage: http_attacks.py TLSERVERD GROUP...   (GROUP: framing, slow, bodies, orphans)
 
 Each group starts its own server (TLSERVERD, with the group's limits) on a
 free port of 127.0.0.1, with its cache in a temporary folder, and stops it
@@ -348,9 +348,70 @@ def bodies_attacks(pid):
     check(healthz() == 200, "healthz after the body attack")
 
 
+def children():
+    """This process's children other than servers: (pid, command name)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = open("/proc/%s/stat" % d).read()
+        except OSError:
+            continue
+        rp = stat.rindex(")")
+        fields = stat[rp + 2:].split()
+        if int(fields[1]) == os.getpid() and fields[0] not in ("Z", "X"):
+            out.append((int(d), stat[stat.index("(") + 1:rp]))
+    return out
+
+
+def post(path, body, timeout=60.0):
+    data = (b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n" % (path.encode(), len(body))) + body
+    codes, _, _ = exchange(data, timeout, "127.0.0.2")
+    return codes[0] if codes else 0
+
+
+def orphans():
+    """A compile that times out while clang runs (an AMD target) leaves no
+    process behind.  This process becomes a child subreaper, so whatever the
+    server's workers leave running is re-parented to it and can be seen."""
+    import ctypes
+    PR_SET_CHILD_SUBREAPER = 36
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        check(False, "prctl(PR_SET_CHILD_SUBREAPER)")
+        return
+    prog = open("examples/gemm.json").read()  # clang-19 takes about 1.5 s on it
+    body = ('{"program": %s, "targets": ["gfx90a"]}' % prog).encode()
+    with Server("--compile-timeout", "0.6") as srv:
+        time.sleep(1)  # the worker has loaded its toolchain: the time-out falls in clang
+        srv.log.seek(0)
+        if "clang " not in srv.log.read():  # the start-up line names the toolchains found
+            print("skipped: orphans: the server found no clang (AMD targets)")
+            return
+        status = post("/v1/compile", body)
+        # what was killed is a zombie within moments; an orphan that was not
+        # killed runs on (clang's whole compile takes about 1.5 s)
+        time.sleep(0.3)
+        left = [c for c in children() if c[0] != srv.proc.pid]
+        for pid, _ in children():
+            if pid != srv.proc.pid:
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+        check(status == 504, "an AMD compile past --compile-timeout gets 504", str(status))
+        check(not left, "no process of the timed-out compile is left running", str(left))
+        for pid, _ in left:  # tidy up after a failure
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        check(healthz() == 200, "healthz after the compile time-out")
+
+
 def main():
     for g in GROUPS:
-        {"framing": framing, "slow": slow, "bodies": bodies}[g]()
+        {"framing": framing, "slow": slow, "bodies": bodies, "orphans": orphans}[g]()
     print("http_attacks.py: %s" % ("all passed" if not failures else "%d failed" % failures))
     return 1 if failures else 0
 

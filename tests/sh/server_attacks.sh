@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/sh/server_attacks.sh - what an attacker, a slow network and a bad
 # client can do to tlserverd: runs tests/attacks/http_attacks.py (ambiguous
-# framing, slow clients, bodies in flight) against servers on free
+# framing, slow clients, bodies in flight, processes left by a timed-out
+# AMD compile) against servers on free
 # loopback ports with small limits, each attack bounded in time and count,
 # each checked to get its status while a normal client (from 127.0.0.2)
 # still gets 200 from /healthz.
@@ -15,4 +16,4 @@ PY=/usr/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3) || { echo "server_attacks.sh: skipped: no python3" >&2; exit 77; }
 [ -x "$SERVER" ] || { echo "server_attacks.sh: FAIL: $SERVER not built" >&2; exit 1; }
 
-exec "$PY" tests/attacks/http_attacks.py "$SERVER" framing slow bodies
+exec "$PY" tests/attacks/http_attacks.py "$SERVER" framing slow bodies orphans
