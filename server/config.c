@@ -40,18 +40,38 @@ static const char usage_text[] =
     "                          (default: the number of CPUs)\n"
     "  --queue N               compiles that may wait for a worker; when full, compile\n"
     "                          requests get 503 with Retry-After (default 64)\n"
-    "  --compile-timeout SEC   a compile running longer is killed: 504 (default 120)\n"
+    "  --compile-timeout SEC   a compile running longer is killed, with every process it\n"
+    "                          started (clang, ld.lld): 504 (default 120)\n"
     "  --worker-memory N       address-space limit (RLIMIT_AS) of a worker process\n"
     "                          (default 4G; 0: none)\n"
     "\n"
     "HTTP limits:\n"
     "  --threads N             HTTP threads (default: the number of CPUs)\n"
     "  --max-connections N     open connections at once (default 1024)\n"
+    "  --max-connections-per-ip N\n"
+    "                          open connections from one client address at once;\n"
+    "                          more are closed as soon as they are accepted\n"
+    "                          (default 64; 0: no limit)\n"
+    "  --header-timeout SEC    a request's line and headers must all arrive within\n"
+    "                          this, counted from the connection's start (or from\n"
+    "                          the request line on a kept-alive connection); a\n"
+    "                          connection past it is closed (default 10)\n"
+    "  --body-timeout SEC      a request's whole body must arrive within this,\n"
+    "                          counted from the end of its headers; a connection\n"
+    "                          past it is closed (default 60)\n"
     "  --max-body N            bytes of a request body; more gets 413 (default 8M)\n"
+    "  --max-body-total N      bytes of request bodies held at once, over all\n"
+    "                          connections (a body with Content-Length counts whole\n"
+    "                          from its start); a request that does not fit gets\n"
+    "                          503 with Retry-After (default 128M, at least\n"
+    "                          --max-body)\n"
     "  --max-header-bytes N    bytes of a request's line and headers, the\n"
     "                          connection's buffer (default 32K, at least 4K)\n"
     "  --idle-timeout SEC      an idle keep-alive connection is closed after this\n"
-    "                          (default 60)\n"
+    "                          (default 60); one that trickles its next request\n"
+    "                          line is closed after this plus --header-timeout.\n"
+    "                          A connection whose client closed its side before\n"
+    "                          its request was whole is closed within a second\n"
     "  Fixed limits: 16 targets per request, JSON nesting 66 levels, 1000\n"
     "  diagnostics per target; GET /v1/info lists every limit.\n"
     "\n"
@@ -118,7 +138,11 @@ void tl_srv_config_defaults(tl_srv_config *cfg) {
   cfg->queue = 64;
   cfg->threads = cpu_count();
   cfg->max_connections = 1024;
+  cfg->max_connections_per_ip = 64;
+  cfg->header_timeout = 10;
+  cfg->body_timeout = 60;
   cfg->max_body = (int64_t)8 << 20;
+  cfg->max_body_total = (int64_t)128 << 20;
   cfg->max_header = 32 << 10;
   cfg->compile_timeout = 120;
   cfg->idle_timeout = 60;
@@ -133,7 +157,8 @@ void tl_srv_config_defaults(tl_srv_config *cfg) {
 /* Flags that take a value. */
 typedef enum {
   F_LISTEN, F_PORT_FILE, F_DB, F_CACHE_MAX, F_MEMCACHE, F_MEMCACHE_TTL, F_WORKERS, F_QUEUE,
-  F_TIMEOUT, F_WORKER_MEM, F_THREADS, F_MAXCONN, F_MAXBODY, F_MAXHEADER, F_IDLE, F_TOKENS,
+  F_TIMEOUT, F_WORKER_MEM, F_THREADS, F_MAXCONN, F_MAXCONN_IP, F_HEADER_TIMEOUT, F_BODY_TIMEOUT,
+  F_MAXBODY, F_MAXBODY_TOTAL, F_MAXHEADER, F_IDLE, F_TOKENS,
   F_TLS_CERT, F_TLS_KEY, F_LOG_FORMAT, F_GRACE, F_WORKER_FD,
   /* switches */
   F_ANON_READ, F_TEST_HOOKS, F_HELP, F_VERSION,
@@ -156,7 +181,11 @@ static const struct {
     {"--worker-memory", F_WORKER_MEM, true},
     {"--threads", F_THREADS, true},
     {"--max-connections", F_MAXCONN, true},
+    {"--max-connections-per-ip", F_MAXCONN_IP, true},
+    {"--header-timeout", F_HEADER_TIMEOUT, true},
+    {"--body-timeout", F_BODY_TIMEOUT, true},
     {"--max-body", F_MAXBODY, true},
+    {"--max-body-total", F_MAXBODY_TOTAL, true},
     {"--max-header-bytes", F_MAXHEADER, true},
     {"--idle-timeout", F_IDLE, true},
     {"--tokens", F_TOKENS, true},
@@ -238,10 +267,25 @@ static tl_status apply(tl_srv_config *c, flag_id id, const char *flag, const cha
     if (!tl_srv_parse_int(v, 1, TL_SRV_MAX_CONNECTIONS, &c->max_connections))
       return bad(err, flag, v, "a number from 1 to 100000");
     return TL_OK;
+  case F_MAXCONN_IP:
+    if (!tl_srv_parse_int(v, 0, TL_SRV_MAX_CONNECTIONS, &c->max_connections_per_ip))
+      return bad(err, flag, v, "a number from 0 to 100000");
+    return TL_OK;
+  case F_HEADER_TIMEOUT:
+  case F_BODY_TIMEOUT:
+    if (!tl_srv_parse_seconds(v, &sec) || sec < 0.1)
+      return bad(err, flag, v, "a duration of at least 100ms");
+    *(id == F_HEADER_TIMEOUT ? &c->header_timeout : &c->body_timeout) = sec;
+    return TL_OK;
   case F_MAXBODY:
     if (!tl_srv_parse_size(v, &sz) || sz < 1 || sz > ((int64_t)1 << 30))
       return bad(err, flag, v, "a size from 1 to 1G");
     c->max_body = sz;
+    return TL_OK;
+  case F_MAXBODY_TOTAL:
+    if (!tl_srv_parse_size(v, &sz) || sz < 1 || sz > ((int64_t)1 << 40))
+      return bad(err, flag, v, "a size from 1 to 1T");
+    c->max_body_total = sz;
     return TL_OK;
   case F_MAXHEADER:
     if (!tl_srv_parse_size(v, &sz) || sz < 4096 || sz > (16 << 20))
@@ -322,6 +366,10 @@ tl_status tl_srv_config_parse(tl_srv_config *cfg, int argc, char **argv, bool *h
   }
   if ((cfg->tls_cert == NULL) != (cfg->tls_key == NULL))
     return tl_error_set(err, TL_INVALID_ARG, "--tls-cert and --tls-key go together");
+  if (cfg->max_body_total < cfg->max_body + 1)
+    return tl_error_set(err, TL_INVALID_ARG,
+                        "--max-body-total (%lld) must be larger than --max-body (%lld)",
+                        (long long)cfg->max_body_total, (long long)cfg->max_body);
   if (cfg->allow_anonymous_read && !cfg->tokens_file)
     return tl_error_set(err, TL_INVALID_ARG,
                         "--allow-anonymous-read needs --tokens (without it everything is open)");

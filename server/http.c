@@ -14,11 +14,13 @@
  * to api.c; the completion callback logs it, counts it and frees it.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <microhttpd.h>
@@ -105,6 +107,8 @@ int tl_srv_respond_json(tl_srv_req *r, int status, tl_srv_buf *b) {
   }
   MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
   MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+  if (r->close)
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
   if (status == 503)
     MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
   if (status == 401)
@@ -202,18 +206,164 @@ static void log_request(tl_srv *s, tl_srv_req *r, int64_t us) {
   tl_srv_buf_free(&b);
 }
 
+/* ==== framing ========================================================================
+ * libmicrohttpd 0.9.75 reads a request with both Transfer-Encoding and
+ * Content-Length as chunked, uses the first of two Content-Length headers,
+ * reads a body of unknown framing (Transfer-Encoding other than chunked)
+ * until the connection closes, answers HTTP/1.1 without Host, and cuts a
+ * path at an escaped NUL.  Any of these lets a proxy in front of the server
+ * and the server disagree on where a request ends (request smuggling), so
+ * the first handler call refuses them with 400 (and 413 for a
+ * Content-Length over --max-body on any route), and the connection is
+ * closed after the answer: the bytes that follow are never read as a
+ * request. */
+
+typedef struct framing {
+  int host, content_length, transfer_encoding;
+  const char *cl, *te;
+} framing;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value) {
+  (void)kind;
+  framing *f = cls;
+  if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
+    f->host++;
+  } else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+    f->content_length++;
+    f->cl = value;
+  } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+    f->transfer_encoding++;
+    f->te = value;
+  }
+  return MHD_YES;
+}
+
+/* True when a path holds an escaped control character (%00-%1F, %7F):
+ * libmicrohttpd unescapes the path in place, so /metrics%00junk would be
+ * routed as /metrics. */
+static bool uri_has_escaped_control(const char *uri) {
+  for (const char *p = uri; (p = strchr(p, '%')) != NULL; p++) {
+    char hi = p[1], lo = hi ? p[2] : 0;
+    if (!lo)
+      break;
+    lo = (char)tolower((unsigned char)lo);
+    if (((hi == '0' || hi == '1') && isxdigit((unsigned char)lo)) || (hi == '7' && lo == 'f'))
+      return true;
+  }
+  return false;
+}
+
+/* Says what is wrong with a request's framing (NULL: nothing); *status is
+ * the HTTP status to answer with. */
+static const char *framing_error(tl_srv_req *r, const char *version, int *status) {
+  framing f = {0};
+  *status = 400;
+  if (r->bad_uri)
+    return "the path holds an escaped control character (%00-%1F or %7F)";
+  MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_framing, &f);
+  if (f.host > 1)
+    return "more than one Host header";
+  if (f.host == 0 && strcmp(version, MHD_HTTP_VERSION_1_1) == 0)
+    return "an HTTP/1.1 request needs a Host header";
+  if (f.transfer_encoding && f.content_length)
+    return "both Transfer-Encoding and Content-Length: the body's end is ambiguous";
+  if (f.transfer_encoding > 1 || (f.te && strcasecmp(f.te, "chunked") != 0))
+    return "the only Transfer-Encoding accepted is a single 'chunked'";
+  if (f.content_length > 1)
+    return "more than one Content-Length header";
+  if (f.cl) {
+    /* libmicrohttpd accepts up to 2^64-1; compare the digits without overflow */
+    size_t n = strlen(f.cl), i = 0;
+    while (i < n && f.cl[i] == '0')
+      i++;
+    int64_t v = 0;
+    bool big = n - i > 18;
+    for (; !big && i < n; i++)
+      v = v * 10 + (f.cl[i] - '0');
+    if (big || v > r->srv->cfg.max_body) {
+      *status = 413;
+      return "the request body is larger than the server's limit (--max-body)";
+    }
+    r->content_length = v;
+  }
+  return NULL;
+}
+
+/* ==== the budget of bodies in flight ================================================
+ * Every byte of request body the server holds (collected or about to be, up
+ * to the request's end) is counted against --max-body-total, so that many
+ * unfinished bodies cannot take the server's memory: a body announced with
+ * Content-Length reserves its whole size at once (and is refused with 503
+ * when it does not fit); a chunked one reserves as its buffer grows. */
+
+static bool body_reserve(tl_srv_req *r, size_t cap) {
+  tl_srv *s = r->srv;
+  int64_t more = (int64_t)cap - r->body_reserved;
+  if (more <= 0)
+    return true;
+  if (atomic_fetch_add(&s->metrics.body_bytes, more) + more > s->cfg.max_body_total) {
+    atomic_fetch_sub(&s->metrics.body_bytes, more);
+    atomic_fetch_add(&s->metrics.bodies_refused, 1);
+    return false;
+  }
+  r->body_reserved += more;
+  return true;
+}
+
+static void body_release(tl_srv_req *r) {
+  atomic_fetch_sub(&r->srv->metrics.body_bytes, r->body_reserved);
+  r->body_reserved = 0;
+  free(r->body);
+  r->body = NULL;
+  r->body_len = r->body_cap = 0;
+}
+
+static int respond_body_busy(tl_srv_req *r) {
+  tl_error err;
+  tl_error_set(&err, TL_BUSY,
+               "the server holds as many request bodies as it may (--max-body-total, %lld "
+               "bytes); retry later",
+               (long long)r->srv->cfg.max_body_total);
+  r->close = true;
+  return tl_srv_respond_error(r, &err);
+}
+
 /* ==== libmicrohttpd callbacks ======================================================== */
+
+/* The connection's deadline record (conns.c), or NULL. */
+static tl_srv_conn *conn_of(struct MHD_Connection *conn) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return ci ? ci->socket_context : NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+  tl_srv *s = cls;
+  if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    *socket_context = ci ? tl_srv_conn_opened(s->conns, ci->connect_fd) : NULL;
+  } else {
+    tl_srv_conn_closed(s->conns, *socket_context);
+    *socket_context = NULL;
+  }
+}
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   tl_srv *s = cls;
+  tl_srv_conn_enter(s->conns, conn_of(conn), TL_CONN_HEAD);
   tl_srv_req *r = calloc(1, sizeof *r);
   if (!r)
     return NULL;
   r->srv = s;
   r->conn = conn;
   r->route = TL_ROUTE_OTHER;
+  r->content_length = -1;
   r->start_us = tl_srv_now_us();
   snprintf(r->raw_uri, sizeof r->raw_uri, "%s", uri ? uri : "");
+  r->bad_uri = uri && uri_has_escaped_control(uri);
   atomic_fetch_add(&s->active, 1);
   return r;
 }
@@ -225,12 +375,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   if (!r)
     return;
   *con_cls = NULL;
+  tl_srv_conn_enter(s->conns, conn_of(conn), TL_CONN_IDLE);
   int64_t us = tl_srv_now_us() - r->start_us;
   /* a request closed before it was answered is logged with status 0 */
   tl_srv_metrics_request(&s->metrics, r->route, r->status, r->bytes, us);
   log_request(s, r, us);
   tl_srv_api_free(r);
-  free(r->body);
+  body_release(r);
   tl_srv_buf_free(&r->keys);
   free(r);
   atomic_fetch_sub(&s->active, 1);
@@ -238,10 +389,23 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 /* The checks of a request's first call.  Returns true when it may go on;
  * otherwise an answer was queued (or queuing failed: *rc says). */
-static bool first_checks(tl_srv_req *r, enum MHD_Result *rc) {
+static bool first_checks(tl_srv_req *r, const char *version, enum MHD_Result *rc) {
   tl_srv *s = r->srv;
   const route_def *d = find_route(r->url);
   *rc = MHD_YES;
+  int status;
+  const char *bad = framing_error(r, version, &status);
+  if (bad) {
+    r->close = true;
+    tl_error err;
+    tl_error_set(&err, status == 413 ? TL_TOO_LARGE : TL_INVALID_ARG, "%s", bad);
+    if (status == 413) /* say the limit */
+      tl_error_set(&err, TL_TOO_LARGE,
+                   "the request body is larger than the server's limit of %lld bytes",
+                   (long long)s->cfg.max_body);
+    *rc = tl_srv_respond_error(r, &err);
+    return false;
+  }
   if (!d) {
     *rc = tl_srv_respond_http_error(r, 404, "not_found", "no such endpoint");
     return false;
@@ -292,6 +456,17 @@ static bool first_checks(tl_srv_req *r, enum MHD_Result *rc) {
                                       "the body must be JSON (Content-Type: application/json)");
       return false;
     }
+    if (r->content_length > 0) { /* the whole body's room, reserved and allocated at once */
+      if (!body_reserve(r, (size_t)r->content_length + 1)) {
+        *rc = respond_body_busy(r);
+        return false;
+      }
+      if (!(r->body = malloc((size_t)r->content_length + 1))) {
+        *rc = MHD_NO;
+        return false;
+      }
+      r->body_cap = (size_t)r->content_length + 1;
+    }
   }
   return true;
 }
@@ -304,12 +479,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   if (!r)
     return MHD_NO; /* the URI callback could not allocate */
   if (!r->method) { /* first call */
+    tl_srv_conn_enter(r->srv->conns, conn_of(conn), TL_CONN_BODY);
     r->method = method;
     r->url = url;
     r->head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
     enum MHD_Result rc;
-    if (!first_checks(r, &rc))
+    if (!first_checks(r, version, &rc)) {
+      tl_srv_conn_enter(r->srv->conns, conn_of(conn), TL_CONN_BUSY);
       return rc;
+    }
     return MHD_YES;
   }
   if (r->responded) { /* an early answer is queued: drop whatever body still comes */
@@ -319,19 +497,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   if (*upload_data_size) {
     size_t n = *upload_data_size;
     *upload_data_size = 0;
-    if (r->body_overflow)
+    /* only compile requests have a body; others' are read and dropped */
+    if (r->body_overflow || r->body_busy || r->route != TL_ROUTE_COMPILE)
       return MHD_YES;
     if ((int64_t)(r->body_len + n) > r->srv->cfg.max_body) {
       r->body_overflow = true;
-      free(r->body);
-      r->body = NULL;
-      r->body_len = r->body_cap = 0;
+      body_release(r);
       return MHD_YES;
     }
     if (r->body_len + n + 1 > r->body_cap) {
       size_t cap = r->body_cap ? r->body_cap : 4096;
       while (cap < r->body_len + n + 1)
         cap *= 2;
+      if ((int64_t)cap > r->srv->cfg.max_body + 1)
+        cap = (size_t)r->srv->cfg.max_body + 1;
+      if (!body_reserve(r, cap)) {
+        r->body_busy = true;
+        body_release(r);
+        return MHD_YES;
+      }
       char *nb = realloc(r->body, cap);
       if (!nb)
         return MHD_NO;
@@ -343,6 +527,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     r->body[r->body_len] = 0;
     return MHD_YES;
   }
+  /* the last call: the whole body is in */
+  tl_srv_conn_enter(r->srv->conns, conn_of(conn), TL_CONN_BUSY);
+  if (r->body_busy)
+    return respond_body_busy(r);
   if (r->body_overflow) {
     tl_error err;
     tl_error_set(&err, TL_TOO_LARGE, "the request body is larger than the server's limit of %lld bytes",
@@ -451,6 +639,7 @@ static void free_server(tl_srv *s) {
   pthread_mutex_destroy(&s->evict_mu);
   pthread_cond_destroy(&s->evict_cv);
   tl_srv_pool_free(s->pool);
+  tl_srv_conns_free(s->conns);
   tl_srv_artmem_free(s->artmem);
   tl_srv_handles_free(s->handles);
   tl_srv_auth_free(s->auth);
@@ -525,6 +714,13 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
   if ((st = tl_srv_pool_new(&po, &s->pool, err)) != TL_OK)
     goto fail;
 
+  /* connection deadlines */
+  if (!(s->conns = tl_srv_conns_new(cfg->header_timeout, cfg->body_timeout, cfg->idle_timeout,
+                                    &s->metrics))) {
+    st = tl_error_set(err, TL_NOMEM, "out of memory");
+    goto fail_pool;
+  }
+
   /* the listening address */
   struct addrinfo hints = {0}, *ai = NULL;
   hints.ai_family = AF_UNSPEC;
@@ -548,6 +744,8 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
   int no = 0;
   opts[no++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr};
   opts[no++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections, NULL};
+  opts[no++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                       cfg->max_connections_per_ip, NULL};
   opts[no++] =
       (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->idle_timeout, NULL};
   opts[no++] =
@@ -565,6 +763,7 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
                             MHD_OPTION_ARRAY, opts,
                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                             MHD_OPTION_END);
   freeaddrinfo(ai);
   if (!s->mhd) {

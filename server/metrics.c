@@ -198,4 +198,19 @@ void tl_srv_metrics_render(const tl_srv_metrics *mc, const tl_srv_metrics_extra 
   gauge(b, "tlserverd_compile_workers", "The --workers limit.", x->workers);
   gauge(b, "tlserverd_connections_waiting", "Connections waiting for a compile.",
         (double)GET(m->connections_suspended));
+  gauge(b, "tlserverd_request_body_bytes",
+        "Bytes of request bodies held or reserved now (limit: --max-body-total).",
+        (double)GET(m->body_bytes));
+  counter(b, "tlserverd_request_bodies_refused_total",
+          "Requests refused with 503 because --max-body-total was reached.",
+          GET(m->bodies_refused));
+  tl_srv_buf_puts(b, "# HELP tlserverd_connections_cut_total Connections closed by the server "
+                     "past a deadline (--header-timeout: head, --body-timeout: body, the idle "
+                     "time-out plus the header time-out: idle) or half-closed by the client.\n"
+                     "# TYPE tlserverd_connections_cut_total counter\n");
+  for (int p = 0; p <= TL_CONN_PHASE_COUNT_; p++)
+    if (p != TL_CONN_BUSY)
+      tl_srv_buf_printf(b, "tlserverd_connections_cut_total{reason=\"%s\"} %lld\n",
+                        p < TL_CONN_PHASE_COUNT_ ? tl_srv_conn_phase_name(p) : "half_closed",
+                        GET(m->connections_cut[p]));
 }

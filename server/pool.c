@@ -138,11 +138,17 @@ static tl_srv_result *from_cache(const tl_cache_build *b) {
 static tl_status ensure_worker(slot *s, tl_error *err) {
   tl_srv_pool *p = s->pool;
   if (s->proc.pid > 0) {
-    int status;
-    pid_t r = waitpid(s->proc.pid, &status, WNOHANG);
-    if (r == 0)
+    /* WNOWAIT: a dead worker stays a zombie, so its pid (the id of its
+     * session) cannot be reused while what it left running is killed */
+    siginfo_t si = {0};
+    if (waitid(P_PID, (id_t)s->proc.pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        si.si_pid == 0)
       return TL_OK;
-    /* it exited while idle (e.g. killed from outside): start another */
+    /* it exited while idle (e.g. killed from outside): end what it left
+     * running, reap it, start another */
+    tl_srv_proc_kill_session(s->proc.pid);
+    int status;
+    waitpid(s->proc.pid, &status, 0);
     close(s->proc.fd);
     s->proc.pid = 0;
     s->proc.fd = -1;

@@ -16,6 +16,14 @@
  * fork of it would inherit locks held by other threads (NVRTC's, the
  * allocator's) in whatever state they were; an exec'd worker starts clean.
  *
+ * Each worker is the leader of a session of its own, and everything it
+ * starts stays in that session: clang and ld.lld for AMD targets run in
+ * process groups of their own (compiler/amdgpu.c kills a tool's group when
+ * the tool overruns), so killing the worker's group alone would leave them
+ * running as orphans, outside --workers and --compile-timeout.  When the
+ * daemon kills a worker (time-out, cancel, a confused worker, shutdown) or
+ * finds one dead, it kills every process of that session.
+ *
  * Limits in the worker: RLIMIT_AS (--worker-memory), RLIMIT_CORE 0 (no core
  * files from aborted compiles), and per job RLIMIT_CPU set to the CPU time
  * used so far plus the compile timeout, as a backstop to the daemon's
@@ -33,6 +41,8 @@
  * it asked for and the artifact id the SHA-256 of the bytes (libtlcache
  * checks that again).
  */
+#define _GNU_SOURCE /* POSIX_SPAWN_SETSID */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -437,11 +447,11 @@ tl_status tl_srv_proc_spawn(const tl_srv_proc_opts *o, tl_srv_proc *p, tl_error 
   sigaddset(&defs, SIGCHLD);
   posix_spawnattr_setsigmask(&at, &none);
   posix_spawnattr_setsigdefault(&at, &defs);
-  /* Own process group: a terminal's Ctrl-C goes to the daemon, which then
-   * lets running compiles finish. */
-  posix_spawnattr_setpgroup(&at, 0);
+  /* Own session (and so process group): a terminal's Ctrl-C goes to the
+   * daemon, which then lets running compiles finish; and every process the
+   * worker starts can be found and killed by its session id. */
   posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-                                    POSIX_SPAWN_SETPGROUP);
+                                    POSIX_SPAWN_SETSID);
   pid_t pid;
   int rc = posix_spawn(&pid, o->exe, &fa, &at, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
@@ -455,6 +465,47 @@ tl_status tl_srv_proc_spawn(const tl_srv_proc_opts *o, tl_srv_proc *p, tl_error 
   p->pid = pid;
   p->fd = sv[0];
   return TL_OK;
+}
+
+void tl_srv_proc_kill_session(int sid) {
+  if (sid <= 0)
+    return;
+  kill(-sid, SIGKILL);
+  /* The members in other process groups: a session id stays allocated while
+   * any member lives, so the id names only this worker's processes. */
+  for (int round = 0; round < 10; round++) {
+    int alive = 0;
+    DIR *d = opendir("/proc");
+    if (!d)
+      return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+      char *end;
+      long pid = strtol(de->d_name, &end, 10);
+      if (*end || pid <= 0)
+        continue;
+      char path[64], buf[512];
+      snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+      FILE *f = fopen(path, "r");
+      if (!f)
+        continue;
+      size_t n = fread(buf, 1, sizeof buf - 1, f);
+      fclose(f);
+      buf[n] = 0;
+      const char *rp = strrchr(buf, ')'); /* after the command name, which may hold anything */
+      char state;
+      int ppid, pgrp, session;
+      if (rp && sscanf(rp + 1, " %c %d %d %d", &state, &ppid, &pgrp, &session) == 4 &&
+          session == sid && state != 'Z' && state != 'X') {
+        kill((pid_t)pid, SIGKILL);
+        alive++;
+      }
+    }
+    closedir(d);
+    if (!alive)
+      return;
+    usleep(2000); /* let the signals land, then look again */
+  }
 }
 
 /* Reaps the worker after its socket failed or it was killed; says how it ended. */
@@ -478,7 +529,7 @@ static void reap(tl_srv_proc *p, char *how, size_t n) {
 void tl_srv_proc_kill(tl_srv_proc *p) {
   if (p->pid <= 0)
     return;
-  kill(p->pid, SIGKILL);
+  tl_srv_proc_kill_session(p->pid);
   char how[128];
   reap(p, how, sizeof how);
 }
@@ -596,8 +647,9 @@ tl_status tl_srv_proc_run(tl_srv_proc *p, const tl_srv_job *job, double timeout_
   if (rc < 0) {
     if (e == ENOMEM)
       return tl_error_set(err, TL_NOMEM, "out of memory");
-    /* timed out, cancelled, dead, or alive but confused (EPROTO): kill it */
-    kill(p->pid, SIGKILL);
+    /* timed out, cancelled, dead, or alive but confused (EPROTO): kill it
+     * and everything it started */
+    tl_srv_proc_kill_session(p->pid);
     char how[128];
     reap(p, how, sizeof how);
     if (e == ETIMEDOUT) {

@@ -128,7 +128,11 @@ typedef struct tl_srv_config {
   int queue;                   /* compile jobs waiting for a worker */
   int threads;                 /* HTTP threads */
   int max_connections;
+  int max_connections_per_ip;  /* 0: no limit */
+  double header_timeout;       /* seconds for a request's line and headers */
+  double body_timeout;         /* seconds for a request's body */
   int64_t max_body;            /* bytes of a request body */
+  int64_t max_body_total;      /* bytes of all request bodies held at once */
   int64_t max_header;          /* bytes of a request's line and headers (the connection buffer) */
   double compile_timeout;      /* seconds per compile */
   double idle_timeout;         /* seconds an idle connection is kept */
@@ -202,6 +206,11 @@ typedef enum tl_srv_compile_outcome {
   TL_COMPILE_OUTCOME_COUNT_
 } tl_srv_compile_outcome;
 
+/* The phases of a connection (conns.c): each has its own deadline. */
+typedef enum tl_srv_conn_phase {
+  TL_CONN_HEAD, TL_CONN_BODY, TL_CONN_BUSY, TL_CONN_IDLE, TL_CONN_PHASE_COUNT_
+} tl_srv_conn_phase;
+
 #define TL_SRV_HTTP_CODES 20 /* distinct statuses counted; others go to the last slot */
 #define TL_SRV_COMPILE_BUCKETS 14
 
@@ -224,6 +233,11 @@ typedef struct tl_srv_metrics {
   atomic_llong queue_depth;          /* gauges */
   atomic_llong compiles_running;
   atomic_llong connections_suspended;
+  atomic_llong body_bytes;           /* request bodies held (--max-body-total's count) */
+  atomic_llong bodies_refused;       /* requests refused with 503 for --max-body-total */
+  /* connections cut by conns.c: past the deadline of a phase; the last
+   * slot: the client had closed its side */
+  atomic_llong connections_cut[TL_CONN_PHASE_COUNT_ + 1];
 } tl_srv_metrics;
 
 void tl_srv_metrics_request(tl_srv_metrics *m, tl_srv_route route, int status, int64_t bytes,
@@ -242,6 +256,25 @@ typedef struct tl_srv_metrics_extra {
 
 /* Appends the Prometheus text exposition (version 0.0.4) to b. */
 void tl_srv_metrics_render(const tl_srv_metrics *m, const tl_srv_metrics_extra *x, tl_srv_buf *b);
+
+/* ==== conns.c: connection deadlines ================================================
+ * The phases of a connection and their deadlines (conns.c says which). */
+typedef struct tl_srv_conns tl_srv_conns;
+typedef struct tl_srv_conn tl_srv_conn;
+
+/* Starts the sweeping thread.  header_s, body_s: the HEAD and BODY
+ * deadlines; idle_s: the idle time-out.  NULL on no memory. */
+tl_srv_conns *tl_srv_conns_new(double header_s, double body_s, double idle_s,
+                               tl_srv_metrics *metrics);
+void tl_srv_conns_free(tl_srv_conns *cs); /* after every connection closed; accepts NULL */
+/* A connection accepted on fd, in phase HEAD; NULL on no memory (then it has
+ * no deadlines: every function below accepts NULL). */
+tl_srv_conn *tl_srv_conn_opened(tl_srv_conns *cs, int fd);
+/* Before libmicrohttpd closes the descriptor.  Frees c. */
+void tl_srv_conn_closed(tl_srv_conns *cs, tl_srv_conn *c);
+/* Enters phase p (its clock starts now; no change when already in p). */
+void tl_srv_conn_enter(tl_srv_conns *cs, tl_srv_conn *c, tl_srv_conn_phase p);
+const char *tl_srv_conn_phase_name(tl_srv_conn_phase p);
 
 /* ==== handles.c: tl_cache handles for threads ===================================
  * A tl_cache handle is for one thread at a time; the HTTP threads borrow one
@@ -360,8 +393,12 @@ tl_status tl_srv_proc_spawn(const tl_srv_proc_opts *o, tl_srv_proc *p, tl_error 
 tl_status tl_srv_proc_run(tl_srv_proc *p, const tl_srv_job *job, double timeout_s, int cancel_fd,
                           tl_srv_compile_outcome *outcome, tl_srv_result **out,
                           void **binary, size_t *binary_size, tl_error *err);
-/* Kills (SIGKILL) and reaps the worker; a no-op when none. */
+/* Kills (SIGKILL) the worker and every process of its session (the tools
+ * it started), and reaps it; a no-op when none. */
 void tl_srv_proc_kill(tl_srv_proc *p);
+/* Kills every process of session sid (a worker's pid; the worker may be
+ * gone already, leaving orphans). */
+void tl_srv_proc_kill_session(int sid);
 /* The worker's main loop (tlserverd --worker-fd N): returns the exit status. */
 int tl_srv_worker_main(int fd, const tl_srv_proc_opts *o);
 
@@ -411,6 +448,7 @@ typedef struct tl_srv {
   tl_srv_pool *pool;
   tl_srv_artmem *artmem;
   tl_srv_handles *handles;
+  tl_srv_conns *conns;
   tl_cache_options cache_opts;
   tl_srv_metrics metrics;
   const char *const *targets; /* offered by the compiler; NULL when no toolchain */
@@ -443,7 +481,12 @@ typedef struct tl_srv_req {
   int64_t start_us;
   char *body;
   size_t body_len, body_cap;
-  bool body_overflow;
+  bool body_overflow;        /* over --max-body: answer 413 at the end */
+  bool body_busy;           /* over --max-body-total: answer 503 at the end */
+  int64_t content_length;   /* the header's value; -1: none (chunked or no body) */
+  int64_t body_reserved;    /* bytes counted against --max-body-total */
+  bool bad_uri;             /* the path escapes a control character (%00) */
+  bool close;               /* answer with Connection: close (bad framing) */
   bool responded;           /* a response is queued */
   int status;               /* what was answered (0: none yet) */
   int64_t bytes;            /* body bytes of the answer */

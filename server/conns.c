@@ -1,0 +1,181 @@
+/*
+ * conns.c - deadlines for the connections of tlserverd, which
+ * libmicrohttpd does not have: its only clock is the idle time-out, which
+ * every byte resets, so a client that sends one header line every few
+ * seconds, or a body a byte at a time, holds its connection (and its slot
+ * of --max-connections) for as long as it likes.
+ *
+ * Every connection is in one phase, each with its own deadline counted
+ * from the phase's start:
+ *
+ *   HEAD  from the accept (or from the request line of a later request on
+ *         a kept-alive connection) until every header is in: --header-timeout;
+ *   BODY  from then until the whole body is in: --body-timeout;
+ *   BUSY  the handler runs, waits for a compile or sends its answer: no
+ *         deadline here (the compile has its own, sending the idle one);
+ *   IDLE  between two requests of a kept-alive connection: the idle
+ *         time-out plus the header time-out (libmicrohttpd closes a silent
+ *         one after the idle time-out; this catches one that trickles the
+ *         next request line a byte at a time).
+ *
+ * A thread looks at every connection twice a second and cuts the overdue
+ * ones with shutdown(2): libmicrohttpd then sees the end of the stream and
+ * closes the connection itself (no answer is sent: the request never came
+ * in whole).  It also cuts a connection in any phase but BUSY whose client
+ * closed its side (a half-closed connection can never finish a request,
+ * and libmicrohttpd would keep it until the idle time-out).
+ *
+ * Thread safety: one mutex guards the list; libmicrohttpd calls the closed
+ * notification before it closes the descriptor, and that notification
+ * takes the mutex, so the sweep never shuts down a descriptor that was
+ * closed and reused.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+#include "server.h"
+
+struct tl_srv_conn {
+  tl_srv_conn *prev, *next;
+  int fd;
+  tl_srv_conn_phase phase;
+  int64_t since_us;
+  bool cut;
+};
+
+struct tl_srv_conns {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  tl_srv_conn list; /* sentinel of a circular list */
+  int64_t limit_us[TL_CONN_PHASE_COUNT_]; /* 0: none */
+  tl_srv_metrics *metrics;
+  pthread_t thread;
+  bool started, stop;
+};
+
+static const char *const phase_names[TL_CONN_PHASE_COUNT_] = {"head", "body", "busy", "idle"};
+
+const char *tl_srv_conn_phase_name(tl_srv_conn_phase p) { return phase_names[p]; }
+
+/* True when the peer has closed its side and nothing is left to read. */
+static bool peer_closed(int fd) {
+  char c;
+  ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+static void sweep(tl_srv_conns *cs) {
+  int64_t now = tl_srv_now_us();
+  pthread_mutex_lock(&cs->mu);
+  for (tl_srv_conn *c = cs->list.next; c != &cs->list; c = c->next) {
+    if (c->cut || c->fd < 0)
+      continue;
+    int64_t limit = cs->limit_us[c->phase];
+    bool late = limit > 0 && now - c->since_us > limit;
+    bool gone = !late && c->phase != TL_CONN_BUSY && peer_closed(c->fd);
+    if (!late && !gone)
+      continue;
+    c->cut = true;
+    shutdown(c->fd, SHUT_RDWR);
+    if (cs->metrics)
+      atomic_fetch_add(&cs->metrics->connections_cut[gone ? TL_CONN_PHASE_COUNT_ : c->phase], 1);
+  }
+  pthread_mutex_unlock(&cs->mu);
+}
+
+static void *sweep_main(void *arg) {
+  tl_srv_conns *cs = arg;
+  pthread_mutex_lock(&cs->mu);
+  while (!cs->stop) {
+    pthread_mutex_unlock(&cs->mu);
+    sweep(cs);
+    pthread_mutex_lock(&cs->mu);
+    if (cs->stop)
+      break;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 500 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&cs->cv, &cs->mu, &ts);
+  }
+  pthread_mutex_unlock(&cs->mu);
+  return NULL;
+}
+
+tl_srv_conns *tl_srv_conns_new(double header_s, double body_s, double idle_s,
+                               tl_srv_metrics *metrics) {
+  tl_srv_conns *cs = calloc(1, sizeof *cs);
+  if (!cs)
+    return NULL;
+  pthread_mutex_init(&cs->mu, NULL);
+  pthread_cond_init(&cs->cv, NULL);
+  cs->list.next = cs->list.prev = &cs->list;
+  cs->limit_us[TL_CONN_HEAD] = (int64_t)(header_s * 1e6);
+  cs->limit_us[TL_CONN_BODY] = (int64_t)(body_s * 1e6);
+  cs->limit_us[TL_CONN_BUSY] = 0;
+  cs->limit_us[TL_CONN_IDLE] = (int64_t)((idle_s + header_s) * 1e6);
+  cs->metrics = metrics;
+  if (pthread_create(&cs->thread, NULL, sweep_main, cs) != 0) {
+    tl_srv_conns_free(cs);
+    return NULL;
+  }
+  cs->started = true;
+  return cs;
+}
+
+void tl_srv_conns_free(tl_srv_conns *cs) {
+  if (!cs)
+    return;
+  if (cs->started) {
+    pthread_mutex_lock(&cs->mu);
+    cs->stop = true;
+    pthread_cond_signal(&cs->cv);
+    pthread_mutex_unlock(&cs->mu);
+    pthread_join(cs->thread, NULL);
+  }
+  /* libmicrohttpd has closed every connection (and called tl_srv_conn_closed) */
+  pthread_mutex_destroy(&cs->mu);
+  pthread_cond_destroy(&cs->cv);
+  free(cs);
+}
+
+tl_srv_conn *tl_srv_conn_opened(tl_srv_conns *cs, int fd) {
+  tl_srv_conn *c = calloc(1, sizeof *c);
+  if (!c)
+    return NULL; /* the connection runs without deadlines */
+  c->fd = fd;
+  c->phase = TL_CONN_HEAD;
+  c->since_us = tl_srv_now_us();
+  pthread_mutex_lock(&cs->mu);
+  c->next = cs->list.next;
+  c->prev = &cs->list;
+  c->next->prev = c;
+  cs->list.next = c;
+  pthread_mutex_unlock(&cs->mu);
+  return c;
+}
+
+void tl_srv_conn_closed(tl_srv_conns *cs, tl_srv_conn *c) {
+  if (!c)
+    return;
+  pthread_mutex_lock(&cs->mu);
+  c->prev->next = c->next;
+  c->next->prev = c->prev;
+  pthread_mutex_unlock(&cs->mu);
+  free(c);
+}
+
+void tl_srv_conn_enter(tl_srv_conns *cs, tl_srv_conn *c, tl_srv_conn_phase p) {
+  if (!c)
+    return;
+  pthread_mutex_lock(&cs->mu);
+  if (c->phase != p) {
+    c->phase = p;
+    c->since_us = tl_srv_now_us();
+  }
+  pthread_mutex_unlock(&cs->mu);
+}

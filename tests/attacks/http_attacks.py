@@ -1,0 +1,425 @@
+#!/usr/bin/env python3
+"""tests/attacks/http_attacks.py - attacks on a running tlserverd, each with
+the answer it must get, and a check that the server keeps serving a normal
+client during and after each one.
+
+Usage: http_attacks.py TLSERVERD GROUP...   (GROUP: framing, slow, bodies, orphans)
+
+Each group starts its own server (TLSERVERD, with the group's limits) on a
+free port of 127.0.0.1, with its cache in a temporary folder, and stops it
+afterwards.  Attackers connect from 127.0.0.1;
+the "normal client" connects from 127.0.0.2 (another loopback address, so a
+per-client limit on the attacker's address does not apply to it).  Every
+socket has a time-out, every attack a bounded count of connections, so a
+server that does not answer fails the test instead of hanging it.
+
+Prints one line per check; exit status 0 when every check passed, 1 when
+any failed.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SERVER = sys.argv[1]
+GROUPS = sys.argv[2:]
+PORT = 0
+failures = 0
+
+
+class Server:
+    """A tlserverd on a free loopback port: `with Server(args):` sets PORT."""
+
+    def __init__(self, *args):
+        self.args = list(args)
+
+    def __enter__(self):
+        global PORT
+        self.tmp = tempfile.mkdtemp()
+        port_file = os.path.join(self.tmp, "port")
+        self.log = open(os.path.join(self.tmp, "server.log"), "w+")
+        self.proc = subprocess.Popen(
+            [SERVER, "--listen", "127.0.0.1:0", "--port-file", port_file, "--db",
+             os.path.join(self.tmp, "cache.db"), "--workers", "1", "--log-format", "off"]
+            + self.args, stderr=self.log)
+        for _ in range(1500):
+            if os.path.exists(port_file) or self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        if not os.path.exists(port_file):
+            self.log.seek(0)
+            raise SystemExit("http_attacks.py: the server did not start:\n" + self.log.read())
+        PORT = int(open(port_file).read())
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if failures:
+            self.log.seek(0)
+            sys.stdout.write("---- server log ----\n" + self.log.read()[-4000:])
+        self.log.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def check(ok, what, detail=""):
+    global failures
+    print("%s: %s%s" % ("ok" if ok else "FAIL", what, (" (%s)" % detail) if detail else ""))
+    if not ok:
+        failures += 1
+
+
+def connect(src="127.0.0.1", timeout=5.0):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.bind((src, 0))
+    s.connect(("127.0.0.1", PORT))
+    return s
+
+
+def exchange(data, timeout=5.0, src="127.0.0.1"):
+    """Sends data, reads until the server closes or the time-out.  Returns
+    (list of status codes seen, closed by the server?, seconds)."""
+    t0 = time.time()
+    s = connect(src, timeout)
+    s.sendall(data)
+    out, closed = b"", False
+    try:
+        while True:
+            c = s.recv(65536)
+            if not c:
+                closed = True
+                break
+            out += c
+    except (socket.timeout, ConnectionResetError):
+        pass
+    s.close()
+    codes = []
+    for part in out.split(b"HTTP/1.1 ")[1:]:
+        if part[:3].isdigit():
+            codes.append(int(part[:3]))
+    return codes, closed, time.time() - t0
+
+
+def healthz(timeout=3.0):
+    """A normal client's GET /healthz from 127.0.0.2: the status, or 0."""
+    try:
+        codes, _, _ = exchange(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                               timeout, "127.0.0.2")
+        return codes[0] if codes else 0
+    except OSError:
+        return 0
+
+
+def framing():
+    with Server("--max-body", "1M"):
+        framing_attacks()
+
+
+def framing_attacks():
+    """Ambiguous framing gets 400 (or 413) before any handler runs, and the
+    connection is closed: what follows is never run as a second request."""
+    H = b"Host: x\r\n"
+    J = b"Content-Type: application/json\r\n"
+    table = [
+        ("Transfer-Encoding and Content-Length (smuggling)", [400],
+         b"POST /v1/compile HTTP/1.1\r\n" + H + J + b"Content-Length: 5\r\n"
+         b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /metrics HTTP/1.1\r\n" + H + b"\r\n"),
+        ("Content-Length then Transfer-Encoding", [400],
+         b"POST /v1/compile HTTP/1.1\r\n" + H + J + b"Transfer-Encoding: chunked\r\n"
+         b"Content-Length: 5\r\n\r\n0\r\n\r\nGET /metrics HTTP/1.1\r\n" + H + b"\r\n"),
+        ("two different Content-Length", [400],
+         b"GET /healthz HTTP/1.1\r\n" + H + b"Content-Length: 0\r\nContent-Length: 5\r\n\r\n"
+         b"GET /metrics HTTP/1.1\r\n" + H + b"\r\n"),
+        ("two equal Content-Length", [400],
+         b"GET /healthz HTTP/1.1\r\n" + H + b"Content-Length: 0\r\nContent-Length: 0\r\n\r\n"),
+        ("Transfer-Encoding gzip", [400],
+         b"POST /v1/compile HTTP/1.1\r\n" + H + J + b"Transfer-Encoding: gzip\r\n\r\n{}"),
+        ("Transfer-Encoding twice", [400],
+         b"POST /v1/compile HTTP/1.1\r\n" + H + J + b"Transfer-Encoding: chunked\r\n"
+         b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+        ("HTTP/1.1 without Host", [400], b"GET /healthz HTTP/1.1\r\n\r\n"),
+        ("two Host headers", [400], b"GET /healthz HTTP/1.1\r\n" + H + H + b"\r\n"),
+        ("%00 in the path", [400], b"GET /metrics%00junk HTTP/1.1\r\n" + H + b"\r\n"),
+        ("%0a in the path", [400], b"GET /healthz%0a HTTP/1.1\r\n" + H + b"\r\n"),
+        ("Content-Length 2^63 on GET", [413],
+         b"GET /healthz HTTP/1.1\r\n" + H + b"Content-Length: 9223372036854775808\r\n\r\n"),
+        ("Content-Length 2^63 on compile", [413],
+         b"POST /v1/compile HTTP/1.1\r\n" + H + J + b"Content-Length: 9223372036854775808\r\n\r\n"),
+        # libmicrohttpd answers this one itself (0.9.75 sends its head twice: only the
+        # first status is compared, "+")
+        ("Content-Length 2^64 (libmicrohttpd's own 413)", [413, "+"],
+         b"GET /healthz HTTP/1.1\r\n" + H + b"Content-Length: 18446744073709551616\r\n\r\n"),
+        ("garbage request line with spaces", [400], b"\x01\x02 garbage here\r\n\r\n"),
+        ("garbage request line without a space (closed, no answer)", [],
+         b"GARBAGE\r\n\r\n"),
+    ]
+    for what, want, data in table:
+        codes, closed, secs = exchange(data)
+        if want[-1:] == ["+"]:
+            want = want[:-1]
+            codes = codes[:len(want)]
+        check(codes == want and closed, what,
+              "got %s, closed %s after %.1f s; want %s and closed" % (codes, closed, secs, want))
+    # a good request on the same footing still works (no false positive)
+    codes, _, _ = exchange(b"GET /healthz HTTP/1.0\r\n\r\n")
+    check(codes == [] or codes == [200], "HTTP/1.0 without Host is fine")
+    codes, _, _ = exchange(b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                           b"Connection: close\r\n\r\n")
+    check(codes == [200], "one Content-Length: 0 is fine", str(codes))
+    check(healthz() == 200, "healthz after the framing attacks")
+
+
+def closed_within(socks, seconds, trickle=None):
+    """Waits until the server has closed every socket of socks (a read sees
+    the end or a reset), sending trickle(sock) every half second to the
+    ones still open.  Returns how many are still open after `seconds`."""
+    deadline = time.time() + seconds
+    open_ = list(socks)
+    while open_ and time.time() < deadline:
+        still = []
+        for s in open_:
+            s.setblocking(False)
+            try:
+                if s.recv(65536) == b"":
+                    continue  # closed
+                still.append(s)  # an answer: keep reading
+            except BlockingIOError:
+                still.append(s)
+                if trickle:
+                    try:
+                        trickle(s)
+                    except OSError:
+                        still.pop()
+            except OSError:
+                pass  # reset
+        open_ = still
+        if open_:
+            time.sleep(0.5)
+    for s in socks:
+        s.close()
+    return len(open_)
+
+
+def slow():
+    # Limits small enough for a test: 100 connections, 40 per client address,
+    # 2 s for a request's head, 3 s for its body.
+    with Server("--max-connections", "100", "--max-connections-per-ip", "40",
+                "--header-timeout", "2", "--body-timeout", "3", "--idle-timeout", "30"):
+        slow_attacks()
+
+
+def slow_attacks():
+    """Slow clients are cut at their deadline, one address cannot take every
+    connection, and a normal client is served all along."""
+    # 1. half-closed connections: the client sends part of a request and
+    #    shuts its side; the server closes them within a second or so
+    socks = []
+    for part in (b"GET /hea", b"GET /healthz HTTP/1.1\r\nHost: x\r\n",
+                 b"POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 100\r\n\r\n{"):
+        s = connect()
+        s.sendall(part)
+        s.shutdown(socket.SHUT_WR)
+        socks.append(s)
+    left = closed_within(socks, 1.5)
+    check(left == 0, "half-closed connections closed at once", "%d of 3 still open" % left)
+
+    # 2. 150 connections (more than --max-connections) each sending one header
+    #    line a second: those over the per-address limit are closed at once,
+    #    the others at the header deadline; /healthz answers meanwhile.
+    socks = []
+    for _ in range(150):
+        try:
+            s = connect(timeout=2)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            socks.append(s)
+        except OSError:
+            pass
+    time.sleep(0.5)
+    check(healthz() == 200, "healthz while 150 slow-header connections are open")
+    left = closed_within(socks, 4.0, lambda s: s.sendall(b"X-Slow: 1\r\n"))
+    check(left == 0, "slow-header connections closed within the header time-out",
+          "%d of %d still open after 4 s" % (left, len(socks)))
+    check(healthz() == 200, "healthz after the slow-header attack")
+
+    # 3. a request line trickled a byte at a time
+    s = connect()
+    s.sendall(b"G")
+    left = closed_within([s], 4.0, lambda s: s.sendall(b"E"))
+    check(left == 0, "a trickled request line is closed within the header time-out")
+
+    # 4. bodies trickled a byte every half second, on 20 connections
+    socks = []
+    for _ in range(20):
+        s = connect()
+        s.sendall(b"POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 1000\r\n\r\n{")
+        socks.append(s)
+    check(healthz() == 200, "healthz while 20 bodies trickle")
+    left = closed_within(socks, 5.0, lambda s: s.sendall(b" "))
+    check(left == 0, "trickled bodies closed within the body time-out",
+          "%d of 20 still open after 5 s" % left)
+
+    # 5. a kept-alive connection between requests is not cut by the head deadline
+    s = connect()
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    first = s.recv(65536)
+    time.sleep(3)
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    second = b""
+    try:
+        while True:
+            c = s.recv(65536)
+            if not c:
+                break
+            second += c
+    except OSError:
+        pass
+    s.close()
+    check(first.startswith(b"HTTP/1.1 200") and second.startswith(b"HTTP/1.1 200"),
+          "a kept-alive connection idle for 3 s still serves its next request")
+    check(healthz() == 200, "healthz after the slow-client attacks")
+
+
+def rss_kib(pid):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def bodies():
+    with Server("--max-body", "1M", "--max-body-total", "4M") as srv:
+        bodies_attacks(srv.proc.pid)
+
+
+def bodies_attacks(pid):
+    """Unfinished bodies cannot take the server's memory: past
+    --max-body-total a request with a body gets 503 (Retry-After) at once,
+    the memory stays bounded, and other requests are served."""
+    head = (b"POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1048576\r\n\r\n")
+    before = rss_kib(pid)
+    socks, cut, refused = [], set(), 0
+    for i in range(40):
+        s = connect()
+        try:
+            s.sendall(head + b" " * (512 * 1024))
+        except (BrokenPipeError, ConnectionResetError):
+            cut.add(i)  # the server answered 503 and closed before the half body was sent
+        socks.append(s)
+    time.sleep(1.0)
+    during = rss_kib(pid)
+    for i, s in enumerate(socks):
+        s.settimeout(0.2)
+        try:
+            if s.recv(65536).startswith(b"HTTP/1.1 503"):
+                cut.add(i)
+        except OSError:
+            pass
+    refused = len(cut)
+    # 3 bodies of 1 MiB fit in 4 MiB; the 37 others are refused
+    check(refused >= 36, "bodies past --max-body-total get 503", "%d of 40 refused" % refused)
+    grew = during - before
+    check(grew < 16 * 1024, "memory stays bounded with 40 unfinished 1 MiB bodies",
+          "RSS %d KiB -> %d KiB" % (before, during))
+    print("measured: RSS %d KiB before, %d KiB with 40 unfinished bodies (+%d KiB)"
+          % (before, during, grew))
+    check(healthz() == 200, "healthz while the bodies are held")
+    # a small compile request still fits in what is left
+    codes, _, _ = exchange(b"POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                           b"application/json\r\nContent-Length: 2\r\nConnection: close\r\n"
+                           b"\r\n[]", src="127.0.0.2")
+    check(codes == [400], "a small compile request is still read", str(codes))
+    for s in socks:
+        s.close()
+    time.sleep(0.5)
+    # once they are gone, the budget is free again: a chunked 900 KiB body is read whole
+    chunk = b" " * (300 * 1024)
+    body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(3)) + b"0\r\n\r\n"
+    codes, _, _ = exchange(b"POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                           b"application/json\r\nTransfer-Encoding: chunked\r\n"
+                           b"Connection: close\r\n\r\n" + body, src="127.0.0.2")
+    check(codes == [400], "the budget is free again after the bodies went", str(codes))
+    check(healthz() == 200, "healthz after the body attack")
+
+
+def children():
+    """This process's children other than servers: (pid, command name)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = open("/proc/%s/stat" % d).read()
+        except OSError:
+            continue
+        rp = stat.rindex(")")
+        fields = stat[rp + 2:].split()
+        if int(fields[1]) == os.getpid() and fields[0] not in ("Z", "X"):
+            out.append((int(d), stat[stat.index("(") + 1:rp]))
+    return out
+
+
+def post(path, body, timeout=60.0):
+    data = (b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n" % (path.encode(), len(body))) + body
+    codes, _, _ = exchange(data, timeout, "127.0.0.2")
+    return codes[0] if codes else 0
+
+
+def orphans():
+    """A compile that times out while clang runs (an AMD target) leaves no
+    process behind.  This process becomes a child subreaper, so whatever the
+    server's workers leave running is re-parented to it and can be seen."""
+    import ctypes
+    PR_SET_CHILD_SUBREAPER = 36
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        check(False, "prctl(PR_SET_CHILD_SUBREAPER)")
+        return
+    # clang-19 takes 0.3 s or more on it (plus 0.15 s of probes), so a
+    # 0.15 s time-out falls while clang runs
+    prog = open("examples/gemm.json").read()
+    body = ('{"program": %s, "targets": ["gfx90a"]}' % prog).encode()
+    with Server("--compile-timeout", "0.15") as srv:
+        time.sleep(1)  # the worker has loaded its toolchain: the time-out falls in clang
+        srv.log.seek(0)
+        if "clang " not in srv.log.read():  # the start-up line names the toolchains found
+            print("skipped: orphans: the server found no clang (AMD targets)")
+            return
+        status = post("/v1/compile", body)
+        # the server answers 504 after what it killed has died (a zombie,
+        # re-parented to this process); a clang that was not killed runs on
+        left = [c for c in children() if c[0] != srv.proc.pid]
+        for pid, _ in children():
+            if pid != srv.proc.pid:
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+        check(status == 504, "an AMD compile past --compile-timeout gets 504", str(status))
+        check(not left, "no process of the timed-out compile is left running", str(left))
+        for pid, _ in left:  # tidy up after a failure
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        check(healthz() == 200, "healthz after the compile time-out")
+
+
+def main():
+    for g in GROUPS:
+        {"framing": framing, "slow": slow, "bodies": bodies, "orphans": orphans}[g]()
+    print("http_attacks.py: %s" % ("all passed" if not failures else "%d failed" % failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,19 @@
+#!/bin/sh
+# tests/sh/server_attacks.sh - what an attacker, a slow network and a bad
+# client can do to tlserverd: runs tests/attacks/http_attacks.py (ambiguous
+# framing, slow clients, bodies in flight, processes left by a timed-out
+# AMD compile) against servers on free
+# loopback ports with small limits, each attack bounded in time and count,
+# each checked to get its status while a normal client (from 127.0.0.2)
+# still gets 200 from /healthz.
+#
+# Exit status: 0 pass, 1 fail, 77 skipped (no python3).
+
+cd "$(dirname "$0")/../.." || exit 1
+TL_BUILD=${TL_BUILD:-build}
+SERVER=$TL_BUILD/bin/tlserverd
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(command -v python3) || { echo "server_attacks.sh: skipped: no python3" >&2; exit 77; }
+[ -x "$SERVER" ] || { echo "server_attacks.sh: FAIL: $SERVER not built" >&2; exit 1; }
+
+exec "$PY" tests/attacks/http_attacks.py "$SERVER" framing slow bodies orphans
