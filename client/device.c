@@ -3,11 +3,11 @@
  * compiler's runtime interface (compiler/gpudrv.h: a CUDA device through
  * libcuda.so.1 or, when there is no CUDA device, an AMD one through
  * libamdhip64, both with dlopen); a tl_kernel an artifact loaded on it (a
- * cubin or PTX, or an HSACO).  Launching goes through the launch plan of
+ * cubin or PTX, or an HSACO) through the launcher of launch.c, which `tlc
+ * run --device` uses too.  Launching goes through the launch plan of
  * meta.c, so every check that needs no GPU (arguments, ranges, alignment,
  * grid limits) is made, and tested, without one, and both runtimes get the
- * same packed arguments; this file only adds the target/architecture check
- * before loading and the runtime calls.
+ * same packed arguments.
  *
  * Targets: a CUDA device takes sm_NN / compute_NN as tl_target_runs_on
  * says and asks the server through tl_client_get_for_arch; an AMD device
@@ -19,17 +19,10 @@
 #include <string.h>
 #include "../compiler/gpudrv.h"
 #include "internal.h"
+#include "launch.h"
 
 struct tl_device {
   tl_gpu *gpu;
-};
-
-struct tl_kernel {
-  tl_device *dev;
-  tl_gpu_module *mod;
-  tl_gpu_func *fn;
-  tl_meta *meta;
-  char target[TL_CLIENT_TARGET_MAX + 1];
 };
 
 static bool is_hip(const tl_device *d) { return tl_gpu_get_api(d->gpu) == TL_GPU_HIP; }
@@ -132,49 +125,5 @@ tl_status tl_kernel_load(tl_device *d, const tl_artifact *a, tl_kernel **out, tl
   *out = NULL;
   if (!d || !a)
     return tl_error_set(err, TL_INVALID_ARG, "tl_kernel_load: NULL argument");
-  if (is_hip(d)) {
-    if (strcmp(a->target, tl_device_arch_name(d)) != 0)
-      return tl_error_set(err, TL_UNSUPPORTED, "kernel '%s' was built for %s, which cannot run on this GPU (%s, %s)",
-                          a->meta->entry, a->target, tl_device_name(d), tl_device_arch_name(d));
-  } else {
-    int arch = tl_device_arch(d);
-    if (!tl_target_runs_on(a->target, arch))
-      return tl_error_set(err, TL_UNSUPPORTED, "kernel '%s' was built for %s, which cannot run on this GPU (%s, sm_%d)",
-                          a->meta->entry, a->target, tl_device_name(d), arch);
-  }
-  tl_kernel *k = calloc(1, sizeof *k);
-  if (!k)
-    return tl_error_set(err, TL_NOMEM, "out of memory");
-  k->dev = d;
-  snprintf(k->target, sizeof k->target, "%s", a->target);
-  tl_status st = tl_meta_parse(a->metadata, &k->meta, err);
-  if (st == TL_OK)
-    st = tl_gpu_load(d->gpu, a->bytes, a->n, &k->mod, err);
-  if (st == TL_OK)
-    st = tl_gpu_function(k->mod, k->meta->entry, &k->fn, err);
-  if (st != TL_OK) {
-    tl_kernel_free(k);
-    return st;
-  }
-  *out = k;
-  return TL_OK;
-}
-
-tl_status tl_kernel_launch(tl_kernel *k, const tl_kernel_arg *args, int nargs, void *stream, tl_error *err) {
-  tl_error_clear(err);
-  if (!k)
-    return tl_error_set(err, TL_INVALID_ARG, "tl_kernel_launch: no kernel");
-  tl_launch_plan plan;
-  tl_status st = tl_launch_plan_make(k->meta, args, nargs, &plan, err);
-  if (st != TL_OK || plan.empty)
-    return st;
-  return tl_gpu_launch(k->fn, plan.grid, plan.block, plan.dyn_smem, stream, plan.kargs, err);
-}
-
-void tl_kernel_free(tl_kernel *k) {
-  if (!k)
-    return;
-  tl_gpu_unload(k->mod);
-  tl_meta_free(k->meta);
-  free(k);
+  return tl_kernel_load_image(d->gpu, a->target, a->bytes, a->n, a->metadata, out, err);
 }
