@@ -103,7 +103,10 @@ $(B)/lib/%.a:
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(TLC): $(call objs,$(COMPILER_MAIN)) $(LIB_COMPILER) $(LIB_PROTO)
+# tlc launches kernels (run --device) through libtlclient's launcher
+# (client/launch.c and meta.c, the only objects taken from libtlclient.a:
+# they need neither curl nor the cache).
+$(TLC): $(call objs,$(COMPILER_MAIN)) $(B)/lib/libtlclient.a $(LIB_COMPILER) $(LIB_PROTO)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS_COMPILER)
 

@@ -2,8 +2,8 @@
  * internal.h - what the files of libtlclient share and nobody else sees:
  * the client's fields, the HTTP layer (http.c), the kernel metadata and the
  * evaluation of its expressions (meta.c), the launch plan (meta.c, used by
- * device.c), and the local cache glue (fetch.c).  Tests include it to check
- * the parts that need no server and no GPU.
+ * the launcher launch.c), and the local cache glue (fetch.c).  Tests
+ * include it to check the parts that need no server and no GPU.
  */
 #ifndef TL_CLIENT_INTERNAL_H
 #define TL_CLIENT_INTERNAL_H

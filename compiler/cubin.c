@@ -1,34 +1,25 @@
 /*
- * cubin.c - the cubin reader of cubin.h: header and e_flags checks, section and
- * symbol tables, the .nv.info attribute records, the .nv.compat section and
- * the NVIDIA notes, gathered into one tl_cubin_info per image.
+ * cubin.c - the cubin reader of cubin.h: the CUDA checks of the header and
+ * e_flags, the kernels in the symbol table, the .nv.info attribute records,
+ * the .nv.compat section and the NVIDIA notes, gathered into one
+ * tl_cubin_info per image.  The ELF64 structure itself (header, section and
+ * program header tables, string tables, symbols, notes) is read by elf.c,
+ * shared with the AMDGPU code-object reader.
  *
- * Every field is read with the bounds-checked helpers below; a section's
- * contents are only touched through a (pointer, size) pair that was checked
- * against the image once, in load_sections.
+ * Every field is read with the bounds-checked helpers of elf.h; a section's
+ * contents are only touched through the (data, n) pair that tl_elf_load
+ * checked against the image once.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cubin.h"
+#include "elf.h"
 
-/* ---- ELF constants (the subset used) --------------------------------- */
+/* ---- constants (the subset used) ------------------------------------ */
 
 enum {
-  EHDR_SIZE = 64,
-  SHDR_SIZE = 64,
-  PHDR_SIZE = 56,
-  SYM_SIZE = 24,
-  SHT_NULL = 0,
-  SHT_SYMTAB = 2,
-  SHT_STRTAB = 3,
-  SHT_NOTE = 7,
-  SHT_NOBITS = 8,
-  STT_FUNC = 2,
-  STB_GLOBAL = 1,
-  STB_WEAK = 2,
   STO_CUDA_ENTRY = 0x10,
   ELFOSABI_CUDA = 0x33,
   ELFOSABI_CUDA_V2 = 0x41,
@@ -60,55 +51,23 @@ enum {
   MAX_SYMBOLS = 1 << 20,
 };
 
-/* ---- bounds-checked reading ------------------------------------------ */
+#define rd16 tl_elf_rd16
+#define rd32 tl_elf_rd32
+#define in_range tl_elf_in_range
+
+typedef tl_elf_section section;
 
 typedef struct span {
   const unsigned char *p;
   size_t n;
 } span;
 
-static uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t rd32(const unsigned char *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t rd64(const unsigned char *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
-
-/* 1 if [off, off+len) lies within n bytes. */
-static int in_range(uint64_t off, uint64_t len, uint64_t n) { return off <= n && len <= n - off; }
-
-typedef struct section {
-  const char *name;  /* inside .shstrtab, NUL-terminated */
-  uint32_t type;
-  uint32_t link, info;
-  uint64_t size;     /* sh_size (for NOBITS: the size it would have) */
-  uint64_t entsize;
-  span data;         /* checked contents; empty for NOBITS / NULL */
-} section;
-
 typedef struct reader {
-  span img;
+  tl_elf elf;
   tl_error *err;
-  section *secs;
-  size_t nsecs;
 } reader;
 
-static tl_status bad(reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static tl_status bad(reader *r, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return tl_error_set(r->err, TL_INVALID_ARG, "not a cubin: %s", msg);
-}
-
-/* The NUL-terminated string at off in a string section, or NULL. */
-static const char *str_at(const section *s, uint64_t off) {
-  if (s->type != SHT_STRTAB || off >= s->data.n)
-    return NULL;
-  const char *p = (const char *)s->data.p + off;
-  return memchr(p, 0, s->data.n - off) ? p : NULL;
-}
+#define bad(r, ...) tl_elf_bad(&(r)->elf, __VA_ARGS__)
 
 static int starts_with(const char *s, const char *prefix) {
   return strncmp(s, prefix, strlen(prefix)) == 0;
@@ -151,72 +110,6 @@ tl_status tl_cubin_decode_flags(int abi_version, uint32_t e_flags, int *arch, in
   return TL_OK;
 }
 
-/* ---- sections --------------------------------------------------------- */
-
-static tl_status load_sections(reader *r, uint64_t shoff, unsigned shnum, unsigned shstrndx) {
-  const unsigned char *img = r->img.p;
-  if (shnum == 0)
-    return bad(r, "no section headers");
-  if (shnum > TL_CUBIN_MAX_SECTIONS)
-    return bad(r, "%u sections, more than %u", shnum, (unsigned)TL_CUBIN_MAX_SECTIONS);
-  if (!in_range(shoff, (uint64_t)shnum * SHDR_SIZE, r->img.n))
-    return bad(r, "section header table (%u entries at offset %llu) runs past the end (%zu bytes)",
-               shnum, (unsigned long long)shoff, r->img.n);
-  if (shstrndx >= shnum)
-    return bad(r, "section name table index %u out of range (%u sections)", shstrndx, shnum);
-  r->secs = calloc(shnum, sizeof *r->secs);
-  if (!r->secs)
-    return tl_error_set(r->err, TL_NOMEM, "out of memory reading a cubin");
-  r->nsecs = shnum;
-  for (unsigned i = 0; i < shnum; i++) {
-    const unsigned char *h = img + shoff + (uint64_t)i * SHDR_SIZE;
-    section *s = &r->secs[i];
-    s->type = rd32(h + 4);
-    uint64_t off = rd64(h + 24);
-    s->size = rd64(h + 32);
-    s->link = rd32(h + 40);
-    s->info = rd32(h + 44);
-    s->entsize = rd64(h + 56);
-    if (s->type != SHT_NOBITS && s->type != SHT_NULL) {
-      if (!in_range(off, s->size, r->img.n))
-        return bad(r, "section %u (offset %llu, size %llu) runs past the end (%zu bytes)", i,
-                   (unsigned long long)off, (unsigned long long)s->size, r->img.n);
-      s->data.p = img + off;
-      s->data.n = (size_t)s->size;
-    }
-  }
-  const section *shstr = &r->secs[shstrndx];
-  if (shstr->type != SHT_STRTAB)
-    return bad(r, "section name table (section %u) is not a string table", shstrndx);
-  for (unsigned i = 0; i < shnum; i++) {
-    const unsigned char *h = img + shoff + (uint64_t)i * SHDR_SIZE;
-    r->secs[i].name = str_at(shstr, rd32(h));
-    if (!r->secs[i].name)
-      return bad(r, "section %u has a name outside the section name table", i);
-  }
-  return TL_OK;
-}
-
-/* Checks the program header table (NVIDIA's tools put it last) and that
- * every segment's file contents lie inside the image. */
-static tl_status check_segments(reader *r, uint64_t phoff, unsigned phentsize, unsigned phnum) {
-  if (phnum == 0)
-    return TL_OK;
-  if (phentsize != PHDR_SIZE)
-    return bad(r, "program header size %u, not %d", phentsize, PHDR_SIZE);
-  if (!in_range(phoff, (uint64_t)phnum * PHDR_SIZE, r->img.n))
-    return bad(r, "program header table (%u entries at offset %llu) runs past the end (%zu bytes)",
-               phnum, (unsigned long long)phoff, r->img.n);
-  for (unsigned i = 0; i < phnum; i++) {
-    const unsigned char *h = r->img.p + phoff + (uint64_t)i * PHDR_SIZE;
-    uint64_t off = rd64(h + 8), filesz = rd64(h + 32);
-    if (!in_range(off, filesz, r->img.n))
-      return bad(r, "segment %u (offset %llu, size %llu) runs past the end (%zu bytes)", i,
-                 (unsigned long long)off, (unsigned long long)filesz, r->img.n);
-  }
-  return TL_OK;
-}
-
 /* ---- .nv.info records ------------------------------------------------- */
 
 typedef struct record {
@@ -228,9 +121,9 @@ typedef struct record {
 /* Steps to the next record at *off in s; 1 with *rec filled, 0 at the end
  * (or at an unknown format), -1 when a record runs past the section. */
 static int next_record(const section *s, size_t *off, record *rec) {
-  if (*off + 4 > s->data.n)
+  if (*off + 4 > s->n)
     return 0;
-  const unsigned char *p = s->data.p + *off;
+  const unsigned char *p = s->data + *off;
   rec->fmt = p[0];
   rec->attr = p[1];
   rec->value = rd16(p + 2);
@@ -243,7 +136,7 @@ static int next_record(const section *s, size_t *off, record *rec) {
     *off += 4;
     return 1;
   case EIFMT_SVAL:
-    if (!in_range(*off + 4, rec->value, s->data.n))
+    if (!in_range(*off + 4, rec->value, s->n))
       return -1;
     rec->data.p = p + 4;
     rec->data.n = rec->value;
@@ -263,17 +156,13 @@ static int next_record(const section *s, size_t *off, record *rec) {
 static tl_status read_notes(reader *r, const section *s, tl_cubin_info *info, int *note_arch,
                             int *tool_arch, int *tool_variant) {
   size_t off = 0;
-  while (off + 12 <= s->data.n) {
-    const unsigned char *p = s->data.p + off;
-    uint32_t namesz = rd32(p), descsz = rd32(p + 4), type = rd32(p + 8);
-    uint64_t name_pad = ((uint64_t)namesz + 3) & ~(uint64_t)3;
-    uint64_t desc_pad = ((uint64_t)descsz + 3) & ~(uint64_t)3;
-    if (!in_range(off + 12, name_pad, s->data.n) ||
-        !in_range(off + 12 + name_pad, descsz, s->data.n))
-      return bad(r, "note in section %s runs past its section", s->name);
-    const unsigned char *desc = p + 12 + name_pad;
-    int nvidia = namesz >= 6 && memcmp(p + 12, "NVIDIA", 6) == 0;
-    if (nvidia && type == NT_CUDA_TKINFO) {
+  tl_elf_note note;
+  int step;
+  while ((step = tl_elf_next_note(s, &off, &note)) > 0) {
+    const unsigned char *desc = note.desc;
+    uint32_t descsz = note.descsz;
+    int nvidia = note.namesz >= 6 && memcmp(note.name, "NVIDIA", 6) == 0;
+    if (nvidia && note.type == NT_CUDA_TKINFO) {
       long at = find_bytes(desc, descsz, "Cuda compilation tools", 22);
       if (at >= 0) {
         size_t len = 0;
@@ -295,13 +184,12 @@ static tl_status read_notes(reader *r, const section *s, tl_cubin_info *info, in
           *tool_arch = a;
         }
       }
-    } else if (nvidia && type == NT_CUDA_CUINFO && descsz >= 4 && rd16(desc) == 2) {
+    } else if (nvidia && note.type == NT_CUDA_CUINFO && descsz >= 4 && rd16(desc) == 2) {
       *note_arch = rd16(desc + 2);
     }
-    if (!in_range(off + 12 + name_pad, desc_pad, s->data.n))
-      break; /* the last note's padding may be cut off */
-    off += 12 + name_pad + desc_pad;
   }
+  if (step < 0)
+    return bad(r, "a note in section %s runs past its section", s->name);
   return TL_OK;
 }
 
@@ -428,61 +316,44 @@ static int read_compat_accel(const section *s) {
 }
 
 static tl_status inspect(reader *r, tl_cubin_info *out) {
-  const unsigned char *img = r->img.p;
-  size_t n = r->img.n;
-  if (n < EHDR_SIZE)
-    return bad(r, "%zu bytes, shorter than an ELF64 header", n);
-  if (memcmp(img, "\177ELF", 4) != 0)
-    return bad(r, "no ELF magic");
-  if (img[4] != 2)
-    return bad(r, "not ELF64 (class %u)", img[4]);
-  if (img[5] != 1)
-    return bad(r, "not little-endian (data encoding %u)", img[5]);
-  if (img[6] != 1 || rd32(img + 20) != 1)
-    return bad(r, "unknown ELF version");
-  if (rd16(img + 18) != TL_EM_CUDA)
-    return bad(r, "e_machine is %u, not EM_CUDA (%d)", rd16(img + 18), TL_EM_CUDA);
-  out->os_abi = img[7];
+  tl_elf *e = &r->elf;
+  if (e->machine != TL_EM_CUDA)
+    return bad(r, "e_machine is %u, not EM_CUDA (%d)", e->machine, TL_EM_CUDA);
+  out->os_abi = (int)e->os_abi;
   if (out->os_abi != ELFOSABI_CUDA && out->os_abi != ELFOSABI_CUDA_V2)
     return bad(r, "OS ABI 0x%02x is not CUDA's (0x%02x or 0x%02x)", (unsigned)out->os_abi,
                ELFOSABI_CUDA, ELFOSABI_CUDA_V2);
-  out->abi_version = img[8];
-  out->e_flags = rd32(img + 48);
+  out->abi_version = (int)e->abi_version;
+  out->e_flags = e->flags;
   int accel = 0;
   tl_status st = tl_cubin_decode_flags(out->abi_version, out->e_flags, &out->arch, &accel, r->err);
   if (st != TL_OK)
     return st;
   if (out->abi_version == TL_CUDA_ABI_V1)
     out->virtual_arch = (int)((out->e_flags >> 16) & 0xff);
-  if (rd16(img + 52) < EHDR_SIZE)
-    return bad(r, "e_ehsize %u is smaller than an ELF64 header", rd16(img + 52));
-  if (rd16(img + 58) != SHDR_SIZE)
-    return bad(r, "section header size %u, not %d", rd16(img + 58), SHDR_SIZE);
-  st = load_sections(r, rd64(img + 40), rd16(img + 60), rd16(img + 62));
-  if (st != TL_OK)
+  if ((st = tl_elf_load(e)) != TL_OK)
     return st;
-  st = check_segments(r, rd64(img + 32), rd16(img + 54), rd16(img + 56));
-  if (st != TL_OK)
-    return st;
+  section *secs = e->secs;
+  size_t nsecs = e->nsecs;
 
   /* The symbol table. */
   const section *symtab = NULL, *strtab = NULL;
-  for (size_t i = 0; i < r->nsecs; i++) {
-    if (r->secs[i].type != SHT_SYMTAB)
+  for (size_t i = 0; i < nsecs; i++) {
+    if (secs[i].type != TL_SHT_SYMTAB)
       continue;
     if (symtab)
       return bad(r, "more than one symbol table");
-    symtab = &r->secs[i];
+    symtab = &secs[i];
   }
   if (!symtab)
     return bad(r, "no symbol table");
-  if (symtab->entsize != SYM_SIZE || symtab->data.n % SYM_SIZE != 0)
+  if (symtab->entsize != TL_ELF_SYM_SIZE || symtab->n % TL_ELF_SYM_SIZE != 0)
     return bad(r, "symbol table entry size %llu or size %zu is wrong",
-               (unsigned long long)symtab->entsize, symtab->data.n);
-  if (symtab->link >= r->nsecs || r->secs[symtab->link].type != SHT_STRTAB)
+               (unsigned long long)symtab->entsize, symtab->n);
+  if (symtab->link >= nsecs || secs[symtab->link].type != TL_SHT_STRTAB)
     return bad(r, "symbol table's string table (section %u) is not a string table", symtab->link);
-  strtab = &r->secs[symtab->link];
-  size_t nsyms = symtab->data.n / SYM_SIZE;
+  strtab = &secs[symtab->link];
+  size_t nsyms = symtab->n / TL_ELF_SYM_SIZE;
   if (nsyms > MAX_SYMBOLS)
     return tl_error_set(r->err, TL_LIMIT, "cubin has %zu symbols, more than %d", nsyms, MAX_SYMBOLS);
 
@@ -492,9 +363,9 @@ static tl_status inspect(reader *r, tl_cubin_info *out) {
   int reserved_marker = 0;
   size_t nk = 0;
   for (size_t i = 0; i < nsyms; i++) {
-    const unsigned char *sp = symtab->data.p + i * SYM_SIZE;
+    const unsigned char *sp = symtab->data + i * TL_ELF_SYM_SIZE;
     sym_kernel[i] = -1;
-    const char *name = str_at(strtab, rd32(sp));
+    const char *name = tl_elf_str(strtab, rd32(sp));
     if (!name) {
       free(sym_kernel);
       return bad(r, "symbol %zu has a name outside its string table", i);
@@ -503,9 +374,9 @@ static tl_status inspect(reader *r, tl_cubin_info *out) {
       reserved_marker = 1;
     unsigned stinfo = sp[4], other = sp[5], shndx = rd16(sp + 6);
     unsigned type = stinfo & 0xf, bind = stinfo >> 4;
-    if (type != STT_FUNC || !(other & STO_CUDA_ENTRY) || (bind != STB_GLOBAL && bind != STB_WEAK))
+    if (type != TL_STT_FUNC || !(other & STO_CUDA_ENTRY) || (bind != TL_STB_GLOBAL && bind != TL_STB_WEAK))
       continue;
-    if (shndx == 0 || shndx >= r->nsecs) {
+    if (shndx == 0 || shndx >= nsecs) {
       free(sym_kernel);
       return bad(r, "kernel symbol %zu has section index %u out of range", i, shndx);
     }
@@ -519,8 +390,8 @@ static tl_status inspect(reader *r, tl_cubin_info *out) {
     }
     sym_kernel[i] = (int)nk++;
   }
-  for (size_t i = 0; i < r->nsecs; i++)
-    if (starts_with(r->secs[i].name, ".nv.shared.reserved."))
+  for (size_t i = 0; i < nsecs; i++)
+    if (starts_with(secs[i].name, ".nv.shared.reserved."))
       reserved_marker = 1;
 
   out->kernels = calloc(nk ? nk : 1, sizeof *out->kernels);
@@ -531,9 +402,9 @@ static tl_status inspect(reader *r, tl_cubin_info *out) {
   for (size_t i = 0; i < nsyms; i++) {
     if (sym_kernel[i] < 0)
       continue;
-    const unsigned char *sp = symtab->data.p + i * SYM_SIZE;
+    const unsigned char *sp = symtab->data + i * TL_ELF_SYM_SIZE;
     tl_cubin_kernel *k = &out->kernels[sym_kernel[i]];
-    k->name = strdup(str_at(strtab, rd32(sp)));
+    k->name = strdup(tl_elf_str(strtab, rd32(sp)));
     if (!k->name) {
       free(sym_kernel);
       return tl_error_set(r->err, TL_NOMEM, "out of memory reading a cubin");
@@ -541,7 +412,7 @@ static tl_status inspect(reader *r, tl_cubin_info *out) {
     out->nkernels++;
     k->registers = k->max_registers = k->barriers = k->param_bytes = -1;
     k->min_stack_bytes = k->max_stack_bytes = -1;
-    k->code_bytes = r->secs[rd16(sp + 6)].size;
+    k->code_bytes = secs[rd16(sp + 6)].size;
   }
 
   /* Kernel names sorted, for looking up .nv.info.<name>/.nv.shared.<name>. */
@@ -564,14 +435,14 @@ static tl_status inspect(reader *r, tl_cubin_info *out) {
 
   /* Per-kernel sections, global attributes, compat flags, notes. */
   int compat_accel = -1, note_arch = 0, tool_arch = 0, tool_variant = 0;
-  for (size_t i = 0; i < r->nsecs && st == TL_OK; i++) {
-    const section *s = &r->secs[i];
+  for (size_t i = 0; i < nsecs && st == TL_OK; i++) {
+    const section *s = &secs[i];
     tl_cubin_kernel *k;
     if (strcmp(s->name, ".nv.info") == 0) {
       st = read_global_info(r, s, sym_kernel, nsyms, out);
     } else if (strcmp(s->name, ".nv.compat") == 0) {
       compat_accel = read_compat_accel(s);
-    } else if (s->type == SHT_NOTE) {
+    } else if (s->type == TL_SHT_NOTE) {
       st = read_notes(r, s, out, &note_arch, &tool_arch, &tool_variant);
     } else if ((k = kernel_named(out, sorted, s->name, ".nv.info.")) != NULL) {
       st = read_kernel_info(r, s, k);
@@ -613,9 +484,11 @@ tl_status tl_cubin_inspect(const void *bytes, size_t n, tl_cubin_info *out, tl_e
   if (n > TL_CUBIN_MAX_BYTES)
     return tl_error_set(err, TL_TOO_LARGE, "cubin of %zu bytes is over the limit of %u", n,
                         TL_CUBIN_MAX_BYTES);
-  reader r = {{bytes, n}, err, NULL, 0};
-  tl_status st = inspect(&r, out);
-  free(r.secs);
+  reader r = {.err = err};
+  tl_status st = tl_elf_open(&r.elf, bytes, n, "not a cubin", err);
+  if (st == TL_OK)
+    st = inspect(&r, out);
+  tl_elf_close(&r.elf);
   if (st != TL_OK)
     tl_cubin_info_free(out);
   return st;

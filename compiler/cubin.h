@@ -61,16 +61,17 @@
  * unknown format (kept, not an error: newer toolkits may add some); a record
  * that runs past its section is an error.
  */
-#ifndef TL_ELF_H
-#define TL_ELF_H
+#ifndef TL_CUBIN_H
+#define TL_CUBIN_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include "../proto/tl_error.h"
+#include "elf.h"
 
 /* Limits. */
 #define TL_CUBIN_MAX_BYTES    (1u << 30) /* image size */
-#define TL_CUBIN_MAX_SECTIONS 65280      /* below SHN_LORESERVE */
+#define TL_CUBIN_MAX_SECTIONS TL_ELF_MAX_SECTIONS
 #define TL_CUBIN_MAX_KERNELS  4096
 #define TL_CUBIN_MAX_NAME     4096       /* bytes of a kernel name */
 

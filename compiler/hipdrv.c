@@ -1,5 +1,8 @@
 /*
- * hipdrv.c - the HIP runtime through dlopen: the few types, enum values,
+ * hipdrv.c - the HIP entry of gpudrv.h's driver table: the HIP runtime
+ * through dlopen, with the check of a code object before it is loaded.
+ * Argument checks, module bookkeeping and launch checks are gpudrv.c's.
+ * The few types, enum values,
  * structures and entry points we use are declared here from ROCm 6.0's
  * public headers (include/hip/hip_runtime_api.h, driver_types.h and
  * hip_deprecated.h of ROCm/HIP, tag rocm-6.0.0; the values used are the
@@ -27,11 +30,11 @@
  *     two dimensions to 32 bits; tl_hip_launch checks all three first.
  */
 #include <dlfcn.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "elf.h"
 #include "hipdrv.h"
 
 /* ---- the runtime's ABI (ROCm 6.0 headers) ------------------------------ */
@@ -316,60 +319,35 @@ typedef union hip_props_buf {
 
 typedef hipError_t (*props_fn)(void *, int);
 
-struct tl_hip {
+typedef struct hip_rt {
   void *lib;
   int dev;
-  tl_hip_device info;
+  tl_gpu_device *info; /* the handle's, filled at open */
 #define HIP_FIELD_(field, sym, ret, args) ret(*field) args;
   HIP_FUNCS(HIP_FIELD_)
 #undef HIP_FIELD_
-};
-
-struct tl_hip_func {
-  tl_hip_module *mod;
-  hipFunction_t fn;
-  int static_smem; /* HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, read at lookup */
-  int max_threads; /* HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK */
-  char *name;
-  tl_hip_func *next;
-};
-
-struct tl_hip_module {
-  tl_hip *h;
-  hipModule_t mod;
-  pthread_mutex_t lock; /* guards the function list */
-  tl_hip_func *funcs;
-};
-
-struct tl_hip_event {
-  tl_hip *h;
-  hipEvent_t ev;
-};
+} hip_rt;
 
 /* ---- errors ----------------------------------------------------------- */
 
 /* Fills err for a failed runtime call and returns `code`. */
-static tl_status hip_fail(const tl_hip *h, tl_status code, hipError_t r, tl_error *err,
-                          const char *what) {
+static tl_status hip_fail(const hip_rt *h, tl_status code, hipError_t r, tl_error *err, const char *what) {
   const char *name = h && h->GetErrorName ? h->GetErrorName(r) : NULL;
   const char *text = h && h->GetErrorString ? h->GetErrorString(r) : NULL;
   if (!name || !*name)
     return tl_error_set(err, code, "%s: HIP error %d", what, r);
-  return tl_error_set(err, code, "%s: %.100s (%.200s)", what, name,
-                      text && *text ? text : "no description");
+  return tl_error_set(err, code, "%s: %.100s (%.200s)", what, name, text && *text ? text : "no description");
 }
 
-#define HIP_CHECK(h, call, err, what)                                                        \
-  do {                                                                                       \
-    hipError_t r_ = (call);                                                                  \
-    if (r_ != hipSuccess)                                                                    \
-      return hip_fail((h), TL_DEVICE, r_, (err), (what));                                    \
-  } while (0)
+/* Returns TL_OK, or the failure of the call `what`. */
+static tl_status hip_check(const hip_rt *h, hipError_t r, tl_error *err, const char *what) {
+  return r == hipSuccess ? TL_OK : hip_fail(h, TL_DEVICE, r, err, what);
+}
 
 /* Makes the handle's device current on this thread. */
-static tl_status bind(tl_hip *h, tl_error *err) {
-  HIP_CHECK(h, h->SetDevice(h->dev), err, "hipSetDevice");
-  return TL_OK;
+static tl_status hip_bind(void *rt, tl_error *err) {
+  hip_rt *h = rt;
+  return hip_check(h, h->SetDevice(h->dev), err, "hipSetDevice");
 }
 
 /* ---- architectures ----------------------------------------------------- */
@@ -402,7 +380,7 @@ const char *tl_hip_arch_of_mach(int mach) {
 
 /* ---- opening ---------------------------------------------------------- */
 
-static const char *resolve(tl_hip *h) {
+static const char *resolve(hip_rt *h) {
 #define HIP_RESOLVE_(field, sym, ret, args)                                                  \
   *(void **)&h->field = dlsym(h->lib, sym);                                                  \
   if (!h->field)                                                                             \
@@ -412,7 +390,7 @@ static const char *resolve(tl_hip *h) {
   return NULL;
 }
 
-static int attr(tl_hip *h, int which) {
+static int attr(hip_rt *h, int which) {
   int v = 0;
   if (h->DeviceGetAttribute(&v, which, h->dev) != hipSuccess)
     return 0;
@@ -430,7 +408,7 @@ static const char *const default_libs[] = {
 
 /* Opens the first library that loads.  On failure fills err: every name
  * tried when none exists, else the first that exists but does not load. */
-static tl_status open_library(tl_hip *h, tl_error *err) {
+static tl_status open_library(hip_rt *h, tl_error *err) {
   const char *env = getenv("TL_LIBHIP");
   const char *one[1] = {env};
   const char *const *names = env && *env ? one : default_libs;
@@ -442,7 +420,7 @@ static tl_status open_library(tl_hip *h, tl_error *err) {
      * process-wide state); RTLD_LOCAL keeps its symbols out of ours. */
     h->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (h->lib) {
-      snprintf(h->info.library, sizeof h->info.library, "%s", names[i]);
+      snprintf(h->info->library, sizeof h->info->library, "%s", names[i]);
       return TL_OK;
     }
     const char *e = dlerror();
@@ -460,8 +438,8 @@ static tl_status open_library(tl_hip *h, tl_error *err) {
 
 /* Reads name and architecture from the properties structure (see the top
  * of the file for the two layouts). */
-static tl_status read_props(tl_hip *h, tl_error *err) {
-  tl_hip_device *d = &h->info;
+static tl_status read_props(hip_rt *h, tl_error *err) {
+  tl_gpu_device *d = h->info;
   props_fn r0600 = NULL, r0000 = NULL;
   *(void **)&r0600 = dlsym(h->lib, "hipGetDevicePropertiesR0600");
   if (!r0600)
@@ -489,7 +467,7 @@ static tl_status read_props(tl_hip *h, tl_error *err) {
   free(p);
   /* "gfx90a:sramecc+:xnack-": the processor is what comes before ':'. */
   size_t n = strcspn(d->target_id, ":");
-  int ok = n >= 4 && n < TL_HIP_ARCH_MAX && strncmp(d->target_id, "gfx", 3) == 0;
+  int ok = n >= 4 && n < TL_GPU_ARCH_MAX && strncmp(d->target_id, "gfx", 3) == 0;
   for (size_t i = 3; ok && i < n; i++)
     ok = (d->target_id[i] >= '0' && d->target_id[i] <= '9') ||
          (d->target_id[i] >= 'a' && d->target_id[i] <= 'z');
@@ -500,58 +478,36 @@ static tl_status read_props(tl_hip *h, tl_error *err) {
                         h->dev, d->target_id,
                         r0600 ? "hipGetDevicePropertiesR0600" : "hipGetDeviceProperties",
                         d->library);
-  memcpy(d->arch, d->target_id, n);
-  d->arch[n] = 0;
+  memcpy(d->arch_name, d->target_id, n);
+  d->arch_name[n] = 0;
   if (!d->name[0])
-    snprintf(d->name, sizeof d->name, "AMD GPU %d (%s)", h->dev, d->arch);
+    snprintf(d->name, sizeof d->name, "AMD GPU %d (%s)", h->dev, d->arch_name);
   return TL_OK;
 }
 
-tl_status tl_hip_open(int ordinal, tl_hip **out, tl_error *err) {
-  if (!out)
-    return tl_error_set(err, TL_INVALID_ARG, "tl_hip_open: NULL argument");
-  *out = NULL;
-  if (ordinal < 0)
-    return tl_error_set(err, TL_INVALID_ARG, "device ordinal %d is negative", ordinal);
-  tl_hip *h = calloc(1, sizeof *h);
-  if (!h)
-    return tl_error_set(err, TL_NOMEM, "out of memory opening the HIP runtime");
-  tl_status st = open_library(h, err);
-  if (st != TL_OK) {
-    free(h);
-    return st;
-  }
-  const char *libname = h->info.library;
+/* Initialises the runtime and selects the device; fills h->info. */
+static tl_status hip_start(hip_rt *h, int ordinal, tl_error *err) {
+  const char *libname = h->info->library;
   const char *missing = resolve(h);
-  if (missing) {
-    st = tl_error_set(err, TL_NO_DEVICE, "no usable HIP runtime (%s lacks %s)", libname, missing);
-    goto fail;
-  }
+  if (missing)
+    return tl_error_set(err, TL_NO_DEVICE, "no usable HIP runtime (%s lacks %s)", libname, missing);
   hipError_t r = h->Init(0);
-  if (r == hipErrorNoDevice || r == hipErrorInvalidDevice) {
-    st = tl_error_set(err, TL_NO_DEVICE, "no HIP device (%s)", libname);
-    goto fail;
-  }
-  if (r != hipSuccess) {
-    st = hip_fail(h, TL_NO_DEVICE, r, err, "no HIP device: the runtime did not initialise: hipInit");
-    goto fail;
-  }
+  if (r == hipErrorNoDevice || r == hipErrorInvalidDevice)
+    return tl_error_set(err, TL_NO_DEVICE, "no HIP device (%s)", libname);
+  if (r != hipSuccess)
+    return hip_fail(h, TL_NO_DEVICE, r, err, "no HIP device: the runtime did not initialise: hipInit");
   int count = 0;
   r = h->GetDeviceCount(&count);
-  if (r != hipSuccess || count <= 0) {
-    st = tl_error_set(err, TL_NO_DEVICE, "no HIP device (%s)", libname);
-    goto fail;
-  }
-  if (ordinal >= count) {
-    st = tl_error_set(err, TL_INVALID_ARG, "there is no HIP device %d (%d device%s: 0 to %d)",
-                      ordinal, count, count == 1 ? "" : "s", count - 1);
-    goto fail;
-  }
+  if (r != hipSuccess || count <= 0)
+    return tl_error_set(err, TL_NO_DEVICE, "no HIP device (%s)", libname);
+  if (ordinal >= count)
+    return tl_error_set(err, TL_INVALID_ARG, "there is no HIP device %d (%d device%s: 0 to %d)", ordinal, count,
+                        count == 1 ? "" : "s", count - 1);
   h->dev = ordinal;
-  if ((st = bind(h, err)) != TL_OK || (st = read_props(h, err)) != TL_OK)
-    goto fail;
-  tl_hip_device *d = &h->info;
-  d->ordinal = ordinal;
+  tl_status st;
+  if ((st = hip_bind(h, err)) != TL_OK || (st = read_props(h, err)) != TL_OK)
+    return st;
+  tl_gpu_device *d = h->info;
   if (h->RuntimeGetVersion(&d->runtime_version) != hipSuccess)
     d->runtime_version = 0;
   d->multiprocessors = attr(h, hipDeviceAttributeMultiprocessorCount);
@@ -563,36 +519,39 @@ tl_status tl_hip_open(int ordinal, tl_hip **out, tl_error *err) {
   d->max_grid_dim[1] = attr(h, hipDeviceAttributeMaxGridDimY);
   d->max_grid_dim[2] = attr(h, hipDeviceAttributeMaxGridDimZ);
   d->max_shared_per_block = attr(h, hipDeviceAttributeMaxSharedMemoryPerBlock);
+  d->max_shared_per_block_optin = d->max_shared_per_block; /* no opt-in on AMD */
   d->max_registers_per_block = attr(h, hipDeviceAttributeMaxRegistersPerBlock);
   d->warp_size = attr(h, hipDeviceAttributeWarpSize);
-  *out = h;
   return TL_OK;
-fail:
-  /* RTLD_NODELETE keeps the mapping; dlclose only drops our reference. */
-  dlclose(h->lib);
-  free(h);
-  return st;
 }
 
-void tl_hip_close(tl_hip *h) {
+static tl_status hip_open(int ordinal, void **rt, tl_gpu_device *info, tl_error *err) {
+  hip_rt *h = calloc(1, sizeof *h);
   if (!h)
-    return;
+    return tl_error_set(err, TL_NOMEM, "out of memory opening the HIP runtime");
+  h->info = info;
+  tl_status st = open_library(h, err);
+  if (st != TL_OK) {
+    free(h);
+    return st;
+  }
+  if ((st = hip_start(h, ordinal, err)) != TL_OK) {
+    /* RTLD_NODELETE keeps the mapping; dlclose only drops our reference. */
+    dlclose(h->lib);
+    free(h);
+    return st;
+  }
+  *rt = h;
+  return TL_OK;
+}
+
+static void hip_close(void *rt) {
+  hip_rt *h = rt;
   dlclose(h->lib);
   free(h);
 }
-
-const char *tl_hip_arch(const tl_hip *h) { return h ? h->info.arch : ""; }
-
-const tl_hip_device *tl_hip_device_info(const tl_hip *h) { return h ? &h->info : NULL; }
 
 /* ---- code objects ------------------------------------------------------- */
-
-static uint64_t rd(const unsigned char *p, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; i--)
-    v = v << 8 | p[i];
-  return v;
-}
 
 /* Whether [off, off + count * size) lies within n bytes (no overflow). */
 static int within(uint64_t off, uint64_t count, uint64_t size, size_t n) {
@@ -618,7 +577,7 @@ static tl_status check_code_object(const unsigned char *b, size_t n, const char 
                         n >= 9 && memcmp(b, "//", 2) == 0 ? " (it looks like PTX text)" : "");
   if (b[4] != 2 || b[5] != 1)
     return tl_error_set(err, TL_UNSUPPORTED, "the image is not a little-endian ELF64 code object");
-  unsigned type = (unsigned)rd(b + 16, 2), machine = (unsigned)rd(b + 18, 2);
+  unsigned type = (unsigned)tl_elf_rd16(b + 16), machine = (unsigned)tl_elf_rd16(b + 18);
   if (machine != EM_AMDGPU)
     return tl_error_set(err, TL_UNSUPPORTED,
                         "the image is an ELF for machine %u%s, not an AMDGPU code object (%d)",
@@ -628,23 +587,23 @@ static tl_status check_code_object(const unsigned char *b, size_t n, const char 
                         "the code object is an ELF of type %u%s, not a linked one (ET_DYN, as "
                         "ld.lld -shared makes)",
                         type, type == ET_REL ? " (a relocatable object)" : "");
-  uint64_t phoff = rd(b + 32, 8), shoff = rd(b + 40, 8);
-  unsigned flags = (unsigned)rd(b + 48, 4);
-  unsigned phentsize = (unsigned)rd(b + 54, 2), phnum = (unsigned)rd(b + 56, 2);
-  unsigned shentsize = (unsigned)rd(b + 58, 2), shnum = (unsigned)rd(b + 60, 2);
+  uint64_t phoff = tl_elf_rd64(b + 32), shoff = tl_elf_rd64(b + 40);
+  unsigned flags = (unsigned)tl_elf_rd32(b + 48);
+  unsigned phentsize = (unsigned)tl_elf_rd16(b + 54), phnum = (unsigned)tl_elf_rd16(b + 56);
+  unsigned shentsize = (unsigned)tl_elf_rd16(b + 58), shnum = (unsigned)tl_elf_rd16(b + 60);
   if ((phnum && phentsize < 56) || (shnum && shentsize < 64) ||
       !within(phoff, phnum, phentsize, n) || !within(shoff, shnum, shentsize, n))
     return tl_error_set(err, TL_CORRUPT,
                         "the code object's ELF headers reach past its %zu bytes (truncated?)", n);
   for (unsigned i = 0; i < phnum; i++) {
     const unsigned char *ph = b + phoff + (uint64_t)i * phentsize;
-    if (!within(rd(ph + 8, 8), 1, rd(ph + 32, 8), n))
+    if (!within(tl_elf_rd64(ph + 8), 1, tl_elf_rd64(ph + 32), n))
       return tl_error_set(err, TL_CORRUPT,
                           "program header %u of the code object reaches past its %zu bytes", i, n);
   }
   for (unsigned i = 0; i < shnum; i++) {
     const unsigned char *sh = b + shoff + (uint64_t)i * shentsize;
-    if (rd(sh + 4, 4) != SHT_NOBITS && !within(rd(sh + 24, 8), 1, rd(sh + 32, 8), n))
+    if (tl_elf_rd32(sh + 4) != SHT_NOBITS && !within(tl_elf_rd64(sh + 24), 1, tl_elf_rd64(sh + 32), n))
       return tl_error_set(err, TL_CORRUPT, "section %u of the code object reaches past its %zu bytes",
                           i, n);
   }
@@ -655,198 +614,68 @@ static tl_status check_code_object(const unsigned char *b, size_t n, const char 
   return TL_OK;
 }
 
-tl_status tl_hip_load(tl_hip *h, const void *image, size_t n, tl_hip_module **out,
-                      tl_error *err) {
-  if (!out)
-    return tl_error_set(err, TL_INVALID_ARG, "tl_hip_load: NULL argument");
-  *out = NULL;
-  if (!h || !image || n == 0)
-    return tl_error_set(err, TL_INVALID_ARG, "tl_hip_load: no image given");
-  if (n > TL_HIP_MAX_IMAGE)
-    return tl_error_set(err, TL_TOO_LARGE, "image of %zu bytes is over the limit of %u", n,
-                        TL_HIP_MAX_IMAGE);
-  tl_status st = check_code_object(image, n, h->info.arch, err);
+static tl_status hip_load(void *rt, const void *image, size_t n, void **mod, char *log, tl_error *err) {
+  hip_rt *h = rt;
+  (void)log; /* the HIP runtime keeps no JIT log */
+  tl_status st = check_code_object(image, n, h->info->arch_name, err);
   if (st != TL_OK)
     return st;
-  if ((st = bind(h, err)) != TL_OK)
-    return st;
-  tl_hip_module *m = calloc(1, sizeof *m);
-  if (!m)
-    return tl_error_set(err, TL_NOMEM, "out of memory loading a module");
-  hipError_t r = h->ModuleLoadData(&m->mod, image);
+  hipModule_t m = NULL;
+  hipError_t r = h->ModuleLoadData(&m, image);
   if (r != hipSuccess) {
     char what[128];
-    snprintf(what, sizeof what, "hipModuleLoadData (code object of %zu bytes, on %s)", n,
-             h->info.arch);
-    free(m);
+    snprintf(what, sizeof what, "hipModuleLoadData (code object of %zu bytes, on %s)", n, h->info->arch_name);
     return hip_fail(h, TL_DEVICE, r, err, what);
   }
-  m->h = h;
-  pthread_mutex_init(&m->lock, NULL);
-  *out = m;
+  *mod = m;
   return TL_OK;
 }
 
-void tl_hip_unload(tl_hip_module *m) {
-  if (!m)
-    return;
-  for (tl_hip_func *f = m->funcs, *next; f; f = next) {
-    next = f->next;
-    free(f->name);
-    free(f);
-  }
-  if (bind(m->h, NULL) == TL_OK)
-    m->h->ModuleUnload(m->mod);
-  pthread_mutex_destroy(&m->lock);
-  free(m);
+static void hip_unload(void *rt, void *mod) { ((hip_rt *)rt)->ModuleUnload((hipModule_t)mod); }
+
+static tl_status hip_function(void *rt, void *mod, const char *name, void **fn, tl_error *err) {
+  hip_rt *h = rt;
+  hipFunction_t f = NULL;
+  hipError_t r = h->ModuleGetFunction(&f, (hipModule_t)mod, name);
+  if (r == hipErrorNotFound)
+    return TL_NOT_FOUND;
+  *fn = f;
+  return hip_check(h, r, err, "hipModuleGetFunction");
 }
 
-tl_status tl_hip_function(tl_hip_module *m, const char *name, tl_hip_func **out,
-                          tl_error *err) {
-  if (!out)
-    return tl_error_set(err, TL_INVALID_ARG, "tl_hip_function: NULL argument");
-  *out = NULL;
-  if (!m || !name || !*name)
-    return tl_error_set(err, TL_INVALID_ARG, "tl_hip_function: no module or name");
-  if (strlen(name) > 4096)
-    return tl_error_set(err, TL_LIMIT, "kernel name longer than 4096 bytes");
-  tl_hip *h = m->h;
-  pthread_mutex_lock(&m->lock);
-  for (tl_hip_func *f = m->funcs; f; f = f->next) {
-    if (strcmp(f->name, name) == 0) {
-      pthread_mutex_unlock(&m->lock);
-      *out = f;
-      return TL_OK;
-    }
-  }
-  tl_status st = bind(h, err);
-  hipFunction_t fn = NULL;
-  if (st == TL_OK) {
-    hipError_t r = h->ModuleGetFunction(&fn, m->mod, name);
-    if (r == hipErrorNotFound)
-      st = tl_error_set(err, TL_NOT_FOUND, "the module has no kernel named '%.200s'", name);
-    else if (r != hipSuccess)
-      st = hip_fail(h, TL_DEVICE, r, err, "hipModuleGetFunction");
-  }
-  tl_hip_func *f = NULL;
-  if (st == TL_OK) {
-    f = calloc(1, sizeof *f);
-    if (f)
-      f->name = strdup(name);
-    if (!f || !f->name) {
-      free(f);
-      f = NULL;
-      st = tl_error_set(err, TL_NOMEM, "out of memory looking up a kernel");
-    }
-  }
-  if (st == TL_OK) {
-    f->mod = m;
-    f->fn = fn;
-    if (h->FuncGetAttribute(&f->static_smem, HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn) != hipSuccess)
-      f->static_smem = 0;
-    if (h->FuncGetAttribute(&f->max_threads, HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn) !=
-        hipSuccess)
-      f->max_threads = 0;
-    f->next = m->funcs;
-    m->funcs = f;
-    *out = f;
-  }
-  pthread_mutex_unlock(&m->lock);
-  return st;
-}
-
-tl_status tl_hip_function_attrs(tl_hip_func *fn, tl_hip_func_attrs *out, tl_error *err) {
-  if (!fn || !out)
-    return tl_error_set(err, TL_INVALID_ARG, "tl_hip_function_attrs: NULL argument");
-  tl_hip *h = fn->mod->h;
-  tl_status st = bind(h, err);
-  if (st != TL_OK)
-    return st;
-  static const struct {
-    int attr;
-    size_t off;
-  } rows[] = {
-      {HIP_FUNC_ATTRIBUTE_NUM_REGS, offsetof(tl_hip_func_attrs, num_regs)},
-      {HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, offsetof(tl_hip_func_attrs, local_bytes)},
-      {HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, offsetof(tl_hip_func_attrs, shared_bytes)},
-      {HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, offsetof(tl_hip_func_attrs, max_threads)},
-      {HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-       offsetof(tl_hip_func_attrs, max_dynamic_shared)},
-      {HIP_FUNC_ATTRIBUTE_BINARY_VERSION, offsetof(tl_hip_func_attrs, binary_version)},
+static tl_status hip_fattr(void *rt, void *fn, tl_gpu_fattr which, int *value, tl_error *err) {
+  static const int native[TL_FATTR_COUNT] = {
+      [TL_FATTR_NUM_REGS] = HIP_FUNC_ATTRIBUTE_NUM_REGS,
+      [TL_FATTR_LOCAL_BYTES] = HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+      [TL_FATTR_SHARED_BYTES] = HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+      [TL_FATTR_CONST_BYTES] = -1,
+      [TL_FATTR_MAX_THREADS] = HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+      [TL_FATTR_MAX_DYNAMIC_SHARED] = HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+      [TL_FATTR_PTX_VERSION] = -1,
+      [TL_FATTR_BINARY_VERSION] = HIP_FUNC_ATTRIBUTE_BINARY_VERSION,
   };
-  tl_hip_func_attrs a;
-  memset(&a, 0, sizeof a);
-  for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
-    int v = 0;
-    HIP_CHECK(h, h->FuncGetAttribute(&v, rows[i].attr, fn->fn), err, "hipFuncGetAttribute");
-    memcpy((char *)&a + rows[i].off, &v, sizeof v);
-  }
-  *out = a;
-  return TL_OK;
+  hip_rt *h = rt;
+  *value = -1;
+  if (native[which] < 0)
+    return TL_OK;
+  return hip_check(h, h->FuncGetAttribute(value, native[which], (hipFunction_t)fn), err, "hipFuncGetAttribute");
 }
 
-tl_status tl_hip_launch(tl_hip_func *fn, const unsigned grid[3], const unsigned block[3],
-                        unsigned dyn_smem, tl_hip_stream stream, void **args, tl_error *err) {
-  if (!fn || !grid || !block)
-    return tl_error_set(err, TL_INVALID_ARG, "tl_hip_launch: NULL argument");
-  tl_hip *h = fn->mod->h;
-  const tl_hip_device *d = &h->info;
-  static const char dims[] = "xyz";
-  for (int i = 0; i < 3; i++)
-    if (grid[i] == 0 || block[i] == 0)
-      return tl_error_set(err, TL_INVALID_ARG,
-                          "launch of %s with a zero dimension: grid %ux%ux%u, block %ux%ux%u",
-                          fn->name, grid[0], grid[1], grid[2], block[0], block[1], block[2]);
-  unsigned long long threads = (unsigned long long)block[0] * block[1] * block[2];
-  unsigned long long limit = (unsigned long long)d->max_threads_per_block;
-  if (fn->max_threads > 0 && (limit == 0 || (unsigned long long)fn->max_threads < limit))
-    limit = (unsigned long long)fn->max_threads;
-  if (limit > 0 && threads > limit)
-    return tl_error_set(err, TL_LIMIT,
-                        "block of %llu threads for %s is over its limit of %llu by %llu", threads,
-                        fn->name, limit, threads - limit);
-  for (int i = 0; i < 3; i++) {
-    if (d->max_block_dim[i] > 0 && block[i] > (unsigned)d->max_block_dim[i])
-      return tl_error_set(err, TL_LIMIT, "block dimension %c of %s is %u, over the device's %d by %u",
-                          dims[i], fn->name, block[i], d->max_block_dim[i],
-                          block[i] - (unsigned)d->max_block_dim[i]);
-    unsigned long long items = (unsigned long long)grid[i] * block[i];
-    if (items > 0xffffffffull)
-      return tl_error_set(err, TL_LIMIT,
-                          "grid dimension %c of %s spans %llu work-items (%u blocks of %u), over "
-                          "the 4294967295 an AMD dispatch can count by %llu",
-                          dims[i], fn->name, items, grid[i], block[i], items - 0xffffffffull);
-  }
-  unsigned long long smem = (unsigned long long)dyn_smem + (unsigned)fn->static_smem;
-  unsigned long long smax = (unsigned long long)d->max_shared_per_block;
-  if (smax > 0 && smem > smax)
-    return tl_error_set(err, TL_LIMIT,
-                        "%s needs %llu bytes of LDS (%d static + %u dynamic), over the "
-                        "device's %llu per workgroup by %llu",
-                        fn->name, smem, fn->static_smem, dyn_smem, smax, smem - smax);
-  tl_status st = bind(h, err);
-  if (st != TL_OK)
-    return st;
-  HIP_CHECK(h,
-            h->ModuleLaunchKernel(fn->fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                  dyn_smem, (hipStream_t)stream, args, NULL),
-            err, "hipModuleLaunchKernel");
-  return TL_OK;
+static tl_status hip_launch(void *rt, void *fn, const unsigned grid[3], const unsigned block[3], unsigned dyn_smem,
+                            tl_gpu_stream stream, void **args, tl_error *err) {
+  hip_rt *h = rt;
+  return hip_check(h,
+                   h->ModuleLaunchKernel((hipFunction_t)fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                         dyn_smem, (hipStream_t)stream, args, NULL),
+                   err, "hipModuleLaunchKernel");
 }
 
 /* ---- memory, streams, events ------------------------------------------ */
 
-static void *as_ptr(tl_hip_ptr p) { return (void *)(uintptr_t)p; }
+static void *as_ptr(tl_gpu_ptr p) { return (void *)(uintptr_t)p; }
 
-tl_status tl_hip_alloc(tl_hip *h, size_t bytes, tl_hip_ptr *out, tl_error *err) {
-  if (!h || !out)
-    return tl_error_set(err, TL_INVALID_ARG, "tl_hip_alloc: NULL argument");
-  *out = 0;
-  if (bytes == 0)
-    return tl_error_set(err, TL_INVALID_ARG, "tl_hip_alloc: zero bytes");
-  tl_status st = bind(h, err);
-  if (st != TL_OK)
-    return st;
+static tl_status hip_alloc(void *rt, size_t bytes, tl_gpu_ptr *out, tl_error *err) {
+  hip_rt *h = rt;
   void *p = NULL;
   hipError_t r = h->Malloc(&p, bytes);
   if (r != hipSuccess) {
@@ -854,139 +683,96 @@ tl_status tl_hip_alloc(tl_hip *h, size_t bytes, tl_hip_ptr *out, tl_error *err) 
     snprintf(what, sizeof what, "hipMalloc of %zu bytes", bytes);
     return hip_fail(h, TL_DEVICE, r, err, what);
   }
-  *out = (tl_hip_ptr)(uintptr_t)p;
+  *out = (tl_gpu_ptr)(uintptr_t)p;
   return TL_OK;
 }
 
-void tl_hip_free(tl_hip *h, tl_hip_ptr p) {
-  if (!h || !p || bind(h, NULL) != TL_OK)
-    return;
-  h->Free(as_ptr(p));
-}
+static void hip_free(void *rt, tl_gpu_ptr p) { ((hip_rt *)rt)->Free(as_ptr(p)); }
 
-tl_status tl_hip_upload(tl_hip *h, tl_hip_ptr dst, const void *src, size_t bytes, tl_error *err) {
-  if (!h || (!src && bytes))
-    return tl_error_set(err, TL_INVALID_ARG, "tl_hip_upload: NULL argument");
-  if (bytes == 0)
-    return TL_OK;
-  tl_status st = bind(h, err);
-  if (st != TL_OK)
-    return st;
+static tl_status hip_upload(void *rt, tl_gpu_ptr dst, const void *src, size_t bytes, tl_error *err) {
+  hip_rt *h = rt;
   /* hipMemcpyHtoD's source is not const in the header; it is only read. */
-  HIP_CHECK(h, h->MemcpyHtoD(as_ptr(dst), (void *)(uintptr_t)src, bytes), err, "hipMemcpyHtoD");
-  return TL_OK;
+  return hip_check(h, h->MemcpyHtoD(as_ptr(dst), (void *)(uintptr_t)src, bytes), err, "hipMemcpyHtoD");
 }
 
-tl_status tl_hip_download(tl_hip *h, void *dst, tl_hip_ptr src, size_t bytes, tl_error *err) {
-  if (!h || (!dst && bytes))
-    return tl_error_set(err, TL_INVALID_ARG, "tl_hip_download: NULL argument");
-  if (bytes == 0)
-    return TL_OK;
-  tl_status st = bind(h, err);
-  if (st != TL_OK)
-    return st;
-  HIP_CHECK(h, h->MemcpyDtoH(dst, as_ptr(src), bytes), err, "hipMemcpyDtoH");
-  return TL_OK;
+static tl_status hip_download(void *rt, void *dst, tl_gpu_ptr src, size_t bytes, tl_error *err) {
+  hip_rt *h = rt;
+  return hip_check(h, h->MemcpyDtoH(dst, as_ptr(src), bytes), err, "hipMemcpyDtoH");
 }
 
-tl_status tl_hip_memset8(tl_hip *h, tl_hip_ptr dst, unsigned char value, size_t bytes,
-                         tl_error *err) {
-  if (!h)
-    return tl_error_set(err, TL_INVALID_ARG, "tl_hip_memset8: NULL handle");
-  if (bytes == 0)
-    return TL_OK;
-  tl_status st = bind(h, err);
-  if (st != TL_OK)
-    return st;
-  HIP_CHECK(h, h->MemsetD8(as_ptr(dst), value, bytes), err, "hipMemsetD8");
-  return TL_OK;
+static tl_status hip_memset8(void *rt, tl_gpu_ptr dst, unsigned char value, size_t bytes, tl_error *err) {
+  hip_rt *h = rt;
+  return hip_check(h, h->MemsetD8(as_ptr(dst), value, bytes), err, "hipMemsetD8");
 }
 
-tl_status tl_hip_stream_create(tl_hip *h, tl_hip_stream *out, tl_error *err) {
-  if (!h || !out)
-    return tl_error_set(err, TL_INVALID_ARG, "tl_hip_stream_create: NULL argument");
-  *out = NULL;
-  tl_status st = bind(h, err);
-  if (st != TL_OK)
-    return st;
+static tl_status hip_stream_create(void *rt, tl_gpu_stream *out, tl_error *err) {
+  hip_rt *h = rt;
   hipStream_t s = NULL;
-  HIP_CHECK(h, h->StreamCreateWithFlags(&s, hipStreamNonBlocking), err, "hipStreamCreateWithFlags");
+  tl_status st = hip_check(h, h->StreamCreateWithFlags(&s, hipStreamNonBlocking), err, "hipStreamCreateWithFlags");
   *out = s;
-  return TL_OK;
+  return st;
 }
 
-void tl_hip_stream_destroy(tl_hip *h, tl_hip_stream s) {
-  if (!h || !s || bind(h, NULL) != TL_OK)
-    return;
-  h->StreamDestroy((hipStream_t)s);
+static void hip_stream_destroy(void *rt, tl_gpu_stream s) { ((hip_rt *)rt)->StreamDestroy((hipStream_t)s); }
+
+static tl_status hip_stream_sync(void *rt, tl_gpu_stream s, tl_error *err) {
+  hip_rt *h = rt;
+  return hip_check(h, h->StreamSynchronize((hipStream_t)s), err, "hipStreamSynchronize");
 }
 
-tl_status tl_hip_stream_sync(tl_hip *h, tl_hip_stream s, tl_error *err) {
-  if (!h)
-    return tl_error_set(err, TL_INVALID_ARG, "tl_hip_stream_sync: NULL handle");
-  tl_status st = bind(h, err);
-  if (st != TL_OK)
-    return st;
-  HIP_CHECK(h, h->StreamSynchronize((hipStream_t)s), err, "hipStreamSynchronize");
-  return TL_OK;
+static tl_status hip_sync(void *rt, tl_error *err) {
+  hip_rt *h = rt;
+  return hip_check(h, h->DeviceSynchronize(), err, "hipDeviceSynchronize");
 }
 
-tl_status tl_hip_sync(tl_hip *h, tl_error *err) {
-  if (!h)
-    return tl_error_set(err, TL_INVALID_ARG, "tl_hip_sync: NULL handle");
-  tl_status st = bind(h, err);
-  if (st != TL_OK)
-    return st;
-  HIP_CHECK(h, h->DeviceSynchronize(), err, "hipDeviceSynchronize");
-  return TL_OK;
+static tl_status hip_event_create(void *rt, void **ev, tl_error *err) {
+  hip_rt *h = rt;
+  hipEvent_t e = NULL;
+  tl_status st = hip_check(h, h->EventCreate(&e), err, "hipEventCreate");
+  *ev = e;
+  return st;
 }
 
-tl_status tl_hip_event_create(tl_hip *h, tl_hip_event **out, tl_error *err) {
-  if (!h || !out)
-    return tl_error_set(err, TL_INVALID_ARG, "tl_hip_event_create: NULL argument");
-  *out = NULL;
-  tl_status st = bind(h, err);
-  if (st != TL_OK)
-    return st;
-  tl_hip_event *e = calloc(1, sizeof *e);
-  if (!e)
-    return tl_error_set(err, TL_NOMEM, "out of memory creating an event");
-  hipError_t r = h->EventCreate(&e->ev);
-  if (r != hipSuccess) {
-    free(e);
-    return hip_fail(h, TL_DEVICE, r, err, "hipEventCreate");
-  }
-  e->h = h;
-  *out = e;
-  return TL_OK;
+static tl_status hip_event_record(void *rt, void *ev, tl_gpu_stream s, tl_error *err) {
+  hip_rt *h = rt;
+  return hip_check(h, h->EventRecord((hipEvent_t)ev, (hipStream_t)s), err, "hipEventRecord");
 }
 
-tl_status tl_hip_event_record(tl_hip_event *ev, tl_hip_stream s, tl_error *err) {
-  if (!ev)
-    return tl_error_set(err, TL_INVALID_ARG, "tl_hip_event_record: NULL event");
-  tl_status st = bind(ev->h, err);
-  if (st != TL_OK)
-    return st;
-  HIP_CHECK(ev->h, ev->h->EventRecord(ev->ev, (hipStream_t)s), err, "hipEventRecord");
-  return TL_OK;
+static tl_status hip_event_elapsed(void *rt, void *start, void *end, float *ms, tl_error *err) {
+  hip_rt *h = rt;
+  tl_status st = hip_check(h, h->EventSynchronize((hipEvent_t)end), err, "hipEventSynchronize");
+  return st != TL_OK ? st
+                     : hip_check(h, h->EventElapsedTime(ms, (hipEvent_t)start, (hipEvent_t)end), err,
+                                 "hipEventElapsedTime");
 }
 
-tl_status tl_hip_event_elapsed(tl_hip_event *start, tl_hip_event *end, float *ms, tl_error *err) {
-  if (!start || !end || !ms || start->h != end->h)
-    return tl_error_set(err, TL_INVALID_ARG, "tl_hip_event_elapsed: bad arguments");
-  tl_hip *h = end->h;
-  tl_status st = bind(h, err);
-  if (st != TL_OK)
-    return st;
-  HIP_CHECK(h, h->EventSynchronize(end->ev), err, "hipEventSynchronize");
-  HIP_CHECK(h, h->EventElapsedTime(ms, start->ev, end->ev), err, "hipEventElapsedTime");
-  return TL_OK;
-}
+static void hip_event_destroy(void *rt, void *ev) { ((hip_rt *)rt)->EventDestroy((hipEvent_t)ev); }
 
-void tl_hip_event_destroy(tl_hip_event *ev) {
-  if (!ev)
-    return;
-  if (bind(ev->h, NULL) == TL_OK)
-    ev->h->EventDestroy(ev->ev);
-  free(ev);
-}
+const tl_gpu_driver tl_gpu_hip_driver = {
+    .api = TL_GPU_HIP,
+    .name = "HIP",
+    .smem_name = "LDS",
+    .block_name = "workgroup",
+    .items_32bit = true,
+    .open = hip_open,
+    .close = hip_close,
+    .bind = hip_bind,
+    .load = hip_load,
+    .unload = hip_unload,
+    .function = hip_function,
+    .fattr = hip_fattr,
+    .launch = hip_launch,
+    .alloc = hip_alloc,
+    .free = hip_free,
+    .upload = hip_upload,
+    .download = hip_download,
+    .memset8 = hip_memset8,
+    .stream_create = hip_stream_create,
+    .stream_destroy = hip_stream_destroy,
+    .stream_sync = hip_stream_sync,
+    .sync = hip_sync,
+    .event_create = hip_event_create,
+    .event_record = hip_event_record,
+    .event_elapsed = hip_event_elapsed,
+    .event_destroy = hip_event_destroy,
+};

@@ -4,81 +4,41 @@
  * MessagePack-to-JSON reader for the metadata note, the metadata's kernels
  * and arguments, and each kernel's descriptor checked against its entry.
  *
- * Every field is read with the bounds-checked helpers below; a section's
- * contents are only touched through a (pointer, size) pair that was checked
- * against the image once, in load_sections.  The MessagePack reader is
+ * The ELF64 structure itself (header, section and program header tables,
+ * string tables, symbols, notes) is read by elf.c, shared with the cubin
+ * reader; a section's contents are only touched through the (data, n) pair
+ * that tl_elf_load checked against the image once.  The MessagePack reader is
  * recursive with a depth limit and checks every length against the bytes
  * left before it reads or allocates.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "amdgpu.h"
+#include "elf.h"
 #include "hsaco.h"
 
 enum {
-  EHDR_SIZE = 64,
-  SHDR_SIZE = 64,
-  PHDR_SIZE = 56,
-  SYM_SIZE = 24,
-  ET_DYN = 3,
-  SHT_NULL = 0,
-  SHT_SYMTAB = 2,
-  SHT_STRTAB = 3,
-  SHT_NOTE = 7,
-  SHT_NOBITS = 8,
-  SHT_DYNSYM = 11,
-  STT_OBJECT = 1,
-  STT_FUNC = 2,
   SHN_UNDEF = 0,
   KD_SIZE = 64,
   KD_WAVE32 = 1 << 10, /* kernel_code_properties: ENABLE_WAVEFRONT_SIZE32 */
   MAX_SYMBOLS = 1 << 20,
 };
 
-/* ---- bounds-checked reading -------------------------------------------------- */
+#define rd16 tl_elf_rd16
+#define rd32 tl_elf_rd32
+#define rd64 tl_elf_rd64
+#define in_range tl_elf_in_range
 
-static uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t rd32(const unsigned char *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t rd64(const unsigned char *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
-static int in_range(uint64_t off, uint64_t len, uint64_t n) { return off <= n && len <= n - off; }
-
-typedef struct section {
-  const char *name;
-  uint32_t type, link;
-  uint64_t addr, size, entsize;
-  const unsigned char *data; /* checked contents; NULL for NOBITS / NULL */
-  size_t n;
-} section;
+typedef tl_elf_section section;
 
 typedef struct reader {
-  const unsigned char *img;
-  size_t n;
+  tl_elf elf;
   tl_error *err;
-  section *secs;
-  size_t nsecs;
 } reader;
 
-static tl_status bad(reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static tl_status bad(reader *r, const char *fmt, ...) {
-  char msg[640];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return tl_error_set(r->err, TL_INVALID_ARG, "not an AMDGPU code object: %s", msg);
-}
-
-static const char *str_at(const section *s, uint64_t off) {
-  if (s->type != SHT_STRTAB || off >= s->n)
-    return NULL;
-  const char *p = (const char *)s->data + off;
-  return memchr(p, 0, s->n - off) ? p : NULL;
-}
+#define bad(r, ...) tl_elf_bad(&(r)->elf, __VA_ARGS__)
 
 static char *dupn(const char *s, size_t n) {
   char *d = malloc(n + 1);
@@ -279,96 +239,26 @@ tl_status tl_msgpack_to_json(const void *bytes, size_t n, json_t **out, tl_error
 
 /* ---- ELF ------------------------------------------------------------------------- */
 
-static tl_status load_sections(reader *r, uint64_t shoff, unsigned shnum, unsigned shstrndx) {
-  if (shnum == 0)
-    return bad(r, "no section headers");
-  if (shnum > TL_HSACO_MAX_SECTIONS)
-    return bad(r, "%u sections, more than %u", shnum, (unsigned)TL_HSACO_MAX_SECTIONS);
-  if (!in_range(shoff, (uint64_t)shnum * SHDR_SIZE, r->n))
-    return bad(r, "the section header table (%u entries at offset %llu) runs past the end (%zu bytes)", shnum,
-               (unsigned long long)shoff, r->n);
-  if (shstrndx >= shnum)
-    return bad(r, "section name table index %u out of range (%u sections)", shstrndx, shnum);
-  r->secs = calloc(shnum, sizeof *r->secs);
-  if (!r->secs)
-    return tl_error_set(r->err, TL_NOMEM, "out of memory reading a code object");
-  r->nsecs = shnum;
-  for (unsigned i = 0; i < shnum; i++) {
-    const unsigned char *h = r->img + shoff + (uint64_t)i * SHDR_SIZE;
-    section *s = &r->secs[i];
-    s->type = rd32(h + 4);
-    s->addr = rd64(h + 16);
-    uint64_t off = rd64(h + 24);
-    s->size = rd64(h + 32);
-    s->link = rd32(h + 40);
-    s->entsize = rd64(h + 56);
-    if (s->type != SHT_NOBITS && s->type != SHT_NULL) {
-      if (!in_range(off, s->size, r->n))
-        return bad(r, "section %u (offset %llu, size %llu) runs past the end (%zu bytes)", i,
-                   (unsigned long long)off, (unsigned long long)s->size, r->n);
-      s->data = r->img + off;
-      s->n = (size_t)s->size;
-    }
-  }
-  const section *shstr = &r->secs[shstrndx];
-  if (shstr->type != SHT_STRTAB)
-    return bad(r, "the section name table (section %u) is not a string table", shstrndx);
-  for (unsigned i = 0; i < shnum; i++) {
-    r->secs[i].name = str_at(shstr, rd32(r->img + shoff + (uint64_t)i * SHDR_SIZE));
-    if (!r->secs[i].name)
-      return bad(r, "section %u has a name outside the section name table", i);
-  }
-  return TL_OK;
-}
-
-static tl_status check_segments(reader *r, uint64_t phoff, unsigned phentsize, unsigned phnum) {
-  if (phnum == 0)
-    return TL_OK;
-  if (phentsize != PHDR_SIZE)
-    return bad(r, "program header size %u, not %d", phentsize, PHDR_SIZE);
-  if (!in_range(phoff, (uint64_t)phnum * PHDR_SIZE, r->n))
-    return bad(r, "the program header table (%u entries at offset %llu) runs past the end", phnum,
-               (unsigned long long)phoff);
-  for (unsigned i = 0; i < phnum; i++) {
-    const unsigned char *h = r->img + phoff + (uint64_t)i * PHDR_SIZE;
-    uint64_t off = rd64(h + 8), filesz = rd64(h + 32);
-    if (!in_range(off, filesz, r->n))
-      return bad(r, "segment %u (offset %llu, size %llu) runs past the end", i, (unsigned long long)off,
-                 (unsigned long long)filesz);
-  }
-  return TL_OK;
-}
-
 /* Finds the metadata note (there must be exactly one) and its description. */
 static tl_status find_metadata(reader *r, const unsigned char **desc, size_t *dn) {
   int found = 0;
-  for (size_t i = 0; i < r->nsecs; i++) {
-    const section *s = &r->secs[i];
-    if (s->type != SHT_NOTE)
+  for (size_t i = 0; i < r->elf.nsecs; i++) {
+    const section *s = &r->elf.secs[i];
+    if (s->type != TL_SHT_NOTE)
       continue;
     size_t off = 0;
-    while (off < s->n) {
-      if (s->n - off < 12)
-        return bad(r, "a note in %s runs past its section", s->name);
-      uint32_t namesz = rd32(s->data + off), descsz = rd32(s->data + off + 4), type = rd32(s->data + off + 8);
-      size_t name_off = off + 12;
-      uint64_t name_pad = ((uint64_t)namesz + 3) & ~(uint64_t)3;
-      uint64_t desc_pad = ((uint64_t)descsz + 3) & ~(uint64_t)3;
-      if (!in_range(name_off, name_pad, s->n) || !in_range(name_off + name_pad, descsz, s->n))
-        return bad(r, "a note in %s runs past its section", s->name);
-      const unsigned char *name = s->data + name_off;
-      const unsigned char *d = s->data + name_off + name_pad;
-      if (namesz == 7 && memcmp(name, "AMDGPU", 7) == 0 && type == TL_NT_AMDGPU_METADATA) {
+    tl_elf_note note;
+    int step;
+    while ((step = tl_elf_next_note(s, &off, &note)) > 0) {
+      if (note.namesz == 7 && memcmp(note.name, "AMDGPU", 7) == 0 && note.type == TL_NT_AMDGPU_METADATA) {
         if (found++)
           return bad(r, "two NT_AMDGPU_METADATA notes");
-        *desc = d;
-        *dn = descsz;
+        *desc = note.desc;
+        *dn = note.descsz;
       }
-      uint64_t next = name_off + name_pad + desc_pad;
-      if (next > s->n)
-        break; /* the last note's padding may be cut */
-      off = (size_t)next;
     }
+    if (step < 0)
+      return bad(r, "a note in %s runs past its section", s->name);
   }
   if (!found)
     return bad(r, "no NT_AMDGPU_METADATA note (owner \"AMDGPU\", type %d)", TL_NT_AMDGPU_METADATA);
@@ -376,22 +266,21 @@ static tl_status find_metadata(reader *r, const unsigned char **desc, size_t *dn
 }
 
 /* Looks up a defined symbol by name in .symtab or .dynsym: its value and size. */
-static int find_symbol(reader *r, const char *want, int type, uint64_t *value, uint64_t *size) {
-  for (size_t i = 0; i < r->nsecs; i++) {
-    const section *s = &r->secs[i];
-    if ((s->type != SHT_SYMTAB && s->type != SHT_DYNSYM) || s->link >= r->nsecs)
+static int find_symbol(reader *r, const char *want, unsigned type, uint64_t *value, uint64_t *size) {
+  for (size_t i = 0; i < r->elf.nsecs; i++) {
+    const section *s = &r->elf.secs[i];
+    if ((s->type != TL_SHT_SYMTAB && s->type != TL_SHT_DYNSYM) || s->link >= r->elf.nsecs)
       continue;
-    const section *strs = &r->secs[s->link];
-    size_t count = s->n / SYM_SIZE;
+    size_t count = s->n / TL_ELF_SYM_SIZE;
     if (count > MAX_SYMBOLS)
       count = MAX_SYMBOLS;
     for (size_t k = 1; k < count; k++) {
-      const unsigned char *e = s->data + k * SYM_SIZE;
-      const char *nm = str_at(strs, rd32(e));
-      if (!nm || strcmp(nm, want) != 0 || (e[4] & 0xf) != type || rd16(e + 6) == SHN_UNDEF)
+      tl_elf_sym sym;
+      if (!tl_elf_symbol(&r->elf, s, k, &sym) || strcmp(sym.name, want) != 0 || sym.type != type ||
+          sym.shndx == SHN_UNDEF)
         continue;
-      *value = rd64(e + 8);
-      *size = rd64(e + 16);
+      *value = sym.value;
+      *size = sym.size;
       return 1;
     }
   }
@@ -400,9 +289,9 @@ static int find_symbol(reader *r, const char *want, int type, uint64_t *value, u
 
 /* The n bytes at virtual address addr, from the section holding them. */
 static const unsigned char *bytes_at(reader *r, uint64_t addr, size_t n) {
-  for (size_t i = 0; i < r->nsecs; i++) {
-    const section *s = &r->secs[i];
-    if (!s->data || s->type == SHT_NOBITS || addr < s->addr)
+  for (size_t i = 0; i < r->elf.nsecs; i++) {
+    const section *s = &r->elf.secs[i];
+    if (!s->data || s->type == TL_SHT_NOBITS || addr < s->addr)
       continue;
     if (in_range(addr - s->addr, n, s->n))
       return s->data + (addr - s->addr);
@@ -555,7 +444,7 @@ static tl_status read_kernel(reader *r, json_t *kern, size_t idx, int mach_wave,
 
   /* The kernel descriptor must agree with the note. */
   uint64_t addr = 0, size = 0, faddr = 0, fsize = 0;
-  if (!find_symbol(r, symbol, STT_OBJECT, &addr, &size))
+  if (!find_symbol(r, symbol, TL_STT_OBJECT, &addr, &size))
     return bad(r, "%s: its descriptor symbol %.80s is not defined", where, symbol);
   if (size != KD_SIZE)
     return bad(r, "%s: its descriptor %.80s is %llu bytes, not %d", where, symbol, (unsigned long long)size, KD_SIZE);
@@ -577,7 +466,7 @@ static tl_status read_kernel(reader *r, json_t *kern, size_t idx, int mach_wave,
   int kd_wave = (k->kd_code_properties & KD_WAVE32) ? 32 : 64;
   if (kd_wave != k->wavefront_size)
     return bad(r, "%s: the descriptor says wave%d, the metadata wave%d", where, kd_wave, k->wavefront_size);
-  if (!find_symbol(r, name, STT_FUNC, &faddr, &fsize))
+  if (!find_symbol(r, name, TL_STT_FUNC, &faddr, &fsize))
     return bad(r, "%s: no code symbol of that name", where);
   int64_t entry = (int64_t)rd64(kd + 16);
   if ((uint64_t)((int64_t)addr + entry) != faddr)
@@ -676,30 +565,22 @@ tl_status tl_hsaco_inspect(const void *bytes, size_t n, tl_hsaco_info *out, tl_e
   if (n > TL_HSACO_MAX_BYTES)
     return tl_error_set(err, TL_TOO_LARGE, "a code object of %zu bytes is over the limit of %u", n,
                         TL_HSACO_MAX_BYTES);
-  reader r = {bytes, n, err, NULL, 0};
-  const unsigned char *h = bytes;
-  tl_status st;
-  if (n < EHDR_SIZE)
-    return bad(&r, "%zu bytes, shorter than an ELF header", n);
-  if (memcmp(h, "\177ELF", 4) != 0)
-    return bad(&r, "no ELF magic");
-  if (h[4] != 2 || h[5] != 1 || h[6] != 1)
-    return bad(&r, "not a little-endian ELF64 of version 1 (class %u, data %u, version %u)", h[4], h[5], h[6]);
-  if (h[7] != TL_ELFOSABI_AMDGPU_HSA)
-    return bad(&r, "OS ABI %u, not AMDGPU HSA (%d)", h[7], TL_ELFOSABI_AMDGPU_HSA);
-  if (h[8] < 2 || h[8] > 4)
-    return bad(&r, "ABI version %u: code object v%u (v4 to v6 are read)", h[8], h[8] + 2u);
-  if (rd16(h + 18) != TL_EM_AMDGPU)
-    return bad(&r, "e_machine %u, not EM_AMDGPU (%d)", rd16(h + 18), TL_EM_AMDGPU);
-  if (rd16(h + 16) != ET_DYN)
-    return bad(&r, "ELF type %u, not a shared object (%d)", rd16(h + 16), ET_DYN);
-  if (rd32(h + 20) != 1)
-    return bad(&r, "e_version %u", rd32(h + 20));
-  if (rd16(h + 52) != EHDR_SIZE || (rd16(h + 60) && rd16(h + 58) != SHDR_SIZE))
-    return bad(&r, "unexpected header sizes (%u, %u)", rd16(h + 52), rd16(h + 58));
-  out->abi_version = h[8];
-  out->code_object_version = h[8] + 2;
-  out->e_flags = rd32(h + 48);
+  reader r = {.err = err};
+  tl_elf *e = &r.elf;
+  tl_status st = tl_elf_open(e, bytes, n, "not an AMDGPU code object", err);
+  if (st != TL_OK)
+    return st;
+  if (e->os_abi != TL_ELFOSABI_AMDGPU_HSA)
+    return bad(&r, "OS ABI %u, not AMDGPU HSA (%d)", e->os_abi, TL_ELFOSABI_AMDGPU_HSA);
+  if (e->abi_version < 2 || e->abi_version > 4)
+    return bad(&r, "ABI version %u: code object v%u (v4 to v6 are read)", e->abi_version, e->abi_version + 2u);
+  if (e->machine != TL_EM_AMDGPU)
+    return bad(&r, "e_machine is %u, not EM_AMDGPU (%d)", e->machine, TL_EM_AMDGPU);
+  if (e->type != TL_ET_DYN)
+    return bad(&r, "ELF type %u, not a shared object (%d)", e->type, TL_ET_DYN);
+  out->abi_version = (int)e->abi_version;
+  out->code_object_version = (int)e->abi_version + 2;
+  out->e_flags = e->flags;
   out->mach = (int)(out->e_flags & 0xff);
   const tl_amd_target *t = tl_amd_target_by_mach(out->mach);
   if (!t)
@@ -708,9 +589,7 @@ tl_status tl_hsaco_inspect(const void *bytes, size_t n, tl_hsaco_info *out, tl_e
   snprintf(out->processor, sizeof out->processor, "%s", t->name);
   out->xnack = feature_name((out->e_flags >> 8) & 3);
   out->sramecc = feature_name((out->e_flags >> 10) & 3);
-  if ((st = check_segments(&r, rd64(h + 32), rd16(h + 54), rd16(h + 56))) != TL_OK)
-    goto fail;
-  if ((st = load_sections(&r, rd64(h + 40), rd16(h + 60), rd16(h + 62))) != TL_OK)
+  if ((st = tl_elf_load(e)) != TL_OK)
     goto fail;
   const unsigned char *desc = NULL;
   size_t dn = 0;
@@ -718,10 +597,10 @@ tl_status tl_hsaco_inspect(const void *bytes, size_t n, tl_hsaco_info *out, tl_e
     goto fail;
   if ((st = read_metadata(&r, desc, dn, out)) != TL_OK)
     goto fail;
-  free(r.secs);
+  tl_elf_close(e);
   return TL_OK;
 fail:
-  free(r.secs);
+  tl_elf_close(e);
   tl_hsaco_info_free(out);
   return st;
 }

@@ -41,10 +41,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../proto/tl_error.h"
+#include "elf.h"
 
 /* Limits. */
 #define TL_HSACO_MAX_BYTES    (1u << 30)
-#define TL_HSACO_MAX_SECTIONS 65280
+#define TL_HSACO_MAX_SECTIONS TL_ELF_MAX_SECTIONS
 #define TL_HSACO_MAX_KERNELS  4096
 #define TL_HSACO_MAX_ARGS     1024      /* per kernel */
 #define TL_MSGPACK_MAX_DEPTH  32

@@ -14,7 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cudadrv.h"
+#include "../client/launch.h"
+#include "gpudrv.h"
 #include "interp.h"
 #include "ir.h"
 #include "npy.h"
@@ -320,8 +321,10 @@ static tl_status compile_with(const options *o, const char *text, size_t len, co
   return st;
 }
 
-/* Compiles for the GPU, copies the tensors there, launches once, and copies
- * every tensor back into arrays[]. */
+/* Compiles for the GPU, copies the tensors there, launches once through
+ * libtlclient's launcher (client/launch.h: the binary's metadata gives the
+ * grid, block and shared memory, as in an application), and copies every
+ * tensor back into arrays[]. */
 static tl_status run_device(const options *o, tl_program *prog, const char *text, size_t len, tl_arg *args,
                             tl_npy *arrays, tl_error *err) {
   int ordinal = 0;
@@ -329,108 +332,73 @@ static tl_status run_device(const options *o, tl_program *prog, const char *text
     ordinal = atoi(o->device + 5);
   else if (o->device[4])
     return tl_error_set(err, TL_INVALID_ARG, "--device %s: the devices are cuda and cuda:N", o->device);
-  tl_cuda *h = NULL;
-  tl_status st = tl_cuda_open(ordinal, &h, err);
+  tl_gpu *h = NULL;
+  tl_status st = tl_gpu_open(TL_GPU_CUDA, ordinal, &h, err);
   if (st != TL_OK)
     return st;
   char target[32];
   /* the exact device: its architecture-specific target where the back end
    * uses one (wgmma on sm_90a) */
-  int arch = tl_cuda_arch(h);
+  int arch = tl_gpu_arch(h);
   snprintf(target, sizeof target, "sm_%d%s", arch, arch == 90 ? "a" : "");
   tl_build *b = NULL;
-  tl_cuda_module *mod = NULL;
-  tl_cuda_func *fn = NULL;
-  tl_cuda_ptr dev[TL_MAX_PARAMS] = {0};
-  void *kargs[TL_MAX_PARAMS];
-  union {
-    int32_t i32;
-    int64_t i64;
-    float f32;
-    unsigned char b;
-  } scal[TL_MAX_PARAMS];
+  tl_kernel *k = NULL;
+  tl_gpu_ptr dev[TL_MAX_PARAMS] = {0};
+  tl_kernel_arg kargs[TL_MAX_PARAMS];
   if (compile_with(o, text, len, target, &b, prog->arena) != TL_OK) {
     st = tl_error_set(err, TL_TOOLCHAIN, "compiling for %s failed (above)", target);
     goto done;
   }
-  if ((st = tl_cuda_load(h, b->binary, b->binary_size, &mod, err)) != TL_OK ||
-      (st = tl_cuda_function(mod, prog->name, &fn, err)) != TL_OK)
+  if ((st = tl_kernel_load_image(h, target, b->binary, b->binary_size, b->meta, &k, err)) != TL_OK)
     goto done;
   for (int p = 0; p < prog->nparams; p++) {
     const tl_sym *s = prog->params[p];
     if (s->kind == SYM_SCALAR) {
-      switch (s->dtype) {
-      case TL_INT32: scal[p].i32 = (int32_t)args[p].scalar.i; break;
-      case TL_INT64: scal[p].i64 = args[p].scalar.i; break;
-      case TL_FLOAT32: scal[p].f32 = (float)args[p].scalar.f; break;
-      default: scal[p].b = args[p].scalar.i != 0; break;
-      }
-      kargs[p] = &scal[p];
+      kargs[p] = s->dtype == TL_FLOAT32 ? tl_arg_float(args[p].scalar.f) : tl_arg_int(args[p].scalar.i);
       continue;
     }
     size_t bytes = arrays[p].count * tl_dtype_size(s->dtype);
-    if ((st = tl_cuda_alloc(h, bytes ? bytes : 1, &dev[p], err)) != TL_OK)
+    if ((st = tl_gpu_alloc(h, bytes ? bytes : 1, &dev[p], err)) != TL_OK ||
+        (st = tl_gpu_upload(h, dev[p], arrays[p].data, bytes, err)) != TL_OK)
       goto done;
-    if (dev[p] % (tl_cuda_ptr)s->align) {
-      st = tl_error_set(err, TL_INVALID_ARG, "tensor '%s' is at 0x%llx, which breaks its align of %lld bytes", s->name,
-                        (unsigned long long)dev[p], (long long)s->align);
-      goto done;
-    }
-    if (bytes && (st = tl_cuda_upload(h, dev[p], arrays[p].data, bytes, err)) != TL_OK)
-      goto done;
-    kargs[p] = &dev[p];
+    kargs[p] = tl_arg_tensor(dev[p]);
   }
   int64_t grid[3];
-  if ((st = tl_grid_size(prog, args, grid, err)) != TL_OK)
+  if ((st = tl_kernel_grid(k, kargs, prog->nparams, grid, err)) != TL_OK)
     goto done;
   if (grid[0] > 0 && grid[1] > 0 && grid[2] > 0) { /* an empty grid runs no block */
-    if (grid[0] > 2147483647LL || grid[1] > 65535 || grid[2] > 65535) {
-      st = tl_error_set(err, TL_LIMIT, "the grid (%lld, %lld, %lld) is larger than CUDA allows", (long long)grid[0],
-                        (long long)grid[1], (long long)grid[2]);
-      goto done;
-    }
-    /* the launch needs the dynamic shared memory of the build: read it back
-     * from its metadata rather than redo the passes */
-    json_t *meta = json_loads(b->meta, 0, NULL);
-    prog->smem_bytes = json_integer_value(json_object_get(json_object_get(meta, "launch"), "dynamic_shared_bytes"));
-    json_decref(meta);
-    unsigned g[3] = {(unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2]};
-    unsigned blk[3] = {(unsigned)prog->threads[0], (unsigned)prog->threads[1], (unsigned)prog->threads[2]};
-    if ((st = tl_cuda_launch(fn, g, blk, (unsigned)prog->smem_bytes, NULL, kargs, err)) != TL_OK ||
-        (st = tl_cuda_sync(h, err)) != TL_OK)
+    if ((st = tl_kernel_launch(k, kargs, prog->nparams, NULL, err)) != TL_OK || (st = tl_gpu_sync(h, err)) != TL_OK)
       goto done;
     if (o->time_runs) { /* the outputs are those of the first launch; the timed ones repeat it */
-      tl_cuda_event *t0 = NULL, *t1 = NULL;
+      tl_gpu_event *t0 = NULL, *t1 = NULL;
       float ms = 0;
-      if ((st = tl_cuda_event_create(h, &t0, err)) == TL_OK && (st = tl_cuda_event_create(h, &t1, err)) == TL_OK &&
-          (st = tl_cuda_event_record(t0, NULL, err)) == TL_OK) {
+      if ((st = tl_gpu_event_create(h, &t0, err)) == TL_OK && (st = tl_gpu_event_create(h, &t1, err)) == TL_OK &&
+          (st = tl_gpu_event_record(t0, NULL, err)) == TL_OK) {
         for (int i = 0; i < o->time_runs && st == TL_OK; i++)
-          st = tl_cuda_launch(fn, g, blk, (unsigned)prog->smem_bytes, NULL, kargs, err);
-        if (st == TL_OK && (st = tl_cuda_event_record(t1, NULL, err)) == TL_OK &&
-            (st = tl_cuda_sync(h, err)) == TL_OK && (st = tl_cuda_event_elapsed(t0, t1, &ms, err)) == TL_OK)
+          st = tl_kernel_launch(k, kargs, prog->nparams, NULL, err);
+        if (st == TL_OK && (st = tl_gpu_event_record(t1, NULL, err)) == TL_OK &&
+            (st = tl_gpu_sync(h, err)) == TL_OK && (st = tl_gpu_event_elapsed(t0, t1, &ms, err)) == TL_OK)
           printf("time: %.4f ms per launch (mean of %d after one warm-up), %s, %s\n", ms / o->time_runs,
-                 o->time_runs, target, tl_cuda_device_info(h)->name);
+                 o->time_runs, target, tl_gpu_device_info(h)->name);
       }
-      tl_cuda_event_destroy(t0);
-      tl_cuda_event_destroy(t1);
+      tl_gpu_event_destroy(t0);
+      tl_gpu_event_destroy(t1);
       if (st != TL_OK)
         goto done;
     }
   }
   for (int p = 0; p < prog->nparams; p++) {
     size_t bytes = arrays[p].count * tl_dtype_size(prog->params[p]->dtype);
-    if (prog->params[p]->kind == SYM_TENSOR && bytes &&
-        (st = tl_cuda_download(h, arrays[p].data, dev[p], bytes, err)) != TL_OK)
+    if (prog->params[p]->kind == SYM_TENSOR && (st = tl_gpu_download(h, arrays[p].data, dev[p], bytes, err)) != TL_OK)
       goto done;
   }
   st = TL_OK;
 done:
+  tl_kernel_free(k);
   for (int p = 0; p < prog->nparams; p++)
-    if (dev[p])
-      tl_cuda_free(h, dev[p]);
-  tl_cuda_unload(mod);
+    tl_gpu_free(h, dev[p]);
   tl_build_free(b);
-  tl_cuda_close(h);
+  tl_gpu_close(h);
   return st;
 }
 

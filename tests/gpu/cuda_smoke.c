@@ -124,11 +124,11 @@ static void save(const char *dir, const char *target, const void *bytes, size_t 
 
 /* add_one on n random floats; exact comparison (x + 1.0f rounds the same
  * on both sides). */
-static void run_add_one(tl_cuda *cu, tl_cuda_func *fn, const char *target) {
+static void run_add_one(tl_gpu *cu, tl_gpu_func *fn, const char *target) {
   const int n = 1000003; /* not a multiple of the block */
   size_t bytes = (size_t)n * sizeof(float);
   float *x = malloc(bytes), *y = malloc(bytes);
-  tl_cuda_ptr d = 0;
+  tl_gpu_ptr d = 0;
   tl_error err;
   if (!x || !y) {
     printf("FAIL out of memory\n");
@@ -137,15 +137,15 @@ static void run_add_one(tl_cuda *cu, tl_cuda_func *fn, const char *target) {
   }
   for (int i = 0; i < n; i++)
     x[i] = rnd();
-  if (!ok(tl_cuda_alloc(cu, bytes, &d, &err), &err, "alloc") ||
-      !ok(tl_cuda_upload(cu, d, x, bytes, &err), &err, "upload"))
+  if (!ok(tl_gpu_alloc(cu, bytes, &d, &err), &err, "alloc") ||
+      !ok(tl_gpu_upload(cu, d, x, bytes, &err), &err, "upload"))
     goto out;
   unsigned grid[3] = {(unsigned)((n + 255) / 256), 1, 1}, block[3] = {256, 1, 1};
   int nn = n;
   void *args[] = {&d, &nn};
-  if (!ok(tl_cuda_launch(fn, grid, block, 0, NULL, args, &err), &err, "launch add_one") ||
-      !ok(tl_cuda_sync(cu, &err), &err, "sync after add_one") ||
-      !ok(tl_cuda_download(cu, y, d, bytes, &err), &err, "download"))
+  if (!ok(tl_gpu_launch(fn, grid, block, 0, NULL, args, &err), &err, "launch add_one") ||
+      !ok(tl_gpu_sync(cu, &err), &err, "sync after add_one") ||
+      !ok(tl_gpu_download(cu, y, d, bytes, &err), &err, "download"))
     goto out;
   int bad = 0;
   for (int i = 0; i < n; i++) {
@@ -157,37 +157,37 @@ static void run_add_one(tl_cuda *cu, tl_cuda_func *fn, const char *target) {
   }
   CHECK(bad == 0, "%s add_one: %d of %d elements wrong", target, bad, n);
   /* Time 20 launches with events. */
-  tl_cuda_event *e0 = NULL, *e1 = NULL;
-  if (ok(tl_cuda_event_create(cu, &e0, &err), &err, "event") &&
-      ok(tl_cuda_event_create(cu, &e1, &err), &err, "event")) {
+  tl_gpu_event *e0 = NULL, *e1 = NULL;
+  if (ok(tl_gpu_event_create(cu, &e0, &err), &err, "event") &&
+      ok(tl_gpu_event_create(cu, &e1, &err), &err, "event")) {
     float ms = 0;
-    tl_cuda_event_record(e0, NULL, &err);
+    tl_gpu_event_record(e0, NULL, &err);
     for (int r = 0; r < 20; r++)
-      tl_cuda_launch(fn, grid, block, 0, NULL, args, &err);
-    tl_cuda_event_record(e1, NULL, &err);
-    if (ok(tl_cuda_event_elapsed(e0, e1, &ms, &err), &err, "elapsed"))
+      tl_gpu_launch(fn, grid, block, 0, NULL, args, &err);
+    tl_gpu_event_record(e1, NULL, &err);
+    if (ok(tl_gpu_event_elapsed(e0, e1, &ms, &err), &err, "elapsed"))
       printf("%s add_one: %d elements OK; %.4f ms per launch, %.0f GB/s\n", target, n, ms / 20,
              2.0 * (double)bytes / (ms / 20 * 1e-3) / 1e9);
   }
-  tl_cuda_event_destroy(e0);
-  tl_cuda_event_destroy(e1);
+  tl_gpu_event_destroy(e0);
+  tl_gpu_event_destroy(e1);
 out:
-  tl_cuda_free(cu, d);
+  tl_gpu_free(cu, d);
   free(x);
   free(y);
 }
 
 /* rev_chunks with more than 48 KiB of dynamic shared memory, output
  * poisoned before the launch. */
-static void run_rev_chunks(tl_cuda *cu, tl_cuda_func *fn, const char *target) {
-  const tl_cuda_device *dev = tl_cuda_device_info(cu);
+static void run_rev_chunks(tl_gpu *cu, tl_gpu_func *fn, const char *target) {
+  const tl_gpu_device *dev = tl_gpu_device_info(cu);
   int chunk = 16384; /* 64 KiB of floats */
   while (chunk > 1024 && (long)chunk * 4 + 1024 > dev->max_shared_per_block_optin)
     chunk /= 2;
   const int n = 3 * chunk + 777;
   size_t bytes = (size_t)n * sizeof(float);
   float *x = malloc(bytes), *y = malloc(bytes);
-  tl_cuda_ptr din = 0, dout = 0;
+  tl_gpu_ptr din = 0, dout = 0;
   tl_error err;
   if (!x || !y) {
     printf("FAIL out of memory\n");
@@ -196,21 +196,21 @@ static void run_rev_chunks(tl_cuda *cu, tl_cuda_func *fn, const char *target) {
   }
   for (int i = 0; i < n; i++)
     x[i] = rnd();
-  if (!ok(tl_cuda_alloc(cu, bytes, &din, &err), &err, "alloc") ||
-      !ok(tl_cuda_alloc(cu, bytes, &dout, &err), &err, "alloc") ||
-      !ok(tl_cuda_upload(cu, din, x, bytes, &err), &err, "upload") ||
-      !ok(tl_cuda_memset8(cu, dout, 0xff, bytes, &err), &err, "poison"))
+  if (!ok(tl_gpu_alloc(cu, bytes, &din, &err), &err, "alloc") ||
+      !ok(tl_gpu_alloc(cu, bytes, &dout, &err), &err, "alloc") ||
+      !ok(tl_gpu_upload(cu, din, x, bytes, &err), &err, "upload") ||
+      !ok(tl_gpu_memset8(cu, dout, 0xff, bytes, &err), &err, "poison"))
     goto out;
   unsigned grid[3] = {(unsigned)((n + chunk - 1) / chunk), 1, 1}, block[3] = {256, 1, 1};
   int nn = n, cc = chunk;
   void *args[] = {&din, &dout, &nn, &cc};
-  tl_cuda_stream s = NULL;
-  if (!ok(tl_cuda_stream_create(cu, &s, &err), &err, "stream"))
+  tl_gpu_stream s = NULL;
+  if (!ok(tl_gpu_stream_create(cu, &s, &err), &err, "stream"))
     goto out;
-  if (ok(tl_cuda_launch(fn, grid, block, (unsigned)chunk * 4, s, args, &err), &err,
+  if (ok(tl_gpu_launch(fn, grid, block, (unsigned)chunk * 4, s, args, &err), &err,
          "launch rev_chunks") &&
-      ok(tl_cuda_stream_sync(cu, s, &err), &err, "stream sync") &&
-      ok(tl_cuda_download(cu, y, dout, bytes, &err), &err, "download")) {
+      ok(tl_gpu_stream_sync(cu, s, &err), &err, "stream sync") &&
+      ok(tl_gpu_download(cu, y, dout, bytes, &err), &err, "download")) {
     int bad = 0;
     for (int i = 0; i < n; i++) {
       int base = i / chunk * chunk, k = i - base, j = base + chunk - 1 - k;
@@ -226,28 +226,28 @@ static void run_rev_chunks(tl_cuda *cu, tl_cuda_func *fn, const char *target) {
       printf("%s rev_chunks: %d elements OK with %d bytes of dynamic shared memory\n", target, n,
              chunk * 4);
   }
-  tl_cuda_stream_destroy(cu, s);
+  tl_gpu_stream_destroy(cu, s);
   /* Refusals before the launch, saying by how much. */
   unsigned big_block[3] = {2048, 1, 1};
-  tl_status st = tl_cuda_launch(fn, grid, big_block, 0, NULL, args, &err);
+  tl_status st = tl_gpu_launch(fn, grid, big_block, 0, NULL, args, &err);
   CHECK(st == TL_LIMIT && strstr(err.message, "over its limit"),
         "block of 2048 threads: %s (%s)", tl_status_name(st), err.message);
-  st = tl_cuda_launch(fn, grid, block, (unsigned)dev->max_shared_per_block_optin + 4096, NULL,
+  st = tl_gpu_launch(fn, grid, block, (unsigned)dev->max_shared_per_block_optin + 4096, NULL,
                       args, &err);
   CHECK(st == TL_LIMIT && strstr(err.message, "shared memory"), "too much shared memory: %s (%s)",
         tl_status_name(st), err.message);
   unsigned zero[3] = {0, 1, 1};
-  st = tl_cuda_launch(fn, zero, block, 0, NULL, args, &err);
+  st = tl_gpu_launch(fn, zero, block, 0, NULL, args, &err);
   CHECK(st == TL_INVALID_ARG, "zero grid: %s", tl_status_name(st));
 out:
-  tl_cuda_free(cu, din);
-  tl_cuda_free(cu, dout);
+  tl_gpu_free(cu, din);
+  tl_gpu_free(cu, dout);
   free(x);
   free(y);
 }
 
 /* Compiles, checks, loads and runs every kernel for one target. */
-static void test_target(tl_nvrtc *nv, tl_cuda *cu, const char *target, const char *outdir) {
+static void test_target(tl_nvrtc *nv, tl_gpu *cu, const char *target, const char *outdir) {
   printf("\n== %s\n", target);
   tl_nvrtc_result res = {0};
   tl_error err;
@@ -266,35 +266,35 @@ static void test_target(tl_nvrtc *nv, tl_cuda *cu, const char *target, const cha
   if (!res.is_ptx) {
     have_elf = ok(tl_cubin_inspect(res.code, res.code_size, &info, &err), &err, "inspect");
     if (have_elf) {
-      CHECK(info.arch == tl_cuda_arch(cu), "cubin is for sm_%d, device is sm_%d", info.arch,
-            tl_cuda_arch(cu));
+      CHECK(info.arch == tl_gpu_arch(cu), "cubin is for sm_%d, device is sm_%d", info.arch,
+            tl_gpu_arch(cu));
       CHECK(tl_cubin_check_target(&info, target, &err) == TL_OK, "%s", err.message);
       printf("cubin: %s, ABI version %d, e_flags 0x%08x, %s\n", info.target, info.abi_version,
              (unsigned)info.e_flags, info.toolkit);
     }
   }
-  tl_cuda_module *mod = NULL;
+  tl_gpu_module *mod = NULL;
   double t0 = now_ms();
-  if (!ok(tl_cuda_load(cu, res.code, res.code_size, &mod, &err), &err, "load")) {
+  if (!ok(tl_gpu_load(cu, res.code, res.code_size, &mod, &err), &err, "load")) {
     tl_cubin_info_free(&info);
     tl_nvrtc_result_free(&res);
     return;
   }
-  printf("loaded in %.2f ms%s%s\n", now_ms() - t0, *tl_cuda_module_log(mod) ? "; JIT log: " : "",
-         tl_cuda_module_log(mod));
-  tl_cuda_func *fns[NKERNELS] = {0};
+  printf("loaded in %.2f ms%s%s\n", now_ms() - t0, *tl_gpu_module_log(mod) ? "; JIT log: " : "",
+         tl_gpu_module_log(mod));
+  tl_gpu_func *fns[NKERNELS] = {0};
   for (int k = 0; k < NKERNELS; k++) {
-    if (!ok(tl_cuda_function(mod, kernel_names[k], &fns[k], &err), &err, kernel_names[k]))
+    if (!ok(tl_gpu_function(mod, kernel_names[k], &fns[k], &err), &err, kernel_names[k]))
       continue;
-    tl_cuda_func_attrs a;
-    if (!ok(tl_cuda_function_attrs(fns[k], &a, &err), &err, "attributes"))
+    tl_gpu_func_attrs a;
+    if (!ok(tl_gpu_function_attrs(fns[k], &a, &err), &err, "attributes"))
       continue;
     printf("driver: target=%s kernel=%s regs=%d shared=%d local=%d const=%d max_threads=%d "
            "ptx=%d binary=%d\n",
            target, kernel_names[k], a.num_regs, a.shared_bytes, a.local_bytes, a.const_bytes,
            a.max_threads, a.ptx_version, a.binary_version);
-    CHECK(a.binary_version == tl_cuda_arch(cu) || res.is_ptx,
-          "%s binary version %d on sm_%d", kernel_names[k], a.binary_version, tl_cuda_arch(cu));
+    CHECK(a.binary_version == tl_gpu_arch(cu) || res.is_ptx,
+          "%s binary version %d on sm_%d", kernel_names[k], a.binary_version, tl_gpu_arch(cu));
     if (!have_elf)
       continue;
     const tl_cubin_kernel *ek = tl_cubin_find(&info, kernel_names[k]);
@@ -325,36 +325,36 @@ static void test_target(tl_nvrtc *nv, tl_cuda *cu, const char *target, const cha
     run_add_one(cu, fns[0], target);
   if (fns[1])
     run_rev_chunks(cu, fns[1], target);
-  tl_cuda_func *none = NULL;
-  tl_status st = tl_cuda_function(mod, "no_such_kernel", &none, &err);
+  tl_gpu_func *none = NULL;
+  tl_status st = tl_gpu_function(mod, "no_such_kernel", &none, &err);
   CHECK(st == TL_NOT_FOUND && none == NULL, "missing kernel: %s (%s)", tl_status_name(st),
         err.message);
-  tl_cuda_unload(mod);
+  tl_gpu_unload(mod);
   tl_cubin_info_free(&info);
   tl_nvrtc_result_free(&res);
 }
 
 /* Images the device must refuse, with the driver's reason. */
-static void test_refusals(tl_nvrtc *nv, tl_cuda *cu) {
+static void test_refusals(tl_nvrtc *nv, tl_gpu *cu) {
   printf("\n== refusals\n");
   tl_error err;
-  tl_cuda_module *mod = NULL;
+  tl_gpu_module *mod = NULL;
   const char junk[] = "this is neither PTX nor a cubin";
-  tl_status st = tl_cuda_load(cu, junk, sizeof junk - 1, &mod, &err);
+  tl_status st = tl_gpu_load(cu, junk, sizeof junk - 1, &mod, &err);
   CHECK(st == TL_DEVICE && mod == NULL, "junk image: %s", tl_status_name(st));
   printf("junk image: %s\n", err.message);
   /* A cubin of another major architecture does not run here. */
-  int arch = tl_cuda_arch(cu);
+  int arch = tl_gpu_arch(cu);
   const char *other = arch / 10 == 8 ? "sm_90" : "sm_80";
   tl_nvrtc_result res = {0};
   if (tl_nvrtc_accepts(nv, other) &&
       ok(tl_nvrtc_compile(nv, kernels_src, "smoke.cu", other, NULL, 0, &res, &err), &err,
          "compile")) {
-    st = tl_cuda_load(cu, res.code, res.code_size, &mod, &err);
+    st = tl_gpu_load(cu, res.code, res.code_size, &mod, &err);
     CHECK(st == TL_DEVICE && strstr(err.message, "CUDA_ERROR_NO_BINARY_FOR_GPU"),
           "%s cubin on sm_%d: %s (%s)", other, arch, tl_status_name(st), err.message);
     printf("%s cubin on sm_%d: %s\n", other, arch, err.message);
-    tl_cuda_unload(mod);
+    tl_gpu_unload(mod);
   }
   tl_nvrtc_result_free(&res);
 }
@@ -377,14 +377,14 @@ int main(int argc, char **argv) {
   rng_state = seed ? seed : 88172645463325252ull;
   setvbuf(stdout, NULL, _IOLBF, 0);
   tl_error err;
-  tl_cuda *cu = NULL;
-  tl_status st = tl_cuda_open(ordinal, &cu, &err);
+  tl_gpu *cu = NULL;
+  tl_status st = tl_gpu_open(TL_GPU_CUDA, ordinal, &cu, &err);
   if (st != TL_OK) {
     printf("cuda_smoke: SKIP: %s\n", err.message);
     fprintf(stderr, "cuda_smoke: SKIP: %s\n", err.message);
     return st == TL_NO_DEVICE ? 77 : 1;
   }
-  const tl_cuda_device *d = tl_cuda_device_info(cu);
+  const tl_gpu_device *d = tl_gpu_device_info(cu);
   printf("device %d: %s, sm_%d, %d SMs, %d KiB shared per block (opt-in %d KiB, %d B reserved), "
          "%zu MiB, driver %d.%d\n",
          d->ordinal, d->name, d->arch, d->multiprocessors, d->max_shared_per_block / 1024,
@@ -395,7 +395,7 @@ int main(int argc, char **argv) {
   if (st != TL_OK) {
     printf("cuda_smoke: SKIP: %s\n", err.message);
     fprintf(stderr, "cuda_smoke: SKIP: %s\n", err.message);
-    tl_cuda_close(cu);
+    tl_gpu_close(cu);
     return 77;
   }
   int maj, min;
@@ -425,7 +425,7 @@ int main(int argc, char **argv) {
   test_refusals(nv, cu);
 
   tl_nvrtc_close(nv);
-  tl_cuda_close(cu);
+  tl_gpu_close(cu);
   if (failures) {
     printf("\ncuda_smoke: FAILED (%d check%s)\n", failures, failures == 1 ? "" : "s");
     return 1;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/gpu/run.sh - builds and runs the GPU-side checks of the NVIDIA
-# plumbing (compiler/nvrtc.c, compiler/cudadrv.c, compiler/cubin.c) on a machine
+# plumbing (compiler/nvrtc.c, compiler/gpudrv.c + cudadrv.c, compiler/cubin.c) on a machine
 # with a GPU; on one without, it builds, says why it skips, and exits 77.
 #
 #   sh tests/gpu/run.sh [cuda_smoke options: -d ORDINAL -s SEED]
@@ -48,7 +48,8 @@ cat "$LOG"
 echo "building cuda_smoke"
 if ! $CC -std=c11 -O2 -g -Wall -Wextra -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L \
   -Iproto -Icompiler -o "$WORK/cuda_smoke" \
-  tests/gpu/cuda_smoke.c compiler/nvrtc.c compiler/cudadrv.c compiler/cubin.c proto/tl_error.c \
+  tests/gpu/cuda_smoke.c compiler/nvrtc.c compiler/gpudrv.c compiler/cudadrv.c compiler/hipdrv.c \
+  compiler/cubin.c compiler/elf.c compiler/dlutil.c proto/tl_error.c \
   -ldl -pthread >"$WORK/build.log" 2>&1; then
   cat "$WORK/build.log" | tee -a "$LOG"
   echo "run.sh: FAILED: cuda_smoke did not build" | tee -a "$LOG"

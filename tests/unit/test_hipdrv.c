@@ -129,13 +129,13 @@ static fake_api fake_open(const char *path) {
   return f;
 }
 
-static tl_hip *open_fake(const char *path) {
+static tl_gpu *open_fake(const char *path) {
   setenv("TL_LIBHIP", path, 1);
-  tl_hip *h = NULL;
+  tl_gpu *h = NULL;
   tl_error err;
-  tl_status st = tl_hip_open(0, &h, &err);
+  tl_status st = tl_gpu_open(TL_GPU_HIP, 0, &h, &err);
   if (st != TL_OK)
-    fail_msg("tl_hip_open with %s: %s", path, err.message);
+    fail_msg("tl_gpu_open with %s: %s", path, err.message);
   return h;
 }
 
@@ -144,18 +144,18 @@ static tl_hip *open_fake(const char *path) {
 static void test_no_runtime(void **state) {
   (void)state;
   reset_env();
-  tl_hip *h = (tl_hip *)1;
+  tl_gpu *h = (tl_gpu *)1;
   tl_error err;
-  tl_status st = tl_hip_open(0, &h, &err);
+  tl_status st = tl_gpu_open(TL_GPU_HIP, 0, &h, &err);
   if (st == TL_OK) {
     printf("skipping the no-runtime case: a HIP device is here (%s, %s)\n",
-           tl_hip_device_info(h)->name, tl_hip_arch(h));
-    tl_hip_close(h);
+           tl_gpu_device_info(h)->name, tl_gpu_arch_name(h));
+    tl_gpu_close(h);
   } else {
     assert_int_equal(st, TL_NO_DEVICE);
     assert_int_equal(err.code, TL_NO_DEVICE);
     assert_null(h);
-    printf("tl_hip_open: %s\n", err.message);
+    printf("tl_gpu_open: %s\n", err.message);
     if (strncmp(err.message, "no HIP runtime (libamdhip64.so.6, ", 34) == 0)
       assert_string_equal(err.message,
                           "no HIP runtime (libamdhip64.so.6, libamdhip64.so.5, libamdhip64.so, "
@@ -168,28 +168,28 @@ static void test_no_runtime(void **state) {
   }
   /* TL_LIBHIP names the only library tried */
   setenv("TL_LIBHIP", "/nonexistent/libamdhip64.so.6", 1);
-  assert_int_equal(tl_hip_open(0, &h, &err), TL_NO_DEVICE);
+  assert_int_equal(tl_gpu_open(TL_GPU_HIP, 0, &h, &err), TL_NO_DEVICE);
   assert_null(h);
   assert_string_equal(err.message, "no HIP runtime (/nonexistent/libamdhip64.so.6 not found)");
   /* a library that is not the HIP runtime */
   setenv("TL_LIBHIP", "libm.so.6", 1);
-  assert_int_equal(tl_hip_open(0, &h, &err), TL_NO_DEVICE);
+  assert_int_equal(tl_gpu_open(TL_GPU_HIP, 0, &h, &err), TL_NO_DEVICE);
   assert_string_equal(err.message, "no usable HIP runtime (libm.so.6 lacks hipGetErrorName)");
   /* a file that is not a library at all */
   char path[600];
   snprintf(path, sizeof path, "%s/tests/hip/fake_amdhip64.c", src_dir());
   setenv("TL_LIBHIP", path, 1);
-  assert_int_equal(tl_hip_open(0, &h, &err), TL_NO_DEVICE);
+  assert_int_equal(tl_gpu_open(TL_GPU_HIP, 0, &h, &err), TL_NO_DEVICE);
   assert_null(h);
   assert_non_null(strstr(err.message, "cannot be loaded: "));
   assert_non_null(strstr(err.message, "fake_amdhip64.c"));
   reset_env();
   /* bad arguments */
-  assert_int_equal(tl_hip_open(-1, &h, &err), TL_INVALID_ARG);
-  assert_int_equal(tl_hip_open(0, NULL, &err), TL_INVALID_ARG);
-  tl_hip_close(NULL);
-  assert_string_equal(tl_hip_arch(NULL), "");
-  assert_null(tl_hip_device_info(NULL));
+  assert_int_equal(tl_gpu_open(TL_GPU_HIP, -1, &h, &err), TL_INVALID_ARG);
+  assert_int_equal(tl_gpu_open(TL_GPU_HIP, 0, NULL, &err), TL_INVALID_ARG);
+  tl_gpu_close(NULL);
+  assert_string_equal(tl_gpu_arch_name(NULL), "");
+  assert_null(tl_gpu_device_info(NULL));
 }
 
 /* ---- opening the fake -------------------------------------------------------------- */
@@ -200,10 +200,10 @@ static void test_open_rocm6(void **state) {
   reset_env();
   fake_api f = fake_open(fake6);
   int r0600 = f.calls("hipGetDevicePropertiesR0600"), plain = f.calls("hipGetDeviceProperties");
-  tl_hip *h = open_fake(fake6);
-  const tl_hip_device *d = tl_hip_device_info(h);
-  assert_string_equal(tl_hip_arch(h), "gfx90a");
-  assert_string_equal(d->arch, "gfx90a");
+  tl_gpu *h = open_fake(fake6);
+  const tl_gpu_device *d = tl_gpu_device_info(h);
+  assert_string_equal(tl_gpu_arch_name(h), "gfx90a");
+  assert_string_equal(d->arch_name, "gfx90a");
   assert_string_equal(d->target_id, "gfx90a:sramecc+:xnack-");
   assert_string_equal(d->name, "AMD Instinct MI210 (fake)");
   assert_string_equal(d->library, fake6);
@@ -224,26 +224,26 @@ static void test_open_rocm6(void **state) {
   assert_int_equal(d->max_shared_per_block, 65536);
   assert_int_equal(d->max_registers_per_block, 65536);
   assert_int_equal(d->warp_size, 64);
-  tl_hip_close(h);
+  tl_gpu_close(h);
 
   /* RDNA: another name, wavefront 32, a name without features */
   setenv("FAKE_HIP_ARCH", "gfx1100", 1);
   h = open_fake(fake6);
-  assert_string_equal(tl_hip_arch(h), "gfx1100");
-  assert_string_equal(tl_hip_device_info(h)->target_id, "gfx1100");
-  assert_int_equal(tl_hip_device_info(h)->warp_size, 32);
-  tl_hip_close(h);
+  assert_string_equal(tl_gpu_arch_name(h), "gfx1100");
+  assert_string_equal(tl_gpu_device_info(h)->target_id, "gfx1100");
+  assert_int_equal(tl_gpu_device_info(h)->warp_size, 32);
+  tl_gpu_close(h);
   setenv("FAKE_HIP_ARCH", "gfx942:sramecc+:xnack-", 1);
   h = open_fake(fake6);
-  assert_string_equal(tl_hip_arch(h), "gfx942");
-  tl_hip_close(h);
+  assert_string_equal(tl_gpu_arch_name(h), "gfx942");
+  tl_gpu_close(h);
   /* the second of two devices */
   setenv("FAKE_HIP_DEVICES", "2", 1);
   setenv("TL_LIBHIP", fake6, 1);
   tl_error err;
-  assert_int_equal(tl_hip_open(1, &h, &err), TL_OK);
-  assert_int_equal(tl_hip_device_info(h)->ordinal, 1);
-  tl_hip_close(h);
+  assert_int_equal(tl_gpu_open(TL_GPU_HIP, 1, &h, &err), TL_OK);
+  assert_int_equal(tl_gpu_device_info(h)->ordinal, 1);
+  tl_gpu_close(h);
   reset_env();
   dlclose(f.lib);
 }
@@ -254,16 +254,16 @@ static void test_open_rocm5(void **state) {
   reset_env();
   fake_api f = fake_open(fake5);
   assert_null(dlsym(f.lib, "hipGetDevicePropertiesR0600"));
-  tl_hip *h = open_fake(fake5);
-  const tl_hip_device *d = tl_hip_device_info(h);
-  assert_string_equal(d->arch, "gfx90a");
+  tl_gpu *h = open_fake(fake5);
+  const tl_gpu_device *d = tl_gpu_device_info(h);
+  assert_string_equal(d->arch_name, "gfx90a");
   assert_string_equal(d->target_id, "gfx90a:sramecc+:xnack-");
   assert_string_equal(d->name, "AMD Instinct MI210 (fake)");
   assert_int_equal(d->props_layout, 0);
   assert_int_equal(d->runtime_version, 50731921);
   assert_true(d->total_memory == ((size_t)64 << 30));
   assert_int_equal(f.calls("hipGetDeviceProperties"), 1);
-  tl_hip_close(h);
+  tl_gpu_close(h);
   dlclose(f.lib);
   reset_env();
 }
@@ -272,35 +272,35 @@ static void test_open_errors(void **state) {
   (void)state;
   NEED_FAKE();
   reset_env();
-  tl_hip *h = (tl_hip *)1;
+  tl_gpu *h = (tl_gpu *)1;
   tl_error err;
   char want[700];
   setenv("TL_LIBHIP", fake6, 1);
   setenv("FAKE_HIP_DEVICES", "0", 1);
-  assert_int_equal(tl_hip_open(0, &h, &err), TL_NO_DEVICE);
+  assert_int_equal(tl_gpu_open(TL_GPU_HIP, 0, &h, &err), TL_NO_DEVICE);
   assert_null(h);
   snprintf(want, sizeof want, "no HIP device (%s)", fake6);
   assert_string_equal(err.message, want);
   unsetenv("FAKE_HIP_DEVICES");
   setenv("FAKE_HIP_INIT_ERROR", "35", 1);
-  assert_int_equal(tl_hip_open(0, &h, &err), TL_NO_DEVICE);
+  assert_int_equal(tl_gpu_open(TL_GPU_HIP, 0, &h, &err), TL_NO_DEVICE);
   assert_string_equal(err.message,
                       "no HIP device: the runtime did not initialise: hipInit: "
                       "hipErrorInsufficientDriver (driver version is insufficient for runtime "
                       "version)");
   setenv("FAKE_HIP_INIT_ERROR", "4242", 1);
-  assert_int_equal(tl_hip_open(0, &h, &err), TL_NO_DEVICE);
+  assert_int_equal(tl_gpu_open(TL_GPU_HIP, 0, &h, &err), TL_NO_DEVICE);
   assert_non_null(strstr(err.message, "hipInit: hipErrorUnknown (unknown error)"));
   unsetenv("FAKE_HIP_INIT_ERROR");
   setenv("FAKE_HIP_DEVICES", "2", 1);
-  assert_int_equal(tl_hip_open(3, &h, &err), TL_INVALID_ARG);
+  assert_int_equal(tl_gpu_open(TL_GPU_HIP, 3, &h, &err), TL_INVALID_ARG);
   assert_null(h);
   assert_string_equal(err.message, "there is no HIP device 3 (2 devices: 0 to 1)");
   unsetenv("FAKE_HIP_DEVICES");
   static const char *const bad_arch[] = {"", "ZZZZ", "gfx", "gfx90a!:xnack-", "sm_90"};
   for (size_t i = 0; i < sizeof bad_arch / sizeof *bad_arch; i++) {
     setenv("FAKE_HIP_ARCH", bad_arch[i], 1);
-    assert_int_equal(tl_hip_open(0, &h, &err), TL_DEVICE);
+    assert_int_equal(tl_gpu_open(TL_GPU_HIP, 0, &h, &err), TL_DEVICE);
     assert_null(h);
     assert_non_null(strstr(err.message, "reports no architecture name"));
   }
@@ -323,24 +323,24 @@ static void test_load_launch(void **state) {
   reset_env();
   fake_api f = fake_open(fake6);
   int allocs0 = f.live("allocations"), modules0 = f.live("modules");
-  tl_hip *h = open_fake(fake6);
+  tl_gpu *h = open_fake(fake6);
   tl_error err;
   size_t n;
   unsigned char *image = code_object(0x3f, &n);
-  tl_hip_module *m = NULL;
-  assert_int_equal(tl_hip_load(h, image, n, &m, &err), TL_OK);
+  tl_gpu_module *m = NULL;
+  assert_int_equal(tl_gpu_load(h, image, n, &m, &err), TL_OK);
   free(image); /* the runtime keeps its own copy */
   assert_int_equal(f.live("modules"), modules0 + 1);
-  tl_hip_func *fn = NULL, *again = NULL;
-  assert_int_equal(tl_hip_function(m, "fake_axpy", &fn, &err), TL_OK);
-  assert_int_equal(tl_hip_function(m, "fake_axpy", &again, &err), TL_OK);
+  tl_gpu_func *fn = NULL, *again = NULL;
+  assert_int_equal(tl_gpu_function(m, "fake_axpy", &fn, &err), TL_OK);
+  assert_int_equal(tl_gpu_function(m, "fake_axpy", &again, &err), TL_OK);
   assert_ptr_equal(fn, again);
-  assert_int_equal(tl_hip_function(m, "fake_axp", &again, &err), TL_NOT_FOUND);
+  assert_int_equal(tl_gpu_function(m, "fake_axp", &again, &err), TL_NOT_FOUND);
   assert_null(again);
   assert_string_equal(err.message, "the module has no kernel named 'fake_axp'");
-  assert_int_equal(tl_hip_function(m, "", &again, &err), TL_INVALID_ARG);
-  tl_hip_func_attrs a;
-  assert_int_equal(tl_hip_function_attrs(fn, &a, &err), TL_OK);
+  assert_int_equal(tl_gpu_function(m, "", &again, &err), TL_INVALID_ARG);
+  tl_gpu_func_attrs a;
+  assert_int_equal(tl_gpu_function_attrs(fn, &a, &err), TL_OK);
   assert_int_equal(a.num_regs, 42);
   assert_int_equal(a.shared_bytes, 1024);
   assert_int_equal(a.local_bytes, 16);
@@ -355,14 +355,14 @@ static void test_load_launch(void **state) {
     x[i] = (float)i * 0.5f;
     y[i] = 3.0f - (float)i;
   }
-  tl_hip_ptr dx = 0, dy = 0;
-  assert_int_equal(tl_hip_alloc(h, sizeof x, &dx, &err), TL_OK);
-  assert_int_equal(tl_hip_alloc(h, sizeof y, &dy, &err), TL_OK);
+  tl_gpu_ptr dx = 0, dy = 0;
+  assert_int_equal(tl_gpu_alloc(h, sizeof x, &dx, &err), TL_OK);
+  assert_int_equal(tl_gpu_alloc(h, sizeof y, &dy, &err), TL_OK);
   assert_int_equal(dx % 256, 0);
-  assert_int_equal(tl_hip_upload(h, dx, x, sizeof x, &err), TL_OK);
-  assert_int_equal(tl_hip_upload(h, dy, y, sizeof y, &err), TL_OK);
-  tl_hip_stream s = NULL;
-  assert_int_equal(tl_hip_stream_create(h, &s, &err), TL_OK);
+  assert_int_equal(tl_gpu_upload(h, dx, x, sizeof x, &err), TL_OK);
+  assert_int_equal(tl_gpu_upload(h, dy, y, sizeof y, &err), TL_OK);
+  tl_gpu_stream s = NULL;
+  assert_int_equal(tl_gpu_stream_create(h, &s, &err), TL_OK);
   assert_non_null(s);
   float alpha = 2.5f;
   int count = N;
@@ -372,8 +372,8 @@ static void test_load_launch(void **state) {
   fake_hip_launch before, after;
   f.last_launch(&before);
   unsigned grid[3] = {4, 1, 1}, block[3] = {256, 1, 1};
-  assert_int_equal(tl_hip_launch(fn, grid, block, 2048, s, args, &err), TL_OK);
-  assert_int_equal(tl_hip_stream_sync(h, s, &err), TL_OK);
+  assert_int_equal(tl_gpu_launch(fn, grid, block, 2048, s, args, &err), TL_OK);
+  assert_int_equal(tl_gpu_stream_sync(h, s, &err), TL_OK);
   f.last_launch(&after);
   assert_int_equal(after.count, before.count + 1);
   assert_string_equal(after.kernel, "fake_axpy");
@@ -389,17 +389,17 @@ static void test_load_launch(void **state) {
   assert_memory_equal(after.args[1], &dx, 8);
   assert_memory_equal(after.args[2], &alpha, 4);
   assert_memory_equal(after.args[3], &count, 4);
-  assert_int_equal(tl_hip_download(h, got, dy, sizeof got, &err), TL_OK);
+  assert_int_equal(tl_gpu_download(h, got, dy, sizeof got, &err), TL_OK);
   for (int i = 0; i < N; i++)
     want[i] = y[i] + alpha * x[i];
   assert_memory_equal(got, want, sizeof want);
   /* a grid that covers only part of n: the rest untouched */
-  assert_int_equal(tl_hip_upload(h, dy, y, sizeof y, &err), TL_OK);
+  assert_int_equal(tl_gpu_upload(h, dy, y, sizeof y, &err), TL_OK);
   grid[0] = 1;
   block[0] = 100;
-  assert_int_equal(tl_hip_launch(fn, grid, block, 0, NULL, args, &err), TL_OK);
-  assert_int_equal(tl_hip_sync(h, &err), TL_OK);
-  assert_int_equal(tl_hip_download(h, got, dy, sizeof got, &err), TL_OK);
+  assert_int_equal(tl_gpu_launch(fn, grid, block, 0, NULL, args, &err), TL_OK);
+  assert_int_equal(tl_gpu_sync(h, &err), TL_OK);
+  assert_int_equal(tl_gpu_download(h, got, dy, sizeof got, &err), TL_OK);
   assert_true(got[99] == y[99] + alpha * x[99] && got[100] == y[100]);
   f.last_launch(&after);
   assert_null(after.stream);
@@ -407,82 +407,82 @@ static void test_load_launch(void **state) {
   /* the checks before launching: nothing reaches the runtime */
   f.last_launch(&before);
   unsigned zero[3] = {0, 1, 1}, one[3] = {1, 1, 1};
-  assert_int_equal(tl_hip_launch(fn, zero, block, 0, NULL, args, &err), TL_INVALID_ARG);
+  assert_int_equal(tl_gpu_launch(fn, zero, block, 0, NULL, args, &err), TL_INVALID_ARG);
   assert_non_null(strstr(err.message, "zero dimension"));
   unsigned big_block[3] = {512, 1, 1};
-  assert_int_equal(tl_hip_launch(fn, one, big_block, 0, NULL, args, &err), TL_LIMIT);
+  assert_int_equal(tl_gpu_launch(fn, one, big_block, 0, NULL, args, &err), TL_LIMIT);
   assert_string_equal(err.message, "block of 512 threads for fake_axpy is over its limit of 256 by 256");
   unsigned wide[3] = {16777216, 1, 1};
-  assert_int_equal(tl_hip_launch(fn, wide, block, 0, NULL, args, &err), TL_OK); /* 1677721600 work-items */
+  assert_int_equal(tl_gpu_launch(fn, wide, block, 0, NULL, args, &err), TL_OK); /* 1677721600 work-items */
   block[0] = 256;
-  assert_int_equal(tl_hip_launch(fn, wide, block, 0, NULL, args, &err), TL_LIMIT);
+  assert_int_equal(tl_gpu_launch(fn, wide, block, 0, NULL, args, &err), TL_LIMIT);
   assert_string_equal(err.message,
                       "grid dimension x of fake_axpy spans 4294967296 work-items (16777216 blocks "
                       "of 256), over the 4294967295 an AMD dispatch can count by 1");
   unsigned tall[3] = {1, 16777216, 1};
   unsigned tall_block[3] = {1, 256, 1};
-  assert_int_equal(tl_hip_launch(fn, tall, tall_block, 0, NULL, args, &err), TL_LIMIT);
+  assert_int_equal(tl_gpu_launch(fn, tall, tall_block, 0, NULL, args, &err), TL_LIMIT);
   assert_non_null(strstr(err.message, "grid dimension y"));
-  assert_int_equal(tl_hip_launch(fn, one, block, 65536 - 1024, NULL, args, &err), TL_OK);
-  assert_int_equal(tl_hip_launch(fn, one, block, 65536 - 1023, NULL, args, &err), TL_LIMIT);
+  assert_int_equal(tl_gpu_launch(fn, one, block, 65536 - 1024, NULL, args, &err), TL_OK);
+  assert_int_equal(tl_gpu_launch(fn, one, block, 65536 - 1023, NULL, args, &err), TL_LIMIT);
   assert_string_equal(err.message,
                       "fake_axpy needs 65537 bytes of LDS (1024 static + 64513 dynamic), over "
                       "the device's 65536 per workgroup by 1");
-  assert_int_equal(tl_hip_launch(NULL, one, block, 0, NULL, args, &err), TL_INVALID_ARG);
+  assert_int_equal(tl_gpu_launch(NULL, one, block, 0, NULL, args, &err), TL_INVALID_ARG);
   f.last_launch(&after);
   assert_int_equal(after.count, before.count + 2); /* the two that were accepted */
-  assert_int_equal(tl_hip_sync(h, &err), TL_OK);
+  assert_int_equal(tl_gpu_sync(h, &err), TL_OK);
 
   /* a fault shows at the next synchronisation, in the runtime's words */
-  tl_hip_func *fault = NULL;
-  assert_int_equal(tl_hip_function(m, "fake_fault", &fault, &err), TL_OK);
-  assert_int_equal(tl_hip_launch(fault, one, one, 0, NULL, NULL, &err), TL_OK);
-  assert_int_equal(tl_hip_sync(h, &err), TL_DEVICE);
+  tl_gpu_func *fault = NULL;
+  assert_int_equal(tl_gpu_function(m, "fake_fault", &fault, &err), TL_OK);
+  assert_int_equal(tl_gpu_launch(fault, one, one, 0, NULL, NULL, &err), TL_OK);
+  assert_int_equal(tl_gpu_sync(h, &err), TL_DEVICE);
   assert_string_equal(err.message,
                       "hipDeviceSynchronize: hipErrorIllegalAddress (an illegal memory access was "
                       "encountered)");
-  assert_int_equal(tl_hip_sync(h, &err), TL_OK);
+  assert_int_equal(tl_gpu_sync(h, &err), TL_OK);
 
   /* memset, failures of memory calls, events */
-  assert_int_equal(tl_hip_memset8(h, dx, 0x7f, sizeof x, &err), TL_OK);
+  assert_int_equal(tl_gpu_memset8(h, dx, 0x7f, sizeof x, &err), TL_OK);
   unsigned char bytes[16];
-  assert_int_equal(tl_hip_download(h, bytes, dx, sizeof bytes, &err), TL_OK);
+  assert_int_equal(tl_gpu_download(h, bytes, dx, sizeof bytes, &err), TL_OK);
   assert_int_equal(bytes[0], 0x7f);
   assert_int_equal(bytes[15], 0x7f);
-  tl_hip_ptr huge = 1;
-  assert_int_equal(tl_hip_alloc(h, (size_t)1 << 40, &huge, &err), TL_DEVICE);
+  tl_gpu_ptr huge = 1;
+  assert_int_equal(tl_gpu_alloc(h, (size_t)1 << 40, &huge, &err), TL_DEVICE);
   assert_int_equal(huge, 0);
   assert_string_equal(err.message, "hipMalloc of 1099511627776 bytes: hipErrorOutOfMemory (out of memory)");
-  assert_int_equal(tl_hip_alloc(h, 0, &huge, &err), TL_INVALID_ARG);
-  assert_int_equal(tl_hip_upload(h, 0, x, 4, &err), TL_DEVICE); /* the runtime's answer to NULL */
+  assert_int_equal(tl_gpu_alloc(h, 0, &huge, &err), TL_INVALID_ARG);
+  assert_int_equal(tl_gpu_upload(h, 0, x, 4, &err), TL_DEVICE); /* the runtime's answer to NULL */
   assert_non_null(strstr(err.message, "hipMemcpyHtoD: hipErrorInvalidValue"));
-  assert_int_equal(tl_hip_upload(h, dx, NULL, 4, &err), TL_INVALID_ARG);
-  assert_int_equal(tl_hip_upload(h, dx, x, 0, &err), TL_OK);
-  tl_hip_event *e0 = NULL, *e1 = NULL;
-  assert_int_equal(tl_hip_event_create(h, &e0, &err), TL_OK);
-  assert_int_equal(tl_hip_event_create(h, &e1, &err), TL_OK);
-  assert_int_equal(tl_hip_event_record(e0, s, &err), TL_OK);
-  assert_int_equal(tl_hip_event_record(e1, s, &err), TL_OK);
+  assert_int_equal(tl_gpu_upload(h, dx, NULL, 4, &err), TL_INVALID_ARG);
+  assert_int_equal(tl_gpu_upload(h, dx, x, 0, &err), TL_OK);
+  tl_gpu_event *e0 = NULL, *e1 = NULL;
+  assert_int_equal(tl_gpu_event_create(h, &e0, &err), TL_OK);
+  assert_int_equal(tl_gpu_event_create(h, &e1, &err), TL_OK);
+  assert_int_equal(tl_gpu_event_record(e0, s, &err), TL_OK);
+  assert_int_equal(tl_gpu_event_record(e1, s, &err), TL_OK);
   float ms = -1;
-  assert_int_equal(tl_hip_event_elapsed(e0, e1, &ms, &err), TL_OK);
+  assert_int_equal(tl_gpu_event_elapsed(e0, e1, &ms, &err), TL_OK);
   assert_true(ms >= 0);
-  assert_int_equal(tl_hip_event_elapsed(e0, NULL, &ms, &err), TL_INVALID_ARG);
-  tl_hip_event_destroy(e0);
-  tl_hip_event_destroy(e1);
-  tl_hip_event_destroy(NULL);
+  assert_int_equal(tl_gpu_event_elapsed(e0, NULL, &ms, &err), TL_INVALID_ARG);
+  tl_gpu_event_destroy(e0);
+  tl_gpu_event_destroy(e1);
+  tl_gpu_event_destroy(NULL);
 
-  tl_hip_stream_destroy(h, s);
-  tl_hip_stream_destroy(h, NULL);
-  tl_hip_free(h, dx);
-  tl_hip_free(h, dy);
-  tl_hip_free(h, 0);
-  tl_hip_unload(m);
-  tl_hip_unload(NULL);
+  tl_gpu_stream_destroy(h, s);
+  tl_gpu_stream_destroy(h, NULL);
+  tl_gpu_free(h, dx);
+  tl_gpu_free(h, dy);
+  tl_gpu_free(h, 0);
+  tl_gpu_unload(m);
+  tl_gpu_unload(NULL);
   assert_int_equal(f.live("allocations"), allocs0);
   assert_int_equal(f.live("modules"), modules0);
   assert_int_equal(f.live("streams"), 0);
   assert_int_equal(f.live("events"), 0);
-  tl_hip_close(h);
+  tl_gpu_close(h);
   dlclose(f.lib);
   reset_env();
 }
@@ -494,9 +494,9 @@ static void test_load_checks(void **state) {
   NEED_FAKE();
   reset_env();
   fake_api f = fake_open(fake6);
-  tl_hip *h = open_fake(fake6);
+  tl_gpu *h = open_fake(fake6);
   tl_error err;
-  tl_hip_module *m = (tl_hip_module *)1;
+  tl_gpu_module *m = (tl_gpu_module *)1;
   int loads = f.calls("hipModuleLoadData");
   size_t n;
   unsigned char *good = code_object(0x3f, &n);
@@ -504,30 +504,30 @@ static void test_load_checks(void **state) {
   /* not code objects */
   const char ptx[] = "//\n// Generated by NVIDIA NVVM Compiler\n.version 8.0\n.target sm_90\n"
                      "..........................................................";
-  assert_int_equal(tl_hip_load(h, ptx, sizeof ptx - 1, &m, &err), TL_UNSUPPORTED);
+  assert_int_equal(tl_gpu_load(h, ptx, sizeof ptx - 1, &m, &err), TL_UNSUPPORTED);
   assert_null(m);
   assert_non_null(strstr(err.message, "not an ELF code object (it looks like PTX text)"));
   unsigned char *cubin = fake_hip_code_object(2, 190, 0x5a, kernels, 1, &n);
-  assert_int_equal(tl_hip_load(h, cubin, n, &m, &err), TL_UNSUPPORTED);
+  assert_int_equal(tl_gpu_load(h, cubin, n, &m, &err), TL_UNSUPPORTED);
   assert_string_equal(err.message,
                       "the image is an ELF for machine 190 (a CUDA cubin), not an AMDGPU code object (224)");
   free(cubin);
   unsigned char *rel = fake_hip_code_object(1, 224, 0x53f, kernels, 1, &n);
-  assert_int_equal(tl_hip_load(h, rel, n, &m, &err), TL_UNSUPPORTED);
+  assert_int_equal(tl_gpu_load(h, rel, n, &m, &err), TL_UNSUPPORTED);
   assert_non_null(strstr(err.message, "(a relocatable object), not a linked one"));
   free(rel);
   char bundle[200] = "__CLANG_OFFLOAD_BUNDLE__";
-  assert_int_equal(tl_hip_load(h, bundle, sizeof bundle, &m, &err), TL_UNSUPPORTED);
+  assert_int_equal(tl_gpu_load(h, bundle, sizeof bundle, &m, &err), TL_UNSUPPORTED);
   assert_non_null(strstr(err.message, "offload bundle"));
   unsigned char *b32 = code_object(0x3f, &n);
   b32[4] = 1; /* ELFCLASS32 */
-  assert_int_equal(tl_hip_load(h, b32, n, &m, &err), TL_UNSUPPORTED);
+  assert_int_equal(tl_gpu_load(h, b32, n, &m, &err), TL_UNSUPPORTED);
   assert_non_null(strstr(err.message, "little-endian ELF64"));
   free(b32);
 
   /* another architecture, known by its EF_AMDGPU_MACH */
   unsigned char *other = code_object(0x4c, &n);
-  assert_int_equal(tl_hip_load(h, other, n, &m, &err), TL_UNSUPPORTED);
+  assert_int_equal(tl_gpu_load(h, other, n, &m, &err), TL_UNSUPPORTED);
   assert_string_equal(err.message, "the code object is for gfx942; this GPU is gfx90a");
   free(other);
 
@@ -536,7 +536,7 @@ static void test_load_checks(void **state) {
   assert_non_null(cut);
   for (size_t len = 1; len < n; len++) {
     memcpy(cut, good, len);
-    tl_status st = tl_hip_load(h, cut, len, &m, &err);
+    tl_status st = tl_gpu_load(h, cut, len, &m, &err);
     assert_true(st == TL_CORRUPT || st == TL_UNSUPPORTED);
     assert_null(m);
   }
@@ -558,7 +558,7 @@ static void test_load_checks(void **state) {
   for (size_t i = 0; i < sizeof edits / sizeof *edits; i++) {
     memcpy(bad, good, n);
     put(bad + edits[i].at, edits[i].value, edits[i].bytes);
-    assert_int_equal(tl_hip_load(h, bad, n, &m, &err), TL_CORRUPT);
+    assert_int_equal(tl_gpu_load(h, bad, n, &m, &err), TL_CORRUPT);
     assert_non_null(strstr(err.message, edits[i].says));
   }
   uint64_t shoff = 0;
@@ -566,21 +566,21 @@ static void test_load_checks(void **state) {
     shoff = shoff << 8 | good[40 + i];
   memcpy(bad, good, n);
   put(bad + shoff + 64 + 32, 1u << 20, 8); /* the string table's sh_size */
-  assert_int_equal(tl_hip_load(h, bad, n, &m, &err), TL_CORRUPT);
+  assert_int_equal(tl_gpu_load(h, bad, n, &m, &err), TL_CORRUPT);
   char want[300];
   snprintf(want, sizeof want, "section 1 of the code object reaches past its %zu bytes", n);
   assert_string_equal(err.message, want);
   memcpy(bad, good, n);
   put(bad + shoff + 64 + 4, 8, 4); /* SHT_NOBITS: its size takes no bytes */
   put(bad + shoff + 64 + 32, 1u << 20, 8);
-  assert_int_equal(tl_hip_load(h, bad, n, &m, &err), TL_OK);
-  tl_hip_unload(m);
+  assert_int_equal(tl_gpu_load(h, bad, n, &m, &err), TL_OK);
+  tl_gpu_unload(m);
   free(bad);
   assert_int_equal(f.calls("hipModuleLoadData"), loads + 1);
 
   /* the runtime's refusals, translated */
   unsigned char *unknown = code_object(0x01, &n); /* a mach the table does not know */
-  assert_int_equal(tl_hip_load(h, unknown, n, &m, &err), TL_DEVICE);
+  assert_int_equal(tl_gpu_load(h, unknown, n, &m, &err), TL_DEVICE);
   assert_null(m);
   snprintf(want, sizeof want,
            "hipModuleLoadData (code object of %zu bytes, on gfx90a): hipErrorNoBinaryForGpu (no "
@@ -590,18 +590,18 @@ static void test_load_checks(void **state) {
   free(unknown);
   static const char *const refuse[] = {"fake:refuse"};
   unsigned char *refused = fake_hip_code_object(3, 224, 0x53f, refuse, 1, &n);
-  assert_int_equal(tl_hip_load(h, refused, n, &m, &err), TL_DEVICE);
+  assert_int_equal(tl_gpu_load(h, refused, n, &m, &err), TL_DEVICE);
   assert_non_null(strstr(err.message, "hipErrorSharedObjectInitFailed (shared object initialization failed)"));
   free(refused);
 
   /* arguments */
-  assert_int_equal(tl_hip_load(h, NULL, 10, &m, &err), TL_INVALID_ARG);
-  assert_int_equal(tl_hip_load(h, good, 0, &m, &err), TL_INVALID_ARG);
-  assert_int_equal(tl_hip_load(h, good, (size_t)TL_HIP_MAX_IMAGE + 1, &m, &err), TL_TOO_LARGE);
-  assert_int_equal(tl_hip_load(h, good, n, NULL, &err), TL_INVALID_ARG);
+  assert_int_equal(tl_gpu_load(h, NULL, 10, &m, &err), TL_INVALID_ARG);
+  assert_int_equal(tl_gpu_load(h, good, 0, &m, &err), TL_INVALID_ARG);
+  assert_int_equal(tl_gpu_load(h, good, (size_t)TL_GPU_MAX_IMAGE + 1, &m, &err), TL_TOO_LARGE);
+  assert_int_equal(tl_gpu_load(h, good, n, NULL, &err), TL_INVALID_ARG);
   free(good);
   assert_int_equal(f.live("modules"), 0);
-  tl_hip_close(h);
+  tl_gpu_close(h);
   dlclose(f.lib);
   reset_env();
 }
@@ -622,8 +622,8 @@ static void test_mach_table(void **state) {
 /* ---- threads ---------------------------------------------------------------------- */
 
 typedef struct job {
-  tl_hip *h;
-  tl_hip_func *fn;
+  tl_gpu *h;
+  tl_gpu_func *fn;
   int id;
   char why[TL_ERROR_MESSAGE_MAX + 64];
 } job;
@@ -637,23 +637,23 @@ static void *worker(void *arg) {
     x[i] = (float)(i + j->id);
     y[i] = (float)j->id;
   }
-  tl_hip_ptr dx = 0, dy = 0;
+  tl_gpu_ptr dx = 0, dy = 0;
   float a = (float)j->id + 1;
   int count = N;
   void *args[] = {&dy, &dx, &a, &count};
   unsigned grid[3] = {2, 1, 1}, block[3] = {256, 1, 1};
   for (int round = 0; round < 50 && !j->why[0]; round++) {
-    if (tl_hip_alloc(j->h, sizeof x, &dx, &err) != TL_OK || tl_hip_alloc(j->h, sizeof y, &dy, &err) != TL_OK ||
-        tl_hip_upload(j->h, dx, x, sizeof x, &err) != TL_OK || tl_hip_upload(j->h, dy, y, sizeof y, &err) != TL_OK ||
-        tl_hip_launch(j->fn, grid, block, 0, NULL, args, &err) != TL_OK ||
-        tl_hip_download(j->h, got, dy, sizeof got, &err) != TL_OK) {
+    if (tl_gpu_alloc(j->h, sizeof x, &dx, &err) != TL_OK || tl_gpu_alloc(j->h, sizeof y, &dy, &err) != TL_OK ||
+        tl_gpu_upload(j->h, dx, x, sizeof x, &err) != TL_OK || tl_gpu_upload(j->h, dy, y, sizeof y, &err) != TL_OK ||
+        tl_gpu_launch(j->fn, grid, block, 0, NULL, args, &err) != TL_OK ||
+        tl_gpu_download(j->h, got, dy, sizeof got, &err) != TL_OK) {
       snprintf(j->why, sizeof j->why, "%s", err.message);
     }
     for (int i = 0; i < N && !j->why[0]; i++)
       if (got[i] != y[i] + a * x[i])
         snprintf(j->why, sizeof j->why, "round %d: y[%d] = %g, want %g", round, i, got[i], y[i] + a * x[i]);
-    tl_hip_free(j->h, dx);
-    tl_hip_free(j->h, dy);
+    tl_gpu_free(j->h, dx);
+    tl_gpu_free(j->h, dy);
     dx = dy = 0;
   }
   return NULL;
@@ -665,15 +665,15 @@ static void test_threads(void **state) {
   reset_env();
   fake_api f = fake_open(fake6);
   int allocs0 = f.live("allocations");
-  tl_hip *h = open_fake(fake6);
+  tl_gpu *h = open_fake(fake6);
   tl_error err;
   size_t n;
   unsigned char *image = code_object(0x3f, &n);
-  tl_hip_module *m = NULL;
-  assert_int_equal(tl_hip_load(h, image, n, &m, &err), TL_OK);
+  tl_gpu_module *m = NULL;
+  assert_int_equal(tl_gpu_load(h, image, n, &m, &err), TL_OK);
   free(image);
-  tl_hip_func *fn = NULL;
-  assert_int_equal(tl_hip_function(m, "fake_axpy", &fn, &err), TL_OK);
+  tl_gpu_func *fn = NULL;
+  assert_int_equal(tl_gpu_function(m, "fake_axpy", &fn, &err), TL_OK);
   job jobs[4];
   pthread_t tid[4];
   for (int i = 0; i < 4; i++) {
@@ -685,9 +685,9 @@ static void test_threads(void **state) {
   for (int i = 0; i < 4; i++)
     if (jobs[i].why[0])
       fail_msg("thread %d: %s", i, jobs[i].why);
-  tl_hip_unload(m);
+  tl_gpu_unload(m);
   assert_int_equal(f.live("allocations"), allocs0);
-  tl_hip_close(h);
+  tl_gpu_close(h);
   dlclose(f.lib);
   reset_env();
 }
@@ -746,22 +746,22 @@ static void test_real_hsaco(void **state) {
     assert_int_equal(flags & 0xff, tl_hip_mach_of(archs[i]));
     /* through the checks and the fake's loader, on a GPU of that architecture */
     setenv("FAKE_HIP_ARCH", archs[i], 1);
-    tl_hip *h = open_fake(fake6);
+    tl_gpu *h = open_fake(fake6);
     tl_error err;
-    tl_hip_module *m = NULL;
-    if (tl_hip_load(h, buf, n, &m, &err) != TL_OK)
+    tl_gpu_module *m = NULL;
+    if (tl_gpu_load(h, buf, n, &m, &err) != TL_OK)
       fail_msg("loading the %s code object: %s", archs[i], err.message);
-    tl_hip_func *fn = NULL;
-    assert_int_equal(tl_hip_function(m, "real_scale", &fn, &err), TL_OK);
-    tl_hip_unload(m);
+    tl_gpu_func *fn = NULL;
+    assert_int_equal(tl_gpu_function(m, "real_scale", &fn, &err), TL_OK);
+    tl_gpu_unload(m);
     /* and refused on another */
     const char *other = i == 0 ? "gfx942" : "gfx90a";
-    tl_hip_close(h);
+    tl_gpu_close(h);
     setenv("FAKE_HIP_ARCH", other, 1);
     h = open_fake(fake6);
-    assert_int_equal(tl_hip_load(h, buf, n, &m, &err), TL_UNSUPPORTED);
+    assert_int_equal(tl_gpu_load(h, buf, n, &m, &err), TL_UNSUPPORTED);
     assert_non_null(strstr(err.message, archs[i]));
-    tl_hip_close(h);
+    tl_gpu_close(h);
     printf("%s: %zu bytes, e_flags 0x%x, loaded and refused as it should be\n", archs[i], n, flags);
   }
   reset_env();

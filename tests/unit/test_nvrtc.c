@@ -608,20 +608,20 @@ static void test_threads(void **state) {
 
 static void test_cuda_no_device(void **state) {
   (void)state;
-  tl_cuda *h = NULL;
+  tl_gpu *h = NULL;
   tl_error err;
   unsetenv("TL_LIBCUDA");
-  tl_status st = tl_cuda_open(0, &h, &err);
+  tl_status st = tl_gpu_open(TL_GPU_CUDA, 0, &h, &err);
   if (st == TL_OK) {
     printf("skipping: a CUDA device is present (%s, sm_%d); tests/gpu/run.sh covers it\n",
-           tl_cuda_device_info(h)->name, tl_cuda_arch(h));
-    tl_cuda_close(h);
+           tl_gpu_device_info(h)->name, tl_gpu_arch(h));
+    tl_gpu_close(h);
     skip();
   }
   assert_int_equal(st, TL_NO_DEVICE);
   assert_int_equal(err.code, TL_NO_DEVICE);
   assert_null(h);
-  printf("tl_cuda_open: %s\n", err.message);
+  printf("tl_gpu_open: %s\n", err.message);
   /* No driver at all (this CI), a driver with no GPU, or a driver that does
    * not start: each says so in its first words. */
   assert_true(strcmp(err.message, "no CUDA driver (libcuda.so.1 not found)") == 0 ||
@@ -631,15 +631,15 @@ static void test_cuda_no_device(void **state) {
 
 static void test_cuda_missing_library(void **state) {
   (void)state;
-  tl_cuda *h = NULL;
+  tl_gpu *h = NULL;
   tl_error err;
   setenv("TL_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
-  assert_int_equal(tl_cuda_open(0, &h, &err), TL_NO_DEVICE);
+  assert_int_equal(tl_gpu_open(TL_GPU_CUDA, 0, &h, &err), TL_NO_DEVICE);
   assert_null(h);
   assert_string_equal(err.message, "no CUDA driver (/nonexistent/libcuda.so.1 not found)");
   /* A library that is not the driver. */
   setenv("TL_LIBCUDA", "libm.so.6", 1);
-  assert_int_equal(tl_cuda_open(0, &h, &err), TL_NO_DEVICE);
+  assert_int_equal(tl_gpu_open(TL_GPU_CUDA, 0, &h, &err), TL_NO_DEVICE);
   assert_non_null(strstr(err.message, "libm.so.6 lacks cuGetErrorName"));
   /* The toolkit's stub library, where installed: loads, resolves, refuses. */
   static const char *const stubs[] = {"/usr/local/cuda/lib64/stubs/libcuda.so",
@@ -648,20 +648,20 @@ static void test_cuda_missing_library(void **state) {
     if (access(stubs[i], R_OK) != 0)
       continue;
     setenv("TL_LIBCUDA", stubs[i], 1);
-    assert_int_equal(tl_cuda_open(0, &h, &err), TL_NO_DEVICE);
+    assert_int_equal(tl_gpu_open(TL_GPU_CUDA, 0, &h, &err), TL_NO_DEVICE);
     assert_null(h);
     printf("with the stub: %s\n", err.message);
     assert_non_null(strstr(err.message, "stub library"));
     break;
   }
   unsetenv("TL_LIBCUDA");
-  assert_int_equal(tl_cuda_open(-1, &h, &err), TL_INVALID_ARG);
-  assert_int_equal(tl_cuda_open(0, NULL, &err), TL_INVALID_ARG);
-  tl_cuda_close(NULL);
-  tl_cuda_unload(NULL);
-  tl_cuda_event_destroy(NULL);
-  tl_cuda_free(NULL, 0);
-  assert_int_equal(tl_cuda_arch(NULL), 0);
+  assert_int_equal(tl_gpu_open(TL_GPU_CUDA, -1, &h, &err), TL_INVALID_ARG);
+  assert_int_equal(tl_gpu_open(TL_GPU_CUDA, 0, NULL, &err), TL_INVALID_ARG);
+  tl_gpu_close(NULL);
+  tl_gpu_unload(NULL);
+  tl_gpu_event_destroy(NULL);
+  tl_gpu_free(NULL, 0);
+  assert_int_equal(tl_gpu_arch(NULL), 0);
 }
 
 int main(void) {

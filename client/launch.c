@@ -1,0 +1,79 @@
+/*
+ * launch.c - the launcher of launch.h: loading a kernel from its binary and
+ * metadata on a GPU of gpudrv.h, and launching it through the launch plan
+ * of meta.c.  Shared by libtlclient (device.c) and `tlc run --device`.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+#include "launch.h"
+
+struct tl_kernel {
+  tl_gpu *gpu;
+  tl_gpu_module *mod;
+  tl_gpu_func *fn;
+  tl_meta *meta;
+};
+
+/* Whether a binary for target runs on the device. */
+static tl_status check_target(tl_gpu *gpu, const char *entry, const char *target, tl_error *err) {
+  const tl_gpu_device *d = tl_gpu_device_info(gpu);
+  bool ok = d->api == TL_GPU_HIP ? strcmp(target, d->arch_name) == 0 : tl_target_runs_on(target, d->arch);
+  if (!ok)
+    return tl_error_set(err, TL_UNSUPPORTED, "kernel '%s' was built for %s, which cannot run on this GPU (%s, %s)",
+                        entry, target, d->name, d->arch_name);
+  return TL_OK;
+}
+
+tl_status tl_kernel_load_image(tl_gpu *gpu, const char *target, const void *image, size_t n, const char *metadata,
+                               tl_kernel **out, tl_error *err) {
+  tl_error_clear(err);
+  if (!out)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_kernel_load: out is NULL");
+  *out = NULL;
+  if (!gpu || !target || !image || !metadata)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_kernel_load: NULL argument");
+  tl_kernel *k = calloc(1, sizeof *k);
+  if (!k)
+    return tl_error_set(err, TL_NOMEM, "out of memory");
+  k->gpu = gpu;
+  tl_status st = tl_meta_parse(metadata, &k->meta, err);
+  if (st == TL_OK)
+    st = check_target(gpu, k->meta->entry, target, err);
+  if (st == TL_OK)
+    st = tl_gpu_load(gpu, image, n, &k->mod, err);
+  if (st == TL_OK)
+    st = tl_gpu_function(k->mod, k->meta->entry, &k->fn, err);
+  if (st != TL_OK) {
+    tl_kernel_free(k);
+    return st;
+  }
+  *out = k;
+  return TL_OK;
+}
+
+tl_status tl_kernel_grid(const tl_kernel *k, const tl_kernel_arg *args, int nargs, int64_t grid[3], tl_error *err) {
+  if (!k)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_kernel_grid: no kernel");
+  return tl_meta_grid(k->meta, args, nargs, grid, err);
+}
+
+tl_status tl_kernel_launch(tl_kernel *k, const tl_kernel_arg *args, int nargs, void *stream, tl_error *err) {
+  tl_error_clear(err);
+  if (!k)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_kernel_launch: no kernel");
+  tl_launch_plan plan;
+  tl_status st = tl_launch_plan_make(k->meta, args, nargs, &plan, err);
+  if (st != TL_OK || plan.empty)
+    return st;
+  return tl_gpu_launch(k->fn, plan.grid, plan.block, plan.dyn_smem, stream, plan.kargs, err);
+}
+
+void tl_kernel_free(tl_kernel *k) {
+  if (!k)
+    return;
+  tl_gpu_unload(k->mod);
+  tl_meta_free(k->meta);
+  free(k);
+}
