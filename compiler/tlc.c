@@ -19,6 +19,7 @@
 #include "ir.h"
 #include "npy.h"
 #include "pass.h"
+#include "target.h"
 #include "tlcompiler.h"
 
 #define TLC_VERSION "0.1.0"
@@ -338,7 +339,10 @@ static tl_status run_device(const options *o, tl_program *prog, const char *text
   /* the exact device: its architecture-specific target where the back end
    * uses one (wgmma on sm_90a) */
   int arch = tl_cuda_arch(h);
-  snprintf(target, sizeof target, "sm_%d%s", arch, arch == 90 ? "a" : "");
+  snprintf(target, sizeof target, "sm_%da", arch);
+  tl_target tt;
+  if (tl_target_parse(target, &tt, NULL) != TL_OK || !(tt.features & tt.a_features))
+    snprintf(target, sizeof target, "sm_%d", arch);
   tl_build *b = NULL;
   tl_cuda_module *mod = NULL;
   tl_cuda_func *fn = NULL;
@@ -461,7 +465,7 @@ static int cmd_compile(const options *o) {
     tl_arena_free(arena);
     return status;
   }
-  bool amd = strncmp(o->target, "gfx", 3) == 0;
+  bool amd = tl_target_is_amd_name(o->target);
   const char *emit = o->emit ? o->emit : amd ? "hsaco" : strncmp(o->target, "compute_", 8) == 0 ? "ptx" : "cubin";
   char target[64];
   snprintf(target, sizeof target, "%s", o->target);
@@ -512,9 +516,15 @@ static int cmd_targets(void) {
     return 1;
   }
   printf("# %s\n", desc);
+  printf("%-12s %-6s %4s %13s %-58s %s\n", "# target", "binary", "warp", "shared-memory", "features", "toolchain");
   for (; *list; list++) {
     const char *by = tl_compiler_target_toolchain(*list);
-    printf("%-12s %s\n", *list, by ? by : "");
+    tl_target t = {0};
+    char features[256] = "-";
+    if (tl_target_parse(*list, &t, NULL) == TL_OK && t.features)
+      tl_target_features_str(&t, ",", features, sizeof features);
+    printf("%-12s %-6s %4d %13lld %-58s %s\n", *list, t.binary == TL_BINARY_HSACO ? "hsaco" : t.binary == TL_BINARY_PTX ? "ptx" : "cubin",
+           t.warp, (long long)t.smem_bytes, features, by ? by : "");
   }
   for (const char *const *r = tl_compiler_targets_refused(); *r; r++)
     printf("# not offered: %s: %s\n", *r, tl_compiler_target_refusal(*r));
