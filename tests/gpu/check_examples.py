@@ -12,6 +12,7 @@ a last line "N passed, N failed"; exits 1 if any failed, 77 if there is no
 GPU.
 
     python3 tests/gpu/check_examples.py [--tlc build/bin/tlc] [--out DIR] [--sanitize]
+        [--only NAME] [--target T]   (T: e.g. compute_75, the portable paths of sm_75)
 """
 import argparse, json, os, subprocess, sys, tempfile, time
 import numpy as np
@@ -65,6 +66,8 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--sanitize", action="store_true", help="run the device side under compute-sanitizer")
     ap.add_argument("--only", default=None)
+    ap.add_argument("--target", default=None,
+                    help="build for this target instead of the GPU's own (e.g. compute_75: sm_75's portable paths)")
     a = ap.parse_args()
     probe = subprocess.run([a.tlc, "run", "examples/tilus_add_one.json", "--device", "cuda", "--arg", "n=1"],
                            capture_output=True, text=True)
@@ -110,7 +113,7 @@ def main():
         ref_out = [f"{o}={work}/{base}.{o}.ref.npy" for o in outs]
         dev_out = [f"{o}={work}/{base}.{o}.dev.npy" for o in outs]
         r1, t1 = run([a.tlc, "run", prog, "--interpret"] + dflags + aflags + inflags + sum([["--out", o] for o in ref_out], []))
-        dev_cmd = [a.tlc, "run", prog, "--device", "cuda"] + dflags + aflags + inflags + sum([["--out", o] for o in dev_out], [])
+        dev_cmd = [a.tlc, "run", prog, "--device", "cuda"] + (["--target", a.target] if a.target else []) + dflags + aflags + inflags + sum([["--out", o] for o in dev_out], [])
         if a.sanitize:
             dev_cmd = ["compute-sanitizer", "--error-exitcode", "3", "--tool", "memcheck"] + dev_cmd
         r2, t2 = run(dev_cmd)
