@@ -1,6 +1,7 @@
 /*
- * amdgpu.c - the AMD toolchain driver of amdgpu.h: the table of gfx
- * targets, hiprtc opened with dlopen, clang and ld.lld run as time-limited
+ * amdgpu.c - the AMD toolchain driver of amdgpu.h and its entry of the
+ * toolchain table (toolchain.h): the gfx targets of target.h's table that
+ * it offers, hiprtc opened with dlopen, clang and ld.lld run as time-limited
  * subprocesses in a private temporary directory, the lazy target probe,
  * the offload-bundle reader (for hiprtc output) and llvm-objdump.
  *
@@ -30,41 +31,35 @@
 
 #include "dlutil.h"
 #include "amdgpu.h"
+#include "hsaco.h"
+#include "toolchain.h"
 
 /* ---- the targets ---------------------------------------------------------- */
 
-/* EF_AMDGPU_MACH_AMDGCN_* values from LLVM's BinaryFormat/ELF.h (gfx950's
- * from LLVM 20, which added it; clang 19, the oldest this driver takes,
- * knows the others). */
-static const tl_amd_target known_targets[] = {
-    {"gfx90a", "CDNA2", 0x03f, 64, 65536, TL_AMD_MATRIX_MFMA, 19},
-    {"gfx942", "CDNA3", 0x04c, 64, 65536, TL_AMD_MATRIX_MFMA, 19},
-    {"gfx950", "CDNA4", 0x04f, 64, 163840, TL_AMD_MATRIX_MFMA, 20},
-    {"gfx1100", "RDNA3", 0x041, 32, 65536, TL_AMD_MATRIX_WMMA, 19},
-    {"gfx1201", "RDNA4", 0x04e, 32, 65536, TL_AMD_MATRIX_WMMA_GFX12, 19},
-};
-#define NKNOWN (sizeof known_targets / sizeof *known_targets)
+/* The AMD rows of the target table (target.c keeps them together, after
+ * NVIDIA's): the targets this driver may offer. */
+static const tl_target *known_targets;
+static size_t nknown;
+static pthread_once_t known_once = PTHREAD_ONCE_INIT;
 
-const tl_amd_target *tl_amd_known_targets(size_t *count) {
-  *count = NKNOWN;
-  return known_targets;
+static void known_build(void) {
+  size_t all;
+  const tl_target *t = tl_target_table(&all);
+  size_t first = 0;
+  while (first < all && t[first].vendor != TL_VENDOR_AMD)
+    first++;
+  known_targets = t + first;
+  nknown = all - first;
 }
 
-const tl_amd_target *tl_amd_target_find(const char *name) {
-  for (size_t i = 0; name && i < NKNOWN; i++)
+/* The index of the known target called name in known_targets, or -1. */
+static int known_index(const char *name) {
+  pthread_once(&known_once, known_build);
+  for (size_t i = 0; name && i < nknown; i++)
     if (strcmp(known_targets[i].name, name) == 0)
-      return &known_targets[i];
-  return NULL;
+      return (int)i;
+  return -1;
 }
-
-const tl_amd_target *tl_amd_target_by_mach(int mach) {
-  for (size_t i = 0; i < NKNOWN; i++)
-    if (known_targets[i].mach == mach)
-      return &known_targets[i];
-  return NULL;
-}
-
-int tl_amd_target_like(const char *s) { return s && strncmp(s, "gfx", 3) == 0 && s[3] >= '0' && s[3] <= '9'; }
 
 /* ---- hiprtc's ABI ------------------------------------------------------------ */
 
@@ -105,9 +100,9 @@ struct tl_amdgpu {
   /* Filled once by ensure_probed() under lock, read-only afterwards. */
   pthread_mutex_t lock;
   int probed;
-  unsigned char accepted[NKNOWN];
-  char refusal[NKNOWN][PATH_MAX + 256]; /* why not, where !accepted[i] */
-  const char *targets[NKNOWN + 1];
+  unsigned char accepted[TL_TARGET_ROWS_MAX];
+  char refusal[TL_TARGET_ROWS_MAX][PATH_MAX + 256]; /* why not, where !accepted[i] */
+  const char *targets[TL_TARGET_ROWS_MAX + 1];
   size_t ntargets;
 };
 
@@ -667,9 +662,9 @@ static int hiprtc_probe(tl_amdgpu *h, const char *target) {
 
 /* clang: every known target at once, `-fsyntax-only` of an empty source. */
 static void clang_probe(tl_amdgpu *h) {
-  pid_t pids[NKNOWN];
+  pid_t pids[TL_TARGET_ROWS_MAX];
   double deadline = now_ms() + 30000;
-  for (size_t i = 0; i < NKNOWN; i++) {
+  for (size_t i = 0; i < nknown; i++) {
     char arch[64];
     snprintf(arch, sizeof arch, "--offload-arch=%s", known_targets[i].name);
     char *argv[] = {h->clang, "-x", "hip", "--cuda-device-only", "-nogpulib", "-nogpuinc", arch, "-fsyntax-only",
@@ -677,7 +672,7 @@ static void clang_probe(tl_amdgpu *h) {
     if (spawn(argv, -1, NULL, &pids[i], NULL) != TL_OK)
       pids[i] = -1;
   }
-  for (size_t i = 0; i < NKNOWN; i++) {
+  for (size_t i = 0; i < nknown; i++) {
     int status = 0;
     h->accepted[i] = pids[i] > 0 && await(pids[i], deadline, "clang", &status, NULL) == TL_OK &&
                      WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -685,7 +680,7 @@ static void clang_probe(tl_amdgpu *h) {
 }
 
 /* Why the probe refused known target t. */
-static void explain_refusal(tl_amdgpu *h, const tl_amd_target *t, char *out, size_t cap) {
+static void explain_refusal(tl_amdgpu *h, const tl_target *t, char *out, size_t cap) {
   if (h->kind == TL_AMDGPU_CLANG && h->major < t->min_clang)
     snprintf(out, cap, "%s does not know %s (LLVM added it in clang %d): it needs clang %d or newer, or ROCm's hiprtc",
              h->desc, t->name, t->min_clang, t->min_clang);
@@ -697,15 +692,16 @@ static void explain_refusal(tl_amdgpu *h, const tl_amd_target *t, char *out, siz
 }
 
 static void ensure_probed(tl_amdgpu *h) {
+  pthread_once(&known_once, known_build);
   pthread_mutex_lock(&h->lock);
   if (!h->probed) {
     if (h->kind == TL_AMDGPU_HIPRTC)
-      for (size_t i = 0; i < NKNOWN; i++)
+      for (size_t i = 0; i < nknown; i++)
         h->accepted[i] = (unsigned char)hiprtc_probe(h, known_targets[i].name);
     else
       clang_probe(h);
     h->ntargets = 0;
-    for (size_t i = 0; i < NKNOWN; i++)
+    for (size_t i = 0; i < nknown; i++)
       if (h->accepted[i])
         h->targets[h->ntargets++] = known_targets[i].name;
       else
@@ -726,19 +722,19 @@ tl_status tl_amdgpu_targets(tl_amdgpu *h, const char *const **list, size_t *coun
 }
 
 int tl_amdgpu_accepts(tl_amdgpu *h, const char *target) {
-  const tl_amd_target *t = tl_amd_target_find(target);
-  if (!h || !t)
+  int i = known_index(target);
+  if (!h || i < 0)
     return 0;
   ensure_probed(h);
-  return h->accepted[t - known_targets];
+  return h->accepted[i];
 }
 
 const char *tl_amdgpu_refusal(tl_amdgpu *h, const char *target) {
-  const tl_amd_target *t = tl_amd_target_find(target);
-  if (!h || !t)
+  int i = known_index(target);
+  if (!h || i < 0)
     return NULL;
   ensure_probed(h);
-  return h->accepted[t - known_targets] ? NULL : h->refusal[t - known_targets];
+  return h->accepted[i] ? NULL : h->refusal[i];
 }
 
 /* ---- offload bundles ------------------------------------------------------------ */
@@ -997,10 +993,9 @@ tl_status tl_amdgpu_compile(tl_amdgpu *h, const char *src, const char *target, t
     return tl_error_set(err, TL_INVALID_ARG, "tl_amdgpu_compile: NULL handle, source or target");
   if (strnlen(src, TL_AMDGPU_MAX_SOURCE + 1u) > TL_AMDGPU_MAX_SOURCE)
     return tl_error_set(err, TL_TOO_LARGE, "the source is larger than %u bytes", TL_AMDGPU_MAX_SOURCE);
-  const tl_amd_target *t = tl_amd_target_find(target);
-  if (!t) {
+  if (known_index(target) < 0) {
     char names[128] = "";
-    for (size_t i = 0; i < NKNOWN; i++)
+    for (size_t i = 0; i < nknown; i++)
       tl_appendf(names, sizeof names, "%s%s", i ? ", " : "", known_targets[i].name);
     return tl_error_set(err, TL_INVALID_ARG, "'%.64s' is not an AMD target known here (%s)", target, names);
   }
@@ -1053,7 +1048,7 @@ tl_status tl_amdgpu_disassemble(const void *code, size_t n, const char *target, 
     *text = NULL;
   if (!code || !n || !target || !text)
     return tl_error_set(err, TL_INVALID_ARG, "tl_amdgpu_disassemble: NULL or empty argument");
-  if (!tl_amd_target_find(target))
+  if (known_index(target) < 0)
     return tl_error_set(err, TL_INVALID_ARG, "'%.64s' is not an AMD target known here", target);
   char tool[PATH_MAX];
   if (!find_objdump(tool, sizeof tool))
@@ -1082,3 +1077,87 @@ tl_status tl_amdgpu_disassemble(const void *code, size_t n, const char *target, 
   remove_tmpdir(dir);
   return st;
 }
+
+/* ---- the AMD entry of the toolchain table (toolchain.h) --------------------- */
+
+static tl_status amd_open(void **h, tl_error *err) { return tl_amdgpu_open((tl_amdgpu **)h, err); }
+
+static void amd_describe(void *h, char *buf, size_t cap) { snprintf(buf, cap, "%s", tl_amdgpu_description(h)); }
+
+static tl_status amd_targets(void *h, const char *const **list, size_t *count, tl_error *err) {
+  return tl_amdgpu_targets(h, list, count, err);
+}
+
+static int amd_accepts(void *h, const char *target) { return tl_amdgpu_accepts(h, target); }
+
+static const char *amd_refusal(void *h, const char *target) { return tl_amdgpu_refusal(h, target); }
+
+/* hiprtc or clang; the compile options (max_registers, debug) are NVRTC's
+ * and not passed on. */
+static tl_status amd_compile(void *h, const char *src, const tl_target *t, const tl_toolchain_opts *o,
+                             tl_toolchain_out *out, tl_error *err) {
+  (void)o;
+  tl_amdgpu_result r = {0};
+  tl_status st = tl_amdgpu_compile(h, src, t->name, &r, err);
+  if (st == TL_OK) {
+    out->code = r.code;
+    out->size = r.code_size;
+    out->log = r.log;
+    r.code = NULL;
+    r.log = NULL;
+  }
+  tl_amdgpu_result_free(&r);
+  return st;
+}
+
+/* The code object must be for the target and hold the kernel with one
+ * argument per parameter.  Its resources come from the metadata note:
+ * registers are VGPRs plus AGPRs (the unified register file of CDNA),
+ * static_shared_bytes the static LDS, local_bytes the scratch per lane. */
+static tl_status amd_inspect(void *h, const tl_target *t, const tl_toolchain_out *b, const char *kernel, int nparams,
+                             json_t **resources, tl_error *err) {
+  (void)h;
+  tl_hsaco_info hi = {0};
+  tl_status st;
+  const tl_hsaco_kernel *k = NULL;
+  if ((st = tl_hsaco_inspect(b->code, b->size, &hi, err)) == TL_OK &&
+      (st = tl_hsaco_check_target(&hi, t->name, err)) == TL_OK) {
+    k = tl_hsaco_find(&hi, kernel);
+    if (!k)
+      st = tl_error_set(err, TL_TOOLCHAIN, "the code object has no kernel '%s'", kernel);
+    else if (k->nexplicit != (size_t)nparams)
+      st = tl_error_set(err, TL_TOOLCHAIN, "kernel '%s' has %zu arguments in the code object, not %d", kernel,
+                        k->nexplicit, nparams);
+  }
+  if (st == TL_OK) {
+    json_t *res = json_object();
+    int agprs = k->agpr_count > 0 ? k->agpr_count : 0;
+    json_object_set_new(res, "registers", json_integer(k->vgpr_count + agprs));
+    json_object_set_new(res, "vgprs", json_integer(k->vgpr_count));
+    json_object_set_new(res, "agprs", json_integer(agprs));
+    json_object_set_new(res, "sgprs", json_integer(k->sgpr_count));
+    json_object_set_new(res, "static_shared_bytes", json_integer(k->group_segment_fixed_size));
+    json_object_set_new(res, "local_bytes", json_integer(k->private_segment_fixed_size));
+    json_object_set_new(res, "wavefront_size", json_integer(k->wavefront_size));
+    json_object_set_new(res, "max_flat_workgroup_size", json_integer(k->max_flat_workgroup_size));
+    if (k->vgpr_spill_count >= 0)
+      json_object_set_new(res, "vgpr_spill_count", json_integer(k->vgpr_spill_count));
+    if (k->sgpr_spill_count >= 0)
+      json_object_set_new(res, "sgpr_spill_count", json_integer(k->sgpr_spill_count));
+    *resources = res;
+  }
+  tl_hsaco_info_free(&hi);
+  return st;
+}
+
+const tl_toolchain_ops tl_toolchain_amdgpu = {
+    .vendor = TL_VENDOR_AMD,
+    .name = "AMDGPU",
+    .open = amd_open,
+    .describe = amd_describe,
+    .targets = amd_targets,
+    .accepts = amd_accepts,
+    .refusal = amd_refusal,
+    .compile = amd_compile,
+    .inspect = amd_inspect,
+};

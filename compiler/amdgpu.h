@@ -35,8 +35,9 @@
  *      the group is killed when it runs out).  Both children's output is
  *      the log.
  *
- * Targets: gfx90a, gfx942, gfx950 (CDNA 2, 3, 4) and gfx1100, gfx1201
- * (RDNA 3, 4), those the toolchain accepts.  Each is checked once per
+ * Targets: the AMD rows of the target table (target.h: gfx90a, gfx942,
+ * gfx950, CDNA 2, 3, 4, and gfx1100, gfx1201, RDNA 3, 4), those the
+ * toolchain accepts.  Each is checked once per
  * handle, lazily, by compiling an empty source for it (clang:
  * -fsyntax-only, the five at once; about 60 ms).  Debian's clang 19.1.7
  * accepts all but gfx950, which LLVM added in clang 20; for each known
@@ -50,6 +51,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../proto/tl_error.h"
+#include "target.h"
 
 /* Limits. */
 #define TL_AMDGPU_MAX_SOURCE  (64u << 20) /* bytes of source */
@@ -57,37 +59,6 @@
 #define TL_AMDGPU_MAX_LOG     (1u << 20)  /* bytes of log kept (the rest is cut) */
 #define TL_AMDGPU_TARGET_MAX  16          /* bytes of a target name, with NUL */
 #define TL_AMDGPU_TIMEOUT_MS  120000      /* default time limit of one compile */
-
-/* What a gfx target is (a fixed table: the targets this project knows). */
-/* MFMA: CDNA's v_mfma_* (wave64); WMMA: RDNA3's v_wmma_* in wave32 (gfx11
- * operand layouts); WMMA_GFX12: RDNA4's (builtins ..._w32_gfx12), whose
- * operand layouts differ from gfx11's (ir.h: TL_LAYOUT_WMMA_GFX12). */
-typedef enum tl_amd_matrix {
-  TL_AMD_MATRIX_NONE,
-  TL_AMD_MATRIX_MFMA,
-  TL_AMD_MATRIX_WMMA,
-  TL_AMD_MATRIX_WMMA_GFX12
-} tl_amd_matrix;
-
-typedef struct tl_amd_target {
-  const char *name;     /* "gfx90a" */
-  const char *family;   /* "CDNA2", "CDNA3", "CDNA4", "RDNA3", "RDNA4" */
-  int mach;             /* EF_AMDGPU_MACH_* of the code object's e_flags */
-  int wavefront;        /* threads per wavefront the compiler uses: 64 (CDNA), 32 (RDNA) */
-  int64_t lds_bytes;    /* LDS (shared memory) one workgroup may use */
-  tl_amd_matrix matrix; /* matrix cores the generated code may use */
-  int min_clang;        /* the first clang (major version) that knows it */
-} tl_amd_target;
-
-/* The table of known targets (its *count entries, in the order above). */
-const tl_amd_target *tl_amd_known_targets(size_t *count);
-/* The known target called name ("gfx90a"), or NULL. */
-const tl_amd_target *tl_amd_target_find(const char *name);
-/* The known target whose EF_AMDGPU_MACH value is mach, or NULL. */
-const tl_amd_target *tl_amd_target_by_mach(int mach);
-/* 1 if s looks like an AMD target ("gfx" and a digit), else 0: how a caller
- * picks this back end rather than NVIDIA's. */
-int tl_amd_target_like(const char *s);
 
 typedef struct tl_amdgpu tl_amdgpu;
 
@@ -127,7 +98,7 @@ void tl_amdgpu_version(const tl_amdgpu *h, int *major, int *minor);
  * clang only: hiprtc runs in-process and cannot be stopped). */
 void tl_amdgpu_set_timeout(tl_amdgpu *h, long ms);
 
-/* The targets of the table above that this toolchain accepts, in the
+/* The AMD targets of target.h's table that this toolchain accepts, in the
  * table's order.  *list and its strings are owned by the handle.  Runs the
  * probe if it has not run yet.  TL_NOMEM, or TL_TOOLCHAIN when the
  * toolchain could not be run at all. */
@@ -136,7 +107,7 @@ tl_status tl_amdgpu_targets(tl_amdgpu *h, const char *const **list, size_t *coun
 /* 1 if target is one of tl_amdgpu_targets, else 0. */
 int tl_amdgpu_accepts(tl_amdgpu *h, const char *target);
 
-/* Why the toolchain does not accept target, a target of the table above,
+/* Why the toolchain does not accept target, an AMD target of the table,
  * e.g. "clang 19.1.7 (/usr/bin/clang-19) does not know gfx950 (LLVM added
  * it in clang 20): it needs clang 20 or newer, or ROCm's hiprtc"; NULL when
  * it accepts target, for a target not in the table, and for NULL

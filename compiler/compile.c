@@ -4,17 +4,20 @@
  * the metadata that lets a client launch the binary with nothing else.
  *
  *   tl_compile:  parse + check (tl_load_program)
+ *                -> the target (target.h: tl_target_parse, one table)
  *                -> build key (canonical manifest, SHA-256)
  *                -> pass_place (registers or shared memory per buffer)
- *                -> fit the target (shared memory, threads)
+ *                -> pass_pipeline (cp.async stages, where the target has it)
+ *                -> check_target (clusters, shared memory: diagnostics)
  *                -> emit CUDA C or HIP C (emit_cuda.c and its dialects)
- *                -> NVRTC (nvrtc.c): cubin or PTX, or
- *                   hiprtc / clang + ld.lld (amdgpu.c): HSACO
- *                -> metadata (resources read back from the cubin, or from
- *                   the code object's notes, hsaco.c)
+ *                -> the toolchain of the target's vendor (toolchain.h:
+ *                   NVRTC, nvrtc.c: cubin or PTX; hiprtc / clang + ld.lld,
+ *                   amdgpu.c: HSACO), then the binary read back for the
+ *                   metadata's resources (cubin.c, hsaco.c)
+ *                -> metadata
  *
- * The back end is chosen by the target's name: gfx... is AMD's, the rest
- * NVIDIA's.  Each toolchain is opened once, when first needed.
+ * The toolchain is the entry of the toolchain table whose vendor is the
+ * target's.  Each toolchain is opened once, when first needed.
  */
 #include <jansson.h>
 #include <pthread.h>
@@ -24,89 +27,95 @@
 #include <time.h>
 #include "../proto/tl_hash.h"
 #include "../proto/tl_json.h"
-#include "amdgpu.h"
-#include "cubin.h"
-#include "hsaco.h"
 #include "interp.h"
-#include "nvrtc.h"
 #include "pass.h"
+#include "target.h"
+#include "toolchain.h"
+#include "dlutil.h"
 #include "tlcompiler.h"
 
-/* ---- the toolchain, opened once -------------------------------------------------- */
-static pthread_once_t nv_once = PTHREAD_ONCE_INIT;
-static tl_nvrtc *nv;
-static tl_error nv_err;
-static char nv_desc[128];
+/* ---- the toolchains, opened once ------------------------------------------------- */
+/* One entry per vendor (toolchain.h); a target's vendor picks its entry. */
+static const tl_toolchain_ops *const toolchains[] = {&tl_toolchain_nvrtc, &tl_toolchain_amdgpu};
+#define NTOOLCHAINS (sizeof toolchains / sizeof *toolchains)
 
-static void nv_open(void) {
-  if (tl_nvrtc_open(&nv, &nv_err) != TL_OK) {
-    nv = NULL;
-    return;
+/* An entry's handle, opened on first use (or why it could not be). */
+typedef struct opened {
+  bool tried;
+  void *h;
+  tl_error err;
+  char desc[4200];
+} opened;
+static opened open_state[NTOOLCHAINS];
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The handle of toolchain i, or NULL with *err (when err is not NULL) saying why. */
+static void *toolchain_handle(size_t i, tl_error *err) {
+  opened *o = &open_state[i];
+  pthread_mutex_lock(&open_lock);
+  if (!o->tried) {
+    o->tried = true;
+    if (toolchains[i]->open(&o->h, &o->err) == TL_OK)
+      toolchains[i]->describe(o->h, o->desc, sizeof o->desc);
+    else
+      o->h = NULL;
   }
-  int major = 0, minor = 0;
-  tl_nvrtc_version(nv, &major, &minor);
-  snprintf(nv_desc, sizeof nv_desc, "NVRTC %d.%d (%s)", major, minor, tl_nvrtc_library(nv));
+  pthread_mutex_unlock(&open_lock);
+  if (!o->h && err)
+    *err = o->err;
+  return o->h;
 }
 
-static tl_nvrtc *toolchain(tl_error *err) {
-  pthread_once(&nv_once, nv_open);
-  if (!nv && err)
-    *err = nv_err;
-  return nv;
+/* The index of the entry for t's vendor. */
+static size_t toolchain_of(const tl_target *t) {
+  size_t i = 0;
+  while (i + 1 < NTOOLCHAINS && toolchains[i]->vendor != t->vendor)
+    i++;
+  return i;
 }
 
-static pthread_once_t amd_once = PTHREAD_ONCE_INIT;
-static tl_amdgpu *amd;
-static tl_error amd_err;
-static char amd_desc[4200];
-
-static void amd_open(void) {
-  if (tl_amdgpu_open(&amd, &amd_err) != TL_OK) {
-    amd = NULL;
-    return;
-  }
-  snprintf(amd_desc, sizeof amd_desc, "%s", tl_amdgpu_description(amd));
-}
-
-static tl_amdgpu *amd_toolchain(tl_error *err) {
-  pthread_once(&amd_once, amd_open);
-  if (!amd && err)
-    *err = amd_err;
-  return amd;
-}
-
-/* Every target offered, NVIDIA's then AMD's, built once. */
+/* Every target offered, each toolchain's in the table's order, built once. */
 static pthread_once_t all_once = PTHREAD_ONCE_INIT;
 static const char **all_targets;
 static char all_desc[4400];
 static tl_error all_err;
 
 static void all_build(void) {
-  tl_error nerr, aerr;
-  tl_error_clear(&nerr);
-  tl_error_clear(&aerr);
-  const char *const *nl = NULL, *const *al = NULL;
-  size_t nn = 0, an = 0;
-  if (toolchain(&nerr) && tl_nvrtc_targets(nv, &nl, &nn, &nerr) != TL_OK)
-    nn = 0;
-  if (amd_toolchain(&aerr) && tl_amdgpu_targets(amd, &al, &an, &aerr) != TL_OK)
-    an = 0;
-  if (nn + an == 0) {
-    tl_error_set(&all_err, nv || amd ? (nv ? nerr.code : aerr.code) : TL_NO_TOOLCHAIN,
-                 "no toolchain offers any target: NVIDIA: %s; AMD: %s", nv ? "no targets" : nerr.message,
-                 amd ? "no targets" : aerr.message);
+  const char *const *lists[NTOOLCHAINS] = {0};
+  size_t counts[NTOOLCHAINS] = {0}, total = 0;
+  const char *why[NTOOLCHAINS];
+  tl_status code = TL_NO_TOOLCHAIN;
+  for (size_t i = 0; i < NTOOLCHAINS; i++) {
+    tl_error e;
+    tl_error_clear(&e);
+    void *h = toolchain_handle(i, &e);
+    if (h && toolchains[i]->targets(h, &lists[i], &counts[i], &e) != TL_OK)
+      counts[i] = 0;
+    if (h && !counts[i])
+      code = e.code != TL_OK ? e.code : code;
+    why[i] = h ? "no targets" : open_state[i].err.message;
+    total += counts[i];
+  }
+  if (total == 0) {
+    char msg[NTOOLCHAINS * TL_ERROR_MESSAGE_MAX] = "no toolchain offers any target";
+    for (size_t i = 0; i < NTOOLCHAINS; i++)
+      tl_appendf(msg, sizeof msg, "%s %s: %s", i ? ";" : ":", toolchains[i]->vendor == TL_VENDOR_AMD ? "AMD" : "NVIDIA",
+                 why[i]);
+    tl_error_set(&all_err, code, "%s", msg);
     return;
   }
-  all_targets = calloc(nn + an + 1, sizeof *all_targets);
+  all_targets = calloc(total + 1, sizeof *all_targets);
   if (!all_targets) {
     tl_error_set(&all_err, TL_NOMEM, "out of memory listing the targets");
     return;
   }
-  for (size_t i = 0; i < nn; i++)
-    all_targets[i] = nl[i];
-  for (size_t i = 0; i < an; i++)
-    all_targets[nn + i] = al[i];
-  snprintf(all_desc, sizeof all_desc, "%s%s%s", nn ? nv_desc : "", nn && an ? "; " : "", an ? amd_desc : "");
+  size_t n = 0;
+  for (size_t i = 0; i < NTOOLCHAINS; i++) {
+    for (size_t j = 0; j < counts[i]; j++)
+      all_targets[n++] = lists[i][j];
+    if (counts[i])
+      tl_appendf(all_desc, sizeof all_desc, "%s%s", all_desc[0] ? "; " : "", open_state[i].desc);
+  }
 }
 
 const char *const *tl_compiler_targets(const char **desc, tl_error *err) {
@@ -121,15 +130,15 @@ const char *const *tl_compiler_targets(const char **desc, tl_error *err) {
   return all_targets;
 }
 
-/* The known AMD targets the AMD toolchain refuses, built once. */
+/* The known targets a toolchain found refuses and says why, built once. */
 static pthread_once_t refused_once = PTHREAD_ONCE_INIT;
-static const char *refused[16];
+static const char *refused[TL_TARGET_ROWS_MAX + 1];
 
 static void refused_build(void) {
-  size_t n = 0, known;
-  const tl_amd_target *t = tl_amd_known_targets(&known);
-  for (size_t i = 0; i < known && n + 1 < sizeof refused / sizeof *refused; i++)
-    if (amd_toolchain(NULL) && tl_amdgpu_refusal(amd, t[i].name))
+  size_t n = 0, rows;
+  const tl_target *t = tl_target_table(&rows);
+  for (size_t i = 0; i < rows; i++)
+    if (tl_compiler_target_refusal(t[i].name))
       refused[n++] = t[i].name;
   refused[n] = NULL;
 }
@@ -140,22 +149,25 @@ const char *const *tl_compiler_targets_refused(void) {
 }
 
 const char *tl_compiler_target_refusal(const char *target) {
-  return target && tl_amd_target_like(target) && amd_toolchain(NULL) ? tl_amdgpu_refusal(amd, target) : NULL;
+  tl_target t;
+  if (tl_target_parse(target, &t, NULL) != TL_OK)
+    return NULL;
+  size_t i = toolchain_of(&t);
+  void *h = toolchain_handle(i, NULL);
+  return h ? toolchains[i]->refusal(h, target) : NULL;
 }
 
 const char *tl_compiler_target_toolchain(const char *target) {
-  if (!target)
+  tl_target t;
+  if (tl_target_parse(target, &t, NULL) != TL_OK)
     return NULL;
-  if (tl_amd_target_like(target))
-    return amd_toolchain(NULL) && tl_amdgpu_accepts(amd, target) ? amd_desc : NULL;
-  return toolchain(NULL) && tl_nvrtc_accepts(nv, target) ? nv_desc : NULL;
+  size_t i = toolchain_of(&t);
+  void *h = toolchain_handle(i, NULL);
+  return h && toolchains[i]->accepts(h, target) ? open_state[i].desc : NULL;
 }
 
 /* ---- options ------------------------------------------------------------------------ */
-typedef struct {
-  int max_registers; /* 0: the toolchain's choice */
-  bool debug;        /* line info in the binary */
-} options;
+typedef tl_toolchain_opts options; /* max_registers, debug */
 
 static tl_status parse_options(const char *text, options *o, json_t **canon, tl_error *err) {
   memset(o, 0, sizeof *o);
@@ -222,33 +234,30 @@ static char *manifest_of(const tl_compile_request *req, const tl_program *prog, 
 }
 
 /* Parses, checks and keys a request.  On success *prog lives in arena and
- * *desc is the description of the toolchain that builds for the target. */
+ * *desc is the description of the toolchain that builds for the target,
+ * *target the target (target.h). */
 static tl_status front(const tl_compile_request *req, tl_arena *arena, tl_program **prog, options *opt, char key[65],
-                       char **manifest, const char **desc, tl_diags *diags, tl_error *err) {
+                       char **manifest, const char **desc, tl_target *target, tl_diags *diags, tl_error *err) {
   tl_error_clear(err);
-  if (req->target && tl_amd_target_like(req->target)) {
-    tl_amdgpu *h = amd_toolchain(err);
-    if (!h)
-      return err ? err->code : TL_NO_TOOLCHAIN;
-    if (!tl_amdgpu_accepts(h, req->target)) {
-      const char *why = tl_amdgpu_refusal(h, req->target);
-      if (why)
-        return tl_error_set(err, TL_UNSUPPORTED, "target '%.64s' is not offered here: %s", req->target, why);
-      return tl_error_set(err, TL_UNSUPPORTED, "target '%.64s' is not offered here (see the toolchain's targets: %s)",
-                          req->target, amd_desc);
-    }
-    *desc = amd_desc;
-  } else {
-    tl_nvrtc *h = toolchain(err);
-    if (!h)
-      return err ? err->code : TL_NO_TOOLCHAIN;
-    if (!req->target || !tl_nvrtc_accepts(h, req->target))
-      return tl_error_set(err, TL_UNSUPPORTED, "target '%.64s' is not offered here (see the toolchain's targets: %s)",
-                          req->target ? req->target : "(none)", nv_desc);
-    *desc = nv_desc;
+  if (!req->target)
+    return tl_error_set(err, TL_UNSUPPORTED, "no target given");
+  tl_status st = tl_target_parse(req->target, target, err);
+  if (st != TL_OK) /* malformed or unknown: the target is not offered (tlcompiler.h) */
+    return err ? (err->code = TL_UNSUPPORTED) : TL_UNSUPPORTED;
+  size_t tc = toolchain_of(target);
+  void *h = toolchain_handle(tc, err);
+  if (!h)
+    return err ? err->code : TL_NO_TOOLCHAIN;
+  if (!toolchains[tc]->accepts(h, req->target)) {
+    const char *why = toolchains[tc]->refusal(h, req->target);
+    if (why)
+      return tl_error_set(err, TL_UNSUPPORTED, "target '%.64s' is not offered here: %s", req->target, why);
+    return tl_error_set(err, TL_UNSUPPORTED, "target '%.64s' is not offered here (see the toolchain's targets: %s)",
+                        req->target, open_state[tc].desc);
   }
+  *desc = open_state[tc].desc;
   json_t *ocanon = NULL;
-  tl_status st = parse_options(req->options_json, opt, &ocanon, err);
+  st = parse_options(req->options_json, opt, &ocanon, err);
   if (st != TL_OK)
     return st;
   int before = diags->n;
@@ -277,76 +286,31 @@ tl_status tl_compile_key(const tl_compile_request *req, char key[65], char **man
   tl_program *prog;
   options opt;
   const char *desc;
-  tl_status st = front(req, arena, &prog, &opt, key, manifest, &desc, diags, err);
+  tl_target t;
+  tl_status st = front(req, arena, &prog, &opt, key, manifest, &desc, &t, diags, err);
   tl_arena_free(arena);
   return st;
 }
 
-/* ---- fitting the target -------------------------------------------------------------- */
-/* Largest dynamic shared memory one block may use (opt-in), in bytes. */
-static int64_t smem_limit(int arch) {
-  switch (arch) {
-  case 75: return 65536;
-  case 80: case 87: return 166912;
-  case 86: case 89: case 120: case 121: return 101376;
-  case 90: case 100: case 101: case 103: case 110: return 232448;
-  default: return 49152;
-  }
+/* ---- the target ------------------------------------------------------------------- */
+tl_codegen tl_codegen_of(const tl_target *t) {
+  return (tl_codegen){
+      .dialect = t->dialect,
+      .warp = t->warp,
+      .mma = tl_target_has(t, TL_FEATURE(MMA) | TL_FEATURE(LDMATRIX)),
+      .async_copy = tl_target_has(t, TL_FEATURE(CP_ASYNC)),
+      .wgmma = tl_target_has(t, TL_FEATURE(WGMMA)),
+      .amd_matrix = (int)t->amd_matrix,
+  };
 }
-
-/* What one target is: its back end, what its code may use, its limits. */
-typedef struct backend {
-  const tl_amd_target *amd; /* AMD's target, or NULL for NVIDIA's */
-  tl_nv_target nv;          /* NVIDIA's */
-  tl_codegen cg;
-  int64_t smem_limit;       /* shared memory (LDS) one block may use */
-  const char *desc;         /* the toolchain */
-} backend;
 
 tl_status tl_codegen_for(const char *target, tl_codegen *cg, int64_t *smem, tl_error *err) {
-  if (target && tl_amd_target_like(target)) {
-    const tl_amd_target *t = tl_amd_target_find(target);
-    if (!t)
-      return tl_error_set(err, TL_UNSUPPORTED, "target '%.64s' is not an AMD target known here", target);
-    /* HIP C on the portable paths: no mma.sync, ldmatrix or cp.async */
-    *cg = (tl_codegen){.dialect = TL_DIALECT_HIP, .warp = t->wavefront, .amd_matrix = (int)t->matrix};
-    *smem = t->lds_bytes;
-    return TL_OK;
-  }
-  tl_nv_target nt;
-  tl_status st = tl_nv_target_parse(target, &nt, err);
+  tl_target t;
+  tl_status st = tl_target_parse(target, &t, err);
   if (st != TL_OK)
     return st;
-  *cg = tl_codegen_cuda;
-  cg->wgmma = nt.arch == 90 && nt.variant == 'a';
-  *smem = smem_limit(nt.arch);
-  return TL_OK;
-}
-
-static tl_status backend_of(const char *target, const char *desc, backend *be, tl_error *err) {
-  memset(be, 0, sizeof *be);
-  be->desc = desc;
-  be->amd = tl_amd_target_find(target);
-  if (!be->amd && tl_nv_target_parse(target, &be->nv, err) != TL_OK)
-    return err ? err->code : TL_INVALID_ARG;
-  return tl_codegen_for(target, &be->cg, &be->smem_limit, err);
-}
-
-static tl_status fit(const tl_program *prog, const backend *be, const char *target, tl_error *err) {
-  int64_t lim = be->smem_limit;
-  if (prog->smem_bytes > lim)
-    return tl_error_set(err, TL_LIMIT,
-                        "the kernel needs %lld bytes of shared memory per block and %s allows %lld: %lld bytes too "
-                        "many (use smaller tiles, fewer stages, or a target with more shared memory)",
-                        (long long)prog->smem_bytes, target, (long long)lim, (long long)(prog->smem_bytes - lim));
-  bool cluster = false; /* a cluster of 1 x 1 x 1 is no cluster */
-  for (int i = 0; i < prog->ncluster; i++)
-    cluster |= prog->cluster[i] > 1;
-  if (cluster && be->amd)
-    return tl_error_set(err, TL_UNSUPPORTED, "thread-block clusters are NVIDIA's (sm_90 or later); %s has none",
-                        target);
-  if (cluster && be->nv.arch < 90)
-    return tl_error_set(err, TL_UNSUPPORTED, "thread-block clusters need sm_90 or later, not %s", target);
+  *cg = tl_codegen_of(&t);
+  *smem = t.smem_bytes;
   return TL_OK;
 }
 
@@ -355,45 +319,6 @@ static json_t *expr_json(tl_arena *a, const tl_expr *e) {
   if (e->kind == E_CONST)
     return json_integer(e->val.i);
   return json_string(tl_expr_str(a, e));
-}
-
-/* The resources of a cubin: its own records and ptxas's report. */
-static json_t *nv_resources(const tl_program *prog, bool ptx, const tl_cubin_info *ci, const char *log) {
-  json_t *res = json_object();
-  const tl_cubin_kernel *k = ci ? tl_cubin_find(ci, prog->name) : NULL;
-  if (k) {
-    json_object_set_new(res, "registers", json_integer(k->registers));
-    json_object_set_new(res, "static_shared_bytes", json_integer(k->shared_bytes));
-    json_object_set_new(res, "local_bytes", json_integer(k->local_bytes));
-  }
-  tl_ptxas_stats ps;
-  if (!ptx && tl_ptxas_stats_parse(log, prog->name, &ps, NULL) == TL_OK) {
-    json_object_set_new(res, "spill_store_bytes", json_integer(ps.spill_store_bytes));
-    json_object_set_new(res, "spill_load_bytes", json_integer(ps.spill_load_bytes));
-    json_object_set_new(res, "stack_frame_bytes", json_integer(ps.stack_frame_bytes));
-  }
-  return res;
-}
-
-/* The resources of an AMD kernel, from the code object's metadata note:
- * registers are VGPRs plus AGPRs (the unified register file of CDNA),
- * static_shared_bytes the static LDS, local_bytes the scratch per lane. */
-static json_t *amd_resources(const tl_hsaco_kernel *k) {
-  json_t *res = json_object();
-  int agprs = k->agpr_count > 0 ? k->agpr_count : 0;
-  json_object_set_new(res, "registers", json_integer(k->vgpr_count + agprs));
-  json_object_set_new(res, "vgprs", json_integer(k->vgpr_count));
-  json_object_set_new(res, "agprs", json_integer(agprs));
-  json_object_set_new(res, "sgprs", json_integer(k->sgpr_count));
-  json_object_set_new(res, "static_shared_bytes", json_integer(k->group_segment_fixed_size));
-  json_object_set_new(res, "local_bytes", json_integer(k->private_segment_fixed_size));
-  json_object_set_new(res, "wavefront_size", json_integer(k->wavefront_size));
-  json_object_set_new(res, "max_flat_workgroup_size", json_integer(k->max_flat_workgroup_size));
-  if (k->vgpr_spill_count >= 0)
-    json_object_set_new(res, "vgpr_spill_count", json_integer(k->vgpr_spill_count));
-  if (k->sgpr_spill_count >= 0)
-    json_object_set_new(res, "sgpr_spill_count", json_integer(k->sgpr_spill_count));
-  return res;
 }
 
 /* The metadata (proto/kernel-meta.md); takes res. */
@@ -463,69 +388,10 @@ static char *dup(const char *s) {
   return d;
 }
 
-/* The toolchain's part for NVIDIA: NVRTC, then the cubin read back. */
-static tl_status build_nv(const backend *be, const tl_program *prog, const char *src, const char *target,
-                          const options *opt, unsigned char **bin, size_t *n, char **log, json_t **res,
-                          const char **binary, tl_error *err) {
-  tl_nvrtc_result r = {0};
-  const char *opts[3];
-  int nopts = 0;
-  opts[nopts++] = "--diag-suppress=177"; /* unused prelude helpers are expected */
-  char reg[32];
-  if (opt->max_registers) {
-    snprintf(reg, sizeof reg, "--maxrregcount=%d", opt->max_registers);
-    opts[nopts++] = reg;
-  }
-  if (opt->debug)
-    opts[nopts++] = "-lineinfo";
-  tl_status st = tl_nvrtc_compile(nv, src, "kernel.cu", target, opts, nopts, &r, err);
-  tl_cubin_info ci = {0};
-  if (st == TL_OK && !be->nv.is_ptx)
-    st = tl_cubin_inspect(r.code, r.code_size, &ci, err);
-  if (st == TL_OK) {
-    *res = nv_resources(prog, be->nv.is_ptx, be->nv.is_ptx ? NULL : &ci, r.log);
-    *binary = be->nv.is_ptx ? "ptx" : "cubin";
-    *bin = r.code;
-    *n = r.code_size;
-    *log = r.log;
-    r.code = NULL;
-    r.log = NULL;
-  }
-  tl_cubin_info_free(&ci);
-  tl_nvrtc_result_free(&r);
-  return st;
-}
-
-/* The toolchain's part for AMD: hiprtc or clang, then the code object read
- * back: it must be for the target and hold the kernel with one argument
- * per parameter. */
-static tl_status build_amd(const backend *be, const tl_program *prog, const char *src, const char *target,
-                           unsigned char **bin, size_t *n, char **log, json_t **res, const char **binary,
-                           tl_error *err) {
-  tl_amdgpu_result r = {0};
-  tl_hsaco_info hi = {0};
-  tl_status st = tl_amdgpu_compile(amd, src, target, &r, err);
-  if (st == TL_OK && (st = tl_hsaco_inspect(r.code, r.code_size, &hi, err)) == TL_OK &&
-      (st = tl_hsaco_check_target(&hi, be->amd->name, err)) == TL_OK) {
-    const tl_hsaco_kernel *k = tl_hsaco_find(&hi, prog->name);
-    if (!k)
-      st = tl_error_set(err, TL_TOOLCHAIN, "the code object has no kernel '%s'", prog->name);
-    else if (k->nexplicit != (size_t)prog->nparams)
-      st = tl_error_set(err, TL_TOOLCHAIN, "kernel '%s' has %zu arguments in the code object, not %d", prog->name,
-                        k->nexplicit, prog->nparams);
-    else {
-      *res = amd_resources(k);
-      *binary = "hsaco";
-      *bin = r.code;
-      *n = r.code_size;
-      *log = r.log;
-      r.code = NULL;
-      r.log = NULL;
-    }
-  }
-  tl_hsaco_info_free(&hi);
-  tl_amdgpu_result_free(&r);
-  return st;
+void tl_toolchain_out_free(tl_toolchain_out *o) {
+  free(o->code);
+  free(o->log);
+  memset(o, 0, sizeof *o);
 }
 
 tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *diags, tl_error *err) {
@@ -541,34 +407,42 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
   size_t bin_size = 0;
   json_t *res = NULL;
   tl_build *b = NULL;
-  backend be;
-  tl_status st = front(req, arena, &prog, &opt, key, &manifest, &desc, diags, err);
+  tl_target t;
+  tl_toolchain_out built = {0};
+  tl_status st = front(req, arena, &prog, &opt, key, &manifest, &desc, &t, diags, err);
   if (st != TL_OK)
     goto done;
-  if ((st = backend_of(req->target, desc, &be, err)) != TL_OK)
-    goto done;
+  tl_codegen cg = tl_codegen_of(&t);
+  const tl_toolchain_ops *tc = toolchains[toolchain_of(&t)];
+  void *th = toolchain_handle(toolchain_of(&t), NULL); /* open: front checked it */
   if (req->dump)
     req->dump(req->dump_user, "check", prog);
-  if ((st = tl_pass_place_for(prog, be.smem_limit, &be.cg, err)) != TL_OK)
+  if ((st = tl_pass_place_for(prog, t.smem_bytes, &cg, err)) != TL_OK)
     goto done;
   if (req->dump)
     req->dump(req->dump_user, "place", prog);
-  if ((st = tl_pass_pipeline_for(prog, be.smem_limit, &be.cg, err)) != TL_OK)
+  if ((st = tl_pass_pipeline_for(prog, t.smem_bytes, &cg, err)) != TL_OK)
     goto done;
   if (req->dump)
     req->dump(req->dump_user, "pipeline", prog);
-  if ((st = fit(prog, &be, req->target, err)) != TL_OK)
+  if ((st = tl_check_target(prog, &t, diags, err)) != TL_OK)
     goto done;
   prog->max_registers = opt.max_registers;
-  char *src = tl_emit(arena, prog, &be.cg, err);
+  char *src = tl_emit(arena, prog, &cg, err);
   if (!src) {
     st = err ? err->code : TL_UNSUPPORTED;
     goto done;
   }
-  st = be.amd ? build_amd(&be, prog, src, req->target, &bin, &bin_size, &log, &res, &binary, err)
-              : build_nv(&be, prog, src, req->target, &opt, &bin, &bin_size, &log, &res, &binary, err);
-  if (st != TL_OK)
+  if ((st = tc->compile(th, src, &t, &opt, &built, err)) != TL_OK ||
+      (st = tc->inspect(th, &t, &built, prog->name, prog->nparams, &res, err)) != TL_OK)
     goto done;
+  static const char *const binaries[] = {"cubin", "ptx", "hsaco"};
+  binary = binaries[t.binary];
+  bin = built.code;
+  bin_size = built.size;
+  log = built.log;
+  built.code = NULL;
+  built.log = NULL;
   b = calloc(1, sizeof *b);
   if (!b) {
     st = tl_error_set(err, TL_NOMEM, "out of memory");
@@ -597,6 +471,7 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
   *out = b;
   st = TL_OK;
 done:
+  tl_toolchain_out_free(&built);
   json_decref(res);
   free(bin);
   free(log);

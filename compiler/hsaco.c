@@ -535,10 +535,10 @@ static tl_status read_metadata(reader *r, const unsigned char *desc, size_t dn, 
       return tl_error_set(r->err, TL_NOMEM, "out of memory");
     }
   }
-  const tl_amd_target *t = tl_amd_target_by_mach(out->mach);
+  const tl_target *t = tl_target_by_amd_mach(out->mach);
   for (size_t i = 0; i < nk; i++) {
     out->nkernels = i + 1;
-    if ((st = read_kernel(r, json_array_get(kernels, i), i, t && t->wavefront == 64 ? 64 : 0, &out->kernels[i])) !=
+    if ((st = read_kernel(r, json_array_get(kernels, i), i, t && t->warp == 64 ? 64 : 0, &out->kernels[i])) !=
         TL_OK) {
       json_decref(md);
       return st;
@@ -582,11 +582,11 @@ tl_status tl_hsaco_inspect(const void *bytes, size_t n, tl_hsaco_info *out, tl_e
   out->code_object_version = (int)e->abi_version + 2;
   out->e_flags = e->flags;
   out->mach = (int)(out->e_flags & 0xff);
-  const tl_amd_target *t = tl_amd_target_by_mach(out->mach);
+  const tl_target *t = tl_target_by_amd_mach(out->mach);
   if (!t)
     return bad(&r, "e_flags 0x%08x name processor 0x%02x, which is not one of this project's targets",
                (unsigned)out->e_flags, (unsigned)out->mach);
-  snprintf(out->processor, sizeof out->processor, "%s", t->name);
+  snprintf(out->processor, sizeof out->processor, "%.*s", (int)sizeof out->processor - 1, t->name);
   out->xnack = feature_name((out->e_flags >> 8) & 3);
   out->sramecc = feature_name((out->e_flags >> 10) & 3);
   if ((st = tl_elf_load(e)) != TL_OK)

@@ -7,7 +7,7 @@
  * What is checked: ELF64, little-endian, EV_CURRENT, e_machine EM_AMDGPU
  * (224), OS ABI ELFOSABI_AMDGPU_HSA (64), ABI version 2..4 (code object
  * v4..v6; clang 19 writes v5 = 3), e_type ET_DYN, a known processor in
- * e_flags (EF_AMDGPU_MACH, the low byte: amdgpu.h's table), the section and
+ * e_flags (EF_AMDGPU_MACH, the low byte: target.h's table), the section and
  * program header tables and every section (except NOBITS) and segment
  * inside the image, section names inside .shstrtab, symbols and their
  * names inside their sections, every note inside its section.  Exactly one

@@ -1,5 +1,6 @@
 /*
- * nvrtc.c - NVRTC opened with dlopen: finding the library, resolving its
+ * nvrtc.c - NVRTC opened with dlopen, and the NVIDIA entry of the toolchain
+ * table (toolchain.h): finding the library, resolving its
  * functions, working out which targets it accepts, compiling one source for
  * one target, and reading ptxas's resource report out of the log.
  *
@@ -20,6 +21,8 @@
 
 #include "dlutil.h"
 #include "nvrtc.h"
+#include "cubin.h"
+#include "toolchain.h"
 
 /* ---- NVRTC's ABI ----------------------------------------------------- */
 
@@ -94,46 +97,16 @@ static const char *nvrtc_errstr(const tl_nvrtc *h, nvrtcResult r) {
 
 /* ---- targets --------------------------------------------------------- */
 
-tl_status tl_nv_target_parse(const char *s, tl_nv_target *out, tl_error *err) {
-  if (!s || !out)
-    return tl_error_set(err, TL_INVALID_ARG, "no target given");
-  tl_nv_target t = {0, 0, 0};
-  const char *p;
-  if (strncmp(s, "sm_", 3) == 0) {
-    p = s + 3;
-  } else if (strncmp(s, "compute_", 8) == 0) {
-    t.is_ptx = 1;
-    p = s + 8;
-  } else {
-    goto bad;
-  }
-  int digits = 0;
-  while (p[digits] >= '0' && p[digits] <= '9' && digits < 4)
-    digits++;
-  if (digits < 2 || digits > 3 || p[0] == '0')
-    goto bad;
-  for (int i = 0; i < digits; i++)
-    t.arch = t.arch * 10 + (p[i] - '0');
-  p += digits;
-  if (*p == 'a' || *p == 'f')
-    t.variant = *p++;
-  if (*p)
-    goto bad;
-  *out = t;
-  return TL_OK;
-bad:
-  return tl_error_set(err, TL_INVALID_ARG,
-                      "'%.64s' is not a target name (expected sm_N, sm_Na, sm_Nf, compute_N, "
-                      "compute_Na or compute_Nf, e.g. sm_90a)",
-                      s);
+/* Writes "sm_90a" (ptx: "compute_90a") into buf; returns buf. */
+static char *target_name(int ptx, int arch, char variant, char *buf, size_t cap) {
+  snprintf(buf, cap, "%s_%d%s", ptx ? "compute" : "sm", arch, variant == 'a' ? "a" : variant == 'f' ? "f" : "");
+  return buf;
 }
 
-char *tl_nv_target_name(const tl_nv_target *t, char *buf, size_t cap) {
-  if (!buf || cap == 0)
-    return buf;
-  snprintf(buf, cap, "%s_%d%s", t->is_ptx ? "compute" : "sm", t->arch,
-           t->variant == 'a' ? "a" : t->variant == 'f' ? "f" : "");
-  return buf;
+/* Is name a target of the target table (target.h)?  Only those are offered. */
+static int known_target(const char *name) {
+  tl_target t;
+  return tl_target_parse(name, &t, NULL) == TL_OK && t.vendor == TL_VENDOR_NVIDIA;
 }
 
 static int arch_index(const tl_nvrtc *h, int arch) {
@@ -180,9 +153,10 @@ static tl_status build_targets(tl_nvrtc *h, tl_error *err) {
       for (int v = 0; v < 3; v++) {
         if ((v == 1 && !h->has_a[i]) || (v == 2 && !h->has_f[i]))
           continue;
-        tl_nv_target t = {ptx, h->archs[i], v == 1 ? 'a' : v == 2 ? 'f' : 0};
         char name[TL_NVRTC_TARGET_MAX];
-        tl_nv_target_name(&t, name, sizeof name);
+        target_name(ptx, h->archs[i], v == 1 ? 'a' : v == 2 ? 'f' : 0, name, sizeof name);
+        if (!known_target(name))
+          continue;
         char *copy = strdup(name);
         if (!copy) {
           free_targets(h);
@@ -205,8 +179,7 @@ static tl_status ensure_probed(tl_nvrtc *h, tl_error *err) {
     if (!h->listed) {
       h->narchs = 0;
       for (size_t i = 0; i < sizeof fallback_archs / sizeof *fallback_archs; i++) {
-        tl_nv_target t = {0, fallback_archs[i], 0};
-        if (probe_target(h, tl_nv_target_name(&t, name, sizeof name)))
+        if (probe_target(h, target_name(0, fallback_archs[i], 0, name, sizeof name)))
           h->archs[h->narchs++] = fallback_archs[i];
       }
     }
@@ -214,9 +187,8 @@ static tl_status ensure_probed(tl_nvrtc *h, tl_error *err) {
       h->has_a[i] = h->has_f[i] = 0;
       if (h->archs[i] < 90)
         continue;
-      tl_nv_target ta = {0, h->archs[i], 'a'}, tf = {0, h->archs[i], 'f'};
-      h->has_a[i] = (unsigned char)probe_target(h, tl_nv_target_name(&ta, name, sizeof name));
-      h->has_f[i] = (unsigned char)probe_target(h, tl_nv_target_name(&tf, name, sizeof name));
+      h->has_a[i] = (unsigned char)probe_target(h, target_name(0, h->archs[i], 'a', name, sizeof name));
+      h->has_f[i] = (unsigned char)probe_target(h, target_name(0, h->archs[i], 'f', name, sizeof name));
     }
     st = build_targets(h, err);
     if (st == TL_OK)
@@ -228,7 +200,9 @@ static tl_status ensure_probed(tl_nvrtc *h, tl_error *err) {
 
 /* 1 if NVRTC accepts t.  Needs the probe only for variants, or when NVRTC
  * did not list its architectures. */
-static int accepts_target(tl_nvrtc *h, const tl_nv_target *t) {
+static int accepts_target(tl_nvrtc *h, const tl_target *t) {
+  if (t->vendor != TL_VENDOR_NVIDIA)
+    return 0;
   if ((t->variant || !h->listed) && ensure_probed(h, NULL) != TL_OK)
     return 0;
   int i = arch_index(h, t->arch);
@@ -242,8 +216,8 @@ static int accepts_target(tl_nvrtc *h, const tl_nv_target *t) {
 }
 
 int tl_nvrtc_accepts(tl_nvrtc *h, const char *target) {
-  tl_nv_target t;
-  if (!h || tl_nv_target_parse(target, &t, NULL) != TL_OK)
+  tl_target t;
+  if (!h || tl_target_parse(target, &t, NULL) != TL_OK)
     return 0;
   return accepts_target(h, &t);
 }
@@ -530,16 +504,19 @@ tl_status tl_nvrtc_compile(tl_nvrtc *h, const char *src, const char *name, const
                           extra_opts[i]);
   }
 
-  tl_nv_target t;
-  tl_status st = tl_nv_target_parse(target, &t, err);
-  if (st != TL_OK)
+  tl_target t;
+  tl_error perr;
+  tl_status st = tl_target_parse(target, &t, &perr);
+  if (st == TL_INVALID_ARG) { /* not a target name at all */
+    if (err)
+      *err = perr;
     return st;
-  char tname[TL_NVRTC_TARGET_MAX];
-  tl_nv_target_name(&t, tname, sizeof tname);
-  if (!accepts_target(h, &t)) {
+  }
+  const char *tname = st == TL_OK ? t.name : target; /* TL_UNSUPPORTED: not in the target table */
+  if (st != TL_OK || !accepts_target(h, &t)) {
     char accepted[640];
     list_targets(h, accepted, sizeof accepted);
-    return tl_error_set(err, TL_INVALID_ARG, "target %s is not accepted by NVRTC %d.%d (%s); it accepts %s",
+    return tl_error_set(err, TL_INVALID_ARG, "target %.64s is not accepted by NVRTC %d.%d (%s); it accepts %s",
                         tname, h->major, h->minor, h->library, accepted);
   }
 
@@ -550,7 +527,7 @@ tl_status tl_nvrtc_compile(tl_nvrtc *h, const char *src, const char *name, const
   opts[nall++] = archopt;
   opts[nall++] = "--std=c++17";
   opts[nall++] = "-default-device";
-  int verbose = !t.is_ptx;
+  int verbose = !(t.binary == TL_BINARY_PTX);
   if (verbose)
     opts[nall++] = "--ptxas-options=--verbose";
   for (int i = 0; i < nopts; i++)
@@ -604,7 +581,7 @@ tl_status tl_nvrtc_compile(tl_nvrtc *h, const char *src, const char *name, const
   }
 
   size_t size = 0;
-  r = t.is_ptx ? h->GetPTXSize(prog, &size) : h->GetCUBINSize(prog, &size);
+  r = (t.binary == TL_BINARY_PTX) ? h->GetPTXSize(prog, &size) : h->GetCUBINSize(prog, &size);
   unsigned char *code = NULL;
   if (r == NVRTC_SUCCESS && size > 0 && size <= TL_NVRTC_MAX_OUTPUT) {
     code = malloc(size + 1);
@@ -613,7 +590,7 @@ tl_status tl_nvrtc_compile(tl_nvrtc *h, const char *src, const char *name, const
       free(log);
       return tl_error_set(err, TL_NOMEM, "out of memory for %zu bytes of NVRTC output", size);
     }
-    r = t.is_ptx ? h->GetPTX(prog, (char *)code) : h->GetCUBIN(prog, (char *)code);
+    r = (t.binary == TL_BINARY_PTX) ? h->GetPTX(prog, (char *)code) : h->GetCUBIN(prog, (char *)code);
     code[size] = 0;
   }
   h->DestroyProgram(&prog);
@@ -625,10 +602,10 @@ tl_status tl_nvrtc_compile(tl_nvrtc *h, const char *src, const char *name, const
       return tl_error_set(err, TL_TOO_LARGE, "NVRTC output for %s is %zu bytes, over the limit of %u",
                           name, size, TL_NVRTC_MAX_OUTPUT);
     return tl_error_set(err, TL_TOOLCHAIN, "NVRTC gave no %s for %s (%s)",
-                        t.is_ptx ? "PTX" : "cubin", name,
+                        (t.binary == TL_BINARY_PTX) ? "PTX" : "cubin", name,
                         r != NVRTC_SUCCESS ? nvrtc_errstr(h, r) : "empty output");
   }
-  if (t.is_ptx) /* NVRTC counts the PTX's terminating NUL */
+  if ((t.binary == TL_BINARY_PTX)) /* NVRTC counts the PTX's terminating NUL */
     size = strnlen((const char *)code, size);
   if (!out) {
     free(code);
@@ -637,7 +614,7 @@ tl_status tl_nvrtc_compile(tl_nvrtc *h, const char *src, const char *name, const
   }
   out->code = code;
   out->code_size = size;
-  out->is_ptx = t.is_ptx;
+  out->is_ptx = (t.binary == TL_BINARY_PTX);
   out->log = log;
   out->log_len = strlen(log);
   out->wall_ms = t1 - t0;
@@ -750,3 +727,91 @@ tl_status tl_ptxas_stats_parse(const char *log, const char *kernel, tl_ptxas_sta
   *out = s;
   return TL_OK;
 }
+
+/* ---- the NVIDIA entry of the toolchain table (toolchain.h) ------------- */
+
+static tl_status nv_open(void **h, tl_error *err) { return tl_nvrtc_open((tl_nvrtc **)h, err); }
+
+static void nv_describe(void *h, char *buf, size_t cap) {
+  int major = 0, minor = 0;
+  tl_nvrtc_version(h, &major, &minor);
+  snprintf(buf, cap, "NVRTC %d.%d (%s)", major, minor, tl_nvrtc_library(h));
+}
+
+static tl_status nv_targets(void *h, const char *const **list, size_t *count, tl_error *err) {
+  return tl_nvrtc_targets(h, list, count, err);
+}
+
+static int nv_accepts(void *h, const char *target) { return tl_nvrtc_accepts(h, target); }
+
+static const char *nv_refusal(void *h, const char *target) {
+  (void)h, (void)target; /* NVRTC's targets are listed, not probed one by one: nothing to explain */
+  return NULL;
+}
+
+static tl_status nv_compile(void *h, const char *src, const tl_target *t, const tl_toolchain_opts *o,
+                            tl_toolchain_out *out, tl_error *err) {
+  const char *opts[3];
+  int nopts = 0;
+  opts[nopts++] = "--diag-suppress=177"; /* unused prelude helpers are expected */
+  char reg[32];
+  if (o->max_registers) {
+    snprintf(reg, sizeof reg, "--maxrregcount=%d", o->max_registers);
+    opts[nopts++] = reg;
+  }
+  if (o->debug)
+    opts[nopts++] = "-lineinfo";
+  tl_nvrtc_result r = {0};
+  tl_status st = tl_nvrtc_compile(h, src, "kernel.cu", t->name, opts, nopts, &r, err);
+  if (st == TL_OK) {
+    out->code = r.code;
+    out->size = r.code_size;
+    out->log = r.log;
+    r.code = NULL;
+    r.log = NULL;
+  }
+  tl_nvrtc_result_free(&r);
+  return st;
+}
+
+/* The resources of a cubin: its own records and ptxas's report (none for PTX). */
+static tl_status nv_inspect(void *h, const tl_target *t, const tl_toolchain_out *b, const char *kernel, int nparams,
+                            json_t **resources, tl_error *err) {
+  (void)h, (void)nparams; /* a cubin's records do not count the arguments */
+  json_t *res = json_object();
+  if (t->binary == TL_BINARY_CUBIN) {
+    tl_cubin_info ci = {0};
+    tl_status st = tl_cubin_inspect(b->code, b->size, &ci, err);
+    if (st != TL_OK) {
+      json_decref(res);
+      return st;
+    }
+    const tl_cubin_kernel *k = tl_cubin_find(&ci, kernel);
+    if (k) {
+      json_object_set_new(res, "registers", json_integer(k->registers));
+      json_object_set_new(res, "static_shared_bytes", json_integer(k->shared_bytes));
+      json_object_set_new(res, "local_bytes", json_integer(k->local_bytes));
+    }
+    tl_cubin_info_free(&ci);
+    tl_ptxas_stats ps;
+    if (tl_ptxas_stats_parse(b->log, kernel, &ps, NULL) == TL_OK) {
+      json_object_set_new(res, "spill_store_bytes", json_integer(ps.spill_store_bytes));
+      json_object_set_new(res, "spill_load_bytes", json_integer(ps.spill_load_bytes));
+      json_object_set_new(res, "stack_frame_bytes", json_integer(ps.stack_frame_bytes));
+    }
+  }
+  *resources = res;
+  return TL_OK;
+}
+
+const tl_toolchain_ops tl_toolchain_nvrtc = {
+    .vendor = TL_VENDOR_NVIDIA,
+    .name = "NVRTC",
+    .open = nv_open,
+    .describe = nv_describe,
+    .targets = nv_targets,
+    .accepts = nv_accepts,
+    .refusal = nv_refusal,
+    .compile = nv_compile,
+    .inspect = nv_inspect,
+};

@@ -15,7 +15,9 @@
  *
  * Targets.  The base architectures come from nvrtcGetSupportedArchs (or,
  * with an NVRTC too old to have it, from probing a fixed list); sm_N and
- * compute_N are offered for each.  The architecture-specific ('a', e.g.
+ * compute_N are offered for each that the target table knows (target.h:
+ * names are parsed there; an architecture the table lacks, such as an
+ * older NVRTC's sm_50 .. sm_72, is not offered).  The architecture-specific ('a', e.g.
  * sm_90a) and family-specific ('f', e.g. sm_100f) variants are not listed
  * by NVRTC, so they are found by probing: for every supported N >= 90 an
  * empty program is compiled for sm_Na and sm_Nf, and a variant is offered
@@ -45,6 +47,7 @@
 
 #include <stddef.h>
 #include "../proto/tl_error.h"
+#include "target.h"
 
 /* Limits on what a compile accepts. */
 #define TL_NVRTC_MAX_SOURCE   (64u << 20) /* bytes of source */
@@ -68,22 +71,6 @@ typedef struct tl_nvrtc_result {
   double wall_ms;      /* wall-clock time from program creation to output */
   char target[TL_NVRTC_TARGET_MAX]; /* the target compiled for */
 } tl_nvrtc_result;
-
-/* A parsed target name: sm_90a -> {0, 90, 'a'}, compute_80 -> {1, 80, 0}. */
-typedef struct tl_nv_target {
-  int is_ptx; /* compute_ */
-  int arch;   /* 10 * major + minor: 75, 80, 90, 100, 120 ... */
-  char variant; /* 0, 'a' (architecture-specific) or 'f' (family-specific) */
-} tl_nv_target;
-
-/* Parses "sm_N", "sm_Na", "sm_Nf", "compute_N", "compute_Na", "compute_Nf"
- * (N two or three digits, 10..999).  Says nothing about whether an NVRTC
- * accepts it.  Bad syntax is TL_INVALID_ARG naming the string. */
-tl_status tl_nv_target_parse(const char *s, tl_nv_target *out, tl_error *err);
-
-/* Writes the canonical name of t ("sm_90a") into buf (cap bytes, at least
- * TL_NVRTC_TARGET_MAX) and returns buf. */
-char *tl_nv_target_name(const tl_nv_target *t, char *buf, size_t cap);
 
 /* Opens NVRTC (see the search order above) and resolves its functions.
  * On success *out is a handle to close with tl_nvrtc_close.  A missing

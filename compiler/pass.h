@@ -7,24 +7,27 @@
 #define TL_PASS_H
 
 #include "ir.h"
+#include "target.h"
 
-/* What the target's code may use: compile.c fills one from the target and
- * hands it to the passes and the emitter.  The passes never choose what the
- * target lacks, so every program still compiles (on the portable paths). */
-typedef enum tl_dialect { TL_DIALECT_CUDA, TL_DIALECT_HIP } tl_dialect;
+/* What the target's code may use: a view of the target (target.h) that
+ * the passes and the emitter read; tl_codegen_of makes it.  The passes
+ * never choose what the target lacks, so every program still compiles (on
+ * the portable paths). */
 typedef struct tl_codegen {
   tl_dialect dialect; /* CUDA C (NVRTC) or HIP C (clang, hiprtc) */
   int warp;           /* threads per warp: 32, or 64 on CDNA */
-  bool mma;           /* mma.sync + ldmatrix (NVIDIA) */
-  bool async_copy;    /* cp.async (NVIDIA) */
+  bool mma;           /* mma.sync m16n8k16 + ldmatrix (NVIDIA, sm_80 and later) */
+  bool async_copy;    /* cp.async (NVIDIA, sm_80 and later) */
   bool wgmma;         /* wgmma.mma_async (sm_90a, compute_90a) */
-  int amd_matrix;     /* tl_amd_matrix (amdgpu.h): MFMA, WMMA or WMMA_GFX12, 0 for none */
+  int amd_matrix;     /* tl_amd_matrix (target.h): MFMA, WMMA or WMMA_GFX12, 0 for none */
 } tl_codegen;
-/* NVIDIA's: CUDA, warps of 32, mma.sync and cp.async (emit_cuda.c). */
+/* NVIDIA's from sm_80: CUDA, warps of 32, mma.sync and cp.async (emit_cuda.c). */
 extern const tl_codegen tl_codegen_cuda;
+/* compile.c: what t's code may use. */
+tl_codegen tl_codegen_of(const tl_target *t);
 /* compile.c: what target's code may use, and the shared memory (LDS) one
- * block may use there, as tl_compile decides them.  TL_INVALID_ARG or
- * TL_UNSUPPORTED for a target name it does not know. */
+ * block may use there (tl_target_parse, then tl_codegen_of).
+ * TL_INVALID_ARG or TL_UNSUPPORTED for a target name it does not know. */
 tl_status tl_codegen_for(const char *target, tl_codegen *cg, int64_t *smem_limit, tl_error *err);
 
 /* pass_place.c: registers or shared memory for every buffer, for a target
@@ -52,6 +55,11 @@ tl_status tl_pass_pipeline_for(tl_program *prog, int64_t smem_limit, const tl_co
 bool tl_multiple_of(const tl_expr *x, int64_t v);
 /* pass_place.c: offsets of the shared buffers (after pass_pipeline). */
 void tl_pass_smem(tl_program *prog);
+
+/* check_target.c: does the placed and pipelined program fit target t
+ * (clusters, shared memory)?  Each misfit is a diagnostic with a pointer
+ * into the program; *err has the first (TL_UNSUPPORTED or TL_LIMIT). */
+tl_status tl_check_target(const tl_program *prog, const tl_target *t, tl_diags *diags, tl_error *err);
 
 /* emit_cuda.c: the CUDA C text of a placed program (self-contained: no
  * includes).  Returns NULL with *err set for constructs it cannot lower. */

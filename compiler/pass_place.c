@@ -40,7 +40,7 @@
 #include <string.h>
 #include "ir.h"
 #include "pass.h"
-#include "amdgpu.h"
+#include "target.h"
 
 #define TL_MAX_REG_ELEMS 128
 

@@ -20,6 +20,7 @@
 #include "ir.h"
 #include "npy.h"
 #include "pass.h"
+#include "target.h"
 #include "tlcompiler.h"
 
 #define MAX_OPTS 256
@@ -28,7 +29,7 @@ static const char usage[] =
     "usage: tlc check PROGRAM.json [-D NAME=VALUE]...\n"
     "       tlc compile PROGRAM.json --target TARGET [-D NAME=VALUE]... [-o FILE]\n"
     "               [--emit cuda|ptx|cubin|hip|hsaco|meta|ir] [--dump check|place|pipeline]\n"
-    "       tlc run PROGRAM.json (--interpret | --device cuda[:N] [--time N]) [-D NAME=VALUE]...\n"
+    "       tlc run PROGRAM.json (--interpret | --device cuda[:N] [--target T] [--time N]) [-D NAME=VALUE]...\n"
     "               [--arg NAME=VALUE]... [--in NAME=FILE.npy]... [--out NAME=FILE.npy]...\n"
     "       tlc targets\n"
     "       tlc --version | --help\n"
@@ -43,10 +44,12 @@ static const char usage[] =
     "           program as the code generator sees it; --dump STAGE prints it after that\n"
     "           stage of the pipeline on standard error\n"
     "run        run a program on the CPU with the reference interpreter (--interpret), or\n"
-    "           compile it for the GPU found and run it there (--device cuda, cuda:N); --time N\n"
+    "           compile it for the GPU found and run it there (--device cuda, cuda:N; --target T\n"
+    "           builds for T instead, e.g. compute_75 to run sm_75's code paths as PTX); --time N\n"
     "           launches it N more times and prints the mean time per launch\n"
-    "targets    list the targets the installed toolchains offer, each with the toolchain,\n"
-    "           then (# not offered) the known AMD targets the toolchain refuses, and why\n"
+    "targets    list the targets the installed toolchains offer, each with its binary, warp size,\n"
+    "           shared memory per block, features and toolchain, then (# not offered) the\n"
+    "           known AMD targets the toolchain refuses, and why\n"
     "\n"
     "-D NAME=VALUE      override constant NAME (a number or true/false; it keeps its kind)\n"
     "--arg NAME=VALUE   value of scalar parameter NAME\n"
@@ -147,8 +150,8 @@ static int parse_options(int argc, char **argv, options *o) {
     return usage_error("%s", "--time goes with run --device");
   if (!run && (o->nargs || o->nins || o->nouts || o->interpret || o->device))
     return usage_error("'%s' does not take --arg, --in, --out, --interpret or --device", o->cmd);
-  if (!compile && (o->target || o->output || o->emit || o->dump))
-    return usage_error("'%s' does not take --target, -o, --emit or --dump", o->cmd);
+  if (!compile && (o->output || o->emit || o->dump || (o->target && !o->device)))
+    return usage_error("'%s' does not take -o, --emit or --dump, nor --target without --device", o->cmd);
   if (o->dump && strcmp(o->dump, "check") && strcmp(o->dump, "place") && strcmp(o->dump, "pipeline"))
     return usage_error("--dump %s: the stages are check, place and pipeline", o->dump);
   if (run && !o->interpret == !o->device)
@@ -332,15 +335,25 @@ static tl_status run_device(const options *o, tl_program *prog, const char *text
     ordinal = atoi(o->device + 5);
   else if (o->device[4])
     return tl_error_set(err, TL_INVALID_ARG, "--device %s: the devices are cuda and cuda:N", o->device);
+  char target[32];
+  if (o->target && strlen(o->target) >= sizeof target)
+    return tl_error_set(err, TL_INVALID_ARG, "--target %.40s...: no target has a name that long (see 'tlc targets')",
+                        o->target);
   tl_gpu *h = NULL;
   tl_status st = tl_gpu_open(TL_GPU_CUDA, ordinal, &h, err);
   if (st != TL_OK)
     return st;
-  char target[32];
   /* the exact device: its architecture-specific target where the back end
    * uses one (wgmma on sm_90a) */
   int arch = tl_gpu_arch(h);
-  snprintf(target, sizeof target, "sm_%d%s", arch, arch == 90 ? "a" : "");
+  snprintf(target, sizeof target, "sm_%da", arch);
+  tl_target tt;
+  if (tl_target_parse(target, &tt, NULL) != TL_OK || !(tt.features & tt.a_features))
+    snprintf(target, sizeof target, "sm_%d", arch);
+  /* --target: another target's code on this GPU, e.g. compute_75 (PTX the
+   * driver compiles for the GPU) runs sm_75's portable code paths on an H100 */
+  if (o->target)
+    snprintf(target, sizeof target, "%s", o->target);
   tl_build *b = NULL;
   tl_kernel *k = NULL;
   tl_gpu_ptr dev[TL_MAX_PARAMS] = {0};
@@ -428,7 +441,7 @@ static int cmd_compile(const options *o) {
     tl_arena_free(arena);
     return status;
   }
-  bool amd = strncmp(o->target, "gfx", 3) == 0;
+  bool amd = tl_target_is_amd_name(o->target);
   const char *emit = o->emit ? o->emit : amd ? "hsaco" : strncmp(o->target, "compute_", 8) == 0 ? "ptx" : "cubin";
   char target[64];
   snprintf(target, sizeof target, "%s", o->target);
@@ -479,9 +492,15 @@ static int cmd_targets(void) {
     return 1;
   }
   printf("# %s\n", desc);
+  printf("%-12s %-6s %4s %13s %-58s %s\n", "# target", "binary", "warp", "shared-memory", "features", "toolchain");
   for (; *list; list++) {
     const char *by = tl_compiler_target_toolchain(*list);
-    printf("%-12s %s\n", *list, by ? by : "");
+    tl_target t = {0};
+    char features[256] = "-";
+    if (tl_target_parse(*list, &t, NULL) == TL_OK && t.features)
+      tl_target_features_str(&t, ",", features, sizeof features);
+    printf("%-12s %-6s %4d %13lld %-58s %s\n", *list, t.binary == TL_BINARY_HSACO ? "hsaco" : t.binary == TL_BINARY_PTX ? "ptx" : "cubin",
+           t.warp, (long long)t.smem_bytes, features, by ? by : "");
   }
   for (const char *const *r = tl_compiler_targets_refused(); *r; r++)
     printf("# not offered: %s: %s\n", *r, tl_compiler_target_refusal(*r));

@@ -74,14 +74,18 @@ typedef struct tl_compile_request {
 /* Parses and checks the program and computes the build key and manifest
  * (malloc'd, caller frees) without generating code.  Invalid programs give
  * TL_BAD_PROGRAM with the diagnostics in *diags (diags->arena must be set);
- * malformed JSON gives TL_BAD_JSON; an unknown target TL_UNSUPPORTED;
+ * malformed JSON gives TL_BAD_JSON; a target that is malformed, not in the
+ * target table (target.h) or not offered by its toolchain TL_UNSUPPORTED;
  * no toolchain for the target (NVRTC, or hiprtc/clang for gfx) TL_NO_TOOLCHAIN. */
 tl_status tl_compile_key(const tl_compile_request *req, char key[65], char **manifest, tl_diags *diags,
                          tl_error *err);
 
 /* The whole pipeline.  On success *out is a new tl_build.  Failures as
- * for tl_compile_key, plus TL_LIMIT when the program does not fit the
- * target (the message says by how much), TL_UNSUPPORTED for a construct the
+ * for tl_compile_key, plus, when the program needs what the target lacks
+ * (check_target.c), a diagnostic in *diags pointing into the program and
+ * the same message and pointer in *err: TL_LIMIT for more shared memory
+ * than the target has (the message says by how much), TL_UNSUPPORTED for
+ * thread-block clusters below sm_90; TL_UNSUPPORTED for a construct the
  * back end does not handle yet (the message names it), TL_TOOLCHAIN when
  * the toolchain fails (the log is in err->message, truncated). */
 tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *diags, tl_error *err);

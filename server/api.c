@@ -28,6 +28,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include "server.h"
+#include "../compiler/target.h"
 #include "../compiler/tlcompiler.h"
 #include "../proto/tl_hash.h"
 
@@ -93,8 +94,19 @@ static int get_info(tl_srv_req *r) {
     tl_srv_buf_json_str(&b, s->targets[i]);
     tl_srv_buf_puts(&b, "\"");
   }
+  /* what each offered target is (target.h's table) */
+  tl_srv_buf_puts(&b, "], \"target_info\": {");
+  for (int i = 0; s->targets && s->targets[i]; i++) {
+    tl_target t;
+    char *desc = tl_target_parse(s->targets[i], &t, NULL) == TL_OK ? tl_target_json(&t) : NULL;
+    tl_srv_buf_puts(&b, i ? ", \"" : "\"");
+    tl_srv_buf_json_str(&b, s->targets[i]);
+    tl_srv_buf_puts(&b, "\": ");
+    tl_srv_buf_puts(&b, desc ? desc : "null");
+    free(desc);
+  }
   /* known targets the toolchain refuses, and why (gfx950 before clang 20) */
-  tl_srv_buf_puts(&b, "], \"targets_not_offered\": {");
+  tl_srv_buf_puts(&b, "}, \"targets_not_offered\": {");
   const char *const *refused = tl_compiler_targets_refused();
   for (int i = 0; refused[i]; i++) {
     tl_srv_buf_puts(&b, i ? ", \"" : "\"");

@@ -17,6 +17,7 @@ failed, 77 if there is no GPU.
 
     python3 tests/gpu/check_examples.py [--tlc build/bin/tlc] [--only REGEX] [--sanitize]
                                         [--timeout S] [--interp-timeout S] [--interpret-only]
+                                        [--target T]   (T: e.g. compute_75, the portable paths of sm_75)
 
 --interpret-only needs no GPU (NVRTC only, for the metadata): it runs the
 interpreter half of every selected case and checks it against the NumPy
@@ -195,6 +196,8 @@ def main():
                     help="seconds each interpreter run and each metadata compile may take")
     ap.add_argument("--interpret-only", action="store_true",
                     help="no GPU: run the interpreter half and the NumPy references only")
+    ap.add_argument("--target", default=None,
+                    help="build for this target instead of the GPU's own (e.g. compute_75: sm_75's portable paths)")
     a = ap.parse_args()
     if not a.interpret_only:
         probe, _ = run([a.tlc, "run", "examples/tilus_add_one.json", "--device", "cuda", "--arg", "n=1"], a.timeout)
@@ -264,7 +267,7 @@ def main():
             passed += 1
         if a.interpret_only:
             continue
-        dev_cmd = [a.tlc, "run", prog, "--device", "cuda"] + dflags + aflags + inflags + sum([["--out", o] for o in dev_out], [])
+        dev_cmd = [a.tlc, "run", prog, "--device", "cuda"] + (["--target", a.target] if a.target else []) + dflags + aflags + inflags + sum([["--out", o] for o in dev_out], [])
         if a.sanitize:
             dev_cmd = ["compute-sanitizer", "--error-exitcode", "3", "--tool", "memcheck"] + dev_cmd
         r2, t2 = run(dev_cmd, a.timeout * (10 if a.sanitize else 1))

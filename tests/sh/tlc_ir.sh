@@ -4,7 +4,7 @@
 # copies as cp.async prefetched by a software-pipelined loop, its fragment
 # in registers; wgmma for a gemm of 8 warps and 64-wide K tiles on sm_90a
 # (mma.sync elsewhere); FlashAttention's P packed in registers; and a
-# wrong stage name is a usage error.
+# wrong stage name and run --target without --device are usage errors.
 # Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
 TLC=${TL_BUILD:-build}/bin/tlc
 if ! "$TLC" targets >/dev/null 2>&1; then
@@ -65,4 +65,6 @@ printf '%s\n' "$dump" | grep -qF "# IR after place" || fail "--dump place printe
 printf '%s\n' "$dump" | grep -qF "[cp.async" && fail "--dump place shows cp.async (decided by the later pipeline stage)"
 "$TLC" compile examples/gemm.json --target sm_80 --dump lowering >/dev/null 2>&1
 [ $? -eq 2 ] || fail "--dump with an unknown stage must exit 2"
+"$TLC" run examples/gemm.json --interpret --target sm_75 >/dev/null 2>&1
+[ $? -eq 2 ] || fail "run --target without --device must exit 2"
 echo "tlc_ir: ok"

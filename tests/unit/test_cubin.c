@@ -481,9 +481,9 @@ static void test_nvrtc_every_arch(void **state) {
   const char *src = "extern \"C\" __global__ void k(float *a) { a[threadIdx.x] *= 2.0f; }\n";
   int count = 0;
   for (size_t i = 0; i < nt; i++) {
-    tl_nv_target t;
-    assert_int_equal(tl_nv_target_parse(targets[i], &t, &err), TL_OK);
-    if (t.is_ptx)
+    tl_target t;
+    assert_int_equal(tl_target_parse(targets[i], &t, &err), TL_OK);
+    if (t.binary == TL_BINARY_PTX)
       continue;
     tl_nvrtc_result res = {0};
     if (tl_nvrtc_compile(nv, src, "k.cu", targets[i], NULL, 0, &res, &err) != TL_OK)

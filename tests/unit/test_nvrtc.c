@@ -110,41 +110,6 @@ static int in_list(const char *const *list, size_t n, const char *s) {
   return 0;
 }
 
-/* ---- target names (no NVRTC needed) ----------------------------------- */
-
-static void test_target_parse(void **state) {
-  (void)state;
-  static const struct {
-    const char *in;
-    int ok, is_ptx, arch;
-    char variant;
-  } rows[] = {
-      {"sm_80", 1, 0, 80, 0},        {"sm_90a", 1, 0, 90, 'a'},   {"sm_100f", 1, 0, 100, 'f'},
-      {"compute_80", 1, 1, 80, 0},   {"compute_90a", 1, 1, 90, 'a'}, {"sm_121a", 1, 0, 121, 'a'},
-      {"sm_8", 0, 0, 0, 0},          {"sm_1000", 0, 0, 0, 0},     {"sm_090", 0, 0, 0, 0},
-      {"sm_90b", 0, 0, 0, 0},        {"sm_90aa", 0, 0, 0, 0},     {"sm90", 0, 0, 0, 0},
-      {"compute_", 0, 0, 0, 0},      {"", 0, 0, 0, 0},            {"SM_80", 0, 0, 0, 0},
-      {"gfx90a", 0, 0, 0, 0},        {"sm_80 ", 0, 0, 0, 0},
-  };
-  for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
-    tl_nv_target t;
-    tl_error err;
-    tl_status st = tl_nv_target_parse(rows[i].in, &t, &err);
-    if (!rows[i].ok) {
-      assert_int_equal(st, TL_INVALID_ARG);
-      assert_non_null(strstr(err.message, "is not a target name"));
-      continue;
-    }
-    assert_int_equal(st, TL_OK);
-    assert_int_equal(t.is_ptx, rows[i].is_ptx);
-    assert_int_equal(t.arch, rows[i].arch);
-    assert_int_equal(t.variant, rows[i].variant);
-    char name[TL_NVRTC_TARGET_MAX];
-    assert_string_equal(tl_nv_target_name(&t, name, sizeof name), rows[i].in);
-  }
-  assert_int_equal(tl_nv_target_parse(NULL, &(tl_nv_target){0, 0, 0}, NULL), TL_INVALID_ARG);
-}
-
 /* ---- ptxas report parsing (no NVRTC needed) --------------------------- */
 
 static void test_ptxas_stats_parse(void **state) {
@@ -291,16 +256,16 @@ static void test_version_and_targets(void **state) {
     printf(" %s", list[i]);
   printf("\n");
   for (size_t i = 0; i < n; i++) {
-    tl_nv_target t;
-    assert_int_equal(tl_nv_target_parse(list[i], &t, &err), TL_OK);
+    tl_target t;
+    assert_int_equal(tl_target_parse(list[i], &t, &err), TL_OK);
     assert_true(tl_nvrtc_accepts(nv, list[i]));
     for (size_t j = i + 1; j < n; j++)
       assert_string_not_equal(list[i], list[j]);
     /* every sm_ target has its compute_ twin */
-    if (!t.is_ptx) {
+    if (t.binary == TL_BINARY_CUBIN) {
       char twin[TL_NVRTC_TARGET_MAX];
-      t.is_ptx = 1;
-      assert_true(in_list(list, n, tl_nv_target_name(&t, twin, sizeof twin)));
+      snprintf(twin, sizeof twin, "compute_%s", list[i] + 3);
+      assert_true(in_list(list, n, twin));
     }
   }
   /* What the project needs (issue 3), for the NVRTC versions that have it. */
@@ -666,7 +631,6 @@ static void test_cuda_missing_library(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_target_parse),
       cmocka_unit_test(test_ptxas_stats_parse),
       cmocka_unit_test(test_missing_toolchain),
       cmocka_unit_test(test_override_path),

@@ -22,6 +22,11 @@
  *   eviction          --cache-max-bytes is enforced in the background
  *   integrity         a damaged artifact is a 404, counted in /metrics, and
  *                     healed by the next compile
+ *   target_misfit     a program that needs what its target lacks (more
+ *                     shared memory than sm_75 has) is a 422 with a
+ *                     diagnostic pointing into the program, not a
+ *                     toolchain error; gemm builds for sm_75; /v1/info
+ *                     describes every offered target
  *   not_offered       /v1/info's targets_not_offered names the known AMD
  *                     targets the toolchain refuses (gfx950 with clang 19),
  *                     each with the reason this test's own process finds;
@@ -685,6 +690,47 @@ static void test_invalid_program(void **state) {
   resp_free(&r);
 }
 
+static void test_target_misfit(void **state) {
+  NEED_TOOLCHAIN();
+  const char *t[] = {"sm_75"};
+  char *body = compile_body("flash_attention.json", t, 1, NULL);
+  resp r = http(&main_srv, "POST", "/v1/compile", body, NULL);
+  free(body);
+  expect_status(r, 422);
+  json_t *j = parse(&r);
+  json_t *e = json_object_get(j, "error");
+  assert_string_equal(json_string_value(json_object_get(e, "code")), "limit_exceeded");
+  assert_string_equal(json_string_value(json_object_get(e, "pointer")), "/program/kernel/body/0");
+  assert_non_null(strstr(json_string_value(json_object_get(e, "message")), "sm_75 allows 65536"));
+  json_t *diags = json_object_get(e, "diagnostics");
+  assert_int_equal(json_array_size(diags), 1);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(diags, 0), "pointer")),
+                      "/program/kernel/body/0");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(diags, 0), "message")),
+                      json_string_value(json_object_get(e, "message")));
+  json_decref(j);
+  resp_free(&r);
+  /* gemm (cp.async and mma.sync on sm_80) builds for sm_75 on the portable paths */
+  body = compile_body("gemm.json", t, 1, NULL);
+  r = http(&main_srv, "POST", "/v1/compile", body, NULL);
+  free(body);
+  expect_status(r, 200);
+  resp_free(&r);
+  /* /v1/info: what each offered target is */
+  r = http(&main_srv, "GET", "/v1/info", NULL, NULL);
+  expect_status(r, 200);
+  j = parse(&r);
+  json_t *info = json_object_get(j, "target_info"), *offered = json_object_get(j, "targets");
+  assert_int_equal(json_object_size(info), json_array_size(offered));
+  json_t *sm75 = json_object_get(info, "sm_75");
+  assert_non_null(sm75);
+  assert_int_equal(json_integer_value(json_object_get(sm75, "shared_bytes")), 65536);
+  assert_string_equal(json_string_value(json_array_get(json_object_get(sm75, "features"), 0)), "ldmatrix");
+  assert_int_equal(json_array_size(json_object_get(sm75, "features")), 1);
+  json_decref(j);
+  resp_free(&r);
+}
+
 static void test_not_offered(void **state) {
   (void)state;
   resp r = http(&main_srv, "GET", "/v1/info", NULL, NULL);
@@ -1139,6 +1185,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_compile_fetch),
       cmocka_unit_test(test_invalid_program),
+      cmocka_unit_test(test_target_misfit),
       cmocka_unit_test(test_not_offered),
       cmocka_unit_test(test_singleflight),
       cmocka_unit_test(test_isolation),
