@@ -1421,15 +1421,9 @@ static bool match_regions(C *c, tl_stmt *s, tl_region *src, tl_region *dst) {
 static void check_body(C *c, tl_body *b, bool new_scope);
 
 static bool is_tile_level(const tl_stmt *s) {
-  switch (s->kind) {
-  case S_COPY: case S_FILL: case S_GEMM: case S_REDUCE: case S_CUMSUM: case S_ATOMIC_ADD: case S_PARALLEL:
-  case S_ANNOTATE_LAYOUT: case S_USE_SWIZZLE: case S_SYNC_THREADS:
-    return true;
-  case S_ALLOC:
+  if (s->kind == S_ALLOC)
     return s->sym->scope != SCOPE_LOCAL;
-  default:
-    return false;
-  }
+  return tl_stmt_kind_flags(s->kind) & TL_KIND_TILE;
 }
 
 static bool uniform_placement(C *c, tl_stmt *s) {

@@ -1,7 +1,8 @@
 /*
  * ir.c - the small utilities every stage of the compiler shares: the arena,
- * growable vectors, the diagnostics list, and printing of types,
- * functions and expressions (for messages and IR dumps).
+ * growable vectors, the diagnostics list, the tables of statement kinds and
+ * ops, and printing of types, functions, expressions and whole programs
+ * (for messages and IR dumps).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -175,6 +176,32 @@ static const char *const fn_names[FN_COUNT] = {
 
 const char *tl_fn_name(tl_fn f) { return (unsigned)f < FN_COUNT ? fn_names[f] : "?"; }
 
+/* ---- statement kinds and ops (ir.h: TL_STMT_KINDS, TL_STMT_OPS) ------------- */
+static const struct {
+  const char *name;
+  unsigned flags;
+} stmt_kinds[TL_STMT_KIND_COUNT] = {
+#define TL_X(kind, name, flags) [kind] = {name, flags},
+    TL_STMT_KINDS(TL_X)
+#undef TL_X
+};
+
+const char *tl_stmt_kind_name(tl_stmt_kind k) { return (unsigned)k < TL_STMT_KIND_COUNT ? stmt_kinds[k].name : "?"; }
+unsigned tl_stmt_kind_flags(tl_stmt_kind k) { return (unsigned)k < TL_STMT_KIND_COUNT ? stmt_kinds[k].flags : 0; }
+
+const tl_stmt_op_info tl_stmt_ops[TL_STMT_OP_COUNT] = {
+#define TL_X(id, name, kind, ...) [id] = {name, kind, {__VA_ARGS__, NULL}},
+    TL_STMT_OPS(TL_X)
+#undef TL_X
+};
+
+int tl_stmt_op_lookup(const char *name) {
+  for (int i = 0; i < TL_STMT_OP_COUNT; i++)
+    if (strcmp(tl_stmt_ops[i].name, name) == 0)
+      return i;
+  return -1;
+}
+
 /* ---- printing expressions ------------------------------------------------ */
 static const char *op_text(int op) {
   switch (op) {
@@ -333,14 +360,6 @@ tl_expr *tl_expr_copy(tl_arena *a, const tl_expr *e) {
 }
 
 /* ---- dumping the IR (tlc compile --dump PASS / --emit ir) ----------------------- */
-static const char *const stmt_names[] = {
-    [S_ALLOC] = "alloc",      [S_ALLOC_VAR] = "alloc_var", [S_LET] = "let",         [S_COPY] = "copy",
-    [S_FILL] = "fill",        [S_GEMM] = "gemm",           [S_REDUCE] = "reduce",   [S_CUMSUM] = "cumsum",
-    [S_ATOMIC_ADD] = "atomic_add", [S_PARALLEL] = "parallel", [S_LOOP] = "loop",     [S_IF] = "if",
-    [S_ANNOTATE_LAYOUT] = "annotate_layout", [S_USE_SWIZZLE] = "use_swizzle", [S_SYNC_THREADS] = "sync_threads",
-    [S_ASSIGN] = "assign",
-};
-
 static void dump_region(FILE *f, tl_arena *a, const tl_region *r) {
   fprintf(f, "%s[", r->sym ? r->sym->name : r->name);
   for (int d = 0; d < r->ndim; d++)
@@ -376,7 +395,7 @@ static void dump_sym_place(FILE *f, const tl_sym *s) {
 static void dump_body(FILE *f, tl_arena *a, const tl_body *b, int depth);
 
 static void dump_stmt(FILE *f, tl_arena *a, const tl_stmt *s, int depth) {
-  fprintf(f, "%*s%s", depth * 2, "", stmt_names[s->kind]);
+  fprintf(f, "%*s%s", depth * 2, "", tl_stmt_kind_name(s->kind));
   switch (s->kind) {
   case S_ALLOC:
     fprintf(f, " %s: ", s->sym->name);
