@@ -397,6 +397,42 @@ extern const tl_stmt_op_info tl_stmt_ops[TL_STMT_OP_COUNT]; /* indexed by tl_stm
 /* The op named name, or -1 when there is none. */
 int tl_stmt_op_lookup(const char *name);
 
+/* Walking statements: one walker for every traversal of a body (ir.c).
+ * tl_walk visits the statements of a body in document order, each one
+ * before and after what it holds:
+ *   1. pre(s): TL_WALK_GO goes on with 2-4; TL_WALK_SKIP goes on with s's
+ *      next sibling (s's expressions, bodies and post are not visited);
+ *   2. expr(x, s) on every node of every expression s holds, pre-order:
+ *      .lhs, .value, .start, .extent, .step, the parallel .extents, then
+ *      the index expressions (lo) of .src and .dst (after check; parsed
+ *      regions have none); TL_WALK_SKIP here skips x's operands;
+ *   3. its bodies, by the kind's TL_KIND_BODY / TL_KIND_ELSE (the else body
+ *      only when has_else): each between enter_body(s, which) and
+ *      leave_body(s, which), which 0 for .body and 1 for .else_body;
+ *   4. post(s).
+ * Any callback may be NULL (then: go on).  TL_WALK_STOP from pre, expr or
+ * post ends the walk at once: no further callback is called, not even the
+ * post of the statements around. */
+typedef struct tl_body tl_body;
+typedef enum tl_walk_act { TL_WALK_GO, TL_WALK_SKIP, TL_WALK_STOP } tl_walk_act;
+typedef struct tl_walker {
+  tl_walk_act (*pre)(tl_stmt *s, void *user);
+  tl_walk_act (*expr)(tl_expr *x, tl_stmt *s, void *user);
+  void (*enter_body)(tl_stmt *s, int which, void *user);
+  void (*leave_body)(tl_stmt *s, int which, void *user);
+  tl_walk_act (*post)(tl_stmt *s, void *user);
+} tl_walker;
+/* Walks the statements of body b (or statement s) and all they hold.
+ * Returns TL_WALK_STOP when a callback stopped the walk, else TL_WALK_GO.
+ * The walk does not change the tree; callbacks may change the statements
+ * they are given, not the bodies being walked. */
+tl_walk_act tl_walk(tl_body *b, const tl_walker *w, void *user);
+tl_walk_act tl_walk_stmt(tl_stmt *s, const tl_walker *w, void *user);
+/* Visits every node of expression x (NULL: none) pre-order with fn, with
+ * the same meaning of its answers (stmt is passed through to fn). */
+tl_walk_act tl_walk_expr(tl_expr *x, tl_walk_act (*fn)(tl_expr *x, tl_stmt *stmt, void *user), tl_stmt *stmt,
+                         void *user);
+
 typedef enum tl_loop_kind { LOOP_SERIAL, LOOP_UNROLL, LOOP_VECTORIZED, LOOP_PIPELINED } tl_loop_kind;
 typedef enum tl_reduce_type { RED_SUM, RED_MAX, RED_MIN, RED_ABSSUM, RED_ABSMAX } tl_reduce_type;
 typedef enum tl_gemm_policy { POLICY_SQUARE, POLICY_FULL_ROW, POLICY_FULL_COL } tl_gemm_policy;
