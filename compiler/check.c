@@ -2,7 +2,7 @@
  * check.c - resolves, types and folds a parsed program (stage 2 of
  * DESIGN.md section 3), so that every later stage can trust it.
  *
- * One walk over the program, in document order:
+ * One walk over the program, in document order (the body with tl_walk):
  *   1. apply the constant overrides (-D / a request's "constants") and
  *      evaluate the constants (expressions over other constants, any
  *      order, cycles are errors), folding in int64/float64;
@@ -45,6 +45,7 @@ typedef struct {
   int where;              /* CTX_* */
   const tl_stmt *in_parallel;  /* the enclosing parallel loop, if any */
   const tl_stmt *varying_ctl;  /* the innermost enclosing if/loop whose control depends on the thread */
+  tl_vec ctl_saved;            /* the varying_ctl of each enclosing loop/if, to restore after it */
   tl_vec value_syms, buffer_syms;
   /* set while typing one expression */
   bool saw_varying, saw_thread;
@@ -1418,18 +1419,10 @@ static bool match_regions(C *c, tl_stmt *s, tl_region *src, tl_region *dst) {
 }
 
 /* ---- statements ------------------------------------------------------------------------ */
-static void check_body(C *c, tl_body *b, bool new_scope);
-
 static bool is_tile_level(const tl_stmt *s) {
-  switch (s->kind) {
-  case S_COPY: case S_FILL: case S_GEMM: case S_REDUCE: case S_CUMSUM: case S_ATOMIC_ADD: case S_PARALLEL:
-  case S_ANNOTATE_LAYOUT: case S_USE_SWIZZLE: case S_SYNC_THREADS:
-    return true;
-  case S_ALLOC:
+  if (s->kind == S_ALLOC)
     return s->sym->scope != SCOPE_LOCAL;
-  default:
-    return false;
-  }
+  return tl_stmt_kind_flags(s->kind) & TL_KIND_TILE;
 }
 
 static bool uniform_placement(C *c, tl_stmt *s) {
@@ -1897,32 +1890,36 @@ static void check_schedule(C *c, tl_stmt *s) {
       }
 }
 
-static void check_stmt(C *c, tl_stmt *s) {
+/* Checks statement s before what it holds (tl_walker.pre): TL_WALK_SKIP
+ * for the statements without a body, and for those whose body is not
+ * checked (they are misplaced); check_end finishes the others. */
+static tl_walk_act check_stmt(tl_stmt *s, void *user) {
+  C *c = user;
   if (c->in_parallel) {
     bool allowed = s->kind == S_ASSIGN || s->kind == S_LET || s->kind == S_IF ||
                    (s->kind == S_LOOP && s->loop_kind != LOOP_PIPELINED);
     if (!allowed) {
       ERR(s->pointer, 0, "'%s' is not allowed inside a parallel loop (the loop at %s); a parallel body holds "
                          "assignments, let, if and serial/unroll/vectorized loops", s->op_name, c->in_parallel->pointer);
-      return;
+      return TL_WALK_SKIP;
     }
   }
   if (is_tile_level(s)) {
     s->block_level = true;
     if (!uniform_placement(c, s))
-      return;
+      return TL_WALK_SKIP;
   }
   switch (s->kind) {
   case S_ALLOC:
     check_alloc(c, s);
-    return;
+    return TL_WALK_SKIP;
   case S_ALLOC_VAR: {
     if (s->value)
       check_value_into(c, s, &s->value, s->sym->dtype);
     s->sym->init = s->value;
     s->sym->varying = true;
     declare(c, s->sym, s->pointer);
-    return;
+    return TL_WALK_SKIP;
   }
   case S_LET: {
     bool varying = false, thread = false;
@@ -1949,7 +1946,7 @@ static void check_stmt(C *c, tl_stmt *s) {
       s->sym->dtype = TL_INT32;
     }
     declare(c, s->sym, s->pointer);
-    return;
+    return TL_WALK_SKIP;
   }
   case S_COPY: {
     c->in_tile_op = true;
@@ -1957,40 +1954,40 @@ static void check_stmt(C *c, tl_stmt *s) {
     c->in_tile_op = false;
     if (ok)
       match_regions(c, s, s->src, s->dst);
-    return;
+    return TL_WALK_SKIP;
   }
   case S_FILL: {
     c->in_tile_op = true;
     bool ok = resolve_region(c, s->dst, false);
     c->in_tile_op = false;
     if (!ok)
-      return;
+      return TL_WALK_SKIP;
     if (is_start_point(s->dst))
       for (int d = 0; d < s->dst->ndim; d++)
         s->dst->ext[d] = 1;
     region_in_bounds(c, s->dst);
     check_value_into(c, s, &s->value, s->dst->sym->dtype);
-    return;
+    return TL_WALK_SKIP;
   }
   case S_GEMM:
     check_gemm(c, s);
-    return;
+    return TL_WALK_SKIP;
   case S_REDUCE:
   case S_CUMSUM:
     c->in_tile_op = true;
     check_reduce_like(c, s);
     c->in_tile_op = false;
-    return;
+    return TL_WALK_SKIP;
   case S_ATOMIC_ADD: {
     c->in_tile_op = true;
     bool ok = resolve_region(c, s->dst, false) && (!s->src || resolve_region(c, s->src, false));
     c->in_tile_op = false;
     if (!ok)
-      return;
+      return TL_WALK_SKIP;
     if (s->dst->sym->kind != SYM_TENSOR) {
       ERR(tl_ptr_key(c->arena, s->pointer, "dst"), 0, "atomic_add writes global memory; '%s' is %s",
           s->dst->sym->name, sym_kind_name(s->dst->sym));
-      return;
+      return TL_WALK_SKIP;
     }
     switch (s->dst->sym->dtype) { /* the dtypes with atomic adds (proto/tile-ir-v1.md 5.6) */
     case TL_INT32: case TL_UINT32: case TL_INT64: case TL_UINT64: case TL_FLOAT16: case TL_BFLOAT16:
@@ -2000,7 +1997,7 @@ static void check_stmt(C *c, tl_stmt *s) {
       ERR(tl_ptr_key(c->arena, s->pointer, "dst"), 0, "atomic_add cannot add into %s ('%s'); its dst is int32, "
           "uint32, int64, uint64, float16, bfloat16, float32 or float64", tl_dtype_name(s->dst->sym->dtype),
           s->dst->sym->name);
-      return;
+      return TL_WALK_SKIP;
     }
     if (s->src)
       match_regions(c, s, s->src, s->dst);
@@ -2010,7 +2007,7 @@ static void check_stmt(C *c, tl_stmt *s) {
           s->dst->ext[d] = 1;
       check_value_into(c, s, &s->value, s->dst->sym->dtype);
     }
-    return;
+    return TL_WALK_SKIP;
   }
   case S_PARALLEL: {
     push_scope(c);
@@ -2023,10 +2020,7 @@ static void check_stmt(C *c, tl_stmt *s) {
     for (int i = 0; i < s->nvars; i++)
       declare(c, s->vars[i], s->vars[i]->pointer);
     c->in_parallel = s;
-    check_body(c, &s->body, false);
-    c->in_parallel = NULL;
-    pop_scope(c);
-    return;
+    return TL_WALK_GO; /* check_end: out of the loop and its scope */
   }
   case S_LOOP: {
     bool v1 = false, v2 = false, v3 = false, t1 = false, t2 = false, t3 = false;
@@ -2062,18 +2056,15 @@ static void check_stmt(C *c, tl_stmt *s) {
           s->norder, s->body.n);
     else if (s->norder)
       check_schedule(c, s);
-    const tl_stmt *saved = c->varying_ctl;
+    tl_vec_push(c->arena, &c->ctl_saved, (void *)c->varying_ctl);
     if (v1 || v2 || v3)
       c->varying_ctl = s;
     push_scope(c);
     s->var->varying = v1 || v2 || v3;
     s->var->thread_dep = t1 || t2 || t3;
     declare(c, s->var, s->var->pointer);
-    check_body(c, &s->body, false);
-    pop_scope(c);
-    c->varying_ctl = saved;
     (void)ok;
-    break;
+    return TL_WALK_GO; /* check_end: out of the scope and the control */
   }
   case S_IF: {
     bool varying = false;
@@ -2083,46 +2074,63 @@ static void check_stmt(C *c, tl_stmt *s) {
         make_typed(cond, default_type(cond));
       s->value = cond;
     }
-    const tl_stmt *saved = c->varying_ctl;
+    tl_vec_push(c->arena, &c->ctl_saved, (void *)c->varying_ctl);
     if (varying)
       c->varying_ctl = s;
-    check_body(c, &s->body, true);
-    if (s->has_else)
-      check_body(c, &s->else_body, true);
-    c->varying_ctl = saved;
-    break;
+    return TL_WALK_GO; /* each branch in a scope of its own (check_branch); check_end: out of the control */
   }
   case S_ANNOTATE_LAYOUT:
     check_layout(c, s);
-    return;
+    return TL_WALK_SKIP;
   case S_USE_SWIZZLE: {
     int64_t v;
     if (const_int(c, s->panel_size, "'panel_size'", 1, 65535, &v))
       s->panel_size = const_int_expr(c, s->panel_size, v);
     s->enable = const_bool(c, s->raw.enable, "'enable'", true);
-    return;
+    return TL_WALK_SKIP;
   }
   case S_SYNC_THREADS:
-    return;
+    return TL_WALK_SKIP;
   case S_ASSIGN:
     check_assign(c, s);
-    return;
+    return TL_WALK_SKIP;
   }
+  return TL_WALK_SKIP;
+}
+
+/* The then and else bodies of an if each have a scope of their own
+ * (tl_walker.enter_body/leave_body). */
+static void check_branch(tl_stmt *s, int which, void *user) {
+  if (s->kind == S_IF)
+    push_scope(user);
+}
+
+static void check_branch_end(tl_stmt *s, int which, void *user) {
+  if (s->kind == S_IF)
+    pop_scope(user);
+}
+
+/* Finishes a parallel loop, loop or if after its body (tl_walker.post). */
+static tl_walk_act check_end(tl_stmt *s, void *user) {
+  C *c = user;
+  if (s->kind == S_PARALLEL) {
+    c->in_parallel = NULL;
+    pop_scope(c);
+    return TL_WALK_GO;
+  }
+  if (s->kind == S_LOOP)
+    pop_scope(c);
+  c->varying_ctl = c->ctl_saved.items[--c->ctl_saved.n];
   /* loops and ifs are block-level when they hold a block-level statement */
   for (int i = 0; i < s->body.n; i++)
     s->block_level |= s->body.items[i]->block_level;
   for (int i = 0; i < s->else_body.n; i++)
     s->block_level |= s->else_body.items[i]->block_level;
+  return TL_WALK_GO;
 }
 
-static void check_body(C *c, tl_body *b, bool new_scope) {
-  if (new_scope)
-    push_scope(c);
-  for (int i = 0; i < b->n; i++)
-    check_stmt(c, b->items[i]);
-  if (new_scope)
-    pop_scope(c);
-}
+static const tl_walker checker = {
+    .pre = check_stmt, .enter_body = check_branch, .leave_body = check_branch_end, .post = check_end};
 
 /* ---- entry -------------------------------------------------------------------------- */
 bool tl_check(tl_program *prog, const tl_define *defs, int ndefs, tl_diags *diags) {
@@ -2144,7 +2152,7 @@ bool tl_check(tl_program *prog, const tl_define *defs, int ndefs, tl_diags *diag
   check_constants(c, defs, ndefs);
   check_params(c);
   push_scope(c);
-  check_body(c, &prog->body, false);
+  tl_walk(&prog->body, &checker, c);
   prog->nvalue_slots = c->value_syms.n;
   prog->value_syms = (tl_sym **)c->value_syms.items;
   prog->nbuffer_slots = c->buffer_syms.n;

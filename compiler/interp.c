@@ -1503,17 +1503,11 @@ static void poison_alloc(interp *I, const tl_sym *b, const unsigned char *mask) 
 static tl_status exec_body(interp *I, const tl_body *b, const unsigned char *mask, int depth);
 
 static bool is_block_stmt(const tl_stmt *s) {
-  switch (s->kind) {
-  case S_COPY: case S_FILL: case S_GEMM: case S_REDUCE: case S_CUMSUM: case S_ATOMIC_ADD: case S_PARALLEL:
-  case S_ANNOTATE_LAYOUT: case S_USE_SWIZZLE: case S_SYNC_THREADS:
-    return true;
-  case S_ALLOC:
+  if (s->kind == S_ALLOC)
     return s->sym && s->sym->scope != SCOPE_LOCAL;
-  case S_IF: case S_LOOP:
+  if (s->kind == S_IF || s->kind == S_LOOP)
     return s->block_level;
-  default:
-    return false;
-  }
+  return tl_stmt_kind_flags(s->kind) & TL_KIND_TILE;
 }
 
 static tl_status check_value_sym(interp *I, const tl_stmt *s, const tl_sym *y) {

@@ -1,7 +1,8 @@
 /*
  * ir.c - the small utilities every stage of the compiler shares: the arena,
- * growable vectors, the diagnostics list, and printing of types,
- * functions and expressions (for messages and IR dumps).
+ * growable vectors, the diagnostics list, the tables of statement kinds and
+ * ops, the one walker over statements (tl_walk), and printing of types,
+ * functions, expressions and whole programs (for messages and IR dumps).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -175,6 +176,89 @@ static const char *const fn_names[FN_COUNT] = {
 
 const char *tl_fn_name(tl_fn f) { return (unsigned)f < FN_COUNT ? fn_names[f] : "?"; }
 
+/* ---- statement kinds and ops (ir.h: TL_STMT_KINDS, TL_STMT_OPS) ------------- */
+static const struct {
+  const char *name;
+  unsigned flags;
+} stmt_kinds[TL_STMT_KIND_COUNT] = {
+#define TL_X(kind, name, flags) [kind] = {name, flags},
+    TL_STMT_KINDS(TL_X)
+#undef TL_X
+};
+
+const char *tl_stmt_kind_name(tl_stmt_kind k) { return (unsigned)k < TL_STMT_KIND_COUNT ? stmt_kinds[k].name : "?"; }
+unsigned tl_stmt_kind_flags(tl_stmt_kind k) { return (unsigned)k < TL_STMT_KIND_COUNT ? stmt_kinds[k].flags : 0; }
+
+const tl_stmt_op_info tl_stmt_ops[TL_STMT_OP_COUNT] = {
+#define TL_X(id, name, kind, ...) [id] = {name, kind, {__VA_ARGS__, NULL}},
+    TL_STMT_OPS(TL_X)
+#undef TL_X
+};
+
+int tl_stmt_op_lookup(const char *name) {
+  for (int i = 0; i < TL_STMT_OP_COUNT; i++)
+    if (strcmp(tl_stmt_ops[i].name, name) == 0)
+      return i;
+  return -1;
+}
+
+/* ---- walking statements (ir.h: tl_walk) ---------------------------------------- */
+tl_walk_act tl_walk_expr(tl_expr *x, tl_walk_act (*fn)(tl_expr *, tl_stmt *, void *), tl_stmt *stmt, void *user) {
+  if (!x)
+    return TL_WALK_GO;
+  tl_walk_act a = fn(x, stmt, user);
+  if (a != TL_WALK_GO)
+    return a == TL_WALK_STOP ? TL_WALK_STOP : TL_WALK_GO;
+  for (int i = 0; i < x->nargs; i++)
+    if (tl_walk_expr(x->args[i], fn, stmt, user) == TL_WALK_STOP)
+      return TL_WALK_STOP;
+  return TL_WALK_GO;
+}
+
+/* The expressions of s in the order ir.h gives, each through fn. */
+static tl_walk_act walk_stmt_exprs(tl_stmt *s, tl_walk_act (*fn)(tl_expr *, tl_stmt *, void *), void *user) {
+  tl_expr *roots[] = {s->lhs, s->value, s->start, s->extent, s->step};
+  for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++)
+    if (tl_walk_expr(roots[i], fn, s, user) == TL_WALK_STOP)
+      return TL_WALK_STOP;
+  for (int i = 0; s->kind == S_PARALLEL && s->extents && i < s->nvars; i++)
+    if (tl_walk_expr(s->extents[i], fn, s, user) == TL_WALK_STOP)
+      return TL_WALK_STOP;
+  tl_region *regions[] = {s->src, s->dst};
+  for (int k = 0; k < 2; k++)
+    for (int d = 0; regions[k] && d < regions[k]->ndim; d++)
+      if (tl_walk_expr(regions[k]->lo[d], fn, s, user) == TL_WALK_STOP)
+        return TL_WALK_STOP;
+  return TL_WALK_GO;
+}
+
+tl_walk_act tl_walk_stmt(tl_stmt *s, const tl_walker *w, void *user) {
+  tl_walk_act a = w->pre ? w->pre(s, user) : TL_WALK_GO;
+  if (a != TL_WALK_GO)
+    return a;
+  if (w->expr && walk_stmt_exprs(s, w->expr, user) == TL_WALK_STOP)
+    return TL_WALK_STOP;
+  unsigned flags = tl_stmt_kind_flags(s->kind);
+  for (int which = 0; which < 2; which++) {
+    if (!(flags & (which ? TL_KIND_ELSE : TL_KIND_BODY)) || (which && !s->has_else))
+      continue;
+    if (w->enter_body)
+      w->enter_body(s, which, user);
+    if (tl_walk(which ? &s->else_body : &s->body, w, user) == TL_WALK_STOP)
+      return TL_WALK_STOP;
+    if (w->leave_body)
+      w->leave_body(s, which, user);
+  }
+  return w->post && w->post(s, user) == TL_WALK_STOP ? TL_WALK_STOP : TL_WALK_GO;
+}
+
+tl_walk_act tl_walk(tl_body *b, const tl_walker *w, void *user) {
+  for (int i = 0; i < b->n; i++)
+    if (tl_walk_stmt(b->items[i], w, user) == TL_WALK_STOP)
+      return TL_WALK_STOP;
+  return TL_WALK_GO;
+}
+
 /* ---- printing expressions ------------------------------------------------ */
 static const char *op_text(int op) {
   switch (op) {
@@ -333,14 +417,6 @@ tl_expr *tl_expr_copy(tl_arena *a, const tl_expr *e) {
 }
 
 /* ---- dumping the IR (tlc compile --dump PASS / --emit ir) ----------------------- */
-static const char *const stmt_names[] = {
-    [S_ALLOC] = "alloc",      [S_ALLOC_VAR] = "alloc_var", [S_LET] = "let",         [S_COPY] = "copy",
-    [S_FILL] = "fill",        [S_GEMM] = "gemm",           [S_REDUCE] = "reduce",   [S_CUMSUM] = "cumsum",
-    [S_ATOMIC_ADD] = "atomic_add", [S_PARALLEL] = "parallel", [S_LOOP] = "loop",     [S_IF] = "if",
-    [S_ANNOTATE_LAYOUT] = "annotate_layout", [S_USE_SWIZZLE] = "use_swizzle", [S_SYNC_THREADS] = "sync_threads",
-    [S_ASSIGN] = "assign",
-};
-
 static void dump_region(FILE *f, tl_arena *a, const tl_region *r) {
   fprintf(f, "%s[", r->sym ? r->sym->name : r->name);
   for (int d = 0; d < r->ndim; d++)
@@ -373,10 +449,18 @@ static void dump_sym_place(FILE *f, const tl_sym *s) {
   }
 }
 
-static void dump_body(FILE *f, tl_arena *a, const tl_body *b, int depth);
+typedef struct {
+  FILE *f;
+  tl_arena *a;
+  int depth; /* of the statements being printed */
+} dumper;
 
-static void dump_stmt(FILE *f, tl_arena *a, const tl_stmt *s, int depth) {
-  fprintf(f, "%*s%s", depth * 2, "", stmt_names[s->kind]);
+/* Prints one statement's line (tl_walker.pre). */
+static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
+  dumper *d = user;
+  FILE *f = d->f;
+  tl_arena *a = d->a;
+  fprintf(f, "%*s%s", d->depth * 2, "", tl_stmt_kind_name(s->kind));
   switch (s->kind) {
   case S_ALLOC:
     fprintf(f, " %s: ", s->sym->name);
@@ -435,16 +519,19 @@ static void dump_stmt(FILE *f, tl_arena *a, const tl_stmt *s, int depth) {
     break;
   }
   fprintf(f, "%s   # %s\n", s->block_level ? " (block)" : "", s->pointer);
-  dump_body(f, a, &s->body, depth + 1);
-  if (s->has_else) {
-    fprintf(f, "%*selse\n", depth * 2, "");
-    dump_body(f, a, &s->else_body, depth + 1);
-  }
+  return TL_WALK_GO;
 }
 
-static void dump_body(FILE *f, tl_arena *a, const tl_body *b, int depth) {
-  for (int i = 0; i < b->n; i++)
-    dump_stmt(f, a, b->items[i], depth);
+/* A body is printed one level deeper, an else body after "else". */
+static void dump_enter(tl_stmt *s, int which, void *user) {
+  dumper *d = user;
+  if (which)
+    fprintf(d->f, "%*selse\n", d->depth * 2, "");
+  d->depth++;
+}
+
+static void dump_leave(tl_stmt *s, int which, void *user) {
+  ((dumper *)user)->depth--;
 }
 
 void tl_dump_program(const tl_program *prog, void *fp) {
@@ -467,5 +554,7 @@ void tl_dump_program(const tl_program *prog, void *fp) {
     }
     fputc('\n', f);
   }
-  dump_body(f, a, &prog->body, 0);
+  static const tl_walker w = {.pre = dump_stmt, .enter_body = dump_enter, .leave_body = dump_leave};
+  dumper d = {.f = f, .a = a};
+  tl_walk((tl_body *)&prog->body, &w, &d); /* the walk changes nothing */
 }

@@ -292,25 +292,146 @@ typedef struct tl_region {
 } tl_region;
 
 /* ---- statements ---------------------------------------------------------- */
+/* The statement kinds, one row each: X(KIND, name in IR dumps, flags).  The
+ * fields each kind uses are listed at tl_stmt.  Flags:
+ *   TL_KIND_TILE: block-level by its kind (a tile operator, a parallel loop,
+ *     an annotation, sync_threads; an alloc is block-level by its scope and
+ *     a loop or if by what it holds: tl_stmt.block_level);
+ *   TL_KIND_BODY: has a body (.body); TL_KIND_ELSE: may have .else_body.
+ *   S_ALLOC:       alloc_shared/alloc_fragment/alloc_local: .sym (BUFFER)
+ *   S_ALLOC_VAR:   .sym (VAR), .value = init or NULL
+ *   S_LET:         .sym (LET), .value
+ *   S_COPY:        .src, .dst
+ *   S_FILL:        fill and clear: .dst, .value (clear: constant 0)
+ *   S_GEMM:        .A .B .C, .trans_a, .trans_b, .policy, .clear_accum, .k_pack
+ *   S_REDUCE:      .reduce_type, .src, .dst, .dim, .clear
+ *   S_CUMSUM:      .src, .dst, .dim, .reverse
+ *   S_ATOMIC_ADD:  .dst, and .src or .value
+ *   S_PARALLEL:    .nvars, .vars, .extents, .body
+ *   S_LOOP:        serial/unroll/vectorized/pipelined: .loop_kind, .var, .start, .extent,
+ *                  .step, .body; pipelined: .num_stages, .order, .stage
+ *   S_IF:          .value = cond, .body = then, .else_body
+ *   S_ANNOTATE_LAYOUT: .layout_syms/.layouts: the buffers' sym->layout is set
+ *   S_USE_SWIZZLE: .panel_size, .order_column, .enable
+ *   S_SYNC_THREADS
+ *   S_ASSIGN:      .lhs (E_INDEX or E_NAME of a VAR), .assign_op (0 for '='), .value */
+enum { TL_KIND_TILE = 1, TL_KIND_BODY = 2, TL_KIND_ELSE = 4 };
+#define TL_STMT_KINDS(X)                                                                                   \
+  X(S_ALLOC, "alloc", 0)                                                                                   \
+  X(S_ALLOC_VAR, "alloc_var", 0)                                                                           \
+  X(S_LET, "let", 0)                                                                                       \
+  X(S_COPY, "copy", TL_KIND_TILE)                                                                          \
+  X(S_FILL, "fill", TL_KIND_TILE)                                                                          \
+  X(S_GEMM, "gemm", TL_KIND_TILE)                                                                          \
+  X(S_REDUCE, "reduce", TL_KIND_TILE)                                                                      \
+  X(S_CUMSUM, "cumsum", TL_KIND_TILE)                                                                      \
+  X(S_ATOMIC_ADD, "atomic_add", TL_KIND_TILE)                                                              \
+  X(S_PARALLEL, "parallel", TL_KIND_TILE | TL_KIND_BODY)                                                   \
+  X(S_LOOP, "loop", TL_KIND_BODY)                                                                          \
+  X(S_IF, "if", TL_KIND_BODY | TL_KIND_ELSE)                                                               \
+  X(S_ANNOTATE_LAYOUT, "annotate_layout", TL_KIND_TILE)                                                    \
+  X(S_USE_SWIZZLE, "use_swizzle", TL_KIND_TILE)                                                            \
+  X(S_SYNC_THREADS, "sync_threads", TL_KIND_TILE)                                                          \
+  X(S_ASSIGN, "assign", 0)
+
 typedef enum tl_stmt_kind {
-  S_ALLOC,       /* alloc_shared/alloc_fragment/alloc_local: .sym (BUFFER) */
-  S_ALLOC_VAR,   /* .sym (VAR), .value = init or NULL */
-  S_LET,         /* .sym (LET), .value */
-  S_COPY,        /* .src, .dst */
-  S_FILL,        /* fill and clear: .dst, .value (clear: constant 0) */
-  S_GEMM,        /* .A .B .C, .trans_a, .trans_b, .policy, .clear_accum, .k_pack */
-  S_REDUCE,      /* .reduce_type, .src, .dst, .dim, .clear */
-  S_CUMSUM,      /* .src, .dst, .dim, .reverse */
-  S_ATOMIC_ADD,  /* .dst, and .src or .value */
-  S_PARALLEL,    /* .nvars, .vars, .extents, .body */
-  S_LOOP,        /* serial/unroll/vectorized/pipelined: .loop_kind, .var, .start, .extent,
-                    .step, .body; pipelined: .num_stages, .order, .stage */
-  S_IF,          /* .value = cond, .body = then, .else_body */
-  S_ANNOTATE_LAYOUT, /* .layout_syms/.layouts: the buffers' sym->layout is set */
-  S_USE_SWIZZLE, /* .panel_size, .order_column, .enable */
-  S_SYNC_THREADS,
-  S_ASSIGN,      /* .lhs (E_INDEX or E_NAME of a VAR), .assign_op (0 for '='), .value */
+#define TL_X(kind, name, flags) kind,
+  TL_STMT_KINDS(TL_X)
+#undef TL_X
 } tl_stmt_kind;
+/* (not in tl_stmt_kind, so that a switch over the kinds needs no case for it) */
+#define TL_X(kind, name, flags) +1
+enum { TL_STMT_KIND_COUNT = 0 TL_STMT_KINDS(TL_X) };
+#undef TL_X
+
+/* The name of a kind in IR dumps ("alloc", "loop", ...), and its TL_KIND_*
+ * flags (ir.c). */
+const char *tl_stmt_kind_name(tl_stmt_kind k);
+unsigned tl_stmt_kind_flags(tl_stmt_kind k);
+
+/* The ops of Tile IR v1 as written in a program's "op" field
+ * (proto/tile-ir-v1.md 5), one row each: X(ID, "op", KIND, the fields its
+ * object may have, "op" first, in the order "unknown field" messages list
+ * them).  Several ops share a kind (alloc_shared/alloc_fragment/alloc_local,
+ * fill/clear, the four loops); an assignment is a string, not an op.  The
+ * order is the order of "did you mean" hints among equally close names. */
+#define TL_STMT_OPS(X)                                                                                     \
+  X(OP_ALLOC_SHARED, "alloc_shared", S_ALLOC, "op", "name", "shape", "dtype")                              \
+  X(OP_ALLOC_FRAGMENT, "alloc_fragment", S_ALLOC, "op", "name", "shape", "dtype")                          \
+  X(OP_ALLOC_LOCAL, "alloc_local", S_ALLOC, "op", "name", "shape", "dtype")                                \
+  X(OP_ALLOC_VAR, "alloc_var", S_ALLOC_VAR, "op", "name", "dtype", "init")                                 \
+  X(OP_LET, "let", S_LET, "op", "name", "value")                                                           \
+  X(OP_COPY, "copy", S_COPY, "op", "src", "dst")                                                           \
+  X(OP_FILL, "fill", S_FILL, "op", "dst", "value")                                                         \
+  X(OP_CLEAR, "clear", S_FILL, "op", "dst")                                                                \
+  X(OP_GEMM, "gemm", S_GEMM, "op", "A", "B", "C", "transpose_A", "transpose_B", "policy", "clear_accum",   \
+    "k_pack")                                                                                              \
+  X(OP_REDUCE, "reduce", S_REDUCE, "op", "type", "src", "dst", "dim", "clear")                             \
+  X(OP_CUMSUM, "cumsum", S_CUMSUM, "op", "src", "dst", "dim", "reverse")                                   \
+  X(OP_ATOMIC_ADD, "atomic_add", S_ATOMIC_ADD, "op", "dst", "src", "value")                                \
+  X(OP_PARALLEL, "parallel", S_PARALLEL, "op", "vars", "extents", "body")                                  \
+  X(OP_PIPELINED, "pipelined", S_LOOP, "op", "var", "extent", "start", "num_stages", "order", "stage",     \
+    "body")                                                                                                \
+  X(OP_SERIAL, "serial", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
+  X(OP_UNROLL, "unroll", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
+  X(OP_VECTORIZED, "vectorized", S_LOOP, "op", "var", "extent", "start", "step", "body")                   \
+  X(OP_IF, "if", S_IF, "op", "cond", "then", "else")                                                       \
+  X(OP_ANNOTATE_LAYOUT, "annotate_layout", S_ANNOTATE_LAYOUT, "op", "layouts")                             \
+  X(OP_USE_SWIZZLE, "use_swizzle", S_USE_SWIZZLE, "op", "panel_size", "order", "enable")                   \
+  X(OP_SYNC_THREADS, "sync_threads", S_SYNC_THREADS, "op")
+
+typedef enum tl_stmt_op {
+#define TL_X(id, name, kind, ...) id,
+  TL_STMT_OPS(TL_X)
+#undef TL_X
+  TL_STMT_OP_COUNT
+} tl_stmt_op;
+
+#define TL_MAX_OP_FIELDS 12 /* the most fields a row of TL_STMT_OPS lists, and its NULL */
+typedef struct tl_stmt_op_info {
+  const char *name;                          /* as written in "op" */
+  tl_stmt_kind kind;
+  const char *fields[TL_MAX_OP_FIELDS];      /* NULL-terminated */
+} tl_stmt_op_info;
+extern const tl_stmt_op_info tl_stmt_ops[TL_STMT_OP_COUNT]; /* indexed by tl_stmt_op (ir.c) */
+/* The op named name, or -1 when there is none. */
+int tl_stmt_op_lookup(const char *name);
+
+/* Walking statements: one walker for every traversal of a body (ir.c).
+ * tl_walk visits the statements of a body in document order, each one
+ * before and after what it holds:
+ *   1. pre(s): TL_WALK_GO goes on with 2-4; TL_WALK_SKIP goes on with s's
+ *      next sibling (s's expressions, bodies and post are not visited);
+ *   2. expr(x, s) on every node of every expression s holds, pre-order:
+ *      .lhs, .value, .start, .extent, .step, the parallel .extents, then
+ *      the index expressions (lo) of .src and .dst (after check; parsed
+ *      regions have none); TL_WALK_SKIP here skips x's operands;
+ *   3. its bodies, by the kind's TL_KIND_BODY / TL_KIND_ELSE (the else body
+ *      only when has_else): each between enter_body(s, which) and
+ *      leave_body(s, which), which 0 for .body and 1 for .else_body;
+ *   4. post(s).
+ * Any callback may be NULL (then: go on).  TL_WALK_STOP from pre, expr or
+ * post ends the walk at once: no further callback is called, not even the
+ * post of the statements around. */
+typedef struct tl_body tl_body;
+typedef enum tl_walk_act { TL_WALK_GO, TL_WALK_SKIP, TL_WALK_STOP } tl_walk_act;
+typedef struct tl_walker {
+  tl_walk_act (*pre)(tl_stmt *s, void *user);
+  tl_walk_act (*expr)(tl_expr *x, tl_stmt *s, void *user);
+  void (*enter_body)(tl_stmt *s, int which, void *user);
+  void (*leave_body)(tl_stmt *s, int which, void *user);
+  tl_walk_act (*post)(tl_stmt *s, void *user);
+} tl_walker;
+/* Walks the statements of body b (or statement s) and all they hold.
+ * Returns TL_WALK_STOP when a callback stopped the walk, else TL_WALK_GO.
+ * The walk does not change the tree; callbacks may change the statements
+ * they are given, not the bodies being walked. */
+tl_walk_act tl_walk(tl_body *b, const tl_walker *w, void *user);
+tl_walk_act tl_walk_stmt(tl_stmt *s, const tl_walker *w, void *user);
+/* Visits every node of expression x (NULL: none) pre-order with fn, with
+ * the same meaning of its answers (stmt is passed through to fn). */
+tl_walk_act tl_walk_expr(tl_expr *x, tl_walk_act (*fn)(tl_expr *x, tl_stmt *stmt, void *user), tl_stmt *stmt,
+                         void *user);
 
 typedef enum tl_loop_kind { LOOP_SERIAL, LOOP_UNROLL, LOOP_VECTORIZED, LOOP_PIPELINED } tl_loop_kind;
 typedef enum tl_reduce_type { RED_SUM, RED_MAX, RED_MIN, RED_ABSSUM, RED_ABSMAX } tl_reduce_type;

@@ -219,35 +219,6 @@ static tl_sym *new_sym(P *p, const char *name, tl_sym_kind kind, const char *ptr
 /* ---- statements -------------------------------------------------------------- */
 static void parse_body(P *p, json_t *v, const char *ptr, tl_body *out, int depth);
 
-typedef struct {
-  const char *op;
-  const char *fields[12];
-} op_fields;
-
-static const op_fields op_table[] = {
-    {"alloc_shared", {"op", "name", "shape", "dtype"}},
-    {"alloc_fragment", {"op", "name", "shape", "dtype"}},
-    {"alloc_local", {"op", "name", "shape", "dtype"}},
-    {"alloc_var", {"op", "name", "dtype", "init"}},
-    {"let", {"op", "name", "value"}},
-    {"copy", {"op", "src", "dst"}},
-    {"fill", {"op", "dst", "value"}},
-    {"clear", {"op", "dst"}},
-    {"gemm", {"op", "A", "B", "C", "transpose_A", "transpose_B", "policy", "clear_accum", "k_pack"}},
-    {"reduce", {"op", "type", "src", "dst", "dim", "clear"}},
-    {"cumsum", {"op", "src", "dst", "dim", "reverse"}},
-    {"atomic_add", {"op", "dst", "src", "value"}},
-    {"parallel", {"op", "vars", "extents", "body"}},
-    {"pipelined", {"op", "var", "extent", "start", "num_stages", "order", "stage", "body"}},
-    {"serial", {"op", "var", "extent", "start", "step", "body"}},
-    {"unroll", {"op", "var", "extent", "start", "step", "body"}},
-    {"vectorized", {"op", "var", "extent", "start", "step", "body"}},
-    {"if", {"op", "cond", "then", "else"}},
-    {"annotate_layout", {"op", "layouts"}},
-    {"use_swizzle", {"op", "panel_size", "order", "enable"}},
-    {"sync_threads", {"op"}},
-};
-#define NOPS ((int)(sizeof op_table / sizeof op_table[0]))
 
 static tl_region *get_region(P *p, json_t *obj, const char *key, const char *ptr, const char *what, bool required) {
   json_t *v = required ? need(p, obj, key, ptr, what) : json_object_get(obj, key);
@@ -361,27 +332,25 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     return NULL;
   }
   const char *op = json_string_value(opv);
-  const op_fields *of = NULL;
-  for (int i = 0; i < NOPS; i++)
-    if (strcmp(op_table[i].op, op) == 0)
-      of = &op_table[i];
-  if (!of) {
-    const char *names[NOPS];
-    for (int i = 0; i < NOPS; i++)
-      names[i] = op_table[i].op;
-    const char *hint = tl_closest(op, names, NOPS);
+  int id = tl_stmt_op_lookup(op);
+  if (id < 0) {
+    const char *names[TL_STMT_OP_COUNT];
+    for (int i = 0; i < TL_STMT_OP_COUNT; i++)
+      names[i] = tl_stmt_ops[i].name;
+    const char *hint = tl_closest(op, names, TL_STMT_OP_COUNT);
     if (hint)
       ERR(tl_ptr_key(p->arena, ptr, "op"), "unknown op '%s'; did you mean '%s'?", op, hint);
     else
       ERR(tl_ptr_key(p->arena, ptr, "op"), "unknown op '%s'", op);
     return NULL;
   }
-  s->op_name = of->op;
-  const char *what = tl_arena_printf(p->arena, "'%s'", of->op);
+  const tl_stmt_op_info *of = &tl_stmt_ops[id];
+  s->kind = of->kind;
+  s->op_name = of->name;
+  const char *what = tl_arena_printf(p->arena, "'%s'", of->name);
   check_fields(p, v, ptr, what, of->fields);
-
-  if (strncmp(op, "alloc_", 6) == 0 && strcmp(op, "alloc_var") != 0) {
-    s->kind = S_ALLOC;
+  switch (s->kind) {
+  case S_ALLOC: {
     const char *name = get_string(p, v, "name", ptr, what, true);
     tl_dtype dt = TL_FLOAT32;
     bool okd = get_dtype(p, v, ptr, what, &dt);
@@ -390,7 +359,7 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
       return NULL;
     tl_sym *b = new_sym(p, name, SYM_BUFFER, ptr);
     b->dtype = dt;
-    b->scope = op[6] == 's' ? SCOPE_SHARED : op[6] == 'f' ? SCOPE_FRAGMENT : SCOPE_LOCAL;
+    b->scope = id == OP_ALLOC_SHARED ? SCOPE_SHARED : id == OP_ALLOC_FRAGMENT ? SCOPE_FRAGMENT : SCOPE_LOCAL;
     if (shape) {
       b->ndim = get_expr_list(p, shape, tl_ptr_key(p->arena, ptr, "shape"), "'shape'", TL_MAX_DIMS, b->shape);
       if (b->ndim < 0)
@@ -399,8 +368,7 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     s->sym = b;
     return okd && shape ? s : NULL;
   }
-  if (strcmp(op, "alloc_var") == 0) {
-    s->kind = S_ALLOC_VAR;
+  case S_ALLOC_VAR: {
     const char *name = get_string(p, v, "name", ptr, what, true);
     tl_dtype dt = TL_INT32;
     bool okd = get_dtype(p, v, ptr, what, &dt);
@@ -413,8 +381,7 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     s->sym->init = s->value;
     return s;
   }
-  if (strcmp(op, "let") == 0) {
-    s->kind = S_LET;
+  case S_LET: {
     const char *name = get_string(p, v, "name", ptr, what, true);
     s->value = get_expr(p, v, "value", ptr, what, true);
     if (!name || !check_ident(p, name, tl_ptr_key(p->arena, ptr, "name"), "name") || !s->value)
@@ -423,16 +390,14 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     s->sym->init = s->value;
     return s;
   }
-  if (strcmp(op, "copy") == 0) {
-    s->kind = S_COPY;
+  case S_COPY: {
     s->src = get_region(p, v, "src", ptr, what, true);
     s->dst = get_region(p, v, "dst", ptr, what, true);
     return s->src && s->dst ? s : NULL;
   }
-  if (strcmp(op, "fill") == 0 || strcmp(op, "clear") == 0) {
-    s->kind = S_FILL;
+  case S_FILL: {
     s->dst = get_region(p, v, "dst", ptr, what, true);
-    if (op[0] == 'f')
+    if (id == OP_FILL)
       s->value = get_expr(p, v, "value", ptr, what, true);
     else {
       s->value = tl_arena_alloc(p->arena, sizeof(tl_expr));
@@ -442,8 +407,7 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     }
     return s->dst && s->value ? s : NULL;
   }
-  if (strcmp(op, "gemm") == 0) {
-    s->kind = S_GEMM;
+  case S_GEMM: {
     s->a_name = get_string(p, v, "A", ptr, what, true);
     s->b_name = get_string(p, v, "B", ptr, what, true);
     s->c_name = get_string(p, v, "C", ptr, what, true);
@@ -466,8 +430,7 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     }
     return s->a_name && s->b_name && s->c_name ? s : NULL;
   }
-  if (strcmp(op, "reduce") == 0) {
-    s->kind = S_REDUCE;
+  case S_REDUCE: {
     s->reduce_type_name = get_string(p, v, "type", ptr, what, true);
     s->src = get_region(p, v, "src", ptr, what, true);
     s->dst = get_region(p, v, "dst", ptr, what, true);
@@ -489,16 +452,14 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     }
     return s->reduce_type_name && s->src && s->dst && s->raw.dim ? s : NULL;
   }
-  if (strcmp(op, "cumsum") == 0) {
-    s->kind = S_CUMSUM;
+  case S_CUMSUM: {
     s->src = get_region(p, v, "src", ptr, what, true);
     s->dst = get_region(p, v, "dst", ptr, what, true);
     s->raw.dim = get_int_field(p, v, "dim", ptr, true, what);
     s->raw.reverse = get_flag(p, v, "reverse", ptr);
     return s->src && s->dst && s->raw.dim ? s : NULL;
   }
-  if (strcmp(op, "atomic_add") == 0) {
-    s->kind = S_ATOMIC_ADD;
+  case S_ATOMIC_ADD: {
     s->dst = get_region(p, v, "dst", ptr, what, true);
     bool has_src = json_object_get(v, "src"), has_value = json_object_get(v, "value");
     if (has_src == has_value) {
@@ -511,8 +472,7 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
       s->value = get_expr(p, v, "value", ptr, what, true);
     return s->dst && (s->src || s->value) ? s : NULL;
   }
-  if (strcmp(op, "parallel") == 0) {
-    s->kind = S_PARALLEL;
+  case S_PARALLEL: {
     json_t *vars = need(p, v, "vars", ptr, what);
     json_t *ext = need(p, v, "extents", ptr, what);
     json_t *body = need(p, v, "body", ptr, what);
@@ -549,11 +509,9 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     parse_body(p, body, tl_ptr_key(p->arena, ptr, "body"), &s->body, depth);
     return ok && ne == s->nvars ? s : NULL;
   }
-  if (strcmp(op, "pipelined") == 0 || strcmp(op, "serial") == 0 || strcmp(op, "unroll") == 0 ||
-      strcmp(op, "vectorized") == 0) {
-    s->kind = S_LOOP;
-    s->loop_kind = op[0] == 'p' ? LOOP_PIPELINED : op[0] == 's' ? LOOP_SERIAL : op[0] == 'u' ? LOOP_UNROLL
-                                                                                      : LOOP_VECTORIZED;
+  case S_LOOP: {
+    s->loop_kind = id == OP_PIPELINED ? LOOP_PIPELINED : id == OP_SERIAL ? LOOP_SERIAL : id == OP_UNROLL ? LOOP_UNROLL
+                                                                                                   : LOOP_VECTORIZED;
     const char *name = get_string(p, v, "var", ptr, what, true);
     s->extent = get_expr(p, v, "extent", ptr, what, true);
     s->start = get_expr(p, v, "start", ptr, what, false);
@@ -603,8 +561,7 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
       parse_body(p, body, tl_ptr_key(p->arena, ptr, "body"), &s->body, depth);
     return ok && body ? s : NULL;
   }
-  if (strcmp(op, "if") == 0) {
-    s->kind = S_IF;
+  case S_IF: {
     s->value = get_expr(p, v, "cond", ptr, what, true);
     json_t *then = need(p, v, "then", ptr, what);
     if (then)
@@ -616,8 +573,7 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     }
     return s->value && then ? s : NULL;
   }
-  if (strcmp(op, "annotate_layout") == 0) {
-    s->kind = S_ANNOTATE_LAYOUT;
+  case S_ANNOTATE_LAYOUT: {
     json_t *ls = need(p, v, "layouts", ptr, what);
     if (!ls)
       return NULL;
@@ -646,8 +602,7 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     }
     return ok ? s : NULL;
   }
-  if (strcmp(op, "use_swizzle") == 0) {
-    s->kind = S_USE_SWIZZLE;
+  case S_USE_SWIZZLE: {
     s->panel_size = get_int_field(p, v, "panel_size", ptr, true, what);
     s->order_name = get_string(p, v, "order", ptr, what, false);
     s->raw.enable = get_flag(p, v, "enable", ptr);
@@ -660,7 +615,10 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     }
     return s->panel_size ? s : NULL;
   }
-  s->kind = S_SYNC_THREADS;
+  case S_SYNC_THREADS:
+  case S_ASSIGN:
+    break;
+  }
   return s;
 }
 

@@ -74,32 +74,31 @@ static bool expr_uses(const tl_expr *x, const tl_sym *s) {
   return false;
 }
 
+/* Does statement s itself (not what its bodies hold) read or write buffer b? */
+static tl_walk_act touches_here(tl_stmt *s, void *b) {
+  if ((s->src && s->src->sym == b) || (s->dst && s->dst->sym == b) || s->A == b || s->B == b || s->C == b)
+    return TL_WALK_STOP;
+  if (expr_uses(s->value, b) || expr_uses(s->lhs, b) || expr_uses(s->start, b) || expr_uses(s->extent, b))
+    return TL_WALK_STOP;
+  return TL_WALK_GO;
+}
+
 /* Does statement s (or anything in it) read or write buffer b? */
 static bool stmt_touches(const tl_stmt *s, const tl_sym *b) {
-  if ((s->src && s->src->sym == b) || (s->dst && s->dst->sym == b) || s->A == b || s->B == b || s->C == b)
-    return true;
-  if (expr_uses(s->value, b) || expr_uses(s->lhs, b) || expr_uses(s->start, b) || expr_uses(s->extent, b))
-    return true;
-  for (int i = 0; i < s->body.n; i++)
-    if (stmt_touches(s->body.items[i], b))
-      return true;
-  for (int i = 0; i < s->else_body.n; i++)
-    if (stmt_touches(s->else_body.items[i], b))
-      return true;
-  return false;
+  static const tl_walker w = {.pre = touches_here};
+  return tl_walk_stmt((tl_stmt *)s, &w, (void *)b) == TL_WALK_STOP;
+}
+
+static tl_walk_act writes_here(tl_stmt *s, void *b) {
+  if ((s->dst && s->dst->sym == b) || (s->kind == S_GEMM && s->C == b) || (s->lhs && s->lhs->sym == b))
+    return TL_WALK_STOP;
+  return TL_WALK_GO;
 }
 
 /* Does statement s (or anything in it) write buffer b? */
 static bool stmt_writes(const tl_stmt *s, const tl_sym *b) {
-  if ((s->dst && s->dst->sym == b) || (s->kind == S_GEMM && s->C == b) || (s->lhs && s->lhs->sym == b))
-    return true;
-  for (int i = 0; i < s->body.n; i++)
-    if (stmt_writes(s->body.items[i], b))
-      return true;
-  for (int i = 0; i < s->else_body.n; i++)
-    if (stmt_writes(s->else_body.items[i], b))
-      return true;
-  return false;
+  static const tl_walker w = {.pre = writes_here};
+  return tl_walk_stmt((tl_stmt *)s, &w, (void *)b) == TL_WALK_STOP;
 }
 
 /* Is x fixed for the whole loop but for its variable: made of the loop
@@ -134,22 +133,26 @@ typedef struct {
   bool async;         /* the target has cp.async (tl_codegen) */
 } P;
 
+typedef struct {
+  const tl_stmt *loop;
+  const tl_sym *buf;
+} outside;
+
+/* Is buf used outside loop (tl_walker.pre over the kernel body): by the
+ * control of a loop or if, or by any other statement and what it holds? */
+static tl_walk_act use_outside(tl_stmt *s, void *user) {
+  const outside *o = user;
+  if (s == o->loop)
+    return TL_WALK_SKIP;
+  if (s->kind == S_LOOP || s->kind == S_IF)
+    return expr_uses(s->value, o->buf) || expr_uses(s->extent, o->buf) ? TL_WALK_STOP : TL_WALK_GO;
+  return stmt_touches(s, o->buf) ? TL_WALK_STOP : TL_WALK_SKIP;
+}
+
 static bool used_outside(const tl_body *b, const tl_stmt *loop, const tl_sym *buf) {
-  for (int i = 0; i < b->n; i++) {
-    const tl_stmt *s = b->items[i];
-    if (s == loop)
-      continue;
-    if (s->kind == S_LOOP || s->kind == S_IF) {
-      if (used_outside(&s->body, loop, buf) || used_outside(&s->else_body, loop, buf))
-        return true;
-      if (expr_uses(s->value, buf) || expr_uses(s->extent, buf))
-        return true;
-      continue;
-    }
-    if (stmt_touches(s, buf))
-      return true;
-  }
-  return false;
+  static const tl_walker w = {.pre = use_outside};
+  outside o = {loop, buf};
+  return tl_walk((tl_body *)b, &w, &o) == TL_WALK_STOP;
 }
 
 static void pipeline_loop(P *p, tl_stmt *loop) {
@@ -180,20 +183,27 @@ static void pipeline_loop(P *p, tl_stmt *loop) {
   }
 }
 
-static void walk(P *p, tl_body *b) {
-  for (int i = 0; i < b->n; i++) {
-    tl_stmt *s = b->items[i];
-    s->prefetch = s->pipe = false;
-    if (s->kind == S_COPY) {
-      s->async_copy = p->async && can_async(s);
-      if (s->dst->sym->kind == SYM_BUFFER)
-        s->dst->sym->stages = 1;
-    }
-    walk(p, &s->body);
-    walk(p, &s->else_body);
-    if (s->kind == S_LOOP && s->loop_kind == LOOP_PIPELINED)
-      pipeline_loop(p, s);
+/* Marks the copies before what they hold, the pipelined loops after (tl_walker). */
+static tl_walk_act mark_copy(tl_stmt *s, void *user) {
+  P *p = user;
+  s->prefetch = s->pipe = false;
+  if (s->kind == S_COPY) {
+    s->async_copy = p->async && can_async(s);
+    if (s->dst->sym->kind == SYM_BUFFER)
+      s->dst->sym->stages = 1;
   }
+  return TL_WALK_GO;
+}
+
+static tl_walk_act mark_loop(tl_stmt *s, void *user) {
+  if (s->kind == S_LOOP && s->loop_kind == LOOP_PIPELINED)
+    pipeline_loop(user, s);
+  return TL_WALK_GO;
+}
+
+static void walk(P *p, tl_body *b) {
+  static const tl_walker w = {.pre = mark_copy, .post = mark_loop};
+  tl_walk(b, &w, p);
 }
 
 /* Pipelines with as many stages as the loops ask for, and with fewer when

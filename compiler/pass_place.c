@@ -50,6 +50,10 @@ typedef struct {
   int64_t scratch;
   tl_vec rows;      /* row reads: pairs (1-D fragment, 2-D parallel loop) */
   bool wgmma;       /* the target has wgmma.mma_async */
+  int amd_matrix;   /* choose_amd_all: the target's matrix instructions (TL_AMD_MATRIX_*) */
+  int wave;         /* choose_amd_all: its wavefront size */
+  bool changed;     /* unify_all, resolve_gemm_a: something changed in this walk */
+  int64_t smem_limit; /* resolve_gemm_a */
 } P;
 
 /* Is x a read V[i] of a 1-D fragment by the first variable of a 2-D
@@ -64,11 +68,17 @@ static void demote(tl_sym *s) {
     s->in_regs = false;
 }
 
-/* Walks expression e inside the parallel loop `par` and demotes every
- * fragment it indexes other than by the identity access. */
-static void scan_par_expr(P *p, const tl_stmt *par, const tl_expr *e) {
-  if (!e)
-    return;
+/* The parallel loop whose body is being scanned. */
+typedef struct {
+  P *p;
+  const tl_stmt *par;
+} in_par;
+
+/* Demotes every fragment that a node of an expression inside the parallel
+ * loop indexes other than by the identity access (tl_walker.expr). */
+static tl_walk_act scan_par_expr(tl_expr *e, tl_stmt *s, void *user) {
+  P *p = ((in_par *)user)->p;
+  const tl_stmt *par = ((in_par *)user)->par;
   if (e->kind == E_INDEX && e->sym && e->sym->kind == SYM_BUFFER && e->sym->scope == SCOPE_FRAGMENT &&
       row_read(par, e)) {
     tl_vec_push(p->prog->arena, &p->rows, e->sym);
@@ -81,23 +91,21 @@ static void scan_par_expr(P *p, const tl_stmt *par, const tl_expr *e) {
     if (!identity)
       demote(e->sym);
   }
-  for (int i = 0; i < e->nargs; i++)
-    scan_par_expr(p, par, e->args[i]);
+  return TL_WALK_GO;
 }
 
+static tl_walk_act scan_par_stmt(tl_stmt *s, void *user) {
+  if (s->lhs && s->lhs->kind == E_INDEX && row_read(((in_par *)user)->par, s->lhs))
+    demote(s->lhs->sym); /* written by every column: not a row read */
+  return TL_WALK_GO;
+}
+
+/* Scans the statements of a parallel body (only assignments, lets, ifs
+ * and loops, whose expressions are all the walker's). */
 static void scan_par_body(P *p, const tl_stmt *par, const tl_body *b) {
-  for (int i = 0; i < b->n; i++) {
-    const tl_stmt *s = b->items[i];
-    if (s->lhs && s->lhs->kind == E_INDEX && row_read(par, s->lhs))
-      demote(s->lhs->sym); /* written by every column: not a row read */
-    scan_par_expr(p, par, s->value);
-    scan_par_expr(p, par, s->lhs);
-    scan_par_expr(p, par, s->start);
-    scan_par_expr(p, par, s->extent);
-    scan_par_expr(p, par, s->step);
-    scan_par_body(p, par, &s->body);
-    scan_par_body(p, par, &s->else_body);
-  }
+  static const tl_walker w = {.pre = scan_par_stmt, .expr = scan_par_expr};
+  in_par ip = {p, par};
+  tl_walk((tl_body *)b, &w, &ip);
 }
 
 static bool whole(const tl_region *r) {
@@ -117,9 +125,8 @@ static void need_whole(const tl_region *r) {
     demote(r->sym);
 }
 
-static void scan_body(P *p, const tl_body *b);
-
-static void scan_stmt(P *p, tl_stmt *s) {
+static tl_walk_act scan_stmt(tl_stmt *s, void *user) {
+  P *p = user;
   switch (s->kind) {
   case S_COPY: case S_REDUCE: case S_CUMSUM: case S_ATOMIC_ADD: case S_FILL:
     need_whole(s->src);
@@ -141,13 +148,7 @@ static void scan_stmt(P *p, tl_stmt *s) {
   default:
     break;
   }
-  scan_body(p, &s->body);
-  scan_body(p, &s->else_body);
-}
-
-static void scan_body(P *p, const tl_body *b) {
-  for (int i = 0; i < b->n; i++)
-    scan_stmt(p, b->items[i]);
+  return TL_WALK_GO;
 }
 
 static int64_t elems(const tl_sym *s) {
@@ -171,14 +172,12 @@ static int64_t scratch_need(const tl_stmt *s) {
   return 0;
 }
 
-static void max_scratch(P *p, const tl_body *b) {
-  for (int i = 0; i < b->n; i++) {
-    int64_t n = scratch_need(b->items[i]);
-    if (n > p->scratch)
-      p->scratch = n;
-    max_scratch(p, &b->items[i]->body);
-    max_scratch(p, &b->items[i]->else_body);
-  }
+static tl_walk_act max_scratch(tl_stmt *s, void *user) {
+  P *p = user;
+  int64_t n = scratch_need(s);
+  if (n > p->scratch)
+    p->scratch = n;
+  return TL_WALK_GO;
 }
 
 /* A reduction of a register fragment along its last dimension, where each
@@ -197,14 +196,10 @@ static bool by_rows(const tl_stmt *s, int64_t threads) {
   return (n % per == 0 && g <= 32 && (g & (g - 1)) == 0 && threads % 32 == 0) || per % n == 0;
 }
 
-static void mark_reductions(P *p, tl_body *b) {
-  for (int i = 0; i < b->n; i++) {
-    tl_stmt *s = b->items[i];
-    if (s->kind == S_REDUCE)
-      s->by_rows = by_rows(s, p->threads);
-    mark_reductions(p, &s->body);
-    mark_reductions(p, &s->else_body);
-  }
+static tl_walk_act mark_reduction(tl_stmt *s, void *user) {
+  if (s->kind == S_REDUCE)
+    s->by_rows = by_rows(s, ((P *)user)->threads);
+  return TL_WALK_GO;
 }
 
 bool tl_reduce_by_rows(const tl_stmt *s) { return s->by_rows; }
@@ -300,14 +295,10 @@ static bool choose_mma(P *p, tl_stmt *s) {
   return true;
 }
 
-static void choose_mma_all(P *p, tl_body *b) {
-  for (int i = 0; i < b->n; i++) {
-    tl_stmt *s = b->items[i];
-    if (s->kind == S_GEMM)
-      choose_mma(p, s);
-    choose_mma_all(p, &s->body);
-    choose_mma_all(p, &s->else_body);
-  }
+static tl_walk_act choose_mma_all(tl_stmt *s, void *user) {
+  if (s->kind == S_GEMM)
+    choose_mma(user, s);
+  return TL_WALK_GO;
 }
 
 /* Gives fragment C an AMD matrix-core layout for a gemm on `threads` of a
@@ -368,44 +359,38 @@ static bool choose_amd(P *p, tl_stmt *s, int matrix, int wave) {
   return true;
 }
 
-static void choose_amd_all(P *p, tl_body *b, int matrix, int wave) {
-  for (int i = 0; i < b->n; i++) {
-    tl_stmt *s = b->items[i];
-    s->use_amd_mma = false;
-    if (s->kind == S_GEMM)
-      choose_amd(p, s, matrix, wave);
-    choose_amd_all(p, &s->body, matrix, wave);
-    choose_amd_all(p, &s->else_body, matrix, wave);
-  }
+static tl_walk_act choose_amd_all(tl_stmt *s, void *user) {
+  P *p = user;
+  s->use_amd_mma = false;
+  if (s->kind == S_GEMM)
+    choose_amd(p, s, p->amd_matrix, p->wave);
+  return TL_WALK_GO;
 }
 
-/* Collects the register fragments a parallel body indexes. */
-static void par_regs(const tl_stmt *par, const tl_expr *x, tl_vec *out, tl_arena *a) {
-  if (!x)
-    return;
+/* Collects the register fragments a parallel body indexes, each once, in
+ * the order of their first use (tl_walker.expr). */
+typedef struct {
+  const tl_stmt *par;
+  tl_vec *out;
+  tl_arena *a;
+} regs_of;
+
+static tl_walk_act par_regs(tl_expr *x, tl_stmt *s, void *user) {
+  regs_of *r = user;
   if (x->kind == E_INDEX && x->sym->kind == SYM_BUFFER && x->sym->scope == SCOPE_FRAGMENT && x->sym->in_regs &&
-      !row_read(par, x)) {
-    for (int i = 0; i < out->n; i++)
-      if (out->items[i] == x->sym)
-        goto args;
-    tl_vec_push(a, out, x->sym);
+      !row_read(r->par, x)) {
+    for (int i = 0; i < r->out->n; i++)
+      if (r->out->items[i] == x->sym)
+        return TL_WALK_GO;
+    tl_vec_push(r->a, r->out, x->sym);
   }
-args:
-  for (int i = 0; i < x->nargs; i++)
-    par_regs(par, x->args[i], out, a);
+  return TL_WALK_GO;
 }
 
 static void par_body_regs(const tl_stmt *par, const tl_body *b, tl_vec *out, tl_arena *a) {
-  for (int i = 0; i < b->n; i++) {
-    const tl_stmt *s = b->items[i];
-    par_regs(par, s->lhs, out, a);
-    par_regs(par, s->value, out, a);
-    par_regs(par, s->start, out, a);
-    par_regs(par, s->extent, out, a);
-    par_regs(par, s->step, out, a);
-    par_body_regs(par, &s->body, out, a);
-    par_body_regs(par, &s->else_body, out, a);
-  }
+  static const tl_walker w = {.expr = par_regs};
+  regs_of r = {par, out, a};
+  tl_walk((tl_body *)b, &w, &r);
 }
 
 /* Makes the register fragments of one group (a parallel loop, a copy)
@@ -452,67 +437,65 @@ static bool unify(tl_sym **g, int n) {
   return changed;
 }
 
-static bool unify_all(P *p, tl_body *b) {
-  bool changed = false;
-  for (int i = 0; i < b->n; i++) {
-    tl_stmt *s = b->items[i];
-    if (s->kind == S_PARALLEL) {
-      tl_vec regs = {0};
-      par_body_regs(s, &s->body, &regs, p->prog->arena);
-      changed |= unify((tl_sym **)regs.items, regs.n);
-    } else if ((s->kind == S_COPY || s->kind == S_ATOMIC_ADD) && s->src && s->dst) {
-      tl_sym *g[2] = {s->src->sym, s->dst->sym};
-      if (g[0]->kind == SYM_BUFFER && g[1]->kind == SYM_BUFFER)
-        changed |= unify(g, 2);
-    } else if (s->kind == S_GEMM && s->use_mma && !s->C->in_regs) {
-      s->use_mma = false; /* C was demoted after all */
-      changed = true;
-    } else if (s->kind == S_GEMM && s->use_amd_mma && (!s->C->in_regs || s->A->in_regs || s->B->in_regs)) {
-      s->use_amd_mma = false;
-      changed = true;
-    }
-    changed |= unify_all(p, &s->body);
-    changed |= unify_all(p, &s->else_body);
+/* Makes one group agree (tl_walker.pre): a parallel loop's register
+ * fragments, a copy's two buffers; drops the matrix-core path of a gemm
+ * whose operands left it.  Sets p->changed when anything changed. */
+static tl_walk_act unify_all(tl_stmt *s, void *user) {
+  P *p = user;
+  if (s->kind == S_PARALLEL) {
+    tl_vec regs = {0};
+    par_body_regs(s, &s->body, &regs, p->prog->arena);
+    p->changed |= unify((tl_sym **)regs.items, regs.n);
+  } else if ((s->kind == S_COPY || s->kind == S_ATOMIC_ADD) && s->src && s->dst) {
+    tl_sym *g[2] = {s->src->sym, s->dst->sym};
+    if (g[0]->kind == SYM_BUFFER && g[1]->kind == SYM_BUFFER)
+      p->changed |= unify(g, 2);
+  } else if (s->kind == S_GEMM && s->use_mma && !s->C->in_regs) {
+    s->use_mma = false; /* C was demoted after all */
+    p->changed = true;
+  } else if (s->kind == S_GEMM && s->use_amd_mma && (!s->C->in_regs || s->A->in_regs || s->B->in_regs)) {
+    s->use_amd_mma = false;
+    p->changed = true;
   }
-  return changed;
+  return TL_WALK_GO;
 }
 
-/* The 2-D register fragment a parallel loop indexes by its own elements. */
-static const tl_sym *loop_owner(const tl_stmt *par, const tl_body *b);
-static const tl_sym *expr_owner(const tl_stmt *par, const tl_expr *x) {
-  if (!x)
-    return NULL;
+/* The 2-D register fragment a parallel loop indexes by its own elements:
+ * the first such index in the loop's body, looking in the left and right
+ * sides of each statement. */
+typedef struct {
+  const tl_stmt *par;
+  const tl_sym *owner;
+} owner_of;
+
+static tl_walk_act expr_owner(tl_expr *x, tl_stmt *s, void *user) {
+  owner_of *o = user;
   if (x->kind == E_INDEX && x->sym->kind == SYM_BUFFER && x->sym->scope == SCOPE_FRAGMENT && x->sym->in_regs &&
-      x->sym->ndim == 2 && x->nargs == 2 && x->args[0]->kind == E_NAME && x->args[0]->sym == par->vars[0])
-    return x->sym;
-  for (int i = 0; i < x->nargs; i++) {
-    const tl_sym *o = expr_owner(par, x->args[i]);
-    if (o)
-      return o;
+      x->sym->ndim == 2 && x->nargs == 2 && x->args[0]->kind == E_NAME && x->args[0]->sym == o->par->vars[0]) {
+    o->owner = x->sym;
+    return TL_WALK_STOP;
   }
-  return NULL;
+  return TL_WALK_GO;
 }
+
+static tl_walk_act stmt_owner(tl_stmt *s, void *user) {
+  if (tl_walk_expr(s->lhs, expr_owner, s, user) == TL_WALK_STOP ||
+      tl_walk_expr(s->value, expr_owner, s, user) == TL_WALK_STOP)
+    return TL_WALK_STOP;
+  return TL_WALK_GO;
+}
+
 static const tl_sym *loop_owner(const tl_stmt *par, const tl_body *b) {
-  for (int i = 0; i < b->n; i++) {
-    const tl_stmt *s = b->items[i];
-    const tl_sym *o = expr_owner(par, s->lhs);
-    if (!o)
-      o = expr_owner(par, s->value);
-    if (!o)
-      o = loop_owner(par, &s->body);
-    if (!o)
-      o = loop_owner(par, &s->else_body);
-    if (o)
-      return o;
-  }
-  return NULL;
+  static const tl_walker w = {.pre = stmt_owner};
+  owner_of o = {par, NULL};
+  tl_walk((tl_body *)b, &w, &o);
+  return o.owner;
 }
 
 /* A gemm operand A held in registers is usable when the gemm runs on the
  * matrix cores and A is laid out as the accumulator of C's rows over K
  * (FlashAttention's P): then each warp's A fragments are its own
- * registers.  Otherwise A goes to shared memory.  Returns whether anything
- * changed. */
+ * registers.  Otherwise A goes to shared memory (resolve_gemm_a). */
 /* Keeping A in registers pays only while the register fragments leave
  * room: measured on an H200, flash attention (128 x 128 tiles, 8 warps)
  * ran at 269 TFLOP/s with 170 words (P packed) against 188 with P in
@@ -541,26 +524,14 @@ static void unpack_sym(tl_sym *s) {
     s->packed = false;
 }
 
-static void unpack_expr(const tl_expr *x) {
-  if (!x)
-    return;
-  if (x->sym)
-    unpack_sym(x->sym);
-  for (int i = 0; i < x->nargs; i++)
-    unpack_expr(x->args[i]);
+static tl_walk_act unpack_expr(tl_expr *x, tl_stmt *s, void *user) {
+  unpack_sym(x->sym);
+  return TL_WALK_GO;
 }
 
-static void unpack_region(const tl_region *r) {
-  if (!r)
-    return;
-  unpack_sym(r->sym);
-  for (int d = 0; d < r->ndim; d++)
-    unpack_expr(r->lo[d]);
-}
-
-static void unpack_uses(tl_body *b);
-
-static void unpack_stmt(tl_stmt *s) {
+/* Unpacks what statement s uses other than as a packed fragment may be used
+ * (tl_walker.pre; every fragment its expressions name: unpack_expr). */
+static tl_walk_act unpack_stmt(tl_stmt *s, void *user) {
   if (s->kind == S_GEMM) {
     if (!s->use_mma || !s->C->in_regs || s->C->reg_layout != TL_LAYOUT_MMA)
       unpack_sym(s->A);
@@ -572,25 +543,14 @@ static void unpack_stmt(tl_stmt *s) {
               !f->packed && tl_same_reg_layout(f, s->dst->sym) && s->dst->sym->ndim == 2;
     if (!ok)
       unpack_sym(s->dst->sym);
-    unpack_region(s->src);
+    unpack_sym(s->src->sym);
   } else {
-    unpack_region(s->src);
-    unpack_region(s->dst);
+    if (s->src)
+      unpack_sym(s->src->sym);
+    if (s->dst)
+      unpack_sym(s->dst->sym);
   }
-  unpack_expr(s->value);
-  unpack_expr(s->lhs);
-  unpack_expr(s->start);
-  unpack_expr(s->extent);
-  unpack_expr(s->step);
-  for (int i = 0; s->kind == S_PARALLEL && i < s->nvars; i++)
-    unpack_expr(s->extents[i]);
-  unpack_uses(&s->body);
-  unpack_uses(&s->else_body);
-}
-
-static void unpack_uses(tl_body *b) {
-  for (int i = 0; i < b->n; i++)
-    unpack_stmt(b->items[i]);
+  return TL_WALK_GO;
 }
 
 /* Sets tl_sym.packed on the fragments that qualify (a gemm that may still
@@ -602,7 +562,8 @@ static void mark_packed(tl_program *prog) {
     s->packed = s->scope == SCOPE_FRAGMENT && s->in_regs && s->reg_layout == TL_LAYOUT_MMA && s->ndim == 2 &&
                 (s->dtype == TL_FLOAT16 || s->dtype == TL_BFLOAT16) && s->per_thread % 2 == 0;
   }
-  unpack_uses(&prog->body);
+  static const tl_walker w = {.pre = unpack_stmt, .expr = unpack_expr};
+  tl_walk(&prog->body, &w, NULL);
 }
 
 /* Bytes of the shared buffers (one stage each) and fragments outside
@@ -617,32 +578,29 @@ static int64_t smem_floor(const tl_program *prog, int64_t extra) {
   return n;
 }
 
-static bool resolve_gemm_a(tl_program *prog, int64_t smem_limit, tl_body *b) {
-  bool changed = false;
-  for (int i = 0; i < b->n; i++) {
-    tl_stmt *s = b->items[i];
-    if (s->kind == S_GEMM && s->A->in_regs) {
-      const tl_sym *A = s->A, *C = s->C;
-      /* registers, when they leave room, or when shared memory could not
-       * hold A besides the rest */
-      mark_packed(prog);
-      bool room = tl_reg_words(prog) <= TL_REG_BUDGET ||
-                  smem_floor(prog, elems(A) * (int64_t)tl_dtype_size(A->dtype)) > smem_limit;
-      bool ok = s->use_mma && C->in_regs && A->reg_layout == TL_LAYOUT_MMA && A->mma_wn == 1 && C->mma_wn == 1 &&
-                A->mma_wm == C->mma_wm && A->mma_mi == C->mma_mi && A->dims[0] == C->dims[0] && A->dims[1] % 16 == 0 &&
-                room;
-      s->a_regs = ok;
-      if (!ok) {
-        s->A->in_regs = false;
-        changed = true;
-      }
-    } else if (s->kind == S_GEMM) {
-      s->a_regs = false;
+/* (tl_walker.pre; sets p->changed when A leaves the registers) */
+static tl_walk_act resolve_gemm_a(tl_stmt *s, void *user) {
+  P *p = user;
+  tl_program *prog = p->prog;
+  if (s->kind == S_GEMM && s->A->in_regs) {
+    const tl_sym *A = s->A, *C = s->C;
+    /* registers, when they leave room, or when shared memory could not
+     * hold A besides the rest */
+    mark_packed(prog);
+    bool room = tl_reg_words(prog) <= TL_REG_BUDGET ||
+                smem_floor(prog, elems(A) * (int64_t)tl_dtype_size(A->dtype)) > p->smem_limit;
+    bool ok = s->use_mma && C->in_regs && A->reg_layout == TL_LAYOUT_MMA && A->mma_wn == 1 && C->mma_wn == 1 &&
+              A->mma_wm == C->mma_wm && A->mma_mi == C->mma_mi && A->dims[0] == C->dims[0] && A->dims[1] % 16 == 0 &&
+              room;
+    s->a_regs = ok;
+    if (!ok) {
+      s->A->in_regs = false;
+      p->changed = true;
     }
-    changed |= resolve_gemm_a(prog, smem_limit, &s->body);
-    changed |= resolve_gemm_a(prog, smem_limit, &s->else_body);
+  } else if (s->kind == S_GEMM) {
+    s->a_regs = false;
   }
-  return changed;
+  return TL_WALK_GO;
 }
 
 /* Gives the fragments read by rows (V[i] in a loop over an mma-layout
@@ -676,26 +634,22 @@ static bool resolve_rows(P *p) {
 /* Swizzles gemm operands stored in shared memory when their rows hold at
  * least 4 chunks of 16 bytes and the buffer is a whole number of 128-byte
  * groups. */
-static void swizzle_operands(tl_body *b) {
-  for (int i = 0; i < b->n; i++) {
-    tl_stmt *s = b->items[i];
-    if (s->kind == S_GEMM && s->use_wgmma) {
-      s->A->swizzled = s->B->swizzled = true;
-      s->A->wgmma_op = s->B->wgmma_op = true;
-    } else if (s->kind == S_GEMM && s->use_mma) {
-      tl_sym *ops[2] = {s->A, s->B};
-      for (int k = 0; k < 2; k++) {
-        tl_sym *x = ops[k];
-        if (x->in_regs)
-          continue;
-        int64_t row_bytes = x->dims[1] * 2;
-        if (x->ndim == 2 && row_bytes % 64 == 0 && (row_bytes * x->dims[0]) % 128 == 0)
-          x->swizzled = true;
-      }
+static tl_walk_act swizzle_operands(tl_stmt *s, void *user) {
+  if (s->kind == S_GEMM && s->use_wgmma) {
+    s->A->swizzled = s->B->swizzled = true;
+    s->A->wgmma_op = s->B->wgmma_op = true;
+  } else if (s->kind == S_GEMM && s->use_mma) {
+    tl_sym *ops[2] = {s->A, s->B};
+    for (int k = 0; k < 2; k++) {
+      tl_sym *x = ops[k];
+      if (x->in_regs)
+        continue;
+      int64_t row_bytes = x->dims[1] * 2;
+      if (x->ndim == 2 && row_bytes % 64 == 0 && (row_bytes * x->dims[0]) % 128 == 0)
+        x->swizzled = true;
     }
-    swizzle_operands(&s->body);
-    swizzle_operands(&s->else_body);
   }
+  return TL_WALK_GO;
 }
 
 tl_status tl_pass_place(tl_program *prog, int64_t smem_limit, tl_error *err) {
@@ -732,21 +686,26 @@ static void place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bo
       s->in_regs = s->per_thread <= TL_MAX_REG_ELEMS;
     }
   }
-  scan_body(p, &prog->body);
-  if (cg->mma) /* a target without mma.sync keeps every gemm on the portable path */
-    choose_mma_all(p, &prog->body);
-  else
-    choose_amd_all(p, &prog->body, amd ? cg->amd_matrix : TL_AMD_MATRIX_NONE, cg->warp);
+  tl_walk(&prog->body, &(tl_walker){.pre = scan_stmt}, p);
+  p->amd_matrix = amd ? cg->amd_matrix : TL_AMD_MATRIX_NONE;
+  p->wave = cg->warp;
+  /* a target without mma.sync keeps every gemm on the portable path */
+  tl_walk(&prog->body, &(tl_walker){.pre = cg->mma ? choose_mma_all : choose_amd_all}, p);
+  p->smem_limit = smem_limit;
   for (bool changed = true; changed;) {
-    while (unify_all(p, &prog->body))
-      ;
+    do {
+      p->changed = false;
+      tl_walk(&prog->body, &(tl_walker){.pre = unify_all}, p);
+    } while (p->changed);
     changed = resolve_rows(p);
-    changed |= resolve_gemm_a(prog, smem_limit, &prog->body);
+    p->changed = false;
+    tl_walk(&prog->body, &(tl_walker){.pre = resolve_gemm_a}, p);
+    changed |= p->changed;
   }
   mark_packed(prog);
-  swizzle_operands(&prog->body);
-  mark_reductions(p, &prog->body);
-  max_scratch(p, &prog->body);
+  tl_walk(&prog->body, &(tl_walker){.pre = swizzle_operands}, p);
+  tl_walk(&prog->body, &(tl_walker){.pre = mark_reduction}, p);
+  tl_walk(&prog->body, &(tl_walker){.pre = max_scratch}, p);
   prog->scratch_bytes = p->scratch;
   tl_pass_smem(prog);
 }
