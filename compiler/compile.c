@@ -587,10 +587,12 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
     st = err ? err->code : TL_UNSUPPORTED;
     goto done;
   }
-  st = be.amd ? build_amd(&be, prog, src, req->target, &bin, &bin_size, &log, &res, &binary, err)
-              : build_nv(&be, prog, src, req->target, &opt, &bin, &bin_size, &log, &res, &binary, err);
-  if (st != TL_OK)
-    goto done;
+  if (!req->source_only) {
+    st = be.amd ? build_amd(&be, prog, src, req->target, &bin, &bin_size, &log, &res, &binary, err)
+                : build_nv(&be, prog, src, req->target, &opt, &bin, &bin_size, &log, &res, &binary, err);
+    if (st != TL_OK)
+      goto done;
+  }
   b = calloc(1, sizeof *b);
   if (!b) {
     st = tl_error_set(err, TL_NOMEM, "out of memory");
@@ -604,13 +606,15 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
   b->binary = bin;
   b->binary_size = bin_size;
   bin = NULL;
-  b->artifact = malloc(65);
   b->source = dup(src);
   b->log = dup(log ? log : "");
-  b->meta = metadata(arena, prog, req->target, binary, res, desc, log, b->compile_ms);
-  res = NULL;
-  if (!b->target || !b->key || !b->artifact || !b->source || !b->log || !b->meta ||
-      tl_sha256_hex(b->binary, b->binary_size, b->artifact) != TL_OK) {
+  if (!req->source_only) {
+    b->artifact = malloc(65);
+    b->meta = metadata(arena, prog, req->target, binary, res, desc, log, b->compile_ms);
+    res = NULL;
+  }
+  if (!b->target || !b->key || !b->source || !b->log ||
+      (!req->source_only && (!b->artifact || !b->meta || tl_sha256_hex(b->binary, b->binary_size, b->artifact) != TL_OK))) {
     tl_build_free(b);
     b = NULL;
     st = tl_error_set(err, TL_NOMEM, "out of memory");

@@ -39,8 +39,9 @@ static const char usage[] =
     "           see 'tlc targets'); --emit cubin (default for sm_*), ptx (default for compute_*)\n"
     "           or hsaco (default for gfx*) writes the binary to -o FILE (default\n"
     "           NAME.TARGET.cubin / .ptx / .hsaco); cuda or hip and meta print the generated\n"
-    "           CUDA C or HIP C or the metadata JSON (to -o FILE or standard output); ir prints the\n"
-    "           program as the code generator sees it; --dump STAGE prints it after that\n"
+    "           CUDA C or HIP C (without running the toolchain) or the metadata JSON (to -o FILE\n"
+    "           or standard output); ir prints the program as the code generator sees it;\n"
+    "           --dump STAGE prints it after that\n"
     "           stage of the pipeline on standard error\n"
     "run        run a program on the CPU with the reference interpreter (--interpret), or\n"
     "           compile it for the GPU found and run it there (--device cuda, cuda:N); --time N\n"
@@ -310,7 +311,9 @@ static tl_status compile_with(const options *o, const char *text, size_t len, co
     return TL_IO;
   }
   tl_compile_request req = {.program = text, .program_len = len, .defines = defs, .ndefines = o->ndefs,
-                            .target = target, .dump = dump_stage, .dump_user = &dc};
+                            .target = target, .dump = dump_stage, .dump_user = &dc,
+                            /* the source and the IR need no toolchain run */
+                            .source_only = o->emit && (ir || strcmp(o->emit, "cuda") == 0 || strcmp(o->emit, "hip") == 0)};
   tl_diags d = {.arena = arena};
   tl_error err;
   tl_status st = tl_compile(&req, out, &d, &err);

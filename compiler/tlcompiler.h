@@ -57,6 +57,8 @@ typedef struct tl_compile_request {
   const char *options_json;
   tl_dump_fn dump;          /* may be NULL */
   void *dump_user;
+  bool source_only;         /* stop after generating the source: the build has target, key, manifest
+                               and source, no binary, artifact or metadata (tlc --emit cuda|hip|ir) */
 } tl_compile_request;
 
 /* Parses and checks the program and computes the build key and manifest
