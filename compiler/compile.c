@@ -6,7 +6,11 @@
  *   tl_compile:  parse + check (tl_load_program)
  *                -> build key (canonical manifest, SHA-256)
  *                -> pass_place (registers or shared memory per buffer)
+ *                -> pass_pipeline (cp.async, software pipelining)
  *                -> fit the target (shared memory, threads)
+ *                -> pass_range (value ranges; bounds guards proven)
+ *                -> pass_barrier (where the block barriers go)
+ *                -> pass_raster (the blocks' order for use_swizzle)
  *                -> emit CUDA C or HIP C (emit_cuda.c and its dialects)
  *                -> NVRTC (nvrtc.c): cubin or PTX, or
  *                   hiprtc / clang + ld.lld (amdgpu.c): HSACO
@@ -581,6 +585,16 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
     req->dump(req->dump_user, "pipeline", prog);
   if ((st = fit(prog, &be, req->target, err)) != TL_OK)
     goto done;
+  tl_pass_range(prog);
+  if (req->dump)
+    req->dump(req->dump_user, "range", prog);
+  if ((st = tl_pass_barrier(prog, err)) != TL_OK)
+    goto done;
+  if (req->dump)
+    req->dump(req->dump_user, "barrier", prog);
+  tl_pass_raster(prog);
+  if (req->dump)
+    req->dump(req->dump_user, "raster", prog);
   prog->max_registers = opt.max_registers;
   char *src = tl_emit(arena, prog, &be.cg, err);
   if (!src) {
