@@ -554,6 +554,22 @@ static tl_status build_amd(const backend *be, const tl_program *prog, const char
   return st;
 }
 
+const tl_stage_info tl_compile_stages[] = {
+    {"check", "parse and check (check.c): names resolved, types, constants folded"},
+    {"place", "pass_place.c: registers or shared memory for every buffer, gemms on the matrix cores"},
+    {"pipeline", "pass_pipeline.c: cp.async copies, software-pipelined loops, shared memory offsets"},
+    {"range", "pass_range.c: value ranges; each bounds guard kept or proven (inside)"},
+    {"barrier", "pass_barrier.c: where the block barriers go"},
+    {"raster", "pass_raster.c: the order of the blocks (use_swizzle)"},
+    {NULL, NULL},
+};
+
+/* Hands the program after `stage` to the request's dump hook. */
+static void dump(const tl_compile_request *req, const char *stage, const tl_program *prog) {
+  if (req->dump)
+    req->dump(req->dump_user, stage, prog);
+}
+
 tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *diags, tl_error *err) {
   double t0 = now_ms();
   *out = NULL;
@@ -573,28 +589,22 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
     goto done;
   if ((st = backend_of(req->target, desc, &be, err)) != TL_OK)
     goto done;
-  if (req->dump)
-    req->dump(req->dump_user, "check", prog);
+  dump(req, "check", prog);
   if ((st = tl_pass_place_for(prog, be.smem_limit, &be.cg, err)) != TL_OK)
     goto done;
-  if (req->dump)
-    req->dump(req->dump_user, "place", prog);
+  dump(req, "place", prog);
   if ((st = tl_pass_pipeline_for(prog, be.smem_limit, &be.cg, err)) != TL_OK)
     goto done;
-  if (req->dump)
-    req->dump(req->dump_user, "pipeline", prog);
+  dump(req, "pipeline", prog);
   if ((st = fit(prog, &be, req->target, err)) != TL_OK)
     goto done;
   tl_pass_range(prog);
-  if (req->dump)
-    req->dump(req->dump_user, "range", prog);
+  dump(req, "range", prog);
   if ((st = tl_pass_barrier(prog, err)) != TL_OK)
     goto done;
-  if (req->dump)
-    req->dump(req->dump_user, "barrier", prog);
+  dump(req, "barrier", prog);
   tl_pass_raster(prog);
-  if (req->dump)
-    req->dump(req->dump_user, "raster", prog);
+  dump(req, "raster", prog);
   prog->max_registers = opt.max_registers;
   char *src = tl_emit(arena, prog, &be.cg, err);
   if (!src) {

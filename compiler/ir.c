@@ -341,11 +341,22 @@ static const char *const stmt_names[] = {
     [S_ASSIGN] = "assign",
 };
 
-static void dump_region(FILE *f, tl_arena *a, const tl_region *r) {
+/* A region; after pass_range, a tensor's dimensions say whether their
+ * bounds guard is kept or proven unnecessary. */
+static void dump_region(FILE *f, tl_arena *a, const tl_region *r, bool ranged) {
   fprintf(f, "%s[", r->sym ? r->sym->name : r->name);
-  for (int d = 0; d < r->ndim; d++)
+  for (int d = 0; d < r->ndim; d++) {
     fprintf(f, "%s%s+:%lld", d ? ", " : "", r->lo[d] ? tl_expr_str(a, r->lo[d]) : "0", (long long)r->ext[d]);
+    if (ranged && r->sym && r->sym->kind == SYM_TENSOR)
+      fputs(r->inside[d] ? " (inside)" : " (guard)", f);
+  }
   fputs("]", f);
+}
+
+/* After pass_range: the range of a block, loop or let variable. */
+static void dump_range(FILE *f, const tl_sym *s, bool ranged) {
+  if (ranged && s->has_range)
+    fprintf(f, " in [%lld, %lld]", (long long)s->rlo, (long long)s->rhi);
 }
 
 static void dump_sym_place(FILE *f, const tl_sym *s) {
@@ -373,9 +384,12 @@ static void dump_sym_place(FILE *f, const tl_sym *s) {
   }
 }
 
-static void dump_body(FILE *f, tl_arena *a, const tl_body *b, int depth);
+static void dump_body(FILE *f, tl_arena *a, const tl_body *b, int depth, unsigned lowered);
 
-static void dump_stmt(FILE *f, tl_arena *a, const tl_stmt *s, int depth) {
+static void dump_stmt(FILE *f, tl_arena *a, const tl_stmt *s, int depth, unsigned lowered) {
+  bool ranged = lowered & TL_RAN_RANGE;
+  if ((lowered & TL_RAN_BARRIER) && s->barrier_before)
+    fprintf(f, "%*sbarrier\n", depth * 2, "");
   fprintf(f, "%*s%s", depth * 2, "", stmt_names[s->kind]);
   switch (s->kind) {
   case S_ALLOC:
@@ -387,6 +401,7 @@ static void dump_stmt(FILE *f, tl_arena *a, const tl_stmt *s, int depth) {
     fprintf(f, " %s: %s", s->sym->name, tl_type_name(s->sym->type));
     if (s->value)
       fprintf(f, " = %s", tl_expr_str(a, s->value));
+    dump_range(f, s->sym, ranged);
     break;
   case S_COPY:
   case S_REDUCE:
@@ -395,10 +410,10 @@ static void dump_stmt(FILE *f, tl_arena *a, const tl_stmt *s, int depth) {
   case S_FILL:
     fputc(' ', f);
     if (s->src) {
-      dump_region(f, a, s->src);
+      dump_region(f, a, s->src, ranged);
       fputs(" -> ", f);
     }
-    dump_region(f, a, s->dst);
+    dump_region(f, a, s->dst, ranged);
     if (s->kind == S_FILL || (s->kind == S_ATOMIC_ADD && !s->src))
       fprintf(f, " = %s", tl_expr_str(a, s->value));
     if (s->kind == S_REDUCE || s->kind == S_CUMSUM)
@@ -423,6 +438,7 @@ static void dump_stmt(FILE *f, tl_arena *a, const tl_stmt *s, int depth) {
             tl_expr_str(a, s->extent), tl_expr_str(a, s->step));
     if (s->loop_kind == LOOP_PIPELINED)
       fprintf(f, " num_stages %lld%s", (long long)s->num_stages, s->pipe ? " [software pipelined]" : "");
+    dump_range(f, s->var, ranged);
     break;
   }
   case S_IF:
@@ -435,16 +451,18 @@ static void dump_stmt(FILE *f, tl_arena *a, const tl_stmt *s, int depth) {
     break;
   }
   fprintf(f, "%s   # %s\n", s->block_level ? " (block)" : "", s->pointer);
-  dump_body(f, a, &s->body, depth + 1);
+  dump_body(f, a, &s->body, depth + 1, lowered);
+  if ((lowered & TL_RAN_BARRIER) && s->barrier_end)
+    fprintf(f, "%*sbarrier (end of each iteration)\n", (depth + 1) * 2, "");
   if (s->has_else) {
     fprintf(f, "%*selse\n", depth * 2, "");
-    dump_body(f, a, &s->else_body, depth + 1);
+    dump_body(f, a, &s->else_body, depth + 1, lowered);
   }
 }
 
-static void dump_body(FILE *f, tl_arena *a, const tl_body *b, int depth) {
+static void dump_body(FILE *f, tl_arena *a, const tl_body *b, int depth, unsigned lowered) {
   for (int i = 0; i < b->n; i++)
-    dump_stmt(f, a, b->items[i], depth);
+    dump_stmt(f, a, b->items[i], depth, lowered);
 }
 
 void tl_dump_program(const tl_program *prog, void *fp) {
@@ -467,5 +485,20 @@ void tl_dump_program(const tl_program *prog, void *fp) {
     }
     fputc('\n', f);
   }
-  dump_body(f, a, &prog->body, 0);
+  if (prog->lowered & TL_RAN_RANGE)
+    for (int i = 0; i < 3; i++)
+      if (prog->block_vars[i]) {
+        fprintf(f, "block var %s", prog->block_vars[i]->name);
+        dump_range(f, prog->block_vars[i], true);
+        fputc('\n', f);
+      }
+  if (prog->lowered & TL_RAN_BARRIER)
+    fprintf(f, "barriers: marked 'barrier' below%s\n",
+            prog->fence_async ? ", each after fence.proxy.async (a gemm runs on wgmma)" : "");
+  if ((prog->lowered & TL_RAN_RASTER) && prog->raster_panel)
+    fprintf(f, "blocks: rasterized in stripes of %lld block %s\n", (long long)prog->raster_panel,
+            prog->raster_column ? "columns" : "rows");
+  else if (prog->lowered & TL_RAN_RASTER)
+    fputs("blocks: in grid order\n", f);
+  dump_body(f, a, &prog->body, 0, prog->lowered);
 }
