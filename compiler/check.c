@@ -22,6 +22,7 @@
  * Needs: a parsed program (tl_parse).  Keeps: the parsed tree's shape.
  * Produces: the "checked" state described in ir.h.
  */
+#include <assert.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,6 +36,16 @@ typedef struct scope {
   tl_vec syms;
 } scope;
 
+/* The names visible now, hashed: names are never shadowed, so one table
+ * holds every scope's; a scope's names are the newest in their chains and
+ * leave them when it closes.  Lookups cost the same however many names a
+ * program declares (a scan of the scopes made checking quadratic). */
+enum { NAME_BUCKETS = 1 << 12 };
+typedef struct name_ent {
+  struct name_ent *next;
+  tl_sym *sym;
+} name_ent;
+
 enum { CTX_CONST, CTX_LAUNCH, CTX_BODY }; /* what an expression may use */
 
 typedef struct {
@@ -42,6 +53,8 @@ typedef struct {
   tl_diags *diags;
   tl_program *prog;
   scope *sc;
+  name_ent **names;       /* NAME_BUCKETS chains of the visible names */
+  name_ent *free_ents;    /* entries of closed scopes, for reuse */
   int where;              /* CTX_* */
   const tl_stmt *in_parallel;  /* the enclosing parallel loop, if any */
   const tl_stmt *varying_ctl;  /* the innermost enclosing if/loop whose control depends on the thread */
@@ -135,13 +148,19 @@ static void make_typed(tl_expr *e, tl_dtype t) {
 }
 
 /* ---- scopes ---------------------------------------------------------------------- */
+static unsigned name_hash(const char *name) {
+  unsigned h = 2166136261u; /* FNV-1a */
+  for (; *name; name++)
+    h = (h ^ (unsigned char)*name) * 16777619u;
+  return h % NAME_BUCKETS;
+}
+
 static tl_sym *lookup(C *c, const char *name) {
-  for (scope *s = c->sc; s; s = s->up)
-    for (int i = 0; i < s->syms.n; i++) {
-      tl_sym *y = s->syms.items[i];
-      if (strcmp(y->name, name) == 0)
-        return y;
-    }
+  if (!c->names)
+    return NULL;
+  for (name_ent *n = c->names[name_hash(name)]; n; n = n->next)
+    if (strcmp(n->sym->name, name) == 0)
+      return n->sym;
   return NULL;
 }
 
@@ -183,6 +202,16 @@ static void declare(C *c, tl_sym *s, const char *ptr) {
     return;
   }
   tl_vec_push(c->arena, &c->sc->syms, s);
+  if (!c->names)
+    c->names = tl_arena_alloc(c->arena, sizeof *c->names * NAME_BUCKETS);
+  name_ent *n = c->free_ents;
+  if (n)
+    c->free_ents = n->next;
+  else
+    n = tl_arena_alloc(c->arena, sizeof *n);
+  unsigned h = name_hash(s->name);
+  *n = (name_ent){.next = c->names[h], .sym = s};
+  c->names[h] = n;
   if (s->kind == SYM_BUFFER) {
     s->slot = c->buffer_syms.n;
     tl_vec_push(c->arena, &c->buffer_syms, s);
@@ -197,7 +226,18 @@ static void push_scope(C *c) {
   s->up = c->sc;
   c->sc = s;
 }
-static void pop_scope(C *c) { c->sc = c->sc->up; }
+static void pop_scope(C *c) {
+  /* newest first: each is then the head of its chain */
+  for (int i = c->sc->syms.n - 1; i >= 0; i--) {
+    unsigned h = name_hash(((tl_sym *)c->sc->syms.items[i])->name);
+    name_ent *n = c->names[h];
+    assert(n && n->sym == c->sc->syms.items[i]);
+    c->names[h] = n->next;
+    n->next = c->free_ents;
+    c->free_ents = n;
+  }
+  c->sc = c->sc->up;
+}
 
 /* ---- constant folding of untyped values (int64 / float64) ------------------------ */
 static tl_expr *mk_const(C *c, const tl_expr *at, tl_type t, tl_scalar v) {

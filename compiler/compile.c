@@ -7,8 +7,11 @@
  *                -> the target (target.h: tl_target_parse, one table)
  *                -> build key (canonical manifest, SHA-256)
  *                -> pass_place (registers or shared memory per buffer)
- *                -> pass_pipeline (cp.async stages, where the target has it)
+ *                -> pass_pipeline (cp.async, software pipelining, where the target has it)
  *                -> check_target (clusters, shared memory: diagnostics)
+ *                -> pass_range (value ranges; bounds guards proven)
+ *                -> pass_barrier (where the block barriers go)
+ *                -> pass_raster (the blocks' order for use_swizzle)
  *                -> emit CUDA C or HIP C (emit_cuda.c and its dialects)
  *                -> the toolchain of the target's vendor (toolchain.h:
  *                   NVRTC, nvrtc.c: cubin or PTX; hiprtc / clang + ld.lld,
@@ -394,6 +397,22 @@ void tl_toolchain_out_free(tl_toolchain_out *o) {
   memset(o, 0, sizeof *o);
 }
 
+const tl_stage_info tl_compile_stages[] = {
+    {"check", "parse and check (check.c): names resolved, types, constants folded"},
+    {"place", "pass_place.c: registers or shared memory for every buffer, gemms on the matrix cores"},
+    {"pipeline", "pass_pipeline.c: cp.async copies, software-pipelined loops, shared memory offsets"},
+    {"range", "pass_range.c: value ranges; each bounds guard kept or proven (inside)"},
+    {"barrier", "pass_barrier.c: where the block barriers go"},
+    {"raster", "pass_raster.c: the order of the blocks (use_swizzle)"},
+    {NULL, NULL},
+};
+
+/* Hands the program after `stage` to the request's dump hook. */
+static void dump(const tl_compile_request *req, const char *stage, const tl_program *prog) {
+  if (req->dump)
+    req->dump(req->dump_user, stage, prog);
+}
+
 tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *diags, tl_error *err) {
   double t0 = now_ms();
   *out = NULL;
@@ -415,34 +434,40 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
   tl_codegen cg = tl_codegen_of(&t);
   const tl_toolchain_ops *tc = toolchains[toolchain_of(&t)];
   void *th = toolchain_handle(toolchain_of(&t), NULL); /* open: front checked it */
-  if (req->dump)
-    req->dump(req->dump_user, "check", prog);
+  dump(req, "check", prog);
   if ((st = tl_pass_place_for(prog, t.smem_bytes, &cg, err)) != TL_OK)
     goto done;
-  if (req->dump)
-    req->dump(req->dump_user, "place", prog);
+  dump(req, "place", prog);
   if ((st = tl_pass_pipeline_for(prog, t.smem_bytes, &cg, err)) != TL_OK)
     goto done;
-  if (req->dump)
-    req->dump(req->dump_user, "pipeline", prog);
+  dump(req, "pipeline", prog);
   if ((st = tl_check_target(prog, &t, diags, err)) != TL_OK)
     goto done;
+  tl_pass_range(prog);
+  dump(req, "range", prog);
+  if ((st = tl_pass_barrier(prog, err)) != TL_OK)
+    goto done;
+  dump(req, "barrier", prog);
+  tl_pass_raster(prog);
+  dump(req, "raster", prog);
   prog->max_registers = opt.max_registers;
   char *src = tl_emit(arena, prog, &cg, err);
   if (!src) {
     st = err ? err->code : TL_UNSUPPORTED;
     goto done;
   }
-  if ((st = tc->compile(th, src, &t, &opt, &built, err)) != TL_OK ||
-      (st = tc->inspect(th, &t, &built, prog->name, prog->nparams, &res, err)) != TL_OK)
-    goto done;
-  static const char *const binaries[] = {"cubin", "ptx", "hsaco"};
-  binary = binaries[t.binary];
-  bin = built.code;
-  bin_size = built.size;
-  log = built.log;
-  built.code = NULL;
-  built.log = NULL;
+  if (!req->source_only) {
+    if ((st = tc->compile(th, src, &t, &opt, &built, err)) != TL_OK ||
+        (st = tc->inspect(th, &t, &built, prog->name, prog->nparams, &res, err)) != TL_OK)
+      goto done;
+    static const char *const binaries[] = {"cubin", "ptx", "hsaco"};
+    binary = binaries[t.binary];
+    bin = built.code;
+    bin_size = built.size;
+    log = built.log;
+    built.code = NULL;
+    built.log = NULL;
+  }
   b = calloc(1, sizeof *b);
   if (!b) {
     st = tl_error_set(err, TL_NOMEM, "out of memory");
@@ -456,13 +481,15 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
   b->binary = bin;
   b->binary_size = bin_size;
   bin = NULL;
-  b->artifact = malloc(65);
   b->source = dup(src);
   b->log = dup(log ? log : "");
-  b->meta = metadata(arena, prog, req->target, binary, res, desc, log, b->compile_ms);
-  res = NULL;
-  if (!b->target || !b->key || !b->artifact || !b->source || !b->log || !b->meta ||
-      tl_sha256_hex(b->binary, b->binary_size, b->artifact) != TL_OK) {
+  if (!req->source_only) {
+    b->artifact = malloc(65);
+    b->meta = metadata(arena, prog, req->target, binary, res, desc, log, b->compile_ms);
+    res = NULL;
+  }
+  if (!b->target || !b->key || !b->source || !b->log ||
+      (!req->source_only && (!b->artifact || !b->meta || tl_sha256_hex(b->binary, b->binary_size, b->artifact) != TL_OK))) {
     tl_build_free(b);
     b = NULL;
     st = tl_error_set(err, TL_NOMEM, "out of memory");

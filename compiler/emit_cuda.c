@@ -15,8 +15,7 @@
  * names its functions tl_<CUDA name>.  What a target cannot use (mma.sync,
  * ldmatrix and cp.async on AMD) the passes never choose (tl_codegen).
  *
- * Lowering (correct first; the mma, cp.async and pipelining paths come as
- * separate passes later):
+ * Lowering:
  *   - thread-level statements are emitted as written, run by every thread;
  *   - a tile operator runs as a loop over its elements: a register
  *     fragment's elements are visited by their owning thread (blocked
@@ -27,10 +26,15 @@
  *   - gemm computes each element of C as a dot product from shared memory;
  *     a reduction of a register fragment along its rows combines partials
  *     with warp shuffles; other exchanges go through shared scratch;
- *   - a block barrier follows every block-level statement and every
- *     thread-level statement that writes shared memory under uniform
- *     control; global reads outside a tensor give 0 and writes outside are
- *     dropped (bounds guards on every global access).
+ *   - global reads outside a tensor give 0 and writes outside are dropped
+ *     (bounds guards on every global access).
+ *
+ * The emitter only prints: what it reads besides the program is what the
+ * passes decided and wrote into the IR (ir.h): pass_place.c and
+ * pass_pipeline.c (where buffers live, which gemms and copies take the
+ * matrix cores and cp.async), pass_range.c (which arithmetic cannot wrap,
+ * which bounds guards are proven), pass_barrier.c (where block barriers
+ * go), pass_raster.c (the blocks' order), amd_layout.c (AMD's lane maps).
  */
 #include <assert.h>
 #include <inttypes.h>
@@ -103,13 +107,7 @@ typedef struct {
     const tl_region *r;
   } ridx[8];
   int ridx_next;
-  struct access {          /* shared and global buffers touched since the last barrier */
-    const tl_sym *r[64], *w[64];
-    int nr, nw;
-  } pend;
   int uid;                 /* for unique local names */
-  bool wgmma;              /* some gemm runs on wgmma: shared memory written by the threads is
-                              made visible to it (fence.proxy.async) before every barrier */
 } E;
 
 /* ---- output ---------------------------------------------------------------------- */
@@ -339,19 +337,9 @@ static const char *offset(E *e, const tl_sym *s, const char *const *idx) {
   return o;
 }
 
-static bool range_of(const tl_expr *x, int64_t *lo, int64_t *hi);
-
-/* Is dimension d of region r provably inside its tensor (the start's range
- * plus the extent within a constant dimension)?  Then no guard is needed. */
-static bool dim_inside(const tl_region *r, int d) {
-  int64_t lo = 0, hi = 0;
-  if (r->lo[d] && !range_of(r->lo[d], &lo, &hi))
-    return false;
-  return r->sym->dims[d] >= 0 && lo >= 0 && hi + r->ext[d] <= r->sym->dims[d];
-}
-
 /* The guard of a global element access: every index inside its dimension.
- * For indices made by region_idx, dimensions proven inside are left out. */
+ * For indices made by region_idx, dimensions proven inside (pass_range.c)
+ * are left out. */
 static const char *in_bounds(E *e, const tl_sym *s, const char *const *idx) {
   const tl_region *r = NULL;
   for (int i = 0; i < 8; i++)
@@ -359,7 +347,7 @@ static const char *in_bounds(E *e, const tl_sym *s, const char *const *idx) {
       r = e->ridx[i].r;
   const char *c = "true";
   for (int d = 0; d < s->ndim; d++)
-    if (!r || !dim_inside(r, d))
+    if (!r || !r->inside[d])
       c = S("%s && (unsigned long long)(%s) < (unsigned long long)%s", c, idx[d], dim_name(e, s, d));
   return c;
 }
@@ -443,141 +431,6 @@ static tl_type common(tl_type a, tl_type b) {
   return (tl_type)tl_common_dtype((tl_dtype)a, (tl_dtype)b);
 }
 
-/* ---- value ranges -------------------------------------------------------------------------- */
-/* The range of an integer expression, when it can be bounded from constants,
- * the grid, loop bounds and thread counts; used to emit plain signed
- * arithmetic (which the compiler may optimize freely) where it provably
- * cannot overflow, instead of the wrapping form the semantics ask for. */
-static bool range_of(const tl_expr *x, int64_t *lo, int64_t *hi) {
-  int64_t a, b, c, d;
-  switch (x->kind) {
-  case E_CONST:
-    if (is_f(x->type) || is_unsigned_i(x->type))
-      return false;
-    *lo = *hi = x->val.i;
-    return true;
-  case E_NAME:
-    if (!x->sym->has_range)
-      return false;
-    *lo = x->sym->rlo;
-    *hi = x->sym->rhi;
-    return true;
-  case E_CALL:
-    if (x->fn == FN_THREAD_BINDING)
-      return false; /* bounded by the block, set by the caller through has_range of a let */
-    if ((x->fn == FN_MIN || x->fn == FN_MAX) && range_of(x->args[0], &a, &b) && range_of(x->args[1], &c, &d)) {
-      *lo = x->fn == FN_MIN ? (a < c ? a : c) : (a > c ? a : c);
-      *hi = x->fn == FN_MIN ? (b < d ? b : d) : (b > d ? b : d);
-      return true;
-    }
-    if (x->fn == FN_CAST && !is_f(x->args[0]->type) && !is_f((tl_type)x->dtype_arg) &&
-        !is_unsigned_i((tl_type)x->dtype_arg) && range_of(x->args[0], lo, hi))
-      return *lo >= INT32_MIN && *hi <= INT32_MAX; /* fits every target of 32 bits or more */
-    return false;
-  case E_UNARY:
-    if (x->op == '-' && range_of(x->args[0], &a, &b) && a > INT64_MIN) {
-      *lo = -b;
-      *hi = -a;
-      return true;
-    }
-    return false;
-  case E_BINARY:
-    if (!range_of(x->args[0], &a, &b) || !range_of(x->args[1], &c, &d))
-      return false;
-    if (a < -(1LL << 40) || b > (1LL << 40) || c < -(1LL << 40) || d > (1LL << 40))
-      return false; /* keep the products below in range */
-    switch (x->op) {
-    case '+': *lo = a + c; *hi = b + d; return true;
-    case '-': *lo = a - d; *hi = b - c; return true;
-    case '*': {
-      int64_t p[4] = {a * c, a * d, b * c, b * d};
-      *lo = *hi = p[0];
-      for (int i = 1; i < 4; i++) {
-        if (p[i] < *lo)
-          *lo = p[i];
-        if (p[i] > *hi)
-          *hi = p[i];
-      }
-      return true;
-    }
-    case OP_FLOORDIV:
-      if (c != d || c <= 0)
-        return false;
-      *lo = a >= 0 ? a / c : -((-a + c - 1) / c);
-      *hi = b >= 0 ? b / c : -((-b + c - 1) / c);
-      return true;
-    case '%':
-      if (c != d || c <= 0)
-        return false;
-      *lo = 0;
-      *hi = c - 1;
-      return true;
-    }
-    return false;
-  default:
-    return false;
-  }
-}
-
-static bool fits(tl_type t, int64_t lo, int64_t hi) {
-  if (t == TL_INT32)
-    return lo >= INT32_MIN && hi <= INT32_MAX;
-  return t == TL_INT64 || t == TL_TY_UINT;
-}
-
-/* Gives block variables, loop variables and lets their ranges, where known. */
-static void set_range(tl_sym *s, int64_t lo, int64_t hi) {
-  s->has_range = true;
-  s->rlo = lo;
-  s->rhi = hi;
-}
-
-static void ranges_body(E *e, const tl_body *b);
-static void ranges_stmt(E *e, const tl_stmt *s) {
-  int64_t a, b, c, d, f, g;
-  switch (s->kind) {
-  case S_LET:
-    if (s->value && range_of(s->value, &a, &b))
-      set_range(s->sym, a, b);
-    else if (s->value && s->value->kind == E_CALL && s->value->fn == FN_THREAD_BINDING)
-      set_range(s->sym, 0, e->prog->threads[s->value->args[0]->val.i] - 1);
-    break;
-  case S_PARALLEL:
-    for (int i = 0; i < s->nvars; i++)
-      set_range(s->vars[i], 0, s->extents[i]->val.i - 1);
-    break;
-  case S_LOOP:
-    if (range_of(s->start, &a, &b) && range_of(s->extent, &c, &d) && range_of(s->step, &f, &g) && f == g && d >= 1 &&
-        d < (1LL << 31) && f > -(1LL << 20) && f < (1LL << 20)) {
-      int64_t last_lo = a + (f > 0 ? 0 : (d - 1) * f), last_hi = b + (f > 0 ? (d - 1) * f : 0);
-      set_range(s->var, last_lo < a ? last_lo : a, last_hi > b ? last_hi : b);
-    }
-    break;
-  default:
-    break;
-  }
-  ranges_body(e, &s->body);
-  ranges_body(e, &s->else_body);
-}
-static void ranges_body(E *e, const tl_body *b) {
-  for (int i = 0; i < b->n; i++)
-    ranges_stmt(e, b->items[i]);
-}
-
-static void ranges(E *e) {
-  const tl_program *p = e->prog;
-  for (int i = 0; i < p->ngrid; i++) {
-    tl_sym *v = p->block_vars[i];
-    if (!v)
-      continue;
-    int64_t cap = i == 0 ? INT32_MAX - 1 : 65534; /* CUDA's grid limits */
-    if (p->grid[i]->kind == E_CONST && p->grid[i]->val.i >= 1 && p->grid[i]->val.i - 1 < cap)
-      cap = p->grid[i]->val.i - 1;
-    set_range(v, 0, cap);
-  }
-  ranges_body(e, &p->body);
-}
-
 static const char *ex_binary(E *e, const tl_expr *x) {
   const tl_expr *l = x->args[0], *r = x->args[1];
   int op = x->op;
@@ -617,8 +470,7 @@ static const char *ex_binary(E *e, const tl_expr *x) {
   switch (op) {
   case '+': case '-': case '*':
     if (is_signed_i(t)) {
-      int64_t lo, hi;
-      if (range_of(x, &lo, &hi) && fits(t, lo, hi)) /* cannot overflow: plain arithmetic */
+      if (x->no_wrap) /* cannot overflow (pass_range.c): plain arithmetic */
         return S("((%s)(%s %c %s))", crep(t), a, op, b);
       const char *u = t == TL_INT32 ? "unsigned" : "unsigned long long";
       return S("((%s)((%s)(%s) %c (%s)(%s)))", crep(t), u, a, op, u, b);
@@ -809,115 +661,6 @@ static const char **region_idx(E *e, const tl_region *r, const char *const *q) {
   e->ridx[e->ridx_next].r = r;
   e->ridx_next = (e->ridx_next + 1) % 8;
   return idx;
-}
-
-/* ---- AMD matrix-core layouts (ir.h) ------------------------------------------------- */
-static void term(tl_amd_coord *c, bool of_r, int64_t div, int64_t mod, int64_t mul) {
-  assert(c->n < (int)(sizeof c->t / sizeof c->t[0]));
-  c->t[c->n++] = (tl_amd_term){.of_r = of_r, .div = div, .mod = mod, .mul = mul};
-}
-
-bool tl_amd_layout(int layout) {
-  return layout == TL_LAYOUT_MFMA || layout == TL_LAYOUT_WMMA || layout == TL_LAYOUT_WMMA_GFX12;
-}
-
-static int amd_wave(int layout) { return layout == TL_LAYOUT_MFMA ? 64 : 32; }
-static int amd_items(int layout) { return layout == TL_LAYOUT_MFMA ? 4 : 8; }
-
-void tl_amd_tile_origin(const tl_sym *s, tl_amd_coord *row, tl_amd_coord *col) {
-  int64_t W = amd_wave(s->reg_layout), E = amd_items(s->reg_layout), wn = s->mma_wn, MI = s->mma_mi, NI = s->mma_ni;
-  row->n = col->n = 0;
-  term(row, false, W * wn, 0, MI * 16);
-  term(row, true, E * NI, 0, 16);
-  term(col, false, W, wn, NI * 16);
-  term(col, true, E, NI, 16);
-}
-
-void tl_amd_frag_map(const tl_sym *s, tl_amd_coord *row, tl_amd_coord *col) {
-  assert(tl_amd_layout(s->reg_layout));
-  tl_amd_tile_origin(s, row, col);
-  if (s->reg_layout == TL_LAYOUT_MFMA) { /* lane l, item v: row (l / 16) * 4 + v, column l % 16 */
-    term(row, false, 16, 4, 4);
-    term(row, true, 1, 4, 1);
-  } else if (s->reg_layout == TL_LAYOUT_WMMA) { /* lane l, item v: row 2 * v + l / 16, column l % 16 */
-    term(row, true, 1, 8, 2);
-    term(row, false, 16, 2, 1);
-  } else { /* gfx12: lane l, item v: row 8 * (l / 16) + v, column l % 16 */
-    term(row, false, 16, 2, 8);
-    term(row, true, 1, 8, 1);
-  }
-  term(col, false, 1, 16, 1);
-}
-
-int tl_amd_operand_items(int layout) {
-  return layout == TL_LAYOUT_MFMA ? 4 : layout == TL_LAYOUT_WMMA ? 16 : 8;
-}
-
-/* Where the maps come from (item v of an operand is element v of the
- * builtin's vector: half 0 of VGPR 0, half 1 of VGPR 0, half 0 of VGPR 1, ...;
- * of the accumulator, VGPR v):
- *   MFMA v_mfma_f32_16x16x16f16 / bf16_1k (gfx90a; on gfx942 also
- *     v_mfma_f32_16x16x16_f16 / _bf16), wave64: A[l % 16][4 * (l / 16) + v],
- *     B[4 * (l / 16) + v][l % 16], C/D[4 * (l / 16) + v][l % 16].
- *     Confirmed by AMD's matrix instruction calculator
- *     (github.com/ROCm/amd_matrix_instruction_calculator, matrix_calculator.py,
- *     `--architecture cdna2|cdna3 --matrix-layout -A|-B|-C|-D`, every lane and
- *     item compared), by TileLang (tile-ai/tilelang,
- *     tilelang/intrinsics/mfma_layout.py: thread_id_shared_access_64x4_to_16x16
- *     _layout_A / _B / _C_m_n) and, for C/D, by llama.cpp
- *     (ggml-org/llama.cpp, ggml/src/ggml-cuda/mma.cuh, tile<16, 16> under
- *     AMD_MFMA_AVAILABLE: i = 4 * (lane / 16) + l, j = lane % 16).
- *   WMMA v_wmma_f32_16x16x16_f16 / bf16 on gfx11 (RDNA3), wave32:
- *     A[l % 16][v], B[v][l % 16] with 16 items (lanes 16-31 hold the same as
- *     lanes 0-15), C/D[2 * v + l / 16][l % 16] with 8.  Confirmed by the
- *     calculator (`--architecture rdna3 --wavefront 32`, every lane and item);
- *     C/D also by llama.cpp's mma.cuh (RDNA3: i = 2 * l + lane / 16), by
- *     ROCm/FlyDSL pull request 485 (checked on a gfx1151: "lane n, val v ->
- *     M = 2*v + n/16") and by Modular's docs (docs.modular.com,
- *     mojo/kernels/nn/attention/gpu/amd/buffers_rdna/get_rdna_fragment_layout).
- *     GPUOpen's "How to accelerate AI applications on RDNA 3 using WMMA"
- *     (gpuopen.com/learn/wmma_on_rdna3/) points to the calculator for these
- *     register maps.
- *   WMMA on gfx12 (RDNA4), wave32, __builtin_amdgcn_wmma_f32_16x16x16_{f16,
- *     bf16}_w32_gfx12 (8 halves of A and of B, 8 floats of C/D per lane):
- *     A[l % 16][k], B[k][l % 16] with k = 8 * (v / 4) + 4 * (l / 16) + v % 4
- *     (lanes 0-15 hold k 0-3 and 8-11, lanes 16-31 k 4-7 and 12-15),
- *     C/D[8 * (l / 16) + v][l % 16].  From the calculator
- *     (`--architecture rdna4 --wavefront 32`, every lane and item; its
- *     InstCalcGfx12 class gives the A/B lane as 16 * ((k / 4) % 2) + i and
- *     the VGPR as 2 * (k / 8) + (k / 2) % 2).  C/D also by llama.cpp's
- *     mma.cuh (RDNA4: i = 8 * (lane / 16) + l, j = lane % 16).  GPUOpen's
- *     "Using the Matrix Cores of AMD RDNA 4 architecture GPUs"
- *     (gpuopen.com/learn/using_matrix_core_amd_rdna4/) announces the new
- *     layouts.  llama.cpp gives each lane 8 consecutive k of A and B instead
- *     (lanes 0-15 k 0-7): A and B share the k order, so both give the same
- *     product; the calculator's order is used here. */
-void tl_amd_operand_map(int layout, bool b, tl_amd_coord *mn, tl_amd_coord *k) {
-  (void)b; /* A's rows and B's columns are laid out alike in both instructions */
-  mn->n = k->n = 0;
-  term(mn, false, 1, 16, 1); /* row of A / column of B: l % 16 */
-  if (layout == TL_LAYOUT_MFMA) {
-    term(k, false, 16, 4, 4); /* k = (l / 16) * 4 + v */
-    term(k, true, 1, 4, 1);
-  } else if (layout == TL_LAYOUT_WMMA) {
-    term(k, true, 1, 16, 1); /* k = v: every lane holds all 16 (lanes 16-31 repeat 0-15) */
-  } else {
-    term(k, true, 4, 2, 8); /* gfx12: k = 8 * (v / 4) + 4 * (l / 16) + v % 4 */
-    term(k, false, 16, 2, 4);
-    term(k, true, 1, 4, 1);
-  }
-}
-
-int64_t tl_amd_coord_eval(const tl_amd_coord *c, int64_t x, int64_t r) {
-  int64_t v = 0;
-  for (int i = 0; i < c->n; i++) {
-    const tl_amd_term *t = &c->t[i];
-    int64_t y = (t->of_r ? r : x) / t->div;
-    if (t->mod)
-      y %= t->mod;
-    v += y * t->mul;
-  }
-  return v;
 }
 
 /* The text of coordinate c for x and r (unsigned arithmetic). */
@@ -1326,7 +1069,7 @@ static void op_gemm_amd(E *e, const tl_stmt *s) {
   int lay = C->reg_layout;
   bool mfma = lay == TL_LAYOUT_MFMA, bf = A->dtype == TL_BFLOAT16;
   int64_t K = s->trans_a ? A->dims[0] : A->dims[1], MI = C->mma_mi, NI = C->mma_ni;
-  int64_t W = amd_wave(lay), EI = amd_items(lay), items = tl_amd_operand_items(lay);
+  int64_t W = tl_amd_layout_wave(lay), EI = tl_amd_layout_items(lay), items = tl_amd_operand_items(lay);
   int64_t kp = s->k_pack > 1 && K % (16 * s->k_pack) == 0 ? s->k_pack : 1;
   tl_amd_coord orow, ocol, amn, ak, bmn, bk;
   tl_amd_tile_origin(C, &orow, &ocol);
@@ -1584,15 +1327,6 @@ static void partials_to_dst(E *e, const tl_stmt *s, tl_type acc, tl_reduce_type 
   close_loop(e, owner);
 }
 
-/* Does reduction s (by rows) end in the row registers of its destination
- * straight from the quads' shuffles, with no exchange through the scratch? */
-static bool rows_in_quads(const tl_stmt *s) {
-  const tl_sym *src = s->src->sym, *dst = s->dst->sym;
-  return tl_reduce_by_rows(s) && src->in_regs && src->reg_layout == TL_LAYOUT_MMA && src->mma_wn == 1 &&
-         dst->kind == SYM_BUFFER && dst->scope == SCOPE_FRAGMENT && dst->in_regs && dst->reg_layout == TL_LAYOUT_MMA_ROWS &&
-         dst->mma_wm == src->mma_wm && dst->mma_mi == src->mma_mi;
-}
-
 static void op_reduce_rows(E *e, const tl_stmt *s) {
   const tl_sym *src = s->src->sym;
   tl_type acc = acc_type(src->dtype);
@@ -1621,7 +1355,7 @@ static void op_reduce_rows(E *e, const tl_stmt *s) {
     shfl_step(e, comb, acc, 1);
     shfl_step(e, comb, acc, 2);
     const tl_sym *dst = s->dst->sym;
-    if (rows_in_quads(s)) {
+    if (tl_reduce_in_quads(s)) {
       /* every lane of the quad has its row's value: straight into the row registers */
       const char *v = "tl_acc";
       if (!s->clear) {
@@ -1817,20 +1551,6 @@ static void op_atomic_add(E *e, const tl_stmt *s) {
 }
 
 /* ---- statements -------------------------------------------------------------------------- */
-static bool expr_varying(const tl_expr *x) {
-  if (!x)
-    return false;
-  if (x->kind == E_CALL && x->fn == FN_THREAD_BINDING)
-    return true;
-  if ((x->kind == E_NAME || x->kind == E_INDEX) && x->sym &&
-      (x->sym->varying || x->sym->kind == SYM_VAR || (x->sym->kind == SYM_BUFFER && x->sym->scope == SCOPE_LOCAL)))
-    return true;
-  for (int i = 0; i < x->nargs; i++)
-    if (expr_varying(x->args[i]))
-      return true;
-  return false;
-}
-
 static bool reads_buffer(const tl_expr *x, const tl_sym *b) {
   if (!x)
     return false;
@@ -1944,157 +1664,19 @@ static void emit_assign(E *e, const tl_stmt *s, bool uniform) {
   write_elem(e, b, index_codes(e, l), NULL, v);
 }
 
-/* ---- barriers ---------------------------------------------------------------------------- */
-/* A barrier goes before a statement that reads a buffer written, or writes
- * a buffer read or written, by another thread since the last barrier
- * (shared memory, and global tensors, whose elements other threads of the
- * block may touch); register fragments and local arrays are per-thread.
- * The scratch of cross-thread exchanges counts as one more buffer. */
-typedef struct access access;
-static const tl_sym scratch_sym = {.name = "(scratch)"};
-
-static bool shared_or_global(const tl_sym *b) {
-  return b && (b->kind == SYM_TENSOR ||
-               (b->kind == SYM_BUFFER && b->scope != SCOPE_LOCAL && !(b->scope == SCOPE_FRAGMENT && b->in_regs)));
-}
-
-static void add(const tl_sym **list, int *n, const tl_sym *b) {
-  for (int i = 0; i < *n; i++)
-    if (list[i] == b)
-      return;
-  if (*n < 64)
-    list[(*n)++] = b;
-  else
-    list[63] = &scratch_sym; /* overflow: conflicts are still found through the others */
-}
-static void reads(access *a, const tl_sym *b) {
-  if (shared_or_global(b) || b == &scratch_sym)
-    add(a->r, &a->nr, b);
-}
-static void writes(access *a, const tl_sym *b) {
-  if (shared_or_global(b) || b == &scratch_sym)
-    add(a->w, &a->nw, b);
-}
-
-static void expr_reads(access *a, const tl_expr *x) {
-  if (!x)
-    return;
-  if (x->kind == E_INDEX)
-    reads(a, x->sym);
-  for (int i = 0; i < x->nargs; i++)
-    expr_reads(a, x->args[i]);
-}
-
-static void region_reads(access *a, const tl_region *r) {
-  for (int d = 0; r && d < r->ndim; d++)
-    expr_reads(a, r->lo[d]);
-}
-
-static void collect(access *a, const tl_stmt *s);
-static void collect_body(access *a, const tl_body *b) {
-  for (int i = 0; i < b->n; i++)
-    collect(a, b->items[i]);
-}
-
-static void collect(access *a, const tl_stmt *s) {
-  expr_reads(a, s->value);
-  expr_reads(a, s->start);
-  expr_reads(a, s->extent);
-  expr_reads(a, s->step);
-  region_reads(a, s->src);
-  region_reads(a, s->dst);
-  switch (s->kind) {
-  case S_COPY:
-  case S_ATOMIC_ADD:
-    if (s->src)
-      reads(a, s->src->sym);
-    writes(a, s->dst->sym);
-    break;
-  case S_FILL:
-    writes(a, s->dst->sym);
-    break;
-  case S_GEMM:
-    reads(a, s->A);
-    reads(a, s->B);
-    reads(a, s->C);
-    writes(a, s->C);
-    break;
-  case S_REDUCE:
-  case S_CUMSUM:
-    reads(a, s->src->sym);
-    reads(a, s->dst->sym);
-    writes(a, s->dst->sym);
-    if (s->src->sym->in_regs && !rows_in_quads(s)) {
-      reads(a, &scratch_sym);
-      writes(a, &scratch_sym);
-    }
-    break;
-  case S_ASSIGN:
-    if (s->lhs->kind == E_INDEX) {
-      writes(a, s->lhs->sym);
-      for (int i = 0; i < s->lhs->nargs; i++)
-        expr_reads(a, s->lhs->args[i]);
-    }
-    break;
-  default:
-    break;
-  }
-  collect_body(a, &s->body);
-  collect_body(a, &s->else_body);
-}
-
-static bool in_list(const tl_sym *const *l, int n, const tl_sym *b) {
-  for (int i = 0; i < n; i++)
-    if (l[i] == b)
-      return true;
-  return false;
-}
-
-static bool conflicts(const access *pend, const access *a) {
-  for (int i = 0; i < a->nr; i++)
-    if (in_list(pend->w, pend->nw, a->r[i]))
-      return true;
-  for (int i = 0; i < a->nw; i++)
-    if (in_list(pend->w, pend->nw, a->w[i]) || in_list(pend->r, pend->nr, a->w[i]))
-      return true;
-  return false;
-}
-
-static void merge(access *into, const access *a) {
-  for (int i = 0; i < a->nr; i++)
-    add(into->r, &into->nr, a->r[i]);
-  for (int i = 0; i < a->nw; i++)
-    add(into->w, &into->nw, a->w[i]);
-}
-
+/* ---- statements (the barriers: pass_barrier.c) ------------------------------------------- */
 static void barrier_line(E *e) {
-  if (e->wgmma)
+  if (e->prog->fence_async)
     line(e, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
   line(e, "%s", e->d->barrier);
-}
-
-static void barrier(E *e) {
-  barrier_line(e);
-  e->pend.nr = e->pend.nw = 0;
 }
 
 /* Emits one statement.  `uniform`: every thread of the block runs it (so a
  * barrier may be placed around it).  Statements under thread-dependent
  * control are handled as a whole by their uniform ancestor. */
 static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
-  access a = {0};
-  collect(&a, s);
-  if (uniform && !e->par && conflicts(&e->pend, &a))
-    barrier(e);
-  else if (!uniform && !e->par && conflicts(&e->pend, &a) && s->kind != S_IF && s->kind != S_LOOP) {
-    /* the enclosing uniform statement was separated from what came before,
-     * so this is a dependency inside thread-dependent control, where no
-     * barrier can be placed */
-    fail(e, s->pointer, "this statement uses shared or global memory written earlier under the same "
-                        "thread-dependent condition or loop, where no barrier can be placed; move it after the "
-                        "condition or loop");
-    return;
-  }
+  if (s->barrier_before)
+    barrier_line(e);
   switch (s->kind) {
   case S_ALLOC:
     if (s->sym->scope == SCOPE_LOCAL) {
@@ -2122,7 +1704,7 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
   case S_CUMSUM: op_cumsum(e, s); break;
   case S_ATOMIC_ADD: op_atomic_add(e, s); break;
   case S_PARALLEL: op_parallel(e, s); break;
-  case S_SYNC_THREADS: barrier(e); return;
+  case S_SYNC_THREADS: barrier_line(e); return;
   case S_ANNOTATE_LAYOUT:
   case S_USE_SWIZZLE:
     return; /* hints: no effect on results; used by later passes */
@@ -2132,13 +1714,10 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
       emit_body(e, take ? &s->body : &s->else_body, uniform);
       return;
     }
-    bool inner_uniform = uniform && !expr_varying(s->value);
-    access before = e->pend, after_then;
+    bool inner_uniform = uniform && !tl_expr_varying(s->value);
     line(e, "if ((%s) != 0) {", ex(e, s->value));
     e->indent++;
     emit_body(e, &s->body, inner_uniform);
-    after_then = e->pend;
-    e->pend = before;
     e->indent--;
     if (s->has_else && s->else_body.n) {
       line(e, "} else {");
@@ -2147,7 +1726,6 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
       e->indent--;
     }
     line(e, "}");
-    merge(&e->pend, &after_then);
     break;
   }
   case S_LOOP: {
@@ -2155,10 +1733,8 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
       emit_pipelined(e, s);
       return;
     }
-    bool inner_uniform = uniform && !expr_varying(s->start) && !expr_varying(s->extent) && !expr_varying(s->step);
+    bool inner_uniform = uniform && !tl_expr_varying(s->start) && !tl_expr_varying(s->extent) && !tl_expr_varying(s->step);
     int id = e->uid++;
-    access before = e->pend, body = {0};
-    collect_body(&body, &s->body);
     line(e, "{");
     e->indent++;
     line(e, "const long long tl_n%d = (long long)(%s);", id, ex(e, s->extent));
@@ -2170,19 +1746,15 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
     e->indent++;
     line(e, "const int %s = (int)(tl_s%d + tl_c%d * tl_d%d);", vname(e, s->var), id, id, id);
     emit_body(e, &s->body, inner_uniform);
-    /* the next iteration runs the body again: separate it from this one */
-    if (inner_uniform && conflicts(&e->pend, &body))
-      barrier(e);
+    if (s->barrier_end) /* the next iteration runs the body again */
+      barrier_line(e);
     e->indent--;
     line(e, "}");
     e->indent--;
     line(e, "}");
-    merge(&e->pend, &before); /* the loop may run no iteration */
     break;
   }
   }
-  if (uniform || !e->par)
-    merge(&e->pend, &a);
 }
 
 /* Points the shared buffers of a pipelined loop's prefetched copies at
@@ -2221,8 +1793,6 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   int64_t S = s->num_stages;
   int id = e->uid++;
   const char *var = vname(e, s->var);
-  if (e->pend.nr || e->pend.nw) /* the prologue writes stages that earlier code may still read */
-    barrier(e);
   line(e, "{");
   e->indent++;
   line(e, "const long long tl_n%d = (long long)(%s), tl_s%d = (long long)(%s);", id, ex(e, s->extent), id,
@@ -2259,8 +1829,6 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   line(e, "}");
   line(e, "const int %s = (int)(tl_s%d + tl_c%d);", var, id, id);
   stage_pointers(e, s, S("tl_c%d %% %" PRId64, id, S));
-  /* every iteration starts with the barrier above: nothing is pending */
-  e->pend.nr = e->pend.nw = 0;
   for (int i = 0; i < s->body.n && !e->failed; i++)
     if (!s->body.items[i]->prefetch)
       emit_stmt(e, s->body.items[i], true);
@@ -2269,7 +1837,7 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   line(e, "asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");");
   e->indent--;
   line(e, "}");
-  barrier(e);
+  barrier_line(e);
 }
 
 static void emit_body(E *e, const tl_body *b, bool uniform) {
@@ -2302,19 +1870,11 @@ char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err) {
   return tl_emit(a, prog, &tl_codegen_cuda, err);
 }
 
-static bool uses_wgmma(const tl_body *b) {
-  for (int i = 0; i < b->n; i++)
-    if ((b->items[i]->kind == S_GEMM && b->items[i]->use_wgmma) || uses_wgmma(&b->items[i]->body) ||
-        uses_wgmma(&b->items[i]->else_body))
-      return true;
-  return false;
-}
-
 char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_error *err) {
   E ee = {.a = a, .prog = prog, .err = err}, *e = &ee;
   e->d = cg->dialect == TL_DIALECT_HIP ? &dialect_hip : &dialect_cuda;
   e->T = prog->threads[0] * prog->threads[1] * prog->threads[2];
-  e->wgmma = uses_wgmma(&prog->body); /* use_mma too: op_gemm refuses it on HIP */
+  assert((prog->lowered & TL_RAN_ALL) == TL_RAN_ALL); /* pass_range, pass_barrier, pass_raster ran */
   put(e, e->d->prelude);
   put(e, "\n");
   /* signature: tensors as pointers, scalars by value, in params order */
@@ -2360,16 +1920,11 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
         line(e, "const long long g_%s_d%d = (long long)(%s); (void)g_%s_d%d;", s->name, d, ex(e, s->shape[d]), s->name, d);
   }
   const char *const *bid = e->d->bid, *const *nb = e->d->nblocks;
-  const tl_stmt *raster = NULL; /* use_swizzle at the top level of the body, enabled */
-  for (int i = 0; i < prog->body.n; i++)
-    if (prog->body.items[i]->kind == S_USE_SWIZZLE && prog->body.items[i]->enable)
-      raster = prog->body.items[i];
-  if (raster && prog->ngrid >= 2 && prog->block_vars[0] && prog->block_vars[1]) {
-    /* Block rasterization for L2 locality: walk stripes of `panel` block rows
-     * (or columns) column by column.  A bijection of the grid, so results do
-     * not change (blocks are independent). */
-    int64_t panel = raster->panel_size->val.i;
-    bool col = raster->order_column;
+  if (prog->raster_panel) {
+    /* block rasterization (pass_raster.c): stripes of `panel` block rows
+     * (or columns), walked column by column */
+    int64_t panel = prog->raster_panel;
+    bool col = prog->raster_column;
     line(e, "const unsigned tl_gx = %s, tl_gy = %s;", nb[col ? 1 : 0], nb[col ? 0 : 1]);
     line(e, "const unsigned tl_lin = %s + %s * %s;", bid[col ? 1 : 0], bid[col ? 0 : 1], nb[col ? 1 : 0]);
     line(e, "const unsigned tl_pan = tl_lin / (%" PRId64 "u * tl_gx), tl_rem = tl_lin %% (%" PRId64 "u * tl_gx);", panel, panel);
@@ -2385,7 +1940,6 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
         line(e, "const int %s = (int)%s;", vname(e, prog->block_vars[i]), bid[i]);
   }
   declare_buffers(e);
-  ranges(e);
   emit_body(e, &prog->body, true);
   e->indent--;
   line(e, "}");

@@ -417,11 +417,22 @@ tl_expr *tl_expr_copy(tl_arena *a, const tl_expr *e) {
 }
 
 /* ---- dumping the IR (tlc compile --dump PASS / --emit ir) ----------------------- */
-static void dump_region(FILE *f, tl_arena *a, const tl_region *r) {
+/* A region; after pass_range, a tensor's dimensions say whether their
+ * bounds guard is kept or proven unnecessary. */
+static void dump_region(FILE *f, tl_arena *a, const tl_region *r, bool ranged) {
   fprintf(f, "%s[", r->sym ? r->sym->name : r->name);
-  for (int d = 0; d < r->ndim; d++)
+  for (int d = 0; d < r->ndim; d++) {
     fprintf(f, "%s%s+:%lld", d ? ", " : "", r->lo[d] ? tl_expr_str(a, r->lo[d]) : "0", (long long)r->ext[d]);
+    if (ranged && r->sym && r->sym->kind == SYM_TENSOR)
+      fputs(r->inside[d] ? " (inside)" : " (guard)", f);
+  }
   fputs("]", f);
+}
+
+/* After pass_range: the range of a block, loop or let variable. */
+static void dump_range(FILE *f, const tl_sym *s, bool ranged) {
+  if (ranged && s->has_range)
+    fprintf(f, " in [%lld, %lld]", (long long)s->rlo, (long long)s->rhi);
 }
 
 static void dump_sym_place(FILE *f, const tl_sym *s) {
@@ -452,7 +463,8 @@ static void dump_sym_place(FILE *f, const tl_sym *s) {
 typedef struct {
   FILE *f;
   tl_arena *a;
-  int depth; /* of the statements being printed */
+  int depth;         /* of the statements being printed */
+  unsigned lowered;  /* the program's TL_RAN_* bits: which annotations to print */
 } dumper;
 
 /* Prints one statement's line (tl_walker.pre). */
@@ -460,6 +472,9 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
   dumper *d = user;
   FILE *f = d->f;
   tl_arena *a = d->a;
+  bool ranged = d->lowered & TL_RAN_RANGE;
+  if ((d->lowered & TL_RAN_BARRIER) && s->barrier_before)
+    fprintf(f, "%*sbarrier\n", d->depth * 2, "");
   fprintf(f, "%*s%s", d->depth * 2, "", tl_stmt_kind_name(s->kind));
   switch (s->kind) {
   case S_ALLOC:
@@ -471,6 +486,7 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     fprintf(f, " %s: %s", s->sym->name, tl_type_name(s->sym->type));
     if (s->value)
       fprintf(f, " = %s", tl_expr_str(a, s->value));
+    dump_range(f, s->sym, ranged);
     break;
   case S_COPY:
   case S_REDUCE:
@@ -479,10 +495,10 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
   case S_FILL:
     fputc(' ', f);
     if (s->src) {
-      dump_region(f, a, s->src);
+      dump_region(f, a, s->src, ranged);
       fputs(" -> ", f);
     }
-    dump_region(f, a, s->dst);
+    dump_region(f, a, s->dst, ranged);
     if (s->kind == S_FILL || (s->kind == S_ATOMIC_ADD && !s->src))
       fprintf(f, " = %s", tl_expr_str(a, s->value));
     if (s->kind == S_REDUCE || s->kind == S_CUMSUM)
@@ -507,6 +523,7 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
             tl_expr_str(a, s->extent), tl_expr_str(a, s->step));
     if (s->loop_kind == LOOP_PIPELINED)
       fprintf(f, " num_stages %lld%s", (long long)s->num_stages, s->pipe ? " [software pipelined]" : "");
+    dump_range(f, s->var, ranged);
     break;
   }
   case S_IF:
@@ -525,13 +542,18 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
 /* A body is printed one level deeper, an else body after "else". */
 static void dump_enter(tl_stmt *s, int which, void *user) {
   dumper *d = user;
+  (void)s;
   if (which)
     fprintf(d->f, "%*selse\n", d->depth * 2, "");
   d->depth++;
 }
 
+/* After a loop's body: the barrier at the end of each iteration. */
 static void dump_leave(tl_stmt *s, int which, void *user) {
-  ((dumper *)user)->depth--;
+  dumper *d = user;
+  if (!which && (d->lowered & TL_RAN_BARRIER) && s->barrier_end)
+    fprintf(d->f, "%*sbarrier (end of each iteration)\n", d->depth * 2, "");
+  d->depth--;
 }
 
 void tl_dump_program(const tl_program *prog, void *fp) {
@@ -554,7 +576,22 @@ void tl_dump_program(const tl_program *prog, void *fp) {
     }
     fputc('\n', f);
   }
+  if (prog->lowered & TL_RAN_RANGE)
+    for (int i = 0; i < 3; i++)
+      if (prog->block_vars[i]) {
+        fprintf(f, "block var %s", prog->block_vars[i]->name);
+        dump_range(f, prog->block_vars[i], true);
+        fputc('\n', f);
+      }
+  if (prog->lowered & TL_RAN_BARRIER)
+    fprintf(f, "barriers: marked 'barrier' below%s\n",
+            prog->fence_async ? ", each after fence.proxy.async (a gemm runs on wgmma)" : "");
+  if ((prog->lowered & TL_RAN_RASTER) && prog->raster_panel)
+    fprintf(f, "blocks: rasterized in stripes of %lld block %s\n", (long long)prog->raster_panel,
+            prog->raster_column ? "columns" : "rows");
+  else if (prog->lowered & TL_RAN_RASTER)
+    fputs("blocks: in grid order\n", f);
   static const tl_walker w = {.pre = dump_stmt, .enter_body = dump_enter, .leave_body = dump_leave};
-  dumper d = {.f = f, .a = a};
+  dumper d = {.f = f, .a = a, .lowered = prog->lowered};
   tl_walk((tl_body *)&prog->body, &w, &d); /* the walk changes nothing */
 }

@@ -159,8 +159,8 @@ typedef struct tl_sym {
                                   chunks (tl_swz in prelude_cuda.h) */
   int64_t stages;              /* after pass_pipeline: copies of a shared buffer that a pipelined
                                   loop rotates through (1 when not pipelined) */
-  bool has_range;              /* emit_cuda.c: the value of a block, loop or let variable lies in
-                                  [rlo, rhi] */
+  bool has_range;              /* after pass_range: the value of a block, loop or let variable
+                                  lies in [rlo, rhi] */
   int64_t rlo, rhi;
 } tl_sym;
 
@@ -172,8 +172,8 @@ typedef struct tl_sym {
 enum { TL_LAYOUT_BLOCKED, TL_LAYOUT_MMA, TL_LAYOUT_MMA_ROWS, TL_LAYOUT_MFMA, TL_LAYOUT_WMMA, TL_LAYOUT_WMMA_GFX12 };
 
 /* The AMD matrix-core layouts (HIP targets only; pass_place.c chooses them,
- * emit_cuda.c lowers them).  All cover a grid of mma_wm x mma_wn
- * wavefronts (wavefront w = t / W at (w / mma_wn, w % mma_wn)), each
+ * amd_layout.c describes them, emit_cuda.c lowers them).  All cover a grid
+ * of mma_wm x mma_wn wavefronts (wavefront w = t / W at (w / mma_wn, w % mma_wn)), each
  * holding mma_mi x mma_ni tiles of 16 x 16; local index r is tile
  * r / E, (r / E) / mma_ni down and (r / E) % mma_ni across, item r % E:
  *   TL_LAYOUT_MFMA: the accumulator of v_mfma_f32_16x16x16{f16,bf16_1k}
@@ -187,7 +187,7 @@ enum { TL_LAYOUT_BLOCKED, TL_LAYOUT_MMA, TL_LAYOUT_MMA_ROWS, TL_LAYOUT_MFMA, TL_
  *     8 * (l / 16) + v, column l % 16.
  * tl_amd_frag_map is the one description of these maps: the emitter prints
  * it and the tests evaluate it.  The instructions' lane maps are AMD's
- * (its matrix instruction calculator; emit_cuda.c lists the sources by
+ * (its matrix instruction calculator; amd_layout.c lists the sources by
  * tl_amd_operand_map and tests/unit/test_amd_layouts.c checks against
  * them). */
 
@@ -203,11 +203,15 @@ typedef struct tl_amd_coord {
   tl_amd_term t[8];
 } tl_amd_coord;
 /* True for the AMD matrix-core layouts (TL_LAYOUT_MFMA, TL_LAYOUT_WMMA,
- * TL_LAYOUT_WMMA_GFX12) (emit_cuda.c). */
+ * TL_LAYOUT_WMMA_GFX12) (amd_layout.c, like every tl_amd_ function here). */
 bool tl_amd_layout(int layout);
+/* The lanes of a wavefront of such a layout (64 for MFMA, 32 for WMMA) and
+ * the accumulator items each lane holds per 16 x 16 tile (4 or 8). */
+int tl_amd_layout_wave(int layout);
+int tl_amd_layout_items(int layout);
 /* The row and column of the element that thread t holds at local index r
  * of fragment s (in_regs, reg_layout one of tl_amd_layout's; asserts
- * otherwise) (emit_cuda.c). */
+ * otherwise). */
 void tl_amd_frag_map(const tl_sym *s, tl_amd_coord *row, tl_amd_coord *col);
 /* The origin (top left element) of the 16 x 16 tile holding local index r
  * of thread t: the part of tl_amd_frag_map that the gemm lowering also uses
@@ -268,6 +272,11 @@ struct tl_expr {
   tl_dtype dtype_arg;  /* checked: E_CALL of infinity/max_value/min_value/cast/reinterpret */
   int nargs;
   tl_expr **args;
+  /* after pass_range (integer expressions only) */
+  bool has_range;      /* the value lies in [rlo, rhi] whatever the run-time values */
+  int64_t rlo, rhi;
+  bool no_wrap;        /* a signed +, - or * whose result provably fits its type: printed as
+                          plain arithmetic instead of the wrapping form */
 };
 
 /* ---- regions ----------------------------------------------------------------- */
@@ -289,6 +298,10 @@ typedef struct tl_region {
   tl_expr *w_lo[TL_MAX_DIMS], *w_hi[TL_MAX_DIMS];
   int w_col[TL_MAX_DIMS];
   bool whole;          /* written as a bare name */
+  /* after pass_range, for a tensor's region: dimension d provably lies inside the tensor
+   * (its start's range plus the extent within a constant dimension), so its bounds guard
+   * is dropped; a dimension not proven keeps its guard */
+  bool inside[TL_MAX_DIMS];
 } tl_region;
 
 /* ---- statements ---------------------------------------------------------- */
@@ -475,6 +488,8 @@ struct tl_stmt {
   bool async_copy;     /* after pass_pipeline: a global -> shared copy in 16-byte cp.async chunks */
   bool prefetch;       /* after pass_pipeline: issued ahead by its pipelined loop */
   bool pipe;           /* after pass_pipeline: a pipelined loop with prefetched copies */
+  bool barrier_before; /* after pass_barrier: a block barrier goes just before the statement */
+  bool barrier_end;    /* after pass_barrier: a serial loop ends each iteration with a barrier */
 
   /* loops */
   tl_loop_kind loop_kind;
@@ -540,7 +555,19 @@ typedef struct tl_program {
   int64_t smem_bytes;    /* dynamic shared memory of one block */
   int64_t scratch_offset, scratch_bytes; /* shared scratch for cross-thread exchanges */
   int max_registers;     /* compile option: registers per thread (0: the toolchain's choice) */
+  /* after pass_barrier */
+  bool fence_async;      /* some gemm runs on wgmma: every barrier is preceded by
+                            fence.proxy.async, making the threads' shared-memory writes
+                            visible to it */
+  /* after pass_raster: block rasterization (use_swizzle) */
+  int64_t raster_panel;  /* stripes of this many block rows (columns); 0: blocks in grid order */
+  bool raster_column;    /* stripes of block columns, walked row by row */
+  unsigned lowered;      /* the analyses of pass.h that ran (TL_RAN_ bits); tl_emit needs all */
 } tl_program;
+
+/* The analyses between pass_pipeline and the emitter (pass.h), as bits of
+ * tl_program.lowered. */
+enum { TL_RAN_RANGE = 1, TL_RAN_BARRIER = 2, TL_RAN_RASTER = 4, TL_RAN_ALL = 7 };
 
 /* A constant override: -D NAME=VALUE on the command line, or one member of
  * a compile request's "constants".  value is JSON text of a number or a

@@ -61,11 +61,32 @@ void tl_pass_smem(tl_program *prog);
  * into the program; *err has the first (TL_UNSUPPORTED or TL_LIMIT). */
 tl_status tl_check_target(const tl_program *prog, const tl_target *t, tl_diags *diags, tl_error *err);
 
-/* emit_cuda.c: the CUDA C text of a placed program (self-contained: no
- * includes).  Returns NULL with *err set for constructs it cannot lower. */
+/* pass_range.c: value ranges of the integer expressions, and which bounds
+ * guards of global accesses they prove unnecessary (annotations on the
+ * symbols, expressions and regions; ir.h). */
+void tl_pass_range(tl_program *prog);
+/* pass_barrier.c: where the block barriers go (tl_stmt.barrier_before,
+ * barrier_end; tl_program.fence_async).  TL_UNSUPPORTED, with the
+ * statement's pointer, for a statement that depends on shared or global
+ * memory written earlier under the same thread-dependent control. */
+tl_status tl_pass_barrier(tl_program *prog, tl_error *err);
+/* Does reduction s (by rows) end in the row registers of its destination
+ * straight from the quads' shuffles, with no exchange through the scratch
+ * (pass_barrier.c)? */
+bool tl_reduce_in_quads(const tl_stmt *s);
+/* May x differ between the threads of a block (thread_binding, alloc_var
+ * values, local buffers) (pass_barrier.c)? */
+bool tl_expr_varying(const tl_expr *x);
+/* pass_raster.c: the order of the blocks for use_swizzle
+ * (tl_program.raster_panel, raster_column). */
+void tl_pass_raster(tl_program *prog);
+/* emit_cuda.c: the CUDA C text of a program placed, pipelined and lowered
+ * (pass_range, pass_barrier, pass_raster) for tl_codegen_cuda (self-contained: no includes).
+ * Returns NULL with *err set for constructs it cannot lower.  It only
+ * prints: every decision is an annotation of the passes. */
 char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err);
 /* The text in cg's dialect (CUDA C, or HIP C for AMD targets), of a
- * program placed and pipelined for the same cg. */
+ * program placed, pipelined and lowered for the same cg. */
 char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_error *err);
 
 #endif

@@ -28,7 +28,7 @@
 static const char usage[] =
     "usage: tlc check PROGRAM.json [-D NAME=VALUE]...\n"
     "       tlc compile PROGRAM.json --target TARGET [-D NAME=VALUE]... [-o FILE]\n"
-    "               [--emit cuda|ptx|cubin|hip|hsaco|meta|ir] [--dump check|place|pipeline]\n"
+    "               [--emit cuda|ptx|cubin|hip|hsaco|meta|ir] [--dump STAGE]\n"
     "       tlc run PROGRAM.json (--interpret | --device cuda[:N] [--target T] [--time N]) [-D NAME=VALUE]...\n"
     "               [--arg NAME=VALUE]... [--in NAME=FILE.npy]... [--out NAME=FILE.npy]...\n"
     "       tlc targets\n"
@@ -40,9 +40,10 @@ static const char usage[] =
     "           see 'tlc targets'); --emit cubin (default for sm_*), ptx (default for compute_*)\n"
     "           or hsaco (default for gfx*) writes the binary to -o FILE (default\n"
     "           NAME.TARGET.cubin / .ptx / .hsaco); cuda or hip and meta print the generated\n"
-    "           CUDA C or HIP C or the metadata JSON (to -o FILE or standard output); ir prints the\n"
-    "           program as the code generator sees it; --dump STAGE prints it after that\n"
-    "           stage of the pipeline on standard error\n"
+    "           CUDA C or HIP C (without running the toolchain) or the metadata JSON (to -o FILE\n"
+    "           or standard output); ir prints the program as the code generator sees it;\n"
+    "           --dump STAGE prints it after that stage of the pipeline on standard error\n"
+    "           (the stages: tlc compile --help)\n"
     "run        run a program on the CPU with the reference interpreter (--interpret), or\n"
     "           compile it for the GPU found and run it there (--device cuda, cuda:N; --target T\n"
     "           builds for T instead, e.g. compute_75 to run sm_75's code paths as PTX); --time N\n"
@@ -89,6 +90,26 @@ static bool split_kv(const char *s, kv *out) {
   out->name = name;
   out->value = eq + 1;
   return true;
+}
+
+static bool stage_known(const char *name) {
+  for (const tl_stage_info *st = tl_compile_stages; st->name; st++)
+    if (strcmp(st->name, name) == 0)
+      return true;
+  return false;
+}
+
+/* tlc compile --help: the command's usage and the stages --dump takes. */
+static int compile_help(void) {
+  printf("usage: tlc compile PROGRAM.json --target TARGET [-D NAME=VALUE]... [-o FILE]\n"
+         "               [--emit cuda|ptx|cubin|hip|hsaco|meta|ir] [--dump STAGE]\n"
+         "\n"
+         "--emit ir prints the program after the last stage; --dump STAGE prints it after\n"
+         "STAGE on standard error.  The stages, in pipeline order (then the emitter, then\n"
+         "the toolchain):\n");
+  for (const tl_stage_info *st = tl_compile_stages; st->name; st++)
+    printf("  %-10s %s\n", st->name, st->what);
+  return 0;
 }
 
 static int parse_options(int argc, char **argv, options *o) {
@@ -152,8 +173,13 @@ static int parse_options(int argc, char **argv, options *o) {
     return usage_error("'%s' does not take --arg, --in, --out, --interpret or --device", o->cmd);
   if (!compile && (o->output || o->emit || o->dump || (o->target && !o->device)))
     return usage_error("'%s' does not take -o, --emit or --dump, nor --target without --device", o->cmd);
-  if (o->dump && strcmp(o->dump, "check") && strcmp(o->dump, "place") && strcmp(o->dump, "pipeline"))
-    return usage_error("--dump %s: the stages are check, place and pipeline", o->dump);
+  if (o->dump && !stage_known(o->dump)) {
+    fprintf(stderr, "tlc: --dump %s: the stages are", o->dump);
+    for (const tl_stage_info *st = tl_compile_stages; st->name; st++)
+      fprintf(stderr, "%s %s", st == tl_compile_stages ? "" : st[1].name ? "," : " and", st->name);
+    fprintf(stderr, "\n(see tlc compile --help)\n");
+    return 2;
+  }
   if (run && !o->interpret == !o->device)
     return usage_error("%s", "'run' needs exactly one of --interpret and --device cuda[:N]");
   if (compile && !o->target)
@@ -291,13 +317,20 @@ typedef struct {
   FILE *ir_out;
 } dump_ctx;
 
+static const char *last_stage(void) {
+  const tl_stage_info *st = tl_compile_stages;
+  while (st[1].name)
+    st++;
+  return st->name;
+}
+
 static void dump_stage(void *user, const char *stage, const tl_program *prog) {
   dump_ctx *d = user;
   if (d->o->dump && strcmp(d->o->dump, stage) == 0) {
     fprintf(stderr, "# IR after %s\n", stage);
     tl_dump_program(prog, stderr);
   }
-  if (d->ir_out && strcmp(stage, "pipeline") == 0)
+  if (d->ir_out && strcmp(stage, last_stage()) == 0)
     tl_dump_program(prog, d->ir_out);
 }
 
@@ -313,7 +346,9 @@ static tl_status compile_with(const options *o, const char *text, size_t len, co
     return TL_IO;
   }
   tl_compile_request req = {.program = text, .program_len = len, .defines = defs, .ndefines = o->ndefs,
-                            .target = target, .dump = dump_stage, .dump_user = &dc};
+                            .target = target, .dump = dump_stage, .dump_user = &dc,
+                            /* the source and the IR need no toolchain run */
+                            .source_only = o->emit && (ir || strcmp(o->emit, "cuda") == 0 || strcmp(o->emit, "hip") == 0)};
   tl_diags d = {.arena = arena};
   tl_error err;
   tl_status st = tl_compile(&req, out, &d, &err);
@@ -685,6 +720,8 @@ int main(int argc, char **argv) {
   o.cmd = argv[1];
   if (strcmp(o.cmd, "check") != 0 && strcmp(o.cmd, "run") != 0 && strcmp(o.cmd, "compile") != 0)
     return usage_error("unknown command '%s'; the commands are check, compile, run and targets", o.cmd);
+  if (strcmp(o.cmd, "compile") == 0 && argc == 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0))
+    return compile_help();
   int rc = parse_options(argc, argv, &o);
   if (rc == 0)
     rc = strcmp(o.cmd, "check") == 0 ? cmd_check(&o) : strcmp(o.cmd, "compile") == 0 ? cmd_compile(&o) : cmd_run(&o);

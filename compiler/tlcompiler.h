@@ -54,9 +54,17 @@ typedef struct tl_build {
   double compile_ms;   /* wall time of the whole compile */
 } tl_build;
 
-/* Called after a stage of the pipeline ("check", "place", "pipeline") with
+/* Called after a stage of the pipeline (a name of tl_compile_stages) with
  * the program as it stands (tl_dump_program prints it); for tools. */
 typedef void (*tl_dump_fn)(void *user, const char *stage, const tl_program *prog);
+
+/* The stages of tl_compile that a dump may follow, in pipeline order,
+ * ended by an entry whose name is NULL: check, place, pipeline, range,
+ * barrier, raster; `what` says in a few words what the stage decides. */
+typedef struct tl_stage_info {
+  const char *name, *what;
+} tl_stage_info;
+extern const tl_stage_info tl_compile_stages[];
 
 /* One compile request.  options_json may be NULL or a JSON object text
  * (recognized keys are listed in proto/; unknown keys are an error). */
@@ -69,6 +77,8 @@ typedef struct tl_compile_request {
   const char *options_json;
   tl_dump_fn dump;          /* may be NULL */
   void *dump_user;
+  bool source_only;         /* stop after generating the source: the build has target, key, manifest
+                               and source, no binary, artifact or metadata (tlc --emit cuda|hip|ir) */
 } tl_compile_request;
 
 /* Parses and checks the program and computes the build key and manifest

@@ -1,6 +1,8 @@
 #!/bin/sh
 # tests/sh/tlc_ir.sh - `tlc compile --emit ir` and `--dump STAGE` show what
-# the passes decided: the GEMM example's gemm on the matrix cores, its tile
+# the passes decided (every stage of `tlc compile --help` dumps; range shows
+# the ranges and each tensor guard kept or proven, barrier the barriers,
+# raster the blocks' order): the GEMM example's gemm on the matrix cores, its tile
 # copies as cp.async prefetched by a software-pipelined loop, its fragment
 # in registers; wgmma for a gemm of 8 warps and 64-wide K tiles on sm_90a
 # (mma.sync elsewhere); FlashAttention's P packed in registers; and a
@@ -67,4 +69,33 @@ printf '%s\n' "$dump" | grep -qF "[cp.async" && fail "--dump place shows cp.asyn
 [ $? -eq 2 ] || fail "--dump with an unknown stage must exit 2"
 "$TLC" run examples/gemm.json --interpret --target sm_75 >/dev/null 2>&1
 [ $? -eq 2 ] || fail "run --target without --device must exit 2"
+# every stage `tlc compile --help` lists can be dumped, in pipeline order
+stages=$("$TLC" compile --help | awk '/^  [a-z]+ /{print $1}')
+[ "$(echo $stages)" = "check place pipeline range barrier raster" ] || fail "tlc compile --help lists: $(echo $stages)"
+dumps=$(for s in $stages; do "$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --dump $s 2>&1 >/dev/null |
+        head -1; done)
+[ "$dumps" = "$(for s in $stages; do echo "# IR after $s"; done)" ] || fail "not every stage dumps: $dumps"
+# range: the variables' ranges, and each guard of a tensor access kept or proven
+dump=$("$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --dump range 2>&1 >/dev/null)
+for want in "block var bx in [0, 31]" "loop pipelined k in range(0, +128, step 1) num_stages 3 [software pipelined] in [0, 127]" \
+            "copy A[(by * 128)+:128 (inside), (k * 32)+:32 (inside)] -> A_shared"; do
+  printf '%s\n' "$dump" | grep -qF -- "$want" || fail "--dump range lacks: $want"
+done
+printf '%s\n' "$dump" | grep -q "^ *barrier" && fail "--dump range shows barriers (decided by the later barrier stage)"
+dump=$("$TLC" compile tests/golden/scale_add.json --target sm_80 --emit cuda --dump range 2>&1 >/dev/null)
+printf '%s\n' "$dump" | grep -qF "copy x[(bx * 256)+:256 (guard)] -> xr" || fail "a guard of a dynamic shape is not kept"
+# barrier: before the gemm that reads B_shared written by the parallel loop
+dump=$("$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --dump barrier 2>&1 >/dev/null)
+printf '%s\n' "$dump" | grep -B1 "gemm A_shared x B_shared" | head -1 | grep -q "^ *barrier$" ||
+  fail "--dump barrier shows no barrier before the gemm"
+printf '%s\n' "$dump" | grep -qF "blocks: " && fail "--dump barrier shows the raster (decided later)"
+dump=$("$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 --target sm_90a --emit cuda --dump barrier 2>&1 >/dev/null)
+printf '%s\n' "$dump" | grep -qF "barriers: marked 'barrier' below, each after fence.proxy.async" || fail "wgmma's fence is not shown"
+# raster: use_swizzle's stripes, or the grid order
+dump=$("$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
+printf '%s\n' "$dump" | grep -qF "blocks: rasterized in stripes of 10 block rows" || fail "--dump raster lacks the stripes"
+dump=$("$TLC" compile examples/gemm.json --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
+printf '%s\n' "$dump" | grep -qF "blocks: in grid order" || fail "--dump raster of gemm.json is not the grid order"
+"$TLC" compile examples/gemm.json --target sm_80 --dump lowering 2>&1 >/dev/null | grep -qF "the stages are check, place, pipeline, range, barrier and raster" ||
+  fail "a wrong --dump does not list the stages"
 echo "tlc_ir: ok"

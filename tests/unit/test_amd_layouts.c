@@ -15,7 +15,7 @@
  *     (k / 2) % 2, half k % 2 (item = 2 * VGPR + half); C/D holds
  *     D[8 * (l / 16) + v][l % 16].
  * Source: AMD's matrix instruction calculator
- * (github.com/ROCm/amd_matrix_instruction_calculator; emit_cuda.c, above
+ * (github.com/ROCm/amd_matrix_instruction_calculator; amd_layout.c, above
  * tl_amd_operand_map, lists the other sources that agree).  Some of its
  * output is copied below as printed (`matrix_calculator.py --architecture
  * ARCH --instruction INSTR --wavefront W --matrix-layout -A|-B|-D --csv`,
