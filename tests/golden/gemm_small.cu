@@ -133,8 +133,8 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
     for (int tl_r = 0; tl_r < 32; tl_r++) {
       const int tl_e = (int)((((unsigned)tl_tid / 32u / 2u) * 32u + ((unsigned)(tl_r) / 16u) * 16u + ((unsigned)tl_tid % 32u) / 4u + (((unsigned)(tl_r) % 4u) / 2u) * 8u) * 64u + ((unsigned)tl_tid / 32u % 2u) * 32u + (((unsigned)(tl_r) / 4u) % 4u) * 8u + ((unsigned)tl_tid % 4u) * 2u + ((unsigned)(tl_r) % 2u));
       {
-        const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
-        const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 64u); (void)tl_q0;
+        const int tl_q1 = (int)(((unsigned)tl_tid / 32u % 2u) * 32u + (((unsigned)(tl_r) / 4u) % 4u) * 8u + ((unsigned)tl_tid % 4u) * 2u + ((unsigned)(tl_r) % 2u)); (void)tl_q1;
+        const int tl_q0 = (int)(((unsigned)tl_tid / 32u / 2u) * 32u + ((unsigned)(tl_r) / 16u) * 16u + ((unsigned)tl_tid % 32u) / 4u + (((unsigned)(tl_r) % 4u) / 2u) * 8u); (void)tl_q0;
         r_C_local[tl_r] = tl_v;
       }
     }
@@ -234,9 +234,8 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
   #pragma unroll
   for (int tl_r = 0; tl_r < 32; tl_r += 2) {
     const unsigned tl_pair = (unsigned)tl_f2h(tl_rh(r_C_local[tl_r])) | ((unsigned)tl_f2h(tl_rh(r_C_local[tl_r + 1])) << 16);
-    const int tl_e = (int)((((unsigned)tl_tid / 32u / 2u) * 32u + ((unsigned)(tl_r) / 16u) * 16u + ((unsigned)tl_tid % 32u) / 4u + (((unsigned)(tl_r) % 4u) / 2u) * 8u) * 64u + ((unsigned)tl_tid / 32u % 2u) * 32u + (((unsigned)(tl_r) / 4u) % 4u) * 8u + ((unsigned)tl_tid % 4u) * 2u + ((unsigned)(tl_r) % 2u));
-    const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
-    const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 64u); (void)tl_q0;
+    const int tl_q1 = (int)(((unsigned)tl_tid / 32u % 2u) * 32u + (((unsigned)(tl_r) / 4u) % 4u) * 8u + ((unsigned)tl_tid % 4u) * 2u + ((unsigned)(tl_r) % 2u)); (void)tl_q1;
+    const int tl_q0 = (int)(((unsigned)tl_tid / 32u / 2u) * 32u + ((unsigned)(tl_r) / 16u) * 16u + ((unsigned)tl_tid % 32u) / 4u + (((unsigned)(tl_r) % 4u) / 2u) * 8u); (void)tl_q0;
     if (true) *(unsigned *)&g_C[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_C_d1 + ((long long)(((int)(v_bx * ((int)64LL)))) + tl_q1)] = tl_pair;
   }
 }
