@@ -680,6 +680,18 @@ static const char *coord_str(E *e, const tl_amd_coord *c, const char *x, const c
   return out ? S("(%s)", out) : "0u";
 }
 
+/* The row and the column of the element that thread tl_tid holds at local
+ * index `r` of register fragment s of the mma layout. */
+static void mma_row_col(E *e, const tl_sym *s, const char *r, const char **row, const char **col) {
+  int64_t wm_rows = s->mma_mi * 16, wn_cols = s->mma_ni * 8;
+  *row = S("((unsigned)tl_tid / 32u / %du) * %" PRId64 "u + ((unsigned)(%s) / %" PRId64 "u) * 16u + "
+           "((unsigned)tl_tid %% 32u) / 4u + (((unsigned)(%s) %% 4u) / 2u) * 8u",
+           s->mma_wn, wm_rows, r, s->mma_ni * 4, r);
+  *col = S("((unsigned)tl_tid / 32u %% %du) * %" PRId64 "u + (((unsigned)(%s) / 4u) %% %" PRId64 "u) * 8u + "
+           "((unsigned)tl_tid %% 4u) * 2u + ((unsigned)(%s) %% 2u)",
+           s->mma_wn, wn_cols, r, s->mma_ni, r);
+}
+
 /* Opens a loop over the elements a thread handles: the owner's elements of
  * register fragment `owner` (flat index tl_e, local index tl_r), or every
  * T-th of `total` elements.  Close with close_loop. */
@@ -690,12 +702,9 @@ static const char *elem_of(E *e, const tl_sym *s, const char *r) {
     return S("(int)(((unsigned)tl_tid / 32u) * %" PRId64 "u + ((unsigned)(%s) / 2u) * 16u + ((unsigned)tl_tid %% 32u) / 4u "
              "+ ((unsigned)(%s) %% 2u) * 8u)", s->mma_mi * 16, r, r);
   if (s->reg_layout == TL_LAYOUT_MMA) {
-    int64_t wm_rows = s->mma_mi * 16, wn_cols = s->mma_ni * 8, n = s->dims[1];
-    return S("(int)((((unsigned)tl_tid / 32u / %du) * %" PRId64 "u + ((unsigned)(%s) / %" PRId64 "u) * 16u + "
-             "((unsigned)tl_tid %% 32u) / 4u + (((unsigned)(%s) %% 4u) / 2u) * 8u) * %" PRId64 "u + ((unsigned)tl_tid / 32u "
-             "%% %du) * %" PRId64 "u + (((unsigned)(%s) / 4u) %% %" PRId64 "u) * 8u + ((unsigned)tl_tid %% 4u) * 2u + "
-             "((unsigned)(%s) %% 2u))",
-             s->mma_wn, wm_rows, r, s->mma_ni * 4, r, n, s->mma_wn, wn_cols, r, s->mma_ni, r);
+    const char *row, *col;
+    mma_row_col(e, s, r, &row, &col);
+    return S("(int)((%s) * %" PRId64 "u + %s)", row, s->dims[1], col);
   }
   if (tl_amd_layout(s->reg_layout)) {
     tl_amd_coord row, col;
@@ -739,6 +748,33 @@ static void close_loop(E *e, const tl_sym *owner) {
   }
 }
 
+/* The indices, over extents ext, of the element at local index tl_r of
+ * register fragment owner: its row and column read off the mma layout when
+ * ext is the fragment's shape, else NULL.  Decoding tl_e instead gives the
+ * same numbers, but NVVM cannot undo the / and % of a flat index built from
+ * thread and register parts, and in fully unrolled loops that arithmetic
+ * was most of the compile (bench/compile.md: the GEMM's NVRTC time -40%). */
+static const char **owned_idx(E *e, const tl_sym *owner, const int64_t *ext, int n, const char *base) {
+  if (!owner || owner->reg_layout != TL_LAYOUT_MMA || owner->ndim != 2 || n != 2 || ext[0] != owner->dims[0] ||
+      ext[1] != owner->dims[1])
+    return NULL;
+  const char *row, *col;
+  mma_row_col(e, owner, "tl_r", &row, &col);
+  const char **v = tl_arena_alloc(e->a, sizeof(char *) * 3);
+  v[0] = S("%s0", base);
+  v[1] = S("%s1", base);
+  line(e, "const int %s = (int)(%s); (void)%s;", v[1], col, v[1]);
+  line(e, "const int %s = (int)(%s); (void)%s;", v[0], row, v[0]);
+  return v;
+}
+
+/* The indices, over extents ext, of the element a loop of open_loop(e,
+ * owner, ...) is at. */
+static const char **loop_idx(E *e, const tl_sym *owner, const int64_t *ext, int n, const char *base) {
+  const char **v = owned_idx(e, owner, ext, n, base);
+  return v ? v : decode(e, "tl_e", ext, n, base);
+}
+
 static const tl_sym *reg_of(const tl_region *r) {
   return r && r->sym->kind == SYM_BUFFER && r->sym->scope == SCOPE_FRAGMENT && r->sym->in_regs ? r->sym : NULL;
 }
@@ -747,7 +783,10 @@ static const tl_sym *reg_of(const tl_region *r) {
 static void barrier_line(E *e);
 /* A copy from a tensor into shared memory in 16-byte cp.async chunks
  * (pass_pipeline.c says when that is exact); a chunk outside the tensor is
- * zero-filled.  Waiting for it is the caller's business. */
+ * zero-filled.  Waiting for it is the caller's business.  The loop stays a
+ * loop: each trip is one 16-byte copy and indexes no registers, so
+ * unrolling it buys nothing at run time and costs NVVM and ptxas a copy of
+ * its index arithmetic per trip (bench/compile.md: GEMM PTX -25%). */
 static void emit_async_copy(E *e, const tl_stmt *s) {
   if (e->d != &dialect_cuda) {
     fail(e, s->pointer, "cp.async is NVIDIA's; the passes chose it for a HIP target");
@@ -759,8 +798,7 @@ static void emit_async_copy(E *e, const tl_stmt *s) {
   int n = squeezed(dst, ext);
   ext[n - 1] /= v;
   int64_t total = product(ext, n);
-  if (total / e->T <= 16)
-    line(e, "#pragma unroll");
+  line(e, "#pragma unroll 1");
   line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", total, e->T);
   e->indent++;
   const char **q = decode(e, "tl_e", ext, n, "tl_q");
@@ -823,8 +861,11 @@ static void op_copy_pairs(E *e, const tl_stmt *s) {
     line(e, "}");
     return;
   }
-  line(e, "const int tl_e = %s;", elem_of(e, f, "tl_r"));
-  const char **q = decode(e, "tl_e", ext, n, "tl_q");
+  const char **q = owned_idx(e, f, ext, n, "tl_q");
+  if (!q) {
+    line(e, "const int tl_e = %s;", elem_of(e, f, "tl_r"));
+    q = decode(e, "tl_e", ext, n, "tl_q");
+  }
   const char **idx = region_idx(e, s->dst, q);
   const char *st = S("*(unsigned *)&%s[%s] = tl_pair;", storage(e, d), offset(e, d, idx));
   if (d->kind == SYM_TENSOR)
@@ -850,7 +891,7 @@ static void op_copy(E *e, const tl_stmt *s) {
   int n = squeezed(dst, ext);
   const tl_sym *owner = reg_of(dst) ? reg_of(dst) : reg_of(src);
   open_loop(e, owner, product(ext, n));
-  const char **q = decode(e, "tl_e", ext, n, "tl_q");
+  const char **q = loop_idx(e, owner, ext, n, "tl_q");
   const char *v = read_elem(e, src->sym, region_idx(e, src, q), "tl_r");
   write_elem(e, dst->sym, region_idx(e, dst, q), "tl_r", conv(e, v, (tl_type)src->sym->dtype, (tl_type)dst->sym->dtype));
   close_loop(e, owner);
@@ -866,7 +907,7 @@ static void op_fill(E *e, const tl_stmt *s) {
   int n = squeezed(dst, ext);
   const tl_sym *owner = reg_of(dst);
   open_loop(e, owner, product(ext, n));
-  const char **q = decode(e, "tl_e", ext, n, "tl_q");
+  const char **q = loop_idx(e, owner, ext, n, "tl_q");
   write_elem(e, dst->sym, region_idx(e, dst, q), "tl_r", "tl_v");
   close_loop(e, owner);
   e->indent--;
@@ -1319,7 +1360,7 @@ static void partials_to_dst(E *e, const tl_stmt *s, tl_type acc, tl_reduce_type 
   int dn = squeezed(s->dst, dext);
   const tl_sym *owner = reg_of(s->dst);
   open_loop(e, owner, product(dext, dn));
-  const char **q = decode(e, "tl_e", dext, dn, "tl_q");
+  const char **q = loop_idx(e, owner, dext, dn, "tl_q");
   line(e, "%s tl_acc = tl_part[tl_e];", crep(acc));
   for (int w = 1; w < nparts; w++)
     line(e, "tl_acc = %s;", red_step(e, comb, acc, "tl_acc", S("tl_part[%d * %" PRId64 "LL + tl_e]", w, stride)));
@@ -1441,7 +1482,7 @@ static void op_reduce(E *e, const tl_stmt *s) {
   const tl_sym *owner = reg_of(s->dst);
   open_loop(e, owner, product(dext, dn));
   const char **oq = decode(e, "tl_e", oext, on, "tl_o");
-  const char **dq = decode(e, "tl_e", dext, dn, "tl_q");
+  const char **dq = loop_idx(e, owner, dext, dn, "tl_q");
   line(e, "%s tl_acc = %s;", crep(acc), red_identity(e, s->reduce_type, acc));
   line(e, "for (long long tl_k = 0; tl_k < %" PRId64 "LL; tl_k++) {", src->ext[s->dim]);
   e->indent++;
@@ -1483,7 +1524,7 @@ static void op_cumsum(E *e, const tl_stmt *s) {
   const tl_sym *owner = reg_of(dst);
   open_loop(e, owner, product(dext, dn));
   const char **full = decode(e, "tl_e", ext, src->ndim, "tl_f");
-  const char **dq = decode(e, "tl_e", dext, dn, "tl_q");
+  const char **dq = loop_idx(e, owner, dext, dn, "tl_q");
   line(e, "%s tl_acc = 0;", crep(acc));
   if (s->reverse)
     line(e, "for (long long tl_k = %s; tl_k < %" PRId64 "LL; tl_k++) {", full[s->dim], src->ext[s->dim]);
@@ -1539,7 +1580,7 @@ static void op_atomic_add(E *e, const tl_stmt *s) {
   if (!s->src)
     line(e, "const %s tl_v = %s;", crep((tl_type)d->dtype), conv(e, ex(e, s->value), s->value->type, (tl_type)d->dtype));
   open_loop(e, owner, product(ext, n));
-  const char **q = decode(e, "tl_e", ext, n, "tl_q");
+  const char **q = loop_idx(e, owner, ext, n, "tl_q");
   const char *v = "tl_v";
   if (s->src)
     v = conv(e, read_elem(e, s->src->sym, region_idx(e, s->src, q), "tl_r"), (tl_type)s->src->sym->dtype,
@@ -1604,7 +1645,7 @@ static void op_parallel(E *e, const tl_stmt *s) {
     ext[i] = s->extents[i]->val.i;
   const tl_sym *owner = body_owner(&s->body, s->nvars == 2);
   open_loop(e, owner, product(ext, s->nvars));
-  const char **q = decode(e, "tl_e", ext, s->nvars, "tl_p");
+  const char **q = loop_idx(e, owner, ext, s->nvars, "tl_p");
   for (int i = 0; i < s->nvars; i++)
     line(e, "const int %s = (int)%s;", vname(e, s->vars[i]), q[i]);
   const tl_stmt *saved = e->par;

@@ -74,10 +74,12 @@ struct tl_nvrtc {
   int narchs;
   int listed;
 
-  /* Filled once by probe() under lock, read-only afterwards. */
+  /* Filled under lock: one variant at a time by probe_variant (`tried`
+   * says which: bit 1 'a', bit 2 'f'), all of them by ensure_probed, after
+   * which (`probed`) they are read-only. */
   pthread_mutex_t lock;
   int probed;
-  unsigned char has_a[MAX_ARCHS], has_f[MAX_ARCHS];
+  unsigned char has_a[MAX_ARCHS], has_f[MAX_ARCHS], tried[MAX_ARCHS];
   char **targets;
   size_t ntargets;
 };
@@ -169,6 +171,18 @@ static tl_status build_targets(tl_nvrtc *h, tl_error *err) {
   return TL_OK;
 }
 
+/* Probes variant v ('a' or 'f') of architecture i unless done already;
+ * under h->lock. */
+static int probe_variant_locked(tl_nvrtc *h, int i, char v) {
+  unsigned char bit = v == 'a' ? 1 : 2, *has = v == 'a' ? h->has_a : h->has_f;
+  if (!(h->tried[i] & bit)) {
+    char name[TL_NVRTC_TARGET_MAX];
+    has[i] = (unsigned char)(h->archs[i] >= 90 && probe_target(h, target_name(0, h->archs[i], v, name, sizeof name)));
+    h->tried[i] |= bit;
+  }
+  return has[i];
+}
+
 /* Runs the probes once (see nvrtc.h): base architectures when NVRTC could
  * not list them, then the 'a' and 'f' variants of those >= 90. */
 static tl_status ensure_probed(tl_nvrtc *h, tl_error *err) {
@@ -184,11 +198,10 @@ static tl_status ensure_probed(tl_nvrtc *h, tl_error *err) {
       }
     }
     for (int i = 0; i < h->narchs; i++) {
-      h->has_a[i] = h->has_f[i] = 0;
-      if (h->archs[i] < 90)
-        continue;
-      h->has_a[i] = (unsigned char)probe_target(h, target_name(0, h->archs[i], 'a', name, sizeof name));
-      h->has_f[i] = (unsigned char)probe_target(h, target_name(0, h->archs[i], 'f', name, sizeof name));
+      if (!h->listed)
+        h->tried[i] = 0; /* the list was built just now */
+      probe_variant_locked(h, i, 'a');
+      probe_variant_locked(h, i, 'f');
     }
     st = build_targets(h, err);
     if (st == TL_OK)
@@ -198,21 +211,23 @@ static tl_status ensure_probed(tl_nvrtc *h, tl_error *err) {
   return st;
 }
 
-/* 1 if NVRTC accepts t.  Needs the probe only for variants, or when NVRTC
- * did not list its architectures. */
+/* 1 if NVRTC accepts t.  Needs the whole probe only when NVRTC did not
+ * list its architectures; a variant is probed alone (one empty compile, not
+ * the dozen of the whole probe: a fresh `tlc compile` pays only that). */
 static int accepts_target(tl_nvrtc *h, const tl_target *t) {
   if (t->vendor != TL_VENDOR_NVIDIA)
     return 0;
-  if ((t->variant || !h->listed) && ensure_probed(h, NULL) != TL_OK)
+  if (!h->listed && ensure_probed(h, NULL) != TL_OK)
     return 0;
   int i = arch_index(h, t->arch);
   if (i < 0)
     return 0;
-  if (t->variant == 'a')
-    return h->has_a[i];
-  if (t->variant == 'f')
-    return h->has_f[i];
-  return 1;
+  if (!t->variant)
+    return 1;
+  pthread_mutex_lock(&h->lock);
+  int ok = probe_variant_locked(h, i, t->variant);
+  pthread_mutex_unlock(&h->lock);
+  return ok;
 }
 
 int tl_nvrtc_accepts(tl_nvrtc *h, const char *target) {

@@ -21,10 +21,12 @@
  * sm_90a) and family-specific ('f', e.g. sm_100f) variants are not listed
  * by NVRTC, so they are found by probing: for every supported N >= 90 an
  * empty program is compiled for sm_Na and sm_Nf, and a variant is offered
- * (as sm_ and compute_) when that succeeds.  Probing is lazy -- done once
- * per handle, on the first tl_nvrtc_targets or the first compile for an
- * 'a'/'f' target -- and costs about 30 ms per accepted variant (0.3 s in
- * all with NVRTC 13.0, which accepts eleven).  Version rules were the
+ * (as sm_ and compute_) when that succeeds.  Probing is lazy and done
+ * once per handle and variant: a compile for an 'a'/'f' target (or
+ * tl_nvrtc_accepts) probes that one variant, tl_nvrtc_targets all the
+ * others; each costs about 20-30 ms (0.3 s for all of them with NVRTC 13.0,
+ * which accepts eleven), so a process that compiles for sm_90a pays one
+ * probe, not the whole list (bench/compile.md).  Version rules were the
  * alternative; they break each time NVIDIA renames an architecture (sm_101
  * became sm_110 in CUDA 13.0), a probe cannot.  The compute_Na/compute_Nf
  * twins are assumed to follow their sm_ variant (true for NVRTC 13.0).

@@ -133,8 +133,8 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
     for (int tl_r = 0; tl_r < 32; tl_r++) {
       const int tl_e = (int)((((unsigned)tl_tid / 32u / 2u) * 32u + ((unsigned)(tl_r) / 16u) * 16u + ((unsigned)tl_tid % 32u) / 4u + (((unsigned)(tl_r) % 4u) / 2u) * 8u) * 64u + ((unsigned)tl_tid / 32u % 2u) * 32u + (((unsigned)(tl_r) / 4u) % 4u) * 8u + ((unsigned)tl_tid % 4u) * 2u + ((unsigned)(tl_r) % 2u));
       {
-        const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
-        const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 64u); (void)tl_q0;
+        const int tl_q1 = (int)(((unsigned)tl_tid / 32u % 2u) * 32u + (((unsigned)(tl_r) / 4u) % 4u) * 8u + ((unsigned)tl_tid % 4u) * 2u + ((unsigned)(tl_r) % 2u)); (void)tl_q1;
+        const int tl_q0 = (int)(((unsigned)tl_tid / 32u / 2u) * 32u + ((unsigned)(tl_r) / 16u) * 16u + ((unsigned)tl_tid % 32u) / 4u + (((unsigned)(tl_r) % 4u) / 2u) * 8u); (void)tl_q0;
         r_C_local[tl_r] = tl_v;
       }
     }
@@ -147,7 +147,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
         const int v_k = (int)(tl_s0 + tl_st); (void)v_k;
         unsigned short *const s_A_shared = tl_base_A_shared + (long long)(tl_st) * 2048LL; (void)s_A_shared;
         unsigned short *const s_B_shared = tl_base_B_shared + (long long)(tl_st) * 2048LL; (void)s_B_shared;
-        #pragma unroll
+        #pragma unroll 1
         for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
           const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 4u); (void)tl_q1;
           const int tl_q0 = (int)(((unsigned)tl_e / 4u) % 64u); (void)tl_q0;
@@ -155,7 +155,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
           const unsigned short *tl_g = tl_in ? &g_A[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_A_d1 + ((long long)(((int)(v_k * ((int)32LL)))) + (tl_q1 * 8LL))] : g_A;
           asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_A_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 4, 2)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
         }
-        #pragma unroll
+        #pragma unroll 1
         for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
           const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 8u); (void)tl_q1;
           const int tl_q0 = (int)(((unsigned)tl_e / 8u) % 32u); (void)tl_q0;
@@ -175,7 +175,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
           const int v_k = (int)(tl_s0 + tl_f); (void)v_k;
           unsigned short *const s_A_shared = tl_base_A_shared + (long long)(tl_f % 2) * 2048LL; (void)s_A_shared;
           unsigned short *const s_B_shared = tl_base_B_shared + (long long)(tl_f % 2) * 2048LL; (void)s_B_shared;
-          #pragma unroll
+          #pragma unroll 1
           for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
             const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 4u); (void)tl_q1;
             const int tl_q0 = (int)(((unsigned)tl_e / 4u) % 64u); (void)tl_q0;
@@ -183,7 +183,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
             const unsigned short *tl_g = tl_in ? &g_A[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_A_d1 + ((long long)(((int)(v_k * ((int)32LL)))) + (tl_q1 * 8LL))] : g_A;
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_A_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 4, 2)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
           }
-          #pragma unroll
+          #pragma unroll 1
           for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
             const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 8u); (void)tl_q1;
             const int tl_q0 = (int)(((unsigned)tl_e / 8u) % 32u); (void)tl_q0;
@@ -234,9 +234,8 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
   #pragma unroll
   for (int tl_r = 0; tl_r < 32; tl_r += 2) {
     const unsigned tl_pair = (unsigned)tl_f2h(tl_rh(r_C_local[tl_r])) | ((unsigned)tl_f2h(tl_rh(r_C_local[tl_r + 1])) << 16);
-    const int tl_e = (int)((((unsigned)tl_tid / 32u / 2u) * 32u + ((unsigned)(tl_r) / 16u) * 16u + ((unsigned)tl_tid % 32u) / 4u + (((unsigned)(tl_r) % 4u) / 2u) * 8u) * 64u + ((unsigned)tl_tid / 32u % 2u) * 32u + (((unsigned)(tl_r) / 4u) % 4u) * 8u + ((unsigned)tl_tid % 4u) * 2u + ((unsigned)(tl_r) % 2u));
-    const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
-    const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 64u); (void)tl_q0;
+    const int tl_q1 = (int)(((unsigned)tl_tid / 32u % 2u) * 32u + (((unsigned)(tl_r) / 4u) % 4u) * 8u + ((unsigned)tl_tid % 4u) * 2u + ((unsigned)(tl_r) % 2u)); (void)tl_q1;
+    const int tl_q0 = (int)(((unsigned)tl_tid / 32u / 2u) * 32u + ((unsigned)(tl_r) / 16u) * 16u + ((unsigned)tl_tid % 32u) / 4u + (((unsigned)(tl_r) % 4u) / 2u) * 8u); (void)tl_q0;
     if (true) *(unsigned *)&g_C[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_C_d1 + ((long long)(((int)(v_bx * ((int)64LL)))) + tl_q1)] = tl_pair;
   }
 }

@@ -286,6 +286,28 @@ static void test_version_and_targets(void **state) {
   assert_int_equal(tl_nvrtc_targets(nv, NULL, &n, &err), TL_INVALID_ARG);
 }
 
+/* A variant asked about before the whole list is probed alone (a fresh
+ * `tlc compile --target sm_90a` pays one probe); the answers and the list
+ * built afterwards are those of a handle that probed everything first. */
+static void test_variant_probed_alone(void **state) {
+  (void)state;
+  NEED_NVRTC();
+  tl_nvrtc *fresh = NULL;
+  tl_error err;
+  assert_int_equal(tl_nvrtc_open(&fresh, &err), TL_OK);
+  static const char *const asked[] = {"sm_90a", "compute_90a", "sm_90f", "sm_80a", "sm_100f", "sm_120a"};
+  for (size_t i = 0; i < sizeof asked / sizeof *asked; i++)
+    assert_int_equal(tl_nvrtc_accepts(fresh, asked[i]), tl_nvrtc_accepts(nv, asked[i]));
+  const char *const *a = NULL, *const *b = NULL;
+  size_t na = 0, nb = 0;
+  assert_int_equal(tl_nvrtc_targets(fresh, &a, &na, &err), TL_OK);
+  assert_int_equal(tl_nvrtc_targets(nv, &b, &nb, &err), TL_OK);
+  assert_int_equal(na, nb);
+  for (size_t i = 0; i < na; i++)
+    assert_string_equal(a[i], b[i]);
+  tl_nvrtc_close(fresh);
+}
+
 /* ---- compiling --------------------------------------------------------- */
 
 /* Compiles add_one for an sm_ target and checks the cubin and the log. */
@@ -635,6 +657,7 @@ int main(void) {
       cmocka_unit_test(test_missing_toolchain),
       cmocka_unit_test(test_override_path),
       cmocka_unit_test(test_version_and_targets),
+      cmocka_unit_test(test_variant_probed_alone),
       cmocka_unit_test(test_compile_sm80),
       cmocka_unit_test(test_compile_sm90a),
       cmocka_unit_test(test_compile_ptx),

@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""bench/compile_bench.py - compile latency: ours against Triton's first call,
+side by side in one run on one machine.
+
+    python3 bench/compile_bench.py OUTDIR [--tlc build/bin/tlc] [--tlserverd build/bin/tlserverd]
+                                   [--target sm_90a] [-n N] [--python PY] [--no-triton]
+
+Measures, for examples/gemm.json, examples/flash_attention.json and
+examples/tilus_add_one.json (the targets of bench/compile.md):
+
+  (a) `tlc compile PROGRAM --target T` as a fresh process: wall time, median
+      of N runs (process start, NVRTC load, front end, NVRTC, ptxas);
+  (b) a cold compile in a warm tlserverd worker: tlserverd is started with an
+      empty --db on a free loopback port and one worker, warmed with one
+      compile of an unrelated program (examples/gemm_nt.json), then each
+      example is POSTed to /v1/compile N times, each time with a fresh
+      constant `bench_nonce` added to the program (the code generated is the
+      same, the build key is new: a cache miss).  Reported: the compile_ms the
+      server returns (the worker's tl_compile) and the wall time of the POST;
+      medians of N;
+  (c) Triton's first-call compile of a matmul (gpu_bench.py's triton_matmul:
+      the standard tutorial kernel, float16, 128x256x64 tiles, 8 warps, 3
+      stages): each measurement is a fresh Python process with a fresh
+      TRITON_CACHE_DIR, torch and the CUDA context initialised first; the
+      time of the first call (compile, load, launch) minus that of a warm
+      call.  Two numbers:
+      `cold` (the matmul is the process's first Triton kernel, so Triton's
+      own driver helpers are built in that call too) and `warm` (an
+      unrelated Triton kernel ran first, so the matmul's call pays only its
+      own compile); medians of N.  Needs torch and triton: --python names the
+      interpreter that has them (default: /opt/torch/.venv/bin/python when it
+      exists, else this one); --no-triton skips (c).
+
+Prints a table with the ratios to Triton's first call and writes
+OUTDIR/compile-bench.json and OUTDIR/compile-bench.log.
+"""
+import argparse, json, os, shutil, socket, statistics, subprocess, sys, tempfile, time, urllib.request
+
+EXAMPLES = ["gemm", "flash_attention", "tilus_add_one"]
+WARM_PROGRAM = "gemm_nt"
+# Targets of bench/compile.md: a cold compile in a warm worker at most this
+# fraction of Triton's first call; `tlc compile` as a fresh process at most 0.3x.
+WORKER_TARGET = {"gemm": 0.10, "flash_attention": 0.15}
+FRESH_TARGET = 0.30
+
+LOG = []
+
+
+def log(*a):
+    s = " ".join(str(x) for x in a)
+    print(s, flush=True)
+    LOG.append(s)
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def program_with_nonce(root, name, nonce):
+    with open(os.path.join(root, "examples", name + ".json")) as f:
+        prog = json.load(f)
+    prog.setdefault("constants", {})["bench_nonce"] = nonce
+    return prog
+
+
+# ---- (a) tlc compile as a fresh process ------------------------------------------------
+def fresh_tlc(tlc, root, name, target, n, tmp):
+    times = []
+    for i in range(n):
+        out = os.path.join(tmp, "%s.%d.bin" % (name, i))
+        t0 = time.perf_counter()
+        r = subprocess.run([tlc, "compile", os.path.join(root, "examples", name + ".json"), "--target", target,
+                            "-o", out], capture_output=True, text=True)
+        dt = (time.perf_counter() - t0) * 1e3
+        if r.returncode != 0:
+            raise SystemExit("tlc compile %s failed: %s" % (name, r.stderr.strip()))
+        times.append(dt)
+    return times
+
+
+# ---- (b) a cold compile in a warm tlserverd worker ---------------------------------------
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def post(port, body):
+    req = urllib.request.Request("http://127.0.0.1:%d/v1/compile" % port, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    t0 = time.perf_counter()
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            doc = json.load(r)
+    except urllib.error.HTTPError as e:
+        raise SystemExit("POST /v1/compile failed (%d): %s" % (e.code, e.read()[:800].decode(errors="replace")))
+    return doc, (time.perf_counter() - t0) * 1e3
+
+
+def server_compiles(tlserverd, root, target, n, tmp):
+    port = free_port()
+    db = os.path.join(tmp, "cache.db")
+    logf = open(os.path.join(tmp, "tlserverd.log"), "w")
+    srv = subprocess.Popen([tlserverd, "--listen", "127.0.0.1:%d" % port, "--db", db, "--workers", "1"],
+                           stdout=logf, stderr=subprocess.STDOUT)
+    res = {}
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/readyz" % port, timeout=2) as r:
+                    if json.load(r).get("workers_running", 0) >= 1:
+                        break
+            except Exception:
+                pass
+            if srv.poll() is not None or time.time() > deadline:
+                raise SystemExit("tlserverd did not become ready (see %s)" % logf.name)
+            time.sleep(0.05)
+        doc, wall = post(port, {"program": program_with_nonce(root, WARM_PROGRAM, 0), "targets": [target]})
+        log("  warm-up: %s %s, server %.1f ms, wall %.1f ms" % (WARM_PROGRAM, target,
+                                                              doc["results"][0]["compile_ms"], wall))
+        nonce = 1
+        for name in EXAMPLES:
+            server_ms, wall_ms = [], []
+            for _ in range(n):
+                doc, wall = post(port, {"program": program_with_nonce(root, name, nonce), "targets": [target]})
+                nonce += 1
+                r0 = doc["results"][0]
+                if r0.get("cached"):
+                    raise SystemExit("a compile of %s was a cache hit; the nonce did not change the key" % name)
+                server_ms.append(r0["compile_ms"])
+                wall_ms.append(wall)
+            res[name] = {"server_ms": server_ms, "wall_ms": wall_ms}
+    finally:
+        srv.terminate()
+        try:
+            srv.wait(10)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+        logf.close()
+    return res
+
+
+# ---- (c) Triton's first-call compile ----------------------------------------------------
+TRITON_CHILD = r'''
+import json, sys, time
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def add_one(x, n, B: tl.constexpr):
+    o = tl.program_id(0) * B + tl.arange(0, B)
+    tl.store(x + o, tl.load(x + o, mask=o < n) + 1, mask=o < n)
+
+sys.path.insert(0, sys.argv[2])
+from gpu_bench import triton_matmul  # the matmul gpu_bench.py times: the same kernel
+run = triton_matmul()
+
+a = torch.randn(1024, 1024, device="cuda", dtype=torch.float16)
+b = torch.randn(1024, 1024, device="cuda", dtype=torch.float16)
+c = torch.empty(1024, 1024, device="cuda", dtype=torch.float16)
+torch.cuda.synchronize()
+if sys.argv[1] == "warm":
+    x = torch.zeros(4096, device="cuda")
+    add_one[(4,)](x, 4096, B=1024)
+    torch.cuda.synchronize()
+t0 = time.perf_counter(); run(a, b, c); torch.cuda.synchronize(); first = time.perf_counter() - t0
+t0 = time.perf_counter(); run(a, b, c); torch.cuda.synchronize(); again = time.perf_counter() - t0
+print(json.dumps({"first_ms": first * 1e3, "warm_call_ms": again * 1e3, "triton": triton.__version__}))
+'''
+
+
+def triton_first_call(py, mode, n, tmp):
+    script = os.path.join(tmp, "triton_child.py")
+    with open(script, "w") as f:
+        f.write(TRITON_CHILD)
+    out, version = [], None
+    for i in range(n):
+        cache = tempfile.mkdtemp(prefix="triton-cache-", dir=tmp)
+        env = dict(os.environ, TRITON_CACHE_DIR=cache)
+        r = subprocess.run([py, script, mode, os.path.dirname(os.path.abspath(__file__))], capture_output=True,
+                           text=True, env=env)
+        shutil.rmtree(cache, ignore_errors=True)
+        if r.returncode != 0:
+            raise SystemExit("the Triton measurement failed:\n" + r.stderr[-2000:])
+        d = json.loads(r.stdout.strip().splitlines()[-1])
+        version = d["triton"]
+        out.append(d["first_ms"] - d["warm_call_ms"])
+    return out, version
+
+
+# ---- the report ----------------------------------------------------------------------
+def ratio(x, y):
+    return "%.3f" % (x / y) if x is not None and y else "-"
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("outdir")
+    ap.add_argument("--tlc", default=os.path.join(root, "build/bin/tlc"))
+    ap.add_argument("--tlserverd", default=os.path.join(root, "build/bin/tlserverd"))
+    ap.add_argument("--target", default="sm_90a")
+    ap.add_argument("-n", type=int, default=5, help="measurements per figure (median taken; default 5)")
+    venv = "/opt/torch/.venv/bin/python"
+    ap.add_argument("--python", default=venv if os.path.exists(venv) else sys.executable,
+                    help="the Python that has torch and triton, for (c)")
+    ap.add_argument("--no-triton", action="store_true", help="skip Triton's first-call compile")
+    a = ap.parse_args()
+    if a.n < 1:
+        ap.error("-n must be at least 1")
+    for exe in (a.tlc, a.tlserverd):
+        if not os.access(exe, os.X_OK):
+            raise SystemExit("%s is not an executable; run make" % exe)
+    os.makedirs(a.outdir, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="compile-bench-")
+    try:
+        host = socket.gethostname()
+        log("compile_bench: %s, %d CPUs, target %s, N=%d, %s" % (host, os.cpu_count(), a.target, a.n,
+                                                                   time.strftime("%Y-%m-%d %H:%M:%S UTC",
+                                                                                 time.gmtime())))
+        ver = subprocess.run([a.tlc, "--version"], capture_output=True, text=True).stdout.strip()
+        log("tlc: %s" % ver)
+        res = {"host": host, "cpus": os.cpu_count(), "target": a.target, "n": a.n, "tlc_version": ver,
+               "examples": {}}
+        log("(a) tlc compile as a fresh process")
+        for name in EXAMPLES:
+            t = fresh_tlc(a.tlc, root, name, a.target, a.n, tmp)
+            res["examples"].setdefault(name, {})["fresh_tlc_ms"] = t
+            log("  %-16s median %7.1f ms  (%s)" % (name, median(t), " ".join("%.0f" % x for x in t)))
+        log("(b) cold compiles in a warm tlserverd worker")
+        srv = server_compiles(a.tlserverd, root, a.target, a.n, tmp)
+        for name in EXAMPLES:
+            res["examples"][name].update(srv[name])
+            log("  %-16s server median %7.1f ms, wall median %7.1f ms  (server: %s)" % (
+                name, median(srv[name]["server_ms"]), median(srv[name]["wall_ms"]),
+                " ".join("%.0f" % x for x in srv[name]["server_ms"])))
+        tri = {}
+        if not a.no_triton:
+            log("(c) Triton's first-call compile of a matmul (%s)" % a.python)
+            for mode in ("cold", "warm"):
+                t, version = triton_first_call(a.python, mode, a.n, tmp)
+                tri[mode] = t
+                res["triton_version"] = version
+                log("  %-5s median %7.1f ms  (%s)" % (mode, median(t), " ".join("%.0f" % x for x in t)))
+        res["triton_first_call_ms"] = tri
+        tc, tw = median(tri.get("cold")), median(tri.get("warm"))
+        log("")
+        log("medians, ms; ratios to Triton's first call of a matmul (cold = its first kernel in the process,")
+        log("warm = after another Triton kernel); targets: worker gemm <= %.2fx, flash <= %.2fx, fresh tlc <= %.2fx"
+            % (WORKER_TARGET["gemm"], WORKER_TARGET["flash_attention"], FRESH_TARGET))
+        log("%-16s %10s %10s %10s %12s %12s %12s %12s" % ("program", "fresh tlc", "worker", "worker wall",
+                                                           "fresh/cold", "fresh/warm", "worker/cold",
+                                                           "worker/warm"))
+        for name in EXAMPLES:
+            e = res["examples"][name]
+            f, w, ww = median(e["fresh_tlc_ms"]), median(e["server_ms"]), median(e["wall_ms"])
+            log("%-16s %10.1f %10.1f %10.1f %12s %12s %12s %12s" % (name, f, w, ww, ratio(f, tc), ratio(f, tw),
+                                                                     ratio(w, tc), ratio(w, tw)))
+        if tri:
+            log("%-16s cold %.1f ms, warm %.1f ms" % ("triton matmul", tc, tw))
+        with open(os.path.join(a.outdir, "compile-bench.json"), "w") as f:
+            json.dump(res, f, indent=1)
+        with open(os.path.join(a.outdir, "compile-bench.log"), "w") as f:
+            f.write("\n".join(LOG) + "\n")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
