@@ -11,8 +11,16 @@ seq 4096, dim 128, causal and not): ours (examples/flash_attention.json)
 and torch's scaled_dot_product_attention with the flash backend.  Each of
 ours is first checked against torch on the same inputs (relative error of
 the norm).  Compile time: `tlc compile` of the GEMM example for sm_90a, and
-Triton's first-call compile of its matmul (empty cache).  Prints a table and
-writes bench.json under --out.
+Triton's first-call compile of its matmul (empty cache).  Low precision
+(issue 12): int8 x int8 -> int32 (M = N = K = 8192; examples/gemm_int8.json)
+against torch._int_mm, checked exactly; float8_e4m3 with DeepGEMM's
+per-128 block scales (M = N = K = 4096 and 8192;
+examples/gemm_fp8_blockscaled.json, float16 out) against torch._scaled_mm
+with per-tensor scales (the same float8 FLOPs; cuBLAS has no per-128 block
+scales there), checked element by element against a float32 reference of
+the same float8 inputs within the bound of float32 accumulation plus the
+float16 rounding of the output (fp8_bound); --lowp-only runs just these.
+Prints a table and writes bench.json under --out.
 """
 import argparse, json, os, subprocess, sys, tempfile, time
 import numpy as np
@@ -79,6 +87,95 @@ def triton_matmul():
                  BM=128, BN=256, BK=64, G=8, num_warps=8, num_stages=3)
     return run
 
+LOWP_INT8_CONFIGS = [{}, {"block_N": 256}, {"num_stages": 4}]
+LOWP_FP8_CONFIGS = [{}, {"num_stages": 4}]
+
+
+def fp8_bound(S, absref, K):
+    """The largest |ours - ref| the arithmetic allows, per element: both
+    sides sum each 128-long K block of exact float8 products in float32 and
+    then add K / 128 scaled block sums (at most 128 + K / 128 + 2 roundings
+    of u = 2^-24 each, relative to S, the sum of the absolute scaled
+    products, on each side), and ours rounds the result to float16 (half an
+    ulp: 2^-11 relative, or 2^-25 absolute below float16's normal range)."""
+    n_round = 128 + K // 128 + 2
+    return 2 * n_round * 2.0 ** -24 * S + torch.maximum(absref * 2.0 ** -11, torch.full_like(absref, 2.0 ** -25))
+
+
+def lowp_rows(a, work, rows, res):
+    """int8 and float8 gemms against torch._int_mm and torch._scaled_mm."""
+    n = 8192
+    A = torch.randint(-128, 128, (n, n), device="cuda", dtype=torch.int8)
+    B = torch.randint(-128, 128, (n, n), device="cuda", dtype=torch.int8)  # [N, K]
+    np.save(f"{work}/A8.npy", A.cpu().numpy())
+    np.save(f"{work}/B8.npy", B.cpu().numpy())
+    ref = torch._int_mm(A, B.t())
+    ops = 2 * n ** 3
+    best = None
+    for cfg in LOWP_INT8_CONFIGS:
+        defs = dict({"M": n, "N": n, "K": n}, **cfg)
+        ms = ours(a.tlc, "examples/gemm_int8.json", defs, {"A": f"{work}/A8.npy", "B": f"{work}/B8.npy"},
+                  {"C": f"{work}/C8.npy"}, 10)
+        C = torch.from_numpy(np.load(f"{work}/C8.npy")).cuda()
+        wrong = int((C != ref).sum().item())
+        tag = ",".join(f"{k}={v}" for k, v in cfg.items()) or "as written"
+        print(f"  int8 gemm {n} [{tag}]: {ms:.3f} ms, {ops / ms / 1e9:.1f} TOP/s, {wrong} elements differ from _int_mm")
+        res.setdefault("lowp_configs", []).append({"case": "int8", "n": n, "config": tag, "ms": ms, "wrong": wrong})
+        if wrong:
+            continue  # checked before timed: a wrong result is no speed
+        if best is None or ms < best[0]:
+            best = (ms, tag)
+    ms_ref = cuda_time(lambda: torch._int_mm(A, B.t()))
+    tf = lambda ms: ops / ms / 1e9 if ms else None
+    rows.append((f"gemm int8 {n} [{best[1] if best else 'WRONG'}]", best and best[0], ms_ref, None,
+                 tf(best and best[0]), tf(ms_ref), None, 0.0 if best else float("nan")))
+    del A, B, ref
+    for n in ([4096] if a.quick else [4096, 8192]):
+        A = (torch.randn(n, n, device="cuda") * 4).to(torch.float8_e4m3fn)
+        B = (torch.randn(n, n, device="cuda") * 4).to(torch.float8_e4m3fn)  # [N, K]
+        kb = n // 128
+        sa = torch.rand(n, kb, device="cuda") * 1.5 + 0.5
+        sb = torch.rand(kb, kb, device="cuda") * 1.5 + 0.5
+        for name, t in (("Af", A.view(torch.uint8)), ("Bf", B.view(torch.uint8)), ("sa", sa), ("sb", sb)):
+            np.save(f"{work}/{name}.npy", t.cpu().numpy())
+        # the float32 reference of the same float8 inputs, and S, the sum of |scaled products|
+        Af, Bf = A.float(), B.float()
+        ref = torch.zeros(n, n, device="cuda")
+        S = torch.zeros(n, n, device="cuda")
+        for b in range(kb):
+            blk = slice(b * 128, b * 128 + 128)
+            scale = sa[:, b:b + 1] * sb[:, b].repeat_interleave(128)[None, :]
+            ref += (Af[:, blk] @ Bf[:, blk].t()) * scale
+            S += (Af[:, blk].abs() @ Bf[:, blk].abs().t()) * scale.abs()
+        bound = fp8_bound(S, ref.abs(), n)
+        del S
+        flops = 2 * n ** 3
+        best = None
+        for cfg in LOWP_FP8_CONFIGS:
+            defs = dict({"M": n, "N": n, "K": n}, **cfg)
+            ms = ours(a.tlc, "examples/gemm_fp8_blockscaled.json", defs,
+                      {"A": f"{work}/Af.npy", "B": f"{work}/Bf.npy", "scale_a": f"{work}/sa.npy",
+                       "scale_b": f"{work}/sb.npy"}, {"C": f"{work}/Cf.npy"}, 10)
+            C = torch.from_numpy(np.load(f"{work}/Cf.npy")).cuda().float()
+            worst = (torch.abs(C - ref) / bound).max().item()
+            e_ = (torch.linalg.norm(C - ref) / torch.linalg.norm(ref)).item()
+            tag = ",".join(f"{k}={v}" for k, v in cfg.items()) or "as written"
+            print(f"  fp8 gemm {n} [{tag}]: {ms:.3f} ms, {flops / ms / 1e9:.1f} TFLOP/s, rel err {e_:.2e}, "
+                  f"worst |err| / bound {worst:.3f}{'' if worst <= 1 else '  FAIL: past the float32 bound'}")
+            res.setdefault("lowp_configs", []).append({"case": "fp8", "n": n, "config": tag, "ms": ms, "rel_err": e_,
+                                                       "err_over_bound": worst})
+            if worst > 1:
+                continue
+            if best is None or ms < best[0]:
+                best = (ms, e_, tag)
+        one = torch.ones((), device="cuda")
+        ms_ref = cuda_time(lambda: torch._scaled_mm(A, B.t(), scale_a=one, scale_b=one, out_dtype=torch.float16))
+        tf = lambda ms: flops / ms / 1e9 if ms else None
+        rows.append((f"gemm fp8 e4m3 blockscaled {n} [{best[2] if best else 'WRONG'}]", best and best[0], ms_ref, None,
+                     tf(best and best[0]), tf(ms_ref), None, best[1] if best else float("nan")))
+        del A, B, Af, Bf, ref, bound
+
+
 def ours(tlc, prog, defs, ins, outs, reps):
     cmd = [tlc, "run", prog, "--device", "cuda", "--time", str(reps)]
     for k, v in defs.items():
@@ -99,11 +196,21 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--gemm-only", action="store_true", help="only the GEMM rows (for comparing builds)")
+    ap.add_argument("--lowp-only", action="store_true", help="only the int8 and float8 rows (issue 12)")
     a = ap.parse_args()
     dev = torch.cuda.get_device_name()
     work = tempfile.mkdtemp(prefix="tlbench-")
     rows, res = [], {"date": time.strftime("%Y-%m-%d"), "device": dev, "torch": torch.__version__}
     torch.manual_seed(0)
+    if a.lowp_only:
+        lowp_rows(a, work, rows, res)
+        for r in rows:
+            f = lambda x: f"{x:.1f}" if x is not None else "-"
+            print(f"{r[0]:48s} ours {f(r[1] and r[1] * 1000)} us {f(r[4])} T, torch {f(r[5])} T, "
+                  f"ratio {r[4] / r[5] if r[4] else float('nan'):.3f}")
+        with open(os.path.join(a.out, "bench-lowp.json"), "w") as fp:
+            json.dump(dict(res, rows=[list(r) for r in rows]), fp, indent=1)
+        return 0
     # ---- GEMM
     tri = None
     try:
@@ -138,6 +245,8 @@ def main():
             ms_tri = cuda_time(lambda: tri(A, B, Ct))
         tf = lambda ms: flops / ms / 1e9 if ms else None
         rows.append((f"gemm f16 {n} [{best[2]}]", ms_ours, ms_cublas, ms_tri, tf(ms_ours), tf(ms_cublas), tf(ms_tri), err))
+    if not a.gemm_only:
+        lowp_rows(a, work, rows, res)
     # ---- flash attention
     if a.gemm_only:
         for r in rows:

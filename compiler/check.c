@@ -1723,12 +1723,13 @@ static void check_gemm(C *c, tl_stmt *s) {
         tl_dtype_name(tc), s->C->name);
     return;
   }
-  if (ta == TL_INT8 && tc != TL_INT32) {
-    ERR(s->pointer, 0, "gemm of int8 accumulates into int32, not %s ('%s')", tl_dtype_name(tc), s->C->name);
+  bool i8 = ta == TL_INT8 || ta == TL_UINT8;
+  if (i8 && tc != TL_INT32) {
+    ERR(s->pointer, 0, "gemm of %s accumulates into int32, not %s ('%s')", tl_dtype_name(ta), tl_dtype_name(tc), s->C->name);
     return;
   }
-  if (!fl && ta != TL_INT8) {
-    ERR(s->pointer, 0, "gemm takes float16, bfloat16, float8 or int8 operands, not %s", tl_dtype_name(ta));
+  if (!fl && !i8) {
+    ERR(s->pointer, 0, "gemm takes float16, bfloat16, float8, int8 or uint8 operands, not %s", tl_dtype_name(ta));
     return;
   }
   int64_t am = s->trans_a ? s->A->dims[1] : s->A->dims[0], ak = s->trans_a ? s->A->dims[0] : s->A->dims[1];

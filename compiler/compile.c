@@ -301,6 +301,8 @@ tl_codegen tl_codegen_of(const tl_target *t) {
       .dialect = t->dialect,
       .warp = t->warp,
       .mma = tl_target_has(t, TL_FEATURE(MMA) | TL_FEATURE(LDMATRIX)),
+      .int8_mma = tl_target_has(t, TL_FEATURE(MMA) | TL_FEATURE(LDMATRIX) | TL_FEATURE(INT8_MMA)),
+      .fp8_mma = tl_target_has(t, TL_FEATURE(MMA) | TL_FEATURE(LDMATRIX) | TL_FEATURE(FP8_MMA)),
       .async_copy = tl_target_has(t, TL_FEATURE(CP_ASYNC)),
       .wgmma = tl_target_has(t, TL_FEATURE(WGMMA)),
       .amd_matrix = (int)t->amd_matrix,

@@ -88,7 +88,8 @@ static const dialect dialect_hip = {
     .fn_prefix = "tl_",
 };
 
-const tl_codegen tl_codegen_cuda = {.dialect = TL_DIALECT_CUDA, .warp = 32, .mma = true, .async_copy = true};
+const tl_codegen tl_codegen_cuda = {.dialect = TL_DIALECT_CUDA, .warp = 32, .mma = true, .int8_mma = true,
+                                    .async_copy = true};
 
 typedef struct {
   tl_arena *a;
@@ -312,17 +313,22 @@ static const char *dim_name(E *e, const tl_sym *s, int d) {
   return S("%" PRId64 "LL", s->dims[d]);
 }
 
-/* The swizzle's parameters of a 2-D 16-bit buffer: 16-byte chunks per row
- * and rows per change of the key. */
-static int64_t swz_cpr(const tl_sym *s) { return s->dims[1] / 8; }
+/* The swizzle's parameters of a 2-D buffer: 16-byte chunks per row and
+ * rows per change of the key. */
+static int64_t swz_cpr(const tl_sym *s) { return s->dims[1] * (int64_t)tl_dtype_size(s->dtype) / 16; }
 static int64_t swz_rpk(const tl_sym *s) { return swz_cpr(s) >= 8 ? 1 : 8 / swz_cpr(s); }
 
 /* Element offset of idx (C expressions of type long long): row-major, or
- * swizzled for a swizzled shared buffer. */
+ * swizzled for a swizzled shared buffer.  tl_swz counts 16-bit elements: a
+ * byte buffer's column c is byte c & 1 of 16-bit element c >> 1. */
 static const char *offset(E *e, const tl_sym *s, const char *const *idx) {
-  if (s->wgmma_op && s->dims[1] > 64) /* panels of 64 columns, each [rows, 64] swizzled */
+  bool b8 = tl_dtype_size(s->dtype) == 1;
+  if (s->wgmma_op && s->dims[1] * (int64_t)tl_dtype_size(s->dtype) > 128) /* panels of 64 columns, each [rows, 64] swizzled */
     return S("((int)(%s) / 64 * %" PRId64 " + tl_swz((int)(%s), (int)(%s) %% 64, 8, 1))", idx[1], s->dims[0] * 64, idx[0],
              idx[1]);
+  if (s->swizzled && b8)
+    return S("(tl_swz((int)(%s), (int)(%s) >> 1, %" PRId64 ", %" PRId64 ") * 2 + ((int)(%s) & 1))", idx[0], idx[1],
+             swz_cpr(s), swz_rpk(s), idx[1]);
   if (s->swizzled)
     return S("tl_swz((int)(%s), (int)(%s), %" PRId64 ", %" PRId64 ")", idx[0], idx[1], swz_cpr(s), swz_rpk(s));
   if (s->kind == SYM_BUFFER) { /* a buffer of the block holds fewer than 2^31 elements: 32-bit math */
@@ -914,23 +920,33 @@ static void op_fill(E *e, const tl_stmt *s) {
   line(e, "}");
 }
 
+/* The accumulator registers of C and their asm constraint: int32 C ("r")
+ * for integer operands, float ("f") for the others. */
+static const char *acc_constraint(const tl_sym *C) { return C->dtype == TL_INT32 ? "+r" : "+f"; }
+
 /* gemm on the matrix cores: C (TL_LAYOUT_MMA) += A . B with
- * mma.sync.m16n8k16 (float accumulators), fragments of A and B loaded
- * from shared memory with ldmatrix (.trans where the storage is K-major
- * for A or N-major for B).  A float16 C accumulates in float across the
- * call and is rounded once at its end. */
+ * mma.sync.m16n8k16 (16-bit operands, float accumulators) or m16n8k32
+ * (8-bit operands: s8/u8 into s32, e4m3/e5m2 into f32), fragments of A
+ * and B loaded from shared memory with ldmatrix (.trans where the storage
+ * is K-major for A or N-major for B; 8-bit operands are K-major, pass_place.c).
+ * An 8-bit A or B fragment of k32 holds the same bytes as a 16-bit one of
+ * k16 (row g, bytes 4t..4t+3 of each 16-byte half of a 32-byte row), so
+ * the same ldmatrix loads both, with the column counted in bytes.  A
+ * float16 C accumulates in float across the call and is rounded once at
+ * its end. */
 static void op_gemm_mma(E *e, const tl_stmt *s) {
   const tl_sym *A = s->A, *B = s->B, *C = s->C;
   int64_t K = s->trans_a ? A->dims[0] : A->dims[1];
   int64_t MI = C->mma_mi, NI = C->mma_ni, WMr = MI * 16, WNc = NI * 8;
-  const char *ty = A->dtype == TL_BFLOAT16 ? "bf16" : "f16";
+  int es = (int)tl_dtype_size(A->dtype), kstep = es == 1 ? 32 : 16, epc = 16 / es; /* elements per 16 bytes */
+  const char *ty = tl_mma_ptx_type(A->dtype), *cty = tl_mma_ptx_type(C->dtype == TL_INT32 ? TL_INT32 : TL_FLOAT32);
   line(e, "{");
   e->indent++;
   line(e, "const int tl_lane = tl_tid %% 32, tl_wm = tl_tid / 32 / %d, tl_wn = tl_tid / 32 %% %d;", C->mma_wn, C->mma_wn);
   line(e, "(void)tl_wm; (void)tl_wn;");
   if (s->clear_accum) {
     line(e, "#pragma unroll");
-    line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) r_%s[tl_r] = 0.0f;", C->per_thread, C->name);
+    line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) r_%s[tl_r] = 0;", C->per_thread, C->name);
   }
   if (s->a_regs)
     line(e, "const unsigned tl_sb = tl_smem_addr(s_%s);", B->name);
@@ -941,9 +957,9 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
    * constants), and up to 8 steps while the register fragments leave room
    * for the next step's loads (H200, flash attention with 64-wide K
    * tiles: 193 -> 248 TFLOP/s; with 170 words of fragments it spilled) */
-  bool unroll = K / 16 <= 4 || s->a_regs || (K / 16 <= 8 && tl_reg_words(e->prog) <= 128);
+  bool unroll = K / kstep <= 4 || s->a_regs || (K / kstep <= 8 && tl_reg_words(e->prog) <= 128);
   line(e, "#pragma unroll %s", unroll ? "" : "1");
-  line(e, "for (int tl_k = 0; tl_k < %" PRId64 "; tl_k += 16) {", K);
+  line(e, "for (int tl_k = 0; tl_k < %" PRId64 "; tl_k += %d) {", K, kstep);
   e->indent++;
   line(e, "unsigned tl_a[%" PRId64 "][4];", MI);
   if (s->a_regs) {
@@ -976,14 +992,14 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
   const char *aidx[2];
   if (!s->trans_a) {
     aidx[0] = S("%s + (tl_lane %% 16)", am);
-    aidx[1] = "(tl_k + (tl_lane / 16) * 8)";
+    aidx[1] = S("(tl_k + (tl_lane / 16) * %d)", epc);
   } else {
     aidx[0] = "(tl_k + (tl_lane % 8) + (tl_lane / 16) * 8)";
     aidx[1] = S("%s + ((tl_lane / 8) %% 2) * 8", am);
   }
   line(e, "asm volatile(\"ldmatrix.sync.aligned.m8n8.x4%s.shared.b16 {%%0,%%1,%%2,%%3}, [%%4];\" : \"=r\"(tl_a[tl_i][0]), "
-          "\"=r\"(tl_a[tl_i][1]), \"=r\"(tl_a[tl_i][2]), \"=r\"(tl_a[tl_i][3]) : \"r\"(tl_sa + (unsigned)(%s) * 2u));",
-       s->trans_a ? ".trans" : "", offset(e, A, aidx));
+          "\"=r\"(tl_a[tl_i][1]), \"=r\"(tl_a[tl_i][2]), \"=r\"(tl_a[tl_i][3]) : \"r\"(tl_sa + (unsigned)(%s) * %du));",
+       s->trans_a ? ".trans" : "", offset(e, A, aidx), es);
   e->indent--;
   line(e, "}");
   }
@@ -1005,7 +1021,7 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
   const char *bidx[2];
   if (s->trans_b) { /* stored [N, K] */
     bidx[0] = S("%s + (tl_lane %% 8) + (tl_lane / 16) * 8", bn);
-    bidx[1] = "(tl_k + ((tl_lane / 8) % 2) * 8)";
+    bidx[1] = S("(tl_k + ((tl_lane / 8) %% 2) * %d)", epc);
   } else { /* stored [K, N] */
     bidx[0] = "(tl_k + (tl_lane % 8) + ((tl_lane / 8) % 2) * 8)";
     bidx[1] = S("%s + (tl_lane / 16) * 8", bn);
@@ -1015,8 +1031,8 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
   else
     line(e, "unsigned tl_b[4];");
   line(e, "asm volatile(\"ldmatrix.sync.aligned.m8n8.x4%s.shared.b16 {%%0,%%1,%%2,%%3}, [%%4];\" : \"=r\"(tl_b[0]), "
-          "\"=r\"(tl_b[1]), \"=r\"(tl_b[2]), \"=r\"(tl_b[3]) : \"r\"(tl_sb + (unsigned)(%s) * 2u));",
-       s->trans_b ? "" : ".trans", offset(e, B, bidx));
+          "\"=r\"(tl_b[1]), \"=r\"(tl_b[2]), \"=r\"(tl_b[3]) : \"r\"(tl_sb + (unsigned)(%s) * %du));",
+       s->trans_b ? "" : ".trans", offset(e, B, bidx), es);
   if (!interleave) {
     e->indent--;
     line(e, "}");
@@ -1029,11 +1045,12 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
   line(e, "for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++)", MI);
   line(e, "#pragma unroll");
   line(e, "  for (int tl_h = 0; tl_h < 2; tl_h++) {");
-  line(e, "    float *tl_c = &r_%s[(tl_i * %" PRId64 " + tl_j + tl_h) * 4];", C->name, NI);
-  line(e, "    asm(\"mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, "
-          "{%%8,%%9}, {%%0,%%1,%%2,%%3};\" : \"+f\"(tl_c[0]), \"+f\"(tl_c[1]), \"+f\"(tl_c[2]), \"+f\"(tl_c[3]) : "
+  line(e, "    %s *tl_c = &r_%s[(tl_i * %" PRId64 " + tl_j + tl_h) * 4];", crep((tl_type)C->dtype), C->name, NI);
+  const char *cc = acc_constraint(C);
+  line(e, "    asm(\"mma.sync.aligned.m16n8k%d.row.col.%s.%s.%s.%s {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, "
+          "{%%8,%%9}, {%%0,%%1,%%2,%%3};\" : \"%s\"(tl_c[0]), \"%s\"(tl_c[1]), \"%s\"(tl_c[2]), \"%s\"(tl_c[3]) : "
           "\"r\"(tl_a[tl_i][0]), \"r\"(tl_a[tl_i][1]), \"r\"(tl_a[tl_i][2]), \"r\"(tl_a[tl_i][3]), \"r\"(tl_b[tl_h * 2]), "
-          "\"r\"(tl_b[tl_h * 2 + 1]));", ty, ty);
+          "\"r\"(tl_b[tl_h * 2 + 1]));", kstep, cty, ty, ty, cty, cc, cc, cc, cc);
   line(e, "  }");
   e->indent--;
   line(e, "}");
@@ -1056,23 +1073,28 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
  * B K-major ([N, 64]) likewise; B N-major ([64 k, N] in panels of 64
  * columns, transposed by the instruction): 8-row groups of k 1024 bytes
  * apart, panels (the leading offset) K * 128 bytes apart, each k-step 16
- * rows (2048 bytes) on.  The accumulators are C's registers in the order
- * of the mma layout. */
+ * rows (2048 bytes) on.  8-bit operands (both K-major, rows of 128
+ * bytes) take m64nNk32 with the same descriptors: a k-step of 32 elements
+ * is again 32 bytes; they have no transpose or negation operands, and
+ * integer ones no scale operands either.  The accumulators are C's
+ * registers in the order of the mma layout (int32 for integer operands). */
 static void op_gemm_wgmma(E *e, const tl_stmt *s) {
   const tl_sym *A = s->A, *B = s->B, *C = s->C;
+  int es = (int)tl_dtype_size(A->dtype), kstep = es == 1 ? 32 : 16;
   int64_t K = A->dims[1], N = C->dims[1], nacc = N / 2;
-  const char *ty = A->dtype == TL_BFLOAT16 ? "bf16" : "f16";
+  bool ints = C->dtype == TL_INT32;
+  const char *ty = tl_mma_ptx_type(A->dtype), *cty = tl_mma_ptx_type(ints ? TL_INT32 : TL_FLOAT32);
   line(e, "{");
   e->indent++;
   if (s->clear_accum) {
     line(e, "#pragma unroll");
-    line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) r_%s[tl_r] = 0.0f;", C->per_thread, C->name);
+    line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) r_%s[tl_r] = 0;", C->per_thread, C->name);
   }
   line(e, "const unsigned tl_sa = tl_smem_addr(s_%s) + (unsigned)(tl_tid / 128) * %" PRId64 "u, tl_sb = tl_smem_addr(s_%s);",
-       A->name, (int64_t)64 * K * 2, B->name);
+       A->name, (int64_t)64 * K * es, B->name);
   line(e, "asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
   line(e, "#pragma unroll");
-  line(e, "for (int tl_k = 0; tl_k < %" PRId64 "; tl_k++) {", K / 16);
+  line(e, "for (int tl_k = 0; tl_k < %" PRId64 "; tl_k++) {", K / kstep);
   e->indent++;
   line(e, "const unsigned long long tl_da = tl_wgdesc(tl_sa + tl_k * 32u, 16u, 1024u);");
   if (s->trans_b)
@@ -1082,12 +1104,14 @@ static void op_gemm_wgmma(E *e, const tl_stmt *s) {
   const char *regs = "", *outs = "";
   for (int64_t i = 0; i < nacc; i++) {
     regs = S("%s%s%%%" PRId64, regs, i ? "," : "", i);
-    outs = S("%s%s\"+f\"(r_%s[%" PRId64 "])", outs, i ? ", " : "", C->name, i);
+    outs = S("%s%s\"%s\"(r_%s[%" PRId64 "])", outs, i ? ", " : "", acc_constraint(C), C->name, i);
   }
+  /* the operands after scale-d: 16-bit: scale A, scale B, transpose A, transpose B; float8: the scales */
+  const char *tail = es == 2 ? S(", 1, 1, 0, %d", s->trans_b ? 0 : 1) : ints ? "" : ", 1, 1";
   line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\nwgmma.mma_async.sync.aligned.m64n%" PRId64
-          "k16.f32.%s.%s {%s}, %%%" PRId64 ", %%%" PRId64 ", p, 1, 1, 0, %d;\\n}\" : %s : \"l\"(tl_da), \"l\"(tl_db), \"r\"(1) : "
+          "k%d.%s.%s.%s {%s}, %%%" PRId64 ", %%%" PRId64 ", p%s;\\n}\" : %s : \"l\"(tl_da), \"l\"(tl_db), \"r\"(1) : "
           "\"memory\");",
-       nacc + 2, N, ty, ty, regs, nacc, nacc + 1, s->trans_b ? 0 : 1, outs);
+       nacc + 2, N, kstep, cty, ty, ty, regs, nacc, nacc + 1, tail, outs);
   e->indent--;
   line(e, "}");
   line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\\n\\twgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
@@ -1181,7 +1205,7 @@ static void op_gemm_amd(E *e, const tl_stmt *s) {
 static void op_gemm(E *e, const tl_stmt *s) {
   const tl_sym *A = s->A, *B = s->B, *C = s->C;
   int64_t M = C->dims[0], N = C->dims[1], K = s->trans_a ? A->dims[0] : A->dims[1];
-  bool ints = A->dtype == TL_INT8;
+  bool ints = A->dtype == TL_INT8 || A->dtype == TL_UINT8;
   const char *acc = ints ? "int" : "float";
   const tl_sym *owner = C->in_regs ? C : NULL;
   int64_t count = owner ? owner->per_thread : (M * N + e->T - 1) / e->T;

@@ -187,6 +187,20 @@ static const struct {
 };
 
 const char *tl_stmt_kind_name(tl_stmt_kind k) { return (unsigned)k < TL_STMT_KIND_COUNT ? stmt_kinds[k].name : "?"; }
+
+const char *tl_mma_ptx_type(tl_dtype t) {
+  switch (t) {
+  case TL_FLOAT16: return "f16";
+  case TL_BFLOAT16: return "bf16";
+  case TL_FLOAT8_E4M3: return "e4m3";
+  case TL_FLOAT8_E5M2: return "e5m2";
+  case TL_INT8: return "s8";
+  case TL_UINT8: return "u8";
+  case TL_INT32: return "s32";
+  case TL_FLOAT32: return "f32";
+  default: return NULL;
+  }
+}
 unsigned tl_stmt_kind_flags(tl_stmt_kind k) { return (unsigned)k < TL_STMT_KIND_COUNT ? stmt_kinds[k].flags : 0; }
 
 const tl_stmt_op_info tl_stmt_ops[TL_STMT_OP_COUNT] = {
@@ -506,11 +520,28 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     if (s->async_copy)
       fputs(s->prefetch ? " [cp.async, prefetched]" : " [cp.async]", f);
     break;
-  case S_GEMM:
-    fprintf(f, " %s%s x %s%s -> %s%s%s", s->A->name, s->trans_a ? "^T" : "", s->B->name, s->trans_b ? "^T" : "",
-            s->C->name, s->use_wgmma ? " [wgmma m64nNk16]" : s->use_mma ? " [mma.sync m16n8k16]" : s->use_amd_mma ? " [mfma/wmma 16x16x16]" : " [per-element]",
-            s->a_regs ? " [A in registers]" : "");
+  case S_GEMM: {
+    /* the instruction, and why not a better one: 16-bit operands take
+     * k16 shapes, 8-bit ones k32 (with the types named) */
+    bool b8 = tl_dtype_size(s->A->dtype) == 1;
+    const char *ty = b8 ? tl_arena_printf(a, " %s.%s.%s", tl_mma_ptx_type(s->C->dtype == TL_INT32 ? TL_INT32 : TL_FLOAT32),
+                                          tl_mma_ptx_type(s->A->dtype), tl_mma_ptx_type(s->B->dtype))
+                        : "";
+    fprintf(f, " %s%s x %s%s -> %s", s->A->name, s->trans_a ? "^T" : "", s->B->name, s->trans_b ? "^T" : "", s->C->name);
+    if (s->use_wgmma)
+      fprintf(f, " [wgmma m64nNk%d%s]", b8 ? 32 : 16, ty);
+    else if (s->use_mma)
+      fprintf(f, " [mma.sync m16n8k%d%s]", b8 ? 32 : 16, ty);
+    else if (s->use_amd_mma)
+      fputs(" [mfma/wmma 16x16x16]", f);
+    else
+      fprintf(f, " [per-element%s%s]", s->mma_why ? ": " : "", s->mma_why ? s->mma_why : "");
+    if (s->a_regs)
+      fputs(" [A in registers]", f);
+    if (s->use_mma && !s->use_wgmma && s->wgmma_why)
+      fprintf(f, " [not wgmma: %s]", s->wgmma_why);
     break;
+  }
   case S_PARALLEL:
     fputs(" (", f);
     for (int i = 0; i < s->nvars; i++)

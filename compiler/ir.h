@@ -360,6 +360,10 @@ enum { TL_STMT_KIND_COUNT = 0 TL_STMT_KINDS(TL_X) };
 /* The name of a kind in IR dumps ("alloc", "loop", ...), and its TL_KIND_*
  * flags (ir.c). */
 const char *tl_stmt_kind_name(tl_stmt_kind k);
+/* The PTX name of a matrix instruction's operand or accumulator type:
+ * "f16", "bf16", "e4m3", "e5m2", "s8", "u8", "s32", "f32"; NULL for the
+ * other dtypes. */
+const char *tl_mma_ptx_type(tl_dtype t);
 unsigned tl_stmt_kind_flags(tl_stmt_kind k);
 
 /* The ops of Tile IR v1 as written in a program's "op" field
@@ -485,6 +489,8 @@ struct tl_stmt {
                           one warpgroup per 64 rows of C, A and B read from shared memory */
   bool use_amd_mma;    /* after pass_place: gemm lowered to MFMA or WMMA (C's reg_layout says which) */
   bool a_regs;         /* after pass_place: that gemm takes A from registers (A in C's row layout) */
+  const char *mma_why;   /* after pass_place: why a gemm is not on the matrix cores (static text), or NULL */
+  const char *wgmma_why; /* after pass_place: why a gemm of a wgmma target is not on wgmma, or NULL */
   bool async_copy;     /* after pass_pipeline: a global -> shared copy in 16-byte cp.async chunks */
   bool prefetch;       /* after pass_pipeline: issued ahead by its pipelined loop */
   bool pipe;           /* after pass_pipeline: a pipelined loop with prefetched copies */

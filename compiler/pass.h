@@ -18,10 +18,12 @@ typedef struct tl_codegen {
   int warp;           /* threads per warp: 32, or 64 on CDNA */
   bool mma;           /* mma.sync m16n8k16 + ldmatrix (NVIDIA, sm_80 and later) */
   bool async_copy;    /* cp.async (NVIDIA, sm_80 and later) */
-  bool wgmma;         /* wgmma.mma_async (sm_90a, compute_90a) */
+  bool int8_mma;      /* mma.sync m16n8k32 with s8/u8 operands (with mma: sm_80 and later) */
+  bool fp8_mma;       /* mma.sync m16n8k32 with e4m3/e5m2 operands (with mma: sm_89 and later) */
+  bool wgmma;         /* wgmma.mma_async (sm_90a, compute_90a), every operand type of the above */
   int amd_matrix;     /* tl_amd_matrix (target.h): MFMA, WMMA or WMMA_GFX12, 0 for none */
 } tl_codegen;
-/* NVIDIA's from sm_80: CUDA, warps of 32, mma.sync and cp.async (emit_cuda.c). */
+/* NVIDIA's from sm_80: CUDA, warps of 32, mma.sync (f16, bf16, int8) and cp.async (emit_cuda.c). */
 extern const tl_codegen tl_codegen_cuda;
 /* compile.c: what t's code may use. */
 tl_codegen tl_codegen_of(const tl_target *t);

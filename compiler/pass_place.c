@@ -16,10 +16,14 @@
  * TL_MAX_REG_ELEMS.  Every other fragment lives in shared memory, where any
  * thread may read any element; that is always correct, and slower.
  *
- * Then the matrix-core path: a gemm of float16/bfloat16 operands into a
- * register fragment C whose shape tiles onto the block's warps (by the
- * gemm's policy) is marked use_mma, and C takes the accumulator layout of
- * mma.m16n8k16 (TL_LAYOUT_MMA).  Register fragments that share parallel
+ * Then the matrix-core path: a gemm of float16/bfloat16 operands (or,
+ * where the target has them, int8/uint8 into int32 and float8 into
+ * float32, both K-major) into a register fragment C whose shape tiles onto
+ * the block's warps (by the gemm's policy) is marked use_mma, and C takes
+ * the accumulator layout of mma.m16n8k16 (TL_LAYOUT_MMA; m16n8k32's int32
+ * and float32 accumulators sit in the same places).  A gemm left on the
+ * per-element path gets the reason in mma_why (and one on mma.sync of a
+ * wgmma target in wgmma_why), which `--emit ir` prints.  Register fragments that share parallel
  * loops or copies with C take the same layout when they have its shape and
  * are demoted to shared memory otherwise (a loop's iterations must run on
  * the thread that owns their elements).  The operands A and B are stored
@@ -50,6 +54,8 @@ typedef struct {
   int64_t scratch;
   tl_vec rows;      /* row reads: pairs (1-D fragment, 2-D parallel loop) */
   bool wgmma;       /* the target has wgmma.mma_async */
+  bool int8_mma;    /* ... mma.sync with int8/uint8 operands */
+  bool fp8_mma;     /* ... mma.sync with float8 operands */
   int amd_matrix;   /* choose_amd_all: the target's matrix instructions (TL_AMD_MATRIX_*) */
   int wave;         /* choose_amd_all: its wavefront size */
   bool changed;     /* unify_all, resolve_gemm_a: something changed in this walk */
@@ -209,34 +215,82 @@ static bool same_mma(const tl_sym *a, const tl_sym *b) {
   return a->mma_wm == b->mma_wm && a->mma_wn == b->mma_wn && a->mma_mi == b->mma_mi && a->mma_ni == b->mma_ni;
 }
 
+/* 8-bit operands (int8, uint8, float8): their instructions take K in
+ * steps of 32 (m16n8k32, m64nNk32), and both operands K-major: A stored
+ * [M, K] and B [N, K] (transpose_B).  ldmatrix has no 8-bit transpose
+ * before sm_100 and wgmma transposes only 16-bit operands, so another
+ * storage order takes the per-element path (the ir says so); a program
+ * gets the fast path by storing B as [N, K]. */
+static bool byte_operands(const tl_stmt *s) { return tl_dtype_size(s->A->dtype) == 1; }
+
+/* Why the target's mma.sync cannot take the gemm's operand types, or NULL
+ * when it can. */
+static const char *mma_types_why(const P *p, const tl_stmt *s) {
+  switch (s->A->dtype) {
+  case TL_FLOAT16: case TL_BFLOAT16: return NULL;
+  case TL_INT8: case TL_UINT8:
+    return p->int8_mma ? NULL : "the target has no mma.sync with int8 operands (sm_80 and later)";
+  case TL_FLOAT8_E4M3: case TL_FLOAT8_E5M2:
+    return p->fp8_mma ? NULL : "the target has no mma.sync with float8 operands (sm_89 and later)";
+  default: return "no matrix instruction takes these operands";
+  }
+}
+
+/* The accumulator C must have: int32 for integer operands, float32 (or,
+ * on mma.sync, float16, accumulated in float32) for the others. */
+static bool c_type_ok(const tl_stmt *s, bool f16_ok) {
+  if (s->A->dtype == TL_INT8 || s->A->dtype == TL_UINT8)
+    return s->C->dtype == TL_INT32;
+  return s->C->dtype == TL_FLOAT32 || (f16_ok && s->C->dtype == TL_FLOAT16);
+}
+
 /* Gives fragment C the accumulator layout for a gemm on `threads`, when
- * the shape tiles onto the warps; returns false (nothing changed) if not. */
+ * the shape tiles onto the warps; returns why not (nothing changed) if
+ * not, NULL when it did. */
 /* wgmma (sm_90a): each warpgroup of 4 warps computes 64 rows of C across
- * all its N columns with m64nNk16 instructions reading A and B from shared
- * memory through matrix descriptors.  Taken when C (float32, registers) has
- * 16 rows per warp and at most 256 columns, A is stored [M, 64] (K-major,
- * one 128-byte swizzle atom per 8 rows) and B either [N, 64] (K-major) or
- * [64 * k, N] with N a multiple of 64 (N-major, stored as panels of 64
- * columns).  C's layout is then the mma layout with every warp along M and
+ * all its N columns with m64nNk16 instructions (m64nNk32 for 8-bit
+ * operands) reading A and B from shared memory through matrix
+ * descriptors.  Taken when C (float32, or int32 for integer operands,
+ * registers) has 16 rows per warp and at most 256 columns, A is stored
+ * [M, K] with rows of 128 bytes (K = 64 16-bit or 128 8-bit elements:
+ * K-major, one 128-byte swizzle atom per 8 rows) and B either [N, K] of
+ * the same rows (K-major) or, for 16-bit operands only, [64 * k, N] with N
+ * a multiple of 64 (N-major, stored as panels of 64 columns).  Integer
+ * operands take N of 8, 16, 24 or a multiple of 16 (ptxas refuses the
+ * others).  C's layout is then the mma layout with every warp along M and
  * one tile row per warp: each warp's accumulator registers are exactly the
  * instruction's. */
-static bool choose_wgmma(P *p, tl_stmt *s) {
+static const char *choose_wgmma(P *p, tl_stmt *s) {
   tl_sym *A = s->A, *B = s->B, *C = s->C;
-  if (!p->wgmma || A->scope != SCOPE_SHARED || B->scope != SCOPE_SHARED || s->trans_a)
-    return false;
-  if ((A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16) || B->dtype != A->dtype || (A->layout && !A->layout->swizzle) ||
-      (B->layout && !B->layout->swizzle))
-    return false;
-  if (A->ndim != 2 || B->ndim != 2 || C->ndim != 2 || !C->in_regs || C->dtype != TL_FLOAT32 || p->threads % 128)
-    return false;
+  bool b8 = byte_operands(s), ints = C->dtype == TL_INT32;
+  int64_t rowk = 128 / (int64_t)tl_dtype_size(A->dtype); /* K of one 128-byte row */
+  if (!p->wgmma)
+    return "the target has no wgmma (sm_90a)";
+  if (A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16 && !b8)
+    return "no wgmma takes these operands";
+  if (A->scope != SCOPE_SHARED || B->scope != SCOPE_SHARED)
+    return "wgmma reads A and B from shared buffers";
+  if (s->trans_a || (b8 && !s->trans_b))
+    return b8 ? "8-bit operands must be K-major: A [M, K], B [N, K] with transpose_B"
+              : "A must be stored [M, K] (no transpose_A)";
+  if ((A->layout && !A->layout->swizzle) || (B->layout && !B->layout->swizzle))
+    return "an operand's annotated layout is not swizzled";
+  if (A->ndim != 2 || B->ndim != 2 || C->ndim != 2 || !C->in_regs || !c_type_ok(s, false))
+    return C->in_regs ? "C must be float32 (int32 for integer operands)" : "C is not in registers";
+  if (p->threads % 128)
+    return "the block is not whole warpgroups (128 threads)";
   int64_t M = C->dims[0], N = C->dims[1], nw = p->threads / 32;
-  if (M != 16 * nw || N > 256 || N % 8 || A->dims[0] != M || A->dims[1] != 64)
-    return false;
-  if (s->trans_b ? (B->dims[0] != N || B->dims[1] != 64) : (B->dims[0] != 64 || B->dims[1] != N || N % 64))
-    return false;
+  if (M != 16 * nw)
+    return "C's rows are not 16 per warp (64 per warpgroup)";
+  if (N > 256 || N % 8 || (ints && N > 24 && N % 16))
+    return ints ? "C's columns are not 8, 16, 24 or a multiple of 16 up to 256" : "C's columns are not a multiple of 8 up to 256";
+  if (A->dims[0] != M || A->dims[1] != rowk)
+    return b8 ? "A is not [M, 128] (128-byte rows)" : "A is not [M, 64] (128-byte rows)";
+  if (s->trans_b ? (B->dims[0] != N || B->dims[1] != rowk) : (B->dims[0] != 64 || B->dims[1] != N || N % 64))
+    return b8 ? "B is not [N, 128] (128-byte rows)" : "B is not [N, 64], or [64, N] with N a multiple of 64";
   tl_sym want = {.mma_wm = (int)nw, .mma_wn = 1, .mma_mi = 1, .mma_ni = N / 8};
   if (C->reg_layout == TL_LAYOUT_MMA && !same_mma(C, &want))
-    return false;
+    return "C already has another warp tiling (another gemm)";
   C->reg_layout = TL_LAYOUT_MMA;
   C->mma_wm = (int)nw;
   C->mma_wn = 1;
@@ -244,22 +298,36 @@ static bool choose_wgmma(P *p, tl_stmt *s) {
   C->mma_ni = N / 8;
   C->per_thread = N / 2;
   s->use_mma = s->use_wgmma = true;
-  return true;
+  return NULL;
 }
 
-static bool choose_mma(P *p, tl_stmt *s) {
+/* mma.sync: m16n8k16 for 16-bit operands, m16n8k32 for 8-bit ones (int8
+ * and uint8 into int32 from sm_80, float8 into float32 from sm_89), on a
+ * grid of warps over C with square-ish warp tiles.  Returns why not, or
+ * NULL when taken. */
+static const char *choose_mma(P *p, tl_stmt *s) {
   tl_sym *A = s->A, *B = s->B, *C = s->C;
   s->use_wgmma = false;
-  if (choose_wgmma(p, s))
-    return true;
-  if ((A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16) || B->in_regs)
-    return false;
-  if (!C->in_regs || (C->dtype != TL_FLOAT32 && C->dtype != TL_FLOAT16) || p->threads % 32)
-    return false;
-  int64_t M = C->dims[0], N = C->dims[1], K = s->trans_a ? A->dims[0] : A->dims[1];
+  const char *wg = choose_wgmma(p, s);
+  s->wgmma_why = p->wgmma ? wg : NULL;
+  if (!wg)
+    return NULL;
+  const char *why = mma_types_why(p, s);
+  if (why)
+    return why;
+  if (B->in_regs)
+    return "B is a register fragment";
+  if (!C->in_regs)
+    return "C is not in registers";
+  if (!c_type_ok(s, true) || p->threads % 32)
+    return p->threads % 32 ? "the block is not whole warps" : "C's dtype has no accumulator of the instruction";
+  bool b8 = byte_operands(s);
+  if (b8 && (s->trans_a || !s->trans_b))
+    return "8-bit operands must be K-major: A [M, K], B [N, K] with transpose_B (ldmatrix has no 8-bit transpose)";
+  int64_t M = C->dims[0], N = C->dims[1], K = s->trans_a ? A->dims[0] : A->dims[1], kstep = b8 ? 32 : 16;
   int nw = (int)(p->threads / 32);
-  if (K % 16)
-    return false;
+  if (K % kstep)
+    return b8 ? "K is not a multiple of 32" : "K is not a multiple of 16";
   int best_wm = 0;
   int64_t best_cost = INT64_MAX;
   for (int wm = 1; wm <= nw; wm++) {
@@ -277,14 +345,14 @@ static bool choose_mma(P *p, tl_stmt *s) {
     }
   }
   if (!best_wm)
-    return false;
+    return "C does not tile onto the warps in 16 x 16 tiles (by the policy)";
   int wn = nw / best_wm;
   int64_t mi = M / best_wm / 16, ni = N / wn / 8;
   if (mi * ni * 4 > TL_MAX_REG_ELEMS)
-    return false;
+    return "C's warp tile needs more than 128 registers per thread";
   tl_sym want = {.mma_wm = best_wm, .mma_wn = wn, .mma_mi = mi, .mma_ni = ni};
   if (C->reg_layout == TL_LAYOUT_MMA && !same_mma(C, &want))
-    return false;
+    return "C already has another warp tiling (another gemm)";
   C->reg_layout = TL_LAYOUT_MMA;
   C->mma_wm = best_wm;
   C->mma_wn = wn;
@@ -292,12 +360,12 @@ static bool choose_mma(P *p, tl_stmt *s) {
   C->mma_ni = ni;
   C->per_thread = mi * ni * 4;
   s->use_mma = true;
-  return true;
+  return NULL;
 }
 
 static tl_walk_act choose_mma_all(tl_stmt *s, void *user) {
   if (s->kind == S_GEMM)
-    choose_mma(user, s);
+    s->mma_why = choose_mma(user, s);
   return TL_WALK_GO;
 }
 
@@ -362,8 +430,12 @@ static bool choose_amd(P *p, tl_stmt *s, int matrix, int wave) {
 static tl_walk_act choose_amd_all(tl_stmt *s, void *user) {
   P *p = user;
   s->use_amd_mma = false;
-  if (s->kind == S_GEMM)
-    choose_amd(p, s, p->amd_matrix, p->wave);
+  if (s->kind == S_GEMM) {
+    s->wgmma_why = NULL;
+    s->mma_why = choose_amd(p, s, p->amd_matrix, p->wave) ? NULL
+                 : p->amd_matrix ? "the matrix cores take float16/bfloat16 A and B in shared memory into a float32 C of 16 x 16 tiles per wave"
+                                 : "the target has no matrix instructions (mma.sync from sm_80)";
+  }
   return TL_WALK_GO;
 }
 
@@ -451,10 +523,12 @@ static tl_walk_act unify_all(tl_stmt *s, void *user) {
     if (g[0]->kind == SYM_BUFFER && g[1]->kind == SYM_BUFFER)
       p->changed |= unify(g, 2);
   } else if (s->kind == S_GEMM && s->use_mma && !s->C->in_regs) {
-    s->use_mma = false; /* C was demoted after all */
+    s->use_mma = s->use_wgmma = false; /* C was demoted after all */
+    s->mma_why = "C left the registers (a parallel loop or copy shares it with a fragment of another layout)";
     p->changed = true;
   } else if (s->kind == S_GEMM && s->use_amd_mma && (!s->C->in_regs || s->A->in_regs || s->B->in_regs)) {
     s->use_amd_mma = false;
+    s->mma_why = "C left the registers, or A or B is a register fragment";
     p->changed = true;
   }
   return TL_WALK_GO;
@@ -644,7 +718,7 @@ static tl_walk_act swizzle_operands(tl_stmt *s, void *user) {
       tl_sym *x = ops[k];
       if (x->in_regs)
         continue;
-      int64_t row_bytes = x->dims[1] * 2;
+      int64_t row_bytes = x->dims[1] * (int64_t)tl_dtype_size(x->dtype);
       if (x->ndim == 2 && row_bytes % 64 == 0 && (row_bytes * x->dims[0]) % 128 == 0)
         x->swizzled = true;
     }
@@ -671,7 +745,7 @@ tl_status tl_pass_place_for(tl_program *prog, int64_t smem_limit, const tl_codeg
 }
 
 static void place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bool amd) {
-  P pp = {.prog = prog, .wgmma = cg->wgmma}, *p = &pp;
+  P pp = {.prog = prog, .wgmma = cg->wgmma, .int8_mma = cg->int8_mma, .fp8_mma = cg->fp8_mma}, *p = &pp;
   p->threads = prog->threads[0] * prog->threads[1] * prog->threads[2];
   for (int i = 0; i < prog->nbuffer_slots; i++) {
     tl_sym *s = prog->buffer_syms[i];

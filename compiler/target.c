@@ -7,11 +7,14 @@
  * on 7.5, 163 KiB on 8.0/8.7, 99 KiB on 8.6/8.9/12.x, 227 KiB on
  * 9.0/10.x/11.0; 255 registers per thread and 64 Ki per block everywhere)
  * and the PTX ISA's target requirements of each instruction the emitter
- * writes (ldmatrix: sm_75; mma.sync m16n8k16 with f16/bf16 operands and
- * cp.async: sm_80; fp8 mma: sm_89; cp.async.bulk.tensor and clusters:
- * sm_90; wgmma: sm_90a).  sm_88's limits are not published: it gets the
- * 48 KiB every architecture allows.  AMD: the LLVM AMDGPU back end's
- * processor table (EF_AMDGPU_MACH values from BinaryFormat/ELF.h; gfx950
+ * writes (ldmatrix: sm_75; mma.sync m16n8k16 with f16/bf16 operands,
+ * m16n8k32 with s8/u8 operands and cp.async: sm_80; m16n8k32 with
+ * e4m3/e5m2 operands: sm_89, and so every later architecture, sm_90,
+ * sm_100 and sm_120 included (ptxas 13.0 refuses it below sm_89 and takes
+ * it from sm_89 to sm_121); cp.async.bulk.tensor and clusters: sm_90;
+ * wgmma, with f16/bf16, e4m3/e5m2 and s8/u8 operands: sm_90a).  sm_88's
+ * limits are not published: it gets the 48 KiB every architecture allows.
+ * AMD: the LLVM AMDGPU back end's processor table (EF_AMDGPU_MACH values from BinaryFormat/ELF.h; gfx950
  * from LLVM 20, which added it), LDS per workgroup (64 KiB, 160 KiB on
  * CDNA4), 512 VGPRs+AGPRs per lane on CDNA's unified register file, 256
  * VGPRs on RDNA; AMD states no per-workgroup register limit (a
@@ -40,7 +43,7 @@
 
 /* What each NVIDIA generation adds. */
 #define F75 TL_FEATURE(LDMATRIX)
-#define F80 (F75 | TL_FEATURE(MMA) | TL_FEATURE(CP_ASYNC) | TL_FEATURE(BF16_MMA))
+#define F80 (F75 | TL_FEATURE(MMA) | TL_FEATURE(CP_ASYNC) | TL_FEATURE(BF16_MMA) | TL_FEATURE(INT8_MMA))
 #define F89 (F80 | TL_FEATURE(FP8_MMA))
 #define F90 (F89 | TL_FEATURE(TMA) | TL_FEATURE(CLUSTERS))
 

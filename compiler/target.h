@@ -55,7 +55,8 @@ typedef enum tl_amd_matrix {
   X(MMA, "mma", "mma.sync m16n8k16 with float16/bfloat16 operands (sm_80 and later)")         \
   X(CP_ASYNC, "cp.async", "cp.async copies from global to shared memory (sm_80 and later)")   \
   X(BF16_MMA, "bf16-mma", "bfloat16 matrix operands (sm_80 and later; MFMA, WMMA)")          \
-  X(FP8_MMA, "fp8-mma", "float8 matrix operands (sm_89 and later)")                           \
+  X(INT8_MMA, "int8-mma", "mma.sync m16n8k32 with int8/uint8 operands into int32 (sm_80 and later)") \
+  X(FP8_MMA, "fp8-mma", "mma.sync m16n8k32 with float8 e4m3/e5m2 operands (sm_89 and later)") \
   X(TMA, "tma", "the tensor memory accelerator, cp.async.bulk.tensor (sm_90 and later)")     \
   X(CLUSTERS, "clusters", "thread-block clusters (sm_90 and later)")                          \
   X(WGMMA, "wgmma", "wgmma.mma_async (sm_90a, compute_90a)")

@@ -90,7 +90,7 @@ small_sizes() {
   DEFS=()
   ARGS=()
   case $1 in
-    gemm|gemm_nt|gemm_swizzle|dequant_gemm|dequant_gemm_threads)
+    gemm|gemm_nt|gemm_swizzle|dequant_gemm|dequant_gemm_threads|gemm_int8|gemm_fp8_blockscaled)
       DEFS=(-D M=256 -D N=256 -D K=256) ;;
     flash_attention)
       DEFS=(-D batch=1 -D heads=2 -D seq_len=128 -D dim=64 -D block_M=64 -D block_N=64) ;;

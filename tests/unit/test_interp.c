@@ -251,6 +251,17 @@ static void compare(const run *r, int p, const double *ref, double tol, const ch
 static double tol_of(tl_dtype dt) { return dt == TL_FLOAT32 ? 1e-4 : dt == TL_FLOAT16 ? 1e-2 : 2e-2; }
 
 /* ---- the examples ----------------------------------------------------------------- */
+/* Loads example `file` with M, N, K overridden and fills its tensors. */
+static void load_mnk(run *r, const char *file, const char *M, const char *N, const char *K) {
+  char dm[32], dn[32], dk[32];
+  snprintf(dm, sizeof dm, "M=%s", M);
+  snprintf(dn, sizeof dn, "N=%s", N);
+  snprintf(dk, sizeof dk, "K=%s", K);
+  const char *defs[] = {dm, dn, dk, NULL};
+  load_file(r, file, defs);
+  alloc_tensors(r);
+}
+
 /* C = A B with A [M, K] and B [K, N] (bt: B given as [N, K]). */
 static void ref_matmul(const run *r, int pa, int pb, int64_t M, int64_t N, int64_t K, bool bt, double *out) {
   for (int64_t m = 0; m < M; m++)
@@ -263,14 +274,8 @@ static void ref_matmul(const run *r, int pa, int pb, int64_t M, int64_t N, int64
 }
 
 static void example_gemm(const char *file, bool bt, const char *M, const char *N, const char *K) {
-  char dm[32], dn[32], dk[32];
-  snprintf(dm, sizeof dm, "M=%s", M);
-  snprintf(dn, sizeof dn, "N=%s", N);
-  snprintf(dk, sizeof dk, "K=%s", K);
-  const char *defs[] = {dm, dn, dk, NULL};
   run r;
-  load_file(&r, file, defs);
-  alloc_tensors(&r);
+  load_mnk(&r, file, M, N, K);
   int pa = param(&r, "A"), pb = param(&r, "B"), pc = param(&r, "C");
   int64_t m = r.shape[pc][0], n = r.shape[pc][1], k = r.shape[pa][1];
   run_ok(&r);
@@ -293,6 +298,65 @@ static void gemm_examples(void **state) {
   }
 }
 
+/* int8 x int8 -> int32 (B given as [N, K]): exact, against the integer sum. */
+static void example_gemm_int8(const char *M, const char *N, const char *K) {
+  run r;
+  load_mnk(&r, "examples/gemm_int8.json", M, N, K);
+  int pa = param(&r, "A"), pb = param(&r, "B"), pc = param(&r, "C");
+  int64_t m = r.shape[pc][0], n = r.shape[pc][1], k = r.shape[pa][1];
+  run_ok(&r);
+  size_t bad = 0;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      int64_t acc = 0;
+      for (int64_t q = 0; q < k; q++)
+        acc += geti(&r, pa, (size_t)(i * k + q)) * geti(&r, pb, (size_t)(j * k + q));
+      bad += geti(&r, pc, (size_t)(i * n + j)) != (int64_t)(int32_t)acc;
+    }
+  fprintf(stderr, "  examples/gemm_int8.json M=%s N=%s K=%s: %zu of %lld elements differ (exact)\n", M, N, K, bad,
+          (long long)(m * n));
+  assert_int_equal(bad, 0);
+  free_run(&r);
+}
+
+/* DeepGEMM's float8 gemm: C = sum over 128-blocks kb of K of
+ * (A[:, kb] B[:, kb]^T) * scale_a[m, kb] * scale_b[n / 128, kb], rounded to
+ * C's float16 (tol_of: the float32 sums and scalings are far finer). */
+static void example_gemm_fp8(const char *M, const char *N, const char *K) {
+  run r;
+  load_mnk(&r, "examples/gemm_fp8_blockscaled.json", M, N, K);
+  int pa = param(&r, "A"), pb = param(&r, "B"), psa = param(&r, "scale_a"), psb = param(&r, "scale_b"),
+      pc = param(&r, "C");
+  int64_t m = r.shape[pc][0], n = r.shape[pc][1], k = r.shape[pa][1], kb = r.shape[psa][1];
+  run_ok(&r);
+  double *ref = malloc(sizeof(double) * (size_t)(m * n));
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double acc = 0;
+      for (int64_t b = 0; b < kb; b++) {
+        double part = 0;
+        for (int64_t q = b * 128; q < k && q < b * 128 + 128; q++)
+          part += get(&r, pa, (size_t)(i * k + q)) * get(&r, pb, (size_t)(j * k + q));
+        acc += part * get(&r, psa, (size_t)(i * kb + b)) * get(&r, psb, (size_t)(j / 128 * kb + b));
+      }
+      ref[i * n + j] = acc;
+    }
+  char what[128];
+  snprintf(what, sizeof what, "examples/gemm_fp8_blockscaled.json M=%s N=%s K=%s", M, N, K);
+  compare(&r, pc, ref, tol_of(TL_FLOAT16), what);
+  free(ref);
+  free_run(&r);
+}
+
+static void lowp_gemm_examples(void **state) {
+  (void)state;
+  const char *sizes[][3] = {{"200", "136", "72"}, {"256", "256", "256"}, {"1", "1", "1"}, {"130", "257", "300"}};
+  for (int i = 0; i < 4; i++) {
+    example_gemm_int8(sizes[i][0], sizes[i][1], sizes[i][2]);
+    example_gemm_fp8(sizes[i][0], sizes[i][1], sizes[i][2]);
+  }
+}
+
 /* dequant(B)[n, k]: B holds two unsigned 4-bit values per byte, low first. */
 static double dequant(const run *r, int pb, int64_t K, int64_t n, int64_t k) {
   int64_t byte = geti(r, pb, (size_t)(n * (K / 2) + k / 2)) & 0xFF;
@@ -300,14 +364,8 @@ static double dequant(const run *r, int pb, int64_t K, int64_t n, int64_t k) {
 }
 
 static void dequant_example(const char *file, bool threads, const char *M, const char *N, const char *K) {
-  char dm[32], dn[32], dk[32];
-  snprintf(dm, sizeof dm, "M=%s", M);
-  snprintf(dn, sizeof dn, "N=%s", N);
-  snprintf(dk, sizeof dk, "K=%s", K);
-  const char *defs[] = {dm, dn, dk, NULL};
   run r;
-  load_file(&r, file, defs);
-  alloc_tensors(&r);
+  load_mnk(&r, file, M, N, K);
   int pa = param(&r, "A"), pb = param(&r, "B"), pc = param(&r, threads ? "C" : "Ct");
   int64_t m = r.shape[pa][0], k = r.shape[pa][1], n = r.shape[pb][0];
   run_ok(&r);
@@ -1085,6 +1143,7 @@ int main(void) {
       cmocka_unit_test(allocation_poison), cmocka_unit_test(tilus_add_one),
       cmocka_unit_test(tilus_matmul),      cmocka_unit_test(gemm_examples),
       cmocka_unit_test(dequant_examples),  cmocka_unit_test(flash_examples),
+      cmocka_unit_test(lowp_gemm_examples),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -97,14 +97,14 @@ static void test_features(void **state) {
   } rows[] = {
       {"sm_75", "ldmatrix"},
       {"compute_75", "ldmatrix"},
-      {"sm_80", "ldmatrix mma cp.async bf16-mma"},
-      {"sm_86", "ldmatrix mma cp.async bf16-mma"},
-      {"sm_89", "ldmatrix mma cp.async bf16-mma fp8-mma"},
-      {"sm_90", "ldmatrix mma cp.async bf16-mma fp8-mma tma clusters"},
-      {"sm_90a", "ldmatrix mma cp.async bf16-mma fp8-mma tma clusters wgmma"},
-      {"compute_90a", "ldmatrix mma cp.async bf16-mma fp8-mma tma clusters wgmma"},
-      {"sm_100a", "ldmatrix mma cp.async bf16-mma fp8-mma tma clusters"},
-      {"sm_120f", "ldmatrix mma cp.async bf16-mma fp8-mma tma clusters"},
+      {"sm_80", "ldmatrix mma cp.async bf16-mma int8-mma"},
+      {"sm_86", "ldmatrix mma cp.async bf16-mma int8-mma"},
+      {"sm_89", "ldmatrix mma cp.async bf16-mma int8-mma fp8-mma"},
+      {"sm_90", "ldmatrix mma cp.async bf16-mma int8-mma fp8-mma tma clusters"},
+      {"sm_90a", "ldmatrix mma cp.async bf16-mma int8-mma fp8-mma tma clusters wgmma"},
+      {"compute_90a", "ldmatrix mma cp.async bf16-mma int8-mma fp8-mma tma clusters wgmma"},
+      {"sm_100a", "ldmatrix mma cp.async bf16-mma int8-mma fp8-mma tma clusters"},
+      {"sm_120f", "ldmatrix mma cp.async bf16-mma int8-mma fp8-mma tma clusters"},
       {"gfx942", "bf16-mma"},
   };
   for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
@@ -170,7 +170,7 @@ static void test_rows(void **state) {
   assert_non_null(j);
   assert_string_equal(j, "{\"vendor\":\"nvidia\",\"arch\":90,\"variant\":\"a\",\"family\":\"Hopper\",\"binary\":"
                          "\"cubin\",\"dialect\":\"cuda\",\"warp\":32,\"features\":[\"ldmatrix\",\"mma\",\"cp.async\","
-                         "\"bf16-mma\",\"fp8-mma\",\"tma\",\"clusters\",\"wgmma\"],\"amd_matrix\":\"none\","
+                         "\"bf16-mma\",\"int8-mma\",\"fp8-mma\",\"tma\",\"clusters\",\"wgmma\"],\"amd_matrix\":\"none\","
                          "\"shared_bytes\":232448,\"registers_per_thread\":255,\"registers_per_block\":65536}");
   free(j);
 }
@@ -187,9 +187,16 @@ static void test_codegen_view(void **state) {
   assert_false(cg.mma);
   assert_false(cg.async_copy);
   assert_false(cg.wgmma);
+  assert_false(cg.int8_mma || cg.fp8_mma);
   assert_int_equal(tl_target_parse("sm_80", &t, NULL), TL_OK);
   cg = tl_codegen_of(&t);
   assert_memory_equal(&cg, &tl_codegen_cuda, sizeof cg);
+  assert_true(cg.int8_mma);
+  assert_false(cg.fp8_mma); /* float8 mma.sync from sm_89 */
+  assert_int_equal(tl_target_parse("sm_89", &t, NULL), TL_OK);
+  assert_true(tl_codegen_of(&t).fp8_mma);
+  assert_int_equal(tl_target_parse("sm_120", &t, NULL), TL_OK);
+  assert_true(tl_codegen_of(&t).fp8_mma && tl_codegen_of(&t).int8_mma);
   assert_int_equal(tl_target_parse("compute_90a", &t, NULL), TL_OK);
   assert_true(tl_codegen_of(&t).wgmma);
   assert_int_equal(tl_target_parse("sm_100a", &t, NULL), TL_OK);

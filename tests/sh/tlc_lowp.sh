@@ -1,0 +1,119 @@
+#!/bin/sh
+# tests/sh/tlc_lowp.sh - 8-bit gemms on the tensor cores (issue 12): the
+# int8 and float8 examples compile to the tensor-core instructions of each
+# target, shown by `--emit ir` and found in the PTX: wgmma m64nNk32 on
+# sm_90a, mma.sync m16n8k32 on sm_89 (and int8 on sm_80), with the
+# accumulators (DeepGEMM's two of the float8 example included) in registers
+# in the mma layout and no spills; uint8 and float8_e5m2 take their own
+# instruction types; a target without the instruction, or operands that are
+# not K-major, take the per-element path and the ir says why; wgmma's
+# shape limits fall back to mma.sync with the reason.
+# Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
+TLC=${TL_BUILD:-build}/bin/tlc
+if ! "$TLC" targets >/dev/null 2>&1; then
+  echo "no NVRTC here: tlc compile cannot run" >&2
+  exit 77
+fi
+fail() { echo "FAIL: $*"; exit 1; }
+tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
+
+# expect PROGRAM TARGET IR-TEXT PTX-TEXT [-D ...]: the ir shows IR-TEXT, the PTX
+# holds PTX-TEXT ("-" for none: then it holds no mma at all), the cubin builds
+# without spills
+expect() {
+  prog=$1 t=$2 want_ir=$3 want_ptx=$4
+  shift 4
+  ir=$("$TLC" compile "$prog" --target "$t" --emit ir "$@") || fail "$prog $t: --emit ir"
+  printf '%s\n' "$ir" | grep -qF -- "$want_ir" || fail "$prog $t $*: the ir lacks '$want_ir':
+$(printf '%s\n' "$ir" | grep gemm)"
+  "$TLC" compile "$prog" --target "$t" --emit ptx -o "$tmp/k.ptx" "$@" 2>/dev/null || fail "$prog $t: --emit ptx"
+  if [ "$want_ptx" = - ]; then
+    grep -q "mma" "$tmp/k.ptx" && fail "$prog $t $*: the per-element path has an mma in its PTX"
+  else
+    grep -qF -- "$want_ptx" "$tmp/k.ptx" || fail "$prog $t $*: the PTX lacks $want_ptx"
+  fi
+  meta=$("$TLC" compile "$prog" --target "$t" --emit meta "$@") || fail "$prog $t: --emit meta"
+  if [ "$want_ptx" != - ]; then
+    spills=$(printf '%s\n' "$meta" | python3 -c 'import json, sys; r = json.load(sys.stdin)["resources"]; print(r["spill_store_bytes"] + r["spill_load_bytes"])')
+    [ "$spills" = 0 ] || fail "$prog $t $*: $spills bytes of spills"
+  fi
+  echo "ok   $prog $t $* -> $want_ir"
+}
+
+i8=examples/gemm_int8.json f8=examples/gemm_fp8_blockscaled.json
+expect $i8 sm_90a "gemm A_shared x B_shared^T -> C_local [wgmma m64nNk32 s32.s8.s8]" \
+  "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8"
+for t in sm_89 sm_80 sm_120; do
+  expect $i8 $t "gemm A_shared x B_shared^T -> C_local [mma.sync m16n8k32 s32.s8.s8]" \
+    "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
+done
+expect $i8 sm_75 "[per-element: the target has no matrix instructions (mma.sync from sm_80)]" -
+ir=$("$TLC" compile $i8 --target sm_80 --emit ir)
+printf '%s\n' "$ir" | grep -qF "alloc C_local: fragment int32[128, 128] in registers, mma layout" || fail "int8's C is not in the mma layout"
+printf '%s\n' "$ir" | grep -qF "alloc B_shared: shared int8[128, 128] in shared memory at 49152, 3 stages, swizzled" ||
+  fail "int8's B is not swizzled"
+
+expect $f8 sm_90a "gemm A_shared x B_shared^T -> C_partial [wgmma m64nNk32 f32.e4m3.e4m3]" \
+  "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"
+for t in sm_89 sm_90 sm_120; do
+  expect $f8 $t "gemm A_shared x B_shared^T -> C_partial [mma.sync m16n8k32 f32.e4m3.e4m3]" \
+    "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"
+done
+expect $f8 sm_86 "[per-element: the target has no mma.sync with float8 operands (sm_89 and later)]" -
+# DeepGEMM's promotion: both accumulators in registers, in the mma layout, with
+# scale_a's rows as a row vector (in registers under wgmma's one warp along N),
+# or read from the tensor element by element in the loop
+python3 - "$f8" "$tmp/direct.json" <<'PY' || fail "could not write the direct-read variant"
+import json, sys
+p = json.load(open(sys.argv[1]))
+body = p["kernel"]["body"]
+del body[4]  # sa
+pl = body[5]["body"]
+del pl[3]  # the copy into sa
+pl[4]["body"] = ["C_acc[i, j] = C_acc[i, j] + C_partial[i, j] * (scale_a[by * block_M + i, k * block_K // 128] * sb)"]
+json.dump(p, open(sys.argv[2], "w"))
+PY
+expect "$tmp/direct.json" sm_90a "[wgmma m64nNk32 f32.e4m3.e4m3]" "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"
+for prog in $f8 "$tmp/direct.json"; do
+  for t in sm_90a sm_89; do
+    ir=$("$TLC" compile "$prog" --target $t --emit ir)
+    for f in C_partial C_acc; do
+      printf '%s\n' "$ir" | grep -qF "alloc $f: fragment float32[128, 128] in registers, mma layout, 64 per thread" ||
+        fail "$prog $t: $f is not in registers in the mma layout"
+    done
+  done
+done
+"$TLC" compile $f8 --target sm_90a --emit ir | grep -qF "alloc sa: fragment float32[128] in registers, mma-rows layout" ||
+  fail "scale_a's rows are not a row vector in registers under wgmma"
+
+# uint8 and float8_e5m2 take their own types
+sed 's/"int8"/"uint8"/g' $i8 >"$tmp/u8.json"
+expect "$tmp/u8.json" sm_90a "[wgmma m64nNk32 s32.u8.u8]" "wgmma.mma_async.sync.aligned.m64n128k32.s32.u8.u8"
+expect "$tmp/u8.json" sm_80 "[mma.sync m16n8k32 s32.u8.u8]" "mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32"
+sed 's/float8_e4m3/float8_e5m2/g' $f8 >"$tmp/e5.json"
+expect "$tmp/e5.json" sm_90a "[wgmma m64nNk32 f32.e5m2.e5m2]" "wgmma.mma_async.sync.aligned.m64n128k32.f32.e5m2.e5m2"
+expect "$tmp/e5.json" sm_89 "[mma.sync m16n8k32 f32.e5m2.e5m2]" "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32"
+
+# wgmma's limits: 64-wide K tiles and 4 warps fall back to mma.sync, saying why
+expect $i8 sm_90a "[mma.sync m16n8k32 s32.s8.s8] [not wgmma: A is not [M, 128] (128-byte rows)]" \
+  "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" -D block_K=64
+expect $f8 sm_90a "[mma.sync m16n8k32 f32.e4m3.e4m3] [not wgmma: C's rows are not 16 per warp (64 per warpgroup)]" \
+  "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32" -D threads=128 -D block_N=64
+# integer wgmma takes N of 8, 16, 24 or a multiple of 16 (m64n48k32 here)
+expect $i8 sm_90a "[wgmma m64nNk32 s32.s8.s8]" "wgmma.mma_async.sync.aligned.m64n48k32.s32.s8.s8" -D block_N=48
+
+# B stored [K, N] (not K-major): 8-bit operands cannot be transposed on the way in
+python3 - "$i8" "$tmp/kn.json" <<'PY' || fail "could not write the [K, N] variant"
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["params"][1]["shape"] = ["K", "N"]
+body = p["kernel"]["body"]
+body[1]["shape"] = ["block_K", "block_N"]
+pl = body[4]["body"]
+pl[1]["src"] = "B[k * block_K, bx * block_N]"
+del pl[2]["transpose_B"]
+json.dump(p, open(sys.argv[2], "w"))
+PY
+expect "$tmp/kn.json" sm_80 "[per-element: 8-bit operands must be K-major: A [M, K], B [N, K] with transpose_B" -
+expect "$tmp/kn.json" sm_90a "[per-element: 8-bit operands must be K-major: A [M, K], B [N, K] with transpose_B" -
+echo "tlc_lowp: ok"
