@@ -924,15 +924,34 @@ static void op_fill(E *e, const tl_stmt *s) {
  * for integer operands, float ("f") for the others. */
 static const char *acc_constraint(const tl_sym *C) { return C->dtype == TL_INT32 ? "+r" : "+f"; }
 
+/* Four 8-bit fragment registers dst[0..3] of a k32 mma operand stored with
+ * K outermost (A [K, M], B [K, N]), packed a byte at a time from shared
+ * memory: ldmatrix has no 8-bit transpose before sm_100.  Register q holds
+ * the bytes at k = tl_k + kq + 4 (lane % 4) + v, v = 0..3 (low byte
+ * first), of row or column mn + lane / 4; mn and kq are expressions of
+ * tl_q. */
+static void gather8(E *e, const tl_sym *X, const char *dst, const char *mn, const char *kq) {
+  const char *idx[2] = {S("(tl_k + %s + (tl_lane %% 4) * 4 + tl_v)", kq), S("(%s + tl_lane / 4)", mn)};
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_q = 0; tl_q < 4; tl_q++) {");
+  line(e, "  unsigned tl_w = 0;");
+  line(e, "#pragma unroll");
+  line(e, "  for (int tl_v = 0; tl_v < 4; tl_v++) tl_w |= (unsigned)(unsigned char)s_%s[%s] << (8 * tl_v);", X->name,
+       offset(e, X, idx));
+  line(e, "  %s[tl_q] = tl_w;", dst);
+  line(e, "}");
+}
+
 /* gemm on the matrix cores: C (TL_LAYOUT_MMA) += A . B with
  * mma.sync.m16n8k16 (16-bit operands, float accumulators) or m16n8k32
  * (8-bit operands: s8/u8 into s32, e4m3/e5m2 into f32), fragments of A
  * and B loaded from shared memory with ldmatrix (.trans where the storage
- * is K-major for A or N-major for B; 8-bit operands are K-major, pass_place.c).
+ * is K-major for A or N-major for B).
  * An 8-bit A or B fragment of k32 holds the same bytes as a 16-bit one of
  * k16 (row g, bytes 4t..4t+3 of each 16-byte half of a 32-byte row), so
- * the same ldmatrix loads both, with the column counted in bytes.  A
- * float16 C accumulates in float across the call and is rounded once at
+ * the same ldmatrix loads both, with the column counted in bytes; an
+ * 8-bit operand stored with K outermost is packed byte by byte (gather8).
+ * A float16 C accumulates in float across the call and is rounded once at
  * its end. */
 static void op_gemm_mma(E *e, const tl_stmt *s) {
   const tl_sym *A = s->A, *B = s->B, *C = s->C;
@@ -957,7 +976,8 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
    * constants), and up to 8 steps while the register fragments leave room
    * for the next step's loads (H200, flash attention with 64-wide K
    * tiles: 193 -> 248 TFLOP/s; with 170 words of fragments it spilled) */
-  bool unroll = K / kstep <= 4 || s->a_regs || (K / kstep <= 8 && tl_reg_words(e->prog) <= 128);
+  bool gather = es == 1 && (s->trans_a || !s->trans_b); /* gather8's index arithmetic spills when unrolled */
+  bool unroll = !gather && (K / kstep <= 4 || s->a_regs || (K / kstep <= 8 && tl_reg_words(e->prog) <= 128));
   line(e, "#pragma unroll %s", unroll ? "" : "1");
   line(e, "for (int tl_k = 0; tl_k < %" PRId64 "; tl_k += %d) {", K, kstep);
   e->indent++;
@@ -989,6 +1009,12 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
   line(e, "for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++) {", MI);
   e->indent++;
   const char *am = S("(tl_wm * %" PRId64 " + tl_i * 16)", WMr);
+  if (es == 1 && s->trans_a) {
+    /* registers 0..3: rows +0, +8, +0, +8 and k +0, +0, +16, +16 */
+    gather8(e, A, "tl_a[tl_i]", S("%s + (tl_q %% 2) * 8", am), "(tl_q / 2) * 16");
+    e->indent--;
+    line(e, "}");
+  } else {
   const char *aidx[2];
   if (!s->trans_a) {
     aidx[0] = S("%s + (tl_lane %% 16)", am);
@@ -1002,6 +1028,7 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
        s->trans_a ? ".trans" : "", offset(e, A, aidx), es);
   e->indent--;
   line(e, "}");
+  }
   }
   /* B: two n8 tiles per ldmatrix.x4.  Wide warp tiles (NI > 8, where
    * registers are short) use each pair at once in the mmas of every row
@@ -1030,9 +1057,12 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
     line(e, "unsigned *const tl_b = tl_bb[tl_j / 2];");
   else
     line(e, "unsigned tl_b[4];");
-  line(e, "asm volatile(\"ldmatrix.sync.aligned.m8n8.x4%s.shared.b16 {%%0,%%1,%%2,%%3}, [%%4];\" : \"=r\"(tl_b[0]), "
-          "\"=r\"(tl_b[1]), \"=r\"(tl_b[2]), \"=r\"(tl_b[3]) : \"r\"(tl_sb + (unsigned)(%s) * %du));",
-       s->trans_b ? "" : ".trans", offset(e, B, bidx), es);
+  if (es == 1 && !s->trans_b) /* registers 0..3: n tiles j, j, j + 1, j + 1 and k +0, +16, +0, +16 */
+    gather8(e, B, "tl_b", S("%s + (tl_q / 2) * 8", bn), "(tl_q % 2) * 16");
+  else
+    line(e, "asm volatile(\"ldmatrix.sync.aligned.m8n8.x4%s.shared.b16 {%%0,%%1,%%2,%%3}, [%%4];\" : \"=r\"(tl_b[0]), "
+            "\"=r\"(tl_b[1]), \"=r\"(tl_b[2]), \"=r\"(tl_b[3]) : \"r\"(tl_sb + (unsigned)(%s) * %du));",
+         s->trans_b ? "" : ".trans", offset(e, B, bidx), es);
   if (!interleave) {
     e->indent--;
     line(e, "}");

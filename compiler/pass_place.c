@@ -18,7 +18,7 @@
  *
  * Then the matrix-core path: a gemm of float16/bfloat16 operands (or,
  * where the target has them, int8/uint8 into int32 and float8 into
- * float32, both K-major) into a register fragment C whose shape tiles onto
+ * float32) into a register fragment C whose shape tiles onto
  * the block's warps (by the gemm's policy) is marked use_mma, and C takes
  * the accumulator layout of mma.m16n8k16 (TL_LAYOUT_MMA; m16n8k32's int32
  * and float32 accumulators sit in the same places).  A gemm left on the
@@ -216,12 +216,13 @@ static bool same_mma(const tl_sym *a, const tl_sym *b) {
 }
 
 /* 8-bit operands (int8, uint8, float8): their instructions take K in
- * steps of 32 (m16n8k32, m64nNk32), and both operands K-major: A stored
- * [M, K] and B [N, K] (transpose_B).  ldmatrix has no 8-bit transpose
- * before sm_100 and wgmma transposes only 16-bit operands, so another
- * storage order takes the per-element path (the ir says so); a program
- * gets the fast path by storing B as [N, K]. */
-static bool byte_operands(const tl_stmt *s) { return tl_dtype_size(s->A->dtype) == 1; }
+ * steps of 32 (m16n8k32, m64nNk32), and wgmma takes them K-major only: A
+ * stored [M, K] and B [N, K] (transpose_B); it transposes only 16-bit
+ * operands.  mma.sync takes any storage order: ldmatrix (which has no
+ * 8-bit transpose before sm_100) loads K-major operands, and the others
+ * are packed byte by byte from shared memory (slower: emit_cuda.c's
+ * gather8), so a program gets the fast path by storing B as [N, K]. */
+static bool byte_operands(const tl_stmt *s) { return tl_dtype_bits(s->A->dtype) == 8; }
 
 /* Why the target's mma.sync cannot take the gemm's operand types, or NULL
  * when it can. */
@@ -263,11 +264,11 @@ static bool c_type_ok(const tl_stmt *s, bool f16_ok) {
 static const char *choose_wgmma(P *p, tl_stmt *s) {
   tl_sym *A = s->A, *B = s->B, *C = s->C;
   bool b8 = byte_operands(s), ints = C->dtype == TL_INT32;
-  int64_t rowk = 128 / (int64_t)tl_dtype_size(A->dtype); /* K of one 128-byte row */
   if (!p->wgmma)
     return "the target has no wgmma (sm_90a)";
-  if (A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16 && !b8)
+  if (A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16 && mma_types_why(p, s))
     return "no wgmma takes these operands";
+  int64_t rowk = 128 / (int64_t)tl_dtype_size(A->dtype); /* K of one 128-byte row */
   if (A->scope != SCOPE_SHARED || B->scope != SCOPE_SHARED)
     return "wgmma reads A and B from shared buffers";
   if (s->trans_a || (b8 && !s->trans_b))
@@ -322,8 +323,6 @@ static const char *choose_mma(P *p, tl_stmt *s) {
   if (!c_type_ok(s, true) || p->threads % 32)
     return p->threads % 32 ? "the block is not whole warps" : "C's dtype has no accumulator of the instruction";
   bool b8 = byte_operands(s);
-  if (b8 && (s->trans_a || !s->trans_b))
-    return "8-bit operands must be K-major: A [M, K], B [N, K] with transpose_B (ldmatrix has no 8-bit transpose)";
   int64_t M = C->dims[0], N = C->dims[1], K = s->trans_a ? A->dims[0] : A->dims[1], kstep = b8 ? 32 : 16;
   int nw = (int)(p->threads / 32);
   if (K % kstep)

@@ -119,6 +119,9 @@ CASES = [
     ("gemm_int8", {"M": 300, "N": 500, "K": 384, "block_N": 48}, {}, ["C"]),
     ("../tests/gpu/programs/gemm_uint8", {"M": 1000, "N": 1100, "K": 208}, {}, ["C"]),
     ("../tests/gpu/programs/gemm_uint8", {"M": 130, "N": 257, "K": 336, "block_K": 64}, {}, ["C"]),
+    # A stored [K, M] and B [K, N]: mma.sync with operands packed byte by byte
+    ("../tests/gpu/programs/gemm_int8_kmkn", {"M": 1000, "N": 1100, "K": 208}, {}, ["C"]),
+    ("../tests/gpu/programs/gemm_int8_kmkn", {"M": 130, "N": 257, "K": 336, "block_K": 64}, {}, ["C"]),
     ("gemm_fp8_blockscaled", {"M": 256, "N": 256, "K": 256}, {}, ["C"]),
     ("gemm_fp8_blockscaled", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"]),
     ("gemm_fp8_blockscaled", {"M": 130, "N": 257, "K": 1024}, {}, ["C"]),
