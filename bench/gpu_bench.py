@@ -91,15 +91,18 @@ LOWP_INT8_CONFIGS = [{}, {"block_N": 256}, {"num_stages": 4}]
 LOWP_FP8_CONFIGS = [{}, {"num_stages": 4}]
 
 
-def fp8_bound(S, absref, K):
+def fp8_bound(S, absref, K, u_block=2.0 ** -24):
     """The largest |ours - ref| the arithmetic allows, per element: both
-    sides sum each 128-long K block of exact float8 products in float32 and
-    then add K / 128 scaled block sums (at most 128 + K / 128 + 2 roundings
-    of u = 2^-24 each, relative to S, the sum of the absolute scaled
-    products, on each side), and ours rounds the result to float16 (half an
-    ulp: 2^-11 relative, or 2^-25 absolute below float16's normal range)."""
-    n_round = 128 + K // 128 + 2
-    return 2 * n_round * 2.0 ** -24 * S + torch.maximum(absref * 2.0 ** -11, torch.full_like(absref, 2.0 ** -25))
+    sides sum each 128-long K block of exact float8 products (at most 128
+    roundings of u_block each: float32's 2^-24) and then add K / 128 scaled
+    block sums in float32 (K / 128 + 2 roundings of 2^-24), each relative to
+    S, the sum of the absolute scaled products, on each side; ours then
+    rounds to float16 (half an ulp: 2^-11 relative, or 2^-25 absolute below
+    float16's normal range).  Hopper's float8 tensor cores are reported
+    (DeepGEMM) to keep about 14 bits while they accumulate: with u_block =
+    2^-13 (14 bits, and a factor 2) the bound allows that too."""
+    per_side = 128 * u_block + (K // 128 + 2) * 2.0 ** -24
+    return 2 * per_side * S + torch.maximum(absref * 2.0 ** -11, torch.full_like(absref, 2.0 ** -25))
 
 
 def lowp_rows(a, work, rows, res):
@@ -114,8 +117,12 @@ def lowp_rows(a, work, rows, res):
     best = None
     for cfg in LOWP_INT8_CONFIGS:
         defs = dict({"M": n, "N": n, "K": n}, **cfg)
-        ms = ours(a.tlc, "examples/gemm_int8.json", defs, {"A": f"{work}/A8.npy", "B": f"{work}/B8.npy"},
-                  {"C": f"{work}/C8.npy"}, 10)
+        try:
+            ms = ours(a.tlc, "examples/gemm_int8.json", defs, {"A": f"{work}/A8.npy", "B": f"{work}/B8.npy"},
+                      {"C": f"{work}/C8.npy"}, 10)
+        except RuntimeError as ex:  # one configuration that does not run does not stop the others
+            print(f"  int8 gemm {n} {cfg}: FAIL: {str(ex).strip()[-400:]}")
+            continue
         C = torch.from_numpy(np.load(f"{work}/C8.npy")).cuda()
         wrong = int((C != ref).sum().item())
         tag = ",".join(f"{k}={v}" for k, v in cfg.items()) or "as written"
@@ -148,23 +155,32 @@ def lowp_rows(a, work, rows, res):
             ref += (Af[:, blk] @ Bf[:, blk].t()) * scale
             S += (Af[:, blk].abs() @ Bf[:, blk].abs().t()) * scale.abs()
         bound = fp8_bound(S, ref.abs(), n)
+        bound14 = fp8_bound(S, ref.abs(), n, 2.0 ** -13)
         del S
         flops = 2 * n ** 3
         best = None
         for cfg in LOWP_FP8_CONFIGS:
             defs = dict({"M": n, "N": n, "K": n}, **cfg)
-            ms = ours(a.tlc, "examples/gemm_fp8_blockscaled.json", defs,
-                      {"A": f"{work}/Af.npy", "B": f"{work}/Bf.npy", "scale_a": f"{work}/sa.npy",
-                       "scale_b": f"{work}/sb.npy"}, {"C": f"{work}/Cf.npy"}, 10)
+            try:
+                ms = ours(a.tlc, "examples/gemm_fp8_blockscaled.json", defs,
+                          {"A": f"{work}/Af.npy", "B": f"{work}/Bf.npy", "scale_a": f"{work}/sa.npy",
+                           "scale_b": f"{work}/sb.npy"}, {"C": f"{work}/Cf.npy"}, 10)
+            except RuntimeError as ex:
+                print(f"  fp8 gemm {n} {cfg}: FAIL: {str(ex).strip()[-400:]}")
+                continue
             C = torch.from_numpy(np.load(f"{work}/Cf.npy")).cuda().float()
             worst = (torch.abs(C - ref) / bound).max().item()
+            worst14 = (torch.abs(C - ref) / bound14).max().item()
             e_ = (torch.linalg.norm(C - ref) / torch.linalg.norm(ref)).item()
             tag = ",".join(f"{k}={v}" for k, v in cfg.items()) or "as written"
+            verdict = ("within the float32 bound" if worst <= 1 else
+                       "past the float32 bound, within the 14-bit accumulation one" if worst14 <= 1 else
+                       "FAIL: past both bounds (not timed)")
             print(f"  fp8 gemm {n} [{tag}]: {ms:.3f} ms, {flops / ms / 1e9:.1f} TFLOP/s, rel err {e_:.2e}, "
-                  f"worst |err| / bound {worst:.3f}{'' if worst <= 1 else '  FAIL: past the float32 bound'}")
+                  f"worst |err| / bound {worst:.3f} (14-bit: {worst14:.3f}): {verdict}")
             res.setdefault("lowp_configs", []).append({"case": "fp8", "n": n, "config": tag, "ms": ms, "rel_err": e_,
-                                                       "err_over_bound": worst})
-            if worst > 1:
+                                                       "err_over_bound": worst, "err_over_bound_14bit": worst14})
+            if worst14 > 1:
                 continue
             if best is None or ms < best[0]:
                 best = (ms, e_, tag)
@@ -173,7 +189,7 @@ def lowp_rows(a, work, rows, res):
         tf = lambda ms: flops / ms / 1e9 if ms else None
         rows.append((f"gemm fp8 e4m3 blockscaled {n} [{best[2] if best else 'WRONG'}]", best and best[0], ms_ref, None,
                      tf(best and best[0]), tf(ms_ref), None, best[1] if best else float("nan")))
-        del A, B, Af, Bf, ref, bound
+        del A, B, Af, Bf, ref, bound, bound14
 
 
 def ours(tlc, prog, defs, ins, outs, reps):
