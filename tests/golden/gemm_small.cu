@@ -147,7 +147,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
         const int v_k = (int)(tl_s0 + tl_st); (void)v_k;
         unsigned short *const s_A_shared = tl_base_A_shared + (long long)(tl_st) * 2048LL; (void)s_A_shared;
         unsigned short *const s_B_shared = tl_base_B_shared + (long long)(tl_st) * 2048LL; (void)s_B_shared;
-        #pragma unroll 1
+        #pragma unroll
         for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
           const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 4u); (void)tl_q1;
           const int tl_q0 = (int)(((unsigned)tl_e / 4u) % 64u); (void)tl_q0;
@@ -155,7 +155,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
           const unsigned short *tl_g = tl_in ? &g_A[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_A_d1 + ((long long)(((int)(v_k * ((int)32LL)))) + (tl_q1 * 8LL))] : g_A;
           asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_A_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 4, 2)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
         }
-        #pragma unroll 1
+        #pragma unroll
         for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
           const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 8u); (void)tl_q1;
           const int tl_q0 = (int)(((unsigned)tl_e / 8u) % 32u); (void)tl_q0;
@@ -175,7 +175,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
           const int v_k = (int)(tl_s0 + tl_f); (void)v_k;
           unsigned short *const s_A_shared = tl_base_A_shared + (long long)(tl_f % 2) * 2048LL; (void)s_A_shared;
           unsigned short *const s_B_shared = tl_base_B_shared + (long long)(tl_f % 2) * 2048LL; (void)s_B_shared;
-          #pragma unroll 1
+          #pragma unroll
           for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
             const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 4u); (void)tl_q1;
             const int tl_q0 = (int)(((unsigned)tl_e / 4u) % 64u); (void)tl_q0;
@@ -183,7 +183,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
             const unsigned short *tl_g = tl_in ? &g_A[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_A_d1 + ((long long)(((int)(v_k * ((int)32LL)))) + (tl_q1 * 8LL))] : g_A;
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_A_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 4, 2)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
           }
-          #pragma unroll 1
+          #pragma unroll
           for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
             const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 8u); (void)tl_q1;
             const int tl_q0 = (int)(((unsigned)tl_e / 8u) % 32u); (void)tl_q0;
