@@ -38,6 +38,16 @@ done
 "$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 --target sm_90a -o "${TMPDIR:-/tmp}/tlc_ir_wg.$$.cubin" 2>/dev/null ||
   fail "the wgmma kernel does not build for sm_90a"
 rm -f "${TMPDIR:-/tmp}/tlc_ir_wg.$$.cubin"
+# more stages than fit (8 x 32 KiB on sm_80's 163 KiB): the loop rotates
+# through the 5 laid out, not the 8 asked for
+ir=$("$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 -D num_stages=8 --target sm_80 --emit ir) ||
+  fail "tlc compile gemm_raster with 8 stages"
+printf '%s\n' "$ir" | grep -qF "alloc A_shared: shared float16[128, 64] in shared memory at 0, 5 stages" || fail "not 5 stages laid out"
+printf '%s\n' "$ir" | grep -qF "num_stages 5 [software pipelined]" || fail "the loop does not rotate through the 5 stages"
+src=$("$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 -D num_stages=8 --target sm_80 --emit cuda) ||
+  fail "tlc compile gemm_raster with 8 stages --emit cuda"
+printf '%s\n' "$src" | grep -qF "tl_f % 8" && fail "the source rotates through 8 stages"
+printf '%s\n' "$src" | grep -qF "tl_f % 5" || fail "the source does not rotate through 5 stages"
 # FlashAttention's P: packed pairs of halves in registers, the second gemm's A
 ir=$("$TLC" compile examples/flash_attention.json --target sm_90a --emit ir) || fail "tlc compile flash --emit ir"
 for want in "alloc acc_s_cast: fragment float16[128, 128] in registers, mma layout, 64 per thread (warps 8x1, tiles 1x16), packed in pairs" \
