@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 #include "../../client/internal.h"
+#include "../../compiler/cubin.h"
 #include "../../compiler/interp.h"
 #include "../../compiler/tlcompiler.h"
 
@@ -614,6 +615,72 @@ static void test_tmap_plan(void **state) {
   tl_meta_free(m);
 }
 
+/* The metadata the compiler writes for a gemm on TMA (sm_90a), against the
+ * cubin: the maps' offsets end where the cubin's parameter bank does, and
+ * the plan for a dynamic M. */
+static void test_tmap_compiled(void **state) {
+  (void)state;
+  tl_error err;
+  const char *tool;
+  if (!tl_compiler_targets(&tool, &err) || !tl_compiler_target_toolchain("sm_90a")) {
+    printf("SKIP: no NVRTC for sm_90a here\n");
+    return;
+  }
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/gpu/programs/gemm_dyn.json", src_dir());
+  char *text = read_text(path);
+  assert_non_null(text);
+  tl_define defs[] = {{"N", "136"}, {"K", "72"}};
+  tl_compile_request req = {.program = text, .program_len = strlen(text), .defines = defs, .ndefines = 2,
+                            .target = "sm_90a"};
+  tl_arena *arena = tl_arena_new();
+  tl_diags diags = {.arena = arena};
+  tl_build *b = NULL;
+  if (tl_compile(&req, &b, &diags, &err) != TL_OK)
+    fail_msg("gemm_dyn: %s", err.message);
+  tl_meta *m = NULL;
+  if (tl_meta_parse(b->meta, &m, &err) != TL_OK)
+    fail_msg("gemm_dyn: %s", err.message);
+  assert_int_equal(m->format, 2);
+  assert_int_equal(m->ntmaps, 2);
+  tl_cubin_info info;
+  assert_int_equal(tl_cubin_inspect(b->binary, b->binary_size, &info, &err), TL_OK);
+  const tl_cubin_kernel *k = tl_cubin_find(&info, "matmul_dyn");
+  assert_non_null(k);
+  /* where the cubin puts them: ptxas aligns them to 64 bytes in the
+   * constant bank, whose parameters start at 0x210 on sm_90 */
+  assert_int_equal(k->nparams, 6);
+  assert_int_equal(m->tmaps[0].offset, k->param_offset[4]);
+  assert_int_equal(m->tmaps[1].offset, k->param_offset[5]);
+  assert_int_equal(k->param_size[4], 128);
+  assert_int_equal(k->param_bytes, m->tmaps[1].offset + 128);
+  tl_cubin_info_free(&info);
+  tl_kernel_arg args[4] = {tl_arg_int(1000), tl_arg_tensor(0x100000), tl_arg_tensor(0x200000), tl_arg_tensor(0x300000)};
+  tl_launch_plan plan;
+  assert_int_equal(tl_launch_plan_make(m, args, 4, &plan, &err), TL_OK);
+  const tl_gpu_tmap *a = &plan.tmap_args[0], *bm = &plan.tmap_args[1];
+  assert_int_equal(a->addr, 0x100000);
+  assert_int_equal(a->dims[0], 72);
+  assert_int_equal(a->dims[1], 1000); /* M, given at launch */
+  assert_int_equal(a->strides[0], 144);
+  assert_int_equal(a->box[0], 64); /* one 128-byte swizzled row of A's tile per row */
+  assert_int_equal(a->box[1], 128);
+  assert_int_equal(bm->dims[0], 136);
+  assert_int_equal(bm->strides[0], 272);
+  assert_int_equal(bm->box[0], 64); /* B's 128 columns in two panels of 64 */
+  assert_int_equal(bm->box[1], 64);
+  assert_int_equal(a->swizzle, 3);
+  assert_ptr_equal(plan.kargs[4], plan.tmaps[0]);
+  assert_ptr_equal(plan.kargs[5], plan.tmaps[1]);
+  args[0] = tl_arg_int(0);
+  assert_int_equal(tl_launch_plan_make(m, args, 4, &plan, &err), TL_OK);
+  assert_true(plan.empty);
+  tl_meta_free(m);
+  tl_build_free(b);
+  tl_arena_free(arena);
+  free(text);
+}
+
 static void test_targets_run_on(void **state) {
   (void)state;
   static const struct {
@@ -652,6 +719,7 @@ int main(void) {
       cmocka_unit_test(test_eval_examples),
       cmocka_unit_test(test_tmap_parse),
       cmocka_unit_test(test_tmap_plan),
+      cmocka_unit_test(test_tmap_compiled),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
