@@ -123,6 +123,9 @@ CASES = [
     ("../tests/gpu/programs/gemm_dyn", {"N": 512, "K": 1024, "num_stages": 8}, {"M": 384}, ["C"]),
     ("../tests/gpu/programs/gemm_dyn", {"K": 200, "use_tma": "false"}, {"M": 1000}, ["C"]),
     ("gemm", {"M": 200, "N": 136, "K": 72, "block_M": 64, "block_K": 64}, {}, ["C"]),
+    # TMA without swizzle: float32 tiles read by a parallel loop, ragged M and K
+    ("../tests/gpu/programs/tma_colsum", {"K": 200}, {"M": 100}, ["Y"]),
+    ("../tests/gpu/programs/tma_colsum", {"K": 1024, "num_stages": 4}, {"M": 1000}, ["Y"]),
     ("../tests/gpu/programs/gemm_bt", {"M": 256, "N": 256, "K": 1024, "block_N": 64}, {}, ["C"]),
     ("dequant_gemm", {"M": 256, "N": 256, "K": 256}, {}, ["Ct"]),
     ("dequant_gemm", {"M": 136, "N": 200, "K": 72}, {}, ["Ct"]),

@@ -85,6 +85,15 @@ ir=$("$TLC" compile $DYN --target sm_90 --emit ir) || fail "--emit ir for sm_90"
 printf '%s\n' "$ir" | grep -qF -- "-> A_shared[0+:128, 0+:64] [TMA" || fail "sm_90: A is not TMA"
 printf '%s\n' "$ir" | grep -qF "[not TMA: the buffer's swizzle (rows of 256 bytes) is not one a tensor map writes]" ||
   fail "sm_90: B's reason is missing"
+# a row-major buffer (read by a parallel loop, float32): a map without swizzle
+ir=$("$TLC" compile tests/gpu/programs/tma_colsum.json -D K=200 --target sm_90a --emit ir) || fail "--emit ir of tma_colsum"
+for want in "tensor map 0: X, box [64, 32] (innermost first), swizzle none" \
+            "-> X_shared[0+:32, 0+:64] [TMA: cp.async.bulk.tensor, tensor map 0, prefetched]"; do
+  printf '%s\n' "$ir" | grep -qF -- "$want" || fail "tma_colsum: --emit ir lacks: $want"
+done
+"$TLC" compile tests/gpu/programs/tma_colsum.json -D K=200 --target sm_90a --emit meta > "$tmp/c.json" || fail "tma_colsum meta"
+python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["tensor_maps"][0]; assert (t["dtype"], t["swizzle"], t["global_strides"]) == ("float32", "none", [800]), t' \
+  "$tmp/c.json" || fail "tma_colsum: the map is not float32, unswizzled, 800-byte rows"
 # a dynamic K: A's innermost dimension is dynamic (no cp.async, so no
 # TMA: its row pitch is unknown), B's row pitch N * 2 is fixed; its map
 # takes K from the arguments
