@@ -123,6 +123,8 @@ CASES = [
     ("../tests/gpu/programs/gemm_dyn", {"N": 512, "K": 1024, "num_stages": 8}, {"M": 384}, ["C"]),
     ("../tests/gpu/programs/gemm_dyn", {"K": 200, "use_tma": "false"}, {"M": 1000}, ["C"]),
     ("gemm", {"M": 200, "N": 136, "K": 72, "block_M": 64, "block_K": 64}, {}, ["C"]),
+    # mma.sync (4 warps) reading A's 128-byte rows, brought by TMA in the same swizzle; B on cp.async
+    ("../bench/programs/gemm_raster", {"M": 1000, "N": 1024, "K": 200, "block_K": 64}, {}, ["C"]),
     # TMA without swizzle: float32 tiles read by a parallel loop, ragged M and K
     ("../tests/gpu/programs/tma_colsum", {"K": 200}, {"M": 100}, ["Y"]),
     ("../tests/gpu/programs/tma_colsum", {"K": 1024, "num_stages": 4}, {"M": 1000}, ["Y"]),
