@@ -24,8 +24,10 @@ GEMM_CONFIGS = [("examples/gemm.json", {}), ("examples/gemm.json", {"block_K": 6
                 ("bench/programs/gemm_raster.json", {"block_K": 64}),
                 ("bench/programs/gemm_raster.json", {"block_K": 64, "num_stages": 4}),
                 ("bench/programs/gemm_raster.json", {"block_K": 64, "threads": 256}),
+                ("bench/programs/gemm_raster.json", {"block_K": 64, "threads": 256, "use_tma": "false"}),
                 ("bench/programs/gemm_raster.json", {"block_K": 32, "num_stages": 4, "threads": 256}),
                 ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256}),
+                ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "use_tma": "false"}),
                 ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 256}),
                 ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 512})]
 

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include "../cache/tlcache.h"
 #include "../compiler/dtype.h"
+#include "../compiler/gpudrv.h"
 #include "../compiler/ir.h"
 #include "include/tl/tlclient.h"
 
@@ -90,6 +91,19 @@ typedef struct tl_meta_param {
   int64_t align;
 } tl_meta_param;
 
+/* A tensor map the kernel takes after its params (format 2,
+ * proto/kernel-meta.md section 5): parsed and checked, its dimensions and
+ * strides evaluated at each launch. */
+#define TL_META_TMAPS_MAX 8
+typedef struct tl_meta_tmap {
+  int param;                                /* index of the tensor param */
+  int rank;
+  tl_expr *dims[TL_GPU_TMAP_RANK_MAX];      /* innermost first */
+  tl_expr *strides[TL_GPU_TMAP_RANK_MAX - 1];
+  tl_gpu_tmap enc;                          /* all but addr, dims and strides */
+  int64_t offset;                           /* in the parameter buffer; -1 when not given (PTX) */
+} tl_meta_tmap;
+
 typedef struct tl_meta {
   tl_arena *arena;
   const char *entry;
@@ -103,6 +117,9 @@ typedef struct tl_meta {
   int64_t dyn_smem;
   int ncluster;
   int64_t cluster[3];
+  int format;             /* 1, or 2 with tensor maps */
+  int ntmaps;
+  tl_meta_tmap tmaps[TL_META_TMAPS_MAX];
 } tl_meta;
 
 /* Parses and validates metadata JSON text (proto: compile.c's metadata()).
@@ -134,11 +151,18 @@ typedef struct tl_launch_plan {
   unsigned dyn_smem;
   bool empty;                              /* a zero grid dimension: nothing to launch */
   tl_launch_value values[TL_KERNEL_PARAMS_MAX];
-  void *kargs[TL_KERNEL_PARAMS_MAX];       /* &values[i]; valid while the plan does not move */
+  /* &values[i], then &tmaps[j]; valid while the plan does not move */
+  void *kargs[TL_KERNEL_PARAMS_MAX + TL_META_TMAPS_MAX];
+  int ntmaps;
+  tl_gpu_tmap tmap_args[TL_META_TMAPS_MAX]; /* for tl_gpu_tensor_map, checked */
+  _Alignas(64) unsigned char tmaps[TL_META_TMAPS_MAX][TL_GPU_TMAP_BYTES]; /* encoded by the launcher */
 } tl_launch_plan;
 
 /* Checks args against m (count, kinds, ranges, alignment of tensor
- * pointers) and fills plan.  Errors as for tl_kernel_launch. */
+ * pointers) and fills plan, with the arguments of each tensor map
+ * (tmap_args: dimensions and strides evaluated and checked as
+ * cuTensorMapEncodeTiled demands; the launcher encodes them into tmaps).
+ * Errors as for tl_kernel_launch. */
 tl_status tl_launch_plan_make(const tl_meta *m, const tl_kernel_arg *args, int nargs,
                               tl_launch_plan *plan, tl_error *err);
 

@@ -2090,6 +2090,7 @@ static tl_walk_act check_stmt(tl_stmt *s, void *user) {
       if (const_int(c, s->raw.num_stages, "'num_stages'", 0, 16, &n))
         s->num_stages = n;
     }
+    s->no_tma = !const_bool(c, s->raw.tma, "'tma'", true);
     if (s->norder && s->norder != s->body.n)
       ERR(tl_ptr_key(c->arena, s->pointer, s->order ? "order" : "stage"), 0,
           "'%s' has %d entries but the body has %d statements; give one per statement", s->order ? "order" : "stage",

@@ -1798,6 +1798,95 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
   }
 }
 
+/* ---- bulk tensor copies (pass_tma.c) ------------------------------------------------------- */
+/* What a kernel with bulk tensor copies needs besides the prelude: the
+ * tensor map type of its parameters (CUtensorMap: 128 opaque bytes,
+ * 64-byte aligned) and the wait on an mbarrier's phase. */
+static const char tma_prelude[] =
+    "typedef struct __attribute__((aligned(64))) { unsigned long long tl_q[16]; } tl_tensor_map;\n"
+    "TL_DEV void tl_mbar_wait(unsigned bar, unsigned parity) {\n"
+    "  unsigned done;\n"
+    "  do {\n"
+    "    asm volatile(\"{\\n.reg .pred p;\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\\nselp.u32 %0, 1, 0, p;\\n}\"\n"
+    "                 : \"=r\"(done) : \"r\"(bar), \"r\"(parity) : \"memory\");\n"
+    "  } while (!done);\n"
+    "}\n";
+
+/* Bytes one stage of a TMA loop's copies brings: their buffers, whole. */
+static int64_t tma_stage_bytes(const tl_stmt *loop) {
+  int64_t bytes = 0;
+  for (int i = 0; i < loop->body.n; i++) {
+    const tl_stmt *c = loop->body.items[i];
+    if (c->prefetch && c->tma) {
+      int64_t n = (int64_t)tl_dtype_size(c->dst->sym->dtype);
+      for (int d = 0; d < c->dst->sym->ndim; d++)
+        n *= c->dst->sym->dims[d];
+      bytes += n;
+    }
+  }
+  return bytes;
+}
+
+/* The bulk tensor copies of copy s into its buffer (s_ names pointing at
+ * the stage), completing on the mbarrier at shared address tl_mb: one per
+ * 64-column panel of a 128-byte-swizzled buffer, else one.  Coordinates
+ * are the region's start, innermost first. */
+static void emit_tma_copy(E *e, const tl_stmt *s) {
+  const tl_tmap *m = &e->prog->tmaps[s->tma_map];
+  const tl_region *src = s->src;
+  const tl_sym *b = s->dst->sym;
+  int64_t panel_elems = 1, panels = m->swizzle128 ? b->dims[b->ndim - 1] / 64 : 1;
+  for (int d = 0; d < b->ndim; d++)
+    panel_elems *= b->dims[d];
+  panel_elems /= panels;
+  for (int64_t p = 0; p < panels; p++) {
+    const char *ops = "", *coords = "";
+    for (int i = 0; i < m->rank; i++) {
+      int d = m->rank - 1 - i;
+      const char *lo = src->lo[d] ? ex(e, src->lo[d]) : "0";
+      if (i == 0 && p)
+        lo = S("(%s) + %" PRId64, lo, 64 * p);
+      coords = S("%s%s%%%d", coords, i ? ", " : "", 3 + i);
+      ops = S("%s, \"r\"((int)(%s))", ops, lo);
+    }
+    line(e, "asm volatile(\"cp.async.bulk.tensor.%dd.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1, {%s}], "
+            "[%%2];\" :: \"r\"(tl_smem_addr(s_%s) + %" PRId64 "u), \"l\"((unsigned long long)&tl_tmap%d), \"r\"(tl_mb)%s : "
+            "\"memory\");",
+         m->rank, coords, b->name, p * panel_elems * (int64_t)tl_dtype_size(b->dtype), s->tma_map, ops);
+  }
+}
+
+/* The mbarrier of stage `stage` (a C expression) of TMA loop `loop`. */
+static const char *mbar_of(E *e, const tl_stmt *loop, const char *stage) {
+  return S("tl_mbar + 8u * (unsigned)(%d + (%s))", loop->mbar, stage);
+}
+
+/* The phase bits of a TMA loop's mbarriers: one word per loop, a bit per
+ * stage (tl_walker). */
+static tl_walk_act declare_phase(tl_stmt *s, void *user) {
+  if (s->kind == S_LOOP && s->tma)
+    line(user, "unsigned tl_ph%d = 0;", s->mbar);
+  return TL_WALK_GO;
+}
+
+/* The mbarriers, made ready by thread 0 before any copy, and their phase
+ * bits. */
+static void declare_mbarriers(E *e) {
+  const tl_program *p = e->prog;
+  if (!p->nmbar)
+    return;
+  line(e, "const unsigned tl_mbar = tl_smem_addr(tl_smem + %" PRId64 ");", p->mbar_offset);
+  line(e, "if (tl_tid == 0) {");
+  e->indent++;
+  line(e, "for (int tl_i = 0; tl_i < %d; tl_i++)", p->nmbar);
+  line(e, "  asm volatile(\"mbarrier.init.shared::cta.b64 [%%0], 1;\" :: \"r\"(tl_mbar + 8u * (unsigned)tl_i) : \"memory\");");
+  line(e, "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");");
+  e->indent--;
+  line(e, "}");
+  line(e, "%s", e->d->barrier);
+  tl_walk((tl_body *)&p->body, &(tl_walker){.pre = declare_phase}, e);
+}
+
 /* Points the shared buffers of a pipelined loop's prefetched copies at
  * pipeline stage `stage` (a C expression), shadowing their s_ names. */
 static void stage_pointers(E *e, const tl_stmt *loop, const char *stage) {
@@ -1819,20 +1908,49 @@ static void stage_pointers(E *e, const tl_stmt *loop, const char *stage) {
   }
 }
 
-static void prefetch_copies(E *e, const tl_stmt *loop) {
+/* The prefetches of one iteration into stage `stage`: cp.async copies by
+ * every thread; bulk tensor copies by thread 0, after it tells the stage's
+ * mbarrier how many bytes they bring. */
+static void prefetch_copies(E *e, const tl_stmt *loop, const char *stage) {
   for (int i = 0; i < loop->body.n; i++)
-    if (loop->body.items[i]->prefetch)
+    if (loop->body.items[i]->prefetch && !loop->body.items[i]->tma)
       emit_async_copy(e, loop->body.items[i]);
+  if (!loop->tma)
+    return;
+  line(e, "if (tl_tid == 0) {");
+  e->indent++;
+  line(e, "const unsigned tl_mb = %s;", mbar_of(e, loop, stage));
+  line(e, "asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;\" :: \"r\"(tl_mb), \"r\"(%" PRId64
+          "u) : \"memory\");",
+       tma_stage_bytes(loop));
+  for (int i = 0; i < loop->body.n; i++)
+    if (loop->body.items[i]->prefetch && loop->body.items[i]->tma)
+      emit_tma_copy(e, loop->body.items[i]);
+  e->indent--;
+  line(e, "}");
+}
+
+/* Whether loop has prefetched copies on cp.async. */
+static bool has_cp_async(const tl_stmt *loop) {
+  for (int i = 0; i < loop->body.n; i++)
+    if (loop->body.items[i]->prefetch && !loop->body.items[i]->tma)
+      return true;
+  return false;
 }
 
 /* A pipelined loop (pass_pipeline.c): its prefetched copies run
  * num_stages - 1 iterations ahead into rotating stages of their buffers,
  * one cp.async group per iteration; iteration c waits for its own group,
  * then a barrier makes every thread's chunks visible (and tells that
- * iteration c - 1 is done with the stage the next prefetch overwrites). */
+ * iteration c - 1 is done with the stage the next prefetch overwrites).
+ * Bulk tensor copies (pass_tma.c) complete on the stage's mbarrier
+ * instead: iteration c, after the barrier and its own prefetch, waits for
+ * the phase of stage c % S that its bit in tl_phN says, then flips the
+ * bit (so the loop may run again, from any phase). */
 static void emit_pipelined(E *e, const tl_stmt *s) {
   int64_t S = s->num_stages;
   int id = e->uid++;
+  bool cp = has_cp_async(s);
   const char *var = vname(e, s->var);
   line(e, "{");
   e->indent++;
@@ -1845,15 +1963,17 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   e->indent++;
   line(e, "const int %s = (int)(tl_s%d + tl_st); (void)%s;", var, id, var);
   stage_pointers(e, s, "tl_st");
-  prefetch_copies(e, s);
+  prefetch_copies(e, s, "tl_st");
   e->indent--;
   line(e, "}");
-  line(e, "asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
+  if (cp)
+    line(e, "asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
   e->indent--;
   line(e, "}");
   line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
   e->indent++;
-  line(e, "asm volatile(\"cp.async.wait_group %" PRId64 ";\" ::: \"memory\");", S - 2);
+  if (cp)
+    line(e, "asm volatile(\"cp.async.wait_group %" PRId64 ";\" ::: \"memory\");", S - 2);
   barrier_line(e);
   line(e, "{");
   e->indent++;
@@ -1861,13 +1981,24 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   line(e, "if (tl_f < tl_n%d) {", id);
   e->indent++;
   line(e, "const int %s = (int)(tl_s%d + tl_f); (void)%s;", var, id, var);
-  stage_pointers(e, s, S("tl_f %% %" PRId64, S));
-  prefetch_copies(e, s);
+  const char *fstage = S("tl_f %% %" PRId64, S);
+  stage_pointers(e, s, fstage);
+  prefetch_copies(e, s, fstage);
   e->indent--;
   line(e, "}");
-  line(e, "asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
+  if (cp)
+    line(e, "asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
   e->indent--;
   line(e, "}");
+  if (s->tma) {
+    line(e, "{");
+    e->indent++;
+    line(e, "const int tl_cs = (int)(tl_c%d %% %" PRId64 ");", id, S);
+    line(e, "tl_mbar_wait(%s, (tl_ph%d >> tl_cs) & 1u);", mbar_of(e, s, "tl_cs"), s->mbar);
+    line(e, "tl_ph%d ^= 1u << tl_cs;", s->mbar);
+    e->indent--;
+    line(e, "}");
+  }
   line(e, "const int %s = (int)(tl_s%d + tl_c%d);", var, id, id);
   stage_pointers(e, s, S("tl_c%d %% %" PRId64, id, S));
   for (int i = 0; i < s->body.n && !e->failed; i++)
@@ -1875,7 +2006,8 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
       emit_stmt(e, s->body.items[i], true);
   e->indent--;
   line(e, "}");
-  line(e, "asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");");
+  if (cp)
+    line(e, "asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");");
   e->indent--;
   line(e, "}");
   barrier_line(e);
@@ -1917,6 +2049,8 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
   e->T = prog->threads[0] * prog->threads[1] * prog->threads[2];
   assert((prog->lowered & TL_RAN_ALL) == TL_RAN_ALL); /* pass_range, pass_barrier, pass_raster ran */
   put(e, e->d->prelude);
+  if (prog->ntmaps)
+    put(e, tma_prelude);
   put(e, "\n");
   /* signature: tensors as pointers, scalars by value, in params order */
   char *sig = tl_arena_strdup(a, "");
@@ -1926,6 +2060,9 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
                                              : S("%s p_%s", s->dtype == TL_BOOL ? "unsigned char" : crep((tl_type)s->dtype), s->name);
     sig = tl_arena_printf(a, "%s%s%s", sig, i ? ", " : "", decl);
   }
+  /* the tensor maps (pass_tma.c) after them, in the order of prog->tmaps */
+  for (int i = 0; i < prog->ntmaps; i++)
+    sig = tl_arena_printf(a, "%s%sconst __grid_constant__ tl_tensor_map tl_tmap%d", sig, sig[0] ? ", " : "", i);
   /* -maxrregcount is ignored for kernels with launch bounds, so a register
    * cap given as an option replaces them */
   const char *cluster = "";
@@ -1981,6 +2118,7 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
         line(e, "const int %s = (int)%s;", vname(e, prog->block_vars[i]), bid[i]);
   }
   declare_buffers(e);
+  declare_mbarriers(e);
   emit_body(e, &prog->body, true);
   e->indent--;
   line(e, "}");

@@ -503,8 +503,12 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
       fprintf(f, " = %s", tl_expr_str(a, s->value));
     if (s->kind == S_REDUCE || s->kind == S_CUMSUM)
       fprintf(f, " dim %d%s", s->dim, s->by_rows ? ", by rows" : "");
-    if (s->async_copy)
+    if (s->tma)
+      fprintf(f, " [TMA: cp.async.bulk.tensor, tensor map %d, prefetched]", s->tma_map);
+    else if (s->async_copy)
       fputs(s->prefetch ? " [cp.async, prefetched]" : " [cp.async]", f);
+    if (s->tma_why)
+      fprintf(f, " [not TMA: %s]", s->tma_why);
     break;
   case S_GEMM:
     fprintf(f, " %s%s x %s%s -> %s%s%s", s->A->name, s->trans_a ? "^T" : "", s->B->name, s->trans_b ? "^T" : "",
@@ -522,7 +526,8 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     fprintf(f, " %s %s in range(%s, +%s, step %s)", kinds[s->loop_kind], s->var->name, tl_expr_str(a, s->start),
             tl_expr_str(a, s->extent), tl_expr_str(a, s->step));
     if (s->loop_kind == LOOP_PIPELINED)
-      fprintf(f, " num_stages %lld%s", (long long)s->num_stages, s->pipe ? " [software pipelined]" : "");
+      fprintf(f, " num_stages %lld%s%s", (long long)s->num_stages, s->pipe ? " [software pipelined]" : "",
+              s->tma ? tl_arena_printf(a, " [mbarriers %d..%d]", s->mbar, s->mbar + (int)s->num_stages - 1) : "");
     dump_range(f, s->var, ranged);
     break;
   }
@@ -576,6 +581,15 @@ void tl_dump_program(const tl_program *prog, void *fp) {
     }
     fputc('\n', f);
   }
+  for (int i = 0; i < prog->ntmaps; i++) {
+    const tl_tmap *m = &prog->tmaps[i];
+    fprintf(f, "tensor map %d: %s, box [", i, m->tensor->name);
+    for (int d = 0; d < m->rank; d++)
+      fprintf(f, "%s%lld", d ? ", " : "", (long long)m->box[d]);
+    fprintf(f, "] (innermost first), swizzle %s, out of bounds reads zero\n", m->swizzle128 ? "128B" : "none");
+  }
+  if (prog->nmbar)
+    fprintf(f, "mbarriers: %d at %lld\n", prog->nmbar, (long long)prog->mbar_offset);
   if (prog->lowered & TL_RAN_RANGE)
     for (int i = 0; i < 3; i++)
       if (prog->block_vars[i]) {

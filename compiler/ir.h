@@ -152,6 +152,8 @@ typedef struct tl_sym {
                                   word i, the lower first); only written whole by a copy from
                                   a fragment of the same layout and read as the A operand of
                                   gemms taking A from registers (pass_place.c) */
+  bool tma_dst;                /* after pass_tma: written by bulk tensor copies in the 128-byte
+                                  swizzle, so 1024-byte aligned like a wgmma operand */
   bool wgmma_op;               /* swizzled operand of a wgmma gemm: rows of 64 elements in the
                                   128-byte swizzle mode (wider rows are stored as panels of 64
                                   columns, one after another), 1024-byte aligned */
@@ -383,7 +385,7 @@ unsigned tl_stmt_kind_flags(tl_stmt_kind k);
   X(OP_CUMSUM, "cumsum", S_CUMSUM, "op", "src", "dst", "dim", "reverse")                                   \
   X(OP_ATOMIC_ADD, "atomic_add", S_ATOMIC_ADD, "op", "dst", "src", "value")                                \
   X(OP_PARALLEL, "parallel", S_PARALLEL, "op", "vars", "extents", "body")                                  \
-  X(OP_PIPELINED, "pipelined", S_LOOP, "op", "var", "extent", "start", "num_stages", "order", "stage",     \
+  X(OP_PIPELINED, "pipelined", S_LOOP, "op", "var", "extent", "start", "num_stages", "tma", "order", "stage",     \
     "body")                                                                                                \
   X(OP_SERIAL, "serial", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
   X(OP_UNROLL, "unroll", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
@@ -488,6 +490,13 @@ struct tl_stmt {
   bool async_copy;     /* after pass_pipeline: a global -> shared copy in 16-byte cp.async chunks */
   bool prefetch;       /* after pass_pipeline: issued ahead by its pipelined loop */
   bool pipe;           /* after pass_pipeline: a pipelined loop with prefetched copies */
+  bool tma;            /* after pass_tma: a prefetched copy issued as bulk tensor copies
+                          (cp.async.bulk.tensor) through tensor map tma_map by one thread,
+                          completing on its loop's mbarriers; on a loop: some copy is */
+  int tma_map;         /* tma copy: index in tl_program.tmaps */
+  const char *tma_why; /* after pass_tma, on a target with TMA: why a cp.async copy is not one */
+  int mbar;            /* tma loop: its first mbarrier (one per stage) in tl_program's */
+  bool no_tma;         /* pipelined: "tma": false (the program refuses TMA for the loop) */
   bool barrier_before; /* after pass_barrier: a block barrier goes just before the statement */
   bool barrier_end;    /* after pass_barrier: a serial loop ends each iteration with a barrier */
 
@@ -518,7 +527,7 @@ struct tl_stmt {
    * (each may be NULL when absent): JSON booleans/integers or constant
    * expression strings. */
   struct {
-    tl_expr *trans_a, *trans_b, *clear_accum, *k_pack, *dim, *clear, *reverse, *num_stages, *enable;
+    tl_expr *trans_a, *trans_b, *clear_accum, *k_pack, *dim, *clear, *reverse, *num_stages, *enable, *tma;
   } raw;
   const char *reduce_type_name, *policy_name, *order_name; /* parsed strings */
 
@@ -528,6 +537,21 @@ struct tl_stmt {
                           'x op= e' is the binary node 'x op e' (its left operand a copy of .lhs),
                           so that .value is always the value to store */
 };
+
+/* ---- tensor maps (pass_tma.c) ---------------------------------------------- */
+#define TL_MAX_TMAPS 8   /* tensor maps per kernel */
+#define TL_TMAP_RANK_MAX 5
+/* One tensor map: a tiled view of tensor param `tensor` that copies boxes
+ * of box[] elements (innermost dimension first, as cuTensorMapEncodeTiled
+ * takes them) into shared memory, with the 128-byte swizzle or none;
+ * out-of-bounds elements read as zero.  The kernel takes it as a
+ * `const __grid_constant__` parameter after the program's params. */
+typedef struct tl_tmap {
+  const struct tl_sym *tensor;
+  int rank;                         /* the tensor's ndim */
+  int64_t box[TL_TMAP_RANK_MAX];    /* innermost first */
+  bool swizzle128;                  /* CU_TENSOR_MAP_SWIZZLE_128B, else NONE */
+} tl_tmap;
 
 /* ---- program --------------------------------------------------------------- */
 typedef struct tl_program {
@@ -555,6 +579,12 @@ typedef struct tl_program {
   int64_t smem_bytes;    /* dynamic shared memory of one block */
   int64_t scratch_offset, scratch_bytes; /* shared scratch for cross-thread exchanges */
   int max_registers;     /* compile option: registers per thread (0: the toolchain's choice) */
+  /* after pass_tma: the tensor maps the kernel takes after its params, and
+   * its mbarriers (8 bytes each, in shared memory at mbar_offset) */
+  int ntmaps;
+  struct tl_tmap *tmaps;
+  int nmbar;
+  int64_t mbar_offset;
   /* after pass_barrier */
   bool fence_async;      /* some gemm runs on wgmma: every barrier is preceded by
                             fence.proxy.async, making the threads' shared-memory writes

@@ -7,10 +7,12 @@
  * tensor, so the zero-fill of a chunk outside is the "reads as zero" rule);
  * prefetch on those copies of a `pipelined` loop that the loop can issue
  * num_stages - 1 iterations ahead, with `stages` copies of their shared
- * buffers; pipe on such loops.  Keeps: everything else (results never
- * change: a prefetched copy reads only the loop variable and values fixed
- * before the loop, and its buffer is written by nothing else and read by
- * nothing before it in the body or outside the loop).
+ * buffers; pipe on such loops, whose num_stages becomes that number of
+ * stages when shared memory allowed fewer than asked.  Keeps: everything
+ * else (results never change: a prefetched copy reads only the loop
+ * variable and values fixed before the loop, and its buffer is written by
+ * nothing else and read by nothing before it in the body or outside the
+ * loop).
  *
  * Then tl_pass_smem lays shared memory out again with the stages.
  *
@@ -181,6 +183,8 @@ static void pipeline_loop(P *p, tl_stmt *loop) {
     ((tl_sym *)buf)->stages = stages;
     loop->pipe = true;
   }
+  if (loop->pipe) /* the emitter rotates through num_stages stages: as many as were laid out */
+    loop->num_stages = stages;
 }
 
 /* Marks the copies before what they hold, the pipelined loops after (tl_walker). */

@@ -680,6 +680,7 @@ static void place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bo
     s->swizzled = false;
     s->packed = false;
     s->wgmma_op = false;
+    s->tma_dst = false;
     s->stages = 1;
     if (s->scope == SCOPE_FRAGMENT) {
       s->per_thread = (elems(s) + p->threads - 1) / p->threads;
@@ -718,11 +719,13 @@ void tl_pass_smem(tl_program *prog) {
     tl_sym *s = prog->buffer_syms[i];
     if (s->scope == SCOPE_LOCAL || (s->scope == SCOPE_FRAGMENT && s->in_regs))
       continue;
-    int64_t al = s->wgmma_op ? 1024 : 128; /* wgmma's swizzle atoms: 1024 bytes */
+    int64_t al = s->wgmma_op || s->tma_dst ? 1024 : 128; /* 128-byte swizzle atoms: 1024 bytes */
     off = (off + al - 1) & ~(al - 1);
     s->smem_offset = off;
     off += elems(s) * (int64_t)tl_dtype_size(s->dtype) * (s->stages > 1 ? s->stages : 1);
   }
+  prog->mbar_offset = off = (off + 7) & ~(int64_t)7; /* pass_tma's mbarriers, 8 bytes each */
+  off += 8 * (int64_t)prog->nmbar;
   off = (off + 127) & ~(int64_t)127;
   prog->scratch_offset = off;
   prog->smem_bytes = off + prog->scratch_bytes;

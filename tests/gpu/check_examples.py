@@ -109,6 +109,25 @@ CASES = [
     ("../bench/programs/gemm_raster", {"M": 512, "N": 768, "K": 320, "block_K": 64, "block_N": 256, "threads": 256},
      {}, ["C"]),
     ("../tests/gpu/programs/gemm_bt", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"]),
+    # TMA on sm_90 and later (compiler/pass_tma.c): bulk tensor copies into the
+    # 128-byte swizzle with per-stage mbarriers.  gemm_dyn's M is a scalar
+    # parameter, so its tensor maps are built at each launch; ragged M, N and
+    # K make boxes run past the tensors (read as zeros), wholly past them on
+    # the last block column of N = 136; a long K wraps the mbarriers' phases
+    # many times; 8 stages are more than fit (7 are laid out); use_tma=false
+    # is the same loop on cp.async; gemm at 64 x 64 tiles runs 4 warps
+    ("../tests/gpu/programs/gemm_dyn", {"K": 200}, {"M": 1000}, ["C"]),
+    ("../tests/gpu/programs/gemm_dyn", {"N": 136, "K": 72}, {"M": 1}, ["C"]),
+    ("../tests/gpu/programs/gemm_dyn", {"N": 136, "K": 72}, {"M": 300}, ["C"]),
+    ("../tests/gpu/programs/gemm_dyn", {"N": 256, "K": 2048, "num_stages": 4}, {"M": 128}, ["C"]),
+    ("../tests/gpu/programs/gemm_dyn", {"N": 512, "K": 1024, "num_stages": 8}, {"M": 384}, ["C"]),
+    ("../tests/gpu/programs/gemm_dyn", {"K": 200, "use_tma": "false"}, {"M": 1000}, ["C"]),
+    ("gemm", {"M": 200, "N": 136, "K": 72, "block_M": 64, "block_K": 64}, {}, ["C"]),
+    # mma.sync (4 warps) reading A's 128-byte rows, brought by TMA in the same swizzle; B on cp.async
+    ("../bench/programs/gemm_raster", {"M": 1000, "N": 1024, "K": 200, "block_K": 64}, {}, ["C"]),
+    # TMA without swizzle: float32 tiles read by a parallel loop, ragged M and K
+    ("../tests/gpu/programs/tma_colsum", {"K": 200}, {"M": 100}, ["Y"]),
+    ("../tests/gpu/programs/tma_colsum", {"K": 1024, "num_stages": 4}, {"M": 1000}, ["Y"]),
     ("../tests/gpu/programs/gemm_bt", {"M": 256, "N": 256, "K": 1024, "block_N": 64}, {}, ["C"]),
     ("dequant_gemm", {"M": 256, "N": 256, "K": 256}, {}, ["Ct"]),
     ("dequant_gemm", {"M": 136, "N": 200, "K": 72}, {}, ["Ct"]),

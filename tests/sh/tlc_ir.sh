@@ -38,6 +38,16 @@ done
 "$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 --target sm_90a -o "${TMPDIR:-/tmp}/tlc_ir_wg.$$.cubin" 2>/dev/null ||
   fail "the wgmma kernel does not build for sm_90a"
 rm -f "${TMPDIR:-/tmp}/tlc_ir_wg.$$.cubin"
+# more stages than fit (8 x 32 KiB on sm_80's 163 KiB): the loop rotates
+# through the 5 laid out, not the 8 asked for
+ir=$("$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 -D num_stages=8 --target sm_80 --emit ir) ||
+  fail "tlc compile gemm_raster with 8 stages"
+printf '%s\n' "$ir" | grep -qF "alloc A_shared: shared float16[128, 64] in shared memory at 0, 5 stages" || fail "not 5 stages laid out"
+printf '%s\n' "$ir" | grep -qF "num_stages 5 [software pipelined]" || fail "the loop does not rotate through the 5 stages"
+src=$("$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 -D num_stages=8 --target sm_80 --emit cuda) ||
+  fail "tlc compile gemm_raster with 8 stages --emit cuda"
+printf '%s\n' "$src" | grep -qF "tl_f % 8" && fail "the source rotates through 8 stages"
+printf '%s\n' "$src" | grep -qF "tl_f % 5" || fail "the source does not rotate through 5 stages"
 # FlashAttention's P: packed pairs of halves in registers, the second gemm's A
 ir=$("$TLC" compile examples/flash_attention.json --target sm_90a --emit ir) || fail "tlc compile flash --emit ir"
 for want in "alloc acc_s_cast: fragment float16[128, 128] in registers, mma layout, 64 per thread (warps 8x1, tiles 1x16), packed in pairs" \
@@ -71,7 +81,7 @@ printf '%s\n' "$dump" | grep -qF "[cp.async" && fail "--dump place shows cp.asyn
 [ $? -eq 2 ] || fail "run --target without --device must exit 2"
 # every stage `tlc compile --help` lists can be dumped, in pipeline order
 stages=$("$TLC" compile --help | awk '/^  [a-z]+ /{print $1}')
-[ "$(echo $stages)" = "check place pipeline range barrier raster" ] || fail "tlc compile --help lists: $(echo $stages)"
+[ "$(echo $stages)" = "check place pipeline tma range barrier raster" ] || fail "tlc compile --help lists: $(echo $stages)"
 dumps=$(for s in $stages; do "$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --dump $s 2>&1 >/dev/null |
         head -1; done)
 [ "$dumps" = "$(for s in $stages; do echo "# IR after $s"; done)" ] || fail "not every stage dumps: $dumps"
@@ -96,6 +106,6 @@ dump=$("$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --du
 printf '%s\n' "$dump" | grep -qF "blocks: rasterized in stripes of 10 block rows" || fail "--dump raster lacks the stripes"
 dump=$("$TLC" compile examples/gemm.json --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
 printf '%s\n' "$dump" | grep -qF "blocks: in grid order" || fail "--dump raster of gemm.json is not the grid order"
-"$TLC" compile examples/gemm.json --target sm_80 --dump lowering 2>&1 >/dev/null | grep -qF "the stages are check, place, pipeline, range, barrier and raster" ||
+"$TLC" compile examples/gemm.json --target sm_80 --dump lowering 2>&1 >/dev/null | grep -qF "the stages are check, place, pipeline, tma, range, barrier and raster" ||
   fail "a wrong --dump does not list the stages"
 echo "tlc_ir: ok"

@@ -433,8 +433,12 @@ tl_status tl_kernel_load(tl_device *d, const tl_artifact *a, tl_kernel **out, tl
  * every tensor pointer aligned as its parameter promises, the grid within
  * CUDA's limits (an empty grid launches nothing and succeeds).  Dynamic
  * shared memory above 48 KiB is enabled on the function first (CUDA; an
- * AMD GPU needs no opt-in, its limit is the LDS per workgroup).  Errors:
- * TL_INVALID_ARG, TL_LIMIT, TL_UNSUPPORTED (thread-block clusters),
+ * AMD GPU needs no opt-in, its limit is the LDS per workgroup).  A kernel
+ * with tensor maps (metadata format 2) gets them built for these arguments
+ * and passed after them (TL_INVALID_ARG for a tensor they cannot describe:
+ * a row pitch not a multiple of 16 bytes, a misaligned pointer, a
+ * dimension of 0).  Errors: TL_INVALID_ARG, TL_LIMIT, TL_UNSUPPORTED
+ * (thread-block clusters; tensor maps on a driver without them),
  * TL_DEVICE. */
 tl_status tl_kernel_launch(tl_kernel *k, const tl_kernel_arg *args, int nargs, void *stream,
                            tl_error *err);
