@@ -25,10 +25,10 @@
 static int64_t smem_of(const tl_sym *s) {
   if (s->kind != SYM_BUFFER || s->smem_offset < 0 || s->in_regs)
     return 0;
-  int64_t n = (int64_t)tl_dtype_size(s->dtype) * (s->stages > 1 ? s->stages : 1);
+  int64_t n = 1;
   for (int d = 0; d < s->ndim; d++)
     n *= s->dims[d];
-  return n;
+  return (int64_t)tl_dtype_bytes(s->dtype, (uint64_t)n) * (s->stages > 1 ? s->stages : 1);
 }
 
 tl_status tl_check_target(const tl_program *prog, const tl_target *t, tl_diags *diags, tl_error *err) {
@@ -42,15 +42,6 @@ tl_status tl_check_target(const tl_program *prog, const tl_target *t, tl_diags *
                           : "thread-block clusters need sm_90 or later, not %s";
     tl_diag_add(diags, "/kernel/cluster", 0, msg, t->name);
     st = tl_error_set_at(err, TL_UNSUPPORTED, "/kernel/cluster", 0, msg, t->name);
-  }
-  /* the code generators do not lower the packed dtypes yet */
-  for (int i = 0; i < prog->nparams + prog->nbuffer_slots && st == TL_OK; i++) {
-    const tl_sym *s = i < prog->nparams ? prog->params[i] : prog->buffer_syms[i - prog->nparams];
-    if (s->kind != SYM_SCALAR && tl_dtype_is_packed(s->dtype)) {
-      const char *msg = "'%s' is %s: the code generator of %s does not handle packed dtypes yet (the interpreter does)";
-      tl_diag_add(diags, s->pointer, 0, msg, s->name, tl_dtype_name(s->dtype), t->name);
-      st = tl_error_set_at(err, TL_UNSUPPORTED, s->pointer, 0, msg, s->name, tl_dtype_name(s->dtype), t->name);
-    }
   }
   if (prog->smem_bytes > t->smem_bytes) {
     const tl_sym *big = NULL;

@@ -505,6 +505,8 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
       fprintf(f, " dim %d%s", s->dim, s->by_rows ? ", by rows" : "");
     if (s->async_copy)
       fputs(s->prefetch ? " [cp.async, prefetched]" : " [cp.async]", f);
+    if (s->byte_copy)
+      fprintf(f, " [bytes, %d at a time]", s->byte_copy);
     break;
   case S_GEMM:
     fprintf(f, " %s%s x %s%s -> %s%s%s", s->A->name, s->trans_a ? "^T" : "", s->B->name, s->trans_b ? "^T" : "",

@@ -294,7 +294,11 @@ static void gemm_examples(void **state) {
 }
 
 /* dequant(B)[n, k]: B holds two unsigned 4-bit values per byte, low first. */
+/* Weight (n, k) of B: two 4-bit values per int8 byte, the low one first,
+ * or (a uint4 tensor, held one element per byte) the element itself. */
 static double dequant(const run *r, int pb, int64_t K, int64_t n, int64_t k) {
+  if (r->prog->params[pb]->dtype == TL_UINT4)
+    return (double)geti(r, pb, (size_t)(n * K + k));
   int64_t byte = geti(r, pb, (size_t)(n * (K / 2) + k / 2)) & 0xFF;
   return (double)((byte >> (4 * (k % 2))) & 15);
 }
@@ -335,6 +339,49 @@ static void dequant_examples(void **state) {
   dequant_example("examples/dequant_gemm.json", false, "256", "256", "64");
   dequant_example("examples/dequant_gemm_threads.json", true, "200", "136", "72");
   dequant_example("examples/dequant_gemm_threads.json", true, "128", "256", "96");
+  dequant_example("examples/dequant_gemm_uint4.json", false, "200", "136", "74");
+  dequant_example("examples/dequant_gemm_uint4.json", false, "256", "256", "64");
+  dequant_example("examples/dequant_gemm_threads_uint4.json", true, "200", "136", "74");
+  dequant_example("examples/dequant_gemm_threads_uint4.json", true, "128", "256", "96");
+}
+
+/* gemm_w4a16: C = A . ((B - 8) * S[:, k // group])^T, the dequantized weight
+ * rounded to float16 as the program does (float16 arithmetic). */
+static void w4a16_example(const char *M, const char *N, const char *K, const char *group) {
+  char d[4][32];
+  snprintf(d[0], sizeof d[0], "M=%s", M);
+  snprintf(d[1], sizeof d[1], "N=%s", N);
+  snprintf(d[2], sizeof d[2], "K=%s", K);
+  snprintf(d[3], sizeof d[3], "group_size=%s", group);
+  const char *defs[] = {d[0], d[1], d[2], d[3], NULL};
+  run r;
+  load_file(&r, "examples/gemm_w4a16.json", defs);
+  alloc_tensors(&r);
+  int pa = param(&r, "A"), pb = param(&r, "B"), ps = param(&r, "S"), pc = param(&r, "C");
+  int64_t m = r.shape[pa][0], k = r.shape[pa][1], n = r.shape[pb][0], g = atoi(group), ng = r.shape[ps][1];
+  run_ok(&r);
+  double *ref = malloc(sizeof(double) * (size_t)(m * n));
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t i = 0; i < m; i++) {
+      double acc = 0;
+      for (int64_t q = 0; q < k; q++) {
+        double w = tl_round_to(TL_FLOAT16, (dequant(&r, pb, k, j, q) - 8) * get(&r, ps, (size_t)(j * ng + q / g)));
+        acc += get(&r, pa, (size_t)(i * k + q)) * w;
+      }
+      ref[i * n + j] = acc;
+    }
+  char what[128];
+  snprintf(what, sizeof what, "gemm_w4a16 M=%s N=%s K=%s group=%s", M, N, K, group);
+  compare(&r, pc, ref, tol_of(TL_FLOAT16), what);
+  free(ref);
+  free_run(&r);
+}
+
+static void w4a16_examples(void **state) {
+  (void)state;
+  w4a16_example("200", "136", "202", "128");
+  w4a16_example("1", "256", "512", "128");
+  w4a16_example("64", "128", "256", "64");
 }
 
 /* Output[b, q, h, :] = softmax(Q K^T * scale) V per (b, h); the program does
@@ -1160,6 +1207,7 @@ int main(void) {
   fprintf(stderr, "test_interp: random seed %" PRIu64 " (TL_SEED=%" PRIu64 " repeats this run)\n", seed, seed);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(packed_types),
+      cmocka_unit_test(w4a16_examples),
       cmocka_unit_test(lockstep),          cmocka_unit_test(masked_if_and_loops),
       cmocka_unit_test(global_out_of_range), cmocka_unit_test(runtime_errors),
       cmocka_unit_test(parallel_independence), cmocka_unit_test(store_conversions),
