@@ -282,6 +282,8 @@ static const char *conv(E *e, const char *x, tl_type from, tl_type to) {
       return S("((float)(%s))", x);
     if (is_f(from) && !from_wide)
       return round_to(e, to, x);
+    if (is_packed(from) && (to == TL_FLOAT16 || to == TL_BFLOAT16)) /* 4 bits at most: exact (8.1) */
+      return S("((float)(%s))", x);
     if (!is_f(from) && from != TL_INT32 && from != TL_UINT32 && from != TL_INT64 && from != TL_UINT64 &&
         from != TL_TY_UINT)
       return round_to(e, to, S("((float)(%s))", x)); /* small integers are exact in float */

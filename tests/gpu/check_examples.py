@@ -30,7 +30,8 @@ import numpy as np
 TOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2, "float64": 1e-10,
        "int8": 0, "int16": 0, "int32": 0, "int64": 0, "uint8": 0, "uint16": 0, "uint32": 0, "uint64": 0,
        # packed and scale types (.npy: one element or code per byte), compared code by code
-       "int4": 0, "uint4": 0, "int2": 0, "uint2": 0, "int1": 0, "uint1": 0, "float4_e2m1": 0, "float8_e8m0": 0}
+       "int4": 0, "uint4": 0, "int2": 0, "uint2": 0, "int1": 0, "uint1": 0, "float4_e2m1": 0, "float8_e8m0": 0,
+       "float8_e5m2": 0}  # packed_types's float8_e5m2 output: exact codes
 
 # The packed dtypes' .npy inputs (proto/tile-ir-v1.md 9.6): one element per
 # byte, values in range; float4_e2m1 as its 16 codes, float8_e8m0 as codes
@@ -77,8 +78,10 @@ def packed_types_ref(x, c):
             if j0 + q < N:
                 L = ((I[:, j0 + q] + 2) & 3) - 2  # to int2 (wraps)
                 Z[:, j0 + q] = ((L + 1 + 2) & 3) - 2
+    h = W.astype(np.float16).view(np.uint16).astype(np.int64)  # float8_e5m2: float16's top byte, rounded to even
+    G = (h + 0x7F + ((h >> 8) & 1)) >> 8
     return {"O": O, "Wc": x["W"], "P": P.astype(np.int8), "Q": to_e2m1(F * 3.0), "R": R.astype(np.uint8),
-            "E": to_e8m0(W * S), "Z": Z.astype(np.int8)}
+            "E": to_e8m0(W * S), "Z": Z.astype(np.int8), "G": G.astype(np.uint8)}
 
 
 def topk_ref(x, c):
@@ -208,7 +211,7 @@ CASES += [(CHUNK, {"N": n}, {"M": m}, CHUNK_OUT, {"ref": serial_chunk_reduce_ref
 # stores, tiles of bytes (16- and 4-byte vectors: N = 256, 200, 72), M
 # dynamic and ragged; every output exact, and the interpreter's equal to
 # NumPy's from the codes
-PACKED, PACKED_OUT = "../tests/gpu/programs/packed_types", ["O", "Wc", "P", "Q", "R", "E", "Z"]
+PACKED, PACKED_OUT = "../tests/gpu/programs/packed_types", ["O", "Wc", "P", "Q", "R", "E", "Z", "G"]
 CASES += [(PACKED, {"N": n}, {"M": m}, PACKED_OUT, {"ref": packed_types_ref})
           for m, n in [(64, 256), (100, 200), (1, 64), (7, 72)]]
 
