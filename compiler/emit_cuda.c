@@ -174,14 +174,19 @@ static void fail(E *e, const char *pointer, const char *fmt, ...) {
 /* ---- types --------------------------------------------------------------------------- */
 static bool is_f(tl_type t) { return t == TL_TY_UREAL || (t >= 0 && t < TL_DTYPE_COUNT && tl_dtype_is_float((tl_dtype)t)); }
 static bool is_signed_i(tl_type t) { return t == TL_TY_UINT || (t >= 0 && t < TL_DTYPE_COUNT && tl_dtype_is_signed((tl_dtype)t)); }
-static bool is_unsigned_i(tl_type t) { return t == TL_UINT8 || t == TL_UINT16 || t == TL_UINT32 || t == TL_UINT64; }
+static bool is_unsigned_i(tl_type t) {
+  return t == TL_UINT8 || t == TL_UINT16 || t == TL_UINT32 || t == TL_UINT64 || t == TL_UINT4 || t == TL_UINT2 ||
+         t == TL_UINT1;
+}
+/* Is t a packed sub-byte dtype (proto/tile-ir-v1.md 7.1.2)? */
+static bool is_packed(tl_type t) { return t >= 0 && t < TL_DTYPE_COUNT && tl_dtype_is_packed((tl_dtype)t); }
 
 /* The C type a value of type t is computed in. */
 static const char *crep(tl_type t) {
   switch (t) {
   case TL_BOOL: return "bool";
-  case TL_INT8: return "signed char";
-  case TL_UINT8: return "unsigned char";
+  case TL_INT8: case TL_INT4: case TL_INT2: case TL_INT1: return "signed char";
+  case TL_UINT8: case TL_UINT4: case TL_UINT2: case TL_UINT1: return "unsigned char";
   case TL_INT16: return "short";
   case TL_UINT16: return "unsigned short";
   case TL_INT32: return "int";
@@ -198,7 +203,9 @@ static const char *srep(tl_dtype t) {
   switch (t) {
   case TL_BOOL: return "unsigned char";
   case TL_FLOAT16: case TL_BFLOAT16: return "unsigned short";
-  case TL_FLOAT8_E4M3: case TL_FLOAT8_E5M2: return "unsigned char";
+  case TL_FLOAT8_E4M3: case TL_FLOAT8_E5M2: case TL_FLOAT8_E8M0: return "unsigned char";
+  case TL_FLOAT4_E2M1: case TL_INT4: case TL_UINT4: case TL_INT2: case TL_UINT2: case TL_INT1: case TL_UINT1:
+    return "unsigned char"; /* packed: 8 / bits elements per byte */
   case TL_FLOAT32: return "float";
   default: return crep((tl_type)t);
   }
@@ -210,6 +217,8 @@ static const char *load_conv(E *e, tl_dtype t, const char *x) {
   case TL_BFLOAT16: return S("tl_bf2f(%s)", x);
   case TL_FLOAT8_E4M3: return S("tl_e4m3_2f(%s)", x);
   case TL_FLOAT8_E5M2: return S("tl_e5m2_2f(%s)", x);
+  case TL_FLOAT4_E2M1: return S("tl_e2m1_2f(%s)", x);
+  case TL_FLOAT8_E8M0: return S("tl_e8m0_2f(%s)", x);
   case TL_BOOL: return S("(%s != 0)", x);
   default: return x;
   }
@@ -221,6 +230,8 @@ static const char *store_conv(E *e, tl_dtype t, const char *v) {
   case TL_BFLOAT16: return S("tl_f2bf(%s)", v);
   case TL_FLOAT8_E4M3: return S("tl_f2e4m3(%s)", v);
   case TL_FLOAT8_E5M2: return S("tl_f2e5m2(%s)", v);
+  case TL_FLOAT4_E2M1: return S("tl_f2e2m1(%s)", v);
+  case TL_FLOAT8_E8M0: return S("tl_f2e8m0(%s)", v);
   case TL_BOOL: return S("(unsigned char)(%s)", v);
   default: return v;
   }
@@ -233,6 +244,8 @@ static const char *round_to(E *e, tl_type t, const char *x) {
   case TL_BFLOAT16: return S("tl_rbf(%s)", x);
   case TL_FLOAT8_E4M3: return S("tl_re4(%s)", x);
   case TL_FLOAT8_E5M2: return S("tl_re5(%s)", x);
+  case TL_FLOAT4_E2M1: return S("tl_re2m1(%s)", x);
+  case TL_FLOAT8_E8M0: return S("tl_re8m0(%s)", x);
   default: return x;
   }
 }
@@ -244,6 +257,14 @@ static const char *int_sfx(tl_type t) {
   case TL_INT64: case TL_TY_UINT: return "i64";
   default: return "i32";
   }
+}
+
+/* Wraps an int to packed integer type t (modulo 2^bits). */
+static const char *wrap_packed(E *e, const char *x, tl_type t) {
+  int bits = tl_dtype_bits((tl_dtype)t);
+  if (is_signed_i(t))
+    return S("((signed char)tl_sxt((int)(%s), %d))", x, bits);
+  return S("((unsigned char)((int)(%s) & %d))", x, (1 << bits) - 1);
 }
 
 /* Converts code computing a value of type `from` to type `to`. */
@@ -261,12 +282,21 @@ static const char *conv(E *e, const char *x, tl_type from, tl_type to) {
       return S("((float)(%s))", x);
     if (is_f(from) && !from_wide)
       return round_to(e, to, x);
+    if (is_packed(from) && (to == TL_FLOAT16 || to == TL_BFLOAT16)) /* 4 bits at most: exact (8.1) */
+      return S("((float)(%s))", x);
     if (!is_f(from) && from != TL_INT32 && from != TL_UINT32 && from != TL_INT64 && from != TL_UINT64 &&
         from != TL_TY_UINT)
       return round_to(e, to, S("((float)(%s))", x)); /* small integers are exact in float */
     return round_to(e, to, S("tl_d2f_odd((double)(%s))", x));
   }
   /* to an integer */
+  if (is_f(from) && is_packed(to)) { /* truncate, saturate to the packed range */
+    tl_scalar lo = tl_dtype_min((tl_dtype)to), hi = tl_dtype_max((tl_dtype)to);
+    return S("((%s)tl_clampi(tl_f2i32((double)(%s)), %d, %d))", crep(to), x,
+             is_signed_i(to) ? (int)lo.i : (int)lo.u, is_signed_i(to) ? (int)hi.i : (int)hi.u);
+  }
+  if (is_packed(to))
+    return wrap_packed(e, x, to);
   if (is_f(from)) {
     static const char *const fn[TL_DTYPE_COUNT] = {
         [TL_INT8] = "tl_f2i8",   [TL_UINT8] = "tl_f2u8",   [TL_INT16] = "tl_f2i16", [TL_UINT16] = "tl_f2u16",
@@ -367,7 +397,12 @@ static const char *read_elem(E *e, const tl_sym *s, const char *const *idx, cons
     return S("r_%s[%s]", s->name, ridx);
   if (s->kind == SYM_BUFFER && s->scope == SCOPE_LOCAL)
     return S("%s[%s]", storage(e, s), offset(e, s, idx));
-  const char *v = load_conv(e, s->dtype, S("%s[%s]", storage(e, s), offset(e, s, idx)));
+  const char *raw = S("%s[%s]", storage(e, s), offset(e, s, idx));
+  if (is_packed((tl_type)s->dtype)) /* a packed tensor or shared buffer: its bits of a byte */
+    raw = S("((%s)tl_ldp(%s, %s, %d, %d))", is_f((tl_type)s->dtype) ? "unsigned char" : crep((tl_type)s->dtype),
+            storage(e, s), offset(e, s, idx),
+            tl_dtype_bits(s->dtype), is_signed_i((tl_type)s->dtype));
+  const char *v = load_conv(e, s->dtype, raw);
   if (s->kind == SYM_TENSOR)
     return S("(%s ? %s : (%s)0)", in_bounds(e, s, idx), v, crep((tl_type)s->dtype));
   return v;
@@ -384,6 +419,9 @@ static void write_elem(E *e, const tl_sym *s, const char *const *idx, const char
     return;
   }
   const char *st = S("%s[%s] = %s;", storage(e, s), offset(e, s, idx), store_conv(e, s->dtype, v));
+  if (is_packed((tl_type)s->dtype))
+    st = S("tl_stp(%s, %s, %d, (unsigned)(%s));", storage(e, s), offset(e, s, idx), tl_dtype_bits(s->dtype),
+           store_conv(e, s->dtype, v));
   if (s->kind == SYM_TENSOR)
     line(e, "if (%s) %s", in_bounds(e, s, idx), st);
   else
@@ -512,6 +550,8 @@ static const char *bits_of(E *e, const char *x, tl_type t) {
   case TL_BFLOAT16: return S("tl_f2bf(%s)", x);
   case TL_FLOAT8_E4M3: return S("tl_f2e4m3(%s)", x);
   case TL_FLOAT8_E5M2: return S("tl_f2e5m2(%s)", x);
+  case TL_FLOAT4_E2M1: return S("tl_f2e2m1(%s)", x);
+  case TL_FLOAT8_E8M0: return S("tl_f2e8m0(%s)", x);
   case TL_FLOAT32: return S("%s(%s)", dfn(e, "__float_as_uint"), x);
   case TL_FLOAT64: return S("(unsigned long long)%s(%s)", dfn(e, "__double_as_longlong"), x);
   default: return S("(unsigned long long)(%s)", x);
@@ -524,10 +564,12 @@ static const char *from_bits(E *e, const char *b, tl_type t) {
   case TL_BFLOAT16: return S("tl_bf2f((unsigned short)(%s))", b);
   case TL_FLOAT8_E4M3: return S("tl_e4m3_2f((unsigned char)(%s))", b);
   case TL_FLOAT8_E5M2: return S("tl_e5m2_2f((unsigned char)(%s))", b);
+  case TL_FLOAT4_E2M1: return S("tl_e2m1_2f((unsigned char)((%s) & 15))", b);
+  case TL_FLOAT8_E8M0: return S("tl_e8m0_2f((unsigned char)(%s))", b);
   case TL_FLOAT32: return S("%s((unsigned)(%s))", dfn(e, "__uint_as_float"), b);
   case TL_FLOAT64: return S("%s((long long)(%s))", dfn(e, "__longlong_as_double"), b);
   case TL_BOOL: return S("((%s) != 0)", b);
-  default: return S("((%s)(%s))", crep(t), b);
+  default: return is_packed(t) ? wrap_packed(e, b, t) : S("((%s)(%s))", crep(t), b);
   }
 }
 
@@ -793,7 +835,8 @@ static void emit_async_copy(E *e, const tl_stmt *s) {
     return;
   }
   const tl_region *src = s->src, *dst = s->dst;
-  int64_t v = 16 / (int64_t)tl_dtype_size(src->sym->dtype);
+  int64_t v = 128 / tl_dtype_bits(src->sym->dtype); /* elements per 16 bytes */
+  int per = is_packed((tl_type)src->sym->dtype) ? 8 / tl_dtype_bits(src->sym->dtype) : 1; /* per byte */
   int64_t ext[TL_MAX_DIMS] = {0};
   int n = squeezed(dst, ext);
   ext[n - 1] /= v;
@@ -807,11 +850,15 @@ static void emit_async_copy(E *e, const tl_stmt *s) {
     q2[i] = i == n - 1 ? S("(%s * %" PRId64 "LL)", q[i], v) : q[i];
   const char **si = region_idx(e, src, q2), **di = region_idx(e, dst, q2);
   line(e, "const bool tl_in = %s;", in_bounds(e, src->sym, si));
-  line(e, "const %s *tl_g = tl_in ? &g_%s[%s] : g_%s;", srep(src->sym->dtype), src->sym->name, offset(e, src->sym, si),
-       src->sym->name);
+  const char *so = offset(e, src->sym, si), *dof = offset(e, dst->sym, di);
+  if (per > 1) { /* a packed dtype: the byte of the element */
+    so = S("(%s) / %d", so, per);
+    dof = S("(%s) / %d", dof, per);
+  }
+  line(e, "const %s *tl_g = tl_in ? &g_%s[%s] : g_%s;", srep(src->sym->dtype), src->sym->name, so, src->sym->name);
   line(e, "asm volatile(\"cp.async.cg.shared.global [%%0], [%%1], 16, %%2;\" :: \"r\"(tl_smem_addr(&s_%s[%s])), "
           "\"l\"(tl_g), \"r\"(tl_in ? 16 : 0));",
-       dst->sym->name, offset(e, dst->sym, di));
+       dst->sym->name, dof);
   e->indent--;
   line(e, "}");
 }
@@ -876,8 +923,44 @@ static void op_copy_pairs(E *e, const tl_stmt *s) {
   line(e, "}");
 }
 
+/* A copy of a packed tile as bytes, w at a time (pass_pipeline.c chose w),
+ * cooperatively; outside a tensor reads give 0 and writes are dropped (a
+ * vector is wholly inside or outside). */
+static void op_copy_packed(E *e, const tl_stmt *s, int w) {
+  const tl_region *src = s->src, *dst = s->dst;
+  int64_t v = (int64_t)w * (8 / tl_dtype_bits(src->sym->dtype));
+  int64_t ext[TL_MAX_DIMS] = {0};
+  int n = squeezed(dst, ext);
+  ext[n - 1] /= v;
+  line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", product(ext, n), e->T);
+  e->indent++;
+  const char **q = decode(e, "tl_e", ext, n, "tl_q");
+  const char *q2[TL_MAX_DIMS];
+  for (int i = 0; i < n; i++)
+    q2[i] = i == n - 1 ? S("(%s * %" PRId64 "LL)", q[i], v) : q[i];
+  const char **si = region_idx(e, src, q2), **di = region_idx(e, dst, q2);
+  const char *vt = S("tl_v%d", w); /* prelude_subbyte.h */
+  const char *sp = S("*(const %s *)&%s[(%s) / %" PRId64 "]", vt, storage(e, src->sym), offset(e, src->sym, si), v / w);
+  if (src->sym->kind == SYM_TENSOR)
+    line(e, "const %s tl_b = %s ? %s : %s{};", vt, in_bounds(e, src->sym, si), sp, vt);
+  else
+    line(e, "const %s tl_b = %s;", vt, sp);
+  const char *st = S("*(%s *)&%s[(%s) / %" PRId64 "] = tl_b;", vt, storage(e, dst->sym), offset(e, dst->sym, di),
+                     v / w);
+  if (dst->sym->kind == SYM_TENSOR)
+    line(e, "if (%s) %s", in_bounds(e, dst->sym, di), st);
+  else
+    line(e, "%s", st);
+  e->indent--;
+  line(e, "}");
+}
+
 static void op_copy(E *e, const tl_stmt *s) {
   const tl_region *src = s->src, *dst = s->dst;
+  if (s->byte_copy) {
+    op_copy_packed(e, s, s->byte_copy);
+    return;
+  }
   if (s->async_copy) {
     emit_async_copy(e, s);
     line(e, "asm volatile(\"cp.async.commit_group;\\n\\tcp.async.wait_group 0;\" ::: \"memory\");");
@@ -1903,6 +1986,8 @@ static void stage_pointers(E *e, const tl_stmt *loop, const char *stage) {
     int64_t n = 1;
     for (int d = 0; d < b->ndim; d++)
       n *= b->dims[d];
+    if (is_packed((tl_type)b->dtype)) /* a stage of a packed buffer: its bytes */
+      n = (int64_t)tl_dtype_bytes(b->dtype, (uint64_t)n);
     line(e, "%s *const s_%s = tl_base_%s + (long long)(%s) * %" PRId64 "LL; (void)s_%s;", srep(b->dtype), b->name,
          b->name, stage, n, b->name);
   }

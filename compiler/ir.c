@@ -509,6 +509,8 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
       fputs(s->prefetch ? " [cp.async, prefetched]" : " [cp.async]", f);
     if (s->tma_why)
       fprintf(f, " [not TMA: %s]", s->tma_why);
+    if (s->byte_copy)
+      fprintf(f, " [bytes, %d at a time]", s->byte_copy);
     break;
   case S_GEMM:
     fprintf(f, " %s%s x %s%s -> %s%s%s", s->A->name, s->trans_a ? "^T" : "", s->B->name, s->trans_b ? "^T" : "",

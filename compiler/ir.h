@@ -488,6 +488,8 @@ struct tl_stmt {
   bool use_amd_mma;    /* after pass_place: gemm lowered to MFMA or WMMA (C's reg_layout says which) */
   bool a_regs;         /* after pass_place: that gemm takes A from registers (A in C's row layout) */
   bool async_copy;     /* after pass_pipeline: a global -> shared copy in 16-byte cp.async chunks */
+  int byte_copy;       /* after pass_pipeline: a copy of a packed dtype moved as bytes, this many (1 to 16) at
+                          a time; 0: element by element */
   bool prefetch;       /* after pass_pipeline: issued ahead by its pipelined loop */
   bool pipe;           /* after pass_pipeline: a pipelined loop with prefetched copies */
   bool tma;            /* after pass_tma: a prefetched copy issued as bulk tensor copies

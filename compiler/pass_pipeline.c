@@ -18,6 +18,11 @@
  *
  * A target without cp.async (tl_codegen: AMD) gets no async copies and so
  * no pipelining: its copies are plain loads and stores.
+ *
+ * Also produces byte_copy on every other copy between tensors or shared
+ * buffers of one packed dtype (proto/tile-ir-v1.md 7.1.2) whose rows hold
+ * whole aligned vectors: it moves bytes, 1 to 16 at a time, instead of
+ * elements.
  */
 #include <string.h>
 #include "ir.h"
@@ -52,7 +57,7 @@ static bool can_async(const tl_stmt *s) {
   if (src->sym->kind != SYM_TENSOR || dst->sym->kind != SYM_BUFFER || dst->sym->scope == SCOPE_LOCAL ||
       (dst->sym->scope == SCOPE_FRAGMENT && dst->sym->in_regs) || src->sym->dtype != dst->sym->dtype)
     return false;
-  int64_t es = (int64_t)tl_dtype_size(src->sym->dtype), v = 16 / es;
+  int64_t v = 128 / tl_dtype_bits(src->sym->dtype); /* elements per 16 bytes, packed dtypes included */
   int ls = src->ndim - 1, ld = dst->ndim - 1;
   if (src->ext[ls] == 1 || dst->ext[ld] == 1 || src->ext[ls] % v || dst->ext[ld] % v)
     return false;
@@ -187,12 +192,44 @@ static void pipeline_loop(P *p, tl_stmt *loop) {
     loop->num_stages = stages;
 }
 
+static bool in_regs(const tl_sym *s) { return s->kind == SYM_BUFFER && s->scope == SCOPE_FRAGMENT && s->in_regs; }
+
+/* The bytes a copy between two tensors or shared buffers of one packed
+ * dtype may move at once (1, 2, 4, 8 or 16), or 0 when it cannot move
+ * bytes: the innermost dimension of both regions is the copy's, and its
+ * extent, both starts and (for a constant dimension) both rows hold whole
+ * vectors; a tensor's base is aligned to them. */
+static int byte_copy_width(const tl_stmt *s) {
+  const tl_region *src = s->src, *dst = s->dst;
+  const tl_sym *a = src->sym, *b = dst->sym;
+  if (a->dtype != b->dtype || !tl_dtype_is_packed(a->dtype) || in_regs(a) || in_regs(b))
+    return 0;
+  if ((a->kind == SYM_BUFFER && a->scope == SCOPE_LOCAL) || (b->kind == SYM_BUFFER && b->scope == SCOPE_LOCAL))
+    return 0;
+  int ls = src->ndim - 1, ld = dst->ndim - 1, per = 8 / tl_dtype_bits(a->dtype);
+  if (src->ext[ls] == 1 || dst->ext[ld] == 1 || src->ext[ls] != dst->ext[ld])
+    return 0;
+  for (int w = 16; w >= 1; w /= 2) {
+    int64_t v = (int64_t)w * per; /* elements per vector */
+    bool ok = src->ext[ls] % v == 0 && tl_multiple_of(src->lo[ls], v) && tl_multiple_of(dst->lo[ld], v);
+    for (int k = 0; k < 2; k++) {
+      const tl_sym *x = k ? b : a;
+      int last = k ? ld : ls;
+      ok = ok && (x->dims[last] < 0 ? w == 1 : x->dims[last] % v == 0) && (x->kind != SYM_TENSOR || x->align >= w);
+    }
+    if (ok)
+      return w;
+  }
+  return 0;
+}
+
 /* Marks the copies before what they hold, the pipelined loops after (tl_walker). */
 static tl_walk_act mark_copy(tl_stmt *s, void *user) {
   P *p = user;
   s->prefetch = s->pipe = false;
   if (s->kind == S_COPY) {
     s->async_copy = p->async && can_async(s);
+    s->byte_copy = s->async_copy ? 0 : byte_copy_width(s);
     if (s->dst->sym->kind == SYM_BUFFER)
       s->dst->sym->stages = 1;
   }

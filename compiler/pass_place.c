@@ -573,7 +573,7 @@ static int64_t smem_floor(const tl_program *prog, int64_t extra) {
   for (int i = 0; i < prog->nbuffer_slots; i++) {
     const tl_sym *s = prog->buffer_syms[i];
     if (s->scope == SCOPE_SHARED || (s->scope == SCOPE_FRAGMENT && !s->in_regs))
-      n += elems(s) * (int64_t)tl_dtype_size(s->dtype);
+      n += (int64_t)tl_dtype_bytes(s->dtype, (uint64_t)elems(s));
   }
   return n;
 }
@@ -588,7 +588,7 @@ static tl_walk_act resolve_gemm_a(tl_stmt *s, void *user) {
      * hold A besides the rest */
     mark_packed(prog);
     bool room = tl_reg_words(prog) <= TL_REG_BUDGET ||
-                smem_floor(prog, elems(A) * (int64_t)tl_dtype_size(A->dtype)) > p->smem_limit;
+                smem_floor(prog, (int64_t)tl_dtype_bytes(A->dtype, (uint64_t)elems(A))) > p->smem_limit;
     bool ok = s->use_mma && C->in_regs && A->reg_layout == TL_LAYOUT_MMA && A->mma_wn == 1 && C->mma_wn == 1 &&
               A->mma_wm == C->mma_wm && A->mma_mi == C->mma_mi && A->dims[0] == C->dims[0] && A->dims[1] % 16 == 0 &&
               room;
@@ -722,7 +722,7 @@ void tl_pass_smem(tl_program *prog) {
     int64_t al = s->wgmma_op || s->tma_dst ? 1024 : 128; /* 128-byte swizzle atoms: 1024 bytes */
     off = (off + al - 1) & ~(al - 1);
     s->smem_offset = off;
-    off += elems(s) * (int64_t)tl_dtype_size(s->dtype) * (s->stages > 1 ? s->stages : 1);
+    off += (int64_t)tl_dtype_bytes(s->dtype, (uint64_t)elems(s)) * (s->stages > 1 ? s->stages : 1);
   }
   prog->mbar_offset = off = (off + 7) & ~(int64_t)7; /* pass_tma's mbarriers, 8 bytes each */
   off += 8 * (int64_t)prog->nmbar;

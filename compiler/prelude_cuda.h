@@ -16,6 +16,8 @@
 #ifndef TL_PRELUDE_CUDA_H
 #define TL_PRELUDE_CUDA_H
 
+#include "prelude_subbyte.h"
+
 #define TL_PRELUDE_STR_(x) #x
 #define TL_PRELUDE_STR(x) TL_PRELUDE_STR_(x)
 #define TL_PRELUDE_MARK_TEXT TL_PRELUDE_STR(TL_PRELUDE_MARK)
@@ -85,6 +87,7 @@ static const char tl_prelude_cuda[] =
     "TL_DEV float tl_e5m2_2f(unsigned char b) { return tl_e8_2f(b, 5, 2, 15, 1); }\n"
     "TL_DEV unsigned char tl_f2e4m3(float x) { return tl_f2e8(x, 4, 3, 7, 0x7f); }\n"
     "TL_DEV unsigned char tl_f2e5m2(float x) { return tl_f2e8(x, 5, 2, 15, 0x7e); }\n"
+    TL_PRELUDE_SUBBYTE("ldexpf", "fabsf", "copysignf", "frexpf", "__int_as_float", "atomicAnd", "atomicOr")
     /* float to integer: truncate, saturate, NaN gives 0 */
     "#define TL_F2I(name, T, lo, hi) TL_DEV T name(double x) { return x != x ? (T)0 : x <= (double)(lo) ? (T)(lo) : x >= (double)(hi) ? (T)(hi) : (T)x; }\n"
     "TL_F2I(tl_f2i8, signed char, -128, 127)\n"

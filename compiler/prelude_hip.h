@@ -36,6 +36,8 @@
 #ifndef TL_PRELUDE_HIP_H
 #define TL_PRELUDE_HIP_H
 
+#include "prelude_subbyte.h"
+
 #ifndef TL_PRELUDE_MARK_TEXT /* as in prelude_cuda.h */
 #define TL_PRELUDE_STR_(x) #x
 #define TL_PRELUDE_STR(x) TL_PRELUDE_STR_(x)
@@ -361,6 +363,10 @@ static const char tl_prelude_hip[] =
     "    __hip_atomic_compare_exchange_strong(w, &old, nw, __ATOMIC_RELAXED, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);\n"
     "  } while (old != assumed);\n"
     "}\n"
+    "TL_DEV unsigned tl_atomic_and32(unsigned *p, unsigned v) { return __hip_atomic_fetch_and(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }\n"
+    "TL_DEV unsigned tl_atomic_or32(unsigned *p, unsigned v) { return __hip_atomic_fetch_or(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }\n"
+    TL_PRELUDE_SUBBYTE("__builtin_ldexpf", "__builtin_fabsf", "__builtin_copysignf", "__builtin_frexpf", "tl_int_as_float",
+                       "tl_atomic_and32", "tl_atomic_or32")
     "#endif\n"
 #ifdef TL_PRELUDE_MARK /* as in prelude_cuda.h */
     "__attribute__((device)) int tl_prelude_mark = " TL_PRELUDE_MARK_TEXT ";\n"
