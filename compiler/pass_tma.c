@@ -19,6 +19,7 @@
  * A copy qualifies when:
  *   - it is a prefetched copy of a pipelined loop that does not say
  *     "tma": false;
+ *   - its elements are whole bytes (packed sub-byte types keep cp.async);
  *   - the tensor has at most 5 dimensions and the copy fills its whole
  *     buffer (its extents, without the 1s, are the buffer's dimensions);
  *   - each box dimension is at most 256 elements (the hardware's limit);
@@ -58,6 +59,11 @@ static const char *why_not(P *p, const tl_stmt *s, tl_tmap *m) {
     return "its pipelined loop says \"tma\": false";
   if (t->ndim > TL_TMAP_RANK_MAX)
     return "the tensor has more than 5 dimensions";
+  /* a tensor map counts whole bytes per element (and its 4-bit types pad
+   * each element to a byte in shared memory), so packed tiles keep cp.async */
+  if (tl_dtype_is_packed(b->dtype))
+    return tl_arena_printf(a, "%s elements are packed %d to a byte, and a tensor map moves whole-byte elements",
+                           tl_dtype_name(b->dtype), 8 / tl_dtype_bits(b->dtype));
   if (b->layout && !b->layout->swizzle)
     return "the buffer has a layout map";
   int64_t se[TL_MAX_DIMS], n = 0;

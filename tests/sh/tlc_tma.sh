@@ -110,4 +110,10 @@ printf '%s\n' "$ir" | grep -qF -- "-> B_shared[0+:64, 0+:128] [TMA" || fail "dyn
 "$TLC" compile "$tmp/k.json" --target sm_90a --emit meta > "$tmp/k.meta" || fail "--emit meta of the dynamic-K variant"
 python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["tensor_maps"]; assert [(x["param"], x["global_dims"]) for x in t] == [("B", [1024, "K"])], t' \
   "$tmp/k.meta" || fail "dynamic K: B's map does not take K from the arguments"
+# packed sub-byte tiles (uint4 weights) keep cp.async: a tensor map moves
+# whole-byte elements, and its map would count a uint4 as a byte
+ir=$("$TLC" compile examples/gemm_w4a16.json --target sm_90a --emit ir) || fail "--emit ir of gemm_w4a16"
+printf '%s\n' "$ir" | grep -F -- "-> B_shared" | grep -qF "[not TMA: uint4 elements are packed 2 to a byte" ||
+  fail "gemm_w4a16: the uint4 tile is not refused TMA with the reason"
+printf '%s\n' "$ir" | grep -F -- "-> A_shared" | grep -qF "[TMA" || fail "gemm_w4a16: the float16 tile is not TMA"
 echo "tlc_tma: ok"
