@@ -54,6 +54,7 @@ typedef struct {
   int64_t scratch;
   tl_vec rows;      /* row reads: pairs (1-D fragment, 2-D parallel loop) */
   bool wgmma;       /* the target has wgmma.mma_async */
+  const char *wgmma_variant; /* tl_codegen.wgmma_variant */
   int amd_matrix;   /* choose_amd_all: the target's matrix instructions (TL_AMD_MATRIX_*) */
   int wave;         /* choose_amd_all: its wavefront size */
   bool changed;     /* unify_all, resolve_gemm_a: something changed in this walk */
@@ -300,7 +301,10 @@ static const char *choose_wgmma(P *p, tl_stmt *s) {
 static bool choose_mma(P *p, tl_stmt *s) {
   tl_sym *A = s->A, *B = s->B, *C = s->C;
   s->use_wgmma = false;
-  s->why_not_wgmma = p->wgmma ? choose_wgmma(p, s) : NULL;
+  s->why_not_wgmma = p->wgmma             ? choose_wgmma(p, s)
+                     : p->wgmma_variant[0] ? tl_arena_printf(p->prog->arena, "this target has none; %s has",
+                                                             p->wgmma_variant)
+                                           : NULL;
   if (s->use_wgmma)
     return true;
   if ((A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16) || B->in_regs)
@@ -727,7 +731,7 @@ tl_status tl_pass_place_for(tl_program *prog, int64_t smem_limit, const tl_codeg
 }
 
 static void place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bool amd) {
-  P pp = {.prog = prog, .wgmma = cg->wgmma}, *p = &pp;
+  P pp = {.prog = prog, .wgmma = cg->wgmma, .wgmma_variant = cg->wgmma_variant}, *p = &pp;
   p->threads = prog->threads[0] * prog->threads[1] * prog->threads[2];
   for (int i = 0; i < prog->nbuffer_slots; i++) {
     tl_sym *s = prog->buffer_syms[i];

@@ -46,11 +46,15 @@ printf '%s\n' "$src" | awk '/wgmma.wait_group.sync.aligned 0;/{z=NR} /wgmma.wait
 meta=$("$TLC" compile examples/gemm.json --target sm_90a --emit meta) || fail "gemm.json does not build for sm_90a"
 printf '%s\n' "$meta" | grep -q "serialized" && fail "ptxas serializes gemm.json's wgmma: $(printf '%s\n' "$meta" | grep -o 'C75[^\\]*')"
 printf '%s\n' "$meta" | grep -q '"spill_store_bytes": 0' || fail "gemm.json spills on sm_90a"
-# mma.sync where the target has no wgmma, and no word of it
-for t in sm_90 sm_80; do
+# mma.sync where the target has no wgmma; sm_90 and compute_90 name the variant that has it, sm_80 says nothing of it
+for t in sm_90 compute_90 sm_80; do
   ir=$("$TLC" compile examples/gemm.json --target $t --emit ir) || fail "tlc compile gemm.json for $t"
   printf '%s\n' "$ir" | grep -qF -- "gemm A_shared x B_shared -> C_local [mma.sync m16n8k16]" || fail "$t: gemm.json is not on mma.sync"
-  printf '%s\n' "$ir" | grep -q "wgmma" && fail "$t mentions wgmma"
+done
+printf '%s\n' "$ir" | grep -q "wgmma" && fail "sm_80 mentions wgmma"
+for t in sm_90 compute_90; do
+  "$TLC" compile examples/gemm.json --target $t --emit ir | grep -qF -- "[not wgmma: this target has none; ${t}a has]" ||
+    fail "$t does not say that ${t}a has wgmma"
 done
 # every float16/bfloat16 tile shape wgmma serves: 64 x 64, 128 x 128 (4 warps), 128 x 256 (8 warps; N = 256),
 # 64 x 256 and 256 x 128; K tiles of 16, 32, 64, 128 (32-, 64-, 128-byte swizzle, panels of 64); B N-major and K-major
