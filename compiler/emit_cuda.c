@@ -1098,7 +1098,20 @@ static const char *kmajor_desc(E *e, const tl_sym *X, const char *base, const ch
  * offset) Kt * 128 bytes apart, each k step 16 rows (2048 bytes) on,
  * transposed by the instruction).  Then the instructions are committed as
  * one wgmma-group and the gemm waits until at most wg_pending groups are
- * pending (pass_pipeline.c decides, and says why that is safe). */
+ * pending (pass_pipeline.c decides, and says why that is safe).
+ *
+ * The PTX ISA's other ordering rules: wgmma.fence comes before the first
+ * wgmma.mma_async of every call, so C's registers written by other
+ * instructions (the clear, code before the gemm) are ordered before the
+ * wgmma that accumulates into them (pin_regs keeps NVVM from moving those
+ * writes past the fence, and reads of C after the wait that ends the
+ * groups before it); the fence between accumulating wgmma of one shape is
+ * not needed but costs nothing.  A and B written through the generic proxy
+ * (cp.async, st.shared) reach the gemm only across a block barrier
+ * (pass_barrier.c; a pipelined loop's barrier per iteration), and every
+ * barrier of a program with a gemm on wgmma is preceded by
+ * fence.proxy.async, which makes those writes visible to wgmma's async
+ * proxy. */
 static void op_gemm_wgmma(E *e, const tl_stmt *s) {
   const tl_sym *A = s->A, *B = s->B, *C = s->C;
   int64_t K = A->dims[1], N = C->dims[1], nacc = N / 2, MI = C->mma_mi, NW = C->mma_wm;
