@@ -4,9 +4,13 @@ flash attention, side by side in one run on one GPU.
 
     python3 bench/gpu_bench.py [--tlc build/bin/tlc] [--out DIR] [--quick]
 
-GEMM float16 (M = N = K = 4096 and 8192; float32 accumulation): ours
-(examples/gemm.json through `tlc run --device --time`), torch.matmul
-(cuBLAS) and a Triton matmul.  FlashAttention forward (batch 4, heads 32,
+GEMM float16 and bfloat16 (M = N = K = 4096 and 8192; float32
+accumulation): ours (examples/gemm.json as written first, then tile
+choices through -D; bfloat16 through tests/gpu/programs/gemm_dyn_m_bf16.json,
+the same program in bfloat16 with M a scalar argument; each through `tlc
+run --device --time`; the table's row is the fastest, and every
+configuration's time is printed and kept in bench.json), torch.matmul
+(cuBLAS) and a Triton matmul (float16 only).  FlashAttention forward (batch 4, heads 32,
 seq 4096, dim 128, causal and not): ours (examples/flash_attention.json)
 and torch's scaled_dot_product_attention with the flash backend.  Each of
 ours is first checked against torch on the same inputs (relative error of
@@ -22,9 +26,12 @@ import argparse, json, os, subprocess, sys, tempfile, time
 import numpy as np
 import torch
 
-# tile configurations tried: examples/gemm.json as written (128 threads), then through -D
+# tile configurations tried: examples/gemm.json as written (128 threads: wgmma on sm_90a, two m64n128
+# instructions per k16 step), then through -D
 GEMM_CONFIGS = [("examples/gemm.json", {}), ("examples/gemm.json", {"block_K": 64}),
                 ("examples/gemm.json", {"block_K": 32, "num_stages": 4}),
+                ("examples/gemm.json", {"block_K": 64, "num_stages": 4}),
+                ("examples/gemm.json", {"block_N": 256, "block_K": 64}),
                 ("bench/programs/gemm_raster.json", {"block_K": 64}),
                 ("bench/programs/gemm_raster.json", {"block_K": 64, "num_stages": 4}),
                 ("bench/programs/gemm_raster.json", {"block_K": 64, "threads": 256}),
@@ -34,6 +41,10 @@ GEMM_CONFIGS = [("examples/gemm.json", {}), ("examples/gemm.json", {"block_K": 6
                 ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "use_tma": "false"}),
                 ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 256}),
                 ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 512})]
+# bfloat16: the same kernel with bfloat16 operands and C (M is its scalar argument)
+BF16_PROG = "tests/gpu/programs/gemm_dyn_m_bf16.json"
+GEMM_BF16_CONFIGS = [{}, {"block_K": 64}, {"block_K": 64, "num_stages": 4}, {"block_N": 256, "block_K": 64, "threads": 256},
+                     {"block_M": 256, "block_K": 64, "threads": 256}]
 
 
 def cuda_time(fn, reps=20):
@@ -85,10 +96,12 @@ def triton_matmul():
                  BM=128, BN=256, BK=64, G=8, num_warps=8, num_stages=3)
     return run
 
-def ours(tlc, prog, defs, ins, outs, reps):
+def ours(tlc, prog, defs, ins, outs, reps, args=None):
     cmd = [tlc, "run", prog, "--device", "cuda", "--time", str(reps)]
     for k, v in defs.items():
         cmd += ["-D", f"{k}={v}"]
+    for k, v in (args or {}).items():
+        cmd += ["--arg", f"{k}={v}"]
     for k, v in ins.items():
         cmd += ["--in", f"{k}={v}"]
     for k, v in outs.items():
@@ -137,6 +150,8 @@ def main():
             res.setdefault("gemm_configs", []).append({"n": n, "config": tag, "ms": ms, "rel_err": e_})
             if best is None or ms < best[0]:
                 best = (ms, e_, tag)
+            if not cfg and prog == "examples/gemm.json":
+                written = (ms, e_, tag)
         ms_ours, err = best[0], best[1]
         ms_cublas = cuda_time(lambda: torch.matmul(A, B))
         ms_tri = None
@@ -145,6 +160,28 @@ def main():
             ms_tri = cuda_time(lambda: tri(A, B, Ct))
         tf = lambda ms: flops / ms / 1e9 if ms else None
         rows.append((f"gemm f16 {n} [{best[2]}]", ms_ours, ms_cublas, ms_tri, tf(ms_ours), tf(ms_cublas), tf(ms_tri), err))
+        if written[2] != best[2]:  # examples/gemm.json as written has its own row
+            rows.append((f"gemm f16 {n} [{written[2]}]", written[0], ms_cublas, ms_tri, tf(written[0]), tf(ms_cublas),
+                         tf(ms_tri), written[1]))
+        # bfloat16: inputs as float32 files of bfloat16 values (exact), C back as uint16 bit patterns
+        Ab, Bb = A.to(torch.bfloat16), B.to(torch.bfloat16)
+        np.save(f"{work}/Ab.npy", Ab.float().cpu().numpy())
+        np.save(f"{work}/Bb.npy", Bb.float().cpu().numpy())
+        refb = Ab.float() @ Bb.float()
+        best = None
+        for cfg in GEMM_BF16_CONFIGS:
+            defs = dict({"N": n, "K": n}, **cfg)
+            ms = ours(a.tlc, BF16_PROG, defs, {"A": f"{work}/Ab.npy", "B": f"{work}/Bb.npy"}, {"C": f"{work}/Cb.npy"}, 10,
+                      {"M": n})
+            C = torch.from_numpy(np.load(f"{work}/Cb.npy").view(np.int16)).view(torch.bfloat16).cuda().float()
+            e_ = (torch.linalg.norm(C - refb) / torch.linalg.norm(refb)).item()
+            tag = "gemm_dyn_m_bf16:" + (",".join(f"{k}={v}" for k, v in cfg.items()) or "as written")
+            print(f"  gemm bf16 {n} [{tag}]: {ms:.3f} ms, {flops / ms / 1e9:.1f} TFLOP/s, rel err {e_:.2e}")
+            res.setdefault("gemm_configs", []).append({"n": n, "dtype": "bfloat16", "config": tag, "ms": ms, "rel_err": e_})
+            if best is None or ms < best[0]:
+                best = (ms, e_, tag)
+        ms_cublas = cuda_time(lambda: torch.matmul(Ab, Bb))
+        rows.append((f"gemm bf16 {n} [{best[2]}]", best[0], ms_cublas, None, tf(best[0]), tf(ms_cublas), None, best[1]))
     # ---- W4A16: uint4 weights (.npy: one weight per byte), float16 scales per group of 128 along K
     N = K = 8192
     G = 128

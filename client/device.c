@@ -10,7 +10,9 @@
  * same packed arguments.
  *
  * Targets: a CUDA device takes sm_NN / compute_NN as tl_target_runs_on
- * says and asks the server through tl_client_get_for_arch; an AMD device
+ * says and asks the server through tl_client_get_for_arch (for the target
+ * compiler/target.c's tl_target_for_arch names: sm_90a on a
+ * compute-capability-9.0 GPU); an AMD device
  * takes only a code object for its own gfx name ("gfx90a", gcnArchName up
  * to its first ':') and asks the server for exactly that target.
  */

@@ -298,7 +298,7 @@ tl_status tl_compile_key(const tl_compile_request *req, char key[65], char **man
 
 /* ---- the target ------------------------------------------------------------------- */
 tl_codegen tl_codegen_of(const tl_target *t) {
-  return (tl_codegen){
+  tl_codegen cg = {
       .dialect = t->dialect,
       .warp = t->warp,
       .mma = tl_target_has(t, TL_FEATURE(MMA) | TL_FEATURE(LDMATRIX)),
@@ -307,6 +307,9 @@ tl_codegen tl_codegen_of(const tl_target *t) {
       .tma = t->dialect == TL_DIALECT_CUDA && tl_target_has(t, TL_FEATURE(TMA)),
       .amd_matrix = (int)t->amd_matrix,
   };
+  if (!cg.wgmma && (t->a_features & TL_FEATURE(WGMMA)))
+    snprintf(cg.wgmma_variant, sizeof cg.wgmma_variant, "%sa", t->name);
+  return cg;
 }
 
 tl_status tl_codegen_for(const char *target, tl_codegen *cg, int64_t *smem, tl_error *err) {

@@ -346,15 +346,20 @@ static const char *dim_name(E *e, const tl_sym *s, int d) {
  * and rows per change of the key. */
 static int64_t swz_cpr(const tl_sym *s) { return s->dims[1] / 8; }
 static int64_t swz_rpk(const tl_sym *s) { return swz_cpr(s) >= 8 ? 1 : 8 / swz_cpr(s); }
+/* The bits of the key: 3 (8 chunks of a 128-byte line), or, for a wgmma
+ * operand of narrower rows, as many as the chunks of a row (its 64- or
+ * 32-byte swizzle mode; pass_place.c). */
+static int64_t swz_mask(const tl_sym *s) { return s->wgmma_op && swz_cpr(s) < 8 ? swz_cpr(s) - 1 : 7; }
 
 /* Element offset of idx (C expressions of type long long): row-major, or
  * swizzled for a swizzled shared buffer. */
 static const char *offset(E *e, const tl_sym *s, const char *const *idx) {
   if (s->wgmma_op && s->dims[1] > 64) /* panels of 64 columns, each [rows, 64] swizzled */
-    return S("((int)(%s) / 64 * %" PRId64 " + tl_swz((int)(%s), (int)(%s) %% 64, 8, 1))", idx[1], s->dims[0] * 64, idx[0],
-             idx[1]);
+    return S("((int)(%s) / 64 * %" PRId64 " + tl_swz((int)(%s), (int)(%s) %% 64, 8, 1, 7))", idx[1], s->dims[0] * 64,
+             idx[0], idx[1]);
   if (s->swizzled)
-    return S("tl_swz((int)(%s), (int)(%s), %" PRId64 ", %" PRId64 ")", idx[0], idx[1], swz_cpr(s), swz_rpk(s));
+    return S("tl_swz((int)(%s), (int)(%s), %" PRId64 ", %" PRId64 ", %" PRId64 ")", idx[0], idx[1], swz_cpr(s), swz_rpk(s),
+             swz_mask(s));
   if (s->kind == SYM_BUFFER) { /* a buffer of the block holds fewer than 2^31 elements: 32-bit math */
     const char *o = S("(int)(%s)", idx[0]);
     for (int d = 1; d < s->ndim; d++)
@@ -724,11 +729,19 @@ static const char *coord_str(E *e, const tl_amd_coord *c, const char *x, const c
 
 /* The row and the column of the element that thread tl_tid holds at local
  * index `r` of register fragment s of the mma layout. */
+/* The first row of tile i (an unsigned C expression) of the warps in warp
+ * row wm of mma-layout fragment s (tl_mma_row_strides). */
+static const char *tile_row(E *e, const tl_sym *s, const char *wm, const char *i) {
+  int64_t ws, ts;
+  tl_mma_row_strides(s, &ws, &ts);
+  return S("(%s) * %" PRId64 "u + (%s) * %" PRId64 "u", wm, ws, i, ts);
+}
+
 static void mma_row_col(E *e, const tl_sym *s, const char *r, const char **row, const char **col) {
-  int64_t wm_rows = s->mma_mi * 16, wn_cols = s->mma_ni * 8;
-  *row = S("((unsigned)tl_tid / 32u / %du) * %" PRId64 "u + ((unsigned)(%s) / %" PRId64 "u) * 16u + "
-           "((unsigned)tl_tid %% 32u) / 4u + (((unsigned)(%s) %% 4u) / 2u) * 8u",
-           s->mma_wn, wm_rows, r, s->mma_ni * 4, r);
+  int64_t wn_cols = s->mma_ni * 8;
+  *row = S("%s + ((unsigned)tl_tid %% 32u) / 4u + (((unsigned)(%s) %% 4u) / 2u) * 8u",
+           tile_row(e, s, S("(unsigned)tl_tid / 32u / %du", s->mma_wn), S("(unsigned)(%s) / %" PRId64 "u", r, s->mma_ni * 4)),
+           r);
   *col = S("((unsigned)tl_tid / 32u %% %du) * %" PRId64 "u + (((unsigned)(%s) / 4u) %% %" PRId64 "u) * 8u + "
            "((unsigned)tl_tid %% 4u) * 2u + ((unsigned)(%s) %% 2u)",
            s->mma_wn, wn_cols, r, s->mma_ni, r);
@@ -741,8 +754,8 @@ static void mma_row_col(E *e, const tl_sym *s, const char *r, const char **row, 
  * register fragment s. */
 static const char *elem_of(E *e, const tl_sym *s, const char *r) {
   if (s->reg_layout == TL_LAYOUT_MMA_ROWS)
-    return S("(int)(((unsigned)tl_tid / 32u) * %" PRId64 "u + ((unsigned)(%s) / 2u) * 16u + ((unsigned)tl_tid %% 32u) / 4u "
-             "+ ((unsigned)(%s) %% 2u) * 8u)", s->mma_mi * 16, r, r);
+    return S("(int)(%s + ((unsigned)tl_tid %% 32u) / 4u + ((unsigned)(%s) %% 2u) * 8u)",
+             tile_row(e, s, "(unsigned)tl_tid / 32u", S("(unsigned)(%s) / 2u", r)), r);
   if (s->reg_layout == TL_LAYOUT_MMA) {
     const char *row, *col;
     mma_row_col(e, s, r, &row, &col);
@@ -895,7 +908,11 @@ static void op_copy_pairs(E *e, const tl_stmt *s) {
   line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r += 2) {", f->per_thread);
   e->indent++;
   bool packed = d->kind == SYM_BUFFER && d->packed;
-  if (packed && d->dtype == TL_FLOAT16 && f->dtype == TL_FLOAT32) {
+  /* float to half pairs in one cvt.rn.f16x2.f32: the same rounding as one
+   * at a time, and after a wgmma, where rounding through tl_rh (half, back
+   * to float, then half) made ptxas serialize the gemm's wgmma-groups
+   * (C7514: "non wgmma instructions reading accumulator registers") */
+  if ((packed || e->d == &dialect_cuda) && d->dtype == TL_FLOAT16 && f->dtype == TL_FLOAT32) {
     line(e, "const unsigned tl_pair = tl_f2h2(r_%s[tl_r], r_%s[tl_r + 1]);", f->name, f->name);
   } else {
     const char *lo = conv(e, S("r_%s[tl_r]", f->name), (tl_type)f->dtype, (tl_type)d->dtype);
@@ -1005,7 +1022,7 @@ static void op_fill(E *e, const tl_stmt *s) {
 static void op_gemm_mma(E *e, const tl_stmt *s) {
   const tl_sym *A = s->A, *B = s->B, *C = s->C;
   int64_t K = s->trans_a ? A->dims[0] : A->dims[1];
-  int64_t MI = C->mma_mi, NI = C->mma_ni, WMr = MI * 16, WNc = NI * 8;
+  int64_t MI = C->mma_mi, NI = C->mma_ni, WNc = NI * 8;
   const char *ty = A->dtype == TL_BFLOAT16 ? "bf16" : "f16";
   line(e, "{");
   e->indent++;
@@ -1055,7 +1072,7 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
   line(e, "#pragma unroll");
   line(e, "for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++) {", MI);
   e->indent++;
-  const char *am = S("(tl_wm * %" PRId64 " + tl_i * 16)", WMr);
+  const char *am = S("(int)(%s)", tile_row(e, C, "(unsigned)tl_wm", "(unsigned)tl_i"));
   const char *aidx[2];
   if (!s->trans_a) {
     aidx[0] = S("%s + (tl_lane %% 16)", am);
@@ -1131,19 +1148,56 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
   line(e, "}");
 }
 
-/* gemm on wgmma (sm_90a; pass_place.c's choose_wgmma says when): warpgroup
- * g issues K / 16 instructions m64nNk16 for rows [64 g, 64 g + 64) of C,
- * A and B described by 64-bit matrix descriptors (tl_wgdesc: start address,
- * leading and stride byte offsets, 128-byte swizzle), then waits for them.
- * A is K-major: 8-row groups 1024 bytes apart, each k-step 32 bytes on.
- * B K-major ([N, 64]) likewise; B N-major ([64 k, N] in panels of 64
- * columns, transposed by the instruction): 8-row groups of k 1024 bytes
- * apart, panels (the leading offset) K * 128 bytes apart, each k-step 16
- * rows (2048 bytes) on.  The accumulators are C's registers in the order
- * of the mma layout. */
+/* Pins the registers of fragment C in place (an empty asm that reads and
+ * writes each): NVVM moves no access of them across it, so register
+ * writes stay before a wgmma.fence and reads after a wgmma.wait_group. */
+static void pin_regs(E *e, const tl_sym *C) {
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) asm volatile(\"\" : \"+f\"(r_%s[tl_r]) :: \"memory\");",
+       C->per_thread, C->name);
+}
+
+/* The matrix descriptor (a C expression) of the 64 rows (or all N rows of
+ * a B) from row `row0` (an unsigned C expression, a multiple of 8) of
+ * K-major operand X ([rows, Kt] at shared address `base`) at k16 step `k`:
+ * rows of Kt <= 64 elements in the swizzle mode of their width (128, 64 or
+ * 32 bytes: modes 1, 2, 3), 8-row groups 8 rows apart, each k step 32 bytes
+ * on; wider rows are panels of 64 columns (128-byte mode), step k in panel
+ * k / 4 (pass_place.c's choose_wgmma describes the storage). */
+static const char *kmajor_desc(E *e, const tl_sym *X, const char *base, const char *row0, const char *k) {
+  int64_t Kt = X->dims[1], W = (Kt < 64 ? Kt : 64) * 2, mode = W == 128 ? 1 : W == 64 ? 2 : 3;
+  const char *addr = Kt > 64 ? S("%s + (unsigned)(%s) / 4u * %" PRId64 "u + (%s) * 128u + (unsigned)(%s) %% 4u * 32u", base, k,
+                                 X->dims[0] * 128, row0, k)
+                             : S("%s + (%s) * %" PRId64 "u + (unsigned)(%s) * 32u", base, row0, W, k);
+  return S("tl_wgdesc(%s, 16u, %" PRId64 "u, %" PRId64 "u)", addr, 8 * W, mode);
+}
+
+/* gemm on wgmma (sm_90a; pass_place.c's choose_wgmma says when): per k16
+ * step, warpgroup g issues mma_mi instructions m64nNk16, instruction i for
+ * rows [(i * W + 4 g) * 16, +64) of C (W warps; the interleaved mma
+ * layout), its accumulators C's registers [i * N/2, (i + 1) * N/2); A and B
+ * through matrix descriptors (kmajor_desc; an N-major B [Kt, N] as panels
+ * of 64 columns: 8-row groups of k 1024 bytes apart, panels (the leading
+ * offset) Kt * 128 bytes apart, each k step 16 rows (2048 bytes) on,
+ * transposed by the instruction).  Then the instructions are committed as
+ * one wgmma-group and the gemm waits until at most wg_pending groups are
+ * pending (pass_pipeline.c decides, and says why that is safe).
+ *
+ * The PTX ISA's other ordering rules: wgmma.fence comes before the first
+ * wgmma.mma_async of every call, so C's registers written by other
+ * instructions (the clear, code before the gemm) are ordered before the
+ * wgmma that accumulates into them (pin_regs keeps NVVM from moving those
+ * writes past the fence, and reads of C after the wait that ends the
+ * groups before it); the fence between accumulating wgmma of one shape is
+ * not needed but costs nothing.  A and B written through the generic proxy
+ * (cp.async, st.shared) reach the gemm only across a block barrier
+ * (pass_barrier.c; a pipelined loop's barrier per iteration), and every
+ * barrier of a program with a gemm on wgmma is preceded by
+ * fence.proxy.async, which makes those writes visible to wgmma's async
+ * proxy. */
 static void op_gemm_wgmma(E *e, const tl_stmt *s) {
   const tl_sym *A = s->A, *B = s->B, *C = s->C;
-  int64_t K = A->dims[1], N = C->dims[1], nacc = N / 2;
+  int64_t K = A->dims[1], N = C->dims[1], nacc = N / 2, MI = C->mma_mi, NW = C->mma_wm;
   const char *ty = A->dtype == TL_BFLOAT16 ? "bf16" : "f16";
   line(e, "{");
   e->indent++;
@@ -1151,29 +1205,40 @@ static void op_gemm_wgmma(E *e, const tl_stmt *s) {
     line(e, "#pragma unroll");
     line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) r_%s[tl_r] = 0.0f;", C->per_thread, C->name);
   }
-  line(e, "const unsigned tl_sa = tl_smem_addr(s_%s) + (unsigned)(tl_tid / 128) * %" PRId64 "u, tl_sb = tl_smem_addr(s_%s);",
-       A->name, (int64_t)64 * K * 2, B->name);
+  line(e, "const unsigned tl_sa = tl_smem_addr(s_%s), tl_sb = tl_smem_addr(s_%s), tl_wr = (unsigned)tl_tid / 128u * 64u;",
+       A->name, B->name);
+  pin_regs(e, C);
   line(e, "asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
   line(e, "#pragma unroll");
   line(e, "for (int tl_k = 0; tl_k < %" PRId64 "; tl_k++) {", K / 16);
   e->indent++;
-  line(e, "const unsigned long long tl_da = tl_wgdesc(tl_sa + tl_k * 32u, 16u, 1024u);");
   if (s->trans_b)
-    line(e, "const unsigned long long tl_db = tl_wgdesc(tl_sb + tl_k * 32u, 16u, 1024u);");
+    line(e, "const unsigned long long tl_db = %s;", kmajor_desc(e, B, "tl_sb", "0u", "tl_k"));
   else
-    line(e, "const unsigned long long tl_db = tl_wgdesc(tl_sb + tl_k * 2048u, %" PRId64 "u, 1024u);", B->dims[0] * 128);
-  const char *regs = "", *outs = "";
-  for (int64_t i = 0; i < nacc; i++) {
-    regs = S("%s%s%%%" PRId64, regs, i ? "," : "", i);
-    outs = S("%s%s\"+f\"(r_%s[%" PRId64 "])", outs, i ? ", " : "", C->name, i);
+    line(e, "const unsigned long long tl_db = tl_wgdesc(tl_sb + tl_k * 2048u, %" PRId64 "u, 1024u, 1u);", B->dims[0] * 128);
+  const char *regs = "";
+  for (int64_t q = 0; q < nacc; q++)
+    regs = S("%s%s%%%" PRId64, regs, q ? "," : "", q);
+  for (int64_t i = 0; i < MI; i++) {
+    const char *outs = "";
+    for (int64_t q = 0; q < nacc; q++)
+      outs = S("%s%s\"+f\"(r_%s[%" PRId64 "])", outs, q ? ", " : "", C->name, i * nacc + q);
+    line(e, "{");
+    e->indent++;
+    line(e, "const unsigned long long tl_da = %s;", kmajor_desc(e, A, "tl_sa", S("tl_wr + %" PRId64 "u", i * NW * 16), "tl_k"));
+    line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\nwgmma.mma_async.sync.aligned.m64n%" PRId64
+            "k16.f32.%s.%s {%s}, %%%" PRId64 ", %%%" PRId64 ", p, 1, 1, 0, %d;\\n}\" : %s : \"l\"(tl_da), \"l\"(tl_db), \"r\"(1) : "
+            "\"memory\");",
+         nacc + 2, N, ty, ty, regs, nacc, nacc + 1, s->trans_b ? 0 : 1, outs);
+    e->indent--;
+    line(e, "}");
   }
-  line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\nwgmma.mma_async.sync.aligned.m64n%" PRId64
-          "k16.f32.%s.%s {%s}, %%%" PRId64 ", %%%" PRId64 ", p, 1, 1, 0, %d;\\n}\" : %s : \"l\"(tl_da), \"l\"(tl_db), \"r\"(1) : "
-          "\"memory\");",
-       nacc + 2, N, ty, ty, regs, nacc, nacc + 1, s->trans_b ? 0 : 1, outs);
   e->indent--;
   line(e, "}");
-  line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\\n\\twgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+  line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\\n\\twgmma.wait_group.sync.aligned %d;\" ::: \"memory\");",
+       s->wg_pending);
+  if (!s->wg_pending)
+    pin_regs(e, C);
   e->indent--;
   line(e, "}");
 }
@@ -1493,8 +1558,8 @@ static void op_reduce_rows(E *e, const tl_stmt *s) {
       line(e, "}");
       return;
     }
-    line(e, "if (tl_lane %% 4 == 0) tl_part[tl_wn * %" PRId64 "LL + tl_wm * %" PRId64 " + (tl_h / 2) * 16 + tl_lane / 4 + "
-            "(tl_h %% 2) * 8] = tl_acc;", M, MI * 16);
+    line(e, "if (tl_lane %% 4 == 0) tl_part[tl_wn * %" PRId64 "LL + %s + tl_lane / 4 + (tl_h %% 2) * 8] = tl_acc;", M,
+         tile_row(e, src, "(unsigned)tl_wm", "(unsigned)tl_h / 2u"));
     e->indent--;
     line(e, "}");
     partials_to_dst(e, s, acc, comb, src->mma_wn, M);
@@ -2024,16 +2089,18 @@ static bool has_cp_async(const tl_stmt *loop) {
 }
 
 /* A pipelined loop (pass_pipeline.c): its prefetched copies run
- * num_stages - 1 iterations ahead into rotating stages of their buffers,
- * one cp.async group per iteration; iteration c waits for its own group,
- * then a barrier makes every thread's chunks visible (and tells that
- * iteration c - 1 is done with the stage the next prefetch overwrites).
- * Bulk tensor copies (pass_tma.c) complete on the stage's mbarrier
- * instead: iteration c, after the barrier and its own prefetch, waits for
- * the phase of stage c % S that its bit in tl_phN says, then flips the
- * bit (so the loop may run again, from any phase). */
+ * pipe_ahead iterations ahead into pipe_stages rotating stages of their
+ * buffers, one cp.async group per iteration; iteration c waits for its own
+ * group, then a barrier makes every thread's chunks visible (and tells
+ * that no iteration still reads the stage the next prefetch overwrites:
+ * pass_pipeline.c's argument, with a gemm's wgmma-groups pending across
+ * iterations).  Those groups are waited for as the loop ends.  Bulk tensor
+ * copies (pass_tma.c) complete on the stage's mbarrier instead: iteration
+ * c, after the barrier and its own prefetch, waits for the phase of stage
+ * c % S that its bit in tl_phN says, then flips the bit (so the loop may
+ * run again, from any phase). */
 static void emit_pipelined(E *e, const tl_stmt *s) {
-  int64_t S = s->num_stages;
+  int64_t S = s->pipe_stages, D = s->pipe_ahead;
   int id = e->uid++;
   bool cp = has_cp_async(s);
   const char *var = vname(e, s->var);
@@ -2042,7 +2109,7 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   line(e, "const long long tl_n%d = (long long)(%s), tl_s%d = (long long)(%s);", id, ex(e, s->extent), id,
        ex(e, s->start));
   line(e, "#pragma unroll");
-  line(e, "for (int tl_st = 0; tl_st < %" PRId64 "; tl_st++) {", S - 1);
+  line(e, "for (int tl_st = 0; tl_st < %" PRId64 "; tl_st++) {", D);
   e->indent++;
   line(e, "if (tl_st < tl_n%d) {", id);
   e->indent++;
@@ -2058,11 +2125,11 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
   e->indent++;
   if (cp)
-    line(e, "asm volatile(\"cp.async.wait_group %" PRId64 ";\" ::: \"memory\");", S - 2);
+    line(e, "asm volatile(\"cp.async.wait_group %" PRId64 ";\" ::: \"memory\");", D - 1);
   barrier_line(e);
   line(e, "{");
   e->indent++;
-  line(e, "const long long tl_f = tl_c%d + %" PRId64 ";", id, S - 1);
+  line(e, "const long long tl_f = tl_c%d + %" PRId64 ";", id, D);
   line(e, "if (tl_f < tl_n%d) {", id);
   e->indent++;
   line(e, "const int %s = (int)(tl_s%d + tl_f); (void)%s;", var, id, var);
@@ -2093,6 +2160,12 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   line(e, "}");
   if (cp)
     line(e, "asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");");
+  if (s->wg_drain) { /* the groups its gemm left pending (pass_pipeline.c) */
+    line(e, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+    for (int i = 0; i < s->body.n; i++)
+      if (s->body.items[i]->kind == S_GEMM && s->body.items[i]->wg_pending)
+        pin_regs(e, s->body.items[i]->C);
+  }
   e->indent--;
   line(e, "}");
   barrier_line(e);

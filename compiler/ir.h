@@ -147,6 +147,12 @@ typedef struct tl_sym {
                                   each holding mma_mi x mma_ni tiles of 16 x 8 */
   int mma_wm, mma_wn;
   int64_t mma_mi, mma_ni;
+  bool mma_interleaved;        /* TL_LAYOUT_MMA (and _ROWS), mma_mi > 1 only: the warps' row tiles
+                                  interleave, tile i of warp row wm holding rows
+                                  [(i * mma_wm + wm) * 16, +16) instead of [(wm * mma_mi + i) * 16,
+                                  +16): wgmma's accumulator when a warpgroup issues mma_mi m64
+                                  instructions (each covers 64 consecutive rows, 16 per warp);
+                                  tl_mma_row_strides is the one formula */
   bool packed;                 /* in_regs, TL_LAYOUT_MMA, 16-bit floats: held as pairs of values
                                   (unsigned r_X[per_thread / 2], local indices 2i and 2i + 1 in
                                   word i, the lower first); only written whole by a copy from
@@ -172,6 +178,13 @@ typedef struct tl_sym {
  * (t % 32) / 4 + (r % 2) * 8 for local index r, the same in the 4 lanes of
  * a quad. */
 enum { TL_LAYOUT_BLOCKED, TL_LAYOUT_MMA, TL_LAYOUT_MMA_ROWS, TL_LAYOUT_MFMA, TL_LAYOUT_WMMA, TL_LAYOUT_WMMA_GFX12 };
+
+/* The rows of an mma-layout fragment (TL_LAYOUT_MMA or TL_LAYOUT_MMA_ROWS):
+ * tile i of the warps in warp row wm starts at row wm * *warp_stride +
+ * i * *tile_stride, that is wm * mma_mi * 16 + i * 16, or (i * mma_wm + wm)
+ * * 16 when the tiles interleave (mma_interleaved; pass_place.c).  The one
+ * description every consumer of the layout reads (ir.c). */
+void tl_mma_row_strides(const tl_sym *s, int64_t *warp_stride, int64_t *tile_stride);
 
 /* The AMD matrix-core layouts (HIP targets only; pass_place.c chooses them,
  * amd_layout.c describes them, emit_cuda.c lowers them).  All cover a grid
@@ -486,6 +499,16 @@ struct tl_stmt {
   bool use_wgmma;      /* after pass_place: (with use_mma) gemm lowered to wgmma.mma_async m64nNk16,
                           one warpgroup per 64 rows of C, A and B read from shared memory */
   bool use_amd_mma;    /* after pass_place: gemm lowered to MFMA or WMMA (C's reg_layout says which) */
+  const char *why_not_wgmma; /* after pass_place, where the target has wgmma: why this gemm does
+                          not run on it (NULL when it does) */
+  int wg_pending;      /* after pass_pipeline, a gemm on wgmma: the wgmma groups left in flight
+                          when it ends (the N of its wgmma.wait_group; pass_pipeline.c says when
+                          N > 0 is safe) */
+  bool wg_drain;       /* after pass_pipeline: a pipelined loop whose gemm leaves groups in flight;
+                          they are waited for (wgmma.wait_group 0) as the loop ends */
+  int64_t pipe_stages; /* after pass_pipeline, a pipe loop: the stages of its prefetched buffers */
+  int64_t pipe_ahead;  /* after pass_pipeline, a pipe loop: how many iterations ahead its copies
+                          are issued (pipe_stages - 1, or pipe_stages - 1 - wg_pending) */
   bool a_regs;         /* after pass_place: that gemm takes A from registers (A in C's row layout) */
   bool async_copy;     /* after pass_pipeline: a global -> shared copy in 16-byte cp.async chunks */
   int byte_copy;       /* after pass_pipeline: a copy of a packed dtype moved as bytes, this many (1 to 16) at
@@ -599,7 +622,7 @@ typedef struct tl_program {
 
 /* The analyses between pass_pipeline and the emitter (pass.h), as bits of
  * tl_program.lowered. */
-enum { TL_RAN_RANGE = 1, TL_RAN_BARRIER = 2, TL_RAN_RASTER = 4, TL_RAN_ALL = 7 };
+enum { TL_RAN_RANGE = 1, TL_RAN_BARRIER = 2, TL_RAN_RASTER = 4, TL_RAN_ALL = 7, TL_RAN_PIPELINE = 8 };
 
 /* A constant override: -D NAME=VALUE on the command line, or one member of
  * a compile request's "constants".  value is JSON text of a number or a

@@ -20,6 +20,9 @@ typedef struct tl_codegen {
   bool async_copy;    /* cp.async (NVIDIA, sm_80 and later) */
   bool wgmma;         /* wgmma.mma_async (sm_90a, compute_90a) */
   bool tma;           /* cp.async.bulk.tensor and mbarrier transactions (sm_90 and later) */
+  char wgmma_variant[TL_TARGET_NAME_MAX + 1]; /* no wgmma here, but the 'a' variant of the target has it ("sm_90a"
+                             for sm_90, "compute_90a" for compute_90; else ""): --emit ir says
+                             so at each gemm pass_place.c puts on mma.sync */
   int amd_matrix;     /* tl_amd_matrix (target.h): MFMA, WMMA or WMMA_GFX12, 0 for none */
 } tl_codegen;
 /* NVIDIA's from sm_80: CUDA, warps of 32, mma.sync and cp.async (emit_cuda.c). */

@@ -7,7 +7,7 @@
  * tensor copy per 64-column panel can do (cp.async.bulk.tensor, issued by
  * one thread, completing on a per-stage mbarrier: emit_cuda.c's
  * emit_pipelined); tma on their loops, with `mbar`, the first of the
- * loop's num_stages mbarriers; the tensor maps the kernel takes
+ * loop's pipe_stages mbarriers; the tensor maps the kernel takes
  * (tl_program.tmaps, one per tensor, box and swizzle; a copy's tma_map);
  * tma_dst on the buffers they write; tma_why on every other copy from
  * global into shared memory, saying why not (`--emit ir` prints it); then
@@ -147,7 +147,7 @@ static tl_walk_act pre(tl_stmt *s, void *user) {
   if (!loop->tma) {
     loop->tma = true;
     loop->mbar = p->nmbar;
-    p->nmbar += (int)loop->num_stages;
+    p->nmbar += (int)loop->pipe_stages;
   }
   return TL_WALK_GO;
 }

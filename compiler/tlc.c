@@ -379,12 +379,8 @@ static tl_status run_device(const options *o, tl_program *prog, const char *text
   if (st != TL_OK)
     return st;
   /* the exact device: its architecture-specific target where the back end
-   * uses one (wgmma on sm_90a) */
-  int arch = tl_gpu_arch(h);
-  snprintf(target, sizeof target, "sm_%da", arch);
-  tl_target tt;
-  if (tl_target_parse(target, &tt, NULL) != TL_OK || !(tt.features & tt.a_features))
-    snprintf(target, sizeof target, "sm_%d", arch);
+   * uses one (wgmma on sm_90a; tl_target_for_arch decides) */
+  tl_target_for_arch(tl_gpu_arch(h), target, sizeof target);
   /* --target: another target's code on this GPU, e.g. compute_75 (PTX the
    * driver compiles for the GPU) runs sm_75's portable code paths on an H100 */
   if (o->target)

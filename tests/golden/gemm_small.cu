@@ -129,14 +129,14 @@ TL_UDIV(u64, unsigned long long)
 TL_DEV int tl_cmp_su(long long a, unsigned long long b) { return a < 0 ? -1 : (unsigned long long)a < b ? -1 : (unsigned long long)a > b; }
 TL_DEV float tl_pymodf(float a, float b) { float r = fmodf(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
 TL_DEV double tl_pymod(double a, double b) { double r = fmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
-TL_DEV int tl_swz(unsigned row, unsigned col, unsigned cpr, unsigned rpk) {
-  unsigned g = row * cpr + (col >> 3), key = (row / rpk) & 7u;
+TL_DEV int tl_swz(unsigned row, unsigned col, unsigned cpr, unsigned rpk, unsigned m) {
+  unsigned g = row * cpr + (col >> 3), key = (row / rpk) & m;
   return (int)((((g & ~7u) | ((g & 7u) ^ key)) << 3) | (col & 7u));
 }
 TL_DEV unsigned tl_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-TL_DEV unsigned long long tl_wgdesc(unsigned addr, unsigned lbo, unsigned sbo) {
+TL_DEV unsigned long long tl_wgdesc(unsigned addr, unsigned lbo, unsigned sbo, unsigned mode) {
   return (unsigned long long)((addr & 0x3ffffu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3fffu) << 16) |
-         ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) | (1ull << 62);
+         ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) | ((unsigned long long)mode << 62);
 }
 TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {
   unsigned *w = (unsigned *)((unsigned long long)p & ~3ull);
@@ -195,7 +195,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
           const int tl_q0 = (int)(((unsigned)tl_e / 4u) % 64u); (void)tl_q0;
           const bool tl_in = true;
           const unsigned short *tl_g = tl_in ? &g_A[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_A_d1 + ((long long)(((int)(v_k * ((int)32LL)))) + (tl_q1 * 8LL))] : g_A;
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_A_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 4, 2)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_A_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 4, 2, 7)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
         }
         #pragma unroll
         for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
@@ -203,7 +203,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
           const int tl_q0 = (int)(((unsigned)tl_e / 8u) % 32u); (void)tl_q0;
           const bool tl_in = true;
           const unsigned short *tl_g = tl_in ? &g_B[((long long)(((int)(v_k * ((int)32LL)))) + tl_q0) * g_B_d1 + ((long long)(((int)(v_bx * ((int)64LL)))) + (tl_q1 * 8LL))] : g_B;
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_B_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 8, 1)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_B_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 8, 1, 7)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
         }
       }
       asm volatile("cp.async.commit_group;" ::: "memory");
@@ -223,7 +223,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
             const int tl_q0 = (int)(((unsigned)tl_e / 4u) % 64u); (void)tl_q0;
             const bool tl_in = true;
             const unsigned short *tl_g = tl_in ? &g_A[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_A_d1 + ((long long)(((int)(v_k * ((int)32LL)))) + (tl_q1 * 8LL))] : g_A;
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_A_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 4, 2)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_A_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 4, 2, 7)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
           }
           #pragma unroll
           for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
@@ -231,7 +231,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
             const int tl_q0 = (int)(((unsigned)tl_e / 8u) % 32u); (void)tl_q0;
             const bool tl_in = true;
             const unsigned short *tl_g = tl_in ? &g_B[((long long)(((int)(v_k * ((int)32LL)))) + tl_q0) * g_B_d1 + ((long long)(((int)(v_bx * ((int)64LL)))) + (tl_q1 * 8LL))] : g_B;
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_B_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 8, 1)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_B_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 8, 1, 7)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
           }
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
@@ -248,13 +248,13 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
           unsigned tl_a[2][4];
           #pragma unroll
           for (int tl_i = 0; tl_i < 2; tl_i++) {
-            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(tl_a[tl_i][0]), "=r"(tl_a[tl_i][1]), "=r"(tl_a[tl_i][2]), "=r"(tl_a[tl_i][3]) : "r"(tl_sa + (unsigned)(tl_swz((int)((tl_wm * 32 + tl_i * 16) + (tl_lane % 16)), (int)((tl_k + (tl_lane / 16) * 8)), 4, 2)) * 2u));
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(tl_a[tl_i][0]), "=r"(tl_a[tl_i][1]), "=r"(tl_a[tl_i][2]), "=r"(tl_a[tl_i][3]) : "r"(tl_sa + (unsigned)(tl_swz((int)((int)(((unsigned)tl_wm) * 32u + ((unsigned)tl_i) * 16u) + (tl_lane % 16)), (int)((tl_k + (tl_lane / 16) * 8)), 4, 2, 7)) * 2u));
           }
           unsigned tl_bb[2][4];
           #pragma unroll
           for (int tl_j = 0; tl_j < 4; tl_j += 2) {
             unsigned *const tl_b = tl_bb[tl_j / 2];
-            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(tl_b[0]), "=r"(tl_b[1]), "=r"(tl_b[2]), "=r"(tl_b[3]) : "r"(tl_sb + (unsigned)(tl_swz((int)((tl_k + (tl_lane % 8) + ((tl_lane / 8) % 2) * 8)), (int)((tl_wn * 32 + tl_j * 8) + (tl_lane / 16) * 8), 8, 1)) * 2u));
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(tl_b[0]), "=r"(tl_b[1]), "=r"(tl_b[2]), "=r"(tl_b[3]) : "r"(tl_sb + (unsigned)(tl_swz((int)((tl_k + (tl_lane % 8) + ((tl_lane / 8) % 2) * 8)), (int)((tl_wn * 32 + tl_j * 8) + (tl_lane / 16) * 8), 8, 1, 7)) * 2u));
           }
           #pragma unroll
           for (int tl_j = 0; tl_j < 4; tl_j += 2) {
@@ -275,7 +275,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
   __syncthreads();
   #pragma unroll
   for (int tl_r = 0; tl_r < 32; tl_r += 2) {
-    const unsigned tl_pair = (unsigned)tl_f2h(tl_rh(r_C_local[tl_r])) | ((unsigned)tl_f2h(tl_rh(r_C_local[tl_r + 1])) << 16);
+    const unsigned tl_pair = tl_f2h2(r_C_local[tl_r], r_C_local[tl_r + 1]);
     const int tl_q1 = (int)(((unsigned)tl_tid / 32u % 2u) * 32u + (((unsigned)(tl_r) / 4u) % 4u) * 8u + ((unsigned)tl_tid % 4u) * 2u + ((unsigned)(tl_r) % 2u)); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_tid / 32u / 2u) * 32u + ((unsigned)(tl_r) / 16u) * 16u + ((unsigned)tl_tid % 32u) / 4u + (((unsigned)(tl_r) % 4u) / 2u) * 8u); (void)tl_q0;
     if (true) *(unsigned *)&g_C[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_C_d1 + ((long long)(((int)(v_bx * ((int)64LL)))) + tl_q1)] = tl_pair;

@@ -250,8 +250,8 @@ TL_UDIV(u64, unsigned long long)
 TL_DEV int tl_cmp_su(long long a, unsigned long long b) { return a < 0 ? -1 : (unsigned long long)a < b ? -1 : (unsigned long long)a > b; }
 TL_DEV float tl_pymodf(float a, float b) { float r = tl_fmodf(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
 TL_DEV double tl_pymod(double a, double b) { double r = tl_fmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
-TL_DEV int tl_swz(unsigned row, unsigned col, unsigned cpr, unsigned rpk) {
-  unsigned g = row * cpr + (col >> 3), key = (row / rpk) & 7u;
+TL_DEV int tl_swz(unsigned row, unsigned col, unsigned cpr, unsigned rpk, unsigned m) {
+  unsigned g = row * cpr + (col >> 3), key = (row / rpk) & m;
   return (int)((((g & ~7u) | ((g & 7u) ^ key)) << 3) | (col & 7u));
 }
 #if defined(__AMDGCN__)

@@ -129,14 +129,14 @@ TL_UDIV(u64, unsigned long long)
 TL_DEV int tl_cmp_su(long long a, unsigned long long b) { return a < 0 ? -1 : (unsigned long long)a < b ? -1 : (unsigned long long)a > b; }
 TL_DEV float tl_pymodf(float a, float b) { float r = fmodf(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
 TL_DEV double tl_pymod(double a, double b) { double r = fmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
-TL_DEV int tl_swz(unsigned row, unsigned col, unsigned cpr, unsigned rpk) {
-  unsigned g = row * cpr + (col >> 3), key = (row / rpk) & 7u;
+TL_DEV int tl_swz(unsigned row, unsigned col, unsigned cpr, unsigned rpk, unsigned m) {
+  unsigned g = row * cpr + (col >> 3), key = (row / rpk) & m;
   return (int)((((g & ~7u) | ((g & 7u) ^ key)) << 3) | (col & 7u));
 }
 TL_DEV unsigned tl_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-TL_DEV unsigned long long tl_wgdesc(unsigned addr, unsigned lbo, unsigned sbo) {
+TL_DEV unsigned long long tl_wgdesc(unsigned addr, unsigned lbo, unsigned sbo, unsigned mode) {
   return (unsigned long long)((addr & 0x3ffffu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3fffu) << 16) |
-         ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) | (1ull << 62);
+         ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) | ((unsigned long long)mode << 62);
 }
 TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {
   unsigned *w = (unsigned *)((unsigned long long)p & ~3ull);
@@ -171,7 +171,7 @@ extern "C" __global__ void __launch_bounds__(128) packed_w4(int p_m, unsigned ch
   extern __shared__ __align__(128) unsigned char tl_smem[];
   unsigned char *const tl_base_Ws = (unsigned char *)(tl_smem + 0);
   unsigned char *const s_Ws = tl_base_Ws; (void)s_Ws;
-  #pragma unroll 1
+  #pragma unroll
   for (int tl_e = tl_tid; tl_e < 32; tl_e += 128) {
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 2u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 2u) % 16u); (void)tl_q0;

@@ -129,14 +129,14 @@ TL_UDIV(u64, unsigned long long)
 TL_DEV int tl_cmp_su(long long a, unsigned long long b) { return a < 0 ? -1 : (unsigned long long)a < b ? -1 : (unsigned long long)a > b; }
 TL_DEV float tl_pymodf(float a, float b) { float r = fmodf(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
 TL_DEV double tl_pymod(double a, double b) { double r = fmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
-TL_DEV int tl_swz(unsigned row, unsigned col, unsigned cpr, unsigned rpk) {
-  unsigned g = row * cpr + (col >> 3), key = (row / rpk) & 7u;
+TL_DEV int tl_swz(unsigned row, unsigned col, unsigned cpr, unsigned rpk, unsigned m) {
+  unsigned g = row * cpr + (col >> 3), key = (row / rpk) & m;
   return (int)((((g & ~7u) | ((g & 7u) ^ key)) << 3) | (col & 7u));
 }
 TL_DEV unsigned tl_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-TL_DEV unsigned long long tl_wgdesc(unsigned addr, unsigned lbo, unsigned sbo) {
+TL_DEV unsigned long long tl_wgdesc(unsigned addr, unsigned lbo, unsigned sbo, unsigned mode) {
   return (unsigned long long)((addr & 0x3ffffu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3fffu) << 16) |
-         ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) | (1ull << 62);
+         ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) | ((unsigned long long)mode << 62);
 }
 TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {
   unsigned *w = (unsigned *)((unsigned long long)p & ~3ull);

@@ -69,8 +69,8 @@ python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); assert m["format"] 
 # --emit ir: which copies, which maps, which mbarriers, and why not
 ir=$("$TLC" compile $DYN --target sm_90a --emit ir) || fail "--emit ir"
 for want in "tensor map 0: A, box [64, 128] (innermost first), swizzle 128B, out of bounds reads zero" \
-            "tensor map 1: B, box [64, 64] (innermost first), swizzle 128B" "mbarriers: 3 at " \
-            "[software pipelined] [mbarriers 0..2]" \
+            "tensor map 1: B, box [64, 64] (innermost first), swizzle 128B" "mbarriers: 4 at " \
+            "[software pipelined] [4 stages, copies 2 ahead, wgmma groups drained at the end] [mbarriers 0..3]" \
             "-> A_shared[0+:128, 0+:64] [TMA: cp.async.bulk.tensor, tensor map 0, prefetched]"; do
   printf '%s\n' "$ir" | grep -qF -- "$want" || fail "--emit ir lacks: $want"
 done

@@ -439,6 +439,11 @@ static void test_ptx_fallback(void **state) {
   assert_int_equal(tl_client_get_for_arch(c, &req, 80, &a, &err), TL_OK);
   assert_string_equal(tl_artifact_target(a), "sm_80");
   tl_artifact_free(a);
+  /* a compute-capability-9.0 GPU gets sm_90a (wgmma), which runs on it */
+  assert_int_equal(tl_client_get_for_arch(c, &req, 90, &a, &err), TL_OK);
+  assert_string_equal(tl_artifact_target(a), "sm_90a");
+  assert_true(tl_target_runs_on(tl_artifact_target(a), 90));
+  tl_artifact_free(a);
   /* the next start on the sm_95 GPU: no network at all */
   assert_int_equal(tl_client_set_offline(c, 1, &err), TL_OK);
   assert_int_equal(tl_client_get_for_arch(c, &req, 95, &a, &err), TL_OK);

@@ -550,8 +550,9 @@ static void check_meta(const example *x, const tl_define *defs, int nd, const ch
   const json_t *doc = x->doc, *kernel = json_object_get(doc, "kernel");
   const char *entry = json_string_value(json_object_get(doc, "name"));
 
-  assert_int_equal(json_integer_value(json_object_get(m, "format")), 1);
+  /* format 2 exactly when the kernel takes tensor maps (proto/kernel-meta.md) */
   assert_true(json_is_integer(json_object_get(m, "format")));
+  assert_int_equal(json_integer_value(json_object_get(m, "format")), json_object_get(m, "tensor_maps") ? 2 : 1);
   assert_string_equal(json_string_value(json_object_get(m, "entry")), entry);
   assert_string_equal(json_string_value(json_object_get(m, "target")), target);
   assert_string_equal(json_string_value(json_object_get(m, "binary")), is_sm(target) ? "cubin" : "ptx");

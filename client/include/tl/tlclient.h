@@ -233,9 +233,13 @@ tl_status tl_client_get(tl_client *c, const tl_client_request *req, const char *
                         tl_artifact **out, tl_error *err);
 
 /* As tl_client_get, picking the target for a GPU of architecture arch
- * (10 * major + minor compute capability, e.g. 90): the exact cubin sm_ARCH
- * when the local cache has it or the server offers it, else PTX for the JIT:
- * compute_ARCH, or the newest compute_NN below ARCH that the server offers.
+ * (10 * major + minor compute capability, e.g. 90): the exact cubin for it
+ * -- sm_ARCHa where that variant has instructions the compiler uses
+ * (sm_90a: wgmma), else sm_ARCH -- when the local cache has it or the
+ * server offers it; for sm_ARCHa, else the cubin sm_ARCH (the server does
+ * not offer sm_ARCHa, or it cannot be reached and the local cache has
+ * sm_ARCH, as prebuilt for it); else PTX for the JIT: compute_ARCH, or the
+ * newest compute_NN below ARCH that the server offers.
  * Errors as for tl_client_get; TL_UNSUPPORTED when the server offers
  * nothing that runs on arch. */
 tl_status tl_client_get_for_arch(tl_client *c, const tl_client_request *req, int arch,
