@@ -15,6 +15,8 @@ style of running a kernel.
   T.dynamic sizes bound from the arrays' shapes; T.macro; Python-level
   `if` and `for` over Python values (metaprogramming) and a Tile IR `if`
   from an `if` on a tile value.
+* libtlclient through ctypes (the PyTorch path's launcher; running on a
+  GPU is tests/gpu/tlir_torch.py): it loads, and its errors read back.
 Prints one line per check and "N passed, N failed"; exit 77 without
 NumPy or tlc.
 """
@@ -49,8 +51,8 @@ def check(name, cond, detail=""):
     print("%s  %s%s" % ("PASS" if cond else "FAIL", name, "" if cond else ": " + detail))
 
 
-def emit(*args):
-    env = dict(os.environ, PYTHONPATH=PYDIR)
+def emit(*args, env_extra=None):
+    env = dict(os.environ, PYTHONPATH=PYDIR, **(env_extra or {}))
     return subprocess.run([sys.executable, "-m", "tlir", "emit"] + list(args),
                           capture_output=True, text=True, env=env, cwd=ROOT)
 
@@ -90,6 +92,12 @@ def main():
         outs.append(np.load(o))
     check("emitted GEMM == examples/gemm.json bit for bit", np.array_equal(outs[0], outs[1]),
           "max diff %g" % np.abs(outs[0].astype(float) - outs[1]).max())
+
+    r = emit("examples/tilelang/flash_attention_fwd.py", "flashattn", "batch=1", "heads=2", "seq_len=100",
+             "dim=64", "is_causal=True", "block_M=64", "block_N=64", "num_stages=1", "threads=128",
+             env_extra={"TL_TLC": os.path.join(d, "no-such-tlc")})
+    check("emit of an @autotune @jit function compiles nothing (no tlc needed)",
+          r.returncode == 0 and json.loads(r.stdout)["kernel"]["grid"] == [2, 2, 1], r.stderr)
 
     # 2. FUNCTION is a prim_func; literal parsing; errors
     mod = os.path.join(d, "mod.py")
@@ -191,6 +199,17 @@ def scale_rows(block, relu, unroll):
             if bx == 0:  # a Tile IR if: bx is a tile value
                 Y[0] = -1.0
     return main
+
+
+@tilelang.jit(out_idx=[2])
+def axpy_strided(n, step):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), alpha: T.float32, Y: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            T.fill(Y, 0)
+            for i in T.serial(1, n, step):  # every step-th element from 1
+                Y[i] = alpha * X[i]
+    return main
 ''')
     import seed
     rt_mod, params = tlir.lower(seed.matmul(96, 80, 64, 64, 64, 32))
@@ -218,6 +237,32 @@ def scale_rows(block, relu, unroll):
     ref = 2 * x
     ref[0] = -1
     check("Python-level if picks the other branch", np.array_equal(k2(x), ref.astype(np.float32)))
+
+    # 4. the GPU path's bindings of libtlclient (ctypes), as far as a machine
+    # without a GPU goes: the library loads with every signature, and its
+    # errors come back as messages
+    import ctypes
+    from tlir import _torch
+    L = _torch.lib()
+    e, kp = _torch._Err(), ctypes.c_void_p(1)
+    st = L.tl_kernel_load_binary(None, b"sm_90a", b"x", 1, b"{}", ctypes.byref(kp), ctypes.byref(e))
+    check("tl_kernel_load_binary through ctypes refuses a NULL device",
+          st != 0 and kp.value is None and b"tl_kernel_load_binary: NULL argument" in e.message, e.message)
+    try:
+        _torch.device(0)
+        check("tl_device_open through ctypes (a GPU is here)", True)
+    except tlir.TlirError as ex:
+        check("tl_device_open without a GPU says why", "no CUDA driver" in ex.message
+              or "no CUDA device" in ex.message, ex.message)
+    k3 = seed.axpy_strided(20, 3)
+    x = rng.standard_normal(20).astype(np.float32)
+    ref = np.zeros(20, np.float32)
+    ref[1::3] = np.float32(2.5) * x[1::3]
+    y = k3(x, 2.5)
+    loop = k3.func.doc["kernel"]["body"][1]
+    check("a scalar parameter (T.float32) and T.serial(start, stop, step)",
+          np.array_equal(y, ref) and loop["start"] == 1 and loop["extent"] == 7 and loop["step"] == 3,
+          "%s %s" % (y, loop))
     print("%d passed, %d failed" % (sum(results), len(results) - sum(results)))
     return 0 if all(results) else 1
 

@@ -188,6 +188,35 @@ def linear_attention(B, S, H, D):
     return max(close("O", o, ref_o, "float16"), close("final_state", state, ref_state, "float32"))
 
 
+def mamba_chunk_scan(batch, seqlen, chunk, ngroups, nheads, headdim, dstate):
+    k = load("mamba_chunk_scan").chunk_scan_fwd(batch, seqlen, chunk, ngroups, nheads, headdim, dstate,
+                                                64, 64, 64, dstate, 2, 128)
+    nch = -(-seqlen // chunk)
+    h = lambda *s: (rng.standard_normal(s) * 0.5).astype(np.float16)
+    cb, x, dt = h(batch, nch, ngroups, chunk, chunk), h(batch, seqlen, nheads, headdim), h(batch, nheads, nch, chunk)
+    dA, C, prev, D = (h(batch, nheads, nch, chunk), h(batch, seqlen, ngroups, dstate),
+                      h(batch, nch, nheads, headdim, dstate), h(nheads))
+    out = k(cb, x, dt, dA, C, prev, D)
+    # the example's ref_program in NumPy, float64; x and C padded with zeros
+    # to whole chunks (the kernel reads zeros past seqlen)
+    pad = lambda a: np.concatenate([a, np.zeros((a.shape[0], nch * chunk - seqlen) + a.shape[2:], a.dtype)], 1)
+    x64, C64 = pad(x).astype(np.float64), pad(C).astype(np.float64)
+    rep = nheads // ngroups
+    ref = np.zeros((batch, nch * chunk, nheads, headdim))
+    mask = np.tril(np.ones((chunk, chunk)))
+    for b in range(batch):
+        for c in range(nch):
+            rows = slice(c * chunk, (c + 1) * chunk)
+            for hh in range(nheads):
+                g = hh // rep
+                a = dA[b, hh, c].astype(np.float64)
+                scores = cb[b, c, g].astype(np.float64) * np.exp(a[:, None] - a[None, :]) * mask
+                o = (scores * dt[b, hh, c].astype(np.float64)[None, :]) @ x64[b, rows, hh]
+                o += (C64[b, rows, g] @ prev[b, c, hh].astype(np.float64).T) * np.exp(a)[:, None]
+                ref[b, rows, hh] = o + x64[b, rows, hh] * float(D[hh])
+    return close("Output", out, ref[:, :seqlen], "float16")
+
+
 CASES = [
     ("gemm 128x128x64", gemm, (128, 128, 64, 64, 64, 32)),
     ("gemm ragged 100x72x40", gemm, (100, 72, 40, 64, 64, 32)),
@@ -208,6 +237,8 @@ CASES = [
     ("dequant_gemm 64x64x64", dequant_gemm, (64, 64, 64)),
     ("dequant_gemm ragged 100x72x64", dequant_gemm, (100, 72, 64)),
     ("linear_attention_fwd 1x128x2x64", linear_attention, (1, 128, 2, 64)),
+    ("mamba_chunk_scan 1x128 (2 chunks), 2 heads", mamba_chunk_scan, (1, 128, 64, 1, 2, 64, 64)),
+    ("mamba_chunk_scan ragged seqlen 100, 2 groups", mamba_chunk_scan, (1, 100, 64, 2, 4, 64, 64)),
 ]
 
 # Kernels of the ported examples that need what Tile IR v1 lacks: (example,

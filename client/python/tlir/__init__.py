@@ -14,7 +14,7 @@ from ._ir import TlirError
 from ._runtime import JITKernel, Profiler, TlcError, check, find_tlc  # noqa: F401
 from ._trace import PrimFunc
 
-from . import autotuner, testing, tvm  # noqa: F401
+from . import autotuner, intrinsics, layout, testing, tvm  # noqa: F401
 from .autotuner import autotune  # noqa: F401
 
 __version__ = "0.1.0"

@@ -3,7 +3,9 @@
 Prints the Tile IR document of the prim_func that FUNCTION returns when
 called with the NAME=VALUE keyword arguments (values read as Python
 literals: 128, 1e-5, True, 'float16'; anything else is a string), or of
-FUNCTION itself when it is a prim_func or a kernel.  Errors are printed as
+FUNCTION itself when it is a prim_func or a kernel (for a @tilelang.jit
+function, the prim_func it returns; nothing is compiled, so tlc is not
+needed).  Errors are printed as
 FILE:LINE: error: MESSAGE; exit status 1 for them, 2 for a wrong command
 line.
 """
@@ -51,6 +53,8 @@ def emit(path, fname, assigns):
             if kwargs:
                 raise TlirError("'%s' is a prim_func; it takes no NAME=VALUE arguments" % fname)
             r = f
+        elif hasattr(f, "get_tir"):  # @tilelang.jit: the prim_func, without compiling it
+            r = f.get_tir(**kwargs)
         else:
             r = f(**kwargs)
         if isinstance(r, JITKernel):

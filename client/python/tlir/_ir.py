@@ -336,6 +336,21 @@ class Buffer:
         if isinstance(value, (Buffer, Region)):
             raise error("assignment of a buffer to an element of '%s'; use T.copy" % self.name)
         b = builder()
+        if self.scope == "fragment" and "parallel" not in b.loops:
+            # TileLang's `frag[i] = v` outside T.Parallel: every thread stores
+            # the same element.  Tile IR reaches fragments only from tile
+            # operators and parallel loops (5.3), so this is a parallel loop
+            # of one iteration: the same meaning, block-level semantics.
+            v = Var("_i", "loop")
+            st = Stmt("parallel")
+            b.emit(st)
+            body = []
+            b.push(body)
+            b.declare(v, "_i")
+            st["vars"], st["extents"], st["body"] = [v], [1], body
+            b.emit(Assign(Load(self, items), value))
+            b.pop()
+            return
         b.emit(Assign(Load(self, items), value))
 
     def __bool__(self):
@@ -423,6 +438,7 @@ class Builder:
         self.kernel = None      # the T.Kernel record once entered
         self.kernel_done = False
         self.counter = 0
+        self.loops = []         # kinds of the loops around the current statement
 
     # scopes
     def visible(self, name):

@@ -118,9 +118,15 @@ def _h_name(names, vals):
         names, vals = (names,), (vals,)
     elif not isinstance(vals, tuple) or len(vals) != len(names):
         return
-    for n, v in zip(names, vals):
-        if n is not None and isinstance(v, (Var, Buffer)) and getattr(v, "provisional", False):
+    todo = [(n, v) for n, v in zip(names, vals)
+            if isinstance(v, (Var, Buffer)) and getattr(v, "provisional", False)]
+    for n, v in todo:  # free every provisional name first: (bz, bx, by) = (bx, by, bz)
+        v.scope_set.discard(v.name)
+    for n, v in todo:
+        if n is not None:
             b.rename(v, n)
+        else:
+            v.scope_set.add(v.name)
 
 
 def _h_assign(name, value, prev):
@@ -282,9 +288,26 @@ def namespace(fn, scope=None):
     return ns
 
 
+_rewritten = {}  # fn.__code__ -> (code object of the rewritten def, its name)
+
+
 def rewrite(fn):
     """fn rewritten as above; returns a function with the same closure
-    values (as globals of its own namespace)."""
+    values (as globals of its own namespace).  The rewrite is done once per
+    function (code object); each call binds the closure values anew."""
+    if fn.__code__ not in _rewritten:
+        _rewritten[fn.__code__] = _rewrite_code(fn)
+    code, name = _rewritten[fn.__code__]
+    ns = namespace(fn)
+    ns.update(HELPERS)
+    exec(code, ns)
+    new = ns[name]
+    new.__defaults__ = fn.__defaults__
+    new.__kwdefaults__ = fn.__kwdefaults__
+    return new
+
+
+def _rewrite_code(fn):
     try:
         lines, first = inspect.getsourcelines(fn)
         file = inspect.getsourcefile(fn) or fn.__code__.co_filename
@@ -306,14 +329,7 @@ def rewrite(fn):
     _Rewriter().visit(tree)
     ast.fix_missing_locations(tree)
     ast.increment_lineno(tree, first - 1)
-    code = compile(tree, file, "exec")
-    ns = namespace(fn)
-    ns.update(HELPERS)
-    exec(code, ns)
-    new = ns[fdef.name]
-    new.__defaults__ = fn.__defaults__
-    new.__kwdefaults__ = fn.__kwdefaults__
-    return new
+    return compile(tree, file, "exec"), fdef.name
 
 
 def _as_tlir_error(e, fn):
@@ -368,8 +384,11 @@ class PrimFunc:
         try:
             for p in sig.parameters.values():
                 ann = p.annotation
-                if isinstance(ann, str):  # from __future__ import annotations
-                    ann = self._eval_annotation(ann, fn, scope)
+                if isinstance(ann, str) and not isinstance(ann, _ir.DType):
+                    if ann in _ir.DTYPES or ann in _ir.DTYPE_ALIASES:  # x: "int32"
+                        ann = _ir.DType(_ir.dtype_name(ann))
+                    else:  # from __future__ import annotations
+                        ann = self._eval_annotation(ann, fn, scope)
                 if isinstance(ann, type) and issubclass(ann, Tensor):
                     raise TlirError("parameter '%s': T.Tensor needs a shape and dtype" % p.name,
                                     self.file, self.line)

@@ -125,7 +125,9 @@ def _loop(op, var_names, fields):
         st["var"] = vs[0]
     st.update((k, v) for k, v in fields.items() if v is not None)
     st["body"] = body
+    b.loops.append(op)
     yield vs[0] if len(vs) == 1 else tuple(vs)
+    b.loops.pop()
     b.pop()
 
 
@@ -564,6 +566,15 @@ def thread_binding(start, stop=None, thread="threadIdx.x"):
     if thread not in dims:
         raise error("T.thread_binding(thread=%r): Tile IR v1 binds threadIdx.x/y/z" % (thread,))
     return Call("thread_binding", [dims[thread]])
+
+
+def no_set_max_nreg():
+    """A register-allocation hint of TileLang (no change to results); Tile IR
+    v1 has no such hint, so it records nothing."""
+
+
+def disable_warp_group_reg_alloc():
+    """As no_set_max_nreg."""
 
 
 def alloc_global(shape, dtype):
