@@ -342,7 +342,7 @@ def main(
     def run1():
         O.backward(dO, retain_graph=True)
 
-    from tilelang.profiler import do_bench
+    from tlir.profiler import do_bench
 
     latency = do_bench(run, warmup=500)
     print("torch: {:.2f} ms".format(latency))
@@ -375,7 +375,7 @@ def run_regression_perf():
     dK = torch.zeros(BATCH, N_CTX, H, D_HEAD, device=device, dtype=torch.float16)
     dV = torch.zeros(BATCH, N_CTX, H, D_HEAD, device=device, dtype=torch.float16)
     Delta = mod_prep(O, dO)
-    from tilelang.profiler import do_bench
+    from tlir.profiler import do_bench
 
     def run_kernel_only():
         kernel(Q, K, V, dO, lse, Delta, dQ, dK, dV)

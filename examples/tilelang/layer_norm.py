@@ -197,7 +197,7 @@ if __name__ == "__main__":
     torch.testing.assert_close(dx_ours, x.grad, rtol=1e-2, atol=1e-2)
     print("All checks pass.")
 
-    from tilelang.profiler import do_bench
+    from tlir.profiler import do_bench
 
     ms_fwd = do_bench(lambda: layer_norm(x.detach(), g.detach(), b.detach(), eps), backend="event")
     ms_fwd_ref = do_bench(lambda: ref_program(x.detach(), g.detach(), b.detach(), eps), backend="event")

@@ -16,7 +16,9 @@ any summation order), integers exactly.  Then: a T.dynamic kernel at three
 sizes from one compile, a launch on a side stream, the argument checks
 (CPU tensor, wrong dtype, not contiguous), get_kernel_source(), and the
 time of a 4096^3 float16 GEMM against torch.matmul (CUDA events, mean of
-20 after 3 warm-ups).  With --server the same cases run again through a
+20 after 3 warm-ups), and TileLang's examples as programs, with their own
+main() (PyTorch references, torch.testing.assert_close, do_bench).  With
+--server the same cases run again through a
 tlserverd started on a free loopback port (build/bin/tlserverd, a
 temporary database).
 
@@ -246,6 +248,38 @@ def bench():
              2 * n ** 3 / res["torch.matmul"] * 1e-9, err, host_us))
 
 
+# TileLang's examples run as programs, with their own main(): PyTorch
+# inputs, torch.testing.assert_close or profiler.assert_allclose against
+# their PyTorch references, get_kernel_source(), do_bench.
+EXAMPLE_MAINS = [
+    ["gemm.py"],
+    ["rms_norm.py"],
+    ["flash_attention_fwd.py", "--batch", "2", "--heads", "8", "--seq_len", "1024", "--dim", "128"],
+    ["flash_attention_fwd.py", "--batch", "2", "--heads", "8", "--seq_len", "1024", "--dim", "128", "--is_causal"],
+    ["topk.py"],
+]
+
+
+def run_example_mains():
+    out = []
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "client", "python"))
+    for argv in EXAMPLE_MAINS:
+        name = "examples/tilelang/" + " ".join(argv) + " (its own main)"
+        t = time.time()
+        try:
+            r = subprocess.run([sys.executable] + argv, cwd=os.path.join(ROOT, "examples", "tilelang"), env=env,
+                               capture_output=True, text=True, timeout=600)
+            tail = "\n".join((r.stdout + r.stderr).strip().split("\n")[-6:])
+            problem = None if r.returncode == 0 else "exit %d:\n%s" % (r.returncode, tail)
+            if problem is None:
+                print("      %s: %s" % (argv[0], " | ".join(l for l in r.stdout.split("\n")
+                                                          if "ms" in l or "TFlops" in l or "pass" in l.lower())[:300]))
+        except subprocess.TimeoutExpired:
+            problem = "timed out after 600 s"
+        out.append((name + "  (%.0fs)" % (time.time() - t), problem))
+    return out
+
+
 def start_server():
     d = tempfile.mkdtemp(prefix="tlir-server-")
     port_file = os.path.join(d, "port")
@@ -295,7 +329,7 @@ def main():
                     npass += 1
                     print("PASS  [%s] %s  (%.1fs)" % (label, name, time.time() - t))
         if not o.only:
-            for name, problem in extra_checks(rng):
+            for name, problem in extra_checks(rng) + run_example_mains():
                 if problem:
                     nfail += 1
                     print("FAIL  %s: %s" % (name, problem))

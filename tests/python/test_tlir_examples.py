@@ -250,6 +250,10 @@ BAD = [
     ("flash_attention_bwd", "flashattn_bwd_postprocess", (1, 2, 128, 64),
      "T.annotate_layout({dQ: make_dq_layout(dQ)})",
      "T.annotate_layout: 'dQ' is a global tensor; Tile IR v1 lays out shared buffers only"),
+    ("layer_norm", "_layernorm_bwd", (64, 64),
+     "T.atomic_add(DGamma[j], dgamma_acc[j]",
+     "'atomic_add' is not allowed inside a parallel loop (the loop at /kernel/body/16); a parallel "
+     "body holds assignments, let, if and serial/unroll/vectorized loops"),
     ("flash_decoding", "flashattn", (1, 2, 64, 256, 64, False, 64, 64),
      "glse = T.alloc_global(",
      "T.alloc_global: Tile IR v1 has no workspace buffers (global memory allocated by the "

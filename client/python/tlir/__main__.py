@@ -12,7 +12,6 @@ line.
 
 import ast
 import importlib.util
-import json
 import os
 import sys
 

@@ -12,7 +12,6 @@ from the shapes of the tensors passed; outputs named by out_idx are
 allocated (dtype and shape from the program) and returned, as TileLang does.
 """
 
-import json
 import os
 import shutil
 import subprocess
@@ -238,9 +237,27 @@ def _from_npy(a, dtype, want=None):
     return a
 
 
+def _cuda_torch():
+    """torch when it is installed and sees a CUDA GPU, else None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+def _np64(x):
+    import numpy as np
+    if _is_torch(x):
+        x = x.detach().float().cpu().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
 class Profiler:
     """Profiler(rt_mod, params, result_idx=[...]) of the seeds, and
-    kernel.get_profiler(): runs the kernel on random numpy inputs."""
+    kernel.get_profiler(): runs the kernel on random inputs, as TileLang's
+    does: CUDA tensors where PyTorch sees a GPU (the kernel runs there),
+    else NumPy arrays (the kernel runs in the interpreter)."""
 
     def __init__(self, mod, params=None, result_idx=None, supply_type=None):
         if isinstance(mod, JITKernel):
@@ -257,6 +274,7 @@ class Profiler:
     def _inputs(self, seed=0):
         import numpy as np
         rng = np.random.default_rng(seed)
+        torch = _cuda_torch()
         f = self.kernel.func
         args = []
         for i, p in enumerate(f.params):
@@ -271,36 +289,65 @@ class Profiler:
                 shape.append(d)
             dt = p["dtype"]
             if dt.startswith("float") or dt == "bfloat16":
-                a = rng.standard_normal(shape).astype("float32" if dt in ("bfloat16",) or dt.startswith("float8")
-                                                      else dt)
+                a = rng.standard_normal(shape).astype(np.float32)
             elif dt == "bool":
                 a = rng.integers(0, 2, shape).astype(bool)
             else:
                 a = rng.integers(-8, 8, shape).astype(dt)
+            if torch is not None:
+                from ._torch import torch_dtype
+                a = torch.from_numpy(a).to(torch_dtype(dt)).cuda()
+            elif dt in ("float16", "float64"):
+                a = a.astype(dt)
             args.append(a)
         return args
+
+    def run_once(self, func=None):
+        return (func or self.kernel)(*self._inputs())
 
     def assert_allclose(self, reference_program, rtol=1e-2, atol=1e-2, max_mismatched_ratio=0.01,
                         seed=0):
         import numpy as np
         args = self._inputs(seed)
-        got = self.kernel(*[a.copy() for a in args])
+        got = self.kernel(*[a.clone() if _is_torch(a) else a.copy() for a in args])
         ref = reference_program(*args)
         got = got if isinstance(got, list) else [got]
         ref = list(ref) if isinstance(ref, (list, tuple)) else [ref]
         for g, r in zip(got, ref):
-            r = np.asarray(r, dtype=np.float64)
-            g = np.asarray(g, dtype=np.float64)
+            g, r = _np64(g), _np64(r)
             bad = ~np.isclose(g, r, rtol=rtol, atol=atol)
             if bad.mean() > max_mismatched_ratio:
                 raise AssertionError("%d of %d elements differ beyond rtol=%g atol=%g (max |diff| %g)"
                                      % (bad.sum(), bad.size, rtol, atol, np.nanmax(np.abs(g - r))))
 
-    def do_bench(self, func=None, warmup=0, rep=1, **kwargs):
-        """Milliseconds per call; through the interpreter this is its time,
-        not a GPU's."""
+    def do_bench(self, func=None, warmup=25, rep=100, backend=None, **kwargs):
+        """Milliseconds per call of func (default: the kernel) on random
+        inputs.  On a GPU: CUDA events around as many calls as fill about
+        `rep` milliseconds, after about `warmup` milliseconds of calls (the
+        time-based meaning TileLang gives them); `backend` ("event",
+        "cupti") is accepted, events are always used.  Without a GPU: the
+        wall time of one call, which through the interpreter is the
+        interpreter's time, not a GPU's."""
         args = self._inputs()
         f = func or self.kernel
+        torch = _cuda_torch()
+        if torch is None:
+            t = time.perf_counter()
+            f(*args)
+            return (time.perf_counter() - t) * 1e3
+        f(*args)
+        torch.cuda.synchronize()
         t = time.perf_counter()
         f(*args)
-        return (time.perf_counter() - t) * 1e3
+        torch.cuda.synchronize()
+        once = max((time.perf_counter() - t) * 1e3, 1e-3)
+        for _ in range(max(1, min(1000, int(warmup / once)))):
+            f(*args)
+        n = max(1, min(1000, int(rep / once)))
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(n):
+            f(*args)
+        e1.record()
+        torch.cuda.synchronize()
+        return e0.elapsed_time(e1) / n

@@ -166,6 +166,12 @@ _TORCH_DTYPES = {"bool": "bool", "int8": "int8", "int16": "int16", "int32": "int
                  "float8_e4m3": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}
 
 
+def torch_dtype(dtype):
+    """The torch dtype of a Tile IR dtype."""
+    import torch
+    return getattr(torch, _TORCH_DTYPES[dtype])
+
+
 def _dims(kernel, i, dyn):
     out = []
     for d in kernel.func.doc["params"][i]["shape"]:
@@ -194,7 +200,7 @@ def launch(kernel, args):
         if dev is not None and a.device != dev:
             raise TlirError("'%s' is on %s, the other tensors on %s" % (p["py"], a.device, dev))
         dev = a.device
-        want = getattr(torch, _TORCH_DTYPES[p["dtype"]])
+        want = torch_dtype(p["dtype"])
         if a.dtype != want:
             raise TlirError("'%s' is %s; the kernel's '%s' is %s" % (p["py"], a.dtype, p["name"], p["dtype"]))
         if not a.is_contiguous():
@@ -215,7 +221,7 @@ def launch(kernel, args):
     outs = {}
     for i in kernel.out_idx:
         p = params[i]
-        outs[i] = torch.empty(_dims(kernel, i, dyn), dtype=getattr(torch, _TORCH_DTYPES[p["dtype"]]), device=dev)
+        outs[i] = torch.empty(_dims(kernel, i, dyn), dtype=torch_dtype(p["dtype"]), device=dev)
     d = device(ordinal)
     cache = kernel.__dict__.setdefault("_gpu_kernels", {})
     if ordinal not in cache:

@@ -23,7 +23,6 @@ import ast
 import copy
 import functools
 import inspect
-import linecache
 import textwrap
 
 from . import _ir
@@ -336,14 +335,18 @@ def _as_tlir_error(e, fn):
     """A Python exception raised while tracing, at the user's line."""
     if isinstance(e, TlirError):
         return e
+    import os
+    import sysconfig
     tb = e.__traceback__
     file, line = fn.__code__.co_filename, fn.__code__.co_firstlineno
-    import os
-    pkg = _ir._PKG_DIR
+    # the innermost frame of the user's code: not this package, not the
+    # standard library or installed packages (numpy raising inside itself)
+    lib = tuple(os.path.abspath(p) + os.sep for p in {
+        sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")} | {"/usr/lib/python3/dist-packages"})
     while tb is not None:
-        fn_ = tb.tb_frame.f_code.co_filename
-        if os.path.dirname(os.path.abspath(fn_)) != pkg:
-            file, line = fn_, tb.tb_lineno
+        fn_ = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        if os.path.dirname(fn_) != _ir._PKG_DIR and not fn_.startswith(lib) and not fn_.startswith("<"):
+            file, line = tb.tb_frame.f_code.co_filename, tb.tb_lineno
         tb = tb.tb_next
     return TlirError("%s: %s" % (type(e).__name__, e), file, line)
 
@@ -489,7 +492,6 @@ class PrimFunc:
         return doc, lines
 
     def script(self):
-        import json
         return _ir.dumps(self.doc)
 
     def locate(self, pointer):

@@ -1,9 +1,10 @@
 """tlir.autotuner - TileLang's @autotune, without the tuning.
 
 `@autotune(configs=...)` over a @tilelang.jit function passes every call
-through when the call names every parameter the configs set; tuning (timing
-each config on a GPU) is not done by tlir, so a call that leaves a tuned
-parameter out is an error naming it.
+through: tuning (timing each config on a GPU) is not done by tlir, so a
+tuned parameter left out of the call takes its default from the function's
+signature (which changes speed, never results), and one without a default
+is an error naming it.
 """
 
 import functools
@@ -30,9 +31,15 @@ def autotune(configs=None, warmup=25, rep=100, timeout=100, **kwargs):
             except (TypeError, ValueError):
                 given = set(kw)
             missing = sorted(keys - given)
-            if missing:
-                raise TlirError("autotuning is not done by tlir: give %s" % ", ".join(missing))
-            return f(*args, **kw)
+            try:
+                defaults = {k for k, p in inspect.signature(f).parameters.items()
+                            if p.default is not inspect.Parameter.empty}
+            except (TypeError, ValueError):
+                defaults = set()
+            no_default = [k for k in missing if k not in defaults]
+            if no_default:
+                raise TlirError("autotuning is not done by tlir: give %s" % ", ".join(no_default))
+            return f(*args, **kw)  # tuned parameters left out take their defaults
         return wrapper
     return deco
 

@@ -11,8 +11,8 @@ macro bodies).
 """
 
 from . import _ir
-from ._ir import (Buffer, Call, DType, Expr, Load, Region, Stmt, TlirError, Var, builder,
-                  dtype_name, error, region_text)
+from ._ir import (Call, DType, Expr, Region, Stmt, Var, builder, dtype_name, error,
+                  region_text)
 from ._trace import PrimFunc, macro, prim_func  # noqa: F401
 
 # ---- dtypes ---------------------------------------------------------------
