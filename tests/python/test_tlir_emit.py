@@ -15,6 +15,7 @@ style of running a kernel.
   T.dynamic sizes bound from the arrays' shapes; T.macro; Python-level
   `if` and `for` over Python values (metaprogramming) and a Tile IR `if`
   from an `if` on a tile value.
+* `pip install --no-index ./client/python` (offline) gives a tlir that emits.
 * libtlclient through ctypes (the PyTorch path's launcher; running on a
   GPU is tests/gpu/tlir_torch.py): it loads, and its errors read back.
 Prints one line per check and "N passed, N failed"; exit 77 without
@@ -261,7 +262,22 @@ def axpy_strided(n, step):
     ref[0] = -1
     check("Python-level if picks the other branch", np.array_equal(k2(x), ref.astype(np.float32)))
 
-    # 4. the GPU path's bindings of libtlclient (ctypes), as far as a machine
+    # 4. `pip install ./client/python` works offline (the in-tree build
+    # backend, no setuptools), and the installed copy translates
+    target = os.path.join(d, "site")
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--quiet",
+                        "--target", target, PYDIR], capture_output=True, text=True)
+    if r.returncode != 0 and "No module named pip" in r.stderr:
+        print("SKIP  pip install (no pip for %s)" % sys.executable)
+    else:
+        ok = r.returncode == 0 and os.path.isfile(os.path.join(target, "tlir", "_trace.py"))
+        check("pip install --no-index ./client/python", ok, r.stderr)
+        env = dict(os.environ, PYTHONPATH=target, TL_TLC=TLC)
+        r = subprocess.run([sys.executable, "-m", "tlir", "emit", mod, "add_one"], capture_output=True,
+                           text=True, env=env, cwd=d)
+        check("the installed tlir emits", r.returncode == 0 and '"name": "add_one"' in r.stdout, r.stderr)
+
+    # 5. the GPU path's bindings of libtlclient (ctypes), as far as a machine
     # without a GPU goes: the library loads with every signature, and its
     # errors come back as messages
     import ctypes
