@@ -10,7 +10,8 @@ tlserverd of TL_SERVER; loaded and launched through libtlclient with
 ctypes, on the current stream; out_idx outputs allocated with
 torch.empty), and every output and in-place tensor compared relative to the
 reference's norm: float32 1e-4 (1e-3 for outputs computed from float16
-intermediates that the GPU may round differently: linear attention's O),
+intermediates that the GPU may round differently, linear attention's O, and for
+sums of atomic adds in another order, layer norm backward's DGamma, DBeta),
 float16 1e-2, bfloat16 2e-2 (proto/tile-ir-v1.md 8.3: fast exp2/rsqrt,
 any summation order), integers exactly.  Then: a T.dynamic kernel at three
 sizes from one compile, a launch on a side stream, the argument checks
@@ -91,6 +92,8 @@ CASES = [
     ("rms_norm_splitk 256x512", lambda: tlir.compile(load("rms_norm").rms_norm_splitk(256, 512, 1, 128)), {}),
     ("layer_norm 256x512", lambda: load("layer_norm")._layernorm_fwd(256, 512), {}),
     ("layer_norm ragged 100x320", lambda: load("layer_norm")._layernorm_fwd(100, 320, blk_m=4), {}),
+    ("layer_norm backward 256x512", lambda: load("layer_norm")._layernorm_bwd(256, 512), {"DGamma": 1e-3, "DBeta": 1e-3}),
+    ("layer_norm backward 96x320", lambda: load("layer_norm")._layernorm_bwd(96, 320), {"DGamma": 1e-3, "DBeta": 1e-3}),
     ("topk 320x128 k=6", lambda: load("topk").tl_topk(M=320, N=128, topk=6, blk_m=64, threads=128), {}),
     ("topk ragged 300x96 k=4", lambda: load("topk").tl_topk(M=300, N=96, topk=4, blk_m=64, threads=128), {}),
     ("linear_attention_fwd 2x256x4x64",

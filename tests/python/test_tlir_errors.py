@@ -107,8 +107,8 @@ CASES = [
      "T.annotate_layout({A: T.Layout((M, N), lambda i, j: (j, i))})  # <-",
      "T.annotate_layout: 'A' is a global tensor; Tile IR v1 lays out shared buffers only"),
     # errors that tlc check finds, at the Python line of the statement
-    ("atomic_add inside T.Parallel (tlc check)",
-     "for i, j in T.Parallel(32, N):\n    T.atomic_add(B[bx * 32 + i, j], x[i, j])  # <-",
+    ("atomic_add inside T.Parallel that is not a tile's (tlc check)",
+     "for i, j in T.Parallel(32, N):\n    T.atomic_add(B[bx * 32 + i, j], x[i, j] * 2)  # <-",
      "'atomic_add' is not allowed inside a parallel loop (the loop at /kernel/body/3); a parallel "
      "body holds assignments, let, if and serial/unroll/vectorized loops"),
     ("if on a fragment value (tlc check)",

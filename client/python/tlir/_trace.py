@@ -536,6 +536,7 @@ def _val(x):
 def _body(stmts, ptr, lines):
     out = []
     for i, st in enumerate(stmts):
+        st = getattr(st, "op", st)  # an element atomic_add left in a parallel body
         p = "%s/%d" % (ptr, i)
         lines[p] = st.loc
         if isinstance(st, _ir.Assign):

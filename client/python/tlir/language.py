@@ -129,6 +129,101 @@ def _loop(op, var_names, fields):
     yield vs[0] if len(vs) == 1 else tuple(vs)
     b.loops.pop()
     b.pop()
+    if op == "parallel":
+        _lift_atomics(b, st, vs)
+
+
+def _lift_atomics(b, st, vs):
+    """A T.Parallel loop whose body is only element T.atomic_adds, each of the
+    form atomic_add(G[..., base + v, ...], F[v1, ..., vn]) with every loop var
+    once in G's indices, in the loop's order, and F indexed by exactly the
+    vars, is the tile operator atomic_add(G[..., base:base + e, ...], F[0:e1,
+    ...]): the same element additions (Tile IR allows atomic_add only as a
+    tile operator, 5.3).  Any other body is left as written (tlc check then
+    says what is not allowed)."""
+    body = st["body"]
+    if not body or not all(isinstance(x, _AtomicElem) for x in body):
+        for x in body:
+            if isinstance(x, _AtomicElem):
+                x.become_op()
+        return
+    ext = dict(zip(map(id, vs), st["extents"]))
+    lifted = []
+    for a in body:
+        r = a.lift(vs, ext)
+        if r is None:
+            for x in body:
+                x.become_op()
+            return
+        lifted.append(r)
+    parent = b.bodies[-1]
+    at = next(i for i, x in enumerate(parent) if x is st)
+    parent[at:at + 1] = lifted
+
+
+def _split_var(e, vs):
+    """(base, var) when e is var, base + var or var + base with base free of
+    the loop vars; (e, None) when e has no loop var; None otherwise."""
+    ids = {id(v) for v in vs}
+
+    def uses(x):
+        if isinstance(x, Var):
+            return id(x) in ids
+        if isinstance(x, _ir.BinOp):
+            return uses(x.a) or uses(x.b)
+        if isinstance(x, _ir.Unary):
+            return uses(x.a)
+        if isinstance(x, Call):
+            return any(uses(y) for y in x.args)
+        if isinstance(x, _ir.Load):
+            return any(uses(y) for y in x.idx)
+        return False
+    if isinstance(e, Var) and id(e) in ids:
+        return 0, e
+    if not uses(e):
+        return e, None
+    if isinstance(e, _ir.BinOp) and e.op == "+":
+        if isinstance(e.b, Var) and id(e.b) in ids and not uses(e.a):
+            return e.a, e.b
+        if isinstance(e.a, Var) and id(e.a) in ids and not uses(e.b):
+            return e.b, e.a
+    return None
+
+
+class _AtomicElem:
+    """T.atomic_add(G[idx], value) inside T.Parallel, kept as objects until
+    the loop ends (_lift_atomics)."""
+    def __init__(self, dst, value):
+        self.dst, self.value, self.loc = dst, value, _ir.user_location()
+
+    def become_op(self):
+        """Back to an atomic_add op where it stands (tlc refuses it there)."""
+        self.op = Stmt("atomic_add", dst=self.dst.render()[0], value=self.value)
+        self.op.loc = self.loc
+
+    def lift(self, vs, ext):
+        items, seen = [], []
+        for e in self.dst.idx:
+            r = _split_var(e, vs)
+            if r is None:
+                return None
+            base, v = r
+            if v is None:
+                items.append(base)
+            else:
+                seen.append(v)
+                items.append(slice(base, base + ext[id(v)]) if not (isinstance(base, int) and base == 0)
+                             else slice(0, ext[id(v)]))
+        if [id(v) for v in seen] != [id(v) for v in vs]:
+            return None
+        src = self.value
+        if not (isinstance(src, _ir.Load) and len(src.idx) == len(vs)
+                and all(x is v for x, v in zip(src.idx, vs))):
+            return None
+        st = Stmt("atomic_add", dst=Region(self.dst.buf, items).render(),
+                  src=Region(src.buf, [slice(0, ext[id(v)]) for v in vs]).render())
+        st.loc = self.loc
+        return st
 
 
 def Parallel(*extents, coalesced_width=None, loop_layout=None):
@@ -345,6 +440,10 @@ def cumsum(src, dst=None, dim=0, reverse=False):
 def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
     if return_prev:
         raise error("T.atomic_add(return_prev=True): Tile IR v1's atomic_add returns nothing")
+    b = builder()
+    if "parallel" in b.loops and isinstance(dst, _ir.Load) and not isinstance(value, (_ir.Buffer, Region)):
+        b.emit(_AtomicElem(dst, value))  # lifted to a tile operator when the loop ends
+        return
     d = region_text(dst, "T.atomic_add destination")
     if isinstance(value, (_ir.Buffer, Region)):
         builder().emit(Stmt("atomic_add", dst=d, src=region_text(value, "T.atomic_add source")))
