@@ -256,6 +256,8 @@ def axpy_strided(n, step):
     ref[0] = -1
     check("T.dynamic bound from the shape (m=77), T.macro, range() loop, Tile IR if",
           y.shape == (77,) and np.array_equal(y, ref.astype(np.float32)), "%s" % (y[:4],))
+    kc = tlir.compile(k, out_idx=[1])  # a kernel again: its prim_func is compiled anew
+    check("tilelang.compile of a kernel", kc.func is k.func and np.array_equal(kc(x), y))
     k2 = seed.scale_rows(16, False, 1)
     x = rng.standard_normal(40).astype(np.float32)
     ref = 2 * x

@@ -28,6 +28,8 @@ def cdiv(a, b):
 def compile(func, out_idx=None, target="auto", execution_backend=None, target_host=None,
             verbose=False, pass_configs=None, compile_flags=None):  # noqa: A001
     """tilelang.compile: a JITKernel of a prim_func (translated, checked by tlc)."""
+    if isinstance(func, JITKernel):
+        func = func.func
     return JITKernel(func, out_idx=out_idx, target=target)
 
 
