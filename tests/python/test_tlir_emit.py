@@ -217,6 +217,20 @@ def branches(n):
 
 
 @tilelang.jit(out_idx=[2])
+def nested(m, n):
+    @T.prim_func
+    def main(X: T.Tensor((m, n), "float32"), S: T.Tensor((m, n), "float32"), Y: T.Tensor((m, n), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(m):
+                for j in T.Parallel(n):  # nested: one parallel loop over (i, j)
+                    Y[i, j] = X[i, j] + 1
+            for i in T.Parallel(m):
+                for j in T.Parallel(n):  # element atomics over (i, j): one tile atomic_add
+                    T.atomic_add(S[i, j], X[i, j])
+    return main
+
+
+@tilelang.jit(out_idx=[2])
 def axpy_strided(n, step):
     @T.prim_func
     def main(X: T.Tensor((n,), "float32"), alpha: T.float32, Y: T.Tensor((n,), "float32")):
@@ -301,6 +315,16 @@ def axpy_strided(n, step):
     ref = np.where((x > 1) & ~(x > 2), 1.5, np.where((x < -1) | (i == 0), -1.0, np.where(i % 2 == 0, x * 2, x)))
     check("if/elif/else, and/or/not and 'a if c else b' on tile values",
           np.array_equal(kb(x), ref.astype(np.float32)), json.dumps(kb.func.doc["kernel"]["body"]))
+    kn = seed.nested(4, 8)
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    acc = np.ones((4, 8), np.float32)
+    yn = kn(x, acc)
+    body = kn.func.doc["kernel"]["body"]
+    check("nested T.Parallel loops merge into one",
+          body[0]["vars"] == ["i", "j"] and np.array_equal(yn, x + 1), json.dumps(body))
+    check("element atomic_adds in (merged) T.Parallel loops become one tile atomic_add",
+          body[1] == {"op": "atomic_add", "dst": "S[0:4, 0:8]", "src": "X[0:4, 0:8]"}
+          and np.array_equal(acc, x + np.float32(1)), json.dumps(body[1]))
     k3 = seed.axpy_strided(20, 3)
     x = rng.standard_normal(20).astype(np.float32)
     ref = np.zeros(20, np.float32)

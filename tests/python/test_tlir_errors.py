@@ -115,8 +115,8 @@ CASES = [
      "if x[0, 0] > 0:  # <-\n    T.clear(s)",
      "fragment 'x' is read by thread-level code; fragments are only read and written by tile "
      "operators and parallel loops"),
-    ("nested T.Parallel (tlc check)",
-     "for i in T.Parallel(32):\n    for j in T.Parallel(N):  # <-\n        x[i, j] = 0",
+    ("T.Parallel inside a T.Parallel body with more in it (tlc check)",
+     "for i in T.Parallel(32):\n    s[i, 0] = 1\n    for j in T.Parallel(N):  # <-\n        x[i, j] = 0",
      "'parallel' is not allowed inside a parallel loop (the loop at /kernel/body/3); a parallel "
      "body holds assignments, let, if and serial/unroll/vectorized loops"),
 ]

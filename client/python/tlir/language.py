@@ -130,7 +130,22 @@ def _loop(op, var_names, fields):
     b.loops.pop()
     b.pop()
     if op == "parallel":
-        _lift_atomics(b, st, vs)
+        _merge_nested(st)
+        if "parallel" not in b.loops:  # the outermost parallel loop: its atomics are whole now
+            _lift_atomics(b, st, st["vars"])
+
+
+def _merge_nested(st):
+    """`for i in T.Parallel(M): for j in T.Parallel(N): body`, the inner loop
+    being all of the outer one's body, is `for i, j in T.Parallel(M, N):
+    body` (Tile IR has no parallel loop inside another, 5.3)."""
+    body = st["body"]
+    if (len(body) == 1 and isinstance(body[0], Stmt) and body[0]["op"] == "parallel"
+            and len(st["vars"]) + len(body[0]["vars"]) <= 8):
+        inner = body[0]
+        st["vars"] = st["vars"] + inner["vars"]
+        st["extents"] = st["extents"] + inner["extents"]
+        st["body"] = inner["body"]
 
 
 def _lift_atomics(b, st, vs):
@@ -142,23 +157,26 @@ def _lift_atomics(b, st, vs):
     tile operator, 5.3).  Any other body is left as written (tlc check then
     says what is not allowed)."""
     body = st["body"]
-    if not body or not all(isinstance(x, _AtomicElem) for x in body):
-        for x in body:
-            if isinstance(x, _AtomicElem):
-                x.become_op()
-        return
-    ext = dict(zip(map(id, vs), st["extents"]))
     lifted = []
-    for a in body:
-        r = a.lift(vs, ext)
-        if r is None:
-            for x in body:
-                x.become_op()
-            return
-        lifted.append(r)
+    if body and all(isinstance(x, _AtomicElem) for x in body):
+        ext = dict(zip(map(id, vs), st["extents"]))
+        lifted = [a.lift(vs, ext) for a in body]
+    if not lifted or None in lifted:
+        _atomics_as_ops(body)
+        return
     parent = b.bodies[-1]
     at = next(i for i, x in enumerate(parent) if x is st)
     parent[at:at + 1] = lifted
+
+
+def _atomics_as_ops(stmts):
+    """Every element atomic_add below stmts back to an atomic_add op."""
+    for x in stmts:
+        if isinstance(x, _AtomicElem):
+            x.become_op()
+        elif isinstance(x, Stmt):
+            for key in ("body", "then", "else"):
+                _atomics_as_ops(x.get(key, []))
 
 
 def _split_var(e, vs):
