@@ -129,3 +129,14 @@ tl_status tl_kernel_load(tl_device *d, const tl_artifact *a, tl_kernel **out, tl
     return tl_error_set(err, TL_INVALID_ARG, "tl_kernel_load: NULL argument");
   return tl_kernel_load_image(d->gpu, a->target, a->bytes, a->n, a->metadata, out, err);
 }
+
+tl_status tl_kernel_load_binary(tl_device *d, const char *target, const void *bytes, size_t n,
+                                const char *metadata, tl_kernel **out, tl_error *err) {
+  tl_error_clear(err);
+  if (!out)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_kernel_load_binary: out is NULL");
+  *out = NULL;
+  if (!d || !target || !bytes || !n || !metadata)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_kernel_load_binary: NULL argument or no bytes");
+  return tl_kernel_load_image(d->gpu, target, bytes, n, metadata, out, err);
+}

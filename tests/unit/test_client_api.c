@@ -358,6 +358,10 @@ static void test_no_device(void **state) {
   tl_kernel *k = (tl_kernel *)1;
   assert_int_equal(tl_kernel_load(NULL, NULL, &k, &err), TL_INVALID_ARG);
   assert_null(k);
+  k = (tl_kernel *)1;
+  assert_int_equal(tl_kernel_load_binary(NULL, "sm_90a", "x", 1, "{}", &k, &err), TL_INVALID_ARG);
+  assert_null(k);
+  assert_non_null(strstr(err.message, "tl_kernel_load_binary"));
   assert_int_equal(tl_kernel_launch(NULL, NULL, 0, NULL, &err), TL_INVALID_ARG);
   assert_int_equal(tl_device_sync(NULL, &err), TL_INVALID_ARG);
   tl_client *c;

@@ -430,6 +430,17 @@ typedef struct tl_kernel tl_kernel;
  * missing. */
 tl_status tl_kernel_load(tl_device *d, const tl_artifact *a, tl_kernel **out, tl_error *err);
 
+/* As tl_kernel_load, for a binary that did not come through a tl_client:
+ * bytes (n of them: a cubin, PTX text or an HSACO) built for target
+ * ("sm_90a") with its metadata JSON text (`tlc compile --emit meta`,
+ * proto/kernel-meta.md), as the local tlc writes them (the Python package
+ * tlir loads what it compiled without a server this way).  Nothing is
+ * kept of bytes or metadata after the call.  Errors as for tl_kernel_load,
+ * and those of the metadata parser (TL_BAD_JSON, TL_INVALID_ARG); also
+ * TL_INVALID_ARG for a NULL argument or n == 0. */
+tl_status tl_kernel_load_binary(tl_device *d, const char *target, const void *bytes, size_t n,
+                                const char *metadata, tl_kernel **out, tl_error *err);
+
 /* Launches k once with one argument per parameter, on stream (a CUstream
  * or cudaStream_t, a hipStream_t on an AMD GPU; NULL is the default
  * stream); asynchronous.  Checks
