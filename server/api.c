@@ -65,9 +65,13 @@ static int get_readyz(tl_srv_req *r) {
   if (atomic_load(&s->draining))
     return tl_srv_respond_http_error(r, 503, "overloaded", "the server is shutting down");
   tl_srv_buf b = {0};
-  tl_srv_buf_printf(&b,
-                    "{\"status\": \"ready\", \"workers_running\": %d, \"toolchain\": %s}\n",
+  tl_srv_buf_printf(&b, "{\"status\": \"ready\", \"workers_running\": %d, \"toolchain\": %s",
                     tl_srv_pool_live_workers(s->pool), s->targets ? "true" : "false");
+  if (s->tier) { /* a tier that is down degrades the server, it stays ready */
+    tl_srv_buf_puts(&b, ", \"tier\": ");
+    tl_srv_tier_json(s->tier, &b);
+  }
+  tl_srv_buf_puts(&b, "}\n");
   return tl_srv_respond_json(r, 200, &b);
 }
 
@@ -144,6 +148,8 @@ static int get_metrics(tl_srv_req *r) {
       .toolchain = s->toolchain,
       .draining = atomic_load(&s->draining),
   };
+  if (s->tier)
+    x.tier_up = tl_srv_tier_up(s->tier, &x.tier_primaries);
   tl_srv_artmem_stats(s->artmem, &x.memory_cache_bytes, &x.memory_cache_entries);
   tl_srv_buf b = {0};
   tl_srv_metrics_render(&s->metrics, &x, &b);
