@@ -6,7 +6,8 @@ The mix: every program of examples/ for three targets (sm_80, sm_90a,
 compute_80: 24 builds), asked by --jobs CI jobs at once, each job asking
 every build once in its own random order (like `tlclient prebuild` in
 each job), job j talking to replica j mod R.  A cold round (empty caches)
-then a warm round.  For each set-up, fresh processes from
+then a warm round (each job asks the mix --warm-repeat times, 10 by
+default, so that it lasts long enough to time).  For each set-up, fresh processes from
 deploy/cluster.sh:
 
   one         1 replica, no tier
@@ -18,7 +19,8 @@ Reported per round: requests, wall seconds, builds per second (answers per
 second), compiles run (from /metrics, summed over the replicas) and the hit
 rate (1 - compiles / requests).
 
-  python3 bench/cluster.py [--jobs 6] [--workers 1] [--setups one,three-local,three-tier]
+  python3 bench/cluster.py [--jobs 6] [--workers 1] [--warm-repeat 10]
+                           [--setups one,three-local,three-tier]
 """
 import argparse, glob, json, os, random, shutil, subprocess, sys, tempfile, threading, time
 import urllib.request
@@ -50,11 +52,11 @@ def post(port, body):
         return json.loads(r.read())["results"][0]["status"]
 
 
-def run_round(ports, bodies, jobs, seed):
+def run_round(ports, bodies, jobs, seed, repeat=1):
     errors = []
 
     def job(j):
-        order = list(range(len(bodies)))
+        order = list(range(len(bodies))) * repeat
         random.Random(seed * 100 + j).shuffle(order)
         port = ports[j % len(ports)]
         for i in order:
@@ -73,7 +75,7 @@ def run_round(ports, bodies, jobs, seed):
         t.join()
     wall = time.monotonic() - t0
     compiles = sum(metric(p, 'tlserverd_compiles_total{outcome="ok"}') for p in ports) - before
-    n = jobs * len(bodies)
+    n = jobs * len(bodies) * repeat
     return {"requests": n, "wall_s": round(wall, 2), "builds_per_s": round(n / wall, 1),
             "compiles": int(compiles), "hit_rate": round(1 - compiles / n, 3), "errors": len(errors)}
 
@@ -83,6 +85,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=6)
     ap.add_argument("--workers", type=int, default=1, help="compile workers per replica")
     ap.add_argument("--setups", default="one,three-local,three-tier")
+    ap.add_argument("--warm-repeat", type=int, default=10, help="times each job asks the mix when warm")
     a = ap.parse_args()
     bodies = []
     for f in sorted(glob.glob(os.path.join(ROOT, "examples", "*.json"))):
@@ -100,8 +103,8 @@ def main():
                            ["--"] + flags, check=True, stdout=subprocess.DEVNULL)
             e = env_of(d)
             ports = [e[f"R{k}_PORT"] for k in range(1, replicas + 1)]
-            for rnd, seed in (("cold", 1), ("warm", 2)):
-                r = run_round(ports, bodies, a.jobs, seed)
+            for rnd, seed, repeat in (("cold", 1, 1), ("warm", 2, a.warm_repeat)):
+                r = run_round(ports, bodies, a.jobs, seed, repeat)
                 r.update(setup=setup, round=rnd, replicas=replicas)
                 results.append(r)
                 print(json.dumps(r), flush=True)

@@ -469,6 +469,12 @@ tl_srv_tier_outcome tl_srv_tier_acquire(tl_srv_tier_conn *c, const char *key, do
  * Failures of the tier are counted, never returned. */
 void tl_srv_tier_publish(tl_srv_tier_conn *c, tl_srv_tier_lease *lease, const tl_cache_build *b,
                          const void *bytes, size_t n);
+/* For GET /v1/kernels/KEY (key) or /v1/artifacts/ID (artifact; key NULL)
+ * on a local miss: the build from the tier, checked (ownership as for
+ * tl_srv_tier_acquire), on a connection of its own.  TL_NOT_FOUND when the
+ * tier lacks it or cannot be reached; TL_NOMEM. */
+tl_status tl_srv_tier_fetch(tl_srv_tier *t, const char *key, const char *artifact,
+                           tl_cache_build **b, void **bytes, size_t *n);
 /* Primaries up (the last call to each succeeded); *total: all of them. */
 int tl_srv_tier_up(tl_srv_tier *t, int *total);
 /* Appends {"state": "up"|"degraded"|"down", "primaries": [{url, up, error}]}. */

@@ -18,6 +18,8 @@
  *              replica; the holder's renewer thread extends it every third
  *              of the lease while the compile runs (compare-and-PEXPIRE in
  *              Lua), and the holder deletes it when done (compare-and-DEL).
+ *   tl:a:ID    the key of a build whose artifact is ID (same TTL), so that
+ *              GET /v1/artifacts/ID on a replica that lacks it finds it.
  *   tl:c:KEY   the channel: the holder PUBLISHes "1" once the build is in
  *              (or "0" when its compile failed), waking the waiters.
  *
@@ -658,8 +660,14 @@ void tl_srv_tier_publish(tl_srv_tier_conn *tc, tl_srv_tier_lease *l, const tl_ca
         const char *argv[] = {"SET", name, v, "PX", px};
         size_t len[] = {3, strlen(name), total, 2, strlen(px)};
         redisReply *r = call(tc, sh, t->o.ttl_s > 0 ? 5 : 3, argv, len);
-        if (r)
+        if (r) {
           ADD(t->o.metrics->tier_publishes, 1);
+          /* the artifact id's pointer to the key, for GET /v1/artifacts/ID */
+          char aname[70];
+          name_of(aname, "tl:a:", b->artifact_id);
+          const char *av[] = {"SET", aname, key, "PX", px};
+          freeReplyObject(call(tc, shard_of(t, b->artifact_id), t->o.ttl_s > 0 ? 5 : 3, av, NULL));
+        }
         freeReplyObject(r);
         free(v);
       }
@@ -669,6 +677,43 @@ void tl_srv_tier_publish(tl_srv_tier_conn *tc, tl_srv_tier_lease *l, const tl_ca
   name_of(chan, "tl:c:", key);
   const char *argv[] = {"PUBLISH", chan, b ? "1" : "0"};
   freeReplyObject(call(tc, sh, 3, argv, NULL));
+}
+
+tl_status tl_srv_tier_fetch(tl_srv_tier *t, const char *key, const char *artifact,
+                           tl_cache_build **b, void **bytes, size_t *n) {
+  *b = NULL;
+  *bytes = NULL;
+  *n = 0;
+  tl_srv_tier_conn *tc = tl_srv_tier_conn_new(t);
+  if (!tc)
+    return TL_NOMEM;
+  char k[65] = "";
+  if (key) {
+    snprintf(k, sizeof k, "%s", key);
+  } else {
+    char aname[70];
+    name_of(aname, "tl:a:", artifact);
+    const char *argv[] = {"GET", aname};
+    redisReply *r = call(tc, shard_of(t, artifact), 2, argv, NULL);
+    if (r && r->type == REDIS_REPLY_STRING && r->len == 64)
+      memcpy(k, r->str, 65);
+    freeReplyObject(r);
+  }
+  tl_status st = TL_NOT_FOUND;
+  if (tl_hex_is_sha256(k) && lookup(tc, shard_of(t, k), k, b, bytes, n) == LOOK_HIT) {
+    if (artifact && strcmp((*b)->artifact_id, artifact) != 0) { /* a stale pointer */
+      tl_cache_build_free(*b);
+      free(*bytes);
+      *b = NULL;
+      *bytes = NULL;
+      *n = 0;
+    } else {
+      ADD(t->o.metrics->tier_hits, 1);
+      st = TL_OK;
+    }
+  }
+  tl_srv_tier_conn_free(tc);
+  return st;
 }
 
 /* ==== the tier ======================================================================== */

@@ -21,6 +21,9 @@
 #     Redis killed: every replica answers from its cache and compiles
 #     locally, /readyz says "down" (still 200) and /metrics counts the
 #     errors; Redis restarted: the replicas use it again
+#  7. haproxy in front of two replicas (deploy/cluster.sh --haproxy):
+#     compiles go through it, also after one replica died (health checks
+#     on /readyz)
 #
 # Exit status: 0 pass, 1 fail, 77 skipped (redis-server cannot start, no
 # NVRTC, no curl or redis-cli).
@@ -115,6 +118,18 @@ for p in $R2_PORT $R3_PORT; do
   check "artifact from $p's local cache" \
     "$(curl -s "http://127.0.0.1:$p/v1/artifacts/$ART" | sha256sum | cut -c1-64)" "$ART"
 done
+# fetches by id or key on a replica that never compiled it: from the tier
+REQ=$(body fetched)
+post "$R1_PORT" "$REQ" "$TMP/f1.json" >/dev/null
+FKEY=$(field "$TMP/f1.json" key)
+FART=$(field "$TMP/f1.json" artifact)
+check "GET the artifact from r2 (the tier)" \
+  "$(curl -s "http://127.0.0.1:$R2_PORT/v1/artifacts/$FART" | sha256sum | cut -c1-64)" "$FART"
+check "GET the kernel from r3 (the tier)" \
+  "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$R3_PORT/v1/kernels/$FKEY")" 200
+check "r3 keeps it" "$(post "$R3_PORT" "$REQ" "$TMP/f3.json")$(field "$TMP/f3.json" cached)" 200true
+check "an unknown artifact is still a 404" \
+  "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$R2_PORT/v1/artifacts/$(echo x | sha256sum | cut -c1-64)")" 404
 ttl=$($RC pttl "tl:b:$KEY")
 [ "$ttl" -gt 3500000 ] && [ "$ttl" -le 3600000 ] && ok || bad "the entry's TTL is $ttl ms, not --tier-ttl 3600"
 
@@ -263,6 +278,30 @@ check "compile after the restart" "$(post "$R1_PORT" "$REQ" "$TMP/b1.json")" 200
 check "published again" "$($RC exists "tl:b:$(field "$TMP/b1.json" key)")" 1
 check "a hit on r3 again" "$(post "$R3_PORT" "$REQ" "$TMP/b3.json")" 200
 check "r3 from the tier" "$(field "$TMP/b3.json" cached)" true
+
+# ---- 7. haproxy in front (deploy/cluster.sh --haproxy), when installed -------------------------
+if command -v haproxy >/dev/null 2>&1; then
+  H=$TMP/proxied
+  if TL_BUILD=$TL_BUILD deploy/cluster.sh start "$H" --replicas 2 --haproxy -- --workers 1 \
+    --log-format off >"$TMP/hstart.log" 2>&1; then
+    HP=$(sed -n 's/^HAPROXY_PORT=//p' "$H/cluster.env")
+    HR1=$(sed -n 's/^R1_PID=//p' "$H/cluster.env")
+    REQ=$(body proxied)
+    codes=
+    for i in 1 2 3 4; do codes="$codes$(post "$HP" "$REQ" "$TMP/p.json")"; done
+    check "four compiles through haproxy" "$codes" 200200200200
+    kill -9 "$HR1"
+    sleep 2.5 # two failed health checks of /readyz, one second apart
+    codes=
+    for i in 1 2 3 4; do codes="$codes$(post "$HP" "$(body "proxied$i" 64)" "$TMP/p.json")"; done
+    check "four compiles through haproxy with a replica dead" "$codes" 200200200200
+  else
+    bad "the cluster behind haproxy did not start: $(tail -n 5 "$TMP/hstart.log")"
+  fi
+  TL_BUILD=$TL_BUILD deploy/cluster.sh stop "$H"
+else
+  echo "cluster.sh: no haproxy: section 7 not run" >&2
+fi
 
 echo "cluster.sh: $npass checks passed, $nfail failed"
 [ $nfail -eq 0 ]
