@@ -180,7 +180,7 @@ static tl_srv_result *from_tier(tl_srv_pool *p, tl_cache *cache, tl_srv_tier_con
   void *bytes = NULL;
   size_t n = 0;
   /* a waiter gives up in time to compile within the request's own bound */
-  if (tl_srv_tier_acquire(tc, f->job.key, p->o.compile_timeout, lease, &b, &bytes, &n) !=
+  if (tl_srv_tier_acquire(tc, f->job.key, p->o.compile_timeout, &p->stopping, lease, &b, &bytes, &n) !=
       TL_TIER_HIT)
     return NULL;
   tl_error err;

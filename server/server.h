@@ -458,11 +458,12 @@ tl_srv_tier_conn *tl_srv_tier_conn_new(tl_srv_tier *t); /* NULL on no memory */
 void tl_srv_tier_conn_free(tl_srv_tier_conn *c);       /* accepts NULL */
 /* After a local miss of key: a checked hit (*b: tl_cache_build_free;
  * *bytes: free), or compile: with the lease when *lease says so, else
- * because the tier is down or the wait for another replica's compile
- * outlasted wait_s.  Waiting takes over a lease whose holder died. */
+ * because the tier is down, the wait for another replica's compile
+ * outlasted wait_s or *cancel became true (shutdown; cancel may be NULL).
+ * Waiting takes over a lease whose holder died. */
 tl_srv_tier_outcome tl_srv_tier_acquire(tl_srv_tier_conn *c, const char *key, double wait_s,
-                                        tl_srv_tier_lease *lease, tl_cache_build **b,
-                                        void **bytes, size_t *n);
+                                        const atomic_bool *cancel, tl_srv_tier_lease *lease,
+                                        tl_cache_build **b, void **bytes, size_t *n);
 /* After the compile: writes the build (b != NULL, unless over the entry
  * limit), releases the lease and wakes the waiters; b == NULL (the compile
  * failed): releases the lease and wakes the waiters, who then try it.

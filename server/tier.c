@@ -351,7 +351,7 @@ static bool decode(const char *key, const char *v, size_t n, tl_cache_build **ou
              &used) != 7 ||
       head[used] || !tl_hex_is_sha256(art) || !tl_hex_is_sha256(sum) || ms < 0 || tl < 1 ||
       tl > TL_CACHE_TARGET_MAX || ml < 0 || ml > (long long)TL_CACHE_TEXT_MAX || dl < 0 ||
-      dl > (long long)TL_CACHE_TEXT_MAX || bl < 1)
+      dl > (long long)TL_CACHE_TEXT_MAX || bl < 1 || bl > (long long)n)
     return false;
   size_t off = (size_t)(nl - v) + 1;
   if ((unsigned long long)(n - off) != (unsigned long long)(tl + ml + dl + bl))
@@ -569,8 +569,8 @@ static bool wait_message(redisContext *c, int ms) {
 }
 
 tl_srv_tier_outcome tl_srv_tier_acquire(tl_srv_tier_conn *tc, const char *key, double wait_s,
-                                        tl_srv_tier_lease *l, tl_cache_build **b, void **bytes,
-                                        size_t *n) {
+                                        const atomic_bool *cancel, tl_srv_tier_lease *l,
+                                        tl_cache_build **b, void **bytes, size_t *n) {
   tl_srv_tier *t = tc->t;
   tl_srv_metrics *m = t->o.metrics;
   memset(l, 0, sizeof *l);
@@ -608,6 +608,8 @@ tl_srv_tier_outcome tl_srv_tier_acquire(tl_srv_tier_conn *tc, const char *key, d
       break;
     }
     int64_t left_ms = (deadline - tl_srv_now_us()) / 1000;
+    if (cancel && atomic_load(cancel))
+      break; /* shutting down: the caller's compile is cancelled in its turn */
     if (left_ms <= 0) {
       ADD(m->tier_wait_timeouts, 1);
       break;

@@ -16,7 +16,8 @@
 #     drops entries and a replica lacking one compiles it again
 #  5. kill -9 of a replica holding a lease (its compile hangs, test hook):
 #     another replica takes the lease over once it expires, and every
-#     client (tlclient --server with the replicas' list) gets its build
+#     client (tlclient --server with the replicas' list) gets its build;
+#     a replica waiting for a lease stops at SIGTERM within its grace
 #  6. Redis slow (SIGSTOP): answers come within the tier time-outs;
 #     Redis killed: every replica answers from its cache and compiles
 #     locally, /readyz says "down" (still 200) and /metrics counts the
@@ -227,6 +228,22 @@ for i in 1 2 3 4 5 6; do
     >"$TMP/k$i.out" 2>"$TMP/k$i.err" &
   echo $! >"$TMP/k$i.pid"
 done
+# a replica waiting for the lease stops at SIGTERM within its grace, not after the wait
+TL_BUILD=$TL_BUILD deploy/cluster.sh add-replica "$D" -- --workers 1 --log-format off \
+  --shutdown-grace 1 >/dev/null || bad "the sixth replica did not start"
+. "$D/cluster.env"
+post "$R6_PORT" "$REQ" "$TMP/h6.json" >/dev/null &
+i=0
+until [ "$(metric "$R6_PORT" tlserverd_tier_lease_waits_total)" = 1 ] || [ $i -gt 100 ]; do
+  sleep 0.05
+  i=$((i + 1))
+done
+check "r6 waits for the lease" "$(metric "$R6_PORT" tlserverd_tier_lease_waits_total)" 1
+t0=$(date +%s%N)
+kill "$R6_PID"
+while kill -0 "$R6_PID" 2>/dev/null && [ $((($(date +%s%N) - t0) / 1000000)) -lt 20000 ]; do sleep 0.05; done
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ $ms -lt 8000 ] && ok || bad "a replica waiting for a lease took $ms ms to stop"
 sleep 1
 ORPHANS=$(ps -o pid= --ppid "$R5_PID") # its compile worker, hanging in the hook
 kill -9 "$R5_PID"
