@@ -267,6 +267,8 @@ static tl_srv_result *run_flight(slot *s, tl_cache **cache, tl_srv_tier_conn **t
     tl_srv_result *r = from_tier(p, *cache, *tc, f, &lease);
     if (r)
       return r;
+    if (!lease.held && atomic_load(&p->stopping)) /* a wait cut short by the shutdown */
+      return tl_srv_result_error(TL_BUSY, "the server is shutting down; the compile was not started");
   }
   tl_srv_result *r = compile_flight(s, *cache, f);
   if (*tc) /* the build (or the failure) for the other replicas */
