@@ -21,7 +21,9 @@
 #define TL_CLIENT_COMPILER_ID_MAX 128 /* bytes of a server's compiler identity */
 
 struct tl_client {
-  char *server;              /* base URL without a trailing '/' */
+  char *server;              /* base URLs without a trailing '/', comma-separated */
+  int nservers;              /* how many; a request that cannot reach one goes on to the next */
+  int current;               /* the one requests go to now */
   char *token;               /* NULL: none */
   char *ca_file;             /* NULL: the system's store */
   long connect_timeout_ms, timeout_ms;
@@ -47,6 +49,9 @@ struct tl_client {
   bool compiler_id_known;    /* learned from the server by this handle */
   bool compiler_id_probed;   /* GET /v1/info was tried for it */
 };
+
+/* The base URL requests go to now: *len bytes at the result (inside c->server). */
+const char *tl_client_base_url(const tl_client *c, size_t *len);
 
 /* Logs one formatted line through the client's log function, if any. */
 void tl_clog(tl_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

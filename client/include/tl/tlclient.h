@@ -84,7 +84,8 @@ extern "C" {
 #define TL_CLIENT_VERSION "0.1.0"
 
 /* ---- limits ---------------------------------------------------------------- */
-#define TL_CLIENT_URL_MAX 2048          /* bytes of a server URL */
+#define TL_CLIENT_URL_MAX 2048          /* bytes of the server URLs, commas included */
+#define TL_CLIENT_SERVERS_MAX 16        /* server URLs of one client (replicas) */
 #define TL_CLIENT_TOKEN_MAX 256         /* bytes of a bearer token */
 #define TL_CLIENT_PATH_MAX 4096         /* bytes of a file path */
 #define TL_CLIENT_TARGET_MAX 32         /* bytes of a target name */
@@ -124,7 +125,12 @@ void tl_client_free(tl_client *c);
  * Strings are copied. */
 
 /* The server's base URL, http:// or https://, with an optional path prefix
- * ("https://kernels.example.com:8470/tl").  A trailing '/' is dropped. */
+ * ("https://kernels.example.com:8470/tl").  A trailing '/' is dropped.
+ * Several replicas of one cluster (tlserverd --tier): "URL1,URL2,..." (at
+ * most TL_CLIENT_SERVERS_MAX); requests go to the first, and a request that
+ * cannot reach one, or is answered 503/429, goes on to the next within the
+ * same retries (a full round of the list waits the backoff; the one that
+ * answered stays current). */
 tl_status tl_client_set_server(tl_client *c, const char *url, tl_error *err);
 
 /* The bearer token sent with every request (Authorization: Bearer TOKEN);
