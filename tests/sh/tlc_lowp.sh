@@ -6,9 +6,11 @@
 # accumulators (DeepGEMM's two of the float8 example included) in registers
 # in the mma layout and no spills; uint8 and float8_e5m2 take their own
 # instruction types; a target without the instruction takes the
-# per-element path and the ir says why; wgmma's shape limits, and operands
-# that are not K-major, fall back to mma.sync with the reason (mma.sync
-# packs such operands byte by byte).
+# per-element path and the ir says why; wgmma takes the 16-bit shapes
+# counted in bytes (K tiles of 32, 64, 128 and panels of 128 columns,
+# 4-warp tiles); its shape limits, and operands that are not K-major, fall
+# back to mma.sync with the reason (mma.sync packs such operands byte by
+# byte).
 # Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
 TLC=${TL_BUILD:-build}/bin/tlc
 if ! "$TLC" targets >/dev/null 2>&1; then
@@ -98,11 +100,29 @@ sed 's/float8_e4m3/float8_e5m2/g' $f8 >"$tmp/e5.json"
 expect "$tmp/e5.json" sm_90a "[wgmma m64nNk32 f32.e5m2.e5m2]" "wgmma.mma_async.sync.aligned.m64n128k32.f32.e5m2.e5m2"
 expect "$tmp/e5.json" sm_89 "[mma.sync m16n8k32 f32.e5m2.e5m2]" "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32"
 
-# wgmma's limits: 64-wide K tiles and 4 warps fall back to mma.sync, saying why
-expect $i8 sm_90a "[mma.sync m16n8k32 s32.s8.s8] [not wgmma: A is not [M, 128] (128-byte rows)]" \
-  "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" -D block_K=64
-expect $f8 sm_90a "[mma.sync m16n8k32 f32.e4m3.e4m3] [not wgmma: C's rows are not 16 per warp (64 per warpgroup)]" \
-  "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32" -D threads=128 -D block_N=64
+# wgmma's shapes as for 16-bit operands, counted in bytes: K tiles of 32 and 64
+# take the 32- and 64-byte swizzle, wider ones panels of 128 columns; 4 warps
+# issue two m64 instructions per warpgroup (row tiles interleaved); a K tile
+# that is none of those falls back to mma.sync, saying why
+expect $i8 sm_90a "[wgmma m64nNk32 s32.s8.s8] [1 x m64n128 per warpgroup and k32 step, wait_group 1" \
+  "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8" -D block_K=32
+expect $i8 sm_90a "[wgmma m64nNk32 s32.s8.s8] [1 x m64n128 per warpgroup and k32 step, wait_group 1" \
+  "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8" -D block_K=64
+expect $i8 sm_90a "[wgmma m64nNk32 s32.s8.s8] [1 x m64n128 per warpgroup and k32 step, wait_group 1" \
+  "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8" -D block_K=256
+expect $i8 sm_90a "[mma.sync m16n8k32 s32.s8.s8] [not wgmma: the K tile is 96: a K-major operand is stored in the 32-, 64- or 128-byte swizzle (K tile 32, 64 or 128) or as panels of 128 (a multiple of 128)]" \
+  "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" -D block_K=96
+expect $f8 sm_90a "[wgmma m64nNk32 f32.e4m3.e4m3] [2 x m64n64 per warpgroup and k32 step, wait_group 0]" \
+  "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3" -D threads=128 -D block_N=64
+"$TLC" compile $f8 --target sm_90a --emit ir -D threads=128 -D block_N=64 |
+  grep -qF "alloc sa: fragment float32[128] in registers, mma-rows layout, 4 per thread (warps 4x1, tiles 2x8, row tiles interleaved)" ||
+  fail "scale_a's rows do not follow C's interleaved row tiles under 4-warp wgmma"
+# DeepGEMM's promotion reads C_partial after every gemm: nothing stays in flight
+# there, while the int8 gemm keeps one group in flight across K tiles (above)
+# sm_90 without the 'a': mma.sync, and the ir names the variant with wgmma
+"$TLC" compile $i8 --target sm_90 --emit ir |
+  grep -qF "[mma.sync m16n8k32 s32.s8.s8] [not wgmma: this target has none; sm_90a has]" ||
+  fail "sm_90's int8 gemm does not say that sm_90a has wgmma"
 # integer wgmma takes N of 8, 16, 24 or a multiple of 16 (m64n48k32 here)
 expect $i8 sm_90a "[wgmma m64nNk32 s32.s8.s8]" "wgmma.mma_async.sync.aligned.m64n48k32.s32.s8.s8" -D block_N=48
 
@@ -111,7 +131,7 @@ expect $i8 sm_90a "[wgmma m64nNk32 s32.s8.s8]" "wgmma.mma_async.sync.aligned.m64
 km=tests/gpu/programs/gemm_int8_kmkn.json
 expect $km sm_80 "gemm A_shared^T x B_shared -> C_local [mma.sync m16n8k32 s32.s8.s8] (block)" \
   "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
-expect $km sm_90a "[mma.sync m16n8k32 s32.s8.s8] [not wgmma: 8-bit operands must be K-major: A [M, K], B [N, K] with transpose_B]" \
+expect $km sm_90a "[mma.sync m16n8k32 s32.s8.s8] [not wgmma: A is stored [K, M] (transpose_A): only a K-major A is lowered to wgmma]" \
   "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
 "$TLC" compile $km --target sm_80 --emit ptx -o "$tmp/km.ptx" 2>/dev/null || fail "--emit ptx of $km"
 grep -q "ldmatrix" "$tmp/km.ptx" && fail "$km: ldmatrix loads an operand that is not K-major"
