@@ -7,6 +7,7 @@
  *     compile PROGRAM.json     compile for one or more targets (-o DIR writes the binaries)
  *     fetch KEY|ID             a build's binary by build key, or an artifact's bytes by id
  *     prebuild PATTERN...      every program x constants x target, in parallel (CI farms)
+ *     explain KEY|PROGRAM      a build's manifest, and why a request misses the cache
  *     run PROGRAM.json         launch on the local GPU, optionally checked against the
  *                              reference interpreter
  *     cache ls|verify|gc       the local cache
@@ -35,6 +36,8 @@
 #include "../compiler/interp.h"
 #include "../compiler/ir.h"
 #include "../compiler/npy.h"
+#include "../compiler/tlcompiler.h"
+#include "../proto/tl_hash.h"
 #include "include/tl/tlclient.h"
 
 #define MAX_LIST 256        /* -D, --arg, --in, --out, --target, files given */
@@ -55,6 +58,7 @@ static const char usage_main[] =
     "  compile PROGRAM.json       compile for one or more targets through the server\n"
     "  fetch KEY|ID               a build's binary by key, or an artifact's bytes by id\n"
     "  prebuild PATTERN...        compile programs x constants x targets, in parallel (CI)\n"
+    "  explain KEY|PROGRAM.json   a build's manifest; for a miss, what differs from the cache\n"
     "  run PROGRAM.json           launch on the local GPU (--check: against the interpreter)\n"
     "  cache ls|verify|gc         list, re-hash or shrink the local cache\n"
     "\n"
@@ -138,6 +142,23 @@ static const char usage_prebuild[] =
     "PATTERN names no program or cannot be read; 3 the server could not be reached or\n"
     "failed (network, token, server error: once the server is unreachable or refuses the\n"
     "token, the builds not started yet are not tried, status skipped).\n";
+
+static const char usage_explain[] =
+    "usage: tlclient explain KEY\n"
+    "       tlclient explain PROGRAM.json --target T [-D NAME=VALUE]... [--options JSON]\n"
+    "\n"
+    "Shows a build's key manifest (proto/kernel-meta.md section 4: the compiler, toolchain,\n"
+    "target, options, constants and program that its key hashes).  With a KEY: the\n"
+    "manifest from the local cache, else from the server (GET /v1/kernels/KEY).  With a\n"
+    "PROGRAM: the request's key on the server, computed here (it needs the toolchain for\n"
+    "T here, as offline keys do) with the server's compiler identity; on a hit its\n"
+    "manifest; on a miss, the nearest build in the local cache (the most recently used\n"
+    "256 builds; the server cannot list its own) and, in plain words, each input that\n"
+    "differs, e.g.\n"
+    "  constants: M=256 here, the cache has M=128\n"
+    "  compiler: tlc 0.1.0+38ef... here, the cache has tlc 0.1.0+e36a... (built by another compiler)\n"
+    "Exit status: 0 the build exists (or KEY was found), 1 a miss or an error, 2 a wrong\n"
+    "command line.\n";
 
 static const char usage_run[] =
     "usage: tlclient run PROGRAM.json [-D NAME=VALUE]... [--arg NAME=VALUE]...\n"
@@ -501,13 +522,13 @@ static int parse_cmdline(int argc, char **argv, cmdline *o) {
 /* Which options each command takes (the rest is an error, not silently ignored). */
 static int check_options(const cmdline *o) {
   const char *c = o->cmd;
-  bool compile = strcmp(c, "compile") == 0, prebuild = strcmp(c, "prebuild") == 0, run = strcmp(c, "run") == 0,
+  bool explain = strcmp(c, "explain") == 0, compile = strcmp(c, "compile") == 0, prebuild = strcmp(c, "prebuild") == 0, run = strcmp(c, "run") == 0,
        fetch = strcmp(c, "fetch") == 0, cache = strcmp(c, "cache") == 0, info = strcmp(c, "info") == 0;
-  if (o->ntargets && !compile && !prebuild && !run)
+  if (o->ntargets && !compile && !prebuild && !run && !explain)
     return usage_error("'%s' does not take --target", c);
   if (o->ntargets > 1 && run)
     return usage_error("'run' takes one --target (by default the one for the GPU found)");
-  if (o->ndefs && !compile && !run && !prebuild)
+  if (o->ndefs && !compile && !run && !prebuild && !explain)
     return usage_error("'%s' does not take -D", c);
   if ((o->nargs || o->nins || o->nouts || o->check || o->seed_given || o->device) && !run)
     return usage_error("'%s' does not take --arg, --in, --out, --check, --seed or --device", c);
@@ -515,7 +536,7 @@ static int check_options(const cmdline *o) {
     return usage_error("'%s' does not take -o", c);
   if (o->meta_out && !fetch)
     return usage_error("'%s' does not take --meta", c);
-  if (o->options_json && !compile)
+  if (o->options_json && !compile && !explain)
     return usage_error("'%s' does not take --options", c);
   if (o->max_bytes && !cache)
     return usage_error("'%s' does not take --max-bytes", c);
@@ -1369,6 +1390,331 @@ out:
   return rc;
 }
 
+/* ---- explain ------------------------------------------------------------------------------------------ */
+
+#define EXPLAIN_CANDIDATES_MAX 256 /* local cache entries whose manifest explain asks the server for */
+#define MANIFEST_MAGIC "tl-build-key 1\n"
+
+/* The fields of a key manifest (proto/kernel-meta.md section 4), in order. */
+static const char *const manifest_fields[] = {"compiler", "toolchain", "target", "options", "constants", "program"};
+enum { MF_COMPILER, MF_TOOLCHAIN, MF_TARGET, MF_OPTIONS, MF_CONSTANTS, MF_PROGRAM, MF_COUNT };
+
+typedef struct manifest {
+  char *text;
+  char key[65];
+  const char *field[MF_COUNT]; /* NUL-terminated copies' starts inside lines */
+  char *lines;                 /* the text split into lines */
+} manifest;
+
+static void manifest_free(manifest *m) {
+  free(m->text);
+  free(m->lines);
+  memset(m, 0, sizeof *m);
+}
+
+/* Splits text (taken) into its fields; false when it is not a key manifest. */
+static bool manifest_parse(char *text, const char *key, manifest *m) {
+  memset(m, 0, sizeof *m);
+  m->text = text;
+  snprintf(m->key, sizeof m->key, "%s", key);
+  if (!text || strncmp(text, MANIFEST_MAGIC, strlen(MANIFEST_MAGIC)) != 0 || !(m->lines = strdup(text)))
+    return false;
+  for (char *save = NULL, *l = strtok_r(m->lines, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+    for (int f = 0; f < MF_COUNT; f++) {
+      size_t n = strlen(manifest_fields[f]);
+      if (strncmp(l, manifest_fields[f], n) == 0 && l[n] == ' ')
+        m->field[f] = l + n + 1;
+    }
+  for (int f = 0; f < MF_COUNT; f++)
+    if (!m->field[f])
+      return false;
+  return true;
+}
+
+/* The constants that differ between two canonical constant objects, as
+ * "M=256 here, the cache has M=128"; how many differ. */
+static int constants_diff(const char *here, const char *there, char *out, size_t cap) {
+  json_t *a = json_loads(here, 0, NULL), *b = json_loads(there, 0, NULL);
+  int n = 0;
+  size_t used = 0;
+  out[0] = 0;
+  const char *name;
+  json_t *v;
+  json_object_foreach(a, name, v) {
+    json_t *w = json_object_get(b, name);
+    if (w && json_equal(v, w))
+      continue;
+    char *vs = json_dumps(v, JSON_ENCODE_ANY), *ws = w ? json_dumps(w, JSON_ENCODE_ANY) : NULL;
+    if (used < cap)
+      used += (size_t)snprintf(out + used, cap - used, "%s%s=%s here, the cache has %s%s%s", n ? "; " : "", name,
+                               vs ? vs : "?", w ? name : "no constant ", w ? "=" : name, w && ws ? ws : "");
+    free(vs);
+    free(ws);
+    n++;
+  }
+  json_object_foreach(b, name, v) {
+    if (json_object_get(a, name))
+      continue;
+    if (used < cap)
+      used += (size_t)snprintf(out + used, cap - used, "%sno constant %s here, the cache has one", n ? "; " : "", name);
+    n++;
+  }
+  json_decref(a);
+  json_decref(b);
+  return n;
+}
+
+/* How far a cached build is from the request: lower is nearer; another
+ * program weighs most, then the constants, the target, the options, and the
+ * compiler and toolchain least. */
+static long manifest_distance(const manifest *want, const manifest *have) {
+  long d = 0;
+  char buf[8];
+  if (strcmp(want->field[MF_PROGRAM], have->field[MF_PROGRAM]) != 0) {
+    json_t *a = json_loads(want->field[MF_PROGRAM], 0, NULL), *b = json_loads(have->field[MF_PROGRAM], 0, NULL);
+    const char *na = json_string_value(json_object_get(a, "name")), *nb = json_string_value(json_object_get(b, "name"));
+    d += na && nb && strcmp(na, nb) == 0 ? 1000 : 100000;
+    json_decref(a);
+    json_decref(b);
+  }
+  d += 100L * constants_diff(want->field[MF_CONSTANTS], have->field[MF_CONSTANTS], buf, sizeof buf);
+  d += strcmp(want->field[MF_TARGET], have->field[MF_TARGET]) != 0 ? 50 : 0;
+  d += strcmp(want->field[MF_OPTIONS], have->field[MF_OPTIONS]) != 0 ? 20 : 0;
+  d += strcmp(want->field[MF_COMPILER], have->field[MF_COMPILER]) != 0 ? 2 : 0;
+  d += strcmp(want->field[MF_TOOLCHAIN], have->field[MF_TOOLCHAIN]) != 0 ? 1 : 0;
+  return d;
+}
+
+/* Prints, in plain words, each input of the request that differs from the cached build. */
+static void print_differences(const manifest *want, const manifest *have) {
+  int n = 0;
+  char buf[2048];
+  if (strcmp(want->field[MF_PROGRAM], have->field[MF_PROGRAM]) != 0) {
+    json_t *a = json_loads(want->field[MF_PROGRAM], 0, NULL), *b = json_loads(have->field[MF_PROGRAM], 0, NULL);
+    const char *na = str_or(json_object_get(a, "name"), "?"), *nb = str_or(json_object_get(b, "name"), "?");
+    size_t used = 0;
+    buf[0] = 0;
+    const char *member;
+    json_t *v;
+    json_object_foreach(a, member, v) /* the top-level members that differ, constants aside */
+      if (strcmp(member, "constants") != 0 && !json_equal(v, json_object_get(b, member)) && used < sizeof buf)
+        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s", used ? ", " : "", member);
+    if (strcmp(na, nb) != 0)
+      printf("  program: %s here, the cache has the program %s\n", na, nb);
+    else
+      printf("  program: %s here differs from the cached %s in %s\n", na, nb,
+             buf[0] ? buf : "its constants' declared values");
+    json_decref(a);
+    json_decref(b);
+    n++;
+  }
+  if (constants_diff(want->field[MF_CONSTANTS], have->field[MF_CONSTANTS], buf, sizeof buf)) {
+    printf("  constants: %s\n", buf);
+    n++;
+  }
+  static const struct { int f; const char *why; } plain[] = {
+      {MF_TARGET, "built for another target"},
+      {MF_OPTIONS, "built with other compiler options"},
+      {MF_COMPILER, "built by another compiler"},
+      {MF_TOOLCHAIN, "built with another toolchain"},
+  };
+  for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
+    if (strcmp(want->field[plain[i].f], have->field[plain[i].f]) != 0) {
+      printf("  %s: %s here, the cache has %s (%s)\n", manifest_fields[plain[i].f], want->field[plain[i].f],
+             have->field[plain[i].f], plain[i].why);
+      n++;
+    }
+  if (!n)
+    printf("  nothing: the manifests are equal\n");
+}
+
+static void print_manifest(const char *title, const manifest *m) {
+  printf("%s\n", title);
+  for (int f = 0; f < MF_COUNT; f++)
+    printf("  %-10s %s\n", manifest_fields[f], m->field[f]);
+}
+
+typedef struct candidate {
+  char key[65];
+  char *manifest; /* a copy when the local cache holds the manifest itself, else NULL */
+} candidate;
+
+typedef struct candlist {
+  candidate *c;
+  int n, cap;
+} candlist;
+
+static int note_candidate(const tl_cache_build *b, void *user) {
+  candlist *l = user;
+  if (strncmp(b->manifest, "tl-client-request 1\n", 20) == 0) /* a request: its build is listed too */
+    return 0;
+  if (l->n == l->cap) {
+    l->cap = l->cap ? l->cap * 2 : 64;
+    candidate *nc = realloc(l->c, sizeof *l->c * (size_t)l->cap);
+    if (!nc)
+      die_oom();
+    l->c = nc;
+  }
+  candidate *c = &l->c[l->n++];
+  memcpy(c->key, b->key, 65);
+  c->manifest = NULL;
+  if (strncmp(b->manifest, MANIFEST_MAGIC, strlen(MANIFEST_MAGIC)) == 0 && !(c->manifest = strdup(b->manifest)))
+    die_oom();
+  return l->n < EXPLAIN_CANDIDATES_MAX ? 0 : 1;
+}
+
+/* The build nearest to want among the local cache's builds (most recently
+ * used first, at most EXPLAIN_CANDIDATES_MAX); the manifests the local
+ * cache lacks come from the server when ask_server.  False when there is none. */
+static bool nearest_build(tl_client *c, const manifest *want, bool ask_server, manifest *best) {
+  const char *path = tl_client_cache_path(c);
+  tl_cache *cache = NULL;
+  candlist l = {0};
+  if (path && access(path, F_OK) == 0 && tl_cache_open(path, NULL, &cache, NULL) == TL_OK)
+    tl_cache_list(cache, note_candidate, &l, NULL);
+  tl_cache_close(cache);
+  long best_d = -1;
+  for (int i = 0; i < l.n; i++) {
+    char *text = l.c[i].manifest;
+    manifest m;
+    if (strcmp(l.c[i].key, want->key) == 0 ||
+        (!text && (!ask_server || tl_client_build_manifest(c, l.c[i].key, &text, NULL, NULL) != TL_OK))) {
+      free(text);
+      continue;
+    }
+    if (!manifest_parse(text, l.c[i].key, &m)) {
+      manifest_free(&m);
+      continue;
+    }
+    long d = manifest_distance(want, &m);
+    if (best_d < 0 || d < best_d) {
+      if (best_d >= 0)
+        manifest_free(best);
+      *best = m;
+      best_d = d;
+    } else {
+      manifest_free(&m);
+    }
+  }
+  free(l.c);
+  return best_d >= 0;
+}
+
+/* The request's manifest and key on c's server: computed here (parse,
+ * check, key: tl_compile_key) with the server's compiler identity in the
+ * compiler line. */
+static int request_manifest(const cmdline *o, tl_client *c, manifest *m) {
+  size_t len;
+  char *text = read_file(o->pos[0], &len, TL_CLIENT_PROGRAM_MAX);
+  if (!text)
+    return 2;
+  tl_define defs[MAX_LIST];
+  for (int i = 0; i < o->ndefs; i++)
+    defs[i] = (tl_define){o->defs[i].name, o->defs[i].value};
+  tl_compile_request req = {.program = text, .program_len = len, .defines = defs, .ndefines = o->ndefs,
+                            .target = o->targets[0], .options_json = o->options_json};
+  tl_arena *arena = tl_arena_new();
+  tl_diags diags = {.arena = arena};
+  char key[65], *mtext = NULL;
+  tl_error err;
+  tl_status st = tl_compile_key(&req, key, &mtext, &diags, &err);
+  if (st != TL_OK) {
+    fprintf(stderr, "tlclient: explain: %s: %s\n", o->pos[0], err.message);
+    tl_diags_print(&diags, o->pos[0], stderr);
+  }
+  tl_arena_free(arena);
+  free(text);
+  if (st != TL_OK)
+    return 1;
+  /* the server's compiler identity in place of this one's */
+  const char *server_id = tl_client_compiler_id(c);
+  const char *line = strstr(mtext, "\ncompiler ");
+  if (server_id[0] && line) {
+    const char *end = strchr(line + 1, '\n');
+    size_t head = (size_t)(line - mtext) + 10, tail = strlen(end);
+    char *n = malloc(head + strlen(server_id) + tail + 1);
+    if (!n)
+      die_oom();
+    memcpy(n, mtext, head);
+    memcpy(n + head, server_id, strlen(server_id));
+    memcpy(n + head + strlen(server_id), end, tail + 1);
+    free(mtext);
+    mtext = n;
+  }
+  tl_sha256_hex(mtext, strlen(mtext), key);
+  if (!manifest_parse(mtext, key, m)) {
+    fprintf(stderr, "tlclient: explain: the manifest computed here is not one\n");
+    manifest_free(m);
+    return 1;
+  }
+  return 0;
+}
+
+static int cmd_explain(const cmdline *o, tl_client *c) {
+  if (o->npos != 1)
+    return usage_error("'explain' takes one KEY or PROGRAM.json");
+  const char *what = o->pos[0];
+  bool is_key = strlen(what) == 64 && strspn(what, "0123456789abcdef") == 64;
+  if (is_key && (o->ndefs || o->ntargets || o->options_json))
+    return usage_error("'explain KEY' takes no -D, --target or --options: the key says them all");
+  if (!is_key && o->ntargets != 1)
+    return usage_error("'explain PROGRAM.json' needs one --target T");
+  manifest want = {0};
+  tl_error err;
+  if (is_key) {
+    char *text = NULL;
+    tl_source where;
+    if (tl_client_build_manifest(c, what, &text, &where, &err) != TL_OK) {
+      fprintf(stderr, "tlclient: explain: %s\n", err.message);
+      return 1;
+    }
+    if (!manifest_parse(text, what, &want)) {
+      fprintf(stderr, "tlclient: explain: the manifest of %s is not a key manifest\n", what);
+      manifest_free(&want);
+      return 1;
+    }
+    printf("build %s, from %s:\n", what, where == TL_SOURCE_LOCAL ? "the local cache" : "the server");
+    print_manifest("manifest", &want);
+    manifest_free(&want);
+    return 0;
+  }
+  int rc = request_manifest(o, c, &want);
+  if (rc)
+    return rc;
+  char *text = NULL;
+  tl_source where;
+  tl_status st = tl_client_build_manifest(c, want.key, &text, &where, &err);
+  free(text);
+  printf("request  %s for %s", what, o->targets[0]);
+  for (int i = 0; i < o->ndefs; i++)
+    printf(" %s=%s", o->defs[i].name, o->defs[i].value);
+  printf("\nkey      %s (%s %s)\n", want.key,
+         tl_client_compiler_id(c)[0] ? "the server's compiler" : "the server's compiler is not known: this one's,",
+         want.field[MF_COMPILER]);
+  if (st == TL_OK) {
+    printf("status   hit: %s has this build\n", where == TL_SOURCE_LOCAL ? "the local cache" : "the server");
+    print_manifest("manifest", &want);
+    manifest_free(&want);
+    return 0;
+  }
+  if (st != TL_NOT_FOUND)
+    printf("status   unknown: %s\n", err.message);
+  else
+    printf("status   miss: the server %s has no build with this key\n", tl_client_server(c));
+  manifest near;
+  if (nearest_build(c, &want, st == TL_NOT_FOUND, &near)) {
+    printf("nearest  %s (in the local cache); this request differs in:\n", near.key);
+    print_differences(&want, &near);
+    manifest_free(&near);
+  } else {
+    printf("nearest  none: the local cache %s has no build whose manifest is known here\n",
+           tl_client_cache_path(c) ? tl_client_cache_path(c) : "(off)");
+  }
+  print_manifest("manifest of this request", &want);
+  manifest_free(&want);
+  return 1;
+}
+
 /* ---- run ----------------------------------------------------------------------------------------------- */
 
 static uint64_t rng_state;
@@ -1865,6 +2211,8 @@ static const char *help_of(const char *cmd) {
     return usage_fetch;
   if (strcmp(cmd, "prebuild") == 0)
     return usage_prebuild;
+  if (strcmp(cmd, "explain") == 0)
+    return usage_explain;
   if (strcmp(cmd, "run") == 0)
     return usage_run;
   if (strcmp(cmd, "cache") == 0)
@@ -1896,7 +2244,7 @@ int main(int argc, char **argv) {
     const char *h = help_of(o.cmd);
     free_cmdline(&o);
     if (!h)
-      return usage_error("unknown command '%s'; the commands are info, compile, fetch, prebuild, run and cache", o.cmd);
+      return usage_error("unknown command '%s'; the commands are info, compile, fetch, prebuild, explain, run and cache", o.cmd);
     fputs(h, stdout);
     return 0;
   }
@@ -1906,7 +2254,7 @@ int main(int argc, char **argv) {
   }
   if (!help_of(o.cmd)) {
     free_cmdline(&o);
-    return usage_error("unknown command '%s'; the commands are info, compile, fetch, prebuild, run and cache", o.cmd);
+    return usage_error("unknown command '%s'; the commands are info, compile, fetch, prebuild, explain, run and cache", o.cmd);
   }
   if ((rc = check_options(&o)) != 0) {
     free_cmdline(&o);
@@ -1925,6 +2273,8 @@ int main(int argc, char **argv) {
     rc = cmd_fetch(&o, c);
   else if (strcmp(o.cmd, "prebuild") == 0)
     rc = cmd_prebuild(&o, c);
+  else if (strcmp(o.cmd, "explain") == 0)
+    rc = cmd_explain(&o, c);
   else if (strcmp(o.cmd, "run") == 0)
     rc = cmd_run(&o, c);
   else

@@ -15,6 +15,9 @@
 #  5. usage: a -D constant no program declares, -D given twice, a pattern
 #     that matches nothing: exit 2; a program without the constant is built
 #     once, with a note
+#  6. explain: a hit (the key that prebuild reported, and its manifest), a
+#     KEY, a miss after changing a constant and after changing the target
+#     (each names only the input that differs), usage errors
 #
 # Exit status: 0 pass, 1 fail, 77 skipped (no NVRTC, or no python3 with jsonschema).
 
@@ -171,6 +174,31 @@ run_client 2 "nothing but metadata" prebuild "$TMP/tree/out" --target sm_80
 run_client 2 "--exclude on compile" compile "$TMP/tree/tilus_add_one.json" --target sm_80 --exclude x
 run_client 0 "prebuild --help" prebuild --help
 has "$TMP/out" "3 the server could not be reached" "the exit statuses in the help"
+
+# ---- 6. explain ------------------------------------------------------------------------------
+run_client 0 "prebuild --fetch" prebuild examples/tilus_add_one.json --target sm_80 -D block_n=64 --fetch --json
+KEY=$("$PY" -c 'import json, sys; print(json.loads(open(sys.argv[1]).readline())["key"])' "$TMP/out")
+run_client 0 "explain a hit" explain examples/tilus_add_one.json --target sm_80 -D block_n=64
+has "$TMP/out" "key      $KEY" "explain computes the server's key"
+has "$TMP/out" "status   hit" "explain a hit"
+has "$TMP/out" "constants  {\"block_n\":64}" "explain prints the manifest"
+run_client 0 "explain a key" explain "$KEY"
+has "$TMP/out" "build $KEY" "explain KEY"
+has "$TMP/out" "target     sm_80" "explain KEY prints the manifest"
+run_client 1 "explain a miss: another constant" explain examples/tilus_add_one.json --target sm_80 -D block_n=32
+has "$TMP/out" "status   miss" "explain a miss"
+has "$TMP/out" "constants: block_n=32 here, the cache has block_n=64" "explain names the differing constant"
+lacks "$TMP/out" "target:" "explain names only what differs"
+run_client 1 "explain a miss: another target" explain examples/tilus_add_one.json --target sm_90 -D block_n=64
+has "$TMP/out" "target: sm_90 here, the cache has sm_80 (built for another target)" "explain names the target"
+lacks "$TMP/out" "constants:" "explain names only the target"
+run_client 1 "explain an unknown key" explain 0000000000000000000000000000000000000000000000000000000000000000
+has "$TMP/err" "has no build with key" "explain an unknown key"
+run_client 2 "explain without --target" explain examples/tilus_add_one.json
+run_client 2 "explain KEY with -D" explain "$KEY" -D block_n=1
+run_client 0 "explain --help" explain --help
+has "$TMP/out" "usage: tlclient explain KEY" "explain --help"
+run_client 1 "explain an invalid program" explain "$TMP/tree/out/$(basename "$META")" --target sm_80
 
 echo "client_prebuild.sh: $npass passed, $nfail failed"
 [ "$nfail" = 0 ]
