@@ -2039,13 +2039,13 @@ static int64_t tma_stage_bytes(const tl_stmt *loop) {
 
 /* The bulk tensor copies of copy s into its buffer (s_ names pointing at
  * the stage), completing on the mbarrier at shared address tl_mb: one per
- * 64-column panel of a 128-byte-swizzled buffer, else one.  Coordinates
- * are the region's start, innermost first. */
+ * panel of a 128-byte-swizzled buffer (box[0] columns: 128 bytes), else
+ * one.  Coordinates are the region's start, innermost first. */
 static void emit_tma_copy(E *e, const tl_stmt *s) {
   const tl_tmap *m = &e->prog->tmaps[s->tma_map];
   const tl_region *src = s->src;
   const tl_sym *b = s->dst->sym;
-  int64_t panel_elems = 1, panels = m->swizzle128 ? b->dims[b->ndim - 1] / 64 : 1;
+  int64_t panel_elems = 1, panels = m->swizzle128 ? b->dims[b->ndim - 1] / m->box[0] : 1;
   for (int d = 0; d < b->ndim; d++)
     panel_elems *= b->dims[d];
   panel_elems /= panels;
@@ -2055,7 +2055,7 @@ static void emit_tma_copy(E *e, const tl_stmt *s) {
       int d = m->rank - 1 - i;
       const char *lo = src->lo[d] ? ex(e, src->lo[d]) : "0";
       if (i == 0 && p)
-        lo = S("(%s) + %" PRId64, lo, 64 * p);
+        lo = S("(%s) + %" PRId64, lo, m->box[0] * p);
       coords = S("%s%s%%%d", coords, i ? ", " : "", 3 + i);
       ops = S("%s, \"r\"((int)(%s))", ops, lo);
     }

@@ -4,7 +4,7 @@
  * Needs: a placed and pipelined program (pass_place.c, pass_pipeline.c),
  * for a target of tl_codegen with tma (sm_90 and later, CUDA).  Produces:
  * tma on the prefetched cp.async copies of `pipelined` loops that one bulk
- * tensor copy per 64-column panel can do (cp.async.bulk.tensor, issued by
+ * tensor copy per 128-byte panel can do (cp.async.bulk.tensor, issued by
  * one thread, completing on a per-stage mbarrier: emit_cuda.c's
  * emit_pipelined); tma on their loops, with `mbar`, the first of the
  * loop's pipe_stages mbarriers; the tensor maps the kernel takes
@@ -24,9 +24,10 @@
  *     buffer (its extents, without the 1s, are the buffer's dimensions);
  *   - each box dimension is at most 256 elements (the hardware's limit);
  *   - the buffer's layout is one a tensor map writes: row-major
- *     (no swizzle), or the 128-byte swizzle of 128-byte rows (tl_swz with 8
- *     chunks per row, and a wgmma operand's panels of 64 columns, one copy
- *     per panel), each stage a whole number of swizzle atoms (1024 bytes)
+ *     (no swizzle), or the 128-byte swizzle of 128-byte rows of 16- or 8-bit
+ *     elements (tl_swz with 8 chunks per row, and a wgmma operand's panels
+ *     of 128 bytes of columns, one copy per panel), each stage a whole
+ *     number of swizzle atoms (1024 bytes)
  *     or, unswizzled, of 128 bytes (a bulk copy's destination alignment);
  *   - (always so after cp.async's own conditions) the tensor's base is
  *     16-byte aligned and its innermost dimension a constant number of
@@ -88,15 +89,16 @@ static const char *why_not(P *p, const tl_stmt *s, tl_tmap *m) {
   for (int d = 0; d < b->ndim; d++)
     stage_bytes *= b->dims[d];
   if (b->wgmma_op || b->swizzled) {
-    /* 2-D, 16-bit: tl_swz with 8 chunks of 16 bytes per row (one row per
-     * swizzle key) is the 128-byte swizzle; a wgmma operand is stored in
-     * panels of 64 columns, each in that swizzle */
-    int64_t cols = b->dims[b->ndim - 1];
-    if (b->ndim != 2 || es != 2 || (b->wgmma_op ? cols % 64 : cols != 64))
+    /* 2-D, 16- or 8-bit: tl_swz with 8 chunks of 16 bytes per row (one row
+     * per swizzle key; an 8-bit buffer's byte pairs counted as 16-bit
+     * elements) is the 128-byte swizzle; a wgmma operand is stored in
+     * panels of 128 bytes of columns, each in that swizzle */
+    int64_t cols = b->dims[b->ndim - 1], pc = 128 / es; /* the columns of 128 bytes */
+    if (b->ndim != 2 || es > 2 || (b->wgmma_op ? cols % pc : cols != pc))
       return tl_arena_printf(a, "the buffer's swizzle (rows of %lld bytes) is not one a tensor map writes",
                              (long long)(cols * es));
     m->swizzle128 = true;
-    m->box[0] = 64; /* emit_cuda.c copies the cols / 64 panels one by one */
+    m->box[0] = pc; /* emit_cuda.c copies the cols / pc panels one by one */
     if (stage_bytes % 1024)
       return "a stage of the buffer is not a whole number of 1024-byte swizzle atoms";
   } else if (stage_bytes % 128) {

@@ -194,6 +194,7 @@ CASES = [
     ("gemm_int8", {"M": 300, "N": 500, "K": 416, "block_K": 32}, {}, ["C"]),
     ("gemm_int8", {"M": 300, "N": 260, "K": 768, "block_K": 256}, {}, ["C"]),
     ("gemm_int8", {"M": 200, "N": 300, "K": 480, "block_K": 96}, {}, ["C"]),
+    ("gemm_int8", {"M": 1000, "N": 1100, "K": 416, "threads": 128}, {}, ["C"]),
     ("../tests/gpu/programs/gemm_uint8", {"M": 1000, "N": 1100, "K": 208}, {}, ["C"]),
     ("../tests/gpu/programs/gemm_uint8", {"M": 130, "N": 257, "K": 336, "block_K": 64}, {}, ["C"]),
     # A stored [K, M] and B [K, N]: mma.sync with operands packed byte by byte

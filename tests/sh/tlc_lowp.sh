@@ -92,6 +92,30 @@ done
 "$TLC" compile $f8 --target sm_90a --emit ir | grep -qF "alloc sa: fragment float32[128] in registers, mma-rows layout" ||
   fail "scale_a's rows are not a row vector in registers under wgmma"
 
+# 8-bit tiles in the 128-byte swizzle (rows of 128 bytes, or wgmma's panels of
+# 128 columns) are TMA copies from sm_90: int8-typed maps with 128-element boxes,
+# one bulk copy per panel; the 64-byte swizzle of a 64-wide K tile keeps cp.async
+for prog in $i8 $f8; do
+  ir=$("$TLC" compile $prog --target sm_90a --emit ir)
+  for op in A B; do
+    printf '%s\n' "$ir" | grep -F -- "-> ${op}_shared" | grep -qF "[TMA: cp.async.bulk.tensor, tensor map" ||
+      fail "$prog: $op's 8-bit tile is not a TMA copy"
+  done
+done
+"$TLC" compile $i8 --target sm_90a --emit meta -D block_K=256 | python3 -c '
+import json, sys
+maps = json.load(sys.stdin)["tensor_maps"]
+assert [(m["param"], m["dtype"], m["box"], m["swizzle"]) for m in maps] == \
+    [("A", "int8", [128, 128], "128B"), ("B", "int8", [128, 128], "128B")], maps' ||
+  fail "int8's tensor maps are not int8 boxes of 128 x 128 in the 128-byte swizzle"
+"$TLC" compile $i8 --target sm_90a --emit cuda -D block_K=256 -o "$tmp/k256.cu" || fail "--emit cuda, block_K=256"
+# the second panel: 128 x 128 bytes on in shared memory, 128 columns on in the tensor
+grep -F "tl_smem_addr(s_A_shared) + 16384u" "$tmp/k256.cu" | grep -qF "256LL)))) + 128))" ||
+  fail "block_K=256: no bulk copy of A's second 128-column panel"
+"$TLC" compile $i8 --target sm_90a --emit ir -D block_K=64 | grep -F -- "-> A_shared" |
+  grep -qF "[not TMA: the buffer's swizzle (rows of 64 bytes) is not one a tensor map writes]" ||
+  fail "block_K=64: the 64-byte swizzle is not refused for TMA"
+
 # uint8 and float8_e5m2 take their own types
 sed 's/"int8"/"uint8"/g' $i8 >"$tmp/u8.json"
 expect "$tmp/u8.json" sm_90a "[wgmma m64nNk32 s32.u8.u8]" "wgmma.mma_async.sync.aligned.m64n128k32.s32.u8.u8"
