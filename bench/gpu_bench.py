@@ -23,7 +23,9 @@ first against that product (`--w4a16-only` runs just these rows).
 Low precision (issue 12): int8 x int8 -> int32 (M = N = K = 8192; examples/gemm_int8.json)
 against torch._int_mm, checked exactly; float8_e4m3 with DeepGEMM's
 per-128 block scales (M = N = K = 4096 and 8192;
-examples/gemm_fp8_blockscaled.json, float16 out) against torch._scaled_mm
+examples/gemm_fp8_blockscaled.json, float16 out, and
+bench/programs/gemm_fp8_blockscaled_early.json, the same with the scales
+read before the gemm) against torch._scaled_mm
 with per-tensor scales (the same float8 FLOPs; cuBLAS has no per-128 block
 scales there), checked element by element against a float32 reference of
 the same float8 inputs within the bound of float32 accumulation plus the
@@ -104,8 +106,10 @@ def triton_matmul():
                  BM=128, BN=256, BK=64, G=8, num_warps=8, num_stages=3)
     return run
 
-LOWP_INT8_CONFIGS = [{}, {"block_N": 256}, {"num_stages": 4}]
-LOWP_FP8_CONFIGS = [{}, {"num_stages": 4}]
+LOWP_INT8_CONFIGS = [{}, {"block_N": 256}, {"num_stages": 4}, {"threads": 128}, {"block_K": 256, "num_stages": 2}]
+# (program, -D values): the example, and bench/programs' copy of it that reads each K block's scales before the gemm
+FP8_PROG, FP8_EARLY = "examples/gemm_fp8_blockscaled.json", "bench/programs/gemm_fp8_blockscaled_early.json"
+LOWP_FP8_CONFIGS = [(FP8_PROG, {}), (FP8_PROG, {"num_stages": 4}), (FP8_EARLY, {}), (FP8_EARLY, {"num_stages": 4})]
 
 
 def fp8_bound(S, absref, K, u_block=2.0 ** -24):
@@ -176,20 +180,21 @@ def lowp_rows(a, work, rows, res):
         del S
         flops = 2 * n ** 3
         best = None
-        for cfg in LOWP_FP8_CONFIGS:
+        for prog, cfg in LOWP_FP8_CONFIGS:
             defs = dict({"M": n, "N": n, "K": n}, **cfg)
             try:
-                ms = ours(a.tlc, "examples/gemm_fp8_blockscaled.json", defs,
+                ms = ours(a.tlc, prog, defs,
                           {"A": f"{work}/Af.npy", "B": f"{work}/Bf.npy", "scale_a": f"{work}/sa.npy",
                            "scale_b": f"{work}/sb.npy"}, {"C": f"{work}/Cf.npy"}, 10)
             except RuntimeError as ex:
-                print(f"  fp8 gemm {n} {cfg}: FAIL: {str(ex).strip()[-400:]}")
+                print(f"  fp8 gemm {n} {prog} {cfg}: FAIL: {str(ex).strip()[-400:]}")
                 continue
             C = torch.from_numpy(np.load(f"{work}/Cf.npy")).cuda().float()
             worst = (torch.abs(C - ref) / bound).max().item()
             worst14 = (torch.abs(C - ref) / bound14).max().item()
             e_ = (torch.linalg.norm(C - ref) / torch.linalg.norm(ref)).item()
             tag = ",".join(f"{k}={v}" for k, v in cfg.items()) or "as written"
+            tag = "early scales:" + tag if prog == FP8_EARLY else tag
             verdict = ("within the float32 bound" if worst <= 1 else
                        "past the float32 bound, within the 14-bit accumulation one" if worst14 <= 1 else
                        "FAIL: past both bounds (not timed)")

@@ -204,6 +204,9 @@ CASES = [
     ("gemm_fp8_blockscaled", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"]),
     ("gemm_fp8_blockscaled", {"M": 130, "N": 257, "K": 1024}, {}, ["C"]),
     ("gemm_fp8_blockscaled", {"M": 1000, "N": 1100, "K": 336, "threads": 128, "block_N": 64}, {}, ["C"]),
+    # the same with the scales read before the gemm (bench/gpu_bench.py times both)
+    ("../bench/programs/gemm_fp8_blockscaled_early", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"]),
+    ("../bench/programs/gemm_fp8_blockscaled_early", {"M": 256, "N": 256, "K": 1024}, {}, ["C"]),
     ("../tests/gpu/programs/gemm_e5m2", {"M": 1000, "N": 1100, "K": 208}, {}, ["C"]),
     ("../tests/gpu/programs/gemm_e5m2", {"M": 130, "N": 257, "K": 336, "block_K": 64}, {}, ["C"]),
     # wgmma on sm_90a (issue 11): 4-warp tiles (two m64 instructions per warpgroup, the rows of both in each warp),
