@@ -1826,12 +1826,12 @@ static void prefetch_copies(E *e, const tl_stmt *loop) {
 }
 
 /* A pipelined loop (pass_pipeline.c): its prefetched copies run
- * num_stages - 1 iterations ahead into rotating stages of their buffers,
+ * S - 1 iterations ahead (S = tl_pipe_stages) into rotating stages of their buffers,
  * one cp.async group per iteration; iteration c waits for its own group,
  * then a barrier makes every thread's chunks visible (and tells that
  * iteration c - 1 is done with the stage the next prefetch overwrites). */
 static void emit_pipelined(E *e, const tl_stmt *s) {
-  int64_t S = s->num_stages;
+  int64_t S = tl_pipe_stages(s); /* fewer than num_stages when shared memory was short */
   int id = e->uid++;
   const char *var = vname(e, s->var);
   line(e, "{");

@@ -53,6 +53,10 @@ tl_status tl_pass_pipeline_for(tl_program *prog, int64_t smem_limit, const tl_co
 /* pass_pipeline.c: is integer expression x provably a multiple of v (NULL,
  * meaning 0, is)? */
 bool tl_multiple_of(const tl_expr *x, int64_t v);
+/* pass_pipeline.c: the stages a software-pipelined loop rotates through:
+ * its prefetched buffers' (all alike; num_stages or fewer when shared
+ * memory was short). */
+int64_t tl_pipe_stages(const tl_stmt *loop);
 /* pass_place.c: offsets of the shared buffers (after pass_pipeline). */
 void tl_pass_smem(tl_program *prog);
 

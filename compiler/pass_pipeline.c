@@ -6,7 +6,7 @@
  * 16-byte chunks (cp.async; chunks wholly inside or wholly outside the
  * tensor, so the zero-fill of a chunk outside is the "reads as zero" rule);
  * prefetch on those copies of a `pipelined` loop that the loop can issue
- * num_stages - 1 iterations ahead, with `stages` copies of their shared
+ * stages - 1 iterations ahead, with `stages` copies of their shared
  * buffers; pipe on such loops.  Keeps: everything else (results never
  * change: a prefetched copy reads only the loop variable and values fixed
  * before the loop, and its buffer is written by nothing else and read by
@@ -181,6 +181,13 @@ static void pipeline_loop(P *p, tl_stmt *loop) {
     ((tl_sym *)buf)->stages = stages;
     loop->pipe = true;
   }
+}
+
+int64_t tl_pipe_stages(const tl_stmt *loop) {
+  for (int i = 0; i < loop->body.n; i++)
+    if (loop->body.items[i]->prefetch)
+      return loop->body.items[i]->dst->sym->stages;
+  return 1;
 }
 
 /* Marks the copies before what they hold, the pipelined loops after (tl_walker). */
