@@ -407,10 +407,17 @@ const tl_stage_info tl_compile_stages[] = {
     {NULL, NULL},
 };
 
-/* Hands the program after `stage` to the request's dump hook. */
-static void dump(const tl_compile_request *req, const char *stage, const tl_program *prog) {
+/* After `stage`: hands the program to the request's dump hook, then, when
+ * asked (the request, or TL_VERIFY=1), checks what the stage promises
+ * (verify.c). */
+static tl_status after(const tl_compile_request *req, const char *stage, const tl_program *prog, const tl_codegen *cg,
+                       tl_error *err) {
   if (req->dump)
     req->dump(req->dump_user, stage, prog);
+  const char *env = getenv("TL_VERIFY");
+  if (req->verify || (env && strcmp(env, "1") == 0))
+    return tl_verify(prog, stage, cg, err);
+  return TL_OK;
 }
 
 tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *diags, tl_error *err) {
@@ -434,22 +441,20 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
   tl_codegen cg = tl_codegen_of(&t);
   const tl_toolchain_ops *tc = toolchains[toolchain_of(&t)];
   void *th = toolchain_handle(toolchain_of(&t), NULL); /* open: front checked it */
-  dump(req, "check", prog);
-  if ((st = tl_pass_place_for(prog, t.smem_bytes, &cg, err)) != TL_OK)
-    goto done;
-  dump(req, "place", prog);
-  if ((st = tl_pass_pipeline_for(prog, t.smem_bytes, &cg, err)) != TL_OK)
-    goto done;
-  dump(req, "pipeline", prog);
-  if ((st = tl_check_target(prog, &t, diags, err)) != TL_OK)
+  if ((st = after(req, "check", prog, &cg, err)) != TL_OK ||
+      (st = tl_pass_place_for(prog, t.smem_bytes, &cg, err)) != TL_OK ||
+      (st = after(req, "place", prog, &cg, err)) != TL_OK ||
+      (st = tl_pass_pipeline_for(prog, t.smem_bytes, &cg, err)) != TL_OK ||
+      (st = after(req, "pipeline", prog, &cg, err)) != TL_OK ||
+      (st = tl_check_target(prog, &t, diags, err)) != TL_OK)
     goto done;
   tl_pass_range(prog);
-  dump(req, "range", prog);
-  if ((st = tl_pass_barrier(prog, err)) != TL_OK)
+  if ((st = after(req, "range", prog, &cg, err)) != TL_OK || (st = tl_pass_barrier(prog, err)) != TL_OK ||
+      (st = after(req, "barrier", prog, &cg, err)) != TL_OK)
     goto done;
-  dump(req, "barrier", prog);
   tl_pass_raster(prog);
-  dump(req, "raster", prog);
+  if ((st = after(req, "raster", prog, &cg, err)) != TL_OK)
+    goto done;
   prog->max_registers = opt.max_registers;
   char *src = tl_emit(arena, prog, &cg, err);
   if (!src) {

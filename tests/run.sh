@@ -19,6 +19,8 @@
 #   TL_TEST_FILTER   run only the tests whose name contains this string
 #   TL_TEST_TIMEOUT  seconds before a test is killed and failed (default 900;
 #                    0 means no limit)
+#   TL_VERIFY        exported as 1 unless set: every compile in the tests runs
+#                    the verifier between passes (compiler/verify.c)
 #
 # Test names: a unit test is named by its file name (test_arena), a shell
 # test by its file name with .sh (check_table.sh).
@@ -29,7 +31,8 @@ cd "$ROOT" || exit 1
 
 TL_BUILD=${TL_BUILD:-build}
 TL_SRCDIR=${TL_SRCDIR:-$ROOT}
-export TL_BUILD TL_SRCDIR
+TL_VERIFY=${TL_VERIFY:-1}
+export TL_BUILD TL_SRCDIR TL_VERIFY
 FILTER=${TL_TEST_FILTER:-}
 TIMEOUT=${TL_TEST_TIMEOUT:-900}
 case $TIMEOUT in

@@ -7,7 +7,8 @@
  * pipeline as tl_compile does up to code generation, without NVRTC --
  * tl_load_program, tl_pass_place, tl_pass_pipeline with the largest shared
  * memory of any target (232448 bytes, sm_90/sm_100), tl_pass_range,
- * tl_pass_barrier, tl_pass_raster, tl_emit_cuda -- and
+ * tl_pass_barrier, tl_pass_raster, tl_emit_cuda, the verifier (verify.c)
+ * after each pass -- and
  * compares the text byte for byte with NAME.cu, printing a unified diff
  * (diff -u) when it differs.  A change of the emitter thus shows as a diff
  * to review, and generation is checked to be deterministic (two runs give
@@ -143,12 +144,18 @@ static const struct {
 /* Runs the front end and the back end up to CUDA C (target NULL) or HIP C
  * for target; the text is malloc'd.  NULL (with a message printed) when a
  * stage fails. */
-/* The analyses after pass_pipeline, as tl_compile runs them. */
-static tl_status lower(tl_program *prog, tl_error *err) {
+/* The analyses after pass_pipeline, as tl_compile runs them, each
+ * verified (verify.c) like the stages before them. */
+static tl_status lower(tl_program *prog, const tl_codegen *cg, tl_error *err) {
+  tl_status st;
+  if ((st = tl_verify(prog, "place", cg, err)) != TL_OK || (st = tl_verify(prog, "pipeline", cg, err)) != TL_OK)
+    return st;
   tl_pass_range(prog);
-  tl_status st = tl_pass_barrier(prog, err);
+  if ((st = tl_verify(prog, "range", cg, err)) != TL_OK || (st = tl_pass_barrier(prog, err)) != TL_OK ||
+      (st = tl_verify(prog, "barrier", cg, err)) != TL_OK)
+    return st;
   tl_pass_raster(prog);
-  return st;
+  return TL_OK;
 }
 
 static char *emit(const char *name, const char *target) {
@@ -178,8 +185,9 @@ static char *emit(const char *name, const char *target) {
                      tl_pass_place_for(prog, lds, &cg, &err) != TL_OK ||
                      tl_pass_pipeline_for(prog, lds, &cg, &err) != TL_OK)) {
     print_message("%s: a pass failed for %s: %s: %s\n", path, target, tl_status_name(err.code), err.message);
-  } else if (lower(prog, &err) != TL_OK) {
-    print_message("%s: pass_barrier failed: %s: %s\n", path, tl_status_name(err.code), err.message);
+  } else if (lower(prog, hip ? &cg : &tl_codegen_cuda, &err) != TL_OK) {
+    print_message("%s: pass_range or pass_barrier failed or did not verify: %s: %s: %s\n", path,
+                  tl_status_name(err.code), err.pointer, err.message);
   } else {
     const char *src = hip ? tl_emit(arena, prog, &cg, &err) : tl_emit_cuda(arena, prog, &err);
     if (!src)

@@ -1,0 +1,783 @@
+/*
+ * verify.c - the verifier between passes: after each pass of tl_compile()
+ * it checks what the pass promises, from the annotations on the IR alone,
+ * and reports a broken promise as TL_INTERNAL naming the pass and the
+ * statement's JSON Pointer (a compiler bug, never a fault of the program).
+ * tl_compile() runs it when TL_VERIFY=1 is set in the environment or the
+ * request asks (tl_compile_request.verify); `make test` sets TL_VERIFY=1
+ * for the whole suite (tests/run.sh), so every program compiled in tests
+ * is verified.
+ *
+ * One check per pass boundary (tl_verify's stage):
+ *   place:    every buffer has a placement (shared memory offset, or
+ *             registers), every register fragment a layout whose shape
+ *             covers the buffer on the block's threads, every gemm one
+ *             path (per-element, mma.sync, wgmma, MFMA/WMMA) that the
+ *             target has and that its C's layout matches, A in registers
+ *             only where the gemm takes it from there, B never;
+ *   pipeline: every cp.async copy goes from a tensor into shared memory on
+ *             a target with cp.async; every prefetched copy sits in a
+ *             software-pipelined loop, its buffer has the loop's stages
+ *             (the stages the emitter rotates through), and nothing but
+ *             the loop's later statements touches that buffer (so the
+ *             iteration's wait covers every use); the shared buffers, each
+ *             with its stages, and the scratch lie inside the block's
+ *             shared memory without overlapping;
+ *   range:    every recorded range holds given its operands' recorded
+ *             ranges (each node checked on its own), every no_wrap
+ *             operation fits its type, and every tensor dimension marked
+ *             inside (no bounds guard) is inside by those ranges;
+ *   barrier:  every shared or global access that depends on an access by
+ *             another thread (a read after a write, a write after a read or
+ *             write) since the last barrier is separated from it by a
+ *             barrier, or lies in the same parallel loop (the same
+ *             thread's elements); no barrier sits under thread-dependent
+ *             control or inside a parallel loop; fence_async is set exactly
+ *             when a gemm runs on wgmma.
+ * check and raster promise nothing the verifier checks.
+ *
+ * The barrier check reuses pass_barrier.c's access model (which buffers a
+ * statement reads and writes; register fragments and local arrays are the
+ * thread's own; the scratch of a reduction through it counts as a buffer)
+ * but not its code: it runs the program in execution order over two sets
+ * of buffers indexed by slot, leaf by leaf, and runs a loop's body until
+ * those sets stop growing (a loop whose body holds no barrier is one step;
+ * nested loops multiply the steps: the verifier is for tests).
+ *
+ * Needs: the program as the stage left it.  Produces: nothing (a verdict).
+ * Keeps: everything (it changes nothing).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ir.h"
+#include "pass.h"
+
+typedef struct {
+  const tl_program *prog;
+  const tl_codegen *cg;
+  const char *stage;
+  tl_error *err;
+  bool failed;
+} V;
+
+/* Records the first failure, at statement pointer ptr. */
+static tl_walk_act fail(V *v, const char *ptr, const char *fmt, const char *a, const char *b) {
+  if (!v->failed) {
+    v->failed = true;
+    char msg[TL_ERROR_MESSAGE_MAX];
+    snprintf(msg, sizeof msg, fmt, a ? a : "", b ? b : "");
+    tl_error_set_at(v->err, TL_INTERNAL, ptr ? ptr : "", 0, "verifier: after %s: %s", v->stage, msg);
+  }
+  return TL_WALK_STOP;
+}
+
+static int64_t elements(const tl_sym *s) {
+  int64_t n = 1;
+  for (int d = 0; d < s->ndim; d++)
+    n *= s->dims[d];
+  return n;
+}
+
+static int64_t threads_of(const tl_program *p) { return p->threads[0] * p->threads[1] * p->threads[2]; }
+
+static bool in_shared(const tl_sym *s) {
+  return s->kind == SYM_BUFFER && (s->scope == SCOPE_SHARED || (s->scope == SCOPE_FRAGMENT && !s->in_regs));
+}
+
+/* ---- after place ------------------------------------------------------------------ */
+/* Does register fragment s's layout cover its shape on the block's threads? */
+static bool layout_covers(const tl_sym *s, int64_t threads) {
+  int64_t wm = s->mma_wm, wn = s->mma_wn, mi = s->mma_mi, ni = s->mma_ni;
+  bool grid = wm >= 1 && wn >= 1 && mi >= 1 && ni >= 1;
+  switch (s->reg_layout) {
+  case TL_LAYOUT_BLOCKED:
+    return s->per_thread >= 1 && s->per_thread * threads >= elements(s) && !s->packed;
+  case TL_LAYOUT_MMA:
+    return grid && s->ndim == 2 && s->dims[0] == wm * mi * 16 && s->dims[1] == wn * ni * 8 && wm * wn * 32 == threads &&
+           s->per_thread == mi * ni * 4 && (!s->packed || tl_dtype_size(s->dtype) == 2);
+  case TL_LAYOUT_MMA_ROWS:
+    return grid && s->ndim == 1 && s->dims[0] == wm * mi * 16 && wm * 32 == threads && s->per_thread == 2 * mi &&
+           !s->packed;
+  case TL_LAYOUT_MFMA:
+  case TL_LAYOUT_WMMA:
+  case TL_LAYOUT_WMMA_GFX12:
+    return grid && s->ndim == 2 && s->dims[0] == wm * mi * 16 && s->dims[1] == wn * ni * 16 &&
+           wm * wn * tl_amd_layout_wave(s->reg_layout) == threads &&
+           s->per_thread == mi * ni * tl_amd_layout_items(s->reg_layout) && !s->packed;
+  default:
+    return false;
+  }
+}
+
+static bool verify_buffers(V *v) {
+  const tl_program *p = v->prog;
+  for (int i = 0; i < p->nbuffer_slots; i++) {
+    const tl_sym *s = p->buffer_syms[i];
+    if (s->scope == SCOPE_LOCAL)
+      continue;
+    if (s->scope == SCOPE_FRAGMENT && s->in_regs) {
+      if (!layout_covers(s, threads_of(p)))
+        return fail(v, s->pointer, "register fragment '%s' has no layout that covers its shape on the block's threads",
+                    s->name, NULL),
+               false;
+    } else if (s->smem_offset < 0) {
+      return fail(v, s->pointer, "buffer '%s' has no placement (neither registers nor a shared memory offset)", s->name,
+                  NULL),
+             false;
+    }
+  }
+  return true;
+}
+
+static tl_walk_act place_stmt(tl_stmt *s, void *user) {
+  V *v = user;
+  if (s->kind != S_GEMM)
+    return TL_WALK_GO;
+  const tl_sym *C = s->C;
+  const tl_codegen *cg = v->cg;
+  int paths = (s->use_mma && !s->use_wgmma) + s->use_wgmma + s->use_amd_mma;
+  if (paths > 1 || (s->use_wgmma && !s->use_mma))
+    return fail(v, s->pointer, "gemm has more than one path chosen", NULL, NULL);
+  if ((s->use_mma && !cg->mma) || (s->use_wgmma && !cg->wgmma) || (s->use_amd_mma && !cg->amd_matrix))
+    return fail(v, s->pointer, "gemm runs on matrix instructions the target does not have", NULL, NULL);
+  if (s->use_mma && !(C->in_regs && C->reg_layout == TL_LAYOUT_MMA))
+    return fail(v, s->pointer, "gemm on mma.sync/wgmma but its C '%s' is not in the mma accumulator layout", C->name,
+                NULL);
+  if (s->use_amd_mma && !(C->in_regs && tl_amd_layout(C->reg_layout)))
+    return fail(v, s->pointer, "gemm on MFMA/WMMA but its C '%s' is not in a matrix-core layout", C->name, NULL);
+  if (s->B->in_regs)
+    return fail(v, s->pointer, "gemm operand B '%s' is in registers", s->B->name, NULL);
+  if (s->A->in_regs != s->a_regs || (s->a_regs && !(s->use_mma && s->A->reg_layout == TL_LAYOUT_MMA)))
+    return fail(v, s->pointer, "gemm operand A '%s' is in registers but the gemm does not take it from there (or the "
+                "reverse)", s->A->name, NULL);
+  return TL_WALK_GO;
+}
+
+/* ---- after pipeline --------------------------------------------------------------- */
+static tl_walk_act find_index(tl_expr *x, tl_stmt *s, void *b) {
+  (void)s;
+  return x->kind == E_INDEX && x->sym == b ? TL_WALK_STOP : TL_WALK_GO;
+}
+
+/* Does statement s itself (not its bodies) name buffer b? */
+static bool names_buffer(const tl_stmt *s, const tl_sym *b) {
+  if ((s->src && s->src->sym == b) || (s->dst && s->dst->sym == b) || s->A == b || s->B == b || s->C == b ||
+      (s->lhs && s->lhs->sym == b))
+    return true;
+  tl_stmt *m = (tl_stmt *)s;
+  tl_expr *roots[] = {m->lhs, m->value, m->start, m->extent, m->step};
+  for (size_t i = 0; i < sizeof roots / sizeof *roots; i++)
+    if (tl_walk_expr(roots[i], find_index, m, (void *)b) == TL_WALK_STOP)
+      return true;
+  for (int k = 0; k < 2; k++) {
+    const tl_region *r = k ? s->dst : s->src;
+    for (int d = 0; r && d < r->ndim; d++)
+      if (tl_walk_expr(r->lo[d], find_index, m, (void *)b) == TL_WALK_STOP)
+        return true;
+  }
+  return false;
+}
+
+/* A prefetched copy's buffer: who may touch it. */
+typedef struct {
+  V *v;
+  const tl_stmt *loop, *copy;
+  const tl_sym *buf;
+  bool reads_ok; /* walking the loop's statements after the copy: they may read it */
+} prefetched;
+
+static tl_walk_act prefetch_use(tl_stmt *s, void *user) {
+  prefetched *u = user;
+  if (s == u->loop) { /* its statements: none before the copy touches the buffer, none after writes it */
+    if (names_buffer(s, u->buf))
+      return fail(u->v, s->pointer, "the control of the pipelined loop reads buffer '%s'", u->buf->name, NULL);
+    static const tl_walker w = {.pre = prefetch_use};
+    for (int i = 0; i < s->body.n && !u->v->failed; i++) {
+      if (s->body.items[i] == u->copy) {
+        u->reads_ok = true;
+        continue;
+      }
+      tl_walk_stmt(s->body.items[i], &w, u);
+    }
+    u->reads_ok = false;
+    return u->v->failed ? TL_WALK_STOP : TL_WALK_SKIP;
+  }
+  if (!names_buffer(s, u->buf))
+    return TL_WALK_GO;
+  if (!u->reads_ok)
+    return fail(u->v, s->pointer, "buffer '%s' of a prefetched copy is used where the pipeline's wait does not cover "
+                "it (outside its loop, or before the copy in the loop)", u->buf->name, NULL);
+  if ((s->dst && s->dst->sym == u->buf) || (s->kind == S_GEMM && s->C == u->buf) || (s->lhs && s->lhs->sym == u->buf))
+    return fail(u->v, s->pointer, "buffer '%s' of a prefetched copy is written by another statement", u->buf->name,
+                NULL);
+  return TL_WALK_GO;
+}
+
+/* Who touches the buffer of the prefetched copy at index `at` of loop? */
+static void check_prefetch(V *v, const tl_stmt *loop, int at) {
+  const tl_stmt *c = loop->body.items[at];
+  prefetched u = {.v = v, .loop = loop, .copy = c, .buf = c->dst->sym};
+  static const tl_walker w = {.pre = prefetch_use};
+  tl_walk((tl_body *)&v->prog->body, &w, &u);
+}
+
+static tl_walk_act pipeline_stmt(tl_stmt *s, void *user) {
+  V *v = user;
+  if (s->async_copy &&
+      (s->kind != S_COPY || !v->cg->async_copy || s->src->sym->kind != SYM_TENSOR || !in_shared(s->dst->sym) ||
+       s->src->sym->dtype != s->dst->sym->dtype))
+    return fail(v, s->pointer, "cp.async copy that is not tensor -> shared memory of one dtype on a target with cp.async",
+                NULL, NULL);
+  if (s->prefetch && !s->async_copy)
+    return fail(v, s->pointer, "prefetched copy that is not a cp.async copy", NULL, NULL);
+  if (s->kind != S_LOOP) {
+    for (int i = 0; i < s->body.n; i++)
+      if (s->body.items[i]->prefetch)
+        return fail(v, s->body.items[i]->pointer, "prefetched copy outside a software-pipelined loop", NULL, NULL);
+    return TL_WALK_GO;
+  }
+  int64_t stages = 0;
+  for (int i = 0; i < s->body.n && !v->failed; i++) {
+    const tl_stmt *c = s->body.items[i];
+    if (!c->prefetch)
+      continue;
+    if (!s->pipe)
+      return fail(v, c->pointer, "prefetched copy in a loop that is not software pipelined", NULL, NULL);
+    if (c->dst->sym->stages < 2 || (stages && c->dst->sym->stages != stages))
+      return fail(v, c->pointer, "buffer '%s' of a prefetched copy has not the stages its loop rotates through",
+                  c->dst->sym->name, NULL);
+    stages = c->dst->sym->stages;
+    check_prefetch(v, s, i);
+  }
+  if (v->failed)
+    return TL_WALK_STOP;
+  if (s->pipe && (!stages || s->loop_kind != LOOP_PIPELINED || stages > s->num_stages || s->step->kind != E_CONST ||
+                  s->step->val.i != 1))
+    return fail(v, s->pointer, "software-pipelined loop without prefetched copies, not pipelined, with a step other "
+                "than 1 or with more stages than num_stages", NULL, NULL);
+  return TL_WALK_GO;
+}
+
+static int by_offset(const void *a, const void *b) {
+  int64_t x = (*(const tl_sym *const *)a)->smem_offset, y = (*(const tl_sym *const *)b)->smem_offset;
+  return x < y ? -1 : x > y;
+}
+
+static int64_t smem_size(const tl_sym *s) {
+  return elements(s) * (int64_t)tl_dtype_size(s->dtype) * (s->stages > 1 ? s->stages : 1);
+}
+
+/* The shared buffers with their stages, then the scratch, without overlap. */
+static bool verify_smem(V *v) {
+  const tl_program *p = v->prog;
+  const tl_sym **b = tl_arena_alloc(p->arena, sizeof *b * (size_t)(p->nbuffer_slots + 1));
+  int n = 0;
+  for (int i = 0; i < p->nbuffer_slots; i++)
+    if (in_shared(p->buffer_syms[i]))
+      b[n++] = p->buffer_syms[i];
+  qsort(b, (size_t)n, sizeof *b, by_offset);
+  int64_t end = 0;
+  for (int i = 0; i < n; i++) {
+    int64_t al = b[i]->wgmma_op ? 1024 : 16;
+    if (b[i]->smem_offset < end || b[i]->smem_offset % al)
+      return fail(v, b[i]->pointer, "shared buffer '%s' overlaps the one before it or is misaligned", b[i]->name, NULL),
+             false;
+    end = b[i]->smem_offset + smem_size(b[i]);
+  }
+  if (p->scratch_offset < end || p->scratch_bytes < 0 || p->scratch_offset + p->scratch_bytes > p->smem_bytes)
+    return fail(v, "", "the shared buffers with their stages and the scratch do not fit the block's %s bytes",
+                "dynamic shared memory", NULL),
+           false;
+  return true;
+}
+
+/* ---- after range ------------------------------------------------------------------ */
+static bool is_float(tl_type t) {
+  return t == TL_TY_UREAL || (t >= 0 && t < TL_DTYPE_COUNT && tl_dtype_is_float((tl_dtype)t));
+}
+
+/* Does integer dtype t hold every value of [lo, hi] (so a cast keeps them)? */
+static bool dtype_holds(tl_dtype t, int64_t lo, int64_t hi) {
+  static const struct {
+    tl_dtype t;
+    int64_t lo, hi;
+  } ints[] = {{TL_INT8, INT8_MIN, INT8_MAX},    {TL_INT16, INT16_MIN, INT16_MAX}, {TL_INT32, INT32_MIN, INT32_MAX},
+              {TL_INT64, INT64_MIN, INT64_MAX}, {TL_UINT8, 0, UINT8_MAX},         {TL_UINT16, 0, UINT16_MAX},
+              {TL_UINT32, 0, UINT32_MAX},       {TL_UINT64, 0, INT64_MAX}};
+  for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
+    if (ints[i].t == t)
+      return ints[i].lo <= lo && hi <= ints[i].hi;
+  return false;
+}
+
+/* Does [lo, hi] hold [a, b]? */
+static bool holds(const tl_expr *x, __int128 a, __int128 b) { return x->rlo <= a && b <= x->rhi; }
+
+static __int128 min4(__int128 a, __int128 b, __int128 c, __int128 d) {
+  __int128 m = a < b ? a : b, n = c < d ? c : d;
+  return m < n ? m : n;
+}
+static __int128 max4(__int128 a, __int128 b, __int128 c, __int128 d) {
+  __int128 m = a > b ? a : b, n = c > d ? c : d;
+  return m > n ? m : n;
+}
+
+/* Floor division of a by c > 0. */
+static __int128 fdiv(__int128 a, __int128 c) { return a >= 0 ? a / c : -((-a + c - 1) / c); }
+
+/* Is x's recorded range true whenever its operands' recorded ranges are? */
+static bool range_sound(const tl_expr *x) {
+  const tl_expr *l = x->nargs > 0 ? x->args[0] : NULL, *r = x->nargs > 1 ? x->args[1] : NULL;
+  if (x->rlo > x->rhi)
+    return false;
+  switch (x->kind) {
+  case E_CONST:
+    return !is_float(x->type) && holds(x, x->val.i, x->val.i);
+  case E_NAME:
+    return x->sym->has_range && holds(x, x->sym->rlo, x->sym->rhi);
+  case E_UNARY:
+    return x->op == '-' && l->has_range && holds(x, -(__int128)l->rhi, -(__int128)l->rlo);
+  case E_CALL:
+    if ((x->fn == FN_MIN || x->fn == FN_MAX) && l->has_range && r->has_range)
+      return holds(x, x->fn == FN_MIN ? (l->rlo < r->rlo ? l->rlo : r->rlo) : (l->rlo > r->rlo ? l->rlo : r->rlo),
+                   x->fn == FN_MIN ? (l->rhi < r->rhi ? l->rhi : r->rhi) : (l->rhi > r->rhi ? l->rhi : r->rhi));
+    return x->fn == FN_CAST && l->has_range && !is_float(l->type) && dtype_holds(x->dtype_arg, l->rlo, l->rhi) &&
+           holds(x, l->rlo, l->rhi);
+  case E_BINARY: {
+    if (!l->has_range || !r->has_range)
+      return false;
+    __int128 a = l->rlo, b = l->rhi, c = r->rlo, d = r->rhi;
+    switch (x->op) {
+    case '+': return holds(x, a + c, b + d);
+    case '-': return holds(x, a - d, b - c);
+    case '*': return holds(x, min4(a * c, a * d, b * c, b * d), max4(a * c, a * d, b * c, b * d));
+    case OP_FLOORDIV: return c == d && c > 0 && holds(x, fdiv(a, c), fdiv(b, c));
+    case '%': return c == d && c > 0 && holds(x, 0, c - 1);
+    default: return false;
+    }
+  }
+  default:
+    return false;
+  }
+}
+
+static tl_walk_act range_node(tl_expr *x, tl_stmt *s, void *user) {
+  V *v = user;
+  const char *ptr = s ? s->pointer : x->pointer;
+  if (x->has_range && !range_sound(x))
+    return fail(v, ptr, "the recorded range of '%s' does not follow from its operands' ranges",
+                tl_expr_str(v->prog->arena, x), NULL);
+  bool fits = x->has_range && (x->type == TL_INT64 || x->type == TL_TY_UINT ||
+                               (x->type == TL_INT32 && x->rlo >= INT32_MIN && x->rhi <= INT32_MAX));
+  if (x->no_wrap && (!fits || x->kind != E_BINARY))
+    return fail(v, ptr, "'%s' is printed as plain arithmetic but is not proven to fit its type",
+                tl_expr_str(v->prog->arena, x), NULL);
+  return TL_WALK_GO;
+}
+
+/* Does the recorded range of symbol s hold [a, b]? */
+static bool sym_holds(const tl_sym *s, __int128 a, __int128 b) { return s->has_range && s->rlo <= a && b <= s->rhi; }
+
+static tl_walk_act range_stmt(tl_stmt *s, void *user) {
+  V *v = user;
+  const tl_program *p = v->prog;
+  bool ok = true;
+  if (s->kind == S_LET && s->sym->has_range) {
+    const tl_expr *x = s->value;
+    if (x->kind == E_CALL && x->fn == FN_THREAD_BINDING)
+      ok = sym_holds(s->sym, 0, p->threads[x->args[0]->val.i] - 1);
+    else
+      ok = x->has_range && sym_holds(s->sym, x->rlo, x->rhi);
+  } else if (s->kind == S_PARALLEL) {
+    for (int i = 0; i < s->nvars && ok; i++)
+      ok = !s->vars[i]->has_range || sym_holds(s->vars[i], 0, s->extents[i]->val.i - 1);
+  } else if (s->kind == S_LOOP && s->var->has_range) {
+    const tl_expr *st = s->start, *ex = s->extent, *sp = s->step;
+    ok = st->has_range && ex->has_range && sp->has_range && sp->rlo == sp->rhi;
+    if (ok) { /* every value start + k * step, 0 <= k < extent */
+      __int128 last = (__int128)(ex->rhi > 0 ? ex->rhi - 1 : 0) * sp->rlo;
+      ok = sym_holds(s->var, st->rlo + (last < 0 ? last : 0), st->rhi + (last > 0 ? last : 0));
+    }
+  }
+  if (!ok)
+    return fail(v, s->pointer, "the recorded range of the variable this statement binds is not proven", NULL, NULL);
+  for (int k = 0; k < 2; k++) { /* every dimension without a guard is inside by the recorded ranges */
+    const tl_region *r = k ? s->dst : s->src;
+    for (int d = 0; r && d < r->ndim; d++) {
+      if (!r->inside[d])
+        continue;
+      const tl_expr *lo = r->lo[d];
+      if (r->sym->kind != SYM_TENSOR || r->sym->dims[d] < 0 || (lo && !lo->has_range) || (lo ? lo->rlo : 0) < 0 ||
+          (__int128)(lo ? lo->rhi : 0) + r->ext[d] > r->sym->dims[d])
+        return fail(v, s->pointer, "region '%s' is marked inside its tensor without a bounds guard, but its ranges "
+                    "do not prove it", r->text ? r->text : r->sym->name, NULL);
+    }
+  }
+  return TL_WALK_GO;
+}
+
+static bool verify_block_ranges(V *v) {
+  const tl_program *p = v->prog;
+  for (int i = 0; i < p->ngrid; i++) {
+    const tl_sym *b = p->block_vars[i];
+    if (!b || !b->has_range)
+      continue;
+    const tl_expr *g = p->grid[i];
+    int64_t cap = i == 0 ? INT32_MAX - 1 : 65534; /* CUDA's grid limits */
+    int64_t hi = g->kind == E_CONST && g->val.i - 1 < cap ? g->val.i - 1 : cap;
+    if (!sym_holds(b, 0, hi))
+      return fail(v, b->pointer, "the recorded range of block variable '%s' does not hold its grid", b->name, NULL),
+             false;
+  }
+  for (int i = 0; i < p->nparams; i++)
+    for (int d = 0; p->params[i]->kind == SYM_TENSOR && d < p->params[i]->ndim; d++)
+      if (tl_walk_expr(p->params[i]->shape[d], range_node, NULL, v) == TL_WALK_STOP)
+        return false;
+  return true;
+}
+
+/* ---- after barrier ---------------------------------------------------------------- */
+/* Buffers by index: buffer slots, then tensor parameters, then the scratch. */
+typedef struct {
+  bool *r, *w;
+} touched;
+
+typedef struct {
+  V *v;
+  int n;            /* indices */
+  touched pend;     /* accessed since the last barrier */
+} Bv;
+
+static int index_of(const Bv *b, const tl_sym *s) {
+  const tl_program *p = b->v->prog;
+  if (!s)
+    return -1;
+  if (s->kind == SYM_TENSOR)
+    return p->nbuffer_slots + s->param_index;
+  if (s->kind == SYM_BUFFER && in_shared(s))
+    return s->slot;
+  return -1; /* registers, local arrays: the thread's own */
+}
+
+static touched fresh(const Bv *b) {
+  tl_arena *a = b->v->prog->arena;
+  return (touched){tl_arena_alloc(a, (size_t)b->n), tl_arena_alloc(a, (size_t)b->n)};
+}
+
+static touched copy_of(const Bv *b, touched t) {
+  touched c = fresh(b);
+  memcpy(c.r, t.r, (size_t)b->n);
+  memcpy(c.w, t.w, (size_t)b->n);
+  return c;
+}
+
+/* into |= t; returns whether into grew. */
+static bool join(const Bv *b, touched into, touched t) {
+  bool grew = false;
+  for (int i = 0; i < b->n; i++) {
+    grew |= (t.r[i] && !into.r[i]) || (t.w[i] && !into.w[i]);
+    into.r[i] |= t.r[i];
+    into.w[i] |= t.w[i];
+  }
+  return grew;
+}
+
+static void clear(const Bv *b, touched t) {
+  memset(t.r, 0, (size_t)b->n);
+  memset(t.w, 0, (size_t)b->n);
+}
+
+/* The first buffer of t that conflicts with what pend holds, or -1. */
+static int conflict(const Bv *b, touched pend, touched t) {
+  for (int i = 0; i < b->n; i++)
+    if ((t.r[i] && pend.w[i]) || (t.w[i] && (pend.w[i] || pend.r[i])))
+      return i;
+  return -1;
+}
+
+static const char *name_of(const Bv *b, int i) {
+  const tl_program *p = b->v->prog;
+  if (i < p->nbuffer_slots)
+    return p->buffer_syms[i]->name;
+  if (i < p->nbuffer_slots + p->nparams)
+    return p->params[i - p->nbuffer_slots]->name;
+  return "(scratch)";
+}
+
+typedef struct {
+  Bv *b;
+  touched t;
+} gather;
+
+static void mark(gather *g, const tl_sym *s, bool write) {
+  int i = index_of(g->b, s);
+  if (i >= 0)
+    (write ? g->t.w : g->t.r)[i] = true;
+}
+
+static tl_walk_act gather_expr(tl_expr *x, tl_stmt *s, void *user) {
+  (void)s;
+  if (x->kind == E_INDEX)
+    mark(user, x->sym, false);
+  return TL_WALK_GO;
+}
+
+/* What statement s reads and writes itself (its expressions included). */
+static tl_walk_act gather_stmt(tl_stmt *s, void *user) {
+  gather *g = user;
+  switch (s->kind) {
+  case S_COPY:
+  case S_ATOMIC_ADD:
+  case S_FILL:
+    if (s->src)
+      mark(g, s->src->sym, false);
+    mark(g, s->dst->sym, true);
+    break;
+  case S_GEMM:
+    mark(g, s->A, false);
+    mark(g, s->B, false);
+    mark(g, s->C, false);
+    mark(g, s->C, true);
+    break;
+  case S_REDUCE:
+  case S_CUMSUM:
+    mark(g, s->src->sym, false);
+    mark(g, s->dst->sym, false);
+    mark(g, s->dst->sym, true);
+    if (s->src->sym->in_regs && !tl_reduce_in_quads(s)) /* exchanges through the scratch */
+      g->t.r[g->b->n - 1] = g->t.w[g->b->n - 1] = true;
+    break;
+  case S_ASSIGN:
+    if (s->lhs->kind == E_INDEX)
+      mark(g, s->lhs->sym, true);
+    break;
+  default:
+    break;
+  }
+  return TL_WALK_GO;
+}
+
+/* Everything s and what it holds access. */
+static touched accesses(Bv *b, tl_stmt *s) {
+  gather g = {b, fresh(b)};
+  static const tl_walker w = {.pre = gather_stmt, .expr = gather_expr};
+  tl_walk_stmt(s, &w, &g);
+  return g.t;
+}
+
+/* Does x depend on the thread (a thread index, a per-thread variable or a
+ * local array)? */
+static tl_walk_act thread_dep(tl_expr *x, tl_stmt *s, void *user) {
+  (void)s;
+  (void)user;
+  if (x->kind == E_CALL && x->fn == FN_THREAD_BINDING)
+    return TL_WALK_STOP;
+  const tl_sym *y = x->kind == E_NAME || x->kind == E_INDEX ? x->sym : NULL;
+  return y && (y->varying || y->kind == SYM_VAR || (y->kind == SYM_BUFFER && y->scope == SCOPE_LOCAL)) ? TL_WALK_STOP
+                                                                                                    : TL_WALK_GO;
+}
+
+static bool uniform_control(const tl_stmt *s) {
+  tl_stmt *m = (tl_stmt *)s;
+  tl_expr *c[] = {m->value, m->start, m->extent, m->step};
+  for (size_t i = 0; i < sizeof c / sizeof *c; i++)
+    if (tl_walk_expr(c[i], thread_dep, m, NULL) == TL_WALK_STOP)
+      return false;
+  return true;
+}
+
+/* No barrier inside s (tl_walker.pre over what a parallel loop or
+ * thread-dependent control holds). */
+static tl_walk_act no_barrier(tl_stmt *s, void *user) {
+  if (s->barrier_before || s->barrier_end || s->pipe || s->kind == S_SYNC_THREADS)
+    return fail(user, s->pointer, "a barrier inside a parallel loop or under thread-dependent control", NULL, NULL);
+  return TL_WALK_GO;
+}
+
+static void run_body(Bv *b, const tl_body *body);
+
+/* Checks access t of statement s against what is pending, then adds it. */
+static void access_now(Bv *b, const tl_stmt *s, touched t) {
+  int i = conflict(b, b->pend, t);
+  if (i >= 0) {
+    fail(b->v, s->pointer, "'%s' is accessed here after another thread's access since the last barrier, with no "
+         "barrier between%s", name_of(b, i), "");
+    return;
+  }
+  join(b, b->pend, t);
+}
+
+/* A unit that runs as a whole: a parallel loop (each thread its own
+ * elements) or thread-dependent control (no barrier possible): its
+ * statements in order must not depend on each other's threads, and it holds
+ * no barrier. */
+static void run_unit(Bv *b, tl_stmt *s) {
+  V *v = b->v;
+  static const tl_walker nb = {.pre = no_barrier};
+  if (s->barrier_end || s->pipe) {
+    fail(v, s->pointer, "a barrier under thread-dependent control", NULL, NULL);
+    return;
+  }
+  if (s->kind == S_PARALLEL) {
+    for (int i = 0; i < s->body.n; i++)
+      tl_walk_stmt(s->body.items[i], &nb, v);
+    if (!v->failed)
+      access_now(b, s, accesses(b, s));
+    return;
+  }
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < (k ? s->else_body.n : s->body.n); i++)
+      tl_walk_stmt(k ? s->else_body.items[i] : s->body.items[i], &nb, v);
+  if (v->failed)
+    return;
+  /* control first, then the body's statements in order (what they hold is
+   * under the same thread-dependent control, so each counts as a whole) */
+  touched ctl = fresh(b);
+  gather g = {b, ctl};
+  tl_expr *c[] = {s->value, s->start, s->extent, s->step};
+  for (size_t i = 0; i < sizeof c / sizeof *c; i++)
+    tl_walk_expr(c[i], gather_expr, s, &g);
+  access_now(b, s, ctl);
+  touched outer = b->pend, inner = copy_of(b, outer);
+  for (int k = 0; k < 2 && !v->failed; k++) {
+    b->pend = copy_of(b, outer);
+    for (int i = 0; i < (k ? s->else_body.n : s->body.n) && !v->failed; i++) {
+      tl_stmt *t = k ? s->else_body.items[i] : s->body.items[i];
+      access_now(b, t, accesses(b, t));
+    }
+    join(b, inner, b->pend);
+  }
+  b->pend = inner;
+}
+
+static void run_stmt(Bv *b, tl_stmt *s) {
+  if (s->barrier_before)
+    clear(b, b->pend);
+  switch (s->kind) {
+  case S_SYNC_THREADS:
+    clear(b, b->pend);
+    return;
+  case S_PARALLEL:
+    run_unit(b, s);
+    return;
+  case S_IF: {
+    if (s->value->kind == E_CONST) { /* only the branch taken is emitted */
+      bool take = is_float(s->value->type) ? s->value->val.f != 0 : s->value->val.i != 0;
+      run_body(b, take ? &s->body : &s->else_body);
+      return;
+    }
+    if (!uniform_control(s)) {
+      run_unit(b, s);
+      return;
+    }
+    touched ctl = fresh(b);
+    gather g = {b, ctl};
+    tl_walk_expr(s->value, gather_expr, s, &g);
+    access_now(b, s, ctl);
+    touched before = copy_of(b, b->pend);
+    run_body(b, &s->body);
+    touched after_then = b->pend;
+    b->pend = before;
+    if (s->has_else)
+      run_body(b, &s->else_body);
+    join(b, b->pend, after_then);
+    return;
+  }
+  case S_LOOP: {
+    if (!uniform_control(s)) {
+      run_unit(b, s);
+      return;
+    }
+    touched ctl = fresh(b);
+    gather g = {b, ctl};
+    tl_expr *c[] = {s->start, s->extent, s->step};
+    for (int i = 0; i < 3; i++)
+      tl_walk_expr(c[i], gather_expr, s, &g);
+    access_now(b, s, ctl);
+    if (s->pipe) { /* the prologue's copies, then each iteration after a barrier, and one after the loop */
+      for (int i = 0; i < s->body.n; i++)
+        if (s->body.items[i]->prefetch)
+          access_now(b, s->body.items[i], accesses(b, s->body.items[i]));
+      clear(b, b->pend);
+      for (int i = 0; i < s->body.n && !b->v->failed; i++)
+        if (!s->body.items[i]->prefetch)
+          run_stmt(b, s->body.items[i]);
+      clear(b, b->pend);
+      return;
+    }
+    /* zero, one or more iterations: run the body until the pending sets
+     * at its start stop growing */
+    touched at_start = copy_of(b, b->pend), after = copy_of(b, b->pend);
+    for (bool grew = true; grew && !b->v->failed;) {
+      b->pend = copy_of(b, at_start);
+      run_body(b, &s->body);
+      if (s->barrier_end)
+        clear(b, b->pend);
+      join(b, after, b->pend);
+      grew = join(b, at_start, b->pend);
+    }
+    b->pend = after;
+    return;
+  }
+  case S_ALLOC:
+  case S_ANNOTATE_LAYOUT:
+  case S_USE_SWIZZLE:
+    return;
+  default:
+    access_now(b, s, accesses(b, s));
+    return;
+  }
+}
+
+static void run_body(Bv *b, const tl_body *body) {
+  for (int i = 0; i < body->n && !b->v->failed; i++)
+    run_stmt(b, body->items[i]);
+}
+
+static tl_walk_act wgmma_gemm(tl_stmt *s, void *user) {
+  (void)user;
+  return s->kind == S_GEMM && s->use_wgmma ? TL_WALK_STOP : TL_WALK_GO;
+}
+
+static void verify_barriers(V *v) {
+  const tl_program *p = v->prog;
+  static const tl_walker w = {.pre = wgmma_gemm};
+  bool wgmma = tl_walk((tl_body *)&p->body, &w, NULL) == TL_WALK_STOP;
+  if (wgmma != p->fence_async) {
+    fail(v, "", "fence_async is %s but a gemm on wgmma is %s", p->fence_async ? "set" : "not set",
+         wgmma ? "there" : "not there");
+    return;
+  }
+  Bv b = {.v = v, .n = p->nbuffer_slots + p->nparams + 1};
+  b.pend = fresh(&b);
+  run_body(&b, &p->body);
+}
+
+/* ---- the entry point ---------------------------------------------------------------- */
+tl_status tl_verify(const tl_program *prog, const char *stage, const tl_codegen *cg, tl_error *err) {
+  V v = {.prog = prog, .cg = cg, .stage = stage, .err = err};
+  tl_body *body = (tl_body *)&prog->body; /* the walks change nothing */
+  if (strcmp(stage, "place") == 0) {
+    static const tl_walker w = {.pre = place_stmt};
+    if (verify_buffers(&v) && verify_smem(&v))
+      tl_walk(body, &w, &v);
+  } else if (strcmp(stage, "pipeline") == 0) {
+    static const tl_walker w = {.pre = pipeline_stmt};
+    if (verify_buffers(&v) && verify_smem(&v))
+      tl_walk(body, &w, &v);
+  } else if (strcmp(stage, "range") == 0) {
+    static const tl_walker w = {.pre = range_stmt, .expr = range_node};
+    if (!(prog->lowered & TL_RAN_RANGE))
+      fail(&v, "", "the pass did not mark the program ranged", NULL, NULL);
+    else if (verify_block_ranges(&v))
+      tl_walk(body, &w, &v);
+  } else if (strcmp(stage, "barrier") == 0) {
+    if (!(prog->lowered & TL_RAN_BARRIER))
+      fail(&v, "", "the pass did not mark the program's barriers placed", NULL, NULL);
+    else
+      verify_barriers(&v);
+  }
+  return v.failed ? TL_INTERNAL : TL_OK;
+}
