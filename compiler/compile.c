@@ -3,21 +3,29 @@
  * DESIGN.md section 3 for one program and one target, the build key, and
  * the metadata that lets a client launch the binary with nothing else.
  *
- *   tl_compile:  parse + check (tl_load_program)
- *                -> the target (target.h: tl_target_parse, one table)
- *                -> build key (canonical manifest, SHA-256)
- *                -> pass_place (registers or shared memory per buffer)
- *                -> pass_pipeline (cp.async, software pipelining, where the target has it)
- *                -> check_target (clusters, shared memory: diagnostics)
- *                -> pass_range (value ranges; bounds guards proven)
- *                -> pass_barrier (where the block barriers go)
- *                -> pass_raster (the blocks' order for use_swizzle)
- *                -> emit CUDA C or HIP C (emit_cuda.c and its dialects)
- *                -> the toolchain of the target's vendor (toolchain.h:
- *                   NVRTC, nvrtc.c: cubin or PTX; hiprtc / clang + ld.lld,
- *                   amdgpu.c: HSACO), then the binary read back for the
- *                   metadata's resources (cubin.c, hsaco.c)
- *                -> metadata
+ * tl_compile() below reads as the pipeline, one call per stage; each call
+ * is one hop from here to the file that does the work:
+ *
+ *   front()                the target (tl_target_parse: target.c, one table),
+ *                          its toolchain (the table below), the options,
+ *                          parse + check (tl_load_program: parse.c, expr.c,
+ *                          check.c) and the build key (manifest_of, here)
+ *   tl_pass_place_for      pass_place.c: registers or shared memory per buffer
+ *   tl_pass_pipeline_for   pass_pipeline.c: cp.async, software pipelining
+ *   tl_check_target        check_target.c: clusters, shared memory (diagnostics)
+ *   tl_pass_range          pass_range.c: value ranges; bounds guards proven
+ *   tl_pass_barrier        pass_barrier.c: where the block barriers go
+ *   tl_pass_raster         pass_raster.c: the blocks' order for use_swizzle
+ *   tl_emit                emit_cuda.c: CUDA C or HIP C (its dialect table)
+ *   tc->compile, inspect   the toolchain of the target's vendor (toolchain.h):
+ *                          tl_toolchain_nvrtc (nvrtc.c: cubin or PTX; the
+ *                          binary read back by cubin.c) or tl_toolchain_amdgpu
+ *                          (amdgpu.c: hiprtc or clang + ld.lld; hsaco.c)
+ *   metadata()             here: proto/kernel-meta.md
+ *
+ * After each stage, after() hands the program to the request's dump hook
+ * (`tlc compile --dump STAGE`; the stages are tl_compile_stages) and, when
+ * TL_VERIFY=1 or the request asks, checks it (tl_verify: verify.c).
  *
  * The toolchain is the entry of the toolchain table whose vendor is the
  * target's.  Each toolchain is opened once, when first needed.
@@ -38,7 +46,8 @@
 #include "tlcompiler.h"
 
 /* ---- the toolchains, opened once ------------------------------------------------- */
-/* One entry per vendor (toolchain.h); a target's vendor picks its entry. */
+/* One entry per vendor (toolchain.h); a target's vendor picks its entry:
+ * tl_toolchain_nvrtc is in nvrtc.c, tl_toolchain_amdgpu in amdgpu.c. */
 static const tl_toolchain_ops *const toolchains[] = {&tl_toolchain_nvrtc, &tl_toolchain_amdgpu};
 #define NTOOLCHAINS (sizeof toolchains / sizeof *toolchains)
 
@@ -397,8 +406,10 @@ void tl_toolchain_out_free(tl_toolchain_out *o) {
   memset(o, 0, sizeof *o);
 }
 
+/* The stages after which tl_compile calls after(): a dump may follow each,
+ * the verifier checks each (verify.c says what it checks after which). */
 const tl_stage_info tl_compile_stages[] = {
-    {"check", "parse and check (check.c): names resolved, types, constants folded"},
+    {"check", "parse and check (parse.c, check.c): names resolved, types, constants folded"},
     {"place", "pass_place.c: registers or shared memory for every buffer, gemms on the matrix cores"},
     {"pipeline", "pass_pipeline.c: cp.async copies, software-pipelined loops, shared memory offsets"},
     {"range", "pass_range.c: value ranges; each bounds guard kept or proven (inside)"},
