@@ -40,9 +40,12 @@
  * statement reads and writes; register fragments and local arrays are the
  * thread's own; the scratch of a reduction through it counts as a buffer)
  * but not its code: it runs the program in execution order over two sets
- * of buffers indexed by slot, leaf by leaf, and runs a loop's body until
- * those sets stop growing (a loop whose body holds no barrier is one step;
- * nested loops multiply the steps: the verifier is for tests).
+ * of buffers indexed by slot, leaf by leaf, and runs a loop's body once,
+ * from what is pending before the loop joined with what an iteration
+ * leaves pending (the body's effect, computed apart), which checks every
+ * iteration at once.  Each statement is run once and its effect computed
+ * once per loop around it (at most TL_MAX_STMT_DEPTH): time linear in the
+ * program's size times the buffers it has.
  *
  * Needs: the program as the stage left it.  Produces: nothing (a verdict).
  * Keeps: everything (it changes nothing).
@@ -598,6 +601,82 @@ static tl_walk_act no_barrier(tl_stmt *s, void *user) {
 
 static void run_body(Bv *b, const tl_body *body);
 
+/* What the control of s (an if's condition, a loop's bounds) reads. */
+static touched control(Bv *b, tl_stmt *s) {
+  gather g = {b, fresh(b)};
+  tl_expr *c[] = {s->value, s->start, s->extent, s->step};
+  for (size_t i = 0; i < sizeof c / sizeof *c; i++)
+    tl_walk_expr(c[i], gather_expr, s, &g);
+  return g.t;
+}
+
+/* What running statements does to the pending sets, whatever they were:
+ * pending after = (passes ? pending before : nothing) + adds.  Every
+ * statement's effect has this form (an access adds, a barrier clears, an
+ * if joins its branches, a loop joins its iterations), and so has a
+ * sequence's. */
+typedef struct {
+  bool passes;
+  touched adds;
+} effect;
+
+static effect stmt_effect(Bv *b, tl_stmt *s);
+
+/* a, then c. */
+static effect then(Bv *b, effect a, effect c) {
+  effect r = {a.passes && c.passes, c.passes ? a.adds : fresh(b)};
+  join(b, r.adds, c.adds);
+  return r;
+}
+
+static effect body_effect(Bv *b, const tl_body *body) {
+  effect e = {true, fresh(b)};
+  for (int i = 0; i < body->n; i++)
+    e = then(b, e, stmt_effect(b, body->items[i]));
+  return e;
+}
+
+static effect stmt_effect(Bv *b, tl_stmt *s) {
+  effect e = {true, fresh(b)}, cleared = {false, fresh(b)};
+  switch (s->kind) {
+  case S_SYNC_THREADS:
+    e = cleared;
+    break;
+  case S_ALLOC:
+  case S_ANNOTATE_LAYOUT:
+  case S_USE_SWIZZLE:
+    break;
+  case S_IF:
+    if (s->value->kind == E_CONST) {
+      bool take = is_float(s->value->type) ? s->value->val.f != 0 : s->value->val.i != 0;
+      e = body_effect(b, take ? &s->body : &s->else_body);
+    } else if (uniform_control(s)) {
+      effect t = body_effect(b, &s->body), f = body_effect(b, &s->else_body);
+      effect branches = {t.passes || f.passes, t.adds};
+      join(b, branches.adds, f.adds);
+      e = then(b, (effect){true, control(b, s)}, branches);
+    } else {
+      e.adds = accesses(b, s);
+    }
+    break;
+  case S_LOOP:
+    if (!uniform_control(s)) {
+      e.adds = accesses(b, s);
+    } else if (s->pipe) { /* a barrier after the loop */
+      e = cleared;
+    } else { /* zero or more iterations, each ending with what the body leaves (or a barrier) */
+      e.adds = control(b, s);
+      if (!s->barrier_end)
+        join(b, e.adds, body_effect(b, &s->body).adds);
+    }
+    break;
+  default:
+    e.adds = accesses(b, s);
+    break;
+  }
+  return s->barrier_before ? then(b, cleared, e) : e;
+}
+
 /* Checks access t of statement s against what is pending, then adds it. */
 static void access_now(Bv *b, const tl_stmt *s, touched t) {
   int i = conflict(b, b->pend, t);
@@ -634,12 +713,7 @@ static void run_unit(Bv *b, tl_stmt *s) {
     return;
   /* control first, then the body's statements in order (what they hold is
    * under the same thread-dependent control, so each counts as a whole) */
-  touched ctl = fresh(b);
-  gather g = {b, ctl};
-  tl_expr *c[] = {s->value, s->start, s->extent, s->step};
-  for (size_t i = 0; i < sizeof c / sizeof *c; i++)
-    tl_walk_expr(c[i], gather_expr, s, &g);
-  access_now(b, s, ctl);
+  access_now(b, s, control(b, s));
   touched outer = b->pend, inner = copy_of(b, outer);
   for (int k = 0; k < 2 && !v->failed; k++) {
     b->pend = copy_of(b, outer);
@@ -672,10 +746,7 @@ static void run_stmt(Bv *b, tl_stmt *s) {
       run_unit(b, s);
       return;
     }
-    touched ctl = fresh(b);
-    gather g = {b, ctl};
-    tl_walk_expr(s->value, gather_expr, s, &g);
-    access_now(b, s, ctl);
+    access_now(b, s, control(b, s));
     touched before = copy_of(b, b->pend);
     run_body(b, &s->body);
     touched after_then = b->pend;
@@ -690,12 +761,7 @@ static void run_stmt(Bv *b, tl_stmt *s) {
       run_unit(b, s);
       return;
     }
-    touched ctl = fresh(b);
-    gather g = {b, ctl};
-    tl_expr *c[] = {s->start, s->extent, s->step};
-    for (int i = 0; i < 3; i++)
-      tl_walk_expr(c[i], gather_expr, s, &g);
-    access_now(b, s, ctl);
+    access_now(b, s, control(b, s));
     if (s->pipe) { /* the prologue's copies, then each iteration after a barrier, and one after the loop */
       for (int i = 0; i < s->body.n; i++)
         if (s->body.items[i]->prefetch)
@@ -707,17 +773,18 @@ static void run_stmt(Bv *b, tl_stmt *s) {
       clear(b, b->pend);
       return;
     }
-    /* zero, one or more iterations: run the body until the pending sets
-     * at its start stop growing */
-    touched at_start = copy_of(b, b->pend), after = copy_of(b, b->pend);
-    for (bool grew = true; grew && !b->v->failed;) {
-      b->pend = copy_of(b, at_start);
-      run_body(b, &s->body);
-      if (s->barrier_end)
-        clear(b, b->pend);
-      join(b, after, b->pend);
-      grew = join(b, at_start, b->pend);
-    }
+    /* Zero, one or more iterations.  An iteration starts from what was
+     * pending before the loop or, after the first, from what the body
+     * leaves (its effect; nothing after a barrier at its end); the checks
+     * are monotone and the effects distribute over unions, so one run of
+     * the body from the union of those starts checks every iteration. */
+    touched after = copy_of(b, b->pend);
+    if (!s->barrier_end)
+      join(b, b->pend, body_effect(b, &s->body).adds);
+    run_body(b, &s->body);
+    if (s->barrier_end)
+      clear(b, b->pend);
+    join(b, after, b->pend);
     b->pend = after;
     return;
   }

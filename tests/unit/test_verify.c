@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 #include "pass.h"
 #include "tlcompiler.h"
@@ -350,6 +351,47 @@ static void compile_stops_at_broken_pass(void **state) {
   free(keep);
 }
 
+/* Loops nested as deep as programs may nest them (TL_MAX_STMT_DEPTH), each
+ * rewriting shared memory: the barrier check runs each body once, not once
+ * per iteration of every loop around it (which would be 2^depth runs). */
+static void deep_loops_verify_fast(void **state) {
+  (void)state;
+  enum { DEPTH = TL_MAX_STMT_DEPTH - 3 };
+  char *text = malloc(64 * 1024);
+  assert_non_null(text);
+  int n = snprintf(text, 64 * 1024,
+                   "{\"tlir\": 1, \"name\": \"k\", \"params\": [{\"name\": \"A\", \"kind\": \"tensor\", "
+                   "\"dtype\": \"float32\", \"shape\": [64]}], \"kernel\": {\"grid\": [1], \"threads\": 64, "
+                   "\"block_vars\": [\"bx\"], \"body\": [{\"op\": \"alloc_shared\", \"name\": \"S\", "
+                   "\"shape\": [64], \"dtype\": \"float32\"}, {\"op\": \"copy\", \"src\": \"A\", \"dst\": \"S\"}");
+  for (int d = 0; d < DEPTH; d++)
+    n += snprintf(text + n, (size_t)(64 * 1024 - n), ", {\"op\": \"serial\", \"var\": \"k%d\", \"extent\": 2, "
+                  "\"body\": [{\"op\": \"parallel\", \"vars\": [\"i\"], \"extents\": [64], "
+                  "\"body\": [\"S[i] = S[i] + 1.0\"]}", d);
+  for (int d = 0; d < DEPTH; d++)
+    n += snprintf(text + n, (size_t)(64 * 1024 - n), "]}");
+  snprintf(text + n, (size_t)(64 * 1024 - n), ", {\"op\": \"copy\", \"src\": \"S\", \"dst\": \"A\"}]}}");
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  job j;
+  run_passes(&j, text, NULL, NULL, 0, "sm_80");
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  print_message("%d nested loops: passes and verifier in %.3f s\n", DEPTH, s);
+  assert_true(s < 10.0);
+  /* the innermost loop's iterations rewrite S: its end barrier is needed */
+  tl_stmt *inner = j.prog->body.items[2];
+  for (int d = 1; d < DEPTH; d++)
+    inner = inner->body.items[1];
+  assert_true(inner->barrier_end);
+  inner->barrier_end = false;
+  tl_error err = {0};
+  assert_int_equal(tl_verify(j.prog, "barrier", &j.cg, &err), TL_INTERNAL);
+  print_message("caught: %s: %s\n", err.pointer, err.message);
+  job_free(&j);
+  free(text);
+}
+
 /* Every example verifies on the targets with each code path. */
 static void examples_verify(void **state) {
   (void)state;
@@ -374,7 +416,7 @@ int main(void) {
       cmocka_unit_test(gemm_path_target_lacks),   cmocka_unit_test(stages_disagree),
       cmocka_unit_test(prefetched_buffer_read_outside), cmocka_unit_test(guard_marked_inside),
       cmocka_unit_test(range_narrowed),           cmocka_unit_test(compile_stops_at_broken_pass),
-      cmocka_unit_test(examples_verify),
+      cmocka_unit_test(deep_loops_verify_fast),   cmocka_unit_test(examples_verify),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
