@@ -4,30 +4,47 @@ flash attention, side by side in one run on one GPU.
 
     python3 bench/gpu_bench.py [--tlc build/bin/tlc] [--out DIR] [--quick]
 
-GEMM float16 (M = N = K = 4096 and 8192; float32 accumulation): ours
-(examples/gemm.json through `tlc run --device --time`), torch.matmul
-(cuBLAS) and a Triton matmul.  FlashAttention forward (batch 4, heads 32,
+GEMM float16 and bfloat16 (M = N = K = 4096 and 8192; float32
+accumulation): ours (examples/gemm.json as written first, then tile
+choices through -D; bfloat16 through tests/gpu/programs/gemm_dyn_m_bf16.json,
+the same program in bfloat16 with M a scalar argument; each through `tlc
+run --device --time`; the table's row is the fastest, and every
+configuration's time is printed and kept in bench.json), torch.matmul
+(cuBLAS) and a Triton matmul (float16 only).  FlashAttention forward (batch 4, heads 32,
 seq 4096, dim 128, causal and not): ours (examples/flash_attention.json)
 and torch's scaled_dot_product_attention with the flash backend.  Each of
 ours is first checked against torch on the same inputs (relative error of
 the norm).  Compile time: `tlc compile` of the GEMM example for sm_90a, and
-Triton's first-call compile of its matmul (empty cache).  Prints a table and
-writes bench.json under --out.
+Triton's first-call compile of its matmul (empty cache).  W4A16 (issue 12:
+examples/gemm_w4a16.json, uint4 weights with float16 scales per 128 along
+K; M = 1, 16, 64, 4096 with N = K = 8192) against torch.matmul of float16
+A and the dequantized float16 weight of the same shape, each of ours checked
+first against that product (`--w4a16-only` runs just these rows).  Prints a
+table and writes bench.json under --out.
 """
 import argparse, json, os, subprocess, sys, tempfile, time
 import numpy as np
 import torch
 
-# tile configurations tried: examples/gemm.json as written (128 threads), then through -D
+# tile configurations tried: examples/gemm.json as written (128 threads: wgmma on sm_90a, two m64n128
+# instructions per k16 step), then through -D
 GEMM_CONFIGS = [("examples/gemm.json", {}), ("examples/gemm.json", {"block_K": 64}),
                 ("examples/gemm.json", {"block_K": 32, "num_stages": 4}),
+                ("examples/gemm.json", {"block_K": 64, "num_stages": 4}),
+                ("examples/gemm.json", {"block_N": 256, "block_K": 64}),
                 ("bench/programs/gemm_raster.json", {"block_K": 64}),
                 ("bench/programs/gemm_raster.json", {"block_K": 64, "num_stages": 4}),
                 ("bench/programs/gemm_raster.json", {"block_K": 64, "threads": 256}),
+                ("bench/programs/gemm_raster.json", {"block_K": 64, "threads": 256, "use_tma": "false"}),
                 ("bench/programs/gemm_raster.json", {"block_K": 32, "num_stages": 4, "threads": 256}),
                 ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256}),
+                ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "use_tma": "false"}),
                 ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 256}),
                 ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 512})]
+# bfloat16: the same kernel with bfloat16 operands and C (M is its scalar argument)
+BF16_PROG = "tests/gpu/programs/gemm_dyn_m_bf16.json"
+GEMM_BF16_CONFIGS = [{}, {"block_K": 64}, {"block_K": 64, "num_stages": 4}, {"block_N": 256, "block_K": 64, "threads": 256},
+                     {"block_M": 256, "block_K": 64, "threads": 256}]
 
 
 def cuda_time(fn, reps=20):
@@ -79,10 +96,12 @@ def triton_matmul():
                  BM=128, BN=256, BK=64, G=8, num_warps=8, num_stages=3)
     return run
 
-def ours(tlc, prog, defs, ins, outs, reps):
+def ours(tlc, prog, defs, ins, outs, reps, args=None):
     cmd = [tlc, "run", prog, "--device", "cuda", "--time", str(reps)]
     for k, v in defs.items():
         cmd += ["-D", f"{k}={v}"]
+    for k, v in (args or {}).items():
+        cmd += ["--arg", f"{k}={v}"]
     for k, v in ins.items():
         cmd += ["--in", f"{k}={v}"]
     for k, v in outs.items():
@@ -99,6 +118,7 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--gemm-only", action="store_true", help="only the GEMM rows (for comparing builds)")
+    ap.add_argument("--w4a16-only", action="store_true", help="only the W4A16 rows (issue 12)")
     a = ap.parse_args()
     dev = torch.cuda.get_device_name()
     work = tempfile.mkdtemp(prefix="tlbench-")
@@ -112,7 +132,7 @@ def main():
         tri = triton_matmul()
     except Exception as ex:  # Triton missing: say so
         print(f"triton unavailable: {ex}")
-    for n in ([4096] if a.quick else [4096, 8192]):
+    for n in ([] if a.w4a16_only else [4096] if a.quick else [4096, 8192]):
         A = torch.randn(n, n, device="cuda", dtype=torch.float16)
         B = torch.randn(n, n, device="cuda", dtype=torch.float16)
         np.save(f"{work}/A.npy", A.cpu().numpy())
@@ -130,6 +150,8 @@ def main():
             res.setdefault("gemm_configs", []).append({"n": n, "config": tag, "ms": ms, "rel_err": e_})
             if best is None or ms < best[0]:
                 best = (ms, e_, tag)
+            if not cfg and prog == "examples/gemm.json":
+                written = (ms, e_, tag)
         ms_ours, err = best[0], best[1]
         ms_cublas = cuda_time(lambda: torch.matmul(A, B))
         ms_tri = None
@@ -138,10 +160,79 @@ def main():
             ms_tri = cuda_time(lambda: tri(A, B, Ct))
         tf = lambda ms: flops / ms / 1e9 if ms else None
         rows.append((f"gemm f16 {n} [{best[2]}]", ms_ours, ms_cublas, ms_tri, tf(ms_ours), tf(ms_cublas), tf(ms_tri), err))
+        if written[2] != best[2]:  # examples/gemm.json as written has its own row
+            rows.append((f"gemm f16 {n} [{written[2]}]", written[0], ms_cublas, ms_tri, tf(written[0]), tf(ms_cublas),
+                         tf(ms_tri), written[1]))
+        # bfloat16: inputs as float32 files of bfloat16 values (exact), C back as uint16 bit patterns
+        Ab, Bb = A.to(torch.bfloat16), B.to(torch.bfloat16)
+        np.save(f"{work}/Ab.npy", Ab.float().cpu().numpy())
+        np.save(f"{work}/Bb.npy", Bb.float().cpu().numpy())
+        refb = Ab.float() @ Bb.float()
+        best = None
+        for cfg in GEMM_BF16_CONFIGS:
+            defs = dict({"N": n, "K": n}, **cfg)
+            ms = ours(a.tlc, BF16_PROG, defs, {"A": f"{work}/Ab.npy", "B": f"{work}/Bb.npy"}, {"C": f"{work}/Cb.npy"}, 10,
+                      {"M": n})
+            C = torch.from_numpy(np.load(f"{work}/Cb.npy").view(np.int16)).view(torch.bfloat16).cuda().float()
+            e_ = (torch.linalg.norm(C - refb) / torch.linalg.norm(refb)).item()
+            tag = "gemm_dyn_m_bf16:" + (",".join(f"{k}={v}" for k, v in cfg.items()) or "as written")
+            print(f"  gemm bf16 {n} [{tag}]: {ms:.3f} ms, {flops / ms / 1e9:.1f} TFLOP/s, rel err {e_:.2e}")
+            res.setdefault("gemm_configs", []).append({"n": n, "dtype": "bfloat16", "config": tag, "ms": ms, "rel_err": e_})
+            if best is None or ms < best[0]:
+                best = (ms, e_, tag)
+        ms_cublas = cuda_time(lambda: torch.matmul(Ab, Bb))
+        rows.append((f"gemm bf16 {n} [{best[2]}]", best[0], ms_cublas, None, tf(best[0]), tf(ms_cublas), None, best[1]))
+    # ---- W4A16: uint4 weights (.npy: one weight per byte), float16 scales per group of 128 along K
+    N = K = 8192
+    G = 128
+    Bq = torch.randint(0, 16, (N, K), device="cuda", dtype=torch.uint8)
+    Sc = (torch.rand(N, K // G, device="cuda") * 0.02 + 0.005).half()
+    W = ((Bq.float() - 8) * Sc.float().repeat_interleave(G, dim=1)).half()  # what the kernel multiplies by
+    np.save(f"{work}/Bq.npy", Bq.cpu().numpy())
+    np.save(f"{work}/Sc.npy", Sc.cpu().numpy())
+    for M in ([] if a.gemm_only else [1, 16, 64, 4096]):
+        A = torch.randn(M, K, device="cuda", dtype=torch.float16)
+        np.save(f"{work}/Aw.npy", A.cpu().numpy())
+        ref = A.float() @ W.float().t()
+        flops = 2 * M * N * K
+        best = None
+        for cfg in ({}, {"block_M": 64, "threads": 128}, {"block_K": 128}):
+            defs = dict({"M": M, "N": N, "K": K, "group_size": G}, **cfg)
+            try:
+                ms = ours(a.tlc, "examples/gemm_w4a16.json", defs,
+                          {"A": f"{work}/Aw.npy", "B": f"{work}/Bq.npy", "S": f"{work}/Sc.npy"},
+                          {"C": f"{work}/Cw.npy"}, 20)
+            except RuntimeError as ex:
+                print(f"  w4a16 M={M} [{cfg}]: FAIL {str(ex)[-300:]}")
+                continue
+            C = torch.from_numpy(np.load(f"{work}/Cw.npy")).cuda().float()
+            e_ = (torch.linalg.norm(C - ref) / torch.linalg.norm(ref)).item()
+            ok = e_ <= 1e-2  # checked before it counts: float16 output, float32 accumulation
+            tag = ",".join(f"{k}={v}" for k, v in cfg.items()) or "as written"
+            print(f"  w4a16 M={M} N={N} K={K} [{tag}]: {ms:.3f} ms, rel err {e_:.2e} {'ok' if ok else 'FAIL'}")
+            res.setdefault("w4a16_configs", []).append({"M": M, "config": tag, "ms": ms, "rel_err": e_, "ok": ok})
+            if ok and (best is None or ms < best[0]):
+                best = (ms, e_, tag)
+        ms_torch = cuda_time(lambda: torch.matmul(A, W.t()))
+        tf = lambda ms: flops / ms / 1e9 if ms else None
+        if best:
+            rows.append((f"w4a16 M={M} N=K={K} [{best[2]}]", best[0], ms_torch, None, tf(best[0]), tf(ms_torch), None,
+                         best[1]))
+        else:
+            rows.append((f"w4a16 M={M} N=K={K} [no config passed]", None, ms_torch, None, None, tf(ms_torch), None,
+                         float("nan")))
     # ---- flash attention
-    if a.gemm_only:
+    if a.gemm_only or a.w4a16_only:
         for r in rows:
-            print(f"{r[0]:42s} ours {r[1]:.3f} ms {r[4]:.1f} TF, cuBLAS {r[5]:.1f} TF, ratio {r[4] / r[5]:.3f}")
+            if r[1] is None:
+                print(f"{r[0]:42s} ours FAILED, torch {r[2]:.3f} ms")
+                continue
+            print(f"{r[0]:42s} ours {r[1]:.3f} ms {r[4]:.1f} TF, torch/cuBLAS {r[2]:.3f} ms {r[5]:.1f} TF, "
+                  f"ratio {r[4] / r[5]:.3f}, rel err {r[7]:.2e}")
+        res["rows"] = [dict(zip(["case", "ms_ours", "ms_ref", "ms_triton", "tflops_ours", "tflops_ref",
+                                 "tflops_triton", "rel_err"], r)) for r in rows]
+        with open(os.path.join(a.out, "bench.json"), "w") as fp:
+            json.dump(res, fp, indent=1)
         return 0
     from torch.nn.attention import sdpa_kernel, SDPBackend
     Bz, H, S, D = (4, 32, 4096, 128) if not a.quick else (1, 8, 2048, 128)
@@ -185,7 +276,7 @@ def main():
     for c, mo, mr, mt, to, tr, tt, err in rows:
         f = lambda x, w, p: f"{x:{w}.{p}f}" if x is not None else " " * (w - 1) + "-"
         print(f"{c:42s} {f(mo,9,3)} {f(mr,9,3)} {f(mt,9,3)} {f(to,8,1)} {f(tr,8,1)} {f(tt,8,1)} "
-              f"{f(tr and to / tr,8,3)} {err:9.2e}")
+              f"{f(to / tr if to and tr else None,8,3)} {err:9.2e}")
     print(f"compile: tlc gemm sm_90a {res['tlc_compile_gemm_sm90a_s']:.2f} s; "
           f"triton first call {res.get('triton_first_call_matmul_s', float('nan')):.2f} s")
     with open(os.path.join(a.out, "bench.json"), "w") as fp:

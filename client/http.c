@@ -202,9 +202,11 @@ tl_status tl_http_request(tl_client *c, const char *method, const char *path, co
   char *url = malloc(ulen);
   if (!url)
     return tl_error_set(err, TL_NOMEM, "out of memory");
-  snprintf(url, ulen, "%s%s", c->server, path);
   tl_status st = TL_OK;
   for (int attempt = 0;; attempt++) {
+    size_t blen;
+    const char *base = tl_client_base_url(c, &blen);
+    snprintf(url, ulen, "%.*s%s", (int)blen, base, path);
     tl_http_response_free(resp);
     sink s = {.resp = resp, .max = max_bytes};
     char errbuf[CURL_ERROR_SIZE] = "";
@@ -252,9 +254,17 @@ tl_status tl_http_request(tl_client *c, const char *method, const char *path, co
                           attempt ? " (after every retry)" : "");
       break;
     }
+    /* several replicas: the next one at once; a full round waits the backoff */
     long wait = backoff_ms(c, attempt + 1, busy ? resp->retry_after : -1);
-    tl_clog(c, "%s %s: %s; try %d of %d in %.1f s%s", method, url, why, attempt + 2, c->retries + 1,
-                   wait / 1000.0, busy && resp->retry_after >= 0 ? " (the server said Retry-After)" : "");
+    if (c->nservers > 1) {
+      c->current = (c->current + 1) % c->nservers;
+      if ((attempt + 1) % c->nservers != 0)
+        wait = 0;
+      base = tl_client_base_url(c, &blen);
+    }
+    tl_clog(c, "%s %s: %s; try %d of %d%s%.*s in %.1f s%s", method, url, why, attempt + 2, c->retries + 1,
+            c->nservers > 1 ? " on " : "", c->nservers > 1 ? (int)blen : 0, base, wait / 1000.0,
+            busy && resp->retry_after >= 0 ? " (the server said Retry-After)" : "");
     c->stats.retries++;
     sleep_ms(wait);
   }

@@ -5,7 +5,9 @@
 #
 # Runs each unit-test binary given (cmocka programs: exit 0 is a pass,
 # anything else a failure), then every executable tests/sh/*.sh in name
-# order (exit 0 pass, 77 skipped, anything else a failure).  Everything runs
+# order (exit 0 pass, 77 skipped, anything else a failure), then every
+# tests/python/test_*.py the same way (with $TL_PYTHON, default
+# /usr/bin/python3).  Everything runs
 # from the repository root, stdin from /dev/null, with TL_BUILD and
 # TL_SRCDIR (the repository root) exported.
 # Each test's stdout and stderr go to $TL_BUILD/test-logs/NAME.log; a failure
@@ -21,9 +23,11 @@
 #                    0 means no limit)
 #   TL_VERIFY        exported as 1 unless set: every compile in the tests runs
 #                    the verifier between passes (compiler/verify.c)
+#   TL_PYTHON        the Python of tests/python (default /usr/bin/python3)
 #
 # Test names: a unit test is named by its file name (test_arena), a shell
-# test by its file name with .sh (check_table.sh).
+# test by its file name with .sh (check_table.sh), a Python test by its file
+# name with .py (test_tlir_examples.py).
 
 ORIG_PWD=$(pwd)
 ROOT=$(cd "$(dirname "$0")/.." && pwd) || exit 1
@@ -157,6 +161,19 @@ for script in tests/sh/*.sh; do
     continue
   fi
   run_one sh "$name" "./$script"
+done
+
+# 3. Python tests (tests/python/test_*.py, the tlir package), counted like
+# the shell tests: exit 0 passes, 77 skips (no NumPy), anything else fails.
+# They run under $TL_PYTHON (default /usr/bin/python3, Debian's, which has
+# python3-numpy; else python3 from PATH).
+PY=${TL_PYTHON:-/usr/bin/python3}
+[ -x "$PY" ] || PY=python3
+for script in tests/python/test_*.py; do
+  [ -e "$script" ] || continue
+  name=$(basename "$script")
+  selected "$name" || continue
+  run_one sh "$name" "$PY" "$script"
 done
 
 if [ "$nfail" -gt 0 ]; then
