@@ -11,18 +11,36 @@
  * One check per pass boundary (tl_verify's stage):
  *   place:    every buffer has a placement (shared memory offset, or
  *             registers), every register fragment a layout whose shape
- *             covers the buffer on the block's threads, every gemm one
- *             path (per-element, mma.sync, wgmma, MFMA/WMMA) that the
- *             target has and that its C's layout matches, A in registers
- *             only where the gemm takes it from there, B never;
+ *             covers the buffer on the block's threads (the mma layouts'
+ *             row tiles, plain or interleaved, by tl_mma_row_strides), every
+ *             gemm one path (per-element, mma.sync, wgmma, MFMA/WMMA) that
+ *             the target has and that its C's layout matches (wgmma's C:
+ *             one warp column, row tiles interleaved), A in registers only
+ *             where the gemm takes it from there, B never;
  *   pipeline: every cp.async copy goes from a tensor into shared memory on
  *             a target with cp.async; every prefetched copy sits in a
- *             software-pipelined loop, its buffer has the loop's stages
- *             (the stages the emitter rotates through), and nothing but
- *             the loop's later statements touches that buffer (so the
- *             iteration's wait covers every use); the shared buffers, each
- *             with its stages, and the scratch lie inside the block's
- *             shared memory without overlapping;
+ *             software-pipelined loop, its buffer has the loop's
+ *             pipe_stages (the stages the emitter rotates through), and
+ *             nothing but the loop's later statements touches that buffer
+ *             (so the iteration's wait covers every use); the loop issues
+ *             its copies 1 to num_stages - 1 iterations ahead (pipe_ahead);
+ *             a gemm leaving wgmma groups pending (wg_pending) is the only
+ *             wgmma gemm at the top of a draining (wg_drain) loop, keeps C
+ *             and reads prefetched A and B, and pipe_ahead + wg_pending <=
+ *             pipe_stages - 1 (pass_pipeline.c's rule at async_gemm: the
+ *             next prefetch overwrites no stage a pending group reads); the
+ *             shared buffers, each with its stages (packed dtypes at
+ *             tl_dtype_bytes), the mbarriers and the scratch lie inside the
+ *             block's shared memory without overlapping;
+ *   tma:      as after pipeline, and every bulk tensor copy (tma) is a
+ *             prefetched copy on a target with TMA, through one of the
+ *             program's tensor maps that maps its tensor (rank, boxes of 1
+ *             to 256, the swizzle its buffer has: tma_dst buffers 1024-byte
+ *             aligned), into whole-byte elements; a loop has mbarriers
+ *             exactly when it has such copies, one per stage within the
+ *             program's, shared with no other loop (a stage is refilled
+ *             only after the barrier that starts the iteration, as for
+ *             cp.async, so the barrier check below covers both);
  *   range:    every recorded range holds given its operands' recorded
  *             ranges (each node checked on its own), every no_wrap
  *             operation fits its type, and every tensor dimension marked
@@ -63,6 +81,9 @@ typedef struct {
   const char *stage;
   tl_error *err;
   bool failed;
+  int pending, pending_ok;     /* gemms with wgmma groups left pending; those a loop's rule allows */
+  const char *pending_at;      /* the first of them */
+  char *mbar_used;             /* tma: which of the program's mbarriers a loop has taken */
 } V;
 
 /* Records the first failure, at statement pointer ptr. */
@@ -90,19 +111,42 @@ static bool in_shared(const tl_sym *s) {
 }
 
 /* ---- after place ------------------------------------------------------------------ */
+/* Do the row tiles of mma-layout fragment s (tile i of warp row w at
+ * tl_mma_row_strides' w * warp_stride + i * tile_stride, plain or
+ * interleaved) fall on 0, 16, ..., 16 * (mma_wm * mma_mi - 1), each once?
+ * Up to 4096 tiles (65536 rows, more than any block's registers hold);
+ * more is refused. */
+static bool row_tiles_cover(const tl_sym *s) {
+  int64_t ws, ts, n = (int64_t)s->mma_wm * s->mma_mi;
+  tl_mma_row_strides(s, &ws, &ts);
+  if (ws < 16 || ts < 16 || ws % 16 || ts % 16 || n > 4096)
+    return false;
+  char seen[4096] = {0};
+  for (int64_t w = 0; w < s->mma_wm; w++)
+    for (int64_t i = 0; i < s->mma_mi; i++) {
+      int64_t t = (w * ws + i * ts) / 16;
+      if (t >= n || seen[t]++)
+        return false;
+    }
+  return true;
+}
+
 /* Does register fragment s's layout cover its shape on the block's threads? */
 static bool layout_covers(const tl_sym *s, int64_t threads) {
   int64_t wm = s->mma_wm, wn = s->mma_wn, mi = s->mma_mi, ni = s->mma_ni;
   bool grid = wm >= 1 && wn >= 1 && mi >= 1 && ni >= 1;
+  bool mma = s->reg_layout == TL_LAYOUT_MMA || s->reg_layout == TL_LAYOUT_MMA_ROWS;
+  if (s->mma_interleaved && !mma) /* only the mma layouts' row tiles interleave */
+    return false;
   switch (s->reg_layout) {
   case TL_LAYOUT_BLOCKED:
     return s->per_thread >= 1 && s->per_thread * threads >= elements(s) && !s->packed;
   case TL_LAYOUT_MMA:
     return grid && s->ndim == 2 && s->dims[0] == wm * mi * 16 && s->dims[1] == wn * ni * 8 && wm * wn * 32 == threads &&
-           s->per_thread == mi * ni * 4 && (!s->packed || tl_dtype_size(s->dtype) == 2);
+           s->per_thread == mi * ni * 4 && (!s->packed || tl_dtype_size(s->dtype) == 2) && row_tiles_cover(s);
   case TL_LAYOUT_MMA_ROWS:
     return grid && s->ndim == 1 && s->dims[0] == wm * mi * 16 && wm * 32 == threads && s->per_thread == 2 * mi &&
-           !s->packed;
+           !s->packed && row_tiles_cover(s);
   case TL_LAYOUT_MFMA:
   case TL_LAYOUT_WMMA:
   case TL_LAYOUT_WMMA_GFX12:
@@ -148,6 +192,9 @@ static tl_walk_act place_stmt(tl_stmt *s, void *user) {
   if (s->use_mma && !(C->in_regs && C->reg_layout == TL_LAYOUT_MMA))
     return fail(v, s->pointer, "gemm on mma.sync/wgmma but its C '%s' is not in the mma accumulator layout", C->name,
                 NULL);
+  if (s->use_wgmma && (C->mma_wn != 1 || (C->mma_mi > 1 && !C->mma_interleaved)))
+    return fail(v, s->pointer, "gemm on wgmma but its C '%s' is not in wgmma's accumulator layout (one warp column, "
+                "the m64 instructions' row tiles interleaved)", C->name, NULL);
   if (s->use_amd_mma && !(C->in_regs && tl_amd_layout(C->reg_layout)))
     return fail(v, s->pointer, "gemm on MFMA/WMMA but its C '%s' is not in a matrix-core layout", C->name, NULL);
   if (s->B->in_regs)
@@ -226,6 +273,91 @@ static void check_prefetch(V *v, const tl_stmt *loop, int at) {
   tl_walk((tl_body *)&v->prog->body, &w, &u);
 }
 
+/* Does statement s or anything it holds name buffer b? */
+static tl_walk_act names_pre(tl_stmt *s, void *b) { return names_buffer(s, b) ? TL_WALK_STOP : TL_WALK_GO; }
+
+static bool touches(const tl_stmt *s, const tl_sym *b) {
+  static const tl_walker w = {.pre = names_pre};
+  return tl_walk_stmt((tl_stmt *)s, &w, (void *)b) == TL_WALK_STOP;
+}
+
+static tl_walk_act count_wgmma(tl_stmt *s, void *n) {
+  *(int *)n += s->kind == S_GEMM && s->use_wgmma;
+  return TL_WALK_GO;
+}
+
+/* Gemm g at the top of pipelined loop s leaves g->wg_pending wgmma groups
+ * in flight across iterations: pass_pipeline.c's conditions (at
+ * async_gemm) for that, and its rule pipe_ahead + wg_pending <=
+ * pipe_stages - 1 (the stage the next prefetch overwrites is none that a
+ * pending group still reads). */
+static void check_pending(V *v, const tl_stmt *s, const tl_stmt *g) {
+  static const tl_walker w = {.pre = count_wgmma};
+  int n = 0;
+  tl_walk((tl_body *)&s->body, &w, &n);
+  bool a = false, b = false;
+  for (int i = 0; i < s->body.n; i++) {
+    const tl_stmt *c = s->body.items[i];
+    a |= c->prefetch && c->dst->sym == g->A;
+    b |= c->prefetch && c->dst->sym == g->B;
+    if (c != g && touches(c, g->C)) {
+      fail(v, c->pointer, "C '%s' of a gemm with wgmma groups pending across iterations is touched by another "
+           "statement of the loop", g->C->name, NULL);
+      return;
+    }
+  }
+  if (!s->pipe || !s->wg_drain || !g->use_wgmma || n != 1 || g->clear_accum || !a || !b) {
+    fail(v, g->pointer, "gemm leaves wgmma groups pending across iterations but is not the only wgmma gemm of a "
+         "draining pipelined loop, with A and B prefetched and C kept", NULL, NULL);
+    return;
+  }
+  if (s->pipe_ahead + g->wg_pending > s->pipe_stages - 1) {
+    char why[96];
+    snprintf(why, sizeof why, "%lld ahead + %d pending > %lld stages - 1", (long long)s->pipe_ahead, g->wg_pending,
+             (long long)s->pipe_stages);
+    fail(v, s->pointer, "the loop's prefetch overwrites a stage that a pending wgmma group reads (%s)", why, NULL);
+    return;
+  }
+  v->pending_ok++;
+}
+
+/* Bulk tensor copy c of pipelined loop s: its tensor map is one of the
+ * program's and maps c's tensor with boxes a tensor map allows, on a target
+ * with TMA, into a buffer of whole-byte elements (pass_tma.c). */
+static void check_tma_copy(V *v, const tl_stmt *s, const tl_stmt *c) {
+  const tl_program *p = v->prog;
+  const tl_tmap *m = c->tma_map >= 0 && c->tma_map < p->ntmaps ? &p->tmaps[c->tma_map] : NULL;
+  if (!v->cg->tma || !s->tma || !m || p->ntmaps > TL_MAX_TMAPS) {
+    fail(v, c->pointer, "bulk tensor copy without a tensor map of the program, in a loop without mbarriers or on a "
+         "target without TMA", NULL, NULL);
+    return;
+  }
+  bool ok = m->tensor == c->src->sym && m->rank == c->src->sym->ndim && m->rank <= TL_TMAP_RANK_MAX &&
+            !tl_dtype_is_packed(c->dst->sym->dtype) && m->swizzle128 == c->dst->sym->tma_dst;
+  for (int d = 0; d < m->rank && ok; d++)
+    ok = m->box[d] >= 1 && m->box[d] <= 256;
+  if (!ok)
+    fail(v, c->pointer, "bulk tensor copy whose tensor map is not its tensor's (rank, boxes of 1 to 256, swizzle) or "
+         "whose buffer '%s' is packed", c->dst->sym->name, NULL);
+}
+
+/* The mbarriers of tma loop s: one per stage, within the program's, taken
+ * by no other loop. */
+static void check_mbarriers(V *v, const tl_stmt *s) {
+  const tl_program *p = v->prog;
+  if (s->mbar < 0 || s->mbar + s->pipe_stages > p->nmbar) {
+    fail(v, s->pointer, "the loop's mbarriers (one per stage) are not within the program's %s", "", NULL);
+    return;
+  }
+  if (!v->mbar_used)
+    v->mbar_used = tl_arena_alloc(p->arena, (size_t)p->nmbar);
+  for (int64_t i = s->mbar; i < s->mbar + s->pipe_stages; i++)
+    if (v->mbar_used[i]++) {
+      fail(v, s->pointer, "the loop's mbarriers are another loop's too%s", "", NULL);
+      return;
+    }
+}
+
 static tl_walk_act pipeline_stmt(tl_stmt *s, void *user) {
   V *v = user;
   if (s->async_copy &&
@@ -235,32 +367,65 @@ static tl_walk_act pipeline_stmt(tl_stmt *s, void *user) {
                 NULL, NULL);
   if (s->prefetch && !s->async_copy)
     return fail(v, s->pointer, "prefetched copy that is not a cp.async copy", NULL, NULL);
+  if (s->kind == S_COPY && s->tma && !s->prefetch)
+    return fail(v, s->pointer, "bulk tensor copy that its pipelined loop does not prefetch", NULL, NULL);
+  if (s->kind == S_GEMM && s->wg_pending) {
+    if (s->wg_pending < 0)
+      return fail(v, s->pointer, "gemm with a negative count of pending wgmma groups", NULL, NULL);
+    if (!v->pending++)
+      v->pending_at = s->pointer;
+  }
   if (s->kind != S_LOOP) {
     for (int i = 0; i < s->body.n; i++)
       if (s->body.items[i]->prefetch)
         return fail(v, s->body.items[i]->pointer, "prefetched copy outside a software-pipelined loop", NULL, NULL);
     return TL_WALK_GO;
   }
-  int64_t stages = 0;
+  int nprefetch = 0, ntma = 0;
+  const tl_stmt *g = NULL;
   for (int i = 0; i < s->body.n && !v->failed; i++) {
     const tl_stmt *c = s->body.items[i];
+    if (c->kind == S_GEMM && c->wg_pending > 0)
+      g = c;
     if (!c->prefetch)
       continue;
     if (!s->pipe)
       return fail(v, c->pointer, "prefetched copy in a loop that is not software pipelined", NULL, NULL);
-    if (c->dst->sym->stages < 2 || (stages && c->dst->sym->stages != stages))
-      return fail(v, c->pointer, "buffer '%s' of a prefetched copy has not the stages its loop rotates through",
-                  c->dst->sym->name, NULL);
-    stages = c->dst->sym->stages;
-    check_prefetch(v, s, i);
+    if (c->dst->sym->stages < 2 || c->dst->sym->stages != s->pipe_stages)
+      return fail(v, c->pointer, "buffer '%s' of a prefetched copy has not the stages its loop rotates through "
+                  "(pipe_stages)", c->dst->sym->name, NULL);
+    nprefetch++;
+    if (c->tma) {
+      ntma++;
+      check_tma_copy(v, s, c);
+    }
+    if (!v->failed)
+      check_prefetch(v, s, i);
   }
   if (v->failed)
     return TL_WALK_STOP;
-  if (s->pipe && (!stages || s->loop_kind != LOOP_PIPELINED || stages > s->num_stages || s->step->kind != E_CONST ||
-                  s->step->val.i != 1))
+  if (s->pipe && (!nprefetch || s->loop_kind != LOOP_PIPELINED || s->step->kind != E_CONST || s->step->val.i != 1 ||
+                  s->pipe_ahead < 1 || s->pipe_ahead > s->num_stages - 1))
     return fail(v, s->pointer, "software-pipelined loop without prefetched copies, not pipelined, with a step other "
-                "than 1 or with more stages than num_stages", NULL, NULL);
-  return TL_WALK_GO;
+                "than 1 or with its copies not 1 to num_stages - 1 iterations ahead", NULL, NULL);
+  if (s->wg_drain && !g)
+    return fail(v, s->pointer, "the loop drains wgmma groups that no gemm of it leaves pending", NULL, NULL);
+  if (s->tma != (ntma > 0))
+    return fail(v, s->pointer, "the loop's mbarriers do not match its bulk tensor copies (tma on the loop and on "
+                "none of its copies, or the reverse)%s", "", NULL);
+  if (g)
+    check_pending(v, s, g);
+  if (s->tma && !v->failed)
+    check_mbarriers(v, s);
+  return v->failed ? TL_WALK_STOP : TL_WALK_GO;
+}
+
+/* After the walk: every gemm with wgmma groups pending was one a loop's
+ * rule allows. */
+static void verify_pending(V *v) {
+  if (!v->failed && v->pending != v->pending_ok)
+    fail(v, v->pending_at, "gemm leaves wgmma groups pending outside the top of a software-pipelined loop%s", "",
+         NULL);
 }
 
 static int by_offset(const void *a, const void *b) {
@@ -268,11 +433,13 @@ static int by_offset(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* A shared buffer's bytes: packed dtypes (int4, ...) take tl_dtype_bytes. */
 static int64_t smem_size(const tl_sym *s) {
-  return elements(s) * (int64_t)tl_dtype_size(s->dtype) * (s->stages > 1 ? s->stages : 1);
+  return (int64_t)tl_dtype_bytes(s->dtype, (uint64_t)elements(s)) * (s->stages > 1 ? s->stages : 1);
 }
 
-/* The shared buffers with their stages, then the scratch, without overlap. */
+/* The shared buffers with their stages, then the mbarriers (8 bytes each),
+ * then the scratch, without overlap. */
 static bool verify_smem(V *v) {
   const tl_program *p = v->prog;
   const tl_sym **b = tl_arena_alloc(p->arena, sizeof *b * (size_t)(p->nbuffer_slots + 1));
@@ -283,15 +450,16 @@ static bool verify_smem(V *v) {
   qsort(b, (size_t)n, sizeof *b, by_offset);
   int64_t end = 0;
   for (int i = 0; i < n; i++) {
-    int64_t al = b[i]->wgmma_op ? 1024 : 16;
+    int64_t al = b[i]->wgmma_op || b[i]->tma_dst ? 1024 : 16; /* the 128-byte swizzle's atoms */
     if (b[i]->smem_offset < end || b[i]->smem_offset % al)
       return fail(v, b[i]->pointer, "shared buffer '%s' overlaps the one before it or is misaligned", b[i]->name, NULL),
              false;
     end = b[i]->smem_offset + smem_size(b[i]);
   }
-  if (p->scratch_offset < end || p->scratch_bytes < 0 || p->scratch_offset + p->scratch_bytes > p->smem_bytes)
-    return fail(v, "", "the shared buffers with their stages and the scratch do not fit the block's %s bytes",
-                "dynamic shared memory", NULL),
+  if (p->nmbar < 0 || p->mbar_offset < end || p->mbar_offset % 8 || p->scratch_offset < p->mbar_offset + 8 * p->nmbar ||
+      p->scratch_bytes < 0 || p->scratch_offset + p->scratch_bytes > p->smem_bytes)
+    return fail(v, "", "the shared buffers with their stages, the mbarriers and the scratch do not fit the block's %s "
+                "bytes", "dynamic shared memory", NULL),
            false;
   return true;
 }
@@ -830,10 +998,13 @@ tl_status tl_verify(const tl_program *prog, const char *stage, const tl_codegen 
     static const tl_walker w = {.pre = place_stmt};
     if (verify_buffers(&v) && verify_smem(&v))
       tl_walk(body, &w, &v);
-  } else if (strcmp(stage, "pipeline") == 0) {
+  } else if (strcmp(stage, "pipeline") == 0 || strcmp(stage, "tma") == 0) {
     static const tl_walker w = {.pre = pipeline_stmt};
-    if (verify_buffers(&v) && verify_smem(&v))
+    if (!cg->tma && (prog->ntmaps || prog->nmbar))
+      fail(&v, "", "tensor maps or mbarriers on a target without TMA%s", "", NULL);
+    else if (verify_buffers(&v) && verify_smem(&v))
       tl_walk(body, &w, &v);
+    verify_pending(&v);
   } else if (strcmp(stage, "range") == 0) {
     static const tl_walker w = {.pre = range_stmt, .expr = range_node};
     if (!(prog->lowered & TL_RAN_RANGE))

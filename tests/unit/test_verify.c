@@ -78,6 +78,8 @@ static void run_passes(job *j, const char *text, const char *example, const tl_d
   assert_int_equal(tl_verify(j->prog, "place", &j->cg, &err), TL_OK);
   assert_int_equal(tl_pass_pipeline_for(j->prog, smem, &j->cg, &err), TL_OK);
   assert_int_equal(tl_verify(j->prog, "pipeline", &j->cg, &err), TL_OK);
+  tl_pass_tma(j->prog, smem, &j->cg);
+  assert_int_equal(tl_verify(j->prog, "tma", &j->cg, &err), TL_OK);
   tl_pass_range(j->prog);
   assert_int_equal(tl_verify(j->prog, "range", &j->cg, &err), TL_OK);
   assert_int_equal(tl_pass_barrier(j->prog, &err), TL_OK);
@@ -262,6 +264,121 @@ static void prefetched_buffer_read_outside(void **state) {
   job_free(&j);
 }
 
+
+/* The pipelined loop of the program's top level and its first prefetched copy. */
+static tl_stmt *pipe_loop(job *j, tl_stmt **copy) {
+  tl_stmt *loop = NULL;
+  for (int i = 0; i < j->prog->body.n; i++)
+    if (j->prog->body.items[i]->pipe)
+      loop = j->prog->body.items[i];
+  assert_non_null(loop);
+  *copy = NULL;
+  for (int i = 0; i < loop->body.n && !*copy; i++)
+    if (loop->body.items[i]->prefetch)
+      *copy = loop->body.items[i];
+  assert_non_null(*copy);
+  return loop;
+}
+
+/* Expects the verifier after stage to fail with a message holding what. */
+static void caught_saying(job *j, const char *stage, const char *pointer, const char *what) {
+  tl_error err = {0};
+  caught(j, stage, pointer);
+  assert_int_equal(tl_verify(j->prog, stage, &j->cg, &err), TL_INTERNAL);
+  if (!strstr(err.message, what))
+    fail_msg("'%s' does not say '%s'", err.message, what);
+}
+
+/* sm_90a's gemm: wgmma with one group pending across K tiles, two m64 row
+ * tiles per warp (interleaved), TMA copies of A and B with mbarriers. */
+static void wgmma_pending_rule(void **state) {
+  (void)state;
+  job j;
+  run_passes(&j, NULL, "gemm", NULL, 0, "sm_90a");
+  tl_stmt *copy, *loop = pipe_loop(&j, &copy), *g = NULL;
+  static const tl_walker w = {.pre = first_gemm};
+  tl_walk(&loop->body, &w, &g);
+  assert_non_null(g);
+  assert_true(g->use_wgmma && g->wg_pending == 1 && loop->wg_drain);
+  assert_true(loop->pipe_ahead + g->wg_pending <= loop->pipe_stages - 1);
+  g->wg_pending = 2; /* the next prefetch would overwrite a stage the older pending group reads */
+  caught_saying(&j, "pipeline", loop->pointer, "pending wgmma group reads");
+  g->wg_pending = 1;
+  g->clear_accum = true; /* writing C's registers while a group is pending */
+  caught_saying(&j, "pipeline", g->pointer, "pending across iterations");
+  g->clear_accum = false;
+  loop->wg_drain = false; /* the epilogue would read unfinished accumulators */
+  caught(&j, "pipeline", g->pointer);
+  loop->wg_drain = true;
+  copy->dst->sym->stages = loop->pipe_stages - 1; /* the buffers' stages, not the loop's */
+  caught_saying(&j, "pipeline", copy->pointer, "stages its loop rotates through");
+  job_free(&j);
+}
+
+static void wgmma_accumulator_interleaved(void **state) {
+  (void)state;
+  job j;
+  run_passes(&j, NULL, "gemm", NULL, 0, "sm_90a");
+  tl_sym *c = buffer(j.prog, "C_local");
+  assert_true(c->mma_mi > 1 && c->mma_interleaved); /* 128 rows, 4 warps: two m64 tiles */
+  tl_stmt *g = NULL;
+  static const tl_walker w = {.pre = first_gemm};
+  tl_walk(&j.prog->body, &w, &g);
+  c->mma_interleaved = false; /* mma.sync's order, which wgmma does not write */
+  caught_saying(&j, "place", g->pointer, "wgmma's accumulator layout");
+  c->mma_interleaved = true;
+  c->reg_layout = TL_LAYOUT_BLOCKED; /* only mma layouts interleave */
+  caught(&j, "place", c->pointer);
+  job_free(&j);
+}
+
+static void tma_maps_and_mbarriers(void **state) {
+  (void)state;
+  job j;
+  run_passes(&j, NULL, "gemm", NULL, 0, "sm_90a");
+  tl_stmt *copy, *loop = pipe_loop(&j, &copy);
+  for (int i = 0; i < loop->body.n && !copy->tma; i++) /* B's panels of 64 columns (A's 64-byte rows keep cp.async) */
+    copy = loop->body.items[i];
+  assert_true(copy->tma && loop->tma && j.prog->ntmaps >= 1 && j.prog->nmbar == loop->pipe_stages);
+  int map = copy->tma_map;
+  copy->tma_map = j.prog->ntmaps; /* past the program's maps */
+  caught_saying(&j, "tma", copy->pointer, "tensor map");
+  copy->tma_map = map;
+  j.prog->tmaps[map].box[0] = 512; /* over the hardware's 256 */
+  caught(&j, "tma", copy->pointer);
+  j.prog->tmaps[map].box[0] = 64;
+  loop->mbar = 1; /* its last stage's mbarrier past the program's */
+  caught_saying(&j, "tma", loop->pointer, "mbarriers");
+  loop->mbar = 0;
+  j.prog->mbar_offset -= 8; /* the mbarriers over the last buffer */
+  caught(&j, "tma", "");
+  j.prog->mbar_offset += 8;
+  copy->tma = false; /* the loop waits on mbarriers that none of its copies arrives on */
+  bool other = false;
+  for (int i = 0; i < loop->body.n; i++)
+    other |= loop->body.items[i]->tma;
+  if (!other)
+    caught(&j, "tma", loop->pointer);
+  copy->tma = true;
+  tl_error err = {0};
+  assert_int_equal(tl_verify(j.prog, "tma", &j.cg, &err), TL_OK);
+  j.cg.tma = false; /* sm_80 has no TMA */
+  caught(&j, "tma", "");
+  job_free(&j);
+}
+
+/* A uint4 tile takes half a byte per element in shared memory. */
+static void packed_shared_bytes(void **state) {
+  (void)state;
+  job j;
+  run_passes(&j, NULL, "../tests/golden/packed_w4", NULL, 0, "sm_80"); /* accepted at 512 bytes, not 1024 */
+  tl_sym *ws = buffer(j.prog, "Ws");
+  assert_int_equal(ws->dtype, TL_UINT4);
+  j.prog->mbar_offset = j.prog->scratch_offset = ws->smem_offset + 16 * 64 / 2 - 16; /* 16 bytes short */
+  caught(&j, "pipeline", "");
+  job_free(&j);
+}
+
 /* ---- range ---- */
 static void guard_marked_inside(void **state) {
   (void)state;
@@ -417,6 +534,8 @@ int main(void) {
       cmocka_unit_test(prefetched_buffer_read_outside), cmocka_unit_test(guard_marked_inside),
       cmocka_unit_test(range_narrowed),           cmocka_unit_test(compile_stops_at_broken_pass),
       cmocka_unit_test(deep_loops_verify_fast),   cmocka_unit_test(examples_verify),
+      cmocka_unit_test(wgmma_pending_rule),       cmocka_unit_test(wgmma_accumulator_interleaved),
+      cmocka_unit_test(tma_maps_and_mbarriers),   cmocka_unit_test(packed_shared_bytes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
