@@ -1085,3 +1085,52 @@ tl_status tl_client_info(tl_client *c, char **json, tl_error *err) {
   tl_http_response_free(&r);
   return st;
 }
+
+const char *tl_client_compiler_id(tl_client *c) { return c ? ident_current(c) : ""; }
+
+tl_status tl_client_build_manifest(tl_client *c, const char *key, char **manifest, tl_source *where, tl_error *err) {
+  tl_error_clear(err);
+  if (manifest)
+    *manifest = NULL;
+  if (!c || !manifest)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_client_build_manifest: NULL argument");
+  if (!tl_hex_is_sha256(key))
+    return tl_error_set(err, TL_INVALID_ARG, "'%.80s' is not a build key (64 lowercase hexadecimal characters)",
+                        key ? key : "(null)");
+  tl_cache *cache = local(c);
+  tl_cache_build *b = NULL;
+  if (cache && tl_cache_get_build(cache, key, &b, NULL) == TL_OK &&
+      strncmp(b->manifest, TL_BUILD_MANIFEST_MAGIC, strlen(TL_BUILD_MANIFEST_MAGIC)) == 0) {
+    *manifest = dup_str(b->manifest);
+    tl_cache_build_free(b);
+    if (where)
+      *where = TL_SOURCE_LOCAL;
+    return *manifest ? TL_OK : tl_error_set(err, TL_NOMEM, "out of memory");
+  }
+  tl_cache_build_free(b);
+  if (c->offline)
+    return tl_error_set(err, TL_NETWORK, "offline, and the local cache %s has no manifest of the build %s",
+                        c->cache_path ? c->cache_path : "(off)", key);
+  char path[128], what[512];
+  snprintf(path, sizeof path, "/v1/kernels/%s", key);
+  snprintf(what, sizeof what, "GET %.200s%s", c->server, path);
+  tl_http_response r;
+  tl_status st = tl_http_request(c, "GET", path, NULL, 0, JSON_ANSWER_MAX, &r, err);
+  if (st == TL_OK && r.status != 200)
+    st = r.status == 404 ? tl_error_set(err, TL_NOT_FOUND, "the server %s has no build with key %s", c->server, key)
+                         : tl_http_error(&r, what, err);
+  if (st == TL_OK) {
+    json_t *doc = json_loadb(r.body ? r.body : "", r.len, 0, NULL);
+    const char *k = json_string_value(json_object_get(doc, "key"));
+    const char *m = json_string_value(json_object_get(doc, "manifest"));
+    if (!k || strcmp(k, key) != 0 || !m)
+      st = tl_error_set(err, TL_CORRUPT, "%s: the answer is not a build of this key", what);
+    else if (!(*manifest = dup_str(m)))
+      st = tl_error_set(err, TL_NOMEM, "out of memory");
+    else if (where)
+      *where = TL_SOURCE_SERVER_CACHE;
+    json_decref(doc);
+  }
+  tl_http_response_free(&r);
+  return st;
+}

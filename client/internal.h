@@ -201,5 +201,6 @@ tl_status tl_request_key(const tl_client_request *req, const char *target, const
 /* The alias manifest's first line: a local cache entry under a request key
  * has a manifest starting with this, followed by "build KEY". */
 #define TL_CLIENT_ALIAS_MAGIC "tl-client-request 1\n"
+#define TL_BUILD_MANIFEST_MAGIC "tl-build-key 1\n" /* the first line of a key manifest (proto/kernel-meta.md) */
 
 #endif

@@ -6,7 +6,8 @@
  *     info                     the server, the local cache and the GPU
  *     compile PROGRAM.json     compile for one or more targets (-o DIR writes the binaries)
  *     fetch KEY|ID             a build's binary by build key, or an artifact's bytes by id
- *     prebuild DIR|FILES...    every program x every target, in parallel (CI farms)
+ *     prebuild PATTERN...      every program x constants x target, in parallel (CI farms)
+ *     explain KEY|PROGRAM      a build's manifest, and why a request misses the cache
  *     run PROGRAM.json         launch on the local GPU, optionally checked against the
  *                              reference interpreter
  *     cache ls|verify|gc       the local cache
@@ -14,10 +15,12 @@
  * Everything that can fail prints one message naming the program, the
  * target and the server where they matter, on standard error, after
  * "tlclient: ".  Exit status: 0 success, 1 something failed, 2 the command
- * line is wrong.
+ * line is wrong; prebuild: 3 the server or the network failed.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fnmatch.h>
+#include <glob.h>
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -33,6 +36,8 @@
 #include "../compiler/interp.h"
 #include "../compiler/ir.h"
 #include "../compiler/npy.h"
+#include "../compiler/tlcompiler.h"
+#include "../proto/tl_hash.h"
 #include "include/tl/tlclient.h"
 
 #define MAX_LIST 256        /* -D, --arg, --in, --out, --target, files given */
@@ -52,7 +57,8 @@ static const char usage_main[] =
     "  info                       the server, the local cache and the GPU\n"
     "  compile PROGRAM.json       compile for one or more targets through the server\n"
     "  fetch KEY|ID               a build's binary by key, or an artifact's bytes by id\n"
-    "  prebuild DIR|FILES...      compile every program for every target, in parallel\n"
+    "  prebuild PATTERN...        compile programs x constants x targets, in parallel (CI)\n"
+    "  explain KEY|PROGRAM.json   a build's manifest; for a miss, what differs from the cache\n"
     "  run PROGRAM.json           launch on the local GPU (--check: against the interpreter)\n"
     "  cache ls|verify|gc         list, re-hash or shrink the local cache\n"
     "\n"
@@ -70,7 +76,8 @@ static const char usage_main[] =
     "  -v, --verbose              say what the client does (retries, cache repairs)\n"
     "  --version, --help\n"
     "\n"
-    "Exit status: 0 success, 1 a failure, 2 a wrong command line.\n";
+    "Exit status: 0 success, 1 a failure, 2 a wrong command line; prebuild also 3 when\n"
+    "the server could not be reached or failed (tlclient prebuild --help).\n";
 
 static const char usage_info[] =
     "usage: tlclient info [--json]\n"
@@ -103,16 +110,56 @@ static const char usage_fetch[] =
     "are checked against their SHA-256 either way.\n";
 
 static const char usage_prebuild[] =
-    "usage: tlclient prebuild DIR|FILE... --target T [--target T]... [-D NAME=VALUE]... [--jobs N] [--fetch]\n"
+    "usage: tlclient prebuild PATTERN... --target T [--target T]... [--exclude PATTERN]...\n"
+    "                         [-D NAME=V1,V2,...]... [--jobs N] [--fetch] [--json]\n"
     "\n"
-    "Compiles every program (FILE, or every *.json under DIR) for every target through\n"
-    "the server, N requests at a time (default 4), so that the server's cache holds them\n"
-    "all.  --target repeats or takes a comma-separated list; -D overrides a constant in\n"
-    "every program (each must have it).  On a terminal a progress bar\n"
-    "shows; otherwise one line per build.  Ends with a summary of hits (already in the\n"
-    "server's cache), compiles and failures; exit 1 if any failed.  --fetch also downloads\n"
-    "every binary into the local cache, under its build key and its request, so that an\n"
-    "application asking for the same program and target starts from that cache offline.\n";
+    "Compiles every program for every target (and every choice of constants) through the\n"
+    "server, N requests at a time (default 4), so that the server's cache holds them all.\n"
+    "\n"
+    "PATTERN is a program file, a directory (every *.json under it, recursively, hidden\n"
+    "entries skipped) or a quoted glob(3) pattern ('kernels/*/gemm*.json'; a directory it\n"
+    "matches means its *.json).  --exclude PATTERN leaves out every file or directory found\n"
+    "whose path or base name matches (fnmatch, '*' also crossing '/'): --exclude 'test_*'.\n"
+    "A .json file found in a directory or by a pattern that is not a Tile IR program (a\n"
+    "JSON object without \"tlir\", such as the metadata compile -o writes) is skipped with\n"
+    "a note on standard error; a file named as it is is always built.\n"
+    "\n"
+    "-D NAME=V1,V2,... gives a constant's values: each program is built for the cross\n"
+    "product of the values of every -D constant it declares (-D M=1024,2048 -D N=64,128:\n"
+    "four builds per target).  A program that does not declare NAME is built without it\n"
+    "(a note says so); a NAME that no program declares is a usage error.  --target\n"
+    "repeats or takes a comma-separated list.  At most a million builds in all.\n"
+    "\n"
+    "Output: on a terminal a progress bar, otherwise one line per build; then a summary.\n"
+    "--json prints one JSON object per line and build instead (proto/prebuild-record.\n"
+    "schema.json: program, constants, target, status compiled|hit|error|skipped, key,\n"
+    "artifact, size, compile_ms, wall_ms, fetched, error, diagnostics) and the summary\n"
+    "on standard error.  --fetch also downloads every binary into the local cache, under\n"
+    "its build key and its request, so that an application asking for the same program\n"
+    "and target starts from that cache offline.\n"
+    "\n"
+    "Exit status, for CI: 0 every build succeeded; 1 some program failed to compile (an\n"
+    "invalid program, constant or target: status error); 2 a wrong command line, or\n"
+    "PATTERN names no program or cannot be read; 3 the server could not be reached or\n"
+    "failed (network, token, server error: once the server is unreachable or refuses the\n"
+    "token, the builds not started yet are not tried, status skipped).\n";
+
+static const char usage_explain[] =
+    "usage: tlclient explain KEY\n"
+    "       tlclient explain PROGRAM.json --target T [-D NAME=VALUE]... [--options JSON]\n"
+    "\n"
+    "Shows a build's key manifest (proto/kernel-meta.md section 4: the compiler, toolchain,\n"
+    "target, options, constants and program that its key hashes).  With a KEY: the\n"
+    "manifest from the local cache, else from the server (GET /v1/kernels/KEY).  With a\n"
+    "PROGRAM: the request's key on the server, computed here (it needs the toolchain for\n"
+    "T here, as offline keys do) with the server's compiler identity; on a hit its\n"
+    "manifest; on a miss, the nearest build in the local cache (the most recently used\n"
+    "256 builds; the server cannot list its own) and, in plain words, each input that\n"
+    "differs, e.g.\n"
+    "  constants: M=256 here, the cache has M=128\n"
+    "  compiler: tlc 0.1.0+38ef... here, the cache has tlc 0.1.0+e36a... (built by another compiler)\n"
+    "Exit status: 0 the build exists (or KEY was found), 1 a miss or an error, 2 a wrong\n"
+    "command line.\n";
 
 static const char usage_run[] =
     "usage: tlclient run PROGRAM.json [-D NAME=VALUE]... [--arg NAME=VALUE]...\n"
@@ -286,6 +333,8 @@ typedef struct cmdline {
   const char *output, *meta_out, *options_json, *max_bytes;
   char *target_lists[MAX_LIST]; /* copies of --target values, which targets[] point into */
   int nlists;
+  const char *excludes[MAX_LIST];
+  int nexcludes;
   int jobs, device;
   bool json, check, fetch, help;
   unsigned long long seed;
@@ -443,6 +492,11 @@ static int parse_cmdline(int argc, char **argv, cmdline *o) {
       if (!*val || *end)
         return usage_error("--seed %s: a number", val);
       o->seed_given = true;
+    } else if (strcmp(a, "--exclude") == 0) {
+      TAKE("--exclude");
+      if (o->nexcludes == MAX_LIST)
+        return usage_error("too many --exclude options");
+      o->excludes[o->nexcludes++] = val;
     } else if (strcmp(a, "--json") == 0) {
       o->json = true;
     } else if (strcmp(a, "--check") == 0) {
@@ -469,13 +523,13 @@ static int parse_cmdline(int argc, char **argv, cmdline *o) {
 /* Which options each command takes (the rest is an error, not silently ignored). */
 static int check_options(const cmdline *o) {
   const char *c = o->cmd;
-  bool compile = strcmp(c, "compile") == 0, prebuild = strcmp(c, "prebuild") == 0, run = strcmp(c, "run") == 0,
+  bool explain = strcmp(c, "explain") == 0, compile = strcmp(c, "compile") == 0, prebuild = strcmp(c, "prebuild") == 0, run = strcmp(c, "run") == 0,
        fetch = strcmp(c, "fetch") == 0, cache = strcmp(c, "cache") == 0, info = strcmp(c, "info") == 0;
-  if (o->ntargets && !compile && !prebuild && !run)
+  if (o->ntargets && !compile && !prebuild && !run && !explain)
     return usage_error("'%s' does not take --target", c);
   if (o->ntargets > 1 && run)
     return usage_error("'run' takes one --target (by default the one for the GPU found)");
-  if (o->ndefs && !compile && !run && !prebuild)
+  if (o->ndefs && !compile && !run && !prebuild && !explain)
     return usage_error("'%s' does not take -D", c);
   if ((o->nargs || o->nins || o->nouts || o->check || o->seed_given || o->device) && !run)
     return usage_error("'%s' does not take --arg, --in, --out, --check, --seed or --device", c);
@@ -483,13 +537,13 @@ static int check_options(const cmdline *o) {
     return usage_error("'%s' does not take -o", c);
   if (o->meta_out && !fetch)
     return usage_error("'%s' does not take --meta", c);
-  if (o->options_json && !compile)
+  if (o->options_json && !compile && !explain)
     return usage_error("'%s' does not take --options", c);
   if (o->max_bytes && !cache)
     return usage_error("'%s' does not take --max-bytes", c);
-  if ((o->jobs || o->fetch) && !prebuild)
-    return usage_error("'%s' does not take --jobs or --fetch", c);
-  if (o->json && !info)
+  if ((o->jobs || o->fetch || o->nexcludes) && !prebuild)
+    return usage_error("'%s' does not take --jobs, --fetch or --exclude", c);
+  if (o->json && !info && !prebuild)
     return usage_error("'%s' does not take --json", c);
   return 0;
 }
@@ -781,25 +835,45 @@ static int cmd_fetch(const cmdline *o, tl_client *c) {
 
 /* ---- prebuild ---------------------------------------------------------------------------------------- */
 
+/* Exit status of prebuild, for CI systems (usage_prebuild and the README say the same). */
+enum { PRE_OK = 0, PRE_FAILED = 1, PRE_USAGE = 2, PRE_INFRA = 3 };
+
+/* One program found: its path, its text, and whether it was named on the
+ * command line (then it is built even when it does not look like a program). */
+typedef struct pprog {
+  char *path;
+  char *text;
+  size_t len;
+  bool named;
+} pprog;
+
+/* One -D axis of the matrix: NAME and its values. */
+typedef struct paxis {
+  const char *name;
+  char *values_copy; /* the comma-separated list, split in place */
+  const char *values[MAX_LIST];
+  int nvalues;
+  bool declared; /* by at least one program */
+} paxis;
+
+/* One build: a program with one choice of constants, for one target. */
 typedef struct pjob {
-  int file;          /* index into files */
+  int prog;
+  const tl_client_define *defs; /* shared by the targets of one variant */
+  int ndefs;
   const char *target;
   tl_status status;
-  int cached;
-  bool done;
-  char *message;
+  char *record;      /* --json: the JSON line */
+  bool skipped;      /* not tried: the server was found unreachable before */
 } pjob;
 
 typedef struct pstate {
   const cmdline *o;
   const tl_client *proto;
-  char **files;
-  char **texts;
-  size_t *lens;
-  int nfiles;
+  pprog *progs;
   pjob *jobs;
-  int njobs, next, ndone, nhits, ncompiled, nfailed;
-  bool tty;
+  int njobs, next, ndone, nhits, ncompiled, nfailed, ninfra, nskipped;
+  bool tty, abort;
   double start;
   char last[512]; /* the build that finished last, for the bar */
   pthread_mutex_t mu;
@@ -808,38 +882,54 @@ typedef struct pstate {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* Appends the *.json files under path (a file itself, or a directory walked
- * recursively, hidden entries skipped) to the list. */
-static int collect(const char *path, char ***files, int *n, int *cap, int depth) {
+/* True when an --exclude pattern matches path (with '*' also crossing '/') or its base name. */
+static bool excluded(const cmdline *o, const char *path) {
+  for (int i = 0; i < o->nexcludes; i++)
+    if (fnmatch(o->excludes[i], path, 0) == 0 || fnmatch(o->excludes[i], base_name(path), 0) == 0)
+      return true;
+  return false;
+}
+
+static void add_prog(pprog **progs, int *n, int *cap, const char *path, bool named) {
+  if (*n == *cap) {
+    *cap = *cap ? *cap * 2 : 64;
+    pprog *np = realloc(*progs, sizeof **progs * (size_t)*cap);
+    if (!np)
+      die_oom();
+    *progs = np;
+  }
+  pprog *p = &(*progs)[(*n)++];
+  *p = (pprog){.path = strdup(path), .named = named};
+  if (!p->path)
+    die_oom();
+}
+
+/* Appends the programs at path: a file itself, or the *.json files under a
+ * directory walked recursively (hidden entries and excluded ones skipped). */
+static int collect(const cmdline *o, const char *path, pprog **progs, int *n, int *cap, int depth, bool named) {
   struct stat sb;
   if (stat(path, &sb) != 0) {
     fprintf(stderr, "tlclient: prebuild: cannot read '%s': %s\n", path, strerror(errno));
-    return 1;
+    return PRE_USAGE;
   }
+  if (!named && excluded(o, path))
+    return 0;
   if (!S_ISDIR(sb.st_mode)) {
     if (*n == MAX_FILES) {
       fprintf(stderr, "tlclient: prebuild: more than %d programs\n", MAX_FILES);
-      return 1;
+      return PRE_USAGE;
     }
-    if (*n == *cap) {
-      *cap = *cap ? *cap * 2 : 64;
-      char **nf = realloc(*files, sizeof **files * (size_t)*cap);
-      if (!nf)
-        die_oom();
-      *files = nf;
-    }
-    if (!((*files)[(*n)++] = strdup(path)))
-      die_oom();
+    add_prog(progs, n, cap, path, named);
     return 0;
   }
   if (depth > 32) {
-    fprintf(stderr, "tlclient: prebuild: '%s' is nested too deep\n", path);
-    return 1;
+    fprintf(stderr, "tlclient: prebuild: '%s' is nested too deep (32 levels)\n", path);
+    return PRE_USAGE;
   }
   DIR *d = opendir(path);
   if (!d) {
     fprintf(stderr, "tlclient: prebuild: cannot read directory '%s': %s\n", path, strerror(errno));
-    return 1;
+    return PRE_USAGE;
   }
   char **names = NULL;
   int nn = 0, ncap = 0, rc = 0;
@@ -871,11 +961,126 @@ static int collect(const char *path, char ***files, int *n, int *cap, int depth)
     qsort(names, (size_t)nn, sizeof *names, cmp_str);
   for (int i = 0; i < nn; i++) {
     if (!rc)
-      rc = collect(names[i], files, n, cap, depth + 1);
+      rc = collect(o, names[i], progs, n, cap, depth + 1, false);
     free(names[i]);
   }
   free(names);
   return rc;
+}
+
+/* A positional argument: a pattern (with * ? or [) expanded by glob(3), else a path. */
+static int collect_arg(const cmdline *o, const char *arg, pprog **progs, int *n, int *cap) {
+  if (!strpbrk(arg, "*?[")) {
+    struct stat sb;
+    return collect(o, arg, progs, n, cap, 0, stat(arg, &sb) == 0 && !S_ISDIR(sb.st_mode));
+  }
+  glob_t g;
+  int grc = glob(arg, 0, NULL, &g);
+  if (grc == GLOB_NOMATCH) {
+    fprintf(stderr, "tlclient: prebuild: '%s' matches nothing\n", arg);
+    return PRE_USAGE;
+  }
+  if (grc != 0) {
+    fprintf(stderr, "tlclient: prebuild: cannot expand '%s'%s\n", arg, grc == GLOB_NOSPACE ? ": out of memory" : "");
+    return PRE_USAGE;
+  }
+  int rc = 0;
+  for (size_t i = 0; i < g.gl_pathc && !rc; i++) /* glob sorts the matches */
+    rc = collect(o, g.gl_pathv[i], progs, n, cap, 1, false);
+  globfree(&g);
+  return rc;
+}
+
+/* The constants a program declares (its "constants" object), or NULL when
+ * the text is not a JSON object; *is_program says whether it has "tlir". */
+static json_t *program_doc(const pprog *p, bool *is_program) {
+  json_t *doc = p->text ? json_loadb(p->text, p->len, 0, NULL) : NULL;
+  *is_program = !doc || (json_is_object(doc) && json_object_get(doc, "tlir"));
+  return doc;
+}
+
+/* The -D axes: every -D NAME=V1,V2,... once. */
+static int make_axes(const cmdline *o, paxis *axes) {
+  for (int i = 0; i < o->ndefs; i++) {
+    paxis *a = &axes[i];
+    a->name = o->defs[i].name;
+    for (int k = 0; k < i; k++)
+      if (strcmp(axes[k].name, a->name) == 0)
+        return usage_error("-D %s is given twice (give its values as one list: -D %s=V1,V2)", a->name, a->name);
+    if (!(a->values_copy = strdup(o->defs[i].value)))
+      die_oom();
+    char *save = NULL;
+    for (char *v = strtok_r(a->values_copy, ",", &save); v; v = strtok_r(NULL, ",", &save)) {
+      for (int k = 0; k < a->nvalues; k++)
+        if (strcmp(a->values[k], v) == 0)
+          return usage_error("-D %s: the value %s is given twice", a->name, v);
+      if (a->nvalues == MAX_LIST)
+        return usage_error("-D %s: more than %d values", a->name, MAX_LIST);
+      a->values[a->nvalues++] = v;
+    }
+    if (!a->nvalues)
+      return usage_error("-D %s needs a value (or a list: %s=V1,V2)", a->name, a->name);
+  }
+  return 0;
+}
+
+/* Wire statuses that say the program (or its constants, or its target) is
+ * at fault; the others say the server, the network or the files are. */
+static bool program_failure(tl_status st) {
+  switch (st) {
+  case TL_INVALID_ARG: case TL_BAD_JSON: case TL_BAD_PROGRAM: case TL_TOO_LARGE:
+  case TL_LIMIT: case TL_UNSUPPORTED: case TL_TOOLCHAIN:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* After these, every other request would fail the same way: the rest are not tried. */
+static bool stops_the_run(tl_status st) {
+  return st == TL_NETWORK || st == TL_UNAUTHORIZED || st == TL_FORBIDDEN;
+}
+
+/* A constant's value as JSON: the number or boolean it reads as, else the text. */
+static json_t *value_json(const char *text) {
+  json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
+  if (v && (json_is_number(v) || json_is_boolean(v)))
+    return v;
+  json_decref(v);
+  return json_string(text);
+}
+
+/* The --json record of one build (proto/prebuild-record.schema.json). */
+static char *make_record(const pstate *s, const pjob *job, const char *status, const tl_target_result *r,
+                         tl_status st, const char *msg, bool fetched, double wall_ms) {
+  json_t *consts = json_object(), *diags = json_array();
+  for (int i = 0; i < job->ndefs; i++)
+    json_object_set_new(consts, job->defs[i].name, value_json(job->defs[i].value));
+  bool ok = st == TL_OK && r;
+  if (!ok && msg) /* the message's lines: the first says what failed, the rest are the diagnostics */
+    for (const char *p = msg; *p;) {
+      p += strspn(p, " \t");
+      size_t l = strcspn(p, "\n");
+      if (l)
+        json_array_append_new(diags, json_stringn(p, l));
+      p += l + (p[l] == '\n');
+    }
+  json_t *rec = json_pack("{s:s, s:o, s:s, s:s, s:o, s:o, s:o, s:o, s:f, s:o, s:o, s:o}",
+                          "program", s->progs[job->prog].path, "constants", consts, "target", job->target,
+                          "status", status,
+                          "key", ok ? json_string(r->key) : json_null(),
+                          "artifact", ok ? json_string(r->artifact) : json_null(),
+                          "size", ok ? json_integer(r->size) : json_null(),
+                          "compile_ms", ok ? json_real(r->compile_ms) : json_null(),
+                          "wall_ms", wall_ms,
+                          "fetched", json_boolean(fetched),
+                          "error", ok ? json_null() : json_string(tl_status_name(st)),
+                          "diagnostics", diags);
+  char *text = rec ? json_dumps(rec, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9)) : NULL;
+  json_decref(rec);
+  if (!text)
+    die_oom();
+  return text;
 }
 
 static void draw_bar(pstate *s) {
@@ -889,6 +1094,14 @@ static void draw_bar(pstate *s) {
   fflush(stderr);
 }
 
+/* The constants of a build as "M=64 N=128", for the plain lines. */
+static void defs_text(const pjob *job, char *out, size_t cap) {
+  size_t n = 0;
+  out[0] = 0;
+  for (int i = 0; i < job->ndefs && n < cap; i++)
+    n += (size_t)snprintf(out + n, cap - n, "%s%s=%s", i ? " " : "", job->defs[i].name, job->defs[i].value);
+}
+
 static void *prebuild_worker(void *arg) {
   pstate *s = arg;
   tl_client *c = NULL;
@@ -898,27 +1111,31 @@ static void *prebuild_worker(void *arg) {
   for (;;) {
     pthread_mutex_lock(&s->mu);
     int j = s->next < s->njobs ? s->next++ : -1;
+    bool abort_run = s->abort;
     pthread_mutex_unlock(&s->mu);
     if (j < 0)
       break;
     pjob *job = &s->jobs[j];
-    const char *file = s->files[job->file];
+    const pprog *p = &s->progs[job->prog];
     double t0 = now_s();
     tl_status st;
     int cached = 0;
+    bool fetched = false;
     char msg[TL_ERROR_MESSAGE_MAX + 64] = "";
-    if (!c) {
+    tl_target_result *res = NULL;
+    if (abort_run) {
+      st = TL_NETWORK;
+      job->skipped = true;
+      snprintf(msg, sizeof msg, "not tried: an earlier build found the server %s unusable", tl_client_server(s->proto));
+    } else if (!c) {
       st = TL_NOMEM;
       snprintf(msg, sizeof msg, "%s", err.message);
-    } else if (!s->texts[job->file]) {
+    } else if (!p->text) {
       st = TL_IO;
-      snprintf(msg, sizeof msg, "cannot read %s", file);
+      snprintf(msg, sizeof msg, "cannot read %s", p->path);
     } else {
-      tl_client_define defs[MAX_LIST];
-      fill_defines(s->o, defs);
-      tl_client_request req = {.program = s->texts[job->file], .program_len = s->lens[job->file], .name = file,
-                               .defines = defs, .ndefines = s->o->ndefs};
-      tl_target_result *res = NULL;
+      tl_client_request req = {.program = p->text, .program_len = p->len, .name = p->path,
+                               .defines = job->defs, .ndefines = job->ndefs};
       st = tl_client_compile(c, &req, &job->target, 1, &res, &err);
       if (st != TL_OK)
         snprintf(msg, sizeof msg, "%s", err.message);
@@ -929,34 +1146,47 @@ static void *prebuild_worker(void *arg) {
         if (s->o->fetch) {
           tl_artifact *a = NULL;
           if ((st = tl_client_fetch_result_for(c, &req, &res[0], &a, &err)) != TL_OK)
-            snprintf(msg, sizeof msg, "%s (%s, %s)", err.message, file, job->target);
+            snprintf(msg, sizeof msg, "%s (%s, %s)", err.message, p->path, job->target);
+          fetched = st == TL_OK;
           tl_artifact_free(a);
         }
       }
-      tl_target_results_free(res, 1);
     }
     double ms = (now_s() - t0) * 1000;
+    const char *status = job->skipped ? "skipped" : st != TL_OK ? "error" : cached ? "hit" : "compiled";
+    char *record = s->o->json ? make_record(s, job, status, res, st, msg, fetched, ms) : NULL;
+    if (res)
+      tl_target_results_free(res, 1);
+    char consts[512];
+    defs_text(job, consts, sizeof consts);
     pthread_mutex_lock(&s->mu);
     job->status = st;
-    job->cached = cached;
-    job->done = true;
     s->ndone++;
-    if (st != TL_OK)
+    if (st == TL_OK)
+      *(cached ? &s->nhits : &s->ncompiled) += 1;
+    else if (job->skipped)
+      s->nskipped++;
+    else if (program_failure(st))
       s->nfailed++;
-    else if (cached)
-      s->nhits++;
     else
-      s->ncompiled++;
-    snprintf(s->last, sizeof s->last, "%s %s", base_name(file), job->target);
-    if (s->tty) {
-      if (st != TL_OK)
-        fprintf(stderr, "\r\033[KFAIL %s\n", msg);
+      s->ninfra++;
+    if (stops_the_run(st))
+      s->abort = true;
+    snprintf(s->last, sizeof s->last, "%s %s", base_name(p->path), job->target);
+    if (record) {
+      puts(record);
+      fflush(stdout);
+      free(record);
+    } else if (s->tty) {
+      if (st != TL_OK && !job->skipped)
+        fprintf(stderr, "\r\033[KFAIL %s%s%s\n", msg, consts[0] ? " with " : "", consts);
       draw_bar(s);
-    } else {
+    } else if (!job->skipped) {
       if (st == TL_OK)
-        printf("ok    %-8s %-12s %s  (%.0f ms)\n", cached ? "hit" : "compiled", job->target, file, ms);
+        printf("ok    %-8s %-12s %s%s%s  (%.0f ms)\n", cached ? "hit" : "compiled", job->target, p->path,
+               consts[0] ? " " : "", consts, ms);
       else
-        printf("FAIL  %-8s %-12s %s  %s\n", "", job->target, file, msg);
+        printf("FAIL  %-8s %-12s %s%s%s  %s\n", "", job->target, p->path, consts[0] ? " " : "", consts, msg);
       fflush(stdout);
     }
     pthread_cond_signal(&s->cv);
@@ -966,67 +1196,27 @@ static void *prebuild_worker(void *arg) {
   return NULL;
 }
 
-static int cmd_prebuild(const cmdline *o, tl_client *c) {
-  if (!o->npos)
-    return usage_error("'prebuild' needs a directory or program files");
-  if (!o->ntargets)
-    return usage_error("'prebuild' needs --target T (repeated, or a list: sm_90,sm_80)");
-  char **files = NULL;
-  int nfiles = 0, cap = 0;
-  for (int i = 0; i < o->npos; i++)
-    if (collect(o->pos[i], &files, &nfiles, &cap, 0)) {
-      for (int k = 0; k < nfiles; k++)
-        free(files[k]);
-      free(files);
-      return 1;
-    }
-  if (!nfiles) {
-    fprintf(stderr, "tlclient: prebuild: no *.json programs found under %s\n", o->pos[0]);
-    free(files);
-    return 1;
-  }
-  if ((int64_t)nfiles * o->ntargets > 1000000) {
-    fprintf(stderr, "tlclient: prebuild: %d programs x %d targets is more than a million builds\n", nfiles,
-            o->ntargets);
-    for (int k = 0; k < nfiles; k++)
-      free(files[k]);
-    free(files);
-    return 1;
-  }
-  pstate s = {.o = o, .proto = c, .files = files, .nfiles = nfiles, .tty = isatty(2) != 0, .start = now_s()};
-  s.texts = calloc((size_t)nfiles, sizeof *s.texts);
-  s.lens = calloc((size_t)nfiles, sizeof *s.lens);
-  s.njobs = nfiles * o->ntargets;
-  s.jobs = calloc((size_t)s.njobs, sizeof *s.jobs);
-  if (!s.texts || !s.lens || !s.jobs)
-    die_oom();
-  for (int f = 0; f < nfiles; f++) {
-    s.texts[f] = read_file(files[f], &s.lens[f], TL_CLIENT_PROGRAM_MAX);
-    for (int t = 0; t < o->ntargets; t++)
-      s.jobs[f * o->ntargets + t] = (pjob){.file = f, .target = o->targets[t]};
-  }
-  pthread_mutex_init(&s.mu, NULL);
-  pthread_cond_init(&s.cv, NULL);
-  int nthreads = o->jobs ? o->jobs : 4;
-  if (nthreads > s.njobs)
-    nthreads = s.njobs;
+/* Runs the jobs on --jobs threads (default 4), the bar moving meanwhile on a terminal. */
+static int run_jobs(pstate *s) {
+  int nthreads = s->o->jobs ? s->o->jobs : 4;
+  if (nthreads > s->njobs)
+    nthreads = s->njobs;
   pthread_t th[MAX_JOBS];
   int started = 0;
-  if (s.tty) {
-    pthread_mutex_lock(&s.mu);
-    draw_bar(&s);
-    pthread_mutex_unlock(&s.mu);
+  if (s->tty) {
+    pthread_mutex_lock(&s->mu);
+    draw_bar(s);
+    pthread_mutex_unlock(&s->mu);
   }
   for (int i = 0; i < nthreads; i++)
-    if (pthread_create(&th[i], NULL, prebuild_worker, &s) == 0)
+    if (pthread_create(&th[i], NULL, prebuild_worker, s) == 0)
       started++;
   if (!started) {
     fprintf(stderr, "tlclient: prebuild: cannot start a thread\n");
-    return 1;
+    return PRE_INFRA;
   }
-  /* the bar also moves with the clock while compiles run */
-  pthread_mutex_lock(&s.mu);
-  while (s.ndone < s.njobs) {
+  pthread_mutex_lock(&s->mu);
+  while (s->ndone < s->njobs) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_nsec += 250000000L;
@@ -1034,34 +1224,496 @@ static int cmd_prebuild(const cmdline *o, tl_client *c) {
       ts.tv_sec++;
       ts.tv_nsec -= 1000000000L;
     }
-    pthread_cond_timedwait(&s.cv, &s.mu, &ts);
-    if (s.tty && s.ndone < s.njobs)
-      draw_bar(&s);
+    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    if (s->tty && s->ndone < s->njobs)
+      draw_bar(s);
   }
-  pthread_mutex_unlock(&s.mu);
+  pthread_mutex_unlock(&s->mu);
   for (int i = 0; i < started; i++)
     pthread_join(th[i], NULL);
-  if (s.tty)
+  if (s->tty)
     fprintf(stderr, "\r\033[K");
-  printf("prebuild: %d builds (%d program%s x %d target%s) on %s: %d hits, %d compiled, %d failed in %.1f s\n",
-         s.njobs, nfiles, nfiles == 1 ? "" : "s", o->ntargets, o->ntargets == 1 ? "" : "s", tl_client_server(c),
-         s.nhits, s.ncompiled, s.nfailed, now_s() - s.start);
-  if (s.nfailed && s.tty) /* the failures scrolled by above the bar: list them again */
-    for (int j = 0; j < s.njobs; j++)
-      if (s.jobs[j].status != TL_OK)
-        fprintf(stderr, "failed: %s %s\n", files[s.jobs[j].file], s.jobs[j].target);
-  int rc = s.nfailed ? 1 : 0;
-  pthread_mutex_destroy(&s.mu);
-  pthread_cond_destroy(&s.cv);
-  for (int f = 0; f < nfiles; f++) {
-    free(files[f]);
-    free(s.texts[f]);
+  return 0;
+}
+
+/* The variants of one program: the cross product of the -D axes it
+ * declares, appended to *defs as groups of nd defines; returns how many. */
+static int64_t program_variants(const paxis *axes, int naxes, json_t *doc, const char *path, tl_client_define **defs,
+                                int *nd) {
+  json_t *declared = json_object_get(doc, "constants");
+  int use[MAX_LIST], nuse = 0;
+  int64_t count = 1;
+  for (int i = 0; i < naxes; i++) {
+    if (json_object_get(declared, axes[i].name)) {
+      use[nuse++] = i;
+      count *= axes[i].nvalues;
+      if (count > 1000000)
+        return count;
+    } else {
+      fprintf(stderr, "tlclient: prebuild: note: %s does not declare the constant %s: built without -D %s\n", path,
+              axes[i].name, axes[i].name);
+    }
   }
-  free(files);
-  free(s.texts);
-  free(s.lens);
+  *nd = nuse;
+  *defs = nuse ? malloc(sizeof **defs * (size_t)(nuse * count)) : NULL;
+  if (nuse && !*defs)
+    die_oom();
+  for (int64_t v = 0; v < count; v++) { /* the last axis varies fastest */
+    int64_t rest = v;
+    for (int k = nuse - 1; k >= 0; k--) {
+      const paxis *a = &axes[use[k]];
+      (*defs)[v * nuse + k] = (tl_client_define){a->name, a->values[rest % a->nvalues]};
+      rest /= a->nvalues;
+    }
+  }
+  return count;
+}
+
+static int cmd_prebuild(const cmdline *o, tl_client *c) {
+  if (!o->npos)
+    return usage_error("'prebuild' needs a directory, program files or patterns");
+  if (!o->ntargets)
+    return usage_error("'prebuild' needs --target T (repeated, or a list: sm_90,sm_80)");
+  pprog *progs = NULL;
+  paxis axes[MAX_LIST] = {{0}};
+  tl_client_define **vdefs = NULL;
+  int nprogs = 0, cap = 0, rc = 0, naxes = o->ndefs, nvariants = 0;
+  pstate s = {.o = o, .proto = c, .tty = isatty(2) != 0 && !o->json, .start = now_s()};
+  if ((rc = make_axes(o, axes)) != 0)
+    goto out;
+  for (int i = 0; i < o->npos && !rc; i++)
+    rc = collect_arg(o, o->pos[i], &progs, &nprogs, &cap);
+  if (rc)
+    goto out;
+  /* read every program; found ones that are not Tile IR programs are left out */
+  int kept = 0;
+  json_t **docs = calloc((size_t)nprogs + 1, sizeof *docs);
+  if (!docs)
+    die_oom();
+  for (int f = 0; f < nprogs; f++) {
+    pprog p = progs[f];
+    p.text = read_file(p.path, &p.len, TL_CLIENT_PROGRAM_MAX);
+    if (!p.text) /* read_file said why */
+      rc = PRE_USAGE;
+    bool is_program;
+    json_t *doc = program_doc(&p, &is_program);
+    if (!is_program && !p.named) {
+      fprintf(stderr, "tlclient: prebuild: note: skipped %s: not a Tile IR program (no \"tlir\" member)\n", p.path);
+      json_decref(doc);
+      free(p.path);
+      free(p.text);
+      continue;
+    }
+    docs[kept] = doc;
+    progs[kept++] = p;
+  }
+  nprogs = kept;
+  if (rc)
+    goto docs_out;
+  if (!nprogs) {
+    fprintf(stderr, "tlclient: prebuild: no Tile IR programs found in %s%s\n", o->pos[0], o->npos > 1 ? " ..." : "");
+    rc = PRE_USAGE;
+    goto docs_out;
+  }
+  /* the matrix: per program, its variants x the targets */
+  vdefs = calloc((size_t)nprogs, sizeof *vdefs);
+  int *vcount = calloc((size_t)nprogs, sizeof *vcount), *vnd = calloc((size_t)nprogs, sizeof *vnd);
+  if (!vdefs || !vcount || !vnd)
+    die_oom();
+  int64_t total = 0;
+  for (int f = 0; f < nprogs && !rc; f++) {
+    for (int i = 0; i < naxes; i++)
+      axes[i].declared |= json_object_get(json_object_get(docs[f], "constants"), axes[i].name) != NULL;
+    int64_t n = program_variants(axes, naxes, docs[f], progs[f].path, &vdefs[f], &vnd[f]);
+    total += n * o->ntargets;
+    if (n > 1000000 || total > 1000000) {
+      fprintf(stderr, "tlclient: prebuild: the programs, their -D values and the targets make more than a million builds\n");
+      rc = PRE_USAGE;
+    }
+    vcount[f] = (int)n;
+    nvariants += vcount[f];
+  }
+  for (int i = 0; i < naxes && !rc; i++)
+    if (!axes[i].declared)
+      rc = usage_error("-D %s: no program declares the constant %s", axes[i].name, axes[i].name);
+  if (!rc) {
+    s.progs = progs;
+    s.njobs = (int)total;
+    s.jobs = calloc((size_t)s.njobs, sizeof *s.jobs);
+    if (!s.jobs)
+      die_oom();
+    int j = 0;
+    for (int f = 0; f < nprogs; f++)
+      for (int v = 0; v < vcount[f]; v++)
+        for (int t = 0; t < o->ntargets; t++)
+          s.jobs[j++] = (pjob){.prog = f, .defs = vnd[f] ? vdefs[f] + v * vnd[f] : NULL, .ndefs = vnd[f],
+                               .target = o->targets[t]};
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.cv, NULL);
+    rc = run_jobs(&s);
+    pthread_mutex_destroy(&s.mu);
+    pthread_cond_destroy(&s.cv);
+  }
+  if (!rc) {
+    FILE *sum = o->json ? stderr : stdout;
+    fprintf(sum, "prebuild: %d build%s (%d program%s", s.njobs, s.njobs == 1 ? "" : "s", nprogs, nprogs == 1 ? "" : "s");
+    if (nvariants != nprogs)
+      fprintf(sum, ", %d with their constants,", nvariants);
+    fprintf(sum, " x %d target%s) on %s: %d hits, %d compiled, %d failed", o->ntargets, o->ntargets == 1 ? "" : "s",
+            tl_client_server(c), s.nhits, s.ncompiled, s.nfailed + s.ninfra + s.nskipped);
+    if (s.ninfra || s.nskipped)
+      fprintf(sum, " (%d by the server or the network, %d not tried)", s.ninfra, s.nskipped);
+    fprintf(sum, " in %.1f s\n", now_s() - s.start);
+    if ((s.nfailed || s.ninfra) && s.tty) /* the failures scrolled by above the bar: list them again */
+      for (int j = 0; j < s.njobs; j++)
+        if (s.jobs[j].status != TL_OK && !s.jobs[j].skipped)
+          fprintf(stderr, "failed: %s %s\n", progs[s.jobs[j].prog].path, s.jobs[j].target);
+    rc = s.ninfra || s.nskipped ? PRE_INFRA : s.nfailed ? PRE_FAILED : PRE_OK;
+  }
+  for (int f = 0; f < nprogs; f++)
+    free(vdefs[f]);
+  free(vcount);
+  free(vnd);
+docs_out:
+  for (int f = 0; f < nprogs; f++)
+    json_decref(docs[f]);
+  free(docs);
+out:
+  for (int f = 0; f < nprogs; f++) {
+    free(progs[f].path);
+    free(progs[f].text);
+  }
+  free(progs);
+  free(vdefs);
   free(s.jobs);
+  for (int i = 0; i < naxes; i++)
+    free(axes[i].values_copy);
   return rc;
+}
+
+/* ---- explain ------------------------------------------------------------------------------------------ */
+
+#define EXPLAIN_CANDIDATES_MAX 256 /* local cache entries whose manifest explain asks the server for */
+#define MANIFEST_MAGIC "tl-build-key 1\n"
+
+/* The fields of a key manifest (proto/kernel-meta.md section 4), in order. */
+static const char *const manifest_fields[] = {"compiler", "toolchain", "target", "options", "constants", "program"};
+enum { MF_COMPILER, MF_TOOLCHAIN, MF_TARGET, MF_OPTIONS, MF_CONSTANTS, MF_PROGRAM, MF_COUNT };
+
+typedef struct manifest {
+  char *text;
+  char key[65];
+  const char *field[MF_COUNT]; /* NUL-terminated copies' starts inside lines */
+  char *lines;                 /* the text split into lines */
+} manifest;
+
+static void manifest_free(manifest *m) {
+  free(m->text);
+  free(m->lines);
+  memset(m, 0, sizeof *m);
+}
+
+/* Splits text (taken) into its fields; false when it is not a key manifest. */
+static bool manifest_parse(char *text, const char *key, manifest *m) {
+  memset(m, 0, sizeof *m);
+  m->text = text;
+  snprintf(m->key, sizeof m->key, "%s", key);
+  if (!text || strncmp(text, MANIFEST_MAGIC, strlen(MANIFEST_MAGIC)) != 0 || !(m->lines = strdup(text)))
+    return false;
+  for (char *save = NULL, *l = strtok_r(m->lines, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+    for (int f = 0; f < MF_COUNT; f++) {
+      size_t n = strlen(manifest_fields[f]);
+      if (strncmp(l, manifest_fields[f], n) == 0 && l[n] == ' ')
+        m->field[f] = l + n + 1;
+    }
+  for (int f = 0; f < MF_COUNT; f++)
+    if (!m->field[f])
+      return false;
+  return true;
+}
+
+/* The constants that differ between two canonical constant objects, as
+ * "M=256 here, the cache has M=128"; how many differ. */
+static int constants_diff(const char *here, const char *there, char *out, size_t cap) {
+  json_t *a = json_loads(here, 0, NULL), *b = json_loads(there, 0, NULL);
+  int n = 0;
+  size_t used = 0;
+  out[0] = 0;
+  const char *name;
+  json_t *v;
+  json_object_foreach(a, name, v) {
+    json_t *w = json_object_get(b, name);
+    if (w && json_equal(v, w))
+      continue;
+    char *vs = json_dumps(v, JSON_ENCODE_ANY), *ws = w ? json_dumps(w, JSON_ENCODE_ANY) : NULL;
+    if (used < cap)
+      used += (size_t)snprintf(out + used, cap - used, "%s%s=%s here, the cache has %s%s%s", n ? "; " : "", name,
+                               vs ? vs : "?", w ? name : "no constant ", w ? "=" : name, w && ws ? ws : "");
+    free(vs);
+    free(ws);
+    n++;
+  }
+  json_object_foreach(b, name, v) {
+    if (json_object_get(a, name))
+      continue;
+    if (used < cap)
+      used += (size_t)snprintf(out + used, cap - used, "%sno constant %s here, the cache has one", n ? "; " : "", name);
+    n++;
+  }
+  json_decref(a);
+  json_decref(b);
+  return n;
+}
+
+/* How far a cached build is from the request: lower is nearer; another
+ * program weighs most, then the constants, the target, the options, and the
+ * compiler and toolchain least. */
+static long manifest_distance(const manifest *want, const manifest *have) {
+  long d = 0;
+  char buf[8];
+  if (strcmp(want->field[MF_PROGRAM], have->field[MF_PROGRAM]) != 0) {
+    json_t *a = json_loads(want->field[MF_PROGRAM], 0, NULL), *b = json_loads(have->field[MF_PROGRAM], 0, NULL);
+    const char *na = json_string_value(json_object_get(a, "name")), *nb = json_string_value(json_object_get(b, "name"));
+    d += na && nb && strcmp(na, nb) == 0 ? 1000 : 100000;
+    json_decref(a);
+    json_decref(b);
+  }
+  d += 100L * constants_diff(want->field[MF_CONSTANTS], have->field[MF_CONSTANTS], buf, sizeof buf);
+  d += strcmp(want->field[MF_TARGET], have->field[MF_TARGET]) != 0 ? 50 : 0;
+  d += strcmp(want->field[MF_OPTIONS], have->field[MF_OPTIONS]) != 0 ? 20 : 0;
+  d += strcmp(want->field[MF_COMPILER], have->field[MF_COMPILER]) != 0 ? 2 : 0;
+  d += strcmp(want->field[MF_TOOLCHAIN], have->field[MF_TOOLCHAIN]) != 0 ? 1 : 0;
+  return d;
+}
+
+/* Prints, in plain words, each input of the request that differs from the cached build. */
+static void print_differences(const manifest *want, const manifest *have) {
+  int n = 0;
+  char buf[2048];
+  if (strcmp(want->field[MF_PROGRAM], have->field[MF_PROGRAM]) != 0) {
+    json_t *a = json_loads(want->field[MF_PROGRAM], 0, NULL), *b = json_loads(have->field[MF_PROGRAM], 0, NULL);
+    const char *na = str_or(json_object_get(a, "name"), "?"), *nb = str_or(json_object_get(b, "name"), "?");
+    size_t used = 0;
+    buf[0] = 0;
+    const char *member;
+    json_t *v;
+    json_object_foreach(a, member, v) /* the top-level members that differ, constants aside */
+      if (strcmp(member, "constants") != 0 && !json_equal(v, json_object_get(b, member)) && used < sizeof buf)
+        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s", used ? ", " : "", member);
+    if (strcmp(na, nb) != 0)
+      printf("  program: %s here, the cache has the program %s\n", na, nb);
+    else
+      printf("  program: %s here differs from the cached %s in %s\n", na, nb,
+             buf[0] ? buf : "its constants' declared values");
+    json_decref(a);
+    json_decref(b);
+    n++;
+  }
+  if (constants_diff(want->field[MF_CONSTANTS], have->field[MF_CONSTANTS], buf, sizeof buf)) {
+    printf("  constants: %s\n", buf);
+    n++;
+  }
+  static const struct { int f; const char *why; } plain[] = {
+      {MF_TARGET, "built for another target"},
+      {MF_OPTIONS, "built with other compiler options"},
+      {MF_COMPILER, "built by another compiler"},
+      {MF_TOOLCHAIN, "built with another toolchain"},
+  };
+  for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
+    if (strcmp(want->field[plain[i].f], have->field[plain[i].f]) != 0) {
+      printf("  %s: %s here, the cache has %s (%s)\n", manifest_fields[plain[i].f], want->field[plain[i].f],
+             have->field[plain[i].f], plain[i].why);
+      n++;
+    }
+  if (!n)
+    printf("  nothing: the manifests are equal\n");
+}
+
+static void print_manifest(const char *title, const manifest *m) {
+  printf("%s\n", title);
+  for (int f = 0; f < MF_COUNT; f++)
+    printf("  %-10s %s\n", manifest_fields[f], m->field[f]);
+}
+
+typedef struct candidate {
+  char key[65];
+  char *manifest; /* a copy when the local cache holds the manifest itself, else NULL */
+} candidate;
+
+typedef struct candlist {
+  candidate *c;
+  int n, cap;
+} candlist;
+
+static int note_candidate(const tl_cache_build *b, void *user) {
+  candlist *l = user;
+  if (strncmp(b->manifest, "tl-client-request 1\n", 20) == 0) /* a request: its build is listed too */
+    return 0;
+  if (l->n == l->cap) {
+    l->cap = l->cap ? l->cap * 2 : 64;
+    candidate *nc = realloc(l->c, sizeof *l->c * (size_t)l->cap);
+    if (!nc)
+      die_oom();
+    l->c = nc;
+  }
+  candidate *c = &l->c[l->n++];
+  memcpy(c->key, b->key, 65);
+  c->manifest = NULL;
+  if (strncmp(b->manifest, MANIFEST_MAGIC, strlen(MANIFEST_MAGIC)) == 0 && !(c->manifest = strdup(b->manifest)))
+    die_oom();
+  return l->n < EXPLAIN_CANDIDATES_MAX ? 0 : 1;
+}
+
+/* The build nearest to want among the local cache's builds (most recently
+ * used first, at most EXPLAIN_CANDIDATES_MAX); the manifests the local
+ * cache lacks come from the server when ask_server.  False when there is none. */
+static bool nearest_build(tl_client *c, const manifest *want, bool ask_server, manifest *best) {
+  const char *path = tl_client_cache_path(c);
+  tl_cache *cache = NULL;
+  candlist l = {0};
+  if (path && access(path, F_OK) == 0 && tl_cache_open(path, NULL, &cache, NULL) == TL_OK)
+    tl_cache_list(cache, note_candidate, &l, NULL);
+  tl_cache_close(cache);
+  long best_d = -1;
+  for (int i = 0; i < l.n; i++) {
+    char *text = l.c[i].manifest;
+    manifest m;
+    if (strcmp(l.c[i].key, want->key) == 0 ||
+        (!text && (!ask_server || tl_client_build_manifest(c, l.c[i].key, &text, NULL, NULL) != TL_OK))) {
+      free(text);
+      continue;
+    }
+    if (!manifest_parse(text, l.c[i].key, &m)) {
+      manifest_free(&m);
+      continue;
+    }
+    long d = manifest_distance(want, &m);
+    if (best_d < 0 || d < best_d) {
+      if (best_d >= 0)
+        manifest_free(best);
+      *best = m;
+      best_d = d;
+    } else {
+      manifest_free(&m);
+    }
+  }
+  free(l.c);
+  return best_d >= 0;
+}
+
+/* The request's manifest and key on c's server: computed here (parse,
+ * check, key: tl_compile_key) with the server's compiler identity in the
+ * compiler line. */
+static int request_manifest(const cmdline *o, tl_client *c, manifest *m) {
+  size_t len;
+  char *text = read_file(o->pos[0], &len, TL_CLIENT_PROGRAM_MAX);
+  if (!text)
+    return 2;
+  tl_define defs[MAX_LIST];
+  for (int i = 0; i < o->ndefs; i++)
+    defs[i] = (tl_define){o->defs[i].name, o->defs[i].value};
+  tl_compile_request req = {.program = text, .program_len = len, .defines = defs, .ndefines = o->ndefs,
+                            .target = o->targets[0], .options_json = o->options_json};
+  tl_arena *arena = tl_arena_new();
+  tl_diags diags = {.arena = arena};
+  char key[65], *mtext = NULL;
+  tl_error err;
+  tl_status st = tl_compile_key(&req, key, &mtext, &diags, &err);
+  if (st != TL_OK) {
+    fprintf(stderr, "tlclient: explain: %s: %s\n", o->pos[0], err.message);
+    tl_diags_print(&diags, o->pos[0], stderr);
+  }
+  tl_arena_free(arena);
+  free(text);
+  if (st != TL_OK)
+    return 1;
+  /* the server's compiler identity in place of this one's */
+  const char *server_id = tl_client_compiler_id(c);
+  const char *line = strstr(mtext, "\ncompiler ");
+  if (server_id[0] && line) {
+    const char *end = strchr(line + 1, '\n');
+    size_t head = (size_t)(line - mtext) + 10, tail = strlen(end);
+    char *n = malloc(head + strlen(server_id) + tail + 1);
+    if (!n)
+      die_oom();
+    memcpy(n, mtext, head);
+    memcpy(n + head, server_id, strlen(server_id));
+    memcpy(n + head + strlen(server_id), end, tail + 1);
+    free(mtext);
+    mtext = n;
+  }
+  tl_sha256_hex(mtext, strlen(mtext), key);
+  if (!manifest_parse(mtext, key, m)) {
+    fprintf(stderr, "tlclient: explain: the manifest computed here is not one\n");
+    manifest_free(m);
+    return 1;
+  }
+  return 0;
+}
+
+static int cmd_explain(const cmdline *o, tl_client *c) {
+  if (o->npos != 1)
+    return usage_error("'explain' takes one KEY or PROGRAM.json");
+  const char *what = o->pos[0];
+  bool is_key = strlen(what) == 64 && strspn(what, "0123456789abcdef") == 64;
+  if (is_key && (o->ndefs || o->ntargets || o->options_json))
+    return usage_error("'explain KEY' takes no -D, --target or --options: the key says them all");
+  if (!is_key && o->ntargets != 1)
+    return usage_error("'explain PROGRAM.json' needs one --target T");
+  manifest want = {0};
+  tl_error err;
+  if (is_key) {
+    char *text = NULL;
+    tl_source where;
+    if (tl_client_build_manifest(c, what, &text, &where, &err) != TL_OK) {
+      fprintf(stderr, "tlclient: explain: %s\n", err.message);
+      return 1;
+    }
+    if (!manifest_parse(text, what, &want)) {
+      fprintf(stderr, "tlclient: explain: the manifest of %s is not a key manifest\n", what);
+      manifest_free(&want);
+      return 1;
+    }
+    printf("build %s, from %s:\n", what, where == TL_SOURCE_LOCAL ? "the local cache" : "the server");
+    print_manifest("manifest", &want);
+    manifest_free(&want);
+    return 0;
+  }
+  int rc = request_manifest(o, c, &want);
+  if (rc)
+    return rc;
+  char *text = NULL;
+  tl_source where;
+  tl_status st = tl_client_build_manifest(c, want.key, &text, &where, &err);
+  free(text);
+  printf("request  %s for %s", what, o->targets[0]);
+  for (int i = 0; i < o->ndefs; i++)
+    printf(" %s=%s", o->defs[i].name, o->defs[i].value);
+  printf("\nkey      %s (%s %s)\n", want.key,
+         tl_client_compiler_id(c)[0] ? "the server's compiler" : "the server's compiler is not known: this one's,",
+         want.field[MF_COMPILER]);
+  if (st == TL_OK) {
+    printf("status   hit: %s has this build\n", where == TL_SOURCE_LOCAL ? "the local cache" : "the server");
+    print_manifest("manifest", &want);
+    manifest_free(&want);
+    return 0;
+  }
+  if (st != TL_NOT_FOUND)
+    printf("status   unknown: %s\n", err.message);
+  else
+    printf("status   miss: the server %s has no build with this key\n", tl_client_server(c));
+  manifest near;
+  if (nearest_build(c, &want, st == TL_NOT_FOUND, &near)) {
+    printf("nearest  %s (in the local cache); this request differs in:\n", near.key);
+    print_differences(&want, &near);
+    manifest_free(&near);
+  } else {
+    printf("nearest  none: the local cache %s has no build whose manifest is known here\n",
+           tl_client_cache_path(c) ? tl_client_cache_path(c) : "(off)");
+  }
+  print_manifest("manifest of this request", &want);
+  manifest_free(&want);
+  return 1;
 }
 
 /* ---- run ----------------------------------------------------------------------------------------------- */
@@ -1580,6 +2232,8 @@ static const char *help_of(const char *cmd) {
     return usage_fetch;
   if (strcmp(cmd, "prebuild") == 0)
     return usage_prebuild;
+  if (strcmp(cmd, "explain") == 0)
+    return usage_explain;
   if (strcmp(cmd, "run") == 0)
     return usage_run;
   if (strcmp(cmd, "cache") == 0)
@@ -1611,7 +2265,7 @@ int main(int argc, char **argv) {
     const char *h = help_of(o.cmd);
     free_cmdline(&o);
     if (!h)
-      return usage_error("unknown command '%s'; the commands are info, compile, fetch, prebuild, run and cache", o.cmd);
+      return usage_error("unknown command '%s'; the commands are info, compile, fetch, prebuild, explain, run and cache", o.cmd);
     fputs(h, stdout);
     return 0;
   }
@@ -1621,7 +2275,7 @@ int main(int argc, char **argv) {
   }
   if (!help_of(o.cmd)) {
     free_cmdline(&o);
-    return usage_error("unknown command '%s'; the commands are info, compile, fetch, prebuild, run and cache", o.cmd);
+    return usage_error("unknown command '%s'; the commands are info, compile, fetch, prebuild, explain, run and cache", o.cmd);
   }
   if ((rc = check_options(&o)) != 0) {
     free_cmdline(&o);
@@ -1640,6 +2294,8 @@ int main(int argc, char **argv) {
     rc = cmd_fetch(&o, c);
   else if (strcmp(o.cmd, "prebuild") == 0)
     rc = cmd_prebuild(&o, c);
+  else if (strcmp(o.cmd, "explain") == 0)
+    rc = cmd_explain(&o, c);
   else if (strcmp(o.cmd, "run") == 0)
     rc = cmd_run(&o, c);
   else

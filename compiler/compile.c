@@ -389,7 +389,7 @@ static char *metadata(tl_arena *a, const tl_program *prog, const char *target, c
                       const char *toolchain_desc, const char *log, double ms) {
   json_t *m = json_object();
   json_object_set_new(m, "format", json_integer(prog->ntmaps ? 2 : 1)); /* 2: a format-1 client would miss the maps */
-  json_object_set_new(m, "entry", json_string(prog->name));
+  json_object_set_new(m, "entry", json_string(prog->entry));
   json_object_set_new(m, "target", json_string(target));
   json_object_set_new(m, "binary", json_string(binary));
   json_t *params = json_array();
@@ -530,7 +530,7 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
   }
   if (!req->source_only) {
     if ((st = tc->compile(th, src, &t, &opt, &built, err)) != TL_OK ||
-        (st = tc->inspect(th, &t, &built, prog->name, prog->nparams, &res, err)) != TL_OK)
+        (st = tc->inspect(th, &t, &built, prog->entry, prog->nparams, &res, err)) != TL_OK)
       goto done;
     static const char *const binaries[] = {"cubin", "ptx", "hsaco"};
     binary = binaries[t.binary];

@@ -2233,7 +2233,7 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
     bounds = "";
   else if (prog->max_registers) /* AMD: the launch bounds stay, with a cap on VGPRs */
     bounds = S("%s__attribute__((amdgpu_num_vgpr(%d))) ", bounds, prog->max_registers);
-  line(e, "%s %s%s%s(%s) {", e->d->kernel, cluster, bounds, prog->name, sig);
+  line(e, "%s %s%s%s(%s) {", e->d->kernel, cluster, bounds, prog->entry, sig);
   e->indent++;
   /* a one-dimensional block takes the x index alone, so that the compiler
    * knows tl_tid's range from the launch bounds */

@@ -582,6 +582,8 @@ typedef struct tl_tmap {
 typedef struct tl_program {
   tl_arena *arena;
   const char *name;
+  const char *entry;   /* the kernel's symbol in the binary: name, or tl_k_NAME when name is not a safe
+                          C++ symbol (tl_kernel_symbol in parse.c; proto/kernel-meta.md "entry") */
   int nconsts;
   tl_sym **consts;     /* in document order */
   int nparams;

@@ -76,6 +76,31 @@ static bool check_ident(P *p, const char *s, const char *ptr, const char *what) 
   return true;
 }
 
+/* The kernel's symbol for program name s: s itself, or "tl_k_" + s when s
+ * would not be one in the C++ that NVRTC and hiprtc compile: a C++
+ * keyword or alternative token, `main`, a CUDA/HIP built-in variable, or a
+ * name reserved to the implementation (`__x`, `_X`) or to the generated
+ * code's helpers (`tl_`, `TL_`). */
+static const char *kernel_symbol(tl_arena *a, const char *s) {
+  static const char *const words[] = {
+      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
+      "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr",
+      "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default",
+      "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false",
+      "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new",
+      "noexcept", "not", "not_eq", "nullptr", "operator", "or", "or_eq", "private", "protected", "public",
+      "register", "reinterpret_cast", "requires", "restrict", "return", "short", "signed", "sizeof", "static",
+      "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local", "throw", "true",
+      "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile",
+      "wchar_t", "while", "xor", "xor_eq", "main", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize",
+      "half", "half2", "nv_bfloat16", "printf", "malloc", "free", "assert", NULL};
+  bool bad = (s[0] == '_' && (s[1] == '_' || (s[1] >= 'A' && s[1] <= 'Z'))) || strncmp(s, "tl_", 3) == 0 ||
+             strncmp(s, "TL_", 3) == 0;
+  for (int i = 0; !bad && words[i]; i++)
+    bad = strcmp(s, words[i]) == 0;
+  return bad ? tl_arena_printf(a, "tl_k_%s", s) : s;
+}
+
 /* ---- fields of objects ---------------------------------------------------------- */
 /* Reports every member of obj that is not in `allowed` (NULL-terminated)
  * and does not start with "x-". */
@@ -924,8 +949,8 @@ tl_program *tl_parse(tl_arena *arena, const char *text, size_t len, tl_diags *di
     ERR("/tlir", "unsupported format version %lld; this compiler reads \"tlir\": 1",
         (long long)json_integer_value(ver));
   prog->name = get_string(p, root, "name", "", "the program", true);
-  if (prog->name)
-    check_ident(p, prog->name, "/name", "kernel name");
+  if (prog->name && check_ident(p, prog->name, "/name", "kernel name"))
+    prog->entry = kernel_symbol(p->arena, prog->name);
   json_t *c = json_object_get(root, "constants");
   if (c)
     parse_constants(p, c);

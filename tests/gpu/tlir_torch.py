@@ -289,9 +289,13 @@ def start_server():
     srv = subprocess.Popen([os.path.join(ROOT, "build", "bin", "tlserverd"), "--listen", "127.0.0.1:0",
                             "--port-file", port_file, "--db", os.path.join(d, "cache.db")],
                            stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, "server.log"), "w"))
-    for _ in range(200):
-        if os.path.exists(port_file) and open(port_file).read().strip():
-            break
+    deadline = time.time() + 90  # every worker opens and warms its toolchains before the port is written
+    while not (os.path.exists(port_file) and open(port_file).read().strip()):
+        if srv.poll() is not None or time.time() > deadline:
+            srv.kill()
+            raise SystemExit("tlserverd did not start (%s): %s" % (
+                "exit %s" % srv.returncode if srv.returncode is not None else "no port after 90 s",
+                open(os.path.join(d, "server.log")).read()[-2000:]))
         time.sleep(0.05)
     url = "http://127.0.0.1:%s" % open(port_file).read().strip()
     urllib.request.urlopen(url + "/healthz", timeout=10).read()

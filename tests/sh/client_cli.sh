@@ -110,7 +110,7 @@ done
 run_client 0 "help run" help run
 has "$TMP/out" "--check" "help run"
 run_client 0 "--help" --help
-has "$TMP/out" "prebuild DIR|FILES" "--help"
+has "$TMP/out" "prebuild PATTERN..." "--help"
 run_client 2 "no command"
 run_client 2 "unknown command" frobnicate
 has "$TMP/err" "unknown command 'frobnicate'" "unknown command"

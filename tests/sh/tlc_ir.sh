@@ -182,4 +182,15 @@ dump=$("$TLC" compile examples/gemm.json --target sm_80 --emit cuda --dump raste
 printf '%s\n' "$dump" | grep -qF "blocks: in grid order" || fail "--dump raster of gemm.json is not the grid order"
 "$TLC" compile examples/gemm.json --target sm_80 --dump lowering 2>&1 >/dev/null | grep -qF "the stages are check, place, pipeline, tma, range, barrier and raster" ||
   fail "a wrong --dump does not list the stages"
+# a kernel named like a C++ word (TileLang names its kernels main) is built
+# under the symbol tl_k_NAME, and the metadata's entry says so
+for nm in main delete threadIdx tl_x; do
+  python3 -c 'import json,sys; d=json.load(open("examples/tilus_add_one.json")); d["name"]=sys.argv[1]; json.dump(d, open(sys.argv[2], "w"))' \
+    "$nm" "${TMPDIR:-/tmp}/tlc_ir_name.$$.json"
+  for t in sm_80 gfx942; do
+    meta=$("$TLC" compile "${TMPDIR:-/tmp}/tlc_ir_name.$$.json" --target $t --emit meta 2>&1) || { "$TLC" targets | grep -q "^$t" || continue; fail "a kernel named $nm does not build for $t: $meta"; }
+    printf '%s\n' "$meta" | grep -qF "\"entry\": \"tl_k_$nm\"" || fail "a kernel named $nm: entry is not tl_k_$nm for $t"
+  done
+done
+rm -f "${TMPDIR:-/tmp}/tlc_ir_name.$$.json"
 echo "tlc_ir: ok"

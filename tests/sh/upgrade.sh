@@ -15,7 +15,8 @@
 #     digest and changing a comment of the prelude changes it
 #  2. server A fills a database; server B (the other build) on the same
 #     database: every compile is a miss (compiled, not hit), under other
-#     keys, with other bytes; a second compile on B hits
+#     keys, with other bytes; a second compile on B hits; `tlclient explain`
+#     of a miss on B names A's compiler as the difference
 #  3. the client's local cache: filled through A; with B the example
 #     application gets B's binary (compiled by B, not from the local
 #     cache), then B's from the local cache; offline it uses B's (the
@@ -164,6 +165,11 @@ start b "$V"
 PID_B=$PID
 curl -sS "$TL_SERVER/v1/info" >"$TMP/info_b" || bad "GET /v1/info of B"
 has "$TMP/info_b" "\"compiler\": \"${ID_B% (Tile IR 1)}\"" "/v1/info of B names its compiler"
+# explain: B has no build of the GEMM yet; the nearest in the local cache is A's (the application's)
+"$CLIENT" explain examples/gemm.json --target sm_80 >"$TMP/explain" 2>&1
+[ $? = 1 ] && ok || bad "explain a miss on B: exit not 1: $(cat "$TMP/explain")"
+has "$TMP/explain" "compiler: ${ID_B% (Tile IR 1)} here, the cache has ${ID_A% (Tile IR 1)} (built by another compiler)" \
+  "explain names the other compiler"
 compile_all "$TMP/b1"
 [ "$(grep -c ' compiled ' "$TMP/b1")" = 6 ] && ok || bad "B answered from A's builds: $(cat "$TMP/b1")"
 hasnt "$TMP/b1" " hit " "B answered from A's builds"

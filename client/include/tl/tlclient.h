@@ -264,6 +264,22 @@ tl_status tl_client_fetch_key(tl_client *c, const char *key, tl_artifact **out, 
 tl_status tl_client_fetch_artifact(tl_client *c, const char *id, void **bytes, size_t *n,
                                    tl_error *err);
 
+/* The compiler identity of c's server ("tlc 0.1.0+3f1c2a9e8d7b6c5a"), the
+ * compiler line of its build keys' manifests: learned from its answers,
+ * else asked once (GET /v1/info), else the one the local cache remembers
+ * for this server; "" when none is known.  Owned by c. */
+const char *tl_client_compiler_id(tl_client *c);
+
+/* The key manifest of the build with this key (proto/kernel-meta.md
+ * section 4: the canonical text the key hashes, which explains a miss):
+ * from the local cache when it holds the manifest itself (a build fetched
+ * by key), else GET /v1/kernels/KEY, without the binary.  *manifest is
+ * malloc'd (the caller frees it); *where (may be NULL) is TL_SOURCE_LOCAL
+ * or TL_SOURCE_SERVER_CACHE.  TL_NOT_FOUND when the server has no such
+ * build; TL_NETWORK when it cannot be reached (or offline) and the local
+ * cache lacks it. */
+tl_status tl_client_build_manifest(tl_client *c, const char *key, char **manifest, tl_source *where, tl_error *err);
+
 /* ---- several targets at once, on the server only (prebuilding) ---------------- */
 
 /* What the server answered for one target.  Read-only; owned by the array
