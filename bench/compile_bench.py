@@ -10,6 +10,9 @@ examples/tilus_add_one.json (the targets of bench/compile.md):
 
   (a) `tlc compile PROGRAM --target T` as a fresh process: wall time, median
       of N runs (process start, NVRTC load, front end, NVRTC, ptxas);
+  (b0) the first and the second compile of examples/tilus_add_one.json in a
+      fresh worker (N fresh servers): the compile_ms the server returns for
+      each, so that what the first request pays for the toolchain's start shows;
   (b) a cold compile in a warm tlserverd worker: tlserverd is started with an
       empty --db on a free loopback port and one worker, warmed with one
       compile of an unrelated program (examples/gemm_nt.json), then each
@@ -97,25 +100,57 @@ def post(port, body):
     return doc, (time.perf_counter() - t0) * 1e3
 
 
-def server_compiles(tlserverd, root, target, n, tmp):
+def start_server(tlserverd, tmp):
+    """A tlserverd with an empty --db and one worker, ready: (process, port, log file)."""
     port = free_port()
-    db = os.path.join(tmp, "cache.db")
+    db = tempfile.mkdtemp(prefix="db-", dir=tmp)
     logf = open(os.path.join(tmp, "tlserverd.log"), "w")
-    srv = subprocess.Popen([tlserverd, "--listen", "127.0.0.1:%d" % port, "--db", db, "--workers", "1"],
-                           stdout=logf, stderr=subprocess.STDOUT)
+    srv = subprocess.Popen([tlserverd, "--listen", "127.0.0.1:%d" % port, "--db", os.path.join(db, "cache.db"),
+                            "--workers", "1"], stdout=logf, stderr=subprocess.STDOUT)
+    deadline = time.time() + 60
+    while True:
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/readyz" % port, timeout=2) as r:
+                if json.load(r).get("workers_running", 0) >= 1:
+                    return srv, port, logf
+        except Exception:
+            pass
+        if srv.poll() is not None or time.time() > deadline:
+            stop_server(srv, logf)
+            raise SystemExit("tlserverd did not become ready (see %s)" % logf.name)
+        time.sleep(0.05)
+
+
+def stop_server(srv, logf):
+    srv.terminate()
+    try:
+        srv.wait(10)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+    logf.close()
+
+
+def first_compiles(tlserverd, root, target, n, tmp):
+    """(b0) The first and the second compile of examples/tilus_add_one.json in
+    a fresh worker (a fresh server each time): the worker's compile_ms of
+    each; the difference is what the first request pays for a toolchain
+    not yet warm."""
+    first, second = [], []
+    for i in range(n):
+        srv, port, logf = start_server(tlserverd, tmp)
+        try:
+            for out, nonce in ((first, 2 * i), (second, 2 * i + 1)):
+                doc, _ = post(port, {"program": program_with_nonce(root, "tilus_add_one", nonce), "targets": [target]})
+                out.append(doc["results"][0]["compile_ms"])
+        finally:
+            stop_server(srv, logf)
+    return first, second
+
+
+def server_compiles(tlserverd, root, target, n, tmp):
+    srv, port, logf = start_server(tlserverd, tmp)
     res = {}
     try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                with urllib.request.urlopen("http://127.0.0.1:%d/readyz" % port, timeout=2) as r:
-                    if json.load(r).get("workers_running", 0) >= 1:
-                        break
-            except Exception:
-                pass
-            if srv.poll() is not None or time.time() > deadline:
-                raise SystemExit("tlserverd did not become ready (see %s)" % logf.name)
-            time.sleep(0.05)
         doc, wall = post(port, {"program": program_with_nonce(root, WARM_PROGRAM, 0), "targets": [target]})
         log("  warm-up: %s %s, server %.1f ms, wall %.1f ms" % (WARM_PROGRAM, target,
                                                               doc["results"][0]["compile_ms"], wall))
@@ -132,12 +167,7 @@ def server_compiles(tlserverd, root, target, n, tmp):
                 wall_ms.append(wall)
             res[name] = {"server_ms": server_ms, "wall_ms": wall_ms}
     finally:
-        srv.terminate()
-        try:
-            srv.wait(10)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-        logf.close()
+        stop_server(srv, logf)
     return res
 
 
@@ -229,6 +259,11 @@ def main():
             t = fresh_tlc(a.tlc, root, name, a.target, a.n, tmp)
             res["examples"].setdefault(name, {})["fresh_tlc_ms"] = t
             log("  %-16s median %7.1f ms  (%s)" % (name, median(t), " ".join("%.0f" % x for x in t)))
+        log("(b0) the first and second compile in a fresh tlserverd worker (tilus_add_one)")
+        f1, f2 = first_compiles(a.tlserverd, root, a.target, a.n, tmp)
+        res["first_in_worker_ms"], res["second_in_worker_ms"] = f1, f2
+        log("  first  median %7.1f ms  (%s)" % (median(f1), " ".join("%.0f" % x for x in f1)))
+        log("  second median %7.1f ms  (%s)" % (median(f2), " ".join("%.0f" % x for x in f2)))
         log("(b) cold compiles in a warm tlserverd worker")
         srv = server_compiles(a.tlserverd, root, a.target, a.n, tmp)
         for name in EXAMPLES:

@@ -3,22 +3,31 @@
  * DESIGN.md section 3 for one program and one target, the build key, and
  * the metadata that lets a client launch the binary with nothing else.
  *
- *   tl_compile:  parse + check (tl_load_program)
- *                -> the target (target.h: tl_target_parse, one table)
- *                -> build key (canonical manifest, SHA-256)
- *                -> pass_place (registers or shared memory per buffer)
- *                -> pass_pipeline (cp.async, software pipelining, where the target has it)
- *                -> pass_tma (bulk tensor copies and mbarriers, where the target has TMA)
- *                -> check_target (clusters, shared memory: diagnostics)
- *                -> pass_range (value ranges; bounds guards proven)
- *                -> pass_barrier (where the block barriers go)
- *                -> pass_raster (the blocks' order for use_swizzle)
- *                -> emit CUDA C or HIP C (emit_cuda.c and its dialects)
- *                -> the toolchain of the target's vendor (toolchain.h:
- *                   NVRTC, nvrtc.c: cubin or PTX; hiprtc / clang + ld.lld,
- *                   amdgpu.c: HSACO), then the binary read back for the
- *                   metadata's resources (cubin.c, hsaco.c)
- *                -> metadata
+ * tl_compile() below reads as the pipeline, one call per stage; each call
+ * is one hop from here to the file that does the work:
+ *
+ *   front()                the target (tl_target_parse: target.c, one table),
+ *                          its toolchain (the table below), the options,
+ *                          parse + check (tl_load_program: parse.c, expr.c,
+ *                          check.c) and the build key (manifest_of, here)
+ *   tl_pass_place_for      pass_place.c: registers or shared memory per buffer
+ *   tl_pass_pipeline_for   pass_pipeline.c: cp.async, software pipelining
+ *   tl_pass_tma            pass_tma.c: bulk tensor copies (TMA) and their
+ *                          mbarriers where the target has TMA; tensor maps
+ *   tl_check_target        check_target.c: clusters, shared memory (diagnostics)
+ *   tl_pass_range          pass_range.c: value ranges; bounds guards proven
+ *   tl_pass_barrier        pass_barrier.c: where the block barriers go
+ *   tl_pass_raster         pass_raster.c: the blocks' order for use_swizzle
+ *   tl_emit                emit_cuda.c: CUDA C or HIP C (its dialect table)
+ *   tc->compile, inspect   the toolchain of the target's vendor (toolchain.h):
+ *                          tl_toolchain_nvrtc (nvrtc.c: cubin or PTX; the
+ *                          binary read back by cubin.c) or tl_toolchain_amdgpu
+ *                          (amdgpu.c: hiprtc or clang + ld.lld; hsaco.c)
+ *   metadata()             here: proto/kernel-meta.md
+ *
+ * After each stage, after() hands the program to the request's dump hook
+ * (`tlc compile --dump STAGE`; the stages are tl_compile_stages) and, when
+ * TL_VERIFY=1 or the request asks, checks it (tl_verify: verify.c).
  *
  * The toolchain is the entry of the toolchain table whose vendor is the
  * target's.  Each toolchain is opened once, when first needed.
@@ -39,7 +48,8 @@
 #include "tlcompiler.h"
 
 /* ---- the toolchains, opened once ------------------------------------------------- */
-/* One entry per vendor (toolchain.h); a target's vendor picks its entry. */
+/* One entry per vendor (toolchain.h); a target's vendor picks its entry:
+ * tl_toolchain_nvrtc is in nvrtc.c, tl_toolchain_amdgpu in amdgpu.c. */
 static const tl_toolchain_ops *const toolchains[] = {&tl_toolchain_nvrtc, &tl_toolchain_amdgpu};
 #define NTOOLCHAINS (sizeof toolchains / sizeof *toolchains)
 
@@ -451,8 +461,10 @@ void tl_toolchain_out_free(tl_toolchain_out *o) {
   memset(o, 0, sizeof *o);
 }
 
+/* The stages after which tl_compile calls after(): a dump may follow each,
+ * the verifier checks each (verify.c says what it checks after which). */
 const tl_stage_info tl_compile_stages[] = {
-    {"check", "parse and check (check.c): names resolved, types, constants folded"},
+    {"check", "parse and check (parse.c, check.c): names resolved, types, constants folded"},
     {"place", "pass_place.c: registers or shared memory for every buffer, gemms on the matrix cores"},
     {"pipeline", "pass_pipeline.c: cp.async copies, software-pipelined loops, shared memory offsets"},
     {"tma", "pass_tma.c: bulk tensor copies (TMA) with mbarriers, the kernel's tensor maps"},
@@ -462,10 +474,17 @@ const tl_stage_info tl_compile_stages[] = {
     {NULL, NULL},
 };
 
-/* Hands the program after `stage` to the request's dump hook. */
-static void dump(const tl_compile_request *req, const char *stage, const tl_program *prog) {
+/* After `stage`: hands the program to the request's dump hook, then, when
+ * asked (the request, or TL_VERIFY=1), checks what the stage promises
+ * (verify.c). */
+static tl_status after(const tl_compile_request *req, const char *stage, const tl_program *prog, const tl_codegen *cg,
+                       tl_error *err) {
   if (req->dump)
     req->dump(req->dump_user, stage, prog);
+  const char *env = getenv("TL_VERIFY");
+  if (req->verify || (env && strcmp(env, "1") == 0))
+    return tl_verify(prog, stage, cg, err);
+  return TL_OK;
 }
 
 tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *diags, tl_error *err) {
@@ -489,24 +508,22 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
   tl_codegen cg = tl_codegen_of(&t);
   const tl_toolchain_ops *tc = toolchains[toolchain_of(&t)];
   void *th = toolchain_handle(toolchain_of(&t), NULL); /* open: front checked it */
-  dump(req, "check", prog);
-  if ((st = tl_pass_place_for(prog, t.smem_bytes, &cg, err)) != TL_OK)
+  if ((st = after(req, "check", prog, &cg, err)) != TL_OK ||
+      (st = tl_pass_place_for(prog, t.smem_bytes, &cg, err)) != TL_OK ||
+      (st = after(req, "place", prog, &cg, err)) != TL_OK ||
+      (st = tl_pass_pipeline_for(prog, t.smem_bytes, &cg, err)) != TL_OK ||
+      (st = after(req, "pipeline", prog, &cg, err)) != TL_OK)
     goto done;
-  dump(req, "place", prog);
-  if ((st = tl_pass_pipeline_for(prog, t.smem_bytes, &cg, err)) != TL_OK)
-    goto done;
-  dump(req, "pipeline", prog);
   tl_pass_tma(prog, t.smem_bytes, &cg);
-  dump(req, "tma", prog);
-  if ((st = tl_check_target(prog, &t, diags, err)) != TL_OK)
+  if ((st = after(req, "tma", prog, &cg, err)) != TL_OK || (st = tl_check_target(prog, &t, diags, err)) != TL_OK)
     goto done;
   tl_pass_range(prog);
-  dump(req, "range", prog);
-  if ((st = tl_pass_barrier(prog, err)) != TL_OK)
+  if ((st = after(req, "range", prog, &cg, err)) != TL_OK || (st = tl_pass_barrier(prog, err)) != TL_OK ||
+      (st = after(req, "barrier", prog, &cg, err)) != TL_OK)
     goto done;
-  dump(req, "barrier", prog);
   tl_pass_raster(prog);
-  dump(req, "raster", prog);
+  if ((st = after(req, "raster", prog, &cg, err)) != TL_OK)
+    goto done;
   prog->max_registers = opt.max_registers;
   char *src = tl_emit(arena, prog, &cg, err);
   if (!src) {

@@ -100,4 +100,12 @@ char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err);
  * program placed, pipelined and lowered for the same cg. */
 char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_error *err);
 
+/* verify.c: does prog keep what the pass `stage` (a name of
+ * tl_compile_stages: place, pipeline, tma, range, barrier; the others
+ * promise nothing checked) promises, for cg's target?  TL_OK, or TL_INTERNAL with
+ * *err naming the stage and pointing at the statement (or buffer) where it
+ * does not.  Changes nothing.  tl_compile runs it after each stage when
+ * TL_VERIFY=1 or tl_compile_request.verify. */
+tl_status tl_verify(const tl_program *prog, const char *stage, const tl_codegen *cg, tl_error *err);
+
 #endif

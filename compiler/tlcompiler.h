@@ -55,11 +55,12 @@ typedef struct tl_build {
 } tl_build;
 
 /* Called after a stage of the pipeline (a name of tl_compile_stages) with
- * the program as it stands (tl_dump_program prints it); for tools. */
+ * the program as it stands (tl_dump_program prints it), before the
+ * verifier checks that stage; for tools. */
 typedef void (*tl_dump_fn)(void *user, const char *stage, const tl_program *prog);
 
 /* The stages of tl_compile that a dump may follow, in pipeline order,
- * ended by an entry whose name is NULL: check, place, pipeline, range,
+ * ended by an entry whose name is NULL: check, place, pipeline, tma, range,
  * barrier, raster; `what` says in a few words what the stage decides. */
 typedef struct tl_stage_info {
   const char *name, *what;
@@ -79,6 +80,9 @@ typedef struct tl_compile_request {
   void *dump_user;
   bool source_only;         /* stop after generating the source: the build has target, key, manifest
                                and source, no binary, artifact or metadata (tlc --emit cuda|hip|ir) */
+  bool verify;              /* run the verifier (verify.c) after each pass, as TL_VERIFY=1 in the
+                               environment does: a broken promise of a pass is TL_INTERNAL naming
+                               the pass and the statement's pointer */
 } tl_compile_request;
 
 /* Parses and checks the program and computes the build key and manifest

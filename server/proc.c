@@ -9,8 +9,9 @@
  * the daemon's own file, held open since start and run through
  * /proc/self/fd/N, so that a binary installed over it meanwhile cannot give
  * the daemon workers of another compiler version (whose build keys would
- * differ).  Workers are long-lived: NVRTC is loaded with dlopen and probed
- * once per worker (about 0.4 s, see bench/server.md), not once per compile.
+ * differ).  Workers are long-lived: NVRTC is loaded with dlopen, probed and
+ * warmed by one tiny compile once per worker, before its first job (about
+ * 0.4 s, see bench/server.md), not once per compile.
  * A worker that dies or overruns its time is killed and reaped, and a new
  * one is started at once.  Why exec rather than fork: the daemon is multi-threaded, and a
  * fork of it would inherit locks held by other threads (NVRTC's, the
@@ -377,6 +378,29 @@ done:
   return rc;
 }
 
+tl_status tl_srv_worker_warm(const char *const *targets, char *target, size_t target_size, tl_error *err) {
+  static const char kernel[] =
+      "{\"tlir\": 1, \"name\": \"warm\", \"params\": [{\"name\": \"a\", \"kind\": \"tensor\", "
+      "\"dtype\": \"float32\", \"shape\": [128]}], \"kernel\": {\"grid\": [1], \"threads\": 128, "
+      "\"block_vars\": [\"bx\"], \"body\": [{\"op\": \"parallel\", \"vars\": [\"i\"], "
+      "\"extents\": [128], \"body\": [\"a[i] = a[i] + 1.0\"]}]}}";
+  if (target_size)
+    target[0] = 0;
+  for (size_t i = 0; targets && targets[i]; i++) {
+    if (strncmp(targets[i], "sm_", 3) != 0)
+      continue;
+    snprintf(target, target_size, "%s", targets[i]);
+    tl_compile_request req = {.program = kernel, .program_len = sizeof kernel - 1, .target = targets[i]};
+    tl_diags diags = {.arena = tl_arena_new()};
+    tl_build *b = NULL;
+    tl_status st = tl_compile(&req, &b, &diags, err);
+    tl_build_free(b);
+    tl_arena_free(diags.arena);
+    return st;
+  }
+  return TL_OK;
+}
+
 int tl_srv_worker_main(int fd, const tl_srv_proc_opts *o) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   set_limit(RLIMIT_CORE, 0, 0);
@@ -388,10 +412,13 @@ int tl_srv_worker_main(int fd, const tl_srv_proc_opts *o) {
     set_limit(RLIMIT_AS, (rlim_t)o->memory, (rlim_t)o->memory);
 #endif
   signal(SIGPIPE, SIG_IGN);
-  /* Load and probe the toolchain now, before the first job. */
+  /* Load and probe the toolchains and warm NVRTC now, before the first job. */
   const char *toolchain = NULL;
   tl_error err;
-  tl_compiler_targets(&toolchain, &err);
+  char warmed[64];
+  if (tl_srv_worker_warm(tl_compiler_targets(&toolchain, &err), warmed, sizeof warmed, &err) != TL_OK)
+    fprintf(stderr, "tlserverd: worker %d: warming NVRTC with a compile for %s failed: %s\n", (int)getpid(), warmed,
+            err.message);
   for (;;) {
     char *json;
     void *bin;

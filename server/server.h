@@ -419,6 +419,14 @@ void tl_srv_proc_kill(tl_srv_proc *p);
 /* Kills every process of session sid (a worker's pid; the worker may be
  * gone already, leaving orphans). */
 void tl_srv_proc_kill_session(int sid);
+/* Warms NVRTC: one compile of a one-line kernel for the first NVIDIA
+ * target of targets (a NULL-terminated list, or NULL), so that NVRTC's
+ * lazily started parts (front end, NVVM, ptxas) start before a worker's
+ * first job instead of inside it (bench/compile.md).  *target gets the
+ * target compiled for ("" when none: AMD targets need no warming, clang
+ * and ld.lld run as processes of their own per compile).  TL_OK, or the
+ * compile's failure in *err. */
+tl_status tl_srv_worker_warm(const char *const *targets, char *target, size_t target_size, tl_error *err);
 /* The worker's main loop (tlserverd --worker-fd N): returns the exit status. */
 int tl_srv_worker_main(int fd, const tl_srv_proc_opts *o);
 

@@ -21,6 +21,8 @@
 #   TL_TEST_FILTER   run only the tests whose name contains this string
 #   TL_TEST_TIMEOUT  seconds before a test is killed and failed (default 900;
 #                    0 means no limit)
+#   TL_VERIFY        exported as 1 unless set: every compile in the tests runs
+#                    the verifier between passes (compiler/verify.c)
 #   TL_PYTHON        the Python of tests/python (default /usr/bin/python3)
 #
 # Test names: a unit test is named by its file name (test_arena), a shell
@@ -33,7 +35,8 @@ cd "$ROOT" || exit 1
 
 TL_BUILD=${TL_BUILD:-build}
 TL_SRCDIR=${TL_SRCDIR:-$ROOT}
-export TL_BUILD TL_SRCDIR
+TL_VERIFY=${TL_VERIFY:-1}
+export TL_BUILD TL_SRCDIR TL_VERIFY
 FILTER=${TL_TEST_FILTER:-}
 TIMEOUT=${TL_TEST_TIMEOUT:-900}
 case $TIMEOUT in

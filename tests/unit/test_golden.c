@@ -7,8 +7,8 @@
  * pipeline as tl_compile does up to code generation, without NVRTC --
  * tl_load_program, tl_pass_place, tl_pass_pipeline with the largest shared
  * memory of any target (232448 bytes, sm_90/sm_100), tl_pass_tma (for a
- * named target), tl_pass_range,
- * tl_pass_barrier, tl_pass_raster, tl_emit_cuda -- and
+ * named target), tl_pass_range, tl_pass_barrier, tl_pass_raster,
+ * tl_emit_cuda, the verifier (verify.c) after each pass -- and
  * compares the text byte for byte with NAME.cu, printing a unified diff
  * (diff -u) when it differs.  A change of the emitter thus shows as a diff
  * to review, and generation is checked to be deterministic (two runs give
@@ -146,14 +146,24 @@ static const struct {
 #define NEXTRA (int)(sizeof extra / sizeof *extra)
 
 /* The stages after pass_pipeline, as tl_compile runs them (pass_tma for
- * a target: with no target, the CUDA C is sm_80's, which has no TMA). */
+ * a target: with no target, the CUDA C is sm_80's, which has no TMA), each
+ * verified (verify.c) like the stages before them. */
 static tl_status lower(tl_program *prog, const tl_codegen *cg, int64_t smem, tl_error *err) {
-  if (cg)
+  const tl_codegen *vcg = cg ? cg : &tl_codegen_cuda;
+  tl_status st;
+  if ((st = tl_verify(prog, "place", vcg, err)) != TL_OK || (st = tl_verify(prog, "pipeline", vcg, err)) != TL_OK)
+    return st;
+  if (cg) {
     tl_pass_tma(prog, smem, cg);
+    if ((st = tl_verify(prog, "tma", vcg, err)) != TL_OK)
+      return st;
+  }
   tl_pass_range(prog);
-  tl_status st = tl_pass_barrier(prog, err);
+  if ((st = tl_verify(prog, "range", vcg, err)) != TL_OK || (st = tl_pass_barrier(prog, err)) != TL_OK ||
+      (st = tl_verify(prog, "barrier", vcg, err)) != TL_OK)
+    return st;
   tl_pass_raster(prog);
-  return st;
+  return TL_OK;
 }
 
 /* Runs the front end and the back end up to CUDA C (target NULL) or HIP C
@@ -186,7 +196,8 @@ static char *emit(const char *name, const char *target) {
                      tl_pass_pipeline_for(prog, lds, &cg, &err) != TL_OK)) {
     print_message("%s: a pass failed for %s: %s: %s\n", path, target, tl_status_name(err.code), err.message);
   } else if (lower(prog, target ? &cg : NULL, lds, &err) != TL_OK) {
-    print_message("%s: pass_barrier failed: %s: %s\n", path, tl_status_name(err.code), err.message);
+    print_message("%s: a stage after pass_pipeline failed or did not verify: %s: %s: %s\n", path,
+                  tl_status_name(err.code), err.pointer, err.message);
   } else {
     const char *src = target ? tl_emit(arena, prog, &cg, &err) : tl_emit_cuda(arena, prog, &err);
     if (!src)

@@ -3,7 +3,8 @@
  * duration and address parsing, the Range / If-None-Match / Content-Type
  * parsers, the JSON depth scan, the text buffer, the command line, the
  * tokens file and the bearer check, the metrics text, the in-memory
- * artifact cache's bounds, and the shared tier's URLs and hash ring.  The server as a whole is tested by
+ * artifact cache's bounds, the shared tier's URLs and hash ring, and the
+ * compile workers' warm-up compile.  The server as a whole is tested by
  * test_server_e2e.c and tests/sh/server_*.sh.
  */
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "../../compiler/tlcompiler.h"
 #include "../../server/server.h"
 #include "../../proto/tl_hash.h"
 
@@ -353,6 +355,29 @@ static void test_artmem(void **state) {
   tl_srv_artmem_free(m);
 }
 
+/* The worker's warm-up compile builds, for the first NVIDIA target offered;
+ * nothing is compiled when only AMD targets are. */
+static void test_worker_warm(void **state) {
+  (void)state;
+  static const char *const amd_only[] = {"gfx942", NULL};
+  char target[64];
+  tl_error err;
+  tl_error_clear(&err);
+  assert_int_equal(tl_srv_worker_warm(amd_only, target, sizeof target, &err), TL_OK);
+  assert_string_equal(target, "");
+  const char *desc;
+  const char *const *targets = tl_compiler_targets(&desc, &err);
+  bool nvidia = false;
+  for (size_t i = 0; targets && targets[i]; i++)
+    nvidia |= strncmp(targets[i], "sm_", 3) == 0;
+  if (!nvidia) {
+    print_message("skipping: no NVRTC here\n");
+    skip();
+  }
+  assert_int_equal(tl_srv_worker_warm(targets, target, sizeof target, &err), TL_OK);
+  assert_int_equal(strncmp(target, "sm_", 3), 0);
+}
+
 /* tier.c without a Redis: URL checks, and the ring of consistent hashing
  * (connections are lazy; nothing listens on these ports, so the renewer's
  * pings fail at once and only count errors). */
@@ -436,6 +461,7 @@ int main(void) {
       cmocka_unit_test(test_auth),
       cmocka_unit_test(test_metrics),
       cmocka_unit_test(test_artmem),
+      cmocka_unit_test(test_worker_warm),
       cmocka_unit_test(test_tier_ring),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
