@@ -29,6 +29,7 @@ PACKAGES=(
   llvm-19               # llvm-objdump-19 / llvm-readelf-19: tests look at AMDGPU code objects with them
   python3-numpy         # tests cross-check results with real numpy (/usr/bin/python3)
   python3-jsonschema    # tests validate programs against proto/tile-ir-v1.schema.json
+  python3-matplotlib    # bench/plot.py: the PNG of a gpu_bench.py run
   valgrind              # leak checks of commands in tests
   wrk                   # bench/server.sh: HTTP load generator for the artifact GET benchmark
   nginx-light           # bench/server.sh: the static-file server tlserverd is compared with
