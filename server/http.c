@@ -549,21 +549,26 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
   fprintf(stderr, "tlserverd: libmicrohttpd: %s\n", msg);
 }
 
-/* ==== eviction and flushing in the background ========================================= */
+/* ==== the background thread: eviction, flushing, readiness ================================
+ * Once a second: the readiness probe (ready.c), a flush, and eviction in
+ * small steps.  The thread keeps its own cache handle; when the database
+ * cannot be opened it tries again each second (the server is not ready
+ * meanwhile). */
 
 static void *evict_main(void *arg) {
   tl_srv *s = arg;
   tl_cache *c = NULL;
   tl_error err;
-  if (tl_cache_open(s->cfg.db_path, &s->cache_opts, &c, &err) != TL_OK) {
-    fprintf(stderr, "tlserverd: eviction is off: %s\n", err.message);
-    return NULL;
-  }
   pthread_mutex_lock(&s->evict_mu);
   while (!s->evict_stop) {
     pthread_mutex_unlock(&s->evict_mu);
-    tl_cache_flush(c, NULL);
-    if (s->cfg.cache_max_bytes > 0) {
+    tl_error_clear(&err);
+    if (!c && tl_cache_open(s->cfg.db_path, &s->cache_opts, &c, &err) != TL_OK)
+      c = NULL;
+    tl_srv_ready_probe(&s->ready, s->targets ? NULL : s->toolchain_error, s->cfg.db_path, c, &err);
+    if (c)
+      tl_cache_flush(c, NULL);
+    if (c && s->cfg.cache_max_bytes > 0) {
       /* small steps: the write lock is held for one batch at a time */
       for (int step = 0; step < 1000; step++) {
         int64_t n = 0;
@@ -638,6 +643,7 @@ static void free_server(tl_srv *s) {
   }
   pthread_mutex_destroy(&s->evict_mu);
   pthread_cond_destroy(&s->evict_cv);
+  tl_srv_ready_destroy(&s->ready);
   tl_srv_pool_free(s->pool);
   tl_srv_conns_free(s->conns);
   tl_srv_artmem_free(s->artmem);
@@ -661,6 +667,7 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
   s->start_us = tl_srv_now_us();
   pthread_mutex_init(&s->evict_mu, NULL);
   pthread_cond_init(&s->evict_cv, NULL);
+  tl_srv_ready_init(&s->ready);
   tl_status st = TL_OK;
   if (!(s->exe = strdup(exe))) {
     st = tl_error_set(err, TL_NOMEM, "out of memory");
@@ -693,6 +700,15 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
   s->cache_opts.max_bytes = cfg->cache_max_bytes;
   if ((st = tl_srv_handles_new(cfg->db_path, &s->cache_opts, &s->handles, err)) != TL_OK)
     goto fail;
+  tl_cache *probe_handle = tl_srv_handles_get(s->handles, err);
+  if (!probe_handle) {
+    st = err ? err->code : TL_IO;
+    goto fail;
+  }
+  /* the first readiness probe, before anyone can ask */
+  tl_srv_ready_probe(&s->ready, s->targets ? NULL : s->toolchain_error, cfg->db_path,
+                     probe_handle, NULL);
+  tl_srv_handles_put(s->handles, probe_handle);
   if (!(s->artmem = tl_srv_artmem_new(cfg->memory_cache, cfg->memory_cache_ttl))) {
     st = tl_error_set(err, TL_NOMEM, "out of memory");
     goto fail;
