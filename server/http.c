@@ -593,6 +593,77 @@ static void *evict_main(void *arg) {
   return NULL;
 }
 
+/* ==== the listening socket ==============================================================
+ * Made here rather than by libmicrohttpd, so that a port in use is a clear
+ * error: SO_REUSEADDR (a restart need not wait for old connections'
+ * TIME_WAIT) but never SO_REUSEPORT, so a second server on the same address
+ * and port fails to bind instead of sharing the port.  Without --tokens the
+ * address must be loopback unless --insecure-no-auth is given. */
+
+static bool is_loopback(const struct sockaddr *sa) {
+  if (sa->sa_family == AF_INET)
+    return (ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr) >> 24) == 127;
+  if (sa->sa_family == AF_INET6) {
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(a))
+      return true;
+    return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+  }
+  return false;
+}
+
+static int listen_family(int fd) {
+  struct sockaddr_storage ss;
+  socklen_t n = sizeof ss;
+  return getsockname(fd, (struct sockaddr *)&ss, &n) == 0 ? ss.ss_family : AF_UNSPEC;
+}
+
+static tl_status open_listener(const tl_srv_config *cfg, int *out, tl_error *err) {
+  struct addrinfo hints = {0}, *ai = NULL;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  char port[16];
+  snprintf(port, sizeof port, "%d", cfg->port);
+  int gai = getaddrinfo(cfg->host, port, &hints, &ai);
+  if (gai != 0 || !ai)
+    return tl_error_set(err, TL_INVALID_ARG, "cannot resolve the listen address '%s': %s",
+                        cfg->host, gai_strerror(gai));
+  if (!cfg->tokens_file && !cfg->insecure_no_auth && !is_loopback(ai->ai_addr)) {
+    freeaddrinfo(ai);
+    return tl_error_set(err, TL_INVALID_ARG,
+                        "refusing to listen on %s, which is not a loopback address, without "
+                        "--tokens: anyone who reaches it could compile and read everything; give "
+                        "--tokens FILE, or --insecure-no-auth to accept that",
+                        cfg->host);
+  }
+  int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  tl_status st = TL_OK;
+  int one = 1;
+  if (fd < 0) {
+    st = tl_error_set(err, TL_IO, "cannot make a socket: %s", strerror(errno));
+  } else if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+             bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+    int e = errno;
+    st = tl_error_set(err, TL_IO, "cannot listen on %s:%d: %s%s", cfg->host, cfg->port,
+                      strerror(e),
+                      e == EADDRINUSE ? " (another tlserverd, or another program, listens there; "
+                                        "tlserverd never shares a port)"
+                                      : "");
+  } else if (listen(fd, SOMAXCONN) != 0) {
+    st = tl_error_set(err, TL_IO, "cannot listen on %s:%d: %s", cfg->host, cfg->port,
+                      strerror(errno));
+  }
+  freeaddrinfo(ai);
+  if (st != TL_OK) {
+    if (fd >= 0)
+      close(fd);
+    return st;
+  }
+  *out = fd;
+  return TL_OK;
+}
+
 /* ==== start and stop ====================================================================== */
 
 static char *read_file(const char *path, tl_error *err) {
@@ -644,6 +715,8 @@ static void free_server(tl_srv *s) {
   pthread_mutex_destroy(&s->evict_mu);
   pthread_cond_destroy(&s->evict_cv);
   tl_srv_ready_destroy(&s->ready);
+  if (s->listen_fd >= 0)
+    close(s->listen_fd);
   tl_srv_pool_free(s->pool);
   tl_srv_conns_free(s->conns);
   tl_srv_artmem_free(s->artmem);
@@ -664,6 +737,7 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
   if (!s)
     return tl_error_set(err, TL_NOMEM, "out of memory");
   s->cfg = *cfg;
+  s->listen_fd = -1;
   s->start_us = tl_srv_now_us();
   pthread_mutex_init(&s->evict_mu, NULL);
   pthread_cond_init(&s->evict_cv, NULL);
@@ -673,13 +747,6 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
     st = tl_error_set(err, TL_NOMEM, "out of memory");
     goto fail;
   }
-
-  /* the toolchain (loads NVRTC here once; workers load their own) */
-  tl_error terr;
-  tl_error_clear(&terr);
-  s->targets = tl_compiler_targets(&s->toolchain, &terr);
-  if (!s->targets)
-    snprintf(s->toolchain_error, sizeof s->toolchain_error, "%s", terr.message);
 
   /* files */
   if (cfg->tokens_file && (st = tl_srv_auth_load(cfg->tokens_file, &s->auth, err)) != TL_OK)
@@ -695,6 +762,18 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
       goto fail;
     }
   }
+
+  /* the listening socket, before anything slow: a refused address or a port
+   * in use stops the start at once */
+  if ((st = open_listener(cfg, &s->listen_fd, err)) != TL_OK)
+    goto fail;
+
+  /* the toolchain (loads NVRTC here once; workers load their own) */
+  tl_error terr;
+  tl_error_clear(&terr);
+  s->targets = tl_compiler_targets(&s->toolchain, &terr);
+  if (!s->targets)
+    snprintf(s->toolchain_error, sizeof s->toolchain_error, "%s", terr.message);
 
   /* the cache */
   s->cache_opts.max_bytes = cfg->cache_max_bytes;
@@ -737,28 +816,16 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
     goto fail_pool;
   }
 
-  /* the listening address */
-  struct addrinfo hints = {0}, *ai = NULL;
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  char port[16];
-  snprintf(port, sizeof port, "%d", cfg->port);
-  int gai = getaddrinfo(cfg->host, port, &hints, &ai);
-  if (gai != 0 || !ai) {
-    st = tl_error_set(err, TL_INVALID_ARG, "cannot resolve the listen address '%s': %s", cfg->host,
-                      gai_strerror(gai));
-    goto fail_pool;
-  }
+  int lfd = s->listen_fd;
   unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                    MHD_USE_ITC;
-  if (ai->ai_family == AF_INET6)
+  if (listen_family(lfd) == AF_INET6)
     flags |= MHD_USE_IPv6;
   if (cfg->tls_cert)
     flags |= MHD_USE_TLS;
   struct MHD_OptionItem opts[16];
   int no = 0;
-  opts[no++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr};
+  opts[no++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, lfd, NULL};
   opts[no++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections, NULL};
   opts[no++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
                                        cfg->max_connections_per_ip, NULL};
@@ -766,7 +833,6 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
       (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->idle_timeout, NULL};
   opts[no++] =
       (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)cfg->max_header, NULL};
-  opts[no++] = (struct MHD_OptionItem){MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL};
   if (cfg->threads > 1)
     opts[no++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, cfg->threads, NULL};
   if (cfg->tls_cert) {
@@ -781,14 +847,14 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                             MHD_OPTION_END);
-  freeaddrinfo(ai);
   if (!s->mhd) {
     st = tl_error_set(err, TL_IO,
-                      "cannot listen on %s:%d (in use? a bad TLS certificate or key?); see the "
+                      "cannot serve on %s:%d (a bad TLS certificate or key?); see the "
                       "libmicrohttpd message above",
                       cfg->host, cfg->port);
     goto fail_pool;
   }
+  s->listen_fd = -1; /* libmicrohttpd's now */
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
   s->port = di ? di->port : cfg->port;
 

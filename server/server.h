@@ -144,6 +144,7 @@ typedef struct tl_srv_config {
   double memory_cache_ttl;     /* seconds before an in-memory artifact is re-read from the db */
   const char *tokens_file;
   bool allow_anonymous_read;
+  bool insecure_no_auth;       /* a non-loopback address without --tokens is allowed */
   const char *tls_cert, *tls_key;
   const char *port_file;       /* where to write the port once listening */
   tl_srv_log_format log_format;
@@ -476,6 +477,7 @@ struct MHD_Connection;
 typedef struct tl_srv {
   tl_srv_config cfg;
   struct MHD_Daemon *mhd;
+  int listen_fd;              /* until libmicrohttpd takes it; -1 after */
   int port;
   tl_srv_auth *auth;
   tl_srv_pool *pool;

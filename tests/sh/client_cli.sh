@@ -206,6 +206,7 @@ cat >"$TMP/tokens" <<EOF
 read-token-0123456789abcdef read
 compile-token-0123456789abcdef compile
 EOF
+chmod 600 "$TMP/tokens" # the server refuses tokens others can read
 TLS=0
 if command -v openssl >/dev/null 2>&1 &&
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$TMP/key.pem" \
