@@ -4,8 +4,12 @@
 #   TL_BUILD=build sh tests/run.sh [UNIT_TEST_BINARY...]
 #
 # Runs each unit-test binary given (cmocka programs: exit 0 is a pass,
-# anything else a failure), then every executable tests/sh/*.sh in name
-# order (exit 0 pass, 77 skipped, anything else a failure).  Everything runs
+# anything else a failure; a binary that exits 0 but skipped some of its
+# cases with cmocka's skip() is counted as skipped, its reason naming the
+# cases and the first one's message), then every executable tests/sh/*.sh
+# in name order (exit 0 pass, 77 skipped, anything else a failure).  A
+# test counts as passed only when it checked everything it has: a test
+# that could not check a part here (no NVRTC, no clang, no GPU) skips.  Everything runs
 # from the repository root, stdin from /dev/null, with TL_BUILD and
 # TL_SRCDIR (the repository root) exported.
 # Each test's stdout and stderr go to $TL_BUILD/test-logs/NAME.log; a failure
@@ -64,6 +68,31 @@ kill_group() {
   return 0
 }
 
+# unit_skips LOG: for a cmocka log, "K of N cases skipped (NAMES): REASON"
+# when any case called skip(), else nothing.  REASON is the last line the
+# first skipped case printed before cmocka's "[  SKIPPED ]" line (the
+# tests print why before they skip).
+unit_skips() {
+  awk '
+    /^\[==========\] [0-9]+ test\(s\) run/ { total += $2; next }
+    /^\[ RUN      \] / { last = ""; next }
+    /^\[  SKIPPED \] / {
+      n = $0
+      sub(/^\[  SKIPPED \] /, "", n)
+      if (n ~ /test\(s\)/ || (n in seen)) next
+      seen[n] = 1
+      names = names (count++ ? ", " : "") n
+      if (reason == "") reason = last
+      next
+    }
+    /^\[/ { next }
+    NF { last = $0 }
+    END {
+      if (count)
+        printf "%d of %d cases skipped (%s)%s\n", count, total, names, reason != "" ? ": " reason : ""
+    }' "$1"
+}
+
 # selected NAME: true when NAME passes TL_TEST_FILTER.
 selected() {
   case $1 in
@@ -104,7 +133,12 @@ run_one() {
   rc=$(cat "$TMP/status")
   secs=$(elapsed "$start" "$(now)")
 
-  if [ "$rc" -eq 0 ]; then
+  partial=
+  [ "$rc" -eq 0 ] && [ "$kind" = unit ] && partial=$(unit_skips "$log")
+  if [ -n "$partial" ]; then
+    nskip=$((nskip + 1))
+    echo "SKIP: $name: $partial  (${secs}s)"
+  elif [ "$rc" -eq 0 ]; then
     npass=$((npass + 1))
     echo "PASS  $name  (${secs}s)"
   elif [ "$kind" = sh ] && [ "$rc" -eq 77 ]; then

@@ -257,8 +257,9 @@ static int group_teardown(void **state) {
 #define NEED_TOOLCHAIN()                                                                                           \
   do {                                                                                                             \
     if (!have_toolchain) {                                                                                         \
-      printf("SKIP: no NVRTC here, so the server cannot compile\n");                                              \
-      return;                                                                                                      \
+      printf("skipping: no NVRTC here (sm_80 is not offered), so the server cannot compile: "                     \
+             "this case's compiles, fetches and cache checks are not checked\n");                                      \
+      skip();                                                                                                      \
     }                                                                                                              \
   } while (0)
 
