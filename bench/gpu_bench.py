@@ -9,14 +9,36 @@ GEMM float16 (M = N = K = 4096 and 8192; float32 accumulation): ours
 (cuBLAS) and a Triton matmul.  FlashAttention forward (batch 4, heads 32,
 seq 4096, dim 128, causal and not): ours (examples/flash_attention.json)
 and torch's scaled_dot_product_attention with the flash backend.  Each of
-ours is first checked against torch on the same inputs (relative error of
-the norm).  Compile time: `tlc compile` of the GEMM example for sm_90a, and
+ours is first checked against torch on the same inputs, element by element
+with the bound of tests/gpu/tolerance.py (2 ulps of float16 plus the float32
+sums' error for the reduction length: K for a GEMM, 2 seq_len and float16
+rounding of the probabilities for attention, as tests/gpu/check_examples.py
+derives); a configuration whose result is wrong, or whose run fails, prints
+a FAIL line and its time is never reported (nor taken as the best), and the
+run exits 1 after the table.  Compile time: `tlc compile` of the GEMM example for sm_90a, and
 Triton's first-call compile of its matmul (empty cache).  Prints a table and
 writes bench.json under --out.
 """
 import argparse, json, os, subprocess, sys, tempfile, time
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "gpu"))
+import tolerance  # noqa: E402
+
+U16 = 2.0 ** -11
+failures = []
+
+
+def checked(what, dev, ref, L, absref, extra=0.0):
+    """Compares our float16 output with torch's (tolerance.py); prints and
+    records a FAIL line when it is wrong.  True when right."""
+    good, why = tolerance.compare(dev.cpu().numpy(), ref.cpu().numpy(), "float16", L, absref.cpu().numpy(),
+                                  extra)
+    if not good:
+        failures.append(f"FAIL {what}: {why}")
+        print(failures[-1])
+    return good
 
 # tile configurations tried: examples/gemm.json as written (128 threads), then through -D
 GEMM_CONFIGS = [("examples/gemm.json", {}), ("examples/gemm.json", {"block_K": 64}),
@@ -89,7 +111,7 @@ def ours(tlc, prog, defs, ins, outs, reps):
         cmd += ["--out", f"{k}={v}"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
-        raise RuntimeError(r.stderr)
+        raise RuntimeError(f"{' '.join(cmd[:3])} exited {r.returncode}: {r.stderr.strip()[-600:]}")
     line = [l for l in r.stdout.splitlines() if l.startswith("time:")][0]
     return float(line.split()[1])
 
@@ -100,6 +122,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--gemm-only", action="store_true", help="only the GEMM rows (for comparing builds)")
     a = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False  # the references sum in float32
     dev = torch.cuda.get_device_name()
     work = tempfile.mkdtemp(prefix="tlbench-")
     rows, res = [], {"date": time.strftime("%Y-%m-%d"), "device": dev, "torch": torch.__version__}
@@ -118,18 +141,29 @@ def main():
         np.save(f"{work}/A.npy", A.cpu().numpy())
         np.save(f"{work}/B.npy", B.cpu().numpy())
         flops = 2 * n ** 3
-        ref = (A.float() @ B.float())
+        ref = (A.float() @ B.float()).half()  # float32 sums, rounded like ours
+        absref = A.float().abs() @ B.float().abs()
         best = None
         for prog, cfg in GEMM_CONFIGS:  # the example as written first, then tile choices through -D
             defs = dict({"M": n, "N": n, "K": n}, **cfg)
-            ms = ours(a.tlc, prog, defs, {"A": f"{work}/A.npy", "B": f"{work}/B.npy"}, {"C": f"{work}/C.npy"}, 10)
-            C = torch.from_numpy(np.load(f"{work}/C.npy")).cuda().float()
-            e_ = (torch.linalg.norm(C - ref) / torch.linalg.norm(ref)).item()
             tag = os.path.basename(prog)[:-5] + ":" + (",".join(f"{k}={v}" for k, v in cfg.items()) or "as written")
+            try:
+                ms = ours(a.tlc, prog, defs, {"A": f"{work}/A.npy", "B": f"{work}/B.npy"}, {"C": f"{work}/C.npy"}, 10)
+            except RuntimeError as ex:
+                failures.append(f"FAIL gemm {n} [{tag}]: {ex}")
+                print(failures[-1])
+                continue
+            C = torch.from_numpy(np.load(f"{work}/C.npy")).cuda()
+            e_ = (torch.linalg.norm(C.float() - ref.float()) / torch.linalg.norm(ref.float())).item()
+            if not checked(f"gemm {n} [{tag}]", C, ref, n, absref):
+                res.setdefault("gemm_configs", []).append({"n": n, "config": tag, "wrong": True})
+                continue
             print(f"  gemm {n} [{tag}]: {ms:.3f} ms, {flops / ms / 1e9:.1f} TFLOP/s, rel err {e_:.2e}")
             res.setdefault("gemm_configs", []).append({"n": n, "config": tag, "ms": ms, "rel_err": e_})
             if best is None or ms < best[0]:
                 best = (ms, e_, tag)
+        if best is None:
+            best = (None, float("nan"), "every configuration FAILED")
         ms_ours, err = best[0], best[1]
         ms_cublas = cuda_time(lambda: torch.matmul(A, B))
         ms_tri = None
@@ -141,8 +175,13 @@ def main():
     # ---- flash attention
     if a.gemm_only:
         for r in rows:
-            print(f"{r[0]:42s} ours {r[1]:.3f} ms {r[4]:.1f} TF, cuBLAS {r[5]:.1f} TF, ratio {r[4] / r[5]:.3f}")
-        return 0
+            if r[1] is None:
+                print(f"{r[0]:42s} ours FAILED, cuBLAS {r[5]:.1f} TF")
+            else:
+                print(f"{r[0]:42s} ours {r[1]:.3f} ms {r[4]:.1f} TF, cuBLAS {r[5]:.1f} TF, ratio {r[4] / r[5]:.3f}")
+        for f in failures:
+            print(f)
+        return 1 if failures else 0
     from torch.nn.attention import sdpa_kernel, SDPBackend
     Bz, H, S, D = (4, 32, 4096, 128) if not a.quick else (1, 8, 2048, 128)
     q, k, v = (torch.randn(Bz, S, H, D, device="cuda", dtype=torch.float16) for _ in range(3))
@@ -151,15 +190,29 @@ def main():
     for causal in (False, True):
         flops = 4 * Bz * H * S * S * D // (2 if causal else 1)
         defs = {"batch": Bz, "heads": H, "seq_len": S, "dim": D, "is_causal": "true" if causal else "false"}
-        ms_ours = ours(a.tlc, "examples/flash_attention.json", defs,
-                       {"Q": f"{work}/Q.npy", "K": f"{work}/K.npy", "V": f"{work}/V.npy"}, {"Output": f"{work}/O.npy"}, 5)
+        what = f"flash fwd {'causal' if causal else 'full'}"
+        try:
+            ms_ours = ours(a.tlc, "examples/flash_attention.json", defs,
+                           {"Q": f"{work}/Q.npy", "K": f"{work}/K.npy", "V": f"{work}/V.npy"},
+                           {"Output": f"{work}/O.npy"}, 5)
+        except RuntimeError as ex:
+            failures.append(f"FAIL {what}: {ex}")
+            print(failures[-1])
+            ms_ours = None
         qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             ms_torch = cuda_time(lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal))
-            ref = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).transpose(1, 2).float()
-        O = torch.from_numpy(np.load(f"{work}/O.npy")).cuda().float()
-        err = (torch.linalg.norm(O - ref) / torch.linalg.norm(ref)).item()
-        tf = lambda ms: flops / ms / 1e9
+            ref = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).transpose(1, 2)
+            absref = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt.abs(),
+                                                                      is_causal=causal).transpose(1, 2)
+        err = float("nan")
+        if ms_ours is not None:
+            O = torch.from_numpy(np.load(f"{work}/O.npy")).cuda()
+            err = (torch.linalg.norm(O.float() - ref.float()) / torch.linalg.norm(ref.float())).item()
+            # the bound of check_examples.py's FLASH: sums of 2 seq_len terms, P rounded to float16
+            if not checked(what, O, ref, 2 * S, absref.float(), 2 * U16):
+                ms_ours = None
+        tf = lambda ms: flops / ms / 1e9 if ms else None
         rows.append((f"flash fwd {'causal' if causal else 'full'} b{Bz} h{H} s{S} d{D}", ms_ours, ms_torch, None,
                      tf(ms_ours), tf(ms_torch), None, err))
     # ---- compile time
@@ -185,12 +238,17 @@ def main():
     for c, mo, mr, mt, to, tr, tt, err in rows:
         f = lambda x, w, p: f"{x:{w}.{p}f}" if x is not None else " " * (w - 1) + "-"
         print(f"{c:42s} {f(mo,9,3)} {f(mr,9,3)} {f(mt,9,3)} {f(to,8,1)} {f(tr,8,1)} {f(tt,8,1)} "
-              f"{f(tr and to / tr,8,3)} {err:9.2e}")
+              f"{f(to / tr if to and tr else None,8,3)} {err:9.2e}")
     print(f"compile: tlc gemm sm_90a {res['tlc_compile_gemm_sm90a_s']:.2f} s; "
           f"triton first call {res.get('triton_first_call_matmul_s', float('nan')):.2f} s")
+    res["failures"] = failures
     with open(os.path.join(a.out, "bench.json"), "w") as fp:
         json.dump(res, fp, indent=1)
-    return 0
+    for f in failures:
+        print(f)
+    if failures:
+        print(f"gpu_bench.py: {len(failures)} FAILED: a wrong or failed kernel's time is not reported")
+    return 1 if failures else 0
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -6,8 +6,14 @@ For each example and each size below: fresh random inputs (never zeros;
 the seed is printed), `tlc run --interpret` gives the reference outputs,
 `tlc run --device cuda` the GPU's (outputs start poisoned: NaN or 0xA5
 bytes, so an element the kernel never writes shows), and the two are
-compared relative to the reference's norm with a bound per dtype
-(float32 1e-4, float16 1e-2, bfloat16 2e-2; integers exactly).  Cases with
+compared element by element (tests/gpu/tolerance.py derives the bound):
+an output that is a float32 sum of L terms (a case's "acc": every gemm,
+flash attention, the goldens' reductions) may differ by 2 ulps of its
+dtype plus (gamma(L, u) + gamma(L, 2u)) times the same sum over the
+absolute values of the terms, which the interpreter computes in a second
+run with the inputs named in "acc" replaced by their absolute values;
+integers compare exactly.  Cases without "acc" (elementwise programs and
+the NumPy-referenced ones) compare element by element to 2 ulps.  Cases with
 a NumPy reference (top-k and its relatives, issue 10) also compare the
 interpreter's outputs with it, exactly.  Every `tlc` call runs under a time
 limit (--timeout for the GPU, --interp-timeout for the interpreter and the
@@ -27,8 +33,8 @@ in `make test`).
 import argparse, json, os, re, signal, subprocess, sys, tempfile, time
 import numpy as np
 
-TOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2, "float64": 1e-10,
-       "int8": 0, "int16": 0, "int32": 0, "int64": 0, "uint8": 0, "uint16": 0, "uint32": 0, "uint64": 0}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tolerance  # noqa: E402
 
 
 def topk_ref(x, c):
@@ -88,40 +94,61 @@ def serial_chunk_reduce_ref(x, c):
 # (example, -D overrides, --arg values, outputs[, options]); options:
 #   "ref": f(inputs, constants) -> {output: array}, a NumPy reference the
 #          interpreter's outputs must equal exactly;
+#   "acc": (L, inputs, extra): the outputs are float32 sums of L terms (L: an
+#          expression over the constants and arguments) that are products of
+#          the named inputs (tolerance.py: their absolute values give the
+#          bound's sum of |terms|); extra: a relative term the computation
+#          adds beyond its sums (0 for a gemm);
 #   "gen": "ties" (float inputs drawn from the integers -4..3, so rows hold
 #          ties) or "wide" (integer inputs over the whole int32 range, so sums
 #          wrap); default: normal floats without zeros, integers in -1000..999.
 FA = {"batch": 1, "heads": 2}
+GEMM = {"acc": ("K", ["A", "B"], 0.0)}
+DEQ = {"acc": ("K", ["A"], 0.0)}  # B's 4-bit values are 0..15: their products with A's are exact
+MATMUL = {"acc": ("k_size", ["a", "b"], 0.0)}
+# Flash attention: Output = sum_j P_ij V_j / l_i with P = exp2(s - max) in
+# float32, rounded to float16 for the P @ V gemm (acc_s_cast).  Its sums:
+# seq_len products P V, seq_len / block_N rescales of the accumulator and
+# the row sum l (each as long as the first): L = 2 seq_len covers them.
+# Beyond its sums: P's rounding to float16 (the GPU and the interpreter
+# may round a P that differs in its last float32 bits to neighbouring
+# float16 values), at most u16 = 2^-11 of each P, so u16 times
+# sum_j P_ij |V_j| / l_i (the interpreter's Output with |V|); and the
+# scores' own float32 sums of dim products, whose error e moves P by a
+# factor 2^e: |e| <= 3 dim u sum|q k| scale, with standard normal inputs
+# and dim <= 128 about 3 * 128 * 2^-24 * (0.64 * 128) * 0.128 = 2.4e-4,
+# i.e. P by 1.7e-4 < u16.  extra = 2 u16.
+FLASH = {"acc": ("2 * seq_len", ["V"], 2 * 2.0 ** -11)}
 CASES = [
     ("tilus_add_one", {}, {"n": 1}, ["b"]),
     ("tilus_add_one", {}, {"n": 129}, ["b"]),
     ("tilus_add_one", {}, {"n": 1 << 20}, ["b"]),
-    ("gemm", {"M": 256, "N": 256, "K": 256}, {}, ["C"]),
-    ("gemm", {"M": 200, "N": 136, "K": 72}, {}, ["C"]),
-    ("gemm", {"M": 1024, "N": 1024, "K": 1024}, {}, ["C"]),
-    ("gemm_nt", {"M": 256, "N": 256, "K": 256}, {}, ["C"]),
-    ("gemm_nt", {"M": 130, "N": 257, "K": 33}, {}, ["C"]),
-    ("gemm_swizzle", {"M": 256, "N": 256, "K": 256}, {}, ["C"]),
-    ("gemm_swizzle", {"M": 200, "N": 136, "K": 72}, {}, ["C"]),
-    ("../bench/programs/gemm_raster", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"]),
+    ("gemm", {"M": 256, "N": 256, "K": 256}, {}, ["C"], GEMM),
+    ("gemm", {"M": 200, "N": 136, "K": 72}, {}, ["C"], GEMM),
+    ("gemm", {"M": 1024, "N": 1024, "K": 1024}, {}, ["C"], GEMM),
+    ("gemm_nt", {"M": 256, "N": 256, "K": 256}, {}, ["C"], GEMM),
+    ("gemm_nt", {"M": 130, "N": 257, "K": 33}, {}, ["C"], GEMM),
+    ("gemm_swizzle", {"M": 256, "N": 256, "K": 256}, {}, ["C"], GEMM),
+    ("gemm_swizzle", {"M": 200, "N": 136, "K": 72}, {}, ["C"], GEMM),
+    ("../bench/programs/gemm_raster", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"], GEMM),
     # wgmma on sm_90a (8 warps, 64-wide K tiles): B N-major in panels, N = 128 and 256; B K-major
-    ("../bench/programs/gemm_raster", {"M": 1000, "N": 1100, "K": 200, "block_K": 64, "threads": 256}, {}, ["C"]),
+    ("../bench/programs/gemm_raster", {"M": 1000, "N": 1100, "K": 200, "block_K": 64, "threads": 256}, {}, ["C"], GEMM),
     ("../bench/programs/gemm_raster", {"M": 512, "N": 768, "K": 320, "block_K": 64, "block_N": 256, "threads": 256},
-     {}, ["C"]),
-    ("../tests/gpu/programs/gemm_bt", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"]),
-    ("../tests/gpu/programs/gemm_bt", {"M": 256, "N": 256, "K": 1024, "block_N": 64}, {}, ["C"]),
-    ("dequant_gemm", {"M": 256, "N": 256, "K": 256}, {}, ["Ct"]),
-    ("dequant_gemm", {"M": 136, "N": 200, "K": 72}, {}, ["Ct"]),
-    ("dequant_gemm_threads", {"M": 256, "N": 256, "K": 256}, {}, ["C"]),
-    ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 1}, ["c"]),
-    ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 7}, ["c"]),
-    ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 300}, ["c"]),
-    ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 4096}, ["c"]),
-    ("flash_attention", dict(FA, seq_len=256, dim=128), {}, ["Output"]),
-    ("flash_attention", dict(FA, seq_len=256, dim=128, is_causal="true"), {}, ["Output"]),
-    ("flash_attention", dict(FA, seq_len=100, dim=64, block_M=64, block_N=64, threads=128), {}, ["Output"]),
+     {}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_bt", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_bt", {"M": 256, "N": 256, "K": 1024, "block_N": 64}, {}, ["C"], GEMM),
+    ("dequant_gemm", {"M": 256, "N": 256, "K": 256}, {}, ["Ct"], DEQ),
+    ("dequant_gemm", {"M": 136, "N": 200, "K": 72}, {}, ["Ct"], DEQ),
+    ("dequant_gemm_threads", {"M": 256, "N": 256, "K": 256}, {}, ["C"], DEQ),
+    ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 1}, ["c"], MATMUL),
+    ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 7}, ["c"], MATMUL),
+    ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 300}, ["c"], MATMUL),
+    ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 4096}, ["c"], MATMUL),
+    ("flash_attention", dict(FA, seq_len=256, dim=128), {}, ["Output"], FLASH),
+    ("flash_attention", dict(FA, seq_len=256, dim=128, is_causal="true"), {}, ["Output"], FLASH),
+    ("flash_attention", dict(FA, seq_len=100, dim=64, block_M=64, block_N=64, threads=128), {}, ["Output"], FLASH),
     ("flash_attention", dict(FA, seq_len=100, dim=64, block_M=64, block_N=64, threads=128, is_causal="true"), {},
-     ["Output"]),
+     ["Output"], FLASH),
 ]
 
 # top-k (TileLang's example_topk.py, issue 10) and its relatives: tile
@@ -143,6 +170,20 @@ CASES += [(INTR, {"N": n}, {"M": m}, INTR_OUT, {"ref": serial_int_reduce_ref}) f
 CASES += [(INTR, {"N": 64}, {"M": 100}, INTR_OUT, {"ref": serial_int_reduce_ref, "gen": "wide"}),
           (INTR, {"N": 128, "threads": 256}, {"M": 100}, INTR_OUT, {"ref": serial_int_reduce_ref})]
 CASES += [(CHUNK, {"N": n}, {"M": m}, CHUNK_OUT, {"ref": serial_chunk_reduce_ref}) for m, n in RAGGED]
+
+# the golden programs of tests/golden/ (their CUDA is compared byte for byte
+# in test_golden.c; here they run): a pipelined float16 gemm, row max / sum
+# / prefix sums (float32 sums of `cols` terms), a transpose through shared
+# memory (a copy), and alpha * x + y with relu (a sum of 2 terms; alpha > 0)
+GOLD = "../tests/golden/"
+CASES += [
+    (GOLD + "gemm_small", {}, {}, ["C"], GEMM),
+    (GOLD + "gemm_small", {"M": 128, "N": 192, "K": 512}, {}, ["C"], GEMM),
+    (GOLD + "row_stats", {}, {}, ["row_max", "row_sum", "prefix"], {"acc": ("cols", ["X"], 0.0)}),
+    (GOLD + "thread_transpose", {}, {}, ["dst"]),
+    (GOLD + "scale_add", {}, {"n": 1000, "alpha": 1.5, "relu": "true"}, ["out"], {"acc": ("2", ["x", "y"], 0.0)}),
+    (GOLD + "scale_add", {}, {"n": 256, "alpha": 0.25, "relu": "false"}, ["out"], {"acc": ("2", ["x", "y"], 0.0)}),
+]
 
 
 def constants(prog, defs):
@@ -267,6 +308,27 @@ def main():
             passed += 1
         if a.interpret_only:
             continue
+        # the bound's sums of |terms|: the interpreter again, on |inputs| of "acc"
+        acc_L, absrefs = 0, {}
+        if "acc" in opts:
+            lexpr, abs_names, extra = opts["acc"]
+            cenv = dict(constants(prog, defs), **args)
+            acc_L = int(eval(str(lexpr), {"__builtins__": {}}, cenv))
+            absflags = []
+            for nm, x in inputs.items():
+                path = os.path.join(work, f"{base}.{nm}.npy")
+                if nm in abs_names:
+                    path = os.path.join(work, f"{base}.{nm}.abs.npy")
+                    np.save(path, np.abs(x))
+                absflags += ["--in", f"{nm}={path}"]
+            abs_out = [f"{o}={work}/{base}.{o}.absref.npy" for o in outs]
+            r3, _ = run([a.tlc, "run", prog, "--interpret"] + dflags + aflags + absflags +
+                        sum([["--out", o] for o in abs_out], []), a.interp_timeout)
+            if r3.returncode:
+                print(f"FAIL {label}: interpret on |inputs| rc={r3.returncode} {r3.stderr.strip()[-600:]}")
+                failed += 1
+                continue
+            absrefs = {o: np.load(f"{work}/{base}.{o}.absref.npy") for o in outs}
         dev_cmd = [a.tlc, "run", prog, "--device", "cuda"] + (["--target", a.target] if a.target else []) + dflags + aflags + inflags + sum([["--out", o] for o in dev_out], [])
         if a.sanitize:
             dev_cmd = ["compute-sanitizer", "--error-exitcode", "3", "--tool", "memcheck"] + dev_cmd
@@ -276,14 +338,17 @@ def main():
             failed += 1
             continue
         for o in outs:
-            ref = np.load(f"{work}/{base}.{o}.ref.npy").astype(np.float64)
-            dev = np.load(f"{work}/{base}.{o}.dev.npy").astype(np.float64)
+            ref = np.load(f"{work}/{base}.{o}.ref.npy")
+            dev = np.load(f"{work}/{base}.{o}.dev.npy")
             dt = [p["dtype"] for p in meta["params"] if p["name"] == o][0]
-            nan = int(np.isnan(dev).sum()) - int(np.isnan(ref).sum())
-            err = float(np.linalg.norm(np.nan_to_num(dev - ref)) / max(np.linalg.norm(np.nan_to_num(ref)), 1e-30))
-            good = nan == 0 and err <= TOL[dt]
-            print(f"{'ok  ' if good else 'FAIL'} {label} {o}: rel err {err:.2e} (bound {TOL[dt]:g}), "
-                  f"unwritten {nan}, interp {t1:.2f}s, device {t2:.2f}s")
+            absref = absrefs.get(o)
+            if dt == "bfloat16":  # .npy holds the bit patterns
+                ref, dev, absref = (None if x is None else np.left_shift(x.astype(np.uint32), 16).view(np.float32)
+                                    for x in (ref, dev, absref))
+            extra = opts["acc"][2] if "acc" in opts else 0.0
+            good, why = tolerance.compare(dev, ref, dt, acc_L, absref, extra)
+            print(f"{'ok  ' if good else 'FAIL'} {label} {o}: {why}"
+                  f"{f' (sums of {acc_L} terms)' if acc_L else ''}, interp {t1:.2f}s, device {t2:.2f}s")
             passed += good
             failed += not good
     print(f"{passed} passed, {failed} failed")
