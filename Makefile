@@ -32,7 +32,7 @@ LDFLAGS_BASE := $(if $(SANITIZE),-fsanitize=$(SANITIZE))
 ALL_CFLAGS := $(CFLAGS_BASE) -Iproto -Icompiler $(CFLAGS)
 LIBS_COMPILER := -ljansson -lcrypto -ldl -lm -lpthread
 LIBS_CACHE    := -lsqlite3 -lcrypto
-LIBS_SERVER   := -lmicrohttpd -lpthread
+LIBS_SERVER   := -lmicrohttpd -lhiredis -lpthread
 
 # --- sources --------------------------------------------------------------
 PROTO_SRC    := $(wildcard proto/*.c)

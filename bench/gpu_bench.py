@@ -4,9 +4,13 @@ flash attention, side by side in one run on one GPU.
 
     python3 bench/gpu_bench.py [--tlc build/bin/tlc] [--out DIR] [--quick]
 
-GEMM float16 (M = N = K = 4096 and 8192; float32 accumulation): ours
-(examples/gemm.json through `tlc run --device --time`), torch.matmul
-(cuBLAS) and a Triton matmul.  FlashAttention forward (batch 4, heads 32,
+GEMM float16 and bfloat16 (M = N = K = 4096 and 8192; float32
+accumulation): ours (examples/gemm.json as written first, then tile
+choices through -D; bfloat16 through tests/gpu/programs/gemm_dyn_m_bf16.json,
+the same program in bfloat16 with M a scalar argument; each through `tlc
+run --device --time`; the table's row is the fastest, and every
+configuration's time is printed and kept in bench.json), torch.matmul
+(cuBLAS) and a Triton matmul (float16 only).  FlashAttention forward (batch 4, heads 32,
 seq 4096, dim 128, causal and not): ours (examples/flash_attention.json)
 and torch's scaled_dot_product_attention with the flash backend.  Each of
 ours is first checked against torch on the same inputs, element by element
@@ -15,9 +19,18 @@ sums' error for the reduction length: K for a GEMM, 2 seq_len and float16
 rounding of the probabilities for attention, as tests/gpu/check_examples.py
 derives); a configuration whose result is wrong, or whose run fails, prints
 a FAIL line and its time is never reported (nor taken as the best), and the
-run exits 1 after the table.  Compile time: `tlc compile` of the GEMM example for sm_90a, and
-Triton's first-call compile of its matmul (empty cache).  Prints a table and
-writes bench.json under --out.
+run exits 1 after the table.  bfloat16 GEMMs have the same bound in
+bfloat16's ulps (bfloat16 products are exact in float32 too).  Compile
+time: `tlc compile` of the GEMM example for sm_90a, and Triton's
+first-call compile of its matmul (empty cache).  W4A16 (issue 12:
+examples/gemm_w4a16.json, uint4 weights with float16 scales per 128 along
+K; M = 1, 16, 64, 4096 with N = K = 8192) against torch.matmul of float16
+A and the dequantized float16 weight of the same shape, each of ours checked
+first against that product with the GEMM's bound: the kernel's dequantized
+weight (q - 8) * s is one float16 rounding of a product exact in float32,
+the same weight torch multiplies by, so the products are exact in float32
+and only the K float32 sums differ (`--w4a16-only` runs just these rows).
+Prints a table and writes bench.json under --out.
 """
 import argparse, json, os, subprocess, sys, tempfile, time
 import numpy as np
@@ -30,26 +43,36 @@ U16 = 2.0 ** -11
 failures = []
 
 
-def checked(what, dev, ref, L, absref, extra=0.0):
-    """Compares our float16 output with torch's (tolerance.py); prints and
-    records a FAIL line when it is wrong.  True when right."""
-    good, why = tolerance.compare(dev.cpu().numpy(), ref.cpu().numpy(), "float16", L, absref.cpu().numpy(),
-                                  extra)
+def checked(what, dev, ref, L, absref, extra=0.0, dtype="float16"):
+    """Compares our output (dtype: float16 or bfloat16, passed as float32
+    or float16 tensors) with torch's (tolerance.py); prints and records a
+    FAIL line when it is wrong.  True when right."""
+    good, why = tolerance.compare(dev.float().cpu().numpy(), ref.float().cpu().numpy(), dtype, L,
+                                  absref.cpu().numpy(), extra)
     if not good:
         failures.append(f"FAIL {what}: {why}")
         print(failures[-1])
     return good
 
-# tile configurations tried: examples/gemm.json as written (128 threads), then through -D
+# tile configurations tried: examples/gemm.json as written (128 threads: wgmma on sm_90a, two m64n128
+# instructions per k16 step), then through -D
 GEMM_CONFIGS = [("examples/gemm.json", {}), ("examples/gemm.json", {"block_K": 64}),
                 ("examples/gemm.json", {"block_K": 32, "num_stages": 4}),
+                ("examples/gemm.json", {"block_K": 64, "num_stages": 4}),
+                ("examples/gemm.json", {"block_N": 256, "block_K": 64}),
                 ("bench/programs/gemm_raster.json", {"block_K": 64}),
                 ("bench/programs/gemm_raster.json", {"block_K": 64, "num_stages": 4}),
                 ("bench/programs/gemm_raster.json", {"block_K": 64, "threads": 256}),
+                ("bench/programs/gemm_raster.json", {"block_K": 64, "threads": 256, "use_tma": "false"}),
                 ("bench/programs/gemm_raster.json", {"block_K": 32, "num_stages": 4, "threads": 256}),
                 ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256}),
+                ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "use_tma": "false"}),
                 ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 256}),
                 ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 512})]
+# bfloat16: the same kernel with bfloat16 operands and C (M is its scalar argument)
+BF16_PROG = "tests/gpu/programs/gemm_dyn_m_bf16.json"
+GEMM_BF16_CONFIGS = [{}, {"block_K": 64}, {"block_K": 64, "num_stages": 4}, {"block_N": 256, "block_K": 64, "threads": 256},
+                     {"block_M": 256, "block_K": 64, "threads": 256}]
 
 
 def cuda_time(fn, reps=20):
@@ -101,10 +124,12 @@ def triton_matmul():
                  BM=128, BN=256, BK=64, G=8, num_warps=8, num_stages=3)
     return run
 
-def ours(tlc, prog, defs, ins, outs, reps):
+def ours(tlc, prog, defs, ins, outs, reps, args=None):
     cmd = [tlc, "run", prog, "--device", "cuda", "--time", str(reps)]
     for k, v in defs.items():
         cmd += ["-D", f"{k}={v}"]
+    for k, v in (args or {}).items():
+        cmd += ["--arg", f"{k}={v}"]
     for k, v in ins.items():
         cmd += ["--in", f"{k}={v}"]
     for k, v in outs.items():
@@ -115,12 +140,23 @@ def ours(tlc, prog, defs, ins, outs, reps):
     line = [l for l in r.stdout.splitlines() if l.startswith("time:")][0]
     return float(line.split()[1])
 
+def ours_or_fail(what, *a, **kw):
+    """ours(...), or None with a FAIL line recorded when the run fails."""
+    try:
+        return ours(*a, **kw)
+    except RuntimeError as ex:
+        failures.append(f"FAIL {what}: {str(ex)[-600:]}")
+        print(failures[-1])
+        return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tlc", default="build/bin/tlc")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--gemm-only", action="store_true", help="only the GEMM rows (for comparing builds)")
+    ap.add_argument("--w4a16-only", action="store_true", help="only the W4A16 rows (issue 12)")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False  # the references sum in float32
     dev = torch.cuda.get_device_name()
@@ -135,7 +171,7 @@ def main():
         tri = triton_matmul()
     except Exception as ex:  # Triton missing: say so
         print(f"triton unavailable: {ex}")
-    for n in ([4096] if a.quick else [4096, 8192]):
+    for n in ([] if a.w4a16_only else [4096] if a.quick else [4096, 8192]):
         A = torch.randn(n, n, device="cuda", dtype=torch.float16)
         B = torch.randn(n, n, device="cuda", dtype=torch.float16)
         np.save(f"{work}/A.npy", A.cpu().numpy())
@@ -143,15 +179,13 @@ def main():
         flops = 2 * n ** 3
         ref = (A.float() @ B.float()).half()  # float32 sums, rounded like ours
         absref = A.float().abs() @ B.float().abs()
-        best = None
+        best = written = None
         for prog, cfg in GEMM_CONFIGS:  # the example as written first, then tile choices through -D
             defs = dict({"M": n, "N": n, "K": n}, **cfg)
             tag = os.path.basename(prog)[:-5] + ":" + (",".join(f"{k}={v}" for k, v in cfg.items()) or "as written")
-            try:
-                ms = ours(a.tlc, prog, defs, {"A": f"{work}/A.npy", "B": f"{work}/B.npy"}, {"C": f"{work}/C.npy"}, 10)
-            except RuntimeError as ex:
-                failures.append(f"FAIL gemm {n} [{tag}]: {ex}")
-                print(failures[-1])
+            ms = ours_or_fail(f"gemm {n} [{tag}]", a.tlc, prog, defs, {"A": f"{work}/A.npy", "B": f"{work}/B.npy"},
+                              {"C": f"{work}/C.npy"}, 10)
+            if ms is None:
                 continue
             C = torch.from_numpy(np.load(f"{work}/C.npy")).cuda()
             e_ = (torch.linalg.norm(C.float() - ref.float()) / torch.linalg.norm(ref.float())).item()
@@ -162,6 +196,10 @@ def main():
             res.setdefault("gemm_configs", []).append({"n": n, "config": tag, "ms": ms, "rel_err": e_})
             if best is None or ms < best[0]:
                 best = (ms, e_, tag)
+            if not cfg and prog == "examples/gemm.json":
+                written = (ms, e_, tag)
+        if written is None:
+            written = (None, float("nan"), "examples/gemm.json as written FAILED")
         if best is None:
             best = (None, float("nan"), "every configuration FAILED")
         ms_ours, err = best[0], best[1]
@@ -172,13 +210,90 @@ def main():
             ms_tri = cuda_time(lambda: tri(A, B, Ct))
         tf = lambda ms: flops / ms / 1e9 if ms else None
         rows.append((f"gemm f16 {n} [{best[2]}]", ms_ours, ms_cublas, ms_tri, tf(ms_ours), tf(ms_cublas), tf(ms_tri), err))
+        if written[2] != best[2]:  # examples/gemm.json as written has its own row
+            rows.append((f"gemm f16 {n} [{written[2]}]", written[0], ms_cublas, ms_tri, tf(written[0]), tf(ms_cublas),
+                         tf(ms_tri), written[1]))
+        # bfloat16: inputs as float32 files of bfloat16 values (exact), C back as uint16 bit patterns
+        Ab, Bb = A.to(torch.bfloat16), B.to(torch.bfloat16)
+        np.save(f"{work}/Ab.npy", Ab.float().cpu().numpy())
+        np.save(f"{work}/Bb.npy", Bb.float().cpu().numpy())
+        refb = Ab.float() @ Bb.float()
+        absrefb = Ab.float().abs() @ Bb.float().abs()
+        best = None
+        for cfg in GEMM_BF16_CONFIGS:
+            defs = dict({"N": n, "K": n}, **cfg)
+            tag = "gemm_dyn_m_bf16:" + (",".join(f"{k}={v}" for k, v in cfg.items()) or "as written")
+            ms = ours_or_fail(f"gemm bf16 {n} [{tag}]", a.tlc, BF16_PROG, defs,
+                              {"A": f"{work}/Ab.npy", "B": f"{work}/Bb.npy"}, {"C": f"{work}/Cb.npy"}, 10, {"M": n})
+            if ms is None:
+                continue
+            C = torch.from_numpy(np.load(f"{work}/Cb.npy").view(np.int16)).view(torch.bfloat16).cuda().float()
+            e_ = (torch.linalg.norm(C - refb) / torch.linalg.norm(refb)).item()
+            # bfloat16 products are exact in float32: the GEMM's bound in bfloat16's ulps
+            if not checked(f"gemm bf16 {n} [{tag}]", C, refb, n, absrefb, dtype="bfloat16"):
+                res.setdefault("gemm_configs", []).append({"n": n, "dtype": "bfloat16", "config": tag, "wrong": True})
+                continue
+            print(f"  gemm bf16 {n} [{tag}]: {ms:.3f} ms, {flops / ms / 1e9:.1f} TFLOP/s, rel err {e_:.2e}")
+            res.setdefault("gemm_configs", []).append({"n": n, "dtype": "bfloat16", "config": tag, "ms": ms, "rel_err": e_})
+            if best is None or ms < best[0]:
+                best = (ms, e_, tag)
+        if best is None:
+            best = (None, float("nan"), "every configuration FAILED")
+        ms_cublas = cuda_time(lambda: torch.matmul(Ab, Bb))
+        rows.append((f"gemm bf16 {n} [{best[2]}]", best[0], ms_cublas, None, tf(best[0]), tf(ms_cublas), None, best[1]))
+    # ---- W4A16: uint4 weights (.npy: one weight per byte), float16 scales per group of 128 along K
+    N = K = 8192
+    G = 128
+    Bq = torch.randint(0, 16, (N, K), device="cuda", dtype=torch.uint8)
+    Sc = (torch.rand(N, K // G, device="cuda") * 0.02 + 0.005).half()
+    W = ((Bq.float() - 8) * Sc.float().repeat_interleave(G, dim=1)).half()  # what the kernel multiplies by
+    np.save(f"{work}/Bq.npy", Bq.cpu().numpy())
+    np.save(f"{work}/Sc.npy", Sc.cpu().numpy())
+    for M in ([] if a.gemm_only else [1, 16, 64, 4096]):
+        A = torch.randn(M, K, device="cuda", dtype=torch.float16)
+        np.save(f"{work}/Aw.npy", A.cpu().numpy())
+        ref = A.float() @ W.float().t()
+        absref = A.float().abs() @ W.float().abs().t()
+        flops = 2 * M * N * K
+        best = None
+        for cfg in ({}, {"block_M": 64, "threads": 128}, {"block_K": 128}):
+            defs = dict({"M": M, "N": N, "K": K, "group_size": G}, **cfg)
+            ms = ours_or_fail(f"w4a16 M={M} [{cfg}]", a.tlc, "examples/gemm_w4a16.json", defs,
+                              {"A": f"{work}/Aw.npy", "B": f"{work}/Bq.npy", "S": f"{work}/Sc.npy"},
+                              {"C": f"{work}/Cw.npy"}, 20)
+            if ms is None:
+                continue
+            C = torch.from_numpy(np.load(f"{work}/Cw.npy")).cuda().float()
+            e_ = (torch.linalg.norm(C - ref) / torch.linalg.norm(ref)).item()
+            tag = ",".join(f"{k}={v}" for k, v in cfg.items()) or "as written"
+            # checked before it counts: float16 products of the same float16 weights, exact in float32; K float32
+            # sums; a float16 output
+            ok = checked(f"w4a16 M={M} [{tag}]", C, ref, K, absref)
+            print(f"  w4a16 M={M} N={N} K={K} [{tag}]: {ms:.3f} ms, rel err {e_:.2e} {'ok' if ok else 'FAIL'}")
+            res.setdefault("w4a16_configs", []).append({"M": M, "config": tag, "ms": ms, "rel_err": e_, "ok": ok})
+            if ok and (best is None or ms < best[0]):
+                best = (ms, e_, tag)
+        ms_torch = cuda_time(lambda: torch.matmul(A, W.t()))
+        tf = lambda ms: flops / ms / 1e9 if ms else None
+        if best:
+            rows.append((f"w4a16 M={M} N=K={K} [{best[2]}]", best[0], ms_torch, None, tf(best[0]), tf(ms_torch), None,
+                         best[1]))
+        else:
+            rows.append((f"w4a16 M={M} N=K={K} [no config passed]", None, ms_torch, None, None, tf(ms_torch), None,
+                         float("nan")))
     # ---- flash attention
-    if a.gemm_only:
+    if a.gemm_only or a.w4a16_only:
         for r in rows:
             if r[1] is None:
-                print(f"{r[0]:42s} ours FAILED, cuBLAS {r[5]:.1f} TF")
-            else:
-                print(f"{r[0]:42s} ours {r[1]:.3f} ms {r[4]:.1f} TF, cuBLAS {r[5]:.1f} TF, ratio {r[4] / r[5]:.3f}")
+                print(f"{r[0]:42s} ours FAILED, torch {r[2]:.3f} ms")
+                continue
+            print(f"{r[0]:42s} ours {r[1]:.3f} ms {r[4]:.1f} TF, torch/cuBLAS {r[2]:.3f} ms {r[5]:.1f} TF, "
+                  f"ratio {r[4] / r[5]:.3f}, rel err {r[7]:.2e}")
+        res["rows"] = [dict(zip(["case", "ms_ours", "ms_ref", "ms_triton", "tflops_ours", "tflops_ref",
+                                 "tflops_triton", "rel_err"], r)) for r in rows]
+        res["failures"] = failures
+        with open(os.path.join(a.out, "bench.json"), "w") as fp:
+            json.dump(res, fp, indent=1)
         for f in failures:
             print(f)
         return 1 if failures else 0
@@ -191,14 +306,9 @@ def main():
         flops = 4 * Bz * H * S * S * D // (2 if causal else 1)
         defs = {"batch": Bz, "heads": H, "seq_len": S, "dim": D, "is_causal": "true" if causal else "false"}
         what = f"flash fwd {'causal' if causal else 'full'}"
-        try:
-            ms_ours = ours(a.tlc, "examples/flash_attention.json", defs,
-                           {"Q": f"{work}/Q.npy", "K": f"{work}/K.npy", "V": f"{work}/V.npy"},
-                           {"Output": f"{work}/O.npy"}, 5)
-        except RuntimeError as ex:
-            failures.append(f"FAIL {what}: {ex}")
-            print(failures[-1])
-            ms_ours = None
+        ms_ours = ours_or_fail(what, a.tlc, "examples/flash_attention.json", defs,
+                               {"Q": f"{work}/Q.npy", "K": f"{work}/K.npy", "V": f"{work}/V.npy"},
+                               {"Output": f"{work}/O.npy"}, 5)
         qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             ms_torch = cuda_time(lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal))

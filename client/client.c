@@ -82,6 +82,7 @@ tl_status tl_client_new(tl_client **out, tl_error *err) {
     return st;
   tl_client *c = *out;
   c->server = dup_str(DEFAULT_SERVER);
+  c->nservers = 1;
   c->connect_timeout_ms = 5000;
   c->timeout_ms = 300000;
   c->retries = 4;
@@ -106,6 +107,8 @@ tl_status tl_client_dup(const tl_client *src, tl_client **out, tl_error *err) {
     return st;
   tl_client *c = *out;
   c->server = dup_str(src->server);
+  c->nservers = src->nservers;
+  c->current = src->current;
   c->token = dup_str(src->token);
   c->ca_file = dup_str(src->ca_file);
   c->cache_path = dup_str(src->cache_path);
@@ -167,6 +170,25 @@ static tl_status set_string(char **slot, const char *value, tl_error *err) {
   return TL_OK;
 }
 
+/* Checks one server URL of n bytes; the length without its trailing '/'s in *keep. */
+static tl_status check_url(const char *url, size_t n, size_t *keep, tl_error *err) {
+  size_t scheme = strncmp(url, "http://", 7) == 0 ? 7 : strncmp(url, "https://", 8) == 0 ? 8 : 0;
+  if (!scheme)
+    return tl_error_set(err, TL_INVALID_ARG, "server URL '%.*s' must start with http:// or https://",
+                        (int)(n < 200 ? n : 200), url);
+  if (n == scheme || url[scheme] == '/')
+    return tl_error_set(err, TL_INVALID_ARG, "server URL '%.*s' has no host", (int)(n < 200 ? n : 200), url);
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)url[i] <= ' ' || (unsigned char)url[i] >= 0x7f || url[i] == '?' || url[i] == '#')
+      return tl_error_set(err, TL_INVALID_ARG,
+                          "server URL '%.*s' has a space, a control character, '?' or '#' at byte %zu",
+                          (int)(n < 200 ? n : 200), url, i + 1);
+  while (n > scheme + 1 && url[n - 1] == '/')
+    n--;
+  *keep = n;
+  return TL_OK;
+}
+
 tl_status tl_client_set_server(tl_client *c, const char *url, tl_error *err) {
   tl_error_clear(err);
   if (!c || !url)
@@ -175,25 +197,46 @@ tl_status tl_client_set_server(tl_client *c, const char *url, tl_error *err) {
   if (n > TL_CLIENT_URL_MAX)
     return tl_error_set(err, TL_TOO_LARGE, "the server URL is %zu bytes long; the limit is %d", n,
                         TL_CLIENT_URL_MAX);
-  size_t scheme = strncmp(url, "http://", 7) == 0 ? 7 : strncmp(url, "https://", 8) == 0 ? 8 : 0;
-  if (!scheme)
-    return tl_error_set(err, TL_INVALID_ARG, "server URL '%.200s' must start with http:// or https://", url);
-  if (n == scheme || url[scheme] == '/')
-    return tl_error_set(err, TL_INVALID_ARG, "server URL '%.200s' has no host", url);
-  for (size_t i = 0; i < n; i++)
-    if ((unsigned char)url[i] <= ' ' || (unsigned char)url[i] >= 0x7f || url[i] == '?' || url[i] == '#')
-      return tl_error_set(err, TL_INVALID_ARG,
-                          "server URL '%.200s' has a space, a control character, '?' or '#' at byte %zu", url, i + 1);
-  char *copy = dup_str(url);
+  char *copy = malloc(n + 1);
   if (!copy)
     return tl_error_set(err, TL_NOMEM, "out of memory");
-  while (n > scheme + 1 && copy[n - 1] == '/')
-    copy[--n] = 0;
+  size_t out = 0;
+  int count = 0;
+  for (const char *p = url;;) { /* URL[,URL]...: each checked, trailing '/'s dropped */
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p), keep = 0;
+    tl_status st = ++count > TL_CLIENT_SERVERS_MAX
+                       ? tl_error_set(err, TL_LIMIT, "more than %d server URLs", TL_CLIENT_SERVERS_MAX)
+                       : check_url(p, len, &keep, err);
+    if (st != TL_OK) {
+      free(copy);
+      return st;
+    }
+    if (out)
+      copy[out++] = ',';
+    memcpy(copy + out, p, keep);
+    out += keep;
+    if (!comma)
+      break;
+    p = comma + 1;
+  }
+  copy[out] = 0;
   free(c->server);
   c->server = copy;
+  c->nservers = count;
+  c->current = 0;
   c->compiler_id[0] = 0; /* another server: its compiler is learned anew */
   c->compiler_id_known = c->compiler_id_probed = false;
   return TL_OK;
+}
+
+const char *tl_client_base_url(const tl_client *c, size_t *len) {
+  const char *p = c->server;
+  for (int i = 0; i < c->current; i++)
+    p = strchr(p, ',') + 1;
+  const char *comma = strchr(p, ',');
+  *len = comma ? (size_t)(comma - p) : strlen(p);
+  return p;
 }
 
 tl_status tl_client_set_token(tl_client *c, const char *token, tl_error *err) {

@@ -10,7 +10,9 @@
  * same packed arguments.
  *
  * Targets: a CUDA device takes sm_NN / compute_NN as tl_target_runs_on
- * says and asks the server through tl_client_get_for_arch; an AMD device
+ * says and asks the server through tl_client_get_for_arch (for the target
+ * compiler/target.c's tl_target_for_arch names: sm_90a on a
+ * compute-capability-9.0 GPU); an AMD device
  * takes only a code object for its own gfx name ("gfx90a", gcnArchName up
  * to its first ':') and asks the server for exactly that target.
  */
@@ -126,4 +128,15 @@ tl_status tl_kernel_load(tl_device *d, const tl_artifact *a, tl_kernel **out, tl
   if (!d || !a)
     return tl_error_set(err, TL_INVALID_ARG, "tl_kernel_load: NULL argument");
   return tl_kernel_load_image(d->gpu, a->target, a->bytes, a->n, a->metadata, out, err);
+}
+
+tl_status tl_kernel_load_binary(tl_device *d, const char *target, const void *bytes, size_t n,
+                                const char *metadata, tl_kernel **out, tl_error *err) {
+  tl_error_clear(err);
+  if (!out)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_kernel_load_binary: out is NULL");
+  *out = NULL;
+  if (!d || !target || !bytes || !n || !metadata)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_kernel_load_binary: NULL argument or no bytes");
+  return tl_kernel_load_image(d->gpu, target, bytes, n, metadata, out, err);
 }

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../compiler/target.h"
 #include "../compiler/tlcompiler.h"
 #include "../proto/tl_hash.h"
 #include "../proto/tl_json.h"
@@ -874,18 +875,21 @@ tl_status tl_client_get_for_arch(tl_client *c, const tl_client_request *req, int
     return tl_error_set(err, TL_INVALID_ARG, "tl_client_get_for_arch: NULL argument");
   if (arch < 10 || arch > 9999)
     return tl_error_set(err, TL_INVALID_ARG, "architecture %d is not a compute capability (e.g. 90)", arch);
-  char sm[TL_CLIENT_TARGET_MAX + 1], ptx[TL_CLIENT_TARGET_MAX + 1];
-  snprintf(sm, sizeof sm, "sm_%d", arch);
+  char sm[TL_CLIENT_TARGET_MAX + 1], plain[TL_CLIENT_TARGET_MAX + 1], ptx[TL_CLIENT_TARGET_MAX + 1];
+  tl_target_for_arch(arch, sm, sizeof sm); /* sm_90a on a 9.0 GPU: wgmma */
+  snprintf(plain, sizeof plain, "sm_%d", arch);
   snprintf(ptx, sizeof ptx, "compute_%d", arch);
+  bool variant = strcmp(sm, plain) != 0;
   prepared p;
   tl_status st = prepare(req, &p, err);
   if (st != TL_OK)
     return st;
   /* a warm start: the binary for sm_ARCH (or the PTX stored under its
    * request when the server did not offer sm_ARCH) from the local cache */
-  char k1[65], k2[65], *k1text = NULL;
+  char k1[65], k2[65], k3[65], *k1text = NULL;
   const char *id = ident_current(c);
-  if ((st = key_of(&p, sm, id, k1, &k1text, err)) != TL_OK || (st = key_of(&p, ptx, id, k2, NULL, err)) != TL_OK) {
+  if ((st = key_of(&p, sm, id, k1, &k1text, err)) != TL_OK || (st = key_of(&p, ptx, id, k2, NULL, err)) != TL_OK ||
+      (st = key_of(&p, plain, id, k3, NULL, err)) != TL_OK) {
     free(k1text);
     prepared_free(&p);
     return st;
@@ -898,7 +902,18 @@ tl_status tl_client_get_for_arch(tl_client *c, const tl_client_request *req, int
   tl_error e;
   tl_error_clear(&e);
   st = get_one(c, req, &p, sm, false, out, &e);
-  if (st == TL_NETWORK || st == TL_BUSY) {
+  if (st == TL_UNSUPPORTED && variant && strncmp(e.pointer, "/targets", 8) == 0) {
+    /* the server does not offer sm_ARCHa: sm_ARCH runs too, on the portable paths */
+    tl_clog(c, "the server %s does not offer %s; trying %s", c->server, sm, plain);
+    tl_error_clear(&e);
+    st = get_one(c, req, &p, plain, false, out, &e);
+  }
+  if ((st == TL_NETWORK || st == TL_BUSY) && variant &&
+      (local_lookup(c, k3, out) || offline_by_build_key(c, req, plain, out))) {
+    /* offline: a cubin for sm_ARCH (a farm that prebuilt that one) runs too */
+    tl_clog(c, "%s; using %s from the local cache", c->offline ? "offline" : "the server is unreachable", plain);
+    st = TL_OK;
+  } else if (st == TL_NETWORK || st == TL_BUSY) {
     /* offline: PTX for this architecture will do */
     if (local_lookup(c, k2, out) || offline_by_build_key(c, req, ptx, out)) {
       tl_clog(c, "%s; using %s from the local cache", c->offline ? "offline" : "the server is unreachable", ptx);

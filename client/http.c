@@ -211,10 +211,12 @@ tl_status tl_http_request(tl_client *c, const char *method, const char *path, co
   char *url = malloc(ulen);
   if (!url)
     return tl_error_set(err, TL_NOMEM, "out of memory");
-  snprintf(url, ulen, "%s%s", c->server, path);
   tl_status st = TL_OK;
   long deadline = now_ms() + c->timeout_ms; /* the whole request, retries and waits included */
   for (int attempt = 0;; attempt++) {
+    size_t blen;
+    const char *base = tl_client_base_url(c, &blen);
+    snprintf(url, ulen, "%.*s%s", (int)blen, base, path);
     tl_http_response_free(resp);
     sink s = {.resp = resp, .max = max_bytes};
     char errbuf[CURL_ERROR_SIZE] = "";
@@ -263,18 +265,27 @@ tl_status tl_http_request(tl_client *c, const char *method, const char *path, co
                           attempt ? " (after every retry)" : "");
       break;
     }
+    /* several replicas: the next one at once; a full round waits the backoff */
     long wait = backoff_ms(c, attempt + 1, busy ? resp->retry_after : -1);
+    if (c->nservers > 1) {
+      c->current = (c->current + 1) % c->nservers;
+      if ((attempt + 1) % c->nservers != 0)
+        wait = 0;
+      base = tl_client_base_url(c, &blen);
+    }
+    /* the time-out bounds the whole request, across every server tried */
     if (now_ms() + wait >= deadline) {
       st = tl_error_set(err, busy ? TL_BUSY : TL_NETWORK,
-                        "%s %s: %s; not tried again: the next try, in %.1f s%s, would start past the "
+                        "%s %s: %s; not tried again: the next try%s%.*s, in %.1f s%s, would start past the "
                         "client's time-out of %.1f s",
-                        method, url, why, wait / 1000.0,
-                        busy && resp->retry_after >= 0 ? " (the server said Retry-After)" : "",
+                        method, url, why, c->nservers > 1 ? " on " : "", c->nservers > 1 ? (int)blen : 0, base,
+                        wait / 1000.0, busy && resp->retry_after >= 0 ? " (the server said Retry-After)" : "",
                         c->timeout_ms / 1000.0);
       break;
     }
-    tl_clog(c, "%s %s: %s; try %d of %d in %.1f s%s", method, url, why, attempt + 2, c->retries + 1,
-                   wait / 1000.0, busy && resp->retry_after >= 0 ? " (the server said Retry-After)" : "");
+    tl_clog(c, "%s %s: %s; try %d of %d%s%.*s in %.1f s%s", method, url, why, attempt + 2, c->retries + 1,
+            c->nservers > 1 ? " on " : "", c->nservers > 1 ? (int)blen : 0, base, wait / 1000.0,
+            busy && resp->retry_after >= 0 ? " (the server said Retry-After)" : "");
     c->stats.retries++;
     sleep_ms(wait);
   }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include "../cache/tlcache.h"
 #include "../compiler/dtype.h"
+#include "../compiler/gpudrv.h"
 #include "../compiler/ir.h"
 #include "include/tl/tlclient.h"
 
@@ -20,7 +21,9 @@
 #define TL_CLIENT_COMPILER_ID_MAX 128 /* bytes of a server's compiler identity */
 
 struct tl_client {
-  char *server;              /* base URL without a trailing '/' */
+  char *server;              /* base URLs without a trailing '/', comma-separated */
+  int nservers;              /* how many; a request that cannot reach one goes on to the next */
+  int current;               /* the one requests go to now */
   char *token;               /* NULL: none */
   char *ca_file;             /* NULL: the system's store */
   long connect_timeout_ms, timeout_ms;
@@ -46,6 +49,9 @@ struct tl_client {
   bool compiler_id_known;    /* learned from the server by this handle */
   bool compiler_id_probed;   /* GET /v1/info was tried for it */
 };
+
+/* The base URL requests go to now: *len bytes at the result (inside c->server). */
+const char *tl_client_base_url(const tl_client *c, size_t *len);
 
 /* Logs one formatted line through the client's log function, if any. */
 void tl_clog(tl_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -90,6 +96,19 @@ typedef struct tl_meta_param {
   int64_t align;
 } tl_meta_param;
 
+/* A tensor map the kernel takes after its params (format 2,
+ * proto/kernel-meta.md section 5): parsed and checked, its dimensions and
+ * strides evaluated at each launch. */
+#define TL_META_TMAPS_MAX 8
+typedef struct tl_meta_tmap {
+  int param;                                /* index of the tensor param */
+  int rank;
+  tl_expr *dims[TL_GPU_TMAP_RANK_MAX];      /* innermost first */
+  tl_expr *strides[TL_GPU_TMAP_RANK_MAX - 1];
+  tl_gpu_tmap enc;                          /* all but addr, dims and strides */
+  int64_t offset;                           /* in the parameter buffer; -1 when not given (PTX) */
+} tl_meta_tmap;
+
 typedef struct tl_meta {
   tl_arena *arena;
   const char *entry;
@@ -103,6 +122,9 @@ typedef struct tl_meta {
   int64_t dyn_smem;
   int ncluster;
   int64_t cluster[3];
+  int format;             /* 1, or 2 with tensor maps */
+  int ntmaps;
+  tl_meta_tmap tmaps[TL_META_TMAPS_MAX];
 } tl_meta;
 
 /* Parses and validates metadata JSON text (proto: compile.c's metadata()).
@@ -134,11 +156,18 @@ typedef struct tl_launch_plan {
   unsigned dyn_smem;
   bool empty;                              /* a zero grid dimension: nothing to launch */
   tl_launch_value values[TL_KERNEL_PARAMS_MAX];
-  void *kargs[TL_KERNEL_PARAMS_MAX];       /* &values[i]; valid while the plan does not move */
+  /* &values[i], then &tmaps[j]; valid while the plan does not move */
+  void *kargs[TL_KERNEL_PARAMS_MAX + TL_META_TMAPS_MAX];
+  int ntmaps;
+  tl_gpu_tmap tmap_args[TL_META_TMAPS_MAX]; /* for tl_gpu_tensor_map, checked */
+  _Alignas(64) unsigned char tmaps[TL_META_TMAPS_MAX][TL_GPU_TMAP_BYTES]; /* encoded by the launcher */
 } tl_launch_plan;
 
 /* Checks args against m (count, kinds, ranges, alignment of tensor
- * pointers) and fills plan.  Errors as for tl_kernel_launch. */
+ * pointers) and fills plan, with the arguments of each tensor map
+ * (tmap_args: dimensions and strides evaluated and checked as
+ * cuTensorMapEncodeTiled demands; the launcher encodes them into tmaps).
+ * Errors as for tl_kernel_launch. */
 tl_status tl_launch_plan_make(const tl_meta *m, const tl_kernel_arg *args, int nargs,
                               tl_launch_plan *plan, tl_error *err);
 

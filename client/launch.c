@@ -67,6 +67,9 @@ tl_status tl_kernel_launch(tl_kernel *k, const tl_kernel_arg *args, int nargs, v
   tl_status st = tl_launch_plan_make(k->meta, args, nargs, &plan, err);
   if (st != TL_OK || plan.empty)
     return st;
+  for (int j = 0; j < plan.ntmaps; j++) /* built per launch: the dimensions may be dynamic */
+    if ((st = tl_gpu_tensor_map(k->gpu, &plan.tmap_args[j], plan.tmaps[j], err)) != TL_OK)
+      return st;
   return tl_gpu_launch(k->fn, plan.grid, plan.block, plan.dyn_smem, stream, plan.kargs, err);
 }
 

@@ -186,6 +186,149 @@ static tl_status parse_param(P *p, json_t *v, int i, tl_meta_param *out) {
   return TL_OK;
 }
 
+/* ---- tensor maps (format 2) ------------------------------------------------------------ */
+
+/* The index of `name` in names[n], or -1. */
+static int name_index(const char *name, const char *const *names, int n) {
+  for (int i = 0; name && i < n; i++)
+    if (strcmp(name, names[i]) == 0)
+      return i;
+  return -1;
+}
+
+/* cuda.h's CUtensorMapDataType for a Tile IR dtype: the element's size
+ * (and, for the float and 32/64-bit integer types, its kind; a copy moves
+ * bits either way). */
+static int tmap_dtype(tl_dtype d) {
+  switch (d) {
+  case TL_FLOAT16: return 6;
+  case TL_BFLOAT16: return 9;
+  case TL_FLOAT32: return 7;
+  case TL_FLOAT64: return 8;
+  case TL_INT32: return 3;
+  case TL_UINT32: return 2;
+  case TL_INT64: return 5;
+  case TL_UINT64: return 4;
+  default: return tl_dtype_size(d) == 1 ? 0 : 1; /* UINT8, UINT16 */
+  }
+}
+
+/* Byte offset of each parameter in the parameter buffer (C's layout,
+ * proto/kernel-meta.md section 3); returns the end of the last one. */
+static int64_t params_end(const tl_meta *m) {
+  int64_t off = 0;
+  for (int i = 0; i < m->nparams; i++) {
+    const tl_meta_param *q = &m->params[i];
+    int64_t n = q->is_tensor ? 8 : q->dtype == TL_BOOL ? 1 : (int64_t)tl_dtype_size(q->dtype);
+    off = (off + n - 1) / n * n + n;
+  }
+  return off;
+}
+
+static tl_status parse_tmap(P *p, json_t *v, int i, int64_t *off) {
+  tl_meta *m = p->m;
+  tl_meta_tmap *t = &m->tmaps[i];
+  char where[64];
+  snprintf(where, sizeof where, "tensor_maps[%d]", i);
+  if (!json_is_object(v))
+    return bad(p, "%s is not an object", where);
+  const char *param = json_string_value(json_object_get(v, "param"));
+  t->param = -1;
+  for (int k = 0; param && k < m->nparams; k++)
+    if (m->params[k].is_tensor && strcmp(m->params[k].name, param) == 0)
+      t->param = k;
+  if (t->param < 0)
+    return bad(p, "%s.param must name a tensor parameter", where);
+  const tl_meta_param *q = &m->params[t->param];
+  const char *dtype = json_string_value(json_object_get(v, "dtype"));
+  tl_dtype dt;
+  if (!dtype || !tl_dtype_parse(dtype, &dt) || dt != q->dtype)
+    return bad(p, "%s.dtype must be its tensor's, %s", where, tl_dtype_name(q->dtype));
+  json_t *rank = json_object_get(v, "rank");
+  t->rank = (int)json_integer_value(rank);
+  if (!json_is_integer(rank) || t->rank < 1 || t->rank > TL_GPU_TMAP_RANK_MAX || t->rank != q->ndim)
+    return bad(p, "%s.rank must be its tensor's dimensions (%d), from 1 to %d", where, q->ndim, TL_GPU_TMAP_RANK_MAX);
+  json_t *dims = json_object_get(v, "global_dims"), *strides = json_object_get(v, "global_strides");
+  json_t *box = json_object_get(v, "box"), *es = json_object_get(v, "element_strides");
+  if (!json_is_array(dims) || json_array_size(dims) != (size_t)t->rank || !json_is_array(box) ||
+      json_array_size(box) != (size_t)t->rank || !json_is_array(es) || json_array_size(es) != (size_t)t->rank)
+    return bad(p, "%s: global_dims, box and element_strides must have rank (%d) entries", where, t->rank);
+  if (!json_is_array(strides) || json_array_size(strides) != (size_t)(t->rank - 1))
+    return bad(p, "%s.global_strides must have rank - 1 (%d) entries", where, t->rank - 1);
+  tl_gpu_tmap *e = &t->enc;
+  e->dtype = tmap_dtype(q->dtype);
+  e->rank = t->rank;
+  int64_t esize = (int64_t)tl_dtype_size(q->dtype);
+  for (int d = 0; d < t->rank; d++) {
+    char w[96];
+    snprintf(w, sizeof w, "%s.global_dims[%d]", where, d);
+    tl_status st = parse_dim(p, json_array_get(dims, (size_t)d), w, &t->dims[d]);
+    if (st == TL_OK && d + 1 < t->rank) {
+      snprintf(w, sizeof w, "%s.global_strides[%d]", where, d);
+      st = parse_dim(p, json_array_get(strides, (size_t)d), w, &t->strides[d]);
+    }
+    if (st != TL_OK)
+      return st;
+    json_t *b = json_array_get(box, (size_t)d), *s = json_array_get(es, (size_t)d);
+    if (!json_is_integer(b) || json_integer_value(b) < 1 || json_integer_value(b) > 256)
+      return bad(p, "%s.box[%d] must be an integer from 1 to 256", where, d);
+    if (!json_is_integer(s) || json_integer_value(s) < 1 || json_integer_value(s) > 8)
+      return bad(p, "%s.element_strides[%d] must be an integer from 1 to 8", where, d);
+    e->box[d] = (uint32_t)json_integer_value(b);
+    e->elem_strides[d] = (uint32_t)json_integer_value(s);
+  }
+  static const char *const interleaves[] = {"none"}, *const swizzles[] = {"none", "32B", "64B", "128B"},
+                           *const l2s[] = {"none", "64B", "128B", "256B"}, *const fills[] = {"zero", "nan"};
+  e->interleave = name_index(json_string_value(json_object_get(v, "interleave")), interleaves, 1);
+  e->swizzle = name_index(json_string_value(json_object_get(v, "swizzle")), swizzles, 4);
+  e->l2_promotion = name_index(json_string_value(json_object_get(v, "l2_promotion")), l2s, 4);
+  e->oob_fill = name_index(json_string_value(json_object_get(v, "oob_fill")), fills, 2);
+  if (e->interleave < 0 || e->swizzle < 0 || e->l2_promotion < 0 || e->oob_fill < 0)
+    return bad(p, "%s: interleave must be \"none\", swizzle \"none\", \"32B\", \"64B\" or \"128B\", l2_promotion "
+               "\"none\", \"64B\", \"128B\" or \"256B\", oob_fill \"zero\" or \"nan\"", where);
+  if (e->box[0] * esize % 16)
+    return bad(p, "%s: the box's inner dimension is %lld bytes, not a multiple of 16", where, (long long)(e->box[0] * esize));
+  if (e->swizzle && e->box[0] * esize > (16 << e->swizzle))
+    return bad(p, "%s: the box's inner dimension (%lld bytes) is wider than its swizzle (%d bytes)", where,
+               (long long)(e->box[0] * esize), 16 << e->swizzle);
+  if (e->oob_fill == 1 && e->dtype != 6 && e->dtype != 7 && e->dtype != 8 && e->dtype != 9)
+    return bad(p, "%s: oob_fill \"nan\" needs a float dtype", where);
+  json_t *o = json_object_get(v, "offset");
+  t->offset = -1;
+  if (!o)
+    return TL_OK;
+  if (!json_is_integer(o) || json_integer_value(o) < *off || json_integer_value(o) % 16 || json_integer_value(o) > 4096)
+    return bad(p, "%s.offset must be a multiple of 16 from %lld (after the params and the maps before it) to 4096",
+               where, (long long)*off);
+  t->offset = (int64_t)json_integer_value(o);
+  *off = t->offset + TL_GPU_TMAP_BYTES;
+  return TL_OK;
+}
+
+/* "format" (1, or 2 with "tensor_maps") and the tensor maps. */
+static tl_status parse_tmaps(P *p, json_t *doc) {
+  tl_meta *m = p->m;
+  json_t *format = json_object_get(doc, "format"), *maps = json_object_get(doc, "tensor_maps");
+  m->format = format ? (int)json_integer_value(format) : 1;
+  if (format && (!json_is_integer(format) || (m->format != 1 && m->format != 2)))
+    return tl_error_set(p->err, TL_UNSUPPORTED, "kernel metadata: format %s is not one this client knows (1 and 2)",
+                        json_is_integer(format) ? "above 2" : "not an integer");
+  if ((m->format == 2) != (maps != NULL))
+    return bad(p, "tensor_maps must be present exactly in format 2");
+  if (!maps)
+    return TL_OK;
+  if (!json_is_array(maps) || json_array_size(maps) < 1 || json_array_size(maps) > TL_META_TMAPS_MAX)
+    return bad(p, "tensor_maps must be a list of 1 to %d tensor maps", TL_META_TMAPS_MAX);
+  m->ntmaps = (int)json_array_size(maps);
+  int64_t off = params_end(m);
+  for (int i = 0; i < m->ntmaps; i++) {
+    tl_status st = parse_tmap(p, json_array_get(maps, (size_t)i), i, &off);
+    if (st != TL_OK)
+      return st;
+  }
+  return TL_OK;
+}
+
 tl_status tl_meta_parse(const char *text, tl_meta **out, tl_error *err) {
   tl_error_clear(err);
   *out = NULL;
@@ -290,6 +433,7 @@ tl_status tl_meta_parse(const char *text, tl_meta **out, tl_error *err) {
   if (cluster &&
       (st = parse_int_array(&p, cluster, "launch.cluster", 1, 1, 64, m->cluster, &m->ncluster)) != TL_OK)
     goto done;
+  st = parse_tmaps(&p, doc);
 done:
   json_decref(doc);
   if (st != TL_OK) {
@@ -642,6 +786,53 @@ tl_status tl_meta_shape(const tl_meta *m, int param, const tl_kernel_arg *args, 
 
 /* ---- the launch plan ------------------------------------------------------------------------ */
 
+/* The arguments of tensor map t for tensor pointer ptr: its dimensions and
+ * strides evaluated and checked as cuTensorMapEncodeTiled demands. */
+static tl_status tmap_plan(const tl_meta *m, const tl_meta_tmap *t, const tl_kernel_arg *args, int nargs,
+                           tl_gpu_tmap *out, tl_error *err) {
+  const tl_meta_param *q = &m->params[t->param];
+  *out = t->enc;
+  out->addr = args[t->param].ptr;
+  (void)nargs;
+  if (out->addr % 16)
+    return tl_error_set(err, TL_INVALID_ARG, "tensor '%s' of kernel '%s' is at 0x%llx; its tensor map needs 16-byte "
+                        "alignment", q->name, m->entry, (unsigned long long)out->addr);
+  for (int d = 0; d < t->rank; d++) {
+    char where[96];
+    snprintf(where, sizeof where, "dimension %d of the tensor map of '%s'", d, q->name);
+    E x = {m, args, where, err};
+    val v;
+    tl_status st = eval_int(&x, t->dims[d], &v);
+    if (st != TL_OK)
+      return st;
+    if (v.v < 1 || v.v > ((int64_t)1 << 32))
+      return tl_error_set(err, TL_INVALID_ARG, "tensor '%s' of kernel '%s' has %lld elements in dimension %d "
+                          "(innermost first); its tensor map needs 1 to 2^32", q->name, m->entry, (long long)v.v, d);
+    out->dims[d] = (uint64_t)v.v;
+    if (d + 1 == t->rank)
+      break;
+    /* the row pitch of a dense tensor, in 64 bits (the expression's own
+     * arithmetic may wrap: it has the scalars' types) */
+    double dense_f = (double)tl_dtype_size(q->dtype);
+    for (int k = 0; k <= d; k++)
+      dense_f *= (double)out->dims[k];
+    snprintf(where, sizeof where, "stride %d of the tensor map of '%s'", d, q->name);
+    if ((st = eval_int(&x, t->strides[d], &v)) != TL_OK)
+      return st;
+    if ((double)v.v != dense_f)
+      return tl_error_set(err, TL_INVALID_ARG, "the tensor map of tensor '%s' of kernel '%s' has a row pitch of %lld "
+                          "bytes in dimension %d, but the tensor's dense layout gives %.0f (an expression of the "
+                          "metadata overflowed its type?)", q->name, m->entry, (long long)v.v, d + 1, dense_f);
+    if (v.v < 16 || v.v % 16 || v.v >= ((int64_t)1 << 40))
+      return tl_error_set(err, TL_INVALID_ARG, "tensor '%s' of kernel '%s' has a row pitch of %lld bytes in dimension "
+                          "%d (innermost first); its tensor map needs a multiple of 16 below 2^40 (compile with "
+                          "\"tma\": false on the pipelined loop to copy it with cp.async)",
+                          q->name, m->entry, (long long)v.v, d + 1);
+    out->strides[d] = (uint64_t)v.v;
+  }
+  return TL_OK;
+}
+
 tl_status tl_launch_plan_make(const tl_meta *m, const tl_kernel_arg *args, int nargs, tl_launch_plan *plan,
                               tl_error *err) {
   tl_error_clear(err);
@@ -684,6 +875,14 @@ tl_status tl_launch_plan_make(const tl_meta *m, const tl_kernel_arg *args, int n
       }
     }
     plan->kargs[i] = v;
+  }
+  if (plan->empty) /* nothing runs: a tensor may well be empty */
+    return TL_OK;
+  plan->ntmaps = m->ntmaps;
+  for (int j = 0; j < m->ntmaps; j++) {
+    if ((st = tmap_plan(m, &m->tmaps[j], args, nargs, &plan->tmap_args[j], err)) != TL_OK)
+      return st;
+    plan->kargs[nargs + j] = plan->tmaps[j];
   }
   return TL_OK;
 }

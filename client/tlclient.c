@@ -57,7 +57,8 @@ static const char usage_main[] =
     "  cache ls|verify|gc         list, re-hash or shrink the local cache\n"
     "\n"
     "Global options (anywhere on the line):\n"
-    "  --server URL               the server (env TL_SERVER; default http://127.0.0.1:8470)\n"
+    "  --server URL[,URL]...      the server, or replicas of one cluster to fail over\n"
+    "                             between (env TL_SERVER; default http://127.0.0.1:8470)\n"
     "  --token TOKEN              bearer token (env TL_TOKEN)\n"
     "  --cacert FILE              PEM certificate authorities for https:// servers\n"
     "  --cache PATH|none          the local cache file (env TL_CLIENT_CACHE; default\n"
@@ -1100,7 +1101,7 @@ static void fill_random(void *data, size_t count, tl_dtype dt) {
 
 static void fill_poison(void *data, size_t count, tl_dtype dt) {
   size_t es = tl_dtype_size(dt);
-  if (tl_dtype_is_float(dt)) {
+  if (tl_dtype_is_float(dt) && dt != TL_FLOAT4_E2M1) { /* float4_e2m1 has no NaN */
     tl_scalar nan = tl_convert((tl_scalar){.f = NAN}, TL_FLOAT64, dt);
     for (size_t k = 0; k < count; k++)
       tl_store((char *)data + k * es, dt, nan);
@@ -1117,6 +1118,8 @@ static double bound_of(tl_dtype dt) {
   case TL_BFLOAT16: return 2e-2;
   case TL_FLOAT8_E4M3:
   case TL_FLOAT8_E5M2: return 0.15;
+  case TL_FLOAT4_E2M1: return 0.3;
+  case TL_FLOAT8_E8M0: return 0.5;
   default: return 0;
   }
 }
@@ -1365,8 +1368,16 @@ static int cmd_run(const cmdline *o, tl_client *c) {
     if (!init[p].data)
       die_oom();
     memcpy(init[p].data, host[p].data, bytes);
-    if (tl_device_alloc(dev, bytes, &dptr[p], &err) != TL_OK ||
-        tl_device_upload(dev, dptr[p], host[p].data, bytes, &err) != TL_OK) {
+    /* packed types travel in their device layout (tl_pack) */
+    size_t dbytes = (size_t)tl_dtype_bytes(s->dtype, host[p].count);
+    void *packed = malloc(dbytes + 1);
+    if (!packed)
+      die_oom();
+    tl_pack(s->dtype, host[p].data, host[p].count, packed);
+    bool ok = tl_device_alloc(dev, dbytes, &dptr[p], &err) == TL_OK &&
+              tl_device_upload(dev, dptr[p], packed, dbytes, &err) == TL_OK;
+    free(packed);
+    if (!ok) {
       fprintf(stderr, "tlclient: run %s: tensor '%s': %s\n", file, s->name, err.message);
       goto out;
     }
@@ -1380,8 +1391,18 @@ static int cmd_run(const cmdline *o, tl_client *c) {
   }
   double t_run = now_s() - t1;
   for (int p = 0; p < prog->nparams; p++) {
-    size_t bytes = host[p].count * tl_dtype_size(prog->params[p]->dtype);
-    if (prog->params[p]->kind == SYM_TENSOR && tl_device_download(dev, host[p].data, dptr[p], bytes, &err) != TL_OK) {
+    tl_dtype dt = prog->params[p]->dtype;
+    if (prog->params[p]->kind != SYM_TENSOR)
+      continue;
+    size_t dbytes = (size_t)tl_dtype_bytes(dt, host[p].count);
+    void *packed = malloc(dbytes + 1);
+    if (!packed)
+      die_oom();
+    bool ok = tl_device_download(dev, packed, dptr[p], dbytes, &err) == TL_OK;
+    if (ok)
+      tl_unpack(dt, packed, host[p].count, host[p].data);
+    free(packed);
+    if (!ok) {
       fprintf(stderr, "tlclient: run %s: %s\n", file, err.message);
       goto out;
     }

@@ -77,7 +77,8 @@ static bool is_const(const tl_expr *e) { return e && e->kind == E_CONST; }
 /* ---- the type rules (TILE-IR.md sections 5 and 6) ----------------------------- */
 static tl_dtype promote_int(tl_dtype t) {
   switch (t) {
-  case TL_BOOL: case TL_INT8: case TL_UINT8: case TL_INT16: case TL_UINT16: return TL_INT32;
+  case TL_BOOL: case TL_INT8: case TL_UINT8: case TL_INT16: case TL_UINT16:
+  case TL_INT4: case TL_UINT4: case TL_INT2: case TL_UINT2: case TL_INT1: case TL_UINT1: return TL_INT32;
   default: return t;
   }
 }
@@ -387,9 +388,23 @@ static tl_type unify(tl_expr *a, tl_expr *b) {
   return (tl_type)tl_common_dtype((tl_dtype)a->type, (tl_dtype)b->type);
 }
 
+/* float4_e2m1 and float8_e8m0 are storage types: a value of one may be
+ * stored, copied, cast or reinterpreted, and nothing else
+ * (proto/tile-ir-v1.md 7.2); reports x as an operand of `what`. */
+static bool computable(C *c, const tl_expr *x, const char *what) {
+  if (x->type != TL_FLOAT4_E2M1 && x->type != TL_FLOAT8_E8M0)
+    return true;
+  ERR(x->pointer, x->column, "%s cannot take a %s value; convert it first (e.g. float16(...) or float32(...))", what,
+      type_str(x->type));
+  return false;
+}
+
 static tl_expr *check_binary(C *c, tl_expr *e) {
   tl_expr *a = check_expr(c, e->args[0]), *b = check_expr(c, e->args[1]);
   if (!a || !b)
+    return NULL;
+  const char *what = tl_arena_printf(c->arena, "'%s'", tl_op_text(e->op));
+  if (!computable(c, a, what) || !computable(c, b, what))
     return NULL;
   e->args[0] = a;
   e->args[1] = b;
@@ -455,7 +470,7 @@ static tl_expr *check_binary(C *c, tl_expr *e) {
 
 static tl_expr *check_unary(C *c, tl_expr *e) {
   tl_expr *a = check_expr(c, e->args[0]);
-  if (!a)
+  if (!a || !computable(c, a, tl_arena_printf(c->arena, "'%s'", tl_op_text(e->op))))
     return NULL;
   e->args[0] = a;
   if (e->op == OP_NOT) {
@@ -584,7 +599,7 @@ static tl_expr *check_call(C *c, tl_expr *e) {
     tl_dtype t;
     if (!dtype_arg(c, e, e->args[0], &t))
       return NULL;
-    if (fn == FN_INFINITY && (!tl_dtype_is_float(t) || t == TL_FLOAT8_E4M3)) {
+    if (fn == FN_INFINITY && !tl_dtype_has_inf(t)) {
       ERR(e->args[0]->pointer, e->args[0]->column, "%s has no infinity; use max_value(%s)", tl_dtype_name(t),
           tl_dtype_name(t));
       return NULL;
@@ -646,7 +661,8 @@ static tl_expr *check_call(C *c, tl_expr *e) {
   }
   /* ordinary functions: check the arguments */
   for (int i = 0; i < e->nargs; i++) {
-    if (!(e->args[i] = check_expr(c, e->args[i])))
+    if (!(e->args[i] = check_expr(c, e->args[i])) ||
+        !computable(c, e->args[i], tl_arena_printf(c->arena, "'%s'", e->name)))
       return NULL;
   }
   tl_expr **a = e->args;
@@ -1116,6 +1132,19 @@ static void eval_const(C *c, const_walk *w, int idx) {
 }
 
 /* ---- parameters and launch ----------------------------------------------------- */
+/* A packed type's rows are whole bytes: the innermost extent times the
+ * bits is a multiple of 8 (proto/tile-ir-v1.md 7.1).  inner: the innermost
+ * extent when constant, else negative (a tensor's is checked at launch). */
+static void check_packed_rows(C *c, const tl_sym *s, int64_t inner) {
+  if (!tl_dtype_is_packed(s->dtype) || inner < 0)
+    return;
+  int bits = tl_dtype_bits(s->dtype), per = 8 / bits;
+  if (inner % per != 0)
+    ERR(s->shape[s->ndim - 1]->pointer, 0,
+        "'%s' is %s (%d bits, %d per byte), so its innermost dimension must be a multiple of %d, not %lld", s->name,
+        tl_dtype_name(s->dtype), bits, per, per, (long long)inner);
+}
+
 static void check_params(C *c) {
   tl_program *p = c->prog;
   c->where = CTX_LAUNCH;
@@ -1138,6 +1167,7 @@ static void check_params(C *c) {
         s->dims[d] = v;
       }
     }
+    check_packed_rows(c, s, s->dims[s->ndim - 1]);
   }
   for (int i = 0; i < p->ngrid; i++) {
     tl_expr *x = check_expr(c, p->grid[i]);
@@ -1503,6 +1533,8 @@ static void check_alloc(C *c, tl_stmt *s) {
       ERR(b->shape[first_big]->pointer, 0, "buffer '%s' has %lld elements; the limit is %lld", b->name,
           (long long)size, MAX_BUFFER_ELEMS);
   }
+  if (all)
+    check_packed_rows(c, b, b->dims[b->ndim - 1]);
   declare(c, b, s->pointer);
 }
 
@@ -1873,6 +1905,9 @@ static void check_assign(C *c, tl_stmt *s) {
     if (!r)
       return;
     bin->args[1] = r;
+    const char *what = tl_arena_printf(c->arena, "'%s='", tl_op_text(s->assign_op));
+    if (!computable(c, lcopy, what) || !computable(c, r, what))
+      return;
     if (s->assign_op == '/' && is_int_t((tl_type)dst) && is_int_t(r->type)) {
       ERR(s->pointer, r->column, "'/=' between integers; use '//='");
       return;
@@ -2090,6 +2125,7 @@ static tl_walk_act check_stmt(tl_stmt *s, void *user) {
       if (const_int(c, s->raw.num_stages, "'num_stages'", 0, 16, &n))
         s->num_stages = n;
     }
+    s->no_tma = !const_bool(c, s->raw.tma, "'tma'", true);
     if (s->norder && s->norder != s->body.n)
       ERR(tl_ptr_key(c->arena, s->pointer, s->order ? "order" : "stage"), 0,
           "'%s' has %d entries but the body has %d statements; give one per statement", s->order ? "order" : "stage",

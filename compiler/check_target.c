@@ -25,10 +25,10 @@
 static int64_t smem_of(const tl_sym *s) {
   if (s->kind != SYM_BUFFER || s->smem_offset < 0 || s->in_regs)
     return 0;
-  int64_t n = (int64_t)tl_dtype_size(s->dtype) * (s->stages > 1 ? s->stages : 1);
+  int64_t n = 1;
   for (int d = 0; d < s->ndim; d++)
     n *= s->dims[d];
-  return n;
+  return (int64_t)tl_dtype_bytes(s->dtype, (uint64_t)n) * (s->stages > 1 ? s->stages : 1);
 }
 
 tl_status tl_check_target(const tl_program *prog, const tl_target *t, tl_diags *diags, tl_error *err) {

@@ -8,6 +8,7 @@
  *                -> build key (canonical manifest, SHA-256)
  *                -> pass_place (registers or shared memory per buffer)
  *                -> pass_pipeline (cp.async, software pipelining, where the target has it)
+ *                -> pass_tma (bulk tensor copies and mbarriers, where the target has TMA)
  *                -> check_target (clusters, shared memory: diagnostics)
  *                -> pass_range (value ranges; bounds guards proven)
  *                -> pass_barrier (where the block barriers go)
@@ -297,14 +298,18 @@ tl_status tl_compile_key(const tl_compile_request *req, char key[65], char **man
 
 /* ---- the target ------------------------------------------------------------------- */
 tl_codegen tl_codegen_of(const tl_target *t) {
-  return (tl_codegen){
+  tl_codegen cg = {
       .dialect = t->dialect,
       .warp = t->warp,
       .mma = tl_target_has(t, TL_FEATURE(MMA) | TL_FEATURE(LDMATRIX)),
       .async_copy = tl_target_has(t, TL_FEATURE(CP_ASYNC)),
       .wgmma = tl_target_has(t, TL_FEATURE(WGMMA)),
+      .tma = t->dialect == TL_DIALECT_CUDA && tl_target_has(t, TL_FEATURE(TMA)),
       .amd_matrix = (int)t->amd_matrix,
   };
+  if (!cg.wgmma && (t->a_features & TL_FEATURE(WGMMA)))
+    snprintf(cg.wgmma_variant, sizeof cg.wgmma_variant, "%sa", t->name);
+  return cg;
 }
 
 tl_status tl_codegen_for(const char *target, tl_codegen *cg, int64_t *smem, tl_error *err) {
@@ -324,11 +329,56 @@ static json_t *expr_json(tl_arena *a, const tl_expr *e) {
   return json_string(tl_expr_str(a, e));
 }
 
+/* The tensor maps of the kernel (pass_tma.c), as a client builds them
+ * (proto/kernel-meta.md section 5), with their offsets in the parameter
+ * buffer where the cubin's resources say them (res's param_offsets). */
+static json_t *tensor_maps_json(tl_arena *a, const tl_program *prog, const json_t *res) {
+  const json_t *offs = json_object_get(res, "param_offsets");
+  json_t *maps = json_array();
+  for (int i = 0; i < prog->ntmaps; i++) {
+    const tl_tmap *m = &prog->tmaps[i];
+    const tl_sym *t = m->tensor;
+    json_t *o = json_object(), *dims = json_array(), *strides = json_array(), *box = json_array(), *es = json_array();
+    int64_t cpitch = (int64_t)tl_dtype_size(t->dtype); /* the constant factor of the pitch */
+    const char *dyn = NULL;                            /* the product of its dynamic factors */
+    for (int k = 0; k < m->rank; k++) {
+      const tl_expr *d = t->shape[m->rank - 1 - k];
+      json_array_append_new(dims, expr_json(a, d));
+      json_array_append_new(box, json_integer(m->box[k]));
+      json_array_append_new(es, json_integer(1));
+      if (k + 1 == m->rank)
+        break;
+      if (d->kind == E_CONST)
+        cpitch *= d->val.i;
+      else
+        dyn = dyn ? tl_arena_printf(a, "%s * (%s)", dyn, tl_expr_str(a, d)) : tl_arena_printf(a, "(%s)", tl_expr_str(a, d));
+      json_array_append_new(strides, dyn ? json_string(tl_arena_printf(a, "%s * %lld", dyn, (long long)cpitch))
+                                         : json_integer(cpitch));
+    }
+    json_object_set_new(o, "param", json_string(t->name));
+    json_object_set_new(o, "dtype", json_string(tl_dtype_name(t->dtype)));
+    json_object_set_new(o, "rank", json_integer(m->rank));
+    json_object_set_new(o, "global_dims", dims);
+    json_object_set_new(o, "global_strides", strides);
+    json_object_set_new(o, "box", box);
+    json_object_set_new(o, "element_strides", es);
+    json_object_set_new(o, "interleave", json_string("none"));
+    json_object_set_new(o, "swizzle", json_string(m->swizzle128 ? "128B" : "none"));
+    json_object_set_new(o, "l2_promotion", json_string("256B"));
+    json_object_set_new(o, "oob_fill", json_string("zero"));
+    json_t *off = json_array_get(offs, (size_t)(prog->nparams + i));
+    if (off)
+      json_object_set_new(o, "offset", json_integer(json_integer_value(off)));
+    json_array_append_new(maps, o);
+  }
+  return maps;
+}
+
 /* The metadata (proto/kernel-meta.md); takes res. */
 static char *metadata(tl_arena *a, const tl_program *prog, const char *target, const char *binary, json_t *res,
                       const char *toolchain_desc, const char *log, double ms) {
   json_t *m = json_object();
-  json_object_set_new(m, "format", json_integer(1));
+  json_object_set_new(m, "format", json_integer(prog->ntmaps ? 2 : 1)); /* 2: a format-1 client would miss the maps */
   json_object_set_new(m, "entry", json_string(prog->name));
   json_object_set_new(m, "target", json_string(target));
   json_object_set_new(m, "binary", json_string(binary));
@@ -349,6 +399,8 @@ static char *metadata(tl_arena *a, const tl_program *prog, const char *target, c
     json_array_append_new(params, p);
   }
   json_object_set_new(m, "params", params);
+  if (prog->ntmaps)
+    json_object_set_new(m, "tensor_maps", tensor_maps_json(a, prog, res));
   json_t *launch = json_object(), *grid = json_array(), *block = json_array();
   for (int i = 0; i < prog->ngrid; i++)
     json_array_append_new(grid, expr_json(a, prog->grid[i]));
@@ -401,6 +453,7 @@ const tl_stage_info tl_compile_stages[] = {
     {"check", "parse and check (check.c): names resolved, types, constants folded"},
     {"place", "pass_place.c: registers or shared memory for every buffer, gemms on the matrix cores"},
     {"pipeline", "pass_pipeline.c: cp.async copies, software-pipelined loops, shared memory offsets"},
+    {"tma", "pass_tma.c: bulk tensor copies (TMA) with mbarriers, the kernel's tensor maps"},
     {"range", "pass_range.c: value ranges; each bounds guard kept or proven (inside)"},
     {"barrier", "pass_barrier.c: where the block barriers go"},
     {"raster", "pass_raster.c: the order of the blocks (use_swizzle)"},
@@ -441,6 +494,8 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
   if ((st = tl_pass_pipeline_for(prog, t.smem_bytes, &cg, err)) != TL_OK)
     goto done;
   dump(req, "pipeline", prog);
+  tl_pass_tma(prog, t.smem_bytes, &cg);
+  dump(req, "tma", prog);
   if ((st = tl_check_target(prog, &t, diags, err)) != TL_OK)
     goto done;
   tl_pass_range(prog);

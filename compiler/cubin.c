@@ -36,6 +36,7 @@ enum {
   EIATTR_REQNTID = 0x10,
   EIATTR_FRAME_SIZE = 0x11,
   EIATTR_MIN_STACK_SIZE = 0x12,
+  EIATTR_KPARAM_INFO = 0x17,
   EIATTR_CBANK_PARAM_SIZE = 0x19,
   EIATTR_MAXREG_COUNT = 0x1b,
   EIATTR_MAX_STACK_SIZE = 0x23,
@@ -238,7 +239,8 @@ static tl_cubin_kernel *kernel_named(tl_cubin_info *info, const kname *sorted, c
 static tl_status read_kernel_info(reader *r, const section *s, tl_cubin_kernel *k) {
   size_t off = 0;
   record rec;
-  int step;
+  int step, top0 = 0, *top = &top0;
+  uint64_t seen[TL_CUBIN_PARAMS_MAX / 64] = {0}; /* KPARAM_INFO ordinals met */
   while ((step = next_record(s, &off, &rec)) > 0) {
     switch (rec.attr) {
     case EIATTR_MAX_THREADS:
@@ -261,12 +263,28 @@ static tl_status read_kernel_info(reader *r, const section *s, tl_cubin_kernel *
       if (rec.fmt == EIFMT_HVAL)
         k->param_bytes = (int)rec.value;
       break;
+    case EIATTR_KPARAM_INFO:
+      if (rec.fmt == EIFMT_SVAL && rec.data.n >= 12) {
+        uint32_t ord = rd16(rec.data.p + 4), flags = rd32(rec.data.p + 8);
+        if (ord < TL_CUBIN_PARAMS_MAX) {
+          k->param_offset[ord] = rd16(rec.data.p + 6);
+          k->param_size[ord] = (uint16_t)((flags >> 18) & 0x3fff);
+          seen[ord / 64] |= 1ull << (ord % 64);
+          if ((int)ord >= *top)
+            *top = (int)ord + 1;
+        }
+      }
+      break;
     default:
       break;
     }
   }
   if (step < 0)
     return bad(r, "a record of %s runs past its section", s->name);
+  k->nparams = *top;
+  for (int i = 0; i < *top; i++)
+    if (!(seen[i / 64] >> (i % 64) & 1))
+      k->nparams = 0; /* a gap: not a list to trust */
   return TL_OK;
 }
 

@@ -54,7 +54,12 @@
  *                  it against the driver's CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
  *   per-kernel .nv.info.<name>: EIATTR_MAX_THREADS (0x05, __launch_bounds__),
  *                  EIATTR_REQNTID (0x10), EIATTR_MAXREG_COUNT (0x1b),
- *                  EIATTR_NUM_BARRIERS (0x4c), EIATTR_CBANK_PARAM_SIZE (0x19).
+ *                  EIATTR_NUM_BARRIERS (0x4c), EIATTR_CBANK_PARAM_SIZE (0x19),
+ *                  EIATTR_KPARAM_INFO (0x17: per parameter {u32 index, u16
+ *                  ordinal, u16 offset, u32 flags}, its size in bits 18..31
+ *                  of flags; the offset is in the parameter buffer, where
+ *                  ptxas aligns a parameter relative to the constant bank,
+ *                  so a 64-byte aligned one need not be at a multiple of 64).
  * An .nv.info record is {u8 format, u8 attribute, u16 value-or-size}: format
  * 4 (EIFMT_SVAL) is followed by `size` bytes of data; 1, 2 and 3 (EIFMT_NVAL,
  * BVAL, HVAL) hold their value in the u16.  Parsing of a section stops at an
@@ -80,6 +85,7 @@
 #define TL_CUDA_ABI_V1 7
 #define TL_CUDA_ABI_V2 8
 
+#define TL_CUBIN_PARAMS_MAX 512 /* EIATTR_KPARAM_INFO ordinals read; a kernel with more reads as none */
 typedef struct tl_cubin_kernel {
   char *name;                   /* symbol name (mangled unless extern "C"), malloc'd */
   int registers;                /* EIATTR_REGCOUNT, -1 if absent */
@@ -93,6 +99,10 @@ typedef struct tl_cubin_kernel {
   int max_registers;            /* EIATTR_MAXREG_COUNT, -1 if absent */
   int barriers;                 /* EIATTR_NUM_BARRIERS, -1 if absent */
   int param_bytes;              /* EIATTR_CBANK_PARAM_SIZE, -1 if absent */
+  int nparams;                  /* parameters EIATTR_KPARAM_INFO describes: ordinals 0..nparams-1
+                                   all present (0 if absent or with a gap) */
+  uint16_t param_offset[TL_CUBIN_PARAMS_MAX]; /* by ordinal: offset in the parameter buffer */
+  uint16_t param_size[TL_CUBIN_PARAMS_MAX];   /* by ordinal: bytes */
   uint64_t code_bytes;          /* size of .text.<name> */
 } tl_cubin_kernel;
 

@@ -127,8 +127,15 @@ enum { CU_STREAM_NON_BLOCKING = 1, CU_EVENT_DEFAULT = 0 };
     (float *, CUevent, CUevent))                                                             \
   X(EventDestroy, "cuEventDestroy_v2", "cuEventDestroy", CUresult, (CUevent))
 
+/* cuTensorMapEncodeTiled (CUDA 12.0 and later; optional: an older driver
+ * runs everything but kernels with tensor maps). */
+typedef CUresult (*cu_tmap_encode_fn)(void *, int, unsigned, void *, const unsigned long long *,
+                                      const unsigned long long *, const unsigned *, const unsigned *, int, int, int,
+                                      int);
+
 typedef struct cu_rt {
   void *lib;
+  cu_tmap_encode_fn TensorMapEncodeTiled; /* NULL when the driver lacks it */
   CUdevice dev;
   CUcontext ctx;
   int arch; /* for messages */
@@ -195,6 +202,7 @@ static tl_status cu_start(cu_rt *h, int ordinal, tl_gpu_device *d, tl_error *err
   const char *missing = resolve(h);
   if (missing)
     return tl_error_set(err, TL_NO_DEVICE, "no usable CUDA driver (%s lacks %s)", libname, missing);
+  *(void **)&h->TensorMapEncodeTiled = dlsym(h->lib, "cuTensorMapEncodeTiled");
   CUresult r = h->Init(0);
   if (r == CUDA_ERROR_NO_DEVICE)
     return tl_error_set(err, TL_NO_DEVICE, "no CUDA device");
@@ -368,6 +376,23 @@ static tl_status cu_fattr(void *rt, void *fn, tl_gpu_fattr which, int *value, tl
   return cu_check(h, h->FuncGetAttribute(value, native[which], (CUfunction)fn), err, "cuFuncGetAttribute");
 }
 
+static tl_status cu_tensor_map(void *rt, const tl_gpu_tmap *m, void *out, tl_error *err) {
+  cu_rt *h = rt;
+  if (!h->TensorMapEncodeTiled)
+    return tl_error_set(err, TL_UNSUPPORTED, "the CUDA driver has no cuTensorMapEncodeTiled (CUDA 12.0 or newer needed)");
+  unsigned long long dims[TL_GPU_TMAP_RANK_MAX], strides[TL_GPU_TMAP_RANK_MAX];
+  unsigned box[TL_GPU_TMAP_RANK_MAX], es[TL_GPU_TMAP_RANK_MAX];
+  for (int i = 0; i < m->rank && i < TL_GPU_TMAP_RANK_MAX; i++) {
+    dims[i] = m->dims[i];
+    strides[i] = i + 1 < m->rank ? m->strides[i] : 0;
+    box[i] = m->box[i];
+    es[i] = m->elem_strides[i];
+  }
+  CUresult r = h->TensorMapEncodeTiled(out, m->dtype, (unsigned)m->rank, (void *)(uintptr_t)m->addr, dims, strides, box,
+                                       es, m->interleave, m->swizzle, m->l2_promotion, m->oob_fill);
+  return cu_check(h, r, err, "cuTensorMapEncodeTiled");
+}
+
 static tl_status cu_launch(void *rt, void *fn, const unsigned grid[3], const unsigned block[3], unsigned dyn_smem,
                            tl_gpu_stream stream, void **args, tl_error *err) {
   cu_rt *h = rt;
@@ -471,6 +496,7 @@ const tl_gpu_driver tl_gpu_cuda_driver = {
     .function = cu_function,
     .fattr = cu_fattr,
     .launch = cu_launch,
+    .tensor_map = cu_tensor_map,
     .alloc = cu_alloc,
     .free = cu_free,
     .upload = cu_upload,

@@ -44,6 +44,25 @@ static const struct {
     [TL_FLOAT64] = {"float64", 64},
     [TL_FLOAT8_E4M3] = {"float8_e4m3", 8},
     [TL_FLOAT8_E5M2] = {"float8_e5m2", 8},
+    [TL_INT4] = {"int4", 4},
+    [TL_UINT4] = {"uint4", 4},
+    [TL_INT2] = {"int2", 2},
+    [TL_UINT2] = {"uint2", 2},
+    [TL_INT1] = {"int1", 1},
+    [TL_UINT1] = {"uint1", 1},
+    [TL_FLOAT4_E2M1] = {"float4_e2m1", 4},
+    [TL_FLOAT8_E8M0] = {"float8_e8m0", 8},
+};
+
+/* Other spellings of a dtype (TileLang's and PyTorch's names for the same
+ * encodings; tile-ir-v1.md 7.1). */
+static const struct {
+  const char *alias;
+  tl_dtype t;
+} dtype_alias[] = {
+    {"float8_e4m3fn", TL_FLOAT8_E4M3},
+    {"float4_e2m1fn", TL_FLOAT4_E2M1},
+    {"float8_e8m0fnu", TL_FLOAT8_E8M0},
 };
 
 static bool dtype_valid(tl_dtype t) { return (unsigned)t < TL_DTYPE_COUNT; }
@@ -60,20 +79,55 @@ bool tl_dtype_parse(const char *s, tl_dtype *out) {
       return true;
     }
   }
+  for (size_t i = 0; i < sizeof dtype_alias / sizeof dtype_alias[0]; i++) {
+    if (strcmp(s, dtype_alias[i].alias) == 0) {
+      if (out) *out = dtype_alias[i].t;
+      return true;
+    }
+  }
   return false;
 }
+
+bool tl_dtype_is_reserved(tl_dtype t) { return (unsigned)t <= TL_FLOAT8_E5M2; }
 
 int tl_dtype_bits(tl_dtype t) {
   assert(dtype_valid(t));
   return dtype_valid(t) ? dtype_info[t].bits : 0;
 }
 
-size_t tl_dtype_size(tl_dtype t) { return (size_t)tl_dtype_bits(t) / 8; }
+bool tl_dtype_is_packed(tl_dtype t) { return dtype_valid(t) && dtype_info[t].bits < 8; }
+
+size_t tl_dtype_size(tl_dtype t) { return tl_dtype_is_packed(t) ? 1 : (size_t)tl_dtype_bits(t) / 8; }
+
+uint64_t tl_dtype_bytes(tl_dtype t, uint64_t n) {
+  int bits = tl_dtype_bits(t);
+  return bits >= 8 ? n * (uint64_t)(bits / 8) : (n / (uint64_t)(8 / bits)) + (n % (uint64_t)(8 / bits) != 0);
+}
+
+/* Packs (pack) or unpacks n elements between one per byte and the device
+ * layout (dtype.h). */
+static void repack(tl_dtype t, const unsigned char *s, uint64_t n, unsigned char *d, bool pack) {
+  if (!tl_dtype_is_packed(t)) {
+    if (n) memcpy(d, s, (size_t)(n * tl_dtype_size(t)));
+    return;
+  }
+  int bits = tl_dtype_bits(t), per = 8 / bits;
+  unsigned mask = (1u << bits) - 1;
+  if (pack) memset(d, 0, (size_t)tl_dtype_bytes(t, n));
+  for (uint64_t k = 0; k < n; k++) {
+    int sh = (int)(k % (uint64_t)per) * bits;
+    if (pack) d[k / per] |= (unsigned char)((s[k] & mask) << sh);
+    else d[k] = (unsigned char)((s[k / per] >> sh) & mask);
+  }
+}
+
+void tl_pack(tl_dtype t, const void *src, uint64_t n, void *dst) { repack(t, src, n, dst, true); }
+void tl_unpack(tl_dtype t, const void *src, uint64_t n, void *dst) { repack(t, src, n, dst, false); }
 
 bool tl_dtype_is_float(tl_dtype t) {
   switch (t) {
   case TL_FLOAT16: case TL_BFLOAT16: case TL_FLOAT32: case TL_FLOAT64:
-  case TL_FLOAT8_E4M3: case TL_FLOAT8_E5M2:
+  case TL_FLOAT8_E4M3: case TL_FLOAT8_E5M2: case TL_FLOAT4_E2M1: case TL_FLOAT8_E8M0:
     return true;
   default:
     return false;
@@ -85,11 +139,12 @@ bool tl_dtype_is_int(tl_dtype t) {
 }
 
 bool tl_dtype_is_signed(tl_dtype t) {
-  return t == TL_INT8 || t == TL_INT16 || t == TL_INT32 || t == TL_INT64;
+  return t == TL_INT8 || t == TL_INT16 || t == TL_INT32 || t == TL_INT64 || t == TL_INT4 || t == TL_INT2 ||
+         t == TL_INT1;
 }
 
 bool tl_dtype_has_inf(tl_dtype t) {
-  return tl_dtype_is_float(t) && t != TL_FLOAT8_E4M3;
+  return tl_dtype_is_float(t) && t != TL_FLOAT8_E4M3 && t != TL_FLOAT4_E2M1 && t != TL_FLOAT8_E8M0;
 }
 
 /* ---- float formats ----------------------------------------------------- */
@@ -114,6 +169,12 @@ static const fmt FMT_F64 = {11, 52, 1023, UINT64_C(0x7FEFFFFFFFFFFFFF),
 /* "fn": S.1111.111 is the only NaN, S.1111.110 = 448 the largest value. */
 static const fmt FMT_E4M3 = {4, 3, 7, 0x7E, 0, 0x7F, true};
 static const fmt FMT_E5M2 = {5, 2, 15, 0x7B, 0x7C, 0x7E, true};
+/* OCP MX FP4: S.11.1 = 6 is the largest value; there is no NaN: a NaN
+ * converts to +6 (nan_bits), as CUDA's satfinite conversion does. */
+static const fmt FMT_E2M1 = {2, 1, 1, 0x7, 0, 0x7, true};
+/* OCP MX E8M0: 2^(e-127); no sign, no zero, no mantissa; 0xFF is NaN.
+ * encode_double() and decode() treat it apart (e8m0_encode/e8m0_decode). */
+static const fmt FMT_E8M0 = {8, 0, 127, 0xFE, 0, 0xFF, true};
 
 static const fmt *fmt_of(tl_dtype t) {
   switch (t) {
@@ -123,6 +184,8 @@ static const fmt *fmt_of(tl_dtype t) {
   case TL_FLOAT64: return &FMT_F64;
   case TL_FLOAT8_E4M3: return &FMT_E4M3;
   case TL_FLOAT8_E5M2: return &FMT_E5M2;
+  case TL_FLOAT4_E2M1: return &FMT_E2M1;
+  case TL_FLOAT8_E8M0: return &FMT_E8M0;
   default: return NULL;
   }
 }
@@ -189,8 +252,22 @@ static uint64_t encode_exact(const fmt *f, bool neg, uint64_t m, int e) {
   return s | bits;
 }
 
+/* E8M0: NaN and negative values give NaN; zero and values up to 2^-127
+ * give 2^-127, +inf and values beyond 2^127 give 2^127; otherwise the
+ * nearest power of two, 1.5 * 2^k rounding up to 2^(k+1). */
+static uint64_t e8m0_encode(double x) {
+  if (isnan(x) || x < 0) return 0xFF;
+  if (!(x > 0x1p-127)) return 0x00;
+  if (!(x < 0x1p127)) return 0xFE;
+  int k;
+  double m = frexp(x, &k); /* x = m * 2^k, m in [0.5, 1) */
+  int e = m >= 0.75 ? k : k - 1;
+  return (uint64_t)(e + 127);
+}
+
 /* Encodes x in format f (nearest even; NaN gives the canonical NaN). */
 static uint64_t encode_double(const fmt *f, double x) {
+  if (f == &FMT_E8M0) return e8m0_encode(x);
   uint64_t b = double_bits(x);
   bool neg = (b >> 63) != 0;
   int field = (int)((b >> 52) & 0x7FF);
@@ -210,6 +287,8 @@ static double decode(const fmt *f, uint64_t bits) {
     double x = double_from_bits(bits);
     return isnan(x) ? double_from_bits(FMT_F64.nan_bits) : x;
   }
+  if (f == &FMT_E8M0)
+    return (bits & 0xFF) == 0xFF ? double_from_bits(FMT_F64.nan_bits) : ldexp(1.0, (int)(bits & 0xFF) - 127);
   uint64_t mmask = ((uint64_t)1 << f->mbits) - 1;
   uint64_t mag = bits & (sign_bit(f) - 1);
   int field = (int)(mag >> f->mbits);
@@ -242,6 +321,10 @@ uint8_t tl_e4m3_from_double(double x) { return (uint8_t)encode_double(&FMT_E4M3,
 double tl_e4m3_to_double(uint8_t b) { return decode(&FMT_E4M3, b); }
 uint8_t tl_e5m2_from_double(double x) { return (uint8_t)encode_double(&FMT_E5M2, x); }
 double tl_e5m2_to_double(uint8_t b) { return decode(&FMT_E5M2, b); }
+uint8_t tl_e2m1_from_double(double x) { return (uint8_t)encode_double(&FMT_E2M1, x); }
+double tl_e2m1_to_double(uint8_t b) { return decode(&FMT_E2M1, b & 0xF); }
+uint8_t tl_e8m0_from_double(double x) { return (uint8_t)encode_double(&FMT_E8M0, x); }
+double tl_e8m0_to_double(uint8_t b) { return decode(&FMT_E8M0, b); }
 
 /* ---- float32 and any float type ---------------------------------------- */
 
@@ -285,7 +368,8 @@ tl_scalar tl_dtype_max(tl_dtype t) {
 
 tl_scalar tl_dtype_min(tl_dtype t) {
   tl_scalar r;
-  if (fmt_of(t)) r.f = -tl_dtype_max(t).f;
+  if (t == TL_FLOAT8_E8M0) r.f = 0x1p-127; /* unsigned: the smallest value */
+  else if (fmt_of(t)) r.f = -tl_dtype_max(t).f;
   else if (tl_dtype_is_signed(t)) r.i = -tl_dtype_max(t).i - 1;
   else r.u = 0; /* bool and unsigned */
   return r;
@@ -316,6 +400,13 @@ static tl_scalar float_to_int(double x, tl_dtype t) {
 static double int_to_float(bool neg, uint64_t mag, tl_dtype t) {
   const fmt *f = fmt_of(t);
   assert(f);
+  if (f == &FMT_E8M0) { /* the nearest power of two, 1.5 * 2^k up; in integers */
+    if (neg) return decode(f, 0xFF);
+    if (mag == 0) return decode(f, 0x00);
+    int k = bit_length(mag) - 1;
+    bool up = k > 0 && mag >= (UINT64_C(3) << (k - 1));
+    return decode(f, (uint64_t)(k + up + 127));
+  }
   return decode(f, encode_exact(f, neg, mag, 0));
 }
 

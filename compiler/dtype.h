@@ -6,9 +6,23 @@
  *   - bool: .i is 0 or 1;
  *   - signed integers: .i holds the value (sign-extended);
  *   - unsigned integers: .u holds the value (zero-extended);
- *   - every float type (float8_e4m3, float8_e5m2, float16, bfloat16,
- *     float32, float64): .f holds the value as a double.  The value is
- *     always exactly representable in its dtype (conversions round).
+ *   - every float type (float4_e2m1, float8_e4m3, float8_e5m2,
+ *     float8_e8m0, float16, bfloat16, float32, float64): .f holds the value
+ *     as a double.  The value is always exactly representable in its dtype
+ *     (conversions round).
+ *
+ * The sub-byte types int4, uint4, int2, uint2, int1, uint1 and float4_e2m1
+ * are "packed": in device memory 8/bits elements share a byte (element k
+ * of a row-major array at bit (k % (8/bits)) * bits of byte k / (8/bits),
+ * tl_pack/tl_unpack).  On the host (the interpreter's buffers, .npy files,
+ * tl_load/tl_store) they are held one element per byte, in the low bits.
+ * float4_e2m1 (OCP MX FP4: bias 1, max 6, no infinity, no NaN) saturates
+ * like the float8 types and converts NaN to +6.  float8_e8m0 (OCP MX E8M0,
+ * the block-scale type) is an unsigned power of two 2^(e-127), e in 0..254,
+ * 0xFF NaN: no zero, no sign, no infinity; conversion to it rounds to the
+ * nearest power of two (a tie, 1.5 * 2^k, rounds up), saturates to
+ * [2^-127, 2^127] (zero, tiny positive values and +inf included), and gives
+ * NaN for NaN and negative values.
  *
  * Conversions follow TILE-IR.md section 6: floats round to nearest even;
  * float to integer truncates toward zero and saturates to the integer's
@@ -42,6 +56,15 @@ typedef enum tl_dtype {
   TL_FLOAT64,
   TL_FLOAT8_E4M3,
   TL_FLOAT8_E5M2,
+  /* the packed sub-byte types (tl_dtype_is_packed) and the scale type */
+  TL_INT4,
+  TL_UINT4,
+  TL_INT2,
+  TL_UINT2,
+  TL_INT1,
+  TL_UINT1,
+  TL_FLOAT4_E2M1,
+  TL_FLOAT8_E8M0,
   TL_DTYPE_COUNT
 } tl_dtype;
 
@@ -53,18 +76,36 @@ typedef union tl_scalar {
 
 /* "float16", "bfloat16", ... (the Tile IR spelling).  Never NULL. */
 const char *tl_dtype_name(tl_dtype t);
-/* Parses a Tile IR dtype name; returns false if s is not one. */
+/* Parses a Tile IR dtype name, or one of the aliases of tile-ir-v1.md 7.1
+ * (TileLang's spellings: float8_e4m3fn, float4_e2m1fn, float8_e8m0fnu);
+ * returns false if s is neither. */
 bool tl_dtype_parse(const char *s, tl_dtype *out);
-/* Storage size in bytes (bool is 1). */
+/* Whether t is one of the dtypes Tile IR v1 started with (bool to
+ * float8_e5m2): only those names are reserved (tile-ir-v1.md 7.5). */
+bool tl_dtype_is_reserved(tl_dtype t);
+/* Host storage size in bytes of one element (bool is 1; a packed type is
+ * held one element per byte on the host, so 1). */
 size_t tl_dtype_size(tl_dtype t);
-/* Width in bits (bool is 8, as stored). */
+/* Width in bits (bool is 8, as stored; 4, 2 or 1 for the packed types). */
 int tl_dtype_bits(tl_dtype t);
+/* Whether t is a packed sub-byte type (fewer than 8 bits). */
+bool tl_dtype_is_packed(tl_dtype t);
+/* Device bytes of n elements of t: n * bits / 8, rounded up. */
+uint64_t tl_dtype_bytes(tl_dtype t, uint64_t n);
+/* Packs n elements of packed type t held one per byte at src (low bits)
+ * into device layout at dst (tl_dtype_bytes(t, n) bytes; the unused high
+ * bits of a last partial byte are 0).  For a type that is not packed both
+ * are plain copies of n * tl_dtype_size(t) bytes.  src and dst do not
+ * overlap. */
+void tl_pack(tl_dtype t, const void *src, uint64_t n, void *dst);
+void tl_unpack(tl_dtype t, const void *src, uint64_t n, void *dst);
 bool tl_dtype_is_float(tl_dtype t);
 bool tl_dtype_is_int(tl_dtype t);      /* integer types, not bool */
 bool tl_dtype_is_signed(tl_dtype t);   /* signed integer types */
 /* Whether t is a float type with an infinity: every float type except
- * float8_e4m3 (TILE-IR.md: `infinity` of an integer type or of float8_e4m3
- * is an error).  False for bool and integers. */
+ * float8_e4m3, float4_e2m1 and float8_e8m0 (TILE-IR.md: `infinity` of an
+ * integer type or of float8_e4m3 is an error).  False for bool and
+ * integers. */
 bool tl_dtype_has_inf(tl_dtype t);
 /* Largest finite value, lowest finite value (as doubles for floats, as
  * tl_scalar of the type for integers). */
@@ -102,6 +143,10 @@ uint8_t tl_e4m3_from_double(double x);
 double tl_e4m3_to_double(uint8_t b);
 uint8_t tl_e5m2_from_double(double x);
 double tl_e5m2_to_double(uint8_t b);
+uint8_t tl_e2m1_from_double(double x);  /* a 4-bit code, 0..15 */
+double tl_e2m1_to_double(uint8_t b);    /* of the low 4 bits */
+uint8_t tl_e8m0_from_double(double x);
+double tl_e8m0_to_double(uint8_t b);
 /* float32 rounding of a double (nearest even), as a double. */
 double tl_f32_round(double x);
 

@@ -174,14 +174,19 @@ static void fail(E *e, const char *pointer, const char *fmt, ...) {
 /* ---- types --------------------------------------------------------------------------- */
 static bool is_f(tl_type t) { return t == TL_TY_UREAL || (t >= 0 && t < TL_DTYPE_COUNT && tl_dtype_is_float((tl_dtype)t)); }
 static bool is_signed_i(tl_type t) { return t == TL_TY_UINT || (t >= 0 && t < TL_DTYPE_COUNT && tl_dtype_is_signed((tl_dtype)t)); }
-static bool is_unsigned_i(tl_type t) { return t == TL_UINT8 || t == TL_UINT16 || t == TL_UINT32 || t == TL_UINT64; }
+static bool is_unsigned_i(tl_type t) {
+  return t == TL_UINT8 || t == TL_UINT16 || t == TL_UINT32 || t == TL_UINT64 || t == TL_UINT4 || t == TL_UINT2 ||
+         t == TL_UINT1;
+}
+/* Is t a packed sub-byte dtype (proto/tile-ir-v1.md 7.1.2)? */
+static bool is_packed(tl_type t) { return t >= 0 && t < TL_DTYPE_COUNT && tl_dtype_is_packed((tl_dtype)t); }
 
 /* The C type a value of type t is computed in. */
 static const char *crep(tl_type t) {
   switch (t) {
   case TL_BOOL: return "bool";
-  case TL_INT8: return "signed char";
-  case TL_UINT8: return "unsigned char";
+  case TL_INT8: case TL_INT4: case TL_INT2: case TL_INT1: return "signed char";
+  case TL_UINT8: case TL_UINT4: case TL_UINT2: case TL_UINT1: return "unsigned char";
   case TL_INT16: return "short";
   case TL_UINT16: return "unsigned short";
   case TL_INT32: return "int";
@@ -198,7 +203,9 @@ static const char *srep(tl_dtype t) {
   switch (t) {
   case TL_BOOL: return "unsigned char";
   case TL_FLOAT16: case TL_BFLOAT16: return "unsigned short";
-  case TL_FLOAT8_E4M3: case TL_FLOAT8_E5M2: return "unsigned char";
+  case TL_FLOAT8_E4M3: case TL_FLOAT8_E5M2: case TL_FLOAT8_E8M0: return "unsigned char";
+  case TL_FLOAT4_E2M1: case TL_INT4: case TL_UINT4: case TL_INT2: case TL_UINT2: case TL_INT1: case TL_UINT1:
+    return "unsigned char"; /* packed: 8 / bits elements per byte */
   case TL_FLOAT32: return "float";
   default: return crep((tl_type)t);
   }
@@ -210,6 +217,8 @@ static const char *load_conv(E *e, tl_dtype t, const char *x) {
   case TL_BFLOAT16: return S("tl_bf2f(%s)", x);
   case TL_FLOAT8_E4M3: return S("tl_e4m3_2f(%s)", x);
   case TL_FLOAT8_E5M2: return S("tl_e5m2_2f(%s)", x);
+  case TL_FLOAT4_E2M1: return S("tl_e2m1_2f(%s)", x);
+  case TL_FLOAT8_E8M0: return S("tl_e8m0_2f(%s)", x);
   case TL_BOOL: return S("(%s != 0)", x);
   default: return x;
   }
@@ -221,6 +230,8 @@ static const char *store_conv(E *e, tl_dtype t, const char *v) {
   case TL_BFLOAT16: return S("tl_f2bf(%s)", v);
   case TL_FLOAT8_E4M3: return S("tl_f2e4m3(%s)", v);
   case TL_FLOAT8_E5M2: return S("tl_f2e5m2(%s)", v);
+  case TL_FLOAT4_E2M1: return S("tl_f2e2m1(%s)", v);
+  case TL_FLOAT8_E8M0: return S("tl_f2e8m0(%s)", v);
   case TL_BOOL: return S("(unsigned char)(%s)", v);
   default: return v;
   }
@@ -233,6 +244,8 @@ static const char *round_to(E *e, tl_type t, const char *x) {
   case TL_BFLOAT16: return S("tl_rbf(%s)", x);
   case TL_FLOAT8_E4M3: return S("tl_re4(%s)", x);
   case TL_FLOAT8_E5M2: return S("tl_re5(%s)", x);
+  case TL_FLOAT4_E2M1: return S("tl_re2m1(%s)", x);
+  case TL_FLOAT8_E8M0: return S("tl_re8m0(%s)", x);
   default: return x;
   }
 }
@@ -244,6 +257,14 @@ static const char *int_sfx(tl_type t) {
   case TL_INT64: case TL_TY_UINT: return "i64";
   default: return "i32";
   }
+}
+
+/* Wraps an int to packed integer type t (modulo 2^bits). */
+static const char *wrap_packed(E *e, const char *x, tl_type t) {
+  int bits = tl_dtype_bits((tl_dtype)t);
+  if (is_signed_i(t))
+    return S("((signed char)tl_sxt((int)(%s), %d))", x, bits);
+  return S("((unsigned char)((int)(%s) & %d))", x, (1 << bits) - 1);
 }
 
 /* Converts code computing a value of type `from` to type `to`. */
@@ -261,12 +282,21 @@ static const char *conv(E *e, const char *x, tl_type from, tl_type to) {
       return S("((float)(%s))", x);
     if (is_f(from) && !from_wide)
       return round_to(e, to, x);
+    if (is_packed(from) && (to == TL_FLOAT16 || to == TL_BFLOAT16)) /* 4 bits at most: exact (8.1) */
+      return S("((float)(%s))", x);
     if (!is_f(from) && from != TL_INT32 && from != TL_UINT32 && from != TL_INT64 && from != TL_UINT64 &&
         from != TL_TY_UINT)
       return round_to(e, to, S("((float)(%s))", x)); /* small integers are exact in float */
     return round_to(e, to, S("tl_d2f_odd((double)(%s))", x));
   }
   /* to an integer */
+  if (is_f(from) && is_packed(to)) { /* truncate, saturate to the packed range */
+    tl_scalar lo = tl_dtype_min((tl_dtype)to), hi = tl_dtype_max((tl_dtype)to);
+    return S("((%s)tl_clampi(tl_f2i32((double)(%s)), %d, %d))", crep(to), x,
+             is_signed_i(to) ? (int)lo.i : (int)lo.u, is_signed_i(to) ? (int)hi.i : (int)hi.u);
+  }
+  if (is_packed(to))
+    return wrap_packed(e, x, to);
   if (is_f(from)) {
     static const char *const fn[TL_DTYPE_COUNT] = {
         [TL_INT8] = "tl_f2i8",   [TL_UINT8] = "tl_f2u8",   [TL_INT16] = "tl_f2i16", [TL_UINT16] = "tl_f2u16",
@@ -316,15 +346,20 @@ static const char *dim_name(E *e, const tl_sym *s, int d) {
  * and rows per change of the key. */
 static int64_t swz_cpr(const tl_sym *s) { return s->dims[1] / 8; }
 static int64_t swz_rpk(const tl_sym *s) { return swz_cpr(s) >= 8 ? 1 : 8 / swz_cpr(s); }
+/* The bits of the key: 3 (8 chunks of a 128-byte line), or, for a wgmma
+ * operand of narrower rows, as many as the chunks of a row (its 64- or
+ * 32-byte swizzle mode; pass_place.c). */
+static int64_t swz_mask(const tl_sym *s) { return s->wgmma_op && swz_cpr(s) < 8 ? swz_cpr(s) - 1 : 7; }
 
 /* Element offset of idx (C expressions of type long long): row-major, or
  * swizzled for a swizzled shared buffer. */
 static const char *offset(E *e, const tl_sym *s, const char *const *idx) {
   if (s->wgmma_op && s->dims[1] > 64) /* panels of 64 columns, each [rows, 64] swizzled */
-    return S("((int)(%s) / 64 * %" PRId64 " + tl_swz((int)(%s), (int)(%s) %% 64, 8, 1))", idx[1], s->dims[0] * 64, idx[0],
-             idx[1]);
+    return S("((int)(%s) / 64 * %" PRId64 " + tl_swz((int)(%s), (int)(%s) %% 64, 8, 1, 7))", idx[1], s->dims[0] * 64,
+             idx[0], idx[1]);
   if (s->swizzled)
-    return S("tl_swz((int)(%s), (int)(%s), %" PRId64 ", %" PRId64 ")", idx[0], idx[1], swz_cpr(s), swz_rpk(s));
+    return S("tl_swz((int)(%s), (int)(%s), %" PRId64 ", %" PRId64 ", %" PRId64 ")", idx[0], idx[1], swz_cpr(s), swz_rpk(s),
+             swz_mask(s));
   if (s->kind == SYM_BUFFER) { /* a buffer of the block holds fewer than 2^31 elements: 32-bit math */
     const char *o = S("(int)(%s)", idx[0]);
     for (int d = 1; d < s->ndim; d++)
@@ -367,7 +402,12 @@ static const char *read_elem(E *e, const tl_sym *s, const char *const *idx, cons
     return S("r_%s[%s]", s->name, ridx);
   if (s->kind == SYM_BUFFER && s->scope == SCOPE_LOCAL)
     return S("%s[%s]", storage(e, s), offset(e, s, idx));
-  const char *v = load_conv(e, s->dtype, S("%s[%s]", storage(e, s), offset(e, s, idx)));
+  const char *raw = S("%s[%s]", storage(e, s), offset(e, s, idx));
+  if (is_packed((tl_type)s->dtype)) /* a packed tensor or shared buffer: its bits of a byte */
+    raw = S("((%s)tl_ldp(%s, %s, %d, %d))", is_f((tl_type)s->dtype) ? "unsigned char" : crep((tl_type)s->dtype),
+            storage(e, s), offset(e, s, idx),
+            tl_dtype_bits(s->dtype), is_signed_i((tl_type)s->dtype));
+  const char *v = load_conv(e, s->dtype, raw);
   if (s->kind == SYM_TENSOR)
     return S("(%s ? %s : (%s)0)", in_bounds(e, s, idx), v, crep((tl_type)s->dtype));
   return v;
@@ -384,6 +424,9 @@ static void write_elem(E *e, const tl_sym *s, const char *const *idx, const char
     return;
   }
   const char *st = S("%s[%s] = %s;", storage(e, s), offset(e, s, idx), store_conv(e, s->dtype, v));
+  if (is_packed((tl_type)s->dtype))
+    st = S("tl_stp(%s, %s, %d, (unsigned)(%s));", storage(e, s), offset(e, s, idx), tl_dtype_bits(s->dtype),
+           store_conv(e, s->dtype, v));
   if (s->kind == SYM_TENSOR)
     line(e, "if (%s) %s", in_bounds(e, s, idx), st);
   else
@@ -512,6 +555,8 @@ static const char *bits_of(E *e, const char *x, tl_type t) {
   case TL_BFLOAT16: return S("tl_f2bf(%s)", x);
   case TL_FLOAT8_E4M3: return S("tl_f2e4m3(%s)", x);
   case TL_FLOAT8_E5M2: return S("tl_f2e5m2(%s)", x);
+  case TL_FLOAT4_E2M1: return S("tl_f2e2m1(%s)", x);
+  case TL_FLOAT8_E8M0: return S("tl_f2e8m0(%s)", x);
   case TL_FLOAT32: return S("%s(%s)", dfn(e, "__float_as_uint"), x);
   case TL_FLOAT64: return S("(unsigned long long)%s(%s)", dfn(e, "__double_as_longlong"), x);
   default: return S("(unsigned long long)(%s)", x);
@@ -524,10 +569,12 @@ static const char *from_bits(E *e, const char *b, tl_type t) {
   case TL_BFLOAT16: return S("tl_bf2f((unsigned short)(%s))", b);
   case TL_FLOAT8_E4M3: return S("tl_e4m3_2f((unsigned char)(%s))", b);
   case TL_FLOAT8_E5M2: return S("tl_e5m2_2f((unsigned char)(%s))", b);
+  case TL_FLOAT4_E2M1: return S("tl_e2m1_2f((unsigned char)((%s) & 15))", b);
+  case TL_FLOAT8_E8M0: return S("tl_e8m0_2f((unsigned char)(%s))", b);
   case TL_FLOAT32: return S("%s((unsigned)(%s))", dfn(e, "__uint_as_float"), b);
   case TL_FLOAT64: return S("%s((long long)(%s))", dfn(e, "__longlong_as_double"), b);
   case TL_BOOL: return S("((%s) != 0)", b);
-  default: return S("((%s)(%s))", crep(t), b);
+  default: return is_packed(t) ? wrap_packed(e, b, t) : S("((%s)(%s))", crep(t), b);
   }
 }
 
@@ -682,11 +729,19 @@ static const char *coord_str(E *e, const tl_amd_coord *c, const char *x, const c
 
 /* The row and the column of the element that thread tl_tid holds at local
  * index `r` of register fragment s of the mma layout. */
+/* The first row of tile i (an unsigned C expression) of the warps in warp
+ * row wm of mma-layout fragment s (tl_mma_row_strides). */
+static const char *tile_row(E *e, const tl_sym *s, const char *wm, const char *i) {
+  int64_t ws, ts;
+  tl_mma_row_strides(s, &ws, &ts);
+  return S("(%s) * %" PRId64 "u + (%s) * %" PRId64 "u", wm, ws, i, ts);
+}
+
 static void mma_row_col(E *e, const tl_sym *s, const char *r, const char **row, const char **col) {
-  int64_t wm_rows = s->mma_mi * 16, wn_cols = s->mma_ni * 8;
-  *row = S("((unsigned)tl_tid / 32u / %du) * %" PRId64 "u + ((unsigned)(%s) / %" PRId64 "u) * 16u + "
-           "((unsigned)tl_tid %% 32u) / 4u + (((unsigned)(%s) %% 4u) / 2u) * 8u",
-           s->mma_wn, wm_rows, r, s->mma_ni * 4, r);
+  int64_t wn_cols = s->mma_ni * 8;
+  *row = S("%s + ((unsigned)tl_tid %% 32u) / 4u + (((unsigned)(%s) %% 4u) / 2u) * 8u",
+           tile_row(e, s, S("(unsigned)tl_tid / 32u / %du", s->mma_wn), S("(unsigned)(%s) / %" PRId64 "u", r, s->mma_ni * 4)),
+           r);
   *col = S("((unsigned)tl_tid / 32u %% %du) * %" PRId64 "u + (((unsigned)(%s) / 4u) %% %" PRId64 "u) * 8u + "
            "((unsigned)tl_tid %% 4u) * 2u + ((unsigned)(%s) %% 2u)",
            s->mma_wn, wn_cols, r, s->mma_ni, r);
@@ -699,8 +754,8 @@ static void mma_row_col(E *e, const tl_sym *s, const char *r, const char **row, 
  * register fragment s. */
 static const char *elem_of(E *e, const tl_sym *s, const char *r) {
   if (s->reg_layout == TL_LAYOUT_MMA_ROWS)
-    return S("(int)(((unsigned)tl_tid / 32u) * %" PRId64 "u + ((unsigned)(%s) / 2u) * 16u + ((unsigned)tl_tid %% 32u) / 4u "
-             "+ ((unsigned)(%s) %% 2u) * 8u)", s->mma_mi * 16, r, r);
+    return S("(int)(%s + ((unsigned)tl_tid %% 32u) / 4u + ((unsigned)(%s) %% 2u) * 8u)",
+             tile_row(e, s, "(unsigned)tl_tid / 32u", S("(unsigned)(%s) / 2u", r)), r);
   if (s->reg_layout == TL_LAYOUT_MMA) {
     const char *row, *col;
     mma_row_col(e, s, r, &row, &col);
@@ -783,22 +838,23 @@ static const tl_sym *reg_of(const tl_region *r) {
 static void barrier_line(E *e);
 /* A copy from a tensor into shared memory in 16-byte cp.async chunks
  * (pass_pipeline.c says when that is exact); a chunk outside the tensor is
- * zero-filled.  Waiting for it is the caller's business.  The loop stays a
- * loop: each trip is one 16-byte copy and indexes no registers, so
- * unrolling it buys nothing at run time and costs NVVM and ptxas a copy of
- * its index arithmetic per trip (bench/compile.md: GEMM PTX -25%). */
+ * zero-filled.  Waiting for it is the caller's business.  Up to 16 trips
+ * per thread the loop is unrolled: each trip's offsets fold to constants;
+ * rolled, the GEMM ran 7% slower on the H100 (bench/compile.md), which
+ * is not worth the 25% less PTX.  Longer loops stay rolled. */
 static void emit_async_copy(E *e, const tl_stmt *s) {
   if (e->d != &dialect_cuda) {
     fail(e, s->pointer, "cp.async is NVIDIA's; the passes chose it for a HIP target");
     return;
   }
   const tl_region *src = s->src, *dst = s->dst;
-  int64_t v = 16 / (int64_t)tl_dtype_size(src->sym->dtype);
+  int64_t v = 128 / tl_dtype_bits(src->sym->dtype); /* elements per 16 bytes */
+  int per = is_packed((tl_type)src->sym->dtype) ? 8 / tl_dtype_bits(src->sym->dtype) : 1; /* per byte */
   int64_t ext[TL_MAX_DIMS] = {0};
   int n = squeezed(dst, ext);
   ext[n - 1] /= v;
   int64_t total = product(ext, n);
-  line(e, "#pragma unroll 1");
+  line(e, total / e->T <= 16 ? "#pragma unroll" : "#pragma unroll 1");
   line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", total, e->T);
   e->indent++;
   const char **q = decode(e, "tl_e", ext, n, "tl_q");
@@ -807,11 +863,15 @@ static void emit_async_copy(E *e, const tl_stmt *s) {
     q2[i] = i == n - 1 ? S("(%s * %" PRId64 "LL)", q[i], v) : q[i];
   const char **si = region_idx(e, src, q2), **di = region_idx(e, dst, q2);
   line(e, "const bool tl_in = %s;", in_bounds(e, src->sym, si));
-  line(e, "const %s *tl_g = tl_in ? &g_%s[%s] : g_%s;", srep(src->sym->dtype), src->sym->name, offset(e, src->sym, si),
-       src->sym->name);
+  const char *so = offset(e, src->sym, si), *dof = offset(e, dst->sym, di);
+  if (per > 1) { /* a packed dtype: the byte of the element */
+    so = S("(%s) / %d", so, per);
+    dof = S("(%s) / %d", dof, per);
+  }
+  line(e, "const %s *tl_g = tl_in ? &g_%s[%s] : g_%s;", srep(src->sym->dtype), src->sym->name, so, src->sym->name);
   line(e, "asm volatile(\"cp.async.cg.shared.global [%%0], [%%1], 16, %%2;\" :: \"r\"(tl_smem_addr(&s_%s[%s])), "
           "\"l\"(tl_g), \"r\"(tl_in ? 16 : 0));",
-       dst->sym->name, offset(e, dst->sym, di));
+       dst->sym->name, dof);
   e->indent--;
   line(e, "}");
 }
@@ -848,7 +908,11 @@ static void op_copy_pairs(E *e, const tl_stmt *s) {
   line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r += 2) {", f->per_thread);
   e->indent++;
   bool packed = d->kind == SYM_BUFFER && d->packed;
-  if (packed && d->dtype == TL_FLOAT16 && f->dtype == TL_FLOAT32) {
+  /* float to half pairs in one cvt.rn.f16x2.f32: the same rounding as one
+   * at a time, and after a wgmma, where rounding through tl_rh (half, back
+   * to float, then half) made ptxas serialize the gemm's wgmma-groups
+   * (C7514: "non wgmma instructions reading accumulator registers") */
+  if ((packed || e->d == &dialect_cuda) && d->dtype == TL_FLOAT16 && f->dtype == TL_FLOAT32) {
     line(e, "const unsigned tl_pair = tl_f2h2(r_%s[tl_r], r_%s[tl_r + 1]);", f->name, f->name);
   } else {
     const char *lo = conv(e, S("r_%s[tl_r]", f->name), (tl_type)f->dtype, (tl_type)d->dtype);
@@ -876,8 +940,44 @@ static void op_copy_pairs(E *e, const tl_stmt *s) {
   line(e, "}");
 }
 
+/* A copy of a packed tile as bytes, w at a time (pass_pipeline.c chose w),
+ * cooperatively; outside a tensor reads give 0 and writes are dropped (a
+ * vector is wholly inside or outside). */
+static void op_copy_packed(E *e, const tl_stmt *s, int w) {
+  const tl_region *src = s->src, *dst = s->dst;
+  int64_t v = (int64_t)w * (8 / tl_dtype_bits(src->sym->dtype));
+  int64_t ext[TL_MAX_DIMS] = {0};
+  int n = squeezed(dst, ext);
+  ext[n - 1] /= v;
+  line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", product(ext, n), e->T);
+  e->indent++;
+  const char **q = decode(e, "tl_e", ext, n, "tl_q");
+  const char *q2[TL_MAX_DIMS];
+  for (int i = 0; i < n; i++)
+    q2[i] = i == n - 1 ? S("(%s * %" PRId64 "LL)", q[i], v) : q[i];
+  const char **si = region_idx(e, src, q2), **di = region_idx(e, dst, q2);
+  const char *vt = S("tl_v%d", w); /* prelude_subbyte.h */
+  const char *sp = S("*(const %s *)&%s[(%s) / %" PRId64 "]", vt, storage(e, src->sym), offset(e, src->sym, si), v / w);
+  if (src->sym->kind == SYM_TENSOR)
+    line(e, "const %s tl_b = %s ? %s : %s{};", vt, in_bounds(e, src->sym, si), sp, vt);
+  else
+    line(e, "const %s tl_b = %s;", vt, sp);
+  const char *st = S("*(%s *)&%s[(%s) / %" PRId64 "] = tl_b;", vt, storage(e, dst->sym), offset(e, dst->sym, di),
+                     v / w);
+  if (dst->sym->kind == SYM_TENSOR)
+    line(e, "if (%s) %s", in_bounds(e, dst->sym, di), st);
+  else
+    line(e, "%s", st);
+  e->indent--;
+  line(e, "}");
+}
+
 static void op_copy(E *e, const tl_stmt *s) {
   const tl_region *src = s->src, *dst = s->dst;
+  if (s->byte_copy) {
+    op_copy_packed(e, s, s->byte_copy);
+    return;
+  }
   if (s->async_copy) {
     emit_async_copy(e, s);
     line(e, "asm volatile(\"cp.async.commit_group;\\n\\tcp.async.wait_group 0;\" ::: \"memory\");");
@@ -922,7 +1022,7 @@ static void op_fill(E *e, const tl_stmt *s) {
 static void op_gemm_mma(E *e, const tl_stmt *s) {
   const tl_sym *A = s->A, *B = s->B, *C = s->C;
   int64_t K = s->trans_a ? A->dims[0] : A->dims[1];
-  int64_t MI = C->mma_mi, NI = C->mma_ni, WMr = MI * 16, WNc = NI * 8;
+  int64_t MI = C->mma_mi, NI = C->mma_ni, WNc = NI * 8;
   const char *ty = A->dtype == TL_BFLOAT16 ? "bf16" : "f16";
   line(e, "{");
   e->indent++;
@@ -972,7 +1072,7 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
   line(e, "#pragma unroll");
   line(e, "for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++) {", MI);
   e->indent++;
-  const char *am = S("(tl_wm * %" PRId64 " + tl_i * 16)", WMr);
+  const char *am = S("(int)(%s)", tile_row(e, C, "(unsigned)tl_wm", "(unsigned)tl_i"));
   const char *aidx[2];
   if (!s->trans_a) {
     aidx[0] = S("%s + (tl_lane %% 16)", am);
@@ -1048,19 +1148,56 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
   line(e, "}");
 }
 
-/* gemm on wgmma (sm_90a; pass_place.c's choose_wgmma says when): warpgroup
- * g issues K / 16 instructions m64nNk16 for rows [64 g, 64 g + 64) of C,
- * A and B described by 64-bit matrix descriptors (tl_wgdesc: start address,
- * leading and stride byte offsets, 128-byte swizzle), then waits for them.
- * A is K-major: 8-row groups 1024 bytes apart, each k-step 32 bytes on.
- * B K-major ([N, 64]) likewise; B N-major ([64 k, N] in panels of 64
- * columns, transposed by the instruction): 8-row groups of k 1024 bytes
- * apart, panels (the leading offset) K * 128 bytes apart, each k-step 16
- * rows (2048 bytes) on.  The accumulators are C's registers in the order
- * of the mma layout. */
+/* Pins the registers of fragment C in place (an empty asm that reads and
+ * writes each): NVVM moves no access of them across it, so register
+ * writes stay before a wgmma.fence and reads after a wgmma.wait_group. */
+static void pin_regs(E *e, const tl_sym *C) {
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) asm volatile(\"\" : \"+f\"(r_%s[tl_r]) :: \"memory\");",
+       C->per_thread, C->name);
+}
+
+/* The matrix descriptor (a C expression) of the 64 rows (or all N rows of
+ * a B) from row `row0` (an unsigned C expression, a multiple of 8) of
+ * K-major operand X ([rows, Kt] at shared address `base`) at k16 step `k`:
+ * rows of Kt <= 64 elements in the swizzle mode of their width (128, 64 or
+ * 32 bytes: modes 1, 2, 3), 8-row groups 8 rows apart, each k step 32 bytes
+ * on; wider rows are panels of 64 columns (128-byte mode), step k in panel
+ * k / 4 (pass_place.c's choose_wgmma describes the storage). */
+static const char *kmajor_desc(E *e, const tl_sym *X, const char *base, const char *row0, const char *k) {
+  int64_t Kt = X->dims[1], W = (Kt < 64 ? Kt : 64) * 2, mode = W == 128 ? 1 : W == 64 ? 2 : 3;
+  const char *addr = Kt > 64 ? S("%s + (unsigned)(%s) / 4u * %" PRId64 "u + (%s) * 128u + (unsigned)(%s) %% 4u * 32u", base, k,
+                                 X->dims[0] * 128, row0, k)
+                             : S("%s + (%s) * %" PRId64 "u + (unsigned)(%s) * 32u", base, row0, W, k);
+  return S("tl_wgdesc(%s, 16u, %" PRId64 "u, %" PRId64 "u)", addr, 8 * W, mode);
+}
+
+/* gemm on wgmma (sm_90a; pass_place.c's choose_wgmma says when): per k16
+ * step, warpgroup g issues mma_mi instructions m64nNk16, instruction i for
+ * rows [(i * W + 4 g) * 16, +64) of C (W warps; the interleaved mma
+ * layout), its accumulators C's registers [i * N/2, (i + 1) * N/2); A and B
+ * through matrix descriptors (kmajor_desc; an N-major B [Kt, N] as panels
+ * of 64 columns: 8-row groups of k 1024 bytes apart, panels (the leading
+ * offset) Kt * 128 bytes apart, each k step 16 rows (2048 bytes) on,
+ * transposed by the instruction).  Then the instructions are committed as
+ * one wgmma-group and the gemm waits until at most wg_pending groups are
+ * pending (pass_pipeline.c decides, and says why that is safe).
+ *
+ * The PTX ISA's other ordering rules: wgmma.fence comes before the first
+ * wgmma.mma_async of every call, so C's registers written by other
+ * instructions (the clear, code before the gemm) are ordered before the
+ * wgmma that accumulates into them (pin_regs keeps NVVM from moving those
+ * writes past the fence, and reads of C after the wait that ends the
+ * groups before it); the fence between accumulating wgmma of one shape is
+ * not needed but costs nothing.  A and B written through the generic proxy
+ * (cp.async, st.shared) reach the gemm only across a block barrier
+ * (pass_barrier.c; a pipelined loop's barrier per iteration), and every
+ * barrier of a program with a gemm on wgmma is preceded by
+ * fence.proxy.async, which makes those writes visible to wgmma's async
+ * proxy. */
 static void op_gemm_wgmma(E *e, const tl_stmt *s) {
   const tl_sym *A = s->A, *B = s->B, *C = s->C;
-  int64_t K = A->dims[1], N = C->dims[1], nacc = N / 2;
+  int64_t K = A->dims[1], N = C->dims[1], nacc = N / 2, MI = C->mma_mi, NW = C->mma_wm;
   const char *ty = A->dtype == TL_BFLOAT16 ? "bf16" : "f16";
   line(e, "{");
   e->indent++;
@@ -1068,29 +1205,40 @@ static void op_gemm_wgmma(E *e, const tl_stmt *s) {
     line(e, "#pragma unroll");
     line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) r_%s[tl_r] = 0.0f;", C->per_thread, C->name);
   }
-  line(e, "const unsigned tl_sa = tl_smem_addr(s_%s) + (unsigned)(tl_tid / 128) * %" PRId64 "u, tl_sb = tl_smem_addr(s_%s);",
-       A->name, (int64_t)64 * K * 2, B->name);
+  line(e, "const unsigned tl_sa = tl_smem_addr(s_%s), tl_sb = tl_smem_addr(s_%s), tl_wr = (unsigned)tl_tid / 128u * 64u;",
+       A->name, B->name);
+  pin_regs(e, C);
   line(e, "asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
   line(e, "#pragma unroll");
   line(e, "for (int tl_k = 0; tl_k < %" PRId64 "; tl_k++) {", K / 16);
   e->indent++;
-  line(e, "const unsigned long long tl_da = tl_wgdesc(tl_sa + tl_k * 32u, 16u, 1024u);");
   if (s->trans_b)
-    line(e, "const unsigned long long tl_db = tl_wgdesc(tl_sb + tl_k * 32u, 16u, 1024u);");
+    line(e, "const unsigned long long tl_db = %s;", kmajor_desc(e, B, "tl_sb", "0u", "tl_k"));
   else
-    line(e, "const unsigned long long tl_db = tl_wgdesc(tl_sb + tl_k * 2048u, %" PRId64 "u, 1024u);", B->dims[0] * 128);
-  const char *regs = "", *outs = "";
-  for (int64_t i = 0; i < nacc; i++) {
-    regs = S("%s%s%%%" PRId64, regs, i ? "," : "", i);
-    outs = S("%s%s\"+f\"(r_%s[%" PRId64 "])", outs, i ? ", " : "", C->name, i);
+    line(e, "const unsigned long long tl_db = tl_wgdesc(tl_sb + tl_k * 2048u, %" PRId64 "u, 1024u, 1u);", B->dims[0] * 128);
+  const char *regs = "";
+  for (int64_t q = 0; q < nacc; q++)
+    regs = S("%s%s%%%" PRId64, regs, q ? "," : "", q);
+  for (int64_t i = 0; i < MI; i++) {
+    const char *outs = "";
+    for (int64_t q = 0; q < nacc; q++)
+      outs = S("%s%s\"+f\"(r_%s[%" PRId64 "])", outs, q ? ", " : "", C->name, i * nacc + q);
+    line(e, "{");
+    e->indent++;
+    line(e, "const unsigned long long tl_da = %s;", kmajor_desc(e, A, "tl_sa", S("tl_wr + %" PRId64 "u", i * NW * 16), "tl_k"));
+    line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\nwgmma.mma_async.sync.aligned.m64n%" PRId64
+            "k16.f32.%s.%s {%s}, %%%" PRId64 ", %%%" PRId64 ", p, 1, 1, 0, %d;\\n}\" : %s : \"l\"(tl_da), \"l\"(tl_db), \"r\"(1) : "
+            "\"memory\");",
+         nacc + 2, N, ty, ty, regs, nacc, nacc + 1, s->trans_b ? 0 : 1, outs);
+    e->indent--;
+    line(e, "}");
   }
-  line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\nwgmma.mma_async.sync.aligned.m64n%" PRId64
-          "k16.f32.%s.%s {%s}, %%%" PRId64 ", %%%" PRId64 ", p, 1, 1, 0, %d;\\n}\" : %s : \"l\"(tl_da), \"l\"(tl_db), \"r\"(1) : "
-          "\"memory\");",
-       nacc + 2, N, ty, ty, regs, nacc, nacc + 1, s->trans_b ? 0 : 1, outs);
   e->indent--;
   line(e, "}");
-  line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\\n\\twgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+  line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\\n\\twgmma.wait_group.sync.aligned %d;\" ::: \"memory\");",
+       s->wg_pending);
+  if (!s->wg_pending)
+    pin_regs(e, C);
   e->indent--;
   line(e, "}");
 }
@@ -1410,8 +1558,8 @@ static void op_reduce_rows(E *e, const tl_stmt *s) {
       line(e, "}");
       return;
     }
-    line(e, "if (tl_lane %% 4 == 0) tl_part[tl_wn * %" PRId64 "LL + tl_wm * %" PRId64 " + (tl_h / 2) * 16 + tl_lane / 4 + "
-            "(tl_h %% 2) * 8] = tl_acc;", M, MI * 16);
+    line(e, "if (tl_lane %% 4 == 0) tl_part[tl_wn * %" PRId64 "LL + %s + tl_lane / 4 + (tl_h %% 2) * 8] = tl_acc;", M,
+         tile_row(e, src, "(unsigned)tl_wm", "(unsigned)tl_h / 2u"));
     e->indent--;
     line(e, "}");
     partials_to_dst(e, s, acc, comb, src->mma_wn, M);
@@ -1798,6 +1946,95 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
   }
 }
 
+/* ---- bulk tensor copies (pass_tma.c) ------------------------------------------------------- */
+/* What a kernel with bulk tensor copies needs besides the prelude: the
+ * tensor map type of its parameters (CUtensorMap: 128 opaque bytes,
+ * 64-byte aligned) and the wait on an mbarrier's phase. */
+static const char tma_prelude[] =
+    "typedef struct __attribute__((aligned(64))) { unsigned long long tl_q[16]; } tl_tensor_map;\n"
+    "TL_DEV void tl_mbar_wait(unsigned bar, unsigned parity) {\n"
+    "  unsigned done;\n"
+    "  do {\n"
+    "    asm volatile(\"{\\n.reg .pred p;\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\\nselp.u32 %0, 1, 0, p;\\n}\"\n"
+    "                 : \"=r\"(done) : \"r\"(bar), \"r\"(parity) : \"memory\");\n"
+    "  } while (!done);\n"
+    "}\n";
+
+/* Bytes one stage of a TMA loop's copies brings: their buffers, whole. */
+static int64_t tma_stage_bytes(const tl_stmt *loop) {
+  int64_t bytes = 0;
+  for (int i = 0; i < loop->body.n; i++) {
+    const tl_stmt *c = loop->body.items[i];
+    if (c->prefetch && c->tma) {
+      int64_t n = (int64_t)tl_dtype_size(c->dst->sym->dtype);
+      for (int d = 0; d < c->dst->sym->ndim; d++)
+        n *= c->dst->sym->dims[d];
+      bytes += n;
+    }
+  }
+  return bytes;
+}
+
+/* The bulk tensor copies of copy s into its buffer (s_ names pointing at
+ * the stage), completing on the mbarrier at shared address tl_mb: one per
+ * 64-column panel of a 128-byte-swizzled buffer, else one.  Coordinates
+ * are the region's start, innermost first. */
+static void emit_tma_copy(E *e, const tl_stmt *s) {
+  const tl_tmap *m = &e->prog->tmaps[s->tma_map];
+  const tl_region *src = s->src;
+  const tl_sym *b = s->dst->sym;
+  int64_t panel_elems = 1, panels = m->swizzle128 ? b->dims[b->ndim - 1] / 64 : 1;
+  for (int d = 0; d < b->ndim; d++)
+    panel_elems *= b->dims[d];
+  panel_elems /= panels;
+  for (int64_t p = 0; p < panels; p++) {
+    const char *ops = "", *coords = "";
+    for (int i = 0; i < m->rank; i++) {
+      int d = m->rank - 1 - i;
+      const char *lo = src->lo[d] ? ex(e, src->lo[d]) : "0";
+      if (i == 0 && p)
+        lo = S("(%s) + %" PRId64, lo, 64 * p);
+      coords = S("%s%s%%%d", coords, i ? ", " : "", 3 + i);
+      ops = S("%s, \"r\"((int)(%s))", ops, lo);
+    }
+    line(e, "asm volatile(\"cp.async.bulk.tensor.%dd.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1, {%s}], "
+            "[%%2];\" :: \"r\"(tl_smem_addr(s_%s) + %" PRId64 "u), \"l\"((unsigned long long)&tl_tmap%d), \"r\"(tl_mb)%s : "
+            "\"memory\");",
+         m->rank, coords, b->name, p * panel_elems * (int64_t)tl_dtype_size(b->dtype), s->tma_map, ops);
+  }
+}
+
+/* The mbarrier of stage `stage` (a C expression) of TMA loop `loop`. */
+static const char *mbar_of(E *e, const tl_stmt *loop, const char *stage) {
+  return S("tl_mbar + 8u * (unsigned)(%d + (%s))", loop->mbar, stage);
+}
+
+/* The phase bits of a TMA loop's mbarriers: one word per loop, a bit per
+ * stage (tl_walker). */
+static tl_walk_act declare_phase(tl_stmt *s, void *user) {
+  if (s->kind == S_LOOP && s->tma)
+    line(user, "unsigned tl_ph%d = 0;", s->mbar);
+  return TL_WALK_GO;
+}
+
+/* The mbarriers, made ready by thread 0 before any copy, and their phase
+ * bits. */
+static void declare_mbarriers(E *e) {
+  const tl_program *p = e->prog;
+  if (!p->nmbar)
+    return;
+  line(e, "const unsigned tl_mbar = tl_smem_addr(tl_smem + %" PRId64 ");", p->mbar_offset);
+  line(e, "if (tl_tid == 0) {");
+  e->indent++;
+  line(e, "for (int tl_i = 0; tl_i < %d; tl_i++)", p->nmbar);
+  line(e, "  asm volatile(\"mbarrier.init.shared::cta.b64 [%%0], 1;\" :: \"r\"(tl_mbar + 8u * (unsigned)tl_i) : \"memory\");");
+  line(e, "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");");
+  e->indent--;
+  line(e, "}");
+  line(e, "%s", e->d->barrier);
+  tl_walk((tl_body *)&p->body, &(tl_walker){.pre = declare_phase}, e);
+}
+
 /* Points the shared buffers of a pipelined loop's prefetched copies at
  * pipeline stage `stage` (a C expression), shadowing their s_ names. */
 static void stage_pointers(E *e, const tl_stmt *loop, const char *stage) {
@@ -1814,60 +2051,106 @@ static void stage_pointers(E *e, const tl_stmt *loop, const char *stage) {
     int64_t n = 1;
     for (int d = 0; d < b->ndim; d++)
       n *= b->dims[d];
+    if (is_packed((tl_type)b->dtype)) /* a stage of a packed buffer: its bytes */
+      n = (int64_t)tl_dtype_bytes(b->dtype, (uint64_t)n);
     line(e, "%s *const s_%s = tl_base_%s + (long long)(%s) * %" PRId64 "LL; (void)s_%s;", srep(b->dtype), b->name,
          b->name, stage, n, b->name);
   }
 }
 
-static void prefetch_copies(E *e, const tl_stmt *loop) {
+/* The prefetches of one iteration into stage `stage`: cp.async copies by
+ * every thread; bulk tensor copies by thread 0, after it tells the stage's
+ * mbarrier how many bytes they bring. */
+static void prefetch_copies(E *e, const tl_stmt *loop, const char *stage) {
   for (int i = 0; i < loop->body.n; i++)
-    if (loop->body.items[i]->prefetch)
+    if (loop->body.items[i]->prefetch && !loop->body.items[i]->tma)
       emit_async_copy(e, loop->body.items[i]);
+  if (!loop->tma)
+    return;
+  line(e, "if (tl_tid == 0) {");
+  e->indent++;
+  line(e, "const unsigned tl_mb = %s;", mbar_of(e, loop, stage));
+  line(e, "asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;\" :: \"r\"(tl_mb), \"r\"(%" PRId64
+          "u) : \"memory\");",
+       tma_stage_bytes(loop));
+  for (int i = 0; i < loop->body.n; i++)
+    if (loop->body.items[i]->prefetch && loop->body.items[i]->tma)
+      emit_tma_copy(e, loop->body.items[i]);
+  e->indent--;
+  line(e, "}");
+}
+
+/* Whether loop has prefetched copies on cp.async. */
+static bool has_cp_async(const tl_stmt *loop) {
+  for (int i = 0; i < loop->body.n; i++)
+    if (loop->body.items[i]->prefetch && !loop->body.items[i]->tma)
+      return true;
+  return false;
 }
 
 /* A pipelined loop (pass_pipeline.c): its prefetched copies run
- * num_stages - 1 iterations ahead into rotating stages of their buffers,
- * one cp.async group per iteration; iteration c waits for its own group,
- * then a barrier makes every thread's chunks visible (and tells that
- * iteration c - 1 is done with the stage the next prefetch overwrites). */
+ * pipe_ahead iterations ahead into pipe_stages rotating stages of their
+ * buffers, one cp.async group per iteration; iteration c waits for its own
+ * group, then a barrier makes every thread's chunks visible (and tells
+ * that no iteration still reads the stage the next prefetch overwrites:
+ * pass_pipeline.c's argument, with a gemm's wgmma-groups pending across
+ * iterations).  Those groups are waited for as the loop ends.  Bulk tensor
+ * copies (pass_tma.c) complete on the stage's mbarrier instead: iteration
+ * c, after the barrier and its own prefetch, waits for the phase of stage
+ * c % S that its bit in tl_phN says, then flips the bit (so the loop may
+ * run again, from any phase). */
 static void emit_pipelined(E *e, const tl_stmt *s) {
-  int64_t S = s->num_stages;
+  int64_t S = s->pipe_stages, D = s->pipe_ahead;
   int id = e->uid++;
+  bool cp = has_cp_async(s);
   const char *var = vname(e, s->var);
   line(e, "{");
   e->indent++;
   line(e, "const long long tl_n%d = (long long)(%s), tl_s%d = (long long)(%s);", id, ex(e, s->extent), id,
        ex(e, s->start));
   line(e, "#pragma unroll");
-  line(e, "for (int tl_st = 0; tl_st < %" PRId64 "; tl_st++) {", S - 1);
+  line(e, "for (int tl_st = 0; tl_st < %" PRId64 "; tl_st++) {", D);
   e->indent++;
   line(e, "if (tl_st < tl_n%d) {", id);
   e->indent++;
   line(e, "const int %s = (int)(tl_s%d + tl_st); (void)%s;", var, id, var);
   stage_pointers(e, s, "tl_st");
-  prefetch_copies(e, s);
+  prefetch_copies(e, s, "tl_st");
   e->indent--;
   line(e, "}");
-  line(e, "asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
+  if (cp)
+    line(e, "asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
   e->indent--;
   line(e, "}");
   line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
   e->indent++;
-  line(e, "asm volatile(\"cp.async.wait_group %" PRId64 ";\" ::: \"memory\");", S - 2);
+  if (cp)
+    line(e, "asm volatile(\"cp.async.wait_group %" PRId64 ";\" ::: \"memory\");", D - 1);
   barrier_line(e);
   line(e, "{");
   e->indent++;
-  line(e, "const long long tl_f = tl_c%d + %" PRId64 ";", id, S - 1);
+  line(e, "const long long tl_f = tl_c%d + %" PRId64 ";", id, D);
   line(e, "if (tl_f < tl_n%d) {", id);
   e->indent++;
   line(e, "const int %s = (int)(tl_s%d + tl_f); (void)%s;", var, id, var);
-  stage_pointers(e, s, S("tl_f %% %" PRId64, S));
-  prefetch_copies(e, s);
+  const char *fstage = S("tl_f %% %" PRId64, S);
+  stage_pointers(e, s, fstage);
+  prefetch_copies(e, s, fstage);
   e->indent--;
   line(e, "}");
-  line(e, "asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
+  if (cp)
+    line(e, "asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
   e->indent--;
   line(e, "}");
+  if (s->tma) {
+    line(e, "{");
+    e->indent++;
+    line(e, "const int tl_cs = (int)(tl_c%d %% %" PRId64 ");", id, S);
+    line(e, "tl_mbar_wait(%s, (tl_ph%d >> tl_cs) & 1u);", mbar_of(e, s, "tl_cs"), s->mbar);
+    line(e, "tl_ph%d ^= 1u << tl_cs;", s->mbar);
+    e->indent--;
+    line(e, "}");
+  }
   line(e, "const int %s = (int)(tl_s%d + tl_c%d);", var, id, id);
   stage_pointers(e, s, S("tl_c%d %% %" PRId64, id, S));
   for (int i = 0; i < s->body.n && !e->failed; i++)
@@ -1875,7 +2158,14 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
       emit_stmt(e, s->body.items[i], true);
   e->indent--;
   line(e, "}");
-  line(e, "asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");");
+  if (cp)
+    line(e, "asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");");
+  if (s->wg_drain) { /* the groups its gemm left pending (pass_pipeline.c) */
+    line(e, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+    for (int i = 0; i < s->body.n; i++)
+      if (s->body.items[i]->kind == S_GEMM && s->body.items[i]->wg_pending)
+        pin_regs(e, s->body.items[i]->C);
+  }
   e->indent--;
   line(e, "}");
   barrier_line(e);
@@ -1917,6 +2207,8 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
   e->T = prog->threads[0] * prog->threads[1] * prog->threads[2];
   assert((prog->lowered & TL_RAN_ALL) == TL_RAN_ALL); /* pass_range, pass_barrier, pass_raster ran */
   put(e, e->d->prelude);
+  if (prog->ntmaps)
+    put(e, tma_prelude);
   put(e, "\n");
   /* signature: tensors as pointers, scalars by value, in params order */
   char *sig = tl_arena_strdup(a, "");
@@ -1926,6 +2218,9 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
                                              : S("%s p_%s", s->dtype == TL_BOOL ? "unsigned char" : crep((tl_type)s->dtype), s->name);
     sig = tl_arena_printf(a, "%s%s%s", sig, i ? ", " : "", decl);
   }
+  /* the tensor maps (pass_tma.c) after them, in the order of prog->tmaps */
+  for (int i = 0; i < prog->ntmaps; i++)
+    sig = tl_arena_printf(a, "%s%sconst __grid_constant__ tl_tensor_map tl_tmap%d", sig, sig[0] ? ", " : "", i);
   /* -maxrregcount is ignored for kernels with launch bounds, so a register
    * cap given as an option replaces them */
   const char *cluster = "";
@@ -1981,6 +2276,7 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
         line(e, "const int %s = (int)%s;", vname(e, prog->block_vars[i]), bid[i]);
   }
   declare_buffers(e);
+  declare_mbarriers(e);
   emit_body(e, &prog->body, true);
   e->indent--;
   line(e, "}");

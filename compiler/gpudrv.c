@@ -282,6 +282,17 @@ tl_status tl_gpu_launch(tl_gpu_func *fn, const unsigned grid[3], const unsigned 
   return g->drv->launch(g->rt, fn->fn, grid, block, dyn_smem, stream, args, err);
 }
 
+tl_status tl_gpu_tensor_map(tl_gpu *g, const tl_gpu_tmap *m, void *out, tl_error *err) {
+  if (!g || !m || !out)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_gpu_tensor_map: NULL argument");
+  if ((uintptr_t)out % 64)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_gpu_tensor_map: the tensor map must be 64-byte aligned");
+  if (!g->drv->tensor_map)
+    return tl_error_set(err, TL_UNSUPPORTED, "%s has no tensor maps", g->drv->name);
+  tl_status st = bind(g, err);
+  return st != TL_OK ? st : g->drv->tensor_map(g->rt, m, out, err);
+}
+
 /* ---- memory, streams, events ------------------------------------------------------ */
 
 tl_status tl_gpu_alloc(tl_gpu *g, size_t bytes, tl_gpu_ptr *out, tl_error *err) {

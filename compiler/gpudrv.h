@@ -149,6 +149,29 @@ tl_status tl_gpu_function_attrs(tl_gpu_func *fn, tl_gpu_func_attrs *out, tl_erro
 tl_status tl_gpu_launch(tl_gpu_func *fn, const unsigned grid[3], const unsigned block[3], unsigned dyn_smem,
                         tl_gpu_stream stream, void **args, tl_error *err);
 
+/* A tiled tensor map (CUtensorMap: 128 bytes) as cuTensorMapEncodeTiled
+ * takes it: dimensions innermost first, the enum values of cuda.h's
+ * CUtensorMapDataType, CUtensorMapInterleave, CUtensorMapSwizzle,
+ * CUtensorMapL2promotion and CUtensorMapFloatOOBfill. */
+#define TL_GPU_TMAP_BYTES 128
+#define TL_GPU_TMAP_RANK_MAX 5
+typedef struct tl_gpu_tmap {
+  int dtype, rank;
+  tl_gpu_ptr addr;
+  uint64_t dims[TL_GPU_TMAP_RANK_MAX];
+  uint64_t strides[TL_GPU_TMAP_RANK_MAX - 1]; /* bytes, of dimensions 1 to rank - 1 */
+  uint32_t box[TL_GPU_TMAP_RANK_MAX];
+  uint32_t elem_strides[TL_GPU_TMAP_RANK_MAX];
+  int interleave, swizzle, l2_promotion, oob_fill;
+} tl_gpu_tmap;
+
+/* Encodes tensor map m into out (TL_GPU_TMAP_BYTES bytes, 64-byte
+ * aligned), to be passed by value as a kernel parameter.  TL_UNSUPPORTED
+ * on a runtime without tensor maps (HIP, a CUDA driver before 12.0);
+ * TL_INVALID_ARG when out is misaligned; TL_DEVICE with the driver's error
+ * when it refuses m. */
+tl_status tl_gpu_tensor_map(tl_gpu *g, const tl_gpu_tmap *m, void *out, tl_error *err);
+
 /* Device memory.  tl_gpu_alloc of 0 bytes is TL_INVALID_ARG; tl_gpu_free
  * accepts 0; copies of 0 bytes do nothing. */
 tl_status tl_gpu_alloc(tl_gpu *g, size_t bytes, tl_gpu_ptr *out, tl_error *err);
@@ -210,6 +233,9 @@ typedef struct tl_gpu_driver {
   tl_status (*fattr)(void *rt, void *fn, tl_gpu_fattr which, int *value, tl_error *err);
   tl_status (*launch)(void *rt, void *fn, const unsigned grid[3], const unsigned block[3], unsigned dyn_smem,
                       tl_gpu_stream stream, void **args, tl_error *err);
+  /* NULL for a runtime without tensor maps; TL_UNSUPPORTED when this
+   * runtime's library lacks them */
+  tl_status (*tensor_map)(void *rt, const tl_gpu_tmap *m, void *out, tl_error *err);
   tl_status (*alloc)(void *rt, size_t bytes, tl_gpu_ptr *out, tl_error *err);
   void (*free)(void *rt, tl_gpu_ptr p);
   tl_status (*upload)(void *rt, tl_gpu_ptr dst, const void *src, size_t bytes, tl_error *err);

@@ -140,7 +140,8 @@ static tl_dtype ty_dtype(tl_type t) {
 static bool ty_float(tl_type t) { return tl_dtype_is_float(ty_dtype(t)); }
 static bool ty_unsigned(tl_type t) {
   tl_dtype d = ty_dtype(t);
-  return d == TL_UINT8 || d == TL_UINT16 || d == TL_UINT32 || d == TL_UINT64;
+  return d == TL_UINT8 || d == TL_UINT16 || d == TL_UINT32 || d == TL_UINT64 || d == TL_UINT4 || d == TL_UINT2 ||
+         d == TL_UINT1;
 }
 static bool ty_untyped(tl_type t) { return t == TL_TY_UINT || t == TL_TY_UREAL; }
 
@@ -286,7 +287,7 @@ static void *scratch(interp *I, int k, int64_t n, size_t es) {
 
 static void poison_bytes(unsigned char *p, tl_dtype dt, size_t n) {
   size_t es = tl_dtype_size(dt);
-  if (!tl_dtype_is_float(dt)) {
+  if (!tl_dtype_is_float(dt) || dt == TL_FLOAT4_E2M1) { /* float4_e2m1 has no NaN */
     memset(p, 0xA5, n * es);
     return;
   }
@@ -1851,6 +1852,15 @@ tl_status tl_tensor_shape(const tl_program *prog, int p, const tl_arg *args, int
                              s->shape[d] ? s->shape[d]->column : 0,
                              "dimension %d of tensor '%s' is %" PRId64 "; it must not be negative", d, s->name, v);
     shape[d] = v;
+  }
+  /* a packed type's rows are whole bytes (proto/tile-ir-v1.md 7.1) */
+  int per = tl_dtype_is_packed(s->dtype) ? 8 / tl_dtype_bits(s->dtype) : 1;
+  if (s->ndim > 0 && shape[s->ndim - 1] % per != 0) {
+    const tl_expr *x = s->shape[s->ndim - 1];
+    return tl_error_set_at(err, TL_INVALID_ARG, x ? x->pointer : s->pointer, x ? x->column : 0,
+                           "the innermost dimension of tensor '%s' is %" PRId64 ", which is not a multiple of %d: "
+                           "%s packs %d elements per byte and its rows are whole bytes",
+                           s->name, shape[s->ndim - 1], per, tl_dtype_name(s->dtype), per);
   }
   return TL_OK;
 }

@@ -429,6 +429,12 @@ static void dump_region(FILE *f, tl_arena *a, const tl_region *r, bool ranged) {
   fputs("]", f);
 }
 
+void tl_mma_row_strides(const tl_sym *s, int64_t *warp_stride, int64_t *tile_stride) {
+  bool il = s->mma_interleaved && s->mma_mi > 1;
+  *warp_stride = il ? 16 : s->mma_mi * 16;
+  *tile_stride = il ? (int64_t)s->mma_wm * 16 : 16;
+}
+
 /* After pass_range: the range of a block, loop or let variable. */
 static void dump_range(FILE *f, const tl_sym *s, bool ranged) {
   if (ranged && s->has_range)
@@ -448,7 +454,8 @@ static void dump_sym_place(FILE *f, const tl_sym *s) {
                                       [TL_LAYOUT_WMMA_GFX12] = "wmma-gfx12"};
     fprintf(f, " in registers, %s layout, %lld per thread", lay[s->reg_layout], (long long)s->per_thread);
     if (s->reg_layout != TL_LAYOUT_BLOCKED)
-      fprintf(f, " (warps %dx%d, tiles %lldx%lld)", s->mma_wm, s->mma_wn, (long long)s->mma_mi, (long long)s->mma_ni);
+      fprintf(f, " (warps %dx%d, tiles %lldx%lld%s)", s->mma_wm, s->mma_wn, (long long)s->mma_mi, (long long)s->mma_ni,
+              s->mma_interleaved && s->mma_mi > 1 ? ", row tiles interleaved" : "");
     if (s->packed)
       fputs(", packed in pairs", f);
   } else if (s->smem_offset >= 0) {
@@ -503,13 +510,27 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
       fprintf(f, " = %s", tl_expr_str(a, s->value));
     if (s->kind == S_REDUCE || s->kind == S_CUMSUM)
       fprintf(f, " dim %d%s", s->dim, s->by_rows ? ", by rows" : "");
-    if (s->async_copy)
+    if (s->tma)
+      fprintf(f, " [TMA: cp.async.bulk.tensor, tensor map %d, prefetched]", s->tma_map);
+    else if (s->async_copy)
       fputs(s->prefetch ? " [cp.async, prefetched]" : " [cp.async]", f);
+    if (s->tma_why)
+      fprintf(f, " [not TMA: %s]", s->tma_why);
+    if (s->byte_copy)
+      fprintf(f, " [bytes, %d at a time]", s->byte_copy);
     break;
   case S_GEMM:
     fprintf(f, " %s%s x %s%s -> %s%s%s", s->A->name, s->trans_a ? "^T" : "", s->B->name, s->trans_b ? "^T" : "",
             s->C->name, s->use_wgmma ? " [wgmma m64nNk16]" : s->use_mma ? " [mma.sync m16n8k16]" : s->use_amd_mma ? " [mfma/wmma 16x16x16]" : " [per-element]",
             s->a_regs ? " [A in registers]" : "");
+    if (s->use_wgmma && (d->lowered & TL_RAN_PIPELINE))
+      fprintf(f, " [%lld x m64n%lld per warpgroup and k16 step, wait_group %d%s]", (long long)s->C->mma_mi,
+              (long long)s->C->dims[1], s->wg_pending,
+              s->wg_pending ? ": the next K tile's group is issued while this one runs" : "");
+    else if (s->use_wgmma)
+      fprintf(f, " [%lld x m64n%lld per warpgroup and k16 step]", (long long)s->C->mma_mi, (long long)s->C->dims[1]);
+    else if (s->why_not_wgmma)
+      fprintf(f, " [not wgmma: %s]", s->why_not_wgmma);
     break;
   case S_PARALLEL:
     fputs(" (", f);
@@ -523,6 +544,11 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
             tl_expr_str(a, s->extent), tl_expr_str(a, s->step));
     if (s->loop_kind == LOOP_PIPELINED)
       fprintf(f, " num_stages %lld%s", (long long)s->num_stages, s->pipe ? " [software pipelined]" : "");
+    if (s->pipe && (d->lowered & TL_RAN_PIPELINE))
+      fprintf(f, " [%lld stages, copies %lld ahead%s]", (long long)s->pipe_stages, (long long)s->pipe_ahead,
+              s->wg_drain ? ", wgmma groups drained at the end" : "");
+    if (s->tma)
+      fprintf(f, " [mbarriers %d..%d]", s->mbar, s->mbar + (int)s->pipe_stages - 1);
     dump_range(f, s->var, ranged);
     break;
   }
@@ -576,6 +602,15 @@ void tl_dump_program(const tl_program *prog, void *fp) {
     }
     fputc('\n', f);
   }
+  for (int i = 0; i < prog->ntmaps; i++) {
+    const tl_tmap *m = &prog->tmaps[i];
+    fprintf(f, "tensor map %d: %s, box [", i, m->tensor->name);
+    for (int d = 0; d < m->rank; d++)
+      fprintf(f, "%s%lld", d ? ", " : "", (long long)m->box[d]);
+    fprintf(f, "] (innermost first), swizzle %s, out of bounds reads zero\n", m->swizzle128 ? "128B" : "none");
+  }
+  if (prog->nmbar)
+    fprintf(f, "mbarriers: %d at %lld\n", prog->nmbar, (long long)prog->mbar_offset);
   if (prog->lowered & TL_RAN_RANGE)
     for (int i = 0; i < 3; i++)
       if (prog->block_vars[i]) {

@@ -147,11 +147,19 @@ typedef struct tl_sym {
                                   each holding mma_mi x mma_ni tiles of 16 x 8 */
   int mma_wm, mma_wn;
   int64_t mma_mi, mma_ni;
+  bool mma_interleaved;        /* TL_LAYOUT_MMA (and _ROWS), mma_mi > 1 only: the warps' row tiles
+                                  interleave, tile i of warp row wm holding rows
+                                  [(i * mma_wm + wm) * 16, +16) instead of [(wm * mma_mi + i) * 16,
+                                  +16): wgmma's accumulator when a warpgroup issues mma_mi m64
+                                  instructions (each covers 64 consecutive rows, 16 per warp);
+                                  tl_mma_row_strides is the one formula */
   bool packed;                 /* in_regs, TL_LAYOUT_MMA, 16-bit floats: held as pairs of values
                                   (unsigned r_X[per_thread / 2], local indices 2i and 2i + 1 in
                                   word i, the lower first); only written whole by a copy from
                                   a fragment of the same layout and read as the A operand of
                                   gemms taking A from registers (pass_place.c) */
+  bool tma_dst;                /* after pass_tma: written by bulk tensor copies in the 128-byte
+                                  swizzle, so 1024-byte aligned like a wgmma operand */
   bool wgmma_op;               /* swizzled operand of a wgmma gemm: rows of 64 elements in the
                                   128-byte swizzle mode (wider rows are stored as panels of 64
                                   columns, one after another), 1024-byte aligned */
@@ -170,6 +178,13 @@ typedef struct tl_sym {
  * (t % 32) / 4 + (r % 2) * 8 for local index r, the same in the 4 lanes of
  * a quad. */
 enum { TL_LAYOUT_BLOCKED, TL_LAYOUT_MMA, TL_LAYOUT_MMA_ROWS, TL_LAYOUT_MFMA, TL_LAYOUT_WMMA, TL_LAYOUT_WMMA_GFX12 };
+
+/* The rows of an mma-layout fragment (TL_LAYOUT_MMA or TL_LAYOUT_MMA_ROWS):
+ * tile i of the warps in warp row wm starts at row wm * *warp_stride +
+ * i * *tile_stride, that is wm * mma_mi * 16 + i * 16, or (i * mma_wm + wm)
+ * * 16 when the tiles interleave (mma_interleaved; pass_place.c).  The one
+ * description every consumer of the layout reads (ir.c). */
+void tl_mma_row_strides(const tl_sym *s, int64_t *warp_stride, int64_t *tile_stride);
 
 /* The AMD matrix-core layouts (HIP targets only; pass_place.c chooses them,
  * amd_layout.c describes them, emit_cuda.c lowers them).  All cover a grid
@@ -383,7 +398,7 @@ unsigned tl_stmt_kind_flags(tl_stmt_kind k);
   X(OP_CUMSUM, "cumsum", S_CUMSUM, "op", "src", "dst", "dim", "reverse")                                   \
   X(OP_ATOMIC_ADD, "atomic_add", S_ATOMIC_ADD, "op", "dst", "src", "value")                                \
   X(OP_PARALLEL, "parallel", S_PARALLEL, "op", "vars", "extents", "body")                                  \
-  X(OP_PIPELINED, "pipelined", S_LOOP, "op", "var", "extent", "start", "num_stages", "order", "stage",     \
+  X(OP_PIPELINED, "pipelined", S_LOOP, "op", "var", "extent", "start", "num_stages", "tma", "order", "stage",     \
     "body")                                                                                                \
   X(OP_SERIAL, "serial", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
   X(OP_UNROLL, "unroll", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
@@ -484,10 +499,29 @@ struct tl_stmt {
   bool use_wgmma;      /* after pass_place: (with use_mma) gemm lowered to wgmma.mma_async m64nNk16,
                           one warpgroup per 64 rows of C, A and B read from shared memory */
   bool use_amd_mma;    /* after pass_place: gemm lowered to MFMA or WMMA (C's reg_layout says which) */
+  const char *why_not_wgmma; /* after pass_place, where the target has wgmma: why this gemm does
+                          not run on it (NULL when it does) */
+  int wg_pending;      /* after pass_pipeline, a gemm on wgmma: the wgmma groups left in flight
+                          when it ends (the N of its wgmma.wait_group; pass_pipeline.c says when
+                          N > 0 is safe) */
+  bool wg_drain;       /* after pass_pipeline: a pipelined loop whose gemm leaves groups in flight;
+                          they are waited for (wgmma.wait_group 0) as the loop ends */
+  int64_t pipe_stages; /* after pass_pipeline, a pipe loop: the stages of its prefetched buffers */
+  int64_t pipe_ahead;  /* after pass_pipeline, a pipe loop: how many iterations ahead its copies
+                          are issued (pipe_stages - 1, or pipe_stages - 1 - wg_pending) */
   bool a_regs;         /* after pass_place: that gemm takes A from registers (A in C's row layout) */
   bool async_copy;     /* after pass_pipeline: a global -> shared copy in 16-byte cp.async chunks */
+  int byte_copy;       /* after pass_pipeline: a copy of a packed dtype moved as bytes, this many (1 to 16) at
+                          a time; 0: element by element */
   bool prefetch;       /* after pass_pipeline: issued ahead by its pipelined loop */
   bool pipe;           /* after pass_pipeline: a pipelined loop with prefetched copies */
+  bool tma;            /* after pass_tma: a prefetched copy issued as bulk tensor copies
+                          (cp.async.bulk.tensor) through tensor map tma_map by one thread,
+                          completing on its loop's mbarriers; on a loop: some copy is */
+  int tma_map;         /* tma copy: index in tl_program.tmaps */
+  const char *tma_why; /* after pass_tma, on a target with TMA: why a cp.async copy is not one */
+  int mbar;            /* tma loop: its first mbarrier (one per stage) in tl_program's */
+  bool no_tma;         /* pipelined: "tma": false (the program refuses TMA for the loop) */
   bool barrier_before; /* after pass_barrier: a block barrier goes just before the statement */
   bool barrier_end;    /* after pass_barrier: a serial loop ends each iteration with a barrier */
 
@@ -518,7 +552,7 @@ struct tl_stmt {
    * (each may be NULL when absent): JSON booleans/integers or constant
    * expression strings. */
   struct {
-    tl_expr *trans_a, *trans_b, *clear_accum, *k_pack, *dim, *clear, *reverse, *num_stages, *enable;
+    tl_expr *trans_a, *trans_b, *clear_accum, *k_pack, *dim, *clear, *reverse, *num_stages, *enable, *tma;
   } raw;
   const char *reduce_type_name, *policy_name, *order_name; /* parsed strings */
 
@@ -528,6 +562,21 @@ struct tl_stmt {
                           'x op= e' is the binary node 'x op e' (its left operand a copy of .lhs),
                           so that .value is always the value to store */
 };
+
+/* ---- tensor maps (pass_tma.c) ---------------------------------------------- */
+#define TL_MAX_TMAPS 8   /* tensor maps per kernel */
+#define TL_TMAP_RANK_MAX 5
+/* One tensor map: a tiled view of tensor param `tensor` that copies boxes
+ * of box[] elements (innermost dimension first, as cuTensorMapEncodeTiled
+ * takes them) into shared memory, with the 128-byte swizzle or none;
+ * out-of-bounds elements read as zero.  The kernel takes it as a
+ * `const __grid_constant__` parameter after the program's params. */
+typedef struct tl_tmap {
+  const struct tl_sym *tensor;
+  int rank;                         /* the tensor's ndim */
+  int64_t box[TL_TMAP_RANK_MAX];    /* innermost first */
+  bool swizzle128;                  /* CU_TENSOR_MAP_SWIZZLE_128B, else NONE */
+} tl_tmap;
 
 /* ---- program --------------------------------------------------------------- */
 typedef struct tl_program {
@@ -555,6 +604,12 @@ typedef struct tl_program {
   int64_t smem_bytes;    /* dynamic shared memory of one block */
   int64_t scratch_offset, scratch_bytes; /* shared scratch for cross-thread exchanges */
   int max_registers;     /* compile option: registers per thread (0: the toolchain's choice) */
+  /* after pass_tma: the tensor maps the kernel takes after its params, and
+   * its mbarriers (8 bytes each, in shared memory at mbar_offset) */
+  int ntmaps;
+  struct tl_tmap *tmaps;
+  int nmbar;
+  int64_t mbar_offset;
   /* after pass_barrier */
   bool fence_async;      /* some gemm runs on wgmma: every barrier is preceded by
                             fence.proxy.async, making the threads' shared-memory writes
@@ -567,7 +622,7 @@ typedef struct tl_program {
 
 /* The analyses between pass_pipeline and the emitter (pass.h), as bits of
  * tl_program.lowered. */
-enum { TL_RAN_RANGE = 1, TL_RAN_BARRIER = 2, TL_RAN_RASTER = 4, TL_RAN_ALL = 7 };
+enum { TL_RAN_RANGE = 1, TL_RAN_BARRIER = 2, TL_RAN_RASTER = 4, TL_RAN_ALL = 7, TL_RAN_PIPELINE = 8 };
 
 /* A constant override: -D NAME=VALUE on the command line, or one member of
  * a compile request's "constants".  value is JSON text of a number or a

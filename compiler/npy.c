@@ -53,6 +53,12 @@ static const struct {
     [TL_BFLOAT16] = {"<u2", TL_UINT16},     [TL_FLOAT32] = {"<f4", TL_FLOAT32},
     [TL_FLOAT64] = {"<f8", TL_FLOAT64},     [TL_FLOAT8_E4M3] = {"|u1", TL_UINT8},
     [TL_FLOAT8_E5M2] = {"|u1", TL_UINT8},
+    /* packed types: one element per byte (signed ones sign-extended), the
+     * float4/e8m0 ones as their codes */
+    [TL_INT4] = {"|i1", TL_INT8},           [TL_UINT4] = {"|u1", TL_UINT8},
+    [TL_INT2] = {"|i1", TL_INT8},           [TL_UINT2] = {"|u1", TL_UINT8},
+    [TL_INT1] = {"|i1", TL_INT8},           [TL_UINT1] = {"|u1", TL_UINT8},
+    [TL_FLOAT4_E2M1] = {"|u1", TL_UINT8},   [TL_FLOAT8_E8M0] = {"|u1", TL_UINT8},
 };
 
 static bool valid_dtype(tl_dtype t) { return (unsigned)t < (unsigned)TL_DTYPE_COUNT; }
@@ -61,7 +67,27 @@ const char *tl_npy_descr(tl_dtype t) { return valid_dtype(t) ? storage[t].descr 
 
 /* Tensors whose file may hold float32/float64 values instead of bit patterns. */
 static bool accepts_float_values(tl_dtype want) {
-  return want == TL_BFLOAT16 || want == TL_FLOAT8_E4M3 || want == TL_FLOAT8_E5M2;
+  return want == TL_BFLOAT16 || want == TL_FLOAT8_E4M3 || want == TL_FLOAT8_E5M2 || want == TL_FLOAT4_E2M1 ||
+         want == TL_FLOAT8_E8M0;
+}
+
+/* A packed type's file holds one element per byte: each must be in range
+ * (int4: -8..7, uint4: 0..15, float4_e2m1: codes 0..15). */
+static tl_status check_packed_values(const unsigned char *data, size_t count, tl_dtype want, const char *name,
+                                     tl_error *err) {
+  if (!tl_dtype_is_packed(want))
+    return TL_OK;
+  int bits = tl_dtype_bits(want);
+  bool sgn = tl_dtype_is_signed(want);
+  int lo = sgn ? -(1 << (bits - 1)) : 0, hi = sgn ? (1 << (bits - 1)) - 1 : (1 << bits) - 1;
+  for (size_t k = 0; k < count; k++) {
+    int v = sgn ? (int)(signed char)data[k] : (int)data[k];
+    if (v < lo || v > hi)
+      return tl_error_set(err, TL_INVALID_ARG,
+                          "%s: element %zu is %d, outside %s's range %d..%d (%s files hold one element per byte)",
+                          name, k, v, tl_dtype_name(want), lo, hi, tl_dtype_name(want));
+  }
+  return TL_OK;
 }
 
 /* What a header says. */
@@ -459,6 +485,14 @@ static tl_status fill_output(const npy_info *info, const void *raw, tl_dtype wan
     if (want == TL_BOOL)
       for (size_t k = 0; k < info->count; k++)
         data[k] = data[k] != 0;
+    tl_status st = check_packed_values(data, info->count, want, name, err);
+    if (st != TL_OK) {
+      free(data);
+      return st;
+    }
+    if (tl_dtype_is_packed(want)) /* held as the element's low bits (dtype.h) */
+      for (size_t k = 0; k < info->count; k++)
+        data[k] &= (unsigned char)((1u << tl_dtype_bits(want)) - 1);
   } else {
     for (size_t k = 0; k < info->count; k++) {
       double x;
@@ -474,6 +508,10 @@ static tl_status fill_output(const npy_info *info, const void *raw, tl_dtype wan
         memcpy(data + 2 * k, &h, 2);
       } else if (want == TL_FLOAT8_E4M3) {
         data[k] = tl_e4m3_from_double(x);
+      } else if (want == TL_FLOAT4_E2M1) {
+        data[k] = tl_e2m1_from_double(x);
+      } else if (want == TL_FLOAT8_E8M0) {
+        data[k] = tl_e8m0_from_double(x);
       } else {
         assert(want == TL_FLOAT8_E5M2);
         data[k] = tl_e5m2_from_double(x);
@@ -739,15 +777,20 @@ static bool write_full(int fd, const void *buf, size_t n) {
 }
 
 /* Writes the data; bools are written as 0/1. */
+/* bool is written as 0/1 and a packed type as one element per byte, signed
+ * types sign-extended (the host may hold other bits above the element). */
 static bool write_data(int fd, const tl_npy *arr, size_t bytes) {
-  if (arr->dtype != TL_BOOL)
+  if (arr->dtype != TL_BOOL && !tl_dtype_is_packed(arr->dtype))
     return write_full(fd, arr->data, bytes);
   const unsigned char *src = arr->data;
   unsigned char chunk[4096];
+  int bits = tl_dtype_bits(arr->dtype);
   for (size_t off = 0; off < bytes; off += sizeof chunk) {
     size_t m = bytes - off < sizeof chunk ? bytes - off : sizeof chunk;
     for (size_t k = 0; k < m; k++)
-      chunk[k] = src[off + k] != 0;
+      chunk[k] = arr->dtype == TL_BOOL                ? src[off + k] != 0
+                 : tl_dtype_is_float(arr->dtype) ? src[off + k] & ((1u << bits) - 1) /* float4_e2m1 codes */
+                                                 : (unsigned char)tl_load(src + off + k, arr->dtype).i;
     if (!write_full(fd, chunk, m))
       return false;
   }

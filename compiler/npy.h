@@ -7,8 +7,14 @@
  *   bool |b1, int8 |i1, uint8 |u1, int16 <i2, uint16 <u2, int32 <i4,
  *   uint32 <u4, int64 <i8, uint64 <u8, float16 <f2, float32 <f4,
  *   float64 <f8; bfloat16 is stored as <u2 bit patterns and float8_* as |u1
- *   bit patterns.  When reading for a bfloat16 or float8 tensor, files of
- *   <f4 or <f8 values are accepted too and rounded to nearest even.
+ *   bit patterns.  The packed types are one element per byte with the
+ *   tensor's own shape (tile-ir-v1.md 9.6): int4, int2, int1 as |i1 values,
+ *   uint4, uint2, uint1 as |u1 values (a value out of the type's range is
+ *   an error), float4_e2m1 as |u1 codes 0..15; float8_e8m0 as |u1 codes.
+ *   When reading for a bfloat16, float8 or float4 tensor, files of <f4 or
+ *   <f8 values are accepted too and rounded to nearest even (float8_e8m0:
+ *   to the nearest power of two, dtype.h).  tl_npy.data holds a packed
+ *   type one element per byte (tl_pack makes the device layout).
  * Limits: header at most 64 KiB, at most TL_NPY_MAX_DIMS dimensions, data at
  * most 2^40 bytes; a truncated file or trailing garbage is an error.
  */

@@ -806,6 +806,12 @@ static tl_status nv_inspect(void *h, const tl_target *t, const tl_toolchain_out 
       json_object_set_new(res, "registers", json_integer(k->registers));
       json_object_set_new(res, "static_shared_bytes", json_integer(k->shared_bytes));
       json_object_set_new(res, "local_bytes", json_integer(k->local_bytes));
+      if (k->nparams) { /* where each parameter goes in the parameter buffer (EIATTR_KPARAM_INFO) */
+        json_t *offs = json_array();
+        for (int i = 0; i < k->nparams; i++)
+          json_array_append_new(offs, json_integer(k->param_offset[i]));
+        json_object_set_new(res, "param_offsets", offs);
+      }
     }
     tl_cubin_info_free(&ci);
     tl_ptxas_stats ps;

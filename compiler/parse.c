@@ -45,8 +45,8 @@ static const char *json_kind(const json_t *v) {
 static bool is_reserved(const char *s) {
   if (tl_is_keyword(s, strlen(s)))
     return true;
-  tl_dtype t;
-  if (tl_dtype_parse(s, &t))
+  tl_dtype t; /* the dtypes v1 started with; later ones and aliases are not reserved */
+  if (tl_dtype_parse(s, &t) && tl_dtype_is_reserved(t) && strcmp(s, tl_dtype_name(t)) == 0)
     return true;
   for (int f = 1; f < FN_COUNT; f++)
     if (strcmp(s, tl_fn_name((tl_fn)f)) == 0)
@@ -201,7 +201,8 @@ static bool get_dtype(P *p, json_t *obj, const char *ptr, const char *what, tl_d
     ERR(dp, "unknown dtype '%s'; did you mean '%s'?", s, hint);
   else
     ERR(dp, "unknown dtype '%s'; the dtypes are bool, int8, uint8, int16, uint16, int32, uint32, int64, "
-            "uint64, float16, bfloat16, float32, float64, float8_e4m3, float8_e5m2", s);
+            "uint64, float16, bfloat16, float32, float64, float8_e4m3, float8_e5m2, int4, uint4, int2, uint2, "
+            "int1, uint1, float4_e2m1, float8_e8m0", s);
   return false;
 }
 
@@ -525,6 +526,7 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     }
     if (s->loop_kind == LOOP_PIPELINED) {
       s->raw.num_stages = get_int_field(p, v, "num_stages", ptr, false, what);
+      s->raw.tma = get_flag(p, v, "tma", ptr);
       for (int which = 0; which < 2; which++) {
         const char *key = which ? "stage" : "order";
         json_t *l = json_object_get(v, key);

@@ -19,6 +19,10 @@ typedef struct tl_codegen {
   bool mma;           /* mma.sync m16n8k16 + ldmatrix (NVIDIA, sm_80 and later) */
   bool async_copy;    /* cp.async (NVIDIA, sm_80 and later) */
   bool wgmma;         /* wgmma.mma_async (sm_90a, compute_90a) */
+  bool tma;           /* cp.async.bulk.tensor and mbarrier transactions (sm_90 and later) */
+  char wgmma_variant[TL_TARGET_NAME_MAX + 1]; /* no wgmma here, but the 'a' variant of the target has it ("sm_90a"
+                             for sm_90, "compute_90a" for compute_90; else ""): --emit ir says
+                             so at each gemm pass_place.c puts on mma.sync */
   int amd_matrix;     /* tl_amd_matrix (target.h): MFMA, WMMA or WMMA_GFX12, 0 for none */
 } tl_codegen;
 /* NVIDIA's from sm_80: CUDA, warps of 32, mma.sync and cp.async (emit_cuda.c). */
@@ -53,6 +57,11 @@ tl_status tl_pass_pipeline_for(tl_program *prog, int64_t smem_limit, const tl_co
 /* pass_pipeline.c: is integer expression x provably a multiple of v (NULL,
  * meaning 0, is)? */
 bool tl_multiple_of(const tl_expr *x, int64_t v);
+/* pass_tma.c: which prefetched copies run as bulk tensor copies on cg's
+ * target, the tensor maps and mbarriers they need (tl_program.tmaps,
+ * nmbar), then tl_pass_smem; none when they would take shared memory over
+ * smem_limit bytes. */
+void tl_pass_tma(tl_program *prog, int64_t smem_limit, const tl_codegen *cg);
 /* pass_place.c: offsets of the shared buffers (after pass_pipeline). */
 void tl_pass_smem(tl_program *prog);
 

@@ -95,7 +95,7 @@ bool tl_reduce_in_quads(const tl_stmt *s) {
   const tl_sym *src = s->src->sym, *dst = s->dst->sym;
   return tl_reduce_by_rows(s) && src->in_regs && src->reg_layout == TL_LAYOUT_MMA && src->mma_wn == 1 &&
          dst->kind == SYM_BUFFER && dst->scope == SCOPE_FRAGMENT && dst->in_regs && dst->reg_layout == TL_LAYOUT_MMA_ROWS &&
-         dst->mma_wm == src->mma_wm && dst->mma_mi == src->mma_mi;
+         dst->mma_wm == src->mma_wm && dst->mma_mi == src->mma_mi && dst->mma_interleaved == src->mma_interleaved;
 }
 
 static void collect(tl_arena *a, access *x, const tl_stmt *s);

@@ -7,7 +7,10 @@
  * tensor, so the zero-fill of a chunk outside is the "reads as zero" rule);
  * prefetch on those copies of a `pipelined` loop that the loop can issue
  * num_stages - 1 iterations ahead, with `stages` copies of their shared
- * buffers; pipe on such loops.  Keeps: everything else (results never
+ * buffers; pipe on such loops, with pipe_stages and pipe_ahead; for a
+ * gemm on wgmma, how many of its wgmma-groups stay in flight as it ends
+ * (wg_pending, and wg_drain on its loop: the rule and its argument are at
+ * async_gemm below).  Keeps: everything else (results never
  * change: a prefetched copy reads only the loop variable and values fixed
  * before the loop, and its buffer is written by nothing else and read by
  * nothing before it in the body or outside the loop).
@@ -16,6 +19,11 @@
  *
  * A target without cp.async (tl_codegen: AMD) gets no async copies and so
  * no pipelining: its copies are plain loads and stores.
+ *
+ * Also produces byte_copy on every other copy between tensors or shared
+ * buffers of one packed dtype (proto/tile-ir-v1.md 7.1.2) whose rows hold
+ * whole aligned vectors: it moves bytes, 1 to 16 at a time, instead of
+ * elements.
  */
 #include <string.h>
 #include "ir.h"
@@ -50,7 +58,7 @@ static bool can_async(const tl_stmt *s) {
   if (src->sym->kind != SYM_TENSOR || dst->sym->kind != SYM_BUFFER || dst->sym->scope == SCOPE_LOCAL ||
       (dst->sym->scope == SCOPE_FRAGMENT && dst->sym->in_regs) || src->sym->dtype != dst->sym->dtype)
     return false;
-  int64_t es = (int64_t)tl_dtype_size(src->sym->dtype), v = 16 / es;
+  int64_t v = 128 / tl_dtype_bits(src->sym->dtype); /* elements per 16 bytes, packed dtypes included */
   int ls = src->ndim - 1, ld = dst->ndim - 1;
   if (src->ext[ls] == 1 || dst->ext[ld] == 1 || src->ext[ls] % v || dst->ext[ld] % v)
     return false;
@@ -155,6 +163,76 @@ static bool used_outside(const tl_body *b, const tl_stmt *loop, const tl_sym *bu
   return tl_walk((tl_body *)b, &w, &o) == TL_WALK_STOP;
 }
 
+/* ---- wgmma kept in flight across iterations -----------------------------------------
+ * A gemm on wgmma issues its instructions, commits them as one wgmma-group
+ * and waits with wgmma.wait_group N until at most N groups are pending.
+ * N = 0 (the gemm done when it ends) is always right.  N > 0 lets the
+ * tensor cores run the gemm of iteration c while the block waits for the
+ * copies of c + 1 and issues the gemm of c + 1; it is right only when
+ * nothing touches what the pending groups still use until they are waited
+ * for.  The PTX ISA (wgmma.mma_async, wgmma.wait_group) makes reading or
+ * writing the accumulator registers of a pending wgmma undefined (except by
+ * further wgmma.mma_async of the same shape, which the hardware orders),
+ * and a pending wgmma reads its A and B from shared memory until its group
+ * completes, so writing them meanwhile is a race.
+ *
+ * So a gemm keeps N = 1 only inside a software-pipelined loop (pipe) that
+ * holds it at its top level, where it is the loop's only gemm on wgmma,
+ * does not clear C (writing C's registers with a group pending), C is
+ * touched by no other statement of the loop, and A and B are both buffers
+ * the loop prefetches (written by nothing but the loop's own copies).  The
+ * loop then waits for the last group as it ends (wg_drain: wait_group 0,
+ * before the barrier that follows every pipelined loop), so whatever
+ * comes after it (the epilogue reading C) sees finished accumulators.
+ *
+ * The stages.  With S stages of the prefetched buffers, copies issued d
+ * iterations ahead, and N groups pending at the end of each iteration:
+ * iteration c starts with cp.async.wait_group and a block barrier, which
+ * every warpgroup reaches only after its wait at the end of iteration c - 1,
+ * so all groups up to c - 1 - N are complete and only those of iterations
+ * c - N .. c - 1 may be pending, reading stages (c - N) % S .. (c - 1) % S.
+ * After the barrier the block overwrites stage (c + d) % S with the copies
+ * of iteration c + d.  That stage is none of the pending ones exactly when
+ * d + j is not a multiple of S for j = 1 .. N, i.e. (with d >= 1) when
+ * d + N <= S - 1.  The copies of iteration c itself, which the gemm of c
+ * reads, are in stage c % S, not being written (d < S).  So a loop of S
+ * stages prefetches d = S - 1 - N ahead: num_stages - 1 ahead as the
+ * program asks, with one stage more (S = num_stages + 1) for the pending
+ * group, or, where shared memory is short of that stage, one iteration
+ * less ahead; with no room for d >= 1 the gemm waits for 0 (N = 0, d = S - 1).
+ * ---------------------------------------------------------------------------------------- */
+static tl_walk_act find_wgmma(tl_stmt *s, void *n) {
+  if (s->kind == S_GEMM && s->use_wgmma)
+    ++*(int *)n;
+  return TL_WALK_GO;
+}
+
+/* The gemm of pipelined loop `loop` that may leave its group in flight
+ * across iterations (above), or NULL. */
+static tl_stmt *async_gemm(const tl_stmt *loop) {
+  static const tl_walker w = {.pre = find_wgmma};
+  int n = 0;
+  tl_walk((tl_body *)&loop->body, &w, &n);
+  const tl_body *b = &loop->body;
+  tl_stmt *g = NULL;
+  for (int i = 0; i < b->n; i++)
+    if (b->items[i]->kind == S_GEMM && b->items[i]->use_wgmma)
+      g = b->items[i];
+  if (n != 1 || !g || g->clear_accum)
+    return NULL;
+  bool a = false, bb = false;
+  for (int i = 0; i < b->n; i++) {
+    const tl_stmt *c = b->items[i];
+    if (c->prefetch && c->dst->sym == g->A)
+      a = true;
+    if (c->prefetch && c->dst->sym == g->B)
+      bb = true;
+    if (c != g && stmt_touches(c, g->C))
+      return NULL;
+  }
+  return a && bb ? g : NULL;
+}
+
 static void pipeline_loop(P *p, tl_stmt *loop) {
   int64_t stages = loop->num_stages < p->max_stages ? loop->num_stages : p->max_stages;
   if (stages < 2 || loop->step->kind != E_CONST || loop->step->val.i != 1)
@@ -178,17 +256,68 @@ static void pipeline_loop(P *p, tl_stmt *loop) {
     if (!ok)
       continue;
     c->prefetch = true;
-    ((tl_sym *)buf)->stages = stages;
     loop->pipe = true;
   }
+  if (!loop->pipe)
+    return;
+  tl_stmt *g = async_gemm(loop);
+  int pending = g ? 1 : 0;
+  int64_t total = loop->num_stages + pending < p->max_stages ? loop->num_stages + pending : p->max_stages;
+  int64_t ahead = total - 1 - pending;
+  if (ahead < 1) {
+    pending = 0;
+    ahead = total - 1;
+  }
+  loop->pipe_stages = total;
+  loop->pipe_ahead = ahead;
+  loop->wg_drain = pending > 0;
+  if (g)
+    g->wg_pending = pending;
+  for (int i = 0; i < b->n; i++)
+    if (b->items[i]->prefetch)
+      b->items[i]->dst->sym->stages = total;
+}
+
+static bool in_regs(const tl_sym *s) { return s->kind == SYM_BUFFER && s->scope == SCOPE_FRAGMENT && s->in_regs; }
+
+/* The bytes a copy between two tensors or shared buffers of one packed
+ * dtype may move at once (1, 2, 4, 8 or 16), or 0 when it cannot move
+ * bytes: the innermost dimension of both regions is the copy's, and its
+ * extent, both starts and (for a constant dimension) both rows hold whole
+ * vectors; a tensor's base is aligned to them. */
+static int byte_copy_width(const tl_stmt *s) {
+  const tl_region *src = s->src, *dst = s->dst;
+  const tl_sym *a = src->sym, *b = dst->sym;
+  if (a->dtype != b->dtype || !tl_dtype_is_packed(a->dtype) || in_regs(a) || in_regs(b))
+    return 0;
+  if ((a->kind == SYM_BUFFER && a->scope == SCOPE_LOCAL) || (b->kind == SYM_BUFFER && b->scope == SCOPE_LOCAL))
+    return 0;
+  int ls = src->ndim - 1, ld = dst->ndim - 1, per = 8 / tl_dtype_bits(a->dtype);
+  if (src->ext[ls] == 1 || dst->ext[ld] == 1 || src->ext[ls] != dst->ext[ld])
+    return 0;
+  for (int w = 16; w >= 1; w /= 2) {
+    int64_t v = (int64_t)w * per; /* elements per vector */
+    bool ok = src->ext[ls] % v == 0 && tl_multiple_of(src->lo[ls], v) && tl_multiple_of(dst->lo[ld], v);
+    for (int k = 0; k < 2; k++) {
+      const tl_sym *x = k ? b : a;
+      int last = k ? ld : ls;
+      ok = ok && (x->dims[last] < 0 ? w == 1 : x->dims[last] % v == 0) && (x->kind != SYM_TENSOR || x->align >= w);
+    }
+    if (ok)
+      return w;
+  }
+  return 0;
 }
 
 /* Marks the copies before what they hold, the pipelined loops after (tl_walker). */
 static tl_walk_act mark_copy(tl_stmt *s, void *user) {
   P *p = user;
-  s->prefetch = s->pipe = false;
+  s->prefetch = s->pipe = s->wg_drain = false;
+  s->wg_pending = 0;
+  s->pipe_stages = s->pipe_ahead = 0;
   if (s->kind == S_COPY) {
     s->async_copy = p->async && can_async(s);
+    s->byte_copy = s->async_copy ? 0 : byte_copy_width(s);
     if (s->dst->sym->kind == SYM_BUFFER)
       s->dst->sym->stages = 1;
   }
@@ -214,7 +343,7 @@ tl_status tl_pass_pipeline(tl_program *prog, int64_t smem_limit, tl_error *err) 
 }
 
 tl_status tl_pass_pipeline_for(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, tl_error *err) {
-  P pp = {.prog = prog, .top = &prog->body, .max_stages = 16, .async = cg->async_copy};
+  P pp = {.prog = prog, .top = &prog->body, .max_stages = 17, .async = cg->async_copy};
   for (;;) {
     walk(&pp, &prog->body);
     tl_pass_smem(prog);
@@ -226,6 +355,7 @@ tl_status tl_pass_pipeline_for(tl_program *prog, int64_t smem_limit, const tl_co
         deepest = prog->buffer_syms[i]->stages;
     pp.max_stages = deepest > 1 ? deepest - 1 : 1;
   }
+  prog->lowered |= TL_RAN_PIPELINE;
   (void)err;
   return TL_OK;
 }

@@ -24,7 +24,11 @@
  * are demoted to shared memory otherwise (a loop's iterations must run on
  * the thread that owns their elements).  The operands A and B are stored
  * swizzled (bank-conflict free for ldmatrix) when their rows allow it.
- * Only where the target has mma.sync (tl_codegen.mma).
+ * Only where the target has mma.sync (tl_codegen.mma).  Where it has wgmma
+ * (sm_90a), a gemm whose shape choose_wgmma accepts takes that instead,
+ * and C the mma layout with interleaved row tiles when a warpgroup issues
+ * more than one m64 instruction per K step (ir.h: mma_interleaved); a gemm
+ * it refuses keeps why in why_not_wgmma (`--emit ir` prints it).
  *
  * On AMD targets with matrix cores (tl_codegen.amd_matrix: MFMA on CDNA,
  * WMMA on RDNA3 (gfx11) and RDNA4 (gfx12)) the same holds with their
@@ -50,6 +54,7 @@ typedef struct {
   int64_t scratch;
   tl_vec rows;      /* row reads: pairs (1-D fragment, 2-D parallel loop) */
   bool wgmma;       /* the target has wgmma.mma_async */
+  const char *wgmma_variant; /* tl_codegen.wgmma_variant */
   int amd_matrix;   /* choose_amd_all: the target's matrix instructions (TL_AMD_MATRIX_*) */
   int wave;         /* choose_amd_all: its wavefront size */
   bool changed;     /* unify_all, resolve_gemm_a: something changed in this walk */
@@ -205,52 +210,102 @@ static tl_walk_act mark_reduction(tl_stmt *s, void *user) {
 bool tl_reduce_by_rows(const tl_stmt *s) { return s->by_rows; }
 
 /* ---- the matrix-core path ------------------------------------------------------- */
+static bool interleaved(const tl_sym *s) { return s->mma_interleaved && s->mma_mi > 1; }
+
 static bool same_mma(const tl_sym *a, const tl_sym *b) {
-  return a->mma_wm == b->mma_wm && a->mma_wn == b->mma_wn && a->mma_mi == b->mma_mi && a->mma_ni == b->mma_ni;
+  return a->mma_wm == b->mma_wm && a->mma_wn == b->mma_wn && a->mma_mi == b->mma_mi && a->mma_ni == b->mma_ni &&
+         interleaved(a) == interleaved(b);
 }
 
-/* Gives fragment C the accumulator layout for a gemm on `threads`, when
- * the shape tiles onto the warps; returns false (nothing changed) if not. */
-/* wgmma (sm_90a): each warpgroup of 4 warps computes 64 rows of C across
- * all its N columns with m64nNk16 instructions reading A and B from shared
- * memory through matrix descriptors.  Taken when C (float32, registers) has
- * 16 rows per warp and at most 256 columns, A is stored [M, 64] (K-major,
- * one 128-byte swizzle atom per 8 rows) and B either [N, 64] (K-major) or
- * [64 * k, N] with N a multiple of 64 (N-major, stored as panels of 64
- * columns).  C's layout is then the mma layout with every warp along M and
- * one tile row per warp: each warp's accumulator registers are exactly the
- * instruction's. */
-static bool choose_wgmma(P *p, tl_stmt *s) {
+/* wgmma (sm_90a): warpgroup g (4 warps) issues, per k16 step, mi
+ * instructions m64nNk16 across all N columns of C, instruction i for rows
+ * [(i * W + 4 g) * 16, +64) (W warps in the block), A and B read from
+ * shared memory through matrix descriptors.  Warp w of the block thus holds
+ * rows [(i * W + w) * 16, +16) of each i: C's layout is the mma layout with
+ * every warp along M, mi x N/8 tiles per warp, and the row tiles
+ * interleaved (ir.h: mma_interleaved; with mi = 1 that is the plain
+ * layout); each warp's accumulator registers of instruction i are then
+ * C's registers [i * N/2, (i + 1) * N/2) in order.
+ *
+ * The operands' storage (emit_cuda.c writes it, the descriptors read it):
+ * A [M, Kt] K-major; B [N, Kt] (transpose_B, K-major) or [Kt, N] (N-major).
+ * A K-major operand with rows of Kt <= 64 elements is stored in the swizzle
+ * mode of its row width (128, 64 or 32 bytes for Kt = 64, 32, 16: the
+ * 16-byte chunks of a row XORed by its address bits 7 and up, as the
+ * descriptor's mode says), with wider rows (Kt a multiple of 64) as panels
+ * of 64 columns in the 128-byte mode; a k16 step is 32 bytes along a row.
+ * An N-major B is stored as panels of 64 columns (N a multiple of 64), each
+ * [Kt, 64] in the 128-byte mode; a k16 step is 16 rows (2048 bytes) on.
+ * Every swizzled buffer starts on 1024 bytes (tl_pass_smem), and its rows
+ * come in groups of 8 (M, N, Kt multiples of 8 and 16), so the address bits
+ * that the hardware's swizzle reads are the ones emit_cuda.c's offsets use.
+ *
+ * Returns why gemm s cannot run so (and leaves everything as it was), or
+ * NULL after giving C the layout. */
+static const char *choose_wgmma(P *p, tl_stmt *s) {
   tl_sym *A = s->A, *B = s->B, *C = s->C;
-  if (!p->wgmma || A->scope != SCOPE_SHARED || B->scope != SCOPE_SHARED || s->trans_a)
-    return false;
-  if ((A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16) || B->dtype != A->dtype || (A->layout && !A->layout->swizzle) ||
-      (B->layout && !B->layout->swizzle))
-    return false;
-  if (A->ndim != 2 || B->ndim != 2 || C->ndim != 2 || !C->in_regs || C->dtype != TL_FLOAT32 || p->threads % 128)
-    return false;
-  int64_t M = C->dims[0], N = C->dims[1], nw = p->threads / 32;
-  if (M != 16 * nw || N > 256 || N % 8 || A->dims[0] != M || A->dims[1] != 64)
-    return false;
-  if (s->trans_b ? (B->dims[0] != N || B->dims[1] != 64) : (B->dims[0] != 64 || B->dims[1] != N || N % 64))
-    return false;
-  tl_sym want = {.mma_wm = (int)nw, .mma_wn = 1, .mma_mi = 1, .mma_ni = N / 8};
+  if (A->scope != SCOPE_SHARED || B->scope != SCOPE_SHARED)
+    return "A and B must both be shared buffers (wgmma reads them through matrix descriptors)";
+  if (s->trans_a)
+    return "A is stored [K, M] (transpose_A): only a K-major A is lowered to wgmma";
+  if ((A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16) || B->dtype != A->dtype)
+    return "A and B are not both float16 or both bfloat16";
+  if ((A->layout && !A->layout->swizzle) || (B->layout && !B->layout->swizzle))
+    return "annotate_layout gives A or B a layout of its own (wgmma needs its swizzled storage)";
+  if (A->ndim != 2 || B->ndim != 2 || C->ndim != 2)
+    return "A, B and C are not all 2-D";
+  if (C->dtype == TL_FLOAT32 && C->scope == SCOPE_FRAGMENT && !C->in_regs && elems(C) > TL_MAX_REG_ELEMS * p->threads)
+    return tl_arena_printf(p->prog->arena, "C would take %lld accumulators per thread, more than %d: use more warps or "
+                           "a smaller tile", (long long)((elems(C) + p->threads - 1) / p->threads), TL_MAX_REG_ELEMS);
+  if (!C->in_regs || C->dtype != TL_FLOAT32)
+    return "C is not a float32 fragment in registers";
+  if (p->threads % 128)
+    return "the block is not whole warpgroups (threads a multiple of 128)";
+  int64_t M = C->dims[0], N = C->dims[1], K = A->dims[1], nw = p->threads / 32;
+  if (M % (16 * nw))
+    return tl_arena_printf(p->prog->arena, "C's %lld rows are not a multiple of 16 x %lld warps (each m64 instruction "
+                           "gives each warp of its warpgroup 16 rows)", (long long)M, (long long)nw);
+  int64_t mi = M / (16 * nw);
+  if (N % 8 || N > 256)
+    return tl_arena_printf(p->prog->arena, "C's %lld columns are not a multiple of 8 up to 256 (wgmma's N)", (long long)N);
+  if (A->dims[0] != M)
+    return "A's rows are not C's";
+  if (K % 16 || (K > 64 && K % 64) || K == 48)
+    return tl_arena_printf(p->prog->arena, "the K tile is %lld: a K-major operand is stored in the 32-, 64- or 128-byte "
+                           "swizzle (K tile 16, 32 or 64) or as panels of 64 (a multiple of 64)", (long long)K);
+  if (s->trans_b && (B->dims[0] != N || B->dims[1] != K))
+    return "B (transpose_B) is not [N, K]";
+  if (!s->trans_b && (B->dims[0] != K || B->dims[1] != N))
+    return "B is not [K, N]";
+  if (!s->trans_b && N % 64)
+    return tl_arena_printf(p->prog->arena, "an N-major B ([K, N]) is stored as panels of 64 columns; N is %lld "
+                           "(store B as [N, K] with transpose_B, or use N a multiple of 64)", (long long)N);
+  tl_sym want = {.mma_wm = (int)nw, .mma_wn = 1, .mma_mi = mi, .mma_ni = N / 8, .mma_interleaved = mi > 1};
   if (C->reg_layout == TL_LAYOUT_MMA && !same_mma(C, &want))
-    return false;
+    return "C already has another gemm's accumulator layout";
   C->reg_layout = TL_LAYOUT_MMA;
   C->mma_wm = (int)nw;
   C->mma_wn = 1;
-  C->mma_mi = 1;
+  C->mma_mi = mi;
   C->mma_ni = N / 8;
-  C->per_thread = N / 2;
+  C->mma_interleaved = mi > 1;
+  C->per_thread = mi * N / 2;
   s->use_mma = s->use_wgmma = true;
-  return true;
+  return NULL;
 }
 
+/* Gives fragment C the accumulator layout for a gemm on the block's
+ * warps, when the shape tiles onto them: wgmma where the target has it
+ * and choose_wgmma allows, else mma.sync; returns false (nothing changed)
+ * if neither. */
 static bool choose_mma(P *p, tl_stmt *s) {
   tl_sym *A = s->A, *B = s->B, *C = s->C;
   s->use_wgmma = false;
-  if (choose_wgmma(p, s))
+  s->why_not_wgmma = p->wgmma             ? choose_wgmma(p, s)
+                     : p->wgmma_variant[0] ? tl_arena_printf(p->prog->arena, "this target has none; %s has",
+                                                             p->wgmma_variant)
+                                           : NULL;
+  if (s->use_wgmma)
     return true;
   if ((A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16) || B->in_regs)
     return false;
@@ -403,7 +458,7 @@ bool tl_same_reg_layout(const tl_sym *a, const tl_sym *b) {
     if (a->dims[d] != b->dims[d])
       return false;
   if (a->reg_layout == TL_LAYOUT_MMA_ROWS)
-    return a->mma_wm == b->mma_wm && a->mma_mi == b->mma_mi;
+    return a->mma_wm == b->mma_wm && a->mma_mi == b->mma_mi && interleaved(a) == interleaved(b);
   return a->reg_layout == TL_LAYOUT_BLOCKED || same_mma(a, b);
 }
 
@@ -428,6 +483,7 @@ static bool unify(tl_sym **g, int n) {
       x->mma_wn = m->mma_wn;
       x->mma_mi = m->mma_mi;
       x->mma_ni = m->mma_ni;
+      x->mma_interleaved = m->mma_interleaved;
       x->per_thread = m->per_thread;
     } else {
       x->in_regs = false;
@@ -451,7 +507,9 @@ static tl_walk_act unify_all(tl_stmt *s, void *user) {
     if (g[0]->kind == SYM_BUFFER && g[1]->kind == SYM_BUFFER)
       p->changed |= unify(g, 2);
   } else if (s->kind == S_GEMM && s->use_mma && !s->C->in_regs) {
-    s->use_mma = false; /* C was demoted after all */
+    if (s->use_wgmma)
+      s->why_not_wgmma = "C left the registers (another statement needs it elsewhere)";
+    s->use_mma = s->use_wgmma = false; /* C was demoted after all */
     p->changed = true;
   } else if (s->kind == S_GEMM && s->use_amd_mma && (!s->C->in_regs || s->A->in_regs || s->B->in_regs)) {
     s->use_amd_mma = false;
@@ -573,7 +631,7 @@ static int64_t smem_floor(const tl_program *prog, int64_t extra) {
   for (int i = 0; i < prog->nbuffer_slots; i++) {
     const tl_sym *s = prog->buffer_syms[i];
     if (s->scope == SCOPE_SHARED || (s->scope == SCOPE_FRAGMENT && !s->in_regs))
-      n += elems(s) * (int64_t)tl_dtype_size(s->dtype);
+      n += (int64_t)tl_dtype_bytes(s->dtype, (uint64_t)elems(s));
   }
   return n;
 }
@@ -588,10 +646,10 @@ static tl_walk_act resolve_gemm_a(tl_stmt *s, void *user) {
      * hold A besides the rest */
     mark_packed(prog);
     bool room = tl_reg_words(prog) <= TL_REG_BUDGET ||
-                smem_floor(prog, elems(A) * (int64_t)tl_dtype_size(A->dtype)) > p->smem_limit;
-    bool ok = s->use_mma && C->in_regs && A->reg_layout == TL_LAYOUT_MMA && A->mma_wn == 1 && C->mma_wn == 1 &&
-              A->mma_wm == C->mma_wm && A->mma_mi == C->mma_mi && A->dims[0] == C->dims[0] && A->dims[1] % 16 == 0 &&
-              room;
+                smem_floor(prog, (int64_t)tl_dtype_bytes(A->dtype, (uint64_t)elems(A))) > p->smem_limit;
+    bool ok = s->use_mma && !s->use_wgmma && C->in_regs && A->reg_layout == TL_LAYOUT_MMA && A->mma_wn == 1 &&
+              C->mma_wn == 1 && A->mma_wm == C->mma_wm && A->mma_mi == C->mma_mi &&
+              interleaved(A) == interleaved(C) && A->dims[0] == C->dims[0] && A->dims[1] % 16 == 0 && room;
     s->a_regs = ok;
     if (!ok) {
       s->A->in_regs = false;
@@ -621,9 +679,11 @@ static bool resolve_rows(P *p) {
       v->mma_wn = 1;
       v->mma_mi = o->mma_mi;
       v->mma_ni = o->mma_ni;
+      v->mma_interleaved = o->mma_interleaved;
       v->per_thread = 2 * o->mma_mi;
       changed = true;
-    } else if (!ok || v->reg_layout != TL_LAYOUT_MMA_ROWS || v->mma_wm != o->mma_wm || v->mma_mi != o->mma_mi) {
+    } else if (!ok || v->reg_layout != TL_LAYOUT_MMA_ROWS || v->mma_wm != o->mma_wm || v->mma_mi != o->mma_mi ||
+               interleaved(v) != interleaved(o)) {
       v->in_regs = false;
       changed = true;
     }
@@ -671,7 +731,7 @@ tl_status tl_pass_place_for(tl_program *prog, int64_t smem_limit, const tl_codeg
 }
 
 static void place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bool amd) {
-  P pp = {.prog = prog, .wgmma = cg->wgmma}, *p = &pp;
+  P pp = {.prog = prog, .wgmma = cg->wgmma, .wgmma_variant = cg->wgmma_variant}, *p = &pp;
   p->threads = prog->threads[0] * prog->threads[1] * prog->threads[2];
   for (int i = 0; i < prog->nbuffer_slots; i++) {
     tl_sym *s = prog->buffer_syms[i];
@@ -680,6 +740,8 @@ static void place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bo
     s->swizzled = false;
     s->packed = false;
     s->wgmma_op = false;
+    s->tma_dst = false;
+    s->mma_interleaved = false;
     s->stages = 1;
     if (s->scope == SCOPE_FRAGMENT) {
       s->per_thread = (elems(s) + p->threads - 1) / p->threads;
@@ -718,11 +780,13 @@ void tl_pass_smem(tl_program *prog) {
     tl_sym *s = prog->buffer_syms[i];
     if (s->scope == SCOPE_LOCAL || (s->scope == SCOPE_FRAGMENT && s->in_regs))
       continue;
-    int64_t al = s->wgmma_op ? 1024 : 128; /* wgmma's swizzle atoms: 1024 bytes */
+    int64_t al = s->wgmma_op || s->tma_dst ? 1024 : 128; /* 128-byte swizzle atoms: 1024 bytes */
     off = (off + al - 1) & ~(al - 1);
     s->smem_offset = off;
-    off += elems(s) * (int64_t)tl_dtype_size(s->dtype) * (s->stages > 1 ? s->stages : 1);
+    off += (int64_t)tl_dtype_bytes(s->dtype, (uint64_t)elems(s)) * (s->stages > 1 ? s->stages : 1);
   }
+  prog->mbar_offset = off = (off + 7) & ~(int64_t)7; /* pass_tma's mbarriers, 8 bytes each */
+  off += 8 * (int64_t)prog->nmbar;
   off = (off + 127) & ~(int64_t)127;
   prog->scratch_offset = off;
   prog->smem_bytes = off + prog->scratch_bytes;

@@ -16,6 +16,8 @@
 #ifndef TL_PRELUDE_CUDA_H
 #define TL_PRELUDE_CUDA_H
 
+#include "prelude_subbyte.h"
+
 #define TL_PRELUDE_STR_(x) #x
 #define TL_PRELUDE_STR(x) TL_PRELUDE_STR_(x)
 #define TL_PRELUDE_MARK_TEXT TL_PRELUDE_STR(TL_PRELUDE_MARK)
@@ -85,6 +87,7 @@ static const char tl_prelude_cuda[] =
     "TL_DEV float tl_e5m2_2f(unsigned char b) { return tl_e8_2f(b, 5, 2, 15, 1); }\n"
     "TL_DEV unsigned char tl_f2e4m3(float x) { return tl_f2e8(x, 4, 3, 7, 0x7f); }\n"
     "TL_DEV unsigned char tl_f2e5m2(float x) { return tl_f2e8(x, 5, 2, 15, 0x7e); }\n"
+    TL_PRELUDE_SUBBYTE("ldexpf", "fabsf", "copysignf", "frexpf", "__int_as_float", "atomicAnd", "atomicOr")
     /* float to integer: truncate, saturate, NaN gives 0 */
     "#define TL_F2I(name, T, lo, hi) TL_DEV T name(double x) { return x != x ? (T)0 : x <= (double)(lo) ? (T)(lo) : x >= (double)(hi) ? (T)(hi) : (T)x; }\n"
     "TL_F2I(tl_f2i8, signed char, -128, 127)\n"
@@ -119,18 +122,21 @@ static const char tl_prelude_cuda[] =
     "TL_DEV float tl_pymodf(float a, float b) { float r = fmodf(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }\n"
     "TL_DEV double tl_pymod(double a, double b) { double r = fmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }\n"
     /* the shared-memory swizzle of 16-bit 2-D buffers: 16-byte chunks XORed
-     * within each group of 8 by a key that changes every 128 bytes of rows,
-     * so that ldmatrix's 8 row addresses hit 8 different bank groups */
-    "TL_DEV int tl_swz(unsigned row, unsigned col, unsigned cpr, unsigned rpk) {\n"
-    "  unsigned g = row * cpr + (col >> 3), key = (row / rpk) & 7u;\n"
+     * within each group of 8 by a key (masked by m) that changes every 128
+     * bytes of rows, so that ldmatrix's 8 row addresses hit 8 different bank
+     * groups; with m = 7, 3, 1 and rows of 128, 64, 32 bytes it is wgmma's
+     * 128-, 64- and 32-byte swizzle (address bits 4.. XOR bits 7..) */
+    "TL_DEV int tl_swz(unsigned row, unsigned col, unsigned cpr, unsigned rpk, unsigned m) {\n"
+    "  unsigned g = row * cpr + (col >> 3), key = (row / rpk) & m;\n"
     "  return (int)((((g & ~7u) | ((g & 7u) ^ key)) << 3) | (col & 7u));\n"
     "}\n"
     "TL_DEV unsigned tl_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }\n"
     /* a wgmma matrix descriptor: start address, leading and stride byte
-     * offsets (in 16-byte units), 128-byte swizzle */
-    "TL_DEV unsigned long long tl_wgdesc(unsigned addr, unsigned lbo, unsigned sbo) {\n"
+     * offsets (in 16-byte units), swizzle mode (1: 128-byte, 2: 64-byte,
+     * 3: 32-byte) */
+    "TL_DEV unsigned long long tl_wgdesc(unsigned addr, unsigned lbo, unsigned sbo, unsigned mode) {\n"
     "  return (unsigned long long)((addr & 0x3ffffu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3fffu) << 16) |\n"
-    "         ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) | (1ull << 62);\n"
+    "         ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) | ((unsigned long long)mode << 62);\n"
     "}\n"
     /* atomic add of the narrow types through a CAS on their 32-bit word */
     "TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {\n"

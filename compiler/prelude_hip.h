@@ -36,6 +36,8 @@
 #ifndef TL_PRELUDE_HIP_H
 #define TL_PRELUDE_HIP_H
 
+#include "prelude_subbyte.h"
+
 #ifndef TL_PRELUDE_MARK_TEXT /* as in prelude_cuda.h */
 #define TL_PRELUDE_STR_(x) #x
 #define TL_PRELUDE_STR(x) TL_PRELUDE_STR_(x)
@@ -313,8 +315,8 @@ static const char tl_prelude_hip[] =
     "TL_DEV int tl_cmp_su(long long a, unsigned long long b) { return a < 0 ? -1 : (unsigned long long)a < b ? -1 : (unsigned long long)a > b; }\n"
     "TL_DEV float tl_pymodf(float a, float b) { float r = tl_fmodf(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }\n"
     "TL_DEV double tl_pymod(double a, double b) { double r = tl_fmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }\n"
-    "TL_DEV int tl_swz(unsigned row, unsigned col, unsigned cpr, unsigned rpk) {\n"
-    "  unsigned g = row * cpr + (col >> 3), key = (row / rpk) & 7u;\n"
+    "TL_DEV int tl_swz(unsigned row, unsigned col, unsigned cpr, unsigned rpk, unsigned m) {\n"
+    "  unsigned g = row * cpr + (col >> 3), key = (row / rpk) & m;\n"
     "  return (int)((((g & ~7u) | ((g & 7u) ^ key)) << 3) | (col & 7u));\n"
     "}\n"
     "#if defined(__AMDGCN__)\n"
@@ -361,6 +363,10 @@ static const char tl_prelude_hip[] =
     "    __hip_atomic_compare_exchange_strong(w, &old, nw, __ATOMIC_RELAXED, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);\n"
     "  } while (old != assumed);\n"
     "}\n"
+    "TL_DEV unsigned tl_atomic_and32(unsigned *p, unsigned v) { return __hip_atomic_fetch_and(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }\n"
+    "TL_DEV unsigned tl_atomic_or32(unsigned *p, unsigned v) { return __hip_atomic_fetch_or(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }\n"
+    TL_PRELUDE_SUBBYTE("__builtin_ldexpf", "__builtin_fabsf", "__builtin_copysignf", "__builtin_frexpf", "tl_int_as_float",
+                       "tl_atomic_and32", "tl_atomic_or32")
     "#endif\n"
 #ifdef TL_PRELUDE_MARK /* as in prelude_cuda.h */
     "__attribute__((device)) int tl_prelude_mark = " TL_PRELUDE_MARK_TEXT ";\n"

@@ -81,6 +81,15 @@ const tl_target *tl_target_by_amd_mach(int mach) {
   return NULL;
 }
 
+void tl_target_for_arch(int arch, char *out, size_t cap) {
+  for (size_t i = 0; i < NROWS; i++)
+    if (table[i].vendor == TL_VENDOR_NVIDIA && table[i].arch == arch && table[i].a_features) {
+      snprintf(out, cap, "sm_%da", arch);
+      return;
+    }
+  snprintf(out, cap, "sm_%d", arch);
+}
+
 /* "sm_75, sm_80, ..., sm_90[a], sm_100[af], ..., gfx1201" */
 static void known_names(char *buf, size_t cap) {
   size_t n = 0;

@@ -107,6 +107,15 @@ const tl_target *tl_target_by_amd_mach(int mach);
 /* 1 if s looks like an AMD target ("gfx" and a digit), else 0. */
 int tl_target_is_amd_name(const char *s);
 
+/* The cubin target for an NVIDIA GPU of compute capability arch (10 *
+ * major + minor, e.g. 90), written into out (cap bytes, 16 is enough):
+ * sm_ARCHa when the table's row for arch gives its 'a' variant features
+ * the code generator uses (sm_90a: wgmma), else sm_ARCH (also for an arch
+ * the table lacks).  The one place that maps a device to its target:
+ * `tlc run --device` and libtlclient's tl_client_get_for_arch (and so
+ * tl_client_get_for_device and tlclient run) ask for it. */
+void tl_target_for_arch(int arch, char *out, size_t cap);
+
 /* Does t have every feature of mask? */
 static inline int tl_target_has(const tl_target *t, unsigned mask) { return (t->features & mask) == mask; }
 

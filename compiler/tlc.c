@@ -379,12 +379,8 @@ static tl_status run_device(const options *o, tl_program *prog, const char *text
   if (st != TL_OK)
     return st;
   /* the exact device: its architecture-specific target where the back end
-   * uses one (wgmma on sm_90a) */
-  int arch = tl_gpu_arch(h);
-  snprintf(target, sizeof target, "sm_%da", arch);
-  tl_target tt;
-  if (tl_target_parse(target, &tt, NULL) != TL_OK || !(tt.features & tt.a_features))
-    snprintf(target, sizeof target, "sm_%d", arch);
+   * uses one (wgmma on sm_90a; tl_target_for_arch decides) */
+  tl_target_for_arch(tl_gpu_arch(h), target, sizeof target);
   /* --target: another target's code on this GPU, e.g. compute_75 (PTX the
    * driver compiles for the GPU) runs sm_75's portable code paths on an H100 */
   if (o->target)
@@ -405,9 +401,20 @@ static tl_status run_device(const options *o, tl_program *prog, const char *text
       kargs[p] = s->dtype == TL_FLOAT32 ? tl_arg_float(args[p].scalar.f) : tl_arg_int(args[p].scalar.i);
       continue;
     }
-    size_t bytes = arrays[p].count * tl_dtype_size(s->dtype);
-    if ((st = tl_gpu_alloc(h, bytes ? bytes : 1, &dev[p], err)) != TL_OK ||
-        (st = tl_gpu_upload(h, dev[p], arrays[p].data, bytes, err)) != TL_OK)
+    /* packed types travel in their device layout (tl_pack) */
+    size_t bytes = (size_t)tl_dtype_bytes(s->dtype, arrays[p].count);
+    void *packed = tl_dtype_is_packed(s->dtype) ? malloc(bytes ? bytes : 1) : NULL;
+    if (tl_dtype_is_packed(s->dtype) && !packed) {
+      st = tl_error_set(err, TL_NOMEM, "out of memory packing tensor '%s'", s->name);
+      goto done;
+    }
+    if (packed)
+      tl_pack(s->dtype, arrays[p].data, arrays[p].count, packed);
+    st = tl_gpu_alloc(h, bytes ? bytes : 1, &dev[p], err);
+    if (st == TL_OK)
+      st = tl_gpu_upload(h, dev[p], packed ? packed : arrays[p].data, bytes, err);
+    free(packed);
+    if (st != TL_OK)
       goto done;
     kargs[p] = tl_arg_tensor(dev[p]);
   }
@@ -436,8 +443,20 @@ static tl_status run_device(const options *o, tl_program *prog, const char *text
     }
   }
   for (int p = 0; p < prog->nparams; p++) {
-    size_t bytes = arrays[p].count * tl_dtype_size(prog->params[p]->dtype);
-    if (prog->params[p]->kind == SYM_TENSOR && (st = tl_gpu_download(h, arrays[p].data, dev[p], bytes, err)) != TL_OK)
+    tl_dtype dt = prog->params[p]->dtype;
+    size_t bytes = (size_t)tl_dtype_bytes(dt, arrays[p].count);
+    if (prog->params[p]->kind != SYM_TENSOR)
+      continue;
+    void *packed = tl_dtype_is_packed(dt) ? malloc(bytes ? bytes : 1) : NULL;
+    if (tl_dtype_is_packed(dt) && !packed) {
+      st = tl_error_set(err, TL_NOMEM, "out of memory unpacking tensor '%s'", prog->params[p]->name);
+      goto done;
+    }
+    st = tl_gpu_download(h, packed ? packed : arrays[p].data, dev[p], bytes, err);
+    if (packed && st == TL_OK)
+      tl_unpack(dt, packed, arrays[p].count, arrays[p].data);
+    free(packed);
+    if (st != TL_OK)
       goto done;
   }
   st = TL_OK;
@@ -641,7 +660,7 @@ static int cmd_run(const options *o) {
         fprintf(stderr, "tlc: out of memory for tensor '%s'\n", s->name);
         goto out;
       }
-      if (tl_dtype_is_float(s->dtype)) {
+      if (tl_dtype_is_float(s->dtype) && s->dtype != TL_FLOAT4_E2M1) { /* float4_e2m1 has no NaN */
         tl_scalar nan = tl_convert((tl_scalar){.f = NAN}, TL_FLOAT64, s->dtype);
         for (size_t k = 0; k < count; k++)
           tl_store((char *)arrays[p].data + k * es, s->dtype, nan);

@@ -32,6 +32,9 @@ PACKAGES=(
   valgrind              # leak checks of commands in tests
   wrk                   # bench/server.sh: HTTP load generator for the artifact GET benchmark
   nginx-light           # bench/server.sh: the static-file server tlserverd is compared with
+  libhiredis-dev        # the Redis client of tlserverd's shared tier (--tier)
+  redis-server          # the shared tier's store: deploy/cluster.sh and tests/sh/cluster.sh
+  haproxy               # deploy/cluster.sh: one address in front of the replicas
 )
 
 missing=()

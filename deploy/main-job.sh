@@ -90,8 +90,10 @@ small_sizes() {
   DEFS=()
   ARGS=()
   case $1 in
-    gemm|gemm_nt|gemm_swizzle|dequant_gemm|dequant_gemm_threads)
+    gemm|gemm_nt|gemm_swizzle|dequant_gemm|dequant_gemm_threads|dequant_gemm_uint4|dequant_gemm_threads_uint4)
       DEFS=(-D M=256 -D N=256 -D K=256) ;;
+    gemm_w4a16)
+      DEFS=(-D M=200 -D N=256 -D K=384) ;;
     flash_attention)
       DEFS=(-D batch=1 -D heads=2 -D seq_len=128 -D dim=64 -D block_M=64 -D block_N=64) ;;
     tilus_matmul)
@@ -199,10 +201,18 @@ def np_dtype(dt):
          "int32": "<i4", "uint32": "<u4", "int64": "<i8", "uint64": "<u8",
          "float16": "<f2", "float32": "<f4", "float64": "<f8",
          "bfloat16": "<f4", "float8_e4m3": "<f4", "float8_e5m2": "<f4"}
-    return np.dtype(m[dt])
+    m.update(PACKED)
+    return np.dtype(m[dt][0] if dt in PACKED else m[dt])
+
+# the packed dtypes and float8_e8m0: one element (or code) per byte, in range
+# (proto/tile-ir-v1.md 9.6)
+PACKED = {"int4": ("i1", -8, 7), "uint4": ("u1", 0, 15), "int2": ("i1", -2, 1), "uint2": ("u1", 0, 3),
+          "int1": ("i1", -1, 0), "uint1": ("u1", 0, 1), "float4_e2m1": ("u1", 0, 15), "float8_e8m0": ("u1", 120, 135)}
 
 def random_tensor(rng, dt, shape):
     nd = np_dtype(dt)
+    if dt in PACKED:
+        return rng.integers(PACKED[dt][1], PACKED[dt][2], size=shape, endpoint=True).astype(nd)
     if dt == "bool":
         return rng.integers(0, 2, size=shape).astype(bool)
     if nd.kind == "f":
@@ -258,6 +268,8 @@ def nan_count(arr, dt):
     if dt == "float8_e5m2":
         b = arr.astype(np.uint8)
         return int(np.count_nonzero(((b & 0x7C) == 0x7C) & ((b & 0x3) != 0)))
+    if dt == "float8_e8m0":
+        return int(np.count_nonzero(arr.astype(np.uint8) == 0xFF))
     if arr.dtype.kind == "f":
         return int(np.count_nonzero(np.isnan(arr)))
     return 0

@@ -62,7 +62,9 @@ static int get_healthz(tl_srv_req *r) {
 
 /* 200 when every readiness check (ready.c) passed at its last probe; else
  * 503 with each failed check's reason, in the "error" message and in
- * "checks". */
+ * "checks".  The cache tier (tier.c) is not a check: with its Redis down
+ * the server degrades to its local cache and stays ready, and "tier" says
+ * how many primaries answer. */
 static int get_readyz(tl_srv_req *r) {
   tl_srv *s = r->srv;
   if (atomic_load(&s->draining))
@@ -95,7 +97,12 @@ static int get_readyz(tl_srv_req *r) {
     }
     tl_srv_buf_puts(&b, "}");
   }
-  tl_srv_buf_puts(&b, "}}\n");
+  tl_srv_buf_puts(&b, "}");
+  if (s->tier) { /* a tier that is down degrades the server: not a check, it stays ready */
+    tl_srv_buf_puts(&b, ", \"tier\": ");
+    tl_srv_tier_json(s->tier, &b);
+  }
+  tl_srv_buf_puts(&b, "}\n");
   return tl_srv_respond_json(r, ready ? 200 : 503, &b);
 }
 
@@ -173,6 +180,8 @@ static int get_metrics(tl_srv_req *r) {
       .draining = atomic_load(&s->draining),
   };
   x.ready = tl_srv_ready_get(&s->ready, x.ready_check, NULL) && !x.draining;
+  if (s->tier)
+    x.tier_up = tl_srv_tier_up(s->tier, &x.tier_primaries);
   tl_srv_artmem_stats(s->artmem, &x.memory_cache_bytes, &x.memory_cache_entries);
   tl_srv_buf b = {0};
   tl_srv_metrics_render(&s->metrics, &x, &b);
@@ -264,6 +273,30 @@ static int serve_artifact(tl_srv_req *r, const char *id, const tl_srv_artref *a)
   return tl_srv_respond_shared(r, 200, a->full, (int64_t)a->n);
 }
 
+/* A local miss of key (or of artifact id, key NULL) asked of the shared
+ * tier: a checked build found there is stored in the local cache c first.
+ * *bytes (malloc'd) receives its binary when bytes is not NULL.  True when
+ * found. */
+static bool from_tier(tl_srv *s, tl_cache *c, const char *key, const char *id, void **bytes,
+                      size_t *n) {
+  tl_cache_build *b = NULL;
+  void *bin = NULL;
+  size_t bn = 0;
+  if (!s->tier || tl_srv_tier_fetch(s->tier, key, id, &b, &bin, &bn) != TL_OK)
+    return false;
+  tl_error err;
+  if (tl_cache_put(c, b, bin, bn, &err) != TL_OK)
+    atomic_fetch_add(&s->metrics.publish_failures, 1);
+  tl_cache_build_free(b);
+  if (bytes) {
+    *bytes = bin;
+    *n = bn;
+  } else {
+    free(bin);
+  }
+  return true;
+}
+
 static int get_artifact(tl_srv_req *r) {
   tl_srv *s = r->srv;
   const char *id = r->url + strlen("/v1/artifacts/");
@@ -281,6 +314,8 @@ static int get_artifact(tl_srv_req *r) {
     void *bytes = NULL;
     size_t n = 0;
     tl_status st = tl_cache_get_artifact(c, id, &bytes, &n, &err);
+    if (st == TL_NOT_FOUND && from_tier(s, c, NULL, id, &bytes, &n))
+      st = TL_OK;
     tl_srv_handles_put(s->handles, c);
     if (st == TL_NOT_FOUND) {
       atomic_fetch_add(&s->metrics.artifact_misses, 1);
@@ -314,6 +349,8 @@ static int get_kernel(tl_srv_req *r) {
     return tl_srv_respond_error(r, &err);
   tl_cache_build *bd = NULL;
   tl_status st = tl_cache_get_build(c, key, &bd, &err);
+  if (st == TL_NOT_FOUND && from_tier(s, c, key, NULL, NULL, NULL))
+    st = tl_cache_get_build(c, key, &bd, &err);
   tl_srv_handles_put(s->handles, c);
   if (st == TL_NOT_FOUND) {
     tl_error_set(&err, TL_NOT_FOUND, "no build with this key");

@@ -78,6 +78,34 @@ static const char usage_text[] =
     "  Fixed limits: 16 targets per request, JSON nesting 66 levels, 1000\n"
     "  diagnostics per target; GET /v1/info lists every limit.\n"
     "\n"
+    "Shared tier (a cluster of replicas, README \"Clusters\"):\n"
+    "  --tier URL              a Redis primary of the shared cache tier behind the\n"
+    "                          local cache: redis://HOST:PORT[/DB] (DB 0 to 15), or\n"
+    "                          redis-sentinel://HOST:PORT/NAME to ask that Sentinel\n"
+    "                          for primary NAME at every (re)connect and so follow a\n"
+    "                          failover.  Repeat for up to 16 primaries: keys are\n"
+    "                          spread over them by consistent hashing.  A local miss\n"
+    "                          asks the tier; a compile publishes to both; every\n"
+    "                          entry read is re-hashed (a bad one is deleted there\n"
+    "                          and rebuilt).  One replica compiles a cold key under\n"
+    "                          a lease; the others wait for its build.  With Redis\n"
+    "                          slow or down the server answers from its own cache\n"
+    "                          and compiles locally (/readyz and /metrics say so)\n"
+    "  --tier-timeout SEC      connect, send and receive time-out of every Redis\n"
+    "                          call (default 0.5); a primary that failed is not\n"
+    "                          called again for a second\n"
+    "  --tier-ttl SEC          entries expire from Redis after this (default 7 days;\n"
+    "                          0: never, leaving it to Redis's maxmemory policy)\n"
+    "  --tier-lease SEC        a compile lease lasts this long, renewed every third of\n"
+    "                          it while the compile runs: a replica that dies is\n"
+    "                          taken over after at most this (default 10, at least\n"
+    "                          0.3)\n"
+    "  --tier-max-entry N      largest entry (build, metadata and binary) written to\n"
+    "                          Redis; larger builds stay in the local cache\n"
+    "                          (default 64M, at most 512M)\n"
+    "  A replica waits for another's compile at most --compile-timeout, then\n"
+    "  compiles itself.\n"
+    "\n"
     "Security:\n"
     "  --tokens FILE           turn on authentication: FILE maps bearer tokens to\n"
     "                          scopes, one per line: TOKEN SCOPE[,SCOPE...]\n"
@@ -165,6 +193,10 @@ void tl_srv_config_defaults(tl_srv_config *cfg) {
   cfg->worker_memory = (int64_t)4 << 30;
   cfg->memory_cache = (int64_t)256 << 20;
   cfg->memory_cache_ttl = 30;
+  cfg->tier_timeout = 0.5;
+  cfg->tier_ttl = 7 * 24 * 3600;
+  cfg->tier_lease = 10;
+  cfg->tier_max_entry = (int64_t)64 << 20;
   cfg->log_format = TL_LOG_TEXT;
   cfg->worker_fd = -1;
 }
@@ -175,6 +207,7 @@ typedef enum {
   F_TIMEOUT, F_WORKER_MEM, F_THREADS, F_MAXCONN, F_MAXCONN_IP, F_HEADER_TIMEOUT, F_BODY_TIMEOUT,
   F_MAXBODY, F_MAXBODY_TOTAL, F_MAXHEADER, F_IDLE, F_TOKENS,
   F_TLS_CERT, F_TLS_KEY, F_LOG_FORMAT, F_GRACE, F_WORKER_FD,
+  F_TIER, F_TIER_TIMEOUT, F_TIER_TTL, F_TIER_LEASE, F_TIER_MAX_ENTRY,
   /* switches */
   F_ANON_READ, F_INSECURE, F_TEST_HOOKS, F_HELP, F_VERSION,
 } flag_id;
@@ -209,6 +242,11 @@ static const struct {
     {"--log-format", F_LOG_FORMAT, true},
     {"--shutdown-grace", F_GRACE, true},
     {"--worker-fd", F_WORKER_FD, true},
+    {"--tier", F_TIER, true},
+    {"--tier-timeout", F_TIER_TIMEOUT, true},
+    {"--tier-ttl", F_TIER_TTL, true},
+    {"--tier-lease", F_TIER_LEASE, true},
+    {"--tier-max-entry", F_TIER_MAX_ENTRY, true},
     {"--allow-anonymous-read", F_ANON_READ, false},
     {"--insecure-no-auth", F_INSECURE, false},
     {"--test-hooks", F_TEST_HOOKS, false},
@@ -329,6 +367,33 @@ static tl_status apply(tl_srv_config *c, flag_id id, const char *flag, const cha
   case F_GRACE:
     if (!tl_srv_parse_seconds(v, &c->shutdown_grace))
       return bad(err, flag, v, "a duration");
+    return TL_OK;
+  case F_TIER:
+    if (c->ntier == TL_SRV_TIER_MAX)
+      return tl_error_set(err, TL_LIMIT, "%s: at most %d primaries", flag, TL_SRV_TIER_MAX);
+    if (!v[0] || strlen(v) >= TL_SRV_TIER_URL_MAX)
+      return bad(err, flag, v, "a URL of 1 to 255 bytes");
+    c->tier[c->ntier++] = v; /* the syntax is checked by tier.c at start */
+    return TL_OK;
+  case F_TIER_TIMEOUT:
+    if (!tl_srv_parse_seconds(v, &sec) || sec < 0.001 || sec > 60)
+      return bad(err, flag, v, "a duration from 1ms to 60 seconds");
+    c->tier_timeout = sec;
+    return TL_OK;
+  case F_TIER_TTL:
+    if (!tl_srv_parse_seconds(v, &sec) || (sec != 0 && sec < 1))
+      return bad(err, flag, v, "a duration of at least 1 second (or 0)");
+    c->tier_ttl = sec;
+    return TL_OK;
+  case F_TIER_LEASE:
+    if (!tl_srv_parse_seconds(v, &sec) || sec < 0.3 || sec > 3600)
+      return bad(err, flag, v, "a duration from 300ms to an hour");
+    c->tier_lease = sec;
+    return TL_OK;
+  case F_TIER_MAX_ENTRY:
+    if (!tl_srv_parse_size(v, &sz) || sz < 1024 || sz > TL_SRV_TIER_ENTRY_MAX)
+      return bad(err, flag, v, "a size from 1K to 512M");
+    c->tier_max_entry = sz;
     return TL_OK;
   case F_WORKER_FD:
     if (!tl_srv_parse_int(v, 0, 1 << 20, &c->worker_fd))

@@ -719,6 +719,7 @@ static void free_server(tl_srv *s) {
   if (s->listen_fd >= 0)
     close(s->listen_fd);
   tl_srv_pool_free(s->pool);
+  tl_srv_tier_free(s->tier);
   tl_srv_conns_free(s->conns);
   tl_srv_artmem_free(s->artmem);
   tl_srv_handles_free(s->handles);
@@ -800,6 +801,21 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
     goto fail;
   }
 
+  /* the shared tier (connects lazily: a Redis that is down is no error) */
+  if (cfg->ntier > 0) {
+    tl_srv_tier_opts to = {
+        .urls = s->cfg.tier,
+        .nurls = cfg->ntier,
+        .timeout_s = cfg->tier_timeout,
+        .ttl_s = cfg->tier_ttl,
+        .lease_s = cfg->tier_lease,
+        .max_entry = cfg->tier_max_entry,
+        .metrics = &s->metrics,
+    };
+    if ((st = tl_srv_tier_new(&to, &s->tier, err)) != TL_OK)
+      goto fail;
+  }
+
   /* the compile pool */
   tl_srv_pool_opts po = {
       .proc = {.exe = s->exe,
@@ -812,6 +828,7 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
       .db_path = cfg->db_path,
       .cache_opts = &s->cache_opts,
       .metrics = &s->metrics,
+      .tier = s->tier,
   };
   if ((st = tl_srv_pool_new(&po, &s->pool, err)) != TL_OK)
     goto fail;

@@ -94,7 +94,8 @@ void tl_srv_metrics_render(const tl_srv_metrics *mc, const tl_srv_metrics_extra 
   gauge(b, "tlserverd_uptime_seconds", "Seconds since the server started.", x->uptime_s);
   gauge(b, "tlserverd_draining", "1 while the server shuts down.", x->draining ? 1 : 0);
   gauge(b, "tlserverd_ready", "1 when /readyz answers 200: every check below passed and the "
-        "server is not shutting down.", x->ready ? 1 : 0);
+        "server is not shutting down (the shared tier is no check: its Redis down leaves it 1).",
+        x->ready ? 1 : 0);
   tl_srv_buf_puts(b, "# HELP tlserverd_ready_check The readiness checks at their last probe "
                      "(once a second): 1 passed, 0 failed (/readyz says why).\n"
                      "# TYPE tlserverd_ready_check gauge\n");
@@ -168,6 +169,40 @@ void tl_srv_metrics_render(const tl_srv_metrics *mc, const tl_srv_metrics_extra 
         (double)x->memory_cache_bytes);
   gauge(b, "tlserverd_memory_cache_entries", "Artifacts held in memory.",
         (double)x->memory_cache_entries);
+
+  /* the shared tier (tier.c) */
+  if (x->tier_primaries > 0) {
+    gauge(b, "tlserverd_tier_primaries", "Redis primaries of the shared tier (--tier).",
+          x->tier_primaries);
+    gauge(b, "tlserverd_tier_primaries_up",
+          "Primaries whose last call succeeded (the others are skipped: local cache only).",
+          x->tier_up);
+  }
+  counter(b, "tlserverd_tier_hits_total",
+          "Local misses found in the shared tier (checked, then stored locally).",
+          GET(m->tier_hits));
+  counter(b, "tlserverd_tier_misses_total", "Local misses not in the shared tier.",
+          GET(m->tier_misses));
+  counter(b, "tlserverd_tier_errors_total",
+          "Redis calls that failed or timed out (the request went on without the tier).",
+          GET(m->tier_errors));
+  counter(b, "tlserverd_tier_corrupt_total",
+          "Tier entries that failed their hash check (deleted there and rebuilt).",
+          GET(m->tier_corrupt));
+  counter(b, "tlserverd_tier_publishes_total", "Builds written to the shared tier.",
+          GET(m->tier_publishes));
+  counter(b, "tlserverd_tier_too_large_total",
+          "Builds over --tier-max-entry, kept in the local cache only.", GET(m->tier_too_large));
+  counter(b, "tlserverd_tier_lease_waits_total",
+          "Misses that waited for the compile of the replica holding the key's lease.",
+          GET(m->tier_lease_waits));
+  counter(b, "tlserverd_tier_takeovers_total",
+          "Leases taken over after their holder's expired (the holder died or hung).",
+          GET(m->tier_takeovers));
+  counter(b, "tlserverd_tier_wait_timeouts_total",
+          "Waits for another replica's compile that outlasted --compile-timeout (compiled "
+          "here without a lease).",
+          GET(m->tier_wait_timeouts));
 
   /* compiles */
   tl_srv_buf_puts(b, "# HELP tlserverd_compiles_total Compiles run in worker processes, by "

@@ -19,6 +19,13 @@
  *
  * Publishing happens before the result is handed out, so a compile
  * request is acknowledged only for builds that are committed.
+ *
+ * With a shared tier (tier.c), a key missing in the local cache is asked
+ * of the tier next: a hit is stored locally and answered; otherwise the
+ * flight compiles under the tier's lease (or waits for the replica that
+ * holds it, keeping its slot) and publishes to both levels.  The tier
+ * never turns a request into an error: when it is down the flight
+ * compiles as without it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -52,6 +59,9 @@ typedef struct slot {
   pthread_t thread;
   bool started;
   tl_srv_proc proc;
+  tl_cache_build published; /* the last compile's build (borrowing the flight's strings) */
+  void *bin;                /* and its bytes, until published to the tier */
+  size_t bn;
 } slot;
 
 struct tl_srv_pool {
@@ -162,25 +172,37 @@ static tl_status ensure_worker(slot *s, tl_error *err) {
   return st;
 }
 
-/* Compiles f's job (or finds it in the cache) and publishes the build. */
-static tl_srv_result *run_flight(slot *s, tl_cache **cache, flight *f) {
+/* Asks the shared tier for f's key after a local miss.  A hit is stored
+ * in the local cache and returned; NULL: compile (under *lease when held). */
+static tl_srv_result *from_tier(tl_srv_pool *p, tl_cache *cache, tl_srv_tier_conn *tc, flight *f,
+                                tl_srv_tier_lease *lease) {
+  tl_cache_build *b = NULL;
+  void *bytes = NULL;
+  size_t n = 0;
+  /* a waiter gives up in time to compile within the request's own bound */
+  if (tl_srv_tier_acquire(tc, f->job.key, p->o.compile_timeout, &p->stopping, lease, &b, &bytes, &n) !=
+      TL_TIER_HIT)
+    return NULL;
+  tl_error err;
+  if (tl_cache_put(cache, b, bytes, n, &err) != TL_OK) {
+    atomic_fetch_add(&p->o.metrics->publish_failures, 1);
+    fprintf(stderr, "tlserverd: a build from the tier could not be stored locally: %s\n",
+            err.message);
+  }
+  tl_srv_result *r = from_cache(b);
+  tl_cache_build_free(b);
+  free(bytes);
+  return r;
+}
+
+/* Compiles f's job in the slot's worker and stores the build in the local
+ * cache; a success leaves the build in s->published and its bytes in
+ * s->bin (freed by the caller). */
+static tl_srv_result *compile_flight(slot *s, tl_cache *cache, flight *f) {
   tl_srv_pool *p = s->pool;
   tl_srv_metrics *m = p->o.metrics;
   tl_error err;
   tl_error_clear(&err);
-  if (!*cache)
-    tl_cache_open(p->db_path, &p->cache_opts, cache, &err);
-  if (*cache) {
-    tl_cache_build *b = NULL;
-    if (tl_cache_get_build(*cache, f->job.key, &b, NULL) == TL_OK) {
-      tl_srv_result *r = from_cache(b);
-      tl_cache_build_free(b);
-      atomic_fetch_add(&m->rechecked_hits, 1);
-      return r;
-    }
-  } else {
-    return tl_srv_result_error(err.code, "cannot open the cache: %s", err.message);
-  }
   if (ensure_worker(s, &err) != TL_OK)
     return tl_srv_result_error(TL_INTERNAL, "%s", err.message);
   tl_srv_compile_outcome outcome;
@@ -208,8 +230,11 @@ static tl_srv_result *run_flight(slot *s, tl_cache **cache, flight *f) {
   b.target = f->job.target;
   b.metadata = r->meta;
   b.compile_ms = (int64_t)(r->compile_ms + 0.5);
-  st = tl_cache_put(*cache, &b, bin, bn, &err);
-  free(bin);
+  b.size = (int64_t)bn;
+  st = tl_cache_put(cache, &b, bin, bn, &err);
+  s->published = b;
+  s->bin = bin;
+  s->bn = bn;
   if (st != TL_OK) {
     atomic_fetch_add(&m->publish_failures, 1);
     tl_srv_result_unref(r);
@@ -218,10 +243,48 @@ static tl_srv_result *run_flight(slot *s, tl_cache **cache, flight *f) {
   return r;
 }
 
+/* Compiles f's job (or finds it in the cache or the tier) and publishes the build. */
+static tl_srv_result *run_flight(slot *s, tl_cache **cache, tl_srv_tier_conn **tc, flight *f) {
+  tl_srv_pool *p = s->pool;
+  tl_srv_metrics *m = p->o.metrics;
+  tl_error err;
+  tl_error_clear(&err);
+  if (!*cache)
+    tl_cache_open(p->db_path, &p->cache_opts, cache, &err);
+  if (*cache) {
+    tl_cache_build *b = NULL;
+    if (tl_cache_get_build(*cache, f->job.key, &b, NULL) == TL_OK) {
+      tl_srv_result *r = from_cache(b);
+      tl_cache_build_free(b);
+      atomic_fetch_add(&m->rechecked_hits, 1);
+      return r;
+    }
+  } else {
+    return tl_srv_result_error(err.code, "cannot open the cache: %s", err.message);
+  }
+  tl_srv_tier_lease lease = {0};
+  if (p->o.tier && (*tc || (*tc = tl_srv_tier_conn_new(p->o.tier)))) {
+    tl_srv_result *r = from_tier(p, *cache, *tc, f, &lease);
+    if (r)
+      return r;
+    if (!lease.held && atomic_load(&p->stopping)) /* a wait cut short by the shutdown */
+      return tl_srv_result_error(TL_BUSY, "the server is shutting down; the compile was not started");
+  }
+  tl_srv_result *r = compile_flight(s, *cache, f);
+  if (*tc) /* the build (or the failure) for the other replicas */
+    tl_srv_tier_publish(*tc, &lease, r && r->err.code == TL_OK ? &s->published : NULL,
+                        s->bin, s->bn);
+  free(s->bin);
+  s->bin = NULL;
+  s->bn = 0;
+  return r;
+}
+
 static void *slot_main(void *arg) {
   slot *s = arg;
   tl_srv_pool *p = s->pool;
   tl_cache *cache = NULL;
+  tl_srv_tier_conn *tc = NULL;
   tl_error err;
   /* Start the worker now, so the first compile finds it warm. */
   if (ensure_worker(s, &err) != TL_OK)
@@ -243,7 +306,7 @@ static void *slot_main(void *arg) {
     atomic_fetch_sub(&p->o.metrics->queue_depth, 1);
     pthread_mutex_unlock(&p->mu);
 
-    tl_srv_result *res = run_flight(s, &cache, f);
+    tl_srv_result *res = run_flight(s, &cache, &tc, f);
     if (!res)
       res = tl_srv_result_error(TL_NOMEM, "out of memory");
     if (res && !res->key[0])
@@ -266,6 +329,7 @@ static void *slot_main(void *arg) {
     atomic_fetch_sub(&p->live, 1);
   }
   tl_cache_close(cache);
+  tl_srv_tier_conn_free(tc);
   return NULL;
 }
 

@@ -21,6 +21,8 @@
  *               kill);
  *   pool.c      the bounded queue of compile jobs, the single-flight map
  *               and the threads that drive the worker processes;
+ *   tier.c      the shared cache tier on Redis (hiredis) behind the local
+ *               cache, and the leases of single-flight across replicas;
  *   api.c       the endpoints;
  *   http.c      libmicrohttpd: the daemon, routing, bodies, auth, limits,
  *               JSON error answers, the request log, start and shutdown;
@@ -58,6 +60,9 @@
 #define TL_SRV_MAX_DIAGS 1000          /* diagnostics returned for one target */
 #define TL_SRV_FRAME_MAX ((uint64_t)1 << 30) /* bytes of one worker message part */
 #define TL_SRV_HOST_MAX 256
+#define TL_SRV_TIER_MAX 16             /* Redis primaries of the shared tier (--tier) */
+#define TL_SRV_TIER_URL_MAX 256        /* bytes of a --tier URL */
+#define TL_SRV_TIER_ENTRY_MAX ((int64_t)512 << 20) /* Redis's own limit on a string */
 
 /* ==== util.c: a growable text buffer ========================================= */
 typedef struct tl_srv_buf {
@@ -147,6 +152,12 @@ typedef struct tl_srv_config {
   bool insecure_no_auth;       /* a non-loopback address without --tokens is allowed */
   const char *tls_cert, *tls_key;
   const char *port_file;       /* where to write the port once listening */
+  const char *tier[TL_SRV_TIER_MAX]; /* --tier URLs (Redis primaries) */
+  int ntier;
+  double tier_timeout;         /* seconds: connect, send and receive of each Redis call */
+  double tier_ttl;             /* seconds an entry lives in Redis; 0: no expiry */
+  double tier_lease;           /* seconds of a compile lease (renewed while it runs) */
+  int64_t tier_max_entry;      /* bytes of the largest entry written to Redis */
   tl_srv_log_format log_format;
   bool test_hooks;             /* honour TL_TEST_CRASH_ON / TL_TEST_HANG_ON */
   int worker_fd;               /* >= 0: run as a compile worker on this socket */
@@ -262,6 +273,14 @@ typedef struct tl_srv_metrics {
   atomic_llong evictions;
   atomic_llong worker_spawns;
   atomic_llong publish_failures;
+  /* the shared tier (tier.c) */
+  atomic_llong tier_hits, tier_misses; /* lookups after a local miss */
+  atomic_llong tier_errors;          /* failed or timed-out Redis calls */
+  atomic_llong tier_corrupt;         /* entries that failed their hash check (deleted) */
+  atomic_llong tier_publishes, tier_too_large;
+  atomic_llong tier_lease_waits;     /* misses that waited for another replica's compile */
+  atomic_llong tier_takeovers;       /* leases taken after their holder's expired */
+  atomic_llong tier_wait_timeouts;   /* waits that ran out: compiled without a lease */
   atomic_llong queue_depth;          /* gauges */
   atomic_llong compiles_running;
   atomic_llong connections_suspended;
@@ -286,6 +305,7 @@ typedef struct tl_srv_metrics_extra {
   bool draining;
   bool ready;                  /* what /readyz answers: 200 or 503 */
   bool ready_check[TL_READY_COUNT_];
+  int tier_primaries, tier_up; /* 0, 0 without --tier */
 } tl_srv_metrics_extra;
 
 /* Appends the Prometheus text exposition (version 0.0.4) to b. */
@@ -436,6 +456,67 @@ void tl_srv_proc_kill_session(int sid);
 /* The worker's main loop (tlserverd --worker-fd N): returns the exit status. */
 int tl_srv_worker_main(int fd, const tl_srv_proc_opts *o);
 
+/* ==== tier.c: the shared cache tier on Redis ===========================================
+ * See tier.c for the keys, the entry format and the protocol.  A
+ * tl_srv_tier is shared by every thread; a tl_srv_tier_conn (its
+ * connections) belongs to one thread. */
+typedef struct tl_srv_tier tl_srv_tier;
+typedef struct tl_srv_tier_conn tl_srv_tier_conn;
+
+typedef struct tl_srv_tier_opts {
+  const char *const *urls;  /* redis://HOST:PORT[/DB] or redis-sentinel://HOST:PORT/NAME */
+  int nurls;                /* 1..TL_SRV_TIER_MAX */
+  double timeout_s, ttl_s, lease_s;
+  int64_t max_entry;
+  tl_srv_metrics *metrics;
+} tl_srv_tier_opts;
+
+/* A compile lease of this replica (tl_srv_tier_acquire fills it). */
+typedef struct tl_srv_tier_lease {
+  bool held;
+  int shard;
+  char key[65];
+  char token[64];
+} tl_srv_tier_lease;
+
+typedef enum tl_srv_tier_outcome {
+  TL_TIER_HIT,     /* the build, checked, is in *b and *bytes */
+  TL_TIER_COMPILE, /* compile it (holding the lease when lease->held), then publish */
+} tl_srv_tier_outcome;
+
+/* Parses the URLs (TL_INVALID_ARG naming the bad one) and starts the lease
+ * renewer.  Connects lazily: a Redis that is down is not an error here. */
+tl_status tl_srv_tier_new(const tl_srv_tier_opts *o, tl_srv_tier **out, tl_error *err);
+void tl_srv_tier_free(tl_srv_tier *t); /* accepts NULL */
+tl_srv_tier_conn *tl_srv_tier_conn_new(tl_srv_tier *t); /* NULL on no memory */
+void tl_srv_tier_conn_free(tl_srv_tier_conn *c);       /* accepts NULL */
+/* After a local miss of key: a checked hit (*b: tl_cache_build_free;
+ * *bytes: free), or compile: with the lease when *lease says so, else
+ * because the tier is down, the wait for another replica's compile
+ * outlasted wait_s or *cancel became true (shutdown; cancel may be NULL).
+ * Waiting takes over a lease whose holder died. */
+tl_srv_tier_outcome tl_srv_tier_acquire(tl_srv_tier_conn *c, const char *key, double wait_s,
+                                        const atomic_bool *cancel, tl_srv_tier_lease *lease,
+                                        tl_cache_build **b, void **bytes, size_t *n);
+/* After the compile: writes the build (b != NULL, unless over the entry
+ * limit), releases the lease and wakes the waiters; b == NULL (the compile
+ * failed): releases the lease and wakes the waiters, who then try it.
+ * Failures of the tier are counted, never returned. */
+void tl_srv_tier_publish(tl_srv_tier_conn *c, tl_srv_tier_lease *lease, const tl_cache_build *b,
+                         const void *bytes, size_t n);
+/* For GET /v1/kernels/KEY (key) or /v1/artifacts/ID (artifact; key NULL)
+ * on a local miss: the build from the tier, checked (ownership as for
+ * tl_srv_tier_acquire), on a connection of its own.  TL_NOT_FOUND when the
+ * tier lacks it or cannot be reached; TL_NOMEM. */
+tl_status tl_srv_tier_fetch(tl_srv_tier *t, const char *key, const char *artifact,
+                           tl_cache_build **b, void **bytes, size_t *n);
+/* Primaries up (the last call to each succeeded); *total: all of them. */
+int tl_srv_tier_up(tl_srv_tier *t, int *total);
+/* Appends {"state": "up"|"degraded"|"down", "primaries": [{url, up, error}]}. */
+void tl_srv_tier_json(tl_srv_tier *t, tl_srv_buf *b);
+/* The primary (index into the URLs) that owns key. */
+int tl_srv_tier_shard_of(const tl_srv_tier *t, const char *key);
+
 typedef struct tl_srv_pool tl_srv_pool;
 
 typedef struct tl_srv_pool_opts {
@@ -445,6 +526,7 @@ typedef struct tl_srv_pool_opts {
   const char *db_path;
   const tl_cache_options *cache_opts;
   tl_srv_metrics *metrics;
+  tl_srv_tier *tier;        /* NULL: no shared tier */
 } tl_srv_pool_opts;
 
 /* Called once per submitted item when its result is in, from a pool
@@ -484,6 +566,7 @@ typedef struct tl_srv {
   tl_srv_artmem *artmem;
   tl_srv_handles *handles;
   tl_srv_conns *conns;
+  tl_srv_tier *tier;          /* NULL without --tier */
   tl_cache_options cache_opts;
   tl_srv_metrics metrics;
   const char *const *targets; /* offered by the compiler; NULL when no toolchain */

@@ -214,7 +214,8 @@ int main(int argc, char **argv) {
          tl_artifact_target(art), nbytes, tl_source_name(tl_artifact_source(art)), (t_got - t_client) / 1000,
          tl_client_server(c), tl_artifact_id(art));
   if (!dev) {
-    printf("no GPU here (%s): fetched the kernel for sm_%d, not run\n", derr.message, arch);
+    printf("no GPU here (%s): fetched the kernel for architecture %d (%s), not run\n", derr.message, arch,
+           tl_artifact_target(art));
     tl_artifact_free(art);
     tl_client_free(c);
     return 0;

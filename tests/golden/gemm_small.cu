@@ -57,6 +57,48 @@ TL_DEV float tl_e4m3_2f(unsigned char b) { return tl_e8_2f(b, 4, 3, 7, 0); }
 TL_DEV float tl_e5m2_2f(unsigned char b) { return tl_e8_2f(b, 5, 2, 15, 1); }
 TL_DEV unsigned char tl_f2e4m3(float x) { return tl_f2e8(x, 4, 3, 7, 0x7f); }
 TL_DEV unsigned char tl_f2e5m2(float x) { return tl_f2e8(x, 5, 2, 15, 0x7e); }
+TL_DEV float tl_e2m1_2f(unsigned char b) {
+  int e = (b >> 1) & 3, m = b & 1;
+  float v = e == 0 ? 0.5f * (float)m : ldexpf(1.0f + 0.5f * (float)m, e - 1);
+  return (b & 8) ? -v : v;
+}
+TL_DEV float tl_re2m1(float x) { return x != x ? 6.0f : copysignf(tl_r8(x, 0, 1, 6.0f), x); }
+TL_DEV unsigned char tl_f2e2m1(float x) {
+  float r = tl_re2m1(x), a = fabsf(r);
+  int c = a < 2.0f ? (int)(a * 2.0f) : a < 4.0f ? (int)a + 2 : a < 5.0f ? 6 : 7;
+  return (unsigned char)(c | (copysignf(1.0f, r) < 0.0f ? 8 : 0));
+}
+TL_DEV float tl_e8m0_2f(unsigned char b) { return b == 0xff ? __int_as_float(0x7fc00000) : ldexpf(1.0f, (int)b - 127); }
+TL_DEV unsigned char tl_f2e8m0(float x) {
+  if (x != x || x < 0.0f) return 0xff;
+  if (!(x > 0x1p-127f)) return 0;
+  if (!(x < 0x1p127f)) return 0xfe;
+  int k;
+  float m = frexpf(x, &k);
+  return (unsigned char)((m >= 0.75f ? k : k - 1) + 127);
+}
+TL_DEV float tl_re8m0(float x) { return tl_e8m0_2f(tl_f2e8m0(x)); }
+typedef unsigned char tl_v1;
+typedef unsigned short tl_v2;
+typedef unsigned tl_v4;
+typedef unsigned long long tl_v8;
+typedef struct __attribute__((aligned(16))) { unsigned long long lo, hi; } tl_v16;
+TL_DEV int tl_sxt(int x, int bits) { return (int)((unsigned)x << (32 - bits)) >> (32 - bits); }
+TL_DEV int tl_clampi(int x, int lo, int hi) { return x < lo ? lo : x > hi ? hi : x; }
+TL_DEV int tl_ldp(const unsigned char *p, long long i, int bits, int sgn) {
+  int per = 8 / bits;
+  int v = (p[i / per] >> ((int)(i % per) * bits)) & ((1 << bits) - 1);
+  return sgn ? tl_sxt(v, bits) : v;
+}
+TL_DEV void tl_stp(unsigned char *p, long long i, int bits, unsigned v) {
+  int per = 8 / bits;
+  unsigned char *b = p + i / per;
+  unsigned *w = (unsigned *)((unsigned long long)b & ~3ull);
+  int sh = (int)((unsigned long long)b & 3) * 8 + (int)(i % per) * bits;
+  unsigned m = ((1u << bits) - 1u) << sh;
+  atomicAnd(w, ~m);
+  atomicOr(w, (v << sh) & m);
+}
 #define TL_F2I(name, T, lo, hi) TL_DEV T name(double x) { return x != x ? (T)0 : x <= (double)(lo) ? (T)(lo) : x >= (double)(hi) ? (T)(hi) : (T)x; }
 TL_F2I(tl_f2i8, signed char, -128, 127)
 TL_F2I(tl_f2u8, unsigned char, 0, 255)
@@ -87,14 +129,14 @@ TL_UDIV(u64, unsigned long long)
 TL_DEV int tl_cmp_su(long long a, unsigned long long b) { return a < 0 ? -1 : (unsigned long long)a < b ? -1 : (unsigned long long)a > b; }
 TL_DEV float tl_pymodf(float a, float b) { float r = fmodf(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
 TL_DEV double tl_pymod(double a, double b) { double r = fmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
-TL_DEV int tl_swz(unsigned row, unsigned col, unsigned cpr, unsigned rpk) {
-  unsigned g = row * cpr + (col >> 3), key = (row / rpk) & 7u;
+TL_DEV int tl_swz(unsigned row, unsigned col, unsigned cpr, unsigned rpk, unsigned m) {
+  unsigned g = row * cpr + (col >> 3), key = (row / rpk) & m;
   return (int)((((g & ~7u) | ((g & 7u) ^ key)) << 3) | (col & 7u));
 }
 TL_DEV unsigned tl_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-TL_DEV unsigned long long tl_wgdesc(unsigned addr, unsigned lbo, unsigned sbo) {
+TL_DEV unsigned long long tl_wgdesc(unsigned addr, unsigned lbo, unsigned sbo, unsigned mode) {
   return (unsigned long long)((addr & 0x3ffffu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3fffu) << 16) |
-         ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) | (1ull << 62);
+         ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) | ((unsigned long long)mode << 62);
 }
 TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {
   unsigned *w = (unsigned *)((unsigned long long)p & ~3ull);
@@ -147,21 +189,21 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
         const int v_k = (int)(tl_s0 + tl_st); (void)v_k;
         unsigned short *const s_A_shared = tl_base_A_shared + (long long)(tl_st) * 2048LL; (void)s_A_shared;
         unsigned short *const s_B_shared = tl_base_B_shared + (long long)(tl_st) * 2048LL; (void)s_B_shared;
-        #pragma unroll 1
+        #pragma unroll
         for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
           const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 4u); (void)tl_q1;
           const int tl_q0 = (int)(((unsigned)tl_e / 4u) % 64u); (void)tl_q0;
           const bool tl_in = true;
           const unsigned short *tl_g = tl_in ? &g_A[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_A_d1 + ((long long)(((int)(v_k * ((int)32LL)))) + (tl_q1 * 8LL))] : g_A;
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_A_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 4, 2)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_A_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 4, 2, 7)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
         }
-        #pragma unroll 1
+        #pragma unroll
         for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
           const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 8u); (void)tl_q1;
           const int tl_q0 = (int)(((unsigned)tl_e / 8u) % 32u); (void)tl_q0;
           const bool tl_in = true;
           const unsigned short *tl_g = tl_in ? &g_B[((long long)(((int)(v_k * ((int)32LL)))) + tl_q0) * g_B_d1 + ((long long)(((int)(v_bx * ((int)64LL)))) + (tl_q1 * 8LL))] : g_B;
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_B_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 8, 1)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_B_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 8, 1, 7)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
         }
       }
       asm volatile("cp.async.commit_group;" ::: "memory");
@@ -175,21 +217,21 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
           const int v_k = (int)(tl_s0 + tl_f); (void)v_k;
           unsigned short *const s_A_shared = tl_base_A_shared + (long long)(tl_f % 2) * 2048LL; (void)s_A_shared;
           unsigned short *const s_B_shared = tl_base_B_shared + (long long)(tl_f % 2) * 2048LL; (void)s_B_shared;
-          #pragma unroll 1
+          #pragma unroll
           for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
             const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 4u); (void)tl_q1;
             const int tl_q0 = (int)(((unsigned)tl_e / 4u) % 64u); (void)tl_q0;
             const bool tl_in = true;
             const unsigned short *tl_g = tl_in ? &g_A[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_A_d1 + ((long long)(((int)(v_k * ((int)32LL)))) + (tl_q1 * 8LL))] : g_A;
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_A_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 4, 2)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_A_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 4, 2, 7)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
           }
-          #pragma unroll 1
+          #pragma unroll
           for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
             const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 8u); (void)tl_q1;
             const int tl_q0 = (int)(((unsigned)tl_e / 8u) % 32u); (void)tl_q0;
             const bool tl_in = true;
             const unsigned short *tl_g = tl_in ? &g_B[((long long)(((int)(v_k * ((int)32LL)))) + tl_q0) * g_B_d1 + ((long long)(((int)(v_bx * ((int)64LL)))) + (tl_q1 * 8LL))] : g_B;
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_B_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 8, 1)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_B_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 8, 1, 7)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
           }
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
@@ -206,13 +248,13 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
           unsigned tl_a[2][4];
           #pragma unroll
           for (int tl_i = 0; tl_i < 2; tl_i++) {
-            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(tl_a[tl_i][0]), "=r"(tl_a[tl_i][1]), "=r"(tl_a[tl_i][2]), "=r"(tl_a[tl_i][3]) : "r"(tl_sa + (unsigned)(tl_swz((int)((tl_wm * 32 + tl_i * 16) + (tl_lane % 16)), (int)((tl_k + (tl_lane / 16) * 8)), 4, 2)) * 2u));
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(tl_a[tl_i][0]), "=r"(tl_a[tl_i][1]), "=r"(tl_a[tl_i][2]), "=r"(tl_a[tl_i][3]) : "r"(tl_sa + (unsigned)(tl_swz((int)((int)(((unsigned)tl_wm) * 32u + ((unsigned)tl_i) * 16u) + (tl_lane % 16)), (int)((tl_k + (tl_lane / 16) * 8)), 4, 2, 7)) * 2u));
           }
           unsigned tl_bb[2][4];
           #pragma unroll
           for (int tl_j = 0; tl_j < 4; tl_j += 2) {
             unsigned *const tl_b = tl_bb[tl_j / 2];
-            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(tl_b[0]), "=r"(tl_b[1]), "=r"(tl_b[2]), "=r"(tl_b[3]) : "r"(tl_sb + (unsigned)(tl_swz((int)((tl_k + (tl_lane % 8) + ((tl_lane / 8) % 2) * 8)), (int)((tl_wn * 32 + tl_j * 8) + (tl_lane / 16) * 8), 8, 1)) * 2u));
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(tl_b[0]), "=r"(tl_b[1]), "=r"(tl_b[2]), "=r"(tl_b[3]) : "r"(tl_sb + (unsigned)(tl_swz((int)((tl_k + (tl_lane % 8) + ((tl_lane / 8) % 2) * 8)), (int)((tl_wn * 32 + tl_j * 8) + (tl_lane / 16) * 8), 8, 1, 7)) * 2u));
           }
           #pragma unroll
           for (int tl_j = 0; tl_j < 4; tl_j += 2) {
@@ -233,7 +275,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
   __syncthreads();
   #pragma unroll
   for (int tl_r = 0; tl_r < 32; tl_r += 2) {
-    const unsigned tl_pair = (unsigned)tl_f2h(tl_rh(r_C_local[tl_r])) | ((unsigned)tl_f2h(tl_rh(r_C_local[tl_r + 1])) << 16);
+    const unsigned tl_pair = tl_f2h2(r_C_local[tl_r], r_C_local[tl_r + 1]);
     const int tl_q1 = (int)(((unsigned)tl_tid / 32u % 2u) * 32u + (((unsigned)(tl_r) / 4u) % 4u) * 8u + ((unsigned)tl_tid % 4u) * 2u + ((unsigned)(tl_r) % 2u)); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_tid / 32u / 2u) * 32u + ((unsigned)(tl_r) / 16u) * 16u + ((unsigned)tl_tid % 32u) / 4u + (((unsigned)(tl_r) % 4u) / 2u) * 8u); (void)tl_q0;
     if (true) *(unsigned *)&g_C[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_C_d1 + ((long long)(((int)(v_bx * ((int)64LL)))) + tl_q1)] = tl_pair;

@@ -250,8 +250,8 @@ TL_UDIV(u64, unsigned long long)
 TL_DEV int tl_cmp_su(long long a, unsigned long long b) { return a < 0 ? -1 : (unsigned long long)a < b ? -1 : (unsigned long long)a > b; }
 TL_DEV float tl_pymodf(float a, float b) { float r = tl_fmodf(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
 TL_DEV double tl_pymod(double a, double b) { double r = tl_fmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
-TL_DEV int tl_swz(unsigned row, unsigned col, unsigned cpr, unsigned rpk) {
-  unsigned g = row * cpr + (col >> 3), key = (row / rpk) & 7u;
+TL_DEV int tl_swz(unsigned row, unsigned col, unsigned cpr, unsigned rpk, unsigned m) {
+  unsigned g = row * cpr + (col >> 3), key = (row / rpk) & m;
   return (int)((((g & ~7u) | ((g & 7u) ^ key)) << 3) | (col & 7u));
 }
 #if defined(__AMDGCN__)
@@ -292,6 +292,50 @@ TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {
     unsigned nw = (assumed & ~(0xffffu << sh)) | ((unsigned)n << sh);
     __hip_atomic_compare_exchange_strong(w, &old, nw, __ATOMIC_RELAXED, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
   } while (old != assumed);
+}
+TL_DEV unsigned tl_atomic_and32(unsigned *p, unsigned v) { return __hip_atomic_fetch_and(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }
+TL_DEV unsigned tl_atomic_or32(unsigned *p, unsigned v) { return __hip_atomic_fetch_or(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }
+TL_DEV float tl_e2m1_2f(unsigned char b) {
+  int e = (b >> 1) & 3, m = b & 1;
+  float v = e == 0 ? 0.5f * (float)m : __builtin_ldexpf(1.0f + 0.5f * (float)m, e - 1);
+  return (b & 8) ? -v : v;
+}
+TL_DEV float tl_re2m1(float x) { return x != x ? 6.0f : __builtin_copysignf(tl_r8(x, 0, 1, 6.0f), x); }
+TL_DEV unsigned char tl_f2e2m1(float x) {
+  float r = tl_re2m1(x), a = __builtin_fabsf(r);
+  int c = a < 2.0f ? (int)(a * 2.0f) : a < 4.0f ? (int)a + 2 : a < 5.0f ? 6 : 7;
+  return (unsigned char)(c | (__builtin_copysignf(1.0f, r) < 0.0f ? 8 : 0));
+}
+TL_DEV float tl_e8m0_2f(unsigned char b) { return b == 0xff ? tl_int_as_float(0x7fc00000) : __builtin_ldexpf(1.0f, (int)b - 127); }
+TL_DEV unsigned char tl_f2e8m0(float x) {
+  if (x != x || x < 0.0f) return 0xff;
+  if (!(x > 0x1p-127f)) return 0;
+  if (!(x < 0x1p127f)) return 0xfe;
+  int k;
+  float m = __builtin_frexpf(x, &k);
+  return (unsigned char)((m >= 0.75f ? k : k - 1) + 127);
+}
+TL_DEV float tl_re8m0(float x) { return tl_e8m0_2f(tl_f2e8m0(x)); }
+typedef unsigned char tl_v1;
+typedef unsigned short tl_v2;
+typedef unsigned tl_v4;
+typedef unsigned long long tl_v8;
+typedef struct __attribute__((aligned(16))) { unsigned long long lo, hi; } tl_v16;
+TL_DEV int tl_sxt(int x, int bits) { return (int)((unsigned)x << (32 - bits)) >> (32 - bits); }
+TL_DEV int tl_clampi(int x, int lo, int hi) { return x < lo ? lo : x > hi ? hi : x; }
+TL_DEV int tl_ldp(const unsigned char *p, long long i, int bits, int sgn) {
+  int per = 8 / bits;
+  int v = (p[i / per] >> ((int)(i % per) * bits)) & ((1 << bits) - 1);
+  return sgn ? tl_sxt(v, bits) : v;
+}
+TL_DEV void tl_stp(unsigned char *p, long long i, int bits, unsigned v) {
+  int per = 8 / bits;
+  unsigned char *b = p + i / per;
+  unsigned *w = (unsigned *)((unsigned long long)b & ~3ull);
+  int sh = (int)((unsigned long long)b & 3) * 8 + (int)(i % per) * bits;
+  unsigned m = ((1u << bits) - 1u) << sh;
+  tl_atomic_and32(w, ~m);
+  tl_atomic_or32(w, (v << sh) & m);
 }
 #endif
 

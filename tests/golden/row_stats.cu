@@ -57,6 +57,48 @@ TL_DEV float tl_e4m3_2f(unsigned char b) { return tl_e8_2f(b, 4, 3, 7, 0); }
 TL_DEV float tl_e5m2_2f(unsigned char b) { return tl_e8_2f(b, 5, 2, 15, 1); }
 TL_DEV unsigned char tl_f2e4m3(float x) { return tl_f2e8(x, 4, 3, 7, 0x7f); }
 TL_DEV unsigned char tl_f2e5m2(float x) { return tl_f2e8(x, 5, 2, 15, 0x7e); }
+TL_DEV float tl_e2m1_2f(unsigned char b) {
+  int e = (b >> 1) & 3, m = b & 1;
+  float v = e == 0 ? 0.5f * (float)m : ldexpf(1.0f + 0.5f * (float)m, e - 1);
+  return (b & 8) ? -v : v;
+}
+TL_DEV float tl_re2m1(float x) { return x != x ? 6.0f : copysignf(tl_r8(x, 0, 1, 6.0f), x); }
+TL_DEV unsigned char tl_f2e2m1(float x) {
+  float r = tl_re2m1(x), a = fabsf(r);
+  int c = a < 2.0f ? (int)(a * 2.0f) : a < 4.0f ? (int)a + 2 : a < 5.0f ? 6 : 7;
+  return (unsigned char)(c | (copysignf(1.0f, r) < 0.0f ? 8 : 0));
+}
+TL_DEV float tl_e8m0_2f(unsigned char b) { return b == 0xff ? __int_as_float(0x7fc00000) : ldexpf(1.0f, (int)b - 127); }
+TL_DEV unsigned char tl_f2e8m0(float x) {
+  if (x != x || x < 0.0f) return 0xff;
+  if (!(x > 0x1p-127f)) return 0;
+  if (!(x < 0x1p127f)) return 0xfe;
+  int k;
+  float m = frexpf(x, &k);
+  return (unsigned char)((m >= 0.75f ? k : k - 1) + 127);
+}
+TL_DEV float tl_re8m0(float x) { return tl_e8m0_2f(tl_f2e8m0(x)); }
+typedef unsigned char tl_v1;
+typedef unsigned short tl_v2;
+typedef unsigned tl_v4;
+typedef unsigned long long tl_v8;
+typedef struct __attribute__((aligned(16))) { unsigned long long lo, hi; } tl_v16;
+TL_DEV int tl_sxt(int x, int bits) { return (int)((unsigned)x << (32 - bits)) >> (32 - bits); }
+TL_DEV int tl_clampi(int x, int lo, int hi) { return x < lo ? lo : x > hi ? hi : x; }
+TL_DEV int tl_ldp(const unsigned char *p, long long i, int bits, int sgn) {
+  int per = 8 / bits;
+  int v = (p[i / per] >> ((int)(i % per) * bits)) & ((1 << bits) - 1);
+  return sgn ? tl_sxt(v, bits) : v;
+}
+TL_DEV void tl_stp(unsigned char *p, long long i, int bits, unsigned v) {
+  int per = 8 / bits;
+  unsigned char *b = p + i / per;
+  unsigned *w = (unsigned *)((unsigned long long)b & ~3ull);
+  int sh = (int)((unsigned long long)b & 3) * 8 + (int)(i % per) * bits;
+  unsigned m = ((1u << bits) - 1u) << sh;
+  atomicAnd(w, ~m);
+  atomicOr(w, (v << sh) & m);
+}
 #define TL_F2I(name, T, lo, hi) TL_DEV T name(double x) { return x != x ? (T)0 : x <= (double)(lo) ? (T)(lo) : x >= (double)(hi) ? (T)(hi) : (T)x; }
 TL_F2I(tl_f2i8, signed char, -128, 127)
 TL_F2I(tl_f2u8, unsigned char, 0, 255)
@@ -87,14 +129,14 @@ TL_UDIV(u64, unsigned long long)
 TL_DEV int tl_cmp_su(long long a, unsigned long long b) { return a < 0 ? -1 : (unsigned long long)a < b ? -1 : (unsigned long long)a > b; }
 TL_DEV float tl_pymodf(float a, float b) { float r = fmodf(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
 TL_DEV double tl_pymod(double a, double b) { double r = fmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
-TL_DEV int tl_swz(unsigned row, unsigned col, unsigned cpr, unsigned rpk) {
-  unsigned g = row * cpr + (col >> 3), key = (row / rpk) & 7u;
+TL_DEV int tl_swz(unsigned row, unsigned col, unsigned cpr, unsigned rpk, unsigned m) {
+  unsigned g = row * cpr + (col >> 3), key = (row / rpk) & m;
   return (int)((((g & ~7u) | ((g & 7u) ^ key)) << 3) | (col & 7u));
 }
 TL_DEV unsigned tl_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-TL_DEV unsigned long long tl_wgdesc(unsigned addr, unsigned lbo, unsigned sbo) {
+TL_DEV unsigned long long tl_wgdesc(unsigned addr, unsigned lbo, unsigned sbo, unsigned mode) {
   return (unsigned long long)((addr & 0x3ffffu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3fffu) << 16) |
-         ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) | (1ull << 62);
+         ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) | ((unsigned long long)mode << 62);
 }
 TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {
   unsigned *w = (unsigned *)((unsigned long long)p & ~3ull);

@@ -11,9 +11,11 @@ an output that is a float32 sum of L terms (a case's "acc": every gemm,
 flash attention, the goldens' reductions) may differ by 2 ulps of its
 dtype plus (gamma(L, u) + gamma(L, 2u)) times the same sum over the
 absolute values of the terms, which the interpreter computes in a second
-run with the inputs named in "acc" replaced by their absolute values;
-integers compare exactly.  Cases without "acc" (elementwise programs and
-the NumPy-referenced ones) compare element by element to 2 ulps.  Cases with
+run with the inputs named in "acc" replaced by their absolute values (or
+NumPy, for gemm_w4a16's dequantized weights).  Integers and the packed
+sub-byte and float8 codes
+compare exactly.  Cases without "acc" (elementwise programs and the
+NumPy-referenced ones) compare element by element to 2 ulps.  Cases with
 a NumPy reference (top-k and its relatives, issue 10) also compare the
 interpreter's outputs with it, exactly.  Every `tlc` call runs under a time
 limit (--timeout for the GPU, --interp-timeout for the interpreter and the
@@ -35,6 +37,56 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tolerance  # noqa: E402
+
+# The packed dtypes' .npy inputs (proto/tile-ir-v1.md 9.6): one element per
+# byte, values in range; float4_e2m1 as its 16 codes, float8_e8m0 as codes
+# of 2^-12 .. 2^8 (scales).
+PACKED_IN = {"int4": (-8, 8, np.int8), "uint4": (0, 16, np.uint8), "int2": (-2, 2, np.int8),
+             "uint2": (0, 4, np.uint8), "int1": (-1, 1, np.int8), "uint1": (0, 2, np.uint8),
+             "float4_e2m1": (0, 16, np.uint8), "float8_e8m0": (120, 136, np.uint8)}
+E2M1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6])  # the OCP MX FP4 table
+
+
+def to_e2m1(x):
+    """Codes of x rounded to float4_e2m1: nearest, ties to the even code, saturating."""
+    a = np.minimum(np.abs(x), 6.0)
+    grid = E2M1[:8]
+    d = np.abs(a[..., None] - grid)
+    best = d.min(axis=-1, keepdims=True)
+    cand = np.where(d == best, np.arange(8), 99)
+    code = np.where((cand % 2 == 0) & (cand < 99), cand, 99).min(axis=-1)  # an even code among the nearest
+    code = np.where(code == 99, cand.min(axis=-1), code)
+    return (code | np.where(np.signbit(x), 8, 0)).astype(np.uint8)  # -0 keeps its sign (code 8)
+
+
+def to_e8m0(x):
+    """Codes of x > 0 rounded to a power of two (1.5 * 2^k up); 0 gives 2^-127."""
+    m, k = np.frexp(x)
+    e = np.where(m >= 0.75, k, k - 1)
+    return np.where(x > 0, e + 127, 0).astype(np.uint8)
+
+
+def packed_types_ref(x, c):
+    """tests/gpu/programs/packed_types.json in NumPy, from the codes."""
+    W, I, T, B = (x[n].astype(np.int64) for n in "WITB")
+    F = E2M1[x["F"]]
+    S = np.ldexp(1.0, x["S"].astype(np.int64) - 127)[:, None]
+    f32 = np.float32
+    O = ((W - 8).astype(f32) * S.astype(f32) + F.astype(f32) + (I * 16).astype(f32) + (T * 2).astype(f32)
+         + B.astype(f32) + (W * 1024).astype(f32)).astype(f32)
+    P = (((W + I) & 15) ^ 8) - 8
+    R = np.clip(np.trunc(T * 1.5 - B * 4.0), 0, 3)
+    M, N, bm, bn = W.shape[0], W.shape[1], c["block_M"], c["block_N"]
+    Z = np.ones((M, N), np.int64)  # unwritten: the poison byte 0xA5, whose low bits read 1
+    for j0 in range(0, N, bn):
+        for q in range(4):
+            if j0 + q < N:
+                L = ((I[:, j0 + q] + 2) & 3) - 2  # to int2 (wraps)
+                Z[:, j0 + q] = ((L + 1 + 2) & 3) - 2
+    h = W.astype(np.float16).view(np.uint16).astype(np.int64)  # float8_e5m2: float16's top byte, rounded to even
+    G = (h + 0x7F + ((h >> 8) & 1)) >> 8
+    return {"O": O, "Wc": x["W"], "P": P.astype(np.int8), "Q": to_e2m1(F * 3.0), "R": R.astype(np.uint8),
+            "E": to_e8m0(W * S), "Z": Z.astype(np.int8), "G": G.astype(np.uint8)}
 
 
 def topk_ref(x, c):
@@ -94,11 +146,13 @@ def serial_chunk_reduce_ref(x, c):
 # (example, -D overrides, --arg values, outputs[, options]); options:
 #   "ref": f(inputs, constants) -> {output: array}, a NumPy reference the
 #          interpreter's outputs must equal exactly;
-#   "acc": (L, inputs, extra): the outputs are float32 sums of L terms (L: an
-#          expression over the constants and arguments) that are products of
-#          the named inputs (tolerance.py: their absolute values give the
-#          bound's sum of |terms|); extra: a relative term the computation
-#          adds beyond its sums (0 for a gemm);
+#   "acc": (L, inputs, extra): the outputs are float32 sums of L
+#          terms (L: an expression over the constants and arguments) that
+#          are products of the named inputs (tolerance.py: their absolute
+#          values give the bound's sum of |terms|), or of terms whose
+#          absolute values a function f(inputs, constants) -> {output: sum
+#          of |terms|} gives in place of the names; extra: a relative term
+#          the computation adds beyond its sums (0 for a gemm);
 #   "gen": "ties" (float inputs drawn from the integers -4..3, so rows hold
 #          ties) or "wide" (integer inputs over the whole int32 range, so sums
 #          wrap); default: normal floats without zeros, integers in -1000..999.
@@ -106,6 +160,23 @@ FA = {"batch": 1, "heads": 2}
 GEMM = {"acc": ("K", ["A", "B"], 0.0)}
 DEQ = {"acc": ("K", ["A"], 0.0)}  # B's 4-bit values are 0..15: their products with A's are exact
 MATMUL = {"acc": ("k_size", ["a", "b"], 0.0)}
+# tma_colsum: Y[i, j] = sum over the K tiles of X[i, k * block_K + j], float32 adds on both sides
+COLSUM = {"acc": ("(K + block_K - 1) // block_K", ["X"], 0.0)}
+
+
+def w4a16_abs(x, c):
+    """gemm_w4a16's sums of |terms|: |A| @ |W|^T with W[n, k] = float16((B[n, k]
+    - 8) * S[n, k // group_size]), the dequantized weight both sides multiply
+    by (one float16 rounding of a product exact in float32, so the same
+    weight on both; its products with A's float16 values are exact in
+    float32, and only the K float32 sums differ: GEMM's bound)."""
+    g = c["group_size"]
+    S = np.repeat(x["S"].astype(np.float32), g, axis=1)[:, :x["B"].shape[1]]
+    W = ((x["B"].astype(np.float32) - 8) * S).astype(np.float16)
+    return {"C": np.abs(x["A"].astype(np.float64)) @ np.abs(W.astype(np.float64)).T}
+
+
+W4A16 = {"acc": ("K", w4a16_abs, 0.0)}
 # Flash attention: Output = sum_j P_ij V_j / l_i with P = exp2(s - max) in
 # float32, rounded to float16 for the P @ V gemm (acc_s_cast).  Its sums:
 # seq_len products P V, seq_len / block_N rescales of the accumulator and
@@ -136,10 +207,65 @@ CASES = [
     ("../bench/programs/gemm_raster", {"M": 512, "N": 768, "K": 320, "block_K": 64, "block_N": 256, "threads": 256},
      {}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_bt", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"], GEMM),
+    # TMA on sm_90 and later (compiler/pass_tma.c): bulk tensor copies into the
+    # 128-byte swizzle with per-stage mbarriers.  gemm_dyn's M is a scalar
+    # parameter, so its tensor maps are built at each launch; ragged M, N and
+    # K make boxes run past the tensors (read as zeros), wholly past them on
+    # the last block column of N = 136; a long K wraps the mbarriers' phases
+    # many times; 8 stages are more than fit (7 are laid out); use_tma=false
+    # is the same loop on cp.async; gemm at 64 x 64 tiles runs 4 warps
+    ("../tests/gpu/programs/gemm_dyn", {"K": 200}, {"M": 1000}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn", {"N": 136, "K": 72}, {"M": 1}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn", {"N": 136, "K": 72}, {"M": 300}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn", {"N": 256, "K": 2048, "num_stages": 4}, {"M": 128}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn", {"N": 512, "K": 1024, "num_stages": 8}, {"M": 384}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn", {"K": 200, "use_tma": "false"}, {"M": 1000}, ["C"], GEMM),
+    ("gemm", {"M": 200, "N": 136, "K": 72, "block_M": 64, "block_K": 64}, {}, ["C"], GEMM),
+    # mma.sync (4 warps) reading A's 128-byte rows, brought by TMA in the same swizzle; B on cp.async
+    ("../bench/programs/gemm_raster", {"M": 1000, "N": 1024, "K": 200, "block_K": 64}, {}, ["C"], GEMM),
+    # TMA without swizzle: float32 tiles read by a parallel loop, ragged M and K
+    ("../tests/gpu/programs/tma_colsum", {"K": 200}, {"M": 100}, ["Y"], COLSUM),
+    ("../tests/gpu/programs/tma_colsum", {"K": 1024, "num_stages": 4}, {"M": 1000}, ["Y"], COLSUM),
     ("../tests/gpu/programs/gemm_bt", {"M": 256, "N": 256, "K": 1024, "block_N": 64}, {}, ["C"], GEMM),
+    # wgmma on sm_90a (issue 11): 4-warp tiles (two m64 instructions per warpgroup, the rows of both in each warp),
+    # N up to 256, K tiles of 16, 32, 64 and 128 (32-, 64-, 128-byte swizzle, panels), B N-major and K-major,
+    # float16 and bfloat16, M dynamic (a scalar argument), ragged sizes; one wgmma-group stays in flight across K
+    # tiles (a K of one tile and of many); N = 130 has no cp.async for B, so its gemm waits for 0
+    ("../tests/gpu/programs/gemm_dyn_m", {"N": 256, "K": 160}, {"M": 300}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m", {"N": 136, "K": 72}, {"M": 200}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m", {"N": 130, "K": 64}, {"M": 129}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m", {"N": 192, "K": 96, "block_M": 64, "block_N": 64}, {"M": 100}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m", {"N": 512, "K": 64, "block_N": 256, "threads": 256}, {"M": 257}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m", {"N": 256, "K": 32, "block_M": 64, "block_N": 256}, {"M": 64}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m", {"N": 136, "K": 48, "block_K": 16}, {"M": 130}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m", {"N": 256, "K": 384, "block_K": 128, "threads": 256}, {"M": 256}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m", {"N": 384, "K": 96, "block_M": 256, "threads": 256}, {"M": 300}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m", {"N": 1024, "K": 1024, "block_K": 64}, {"M": 1000}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m_bt", {"N": 256, "K": 160}, {"M": 300}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m_bt", {"N": 200, "K": 96, "block_K": 64}, {"M": 77}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m_bt", {"N": 512, "K": 64, "block_N": 256, "threads": 256}, {"M": 257}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m_bt", {"N": 136, "K": 48, "block_K": 16}, {"M": 130}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m_bt", {"N": 256, "K": 384, "block_K": 128, "threads": 256}, {"M": 256}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m_bf16", {"N": 256, "K": 160}, {"M": 300}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m_bf16", {"N": 512, "K": 64, "block_N": 256, "threads": 256}, {"M": 257}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m_bf16", {"N": 192, "K": 96, "block_M": 64, "block_N": 64}, {"M": 100}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m_bf16_bt", {"N": 256, "K": 160}, {"M": 300}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m_bf16_bt", {"N": 136, "K": 48, "block_K": 16}, {"M": 130}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m_bf16_bt", {"N": 256, "K": 384, "block_K": 128, "threads": 256}, {"M": 256},
+     ["C"], GEMM),
     ("dequant_gemm", {"M": 256, "N": 256, "K": 256}, {}, ["Ct"], DEQ),
     ("dequant_gemm", {"M": 136, "N": 200, "K": 72}, {}, ["Ct"], DEQ),
     ("dequant_gemm_threads", {"M": 256, "N": 256, "K": 256}, {}, ["C"], DEQ),
+    # the same with B declared uint4 (issue 12): K = 74 copies the uint4 tiles a byte at a time
+    ("dequant_gemm_uint4", {"M": 256, "N": 256, "K": 256}, {}, ["Ct"], DEQ),
+    ("dequant_gemm_uint4", {"M": 136, "N": 200, "K": 74}, {}, ["Ct"], DEQ),
+    ("dequant_gemm_threads_uint4", {"M": 256, "N": 256, "K": 256}, {}, ["C"], DEQ),
+    ("dequant_gemm_threads_uint4", {"M": 136, "N": 200, "K": 74}, {}, ["C"], DEQ),
+    # W4A16: uint4 weights, float16 scales per 128 (or 64) weights along K; ragged M, N, K; M = 1
+    ("gemm_w4a16", {"M": 256, "N": 256, "K": 512}, {}, ["C"], W4A16),
+    ("gemm_w4a16", {"M": 200, "N": 136, "K": 202}, {}, ["C"], W4A16),
+    ("gemm_w4a16", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
+    ("gemm_w4a16", {"M": 100, "N": 300, "K": 384, "group_size": 64}, {}, ["C"], W4A16),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 1}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 7}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 300}, ["c"], MATMUL),
@@ -185,6 +311,14 @@ CASES += [
     (GOLD + "scale_add", {}, {"n": 256, "alpha": 0.25, "relu": "false"}, ["out"], {"acc": ("2", ["x", "y"], 0.0)}),
 ]
 
+# the packed sub-byte dtypes and float8_e8m0 (issue 12): element loads and
+# stores, tiles of bytes (16- and 4-byte vectors: N = 256, 200, 72), M
+# dynamic and ragged; every output exact, and the interpreter's equal to
+# NumPy's from the codes
+PACKED, PACKED_OUT = "../tests/gpu/programs/packed_types", ["O", "Wc", "P", "Q", "R", "E", "Z", "G"]
+CASES += [(PACKED, {"N": n}, {"M": m}, PACKED_OUT, {"ref": packed_types_ref})
+          for m, n in [(64, 256), (100, 200), (1, 64), (7, 72)]]
+
 
 def constants(prog, defs):
     """The program's literal constants with the -D overrides applied."""
@@ -195,6 +329,9 @@ def constants(prog, defs):
 
 
 def make_input(rng, dt, shape, gen):
+    if dt in PACKED_IN:
+        lo, hi, t = PACKED_IN[dt]
+        return rng.integers(lo, hi, size=shape).astype(t)
     if dt == "int8":
         return rng.integers(-128, 128, size=shape, dtype=np.int8)
     if dt.startswith("int") or dt.startswith("uint"):
@@ -310,8 +447,12 @@ def main():
             continue
         # the bound's sums of |terms|: the interpreter again, on |inputs| of "acc"
         acc_L, absrefs = 0, {}
-        if "acc" in opts:
-            lexpr, abs_names, extra = opts["acc"]
+        if "acc" in opts and callable(opts["acc"][1]):
+            cenv = dict(constants(prog, defs), **args)
+            acc_L = int(eval(str(opts["acc"][0]), {"__builtins__": {}}, cenv))
+            absrefs = opts["acc"][1](inputs, cenv)
+        elif "acc" in opts:
+            lexpr, abs_names = opts["acc"][:2]
             cenv = dict(constants(prog, defs), **args)
             acc_L = int(eval(str(lexpr), {"__builtins__": {}}, cenv))
             absflags = []
@@ -342,9 +483,9 @@ def main():
             dev = np.load(f"{work}/{base}.{o}.dev.npy")
             dt = [p["dtype"] for p in meta["params"] if p["name"] == o][0]
             absref = absrefs.get(o)
-            if dt == "bfloat16":  # .npy holds the bit patterns
-                ref, dev, absref = (None if x is None else np.left_shift(x.astype(np.uint32), 16).view(np.float32)
-                                    for x in (ref, dev, absref))
+            if dt == "bfloat16":  # .npy holds the bit patterns (an absref from NumPy is float64 already)
+                ref, dev, absref = (x if x is None or x.dtype.kind not in "ui" else
+                                    np.left_shift(x.astype(np.uint32), 16).view(np.float32) for x in (ref, dev, absref))
             extra = opts["acc"][2] if "acc" in opts else 0.0
             good, why = tolerance.compare(dev, ref, dt, acc_L, absref, extra)
             print(f"{'ok  ' if good else 'FAIL'} {label} {o}: {why}"

@@ -6,8 +6,10 @@
 #   sh tests/gpu/run.sh [cuda_smoke options: -d ORDINAL -s SEED]
 #
 # 1. Builds tests/gpu/cuda_smoke.c with the machine's C compiler ($CC, else
-#    cc) straight from the .c files it needs: libc and libdl only, so no
-#    jansson/sqlite headers are needed there.
+#    cc) straight from the .c files it needs: libc, libdl and jansson (the
+#    toolchain entry of nvrtc.c reads resources into JSON; where jansson's
+#    headers are not installed, point CPATH and LIBRARY_PATH at a copy); no
+#    SQLite or curl.
 # 2. Runs it: it compiles kernels with NVRTC for the device's own targets
 #    (sm_N, sm_Na, compute_N), loads and launches them on random data,
 #    checks every result on the CPU, and compares registers, local and
@@ -48,9 +50,9 @@ cat "$LOG"
 echo "building cuda_smoke"
 if ! $CC -std=c11 -O2 -g -Wall -Wextra -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L \
   -Iproto -Icompiler -o "$WORK/cuda_smoke" \
-  tests/gpu/cuda_smoke.c compiler/nvrtc.c compiler/gpudrv.c compiler/cudadrv.c compiler/hipdrv.c \
+  tests/gpu/cuda_smoke.c compiler/nvrtc.c compiler/target.c compiler/gpudrv.c compiler/cudadrv.c compiler/hipdrv.c \
   compiler/cubin.c compiler/elf.c compiler/dlutil.c proto/tl_error.c \
-  -ldl -pthread >"$WORK/build.log" 2>&1; then
+  -ljansson -ldl -pthread >"$WORK/build.log" 2>&1; then
   cat "$WORK/build.log" | tee -a "$LOG"
   echo "run.sh: FAILED: cuda_smoke did not build" | tee -a "$LOG"
   exit 1

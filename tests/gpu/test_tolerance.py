@@ -6,7 +6,7 @@ float32 accumulator computed in other orders (exactly, then rounded; in
 16-wide k steps like mma.sync; with every add truncated like the tensor
 cores) must pass; one wrong 8 x 8 tile (the last 32-wide k block left
 out), one element past its bound, an unwritten (NaN) element and a bfloat16
-output off in one tile must fail.  It also shows that the former check
+output off in one tile must fail; packed codes compare exactly.  It also shows that the former check
 (relative error of the norm within 1e-2) let the wrong tile through.
 
 Prints one line per check; exit 0 when all passed, 1 otherwise.
@@ -108,6 +108,11 @@ def main():
     off = ints.copy()
     off[7] += 1
     check(not tolerance.compare(off, ints, "int32")[0], "integers off by one fail")
+    codes = rng.integers(0, 16, 64).astype(np.uint8)  # e.g. float4_e2m1 or uint4 outputs, one per byte
+    check(tolerance.compare(codes.copy(), codes, "float4_e2m1")[0], "equal packed codes pass")
+    off = codes.copy()
+    off[3] ^= 1
+    check(not tolerance.compare(off, codes, "float8_e5m2")[0], "packed codes off in one bit fail")
     c = tolerance.sum_coefficient(1024)
     check(abs(c / (3 * 1024 * 2.0 ** -24) - 1) < 1e-3, "the sum coefficient for L = 1024 is about 3 L u",
           "%.4g" % c)

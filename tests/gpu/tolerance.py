@@ -34,8 +34,10 @@ that enter the sum: the caller supplies it, e.g. |A| @ |B| for a gemm), and
 
 A wrong element is off by about the element's own size, which for float16
 is 2^10 ulps; rounding differences and summation order stay within a few.
-Integers compare exactly; NaN must be NaN on both sides (outputs start
-poisoned with NaN, so an element the kernel never writes shows).
+Integers, and the packed sub-byte and float8 code outputs (any dtype
+without an entry in EPS), compare exactly; NaN must be NaN on both sides
+(outputs start poisoned with NaN, so an element the kernel never writes
+shows).
 """
 import numpy as np
 

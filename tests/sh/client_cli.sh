@@ -241,7 +241,7 @@ stop "$AUTH_PID"
 
 # ---- 7. the example application -------------------------------------------------------
 "$APP" --arch 90 --size 128 >"$TMP/app.out" 2>"$TMP/app.err" && ok || bad "example app: $(cat "$TMP/app.err")"
-has "$TMP/app.out" "kernel matmul for sm_90" "example app target"
+has "$TMP/app.out" "kernel matmul for sm_90a" "example app target (sm_90a on a 9.0 GPU: wgmma)"
 has "$TMP/app.out" "from compiled" "example app, first start"
 "$APP" --arch 90 --size 128 >"$TMP/app.out" 2>"$TMP/app.err" && ok || bad "example app again: $(cat "$TMP/app.err")"
 has "$TMP/app.out" "from local" "example app, warm start"

@@ -21,7 +21,9 @@ rules, checked in the kernel's body (the prelude's helpers are skipped):
    AMD work-item id, the lane) or a name assigned from one: scalars, and
    the per-thread arrays `r_*` (fragment registers) and `l_*` (local
    buffers); also every scalar or per-thread array assigned under
-   thread-dependent control.  The analysis ignores the order of statements
+   thread-dependent control.  A loop variable declared in its header
+   (`for (int i = 0; ...)`) is a fresh name there: the header depends on
+   the thread only through its other names.  The analysis ignores the order of statements
    (a name once thread-dependent is so everywhere), so it may refuse code
    that is fine; it never accepts a barrier under an `if` on the thread.
 
@@ -168,6 +170,10 @@ class Kernel:
                 if is_loop:  # the loop's variable is as thread-dependent as its header
                     init = head[head.index("(") + 1:].split(";")[0]
                     a = top_assign(init)
+                    own = re.match(r"^\s*(?:const\s+)?(?:unsigned\s+|long\s+)*(?:int|long|char|short|unsigned)\s+([A-Za-z_]\w*)\s*$",
+                                   a[0]) if a else None
+                    if own:  # declared here: a fresh variable, as dependent as the rest of its header
+                        hdiv = self.dep(re.sub(r"\b%s\b" % own.group(1), " ", head))
                     if a and (hdiv or divergent or self.dep(a[1])):
                         mm = re.search(r"([A-Za-z_]\w*)\s*$", a[0])
                         if mm:

@@ -88,6 +88,25 @@ cat > "$tmp/good/every_op.json" <<'EOF'
  ]}}
 EOF
 
+# Every sub-byte and scale dtype, and TileLang's spellings (tile-ir-v1.md 7.1).
+cat > "$tmp/good/packed_dtypes.json" <<'EOF'
+{"tlir": 1, "name": "packed", "params": [
+   {"name": "a", "kind": "tensor", "dtype": "int4", "shape": [2, 8]},
+   {"name": "b", "kind": "tensor", "dtype": "uint4", "shape": [2, 8]},
+   {"name": "c", "kind": "tensor", "dtype": "int2", "shape": [2, 8]},
+   {"name": "d", "kind": "tensor", "dtype": "uint2", "shape": [2, 8]},
+   {"name": "e", "kind": "tensor", "dtype": "int1", "shape": [2, 8]},
+   {"name": "f", "kind": "tensor", "dtype": "uint1", "shape": [2, 8]},
+   {"name": "g", "kind": "tensor", "dtype": "float4_e2m1", "shape": [2, 8]},
+   {"name": "h", "kind": "tensor", "dtype": "float8_e8m0", "shape": [2, 8]},
+   {"name": "i", "kind": "tensor", "dtype": "float8_e4m3fn", "shape": [2, 8]},
+   {"name": "j", "kind": "tensor", "dtype": "float4_e2m1fn", "shape": [2, 8]},
+   {"name": "k", "kind": "tensor", "dtype": "float8_e8m0fnu", "shape": [2, 8]}],
+ "kernel": {"grid": [1], "threads": 32, "block_vars": ["bx"],
+            "body": [{"op": "alloc_shared", "name": "s", "shape": [2, 8], "dtype": "uint4"},
+                     {"op": "copy", "src": "b", "dst": "s"}]}}
+EOF
+
 # Bad programs: each must be rejected, with an error at the given place (a
 # jsonschema json_path), so that it fails for the reason its name gives.
 bad() { cat > "$tmp/bad/$1.json" && printf '%s\n' "$2" > "$tmp/bad/$1.where"; }
@@ -127,6 +146,14 @@ bad bad_dtype '$.kernel.body[0].dtype' <<'EOF'
 {"tlir": 1, "name": "k", "params": [],
  "kernel": {"grid": [1], "threads": 32, "block_vars": ["bx"],
             "body": [{"op": "alloc_shared", "name": "s", "shape": [4], "dtype": "float17"}]}}
+EOF
+bad bad_packed_dtype '$.params[0].dtype' <<'EOF'
+{"tlir": 1, "name": "k", "params": [{"name": "w", "kind": "tensor", "dtype": "uint3", "shape": [8]}],
+ "kernel": {"grid": [1], "threads": 32, "block_vars": ["bx"], "body": []}}
+EOF
+bad packed_scalar_dtype '$.params[0].dtype' <<'EOF'
+{"tlir": 1, "name": "k", "params": [{"name": "w", "kind": "scalar", "dtype": "uint4"}],
+ "kernel": {"grid": [1], "threads": 32, "block_vars": ["bx"], "body": []}}
 EOF
 bad bad_scalar_dtype '$.params[0].dtype' <<'EOF'
 {"tlir": 1, "name": "k", "params": [{"name": "h", "kind": "scalar", "dtype": "float16"}],

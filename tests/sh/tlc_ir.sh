@@ -4,8 +4,10 @@
 # the ranges and each tensor guard kept or proven, barrier the barriers,
 # raster the blocks' order): the GEMM example's gemm on the matrix cores, its tile
 # copies as cp.async prefetched by a software-pipelined loop, its fragment
-# in registers; wgmma for a gemm of 8 warps and 64-wide K tiles on sm_90a
-# (mma.sync elsewhere); FlashAttention's P packed in registers; and a
+# in registers; wgmma on sm_90a for gemm.json as written and every float16/
+# bfloat16 tile shape it serves, with one wgmma-group in flight across K
+# tiles (mma.sync elsewhere), and why not where it cannot;
+# FlashAttention's P packed in registers; and a
 # wrong stage name and run --target without --device are usage errors.
 # Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
 TLC=${TL_BUILD:-build}/bin/tlc
@@ -14,30 +16,113 @@ if ! "$TLC" targets 2>/dev/null | grep -q '^sm_80 '; then # NVRTC, not just an A
   exit 77
 fi
 fail() { echo "FAIL: $*"; exit 1; }
-ir=$("$TLC" compile examples/gemm.json --target sm_90a --emit ir) || fail "tlc compile --emit ir"
+ir=$("$TLC" compile examples/gemm.json --target sm_80 --emit ir) || fail "tlc compile --emit ir"
 for want in "gemm A_shared x B_shared -> C_local [mma.sync m16n8k16]" \
-            "[cp.async, prefetched]" "[software pipelined]" \
+            "[cp.async, prefetched]" "[software pipelined] [3 stages, copies 2 ahead]" \
             "alloc C_local: fragment float32[128, 128] in registers, mma layout" \
             "alloc A_shared: shared float16[128, 32] in shared memory at 0, 3 stages, swizzled"; do
   printf '%s\n' "$ir" | grep -qF -- "$want" || fail "--emit ir lacks: $want"
 done
-# wgmma on sm_90a (8 warps, 64-wide K tiles), mma.sync elsewhere
-for t in sm_90a sm_90 sm_80; do
-  want="[mma.sync m16n8k16]"; [ $t = sm_90a ] && want="[wgmma m64nNk16]"
-  ir=$("$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 --target $t --emit ir) ||
-    fail "tlc compile gemm_raster for $t"
-  printf '%s\n' "$ir" | grep -qF -- "gemm A_shared x B_shared -> C_local $want" || fail "$t: the gemm is not on $want"
+# examples/gemm.json as written (4 warps, 128 x 128 x 32) on wgmma on sm_90a: two m64n128 instructions per
+# warpgroup and k16 step (a warp holds rows of both: the row tiles interleave), A's 32-wide rows in the 64-byte
+# swizzle, one wgmma-group left in flight across K tiles (one stage more, copies still 2 ahead), drained at the end
+ir=$("$TLC" compile examples/gemm.json --target sm_90a --emit ir) || fail "tlc compile gemm.json sm_90a --emit ir"
+for want in "gemm A_shared x B_shared -> C_local [wgmma m64nNk16] [2 x m64n128 per warpgroup and k16 step, wait_group 1" \
+            "[software pipelined] [4 stages, copies 2 ahead, wgmma groups drained at the end]" \
+            "alloc C_local: fragment float32[128, 128] in registers, mma layout, 128 per thread (warps 4x1, tiles 2x16, row tiles interleaved)" \
+            "alloc A_shared: shared float16[128, 32] in shared memory at 0, 4 stages, swizzled"; do
+  printf '%s\n' "$ir" | grep -qF -- "$want" || fail "gemm.json on sm_90a: --emit ir lacks: $want"
+done
+src=$("$TLC" compile examples/gemm.json --target sm_90a --emit cuda) || fail "tlc compile gemm.json sm_90a --emit cuda"
+for want in "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" "wgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 1;" \
+            "wgmma.wait_group.sync.aligned 0;" "wgmma.fence.sync.aligned;" "fence.proxy.async.shared::cta" \
+            "tl_wgdesc(tl_sa + (tl_wr + 64u) * 64u + (unsigned)(tl_k) * 32u, 16u, 512u, 2u)" \
+            "tl_wgdesc(tl_sb + tl_k * 2048u, 4096u, 1024u, 1u)" "cp.async.wait_group 1;"; do
+  printf '%s\n' "$src" | grep -qF -- "$want" || fail "gemm.json's wgmma source lacks: $want"
+done
+# the wait for 0 comes after the K loop, before its barrier, and nowhere inside it
+printf '%s\n' "$src" | awk '/wgmma.wait_group.sync.aligned 0;/{z=NR} /wgmma.wait_group.sync.aligned 1;/{o=NR} END{exit !(o && z > o)}' ||
+  fail "gemm.json: wait_group 0 is not after the K loop's wait_group 1"
+meta=$("$TLC" compile examples/gemm.json --target sm_90a --emit meta) || fail "gemm.json does not build for sm_90a"
+printf '%s\n' "$meta" | grep -q "serialized" && fail "ptxas serializes gemm.json's wgmma: $(printf '%s\n' "$meta" | grep -o 'C75[^\\]*')"
+printf '%s\n' "$meta" | grep -q '"spill_store_bytes": 0' || fail "gemm.json spills on sm_90a"
+# mma.sync where the target has no wgmma; sm_90 and compute_90 name the variant that has it, sm_80 says nothing of it
+for t in sm_90 compute_90 sm_80; do
+  ir=$("$TLC" compile examples/gemm.json --target $t --emit ir) || fail "tlc compile gemm.json for $t"
+  printf '%s\n' "$ir" | grep -qF -- "gemm A_shared x B_shared -> C_local [mma.sync m16n8k16]" || fail "$t: gemm.json is not on mma.sync"
 done
 printf '%s\n' "$ir" | grep -q "wgmma" && fail "sm_80 mentions wgmma"
+for t in sm_90 compute_90; do
+  "$TLC" compile examples/gemm.json --target $t --emit ir | grep -qF -- "[not wgmma: this target has none; ${t}a has]" ||
+    fail "$t does not say that ${t}a has wgmma"
+done
+# every float16/bfloat16 tile shape wgmma serves: 64 x 64, 128 x 128 (4 warps), 128 x 256 (8 warps; N = 256),
+# 64 x 256 and 256 x 128; K tiles of 16, 32, 64, 128 (32-, 64-, 128-byte swizzle, panels of 64); B N-major and K-major
+for p in gemm_dyn_m gemm_dyn_m_bt gemm_dyn_m_bf16 gemm_dyn_m_bf16_bt; do
+  ty=f16; case $p in *bf16*) ty=bf16;; esac
+  for c in "64 64 32 128 2" "128 128 32 128 2" "128 128 64 128 1" "128 256 64 256 1" "128 128 16 128 3" \
+           "128 128 128 256 1" "64 256 32 128 2" "256 128 32 256 2"; do
+    set -- $c
+    d="-D block_M=$1 -D block_N=$2 -D block_K=$3 -D threads=$4"
+    ir=$("$TLC" compile tests/gpu/programs/$p.json $d --target sm_90a --emit ir) || fail "$p $c: --emit ir"
+    mi=$(( $1 / ($4 / 2) ))
+    printf '%s\n' "$ir" | grep -qF -- "[wgmma m64nNk16] [$mi x m64n$2 per warpgroup and k16 step, wait_group 1:" ||
+      fail "$p $c: not on wgmma with a group in flight: $(printf '%s\n' "$ir" | grep 'gemm A_')"
+    src=$("$TLC" compile tests/gpu/programs/$p.json $d --target sm_90a --emit cuda) || fail "$p $c: --emit cuda"
+    for want in "wgmma.mma_async.sync.aligned.m64n$2k16.f32.$ty.$ty" "wgmma.wait_group.sync.aligned 1;" \
+                "wgmma.wait_group.sync.aligned 0;" "u, $5u);"; do
+      printf '%s\n' "$src" | grep -qF -- "$want" || fail "$p $c: the source lacks: $want"
+    done
+  done
+  # ptxas keeps the groups asynchronous (no C7514 serialization) and spills nothing, at N = 256
+  meta=$("$TLC" compile tests/gpu/programs/$p.json -D block_N=256 -D block_K=64 -D threads=256 --target sm_90a --emit meta) ||
+    fail "$p 128 x 256 does not build for sm_90a"
+  printf '%s\n' "$meta" | grep -q "serialized" && fail "ptxas serializes $p's wgmma"
+  printf '%s\n' "$meta" | grep -q '"spill_store_bytes": 0' || fail "$p spills at 128 x 256"
+done
+# and says why not where it cannot
+for c in "examples/gemm_nt.json|C is not a float32 fragment in registers" \
+         "tests/gpu/programs/gemm_dyn_m.json -D block_N=256|C would take 256 accumulators per thread" \
+         "tests/gpu/programs/gemm_dyn_m.json -D threads=64 -D block_M=64 -D block_N=64|the block is not whole warpgroups" \
+         "tests/gpu/programs/gemm_dyn_m.json -D block_N=32|an N-major B ([K, N]) is stored as panels of 64 columns" \
+         "tests/gpu/programs/gemm_dyn_m.json -D block_K=48|the K tile is 48"; do
+  args=${c%%|*}; why=${c#*|}
+  ir=$("$TLC" compile $args --target sm_90a --emit ir) || fail "$args: --emit ir"
+  printf '%s\n' "$ir" | grep -qF -- "[not wgmma: $why" || fail "$args: --emit ir does not say: $why"
+done
+# a gemm whose C another statement of the K loop touches waits for 0: its accumulator is read
+tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
+python3 - "$tmp/touch.json" <<'PY' || fail "could not write the variant whose loop reads C"
+import json, sys
+p = json.load(open("tests/gpu/programs/gemm_dyn_m.json"))
+loop = p["kernel"]["body"][4]
+loop["body"].append({"op": "parallel", "vars": ["i", "j"], "extents": ["block_M", "block_N"],
+                     "body": ["C_local[i, j] = C_local[i, j] * 0.5"]})
+json.dump(p, open(sys.argv[1], "w"))
+PY
+ir=$("$TLC" compile "$tmp/touch.json" --target sm_90a --emit ir) || fail "the variant whose loop reads C: --emit ir"
+printf '%s\n' "$ir" | grep -qF -- "k16 step, wait_group 0]" || fail "a gemm whose C the loop reads keeps a group in flight"
+printf '%s\n' "$ir" | grep -q "drained" && fail "a loop whose gemm waits for 0 drains"
+# 8 warps, 64-wide K tiles (bench/programs/gemm_raster.json): one m64n128 per warpgroup, B N-major in panels
 src=$("$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 --target sm_90a --emit cuda) ||
   fail "tlc compile gemm_raster --emit cuda"
-for want in "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" "wgmma.wait_group.sync.aligned 0" \
-            "fence.proxy.async.shared::cta" "tl_wgdesc(tl_sb + tl_k * 2048u, 8192u, 1024u)"; do
+for want in "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" "wgmma.wait_group.sync.aligned 1;" \
+            "fence.proxy.async.shared::cta" "tl_wgdesc(tl_sb + tl_k * 2048u, 8192u, 1024u, 1u)"; do
   printf '%s\n' "$src" | grep -qF -- "$want" || fail "the wgmma source lacks: $want"
 done
 "$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 --target sm_90a -o "${TMPDIR:-/tmp}/tlc_ir_wg.$$.cubin" 2>/dev/null ||
   fail "the wgmma kernel does not build for sm_90a"
 rm -f "${TMPDIR:-/tmp}/tlc_ir_wg.$$.cubin"
+# more stages than fit (8 x 32 KiB on sm_80's 163 KiB): the loop rotates
+# through the 5 laid out, not the 8 asked for
+ir=$("$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 -D num_stages=8 --target sm_80 --emit ir) ||
+  fail "tlc compile gemm_raster with 8 stages"
+printf '%s\n' "$ir" | grep -qF "alloc A_shared: shared float16[128, 64] in shared memory at 0, 5 stages" || fail "not 5 stages laid out"
+printf '%s\n' "$ir" | grep -qF "num_stages 8 [software pipelined] [5 stages, copies 4 ahead]" || fail "the loop does not rotate through the 5 stages"
+src=$("$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 -D num_stages=8 --target sm_80 --emit cuda) ||
+  fail "tlc compile gemm_raster with 8 stages --emit cuda"
+printf '%s\n' "$src" | grep -qF "tl_f % 8" && fail "the source rotates through 8 stages"
+printf '%s\n' "$src" | grep -qF "tl_f % 5" || fail "the source does not rotate through 5 stages"
 # FlashAttention's P: packed pairs of halves in registers, the second gemm's A
 ir=$("$TLC" compile examples/flash_attention.json --target sm_90a --emit ir) || fail "tlc compile flash --emit ir"
 for want in "alloc acc_s_cast: fragment float16[128, 128] in registers, mma layout, 64 per thread (warps 8x1, tiles 1x16), packed in pairs" \
@@ -48,7 +133,6 @@ src=$("$TLC" compile examples/flash_attention.json --target sm_90a --emit cuda) 
 printf '%s\n' "$src" | grep -qF "unsigned r_acc_s_cast[32]; /* pairs of float16 */" || fail "P is not declared as 32 pairs"
 printf '%s\n' "$src" | grep -qF "r_acc_s_cast[tl_r / 2] = tl_pair;" || fail "the copy into P does not write pairs"
 # P read by a parallel loop as well is not packed (kept as one value per register)
-tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
 python3 - "$tmp/p.json" <<'PY' || fail "could not write the unpacked variant"
 import json, sys
 p = json.load(open("examples/flash_attention.json"))
@@ -71,13 +155,13 @@ printf '%s\n' "$dump" | grep -qF "[cp.async" && fail "--dump place shows cp.asyn
 [ $? -eq 2 ] || fail "run --target without --device must exit 2"
 # every stage `tlc compile --help` lists can be dumped, in pipeline order
 stages=$("$TLC" compile --help | awk '/^  [a-z]+ /{print $1}')
-[ "$(echo $stages)" = "check place pipeline range barrier raster" ] || fail "tlc compile --help lists: $(echo $stages)"
+[ "$(echo $stages)" = "check place pipeline tma range barrier raster" ] || fail "tlc compile --help lists: $(echo $stages)"
 dumps=$(for s in $stages; do "$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --dump $s 2>&1 >/dev/null |
         head -1; done)
 [ "$dumps" = "$(for s in $stages; do echo "# IR after $s"; done)" ] || fail "not every stage dumps: $dumps"
 # range: the variables' ranges, and each guard of a tensor access kept or proven
 dump=$("$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --dump range 2>&1 >/dev/null)
-for want in "block var bx in [0, 31]" "loop pipelined k in range(0, +128, step 1) num_stages 3 [software pipelined] in [0, 127]" \
+for want in "block var bx in [0, 31]" "loop pipelined k in range(0, +128, step 1) num_stages 3 [software pipelined] [3 stages, copies 2 ahead] in [0, 127]" \
             "copy A[(by * 128)+:128 (inside), (k * 32)+:32 (inside)] -> A_shared"; do
   printf '%s\n' "$dump" | grep -qF -- "$want" || fail "--dump range lacks: $want"
 done
@@ -96,6 +180,6 @@ dump=$("$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --du
 printf '%s\n' "$dump" | grep -qF "blocks: rasterized in stripes of 10 block rows" || fail "--dump raster lacks the stripes"
 dump=$("$TLC" compile examples/gemm.json --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
 printf '%s\n' "$dump" | grep -qF "blocks: in grid order" || fail "--dump raster of gemm.json is not the grid order"
-"$TLC" compile examples/gemm.json --target sm_80 --dump lowering 2>&1 >/dev/null | grep -qF "the stages are check, place, pipeline, range, barrier and raster" ||
+"$TLC" compile examples/gemm.json --target sm_80 --dump lowering 2>&1 >/dev/null | grep -qF "the stages are check, place, pipeline, tma, range, barrier and raster" ||
   fail "a wrong --dump does not list the stages"
 echo "tlc_ir: ok"

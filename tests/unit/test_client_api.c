@@ -130,6 +130,19 @@ static void test_setters(void **state) {
   long_url[sizeof long_url - 1] = 0;
   assert_int_equal(tl_client_set_server(c, long_url, &err), TL_TOO_LARGE);
   assert_int_equal(tl_client_set_server(c, NULL, &err), TL_INVALID_ARG);
+  /* replicas: a comma-separated list, each URL checked and trimmed */
+  assert_int_equal(tl_client_set_server(c, "http://a:1/,https://b:2/tl//", &err), TL_OK);
+  assert_string_equal(tl_client_server(c), "http://a:1,https://b:2/tl");
+  static const char *bad_lists[] = {"http://a,", ",http://a", "http://a,,http://b", "http://a,ftp://b",
+                                    "http://a, http://b"};
+  for (size_t i = 0; i < sizeof bad_lists / sizeof bad_lists[0]; i++)
+    if (tl_client_set_server(c, bad_lists[i], &err) != TL_INVALID_ARG)
+      fail_msg("server list '%s' was accepted", bad_lists[i]);
+  char many[40 * (TL_CLIENT_SERVERS_MAX + 1)] = "";
+  for (int i = 0; i <= TL_CLIENT_SERVERS_MAX; i++)
+    snprintf(many + strlen(many), sizeof many - strlen(many), "%shttp://h%d", i ? "," : "", i);
+  assert_int_equal(tl_client_set_server(c, many, &err), TL_LIMIT);
+  assert_string_equal(tl_client_server(c), "http://a:1,https://b:2/tl");
 
   assert_int_equal(tl_client_set_token(c, "has space", &err), TL_INVALID_ARG);
   assert_int_equal(tl_client_set_token(c, "tab\tx", &err), TL_INVALID_ARG);
@@ -358,6 +371,10 @@ static void test_no_device(void **state) {
   tl_kernel *k = (tl_kernel *)1;
   assert_int_equal(tl_kernel_load(NULL, NULL, &k, &err), TL_INVALID_ARG);
   assert_null(k);
+  k = (tl_kernel *)1;
+  assert_int_equal(tl_kernel_load_binary(NULL, "sm_90a", "x", 1, "{}", &k, &err), TL_INVALID_ARG);
+  assert_null(k);
+  assert_non_null(strstr(err.message, "tl_kernel_load_binary"));
   assert_int_equal(tl_kernel_launch(NULL, NULL, 0, NULL, &err), TL_INVALID_ARG);
   assert_int_equal(tl_device_sync(NULL, &err), TL_INVALID_ARG);
   tl_client *c;

@@ -440,6 +440,11 @@ static void test_ptx_fallback(void **state) {
   assert_int_equal(tl_client_get_for_arch(c, &req, 80, &a, &err), TL_OK);
   assert_string_equal(tl_artifact_target(a), "sm_80");
   tl_artifact_free(a);
+  /* a compute-capability-9.0 GPU gets sm_90a (wgmma), which runs on it */
+  assert_int_equal(tl_client_get_for_arch(c, &req, 90, &a, &err), TL_OK);
+  assert_string_equal(tl_artifact_target(a), "sm_90a");
+  assert_true(tl_target_runs_on(tl_artifact_target(a), 90));
+  tl_artifact_free(a);
   /* the next start on the sm_95 GPU: no network at all */
   assert_int_equal(tl_client_set_offline(c, 1, &err), TL_OK);
   assert_int_equal(tl_client_get_for_arch(c, &req, 95, &a, &err), TL_OK);
@@ -656,8 +661,43 @@ static void test_tokens(void **state) {
   server_stop(&auth);
 }
 
+/* Several servers (replicas): the first refuses connections (port 1 on
+ * loopback), so the request goes on to the second within the retries, and
+ * the second stays current for the next request. */
+static void test_failover(void **state) {
+  (void)state;
+  NEED_TOOLCHAIN();
+  server srv;
+  server_start(&srv, "failover", NULL, (const char *const[]){"--workers", "1", NULL}, NULL);
+  char list[200];
+  snprintf(list, sizeof list, "http://127.0.0.1:1/,%s", srv.url);
+  tl_client *c = client(list, "failover.db");
+  tl_error err;
+  char *info = NULL;
+  assert_int_equal(tl_client_set_retries(c, 0, &err), TL_OK);
+  assert_int_equal(tl_client_info(c, &info, &err), TL_NETWORK); /* no retry, no second server */
+  assert_int_equal(tl_client_set_retries(c, 1, &err), TL_OK);
+  if (tl_client_info(c, &info, &err) != TL_OK)
+    fail_msg("failover: %s", err.message);
+  free(info);
+  tl_client_stats s;
+  tl_client_get_stats(c, &s);
+  assert_int_equal(s.retries, 1);
+  tl_client_request req = {.program = add_one, .name = "tilus_add_one.json"};
+  tl_artifact *a = NULL;
+  if (tl_client_get(c, &req, "sm_80", &a, &err) != TL_OK)
+    fail_msg("compile after the failover: %s", err.message);
+  assert_verified(a);
+  tl_artifact_free(a);
+  tl_client_get_stats(c, &s);
+  assert_int_equal(s.retries, 1); /* the replica that answered stayed current */
+  tl_client_free(c);
+  server_stop(&srv);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_failover),
       cmocka_unit_test(test_get_and_fetch), cmocka_unit_test(test_ptx_fallback), cmocka_unit_test(test_offline),
       cmocka_unit_test(test_heal),          cmocka_unit_test(test_busy),         cmocka_unit_test(test_tokens),
   };

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 #include "../../client/internal.h"
+#include "../../compiler/cubin.h"
 #include "../../compiler/interp.h"
 #include "../../compiler/tlcompiler.h"
 
@@ -284,28 +285,37 @@ static void test_parse_good(void **state) {
   tl_meta_free(NULL);
 }
 
-/* Replaces the first occurrence of from in good_meta with to and parses. */
-static tl_status parse_edited(const char *from, const char *to, tl_error *err) {
-  const char *at = strstr(good_meta, from);
-  assert_non_null(at);
-  char buf[4096];
-  snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - good_meta), good_meta, to, at + strlen(from));
-  tl_meta *m = NULL;
-  tl_status st = tl_meta_parse(buf, &m, err);
-  if (st == TL_OK)
-    tl_meta_free(m);
-  else
-    assert_null(m);
-  return st;
+/* One edit of a metadata text and what parsing it must give. */
+typedef struct {
+  const char *from, *to;
+  tl_status want;
+  const char *says; /* in the message */
+} edit_case;
+
+/* Parses base with the first occurrence of each case's from replaced by
+ * its to, and checks the outcome. */
+static void check_edits(const char *base, const edit_case *cases, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const char *at = strstr(base, cases[i].from);
+    assert_non_null(at);
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - base), base, cases[i].to, at + strlen(cases[i].from));
+    tl_meta *m = NULL;
+    tl_error err;
+    tl_status st = tl_meta_parse(buf, &m, &err);
+    if (st == TL_OK)
+      tl_meta_free(m);
+    else
+      assert_null(m);
+    if (st != cases[i].want || !strstr(err.message, cases[i].says))
+      fail_msg("case %zu (%s -> %s): got %s '%s', want %s with '%s'", i, cases[i].from, cases[i].to, tl_strerror(st),
+               st ? err.message : "", tl_strerror(cases[i].want), cases[i].says);
+  }
 }
 
 static void test_parse_bad(void **state) {
   (void)state;
-  static const struct {
-    const char *from, *to;
-    tl_status want;
-    const char *says;
-  } cases[] = {
+  static const edit_case cases[] = {
       {"\"entry\": \"k\"", "\"entry\": 5", TL_CORRUPT, "entry"},
       {"\"launch\": {", "\"launchx\": {", TL_CORRUPT, "launch must be"},
       {"\"align\": 128", "\"align\": 100", TL_CORRUPT, "power of two"},
@@ -330,13 +340,7 @@ static void test_parse_bad(void **state) {
       {"\"name\": \"x\"", "\"name\": \"n\"", TL_CORRUPT, "twice"},
       {"{\"entry\"", "[{\"entry\"", TL_BAD_JSON, "not JSON"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    tl_error err;
-    tl_status st = parse_edited(cases[i].from, cases[i].to, &err);
-    if (st != cases[i].want || !strstr(err.message, cases[i].says))
-      fail_msg("case %zu (%s -> %s): got %s '%s', want %s with '%s'", i, cases[i].from, cases[i].to, tl_strerror(st),
-               st ? err.message : "", tl_strerror(cases[i].want), cases[i].says);
-  }
+  check_edits(good_meta, cases, sizeof cases / sizeof cases[0]);
   tl_meta *m = NULL;
   tl_error err;
   assert_int_equal(tl_meta_parse(NULL, &m, &err), TL_INVALID_ARG);
@@ -500,6 +504,184 @@ static void test_parse_mutations(void **state) {
   free(buf);
 }
 
+/* ---- tensor maps (format 2) ------------------------------------------------------------- */
+
+static const char tmap_meta[] =
+    "{\"format\": 2, \"entry\": \"k\", \"target\": \"sm_90a\", \"binary\": \"cubin\",\n"
+    " \"params\": [{\"name\": \"n\", \"kind\": \"scalar\", \"dtype\": \"int32\"},\n"
+    "            {\"name\": \"w\", \"kind\": \"scalar\", \"dtype\": \"int32\"},\n"
+    "            {\"name\": \"a\", \"kind\": \"tensor\", \"dtype\": \"float16\", \"shape\": [\"n\", \"w\"], \"align\": 16}],\n"
+    " \"launch\": {\"grid\": [\"ceildiv(n, 128)\"], \"block\": [256, 1, 1], \"dynamic_shared_bytes\": 1024},\n"
+    " \"tensor_maps\": [{\"param\": \"a\", \"dtype\": \"float16\", \"rank\": 2, \"global_dims\": [\"w\", \"n\"],\n"
+    "   \"global_strides\": [\"(w) * 2\"], \"box\": [64, 128], \"element_strides\": [1, 1], \"interleave\": \"none\",\n"
+    "   \"swizzle\": \"128B\", \"l2_promotion\": \"256B\", \"oob_fill\": \"zero\", \"offset\": 64}]}";
+
+static void test_tmap_parse(void **state) {
+  (void)state;
+  tl_meta *m = NULL;
+  tl_error err;
+  assert_int_equal(tl_meta_parse(tmap_meta, &m, &err), TL_OK);
+  assert_int_equal(m->format, 2);
+  assert_int_equal(m->ntmaps, 1);
+  const tl_meta_tmap *t = &m->tmaps[0];
+  assert_int_equal(t->param, 2);
+  assert_int_equal(t->rank, 2);
+  assert_int_equal(t->offset, 64);
+  assert_int_equal(t->enc.dtype, 6); /* CU_TENSOR_MAP_DATA_TYPE_FLOAT16 */
+  assert_int_equal(t->enc.swizzle, 3); /* CU_TENSOR_MAP_SWIZZLE_128B */
+  assert_int_equal(t->enc.l2_promotion, 3);
+  assert_int_equal(t->enc.oob_fill, 0); /* zeros */
+  assert_int_equal(t->enc.box[0], 64);
+  assert_int_equal(t->enc.box[1], 128);
+  tl_meta_free(m);
+  static const edit_case cases[] = {
+      {"\"format\": 2", "\"format\": 3", TL_UNSUPPORTED, "format above 2"},
+      {"\"format\": 2", "\"format\": 1", TL_CORRUPT, "exactly in format 2"},
+      {"\"param\": \"a\"", "\"param\": \"n\"", TL_CORRUPT, "name a tensor"},
+      {"\"dtype\": \"float16\", \"rank\"", "\"dtype\": \"bfloat16\", \"rank\"", TL_CORRUPT, "its tensor's, float16"},
+      {"\"rank\": 2", "\"rank\": 3", TL_CORRUPT, "rank must be"},
+      {"[\"(w) * 2\"]", "[]", TL_CORRUPT, "rank - 1 (1)"},
+      {"[\"(w) * 2\"]", "[\"q * 2\"]", TL_CORRUPT, "'q' is not a scalar"},
+      {"[64, 128]", "[64, 257]", TL_CORRUPT, "box[1] must be an integer from 1 to 256"},
+      {"[64, 128]", "[4, 128]", TL_CORRUPT, "8 bytes, not a multiple of 16"},
+      {"[1, 1]", "[1, 9]", TL_CORRUPT, "element_strides[1]"},
+      {"\"128B\"", "\"64B\"", TL_CORRUPT, "wider than its swizzle (64 bytes)"},
+      {"\"128B\"", "\"256B\"", TL_CORRUPT, "swizzle"},
+      {"\"zero\"", "\"nan\", \"x\": 0", TL_OK, ""},
+      {"\"offset\": 64", "\"offset\": 8", TL_CORRUPT, "multiple of 16 from 16"},
+      {"\"offset\": 64", "\"offset\": 72", TL_CORRUPT, "multiple of 16"},
+      {"\"offset\": 64", "\"offset\": 48", TL_OK, ""},
+      {", \"offset\": 64", "", TL_OK, ""},
+  };
+  check_edits(tmap_meta, cases, sizeof cases / sizeof cases[0]);
+  /* a float fill needs a float dtype */
+  char buf[4096];
+  snprintf(buf, sizeof buf, "%s", tmap_meta);
+  for (char *p = buf; (p = strstr(p, "\"float16\"")) != NULL;)
+    memcpy(p, "\"int16\"  ", 9);
+  assert_int_equal(tl_meta_parse(buf, &m, &err), TL_OK); /* int16 moves as UINT16 */
+  assert_int_equal(m->tmaps[0].enc.dtype, 1);
+  tl_meta_free(m);
+  char *at = strstr(buf, "\"zero\"");
+  memcpy(at, "\"nan\" ", 6);
+  assert_int_equal(tl_meta_parse(buf, &m, &err), TL_CORRUPT);
+  assert_non_null(strstr(err.message, "needs a float dtype"));
+}
+
+static void test_tmap_plan(void **state) {
+  (void)state;
+  tl_meta *m = NULL;
+  tl_error err;
+  assert_int_equal(tl_meta_parse(tmap_meta, &m, &err), TL_OK);
+  tl_kernel_arg args[3] = {tl_arg_int(1000), tl_arg_int(200), tl_arg_tensor(0x7f0000)};
+  tl_launch_plan plan;
+  assert_int_equal(tl_launch_plan_make(m, args, 3, &plan, &err), TL_OK);
+  assert_int_equal(plan.ntmaps, 1);
+  const tl_gpu_tmap *t = &plan.tmap_args[0];
+  assert_int_equal(t->addr, 0x7f0000);
+  assert_int_equal(t->rank, 2);
+  assert_int_equal(t->dims[0], 200); /* innermost first */
+  assert_int_equal(t->dims[1], 1000);
+  assert_int_equal(t->strides[0], 400);
+  assert_int_equal(t->box[0], 64);
+  assert_int_equal(t->elem_strides[1], 1);
+  /* the driver gets the map's 128 bytes, 64-byte aligned, after the params */
+  assert_ptr_equal(plan.kargs[3], plan.tmaps[0]);
+  assert_int_equal((uintptr_t)plan.kargs[3] % 64, 0);
+  assert_int_equal(*(uint64_t *)plan.kargs[2], 0x7f0000);
+  struct {
+    int64_t n, w;
+    uint64_t ptr;
+    tl_status want;
+    const char *says;
+  } bad[] = {
+      {1000, 33, 0x7f0000, TL_INVALID_ARG, "row pitch of 66 bytes in dimension 1"},
+      {1000, 4, 0x7f0000, TL_INVALID_ARG, "row pitch of 8 bytes"},
+      {1000, 0, 0x7f0000, TL_INVALID_ARG, "0 elements in dimension 0"},
+      {1000, 200, 0x7f0008, TL_INVALID_ARG, "alignment of 16 bytes"},
+      {1000, (1LL << 29) + 8, 0x7f0000, TL_OK, ""},
+      {1000, (1LL << 31) - 8, 0x7f0000, TL_INVALID_ARG, "dense layout"}, /* w * 2 wraps in int32 */
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    tl_kernel_arg a[3] = {tl_arg_int(bad[i].n), tl_arg_int(bad[i].w), tl_arg_tensor(bad[i].ptr)};
+    tl_status st = tl_launch_plan_make(m, a, 3, &plan, &err);
+    if (st != bad[i].want || (st != TL_OK && !strstr(err.message, bad[i].says)))
+      fail_msg("case %zu: got %s '%s', want %s with '%s'", i, tl_strerror(st), st ? err.message : "",
+               tl_strerror(bad[i].want), bad[i].says);
+  }
+  /* nothing to launch: an empty tensor is fine */
+  tl_kernel_arg empty[3] = {tl_arg_int(0), tl_arg_int(0), tl_arg_tensor(0x7f0000)};
+  assert_int_equal(tl_launch_plan_make(m, empty, 3, &plan, &err), TL_OK);
+  assert_true(plan.empty);
+  tl_meta_free(m);
+}
+
+/* The metadata the compiler writes for a gemm on TMA (sm_90a), against the
+ * cubin: the maps' offsets end where the cubin's parameter bank does, and
+ * the plan for a dynamic M. */
+static void test_tmap_compiled(void **state) {
+  (void)state;
+  tl_error err;
+  const char *tool;
+  if (!tl_compiler_targets(&tool, &err) || !tl_compiler_target_toolchain("sm_90a")) {
+    printf("SKIP: no NVRTC for sm_90a here\n");
+    return;
+  }
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/gpu/programs/gemm_dyn.json", src_dir());
+  char *text = read_text(path);
+  assert_non_null(text);
+  tl_define defs[] = {{"N", "136"}, {"K", "72"}};
+  tl_compile_request req = {.program = text, .program_len = strlen(text), .defines = defs, .ndefines = 2,
+                            .target = "sm_90a"};
+  tl_arena *arena = tl_arena_new();
+  tl_diags diags = {.arena = arena};
+  tl_build *b = NULL;
+  if (tl_compile(&req, &b, &diags, &err) != TL_OK)
+    fail_msg("gemm_dyn: %s", err.message);
+  tl_meta *m = NULL;
+  if (tl_meta_parse(b->meta, &m, &err) != TL_OK)
+    fail_msg("gemm_dyn: %s", err.message);
+  assert_int_equal(m->format, 2);
+  assert_int_equal(m->ntmaps, 2);
+  tl_cubin_info info;
+  assert_int_equal(tl_cubin_inspect(b->binary, b->binary_size, &info, &err), TL_OK);
+  const tl_cubin_kernel *k = tl_cubin_find(&info, "matmul_dyn");
+  assert_non_null(k);
+  /* where the cubin puts them: ptxas aligns them to 64 bytes in the
+   * constant bank, whose parameters start at 0x210 on sm_90 */
+  assert_int_equal(k->nparams, 6);
+  assert_int_equal(m->tmaps[0].offset, k->param_offset[4]);
+  assert_int_equal(m->tmaps[1].offset, k->param_offset[5]);
+  assert_int_equal(k->param_size[4], 128);
+  assert_int_equal(k->param_bytes, m->tmaps[1].offset + 128);
+  tl_cubin_info_free(&info);
+  tl_kernel_arg args[4] = {tl_arg_int(1000), tl_arg_tensor(0x100000), tl_arg_tensor(0x200000), tl_arg_tensor(0x300000)};
+  tl_launch_plan plan;
+  assert_int_equal(tl_launch_plan_make(m, args, 4, &plan, &err), TL_OK);
+  const tl_gpu_tmap *a = &plan.tmap_args[0], *bm = &plan.tmap_args[1];
+  assert_int_equal(a->addr, 0x100000);
+  assert_int_equal(a->dims[0], 72);
+  assert_int_equal(a->dims[1], 1000); /* M, given at launch */
+  assert_int_equal(a->strides[0], 144);
+  assert_int_equal(a->box[0], 64); /* one 128-byte swizzled row of A's tile per row */
+  assert_int_equal(a->box[1], 128);
+  assert_int_equal(bm->dims[0], 136);
+  assert_int_equal(bm->strides[0], 272);
+  assert_int_equal(bm->box[0], 64); /* B's 128 columns in two panels of 64 */
+  assert_int_equal(bm->box[1], 64);
+  assert_int_equal(a->swizzle, 3);
+  assert_ptr_equal(plan.kargs[4], plan.tmaps[0]);
+  assert_ptr_equal(plan.kargs[5], plan.tmaps[1]);
+  args[0] = tl_arg_int(0);
+  assert_int_equal(tl_launch_plan_make(m, args, 4, &plan, &err), TL_OK);
+  assert_true(plan.empty);
+  tl_meta_free(m);
+  tl_build_free(b);
+  tl_arena_free(arena);
+  free(text);
+}
+
 static void test_targets_run_on(void **state) {
   (void)state;
   static const struct {
@@ -536,6 +718,9 @@ int main(void) {
       cmocka_unit_test(test_targets_run_on),
       cmocka_unit_test(test_parse_mutations),
       cmocka_unit_test(test_eval_examples),
+      cmocka_unit_test(test_tmap_parse),
+      cmocka_unit_test(test_tmap_plan),
+      cmocka_unit_test(test_tmap_compiled),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

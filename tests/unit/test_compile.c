@@ -451,10 +451,11 @@ static void program_env(tl_arena *a, const json_t *doc, const tl_define *defs, i
   }
 }
 
-static size_t dtype_bytes(const char *dt) {
+/* Device bits of one element (4 for uint4: packed two per byte). */
+static int64_t dtype_bits(const char *dt) {
   tl_dtype t;
   assert_true(tl_dtype_parse(dt, &t));
-  return tl_dtype_size(t);
+  return tl_dtype_bits(t);
 }
 
 /* Sum of the sizes of every alloc_shared in body (nested bodies too) whose
@@ -468,7 +469,7 @@ static int64_t shared_lower_bound(tl_arena *a, const json_t *body, const env *v,
       continue;
     const char *op = json_string_value(json_object_get(s, "op"));
     if (op && strcmp(op, "alloc_shared") == 0) {
-      int64_t n = (int64_t)dtype_bytes(json_string_value(json_object_get(s, "dtype")));
+      int64_t n = dtype_bits(json_string_value(json_object_get(s, "dtype")));
       size_t d;
       json_t *ext;
       json_array_foreach(json_object_get(s, "shape"), d, ext) {
@@ -480,7 +481,7 @@ static int64_t shared_lower_bound(tl_arena *a, const json_t *body, const env *v,
         }
         n *= x;
       }
-      sum += n;
+      sum += n / 8;
     }
     static const char *const nested[] = {"body", "then", "else"};
     for (int k = 0; k < 3; k++)
@@ -549,8 +550,9 @@ static void check_meta(const example *x, const tl_define *defs, int nd, const ch
   const json_t *doc = x->doc, *kernel = json_object_get(doc, "kernel");
   const char *entry = json_string_value(json_object_get(doc, "name"));
 
-  assert_int_equal(json_integer_value(json_object_get(m, "format")), 1);
+  /* format 2 exactly when the kernel takes tensor maps (proto/kernel-meta.md) */
   assert_true(json_is_integer(json_object_get(m, "format")));
+  assert_int_equal(json_integer_value(json_object_get(m, "format")), json_object_get(m, "tensor_maps") ? 2 : 1);
   assert_string_equal(json_string_value(json_object_get(m, "entry")), entry);
   assert_string_equal(json_string_value(json_object_get(m, "target")), target);
   assert_string_equal(json_string_value(json_object_get(m, "binary")), is_sm(target) ? "cubin" : "ptx");

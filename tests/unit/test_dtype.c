@@ -116,6 +116,8 @@ static uint32_t enc_bf16(double x) { return tl_bf16_from_double(x); }
 static double dec_bf16(uint32_t b) { return tl_bf16_to_double((uint16_t)b); }
 static uint32_t enc_e4m3(double x) { return tl_e4m3_from_double(x); }
 static double dec_e4m3(uint32_t b) { return tl_e4m3_to_double((uint8_t)b); }
+static uint32_t enc_e2m1(double x) { return tl_e2m1_from_double(x); }
+static double dec_e2m1(uint32_t b) { return tl_e2m1_to_double((uint8_t)b); }
 static uint32_t enc_e5m2(double x) { return tl_e5m2_from_double(x); }
 static double dec_e5m2(uint32_t b) { return tl_e5m2_to_double((uint8_t)b); }
 /* float32 through tl_f32_round; decoding with the C compiler. */
@@ -128,7 +130,9 @@ static const tfmt E4M3 = {"float8_e4m3", enc_e4m3, dec_e4m3, 0x80, 0x7E, 0, 0x7F
 static const tfmt E5M2 = {"float8_e5m2", enc_e5m2, dec_e5m2, 0x80, 0x7B, 0x7C, 0x7E, true, -19, 17};
 static const tfmt F32 = {"float32", enc_f32, dec_f32, 0x80000000u, 0x7F7FFFFF, 0x7F800000,
                          0x7FC00000, false, -152, 129};
-static const tfmt *const SMALL[] = {&F16, &BF16, &E4M3, &E5M2};
+/* float4_e2m1 has no NaN: NaN converts to +6 (0x7), documented in dtype.h */
+static const tfmt E2M1 = {"float4_e2m1", enc_e2m1, dec_e2m1, 0x8, 0x7, 0, 0x7, true, -4, 5};
+static const tfmt *const SMALL[] = {&F16, &BF16, &E4M3, &E5M2, &E2M1};
 
 /* What rounding |x| to nearest even gives when it lies beyond max: the
  * format's exponent range is unbounded in the rounding, so the value after
@@ -172,9 +176,39 @@ static void test_names(void **state) {
     tl_dtype back = TL_DTYPE_COUNT;
     assert_true(tl_dtype_parse(tl_dtype_name((tl_dtype)t), &back));
     assert_int_equal(back, t);
-    assert_int_equal(tl_dtype_size((tl_dtype)t) * 8, tl_dtype_bits((tl_dtype)t));
+    if (tl_dtype_is_packed((tl_dtype)t))
+      assert_int_equal(tl_dtype_size((tl_dtype)t), 1); /* one element per byte on the host */
+    else
+      assert_int_equal(tl_dtype_size((tl_dtype)t) * 8, tl_dtype_bits((tl_dtype)t));
+  }
+  /* the sub-byte and scale types, and TileLang's spellings */
+  struct { const char *name; tl_dtype t; int bits; bool packed, reserved; } nt[] = {
+      {"int4", TL_INT4, 4, true, false},           {"uint4", TL_UINT4, 4, true, false},
+      {"int2", TL_INT2, 2, true, false},           {"uint2", TL_UINT2, 2, true, false},
+      {"int1", TL_INT1, 1, true, false},           {"uint1", TL_UINT1, 1, true, false},
+      {"float4_e2m1", TL_FLOAT4_E2M1, 4, true, false}, {"float8_e8m0", TL_FLOAT8_E8M0, 8, false, false},
+      {"float8_e4m3fn", TL_FLOAT8_E4M3, 8, false, true}, {"float4_e2m1fn", TL_FLOAT4_E2M1, 4, true, false},
+      {"float8_e8m0fnu", TL_FLOAT8_E8M0, 8, false, false}, {"float8_e5m2", TL_FLOAT8_E5M2, 8, false, true},
+  };
+  for (size_t i = 0; i < sizeof nt / sizeof *nt; i++) {
+    tl_dtype back = TL_DTYPE_COUNT;
+    assert_true(tl_dtype_parse(nt[i].name, &back));
+    assert_int_equal(back, nt[i].t);
+    assert_int_equal(tl_dtype_bits(back), nt[i].bits);
+    assert_int_equal(tl_dtype_is_packed(back), nt[i].packed);
+    assert_int_equal(tl_dtype_is_reserved(back), nt[i].reserved);
   }
   tl_dtype t;
+  assert_false(tl_dtype_parse("float8_e4m3fnuz", &t)); /* another encoding (bias 8), not an alias */
+  assert_false(tl_dtype_parse("uint3", &t));
+  assert_true(tl_dtype_is_signed(TL_INT4) && tl_dtype_is_signed(TL_INT1) && !tl_dtype_is_signed(TL_UINT2));
+  assert_true(tl_dtype_is_float(TL_FLOAT4_E2M1) && tl_dtype_is_float(TL_FLOAT8_E8M0));
+  assert_false(tl_dtype_has_inf(TL_FLOAT4_E2M1) || tl_dtype_has_inf(TL_FLOAT8_E8M0));
+  assert_int_equal(tl_dtype_bytes(TL_UINT4, 7), 4);
+  assert_int_equal(tl_dtype_bytes(TL_UINT4, 8), 4);
+  assert_int_equal(tl_dtype_bytes(TL_INT2, 9), 3);
+  assert_int_equal(tl_dtype_bytes(TL_UINT1, 16), 2);
+  assert_int_equal(tl_dtype_bytes(TL_FLOAT16, 5), 10);
   assert_false(tl_dtype_parse("float", &t));
   assert_false(tl_dtype_parse("Float16", &t));
   assert_false(tl_dtype_parse("", &t));
@@ -230,6 +264,16 @@ static void test_limits(void **state) {
   assert_true(tl_dtype_max(TL_UINT32).u == UINT32_MAX && tl_dtype_min(TL_UINT32).u == 0);
   assert_true(tl_dtype_max(TL_INT64).i == INT64_MAX && tl_dtype_min(TL_INT64).i == INT64_MIN);
   assert_true(tl_dtype_max(TL_UINT64).u == UINT64_MAX && tl_dtype_min(TL_UINT64).u == 0);
+  assert_true(tl_dtype_max(TL_INT4).i == 7 && tl_dtype_min(TL_INT4).i == -8);
+  assert_true(tl_dtype_max(TL_UINT4).u == 15 && tl_dtype_min(TL_UINT4).u == 0);
+  assert_true(tl_dtype_max(TL_INT2).i == 1 && tl_dtype_min(TL_INT2).i == -2);
+  assert_true(tl_dtype_max(TL_UINT2).u == 3);
+  assert_true(tl_dtype_max(TL_INT1).i == 0 && tl_dtype_min(TL_INT1).i == -1);
+  assert_true(tl_dtype_max(TL_UINT1).u == 1 && tl_dtype_min(TL_UINT1).u == 0);
+  assert_same_double(tl_dtype_max(TL_FLOAT4_E2M1).f, 6.0);
+  assert_same_double(tl_dtype_min(TL_FLOAT4_E2M1).f, -6.0);
+  assert_same_double(tl_dtype_max(TL_FLOAT8_E8M0).f, ldexp(1, 127));
+  assert_same_double(tl_dtype_min(TL_FLOAT8_E8M0).f, ldexp(1, -127)); /* unsigned: the smallest value */
 }
 
 /* ---- decoding every pattern against independent references ------------ */
@@ -268,10 +312,24 @@ static void test_decode_all(void **state) {
     if (!same_double(tl_e5m2_to_double((uint8_t)b), want) && bad++ < 5)
       print_error("e5m2 0x%02x decodes to %.17g, want %.17g\n", b, tl_e5m2_to_double((uint8_t)b),
                   want);
+    /* float8_e8m0: 2^(b - 127), 0xFF NaN (OCP MX table) */
+    want = b == 0xFF ? NAN : pow(2.0, (double)b - 127.0);
+    if (!same_double(tl_e8m0_to_double((uint8_t)b), want) && bad++ < 5)
+      print_error("e8m0 0x%02x decodes to %.17g, want %.17g\n", b, tl_e8m0_to_double((uint8_t)b), want);
     want = naive_e4m3(b);
     if (!same_double(tl_e4m3_to_double((uint8_t)b), want) && bad++ < 5)
       print_error("e4m3 0x%02x decodes to %.17g, want %.17g\n", b, tl_e4m3_to_double((uint8_t)b),
                   want);
+  }
+  /* float4_e2m1: the OCP MX table of its 16 codes, written out */
+  static const double e2m1[16] = {0.0,  0.5,  1.0,  1.5,  2.0,  3.0,  4.0,  6.0,
+                                  -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0};
+  for (uint32_t b = 0; b < 16; b++) {
+    if (!same_double(tl_e2m1_to_double((uint8_t)b), e2m1[b]) && bad++ < 5)
+      print_error("e2m1 0x%x decodes to %.17g, want %.17g\n", b, tl_e2m1_to_double((uint8_t)b), e2m1[b]);
+    /* and only the low 4 bits count (the host holds one element per byte) */
+    if (!same_double(tl_e2m1_to_double((uint8_t)(b | 0xA0)), e2m1[b]) && bad++ < 5)
+      print_error("e2m1 0x%x with high bits decodes differently\n", b);
   }
   assert_int_equal(bad, 0);
 
@@ -316,6 +374,7 @@ static void test_round_trip_all(void **state) {
   check_round_trip(&BF16, 65536);
   check_round_trip(&E4M3, 256);
   check_round_trip(&E5M2, 256);
+  check_round_trip(&E2M1, 16);
   /* NaNs of either sign map to the canonical NaN */
   for (size_t i = 0; i < sizeof SMALL / sizeof *SMALL; i++) {
     assert_bits(SMALL[i]->enc(NAN), SMALL[i]->nan_bits);
@@ -617,7 +676,7 @@ static void test_int_to_float(void **state) {
      * integer as an exact double when it is one */
     if (u < (UINT64_C(1) << 53)) {
       for (size_t k = 0; k < sizeof SMALL / sizeof *SMALL; k++) {
-        static const tl_dtype ts[] = {TL_FLOAT16, TL_BFLOAT16, TL_FLOAT8_E4M3, TL_FLOAT8_E5M2};
+        static const tl_dtype ts[] = {TL_FLOAT16, TL_BFLOAT16, TL_FLOAT8_E4M3, TL_FLOAT8_E5M2, TL_FLOAT4_E2M1};
         double want = SMALL[k]->dec(ref_round(SMALL[k], (double)u));
         if (!same_double(tl_convert(U(u), TL_UINT64, ts[k]).f, want) && bad++ < 5)
           print_error("%s(%" PRIu64 ") wrong\n", SMALL[k]->name, u);
@@ -761,6 +820,7 @@ static void test_load_store(void **state) {
       memcpy(in, &r, 8);
       size_t n = tl_dtype_size((tl_dtype)t);
       if (t == TL_BOOL) in[0] &= 1;
+      if (tl_dtype_is_packed((tl_dtype)t)) in[0] &= (unsigned char)((1u << tl_dtype_bits((tl_dtype)t)) - 1);
       tl_scalar v = tl_load(in, (tl_dtype)t);
       if (tl_dtype_is_float((tl_dtype)t) && isnan(v.f)) continue;
       memset(out, 0, sizeof out);
@@ -808,8 +868,116 @@ static void test_reinterpret(void **state) {
   }
 }
 
+/* float8_e8m0: every code round-trips; between 2^k and 2^(k+1) the rounding
+ * point is 1.5 * 2^k (up); the ends saturate; NaN and negatives give NaN. */
+static void test_e8m0(void **state) {
+  (void)state;
+  for (uint32_t b = 0; b < 255; b++) {
+    double v = ldexp(1.0, (int)b - 127);
+    assert_bits(tl_e8m0_from_double(v), b);
+    if (b < 254) {
+      double mid = 1.5 * v;
+      assert_bits(tl_e8m0_from_double(mid), b + 1);
+      assert_bits(tl_e8m0_from_double(nextafter(mid, 0)), b);
+      /* from an integer, exactly the same (tl_convert's integer path) */
+      if (b >= 128 && b < 127 + 62) { /* mid = 3 * 2^(b-128) is an integer */
+        uint64_t m = (uint64_t)mid;
+        tl_scalar x = {.u = m - 1};
+        assert_same_double(tl_convert(x, TL_UINT64, TL_FLOAT8_E8M0).f, v);
+        x.u = m;
+        assert_same_double(tl_convert(x, TL_UINT64, TL_FLOAT8_E8M0).f, 2 * v);
+      }
+    }
+  }
+  assert_bits(tl_e8m0_from_double(NAN), 0xFF);
+  assert_bits(tl_e8m0_from_double(-1.0), 0xFF);
+  assert_bits(tl_e8m0_from_double(0.0), 0x00);
+  assert_bits(tl_e8m0_from_double(1e-300), 0x00);
+  assert_bits(tl_e8m0_from_double(INFINITY), 0xFE);
+  assert_bits(tl_e8m0_from_double(1e300), 0xFE);
+  assert_bits(tl_e8m0_from_double(0.75), 127);  /* 1.5 * 2^-1 rounds up to 1 */
+  assert_bits(tl_e8m0_from_double(0.74), 126);
+  tl_scalar neg = {.i = -4};
+  assert_true(isnan(tl_convert(neg, TL_INT32, TL_FLOAT8_E8M0).f));
+  /* to the wider types: exact where they reach */
+  tl_scalar s = {.f = ldexp(1.0, -127)};
+  assert_same_double(tl_convert(s, TL_FLOAT8_E8M0, TL_FLOAT32).f, ldexp(1.0, -127)); /* a float32 subnormal */
+  assert_same_double(tl_convert(s, TL_FLOAT8_E8M0, TL_FLOAT16).f, 0.0);
+  s.f = ldexp(1.0, 16);
+  assert_same_double(tl_convert(s, TL_FLOAT8_E8M0, TL_FLOAT16).f, INFINITY);
+}
+
+/* The sub-byte integers wrap and saturate like the others; float4_e2m1 to
+ * and from every other float type; the packing order of tile-ir-v1.md 7.1. */
+static void test_packed(void **state) {
+  (void)state;
+  tl_scalar v = {.i = 9};
+  assert_int_equal(tl_convert(v, TL_INT32, TL_INT4).i, -7);
+  assert_int_equal(tl_convert(v, TL_INT32, TL_UINT4).u, 9);
+  assert_int_equal(tl_convert(v, TL_INT32, TL_UINT2).u, 1);
+  assert_int_equal(tl_convert(v, TL_INT32, TL_INT2).i, 1);
+  assert_int_equal(tl_convert(v, TL_INT32, TL_INT1).i, -1);
+  assert_int_equal(tl_convert(v, TL_INT32, TL_UINT1).u, 1);
+  v.i = -1;
+  assert_int_equal(tl_convert(v, TL_INT32, TL_UINT4).u, 15);
+  tl_scalar f = {.f = 100.0};
+  assert_int_equal(tl_convert(f, TL_FLOAT32, TL_INT4).i, 7);
+  assert_int_equal(tl_convert(f, TL_FLOAT32, TL_UINT2).u, 3);
+  f.f = -100.0;
+  assert_int_equal(tl_convert(f, TL_FLOAT32, TL_INT4).i, -8);
+  assert_int_equal(tl_convert(f, TL_FLOAT32, TL_UINT4).u, 0);
+  f.f = -1.9;
+  assert_int_equal(tl_convert(f, TL_FLOAT32, TL_INT2).i, -1);
+  /* every uint4/int4 value to float16 and float32 exactly; every float4
+   * code through float16, bfloat16, float8 and back unchanged */
+  for (int k = 0; k < 16; k++) {
+    tl_scalar u = {.u = (uint64_t)k}, i = {.i = k - 8};
+    assert_same_double(tl_convert(u, TL_UINT4, TL_FLOAT16).f, (double)k);
+    assert_same_double(tl_convert(i, TL_INT4, TL_FLOAT32).f, (double)(k - 8));
+    tl_scalar c = {.f = tl_e2m1_to_double((uint8_t)k)};
+    tl_dtype wide[] = {TL_FLOAT16, TL_BFLOAT16, TL_FLOAT32, TL_FLOAT8_E4M3, TL_FLOAT8_E5M2};
+    for (size_t w = 0; w < sizeof wide / sizeof *wide; w++) {
+      tl_scalar x = tl_convert(c, TL_FLOAT4_E2M1, wide[w]);
+      assert_same_double(x.f, c.f);
+      assert_same_double(tl_convert(x, wide[w], TL_FLOAT4_E2M1).f, c.f);
+    }
+    /* reinterpret: the code's bits */
+    assert_int_equal(tl_reinterpret(c, TL_FLOAT4_E2M1, TL_UINT4).u, (uint64_t)k);
+  }
+  tl_scalar big = {.f = 7.0};
+  assert_same_double(tl_convert(big, TL_FLOAT32, TL_FLOAT4_E2M1).f, 6.0); /* satfinite */
+  big.f = 5.0; /* tie between 4 and 6: to the even code (4 = 0x6) */
+  assert_same_double(tl_convert(big, TL_FLOAT32, TL_FLOAT4_E2M1).f, 4.0);
+  big.f = 0.25; /* tie between 0 and 0.5: to 0 */
+  assert_same_double(tl_convert(big, TL_FLOAT32, TL_FLOAT4_E2M1).f, 0.0);
+  /* element k of a row at bit (k % (8/bits)) * bits of byte k / (8/bits) */
+  unsigned char host[8] = {0x1, 0x2, 0x3, 0xF, 0x4, 0x5, 0x6, 0x7}, dev[4], back[8];
+  tl_pack(TL_UINT4, host, 8, dev);
+  assert_int_equal(dev[0], 0x21);
+  assert_int_equal(dev[1], 0xF3);
+  assert_int_equal(dev[3], 0x76);
+  tl_unpack(TL_UINT4, dev, 8, back);
+  assert_memory_equal(back, host, 8);
+  unsigned char h2[5] = {1, 2, 3, 0, 1}, d2[2];
+  tl_pack(TL_UINT2, h2, 5, d2);
+  assert_int_equal(d2[0], 1 | 2 << 2 | 3 << 4);
+  assert_int_equal(d2[1], 1); /* the last partial byte's high bits are 0 */
+  unsigned char h1[9] = {1, 0, 0, 0, 0, 0, 0, 1, 1}, d1[2];
+  tl_pack(TL_UINT1, h1, 9, d1);
+  assert_int_equal(d1[0], 0x81);
+  assert_int_equal(d1[1], 0x01);
+  /* a host element's byte may hold other bits above it: they are dropped */
+  unsigned char hs[2] = {0xF7, 0xA8}, ds[1];
+  tl_pack(TL_INT4, hs, 2, ds);
+  assert_int_equal(ds[0], 0x87);
+  assert_int_equal(tl_load(&hs[0], TL_INT4).i, 7);
+  assert_int_equal(tl_load(&hs[1], TL_INT4).i, -8);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_e8m0),
+      cmocka_unit_test(test_packed),
       cmocka_unit_test(test_names),
       cmocka_unit_test(test_limits),
       cmocka_unit_test(test_decode_all),

@@ -6,7 +6,8 @@
  * gave for each when it was last reviewed (NAME.cu).  This test runs the
  * pipeline as tl_compile does up to code generation, without NVRTC --
  * tl_load_program, tl_pass_place, tl_pass_pipeline with the largest shared
- * memory of any target (232448 bytes, sm_90/sm_100), tl_pass_range,
+ * memory of any target (232448 bytes, sm_90/sm_100), tl_pass_tma (for a
+ * named target), tl_pass_range,
  * tl_pass_barrier, tl_pass_raster, tl_emit_cuda -- and
  * compares the text byte for byte with NAME.cu, printing a unified diff
  * (diff -u) when it differs.  A change of the emitter thus shows as a diff
@@ -20,8 +21,10 @@
  * The same programs in the HIP dialect are in NAME.hip: the passes and the
  * emitter as tl_compile runs them for gfx942 (tl_codegen_for: HIP C,
  * wavefronts of 64, the target's 64 KiB of LDS).  A few programs also have
- * NAME.TARGET.hip for another AMD target whose lowering differs (the table
- * `extra` below: gemm_small for gfx1201, RDNA4's WMMA).
+ * NAME.TARGET.hip for another AMD target whose lowering differs, or
+ * NAME.TARGET.cu for another NVIDIA target (the table `extra` below:
+ * gemm_small for gfx1201, RDNA4's WMMA, and for sm_90a, wgmma); those
+ * compile for their target where it is offered.
  *
  * Where NVRTC is installed, every golden program is also compiled for
  * sm_80 through tl_compile, and the cubin must hold the kernel (each
@@ -132,27 +135,31 @@ static int group_teardown(void **state) {
 /* The two kinds of golden file. */
 static const char *const kinds[2] = {".cu", ".hip"};
 
-/* Golden HIP C for other targets: tests/golden/NAME.TARGET.hip. */
+/* Golden sources for other targets: tests/golden/NAME.TARGET.hip (AMD) or
+ * NAME.TARGET.cu (NVIDIA). */
 static const struct {
   const char *name, *target;
 } extra[] = {
     {"gemm_small", "gfx1201"}, /* WMMA with gfx12's operand and accumulator layouts */
+    {"gemm_small", "sm_90a"},  /* wgmma: one warpgroup, a group in flight across K tiles, the 64-byte swizzle */
 };
 #define NEXTRA (int)(sizeof extra / sizeof *extra)
 
-/* Runs the front end and the back end up to CUDA C (target NULL) or HIP C
- * for target; the text is malloc'd.  NULL (with a message printed) when a
- * stage fails. */
-/* The analyses after pass_pipeline, as tl_compile runs them. */
-static tl_status lower(tl_program *prog, tl_error *err) {
+/* The stages after pass_pipeline, as tl_compile runs them (pass_tma for
+ * a target: with no target, the CUDA C is sm_80's, which has no TMA). */
+static tl_status lower(tl_program *prog, const tl_codegen *cg, int64_t smem, tl_error *err) {
+  if (cg)
+    tl_pass_tma(prog, smem, cg);
   tl_pass_range(prog);
   tl_status st = tl_pass_barrier(prog, err);
   tl_pass_raster(prog);
   return st;
 }
 
+/* Runs the front end and the back end up to CUDA C (target NULL) or HIP C
+ * for target; the text is malloc'd.  NULL (with a message printed) when a
+ * stage fails. */
 static char *emit(const char *name, const char *target) {
-  bool hip = target != NULL;
   char path[4400];
   snprintf(path, sizeof path, "%s/%s.json", dir, name);
   size_t len;
@@ -171,17 +178,17 @@ static char *emit(const char *name, const char *target) {
   if (!prog) {
     print_message("%s: the program is invalid:\n", path);
     tl_diags_print(&diags, path, stdout);
-  } else if (!hip && (tl_pass_place(prog, SMEM_LIMIT, &err) != TL_OK ||
-                      tl_pass_pipeline(prog, SMEM_LIMIT, &err) != TL_OK)) {
+  } else if (!target && (tl_pass_place(prog, SMEM_LIMIT, &err) != TL_OK ||
+                         tl_pass_pipeline(prog, SMEM_LIMIT, &err) != TL_OK)) {
     print_message("%s: a pass failed: %s: %s\n", path, tl_status_name(err.code), err.message);
-  } else if (hip && (tl_codegen_for(target, &cg, &lds, &err) != TL_OK ||
+  } else if (target && (tl_codegen_for(target, &cg, &lds, &err) != TL_OK ||
                      tl_pass_place_for(prog, lds, &cg, &err) != TL_OK ||
                      tl_pass_pipeline_for(prog, lds, &cg, &err) != TL_OK)) {
     print_message("%s: a pass failed for %s: %s: %s\n", path, target, tl_status_name(err.code), err.message);
-  } else if (lower(prog, &err) != TL_OK) {
+  } else if (lower(prog, target ? &cg : NULL, lds, &err) != TL_OK) {
     print_message("%s: pass_barrier failed: %s: %s\n", path, tl_status_name(err.code), err.message);
   } else {
-    const char *src = hip ? tl_emit(arena, prog, &cg, &err) : tl_emit_cuda(arena, prog, &err);
+    const char *src = target ? tl_emit(arena, prog, &cg, &err) : tl_emit_cuda(arena, prog, &err);
     if (!src)
       print_message("%s: the emitter failed: %s: %s\n", path, tl_status_name(err.code), err.message);
     else
@@ -255,7 +262,7 @@ static void test_golden_sources(void **state) {
     } else {
       name = extra[j - 2 * nnames].name;
       target = extra[j - 2 * nnames].target;
-      snprintf(ext, sizeof ext, ".%s.hip", target);
+      snprintf(ext, sizeof ext, ".%s%s", target, tl_target_is_amd_name(target) ? ".hip" : ".cu");
     }
     char *got = emit(name, target);
     if (!got) {
@@ -318,9 +325,10 @@ static void test_no_orphans(void **state) {
     bool found = false;
     for (int i = 0; i < nnames && !found; i++)
       found = strlen(names[i]) == n && strncmp(names[i], e->d_name, n) == 0;
-    for (int x = 0; x < NEXTRA && !found && k == 1; x++) {
+    for (int x = 0; x < NEXTRA && !found; x++) {
       char want[256];
-      snprintf(want, sizeof want, "%s.%s.hip", extra[x].name, extra[x].target);
+      snprintf(want, sizeof want, "%s.%s%s", extra[x].name, extra[x].target,
+               tl_target_is_amd_name(extra[x].target) ? ".hip" : ".cu");
       found = strcmp(want, e->d_name) == 0;
     }
     if (!found) {
@@ -374,6 +382,38 @@ static void test_golden_compile(void **state) {
         tl_cubin_info_free(&ci);
       }
     }
+    tl_build_free(b);
+    tl_arena_free(diags.arena);
+    free(text);
+  }
+  /* the NVIDIA targets of `extra`: their cubin holds the kernel, built from the golden source */
+  for (int x = 0; x < NEXTRA; x++) {
+    if (tl_target_is_amd_name(extra[x].target))
+      continue;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s.json", dir, extra[x].name);
+    size_t len;
+    char *text = read_file(path, &len);
+    assert_non_null(text);
+    tl_diags diags = {.arena = tl_arena_new()};
+    tl_compile_request req = {.program = text, .program_len = len, .target = extra[x].target};
+    tl_build *b = NULL;
+    tl_cubin_info ci = {0};
+    char *want = emit(extra[x].name, extra[x].target);
+    if (tl_compile(&req, &b, &diags, &err) != TL_OK) {
+      print_message("FAIL %s for %s: %s\n", extra[x].name, extra[x].target, err.message);
+      bad++;
+    } else if (tl_cubin_inspect(b->binary, b->binary_size, &ci, &err) != TL_OK || !tl_cubin_find(&ci, extra[x].name)) {
+      print_message("FAIL %s for %s: the cubin lacks the kernel\n", extra[x].name, extra[x].target);
+      bad++;
+    } else if (!want || strcmp(want, b->source) != 0) {
+      print_message("FAIL %s: tl_compile's CUDA C for %s is not the golden test's\n", extra[x].name, extra[x].target);
+      bad++;
+    } else {
+      print_message("ok   %s: %s cubin, %.0f ms\n", extra[x].name, extra[x].target, b->compile_ms);
+    }
+    tl_cubin_info_free(&ci);
+    free(want);
     tl_build_free(b);
     tl_arena_free(diags.arena);
     free(text);
@@ -442,6 +482,8 @@ static void test_golden_compile_hip(void **state) {
   for (int i = 0; i < nnames; i++)
     bad += compile_hip(names[i], HIP_TARGET);
   for (int x = 0; x < NEXTRA; x++) {
+    if (!tl_target_is_amd_name(extra[x].target))
+      continue; /* test_golden_compile's */
     if (tl_compiler_target_toolchain(extra[x].target))
       bad += compile_hip(extra[x].name, extra[x].target);
     else

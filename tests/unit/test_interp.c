@@ -294,7 +294,11 @@ static void gemm_examples(void **state) {
 }
 
 /* dequant(B)[n, k]: B holds two unsigned 4-bit values per byte, low first. */
+/* Weight (n, k) of B: two 4-bit values per int8 byte, the low one first,
+ * or (a uint4 tensor, held one element per byte) the element itself. */
 static double dequant(const run *r, int pb, int64_t K, int64_t n, int64_t k) {
+  if (r->prog->params[pb]->dtype == TL_UINT4)
+    return (double)geti(r, pb, (size_t)(n * K + k));
   int64_t byte = geti(r, pb, (size_t)(n * (K / 2) + k / 2)) & 0xFF;
   return (double)((byte >> (4 * (k % 2))) & 15);
 }
@@ -335,6 +339,49 @@ static void dequant_examples(void **state) {
   dequant_example("examples/dequant_gemm.json", false, "256", "256", "64");
   dequant_example("examples/dequant_gemm_threads.json", true, "200", "136", "72");
   dequant_example("examples/dequant_gemm_threads.json", true, "128", "256", "96");
+  dequant_example("examples/dequant_gemm_uint4.json", false, "200", "136", "74");
+  dequant_example("examples/dequant_gemm_uint4.json", false, "256", "256", "64");
+  dequant_example("examples/dequant_gemm_threads_uint4.json", true, "200", "136", "74");
+  dequant_example("examples/dequant_gemm_threads_uint4.json", true, "128", "256", "96");
+}
+
+/* gemm_w4a16: C = A . ((B - 8) * S[:, k // group])^T, the dequantized weight
+ * rounded to float16 as the program does (float16 arithmetic). */
+static void w4a16_example(const char *M, const char *N, const char *K, const char *group) {
+  char d[4][32];
+  snprintf(d[0], sizeof d[0], "M=%s", M);
+  snprintf(d[1], sizeof d[1], "N=%s", N);
+  snprintf(d[2], sizeof d[2], "K=%s", K);
+  snprintf(d[3], sizeof d[3], "group_size=%s", group);
+  const char *defs[] = {d[0], d[1], d[2], d[3], NULL};
+  run r;
+  load_file(&r, "examples/gemm_w4a16.json", defs);
+  alloc_tensors(&r);
+  int pa = param(&r, "A"), pb = param(&r, "B"), ps = param(&r, "S"), pc = param(&r, "C");
+  int64_t m = r.shape[pa][0], k = r.shape[pa][1], n = r.shape[pb][0], g = atoi(group), ng = r.shape[ps][1];
+  run_ok(&r);
+  double *ref = malloc(sizeof(double) * (size_t)(m * n));
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t i = 0; i < m; i++) {
+      double acc = 0;
+      for (int64_t q = 0; q < k; q++) {
+        double w = tl_round_to(TL_FLOAT16, (dequant(&r, pb, k, j, q) - 8) * get(&r, ps, (size_t)(j * ng + q / g)));
+        acc += get(&r, pa, (size_t)(i * k + q)) * w;
+      }
+      ref[i * n + j] = acc;
+    }
+  char what[128];
+  snprintf(what, sizeof what, "gemm_w4a16 M=%s N=%s K=%s group=%s", M, N, K, group);
+  compare(&r, pc, ref, tol_of(TL_FLOAT16), what);
+  free(ref);
+  free_run(&r);
+}
+
+static void w4a16_examples(void **state) {
+  (void)state;
+  w4a16_example("200", "136", "202", "128");
+  w4a16_example("1", "256", "512", "128");
+  w4a16_example("64", "128", "256", "64");
 }
 
 /* Output[b, q, h, :] = softmax(Q K^T * scale) V per (b, h); the program does
@@ -1071,12 +1118,96 @@ static void allocation_poison(void **state) {
   free_run(&r);
 }
 
+/* The packed and scale types (proto/tile-ir-v1.md 7.1.2): element reads of
+ * uint4/int4/uint2/uint1 tensors and of a uint4 shared buffer, float4_e2m1
+ * values and float8_e8m0 scales converted to float32, stores that wrap and
+ * saturate into packed outputs; against a reference computed here from the
+ * codes with the OCP MX tables written out.  Then the launch check of a
+ * dynamic innermost extent. */
+static void packed_types(void **state) {
+  (void)state;
+  static const double e2m1[16] = {0.0,  0.5,  1.0,  1.5,  2.0,  3.0,  4.0,  6.0,
+                                  -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0};
+  run r;
+  load_sq(&r,
+          "{'tlir': 1, 'name': 'k', 'params': ["
+          " {'name': 'W', 'kind': 'tensor', 'dtype': 'uint4', 'shape': [4, 16]},"
+          " {'name': 'I', 'kind': 'tensor', 'dtype': 'int4', 'shape': [4, 16]},"
+          " {'name': 'T', 'kind': 'tensor', 'dtype': 'uint2', 'shape': [4, 16]},"
+          " {'name': 'B', 'kind': 'tensor', 'dtype': 'uint1', 'shape': [4, 16]},"
+          " {'name': 'F', 'kind': 'tensor', 'dtype': 'float4_e2m1fn', 'shape': [4, 16]},"
+          " {'name': 'S', 'kind': 'tensor', 'dtype': 'float8_e8m0', 'shape': [4]},"
+          " {'name': 'O', 'kind': 'tensor', 'dtype': 'float32', 'shape': [4, 16]},"
+          " {'name': 'P', 'kind': 'tensor', 'dtype': 'int4', 'shape': [4, 16]},"
+          " {'name': 'Q', 'kind': 'tensor', 'dtype': 'float4_e2m1', 'shape': [4, 16]},"
+          " {'name': 'R', 'kind': 'tensor', 'dtype': 'uint2', 'shape': [4, 16]}],"
+          " 'kernel': {'grid': [1], 'threads': 64, 'block_vars': ['bx'], 'body': ["
+          "  {'op': 'alloc_shared', 'name': 'Ws', 'shape': [4, 16], 'dtype': 'uint4'},"
+          "  {'op': 'copy', 'src': 'W', 'dst': 'Ws'},"
+          "  {'op': 'parallel', 'vars': ['i', 'j'], 'extents': [4, 16], 'body': ["
+          "   'O[i, j] = (float32(Ws[i, j]) - 8.0) * float32(S[i]) + float32(F[i, j]) + I[i, j] * 16 + T[i, j] * 2 + B[i, j]',"
+          "   'P[i, j] = Ws[i, j] + I[i, j]',"
+          "   'Q[i, j] = float32(F[i, j]) * 3.0',"
+          "   'R[i, j] = T[i, j] - B[i, j]']}]}}",
+          NULL);
+  alloc_tensors(&r);
+  int pw = param(&r, "W"), pi = param(&r, "I"), pt = param(&r, "T"), pb = param(&r, "B"), pf = param(&r, "F"),
+      ps = param(&r, "S"), po = param(&r, "O"), pp = param(&r, "P"), pq = param(&r, "Q"), pr = param(&r, "R");
+  unsigned char *w = r.args[pw].data, *in = r.args[pi].data, *t = r.args[pt].data, *b = r.args[pb].data,
+                *f = r.args[pf].data, *sc = r.args[ps].data;
+  for (int k = 0; k < 64; k++) { /* one element per byte; high bits are not the element's */
+    w[k] = (unsigned char)(rnd() & 0xF) | 0x50;
+    in[k] = (unsigned char)(rnd() & 0xF);
+    t[k] = (unsigned char)(rnd() & 0x3);
+    b[k] = (unsigned char)(rnd() & 0x1) | 0xA0;
+    f[k] = (unsigned char)(rnd() & 0xF);
+  }
+  for (int i = 0; i < 4; i++)
+    sc[i] = (unsigned char)(120 + rnd() % 14); /* 2^-7 .. 2^6 */
+  run_ok(&r);
+  double ref[64];
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 16; j++) {
+      int k = i * 16 + j;
+      int wv = w[k] & 0xF, iv = (in[k] & 0x8) ? (int)(in[k] & 0xF) - 16 : (int)(in[k] & 0xF);
+      int tv = t[k] & 3, bv = b[k] & 1;
+      ref[k] = (wv - 8.0) * ldexp(1.0, sc[i] - 127) + e2m1[f[k] & 0xF] + iv * 16 + tv * 2 + bv;
+      assert_true(get(&r, po, (size_t)k) == (double)(float)ref[k]);
+      int sum = wv + iv; /* wraps into int4 */
+      int wrapped = ((sum & 0xF) ^ 0x8) - 0x8;
+      assert_int_equal(geti(&r, pp, (size_t)k), wrapped);
+      double q = e2m1[f[k] & 0xF] * 3.0, qa = fabs(q); /* round to the FP4 grid, ties to even codes */
+      double want = qa > 5.0 ? 6.0 : qa >= 3.5 ? 4.0 : qa > 2.5 ? 3.0 : qa >= 1.75 ? 2.0 : qa > 1.25 ? 1.5
+                  : qa >= 0.75 ? 1.0 : qa > 0.25 ? 0.5 : 0.0;
+      assert_true(fabs(get(&r, pq, (size_t)k)) == want);
+      assert_int_equal(geti(&r, pr, (size_t)k), (tv - bv) & 3);
+    }
+  free_run(&r);
+
+  /* a dynamic innermost extent of a packed tensor must make whole bytes */
+  load_sq(&r,
+          "{'tlir': 1, 'name': 'k', 'params': [{'name': 'n', 'kind': 'scalar', 'dtype': 'int32'},"
+          " {'name': 'W', 'kind': 'tensor', 'dtype': 'uint4', 'shape': [2, 'n']}],"
+          " 'kernel': {'grid': [1], 'threads': 32, 'block_vars': ['bx'], 'body': ['W[0, 0] = 1']}}",
+          NULL);
+  set_int(&r, "n", 7);
+  int64_t shape[TL_MAX_DIMS];
+  assert_int_equal(tl_tensor_shape(r.prog, 1, r.args, shape, &r.err), TL_INVALID_ARG);
+  assert_string_equal(r.err.pointer, "/params/1/shape/1");
+  assert_non_null(strstr(r.err.message, "not a multiple of 2"));
+  set_int(&r, "n", 8);
+  assert_int_equal(tl_tensor_shape(r.prog, 1, r.args, shape, &r.err), TL_OK);
+  free_run(&r);
+}
+
 int main(void) {
   const char *s = getenv("TL_SEED");
   uint64_t seed = s && *s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
   rng_state = seed;
   fprintf(stderr, "test_interp: random seed %" PRIu64 " (TL_SEED=%" PRIu64 " repeats this run)\n", seed, seed);
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(packed_types),
+      cmocka_unit_test(w4a16_examples),
       cmocka_unit_test(lockstep),          cmocka_unit_test(masked_if_and_loops),
       cmocka_unit_test(global_out_of_range), cmocka_unit_test(runtime_errors),
       cmocka_unit_test(parallel_independence), cmocka_unit_test(store_conversions),

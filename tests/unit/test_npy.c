@@ -152,6 +152,9 @@ static void fill_random(tl_dtype t, void *buf, size_t n) {
   if (t == TL_BOOL)
     for (size_t k = 0; k < n; k++)
       p[k] &= 1;
+  if (tl_dtype_is_packed(t)) /* one element per byte, in its low bits */
+    for (size_t k = 0; k < n; k++)
+      p[k] &= (unsigned char)((1u << tl_dtype_bits(t)) - 1);
 }
 
 static tl_npy make_arr(tl_dtype t, int ndim, const int64_t *shape) {
@@ -263,6 +266,66 @@ static void test_roundtrip_every_dtype(void **state) {
     }
   }
   assert_true(no_temp_files_left());
+}
+
+/* Packed tensors: one element per byte with the tensor's shape
+ * (proto/tile-ir-v1.md 9.6); signed ones as sign-extended |i1, values out
+ * of range rejected, float4_e2m1 also from float values. */
+static void test_packed_dtypes(void **state) {
+  (void)state;
+  size_t len;
+  tl_npy a;
+  tl_error err;
+  const char *u1 = "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 4), }";
+  const char *i1 = "{'descr': '|i1', 'fortran_order': False, 'shape': (2, 4), }";
+  const unsigned char uv[8] = {0, 1, 2, 3, 12, 13, 14, 15};
+  unsigned char *img = make_npy(1, 0, u1, 0, uv, 8, &len);
+  assert_int_equal(tl_npy_parse(img, len, "w.npy", TL_UINT4, &a, &err), TL_OK);
+  assert_int_equal(a.dtype, TL_UINT4);
+  assert_int_equal(a.count, 8);
+  assert_memory_equal(a.data, uv, 8);
+  unsigned char packed[4];
+  tl_pack(TL_UINT4, a.data, 8, packed);
+  assert_memory_equal(packed, "\x10\x32\xDC\xFE", 4);
+  tl_npy_free(&a);
+  /* float4_e2m1 codes are read as they are */
+  assert_int_equal(tl_npy_parse(img, len, "w.npy", TL_FLOAT4_E2M1, &a, &err), TL_OK);
+  assert_true(tl_load((unsigned char *)a.data + 7, TL_FLOAT4_E2M1).f == -6.0);
+  tl_npy_free(&a);
+  /* uint2: 12 is out of range */
+  assert_int_equal(tl_npy_parse(img, len, "w.npy", TL_UINT2, &a, &err), TL_INVALID_ARG);
+  assert_non_null(strstr(err.message, "element 4 is 12, outside uint2's range 0..3"));
+  /* int4 wants |i1 */
+  assert_int_equal(tl_npy_parse(img, len, "w.npy", TL_INT4, &a, &err), TL_INVALID_ARG);
+  free(img);
+  const signed char iv[8] = {-8, -1, 0, 7, 3, -3, 1, -2};
+  img = make_npy(1, 0, i1, 0, iv, 8, &len);
+  assert_int_equal(tl_npy_parse(img, len, "i.npy", TL_INT4, &a, &err), TL_OK);
+  for (int k = 0; k < 8; k++)
+    assert_int_equal(tl_load((unsigned char *)a.data + k, TL_INT4).i, iv[k]);
+  /* written back sign-extended, byte for byte the file's data */
+  char path[512];
+  path_in(path, sizeof path, "i4.npy");
+  assert_int_equal(tl_npy_write(path, &a, &err), TL_OK);
+  size_t wl;
+  unsigned char *back = slurp(path, &wl);
+  assert_memory_equal(back + wl - 8, iv, 8);
+  assert_memory_equal(back + 10, "{'descr': '|i1'", 15);
+  free(back);
+  tl_npy_free(&a);
+  assert_int_equal(tl_npy_parse(img, len, "i.npy", TL_INT2, &a, &err), TL_INVALID_ARG);
+  assert_non_null(strstr(err.message, "element 0 is -8, outside int2's range -2..1"));
+  free(img);
+  /* float values for float4_e2m1 and float8_e8m0, rounded as conversions */
+  const float fv[4] = {0.3f, -5.0f, 100.0f, 0.75f};
+  img = make_npy(1, 0, "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", 0, fv, sizeof fv, &len);
+  assert_int_equal(tl_npy_parse(img, len, "f.npy", TL_FLOAT4_E2M1, &a, &err), TL_OK);
+  assert_memory_equal(a.data, "\x01\x0E\x07\x02", 4); /* 0.5, -4 (tie to even), 6 (satfinite), 1 (tie) */
+  tl_npy_free(&a);
+  assert_int_equal(tl_npy_parse(img, len, "f.npy", TL_FLOAT8_E8M0, &a, &err), TL_OK);
+  assert_memory_equal(a.data, "\x7D\xFF\x86\x7F", 4); /* 2^-2 (0.3 < 1.5 * 2^-2), NaN, 2^7 (100 >= 1.5 * 2^6), 1 */
+  tl_npy_free(&a);
+  free(img);
 }
 
 static void test_write_details(void **state) {
@@ -1103,6 +1166,9 @@ static void test_numpy_reads_our_files(void **state) {
       assert_int_equal(tl_npy_write(path, &a, &err), TL_OK);
       snprintf(file, sizeof file, "%s.bin", name);
       path_in(path, sizeof path, file);
+      if (tl_dtype_is_signed(a.dtype) && tl_dtype_is_packed(a.dtype)) /* the file holds them sign-extended */
+        for (size_t k = 0; k < a.count; k++)
+          ((signed char *)a.data)[k] = (signed char)tl_load((unsigned char *)a.data + k, a.dtype).i;
       write_bytes(path, a.data, a.count * tl_dtype_size(a.dtype));
       fprintf(m, "%s %s %d", name, tl_npy_descr((tl_dtype)t), a.ndim);
       for (int d = 0; d < a.ndim; d++)
@@ -1162,6 +1228,7 @@ static void test_numpy_reads_our_files(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_roundtrip_every_dtype),
+      cmocka_unit_test(test_packed_dtypes),
       cmocka_unit_test(test_write_details),
       cmocka_unit_test(test_read_io_errors),
       cmocka_unit_test(test_header_variants),

@@ -2,8 +2,8 @@
  * test_server.c - unit tests of tlserverd's stateless parts: size,
  * duration and address parsing, the Range / If-None-Match / Content-Type
  * parsers, the JSON depth scan, the text buffer, the command line, the
- * tokens file and the bearer check, the metrics text, and the in-memory
- * artifact cache's bounds.  The server as a whole is tested by
+ * tokens file and the bearer check, the metrics text, the in-memory
+ * artifact cache's bounds, and the shared tier's URLs and hash ring.  The server as a whole is tested by
  * test_server_e2e.c and tests/sh/server_*.sh.
  */
 #include <stdarg.h>
@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 #include "../../server/server.h"
+#include "../../proto/tl_hash.h"
 
 static void test_parse_size(void **state) {
   int64_t v;
@@ -352,6 +353,78 @@ static void test_artmem(void **state) {
   tl_srv_artmem_free(m);
 }
 
+/* tier.c without a Redis: URL checks, and the ring of consistent hashing
+ * (connections are lazy; nothing listens on these ports, so the renewer's
+ * pings fail at once and only count errors). */
+static tl_srv_tier *tier_of(tl_srv_metrics *m, const char *const *urls, int n, tl_error *err) {
+  tl_srv_tier_opts o = {.urls = urls, .nurls = n, .timeout_s = 0.1, .ttl_s = 0, .lease_s = 1,
+                        .max_entry = 1 << 20, .metrics = m};
+  tl_srv_tier *t = NULL;
+  tl_status st = tl_srv_tier_new(&o, &t, err);
+  assert_true((st == TL_OK) == (t != NULL));
+  return t;
+}
+
+static void test_tier_ring(void **state) {
+  (void)state;
+  static tl_srv_metrics m;
+  tl_error err;
+  static const char *const bad[] = {
+      "http://127.0.0.1:1", "redis://127.0.0.1", "redis://:6379", "redis://127.0.0.1:0",
+      "redis://127.0.0.1:70000", "redis://127.0.0.1:1/16", "redis://127.0.0.1:1/x",
+      "redis-sentinel://127.0.0.1:1", "redis-sentinel://127.0.0.1:1/", "redis-sentinel://127.0.0.1:1/a/b",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    if (tier_of(&m, &bad[i], 1, &err))
+      fail_msg("--tier '%s' was accepted", bad[i]);
+  static const char *const twice[] = {"redis://127.0.0.1:1", "redis://127.0.0.1:1"};
+  assert_null(tier_of(&m, twice, 2, &err));
+  assert_non_null(strstr(err.message, "twice"));
+
+  static const char *const urls[] = {"redis://127.0.0.1:1", "redis://127.0.0.1:2",
+                                     "redis://127.0.0.1:3/2", "redis://127.0.0.1:4"};
+  static const char *const reversed[] = {"redis://127.0.0.1:3/2", "redis://127.0.0.1:2",
+                                         "redis://127.0.0.1:1"};
+  tl_srv_tier *t3 = tier_of(&m, urls, 3, &err), *t4 = tier_of(&m, urls, 4, &err);
+  tl_srv_tier *r3 = tier_of(&m, reversed, 3, &err);
+  assert_non_null(t3);
+  assert_non_null(t4);
+  assert_non_null(r3);
+  enum { N = 6000 };
+  int count[4] = {0}, moved = 0, moved_elsewhere = 0;
+  for (int i = 0; i < N; i++) {
+    char text[32], key[65];
+    snprintf(text, sizeof text, "key %d", i);
+    assert_int_equal(tl_sha256_hex(text, strlen(text), key), TL_OK);
+    int a = tl_srv_tier_shard_of(t3, key), b = tl_srv_tier_shard_of(t4, key);
+    count[a]++;
+    /* the ring depends on the URLs, not on their order */
+    assert_string_equal(urls[a], reversed[tl_srv_tier_shard_of(r3, key)]);
+    if (a != b) {
+      moved++;
+      moved_elsewhere += b != 3; /* a key only ever moves to the new primary */
+    }
+  }
+  for (int s = 0; s < 3; s++) /* about a third each: 160 points per primary */
+    if (count[s] < N / 4 || count[s] > N / 2)
+      fail_msg("primary %d holds %d of %d keys", s, count[s], N);
+  assert_int_equal(moved_elsewhere, 0);
+  if (moved < N / 6 || moved > N / 3) /* about a quarter moves to a fourth primary */
+    fail_msg("%d of %d keys moved when a fourth primary was added", moved, N);
+  printf("tier ring: %d / %d / %d of %d keys per primary; %d moved to a fourth\n", count[0], count[1],
+         count[2], N, moved);
+  int total = 0;
+  assert_int_equal(tl_srv_tier_up(t3, &total), 0); /* nothing was reached */
+  assert_int_equal(total, 3);
+  tl_srv_buf b = {0};
+  tl_srv_tier_json(t3, &b);
+  assert_non_null(strstr(b.data, "\"state\": \"down\""));
+  tl_srv_buf_free(&b);
+  tl_srv_tier_free(t3);
+  tl_srv_tier_free(t4);
+  tl_srv_tier_free(r3);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_size),
@@ -363,6 +436,7 @@ int main(void) {
       cmocka_unit_test(test_auth),
       cmocka_unit_test(test_metrics),
       cmocka_unit_test(test_artmem),
+      cmocka_unit_test(test_tier_ring),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -207,12 +207,31 @@ static void test_codegen_view(void **state) {
   assert_int_equal(tl_codegen_for("sm_7", &cg, &lim, &err), TL_INVALID_ARG);
 }
 
+/* A device's target: the 'a' variant where it adds what the code generator
+ * uses (sm_90a: wgmma), else the plain cubin target, for any arch. */
+static void test_for_arch(void **state) {
+  (void)state;
+  static const struct {
+    int arch;
+    const char *want;
+  } cases[] = {{90, "sm_90a"}, {80, "sm_80"}, {75, "sm_75"}, {89, "sm_89"}, {100, "sm_100"}, {120, "sm_120"}, {95, "sm_95"}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char t[16];
+    tl_target_for_arch(cases[i].arch, t, sizeof t);
+    assert_string_equal(t, cases[i].want);
+  }
+  char small[6];
+  tl_target_for_arch(90, small, sizeof small); /* truncated, terminated */
+  assert_string_equal(small, "sm_90");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse),
       cmocka_unit_test(test_features),
       cmocka_unit_test(test_rows),
       cmocka_unit_test(test_codegen_view),
+      cmocka_unit_test(test_for_arch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -84,7 +84,8 @@ extern "C" {
 #define TL_CLIENT_VERSION "0.1.0"
 
 /* ---- limits ---------------------------------------------------------------- */
-#define TL_CLIENT_URL_MAX 2048          /* bytes of a server URL */
+#define TL_CLIENT_URL_MAX 2048          /* bytes of the server URLs, commas included */
+#define TL_CLIENT_SERVERS_MAX 16        /* server URLs of one client (replicas) */
 #define TL_CLIENT_TOKEN_MAX 256         /* bytes of a bearer token */
 #define TL_CLIENT_PATH_MAX 4096         /* bytes of a file path */
 #define TL_CLIENT_TARGET_MAX 32         /* bytes of a target name */
@@ -124,7 +125,12 @@ void tl_client_free(tl_client *c);
  * Strings are copied. */
 
 /* The server's base URL, http:// or https://, with an optional path prefix
- * ("https://kernels.example.com:8470/tl").  A trailing '/' is dropped. */
+ * ("https://kernels.example.com:8470/tl").  A trailing '/' is dropped.
+ * Several replicas of one cluster (tlserverd --tier): "URL1,URL2,..." (at
+ * most TL_CLIENT_SERVERS_MAX); requests go to the first, and a request that
+ * cannot reach one, or is answered 503/429, goes on to the next within the
+ * same retries (a full round of the list waits the backoff; the one that
+ * answered stays current). */
 tl_status tl_client_set_server(tl_client *c, const char *url, tl_error *err);
 
 /* The bearer token sent with every request (Authorization: Bearer TOKEN);
@@ -236,9 +242,13 @@ tl_status tl_client_get(tl_client *c, const tl_client_request *req, const char *
                         tl_artifact **out, tl_error *err);
 
 /* As tl_client_get, picking the target for a GPU of architecture arch
- * (10 * major + minor compute capability, e.g. 90): the exact cubin sm_ARCH
- * when the local cache has it or the server offers it, else PTX for the JIT:
- * compute_ARCH, or the newest compute_NN below ARCH that the server offers.
+ * (10 * major + minor compute capability, e.g. 90): the exact cubin for it
+ * -- sm_ARCHa where that variant has instructions the compiler uses
+ * (sm_90a: wgmma), else sm_ARCH -- when the local cache has it or the
+ * server offers it; for sm_ARCHa, else the cubin sm_ARCH (the server does
+ * not offer sm_ARCHa, or it cannot be reached and the local cache has
+ * sm_ARCH, as prebuilt for it); else PTX for the JIT: compute_ARCH, or the
+ * newest compute_NN below ARCH that the server offers.
  * Errors as for tl_client_get; TL_UNSUPPORTED when the server offers
  * nothing that runs on arch. */
 tl_status tl_client_get_for_arch(tl_client *c, const tl_client_request *req, int arch,
@@ -429,6 +439,17 @@ typedef struct tl_kernel tl_kernel;
  * missing. */
 tl_status tl_kernel_load(tl_device *d, const tl_artifact *a, tl_kernel **out, tl_error *err);
 
+/* As tl_kernel_load, for a binary that did not come through a tl_client:
+ * bytes (n of them: a cubin, PTX text or an HSACO) built for target
+ * ("sm_90a") with its metadata JSON text (`tlc compile --emit meta`,
+ * proto/kernel-meta.md), as the local tlc writes them (the Python package
+ * tlir loads what it compiled without a server this way).  Nothing is
+ * kept of bytes or metadata after the call.  Errors as for tl_kernel_load,
+ * and those of the metadata parser (TL_BAD_JSON, TL_INVALID_ARG); also
+ * TL_INVALID_ARG for a NULL argument or n == 0. */
+tl_status tl_kernel_load_binary(tl_device *d, const char *target, const void *bytes, size_t n,
+                                const char *metadata, tl_kernel **out, tl_error *err);
+
 /* Launches k once with one argument per parameter, on stream (a CUstream
  * or cudaStream_t, a hipStream_t on an AMD GPU; NULL is the default
  * stream); asynchronous.  Checks
@@ -436,8 +457,12 @@ tl_status tl_kernel_load(tl_device *d, const tl_artifact *a, tl_kernel **out, tl
  * every tensor pointer aligned as its parameter promises, the grid within
  * CUDA's limits (an empty grid launches nothing and succeeds).  Dynamic
  * shared memory above 48 KiB is enabled on the function first (CUDA; an
- * AMD GPU needs no opt-in, its limit is the LDS per workgroup).  Errors:
- * TL_INVALID_ARG, TL_LIMIT, TL_UNSUPPORTED (thread-block clusters),
+ * AMD GPU needs no opt-in, its limit is the LDS per workgroup).  A kernel
+ * with tensor maps (metadata format 2) gets them built for these arguments
+ * and passed after them (TL_INVALID_ARG for a tensor they cannot describe:
+ * a row pitch not a multiple of 16 bytes, a misaligned pointer, a
+ * dimension of 0).  Errors: TL_INVALID_ARG, TL_LIMIT, TL_UNSUPPORTED
+ * (thread-block clusters; tensor maps on a driver without them),
  * TL_DEVICE. */
 tl_status tl_kernel_launch(tl_kernel *k, const tl_kernel_arg *args, int nargs, void *stream,
                            tl_error *err);

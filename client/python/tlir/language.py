@@ -1,0 +1,699 @@
+"""tlir.language - TileLang's `T` namespace, translated to Tile IR.
+
+`import tlir.language as T` in place of `import tilelang.language as T`.
+Each T.* call made while a @T.prim_func is translated records a Tile IR
+statement (proto/tile-ir-v1.md section 5) or builds an expression (section
+6); names that TileLang has and Tile IR v1 cannot say raise an error that
+names the construct and the Python line.
+
+Needs: _ir (values, builder), _trace (the AST rewrite of prim_func and
+macro bodies).
+"""
+
+from . import _ir
+from ._ir import (Call, DType, Expr, Region, Stmt, Var, builder, dtype_name, error,
+                  region_text)
+from ._trace import PrimFunc, macro, prim_func  # noqa: F401
+
+# ---- dtypes ---------------------------------------------------------------
+
+bool_ = DType("bool")
+int8, int16, int32, int64 = (DType(n) for n in ("int8", "int16", "int32", "int64"))
+uint8, uint16, uint32, uint64 = (DType(n) for n in ("uint8", "uint16", "uint32", "uint64"))
+float16, bfloat16, float32, float64 = (DType(n) for n in ("float16", "bfloat16", "float32", "float64"))
+float8_e4m3, float8_e5m2 = DType("float8_e4m3"), DType("float8_e5m2")
+float8_e4m3fn = float8_e4m3
+float, half, double = float32, float16, float64  # noqa: A001  (TileLang's T.float)
+globals()["bool"] = bool_
+
+
+# ---- parameter annotations -------------------------------------------------
+
+class Tensor:
+    """T.Tensor(shape, dtype) / T.Buffer(shape, dtype): a tensor parameter."""
+    def __init__(self, shape, dtype="float32", *args, **kwargs):
+        if isinstance(shape, (int, Expr)):
+            shape = (shape,)
+        self.shape = tuple(shape)
+        self.dtype = dtype_name(dtype)
+        for k in kwargs:
+            if k not in ("scope", "data", "strides", "elem_offset", "align", "offset_factor", "buffer_type"):
+                raise error("T.Tensor(): unknown argument '%s'" % k)
+        if kwargs.get("strides") is not None:
+            raise error("T.Tensor(strides=...): Tile IR tensors are dense and row-major")
+
+    def __class_getitem__(cls, item):
+        shape, dtype = item
+        return cls(shape, dtype)
+
+
+Buffer_ = Tensor
+globals()["Buffer"] = Tensor
+
+
+class _Dynamic(Var):
+    """T.dynamic('m') / T.symbolic('m'): a scalar parameter, bound at launch
+    from the shapes of the tensors that use it."""
+    def __init__(self, name, dtype="int32"):
+        super().__init__(_ir.clean_name(name), "dynamic", dtype_name(dtype), provisional=False)
+
+
+def dynamic(name, dtype="int32"):
+    return _Dynamic(name, dtype)
+
+
+symbolic = dynamic
+
+
+# ---- the kernel -------------------------------------------------------------
+
+class Kernel:
+    """with T.Kernel(gx[, gy[, gz]], threads=N) as bx / (bx, by[, bz])."""
+    def __init__(self, *grid, threads=128, prelude=None, is_cpu=False, cluster_dims=None, **kw):
+        b = builder()
+        if b.kernel is not None:
+            raise error("a prim_func holds one T.Kernel; Tile IR v1 has one kernel per program")
+        if not 1 <= len(grid) <= 3:
+            raise error("T.Kernel takes 1 to 3 grid extents, not %d" % len(grid))
+        if prelude is not None:
+            raise error("T.Kernel(prelude=...): Tile IR v1 has no inline C source")
+        if is_cpu:
+            raise error("T.Kernel(is_cpu=True): Tile IR v1 is for GPU kernels only")
+        for k in kw:
+            raise error("T.Kernel(): unknown argument '%s'" % k)
+        self.grid = list(grid)
+        self.threads = list(threads) if isinstance(threads, (list, tuple)) else threads
+        self.cluster = list(cluster_dims) if cluster_dims is not None else None
+        self.loc = _ir.user_location()
+
+    def __enter__(self):
+        b = builder()
+        b.kernel = self
+        self.body = []
+        b.push(self.body)
+        self.vars = []
+        for i, want in enumerate(("bx", "by", "bz")[: len(self.grid)]):
+            v = Var(want, "block")
+            b.declare(v, want)
+            self.vars.append(v)
+        return self.vars[0] if len(self.vars) == 1 else tuple(self.vars)
+
+    def __exit__(self, et, ev, tb):
+        b = builder()
+        if et is None:
+            b.pop()
+            b.kernel_done = True
+        return False
+
+
+def _loop(op, var_names, fields):
+    """Records a loop statement; a generator so that `for v in ...:` runs the
+    body once with symbolic vars, inside the loop's body list."""
+    b = builder()
+    body = []
+    st = Stmt(op)
+    b.emit(st)
+    b.push(body)
+    vs = []
+    for want in var_names:
+        v = Var(want, "loop")
+        b.declare(v, want)
+        vs.append(v)
+    if op == "parallel":
+        st["vars"] = vs
+    else:
+        st["var"] = vs[0]
+    st.update((k, v) for k, v in fields.items() if v is not None)
+    st["body"] = body
+    b.loops.append(op)
+    yield vs[0] if len(vs) == 1 else tuple(vs)
+    b.loops.pop()
+    b.pop()
+    if op == "parallel":
+        _merge_nested(st)
+        if "parallel" not in b.loops:  # the outermost parallel loop: its atomics are whole now
+            _lift_atomics(b, st, st["vars"])
+
+
+def _merge_nested(st):
+    """`for i in T.Parallel(M): for j in T.Parallel(N): body`, the inner loop
+    being all of the outer one's body, is `for i, j in T.Parallel(M, N):
+    body` (Tile IR has no parallel loop inside another, 5.3)."""
+    body = st["body"]
+    if (len(body) == 1 and isinstance(body[0], Stmt) and body[0]["op"] == "parallel"
+            and len(st["vars"]) + len(body[0]["vars"]) <= 8):
+        inner = body[0]
+        st["vars"] = st["vars"] + inner["vars"]
+        st["extents"] = st["extents"] + inner["extents"]
+        st["body"] = inner["body"]
+
+
+def _lift_atomics(b, st, vs):
+    """A T.Parallel loop whose body is only element T.atomic_adds, each of the
+    form atomic_add(G[..., base + v, ...], F[v1, ..., vn]) with every loop var
+    once in G's indices, in the loop's order, and F indexed by exactly the
+    vars, is the tile operator atomic_add(G[..., base:base + e, ...], F[0:e1,
+    ...]): the same element additions (Tile IR allows atomic_add only as a
+    tile operator, 5.3).  Any other body is left as written (tlc check then
+    says what is not allowed)."""
+    body = st["body"]
+    lifted = []
+    if body and all(isinstance(x, _AtomicElem) for x in body):
+        ext = dict(zip(map(id, vs), st["extents"]))
+        lifted = [a.lift(vs, ext) for a in body]
+    if not lifted or None in lifted:
+        _atomics_as_ops(body)
+        return
+    parent = b.bodies[-1]
+    at = next(i for i, x in enumerate(parent) if x is st)
+    parent[at:at + 1] = lifted
+
+
+def _atomics_as_ops(stmts):
+    """Every element atomic_add below stmts back to an atomic_add op."""
+    for x in stmts:
+        if isinstance(x, _AtomicElem):
+            x.become_op()
+        elif isinstance(x, Stmt):
+            for key in ("body", "then", "else"):
+                _atomics_as_ops(x.get(key, []))
+
+
+def _split_var(e, vs):
+    """(base, var) when e is var, base + var or var + base with base free of
+    the loop vars; (e, None) when e has no loop var; None otherwise."""
+    ids = {id(v) for v in vs}
+
+    def uses(x):
+        if isinstance(x, Var):
+            return id(x) in ids
+        if isinstance(x, _ir.BinOp):
+            return uses(x.a) or uses(x.b)
+        if isinstance(x, _ir.Unary):
+            return uses(x.a)
+        if isinstance(x, Call):
+            return any(uses(y) for y in x.args)
+        if isinstance(x, _ir.Load):
+            return any(uses(y) for y in x.idx)
+        return False
+    if isinstance(e, Var) and id(e) in ids:
+        return 0, e
+    if not uses(e):
+        return e, None
+    if isinstance(e, _ir.BinOp) and e.op == "+":
+        if isinstance(e.b, Var) and id(e.b) in ids and not uses(e.a):
+            return e.a, e.b
+        if isinstance(e.a, Var) and id(e.a) in ids and not uses(e.b):
+            return e.b, e.a
+    return None
+
+
+class _AtomicElem:
+    """T.atomic_add(G[idx], value) inside T.Parallel, kept as objects until
+    the loop ends (_lift_atomics)."""
+    def __init__(self, dst, value):
+        self.dst, self.value, self.loc = dst, value, _ir.user_location()
+
+    def become_op(self):
+        """Back to an atomic_add op where it stands (tlc refuses it there)."""
+        self.op = Stmt("atomic_add", dst=self.dst.render()[0], value=self.value)
+        self.op.loc = self.loc
+
+    def lift(self, vs, ext):
+        items, seen = [], []
+        for e in self.dst.idx:
+            r = _split_var(e, vs)
+            if r is None:
+                return None
+            base, v = r
+            if v is None:
+                items.append(base)
+            else:
+                seen.append(v)
+                items.append(slice(base, base + ext[id(v)]) if not (isinstance(base, int) and base == 0)
+                             else slice(0, ext[id(v)]))
+        if [id(v) for v in seen] != [id(v) for v in vs]:
+            return None
+        src = self.value
+        if not (isinstance(src, _ir.Load) and len(src.idx) == len(vs)
+                and all(x is v for x, v in zip(src.idx, vs))):
+            return None
+        st = Stmt("atomic_add", dst=Region(self.dst.buf, items).render(),
+                  src=Region(src.buf, [slice(0, ext[id(v)]) for v in vs]).render())
+        st.loc = self.loc
+        return st
+
+
+def Parallel(*extents, coalesced_width=None, loop_layout=None):
+    if not 1 <= len(extents) <= 8:
+        raise error("T.Parallel takes 1 to 8 extents")
+    names = ["i", "j", "k", "l", "m", "n", "o", "p"][: len(extents)]
+    return _loop("parallel", names, {"extents": list(extents)})
+
+
+def _range_args(what, start, stop, step):
+    if stop is None:
+        start, stop = 0, start
+    zero = not _ir.is_sym(start) and start == 0
+    fields = {"extent": stop if zero else stop - start}
+    if not zero:
+        fields["start"] = start
+    if step is not None and not (not _ir.is_sym(step) and step == 1):
+        if not _ir.is_sym(step):
+            if step == 0:
+                raise error("%s: step is 0" % what)
+            # extent = ceildiv(stop - start, step) in Python's range() sense
+            span = stop - start
+            fields["extent"] = ceildiv(span, step) if step > 0 else ceildiv(-span, -step)
+        else:
+            raise error("%s: a symbolic step needs the iteration count; give a constant step" % what)
+        fields["step"] = step
+    return fields
+
+
+def serial(start, stop=None, step=None, annotations=None):
+    return _loop("serial", ["k"], _range_args("T.serial", start, stop, step))
+
+
+Serial = serial
+
+
+def unroll(start, stop=None, step=None, explicit=False, unroll_factor=None, annotations=None):
+    return _loop("unroll", ["k"], _range_args("T.unroll", start, stop, step))
+
+
+def vectorized(start, stop=None, step=None):
+    return _loop("vectorized", ["k"], _range_args("T.vectorized", start, stop, step))
+
+
+def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None, group=None):
+    if sync is not None or group is not None:
+        raise error("T.Pipelined(sync=..., group=...): Tile IR v1 has 'order' and 'stage' only")
+    f = _range_args("T.Pipelined", start, stop, None)
+    f["num_stages"] = num_stages
+    if order is not None:
+        f["order"] = list(order)
+    if stage is not None:
+        f["stage"] = list(stage)
+    return _loop("pipelined", ["k"], f)
+
+
+def grid(*extents):
+    raise error("T.grid: Tile IR v1 has no grid loop; nest T.serial loops")
+
+
+# ---- allocations ------------------------------------------------------------
+
+def _shape(shape, what):
+    if isinstance(shape, (int, Expr)):
+        shape = (shape,)
+    shape = list(shape)
+    if not 1 <= len(shape) <= 8:
+        raise error("%s: a shape has 1 to 8 dimensions" % what)
+    return shape
+
+
+def _alloc(op, scope, shape, dtype, what):
+    b = builder()
+    buf = _ir.Buffer(scope, _shape(shape, what), dtype_name(dtype), scope)
+    b.declare(buf, b.auto_name(scope))
+    b.emit(Stmt(op, name=buf, shape=buf.shape, dtype=buf.dtype))
+    return buf
+
+
+def alloc_shared(shape, dtype, scope="shared.dyn"):
+    return _alloc("alloc_shared", "shared", shape, dtype, "T.alloc_shared")
+
+
+def alloc_fragment(shape, dtype, scope="local.fragment"):
+    return _alloc("alloc_fragment", "fragment", shape, dtype, "T.alloc_fragment")
+
+
+def alloc_local(shape, dtype, scope="local"):
+    return _alloc("alloc_local", "local", shape, dtype, "T.alloc_local")
+
+
+class LocalVar(Var):
+    """T.alloc_var: a per-thread mutable scalar; `x = value` assigns it."""
+
+
+def alloc_var(dtype, init=None, scope="local.var"):
+    b = builder()
+    v = LocalVar("var", "alloc_var", dtype_name(dtype))
+    b.declare(v, b.auto_name("var"))
+    b.emit(Stmt("alloc_var", name=v, dtype=v.dtype, init=init))
+    return v
+
+
+# ---- tile operators ---------------------------------------------------------
+
+_COPY_HINTS = ("coalesced_width", "disable_tma", "eviction_policy", "loop_layout", "annotations")
+
+
+def copy(src, dst, **hints):
+    for k in hints:
+        if k not in _COPY_HINTS:
+            raise error("T.copy(): unknown argument '%s'" % k)
+    builder().emit(Stmt("copy", src=region_text(src, "T.copy source"),
+                        dst=region_text(dst, "T.copy destination")))
+
+
+def fill(buffer, value):
+    builder().emit(Stmt("fill", dst=region_text(buffer, "T.fill destination"), value=value))
+
+
+def clear(buffer):
+    builder().emit(Stmt("clear", dst=region_text(buffer, "T.clear destination")))
+
+
+class GemmWarpPolicy:
+    Square = "square"
+    FullRow = "full_row"
+    FullCol = "full_col"
+
+
+def _whole(x, what):
+    if not isinstance(x, _ir.Buffer):
+        raise error("%s must be a whole buffer in Tile IR v1 (gemm operands are not "
+                    "regions); allocate a tile of the operand's shape" % what)
+    if x.scope not in ("shared", "fragment"):
+        raise error("%s must be a shared or fragment buffer, not %s" % (what, x.scope))
+    return x.name
+
+
+def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
+         clear_accum=False, k_pack=1, wg_wait=0, mbar=None):
+    if policy not in ("square", "full_row", "full_col"):
+        raise error("T.gemm(policy=%r): Tile IR v1 has Square, FullRow and FullCol" % (policy,))
+    if wg_wait not in (0, -1) or mbar is not None:
+        raise error("T.gemm(wg_wait=..., mbar=...): Tile IR v1 has no asynchronous gemm")
+    st = Stmt("gemm", A=_whole(A, "T.gemm A"), B=_whole(B, "T.gemm B"), C=_whole(C, "T.gemm C"))
+    if transpose_A is not False:
+        st["transpose_A"] = transpose_A
+    if transpose_B is not False:
+        st["transpose_B"] = transpose_B
+    if policy != "square":
+        st["policy"] = policy
+    if clear_accum is not False:
+        st["clear_accum"] = clear_accum
+    if k_pack != 1:
+        st["k_pack"] = k_pack
+    builder().emit(st)
+
+
+def _ndim(x):
+    if isinstance(x, _ir.Buffer):
+        return x.ndim
+    if isinstance(x, Region):
+        return x.ndim
+    raise error("a reduction operand must be a buffer or a slice of one")
+
+
+def reduce(buffer, out, reduce_type, dim=-1, clear=True):
+    if reduce_type not in ("sum", "max", "min", "abssum", "absmax"):
+        raise error("T.reduce: unknown reduce type %r" % (reduce_type,))
+    n = _ndim(buffer)
+    if isinstance(dim, int) and dim < 0:
+        dim += n
+    st = Stmt("reduce", type=reduce_type, src=region_text(buffer, "T.reduce source"),
+              dst=region_text(out, "T.reduce destination"), dim=dim)
+    if clear is not True:
+        st["clear"] = clear
+    builder().emit(st)
+
+
+def reduce_max(buffer, out, dim=-1, clear=True):
+    reduce(buffer, out, "max", dim, clear)
+
+
+def reduce_min(buffer, out, dim=-1, clear=True):
+    reduce(buffer, out, "min", dim, clear)
+
+
+def reduce_sum(buffer, out, dim=-1, clear=True):
+    reduce(buffer, out, "sum", dim, clear)
+
+
+def reduce_abssum(buffer, out, dim=-1, clear=True):
+    reduce(buffer, out, "abssum", dim, clear)
+
+
+def reduce_absmax(buffer, out, dim=-1, clear=True):
+    reduce(buffer, out, "absmax", dim, clear)
+
+
+def cumsum(src, dst=None, dim=0, reverse=False):
+    if dst is None:
+        dst = src
+    n = _ndim(src)
+    if isinstance(dim, int) and dim < 0:
+        dim += n
+    st = Stmt("cumsum", src=region_text(src, "T.cumsum source"),
+              dst=region_text(dst, "T.cumsum destination"), dim=dim)
+    if reverse is not False:
+        st["reverse"] = reverse
+    builder().emit(st)
+
+
+def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
+    if return_prev:
+        raise error("T.atomic_add(return_prev=True): Tile IR v1's atomic_add returns nothing")
+    b = builder()
+    if "parallel" in b.loops and isinstance(dst, _ir.Load) and not isinstance(value, (_ir.Buffer, Region)):
+        b.emit(_AtomicElem(dst, value))  # lifted to a tile operator when the loop ends
+        return
+    d = region_text(dst, "T.atomic_add destination")
+    if isinstance(value, (_ir.Buffer, Region)):
+        builder().emit(Stmt("atomic_add", dst=d, src=region_text(value, "T.atomic_add source")))
+    else:
+        builder().emit(Stmt("atomic_add", dst=d, value=value))
+
+
+# ---- annotations ------------------------------------------------------------
+
+class Layout:
+    """T.Layout(shape, lambda i, j: (...)): a layout map."""
+    def __init__(self, shape, forward_fn):
+        self.shape, self.fn = _shape(shape, "T.Layout"), forward_fn
+
+
+class _Swizzle:
+    pass
+
+
+SWIZZLE = _Swizzle()
+
+
+def make_swizzled_layout(buffer, *args, **kwargs):
+    return SWIZZLE
+
+
+def annotate_layout(layout_map):
+    b = builder()
+    out = {}
+    for buf, lay in layout_map.items():
+        if not isinstance(buf, _ir.Buffer):
+            raise error("T.annotate_layout: the keys are buffers, not %s" % type(buf).__name__)
+        if buf.scope != "shared":
+            raise error("T.annotate_layout: '%s' is a %s; Tile IR v1 lays out shared buffers only"
+                        % (buf.name, "global tensor" if buf.scope == "global" else buf.scope + " buffer"))
+        if lay is SWIZZLE:
+            out[buf] = "swizzle"
+        elif isinstance(lay, Layout):
+            vs = [Var("v%d" % i, "layout", provisional=False) for i in range(len(lay.shape))]
+            names = ["i", "j", "k", "l", "m", "n", "o", "p"]
+            for v, n in zip(vs, names):
+                v.name = n if not b.visible(n) else b.fresh(n)
+            idx = lay.fn(*vs)
+            idx = list(idx) if isinstance(idx, (list, tuple)) else [idx]
+            out[buf] = {"vars": [v.name for v in vs], "index": idx}
+        else:
+            raise error("T.annotate_layout: the layout of '%s' is %s; Tile IR v1 has the "
+                        "swizzle (make_swizzled_layout / make_mma_swizzle_layout) and "
+                        "T.Layout index maps, not fragment layouts" % (buf.name, type(lay).__name__))
+    b.emit(Stmt("annotate_layout", layouts=out))
+
+
+def use_swizzle(panel_size, order="row", enable=True):
+    if order not in ("row", "column"):
+        raise error("T.use_swizzle(order=%r): 'row' or 'column'" % (order,))
+    st = Stmt("use_swizzle", panel_size=panel_size)
+    if order != "row":
+        st["order"] = order
+    if enable is not True:
+        st["enable"] = enable
+    builder().emit(st)
+
+
+def sync_threads():
+    builder().emit(Stmt("sync_threads"))
+
+
+syncthreads = sync_threads
+
+
+# ---- functions --------------------------------------------------------------
+
+def _fold(py, fn, *args):
+    """Python-level folding when every argument is a Python number."""
+    if not any(isinstance(a, Expr) for a in args):
+        return py(*args)
+    return Call(fn, args)
+
+
+def ceildiv(a, b):
+    return _fold(lambda x, y: -(-x // y), "ceildiv", a, b)
+
+
+def max(a, b):  # noqa: A001
+    return Call("max", [a, b])
+
+
+def min(a, b):  # noqa: A001
+    return Call("min", [a, b])
+
+
+def abs(x):  # noqa: A001
+    return Call("abs", [x])
+
+
+def _math(fn):
+    def f(x):
+        return Call(fn, [x])
+    f.__name__ = fn
+    return f
+
+
+exp, exp2, log, log2, sqrt, rsqrt, tanh, sigmoid, floor, ceil, round = (
+    _math(n) for n in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid",
+                       "floor", "ceil", "round"))
+
+
+def pow(a, b):  # noqa: A001
+    return Call("pow", [a, b])
+
+
+def fma(a, b, c):
+    return Call("fma", [a, b, c])
+
+
+def if_then_else(cond, a, b):
+    if not isinstance(cond, Expr):
+        return a if cond else b
+    return Call("if_then_else", [cond, a, b])
+
+
+def infinity(dtype):
+    return Call("infinity", [DType(dtype_name(dtype))])
+
+
+def max_value(dtype):
+    return Call("max_value", [DType(dtype_name(dtype))])
+
+
+def min_value(dtype):
+    return Call("min_value", [DType(dtype_name(dtype))])
+
+
+def cast(value, dtype):
+    """T.cast(value, dtype); TileLang's T.Cast(dtype, value) also."""
+    if isinstance(value, (str, DType)) and not isinstance(dtype, (str, DType)):
+        value, dtype = dtype, value
+    return Call(dtype_name(dtype), [value])
+
+
+Cast = cast
+
+
+def reinterpret(a, b):
+    """T.reinterpret(dtype, value) (TileLang's order) or (value, dtype)."""
+    if isinstance(a, (str, DType)):
+        a, b = b, a
+    return Call("reinterpret", [a, DType(dtype_name(b))])
+
+
+def get_thread_binding(dim=0):
+    return Call("thread_binding", [dim])
+
+
+def And(a, b):
+    return _ir.BinOp("and", a, b)
+
+
+def Or(a, b):
+    return _ir.BinOp("or", a, b)
+
+
+def Not(a):
+    return _ir.Unary("not", a)
+
+
+# ---- what Tile IR v1 cannot say ----------------------------------------------
+
+_MISSING = {
+    "erf": "function erf", "sin": "function sin", "cos": "function cos",
+    "tan": "function tan", "atan": "function atan", "exp10": "function exp10",
+    "log10": "function log10", "log1p": "function log1p", "trunc": "function trunc",
+    "isnan": "function isnan", "isinf": "function isinf",
+    "alloc_reducer": "reducer buffers", "finalize_reducer": "reducer buffers",
+    "atomic_max": "atomic max", "atomic_min": "atomic min", "atomic_addx2": "vector atomics",
+    "atomic_addx4": "vector atomics", "call_extern": "calls of external functions",
+    "import_source": "inline C source", "ptx": "inline PTX", "call_intrin": "intrinsic calls",
+    "Fragment": "fragment layouts", "Scope": "scopes", "while_loop": "while loops",
+    "Persistent": "persistent loops", "ws": "warp specialization",
+    "alloc_barrier": "barriers", "barrier_wait": "barriers", "mbarrier_wait_parity": "barriers",
+    "c2d_im2col": "im2col", "tma_copy": "explicit TMA copies", "alloc_tmem": "tensor memory",
+    "StridedTensor": "strided tensors", "gemm_sp": "sparse gemm", "wgmma_gemm": "raw wgmma",
+    "shfl_xor": "warp shuffles", "shfl_down": "warp shuffles", "shfl_up": "warp shuffles",
+    "print": "device printf", "device_assert": "device asserts", "empty": "eager-style outputs (T.empty)",
+    "const": "eager-style constants (T.const)", "clamp": "clamp (use T.min and T.max)",
+    "any_of": "any_of", "all_of": "all_of", "copysign": "copysign", "bitwise_and": "bitwise_and (use &)",
+}
+
+
+def __getattr__(name):
+    what = _MISSING.get(name)
+    if what is not None:
+        raise error("T.%s: Tile IR v1 has no %s" % (name, what))
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise error("T.%s is not part of tlir.language (Tile IR v1 cannot say it)" % name)
+
+
+# ---- more of TileLang's names -------------------------------------------------
+
+dtype = DType
+
+
+def floordiv(a, b):
+    return a // b
+
+
+def floormod(a, b):
+    return a % b
+
+
+def truncdiv(a, b):
+    raise error("T.truncdiv: Tile IR v1's '//' is floor division; there is no truncating division")
+
+
+def thread_binding(start, stop=None, thread="threadIdx.x"):
+    """TileLang's T.thread_binding(0, threads, thread="threadIdx.x")."""
+    dims = {"threadIdx.x": 0, "threadIdx.y": 1, "threadIdx.z": 2}
+    if thread not in dims:
+        raise error("T.thread_binding(thread=%r): Tile IR v1 binds threadIdx.x/y/z" % (thread,))
+    return Call("thread_binding", [dims[thread]])
+
+
+def no_set_max_nreg():
+    """A register-allocation hint of TileLang (no change to results); Tile IR
+    v1 has no such hint, so it records nothing."""
+
+
+def disable_warp_group_reg_alloc():
+    """As no_set_max_nreg."""
+
+
+def alloc_global(shape, dtype):
+    raise error("T.alloc_global: Tile IR v1 has no workspace buffers (global memory allocated "
+                "by the kernel); pass the buffer as a T.Tensor parameter")

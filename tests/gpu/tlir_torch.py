@@ -1,0 +1,357 @@
+#!/usr/bin/env python3
+"""tests/gpu/tlir_torch.py - tlir's kernels on PyTorch tensors on the GPU,
+against the same kernels through the reference interpreter.
+
+For every TileLang example ported to examples/tilelang/ that tlir runs, at
+a small and a ragged size: fresh random inputs (the seed is printed), the
+kernel run once on NumPy arrays through `tlc run --interpret` and once on
+CUDA tensors (compiled by the local tlc for the GPU's own target, or by the
+tlserverd of TL_SERVER; loaded and launched through libtlclient with
+ctypes, on the current stream; out_idx outputs allocated with
+torch.empty), and every output and in-place tensor compared relative to the
+reference's norm: float32 1e-4 (1e-3 for outputs computed from float16
+intermediates that the GPU may round differently, linear attention's O, and for
+sums of atomic adds in another order, layer norm backward's DGamma, DBeta),
+float16 1e-2, bfloat16 2e-2 (proto/tile-ir-v1.md 8.3: fast exp2/rsqrt,
+any summation order), integers exactly.  Then: a T.dynamic kernel at three
+sizes from one compile, a launch on a side stream, the argument checks
+(CPU tensor, wrong dtype, not contiguous), get_kernel_source(), and the
+time of a 4096^3 float16 GEMM against torch.matmul (CUDA events, mean of
+20 after 3 warm-ups), and TileLang's examples as programs, with their own
+main() (PyTorch references, torch.testing.assert_close, do_bench).  With
+--server the same cases run again through a
+tlserverd started on a free loopback port (build/bin/tlserverd, a
+temporary database).
+
+    /opt/torch/.venv/bin/python tests/gpu/tlir_torch.py [--only REGEX] [--server] [--seed N]
+
+Needs build/bin/tlc and build/lib/libtlclient.so.0 (or TL_TLC,
+TL_LIBTLCLIENT).  Prints one line per case and "N passed, N failed"; exits
+1 if any failed, 77 without a GPU or PyTorch.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+
+try:
+    import numpy as np
+    import torch
+except ImportError as e:
+    sys.stderr.write("tlir_torch.py: %s\n" % e)
+    sys.exit(77)
+if not torch.cuda.is_available():
+    sys.stderr.write("tlir_torch.py: no CUDA GPU for PyTorch\n")
+    sys.exit(77)
+
+import tlir  # noqa: E402
+import tlir.language as T  # noqa: E402
+from test_tlir_examples import load  # noqa: E402
+
+TOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2}
+
+# (name, kernel maker, tolerance overrides by output name)
+CASES = [
+    ("gemm 256x256x128", lambda: load("gemm").matmul(256, 256, 128, 128, 128, 32), {}),
+    ("gemm ragged 300x200x136", lambda: load("gemm").matmul(300, 200, 136, 128, 128, 32), {}),
+    ("gemm_swizzle 256x256x128",
+     lambda: tlir.compile(load("gemm_swizzle").matmul(256, 256, 128, 128, 128, 32), out_idx=[2]), {}),
+    ("gemm_swizzle ragged 300x200x136",
+     lambda: tlir.compile(load("gemm_swizzle").matmul(300, 200, 136, 128, 128, 32), out_idx=[2]), {}),
+    ("dequant_gemm 256x256x256",
+     lambda: load("dequant_gemm").matmul(256, 256, 256, 128, 128, 32, "float16", "float16", "float32", 2, 128), {}),
+    ("dequant_gemm ragged 200x136x256",
+     lambda: load("dequant_gemm").matmul(200, 136, 256, 128, 128, 32, "float16", "float16", "float32", 2, 128), {}),
+    ("flash_attention_fwd 2x4x256x64",
+     lambda: load("flash_attention_fwd").flashattn(2, 4, 256, 64, False, block_M=64, block_N=64,
+                                                   num_stages=1, threads=128), {}),
+    ("flash_attention_fwd causal 2x4x256x128",
+     lambda: load("flash_attention_fwd").flashattn(2, 4, 256, 128, True, block_M=128, block_N=128,
+                                                   num_stages=1, threads=128), {}),
+    ("flash_attention_fwd ragged seq 200",
+     lambda: load("flash_attention_fwd").flashattn(1, 2, 200, 64, False, block_M=64, block_N=64,
+                                                   num_stages=1, threads=128), {}),
+    ("flash_attention_fwd causal ragged seq 200",
+     lambda: load("flash_attention_fwd").flashattn(1, 2, 200, 64, True, block_M=64, block_N=64,
+                                                   num_stages=1, threads=128), {}),
+    ("flash_attention_bwd.flashattn_fwd causal 1x2x256x64",
+     lambda: load("flash_attention_bwd").flashattn_fwd(1, 2, 256, 64, True, 64, 64), {}),
+    ("flash_attention_bwd.flashattn_bwd_preprocess ragged 1x2x200x64",
+     lambda: load("flash_attention_bwd").flashattn_bwd_preprocess(1, 2, 200, 64), {}),
+    ("rms_norm 256x512", lambda: load("rms_norm").rms_norm(256, 512, 1), {}),
+    ("rms_norm ragged 100x300", lambda: load("rms_norm").rms_norm(100, 300, 4), {}),
+    ("rms_norm_splitk 256x512", lambda: tlir.compile(load("rms_norm").rms_norm_splitk(256, 512, 1, 128)), {}),
+    ("layer_norm 256x512", lambda: load("layer_norm")._layernorm_fwd(256, 512), {}),
+    ("layer_norm ragged 100x320", lambda: load("layer_norm")._layernorm_fwd(100, 320, blk_m=4), {}),
+    ("layer_norm backward 256x512", lambda: load("layer_norm")._layernorm_bwd(256, 512), {"DGamma": 1e-3, "DBeta": 1e-3}),
+    ("layer_norm backward 96x320", lambda: load("layer_norm")._layernorm_bwd(96, 320), {"DGamma": 1e-3, "DBeta": 1e-3}),
+    ("topk 320x128 k=6", lambda: load("topk").tl_topk(M=320, N=128, topk=6, blk_m=64, threads=128), {}),
+    ("topk ragged 300x96 k=4", lambda: load("topk").tl_topk(M=300, N=96, topk=4, blk_m=64, threads=128), {}),
+    ("linear_attention_fwd 2x256x4x64",
+     lambda: load("linear_attention_fwd").tl_fused_chunk_fwd_kernel(2, 256, 4, 64, 64), {"O": 1e-3}),
+    ("mamba_chunk_scan 2x512, 4 heads",
+     lambda: load("mamba_chunk_scan").chunk_scan_fwd(2, 512, 256, 1, 4, 64, 128, 64, 64, 64, 128, 2, 128), {}),
+    ("mamba_chunk_scan ragged seqlen 300, 2 groups",
+     lambda: load("mamba_chunk_scan").chunk_scan_fwd(1, 300, 64, 2, 4, 64, 64, 64, 64, 64, 64, 2, 128), {}),
+]
+
+TORCH_DT = {"bool": torch.bool, "int8": torch.int8, "int32": torch.int32, "int64": torch.int64,
+            "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+            "float64": torch.float64, "uint8": torch.uint8}
+
+
+def inputs(kernel, rng):
+    """One (numpy, torch) pair per non-output parameter: the same values."""
+    out = []
+    for i, p in enumerate(kernel.func.params):
+        if i in kernel.out_idx:
+            continue
+        if p["kind"] != "tensor":
+            raise ValueError("scalar parameter '%s': the cases here have tensors only" % p["name"])
+        shape = kernel.func.doc["params"][i]["shape"]
+        dt = p["dtype"]
+        if dt.startswith("float") or dt == "bfloat16":
+            x = rng.standard_normal(shape).astype(np.float32) * 0.5
+            t = torch.from_numpy(x).to(TORCH_DT[dt])
+            n = t.float().numpy() if dt == "bfloat16" else t.numpy().copy()
+        elif dt == "bool":
+            n = rng.integers(0, 2, shape).astype(bool)
+            t = torch.from_numpy(n.copy())
+        else:
+            info = np.iinfo(dt)
+            n = rng.integers(max(info.min, -128), min(info.max, 127) + 1, shape).astype(dt)
+            t = torch.from_numpy(n.copy())
+        out.append((n, t.cuda()))
+    return out
+
+
+def compare(name, got, ref, dtype, tol):
+    g = got.float().cpu().numpy().astype(np.float64) if dtype != "int32" else got.cpu().numpy()
+    r = np.asarray(ref, np.float64) if dtype != "int32" else np.asarray(ref)
+    if g.shape != r.shape:
+        return "%s: shape %s, expected %s" % (name, g.shape, r.shape)
+    if dtype not in TOL:
+        bad = int((g != r).sum())
+        return None if bad == 0 else "%s: %d elements differ" % (name, bad)
+    if np.isnan(g).any() != np.isnan(r).any():
+        return "%s: NaN in %s" % (name, "the GPU's output" if np.isnan(g).any() else "the reference")
+    err = np.linalg.norm(np.nan_to_num(g - r)) / max(np.linalg.norm(np.nan_to_num(r)), 1e-30)
+    return None if err <= tol else "%s: relative error %.3g > %g" % (name, err, tol)
+
+
+def run_case(name, make, tols, rng):
+    k = make()
+    pairs = inputs(k, rng)
+    ref = k(*[n for n, _ in pairs])  # interpreter; in-place params updated in the numpy arrays
+    got = k(*[t for _, t in pairs])
+    torch.cuda.synchronize()
+    ref = ref if isinstance(ref, list) else ([] if ref is None else [ref])
+    got = got if isinstance(got, list) else ([] if got is None else [got])
+    problems = []
+    for j, i in enumerate(k.out_idx):
+        p = k.func.params[i]
+        problems.append(compare(p["name"], got[j], ref[j], p["dtype"], tols.get(p["name"], TOL.get(p["dtype"], 0))))
+    ins = [i for i in range(len(k.func.params)) if i not in k.out_idx]
+    for (n, t), i in zip(pairs, ins):  # in-place tensors (and inputs, which must be unchanged)
+        p = k.func.params[i]
+        if p["kind"] == "tensor":
+            problems.append(compare(p["name"] + " (in place)", t, n, p["dtype"],
+                                    tols.get(p["name"], TOL.get(p["dtype"], 0))))
+    return [x for x in problems if x]
+
+
+DYN_N = 16
+
+
+@tlir.jit(out_idx=[1])
+def _dyn_kernel(block):
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def main(X: T.Tensor((m, DYN_N), "float32"), Y: T.Tensor((m, DYN_N), "float32")):
+        with T.Kernel(T.ceildiv(m, block), threads=128) as bx:
+            for i, j in T.Parallel(block, DYN_N):
+                Y[bx * block + i, j] = X[bx * block + i, j] * 2 + 1
+    return main
+
+
+def extra_checks(rng):
+    """(name, problem or None) of the checks beyond the examples."""
+    out = []
+    k = _dyn_kernel(64)
+    for m in (1, 100, 1000):
+        x = torch.randn(m, DYN_N, device="cuda")
+        y = k(x)
+        torch.cuda.synchronize()
+        ok = y.shape == (m, DYN_N) and torch.allclose(y, x * 2 + 1)
+        out.append(("T.dynamic m=%d (one compile)" % m, None if ok else "wrong result"))
+    s = torch.cuda.Stream()
+    x = torch.randn(4096, DYN_N, device="cuda")
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        y = k(x)
+    s.synchronize()
+    out.append(("launch on a side stream", None if torch.allclose(y, x * 2 + 1) else "wrong result"))
+    for name, arg, want in (("a CPU tensor is refused", torch.randn(8, DYN_N), "must be a CUDA tensor"),
+                            ("a float16 tensor for float32 is refused",
+                             torch.randn(8, DYN_N, device="cuda").half(), "is torch.float16"),
+                            ("a non-contiguous tensor is refused",
+                             torch.randn(DYN_N, 8, device="cuda").t(), "not contiguous")):
+        try:
+            k(arg)
+            out.append((name, "no error"))
+        except tlir.TlirError as e:
+            out.append((name, None if want in e.message else e.message))
+    src = load("gemm").matmul(256, 256, 128, 128, 128, 32).get_kernel_source()
+    out.append(("get_kernel_source", None if "__global__" in src else src[:100]))
+    return out
+
+
+def bench():
+    n = 4096
+    k = load("gemm").matmul(n, n, n, 128, 128, 32)
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    res = {}
+    for name, f in (("tlir", lambda: k(a, b)), ("torch.matmul", lambda: a @ b)):
+        for _ in range(3):
+            f()
+        torch.cuda.synchronize()
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(20):
+            f()
+        e1.record()
+        torch.cuda.synchronize()
+        res[name] = e0.elapsed_time(e1) / 20
+    c = k(a, b)
+    ref = a.float() @ b.float()
+    err = ((c.float() - ref).norm() / ref.norm()).item()
+    x = torch.randn(8, DYN_N, device="cuda")
+    kd = _dyn_kernel(64)
+    kd(x)
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(200):
+        kd(x)
+    torch.cuda.synchronize()
+    host_us = (time.perf_counter() - t) / 200 * 1e6
+    print("BENCH gemm 4096^3 float16: tlir %.3f ms (%.0f TFLOPS), torch.matmul %.3f ms (%.0f TFLOPS), "
+          "rel err %.2g; a small kernel's call from Python: %.1f us"
+          % (res["tlir"], 2 * n ** 3 / res["tlir"] * 1e-9, res["torch.matmul"],
+             2 * n ** 3 / res["torch.matmul"] * 1e-9, err, host_us))
+
+
+# TileLang's examples run as programs, with their own main(): PyTorch
+# inputs, torch.testing.assert_close or profiler.assert_allclose against
+# their PyTorch references, get_kernel_source(), do_bench.
+EXAMPLE_MAINS = [
+    ["gemm.py"],
+    ["rms_norm.py"],
+    ["flash_attention_fwd.py", "--batch", "2", "--heads", "8", "--seq_len", "1024", "--dim", "128"],
+    ["flash_attention_fwd.py", "--batch", "2", "--heads", "8", "--seq_len", "1024", "--dim", "128", "--is_causal"],
+    ["topk.py"],
+]
+
+
+def run_example_mains():
+    out = []
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "client", "python"))
+    for argv in EXAMPLE_MAINS:
+        name = "examples/tilelang/" + " ".join(argv) + " (its own main)"
+        t = time.time()
+        try:
+            r = subprocess.run([sys.executable] + argv, cwd=os.path.join(ROOT, "examples", "tilelang"), env=env,
+                               capture_output=True, text=True, timeout=600)
+            tail = "\n".join((r.stdout + r.stderr).strip().split("\n")[-6:])
+            problem = None if r.returncode == 0 else "exit %d:\n%s" % (r.returncode, tail)
+            if problem is None:
+                print("      %s: %s" % (argv[0], " | ".join(l for l in r.stdout.split("\n")
+                                                          if "ms" in l or "TFlops" in l or "pass" in l.lower())[:300]))
+        except subprocess.TimeoutExpired:
+            problem = "timed out after 600 s"
+        out.append((name + "  (%.0fs)" % (time.time() - t), problem))
+    return out
+
+
+def start_server():
+    d = tempfile.mkdtemp(prefix="tlir-server-")
+    port_file = os.path.join(d, "port")
+    srv = subprocess.Popen([os.path.join(ROOT, "build", "bin", "tlserverd"), "--listen", "127.0.0.1:0",
+                            "--port-file", port_file, "--db", os.path.join(d, "cache.db")],
+                           stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, "server.log"), "w"))
+    deadline = time.time() + 90  # every worker opens and warms its toolchains before the port is written
+    while not (os.path.exists(port_file) and open(port_file).read().strip()):
+        if srv.poll() is not None or time.time() > deadline:
+            srv.kill()
+            raise SystemExit("tlserverd did not start (%s): %s" % (
+                "exit %s" % srv.returncode if srv.returncode is not None else "no port after 90 s",
+                open(os.path.join(d, "server.log")).read()[-2000:]))
+        time.sleep(0.05)
+    url = "http://127.0.0.1:%s" % open(port_file).read().strip()
+    urllib.request.urlopen(url + "/healthz", timeout=10).read()
+    return srv, url
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default="")
+    ap.add_argument("--server", action="store_true")
+    ap.add_argument("--seed", type=int, default=int(time.time()) % 100000)
+    ap.add_argument("--no-bench", action="store_true")
+    o = ap.parse_args()
+    print("seed %d, %s" % (o.seed, torch.cuda.get_device_name()))
+    rng = np.random.default_rng(o.seed)
+    npass = nfail = 0
+    rounds = [("local tlc", None)]
+    srv = None
+    if o.server:
+        srv, url = start_server()
+        rounds.append(("tlserverd", url))
+    try:
+        for label, url in rounds:
+            if url:
+                os.environ["TL_SERVER"] = url
+            for name, make, tols in CASES:
+                if not re.search(o.only, name):
+                    continue
+                t = time.time()
+                try:
+                    problems = run_case(name, make, tols, rng)
+                except Exception:  # noqa: BLE001
+                    problems = [traceback.format_exc()]
+                if problems:
+                    nfail += 1
+                    print("FAIL  [%s] %s: %s" % (label, name, "; ".join(problems)))
+                else:
+                    npass += 1
+                    print("PASS  [%s] %s  (%.1fs)" % (label, name, time.time() - t))
+        if not o.only:
+            for name, problem in extra_checks(rng) + run_example_mains():
+                if problem:
+                    nfail += 1
+                    print("FAIL  %s: %s" % (name, problem))
+                else:
+                    npass += 1
+                    print("PASS  %s" % name)
+            if not o.no_bench:
+                bench()
+    finally:
+        if srv:
+            srv.terminate()
+            srv.wait()
+    print("%d passed, %d failed" % (npass, nfail))
+    return 1 if nfail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

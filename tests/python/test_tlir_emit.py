@@ -1,0 +1,349 @@
+#!/usr/bin/env python3
+"""tests/python/test_tlir_emit.py - `python3 -m tlir emit` and the seeds'
+style of running a kernel.
+
+* The TileLang README's GEMM (examples/tilelang/gemm.py, through @jit)
+  emitted at 256^3 passes `tlc check`, and the interpreter gives exactly
+  (bit for bit) what the hand-written examples/gemm.json gives with
+  -D M=N=K=256 on the same inputs: both are the same tile program.
+* FUNCTION may be a prim_func itself (no NAME=VALUE then); NAME=VALUE values
+  are Python literals or strings; a wrong command line exits 2 with the
+  usage, a translation error exits 1 with FILE:LINE: error: MESSAGE.
+* The seeds' style: tilelang.lower(func) -> (rt_mod, params),
+  Profiler(rt_mod, params, result_idx=[2]), profiler(a, b), and
+  rt_mod.imported_modules[0].get_source() (CUDA C from tlc, no GPU needed);
+  T.dynamic sizes bound from the arrays' shapes; T.macro; Python-level
+  `if` and `for` over Python values (metaprogramming) and a Tile IR `if`
+  from an `if` on a tile value.
+* `pip install --no-index ./client/python` (offline) gives a tlir that emits.
+* libtlclient through ctypes (the PyTorch path's launcher; running on a
+  GPU is tests/gpu/tlir_torch.py): it loads, and its errors read back.
+Prints one line per check and "N passed, N failed"; exit 77 without
+NumPy or tlc.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PYDIR = os.path.join(ROOT, "client", "python")
+sys.path.insert(0, PYDIR)
+try:
+    import numpy as np
+except ImportError:
+    sys.stderr.write("no NumPy for %s (apt-get install python3-numpy)\n" % sys.executable)
+    sys.exit(77)
+import tlir  # noqa: E402
+
+try:
+    TLC = tlir.find_tlc()
+except tlir.TlirError as e:
+    sys.stderr.write("%s\n" % e)
+    sys.exit(77)
+
+results = []
+
+
+def check(name, cond, detail=""):
+    results.append(bool(cond))
+    print("%s  %s%s" % ("PASS" if cond else "FAIL", name, "" if cond else ": " + detail))
+
+
+def emit(*args, env_extra=None):
+    env = dict(os.environ, PYTHONPATH=PYDIR, **(env_extra or {}))
+    return subprocess.run([sys.executable, "-m", "tlir", "emit"] + list(args),
+                          capture_output=True, text=True, env=env, cwd=ROOT)
+
+
+def tlc(*args):
+    return subprocess.run([TLC] + list(args), capture_output=True, text=True)
+
+
+def main():
+    d = tempfile.mkdtemp(prefix="tlir-emit-")
+    sys.path.insert(0, d)  # removed at the end (see the bottom of the file)
+    # 1. emit the README GEMM and compare with examples/gemm.json
+    r = emit("examples/tilelang/gemm.py", "matmul", "M=256", "N=256", "K=256",
+             "block_M=128", "block_N=128", "block_K=32")
+    check("emit gemm.py matmul exits 0", r.returncode == 0, r.stderr)
+    doc = json.loads(r.stdout)
+    check("the document is Tile IR v1 named after the prim_func",
+          doc["tlir"] == 1 and doc["name"] == "gemm" and [p["name"] for p in doc["params"]] == ["A", "B", "C"],
+          r.stdout[:200])
+    prog = os.path.join(d, "gemm.json")
+    with open(prog, "w") as f:
+        f.write(r.stdout)
+    c = tlc("check", prog)
+    check("tlc check accepts it", c.returncode == 0, c.stderr)
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((256, 256)).astype(np.float16)
+    b = rng.standard_normal((256, 256)).astype(np.float16)
+    np.save(os.path.join(d, "a.npy"), a)
+    np.save(os.path.join(d, "b.npy"), b)
+    outs = []
+    for p, extra in ((prog, []), (os.path.join(ROOT, "examples", "gemm.json"),
+                                  ["-D", "M=256", "-D", "N=256", "-D", "K=256"])):
+        o = os.path.join(d, "c%d.npy" % len(outs))
+        rr = tlc("run", p, "--interpret", *extra, "--in", "A=" + os.path.join(d, "a.npy"),
+                 "--in", "B=" + os.path.join(d, "b.npy"), "--out", "C=" + o)
+        check("tlc run --interpret %s" % os.path.basename(p), rr.returncode == 0, rr.stderr)
+        outs.append(np.load(o))
+    check("emitted GEMM == examples/gemm.json bit for bit", np.array_equal(outs[0], outs[1]),
+          "max diff %g" % np.abs(outs[0].astype(float) - outs[1]).max())
+
+    r = emit("examples/tilelang/flash_attention_fwd.py", "flashattn", "batch=1", "heads=2", "seq_len=100",
+             "dim=64", "is_causal=True", "block_M=64", "block_N=64", "num_stages=1", "threads=128",
+             env_extra={"TL_TLC": os.path.join(d, "no-such-tlc")})
+    check("emit of an @autotune @jit function compiles nothing (no tlc needed)",
+          r.returncode == 0 and json.loads(r.stdout)["kernel"]["grid"] == [2, 2, 1], r.stderr)
+
+    # 2. FUNCTION is a prim_func; literal parsing; errors
+    mod = os.path.join(d, "mod.py")
+    with open(mod, "w") as f:
+        f.write('''import tlir.language as T
+
+N = 64
+
+
+@T.prim_func
+def add_one(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+    with T.Kernel(1, threads=64) as bx:
+        for i in T.Parallel(N):
+            B[i] = A[i] + 1.0
+
+
+def scaled(n, scale, dtype, flag):
+    @T.prim_func
+    def main(A: T.Tensor((n,), dtype)):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(n):
+                A[i] = A[i] * scale if flag else A[i]
+    return main
+
+
+def broken(n):
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            A[0] = T.sin(A[1])
+    return main
+''')
+    r = emit(mod, "add_one")
+    check("emit of a module-level prim_func", r.returncode == 0 and
+          json.loads(r.stdout)["kernel"]["body"][0]["body"] == ["B[i] = A[i] + 1.0"], r.stdout + r.stderr)
+    r = emit(mod, "scaled", "n=16", "scale=0.5", "dtype=float16", "flag=True")
+    ok = r.returncode == 0 and json.loads(r.stdout)["params"][0]["dtype"] == "float16" and \
+        json.loads(r.stdout)["kernel"]["body"][0]["body"] == ["A[i] = A[i] * 0.5"]
+    check("NAME=VALUE: int, float, bare string, bool", ok, r.stdout + r.stderr)
+    r = emit(mod, "broken", "n=8")
+    line = next(i + 1 for i, l in enumerate(open(mod).read().split("\n")) if "T.sin" in l)
+    check("translation error: exit 1, FILE:LINE: error:", r.returncode == 1 and
+          r.stderr.strip() == "%s:%d: error: T.sin: Tile IR v1 has no function sin" % (mod, line), r.stderr)
+    r = emit(mod, "nope")
+    check("unknown function: exit 1", r.returncode == 1 and "has no function 'nope'" in r.stderr, r.stderr)
+    r = emit(mod, "scaled", "n")
+    check("an argument without '=': exit 2", r.returncode == 2 and "is not NAME=VALUE" in r.stderr, r.stderr)
+    r = emit(os.path.join(d, "missing.py"), "f")
+    check("a file that cannot be read: exit 2", r.returncode == 2 and "cannot read" in r.stderr, r.stderr)
+    r = subprocess.run([sys.executable, "-m", "tlir"], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=PYDIR))
+    check("no command: exit 2 with the usage", r.returncode == 2 and r.stderr.startswith("usage:"), r.stderr)
+
+    # 3. the seeds' style, T.dynamic, T.macro, Python-level metaprogramming
+    with open(os.path.join(d, "seed.py"), "w") as f:
+        f.write('''import tlir as tilelang
+from tlir import Profiler
+import tlir.language as T
+
+
+def matmul(M, N, K, block_M, block_N, block_K, dtype="float16", accum_dtype="float"):
+    @T.prim_func
+    def main(
+        A: T.Buffer((M, K), dtype),
+        B: T.Buffer((K, N), dtype),
+        C: T.Buffer((M, N), dtype),
+    ):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), dtype)
+            B_shared = T.alloc_shared((block_K, block_N), dtype)
+            C_local  = T.alloc_fragment((block_M, block_N), accum_dtype)
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(B[k * block_K, bx * block_N], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def scale_rows(block, relu, unroll):
+    m = T.dynamic("m")
+
+    @T.macro
+    def body(X, Y, r):
+        for i in T.Parallel(block):
+            v = X[r * block + i] * 2
+            if relu:  # Python-level: decided while translating
+                Y[r * block + i] = T.max(v, 0)
+            else:
+                Y[r * block + i] = v
+
+    @T.prim_func
+    def main(X: T.Tensor((m,), "float32"), Y: T.Tensor((m,), "float32")):
+        with T.Kernel(T.ceildiv(m, block * unroll), threads=128) as bx:
+            for u in range(unroll):  # a T.serial loop inside the kernel
+                body(X, Y, bx * unroll + u)
+            if bx == 0:  # a Tile IR if: bx is a tile value
+                Y[0] = -1.0
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def branches(n):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(n):
+                if X[i] > 1 and not X[i] > 2:
+                    Y[i] = 1.5
+                elif X[i] < -1 or i == 0:
+                    Y[i] = -1.0 if n > 4 else -2.0  # Python-level: n is a Python int
+                else:
+                    Y[i] = X[i] * 2 if i % 2 == 0 else X[i]  # if_then_else
+    return main
+
+
+@tilelang.jit(out_idx=[2])
+def nested(m, n):
+    @T.prim_func
+    def main(X: T.Tensor((m, n), "float32"), S: T.Tensor((m, n), "float32"), Y: T.Tensor((m, n), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(m):
+                for j in T.Parallel(n):  # nested: one parallel loop over (i, j)
+                    Y[i, j] = X[i, j] + 1
+            for i in T.Parallel(m):
+                for j in T.Parallel(n):  # element atomics over (i, j): one tile atomic_add
+                    T.atomic_add(S[i, j], X[i, j])
+    return main
+
+
+@tilelang.jit(out_idx=[2])
+def axpy_strided(n, step):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), alpha: T.float32, Y: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            T.fill(Y, 0)
+            for i in T.serial(1, n, step):  # every step-th element from 1
+                Y[i] = alpha * X[i]
+    return main
+''')
+    import seed
+    rt_mod, params = tlir.lower(seed.matmul(96, 80, 64, 64, 64, 32))
+    prof = seed.Profiler(rt_mod, params, result_idx=[2])
+    a = rng.standard_normal((96, 64)).astype(np.float16)
+    b = rng.standard_normal((64, 80)).astype(np.float16)
+    c = prof(a, b)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    check("lower + Profiler(result_idx=[2]) on numpy arrays",
+          c.dtype == np.float16 and np.linalg.norm(c - ref) / np.linalg.norm(ref) < 1e-2)
+    prof.assert_allclose(lambda a, b: a.astype(np.float64) @ b.astype(np.float64), rtol=1e-2, atol=1e-2)
+    try:
+        prof.assert_allclose(lambda a, b: a.astype(np.float64) @ b.astype(np.float64) + 1, rtol=1e-2, atol=1e-2)
+        wrong = "no error"
+    except AssertionError as e:
+        wrong = None if "elements differ beyond" in str(e) else str(e)
+    check("Profiler.assert_allclose: passes the right reference, fails a wrong one", wrong is None, wrong)
+    ms = prof.do_bench()
+    check("Profiler.do_bench gives milliseconds", isinstance(ms, float) and ms > 0, repr(ms))
+    src = rt_mod.imported_modules[0].get_source()
+    check("get_source() is tlc's CUDA C", "__global__" in src and "generated by tlc" in src, src[:200])
+    k = seed.scale_rows(16, True, 2)
+    doc = k.func.doc
+    check("T.dynamic is a scalar parameter", doc["params"][-1] == {"name": "m", "kind": "scalar", "dtype": "int32"},
+          json.dumps(doc["params"]))
+    x = rng.standard_normal(77).astype(np.float32)
+    y = k(x)
+    ref = np.maximum(2 * x, 0)
+    ref[0] = -1
+    check("T.dynamic bound from the shape (m=77), T.macro, range() loop, Tile IR if",
+          y.shape == (77,) and np.array_equal(y, ref.astype(np.float32)), "%s" % (y[:4],))
+    kc = tlir.compile(k, out_idx=[1])  # a kernel again: its prim_func is compiled anew
+    check("tilelang.compile of a kernel", kc.func is k.func and np.array_equal(kc(x), y))
+    k2 = seed.scale_rows(16, False, 1)
+    x = rng.standard_normal(40).astype(np.float32)
+    ref = 2 * x
+    ref[0] = -1
+    check("Python-level if picks the other branch", np.array_equal(k2(x), ref.astype(np.float32)))
+
+    # 4. `pip install ./client/python` works offline (the in-tree build
+    # backend, no setuptools), and the installed copy translates
+    target = os.path.join(d, "site")
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--quiet",
+                        "--target", target, PYDIR], capture_output=True, text=True)
+    if r.returncode != 0 and "No module named pip" in r.stderr:
+        print("SKIP  pip install (no pip for %s)" % sys.executable)
+    else:
+        ok = r.returncode == 0 and os.path.isfile(os.path.join(target, "tlir", "_trace.py"))
+        check("pip install --no-index ./client/python", ok, r.stderr)
+        env = dict(os.environ, PYTHONPATH=target, TL_TLC=TLC)
+        r = subprocess.run([sys.executable, "-m", "tlir", "emit", mod, "add_one"], capture_output=True,
+                           text=True, env=env, cwd=d)
+        check("the installed tlir emits", r.returncode == 0 and '"name": "add_one"' in r.stdout, r.stderr)
+
+    # 5. the GPU path's bindings of libtlclient (ctypes), as far as a machine
+    # without a GPU goes: the library loads with every signature, and its
+    # errors come back as messages
+    import ctypes
+    from tlir import _torch
+    L = _torch.lib()
+    e, kp = _torch._Err(), ctypes.c_void_p(1)
+    st = L.tl_kernel_load_binary(None, b"sm_90a", b"x", 1, b"{}", ctypes.byref(kp), ctypes.byref(e))
+    check("tl_kernel_load_binary through ctypes refuses a NULL device",
+          st != 0 and kp.value is None and b"tl_kernel_load_binary: NULL argument" in e.message, e.message)
+    try:
+        _torch.device(0)
+        check("tl_device_open through ctypes (a GPU is here)", True)
+    except tlir.TlirError as ex:
+        check("tl_device_open without a GPU says why", "no CUDA driver" in ex.message
+              or "no CUDA device" in ex.message, ex.message)
+    kb = seed.branches(50)
+    x = (rng.standard_normal(50) * 2).astype(np.float32)
+    i = np.arange(50)
+    ref = np.where((x > 1) & ~(x > 2), 1.5, np.where((x < -1) | (i == 0), -1.0, np.where(i % 2 == 0, x * 2, x)))
+    check("if/elif/else, and/or/not and 'a if c else b' on tile values",
+          np.array_equal(kb(x), ref.astype(np.float32)), json.dumps(kb.func.doc["kernel"]["body"]))
+    kn = seed.nested(4, 8)
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    acc = np.ones((4, 8), np.float32)
+    yn = kn(x, acc)
+    body = kn.func.doc["kernel"]["body"]
+    check("nested T.Parallel loops merge into one",
+          body[0]["vars"] == ["i", "j"] and np.array_equal(yn, x + 1), json.dumps(body))
+    check("element atomic_adds in (merged) T.Parallel loops become one tile atomic_add",
+          body[1] == {"op": "atomic_add", "dst": "S[0:4, 0:8]", "src": "X[0:4, 0:8]"}
+          and np.array_equal(acc, x + np.float32(1)), json.dumps(body[1]))
+    k3 = seed.axpy_strided(20, 3)
+    x = rng.standard_normal(20).astype(np.float32)
+    ref = np.zeros(20, np.float32)
+    ref[1::3] = np.float32(2.5) * x[1::3]
+    y = k3(x, 2.5)
+    loop = k3.func.doc["kernel"]["body"][1]
+    check("a scalar parameter (T.float32) and T.serial(start, stop, step)",
+          np.array_equal(y, ref) and loop["start"] == 1 and loop["extent"] == 7 and loop["step"] == 3,
+          "%s %s" % (y, loop))
+    print("%d passed, %d failed" % (sum(results), len(results) - sum(results)))
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    import shutil
+    try:
+        rc = main()
+    finally:
+        for p in list(sys.path):
+            if os.path.basename(p).startswith("tlir-emit-"):
+                shutil.rmtree(p, ignore_errors=True)
+    sys.exit(rc)

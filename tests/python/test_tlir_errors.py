@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""tests/python/test_tlir_errors.py - bad TileLang programs and the exact
+error tlir gives for each, at the Python line of the construct.
+
+Each case is a small module (written to a temporary .py file) whose
+function `k()` returns a prim_func (or raises while translating it); the
+line marked `# <-` is where the error must point.  Errors the translator
+finds are checked by tilelang.compile (which also runs `tlc check`, whose
+diagnostics are reported at the Python line of the statement their JSON
+Pointer names, with the pointer in parentheses).  Prints one line per case
+and "N passed, N failed"; exit 1 on a failure, 77 without tlc.
+"""
+import os
+import sys
+import tempfile
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+import tlir  # noqa: E402
+
+try:
+    tlir.find_tlc()
+except tlir.TlirError as e:
+    sys.stderr.write("%s\n" % e)
+    sys.exit(77)
+
+HEAD = """\
+import tlir as tilelang
+import tlir.language as T
+
+
+def k(M=64, N=64):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, 32), threads=128) as bx:
+            x = T.alloc_fragment((32, N), "float32")
+            s = T.alloc_shared((32, N), "float32")
+            T.copy(A[bx * 32, 0], x)
+"""
+TAIL = """\
+            T.copy(x, B[bx * 32, 0])
+    return main
+"""
+
+# (name, body lines appended to HEAD (indented 12), expected message).
+# A body of None means: the whole module is the text given as message[0].
+CASES = [
+    ("math function Tile IR lacks",
+     "for i, j in T.Parallel(32, N):\n    x[i, j] = T.erf(x[i, j])  # <-",
+     "T.erf: Tile IR v1 has no function erf"),
+    ("unknown T name",
+     "T.no_such_thing(x)  # <-",
+     "T.no_such_thing is not part of tlir.language (Tile IR v1 cannot say it)"),
+    ("power operator",
+     "for i, j in T.Parallel(32, N):\n    x[i, j] = x[i, j] ** 2  # <-",
+     "'**' has no Tile IR form; use T.pow(a, b)"),
+    ("Python builtin max on tile values",
+     "for i, j in T.Parallel(32, N):\n    x[i, j] = max(x[i, j], 0.0)  # <-",
+     "the truth of a tile value ('x[i, j] < 0.0') is not known while the program is translated: "
+     "a Python 'if', 'while', 'and', 'or', 'not', chained comparison or builtin min/max on it; "
+     "use T.if_then_else, T.min/T.max, or a Tile IR 'if' (a plain 'if' statement in the kernel)"),
+    ("while on a tile value",
+     "while x[0, 0] > 0:  # <-\n    T.clear(x)",
+     "the truth of a tile value ('x[0, 0] > 0') is not known while the program is translated: "
+     "a Python 'if', 'while', 'and', 'or', 'not', chained comparison or builtin min/max on it; "
+     "use T.if_then_else, T.min/T.max, or a Tile IR 'if' (a plain 'if' statement in the kernel)"),
+    ("chained comparison",
+     "for i, j in T.Parallel(32, N):\n    x[i, j] = T.if_then_else(0 < x[i, j] < 1, 1, 0)  # <-",
+     "the truth of a tile value ('x[i, j] > 0') is not known while the program is translated: "
+     "a Python 'if', 'while', 'and', 'or', 'not', chained comparison or builtin min/max on it; "
+     "use T.if_then_else, T.min/T.max, or a Tile IR 'if' (a plain 'if' statement in the kernel)"),
+    ("workspace buffer",
+     "w = T.alloc_global((M, N), 'float32')  # <-",
+     "T.alloc_global: Tile IR v1 has no workspace buffers (global memory allocated by the kernel); "
+     "pass the buffer as a T.Tensor parameter"),
+    ("a second kernel",
+     "with T.Kernel(1, threads=128) as b2:  # <-\n    pass",
+     "a prim_func holds one T.Kernel; Tile IR v1 has one kernel per program"),
+    ("slice with a step",
+     "T.copy(A[0:32:2, 0:N], x)  # <-",
+     "a slice with a step ('A[a:b:c]') has no Tile IR form"),
+    ("wrong number of indices",
+     "T.copy(A[bx * 32], x)  # <-",
+     "'A' has 2 dimensions but 1 indices were given"),
+    ("unknown dtype",
+     "y = T.alloc_fragment((32, N), 'float17')  # <-",
+     "unknown dtype 'float17' (Tile IR v1 has bool, int8, int16, int32, int64, uint8, uint16, "
+     "uint32, uint64, float16, bfloat16, float32, float64, float8_e4m3, float8_e5m2)"),
+    ("gemm on a slice",
+     "c = T.alloc_fragment((32, 32), 'float32')\nT.gemm(s[0:32, 0:32], s[0:32, 0:32], c)  # <-",
+     "T.gemm A must be a whole buffer in Tile IR v1 (gemm operands are not regions); "
+     "allocate a tile of the operand's shape"),
+    ("local buffer as a tile operand",
+     "l = T.alloc_local((4,), 'float32')\nT.fill(l, 0)  # <-",
+     "T.fill destination: a local buffer ('l') cannot be a tile operator's operand"),
+    ("infinite Python float",
+     "T.fill(x, float('-inf'))  # <-",
+     "the Python float -inf has no Tile IR literal; use T.infinity(dtype)"),
+    ("T.Pipelined(sync=...)",
+     "for kk in T.Pipelined(4, sync=[[0, 1]]):  # <-\n    T.clear(x)",
+     "T.Pipelined(sync=..., group=...): Tile IR v1 has 'order' and 'stage' only"),
+    ("a Python error in the body",
+     "T.copy(A[bx * 32, 0], undefined_name)  # <-",
+     "NameError: name 'undefined_name' is not defined"),
+    ("layout on a global tensor",
+     "T.annotate_layout({A: T.Layout((M, N), lambda i, j: (j, i))})  # <-",
+     "T.annotate_layout: 'A' is a global tensor; Tile IR v1 lays out shared buffers only"),
+    # errors that tlc check finds, at the Python line of the statement
+    ("atomic_add inside T.Parallel that is not a tile's (tlc check)",
+     "for i, j in T.Parallel(32, N):\n    T.atomic_add(B[bx * 32 + i, j], x[i, j] * 2)  # <-",
+     "'atomic_add' is not allowed inside a parallel loop (the loop at /kernel/body/3); a parallel "
+     "body holds assignments, let, if and serial/unroll/vectorized loops"),
+    ("if on a fragment value (tlc check)",
+     "if x[0, 0] > 0:  # <-\n    T.clear(s)",
+     "fragment 'x' is read by thread-level code; fragments are only read and written by tile "
+     "operators and parallel loops"),
+    ("T.Parallel inside a T.Parallel body with more in it (tlc check)",
+     "for i in T.Parallel(32):\n    s[i, 0] = 1\n    for j in T.Parallel(N):  # <-\n        x[i, j] = 0",
+     "'parallel' is not allowed inside a parallel loop (the loop at /kernel/body/3); a parallel "
+     "body holds assignments, let, if and serial/unroll/vectorized loops"),
+]
+
+# Whole modules: errors outside the kernel body.
+MODULES = [
+    ("parameter without annotation", """\
+import tlir.language as T
+
+
+def k():
+    @T.prim_func  # <-
+    def main(A):
+        with T.Kernel(1, threads=128) as bx:
+            pass
+    return main
+""", "parameter 'A' needs an annotation: T.Tensor(shape, dtype) or a scalar dtype such as T.int32"),
+    ("statement before T.Kernel", """\
+import tlir.language as T
+
+
+def k():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32")):
+        x = T.alloc_shared((64,), "float32")  # <-
+        with T.Kernel(1, threads=128) as bx:
+            pass
+    return main
+""", "statements must be inside 'with T.Kernel(...)'"),
+    ("T.Kernel(prelude=...)", """\
+import tlir.language as T
+
+
+def k():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128, prelude="#include <x.h>") as bx:  # <-
+            pass
+    return main
+""", "T.Kernel(prelude=...): Tile IR v1 has no inline C source"),
+    ("strided tensor", """\
+import tlir.language as T
+
+
+def k():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float32", strides=(128, 1))):  # <-
+        with T.Kernel(1, threads=128) as bx:
+            pass
+    return main
+""", "T.Tensor(strides=...): Tile IR tensors are dense and row-major"),
+    ("no kernel", """\
+import tlir.language as T
+
+
+def k():
+    @T.prim_func  # <-
+    def main(A: T.Tensor((64,), "float32")):
+        pass
+    return main
+""", "the prim_func has no 'with T.Kernel(...)'"),
+    ("out_idx out of range", """\
+import tlir as tilelang
+import tlir.language as T
+
+
+@tilelang.jit(out_idx=[5])
+def k():
+    @T.prim_func  # <-
+    def main(A: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            T.clear(A)
+    return main
+""", "out_idx 5 does not name a tensor parameter (the prim_func has 1 parameters)"),
+]
+
+
+def run(name, text, want, d):
+    path = os.path.join(d, "case_%d.py" % abs(hash(name)))
+    with open(path, "w") as f:
+        f.write(text)
+    line = next(i + 1 for i, l in enumerate(text.split("\n")) if "# <-" in l)
+    ns = {"__name__": "case", "__file__": path}
+    try:
+        exec(compile(text, path, "exec"), ns)
+        r = ns["k"]()
+        if not isinstance(r, tlir.JITKernel):
+            tlir.compile(r)
+        return "no error (wanted %s:%d: error: %s)" % (path, line, want)
+    except tlir.TlirError as e:
+        got = "%s:%s: error: %s" % (e.file, e.line, e.message)
+        exp = "%s:%d: error: %s" % (path, line, want)
+        return None if got == exp else "got\n    %s\nwanted\n    %s" % (got, exp)
+
+
+def main():
+    npass = nfail = 0
+    with tempfile.TemporaryDirectory(prefix="tlir-errors-") as d:
+        table = [(n, HEAD + textwrap.indent(body, " " * 12) + "\n" + TAIL, want) for n, body, want in CASES]
+        for name, text, want in table + MODULES:
+            problem = run(name, text, want, d)
+            if problem is None:
+                npass += 1
+                print("PASS  %s" % name)
+            else:
+                nfail += 1
+                print("FAIL  %s: %s" % (name, problem))
+    print("%d passed, %d failed" % (npass, nfail))
+    return 1 if nfail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
