@@ -7,7 +7,10 @@
 # (and the default 4 retries) must give up within 2 s plus a margin of
 # 1.5 s, exit 1, and say that the next try would be past the time-out; with
 # --timeout 90 the same client waits the 60 s (checked only in its message:
-# it is stopped after 3 s).
+# it is stopped after 3 s).  With several servers (--server A,B: the
+# client fails over) the time-out bounds the request across all of them:
+# a server that accepts and never answers followed by the 503 server, and
+# a closed port followed by it, must give up within the same 3.5 s.
 #
 # Exit status: 0 pass, 1 fail, 77 skipped (no python3).
 
@@ -42,7 +45,14 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
     do_GET = do_POST = do_HEAD = answer
 srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-open(sys.argv[1] + ".tmp", "w").write("%d\n" % srv.server_address[1])
+import socket
+hang = socket.socket()  # accepts connections (the backlog) and never answers
+hang.bind(("127.0.0.1", 0))
+hang.listen(64)
+dead = socket.socket()  # a port that was free: nothing listens there
+dead.bind(("127.0.0.1", 0))
+open(sys.argv[1] + ".tmp", "w").write("%d %d %d\n" % (srv.server_address[1], hang.getsockname()[1],
+                                                      dead.getsockname()[1]))
 import os
 os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 srv.serve_forever()
@@ -57,7 +67,8 @@ while [ ! -s "$TMP/port" ]; do
   fi
   sleep 0.02
 done
-URL=http://127.0.0.1:$(cat "$TMP/port")
+read -r PORT HANG DEAD <"$TMP/port"
+URL=http://127.0.0.1:$PORT
 
 npass=0
 nfail=0
@@ -65,12 +76,15 @@ ok() { npass=$((npass + 1)); }
 bad() { nfail=$((nfail + 1)); echo "FAIL: $*" >&2; }
 
 # within NAME ARGS...: tlclient --timeout 2 ARGS must fail (exit 1) within
-# 3.5 s, saying the time-out stopped the retries
+# 3.5 s, saying the time-out stopped the retries (SERVERS: --server's list;
+# WANT: what the message must say)
+SERVERS=$URL
+WANT="past the client's time-out of 2.0 s"
 within() {
   name=$1
   shift
   t0=$(date +%s.%N)
-  timeout -k 5 30 "$CLIENT" --server "$URL" --cache none --timeout 2 "$@" >"$TMP/out" 2>"$TMP/err"
+  timeout -k 5 30 "$CLIENT" --server "$SERVERS" --cache none --timeout 2 "$@" >"$TMP/out" 2>"$TMP/err"
   rc=$?
   secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
   echo "$name: exit $rc after $secs s: $(tail -n 1 "$TMP/err")"
@@ -78,7 +92,7 @@ within() {
     bad "$name: exit $rc, want 1 (after $secs s)"
   elif awk -v s="$secs" 'BEGIN { exit !(s > 3.5) }'; then
     bad "$name: took $secs s with --timeout 2 (at most 3.5 s)"
-  elif ! grep -q "past the client's time-out of 2.0 s" "$TMP/err"; then
+  elif ! grep -q "$WANT" "$TMP/err"; then
     bad "$name: the message does not say the time-out stopped it: $(cat "$TMP/err")"
   else
     ok
@@ -88,6 +102,17 @@ within() {
 within "info" info
 within "compile" compile examples/tilus_add_one.json --target sm_80
 within "fetch" fetch 0000000000000000000000000000000000000000000000000000000000000000
+# several servers: the time-out is the whole request's, across them all
+SERVERS=http://127.0.0.1:$DEAD,$URL
+within "compile, a closed port then the 503 one" compile examples/tilus_add_one.json --target sm_80
+SERVERS=$URL,http://127.0.0.1:$DEAD,$URL
+within "info, the 503 one, a closed port, the 503 one" info
+# a server that took the request and stays silent gets what is left of the
+# time-out, not a time-out of its own (and is not tried again: it may be
+# compiling)
+SERVERS=$URL,http://127.0.0.1:$HANG
+WANT="no answer within the time-out"
+within "info, the 503 one then a silent server" info
 
 # with a time-out longer than the Retry-After, the client does wait for it
 timeout -k 2 3 "$CLIENT" --server "$URL" --cache none --timeout 90 -v info >"$TMP/out" 2>"$TMP/err"
