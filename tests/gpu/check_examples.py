@@ -12,8 +12,9 @@ flash attention, the goldens' reductions) may differ by 2 ulps of its
 dtype plus (gamma(L, u) + gamma(L, 2u)) times the same sum over the
 absolute values of the terms, which the interpreter computes in a second
 run with the inputs named in "acc" replaced by their absolute values (or
-NumPy, for gemm_w4a16's dequantized weights).  Integers and the packed
-sub-byte and float8 codes
+NumPy, for gemm_w4a16's dequantized weights); float8 operands' sums on
+Hopper's tensor cores have 14-bit adds in place of 2u (FP8_GEMM,
+tolerance.U_DEV_FP8).  Integers and the packed sub-byte and float8 codes
 compare exactly.  Cases without "acc" (elementwise programs and the
 NumPy-referenced ones) compare element by element to 2 ulps.  Cases with
 a NumPy reference (top-k and its relatives, issue 10) also compare the
@@ -146,13 +147,15 @@ def serial_chunk_reduce_ref(x, c):
 # (example, -D overrides, --arg values, outputs[, options]); options:
 #   "ref": f(inputs, constants) -> {output: array}, a NumPy reference the
 #          interpreter's outputs must equal exactly;
-#   "acc": (L, inputs, extra): the outputs are float32 sums of L
+#   "acc": (L, inputs, extra[, u_dev]): the outputs are float32 sums of L
 #          terms (L: an expression over the constants and arguments) that
 #          are products of the named inputs (tolerance.py: their absolute
 #          values give the bound's sum of |terms|), or of terms whose
 #          absolute values a function f(inputs, constants) -> {output: sum
 #          of |terms|} gives in place of the names; extra: a relative term
-#          the computation adds beyond its sums (0 for a gemm);
+#          the computation adds beyond its sums (0 for a gemm); u_dev: the
+#          GPU's adds (tolerance.sum_coefficient; default float32 tensor
+#          cores, FP8_GEMM's for float8 operands);
 #   "gen": "ties" (float inputs drawn from the integers -4..3, so rows hold
 #          ties) or "wide" (integer inputs over the whole int32 range, so sums
 #          wrap); default: normal floats without zeros, integers in -1000..999.
@@ -177,6 +180,11 @@ def w4a16_abs(x, c):
 
 
 W4A16 = {"acc": ("K", w4a16_abs, 0.0)}
+# float8 operands (issue 12's float8 gemms): exact products, but Hopper's
+# float8 tensor cores keep about 14 bits while they accumulate
+# (tolerance.U_DEV_FP8 derives the bound); for a program whose A and B are
+# float8 and whose sums the tensor cores keep over all of K
+FP8_GEMM = {"acc": ("K", ["A", "B"], 0.0, tolerance.U_DEV_FP8)}
 # Flash attention: Output = sum_j P_ij V_j / l_i with P = exp2(s - max) in
 # float32, rounded to float16 for the P @ V gemm (acc_s_cast).  Its sums:
 # seq_len products P V, seq_len / block_N rescales of the accumulator and
@@ -487,7 +495,8 @@ def main():
                 ref, dev, absref = (x if x is None or x.dtype.kind not in "ui" else
                                     np.left_shift(x.astype(np.uint32), 16).view(np.float32) for x in (ref, dev, absref))
             extra = opts["acc"][2] if "acc" in opts else 0.0
-            good, why = tolerance.compare(dev, ref, dt, acc_L, absref, extra)
+            u_dev = opts["acc"][3] if len(opts.get("acc", ())) > 3 else 2 * tolerance.U32
+            good, why = tolerance.compare(dev, ref, dt, acc_L, absref, extra, u_dev)
             print(f"{'ok  ' if good else 'FAIL'} {label} {o}: {why}"
                   f"{f' (sums of {acc_L} terms)' if acc_L else ''}, interp {t1:.2f}s, device {t2:.2f}s")
             passed += good

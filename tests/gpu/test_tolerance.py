@@ -6,7 +6,9 @@ float32 accumulator computed in other orders (exactly, then rounded; in
 16-wide k steps like mma.sync; with every add truncated like the tensor
 cores) must pass; one wrong 8 x 8 tile (the last 32-wide k block left
 out), one element past its bound, an unwritten (NaN) element and a bfloat16
-output off in one tile must fail; packed codes compare exactly.  It also shows that the former check
+output off in one tile must fail; a float8 gemm whose adds keep 14 bits
+passes the float8 bound (and not the float32 one), and a wrong tile fails
+it; packed codes compare exactly.  It also shows that the former check
 (relative error of the norm within 1e-2) let the wrong tile through.
 
 Prints one line per check; exit 0 when all passed, 1 otherwise.
@@ -33,6 +35,19 @@ def to_bf16(x):
     b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
     b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
     return b.astype(np.uint32).view(np.float32)
+
+
+def to_fp8(x):
+    """x rounded to 4 significant bits (float8_e4m3's significand; the
+    values used stay inside its exponent range), as float64."""
+    mant, e = np.frexp(np.asarray(x, np.float64))
+    return np.ldexp(np.round(mant * 16) / 16, e)
+
+
+def trunc_bits(x, p):
+    """x truncated (toward zero) to p significant bits."""
+    mant, e = np.frexp(x)
+    return np.ldexp(np.trunc(mant * 2.0 ** p) / 2.0 ** p, e)
 
 
 def truncating_sum(a, b, step):
@@ -102,6 +117,27 @@ def main():
     bad[8:16, 8:16] = to_bf16(a[8:16, :k - 32] @ b[:k - 32, 8:16])
     good, msg = tolerance.compare(bad, bref, "bfloat16", L=k, absref=babs)
     check(not good, "bfloat16: a wrong 8x8 tile fails", msg)
+
+    # float8 operands, float32 output: a Hopper float8 tensor core keeps about
+    # 14 bits while it accumulates (tolerance.U_DEV_FP8); modelled here as
+    # every add truncated to 14 significant bits, K = 336
+    m, k = 128, 336
+    a8, b8 = to_fp8(rng.standard_normal((m, k)) * 4), to_fp8(rng.standard_normal((k, m)) * 4)
+    fref = (a8.astype(np.float64) @ b8).astype(np.float32)
+    fabs = np.abs(a8) @ np.abs(b8)
+    acc = np.zeros((m, m))
+    for i in range(k):
+        acc = trunc_bits(acc + np.outer(a8[:, i], b8[i, :]), 14)
+    fdev = acc.astype(np.float32)
+    good, msg = tolerance.compare(fdev, fref, "float32", L=k, absref=fabs, u_dev=tolerance.U_DEV_FP8)
+    check(good, "float8: sums truncated to 14 bits at every add pass the float8 bound", msg)
+    good, msg = tolerance.compare(fdev, fref, "float32", L=k, absref=fabs)
+    check(not good, "float8: the same sums are past the float32 accumulation bound", msg)
+    bad = fdev.copy()
+    bad[8:16, 8:16] = -bad[8:16, 8:16]
+    bad[20, 20] = 0.0 if fref[20, 20] != 0 else 1.0
+    good, msg = tolerance.compare(bad, fref, "float32", L=k, absref=fabs, u_dev=tolerance.U_DEV_FP8)
+    check(not good, "float8: a tile of the wrong sign fails the float8 bound", msg)
 
     ints = np.arange(100, dtype=np.int32)
     check(tolerance.compare(ints.copy(), ints, "int32")[0], "equal integers pass")
