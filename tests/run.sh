@@ -110,7 +110,7 @@ selected() {
 # printed lines "SKIP  FIRST" (tests/python's convention), else nothing.
 py_skips() {
   awk '/^SKIP  / { n++; if (n == 1) first = substr($0, 7) }
-       END { if (n) printf "%d part%s skipped: %s\n", n, n > 1 ? "s" : "", first }' "$1"
+       END { if (n) printf "%d part%s skipped: %s\n", n, (n > 1 ? "s" : ""), first }' "$1"
 }
 
 # run_one KIND NAME COMMAND...: runs one test and reports it.
