@@ -19,7 +19,7 @@ TL_BUILD=${TL_BUILD:-build}
 for tool in curl redis-server redis-cli python3; do
   command -v $tool >/dev/null 2>&1 || { echo "cluster_sentinel.sh: skipped: no $tool" >&2; exit 77; }
 done
-if ! "$TL_BUILD/bin/tlc" targets >/dev/null 2>&1; then
+if ! "$TL_BUILD/bin/tlc" targets 2>/dev/null | grep -q '^sm_80 '; then # NVRTC, not just an AMD toolchain
   echo "cluster_sentinel.sh: skipped: no NVRTC here, the server cannot compile" >&2
   exit 77
 fi
