@@ -178,6 +178,7 @@ install-client: all
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 FUZZ_REPLAY := $(B)/tests/fuzz_replay
+FUZZ_HTTP_REPLAY := $(B)/tests/fuzz_http_replay
 
 $(B)/tests/%: $(OBJ)/tests/unit/%.o $(LIBS_ALL)
 	@mkdir -p $(dir $@)
@@ -187,7 +188,13 @@ $(FUZZ_REPLAY): $(OBJ)/tests/fuzz/fuzz_check.o $(OBJ)/tests/fuzz/replay_main.o $
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS_COMPILER)
 
-test: all $(UNIT_BINS) $(FUZZ_REPLAY)
+# the HTTP front end's fuzz target on a real server (tests/fuzz/fuzz_http.c)
+$(FUZZ_HTTP_REPLAY): $(OBJ)/tests/fuzz/fuzz_http.o $(OBJ)/tests/fuzz/replay_main.o $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(OBJ)/tests/fuzz/fuzz_http.o $(OBJ)/tests/fuzz/replay_main.o \
+	  $(LIBS_ALL) $(LIBS_SERVER) $(LIBS_COMPILER) $(LIBS_CACHE) -lpthread
+
+test: all $(UNIT_BINS) $(FUZZ_REPLAY) $(FUZZ_HTTP_REPLAY)
 	@TL_BUILD=$(B) TL_SANITIZE=$(SANITIZE) TL_CC='$(CC)' sh tests/run.sh $(UNIT_BINS)
 
 # Rewrites tests/golden/NAME.cu from the current emitter (tests/unit/test_golden.c);
@@ -197,12 +204,19 @@ golden-update: $(B)/tests/test_golden
 
 # --- fuzzing (clang + libFuzzer) -----------------------------------------
 FUZZ_CC ?= clang
-fuzz: $(B)/fuzz/fuzz_check
+fuzz: $(B)/fuzz/fuzz_check $(B)/fuzz/fuzz_http
 $(B)/fuzz/fuzz_check: tests/fuzz/fuzz_check.c $(PROTO_SRC) $(COMPILER_SRC)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -g -O1 \
 	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iproto -Icompiler -o $@ $^ \
 	  $(LIBS_COMPILER)
+# the HTTP front end on a real server; its workers are $(TLSERVERD) (TL_FUZZ_TLSERVERD)
+$(B)/fuzz/fuzz_http: tests/fuzz/fuzz_http.c $(PROTO_SRC) $(COMPILER_SRC) $(CACHE_SRC) $(SERVER_SRC) | $(TLSERVERD)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -g -O1 \
+	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iproto -Icompiler -o $@ \
+	  tests/fuzz/fuzz_http.c $(PROTO_SRC) $(COMPILER_SRC) $(CACHE_SRC) $(SERVER_SRC) \
+	  $(LIBS_SERVER) $(LIBS_COMPILER) $(LIBS_CACHE)
 
 # --- install --------------------------------------------------------------
 install: all

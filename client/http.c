@@ -4,7 +4,9 @@
  * a bearer token; TLS with an optional CA file; a cap on every answer's
  * size; and retries with exponential backoff and jitter when the server
  * cannot be reached or answers 503/429, waiting at least what Retry-After
- * says.  It also turns the server's JSON error answers
+ * says, all within the client's time-out: it bounds the whole request, its
+ * tries and the waits between them (a wait that would end past it is not
+ * waited: the request fails at once, saying so).  It also turns the server's JSON error answers
  * ({"error": {"code", "message", "pointer", "diagnostics"}}) into a
  * tl_status and a message.
  */
@@ -83,6 +85,13 @@ void tl_http_response_free(tl_http_response *resp) {
   resp->retry_after = -1;
 }
 
+/* Milliseconds on the monotonic clock. */
+static long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
@@ -135,7 +144,7 @@ static bool transient(CURLcode rc, double connect_time) {
 }
 
 static tl_status setup(tl_client *c, CURL *h, const char *method, const char *url, const char *body, size_t body_len,
-                       sink *s, char *errbuf, tl_error *err) {
+                       long timeout_ms, sink *s, char *errbuf, tl_error *err) {
   curl_easy_reset(h); /* keeps the live connections */
   curl_slist_free_all(c->headers);
   c->headers = NULL;
@@ -162,7 +171,7 @@ static tl_status setup(tl_client *c, CURL *h, const char *method, const char *ur
   ok &= curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) == CURLE_OK;
   ok &= curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L) == CURLE_OK;
   ok &= curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->connect_timeout_ms) == CURLE_OK;
-  ok &= curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms) == CURLE_OK;
+  ok &= curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms) == CURLE_OK;
   ok &= curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body) == CURLE_OK;
   ok &= curl_easy_setopt(h, CURLOPT_WRITEDATA, s) == CURLE_OK;
   ok &= curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header) == CURLE_OK;
@@ -203,6 +212,7 @@ tl_status tl_http_request(tl_client *c, const char *method, const char *path, co
   if (!url)
     return tl_error_set(err, TL_NOMEM, "out of memory");
   tl_status st = TL_OK;
+  long deadline = now_ms() + c->timeout_ms; /* the whole request, retries and waits included */
   for (int attempt = 0;; attempt++) {
     size_t blen;
     const char *base = tl_client_base_url(c, &blen);
@@ -210,7 +220,8 @@ tl_status tl_http_request(tl_client *c, const char *method, const char *path, co
     tl_http_response_free(resp);
     sink s = {.resp = resp, .max = max_bytes};
     char errbuf[CURL_ERROR_SIZE] = "";
-    if ((st = setup(c, h, method, url, body, body_len, &s, errbuf, err)) != TL_OK)
+    long left = deadline - now_ms();
+    if ((st = setup(c, h, method, url, body, body_len, left > 1 ? left : 1, &s, errbuf, err)) != TL_OK)
       break;
     CURLcode rc = curl_easy_perform(h);
     if (s.nomem) {
@@ -261,6 +272,16 @@ tl_status tl_http_request(tl_client *c, const char *method, const char *path, co
       if ((attempt + 1) % c->nservers != 0)
         wait = 0;
       base = tl_client_base_url(c, &blen);
+    }
+    /* the time-out bounds the whole request, across every server tried */
+    if (now_ms() + wait >= deadline) {
+      st = tl_error_set(err, busy ? TL_BUSY : TL_NETWORK,
+                        "%s %s: %s; not tried again: the next try%s%.*s, in %.1f s%s, would start past the "
+                        "client's time-out of %.1f s",
+                        method, url, why, c->nservers > 1 ? " on " : "", c->nservers > 1 ? (int)blen : 0, base,
+                        wait / 1000.0, busy && resp->retry_after >= 0 ? " (the server said Retry-After)" : "",
+                        c->timeout_ms / 1000.0);
+      break;
     }
     tl_clog(c, "%s %s: %s; try %d of %d%s%.*s in %.1f s%s", method, url, why, attempt + 2, c->retries + 1,
             c->nservers > 1 ? " on " : "", c->nservers > 1 ? (int)blen : 0, base, wait / 1000.0,

@@ -60,19 +60,50 @@ static int get_healthz(tl_srv_req *r) {
   return tl_srv_respond_json(r, 200, &b);
 }
 
+/* 200 when every readiness check (ready.c) passed at its last probe; else
+ * 503 with each failed check's reason, in the "error" message and in
+ * "checks".  The cache tier (tier.c) is not a check: with its Redis down
+ * the server degrades to its local cache and stays ready, and "tier" says
+ * how many primaries answer. */
 static int get_readyz(tl_srv_req *r) {
   tl_srv *s = r->srv;
   if (atomic_load(&s->draining))
     return tl_srv_respond_http_error(r, 503, "overloaded", "the server is shutting down");
+  bool ok[TL_READY_COUNT_];
+  char why[TL_READY_COUNT_][TL_SRV_READY_WHY_MAX];
+  bool ready = tl_srv_ready_get(&s->ready, ok, why);
   tl_srv_buf b = {0};
-  tl_srv_buf_printf(&b, "{\"status\": \"ready\", \"workers_running\": %d, \"toolchain\": %s",
+  if (!ready) {
+    tl_srv_buf_puts(&b, "{\"status\": \"not_ready\", \"error\": {\"code\": \"not_ready\", "
+                        "\"message\": \"not ready: ");
+    for (int i = 0, n = 0; i < TL_READY_COUNT_; i++)
+      if (!ok[i]) {
+        tl_srv_buf_puts(&b, n++ ? "; " : "");
+        tl_srv_buf_json_str(&b, why[i]);
+      }
+    tl_srv_buf_puts(&b, "\"}, ");
+  } else {
+    tl_srv_buf_puts(&b, "{\"status\": \"ready\", ");
+  }
+  tl_srv_buf_printf(&b, "\"workers_running\": %d, \"toolchain\": %s, \"checks\": {",
                     tl_srv_pool_live_workers(s->pool), s->targets ? "true" : "false");
-  if (s->tier) { /* a tier that is down degrades the server, it stays ready */
+  for (int i = 0; i < TL_READY_COUNT_; i++) {
+    tl_srv_buf_printf(&b, "%s\"%s\": {\"ok\": %s", i ? ", " : "",
+                      tl_srv_ready_check_name((tl_srv_ready_check)i), ok[i] ? "true" : "false");
+    if (!ok[i]) {
+      tl_srv_buf_puts(&b, ", \"reason\": \"");
+      tl_srv_buf_json_str(&b, why[i]);
+      tl_srv_buf_puts(&b, "\"");
+    }
+    tl_srv_buf_puts(&b, "}");
+  }
+  tl_srv_buf_puts(&b, "}");
+  if (s->tier) { /* a tier that is down degrades the server: not a check, it stays ready */
     tl_srv_buf_puts(&b, ", \"tier\": ");
     tl_srv_tier_json(s->tier, &b);
   }
   tl_srv_buf_puts(&b, "}\n");
-  return tl_srv_respond_json(r, 200, &b);
+  return tl_srv_respond_json(r, ready ? 200 : 503, &b);
 }
 
 static int get_info(tl_srv_req *r) {
@@ -148,6 +179,7 @@ static int get_metrics(tl_srv_req *r) {
       .toolchain = s->toolchain,
       .draining = atomic_load(&s->draining),
   };
+  x.ready = tl_srv_ready_get(&s->ready, x.ready_check, NULL) && !x.draining;
   if (s->tier)
     x.tier_up = tl_srv_tier_up(s->tier, &x.tier_primaries);
   tl_srv_artmem_stats(s->artmem, &x.memory_cache_bytes, &x.memory_cache_entries);

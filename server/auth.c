@@ -160,6 +160,19 @@ tl_status tl_srv_auth_load(const char *path, tl_srv_auth **out, tl_error *err) {
   FILE *f = fopen(path, "rb");
   if (!f)
     return tl_error_set(err, TL_IO, "cannot open the tokens file '%s': %s", path, strerror(errno));
+  /* like ssh with a private key: tokens others can read are refused */
+  struct stat sb;
+  if (fstat(fileno(f), &sb) != 0) {
+    fclose(f);
+    return tl_error_set(err, TL_IO, "cannot stat the tokens file '%s': %s", path, strerror(errno));
+  }
+  if (sb.st_mode & (S_IRWXG | S_IRWXO)) {
+    fclose(f);
+    return tl_error_set(err, TL_INVALID_ARG,
+                        "the tokens file '%s' is open to group or others (mode %04o): its tokens "
+                        "are secrets; make it private with: chmod 600 '%s'",
+                        path, (unsigned)(sb.st_mode & 07777), path);
+  }
   char *buf = malloc(FILE_MAX + 1);
   if (!buf) {
     fclose(f);

@@ -21,7 +21,10 @@ static const char usage_text[] =
     "\n"
     "Listening and storage:\n"
     "  --listen ADDR:PORT      address to listen on; [V6ADDR]:PORT for IPv6; port 0\n"
-    "                          picks a free port (default 127.0.0.1:8470)\n"
+    "                          picks a free port (default 127.0.0.1:8470).  An\n"
+    "                          address other than loopback needs --tokens (or\n"
+    "                          --insecure-no-auth).  The port is never shared (no\n"
+    "                          SO_REUSEPORT): a second server on it fails to start\n"
     "  --port-file FILE        write the port listened on to FILE once ready\n"
     "  --db PATH               the cache database (default\n"
     "                          $XDG_CACHE_HOME/tlserverd/cache.db, or\n"
@@ -114,8 +117,14 @@ static const char usage_text[] =
     "                          are always open.\n"
     "                          A request without a token gets 401, one whose token\n"
     "                          lacks the scope 403.  Without --tokens everything is\n"
-    "                          open (bind to loopback then).\n"
+    "                          open, so it is refused on a non-loopback --listen\n"
+    "                          address unless --insecure-no-auth is given.\n"
+    "                          The file must not be open to group or others (like\n"
+    "                          ssh's keys): chmod 600 it, or the start is refused\n"
     "  --allow-anonymous-read  with --tokens: requests without a token may read\n"
+    "  --insecure-no-auth      allow a non-loopback --listen address without\n"
+    "                          --tokens: everyone who reaches it may compile, read\n"
+    "                          and see /metrics\n"
     "  --tls-cert FILE         serve HTTPS with this PEM certificate (chain) ...\n"
     "  --tls-key FILE          ... and this PEM private key (both or neither)\n"
     "\n"
@@ -131,6 +140,12 @@ static const char usage_text[] =
     "                          the program named NAME aborts or hangs.  For tests only\n"
     "  --help                  print this text\n"
     "  --version               print the version\n"
+    "\n"
+    "Readiness: GET /readyz answers 503 with the reason while no toolchain offers a\n"
+    "target (probed at start), the cache database refuses a one-row write, or\n"
+    "64 KiB cannot be written beside it (a read-only or full disk); the last two\n"
+    "are probed once a second, so recovery shows within about two seconds.\n"
+    "/metrics: tlserverd_ready, tlserverd_ready_check{check}.\n"
     "\n"
     "Signals: SIGTERM and SIGINT stop the server gracefully (stop accepting, finish or\n"
     "cancel compiles, answer every request in flight, close the database).\n"
@@ -194,7 +209,7 @@ typedef enum {
   F_TLS_CERT, F_TLS_KEY, F_LOG_FORMAT, F_GRACE, F_WORKER_FD,
   F_TIER, F_TIER_TIMEOUT, F_TIER_TTL, F_TIER_LEASE, F_TIER_MAX_ENTRY,
   /* switches */
-  F_ANON_READ, F_TEST_HOOKS, F_HELP, F_VERSION,
+  F_ANON_READ, F_INSECURE, F_TEST_HOOKS, F_HELP, F_VERSION,
 } flag_id;
 
 static const struct {
@@ -233,6 +248,7 @@ static const struct {
     {"--tier-lease", F_TIER_LEASE, true},
     {"--tier-max-entry", F_TIER_MAX_ENTRY, true},
     {"--allow-anonymous-read", F_ANON_READ, false},
+    {"--insecure-no-auth", F_INSECURE, false},
     {"--test-hooks", F_TEST_HOOKS, false},
     {"--help", F_HELP, false},
     {"-h", F_HELP, false},
@@ -410,6 +426,7 @@ tl_status tl_srv_config_parse(tl_srv_config *cfg, int argc, char **argv, bool *h
         return tl_error_set(err, TL_INVALID_ARG, "%s takes no value", flag);
       switch (flags[f].id) {
       case F_ANON_READ: cfg->allow_anonymous_read = true; break;
+      case F_INSECURE: cfg->insecure_no_auth = true; break;
       case F_TEST_HOOKS: cfg->test_hooks = true; break;
       case F_HELP: *help = true; break;
       case F_VERSION: *version = true; break;

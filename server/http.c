@@ -26,6 +26,7 @@
 #include <microhttpd.h>
 #include "server.h"
 #include "../compiler/tlcompiler.h"
+#include "../proto/tl_hash.h"
 
 /* ==== routes ==================================================================== */
 
@@ -549,21 +550,26 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
   fprintf(stderr, "tlserverd: libmicrohttpd: %s\n", msg);
 }
 
-/* ==== eviction and flushing in the background ========================================= */
+/* ==== the background thread: eviction, flushing, readiness ================================
+ * Once a second: the readiness probe (ready.c), a flush, and eviction in
+ * small steps.  The thread keeps its own cache handle; when the database
+ * cannot be opened it tries again each second (the server is not ready
+ * meanwhile). */
 
 static void *evict_main(void *arg) {
   tl_srv *s = arg;
   tl_cache *c = NULL;
   tl_error err;
-  if (tl_cache_open(s->cfg.db_path, &s->cache_opts, &c, &err) != TL_OK) {
-    fprintf(stderr, "tlserverd: eviction is off: %s\n", err.message);
-    return NULL;
-  }
   pthread_mutex_lock(&s->evict_mu);
   while (!s->evict_stop) {
     pthread_mutex_unlock(&s->evict_mu);
-    tl_cache_flush(c, NULL);
-    if (s->cfg.cache_max_bytes > 0) {
+    tl_error_clear(&err);
+    if (!c && tl_cache_open(s->cfg.db_path, &s->cache_opts, &c, &err) != TL_OK)
+      c = NULL;
+    tl_srv_ready_probe(&s->ready, s->targets ? NULL : s->toolchain_error, s->cfg.db_path, c, &err);
+    if (c)
+      tl_cache_flush(c, NULL);
+    if (c && s->cfg.cache_max_bytes > 0) {
       /* small steps: the write lock is held for one batch at a time */
       for (int step = 0; step < 1000; step++) {
         int64_t n = 0;
@@ -586,6 +592,77 @@ static void *evict_main(void *arg) {
   pthread_mutex_unlock(&s->evict_mu);
   tl_cache_close(c);
   return NULL;
+}
+
+/* ==== the listening socket ==============================================================
+ * Made here rather than by libmicrohttpd, so that a port in use is a clear
+ * error: SO_REUSEADDR (a restart need not wait for old connections'
+ * TIME_WAIT) but never SO_REUSEPORT, so a second server on the same address
+ * and port fails to bind instead of sharing the port.  Without --tokens the
+ * address must be loopback unless --insecure-no-auth is given. */
+
+static bool is_loopback(const struct sockaddr *sa) {
+  if (sa->sa_family == AF_INET)
+    return (ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr) >> 24) == 127;
+  if (sa->sa_family == AF_INET6) {
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(a))
+      return true;
+    return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+  }
+  return false;
+}
+
+static int listen_family(int fd) {
+  struct sockaddr_storage ss;
+  socklen_t n = sizeof ss;
+  return getsockname(fd, (struct sockaddr *)&ss, &n) == 0 ? ss.ss_family : AF_UNSPEC;
+}
+
+static tl_status open_listener(const tl_srv_config *cfg, int *out, tl_error *err) {
+  struct addrinfo hints = {0}, *ai = NULL;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  char port[16];
+  snprintf(port, sizeof port, "%d", cfg->port);
+  int gai = getaddrinfo(cfg->host, port, &hints, &ai);
+  if (gai != 0 || !ai)
+    return tl_error_set(err, TL_INVALID_ARG, "cannot resolve the listen address '%s': %s",
+                        cfg->host, gai_strerror(gai));
+  if (!cfg->tokens_file && !cfg->insecure_no_auth && !is_loopback(ai->ai_addr)) {
+    freeaddrinfo(ai);
+    return tl_error_set(err, TL_INVALID_ARG,
+                        "refusing to listen on %s, which is not a loopback address, without "
+                        "--tokens: anyone who reaches it could compile and read everything; give "
+                        "--tokens FILE, or --insecure-no-auth to accept that",
+                        cfg->host);
+  }
+  int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  tl_status st = TL_OK;
+  int one = 1;
+  if (fd < 0) {
+    st = tl_error_set(err, TL_IO, "cannot make a socket: %s", strerror(errno));
+  } else if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+             bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+    int e = errno;
+    st = tl_error_set(err, TL_IO, "cannot listen on %s:%d: %s%s", cfg->host, cfg->port,
+                      strerror(e),
+                      e == EADDRINUSE ? " (another tlserverd, or another program, listens there; "
+                                        "tlserverd never shares a port)"
+                                      : "");
+  } else if (listen(fd, SOMAXCONN) != 0) {
+    st = tl_error_set(err, TL_IO, "cannot listen on %s:%d: %s", cfg->host, cfg->port,
+                      strerror(errno));
+  }
+  freeaddrinfo(ai);
+  if (st != TL_OK) {
+    if (fd >= 0)
+      close(fd);
+    return st;
+  }
+  *out = fd;
+  return TL_OK;
 }
 
 /* ==== start and stop ====================================================================== */
@@ -638,6 +715,9 @@ static void free_server(tl_srv *s) {
   }
   pthread_mutex_destroy(&s->evict_mu);
   pthread_cond_destroy(&s->evict_cv);
+  tl_srv_ready_destroy(&s->ready);
+  if (s->listen_fd >= 0)
+    close(s->listen_fd);
   tl_srv_pool_free(s->pool);
   tl_srv_tier_free(s->tier);
   tl_srv_conns_free(s->conns);
@@ -659,21 +739,22 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
   if (!s)
     return tl_error_set(err, TL_NOMEM, "out of memory");
   s->cfg = *cfg;
+  s->listen_fd = -1;
   s->start_us = tl_srv_now_us();
   pthread_mutex_init(&s->evict_mu, NULL);
   pthread_cond_init(&s->evict_cv, NULL);
+  tl_srv_ready_init(&s->ready);
+  /* OpenSSL sets itself up at its first use, and the thread that does so
+   * keeps an error state that is never freed if that thread exits (904
+   * bytes under LeakSanitizer, when it is one of the HTTP threads): use it
+   * once here, in the thread that starts the server */
+  uint8_t digest[TL_SHA256_LEN];
+  (void)tl_sha256("", 0, digest);
   tl_status st = TL_OK;
   if (!(s->exe = strdup(exe))) {
     st = tl_error_set(err, TL_NOMEM, "out of memory");
     goto fail;
   }
-
-  /* the toolchain (loads NVRTC here once; workers load their own) */
-  tl_error terr;
-  tl_error_clear(&terr);
-  s->targets = tl_compiler_targets(&s->toolchain, &terr);
-  if (!s->targets)
-    snprintf(s->toolchain_error, sizeof s->toolchain_error, "%s", terr.message);
 
   /* files */
   if (cfg->tokens_file && (st = tl_srv_auth_load(cfg->tokens_file, &s->auth, err)) != TL_OK)
@@ -690,10 +771,31 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
     }
   }
 
+  /* the listening socket, before anything slow: a refused address or a port
+   * in use stops the start at once */
+  if ((st = open_listener(cfg, &s->listen_fd, err)) != TL_OK)
+    goto fail;
+
+  /* the toolchain (loads NVRTC here once; workers load their own) */
+  tl_error terr;
+  tl_error_clear(&terr);
+  s->targets = tl_compiler_targets(&s->toolchain, &terr);
+  if (!s->targets)
+    snprintf(s->toolchain_error, sizeof s->toolchain_error, "%s", terr.message);
+
   /* the cache */
   s->cache_opts.max_bytes = cfg->cache_max_bytes;
   if ((st = tl_srv_handles_new(cfg->db_path, &s->cache_opts, &s->handles, err)) != TL_OK)
     goto fail;
+  tl_cache *probe_handle = tl_srv_handles_get(s->handles, err);
+  if (!probe_handle) {
+    st = err ? err->code : TL_IO;
+    goto fail;
+  }
+  /* the first readiness probe, before anyone can ask */
+  tl_srv_ready_probe(&s->ready, s->targets ? NULL : s->toolchain_error, cfg->db_path,
+                     probe_handle, NULL);
+  tl_srv_handles_put(s->handles, probe_handle);
   if (!(s->artmem = tl_srv_artmem_new(cfg->memory_cache, cfg->memory_cache_ttl))) {
     st = tl_error_set(err, TL_NOMEM, "out of memory");
     goto fail;
@@ -738,28 +840,16 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
     goto fail_pool;
   }
 
-  /* the listening address */
-  struct addrinfo hints = {0}, *ai = NULL;
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  char port[16];
-  snprintf(port, sizeof port, "%d", cfg->port);
-  int gai = getaddrinfo(cfg->host, port, &hints, &ai);
-  if (gai != 0 || !ai) {
-    st = tl_error_set(err, TL_INVALID_ARG, "cannot resolve the listen address '%s': %s", cfg->host,
-                      gai_strerror(gai));
-    goto fail_pool;
-  }
+  int lfd = s->listen_fd;
   unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                    MHD_USE_ITC;
-  if (ai->ai_family == AF_INET6)
+  if (listen_family(lfd) == AF_INET6)
     flags |= MHD_USE_IPv6;
   if (cfg->tls_cert)
     flags |= MHD_USE_TLS;
   struct MHD_OptionItem opts[16];
   int no = 0;
-  opts[no++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr};
+  opts[no++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, lfd, NULL};
   opts[no++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections, NULL};
   opts[no++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
                                        cfg->max_connections_per_ip, NULL};
@@ -767,7 +857,6 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
       (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->idle_timeout, NULL};
   opts[no++] =
       (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)cfg->max_header, NULL};
-  opts[no++] = (struct MHD_OptionItem){MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL};
   if (cfg->threads > 1)
     opts[no++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, cfg->threads, NULL};
   if (cfg->tls_cert) {
@@ -782,14 +871,14 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                             MHD_OPTION_END);
-  freeaddrinfo(ai);
   if (!s->mhd) {
     st = tl_error_set(err, TL_IO,
-                      "cannot listen on %s:%d (in use? a bad TLS certificate or key?); see the "
+                      "cannot serve on %s:%d (a bad TLS certificate or key?); see the "
                       "libmicrohttpd message above",
                       cfg->host, cfg->port);
     goto fail_pool;
   }
+  s->listen_fd = -1; /* libmicrohttpd's now */
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
   s->port = di ? di->port : cfg->port;
 

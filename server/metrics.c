@@ -93,6 +93,15 @@ void tl_srv_metrics_render(const tl_srv_metrics *mc, const tl_srv_metrics_extra 
   tl_srv_buf_puts(b, "\"} 1\n");
   gauge(b, "tlserverd_uptime_seconds", "Seconds since the server started.", x->uptime_s);
   gauge(b, "tlserverd_draining", "1 while the server shuts down.", x->draining ? 1 : 0);
+  gauge(b, "tlserverd_ready", "1 when /readyz answers 200: every check below passed and the "
+        "server is not shutting down (the shared tier is no check: its Redis down leaves it 1).",
+        x->ready ? 1 : 0);
+  tl_srv_buf_puts(b, "# HELP tlserverd_ready_check The readiness checks at their last probe "
+                     "(once a second): 1 passed, 0 failed (/readyz says why).\n"
+                     "# TYPE tlserverd_ready_check gauge\n");
+  for (int i = 0; i < TL_READY_COUNT_; i++)
+    tl_srv_buf_printf(b, "tlserverd_ready_check{check=\"%s\"} %d\n",
+                      tl_srv_ready_check_name((tl_srv_ready_check)i), x->ready_check[i] ? 1 : 0);
 
   /* requests */
   tl_srv_buf_puts(b, "# HELP tlserverd_requests_total HTTP requests answered, by route and status.\n"

@@ -11,6 +11,8 @@
  *   auth.c      the tokens file and the bearer-token check;
  *   metrics.c   counters, gauges and the compile-time histogram, and their
  *               Prometheus text;
+ *   ready.c     the readiness checks (a toolchain, the database and its disk
+ *               take writes) behind /readyz and /metrics;
  *   handles.c   a pool of tl_cache handles (one per thread at a time);
  *   artmem.c    the in-memory cache of verified artifact responses;
  *   proc.c      the compile worker process: both its side (a loop that
@@ -147,6 +149,7 @@ typedef struct tl_srv_config {
   double memory_cache_ttl;     /* seconds before an in-memory artifact is re-read from the db */
   const char *tokens_file;
   bool allow_anonymous_read;
+  bool insecure_no_auth;       /* a non-loopback address without --tokens is allowed */
   const char *tls_cert, *tls_key;
   const char *port_file;       /* where to write the port once listening */
   const char *tier[TL_SRV_TIER_MAX]; /* --tier URLs (Redis primaries) */
@@ -194,6 +197,35 @@ int tl_srv_auth_count(const tl_srv_auth *a);
  * a message in err. */
 tl_status tl_srv_auth_check(const tl_srv_auth *a, const char *authorization, unsigned need,
                             bool allow_anonymous_read, tl_error *err);
+
+/* ==== ready.c: readiness ======================================================
+ * One row per check; /readyz answers 200 only when every check passed at
+ * the last probe (and the server is not shutting down). */
+typedef enum tl_srv_ready_check {
+  TL_READY_TOOLCHAIN, TL_READY_DATABASE, TL_READY_DISK, TL_READY_COUNT_
+} tl_srv_ready_check;
+#define TL_SRV_PROBE_BYTES 65536   /* written beside the database by each disk probe */
+#define TL_SRV_READY_WHY_MAX 768
+
+typedef struct tl_srv_ready {
+  pthread_mutex_t mu;
+  bool probed;                     /* a probe has run */
+  bool ok[TL_READY_COUNT_];
+  char why[TL_READY_COUNT_][TL_SRV_READY_WHY_MAX]; /* empty where ok */
+} tl_srv_ready;
+
+void tl_srv_ready_init(tl_srv_ready *r);    /* not ready until the first probe */
+void tl_srv_ready_destroy(tl_srv_ready *r);
+const char *tl_srv_ready_check_name(tl_srv_ready_check c);
+/* Runs the checks: toolchain_error is NULL when a toolchain was found, c a
+ * handle on the cache (NULL when it could not be opened: open_err says
+ * why).  Logs each change of state on stderr. */
+void tl_srv_ready_probe(tl_srv_ready *r, const char *toolchain_error, const char *db_path,
+                        tl_cache *c, const tl_error *open_err);
+/* Copies the last probe's result (why may be NULL); true when every check
+ * passed. */
+bool tl_srv_ready_get(tl_srv_ready *r, bool ok[TL_READY_COUNT_],
+                      char why[TL_READY_COUNT_][TL_SRV_READY_WHY_MAX]);
 
 /* ==== metrics.c ================================================================== */
 typedef enum tl_srv_route {
@@ -271,6 +303,8 @@ typedef struct tl_srv_metrics_extra {
   double uptime_s;
   const char *toolchain;       /* or NULL */
   bool draining;
+  bool ready;                  /* what /readyz answers: 200 or 503 */
+  bool ready_check[TL_READY_COUNT_];
   int tier_primaries, tier_up; /* 0, 0 without --tier */
 } tl_srv_metrics_extra;
 
@@ -533,6 +567,7 @@ struct MHD_Connection;
 typedef struct tl_srv {
   tl_srv_config cfg;
   struct MHD_Daemon *mhd;
+  int listen_fd;              /* until libmicrohttpd takes it; -1 after */
   int port;
   tl_srv_auth *auth;
   tl_srv_pool *pool;
@@ -550,6 +585,7 @@ typedef struct tl_srv {
   int64_t start_us;
   char *tls_cert_pem, *tls_key_pem;
   char *exe;                  /* this program, for the workers */
+  tl_srv_ready ready;         /* ready.c; probed by the background thread */
   pthread_t evict_thread;
   bool evict_started;
   pthread_mutex_t evict_mu;

@@ -4,10 +4,15 @@
 #   TL_BUILD=build sh tests/run.sh [UNIT_TEST_BINARY...]
 #
 # Runs each unit-test binary given (cmocka programs: exit 0 is a pass,
-# anything else a failure), then every executable tests/sh/*.sh in name
-# order (exit 0 pass, 77 skipped, anything else a failure), then every
-# tests/python/test_*.py the same way (with $TL_PYTHON, default
-# /usr/bin/python3).  Everything runs
+# anything else a failure; a binary that exits 0 but skipped some of its
+# cases with cmocka's skip() is counted as skipped, its reason naming the
+# cases and the first one's message), then every executable tests/sh/*.sh
+# in name order (exit 0 pass, 77 skipped, anything else a failure), then
+# every tests/python/test_*.py the same way (with $TL_PYTHON, default
+# /usr/bin/python3; one that exits 0 but printed a "SKIP  " line for a part
+# it could not check is counted as skipped).  A test counts as passed only
+# when it checked everything it has: a test that could not check a part
+# here (no NVRTC, no clang, no GPU, no pip) skips.  Everything runs
 # from the repository root, stdin from /dev/null, with TL_BUILD and
 # TL_SRCDIR (the repository root) exported.
 # Each test's stdout and stderr go to $TL_BUILD/test-logs/NAME.log; a failure
@@ -71,6 +76,31 @@ kill_group() {
   return 0
 }
 
+# unit_skips LOG: for a cmocka log, "K of N cases skipped (NAMES): REASON"
+# when any case called skip(), else nothing.  REASON is the last line the
+# first skipped case printed before cmocka's "[  SKIPPED ]" line (the
+# tests print why before they skip).
+unit_skips() {
+  awk '
+    /^\[==========\] [0-9]+ test\(s\) run/ { total += $2; next }
+    /^\[ RUN      \] / { last = ""; next }
+    /^\[  SKIPPED \] / {
+      n = $0
+      sub(/^\[  SKIPPED \] /, "", n)
+      if (n ~ /test\(s\)/ || (n in seen)) next
+      seen[n] = 1
+      names = names (count++ ? ", " : "") n
+      if (reason == "") reason = last
+      next
+    }
+    /^\[/ { next }
+    NF { last = $0 }
+    END {
+      if (count)
+        printf "%d of %d cases skipped (%s)%s\n", count, total, names, reason != "" ? ": " reason : ""
+    }' "$1"
+}
+
 # selected NAME: true when NAME passes TL_TEST_FILTER.
 selected() {
   case $1 in
@@ -79,8 +109,16 @@ selected() {
   esac
 }
 
+# py_skips LOG: for a Python test's log, "K parts skipped: FIRST" when it
+# printed lines "SKIP  FIRST" (tests/python's convention), else nothing.
+py_skips() {
+  awk '/^SKIP  / { n++; if (n == 1) first = substr($0, 7) }
+       END { if (n) printf "%d part%s skipped: %s\n", n, (n > 1 ? "s" : ""), first }' "$1"
+}
+
 # run_one KIND NAME COMMAND...: runs one test and reports it.
-# KIND is "unit" (only 0 passes) or "sh" (0 passes, 77 skips).
+# KIND is "unit" (only 0 passes), "sh" (0 passes, 77 skips) or "py" (as
+# "sh", and 0 with a "SKIP  " line in the log skips).
 run_one() {
   kind=$1
   name=$2
@@ -111,10 +149,16 @@ run_one() {
   rc=$(cat "$TMP/status")
   secs=$(elapsed "$start" "$(now)")
 
-  if [ "$rc" -eq 0 ]; then
+  partial=
+  [ "$rc" -eq 0 ] && [ "$kind" = unit ] && partial=$(unit_skips "$log")
+  [ "$rc" -eq 0 ] && [ "$kind" = py ] && partial=$(py_skips "$log")
+  if [ -n "$partial" ]; then
+    nskip=$((nskip + 1))
+    echo "SKIP: $name: $partial  (${secs}s)"
+  elif [ "$rc" -eq 0 ]; then
     npass=$((npass + 1))
     echo "PASS  $name  (${secs}s)"
-  elif [ "$kind" = sh ] && [ "$rc" -eq 77 ]; then
+  elif [ "$kind" != unit ] && [ "$rc" -eq 77 ]; then
     nskip=$((nskip + 1))
     reason=$(awk 'NF { last = $0 } END { print last }' "$TMP/stderr")
     echo "SKIP: $name: ${reason:-no reason given}  (${secs}s)"
@@ -164,7 +208,8 @@ for script in tests/sh/*.sh; do
 done
 
 # 3. Python tests (tests/python/test_*.py, the tlir package), counted like
-# the shell tests: exit 0 passes, 77 skips (no NumPy), anything else fails.
+# the shell tests: exit 0 passes, 77 skips (no NumPy), anything else fails;
+# one that exits 0 having printed "SKIP  WHAT" for a part skips (py_skips).
 # They run under $TL_PYTHON (default /usr/bin/python3, Debian's, which has
 # python3-numpy; else python3 from PATH).
 PY=${TL_PYTHON:-/usr/bin/python3}
@@ -173,7 +218,7 @@ for script in tests/python/test_*.py; do
   [ -e "$script" ] || continue
   name=$(basename "$script")
   selected "$name" || continue
-  run_one sh "$name" "$PY" "$script"
+  run_one py "$name" "$PY" "$script"
 done
 
 if [ "$nfail" -gt 0 ]; then

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""tests/attacks/http_attacks.py - attacks on a running tlserverd, each with
-the answer it must get, and a check that the server keeps serving a normal
-client during and after each one.
+"""tests/attacks/http_attacks.py - attacks on a running tlserverd, and faults
+of its machine, each with the answer it must get, and a check that the
+server keeps serving a normal client during and after each one.
 
-Usage: http_attacks.py TLSERVERD GROUP...   (GROUP: framing, slow, bodies, orphans)
+Usage: http_attacks.py TLSERVERD GROUP...
+  GROUP: framing, slow, bodies, orphans (attacks); ready (/readyz without a
+  toolchain, with a read-only database folder, on a full disk)
 
 Each group starts its own server (TLSERVERD, with the group's limits) on a
 free port of 127.0.0.1, with its cache in a temporary folder, and stops it
@@ -14,8 +16,10 @@ socket has a time-out, every attack a bounded count of connections, so a
 server that does not answer fails the test instead of hanging it.
 
 Prints one line per check; exit status 0 when every check passed, 1 when
-any failed.
+any failed, 77 when none failed but some could not run here (each says why
+on a "skipped:" line; the last line on stderr lists them).
 """
+import json
 import os
 import shutil
 import socket
@@ -28,23 +32,33 @@ SERVER = sys.argv[1]
 GROUPS = sys.argv[2:]
 PORT = 0
 failures = 0
+skips = []
 
 
 class Server:
-    """A tlserverd on a free loopback port: `with Server(args):` sets PORT."""
+    """A tlserverd on a free loopback port: `with Server(args):` sets PORT.
+    env: extra environment; prepare(tmp): called with the server's
+    temporary folder before it starts, returns (the command line's prefix,
+    e.g. ["unshare", ...], the database's path)."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, env=None, prepare=None):
         self.args = list(args)
+        self.env = env
+        self.prepare = prepare
 
     def __enter__(self):
         global PORT
         self.tmp = tempfile.mkdtemp()
         port_file = os.path.join(self.tmp, "port")
         self.log = open(os.path.join(self.tmp, "server.log"), "w+")
+        wrap, self.db = ([], os.path.join(self.tmp, "cache.db"))
+        if self.prepare:
+            wrap, self.db = self.prepare(self.tmp)
+        env = dict(os.environ, **(self.env or {}))
         self.proc = subprocess.Popen(
-            [SERVER, "--listen", "127.0.0.1:0", "--port-file", port_file, "--db",
-             os.path.join(self.tmp, "cache.db"), "--workers", "1", "--log-format", "off"]
-            + self.args, stderr=self.log)
+            wrap + [SERVER, "--listen", "127.0.0.1:0", "--port-file", port_file, "--db",
+                    self.db, "--workers", "1", "--log-format", "off"]
+            + self.args, stderr=self.log, env=env)
         for _ in range(1500):
             if os.path.exists(port_file) or self.proc.poll() is not None:
                 break
@@ -69,6 +83,11 @@ class Server:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def skip(what, why):
+    print("skipped: %s: %s" % (what, why))
+    skips.append("%s (%s)" % (what, why))
+
+
 def check(ok, what, detail=""):
     global failures
     print("%s: %s%s" % ("ok" if ok else "FAIL", what, (" (%s)" % detail) if detail else ""))
@@ -87,6 +106,17 @@ def connect(src="127.0.0.1", timeout=5.0):
 def exchange(data, timeout=5.0, src="127.0.0.1"):
     """Sends data, reads until the server closes or the time-out.  Returns
     (list of status codes seen, closed by the server?, seconds)."""
+    out, closed, secs = talk(data, timeout, src)
+    codes = []
+    for part in out.split(b"HTTP/1.1 ")[1:]:
+        if part[:3].isdigit():
+            codes.append(int(part[:3]))
+    return codes, closed, secs
+
+
+def talk(data, timeout=5.0, src="127.0.0.1"):
+    """Sends data, reads until the server closes or the time-out: (the bytes
+    read, closed by the server?, seconds)."""
     t0 = time.time()
     s = connect(src, timeout)
     s.sendall(data)
@@ -101,11 +131,18 @@ def exchange(data, timeout=5.0, src="127.0.0.1"):
     except (socket.timeout, ConnectionResetError):
         pass
     s.close()
-    codes = []
-    for part in out.split(b"HTTP/1.1 ")[1:]:
-        if part[:3].isdigit():
-            codes.append(int(part[:3]))
-    return codes, closed, time.time() - t0
+    return out, closed, time.time() - t0
+
+
+def get(path):
+    """A normal client's GET path from 127.0.0.2: (status or 0, body bytes)."""
+    try:
+        out, _, _ = talk(b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                         % path.encode(), 5.0, "127.0.0.2")
+    except OSError:
+        return 0, b""
+    head, _, body = out.partition(b"\r\n\r\n")
+    return (int(head[9:12]) if head[9:12].isdigit() else 0), body
 
 
 def healthz(timeout=3.0):
@@ -394,7 +431,8 @@ def orphans():
         time.sleep(1)  # the worker has loaded its toolchain: the time-out falls in clang
         srv.log.seek(0)
         if "clang " not in srv.log.read():  # the start-up line names the toolchains found
-            print("skipped: orphans: the server found no clang (AMD targets)")
+            skip("orphans", "the server found no clang, so no AMD compile runs clang to be "
+                 "killed (apt-get install clang-19 lld-19)")
             return
         status = post("/v1/compile", body)
         # the server answers 504 after what it killed has died (a zombie,
@@ -413,12 +451,168 @@ def orphans():
             os.waitpid(pid, 0)
         check(healthz() == 200, "healthz after the compile time-out")
 
+def readyz():
+    """GET /readyz: (status, the JSON body or {})."""
+    status, body = get("/readyz")
+    try:
+        return status, json.loads(body)
+    except ValueError:
+        return status, {}
+
+
+def wait_check(name, want, seconds=6.0):
+    """Polls /readyz until check `name` is `want` (the probe runs once a
+    second).  Returns (status, body) of the last answer."""
+    deadline = time.time() + seconds
+    while True:
+        status, body = readyz()
+        ok = body.get("checks", {}).get(name, {}).get("ok")
+        if ok == want or time.time() > deadline:
+            return status, body
+        time.sleep(0.2)
+
+
+def metric(name):
+    """The value of one series of /metrics, or None."""
+    _, body = get("/metrics")
+    for line in body.decode(errors="replace").splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def check_readyz(status, body, name, ok, what):
+    """/readyz agrees with itself: check `name` is `ok`, 503 with a reason
+    when any check failed, 200 when all passed."""
+    checks = body.get("checks", {})
+    all_ok = bool(checks) and all(c.get("ok") for c in checks.values())
+    reason = checks.get(name, {}).get("reason", "")
+    good = (checks.get(name, {}).get("ok") == ok and status == (200 if all_ok else 503)
+            and (ok or (reason and reason in body.get("error", {}).get("message", ""))))
+    check(good, what, "%d %s" % (status, json.dumps(body)[:600]))
+    return good
+
+
+def ready():
+    """/readyz says 503, with the reason, when the server cannot do its work,
+    /metrics shows it, and it recovers when the cause goes."""
+    hidden = {"TL_NVRTC": "/nonexistent", "TL_CLANG": "/nonexistent", "TL_HIPRTC": "/nonexistent"}
+    with Server(env=hidden):
+        status, body = readyz()
+        check_readyz(status, body, "toolchain", False, "no toolchain: /readyz answers 503")
+        check("no toolchain can compile" in body.get("error", {}).get("message", ""),
+              "no toolchain: the reason says so", json.dumps(body)[:300])
+        check(metric("tlserverd_ready") == 0 and
+              metric('tlserverd_ready_check{check="toolchain"}') == 0,
+              "no toolchain: /metrics shows tlserverd_ready 0 and the failed check")
+        check(healthz() == 200, "healthz without a toolchain (the server lives)")
+    with Server():
+        status, body = readyz()
+        check(body.get("checks", {}).get("database", {}).get("ok") is True and
+              body.get("checks", {}).get("disk", {}).get("ok") is True,
+              "a healthy database and disk pass their checks", json.dumps(body)[:300])
+        ok = status == 200 and metric("tlserverd_ready") == 1
+        if body.get("checks", {}).get("toolchain", {}).get("ok"):
+            check(ok, "with a toolchain: /readyz 200, tlserverd_ready 1", "%d" % status)
+        else:
+            skip("ready with a toolchain", "no NVRTC or clang here")
+    ready_readonly_dir()
+    ready_full_disk()
+
+
+def ready_readonly_dir():
+    """The database's folder made read-only while the server runs.  Root
+    writes anywhere, so as root the server runs as nobody (setpriv)."""
+    wrap = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if not setpriv:
+            skip("read-only database folder", "running as root and setpriv is missing")
+            return
+        wrap = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+    def prepare(tmp):
+        d = os.path.join(tmp, "db")
+        os.mkdir(d)
+        os.chmod(tmp, 0o777)  # the port file, written by nobody
+        os.chmod(d, 0o777)
+        return wrap, os.path.join(d, "cache.db")
+
+    with Server(prepare=prepare) as srv:
+        d = os.path.dirname(srv.db)
+        status, body = wait_check("disk", True)
+        check_readyz(status, body, "disk", True, "read-only folder: ready before")
+        os.chmod(d, 0o555)
+        try:
+            status, body = wait_check("disk", False)
+            check_readyz(status, body, "disk", False, "read-only folder: /readyz 503 with the reason")
+            check(metric('tlserverd_ready_check{check="disk"}') == 0,
+                  "read-only folder: /metrics shows the failed check")
+        finally:
+            os.chmod(d, 0o777)
+        status, body = wait_check("disk", True)
+        check_readyz(status, body, "disk", True, "read-only folder: ready again once writable")
+
+
+def ready_full_disk():
+    """The database on a small tmpfs (its own mount namespace, through
+    unshare) that the test fills through /proc/PID/root and empties."""
+    unshare = shutil.which("unshare")
+    if not unshare:
+        skip("full disk", "unshare (util-linux) is missing")
+        return
+    probe = subprocess.run([unshare, "-m", "-r", "true"] if os.geteuid() else
+                           [unshare, "-m", "true"], capture_output=True)
+    if probe.returncode != 0:
+        skip("full disk", "cannot make a mount namespace here: %s"
+             % probe.stderr.decode(errors="replace").strip())
+        return
+
+    def prepare(tmp):
+        d = os.path.join(tmp, "db")
+        os.mkdir(d)
+        flags = ["-m", "--propagation", "private"] + (["-r"] if os.geteuid() else [])
+        return ([unshare] + flags + ["sh", "-c", 'mount -t tmpfs -o size=8m tmpfs "$0" && exec "$@"',
+                                      d], os.path.join(d, "cache.db"))
+
+    with Server(prepare=prepare) as srv:
+        status, body = wait_check("disk", True)
+        check_readyz(status, body, "disk", True, "full disk: ready before")
+        fill = "/proc/%d/root%s/fill" % (srv.proc.pid, os.path.dirname(srv.db))
+        try:
+            with open(fill, "wb") as f:
+                try:
+                    while True:
+                        f.write(b"\0" * (1 << 20))
+                        f.flush()
+                except OSError:
+                    pass
+        except OSError as e:
+            check(False, "full disk: filling the tmpfs", str(e))
+            return
+        status, body = wait_check("disk", False)
+        check_readyz(status, body, "disk", False, "full disk: /readyz 503 with the reason")
+        check("No space left" in body.get("checks", {}).get("disk", {}).get("reason", ""),
+              "full disk: the reason says no space is left")
+        os.unlink(fill)
+        status, body = wait_check("disk", True)
+        check_readyz(status, body, "disk", True, "full disk: ready again once space is free")
+        check(healthz() == 200, "healthz after the full disk")
+
 
 def main():
     for g in GROUPS:
-        {"framing": framing, "slow": slow, "bodies": bodies, "orphans": orphans}[g]()
-    print("http_attacks.py: %s" % ("all passed" if not failures else "%d failed" % failures))
-    return 1 if failures else 0
+        {"framing": framing, "slow": slow, "bodies": bodies, "orphans": orphans,
+         "ready": ready}[g]()
+    print("http_attacks.py: %s" % ("%d failed" % failures if failures else
+                                   "all passed, %d skipped" % len(skips) if skips else
+                                   "all passed"))
+    if failures:
+        return 1
+    if skips:
+        sys.stderr.write("skipped: %s\n" % "; ".join(skips))
+        return 77
+    return 0
 
 
 if __name__ == "__main__":

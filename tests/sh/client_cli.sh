@@ -35,7 +35,7 @@ done
 for b in "$CLIENT" "$SERVER" "$APP" "$TLC"; do
   [ -x "$b" ] || { echo "client_cli.sh: FAIL: $b is not built (run make)" >&2; exit 1; }
 done
-if ! "$TLC" targets >/dev/null 2>&1; then
+if ! "$TLC" targets 2>/dev/null | grep -q '^sm_80 '; then # NVRTC, not just an AMD toolchain
   echo "client_cli.sh: skipped: no NVRTC here, the server cannot compile ($("$TLC" targets 2>&1 | head -n 1))" >&2
   exit 77
 fi
@@ -206,6 +206,7 @@ cat >"$TMP/tokens" <<EOF
 read-token-0123456789abcdef read
 compile-token-0123456789abcdef compile
 EOF
+chmod 600 "$TMP/tokens" # the server refuses tokens others can read
 TLS=0
 if command -v openssl >/dev/null 2>&1 &&
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$TMP/key.pem" \

@@ -19,7 +19,7 @@ TL_BUILD=${TL_BUILD:-build}
 for tool in curl redis-server redis-cli python3; do
   command -v $tool >/dev/null 2>&1 || { echo "cluster_sentinel.sh: skipped: no $tool" >&2; exit 77; }
 done
-if ! "$TL_BUILD/bin/tlc" targets >/dev/null 2>&1; then
+if ! "$TL_BUILD/bin/tlc" targets 2>/dev/null | grep -q '^sm_80 '; then # NVRTC, not just an AMD toolchain
   echo "cluster_sentinel.sh: skipped: no NVRTC here, the server cannot compile" >&2
   exit 77
 fi
@@ -99,6 +99,10 @@ check "compile before the failover" "$(post "$P1" before)" 200
 check "in the primary" "$(redis-cli -p "$PA" exists "tl:b:$(key before)")" 1
 until_ok 5 sh -c "[ \$(redis-cli -p $PB exists tl:b:$(key before)) = 1 ]" && ok || bad "not replicated"
 
+# the Sentinel learns of the replica from the primary's INFO, which it asks
+# for every 10 s: killed before that, the primary has no replica to promote
+until_ok 15 sh -c "redis-cli -p $PS sentinel replicas tl | grep -qx $PB" ||
+  bad "the Sentinel does not know the replica: $(tail -n 5 "$TMP/s.log")"
 kill -9 "$A"
 body during
 check "compile while the primary is gone" "$(post "$P1" during)" 200

@@ -7,7 +7,11 @@
 # each checked to get its status while a normal client (from 127.0.0.2)
 # still gets 200 from /healthz.
 #
-# Exit status: 0 pass, 1 fail, 77 skipped (no python3).
+# Arguments: the groups of http_attacks.py to run (default: framing slow
+# bodies orphans); tests/sh/server_ready.sh runs the "ready" group.
+#
+# Exit status: 0 pass, 1 fail, 77 skipped (no python3, or a check that cannot
+# run here, such as orphans without clang: the last line on stderr says which).
 
 cd "$(dirname "$0")/../.." || exit 1
 TL_BUILD=${TL_BUILD:-build}
@@ -16,4 +20,5 @@ PY=/usr/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3) || { echo "server_attacks.sh: skipped: no python3" >&2; exit 77; }
 [ -x "$SERVER" ] || { echo "server_attacks.sh: FAIL: $SERVER not built" >&2; exit 1; }
 
-exec "$PY" tests/attacks/http_attacks.py "$SERVER" framing slow bodies orphans
+[ $# -gt 0 ] || set -- framing slow bodies orphans
+exec "$PY" tests/attacks/http_attacks.py "$SERVER" "$@"

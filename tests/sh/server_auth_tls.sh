@@ -10,8 +10,14 @@
 #    trust the certificate is refused by curl.
 # 2. --allow-anonymous-read: reads work without a token, compiles and
 #    /metrics still need one.
+# 3. Start-up refusals, each with a clear message: a tokens file with a bad
+#    line (named); a tokens file open to group or others (chmod 600, like
+#    ssh); a non-loopback --listen address without --tokens (unless
+#    --insecure-no-auth); a second server on a port one already listens on
+#    (no SO_REUSEPORT).
 #
-# Exit status: 0 pass, 1 fail, 77 skipped (no curl or openssl).
+# Exit status: 0 pass, 1 fail, 77 skipped (no curl or openssl, or no toolchain
+# offers a target; compiles go to sm_80 with NVRTC, else to the first offered).
 
 cd "$(dirname "$0")/../.." || exit 1
 TL_BUILD=${TL_BUILD:-build}
@@ -22,6 +28,10 @@ for tool in curl openssl sha256sum; do
   command -v $tool >/dev/null 2>&1 || { echo "server_auth_tls.sh: skipped: no $tool" >&2; exit 77; }
 done
 [ -x "$SERVER" ] || { echo "server_auth_tls.sh: FAIL: $SERVER not built" >&2; exit 1; }
+# the target compiled for: sm_80 with NVRTC, else the first one offered (clang's gfx90a)
+TARGET=$("$TL_BUILD/bin/tlc" targets 2>/dev/null | awk '!/^#/ { if (!first) first = $1; if ($1 == "sm_80") nv = 1 }
+  END { print nv ? "sm_80" : first }')
+[ -n "$TARGET" ] || { echo "server_auth_tls.sh: skipped: no toolchain here (tlc targets lists none), the server cannot compile" >&2; exit 77; }
 
 TMP=$(mktemp -d) || exit 1
 PIDS=
@@ -74,6 +84,7 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
 R=read-token-0123456789abcdef
 C=compile-token-0123456789abcdef
 A=admin-token-0123456789abcdef
+umask 077 # tokens files must be private (3. checks the refusal of others)
 cat >"$TMP/tokens" <<EOF
 # scope tokens for the test
 $R read
@@ -82,7 +93,7 @@ $A admin
 EOF
 chmod 600 "$TMP/tokens"
 JSON="Content-Type: application/json"
-BODY="{\"program\": $(cat examples/tilus_add_one.json), \"targets\": [\"sm_80\"]}"
+BODY="{\"program\": $(cat examples/tilus_add_one.json), \"targets\": [\"$TARGET\"]}"
 ZERO=0000000000000000000000000000000000000000000000000000000000000000
 
 # ---- 1. HTTPS + tokens ---------------------------------------------------------
@@ -140,13 +151,43 @@ expect 200 "compile token on an anonymous-read server" -H "Authorization: Bearer
 ART=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0]["artifact"])' "$TMP/body" 2>/dev/null)
 expect 200 "anonymous: fetch the artifact" "$U/v1/artifacts/$ART"
 
-# ---- 3. a bad tokens file stops the start, naming the line -----------------------
+# ---- 3. start-up refusals ------------------------------------------------------
+# refused NAME GREP ARGS...: the server must exit (not serve) with status 1
+# within 20 s, its message holding GREP
+refused() {
+  name=$1
+  want=$2
+  shift 2
+  timeout 20 "$SERVER" --db "$TMP/refused.db" --port-file "$TMP/refused.port" "$@" 2>"$TMP/refused.log"
+  rc=$?
+  if [ "$rc" -ne 1 ]; then
+    bad "$name: exit status $rc, want 1 (a refusal): $(cat "$TMP/refused.log")"
+  elif ! grep -q -- "$want" "$TMP/refused.log"; then
+    bad "$name: the message lacks '$want': $(cat "$TMP/refused.log")"
+  else
+    ok
+  fi
+  rm -f "$TMP/refused.port"
+}
+
 printf 'good-token-0123456789abcdef read\nshort read\n' >"$TMP/bad-tokens"
-if timeout 20 "$SERVER" --listen 127.0.0.1:0 --db "$TMP/x.db" --tokens "$TMP/bad-tokens" 2>"$TMP/bad.log"; then
-  bad "the server started with a bad tokens file"
-else
-  grep -q "line 2" "$TMP/bad.log" && ok || bad "the tokens error does not name the line: $(cat "$TMP/bad.log")"
-fi
+refused "a bad tokens file" "line 2" --listen 127.0.0.1:0 --tokens "$TMP/bad-tokens"
+
+cp "$TMP/tokens" "$TMP/open-tokens"
+chmod 644 "$TMP/open-tokens"
+refused "a tokens file readable by others" "chmod 600" --listen 127.0.0.1:0 --tokens "$TMP/open-tokens"
+chmod 640 "$TMP/open-tokens"
+refused "a tokens file readable by the group" "mode 0640" --listen 127.0.0.1:0 --tokens "$TMP/open-tokens"
+
+refused "0.0.0.0 without tokens" "insecure-no-auth" --listen 0.0.0.0:0
+start open --listen 0.0.0.0:0 --insecure-no-auth
+expect 200 "0.0.0.0 with --insecure-no-auth serves" "http://127.0.0.1:$PORT/healthz"
+start open_tokens --listen 0.0.0.0:0 --tokens "$TMP/tokens"
+expect 401 "0.0.0.0 with --tokens serves, with auth" "http://127.0.0.1:$PORT/v1/info"
+
+start first
+refused "a second server on the same port" "in use" --listen "127.0.0.1:$PORT"
+expect 200 "the first server still serves" "http://127.0.0.1:$PORT/healthz"
 
 echo "server_auth_tls.sh: $npass passed, $nfail failed"
 [ "$nfail" -eq 0 ]

@@ -10,7 +10,8 @@
 # (the examples) must be valid against CompileRequest too.
 #
 # Exit status: 0 pass, 1 fail, 77 skipped (no /usr/bin/python3 with yaml
-# and jsonschema).
+# and jsonschema, or the server offers fewer than two targets; it compiles
+# for sm_80 and sm_90a with NVRTC, else for the first two targets offered).
 
 cd "$(dirname "$0")/../.." || exit 1
 TL_BUILD=${TL_BUILD:-build}
@@ -88,6 +89,7 @@ for f in sorted(os.listdir("examples")):
         validate({"program": json.load(open("examples/" + f)), "targets": ["sm_90a"]}, req_schema,
                  "examples/%s as a compile request" % f)
 
+skipped = None
 tmp = tempfile.mkdtemp()
 port_file = os.path.join(tmp, "port")
 log = open(os.path.join(tmp, "server.log"), "w")
@@ -145,11 +147,18 @@ try:
 
     add_one = json.load(open("examples/tilus_add_one.json"))
     exercise("GET", "/healthz", want=200)
-    exercise("GET", "/readyz", want=200)
     st, data = exercise("GET", "/v1/info", want=200)
     info = json.loads(data)
+    # two targets the server offers: sm_80 and sm_90a with NVRTC, else the
+    # first two of another toolchain (clang's gfx targets); none: a skip
+    offered = info["targets"]
+    pair = ["sm_80", "sm_90a"] if "sm_80" in offered and "sm_90a" in offered else offered[:2]
+    if len(pair) < 2:
+        skipped = "the server offers fewer than two targets (no toolchain here): %s" % offered
+        raise StopIteration
+    exercise("GET", "/readyz", want=200)
     exercise("GET", "/metrics", want=200)
-    st, data = exercise("POST", "/v1/compile", {"program": add_one, "targets": ["sm_80", "sm_90a"]}, want=200)
+    st, data = exercise("POST", "/v1/compile", {"program": add_one, "targets": pair}, want=200)
     res = json.loads(data)["results"]
     # the compiler's identity: tlc --version, /v1/info, the metadata and the key manifest agree
     tlc = os.path.join(os.path.dirname(server_bin), "tlc")
@@ -159,7 +168,7 @@ try:
     check(info["compiler"].endswith("+" + info["compiler_digest"][:16]), "identity %r" % info["compiler"])
     for r in res:
         check(r["meta"]["versions"]["compiler"] == info["compiler"], "metadata %r" % r["meta"]["versions"])
-    st, data = exercise("POST", "/v1/compile", {"program": add_one, "targets": ["sm_80"]}, want=200)
+    st, data = exercise("POST", "/v1/compile", {"program": add_one, "targets": pair[:1]}, want=200)
     check(json.loads(data)["results"][0]["cached"] is True, "second compile not cached")
     st, data = exercise("GET", "/v1/kernels/" + res[0]["key"], want=200)
     check(json.loads(data)["manifest"].split("\n")[1] == "compiler " + info["compiler"], "manifest %r" % data[:300])
@@ -173,13 +182,15 @@ try:
     exercise("DELETE", "/v1/artifacts/" + "0" * 64, want=405)
     exercise("POST", "/v1/compile", b"{", want=400)
     exercise("POST", "/v1/compile", {"program": add_one}, want=400)
-    exercise("POST", "/v1/compile", {"program": add_one, "targets": ["sm_80"]}, headers={"Content-Type": "text/plain"}, want=415)
+    exercise("POST", "/v1/compile", {"program": add_one, "targets": pair[:1]}, headers={"Content-Type": "text/plain"}, want=415)
     exercise("POST", "/v1/compile", {"program": add_one, "targets": ["sm_1"]}, want=422)
     bad = dict(add_one, kernel=dict(add_one["kernel"], threads="x +"))
-    st, data = exercise("POST", "/v1/compile", {"program": bad, "targets": ["sm_80", "sm_90a"]}, want=422)
+    st, data = exercise("POST", "/v1/compile", {"program": bad, "targets": pair}, want=422)
     e = json.loads(data)["error"]
     check(e["code"] == "invalid_program" and e["diagnostics"], "422 without diagnostics: %s" % data[:300])
     exercise("POST", "/v1/compile", b"[" * 100 + b"]" * 100, want=413)
+except StopIteration:
+    pass
 finally:
     proc.send_signal(signal.SIGTERM)
     try:
@@ -192,5 +203,8 @@ finally:
     subprocess.call(["rm", "-rf", tmp])
 
 print("server_openapi.sh: %d passed, %d failed" % (passes, fails))
+if skipped and not fails:
+    print("server_openapi.sh: skipped: " + skipped, file=sys.stderr)
+    sys.exit(77)
 sys.exit(1 if fails else 0)
 PYEOF

@@ -257,8 +257,9 @@ static int group_teardown(void **state) {
 #define NEED_TOOLCHAIN()                                                                                           \
   do {                                                                                                             \
     if (!have_toolchain) {                                                                                         \
-      printf("SKIP: no NVRTC here, so the server cannot compile\n");                                              \
-      return;                                                                                                      \
+      printf("skipping: no NVRTC here (sm_80 is not offered), so the server cannot compile: "                     \
+             "this case's compiles, fetches and cache checks are not checked\n");                                      \
+      skip();                                                                                                      \
     }                                                                                                              \
   } while (0)
 
@@ -623,6 +624,7 @@ static void test_tokens(void **state) {
   assert_non_null(f);
   fputs("read-token-0123456789abcdef read\ncompile-token-0123456789abcdef compile\n", f);
   fclose(f);
+  assert_int_equal(chmod(tokens, 0600), 0); /* the server refuses tokens others can read */
   server auth;
   server_start(&auth, "auth", NULL, (const char *const[]){"--workers", "1", "--tokens", tokens, NULL}, NULL);
   tl_client *c = client(auth.url, "auth.db");

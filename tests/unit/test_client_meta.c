@@ -206,8 +206,9 @@ static void test_eval_examples(void **state) {
   const char *tool;
   (void)tool;
   if (!tl_compiler_targets(&tool, &err) || !tl_compiler_target_toolchain("compute_80")) {
-    printf("SKIP: no NVRTC here; the stress program covers the evaluator\n");
-    return;
+    printf("skipping: no NVRTC here (compute_80 is not offered): the examples' real metadata is not "
+           "evaluated (the stress program covers the evaluator)\n");
+    skip();
   }
   static const struct {
     const char *name;

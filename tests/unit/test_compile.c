@@ -1304,7 +1304,10 @@ static void test_no_toolchain(void **state) {
   assert_int_equal(key_fails(x->text, x->len, "sm_80", NULL), TL_NO_TOOLCHAIN);
   tl_error err;
   const char *desc = NULL;
-  assert_null(tl_compiler_targets(&desc, &err));
+  if (tl_compiler_targets(&desc, &err)) { /* TL_NVRTC hidden, but clang or hiprtc is here */
+    printf("skipping the no-toolchain-at-all part: an AMD toolchain is here (%s)\n", desc);
+    skip();
+  }
   assert_int_equal(err.code, TL_NO_TOOLCHAIN);
   printf("no toolchain, as expected: %s\n", err.message);
 }

@@ -147,7 +147,8 @@ static void test_no_runtime(void **state) {
   tl_gpu *h = (tl_gpu *)1;
   tl_error err;
   tl_status st = tl_gpu_open(TL_GPU_HIP, 0, &h, &err);
-  if (st == TL_OK) {
+  bool device_here = st == TL_OK;
+  if (device_here) {
     printf("skipping the no-runtime case: a HIP device is here (%s, %s)\n",
            tl_gpu_device_info(h)->name, tl_gpu_arch_name(h));
     tl_gpu_close(h);
@@ -190,6 +191,8 @@ static void test_no_runtime(void **state) {
   tl_gpu_close(NULL);
   assert_string_equal(tl_gpu_arch_name(NULL), "");
   assert_null(tl_gpu_device_info(NULL));
+  if (device_here) /* the rest ran; the answer without a runtime was not checked */
+    skip();
 }
 
 /* ---- opening the fake -------------------------------------------------------------- */

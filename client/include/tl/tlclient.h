@@ -144,8 +144,11 @@ tl_status tl_client_set_token(tl_client *c, const char *token, tl_error *err);
 tl_status tl_client_set_ca_file(tl_client *c, const char *path, tl_error *err);
 
 /* Time allowed to connect (1 ms to 10 min), and for a whole request
- * including the transfer and the server's compile (1 ms to 24 h).  Each try
- * of a retried request gets the full time. */
+ * including the transfer and the server's compile (1 ms to 24 h).  The
+ * request's time-out bounds all its tries and the waits between them: a
+ * retry whose wait (backoff or the server's Retry-After) would end past it
+ * is not made, and the request fails then (TL_BUSY after 503/429,
+ * TL_NETWORK after a connection error) saying so. */
 tl_status tl_client_set_connect_timeout_ms(tl_client *c, long ms, tl_error *err);
 tl_status tl_client_set_timeout_ms(tl_client *c, long ms, tl_error *err);
 
