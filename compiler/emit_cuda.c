@@ -846,6 +846,28 @@ static const tl_sym *reg_of(const tl_region *r) {
 
 /* ---- tile operators ------------------------------------------------------------------------ */
 static void barrier_line(E *e);
+/* Opens the loop of a cooperative copy of dst from src in vectors of v
+ * elements along the innermost dimension (each thread takes every T-th
+ * vector; pragma, when not NULL, goes before it) and sets *si and *di to
+ * the source and destination indices of the vector's first element. */
+static void vector_loop(E *e, const tl_region *src, const tl_region *dst, int64_t v, const char *pragma,
+                        const char ***si, const char ***di) {
+  int64_t ext[TL_MAX_DIMS] = {0};
+  int n = squeezed(dst, ext);
+  ext[n - 1] /= v;
+  int64_t total = product(ext, n);
+  if (pragma)
+    line(e, "%s", pragma);
+  line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", total, e->T);
+  e->indent++;
+  const char **q = decode(e, "tl_e", ext, n, "tl_q");
+  const char *q2[TL_MAX_DIMS];
+  for (int i = 0; i < n; i++)
+    q2[i] = i == n - 1 ? S("(%s * %" PRId64 "LL)", q[i], v) : q[i];
+  *si = region_idx(e, src, q2);
+  *di = region_idx(e, dst, q2);
+}
+
 /* A copy from a tensor into shared memory in 16-byte cp.async chunks
  * (pass_pipeline.c says when that is exact); a chunk outside the tensor is
  * zero-filled.  Waiting for it is the caller's business.  Up to 16 trips
@@ -862,16 +884,8 @@ static void emit_async_copy(E *e, const tl_stmt *s) {
   int per = is_packed((tl_type)src->sym->dtype) ? 8 / tl_dtype_bits(src->sym->dtype) : 1; /* per byte */
   int64_t ext[TL_MAX_DIMS] = {0};
   int n = squeezed(dst, ext);
-  ext[n - 1] /= v;
-  int64_t total = product(ext, n);
-  line(e, total / e->T <= 16 ? "#pragma unroll" : "#pragma unroll 1");
-  line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", total, e->T);
-  e->indent++;
-  const char **q = decode(e, "tl_e", ext, n, "tl_q");
-  const char *q2[TL_MAX_DIMS];
-  for (int i = 0; i < n; i++)
-    q2[i] = i == n - 1 ? S("(%s * %" PRId64 "LL)", q[i], v) : q[i];
-  const char **si = region_idx(e, src, q2), **di = region_idx(e, dst, q2);
+  const char **si, **di;
+  vector_loop(e, src, dst, v, product(ext, n) / v / e->T <= 16 ? "#pragma unroll" : "#pragma unroll 1", &si, &di);
   line(e, "const bool tl_in = %s;", in_bounds(e, src->sym, si));
   const char *so = offset(e, src->sym, si), *dof = offset(e, dst->sym, di);
   if (per > 1) { /* a packed dtype: the byte of the element */
@@ -956,16 +970,8 @@ static void op_copy_pairs(E *e, const tl_stmt *s) {
 static void op_copy_packed(E *e, const tl_stmt *s, int w) {
   const tl_region *src = s->src, *dst = s->dst;
   int64_t v = (int64_t)w * (8 / tl_dtype_bits(src->sym->dtype));
-  int64_t ext[TL_MAX_DIMS] = {0};
-  int n = squeezed(dst, ext);
-  ext[n - 1] /= v;
-  line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", product(ext, n), e->T);
-  e->indent++;
-  const char **q = decode(e, "tl_e", ext, n, "tl_q");
-  const char *q2[TL_MAX_DIMS];
-  for (int i = 0; i < n; i++)
-    q2[i] = i == n - 1 ? S("(%s * %" PRId64 "LL)", q[i], v) : q[i];
-  const char **si = region_idx(e, src, q2), **di = region_idx(e, dst, q2);
+  const char **si, **di;
+  vector_loop(e, src, dst, v, NULL, &si, &di);
   const char *vt = S("tl_v%d", w); /* prelude_subbyte.h */
   const char *sp = S("*(const %s *)&%s[(%s) / %" PRId64 "]", vt, storage(e, src->sym), offset(e, src->sym, si), v / w);
   if (src->sym->kind == SYM_TENSOR)
