@@ -1,6 +1,6 @@
 /*
  * cache.c - libtlcache: the content-addressed build cache on one SQLite file
- * (see tlcache.h for the contract, DESIGN.md section 4 for the reasons).
+ * (see tlcache.h for the contract, docs/DESIGN.md section 4 for the reasons).
  *
  * Reading order: the schema and its migrations; the other SQL, one named
  * string per statement, and the table of prepared statements; the handle;

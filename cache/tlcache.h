@@ -1,6 +1,6 @@
 /*
  * tlcache.h - libtlcache, the content-addressed build cache of the compile
- * service, on one SQLite file (DESIGN.md section 4).
+ * service, on one SQLite file (docs/DESIGN.md section 4).
  *
  * The cache holds two things:
  *   - artifacts: the compiled binaries (cubin, HSACO, PTX), each stored once

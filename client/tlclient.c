@@ -1,5 +1,5 @@
 /*
- * tlclient.c - the command of libtlclient (DESIGN.md section 6): talks to a
+ * tlclient.c - the command of libtlclient (docs/DESIGN.md section 6): talks to a
  * tlserverd and keeps the per-user local cache.
  *
  *   tlclient [GLOBAL OPTIONS] COMMAND [OPTIONS]

@@ -1,6 +1,6 @@
 /*
  * check.c - resolves, types and folds a parsed program (stage 2 of
- * DESIGN.md section 3), so that every later stage can trust it.
+ * docs/DESIGN.md section 3), so that every later stage can trust it.
  *
  * One walk over the program, in document order (the body with tl_walk):
  *   1. apply the constant overrides (-D / a request's "constants") and

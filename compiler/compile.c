@@ -1,6 +1,6 @@
 /*
  * compile.c - libtlcompiler's entry points (tlcompiler.h): the pipeline of
- * DESIGN.md section 3 for one program and one target, the build key, and
+ * docs/DESIGN.md section 3 for one program and one target, the build key, and
  * the metadata that lets a client launch the binary with nothing else.
  *
  * tl_compile() below reads as the pipeline, one call per stage; each call

@@ -7,7 +7,7 @@
  * shared memory, r_ register fragments, l_ local arrays), expressions are
  * printed from the checked tree.
  *
- * Two dialects share this printer (DESIGN.md section 3): CUDA C for NVRTC
+ * Two dialects share this printer (docs/DESIGN.md section 3): CUDA C for NVRTC
  * and HIP C for clang or hiprtc (AMD).  Where they differ -- the prelude,
  * the kernel's qualifiers, thread and block indices, the barrier, shared
  * memory, math and bit-cast functions, atomics and lane shuffles -- the

@@ -1,5 +1,5 @@
 /*
- * parse.c - JSON text to a parsed tl_program (stage 1 of DESIGN.md section 3).
+ * parse.c - JSON text to a parsed tl_program (stage 1 of docs/DESIGN.md section 3).
  *
  * Reads the document with jansson (duplicate keys and NaN/Infinity are
  * errors), then walks it once, building the IR of ir.h: symbols for

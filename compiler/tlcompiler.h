@@ -9,7 +9,7 @@
  *                      NVRTC (cubin, PTX) or HIP C and hiprtc/clang (HSACO,
  *                      for gfx targets); gives the binary and its metadata.
  *
- * Build key (DESIGN.md section 4): SHA-256 of the key manifest, a canonical
+ * Build key (docs/DESIGN.md section 4): SHA-256 of the key manifest, a canonical
  * text holding the program (re-serialized with sorted keys, 'x-' fields
  * dropped, so formatting does not matter), the final value of every
  * constant, the target, the options, the compiler's identity

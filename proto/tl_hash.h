@@ -1,5 +1,5 @@
 /*
- * tl_hash.h - SHA-256 for build keys and artifact ids (DESIGN.md section 4).
+ * tl_hash.h - SHA-256 for build keys and artifact ids (docs/DESIGN.md section 4).
  *
  * Build keys and artifact ids are SHA-256 digests written as 64 lowercase
  * hexadecimal characters.  The digest itself comes from OpenSSL's libcrypto

@@ -1,5 +1,5 @@
 /*
- * proc.c - compile worker processes: the isolation of DESIGN.md section 5.
+ * proc.c - compile worker processes: the isolation of docs/DESIGN.md section 5.
  *
  * A compile of an untrusted program runs the whole compiler and NVRTC on
  * it; a bug in either (a crash, a loop, a runaway allocation) must cost one

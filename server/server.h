@@ -1,6 +1,6 @@
 /*
  * server.h - the parts of tlserverd and how they talk to each other
- * (DESIGN.md section 5; the HTTP contract is proto/openapi.yaml).
+ * (docs/DESIGN.md section 5; the HTTP contract is proto/openapi.yaml).
  *
  * The daemon is a small set of modules, each in its own file:
  *

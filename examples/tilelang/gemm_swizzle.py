@@ -1,5 +1,5 @@
 # The TileLang README's "Enhanced Example with Annotations (Layout, L2 Cache Swizzling, and
-# Pipelining, etc.)" (/work/shared/seeds/tilelang-readme.md): only the imports changed (tlir).
+# Pipelining, etc.)" (github.com/tile-ai/tilelang, README.md): only the imports changed (tlir).
 import tlir.language as T
 # `make_mma_swizzle_layout` is a python defined layout function
 # specifically designed for for MMA operations

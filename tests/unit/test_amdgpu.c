@@ -266,7 +266,7 @@ static void test_open_and_targets(void **state) {
     strcat(names, list[i]);
   }
   print_message("targets offered:%s\n", names);
-  /* What DESIGN.md promises of clang 19: gfx90a, gfx942 and gfx1100. */
+  /* What docs/DESIGN.md promises of clang 19: gfx90a, gfx942 and gfx1100. */
   assert_true(tl_amdgpu_accepts(amd, "gfx90a"));
   assert_true(tl_amdgpu_accepts(amd, "gfx942"));
   assert_true(tl_amdgpu_accepts(amd, "gfx1100"));

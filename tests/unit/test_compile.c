@@ -12,7 +12,7 @@
  * evaluated here from the program's expressions with a small evaluator,
  * a lower bound on shared memory from its alloc_shared statements), and a
  * SHA-256 computed here with libcrypto.  The build key is checked for what
- * DESIGN.md section 4 promises: stable for the same request, blind to
+ * docs/DESIGN.md section 4 promises: stable for the same request, blind to
  * formatting and 'x-' fields, sensitive to constants, target and options.
  * The failure cases check the status codes of tlcompiler.h.
  *

@@ -1,6 +1,6 @@
 /*
  * tlclient.h - libtlclient, the thin client of the tile-kernel compile
- * service (DESIGN.md section 6): what an application links to get its
+ * service (docs/DESIGN.md section 6): what an application links to get its
  * kernels from tlserverd at start-up, and what the `tlclient` command is
  * built on.
  *
