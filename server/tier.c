@@ -1,6 +1,6 @@
 /*
  * tier.c - the shared cache tier on Redis: the second level behind each
- * replica's SQLite cache, and single-flight across replicas (DESIGN.md
+ * replica's SQLite cache, and single-flight across replicas (docs/DESIGN.md
  * section 4; README "Clusters").
  *
  * Keys in Redis (KEY is a build key, 64 hex characters):
@@ -568,6 +568,20 @@ static bool wait_message(redisContext *c, int ms) {
   return !c->err;
 }
 
+/* try_lease, then look again when it was taken: a holder publishes its build
+ * and then releases its lease, so a miss read before the publish and a SET NX
+ * after the release would compile the build a second time.  2: the build is
+ * there now (*b etc. set, no lease held); else try_lease's answer. */
+static int lease_or_hit(tl_srv_tier_conn *tc, int sh, const char *key, tl_srv_tier_lease *l, tl_cache_build **b,
+                        void **bytes, size_t *n) {
+  int got = try_lease(tc, sh, key, l);
+  if (got > 0 && lookup(tc, sh, key, b, bytes, n) == LOOK_HIT) {
+    drop_lease(tc, l);
+    return 2;
+  }
+  return got;
+}
+
 tl_srv_tier_outcome tl_srv_tier_acquire(tl_srv_tier_conn *tc, const char *key, double wait_s,
                                         const atomic_bool *cancel, tl_srv_tier_lease *l,
                                         tl_cache_build **b, void **bytes, size_t *n) {
@@ -586,7 +600,11 @@ tl_srv_tier_outcome tl_srv_tier_acquire(tl_srv_tier_conn *tc, const char *key, d
   if (lk == LOOK_DOWN)
     return TL_TIER_COMPILE;
   ADD(m->tier_misses, 1);
-  int got = try_lease(tc, sh, key, l);
+  int got = lease_or_hit(tc, sh, key, l, b, bytes, n);
+  if (got == 2) { /* published between the GET and the SET NX */
+    ADD(m->tier_hits, 1);
+    return TL_TIER_HIT;
+  }
   if (got != 0)
     return TL_TIER_COMPILE; /* ours, or the tier failed: compile */
 
@@ -602,7 +620,11 @@ tl_srv_tier_outcome tl_srv_tier_acquire(tl_srv_tier_conn *tc, const char *key, d
     }
     if (lk == LOOK_DOWN)
       break;
-    if ((got = try_lease(tc, sh, key, l)) != 0) {
+    if ((got = lease_or_hit(tc, sh, key, l, b, bytes, n)) == 2) {
+      ADD(m->tier_hits, 1);
+      break;
+    }
+    if (got != 0) {
       if (got > 0)
         ADD(m->tier_takeovers, 1); /* the holder died or gave up */
       break;
