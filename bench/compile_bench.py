@@ -20,7 +20,13 @@ examples/tilus_add_one.json (the targets of bench/compile.md):
       constant `bench_nonce` added to the program (the code generated is the
       same, the build key is new: a cache miss).  Reported: the compile_ms the
       server returns (the worker's tl_compile) and the wall time of the POST;
-      medians of N;
+      medians of N.  Every answer's metadata must hold ptxas's spill figures
+      (a compile that skipped ptxas, as NVRTC's own cache did, has none: the
+      run stops saying so);
+  (b64) the same with --worker-memory 64G instead of the default 4 GiB
+      address-space limit (bench/compile.md: the limit used to slow the
+      worker 2-3x through NVRTC's cache starting the CUDA driver; with that
+      cache off, (b) and (b64) should agree);
   (c) Triton's first-call compile of a matmul (gpu_bench.py's triton_matmul:
       the standard tutorial kernel, float16, 128x256x64 tiles, 8 warps, 3
       stages): each measurement is a fresh Python process with a fresh
@@ -100,13 +106,15 @@ def post(port, body):
     return doc, (time.perf_counter() - t0) * 1e3
 
 
-def start_server(tlserverd, tmp):
-    """A tlserverd with an empty --db and one worker, ready: (process, port, log file)."""
+def start_server(tlserverd, tmp, worker_memory=None):
+    """A tlserverd with an empty --db and one worker (with --worker-memory
+    worker_memory when given), ready: (process, port, log file)."""
     port = free_port()
     db = tempfile.mkdtemp(prefix="db-", dir=tmp)
     logf = open(os.path.join(tmp, "tlserverd.log"), "w")
+    extra = ["--worker-memory", worker_memory] if worker_memory else []
     srv = subprocess.Popen([tlserverd, "--listen", "127.0.0.1:%d" % port, "--db", os.path.join(db, "cache.db"),
-                            "--workers", "1"], stdout=logf, stderr=subprocess.STDOUT)
+                            "--workers", "1"] + extra, stdout=logf, stderr=subprocess.STDOUT)
     deadline = time.time() + 60
     while True:
         try:
@@ -147,8 +155,17 @@ def first_compiles(tlserverd, root, target, n, tmp):
     return first, second
 
 
-def server_compiles(tlserverd, root, target, n, tmp):
-    srv, port, logf = start_server(tlserverd, tmp)
+def check_ptxas_ran(name, r0):
+    """A cubin's metadata holds ptxas's spill figures; one without them was
+    not compiled by ptxas (an answer from NVRTC's own cache)."""
+    res = (r0.get("meta") or {}).get("resources") or {}
+    if "registers" in res and "spill_store_bytes" not in res:
+        raise SystemExit("the compile of %s has no spill figures in its metadata: ptxas did not run "
+                         "(NVRTC's own cache answered?)" % name)
+
+
+def server_compiles(tlserverd, root, target, n, tmp, worker_memory=None):
+    srv, port, logf = start_server(tlserverd, tmp, worker_memory)
     res = {}
     try:
         doc, wall = post(port, {"program": program_with_nonce(root, WARM_PROGRAM, 0), "targets": [target]})
@@ -163,6 +180,7 @@ def server_compiles(tlserverd, root, target, n, tmp):
                 r0 = doc["results"][0]
                 if r0.get("cached"):
                     raise SystemExit("a compile of %s was a cache hit; the nonce did not change the key" % name)
+                check_ptxas_ran(name, r0)
                 server_ms.append(r0["compile_ms"])
                 wall_ms.append(wall)
             res[name] = {"server_ms": server_ms, "wall_ms": wall_ms}
@@ -271,6 +289,14 @@ def main():
             log("  %-16s server median %7.1f ms, wall median %7.1f ms  (server: %s)" % (
                 name, median(srv[name]["server_ms"]), median(srv[name]["wall_ms"]),
                 " ".join("%.0f" % x for x in srv[name]["server_ms"])))
+        log("(b64) the same with --worker-memory 64G")
+        srv = server_compiles(a.tlserverd, root, a.target, a.n, tmp, "64G")
+        for name in EXAMPLES:
+            res["examples"][name]["server_ms_64g"] = srv[name]["server_ms"]
+            res["examples"][name]["wall_ms_64g"] = srv[name]["wall_ms"]
+            log("  %-16s server median %7.1f ms, wall median %7.1f ms  (server: %s)" % (
+                name, median(srv[name]["server_ms"]), median(srv[name]["wall_ms"]),
+                " ".join("%.0f" % x for x in srv[name]["server_ms"])))
         tri = {}
         if not a.no_triton:
             log("(c) Triton's first-call compile of a matmul (%s)" % a.python)
@@ -285,14 +311,15 @@ def main():
         log("medians, ms; ratios to Triton's first call of a matmul (cold = its first kernel in the process,")
         log("warm = after another Triton kernel); targets: worker gemm <= %.2fx, flash <= %.2fx, fresh tlc <= %.2fx"
             % (WORKER_TARGET["gemm"], WORKER_TARGET["flash_attention"], FRESH_TARGET))
-        log("%-16s %10s %10s %10s %12s %12s %12s %12s" % ("program", "fresh tlc", "worker", "worker wall",
-                                                           "fresh/cold", "fresh/warm", "worker/cold",
-                                                           "worker/warm"))
+        log("%-16s %10s %10s %10s %10s %12s %12s %12s %12s" % ("program", "fresh tlc", "worker", "worker wall",
+                                                                "worker 64G", "fresh/cold", "fresh/warm",
+                                                                "worker/cold", "worker/warm"))
         for name in EXAMPLES:
             e = res["examples"][name]
             f, w, ww = median(e["fresh_tlc_ms"]), median(e["server_ms"]), median(e["wall_ms"])
-            log("%-16s %10.1f %10.1f %10.1f %12s %12s %12s %12s" % (name, f, w, ww, ratio(f, tc), ratio(f, tw),
-                                                                     ratio(w, tc), ratio(w, tw)))
+            w64 = median(e["server_ms_64g"])
+            log("%-16s %10.1f %10.1f %10.1f %10.1f %12s %12s %12s %12s" % (
+                name, f, w, ww, w64, ratio(f, tc), ratio(f, tw), ratio(w, tc), ratio(w, tw)))
         if tri:
             log("%-16s cold %.1f ms, warm %.1f ms" % ("triton matmul", tc, tw))
         with open(os.path.join(a.outdir, "compile-bench.json"), "w") as f:

@@ -118,6 +118,10 @@ static int arch_index(const tl_nvrtc *h, int arch) {
   return -1;
 }
 
+/* Does this NVRTC have a cache of its own (12.9 and newer), to be turned
+ * off with --no-cache (nvrtc.h says why)? */
+static int has_own_cache(const tl_nvrtc *h) { return h->major > 12 || (h->major == 12 && h->minor >= 9); }
+
 /* Compiles an empty program for `target`; 1 if NVRTC accepts it. */
 static int probe_target(tl_nvrtc *h, const char *target) {
   nvrtcProgram prog = NULL;
@@ -125,8 +129,8 @@ static int probe_target(tl_nvrtc *h, const char *target) {
     return 0;
   char opt[64];
   snprintf(opt, sizeof opt, "--gpu-architecture=%s", target);
-  const char *opts[] = {opt, "-default-device"};
-  nvrtcResult r = h->CompileProgram(prog, 2, opts);
+  const char *opts[] = {opt, "-default-device", "--no-cache"};
+  nvrtcResult r = h->CompileProgram(prog, has_own_cache(h) ? 3 : 2, opts);
   h->DestroyProgram(&prog);
   return r == NVRTC_SUCCESS;
 }
@@ -537,12 +541,14 @@ tl_status tl_nvrtc_compile(tl_nvrtc *h, const char *src, const char *name, const
 
   char archopt[64];
   snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", tname);
-  const char *opts[4 + TL_NVRTC_MAX_OPTS];
+  const char *opts[5 + TL_NVRTC_MAX_OPTS];
   int nall = 0;
   opts[nall++] = archopt;
   opts[nall++] = "--std=c++17";
   opts[nall++] = "-default-device";
-  int verbose = !(t.binary == TL_BINARY_PTX);
+  if (has_own_cache(h))
+    opts[nall++] = "--no-cache";
+  int verbose = !(t.binary == TL_BINARY_PTX), at_verbose = nall;
   if (verbose)
     opts[nall++] = "--ptxas-options=--verbose";
   for (int i = 0; i < nopts; i++)
@@ -565,7 +571,7 @@ tl_status tl_nvrtc_compile(tl_nvrtc *h, const char *src, const char *name, const
      * verbose: compile once more without it to say what went wrong. */
     nvrtcProgram again = NULL;
     if (h->CreateProgram(&again, src, name, 0, NULL, NULL) == NVRTC_SUCCESS) {
-      memmove(&opts[3], &opts[4], (size_t)(nall - 4) * sizeof *opts); /* drop --verbose */
+      memmove(&opts[at_verbose], &opts[at_verbose + 1], (size_t)(nall - at_verbose - 1) * sizeof *opts); /* drop --verbose */
       r = h->CompileProgram(again, nall - 1, opts);
       char *log2 = r != NVRTC_SUCCESS ? fetch_log(h, again) : NULL;
       if (log2) {
@@ -789,7 +795,11 @@ static tl_status nv_compile(void *h, const char *src, const tl_target *t, const 
   return st;
 }
 
-/* The resources of a cubin: its own records and ptxas's report (none for PTX). */
+/* The resources of a cubin: registers, shared and local memory and the
+ * stack frame from its own records; the spill stores and loads, which no
+ * record of the cubin holds, from ptxas's report, which every cubin NVRTC
+ * built has in its log now that NVRTC's own cache is off (nvrtc.h).  None
+ * for PTX. */
 static tl_status nv_inspect(void *h, const tl_target *t, const tl_toolchain_out *b, const char *kernel, int nparams,
                             json_t **resources, tl_error *err) {
   (void)h, (void)nparams; /* a cubin's records do not count the arguments */
@@ -806,6 +816,7 @@ static tl_status nv_inspect(void *h, const tl_target *t, const tl_toolchain_out 
       json_object_set_new(res, "registers", json_integer(k->registers));
       json_object_set_new(res, "static_shared_bytes", json_integer(k->shared_bytes));
       json_object_set_new(res, "local_bytes", json_integer(k->local_bytes));
+      json_object_set_new(res, "stack_frame_bytes", json_integer(k->local_bytes)); /* EIATTR_FRAME_SIZE */
       if (k->nparams) { /* where each parameter goes in the parameter buffer (EIATTR_KPARAM_INFO) */
         json_t *offs = json_array();
         for (int i = 0; i < k->nparams; i++)
@@ -818,7 +829,6 @@ static tl_status nv_inspect(void *h, const tl_target *t, const tl_toolchain_out 
     if (tl_ptxas_stats_parse(b->log, kernel, &ps, NULL) == TL_OK) {
       json_object_set_new(res, "spill_store_bytes", json_integer(ps.spill_store_bytes));
       json_object_set_new(res, "spill_load_bytes", json_integer(ps.spill_load_bytes));
-      json_object_set_new(res, "stack_frame_bytes", json_integer(ps.stack_frame_bytes));
     }
   }
   *resources = res;

@@ -40,6 +40,18 @@
  * without --verbose, for the message.  The sources we generate use no
  * system headers, so no include paths are set.
  *
+ * NVRTC's own cache is off.  From 12.9 NVRTC keeps PTX and cubins of the
+ * sources it compiled in the CUDA driver's compute cache (~/.nv/ComputeCache,
+ * CUDA_CACHE_PATH): to reach it, every process that compiles opens
+ * libcuda.so.1 and calls cuInit, which starts the driver in a compile
+ * worker (its address-space reservations under the worker's RLIMIT_AS
+ * included) and, on a hit, returns a cubin without running ptxas, so the
+ * log lacks ptxas's report.  The service has a content-addressed cache of
+ * its own, and a build must not depend on what else ran on the machine, so
+ * every compile and probe gets --no-cache when NVRTC is 12.9 or newer
+ * (older ones have no cache and refuse the option); NVRTC then never opens
+ * libcuda (tests/sh/nvrtc_no_driver.sh checks that).
+ *
  * Threads.  A handle may be used from several threads at once: each compile
  * has its own NVRTC program (NVRTC is thread-safe per program) and the lazy
  * probe runs once under the handle's lock.
