@@ -118,9 +118,27 @@ static int arch_index(const tl_nvrtc *h, int arch) {
   return -1;
 }
 
-/* Does this NVRTC have a cache of its own (12.9 and newer), to be turned
- * off with --no-cache (nvrtc.h says why)? */
-static int has_own_cache(const tl_nvrtc *h) { return h->major > 12 || (h->major == 12 && h->minor >= 9); }
+/* Is NVRTC at least major.minor? */
+static int at_least(const tl_nvrtc *h, int major, int minor) {
+  return h->major > major || (h->major == major && h->minor >= minor);
+}
+
+/* The options every compile and probe gets besides the architecture
+ * (nvrtc.h): -default-device; --no-cache from 12.9, whose own cache it
+ * turns off; -minimal from 12.4 (its first release), which leaves out of
+ * NVRTC's builtin header the texture, surface and CUDA runtime
+ * declarations, none of which our sources use.  Fills opts, returns how
+ * many. */
+static int common_opts(const tl_nvrtc *h, const char **opts) {
+  int n = 0;
+  opts[n++] = "-default-device";
+  if (at_least(h, 12, 9))
+    opts[n++] = "--no-cache";
+  if (at_least(h, 12, 4))
+    opts[n++] = "-minimal";
+  return n;
+}
+#define COMMON_OPTS_MAX 3
 
 /* Compiles an empty program for `target`; 1 if NVRTC accepts it. */
 static int probe_target(tl_nvrtc *h, const char *target) {
@@ -129,8 +147,9 @@ static int probe_target(tl_nvrtc *h, const char *target) {
     return 0;
   char opt[64];
   snprintf(opt, sizeof opt, "--gpu-architecture=%s", target);
-  const char *opts[] = {opt, "-default-device", "--no-cache"};
-  nvrtcResult r = h->CompileProgram(prog, has_own_cache(h) ? 3 : 2, opts);
+  const char *opts[1 + COMMON_OPTS_MAX] = {opt};
+  int n = 1 + common_opts(h, opts + 1);
+  nvrtcResult r = h->CompileProgram(prog, n, opts);
   h->DestroyProgram(&prog);
   return r == NVRTC_SUCCESS;
 }
@@ -176,12 +195,13 @@ static tl_status build_targets(tl_nvrtc *h, tl_error *err) {
 }
 
 /* Probes variant v ('a' or 'f') of architecture i unless done already;
- * under h->lock. */
+ * under h->lock.  The probe compiles to PTX (compute_Nv): the sm_Nv twin
+ * follows it (nvrtc.h), and no ptxas run makes it half the cost. */
 static int probe_variant_locked(tl_nvrtc *h, int i, char v) {
   unsigned char bit = v == 'a' ? 1 : 2, *has = v == 'a' ? h->has_a : h->has_f;
   if (!(h->tried[i] & bit)) {
     char name[TL_NVRTC_TARGET_MAX];
-    has[i] = (unsigned char)(h->archs[i] >= 90 && probe_target(h, target_name(0, h->archs[i], v, name, sizeof name)));
+    has[i] = (unsigned char)(h->archs[i] >= 90 && probe_target(h, target_name(1, h->archs[i], v, name, sizeof name)));
     h->tried[i] |= bit;
   }
   return has[i];
@@ -541,13 +561,11 @@ tl_status tl_nvrtc_compile(tl_nvrtc *h, const char *src, const char *name, const
 
   char archopt[64];
   snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", tname);
-  const char *opts[5 + TL_NVRTC_MAX_OPTS];
+  const char *opts[3 + COMMON_OPTS_MAX + TL_NVRTC_MAX_OPTS];
   int nall = 0;
   opts[nall++] = archopt;
   opts[nall++] = "--std=c++17";
-  opts[nall++] = "-default-device";
-  if (has_own_cache(h))
-    opts[nall++] = "--no-cache";
+  nall += common_opts(h, opts + nall);
   int verbose = !(t.binary == TL_BINARY_PTX), at_verbose = nall;
   if (verbose)
     opts[nall++] = "--ptxas-options=--verbose";
