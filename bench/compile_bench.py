@@ -9,7 +9,9 @@ Measures, for examples/gemm.json, examples/flash_attention.json and
 examples/tilus_add_one.json (the targets of bench/compile.md):
 
   (a) `tlc compile PROGRAM --target T` as a fresh process: wall time, median
-      of N runs (process start, NVRTC load, front end, NVRTC, ptxas);
+      of N runs (process start, NVRTC load, front end, NVRTC, ptxas), and
+      the process's CPU time (user + system, from wait4), the steadier
+      figure on a machine shared with other work;
   (b0) the first and the second compile of examples/tilus_add_one.json in a
       fresh worker (N fresh servers): the compile_ms the server returns for
       each, so that what the first request pays for the toolchain's start shows;
@@ -20,7 +22,13 @@ examples/tilus_add_one.json (the targets of bench/compile.md):
       constant `bench_nonce` added to the program (the code generated is the
       same, the build key is new: a cache miss).  Reported: the compile_ms the
       server returns (the worker's tl_compile) and the wall time of the POST;
-      medians of N;
+      medians of N.  Every answer's metadata must hold ptxas's spill figures
+      (a compile that skipped ptxas, as NVRTC's own cache did, has none: the
+      run stops saying so);
+  (b64) the same with --worker-memory 64G instead of the default 4 GiB
+      address-space limit (bench/compile.md: the limit used to slow the
+      worker 2-3x through NVRTC's cache starting the CUDA driver; with that
+      cache off, (b) and (b64) should agree);
   (c) Triton's first-call compile of a matmul (gpu_bench.py's triton_matmul:
       the standard tutorial kernel, float16, 128x256x64 tiles, 8 warps, 3
       stages): each measurement is a fresh Python process with a fresh
@@ -68,17 +76,23 @@ def program_with_nonce(root, name, nonce):
 
 # ---- (a) tlc compile as a fresh process ------------------------------------------------
 def fresh_tlc(tlc, root, name, target, n, tmp):
-    times = []
+    """Wall and CPU milliseconds of N fresh `tlc compile` processes."""
+    times, cpu = [], []
     for i in range(n):
         out = os.path.join(tmp, "%s.%d.bin" % (name, i))
         t0 = time.perf_counter()
-        r = subprocess.run([tlc, "compile", os.path.join(root, "examples", name + ".json"), "--target", target,
-                            "-o", out], capture_output=True, text=True)
+        p = subprocess.Popen([tlc, "compile", os.path.join(root, "examples", name + ".json"), "--target", target,
+                              "-o", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        err = p.stderr.read()
+        p.stderr.close()
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
         dt = (time.perf_counter() - t0) * 1e3
-        if r.returncode != 0:
-            raise SystemExit("tlc compile %s failed: %s" % (name, r.stderr.strip()))
+        if p.returncode != 0:
+            raise SystemExit("tlc compile %s failed: %s" % (name, err.decode(errors="replace").strip()))
         times.append(dt)
-    return times
+        cpu.append((ru.ru_utime + ru.ru_stime) * 1e3)
+    return times, cpu
 
 
 # ---- (b) a cold compile in a warm tlserverd worker ---------------------------------------
@@ -100,13 +114,15 @@ def post(port, body):
     return doc, (time.perf_counter() - t0) * 1e3
 
 
-def start_server(tlserverd, tmp):
-    """A tlserverd with an empty --db and one worker, ready: (process, port, log file)."""
+def start_server(tlserverd, tmp, worker_memory=None):
+    """A tlserverd with an empty --db and one worker (with --worker-memory
+    worker_memory when given), ready: (process, port, log file)."""
     port = free_port()
     db = tempfile.mkdtemp(prefix="db-", dir=tmp)
     logf = open(os.path.join(tmp, "tlserverd.log"), "w")
+    extra = ["--worker-memory", worker_memory] if worker_memory else []
     srv = subprocess.Popen([tlserverd, "--listen", "127.0.0.1:%d" % port, "--db", os.path.join(db, "cache.db"),
-                            "--workers", "1"], stdout=logf, stderr=subprocess.STDOUT)
+                            "--workers", "1"] + extra, stdout=logf, stderr=subprocess.STDOUT)
     deadline = time.time() + 60
     while True:
         try:
@@ -147,8 +163,17 @@ def first_compiles(tlserverd, root, target, n, tmp):
     return first, second
 
 
-def server_compiles(tlserverd, root, target, n, tmp):
-    srv, port, logf = start_server(tlserverd, tmp)
+def check_ptxas_ran(name, r0):
+    """A cubin's metadata holds ptxas's spill figures; one without them was
+    not compiled by ptxas (an answer from NVRTC's own cache)."""
+    res = (r0.get("meta") or {}).get("resources") or {}
+    if "registers" in res and "spill_store_bytes" not in res:
+        raise SystemExit("the compile of %s has no spill figures in its metadata: ptxas did not run "
+                         "(NVRTC's own cache answered?)" % name)
+
+
+def server_compiles(tlserverd, root, target, n, tmp, worker_memory=None):
+    srv, port, logf = start_server(tlserverd, tmp, worker_memory)
     res = {}
     try:
         doc, wall = post(port, {"program": program_with_nonce(root, WARM_PROGRAM, 0), "targets": [target]})
@@ -163,6 +188,7 @@ def server_compiles(tlserverd, root, target, n, tmp):
                 r0 = doc["results"][0]
                 if r0.get("cached"):
                     raise SystemExit("a compile of %s was a cache hit; the nonce did not change the key" % name)
+                check_ptxas_ran(name, r0)
                 server_ms.append(r0["compile_ms"])
                 wall_ms.append(wall)
             res[name] = {"server_ms": server_ms, "wall_ms": wall_ms}
@@ -256,9 +282,11 @@ def main():
                "examples": {}}
         log("(a) tlc compile as a fresh process")
         for name in EXAMPLES:
-            t = fresh_tlc(a.tlc, root, name, a.target, a.n, tmp)
+            t, cpu = fresh_tlc(a.tlc, root, name, a.target, a.n, tmp)
             res["examples"].setdefault(name, {})["fresh_tlc_ms"] = t
-            log("  %-16s median %7.1f ms  (%s)" % (name, median(t), " ".join("%.0f" % x for x in t)))
+            res["examples"][name]["fresh_tlc_cpu_ms"] = cpu
+            log("  %-16s median %7.1f ms, CPU median %7.1f ms  (%s)" % (name, median(t), median(cpu),
+                                                                        " ".join("%.0f" % x for x in t)))
         log("(b0) the first and second compile in a fresh tlserverd worker (tilus_add_one)")
         f1, f2 = first_compiles(a.tlserverd, root, a.target, a.n, tmp)
         res["first_in_worker_ms"], res["second_in_worker_ms"] = f1, f2
@@ -268,6 +296,14 @@ def main():
         srv = server_compiles(a.tlserverd, root, a.target, a.n, tmp)
         for name in EXAMPLES:
             res["examples"][name].update(srv[name])
+            log("  %-16s server median %7.1f ms, wall median %7.1f ms  (server: %s)" % (
+                name, median(srv[name]["server_ms"]), median(srv[name]["wall_ms"]),
+                " ".join("%.0f" % x for x in srv[name]["server_ms"])))
+        log("(b64) the same with --worker-memory 64G")
+        srv = server_compiles(a.tlserverd, root, a.target, a.n, tmp, "64G")
+        for name in EXAMPLES:
+            res["examples"][name]["server_ms_64g"] = srv[name]["server_ms"]
+            res["examples"][name]["wall_ms_64g"] = srv[name]["wall_ms"]
             log("  %-16s server median %7.1f ms, wall median %7.1f ms  (server: %s)" % (
                 name, median(srv[name]["server_ms"]), median(srv[name]["wall_ms"]),
                 " ".join("%.0f" % x for x in srv[name]["server_ms"])))
@@ -285,14 +321,15 @@ def main():
         log("medians, ms; ratios to Triton's first call of a matmul (cold = its first kernel in the process,")
         log("warm = after another Triton kernel); targets: worker gemm <= %.2fx, flash <= %.2fx, fresh tlc <= %.2fx"
             % (WORKER_TARGET["gemm"], WORKER_TARGET["flash_attention"], FRESH_TARGET))
-        log("%-16s %10s %10s %10s %12s %12s %12s %12s" % ("program", "fresh tlc", "worker", "worker wall",
-                                                           "fresh/cold", "fresh/warm", "worker/cold",
-                                                           "worker/warm"))
+        log("%-16s %10s %10s %10s %10s %12s %12s %12s %12s" % ("program", "fresh tlc", "worker", "worker wall",
+                                                                "worker 64G", "fresh/cold", "fresh/warm",
+                                                                "worker/cold", "worker/warm"))
         for name in EXAMPLES:
             e = res["examples"][name]
             f, w, ww = median(e["fresh_tlc_ms"]), median(e["server_ms"]), median(e["wall_ms"])
-            log("%-16s %10.1f %10.1f %10.1f %12s %12s %12s %12s" % (name, f, w, ww, ratio(f, tc), ratio(f, tw),
-                                                                     ratio(w, tc), ratio(w, tw)))
+            w64 = median(e["server_ms_64g"])
+            log("%-16s %10.1f %10.1f %10.1f %10.1f %12s %12s %12s %12s" % (
+                name, f, w, ww, w64, ratio(f, tc), ratio(f, tw), ratio(w, tc), ratio(w, tw)))
         if tri:
             log("%-16s cold %.1f ms, warm %.1f ms" % ("triton matmul", tc, tw))
         with open(os.path.join(a.outdir, "compile-bench.json"), "w") as f:

@@ -9,7 +9,8 @@ IR) against NVVM (the LLVM optimizer and the PTX back end), and ptxas.
 
 Generates the CUDA C with `tlc compile --emit cuda`, then compiles it N times
 through NVRTC (loaded with ctypes) with the options compiler/nvrtc.c uses
-(--gpu-architecture, --std=c++17, -default-device, --diag-suppress=177) plus
+(--gpu-architecture, --std=c++17, -default-device, --no-cache, -minimal,
+--diag-suppress=177; NVRTC 13.0's: older ones refuse the two before last) plus
 --fdevice-time-trace=FILE, once to PTX (compute_XX) and once to a cubin
 (sm_XX, which adds ptxas).  Prints, per run, the wall time of
 nvrtcCompileProgram and the trace's top-level events (the Chrome trace
@@ -45,39 +46,46 @@ PHASES = ["Processing Header File", "Wrapping up translation unit", "NVVM Module
 
 
 def compile_code(lib, src, opts):
-    """(milliseconds, the PTX or cubin) of one compile."""
+    """(wall milliseconds, CPU milliseconds of the process, the PTX or
+    cubin) of one compile.  CPU time is the steadier figure on a shared
+    machine: NVRTC 13.0 compiles on the calling thread."""
     prog = ctypes.c_void_p()
     if lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"k.cu", 0, None, None):
         sys.exit("nvrtcCreateProgram failed")
     arr = (ctypes.c_char_p * len(opts))(*opts)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if lib.nvrtcCompileProgram(prog, len(opts), arr):
         sys.exit("nvrtcCompileProgram failed with %s" % b" ".join(opts).decode())
-    dt = (time.perf_counter() - t0) * 1e3
+    dt, cpu = (time.perf_counter() - t0) * 1e3, (time.process_time() - c0) * 1e3
     cubin = any(o.startswith(b"--gpu-architecture=sm_") for o in opts)
     n = ctypes.c_size_t()
     (lib.nvrtcGetCUBINSize if cubin else lib.nvrtcGetPTXSize)(prog, ctypes.byref(n))
     buf = ctypes.create_string_buffer(n.value)
     (lib.nvrtcGetCUBIN if cubin else lib.nvrtcGetPTX)(prog, buf)
     lib.nvrtcDestroyProgram(ctypes.byref(prog))
-    return dt, buf.raw
+    return dt, cpu, buf.raw
 
 
 def compare(lib, src, num, a):
     extra = [o.encode() for o in a.opt]
     for arch in ("compute_" + num, "sm_" + num):
-        base = [("--gpu-architecture=" + arch).encode(), b"--std=c++17", b"-default-device", b"--diag-suppress=177"]
+        base = [("--gpu-architecture=" + arch).encode(), b"--std=c++17", b"-default-device", b"--no-cache",
+                b"-minimal", b"--diag-suppress=177"]
         t = {False: [], True: []}
+        cpu = {False: [], True: []}
         same = True
         for i in range(a.n):
             for with_opt in ((False, True) if i % 2 == 0 else (True, False)):
-                dt, code = compile_code(lib, src, base + (extra if with_opt else []))
+                dt, c, code = compile_code(lib, src, base + (extra if with_opt else []))
                 t[with_opt].append(dt)
+                cpu[with_opt].append(c)
                 if i == 0 and with_opt:
-                    same = code == compile_code(lib, src, base)[1]
-        print("  %-12s without: min %.0f median %.0f ms; with %s: min %.0f median %.0f ms; output %s" % (
-            arch, min(t[False]), statistics.median(t[False]), " ".join(a.opt), min(t[True]),
-            statistics.median(t[True]), "identical" if same else "DIFFERENT"))
+                    same = code == compile_code(lib, src, base)[2]
+        print("  %-12s without: min %.0f median %.0f ms (CPU median %.0f); with %s: min %.0f median %.0f ms "
+              "(CPU median %.0f); output %s" % (
+                  arch, min(t[False]), statistics.median(t[False]), statistics.median(cpu[False]), " ".join(a.opt),
+                  min(t[True]), statistics.median(t[True]), statistics.median(cpu[True]),
+                  "identical" if same else "DIFFERENT"))
 
 
 def trace_summary(path):
@@ -111,7 +119,7 @@ def main():
     ap.add_argument("--nvrtc", default="/usr/local/cuda/lib64/libnvrtc.so")
     ap.add_argument("-n", type=int, default=3)
     ap.add_argument("-D", action="append", default=[])
-    ap.add_argument("--opt", action="append", default=[], help="one more NVRTC option (e.g. -minimal)")
+    ap.add_argument("--opt", action="append", default=[], help="one more NVRTC option (e.g. --Ofast-compile=min)")
     ap.add_argument("--compare", action="store_true",
                     help="no trace: time N interleaved compiles without and with the --opt options, "
                          "and check that they give the same PTX or cubin")
@@ -122,7 +130,7 @@ def main():
     lib = ctypes.CDLL(a.nvrtc)
     num = a.target.split("_", 1)[1]
     tmp = tempfile.mkdtemp()
-    nvrtc_compile(lib, b"__global__ void w() {}", [b"--gpu-architecture=compute_" + num.encode()])  # load, warm
+    nvrtc_compile(lib, b"__global__ void w() {}", [b"--gpu-architecture=compute_" + num.encode(), b"--no-cache"])  # load, warm
     print("%s for %s: %d bytes of CUDA C" % (a.program, a.target, len(src)))
     if a.compare:
         return compare(lib, src, num, a)
@@ -130,8 +138,8 @@ def main():
         rows = []
         for i in range(a.n):
             tr = os.path.join(tmp, "%s-%d" % (arch, i))  # NVRTC adds ".json"
-            opts = [("--gpu-architecture=" + arch).encode(), b"--std=c++17", b"-default-device",
-                    b"--diag-suppress=177", ("--fdevice-time-trace=" + tr).encode()] + [o.encode() for o in a.opt]
+            opts = [("--gpu-architecture=" + arch).encode(), b"--std=c++17", b"-default-device", b"--no-cache",
+                    b"-minimal", b"--diag-suppress=177", ("--fdevice-time-trace=" + tr).encode()] + [o.encode() for o in a.opt]
             wall = nvrtc_compile(lib, src, opts)
             s = trace_summary(tr + ".json")
             rows.append((wall, s))

@@ -118,6 +118,28 @@ static int arch_index(const tl_nvrtc *h, int arch) {
   return -1;
 }
 
+/* Is NVRTC at least major.minor? */
+static int at_least(const tl_nvrtc *h, int major, int minor) {
+  return h->major > major || (h->major == major && h->minor >= minor);
+}
+
+/* The options every compile and probe gets besides the architecture
+ * (nvrtc.h): -default-device; --no-cache from 12.9, whose own cache it
+ * turns off; -minimal from 12.4 (its first release), which leaves out of
+ * NVRTC's builtin header the texture, surface and CUDA runtime
+ * declarations, none of which our sources use.  Fills opts, returns how
+ * many. */
+static int common_opts(const tl_nvrtc *h, const char **opts) {
+  int n = 0;
+  opts[n++] = "-default-device";
+  if (at_least(h, 12, 9))
+    opts[n++] = "--no-cache";
+  if (at_least(h, 12, 4))
+    opts[n++] = "-minimal";
+  return n;
+}
+#define COMMON_OPTS_MAX 3
+
 /* Compiles an empty program for `target`; 1 if NVRTC accepts it. */
 static int probe_target(tl_nvrtc *h, const char *target) {
   nvrtcProgram prog = NULL;
@@ -125,8 +147,9 @@ static int probe_target(tl_nvrtc *h, const char *target) {
     return 0;
   char opt[64];
   snprintf(opt, sizeof opt, "--gpu-architecture=%s", target);
-  const char *opts[] = {opt, "-default-device"};
-  nvrtcResult r = h->CompileProgram(prog, 2, opts);
+  const char *opts[1 + COMMON_OPTS_MAX] = {opt};
+  int n = 1 + common_opts(h, opts + 1);
+  nvrtcResult r = h->CompileProgram(prog, n, opts);
   h->DestroyProgram(&prog);
   return r == NVRTC_SUCCESS;
 }
@@ -172,12 +195,13 @@ static tl_status build_targets(tl_nvrtc *h, tl_error *err) {
 }
 
 /* Probes variant v ('a' or 'f') of architecture i unless done already;
- * under h->lock. */
+ * under h->lock.  The probe compiles to PTX (compute_Nv): the sm_Nv twin
+ * follows it (nvrtc.h), and no ptxas run makes it half the cost. */
 static int probe_variant_locked(tl_nvrtc *h, int i, char v) {
   unsigned char bit = v == 'a' ? 1 : 2, *has = v == 'a' ? h->has_a : h->has_f;
   if (!(h->tried[i] & bit)) {
     char name[TL_NVRTC_TARGET_MAX];
-    has[i] = (unsigned char)(h->archs[i] >= 90 && probe_target(h, target_name(0, h->archs[i], v, name, sizeof name)));
+    has[i] = (unsigned char)(h->archs[i] >= 90 && probe_target(h, target_name(1, h->archs[i], v, name, sizeof name)));
     h->tried[i] |= bit;
   }
   return has[i];
@@ -537,12 +561,12 @@ tl_status tl_nvrtc_compile(tl_nvrtc *h, const char *src, const char *name, const
 
   char archopt[64];
   snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", tname);
-  const char *opts[4 + TL_NVRTC_MAX_OPTS];
+  const char *opts[3 + COMMON_OPTS_MAX + TL_NVRTC_MAX_OPTS];
   int nall = 0;
   opts[nall++] = archopt;
   opts[nall++] = "--std=c++17";
-  opts[nall++] = "-default-device";
-  int verbose = !(t.binary == TL_BINARY_PTX);
+  nall += common_opts(h, opts + nall);
+  int verbose = !(t.binary == TL_BINARY_PTX), at_verbose = nall;
   if (verbose)
     opts[nall++] = "--ptxas-options=--verbose";
   for (int i = 0; i < nopts; i++)
@@ -565,7 +589,7 @@ tl_status tl_nvrtc_compile(tl_nvrtc *h, const char *src, const char *name, const
      * verbose: compile once more without it to say what went wrong. */
     nvrtcProgram again = NULL;
     if (h->CreateProgram(&again, src, name, 0, NULL, NULL) == NVRTC_SUCCESS) {
-      memmove(&opts[3], &opts[4], (size_t)(nall - 4) * sizeof *opts); /* drop --verbose */
+      memmove(&opts[at_verbose], &opts[at_verbose + 1], (size_t)(nall - at_verbose - 1) * sizeof *opts); /* drop --verbose */
       r = h->CompileProgram(again, nall - 1, opts);
       char *log2 = r != NVRTC_SUCCESS ? fetch_log(h, again) : NULL;
       if (log2) {
@@ -789,7 +813,11 @@ static tl_status nv_compile(void *h, const char *src, const tl_target *t, const 
   return st;
 }
 
-/* The resources of a cubin: its own records and ptxas's report (none for PTX). */
+/* The resources of a cubin: registers, shared and local memory and the
+ * stack frame from its own records; the spill stores and loads, which no
+ * record of the cubin holds, from ptxas's report, which every cubin NVRTC
+ * built has in its log now that NVRTC's own cache is off (nvrtc.h).  None
+ * for PTX. */
 static tl_status nv_inspect(void *h, const tl_target *t, const tl_toolchain_out *b, const char *kernel, int nparams,
                             json_t **resources, tl_error *err) {
   (void)h, (void)nparams; /* a cubin's records do not count the arguments */
@@ -806,6 +834,7 @@ static tl_status nv_inspect(void *h, const tl_target *t, const tl_toolchain_out 
       json_object_set_new(res, "registers", json_integer(k->registers));
       json_object_set_new(res, "static_shared_bytes", json_integer(k->shared_bytes));
       json_object_set_new(res, "local_bytes", json_integer(k->local_bytes));
+      json_object_set_new(res, "stack_frame_bytes", json_integer(k->local_bytes)); /* EIATTR_FRAME_SIZE */
       if (k->nparams) { /* where each parameter goes in the parameter buffer (EIATTR_KPARAM_INFO) */
         json_t *offs = json_array();
         for (int i = 0; i < k->nparams; i++)
@@ -818,7 +847,6 @@ static tl_status nv_inspect(void *h, const tl_target *t, const tl_toolchain_out 
     if (tl_ptxas_stats_parse(b->log, kernel, &ps, NULL) == TL_OK) {
       json_object_set_new(res, "spill_store_bytes", json_integer(ps.spill_store_bytes));
       json_object_set_new(res, "spill_load_bytes", json_integer(ps.spill_load_bytes));
-      json_object_set_new(res, "stack_frame_bytes", json_integer(ps.stack_frame_bytes));
     }
   }
   *resources = res;

@@ -20,25 +20,40 @@
  * older NVRTC's sm_50 .. sm_72, is not offered).  The architecture-specific ('a', e.g.
  * sm_90a) and family-specific ('f', e.g. sm_100f) variants are not listed
  * by NVRTC, so they are found by probing: for every supported N >= 90 an
- * empty program is compiled for sm_Na and sm_Nf, and a variant is offered
- * (as sm_ and compute_) when that succeeds.  Probing is lazy and done
+ * empty program is compiled to PTX for compute_Na and compute_Nf, and a
+ * variant is offered (as sm_ and compute_) when that succeeds.  Probing is lazy and done
  * once per handle and variant: a compile for an 'a'/'f' target (or
  * tl_nvrtc_accepts) probes that one variant, tl_nvrtc_targets all the
- * others; each costs about 20-30 ms (0.3 s for all of them with NVRTC 13.0,
- * which accepts eleven), so a process that compiles for sm_90a pays one
- * probe, not the whole list (bench/compile.md).  Version rules were the
+ * others; each costs about 10 ms of CPU (20 ms when it compiled for
+ * sm_N, with ptxas, and without -minimal), so a process that compiles for
+ * sm_90a pays one probe, not the whole list (bench/compile.md).  Version rules were the
  * alternative; they break each time NVIDIA renames an architecture (sm_101
  * became sm_110 in CUDA 13.0), a probe cannot.  The compute_Na/compute_Nf
- * twins are assumed to follow their sm_ variant (true for NVRTC 13.0).
+ * and sm_ twins are assumed to accept alike (true for NVRTC 13.0).
  *
- * Options.  Every compile gets --gpu-architecture=TARGET, --std=c++17 and
- * -default-device; sm_ targets also get --ptxas-options=--verbose, so that
+ * Options.  Every compile gets --gpu-architecture=TARGET, --std=c++17,
+ * -default-device, and from NVRTC 12.4 -minimal (its builtin header
+ * without texture, surface and runtime API declarations, which our sources
+ * never use: the same PTX and cubins for every example, about 5 ms less
+ * per compile; bench/compile.md); sm_ targets also get --ptxas-options=--verbose, so that
  * the log carries ptxas's resource report (registers, stack frame, spill
  * stores and loads, shared memory: tl_ptxas_stats_parse reads it).  NVRTC
  * 13.0 leaves ptxas's error messages out of the log when ptxas is verbose,
  * so a failed sm_ compile whose log names no error is compiled once more
  * without --verbose, for the message.  The sources we generate use no
  * system headers, so no include paths are set.
+ *
+ * NVRTC's own cache is off.  From 12.9 NVRTC keeps PTX and cubins of the
+ * sources it compiled in the CUDA driver's compute cache (~/.nv/ComputeCache,
+ * CUDA_CACHE_PATH): to reach it, every process that compiles opens
+ * libcuda.so.1 and calls cuInit, which starts the driver in a compile
+ * worker (its address-space reservations under the worker's RLIMIT_AS
+ * included) and, on a hit, returns a cubin without running ptxas, so the
+ * log lacks ptxas's report.  The service has a content-addressed cache of
+ * its own, and a build must not depend on what else ran on the machine, so
+ * every compile and probe gets --no-cache when NVRTC is 12.9 or newer
+ * (older ones have no cache and refuse the option); NVRTC then never opens
+ * libcuda (tests/sh/nvrtc_no_driver.sh checks that).
  *
  * Threads.  A handle may be used from several threads at once: each compile
  * has its own NVRTC program (NVRTC is thread-safe per program) and the lazy

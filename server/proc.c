@@ -265,15 +265,27 @@ static void cpu_limit_from_now(double seconds) {
 }
 
 /* The test hooks: a worker compiling the program named in TL_TEST_CRASH_ON
- * aborts, one compiling TL_TEST_HANG_ON sleeps until it is killed. */
-static void test_hooks(const char *name) {
+ * aborts, one compiling TL_TEST_HANG_ON sleeps until it is killed, and one
+ * compiling TL_TEST_GROW_ON asks malloc for twice its --worker-memory (not
+ * touched): under the limit that fails, and the job fails with TL_NOMEM;
+ * when it does not fail (no limit), the job goes on as any other. */
+static tl_status test_hooks(const char *name, const tl_srv_proc_opts *o, tl_error *err) {
   const char *crash = getenv("TL_TEST_CRASH_ON");
   const char *hang = getenv("TL_TEST_HANG_ON");
+  const char *grow = getenv("TL_TEST_GROW_ON");
   if (crash && name && strcmp(crash, name) == 0)
     abort();
   if (hang && name && strcmp(hang, name) == 0)
     for (;;)
       pause();
+  if (grow && name && strcmp(grow, name) == 0 && o->memory > 0 && (uint64_t)o->memory <= SIZE_MAX / 2) {
+    void *p = malloc((size_t)o->memory * 2);
+    if (!p)
+      return tl_error_set(err, TL_NOMEM, "out of memory: %lld bytes are over this worker's limit of %lld",
+                          (long long)o->memory * 2, (long long)o->memory);
+    free(p);
+  }
+  return TL_OK;
 }
 
 static json_t *error_fields(json_t *o, const tl_error *e) {
@@ -321,8 +333,8 @@ static int worker_job(int fd, const char *job_json, const char *program, size_t 
       goto done;
     }
   }
-  if (o->test_hooks)
-    test_hooks(name);
+  if (o->test_hooks && test_hooks(name, o, &err) != TL_OK)
+    goto done;
   cpu_limit_from_now(o->cpu_seconds);
 
   diags.arena = tl_arena_new();

@@ -159,7 +159,7 @@ typedef struct tl_srv_config {
   double tier_lease;           /* seconds of a compile lease (renewed while it runs) */
   int64_t tier_max_entry;      /* bytes of the largest entry written to Redis */
   tl_srv_log_format log_format;
-  bool test_hooks;             /* honour TL_TEST_CRASH_ON / TL_TEST_HANG_ON */
+  bool test_hooks;             /* honour TL_TEST_CRASH_ON / _HANG_ON / _GROW_ON */
   int worker_fd;               /* >= 0: run as a compile worker on this socket */
 } tl_srv_config;
 

@@ -637,6 +637,8 @@ static void check_meta(const example *x, const tl_define *defs, int nd, const ch
       assert_true(json_is_integer(s));
       assert_true(json_integer_value(s) >= 0);
     }
+    /* the stack frame is the cubin's own record, whatever the log says */
+    assert_int_equal(json_integer_value(json_object_get(res, "stack_frame_bytes")), k->local_bytes);
   } else {
     assert_null(json_object_get(res, "registers"));
   }

@@ -896,6 +896,42 @@ static void test_isolation(void **state) {
   free(other);
 }
 
+/* ---- the worker's memory bound (--worker-memory, RLIMIT_AS) ---- */
+
+/* A worker under --worker-memory 512M cannot have 1 GiB (the test hook
+ * TL_TEST_GROW_ON asks malloc for twice the limit): that job fails with
+ * out_of_memory and names the limit, while the worker still compiles the
+ * next program within it (NVRTC, its cache off, needs far less). */
+static void test_worker_memory(void **state) {
+  NEED_TOOLCHAIN();
+#if defined(__SANITIZE_ADDRESS__)
+  printf("skipping: AddressSanitizer builds set no address-space limit on workers\n");
+  skip();
+#endif
+  server s;
+  const char *flags[] = {"--workers", "1", "--worker-memory", "512M", "--test-hooks", NULL};
+  const char *env[] = {"TL_TEST_GROW_ON=grow_probe", NULL};
+  server_start(&s, "worker_memory", NULL, flags, env);
+  const char *targets[] = {"sm_80"};
+  char *grow = compile_body("tilus_add_one.json", targets, 1, "grow_probe");
+  char *fine = compile_body("gemm.json", targets, 1, "fine_probe");
+  resp r = http(&s, "POST", "/v1/compile", grow, NULL);
+  expect_status(r, 500);
+  json_t *j = parse(&r);
+  json_t *e = json_object_get(j, "error");
+  assert_string_equal(json_string_value(json_object_get(e, "code")), "out_of_memory");
+  assert_non_null(strstr(json_string_value(json_object_get(e, "message")), "limit of 536870912"));
+  json_decref(j);
+  resp_free(&r);
+  r = http(&s, "POST", "/v1/compile", fine, NULL);
+  expect_status(r, 200);
+  resp_free(&r);
+  int st = server_stop(&s, SIGTERM);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  free(grow);
+  free(fine);
+}
+
 /* ---- kill -9 during a stream of compiles ---- */
 
 typedef struct stream {
@@ -1198,6 +1234,7 @@ int main(void) {
       cmocka_unit_test(test_not_offered),
       cmocka_unit_test(test_singleflight),
       cmocka_unit_test(test_isolation),
+      cmocka_unit_test(test_worker_memory),
       cmocka_unit_test(test_kill9),
       cmocka_unit_test(test_graceful),
       cmocka_unit_test(test_shutdown_cancel),
