@@ -155,6 +155,8 @@ static const char usage_text[] =
     "\n"
     "Signals: SIGTERM and SIGINT stop the server gracefully (stop accepting, finish or\n"
     "cancel compiles, answer every request in flight, close the database).\n"
+    "systemd: with NOTIFY_SOCKET set (Type=notify) it sends READY=1 once it listens\n"
+    "and STOPPING=1 when the graceful stop begins (deploy/tlserverd.service).\n"
     "Internal: --worker-fd N runs a compile worker on socket N (the server starts\n"
     "its workers this way).\n";
 
