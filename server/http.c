@@ -839,6 +839,7 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
 
   /* connection deadlines */
   if (!(s->conns = tl_srv_conns_new(cfg->header_timeout, cfg->body_timeout, cfg->idle_timeout,
+                                    cfg->max_connections,
                                     &s->metrics))) {
     st = tl_error_set(err, TL_NOMEM, "out of memory");
     goto fail_pool;

@@ -322,9 +322,14 @@ void tl_srv_metrics_render(const tl_srv_metrics *m, const tl_srv_metrics_extra *
 typedef struct tl_srv_conns tl_srv_conns;
 typedef struct tl_srv_conn tl_srv_conn;
 
+/* Seconds a connection may spend in HEAD or IDLE while at least 3/4 of
+ * --max-connections are open (conns.c). */
+#define TL_SRV_PRESSURE_HEAD_S 1.0
 /* Starts the sweeping thread.  header_s, body_s: the HEAD and BODY
- * deadlines; idle_s: the idle time-out.  NULL on no memory. */
-tl_srv_conns *tl_srv_conns_new(double header_s, double body_s, double idle_s,
+ * deadlines; idle_s: the idle time-out; max_connections: --max-connections
+ * (the pressure threshold is 3/4 of it; 0: no pressure limits).  NULL on no
+ * memory. */
+tl_srv_conns *tl_srv_conns_new(double header_s, double body_s, double idle_s, int max_connections,
                                tl_srv_metrics *metrics);
 void tl_srv_conns_free(tl_srv_conns *cs); /* after every connection closed; accepts NULL */
 /* A connection accepted on fd, in phase HEAD; NULL on no memory (then it has
