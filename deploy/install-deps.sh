@@ -36,6 +36,7 @@ PACKAGES=(
   libhiredis-dev        # the Redis client of tlserverd's shared tier (--tier)
   redis-server          # the shared tier's store: deploy/cluster.sh and tests/sh/cluster.sh
   haproxy               # deploy/cluster.sh: one address in front of the replicas
+  chromium              # tests/sh/server_status_page.sh: loads the status page headless and checks its screenshot
 )
 
 missing=()

@@ -7,6 +7,7 @@
  *   POST /v1/compile           compile a program for some targets
  *   GET|HEAD /v1/artifacts/ID  the bytes of a binary (ETag, 304, Range)
  *   GET  /v1/kernels/KEY       the metadata of a build
+ *   GET  /status...            the status pages (status.c)
  *
  * POST /v1/compile, per target: tl_compile_key (parse + check + key, in
  * the daemon: it is cheap and generates no code) -> cache lookup by key ->
@@ -33,6 +34,7 @@
 #include "../proto/tl_hash.h"
 
 struct tl_srv_compile {
+  char *name; /* the program's name, for the status page; or NULL */
   int ntargets;
   char *targets[TL_SRV_MAX_TARGETS];
   tl_srv_result *results[TL_SRV_MAX_TARGETS];
@@ -48,6 +50,7 @@ void tl_srv_api_free(tl_srv_req *r) {
     free(c->targets[i]);
     tl_srv_result_unref(c->results[i]);
   }
+  free(c->name);
   free(c);
   r->compile = NULL;
 }
@@ -162,15 +165,20 @@ static int get_info(tl_srv_req *r) {
   return tl_srv_respond_json(r, 200, &b);
 }
 
-static int get_metrics(tl_srv_req *r) {
-  tl_srv *s = r->srv;
-  tl_cache_stats st;
+bool tl_srv_cache_stats(tl_srv *s, tl_cache_stats *st) {
   bool have = false;
   tl_cache *c = tl_srv_handles_get(s->handles, NULL);
   if (c) {
-    have = tl_cache_get_stats(c, &st, NULL) == TL_OK;
+    have = tl_cache_get_stats(c, st, NULL) == TL_OK;
     tl_srv_handles_put(s->handles, c);
   }
+  return have;
+}
+
+static int get_metrics(tl_srv_req *r) {
+  tl_srv *s = r->srv;
+  tl_cache_stats st;
+  bool have = tl_srv_cache_stats(s, &st);
   tl_srv_metrics_extra x = {
       .cache = have ? &st : NULL,
       .workers = s->cfg.workers,
@@ -337,6 +345,20 @@ static int get_artifact(tl_srv_req *r) {
 
 /* ==== kernels ============================================================================== */
 
+tl_status tl_srv_find_build(tl_srv *s, const char *key, tl_cache_build **out, tl_error *err) {
+  *out = NULL;
+  tl_cache *c = tl_srv_handles_get(s->handles, err);
+  if (!c)
+    return err->code;
+  tl_status st = tl_cache_get_build(c, key, out, err);
+  if (st == TL_NOT_FOUND && from_tier(s, c, key, NULL, NULL, NULL))
+    st = tl_cache_get_build(c, key, out, err);
+  tl_srv_handles_put(s->handles, c);
+  if (st == TL_NOT_FOUND)
+    return tl_error_set(err, TL_NOT_FOUND, "no build with this key");
+  return st;
+}
+
 static int get_kernel(tl_srv_req *r) {
   tl_srv *s = r->srv;
   const char *key = r->url + strlen("/v1/kernels/");
@@ -344,19 +366,8 @@ static int get_kernel(tl_srv_req *r) {
     return bad_id(r, "a build key");
   tl_error err;
   tl_error_clear(&err);
-  tl_cache *c = tl_srv_handles_get(s->handles, &err);
-  if (!c)
-    return tl_srv_respond_error(r, &err);
   tl_cache_build *bd = NULL;
-  tl_status st = tl_cache_get_build(c, key, &bd, &err);
-  if (st == TL_NOT_FOUND && from_tier(s, c, key, NULL, NULL, NULL))
-    st = tl_cache_get_build(c, key, &bd, &err);
-  tl_srv_handles_put(s->handles, c);
-  if (st == TL_NOT_FOUND) {
-    tl_error_set(&err, TL_NOT_FOUND, "no build with this key");
-    return tl_srv_respond_error(r, &err);
-  }
-  if (st != TL_OK)
+  if (tl_srv_find_build(s, key, &bd, &err) != TL_OK)
     return tl_srv_respond_error(r, &err);
   tl_srv_buf_puts(&r->keys, key);
   tl_srv_buf b = {0};
@@ -479,6 +490,7 @@ static int respond_compile(tl_srv_req *r) {
   tl_srv_buf_puts(&b, "\"results\": [");
   for (int i = 0; i < c->ntargets; i++) {
     const tl_srv_result *res = c->results[i];
+    tl_srv_recent_add(r->srv->recent, c->name, c->targets[i], res);
     tl_srv_buf_puts(&b, i ? ", {\"target\": \"" : "{\"target\": \"");
     tl_srv_buf_json_str(&b, c->targets[i]);
     if (res->err.code == TL_OK) {
@@ -761,6 +773,7 @@ static int post_compile(tl_srv_req *r) {
     return fail_at(r, TL_NOMEM, NULL, "out of memory");
   }
   r->compile = c;
+  c->name = p.name ? strdup(p.name) : NULL;
   c->ntargets = (int)json_array_size(targets);
   tl_srv_job jobs[TL_SRV_MAX_TARGETS];
   int idx[TL_SRV_MAX_TARGETS];
@@ -870,6 +883,7 @@ int tl_srv_api_dispatch(tl_srv_req *r) {
   case TL_ROUTE_COMPILE: return post_compile(r);
   case TL_ROUTE_ARTIFACTS: return get_artifact(r);
   case TL_ROUTE_KERNELS: return get_kernel(r);
+  case TL_ROUTE_STATUS: return tl_srv_status_dispatch(r);
   default: break;
   }
   return tl_srv_respond_http_error(r, 404, "not_found", "no such endpoint");

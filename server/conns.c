@@ -18,8 +18,16 @@
  *         one after the idle time-out; this catches one that trickles the
  *         next request line a byte at a time).
  *
- * A thread looks at every connection twice a second and cuts the overdue
- * ones with shutdown(2): libmicrohttpd then sees the end of the stream and
+ * Under pressure, when at least 3/4 of --max-connections are open, a
+ * connection still sending its request line and headers (HEAD) or idle
+ * between requests (IDLE) gets TL_SRV_PRESSURE_HEAD_S (1 s) instead: a
+ * client that means to send a request has sent its headers well within a
+ * second, so this only cuts the slow ones, and a slow-header attack from
+ * many addresses (each under --max-connections-per-ip) cannot keep every
+ * slot for the header time-out (bench/soak.md measures it).
+ *
+ * A thread looks at every connection twice a second (ten times a second
+ * under pressure) and cuts the overdue ones with shutdown(2): libmicrohttpd then sees the end of the stream and
  * closes the connection itself (no answer is sent: the request never came
  * in whole).  It also cuts a connection in any phase but BUSY whose client
  * closed its side (a half-closed connection can never finish a request,
@@ -48,6 +56,8 @@ struct tl_srv_conns {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   tl_srv_conn list; /* sentinel of a circular list */
+  int open;          /* connections in the list */
+  int pressure_at;   /* open connections from which the pressure limits apply; 0: never */
   int64_t limit_us[TL_CONN_PHASE_COUNT_]; /* 0: none */
   tl_srv_metrics *metrics;
   pthread_t thread;
@@ -65,13 +75,18 @@ static bool peer_closed(int fd) {
   return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
-static void sweep(tl_srv_conns *cs) {
+/* Cuts the overdue connections; true when under pressure. */
+static bool sweep(tl_srv_conns *cs) {
   int64_t now = tl_srv_now_us();
   pthread_mutex_lock(&cs->mu);
+  bool pressure = cs->pressure_at > 0 && cs->open >= cs->pressure_at;
   for (tl_srv_conn *c = cs->list.next; c != &cs->list; c = c->next) {
     if (c->cut || c->fd < 0)
       continue;
     int64_t limit = cs->limit_us[c->phase];
+    if (pressure && (c->phase == TL_CONN_HEAD || c->phase == TL_CONN_IDLE) &&
+        (limit == 0 || limit > (int64_t)(TL_SRV_PRESSURE_HEAD_S * 1e6)))
+      limit = (int64_t)(TL_SRV_PRESSURE_HEAD_S * 1e6);
     bool late = limit > 0 && now - c->since_us > limit;
     bool gone = !late && c->phase != TL_CONN_BUSY && peer_closed(c->fd);
     if (!late && !gone)
@@ -82,6 +97,7 @@ static void sweep(tl_srv_conns *cs) {
       atomic_fetch_add(&cs->metrics->connections_cut[gone ? TL_CONN_PHASE_COUNT_ : c->phase], 1);
   }
   pthread_mutex_unlock(&cs->mu);
+  return pressure;
 }
 
 static void *sweep_main(void *arg) {
@@ -89,13 +105,13 @@ static void *sweep_main(void *arg) {
   pthread_mutex_lock(&cs->mu);
   while (!cs->stop) {
     pthread_mutex_unlock(&cs->mu);
-    sweep(cs);
+    bool pressure = sweep(cs);
     pthread_mutex_lock(&cs->mu);
     if (cs->stop)
       break;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 500 * 1000 * 1000;
+    ts.tv_nsec += (pressure ? 100 : 500) * 1000 * 1000;
     if (ts.tv_nsec >= 1000000000) {
       ts.tv_sec++;
       ts.tv_nsec -= 1000000000;
@@ -106,7 +122,7 @@ static void *sweep_main(void *arg) {
   return NULL;
 }
 
-tl_srv_conns *tl_srv_conns_new(double header_s, double body_s, double idle_s,
+tl_srv_conns *tl_srv_conns_new(double header_s, double body_s, double idle_s, int max_connections,
                                tl_srv_metrics *metrics) {
   tl_srv_conns *cs = calloc(1, sizeof *cs);
   if (!cs)
@@ -118,6 +134,7 @@ tl_srv_conns *tl_srv_conns_new(double header_s, double body_s, double idle_s,
   cs->limit_us[TL_CONN_BODY] = (int64_t)(body_s * 1e6);
   cs->limit_us[TL_CONN_BUSY] = 0;
   cs->limit_us[TL_CONN_IDLE] = (int64_t)((idle_s + header_s) * 1e6);
+  cs->pressure_at = max_connections > 0 ? (max_connections * 3 + 3) / 4 : 0;
   cs->metrics = metrics;
   if (pthread_create(&cs->thread, NULL, sweep_main, cs) != 0) {
     tl_srv_conns_free(cs);
@@ -155,6 +172,7 @@ tl_srv_conn *tl_srv_conn_opened(tl_srv_conns *cs, int fd) {
   c->prev = &cs->list;
   c->next->prev = c;
   cs->list.next = c;
+  cs->open++;
   pthread_mutex_unlock(&cs->mu);
   return c;
 }
@@ -165,6 +183,7 @@ void tl_srv_conn_closed(tl_srv_conns *cs, tl_srv_conn *c) {
   pthread_mutex_lock(&cs->mu);
   c->prev->next = c->next;
   c->next->prev = c->prev;
+  cs->open--;
   pthread_mutex_unlock(&cs->mu);
   free(c);
 }

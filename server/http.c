@@ -46,6 +46,8 @@ static const route_def routes[] = {
     {"/v1/compile", false, TL_ROUTE_COMPILE, "POST", TL_SCOPE_COMPILE},
     {"/v1/artifacts/", true, TL_ROUTE_ARTIFACTS, "GET, HEAD", TL_SCOPE_READ},
     {"/v1/kernels/", true, TL_ROUTE_KERNELS, "GET, HEAD", TL_SCOPE_READ},
+    {"/status", false, TL_ROUTE_STATUS, "GET, HEAD", TL_SCOPE_READ},
+    {"/status/builds/", true, TL_ROUTE_STATUS, "GET, HEAD", TL_SCOPE_READ},
 };
 
 static const route_def *find_route(const char *url) {
@@ -720,6 +722,7 @@ static void free_server(tl_srv *s) {
     close(s->listen_fd);
   tl_srv_pool_free(s->pool);
   tl_srv_tier_free(s->tier);
+  tl_srv_recent_free(s->recent);
   tl_srv_conns_free(s->conns);
   tl_srv_artmem_free(s->artmem);
   tl_srv_handles_free(s->handles);
@@ -796,7 +799,8 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
   tl_srv_ready_probe(&s->ready, s->targets ? NULL : s->toolchain_error, cfg->db_path,
                      probe_handle, NULL);
   tl_srv_handles_put(s->handles, probe_handle);
-  if (!(s->artmem = tl_srv_artmem_new(cfg->memory_cache, cfg->memory_cache_ttl))) {
+  if (!(s->artmem = tl_srv_artmem_new(cfg->memory_cache, cfg->memory_cache_ttl)) ||
+      !(s->recent = tl_srv_recent_new())) {
     st = tl_error_set(err, TL_NOMEM, "out of memory");
     goto fail;
   }
@@ -835,6 +839,7 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
 
   /* connection deadlines */
   if (!(s->conns = tl_srv_conns_new(cfg->header_timeout, cfg->body_timeout, cfg->idle_timeout,
+                                    cfg->max_connections,
                                     &s->metrics))) {
     st = tl_error_set(err, TL_NOMEM, "out of memory");
     goto fail_pool;

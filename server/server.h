@@ -24,6 +24,8 @@
  *   tier.c      the shared cache tier on Redis (hiredis) behind the local
  *               cache, and the leases of single-flight across replicas;
  *   api.c       the endpoints;
+ *   status.c    the status pages (HTML): the node, its recent compiles, each
+ *               build's metadata, manifest and generated source;
  *   http.c      libmicrohttpd: the daemon, routing, bodies, auth, limits,
  *               JSON error answers, the request log, start and shutdown;
  *   tlserverd.c main(): flags, signals, the worker mode.
@@ -77,6 +79,9 @@ void tl_srv_buf_printf(tl_srv_buf *b, const char *fmt, ...) __attribute__((forma
 /* Appends s as the inside of a JSON string (escapes quotes, backslashes and
  * control characters; bytes >= 0x80 are copied as they are). */
 void tl_srv_buf_json_str(tl_srv_buf *b, const char *s);
+/* Appends s as HTML text or an attribute value (escapes & < > " ' and
+ * replaces control characters other than newline and tab with U+FFFD). */
+void tl_srv_buf_html(tl_srv_buf *b, const char *s);
 /* Appends JSON text without the whitespace between its tokens. */
 void tl_srv_buf_json_compact(tl_srv_buf *b, const char *json);
 void tl_srv_buf_free(tl_srv_buf *b); /* frees the data and zeroes b */
@@ -236,6 +241,7 @@ typedef enum tl_srv_route {
   TL_ROUTE_COMPILE,
   TL_ROUTE_ARTIFACTS,
   TL_ROUTE_KERNELS,
+  TL_ROUTE_STATUS,
   TL_ROUTE_OTHER,
   TL_ROUTE_COUNT_
 } tl_srv_route;
@@ -316,9 +322,14 @@ void tl_srv_metrics_render(const tl_srv_metrics *m, const tl_srv_metrics_extra *
 typedef struct tl_srv_conns tl_srv_conns;
 typedef struct tl_srv_conn tl_srv_conn;
 
+/* Seconds a connection may spend in HEAD or IDLE while at least 3/4 of
+ * --max-connections are open (conns.c). */
+#define TL_SRV_PRESSURE_HEAD_S 1.0
 /* Starts the sweeping thread.  header_s, body_s: the HEAD and BODY
- * deadlines; idle_s: the idle time-out.  NULL on no memory. */
-tl_srv_conns *tl_srv_conns_new(double header_s, double body_s, double idle_s,
+ * deadlines; idle_s: the idle time-out; max_connections: --max-connections
+ * (the pressure threshold is 3/4 of it; 0: no pressure limits).  NULL on no
+ * memory. */
+tl_srv_conns *tl_srv_conns_new(double header_s, double body_s, double idle_s, int max_connections,
                                tl_srv_metrics *metrics);
 void tl_srv_conns_free(tl_srv_conns *cs); /* after every connection closed; accepts NULL */
 /* A connection accepted on fd, in phase HEAD; NULL on no memory (then it has
@@ -560,6 +571,21 @@ void tl_srv_pool_shutdown(tl_srv_pool *p, double grace_s);
 void tl_srv_pool_free(tl_srv_pool *p); /* after shutdown; accepts NULL */
 int tl_srv_pool_live_workers(tl_srv_pool *p);
 
+/* ==== status.c: the status pages ======================================================
+ * The ring of the last TL_SRV_RECENT per-target outcomes of compile
+ * requests (each with at most TL_SRV_RECENT_DIAGS diagnostics), shown by
+ * GET /status with the TL_SRV_STATUS_BUILDS most recently used builds. */
+#define TL_SRV_RECENT 64
+#define TL_SRV_RECENT_DIAGS 8
+#define TL_SRV_STATUS_BUILDS 25
+typedef struct tl_srv_recent tl_srv_recent;
+tl_srv_recent *tl_srv_recent_new(void);     /* NULL on no memory */
+void tl_srv_recent_free(tl_srv_recent *r); /* accepts NULL */
+/* Records the outcome of one target of a compile request (name: the
+ * program's name, or NULL).  Copies what it keeps, cut to fixed sizes. */
+void tl_srv_recent_add(tl_srv_recent *r, const char *name, const char *target,
+                       const struct tl_srv_result *res);
+
 /* ==== http.c + api.c: the daemon and its requests ======================================= */
 struct MHD_Daemon;
 struct MHD_Connection;
@@ -575,6 +601,7 @@ typedef struct tl_srv {
   tl_srv_handles *handles;
   tl_srv_conns *conns;
   tl_srv_tier *tier;          /* NULL without --tier */
+  tl_srv_recent *recent;      /* status.c: the last compile outcomes */
   tl_cache_options cache_opts;
   tl_srv_metrics metrics;
   const char *const *targets; /* offered by the compiler; NULL when no toolchain */
@@ -641,6 +668,15 @@ void tl_srv_error_members(tl_srv_buf *b, const tl_error *err);
  * if any, is complete), and again after a suspended compile resumed. */
 int tl_srv_api_dispatch(tl_srv_req *r);
 void tl_srv_api_free(tl_srv_req *r); /* frees r->compile */
+/* The build of key from the local cache, or else from the shared tier
+ * (then stored locally): *out (tl_cache_build_free) or TL_NOT_FOUND, TL_IO,
+ * ... with a message in err. */
+tl_status tl_srv_find_build(tl_srv *s, const char *key, tl_cache_build **out, tl_error *err);
+/* The cache's statistics (tl_cache_get_stats on a pooled handle); false
+ * when they cannot be read. */
+bool tl_srv_cache_stats(tl_srv *s, tl_cache_stats *st);
+/* status.c: GET /status and /status/builds/KEY[/source]. */
+int tl_srv_status_dispatch(tl_srv_req *r);
 
 /* Opens the cache, loads tokens and TLS files, starts the workers, the
  * HTTP threads and the eviction thread.  cfg is copied (its strings must

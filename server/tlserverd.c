@@ -10,15 +10,24 @@
  * ignored: a client that goes away is an error on its socket, not a
  * reason to die.
  *
+ * Under systemd (Type=notify, deploy/tlserverd.service) it says when it is
+ * ready and when it stops with sd_notify's protocol, spoken here directly
+ * (no libsystemd): one datagram to the AF_UNIX socket that $NOTIFY_SOCKET
+ * names, READY=1 once it listens (the port file written), STOPPING=1 when a
+ * signal starts the graceful stop.
+ *
  * Exit status: 0 after a graceful stop or --help/--version, 1 when the
  * server cannot start, 2 for a bad command line.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include "server.h"
 #include "../compiler/tlcompiler.h"
@@ -35,6 +44,37 @@ static int write_port_file(const char *path, int port) {
     return -1;
   }
   return 0;
+}
+
+/* sd_notify(3)'s protocol: sends state (e.g. "READY=1") as one datagram to
+ * the socket $NOTIFY_SOCKET names: a path, or "@NAME" in the abstract
+ * namespace.  Nothing when the variable is unset (not under systemd); a
+ * name it cannot use or a send that fails is said on stderr, and the server
+ * goes on (systemd then says the start timed out). */
+static void sd_notify_state(const char *state) {
+  const char *name = getenv("NOTIFY_SOCKET");
+  if (!name || !name[0])
+    return;
+  struct sockaddr_un sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  size_t n = strlen(name);
+  if ((name[0] != '/' && name[0] != '@') || n >= sizeof sa.sun_path) {
+    fprintf(stderr, "tlserverd: NOTIFY_SOCKET='%s' is not an absolute path or @NAME of at most %zu "
+                    "bytes; systemd is not told %s\n",
+            name, sizeof sa.sun_path - 1, state);
+    return;
+  }
+  memcpy(sa.sun_path, name, n);
+  if (name[0] == '@')
+    sa.sun_path[0] = 0; /* the abstract namespace */
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || sendto(fd, state, strlen(state), MSG_NOSIGNAL, (const struct sockaddr *)&sa,
+                       (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) < 0)
+    fprintf(stderr, "tlserverd: cannot tell systemd %s (NOTIFY_SOCKET=%s): %s\n", state, name,
+            strerror(errno));
+  if (fd >= 0)
+    close(fd);
 }
 
 int main(int argc, char **argv) {
@@ -109,6 +149,9 @@ int main(int argc, char **argv) {
           TL_SERVER_VERSION, cfg.tls_cert ? "https" : "http", strchr(cfg.host, ':') ? "[" : "",
           cfg.host, strchr(cfg.host, ':') ? "]" : "", port, cfg.db_path, cfg.workers, toolchain,
           s->toolchain ? "" : ": ", s->toolchain ? "" : s->toolchain_error);
+  char state[160];
+  snprintf(state, sizeof state, "READY=1\nSTATUS=listening on port %d", port);
+  sd_notify_state(state);
 
   for (;;) {
     int sig = 0;
@@ -121,6 +164,7 @@ int main(int argc, char **argv) {
     }
     /* SIGHUP: nothing to reload yet; ignored */
   }
+  sd_notify_state("STOPPING=1\nSTATUS=stopping: finishing running compiles");
   tl_srv_stop(s);
   fprintf(stderr, "tlserverd: stopped\n");
   return 0;

@@ -95,6 +95,21 @@ void tl_srv_buf_json_str(tl_srv_buf *b, const char *s) {
   tl_srv_buf_append(b, run, (size_t)(s - run));
 }
 
+void tl_srv_buf_html(tl_srv_buf *b, const char *s) {
+  const char *run = s;
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    const char *rep = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;"
+                    : c == '"' ? "&quot;" : c == '\'' ? "&#39;" : NULL;
+    if (!rep && (c >= 0x20 || c == '\n' || c == '\t'))
+      continue;
+    tl_srv_buf_append(b, run, (size_t)(s - run));
+    tl_srv_buf_puts(b, rep ? rep : "\xef\xbf\xbd"); /* other control characters: U+FFFD */
+    run = s + 1;
+  }
+  tl_srv_buf_append(b, run, (size_t)(s - run));
+}
+
 void tl_srv_buf_json_compact(tl_srv_buf *b, const char *json) {
   const char *run = json;
   bool in_str = false;

@@ -4,7 +4,7 @@ of its machine, each with the answer it must get, and a check that the
 server keeps serving a normal client during and after each one.
 
 Usage: http_attacks.py TLSERVERD GROUP...
-  GROUP: framing, slow, bodies, orphans (attacks); ready (/readyz without a
+  GROUP: framing, slow, pressure, bodies, orphans (attacks); ready (/readyz without a
   toolchain, with a read-only database folder, on a full disk)
 
 Each group starts its own server (TLSERVERD, with the group's limits) on a
@@ -326,6 +326,72 @@ def slow_attacks():
     check(healthz() == 200, "healthz after the slow-client attacks")
 
 
+def pressure():
+    # 40 connections at most, 20 per address, 10 s for a request's head: the
+    # pressure limit (1 s in HEAD or IDLE) applies from 30 open connections.
+    with Server("--max-connections", "40", "--max-connections-per-ip", "20",
+                "--header-timeout", "10", "--idle-timeout", "30"):
+        pressure_attacks()
+
+
+def still_open(socks):
+    """How many of socks the server has not closed (a read would block)."""
+    n = 0
+    for s in socks:
+        s.setblocking(False)
+        try:
+            if s.recv(65536, socket.MSG_PEEK) != b"":
+                n += 1
+        except BlockingIOError:
+            n += 1
+        except OSError:
+            pass
+    return n
+
+
+def pressure_attacks():
+    """A slow-header attack from several addresses, each under the
+    per-address limit: below 3/4 of --max-connections the header time-out
+    holds (10 s); from there every connection still sending its head after
+    a second is cut, and a normal client is served."""
+    def slow(src, n):
+        out = []
+        for _ in range(n):
+            s = connect(src, timeout=2)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            out.append(s)
+        return out
+    first = slow("127.0.1.1", 20)  # 20 of 40: no pressure
+    time.sleep(2.5)
+    left = still_open(first)
+    check(left == 20, "below 3/4 of --max-connections, slow heads are kept until the header "
+          "time-out", "%d of 20 open after 2.5 s" % left)
+    more = slow("127.0.1.2", 12)  # 32 of 40: pressure
+    t0 = time.time()
+    left = closed_within(first, 4.0, lambda s: s.sendall(b"X-Slow: 1\r\n"))
+    check(left == 0 and time.time() - t0 < 3.0, "from 3/4 of --max-connections, the slow heads "
+          "older than a second are cut at once (the header time-out is 10 s)",
+          "%d of 20 still open after %.1f s" % (left, time.time() - t0))
+    for s in more:
+        s.close()
+    check(healthz() == 200, "healthz after the attack")
+    time.sleep(1)
+    after = slow("127.0.1.3", 5)  # the pressure is over: the header time-out holds again
+    time.sleep(2)
+    left = still_open(after)
+    check(left == 5, "once under 3/4 again, slow heads keep the header time-out", "%d of 5 open" % left)
+    for s in after:
+        s.close()
+    # a normal client's kept-alive connection is not cut while there is no pressure
+    s = connect()
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    first_answer = s.recv(65536)
+    time.sleep(2)
+    check(first_answer.startswith(b"HTTP/1.1 200") and still_open([s]) == 1,
+          "without pressure an idle kept-alive connection stays open past a second")
+    s.close()
+
+
 def rss_kib(pid):
     for line in open("/proc/%d/status" % pid):
         if line.startswith("VmRSS:"):
@@ -602,8 +668,8 @@ def ready_full_disk():
 
 def main():
     for g in GROUPS:
-        {"framing": framing, "slow": slow, "bodies": bodies, "orphans": orphans,
-         "ready": ready}[g]()
+        {"framing": framing, "slow": slow, "pressure": pressure, "bodies": bodies,
+         "orphans": orphans, "ready": ready}[g]()
     print("http_attacks.py: %s" % ("%d failed" % failures if failures else
                                    "all passed, %d skipped" % len(skips) if skips else
                                    "all passed"))
