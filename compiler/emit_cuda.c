@@ -555,6 +555,14 @@ static const char *math1(E *e, tl_fn fn, bool dbl, const char *a) {
   case FN_CEIL: return S("%s(%s)", dfn(e, S("ceil%s", f)), a);
   case FN_ROUND: return S("%s(%s)", dfn(e, S("round%s", f)), a);
   case FN_ABS: return S("%s(%s)", dfn(e, S("fabs%s", f)), a);
+  case FN_ERF: return S("%s(%s)", dfn(e, S("erf%s", f)), a);
+  case FN_SIN: return S("%s(%s)", dfn(e, S("sin%s", f)), a);
+  case FN_COS: return S("%s(%s)", dfn(e, S("cos%s", f)), a);
+  case FN_TAN: return S("%s(%s)", dfn(e, S("tan%s", f)), a);
+  case FN_LOG1P: return S("%s(%s)", dfn(e, S("log1p%s", f)), a);
+  case FN_EXPM1: return S("%s(%s)", dfn(e, S("expm1%s", f)), a);
+  case FN_LOG10: return S("%s(%s)", dfn(e, S("log10%s", f)), a);
+  case FN_TRUNC: return S("%s(%s)", dfn(e, S("trunc%s", f)), a);
   default: return "0";
   }
 }
@@ -608,6 +616,21 @@ static const char *ex_call(E *e, const tl_expr *x) {
     if (is_f(t))
       return S("%s(%s, %s)", dfn(e, S("%s%s", x->fn == FN_MIN ? "fmin" : "fmax", dbl ? "" : "f")), p, q);
     return S("((%s) %s (%s) ? (%s) : (%s))", p, x->fn == FN_MIN ? "<" : ">", q, p, q);
+  }
+  case FN_CLAMP: { /* min(max(x, lo), hi) */
+    const char *v = conv(e, ex(e, a[0]), a[0]->type, t), *lo = conv(e, ex(e, a[1]), a[1]->type, t),
+               *hi = conv(e, ex(e, a[2]), a[2]->type, t);
+    if (is_f(t))
+      return S("%s(%s(%s, %s), %s)", dfn(e, dbl ? "fmin" : "fminf"), dfn(e, dbl ? "fmax" : "fmaxf"), v, lo, hi);
+    return S("tl_clamp_%s(%s, %s, %s)", int_sfx(t), v, lo, hi);
+  }
+  case FN_ISNAN:
+  case FN_ISINF: {
+    tl_type at = a[0]->type;
+    if (!is_f(at)) /* an integer is never NaN or infinite; it is still evaluated */
+      return S("((void)(%s), false)", ex(e, a[0]));
+    bool adbl = at == TL_FLOAT64 || at == TL_TY_UREAL;
+    return S("tl_%s%s(%s)", x->fn == FN_ISNAN ? "isnan" : "isinf", adbl ? "" : "f", conv(e, ex(e, a[0]), at, adbl ? TL_FLOAT64 : TL_FLOAT32));
   }
   case FN_CEILDIV:
     return S("tl_cdiv_%s(%s, %s)", int_sfx(t), conv(e, ex(e, a[0]), a[0]->type, t), conv(e, ex(e, a[1]), a[1]->type, t));
@@ -1764,9 +1787,17 @@ static void op_cumsum(E *e, const tl_stmt *s) {
     barrier_line(e);
 }
 
-static void atomic_add_elem(E *e, const tl_sym *d, const char *const *idx, const char *v) {
+/* A loop over the elements of register fragment `owner` visits each of
+ * them in every thread that holds a copy: an mma-rows fragment is the same
+ * in the 4 lanes of a quad (ir.h).  An atomic (or a print) must happen
+ * once per element: in the quad's first lane only. */
+static const char *one_replica(const tl_sym *owner) {
+  return owner && owner->reg_layout == TL_LAYOUT_MMA_ROWS ? "((unsigned)tl_tid % 4u == 0u)" : "true";
+}
+
+static void atomic_add_elem(E *e, const tl_sym *d, const char *const *idx, const char *v, const tl_sym *owner) {
   const char *p = S("&g_%s[%s]", d->name, offset(e, d, idx));
-  const char *guard = in_bounds(e, d, idx);
+  const char *guard = S("%s && %s", one_replica(owner), in_bounds(e, d, idx));
   const char *add = dfn(e, "atomicAdd");
   switch (d->dtype) {
   case TL_FLOAT32: line(e, "if (%s) %s(%s, %s);", guard, add, p, v); break;
@@ -1801,7 +1832,7 @@ static void op_atomic_add(E *e, const tl_stmt *s) {
   if (s->src)
     v = conv(e, read_elem(e, s->src->sym, region_idx(e, s->src, q), "tl_r"), (tl_type)s->src->sym->dtype,
              (tl_type)d->dtype);
-  atomic_add_elem(e, d, region_idx(e, dst, q), v);
+  atomic_add_elem(e, d, region_idx(e, dst, q), v, owner);
   close_loop(e, owner);
   e->indent--;
   line(e, "}");
@@ -1872,6 +1903,33 @@ static void op_parallel(E *e, const tl_stmt *s) {
   e->par = saved;
   e->par_owner = saved_owner;
   close_loop(e, owner);
+}
+
+/* An "atomic" statement: one atomic read-modify-write by this thread (an
+ * element outside its tensor is not touched, and "old" reads 0 for it). */
+static void emit_atomic(E *e, const tl_stmt *s) {
+  const tl_expr *l = s->lhs;
+  const tl_sym *b = l->sym;
+  tl_type dt = (tl_type)b->dtype;
+  const char **idx = index_codes(e, l);
+  const char *p = S("&%s[%s]", storage(e, b), offset(e, b, idx));
+  const char *v = conv(e, ex(e, s->value), s->value->type, dt);
+  const char *call;
+  if (s->atomic == TL_ATOMIC_ADD && (dt == TL_FLOAT16 || dt == TL_BFLOAT16))
+    call = S("tl_atomic_add16(%s, %s, %d)", p, v, dt == TL_BFLOAT16);
+  else if (s->atomic == TL_ATOMIC_ADD && (dt == TL_INT64 || dt == TL_UINT64))
+    call = S("((%s)%s((unsigned long long *)%s, (unsigned long long)(%s)))", crep(dt), dfn(e, "atomicAdd"), p, v);
+  else if (s->atomic == TL_ATOMIC_ADD)
+    call = S("%s(%s, %s)", dfn(e, "atomicAdd"), p, v);
+  else
+    call = S("tl_atomic_%s((%s *)%s, (%s)(%s))", s->atomic == TL_ATOMIC_MAX ? "max" : "min", crep(dt), p, crep(dt), v);
+  const char *guard = S("%s && %s", one_replica(e->par ? e->par_owner : NULL),
+                        b->kind == SYM_TENSOR ? in_bounds(e, b, idx) : "true");
+  if (s->sym) {
+    line(e, "%s %s = 0;", crep(dt), vname(e, s->sym));
+    line(e, "if (%s) %s = %s;", guard, vname(e, s->sym), call);
+  } else
+    line(e, "if (%s) (void)%s;", guard, call);
 }
 
 static void emit_assign(E *e, const tl_stmt *s, bool uniform) {
@@ -1954,6 +2012,7 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
     line(e, "const %s %s = %s;", crep(s->sym->type), vname(e, s->sym), ex(e, s->value));
     break;
   case S_ASSIGN: emit_assign(e, s, uniform); break;
+  case S_ATOMIC: emit_atomic(e, s); break;
   case S_COPY: op_copy(e, s); break;
   case S_FILL: op_fill(e, s); break;
   case S_GEMM: op_gemm(e, s); break;

@@ -41,7 +41,8 @@ static const char *json_kind(const json_t *v) {
 
 /* ---- identifiers -------------------------------------------------------------- */
 /* Reserved (proto/tile-ir-v1.md 7.5): every Python keyword and the
- * lowercase literals (tl_is_keyword), the function names and the dtypes. */
+ * lowercase literals (tl_is_keyword), the first version's function names
+ * and dtypes. */
 static bool is_reserved(const char *s) {
   if (tl_is_keyword(s, strlen(s)))
     return true;
@@ -49,7 +50,7 @@ static bool is_reserved(const char *s) {
   if (tl_dtype_parse(s, &t) && tl_dtype_is_reserved(t) && strcmp(s, tl_dtype_name(t)) == 0)
     return true;
   for (int f = 1; f < FN_COUNT; f++)
-    if (strcmp(s, tl_fn_name((tl_fn)f)) == 0)
+    if (tl_fn_reserved((tl_fn)f) && strcmp(s, tl_fn_name((tl_fn)f)) == 0)
       return true;
   return false;
 }
@@ -641,6 +642,29 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
         ERR(tl_ptr_key(p->arena, ptr, "order"), "'order' is \"row\" or \"column\", not \"%s\"", s->order_name);
     }
     return s->panel_size ? s : NULL;
+  }
+  case S_ATOMIC: {
+    static const char *const kinds[] = {[TL_ATOMIC_ADD] = "add", [TL_ATOMIC_MAX] = "max", [TL_ATOMIC_MIN] = "min"};
+    s->atomic_name = get_string(p, v, "type", ptr, what, true);
+    s->lhs = get_expr(p, v, "dst", ptr, what, true);
+    s->value = get_expr(p, v, "value", ptr, what, true);
+    const char *old = get_string(p, v, "old", ptr, what, false);
+    for (int k = TL_ATOMIC_ADD; s->atomic_name && k <= TL_ATOMIC_MIN; k++)
+      if (strcmp(s->atomic_name, kinds[k]) == 0)
+        s->atomic = (tl_atomic_kind)k;
+    if (s->atomic_name && !s->atomic)
+      ERR(tl_ptr_key(p->arena, ptr, "type"), "'type' of 'atomic' is \"add\", \"max\" or \"min\", not \"%s\"",
+          s->atomic_name);
+    if (s->lhs && s->lhs->kind != E_INDEX) {
+      ERR(tl_ptr_key(p->arena, ptr, "dst"), "the 'dst' of 'atomic' is one element of a buffer, 'name[i, ...]'");
+      return NULL;
+    }
+    if (old) {
+      if (!check_ident(p, old, tl_ptr_key(p->arena, ptr, "old"), "name"))
+        return NULL;
+      s->sym = new_sym(p, old, SYM_LET, ptr);
+    }
+    return s->atomic && s->lhs && s->value ? s : NULL;
   }
   case S_SYNC_THREADS:
   case S_ASSIGN:

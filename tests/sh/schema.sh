@@ -84,6 +84,7 @@ cat > "$tmp/good/every_op.json" <<'EOF'
    {"op": "if", "cond": "t < 32 and v != 0", "then": ["w = s"], "else": ["w = -s"]},
    {"op": "parallel", "vars": ["i", "j"], "extents": ["M", 64], "body": [
      {"op": "let", "name": "x", "value": "C[i, j] * 2"},
+     {"op": "atomic", "type": "max", "dst": "S[j]", "value": "x", "old": "o"},
      {"op": "if", "cond": "x > 0", "then": ["C[i, j] = x"]}]}
  ]}}
 EOF

@@ -153,9 +153,8 @@ def _lift_atomics(b, st, vs):
     form atomic_add(G[..., base + v, ...], F[v1, ..., vn]) with every loop var
     once in G's indices, in the loop's order, and F indexed by exactly the
     vars, is the tile operator atomic_add(G[..., base:base + e, ...], F[0:e1,
-    ...]): the same element additions (Tile IR allows atomic_add only as a
-    tile operator, 5.3).  Any other body is left as written (tlc check then
-    says what is not allowed)."""
+    ...]): the same element additions, as one tile operator.  Any other body
+    keeps its element atomics, as "atomic" statements (5.9)."""
     body = st["body"]
     lifted = []
     if body and all(isinstance(x, _AtomicElem) for x in body):
@@ -170,7 +169,7 @@ def _lift_atomics(b, st, vs):
 
 
 def _atomics_as_ops(stmts):
-    """Every element atomic_add below stmts back to an atomic_add op."""
+    """Every element atomic_add below stmts as an "atomic" statement."""
     for x in stmts:
         if isinstance(x, _AtomicElem):
             x.become_op()
@@ -215,8 +214,8 @@ class _AtomicElem:
         self.dst, self.value, self.loc = dst, value, _ir.user_location()
 
     def become_op(self):
-        """Back to an atomic_add op where it stands (tlc refuses it there)."""
-        self.op = Stmt("atomic_add", dst=self.dst.render()[0], value=self.value)
+        """An element atomic where it stands (Tile IR's "atomic" statement)."""
+        self.op = Stmt("atomic", type="add", dst=self.dst.render()[0], value=self.value)
         self.op.loc = self.loc
 
     def lift(self, vs, ext):
@@ -455,18 +454,56 @@ def cumsum(src, dst=None, dim=0, reverse=False):
     builder().emit(st)
 
 
-def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
-    if return_prev:
-        raise error("T.atomic_add(return_prev=True): Tile IR v1's atomic_add returns nothing")
+def _atomic_elem(kind, dst, value, return_prev):
+    """An element atomic, Tile IR's "atomic" statement (5.9); with
+    return_prev, the element's previous value (a let the Python name takes)."""
     b = builder()
-    if "parallel" in b.loops and isinstance(dst, _ir.Load) and not isinstance(value, (_ir.Buffer, Region)):
-        b.emit(_AtomicElem(dst, value))  # lifted to a tile operator when the loop ends
-        return
+    st = Stmt("atomic", type=kind, dst=dst.render()[0], value=value)
+    v = None
+    if return_prev:
+        v = Var("prev", "let")
+        b.declare(v, "prev")
+        v.provisional = True
+        st["old"] = v
+    b.emit(st)
+    return v
+
+
+def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
+    b = builder()
+    elem = isinstance(dst, _ir.Load) and not isinstance(value, (_ir.Buffer, Region))
+    if elem and "parallel" in b.loops:
+        if return_prev:
+            return _atomic_elem("add", dst, value, True)
+        b.emit(_AtomicElem(dst, value))  # lifted to a tile operator when the loop ends, if it can be
+        return None
+    if return_prev:
+        raise error("T.atomic_add(return_prev=True) outside T.Parallel: Tile IR's tile atomic_add (once per "
+                    "block) returns nothing; put the element atomic in a T.Parallel loop")
     d = region_text(dst, "T.atomic_add destination")
     if isinstance(value, (_ir.Buffer, Region)):
         builder().emit(Stmt("atomic_add", dst=d, src=region_text(value, "T.atomic_add source")))
     else:
         builder().emit(Stmt("atomic_add", dst=d, value=value))
+
+
+def _atomic_extreme(kind, dst, value, return_prev):
+    if not isinstance(dst, _ir.Load) or isinstance(value, (_ir.Buffer, Region)):
+        raise error("T.atomic_%s of a region: Tile IR has element atomic %s only; write it as a T.Parallel "
+                    "loop of element T.atomic_%s calls" % (kind, kind, kind))
+    if return_prev and "parallel" not in builder().loops:
+        raise error("T.atomic_%s(return_prev=True) outside T.Parallel: every thread would run it; put it in "
+                    "a T.Parallel loop" % kind)
+    # outside T.Parallel every thread runs it, which a max or min does not mind
+    return _atomic_elem(kind, dst, value, return_prev)
+
+
+def atomic_max(dst, value, memory_order=None, return_prev=False):
+    return _atomic_extreme("max", dst, value, return_prev)
+
+
+def atomic_min(dst, value, memory_order=None, return_prev=False):
+    return _atomic_extreme("min", dst, value, return_prev)
 
 
 # ---- annotations ------------------------------------------------------------
@@ -567,6 +604,14 @@ def _math(fn):
 exp, exp2, log, log2, sqrt, rsqrt, tanh, sigmoid, floor, ceil, round = (
     _math(n) for n in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid",
                        "floor", "ceil", "round"))
+erf, sin, cos, tan, log1p, expm1, log10, trunc, isnan, isinf = (
+    _math(n) for n in ("erf", "sin", "cos", "tan", "log1p", "expm1", "log10", "trunc",
+                       "isnan", "isinf"))
+
+
+def clamp(x, lo, hi):
+    """T.clamp(x, lo, hi): min(max(x, lo), hi) (a NaN x gives lo)."""
+    return Call("clamp", [x, lo, hi])
 
 
 def pow(a, b):  # noqa: A001
@@ -631,12 +676,9 @@ def Not(a):
 # ---- what Tile IR v1 cannot say ----------------------------------------------
 
 _MISSING = {
-    "erf": "function erf", "sin": "function sin", "cos": "function cos",
-    "tan": "function tan", "atan": "function atan", "exp10": "function exp10",
-    "log10": "function log10", "log1p": "function log1p", "trunc": "function trunc",
-    "isnan": "function isnan", "isinf": "function isinf",
+    "atan": "function atan", "exp10": "function exp10",
     "alloc_reducer": "reducer buffers", "finalize_reducer": "reducer buffers",
-    "atomic_max": "atomic max", "atomic_min": "atomic min", "atomic_addx2": "vector atomics",
+    "atomic_addx2": "vector atomics",
     "atomic_addx4": "vector atomics", "call_extern": "calls of external functions",
     "import_source": "inline C source", "ptx": "inline PTX", "call_intrin": "intrinsic calls",
     "Fragment": "fragment layouts", "Scope": "scopes", "while_loop": "while loops",
@@ -646,7 +688,7 @@ _MISSING = {
     "StridedTensor": "strided tensors", "gemm_sp": "sparse gemm", "wgmma_gemm": "raw wgmma",
     "shfl_xor": "warp shuffles", "shfl_down": "warp shuffles", "shfl_up": "warp shuffles",
     "print": "device printf", "device_assert": "device asserts", "empty": "eager-style outputs (T.empty)",
-    "const": "eager-style constants (T.const)", "clamp": "clamp (use T.min and T.max)",
+    "const": "eager-style constants (T.const)",
     "any_of": "any_of", "all_of": "all_of", "copysign": "copysign", "bitwise_and": "bitwise_and (use &)",
 }
 
