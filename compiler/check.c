@@ -1806,6 +1806,15 @@ static void check_reduce_like(C *c, tl_stmt *s) {
   }
   if (!ok)
     return;
+  if (s->reduce_type >= RED_BITAND) /* bitand, bitor, bitxor: integers (proto/tile-ir-v1.md 5.6) */
+    for (int i = 0; i < 2; i++) {
+      const tl_sym *b = i ? s->dst->sym : s->src->sym;
+      if (tl_dtype_is_float(b->dtype) || b->dtype == TL_BOOL) {
+        ERR((i ? s->dst : s->src)->pointer, 1, "a %s reduction takes integer buffers; '%s' is %s",
+            s->reduce_type_name, b->name, tl_dtype_name(b->dtype));
+        return;
+      }
+    }
   if (s->kind == S_REDUCE && s->src->sym == s->dst->sym) {
     ERR(s->pointer, 0, "'reduce' needs different src and dst buffers; both are '%s'", s->src->sym->name);
     return;

@@ -1514,8 +1514,8 @@ static const char *red_identity(E *e, tl_reduce_type rt, tl_type acc) {
   case RED_MIN:
     return f ? (acc == TL_FLOAT64 ? S("%s(0x7ff0000000000000LL)", ld) : S("%s(0x7f800000)", fi))
              : (acc == TL_INT64 ? "9223372036854775807LL" : "18446744073709551615ull");
-  case RED_ABSMAX:
-    return "0";
+  case RED_BITAND:
+    return acc == TL_INT64 ? "(-1LL)" : "18446744073709551615ull";
   default:
     return "0";
   }
@@ -1540,6 +1540,10 @@ static const char *red_step(E *e, tl_reduce_type rt, tl_type acc, const char *a,
     return f ? S("%s(%s, %s)", dfn(e, dbl ? "fmax" : "fmaxf"), a, ax) : S("(%s > %s ? %s : %s)", a, ax, a, ax);
   case RED_MIN:
     return f ? S("%s(%s, %s)", dfn(e, dbl ? "fmin" : "fminf"), a, ax) : S("(%s < %s ? %s : %s)", a, ax, a, ax);
+  case RED_BITAND:
+  case RED_BITOR:
+  case RED_BITXOR:
+    return S("(%s)((%s) %c (%s))", crep(acc), a, rt == RED_BITAND ? '&' : rt == RED_BITOR ? '|' : '^', ax);
   }
   return a;
 }
@@ -1764,7 +1768,7 @@ static void op_cumsum(E *e, const tl_stmt *s) {
   open_loop(e, owner, product(dext, dn));
   const char **full = decode(e, "tl_e", ext, src->ndim, "tl_f");
   const char **dq = loop_idx(e, owner, dext, dn, "tl_q");
-  line(e, "%s tl_acc = 0;", crep(acc));
+  line(e, "%s tl_acc = %s;", crep(acc), red_identity(e, s->reduce_type, acc));
   if (s->reverse)
     line(e, "for (long long tl_k = %s; tl_k < %" PRId64 "LL; tl_k++) {", full[s->dim], src->ext[s->dim]);
   else
@@ -1776,7 +1780,7 @@ static void op_cumsum(E *e, const tl_stmt *s) {
     if (src->ext[d] != 1)
       sq[m++] = d == s->dim ? "tl_k" : full[d];
   const char *v = conv(e, src_value(e, src, region_idx(e, src, sq), spilled), (tl_type)src->sym->dtype, acc);
-  line(e, "tl_acc = %s;", red_step(e, RED_SUM, acc, "tl_acc", v));
+  line(e, "tl_acc = %s;", red_step(e, s->reduce_type, acc, "tl_acc", v));
   e->indent--;
   line(e, "}");
   write_elem(e, dst->sym, region_idx(e, dst, dq), "tl_r", conv(e, "tl_acc", acc, (tl_type)dst->sym->dtype));

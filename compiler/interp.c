@@ -1375,6 +1375,8 @@ static void red_add(red *r, tl_scalar x, tl_type xt) {
     uint64_t v = conv(x, xt, TL_UINT64).u;
     if (!r->any)
       r->u = v;
+    else if (r->type >= RED_BITAND)
+      r->u = r->type == RED_BITAND ? r->u & v : r->type == RED_BITOR ? r->u | v : r->u ^ v;
     else if (r->type == RED_SUM || r->type == RED_ABSSUM)
       r->u += v;
     else if (r->type == RED_MIN)
@@ -1387,6 +1389,8 @@ static void red_add(red *r, tl_scalar x, tl_type xt) {
       v = (int64_t)(0 - (uint64_t)v);
     if (!r->any)
       r->i = v;
+    else if (r->type >= RED_BITAND)
+      r->i = r->type == RED_BITAND ? r->i & v : r->type == RED_BITOR ? r->i | v : r->i ^ v;
     else if (r->type == RED_SUM || r->type == RED_ABSSUM)
       r->i = (int64_t)((uint64_t)r->i + (uint64_t)v);
     else if (r->type == RED_MIN)
@@ -1486,7 +1490,7 @@ static tl_status op_cumsum(interp *I, const tl_stmt *s, int t0) {
   bool uns = !fl && (sv.dt == TL_UINT64 || dv.dt == TL_UINT64);
   for (int64_t o = 0; o < outer; o++)
     for (int64_t i = 0; i < inner; i++) {
-      red r = {RED_SUM, fl, uns, false, 0, 0, 0};
+      red r = {(int)s->reduce_type, fl, uns, false, 0, 0, 0};
       for (int64_t j = 0; j < R; j++) {
         int64_t k = s->reverse ? R - 1 - j : j;
         tl_scalar *x = &buf[(o * R + k) * inner + i];

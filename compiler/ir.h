@@ -441,7 +441,9 @@ unsigned tl_stmt_kind_flags(tl_stmt_kind k);
   X(OP_ANNOTATE_LAYOUT, "annotate_layout", S_ANNOTATE_LAYOUT, "op", "layouts")                             \
   X(OP_USE_SWIZZLE, "use_swizzle", S_USE_SWIZZLE, "op", "panel_size", "order", "enable")                   \
   X(OP_SYNC_THREADS, "sync_threads", S_SYNC_THREADS, "op")                                                 \
-  X(OP_ATOMIC, "atomic", S_ATOMIC, "op", "type", "dst", "value", "old")
+  X(OP_ATOMIC, "atomic", S_ATOMIC, "op", "type", "dst", "value", "old")                                    \
+  X(OP_CUMMAX, "cummax", S_CUMSUM, "op", "src", "dst", "dim", "reverse")                                   \
+  X(OP_CUMMIN, "cummin", S_CUMSUM, "op", "src", "dst", "dim", "reverse")
 
 typedef enum tl_stmt_op {
 #define TL_X(id, name, kind, ...) id,
@@ -497,7 +499,10 @@ tl_walk_act tl_walk_expr(tl_expr *x, tl_walk_act (*fn)(tl_expr *x, tl_stmt *stmt
                          void *user);
 
 typedef enum tl_loop_kind { LOOP_SERIAL, LOOP_UNROLL, LOOP_VECTORIZED, LOOP_PIPELINED } tl_loop_kind;
-typedef enum tl_reduce_type { RED_SUM, RED_MAX, RED_MIN, RED_ABSSUM, RED_ABSMAX } tl_reduce_type;
+/* The combining operation of a reduce (its "type") or of a cumsum, cummax or cummin. */
+typedef enum tl_reduce_type {
+  RED_SUM, RED_MAX, RED_MIN, RED_ABSSUM, RED_ABSMAX, RED_BITAND, RED_BITOR, RED_BITXOR
+} tl_reduce_type;
 /* The read-modify-write of an "atomic" statement (TL_ATOMIC_NONE: a plain assignment). */
 typedef enum tl_atomic_kind { TL_ATOMIC_NONE, TL_ATOMIC_ADD, TL_ATOMIC_MAX, TL_ATOMIC_MIN } tl_atomic_kind;
 typedef enum tl_gemm_policy { POLICY_SQUARE, POLICY_FULL_ROW, POLICY_FULL_COL } tl_gemm_policy;

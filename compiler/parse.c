@@ -464,15 +464,18 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     s->raw.dim = get_int_field(p, v, "dim", ptr, true, what);
     s->raw.clear = get_flag(p, v, "clear", ptr);
     s->clear = true;
-    static const char *const types[] = {"sum", "max", "min", "abssum", "absmax"};
+    static const char *const types[] = {[RED_SUM] = "sum",       [RED_MAX] = "max",     [RED_MIN] = "min",
+                                        [RED_ABSSUM] = "abssum", [RED_ABSMAX] = "absmax", [RED_BITAND] = "bitand",
+                                        [RED_BITOR] = "bitor",   [RED_BITXOR] = "bitxor"};
     if (s->reduce_type_name) {
       int t = -1;
-      for (int i = 0; i < 5; i++)
+      for (int i = 0; i < (int)(sizeof types / sizeof types[0]); i++)
         if (strcmp(types[i], s->reduce_type_name) == 0)
           t = i;
       if (t < 0) {
         ERR(tl_ptr_key(p->arena, ptr, "type"),
-            "unknown reduction '%s'; it is \"sum\", \"max\", \"min\", \"abssum\" or \"absmax\"", s->reduce_type_name);
+            "unknown reduction '%s'; it is \"sum\", \"max\", \"min\", \"abssum\", \"absmax\", \"bitand\", "
+            "\"bitor\" or \"bitxor\"", s->reduce_type_name);
         return NULL;
       }
       s->reduce_type = (tl_reduce_type)t;
@@ -484,6 +487,7 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     s->dst = get_region(p, v, "dst", ptr, what, true);
     s->raw.dim = get_int_field(p, v, "dim", ptr, true, what);
     s->raw.reverse = get_flag(p, v, "reverse", ptr);
+    s->reduce_type = id == OP_CUMMAX ? RED_MAX : id == OP_CUMMIN ? RED_MIN : RED_SUM;
     return s->src && s->dst && s->raw.dim ? s : NULL;
   }
   case S_ATOMIC_ADD: {

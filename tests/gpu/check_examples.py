@@ -208,6 +208,22 @@ def atomics_ref(x, c):
             "P": np.stack([A, a1]), "T": wrap32(poison32 + np.full(4, 32 * nb))}
 
 
+def scans_ref(x, c):
+    """tests/gpu/programs/scans.json in NumPy: rows past M read as 0 (the
+    bitand of a block's last, partial tile of columns sees them)."""
+    X, F = x["X"].astype(np.int64), x["F"].astype(np.float32)
+    M, N, bm = X.shape[0], c["N"], c["blk_m"]
+    nb = -(-M // bm)
+    Xp = np.zeros((nb * bm, N), np.int64)
+    Xp[:M] = X
+    ba, bo, bxr = (np.bitwise_and.reduce(X, axis=1), np.bitwise_or.reduce(X, axis=1),
+                   np.bitwise_xor.reduce(X, axis=1))
+    co = np.bitwise_or.reduce(Xp.reshape(nb, bm, N), axis=1)
+    cn = np.minimum.accumulate(X[:, ::-1], axis=1)[:, ::-1]
+    return {"BA": ba.astype(np.int32), "BO": bo.astype(np.int32), "BX": (ba ^ bxr).astype(np.int32),
+            "CO": co.astype(np.int32), "CM": np.maximum.accumulate(F, axis=1), "CN": cn.astype(np.int32)}
+
+
 def w4a16_abs(x, c):
     """gemm_w4a16's sums of |terms|: |A| @ |W|^T with W[n, k] = float16((B[n, k]
     - 8) * S[n, k // group_size]), the dequantized weight both sides multiply
@@ -415,6 +431,11 @@ CASES += [("../tests/gpu/programs/math_fns", {}, {"n": n}, MATH_OUT, {"ref": mat
 # inside a parallel loop and in thread-level code, across blocks; n ragged
 ATOM_OUT = ["H", "Mx", "Mn", "S64", "Hs", "F16", "P", "T"]
 CASES += [("../tests/gpu/programs/atomics", {}, {"n": n}, ATOM_OUT, {"ref": atomics_ref}) for n in (1, 600, 5000)]
+
+# bitwise reductions, cummax and cummin (issue 13): M dynamic and ragged
+SCANS_OUT = ["BA", "BO", "BX", "CO", "CM", "CN"]
+CASES += [("../tests/gpu/programs/scans", {}, {"M": m}, SCANS_OUT, {"ref": scans_ref}) for m in (1, 100, 300)]
+CASES += [("../tests/gpu/programs/scans", {"N": 128, "threads": 256}, {"M": 77}, SCANS_OUT, {"ref": scans_ref})]
 
 # atomics from an mma-rows fragment (the same rows in 4 lanes): once per row;
 # sums of 32 * 64 products

@@ -243,6 +243,44 @@ def math_fns(n):
     return main
 
 
+@tilelang.jit(out_idx=[1, 2])
+def nested_more(m, n):
+    @T.prim_func
+    def main(X: T.Tensor((m, n), "float32"), Y: T.Tensor((m, n), "float32"), R: T.Tensor((m,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            acc = T.alloc_fragment((m,), "float32")
+            for i in T.Parallel(m):  # TileLang's nested loops: statements around the inner loops
+                s = X[i, 0] * 2
+                acc[i] = s
+                for j in T.Parallel(n):
+                    Y[i, j] = X[i, j] + s
+                R[i] = acc[i] + 1
+                for j in T.Parallel(n):
+                    T.atomic_add(R[i], Y[i, j])
+    return main
+
+
+@tilelang.jit(out_idx=[2, 3, 4])
+def scans(m, n):
+    @T.prim_func
+    def main(X: T.Tensor((m, n), "int32"), F: T.Tensor((m, n), "float32"), O: T.Tensor((m,), "int32"),
+             A: T.Tensor((m,), "int32"), C: T.Tensor((m, n), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            x = T.alloc_fragment((m, n), "int32")
+            f = T.alloc_fragment((m, n), "float32")
+            r = T.alloc_fragment((m,), "int32")
+            r2 = T.alloc_fragment((m,), "int32")
+            T.copy(X, x)
+            T.copy(F, f)
+            T.reduce_bitor(x, r, dim=1)
+            T.reduce_bitand(x, r2, dim=1)
+            T.cummax(f, dim=1)
+            T.copy(r, O)
+            T.copy(r2, A)
+            T.copy(f, C)
+    return main
+
+
 @tilelang.jit(out_idx=[5])
 def atomics(n, bins, block=128):
     @T.prim_func
@@ -376,6 +414,21 @@ def axpy_strided(n, step):
     check("T.erf, sin, cos, tan, log1p, expm1, log10, trunc, clamp, isnan, isinf",
           np.allclose(ym, ref, rtol=1e-6, atol=1e-6) and "erf(X[i])" in json.dumps(km.func.doc),
           "%s\n%s" % (ym, ref))
+    kn2 = seed.nested_more(4, 8)
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    y, r = kn2(x)
+    s2 = x[:, 0] * np.float32(2)
+    loops = [(st["vars"], len(st["body"])) for st in kn2.func.doc["kernel"]["body"] if st["op"] == "parallel"]
+    check("T.Parallel nested in one with more in its body: one loop per part, the let repeated",
+          loops == [(["i"], 2), (["i", "j"], 2), (["i"], 1), (["i", "j"], 1)] and np.array_equal(y, x + s2[:, None])
+          and np.allclose(r, s2 + 1 + (x + s2[:, None]).sum(1), rtol=1e-5), "%s %s" % (loops, r))
+    ks = seed.scans(8, 16)
+    xi = rng.integers(-1000, 1000, (8, 16)).astype(np.int32)
+    xf = rng.standard_normal((8, 16)).astype(np.float32)
+    o, a, cm = ks(xi, xf)
+    check("T.reduce_bitor, T.reduce_bitand and T.cummax",
+          np.array_equal(o, np.bitwise_or.reduce(xi, axis=1)) and np.array_equal(a, np.bitwise_and.reduce(xi, axis=1))
+          and np.array_equal(cm, np.maximum.accumulate(xf, axis=1)), "%s %s" % (o, a))
     ka = seed.atomics(300, 8)
     kk = rng.integers(0, 100, 300).astype(np.int32)
     x = rng.standard_normal(300).astype(np.float32)

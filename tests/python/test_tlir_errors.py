@@ -118,8 +118,13 @@ CASES = [
      "if x[0, 0] > 0:  # <-\n    T.clear(s)",
      "fragment 'x' is read by thread-level code; fragments are only read and written by tile "
      "operators and parallel loops"),
-    ("T.Parallel inside a T.Parallel body with more in it (tlc check)",
-     "for i in T.Parallel(32):\n    s[i, 0] = 1\n    for j in T.Parallel(N):  # <-\n        x[i, j] = 0",
+    ("T.Parallel inside a T.Parallel body whose let reads what the body then writes",
+     "for i in T.Parallel(32):  # <-\n    v = s[i, 0]\n    s[i, 0] = 1\n    for j in T.Parallel(N):\n"
+     "        x[i, j] = v",
+     "a T.Parallel loop inside a T.Parallel loop with more in its body: the let 'v' reads 's', which the "
+     "outer body writes before a later inner loop uses the let; read it again in the inner loop"),
+    ("T.Parallel inside an if inside a T.Parallel (tlc check)",
+     "for i in T.Parallel(32):\n    if i > 0:\n        for j in T.Parallel(N):  # <-\n            x[i, j] = 0",
      "'parallel' is not allowed inside a parallel loop (the loop at /kernel/body/3); a parallel "
      "body holds assignments, atomic, let, if and serial/unroll/vectorized loops"),
 ]

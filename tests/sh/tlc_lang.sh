@@ -3,7 +3,8 @@
 # (issue 13) through both back ends: tests/gpu/programs/math_fns.json (erf,
 # sin, cos, tan, log1p, expm1, log10, trunc, clamp, isnan, isinf) and
 # atomics.json (element atomic add, max and min on global and shared
-# memory, with the previous value) compile to cubin for sm_90a and sm_80
+# memory, with the previous value) and scans.json (bitand, bitor and bitxor
+# reductions, cummax and cummin) compile to cubin for sm_90a and sm_80
 # with no spills and, where clang or hiprtc is here, to HSACO for gfx90a
 # and gfx1100 (the HIP prelude's own float64 math functions and atomics, as
 # the AMD toolchain has no device library here); the PTX of atomics.json
@@ -19,7 +20,7 @@ fi
 fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
 
-for prog in tests/gpu/programs/math_fns.json tests/gpu/programs/atomics.json; do
+for prog in tests/gpu/programs/math_fns.json tests/gpu/programs/atomics.json tests/gpu/programs/scans.json; do
   for t in sm_90a sm_80; do
     "$TLC" compile "$prog" --target "$t" --emit ptx -o "$tmp/k.ptx" 2>"$tmp/err" || fail "$prog $t: $(cat "$tmp/err")"
     case $prog in *atomics*)

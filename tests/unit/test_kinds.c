@@ -87,6 +87,8 @@ static void ops_parse(void **state) {
       {"{\"op\": \"use_swizzle\", \"panel_size\": 4}", "use_swizzle use_swizzle"},
       {"{\"op\": \"sync_threads\"}", "sync_threads sync_threads"},
       {"{\"op\": \"atomic\", \"type\": \"add\", \"dst\": \"B[0]\", \"value\": 1}", "atomic atomic"},
+      {"{\"op\": \"cummax\", \"src\": \"A\", \"dst\": \"B\", \"dim\": 0}", "cumsum cummax"},
+      {"{\"op\": \"cummin\", \"src\": \"A\", \"dst\": \"B\", \"dim\": 0}", "cumsum cummin"},
       {"\"x[0] = 1\"", "assign assignment"},
   };
   int nops = 0;

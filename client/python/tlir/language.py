@@ -131,8 +131,9 @@ def _loop(op, var_names, fields):
     b.pop()
     if op == "parallel":
         _merge_nested(st)
-        if "parallel" not in b.loops:  # the outermost parallel loop: its atomics are whole now
-            _lift_atomics(b, st, st["vars"])
+        if "parallel" not in b.loops:  # the outermost parallel loop: its nests are whole now
+            for loop in _split_nested(b, st):
+                _lift_atomics(b, loop, loop["vars"])
 
 
 def _merge_nested(st):
@@ -146,6 +147,102 @@ def _merge_nested(st):
         st["vars"] = st["vars"] + inner["vars"]
         st["extents"] = st["extents"] + inner["extents"]
         st["body"] = inner["body"]
+
+
+def _walk(x, fn):
+    """Calls fn on every expression, statement and buffer below x."""
+    fn(x)
+    if isinstance(x, (list, tuple)):
+        for y in x:
+            _walk(y, fn)
+    elif isinstance(x, dict):
+        for y in x.values():
+            _walk(y, fn)
+    elif isinstance(x, _ir.BinOp):
+        _walk(x.a, fn), _walk(x.b, fn)
+    elif isinstance(x, _ir.Unary):
+        _walk(x.a, fn)
+    elif isinstance(x, Call):
+        _walk(x.args, fn)
+    elif isinstance(x, _ir.Load):
+        _walk(x.idx, fn)
+    elif isinstance(x, _ir.Assign):
+        _walk(x.lhs, fn), _walk(x.value, fn)
+    elif isinstance(x, _AtomicElem):
+        _walk(x.dst, fn), _walk(x.value, fn)
+
+
+def _written(stmts):
+    """Names of the buffers that stmts write (assignments and atomics)."""
+    out = set()
+
+    def see(x):
+        if isinstance(x, _ir.Assign) and isinstance(x.lhs, _ir.Load):
+            out.add(x.lhs.buf.name)
+        elif isinstance(x, _AtomicElem):
+            out.add(x.dst.buf.name)
+        elif isinstance(x, Stmt) and x.get("op") == "atomic":
+            out.add(str(x["dst"]).split("[")[0].strip())
+    _walk(stmts, see)
+    return out
+
+
+def _split_nested(b, st):
+    """`for i in T.Parallel(M):` whose body holds T.Parallel loops among other
+    statements, TileLang's nested parallel loops, as Tile IR's parallel loops
+    one after another (loop fission, 5.7): the statements between the inner
+    loops over i, each inner loop over (i, j); iterations are independent
+    (9.4), so each i's statements keep their order.  A let of the outer body
+    is repeated in every later loop that uses it, so it must not read a
+    buffer that the statements between write (an error says so).  Returns
+    the loops that replace st (st alone when it has no inner loop)."""
+    body = st["body"]
+    if not any(isinstance(x, Stmt) and x.get("op") == "parallel" for x in body):
+        return [st]
+    segs, run = [], []
+    for x in body:
+        if isinstance(x, Stmt) and x.get("op") == "parallel":
+            if run:
+                segs.append(run)
+            segs.append(x)
+            run = []
+        else:
+            run.append(x)
+    if run:
+        segs.append(run)
+    lets, loops = [], []  # lets: (let, index of the segment that defines it)
+    for k, seg in enumerate(segs):
+        stmts = seg["body"] if isinstance(seg, Stmt) else seg
+        used = set()
+        _walk(stmts, lambda x: used.add(id(x)) if isinstance(x, Var) else None)
+        carried = []
+        for let, at in reversed(lets):  # the latest first: a carried let carries the lets it uses
+            if id(let["name"]) not in used:
+                continue
+            reads = set()
+            _walk(let["value"], lambda x: reads.add(x.buf.name) if isinstance(x, _ir.Load) else None)
+            between = [segs[i]["body"] if isinstance(segs[i], Stmt) else segs[i] for i in range(at, k)]
+            clash = reads & _written(between)
+            if clash:
+                raise error("a T.Parallel loop inside a T.Parallel loop with more in its body: the let '%s' "
+                            "reads '%s', which the outer body writes before a later inner loop uses the let; "
+                            "read it again in the inner loop" % (let["name"].name, sorted(clash)[0]))
+            carried.insert(0, let)
+            _walk(let["value"], lambda x: used.add(id(x)) if isinstance(x, Var) else None)
+        if isinstance(seg, Stmt):
+            if len(st["vars"]) + len(seg["vars"]) > 8:
+                raise error("T.Parallel loops nested deeper than 8 variables")
+            loop = Stmt("parallel", vars=st["vars"] + seg["vars"], extents=st["extents"] + seg["extents"],
+                        body=carried + seg["body"])
+        else:
+            loop = Stmt("parallel", vars=st["vars"], extents=st["extents"], body=carried + seg)
+            lets += [(x, k) for x in seg if isinstance(x, Stmt) and x.get("op") == "let"]
+        loop.loc = getattr(seg, "loc", None) or st.loc
+        loops.append(loop)
+    parent = b.bodies[-1]
+    at = next(i for i, x in enumerate(parent) if x is st)
+    parent[at:at + 1] = loops
+    return loops
 
 
 def _lift_atomics(b, st, vs):
@@ -409,7 +506,7 @@ def _ndim(x):
 
 
 def reduce(buffer, out, reduce_type, dim=-1, clear=True):
-    if reduce_type not in ("sum", "max", "min", "abssum", "absmax"):
+    if reduce_type not in ("sum", "max", "min", "abssum", "absmax", "bitand", "bitor", "bitxor"):
         raise error("T.reduce: unknown reduce type %r" % (reduce_type,))
     n = _ndim(buffer)
     if isinstance(dim, int) and dim < 0:
@@ -441,17 +538,42 @@ def reduce_absmax(buffer, out, dim=-1, clear=True):
     reduce(buffer, out, "absmax", dim, clear)
 
 
-def cumsum(src, dst=None, dim=0, reverse=False):
+def reduce_bitand(buffer, out, dim=-1, clear=True):
+    reduce(buffer, out, "bitand", dim, clear)
+
+
+def reduce_bitor(buffer, out, dim=-1, clear=True):
+    reduce(buffer, out, "bitor", dim, clear)
+
+
+def reduce_bitxor(buffer, out, dim=-1, clear=True):
+    reduce(buffer, out, "bitxor", dim, clear)
+
+
+def _scan(op, src, dst, dim, reverse):
     if dst is None:
         dst = src
     n = _ndim(src)
     if isinstance(dim, int) and dim < 0:
         dim += n
-    st = Stmt("cumsum", src=region_text(src, "T.cumsum source"),
-              dst=region_text(dst, "T.cumsum destination"), dim=dim)
+    st = Stmt(op, src=region_text(src, "T.%s source" % op),
+              dst=region_text(dst, "T.%s destination" % op), dim=dim)
     if reverse is not False:
         st["reverse"] = reverse
     builder().emit(st)
+
+
+def cumsum(src, dst=None, dim=0, reverse=False):
+    _scan("cumsum", src, dst, dim, reverse)
+
+
+def cummax(src, dst=None, dim=0, reverse=False):
+    """Running maximum along dim (Tile IR's cummax, 5.6)."""
+    _scan("cummax", src, dst, dim, reverse)
+
+
+def cummin(src, dst=None, dim=0, reverse=False):
+    _scan("cummin", src, dst, dim, reverse)
 
 
 def _atomic_elem(kind, dst, value, return_prev):
