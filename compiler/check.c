@@ -2041,11 +2041,12 @@ static void check_atomic(C *c, tl_stmt *s) {
 static tl_walk_act check_stmt(tl_stmt *s, void *user) {
   C *c = user;
   if (c->in_parallel) {
-    bool allowed = s->kind == S_ASSIGN || s->kind == S_ATOMIC || s->kind == S_LET || s->kind == S_IF ||
+    bool allowed = s->kind == S_ASSIGN || s->kind == S_ATOMIC || s->kind == S_LET || s->kind == S_IF || s->kind == S_PRINT ||
+                   s->kind == S_ASSERT ||
                    (s->kind == S_LOOP && s->loop_kind != LOOP_PIPELINED);
     if (!allowed) {
       ERR(s->pointer, 0, "'%s' is not allowed inside a parallel loop (the loop at %s); a parallel body holds "
-                         "assignments, atomic, let, if and serial/unroll/vectorized loops", s->op_name, c->in_parallel->pointer);
+                         "assignments, atomic, let, if, print, device_assert and serial/unroll/vectorized loops", s->op_name, c->in_parallel->pointer);
       return TL_WALK_SKIP;
     }
   }
@@ -2242,6 +2243,18 @@ static tl_walk_act check_stmt(tl_stmt *s, void *user) {
     return TL_WALK_SKIP;
   case S_ASSIGN:
     check_assign(c, s);
+    return TL_WALK_SKIP;
+  case S_PRINT:
+  case S_ASSERT:
+    if (s->value) {
+      tl_expr *v = body_expr(c, s->value, NULL, NULL);
+      if (v && !computable(c, v, s->op_name))
+        v = NULL;
+      if (v && is_untyped(v->type))
+        make_typed(v, default_type(v));
+      if (v)
+        s->value = v;
+    }
     return TL_WALK_SKIP;
   }
   return TL_WALK_SKIP;

@@ -1936,6 +1936,54 @@ static void emit_atomic(E *e, const tl_stmt *s) {
     line(e, "if (%s) (void)%s;", guard, call);
 }
 
+/* A C string literal's body for msg (printable ASCII, checked by the
+ * parser), as a printf format: '\\', '"' escaped, '%' doubled. */
+static const char *format_text(E *e, const char *msg) {
+  char *out = tl_arena_alloc(e->a, 2 * strlen(msg) + 1), *o = out;
+  for (const char *p = msg; *p; p++) {
+    if (*p == '\\' || *p == '"' || *p == '%')
+      *o++ = *p == '%' ? '%' : '\\';
+    *o++ = *p;
+  }
+  *o = 0;
+  return out;
+}
+
+/* print: one printf line per thread (or parallel iteration) that runs it;
+ * device_assert: a printf and a trap when the condition is false.  AMD
+ * targets have no printf here (it needs AMD's device library): print is
+ * refused there, and device_assert traps without a message. */
+static void emit_print(E *e, const tl_stmt *s) {
+  const char *msg = s->msg ? format_text(e, s->msg) : "";
+  const char *where = "[block (%d, %d, %d), thread (%d, %d, %d)]";
+  const char *wargs = S("(int)%s, (int)%s, (int)%s, (int)%s, (int)%s, (int)%s", e->d->bid[0], e->d->bid[1],
+                        e->d->bid[2], e->d->tid[0], e->d->tid[1], e->d->tid[2]);
+  bool cuda = e->d == &dialect_cuda;
+  if (s->kind == S_ASSERT) {
+    line(e, "if (!((%s) != 0)) {", ex(e, s->value));
+    if (cuda)
+      line(e, "  printf(\"device_assert failed at %s %s%s%s\\n\", %s);", s->pointer, where, *msg ? ": " : "", msg, wargs);
+    line(e, "  %s", cuda ? "asm volatile(\"trap;\");" : "__builtin_trap();");
+    line(e, "}");
+    return;
+  }
+  if (!cuda) {
+    fail(e, s->pointer, "print is not available on AMD targets (printf needs AMD's device library, which tlc's "
+                        "HIP toolchain does not link); remove it or compile for an NVIDIA target");
+    return;
+  }
+  const char *once = one_replica(e->par ? e->par_owner : NULL); /* one line per element */
+  if (!s->value) {
+    line(e, "if (%s) printf(\"%s:%s%s\\n\", %s);", once, where, *msg ? " " : "", msg, wargs);
+    return;
+  }
+  tl_type t = s->value->type;
+  const char *fmt = is_f(t) ? (t == TL_FLOAT64 ? "%.17g" : "%.9g") : t == TL_BOOL ? "%d" : is_unsigned_i(t) ? "%llu" : "%lld";
+  const char *cast = is_f(t) ? "double" : t == TL_BOOL ? "int" : is_unsigned_i(t) ? "unsigned long long" : "long long";
+  line(e, "if (%s) printf(\"%s:%s%s %s\\n\", %s, (%s)(%s));", once, where, *msg ? " " : "", msg, fmt, wargs, cast,
+       ex(e, s->value));
+}
+
 static void emit_assign(E *e, const tl_stmt *s, bool uniform) {
   const tl_expr *l = s->lhs;
   if (l->kind == E_NAME) {
@@ -2017,6 +2065,7 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
     break;
   case S_ASSIGN: emit_assign(e, s, uniform); break;
   case S_ATOMIC: emit_atomic(e, s); break;
+  case S_PRINT: case S_ASSERT: emit_print(e, s); break;
   case S_COPY: op_copy(e, s); break;
   case S_FILL: op_fill(e, s); break;
   case S_GEMM: op_gemm(e, s); break;

@@ -117,6 +117,7 @@ typedef struct interp {
   const tl_stmt *par_s;
   int64_t par_ext[TL_MAX_DIMS];
   int64_t par_iter;
+  FILE *print_to;
   /* scratch */
   void *scr[4];
   size_t scr_cap[4];
@@ -1092,6 +1093,33 @@ static tl_status par_assign(interp *I, const tl_stmt *s) {
   return TL_OK;
 }
 
+/* print and device_assert in thread t (proto/tile-ir-v1.md 5.10): a line
+ * "print at POINTER; in block (...), thread t: MSG VALUE", or a run-time
+ * error when the assertion fails. */
+static tl_status print_or_assert(interp *I, const tl_stmt *s, int t) {
+  tl_scalar v;
+  v.u = 0;
+  if (s->value)
+    TRY(eval(I, s->value, t, &v));
+  if (s->kind == S_ASSERT) {
+    if (ty_float(s->value->type) ? v.f != 0 || v.f != v.f : v.u != 0)
+      return TL_OK;
+    return rt_err(I, s->value->pointer, s->value->column, t, "device_assert failed%s%s", s->msg ? ": " : "",
+                  s->msg ? s->msg : "");
+  }
+  char where[300], val[64] = "";
+  fmt_where(I, t, where, sizeof where);
+  if (s->value) {
+    if (s->value->type == TL_BOOL)
+      snprintf(val, sizeof val, "%s", v.u ? "true" : "false");
+    else
+      fmt_val(val, sizeof val, v, s->value->type);
+  }
+  fprintf(I->print_to, "print at %s%s:%s%s%s%s\n", s->pointer, where, s->msg ? " " : "", s->msg ? s->msg : "",
+          s->value ? " " : "", val);
+  return TL_OK;
+}
+
 /* ---- regions and tile operators ------------------------------------------------------- */
 /* A region as a row-major walk over its iterated dimensions (those of extent
  * other than 1, plus `keep`), each with its start, extent and stride. */
@@ -1599,6 +1627,12 @@ static tl_status exec_thread(interp *I, const tl_stmt *s, const unsigned char *m
       if (mask[t])
         TRY(atomic_apply(I, s, t));
     return TL_OK;
+  case S_PRINT:
+  case S_ASSERT:
+    for (int t = 0; t < T; t++)
+      if (mask[t])
+        TRY(print_or_assert(I, s, t));
+    return TL_OK;
   case S_LET:
   case S_ALLOC_VAR: {
     TRY(check_value_sym(I, s, s->sym));
@@ -1690,6 +1724,9 @@ static tl_status exec_par_stmt(interp *I, const tl_stmt *s, int depth) {
     return par_assign(I, s);
   case S_ATOMIC:
     return atomic_apply(I, s, t0);
+  case S_PRINT:
+  case S_ASSERT:
+    return print_or_assert(I, s, t0);
   case S_LET: {
     TRY(check_value_sym(I, s, s->sym));
     tl_scalar v;
@@ -2067,6 +2104,7 @@ tl_status tl_interpret(const tl_program *prog, tl_arg *args, const tl_interp_opt
   I.err = err;
   I.mode = MODE_STATIC;
   I.check_par = opts ? opts->check_parallel != 0 : true;
+  I.print_to = opts && opts->print_to ? opts->print_to : stderr;
   tl_status st = interp_setup(&I, prog, args, err);
   int64_t grid[3] = {0, 0, 0};
   if (st == TL_OK)

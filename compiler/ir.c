@@ -615,6 +615,11 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
   case S_IF:
     fprintf(f, " %s", tl_expr_str(a, s->value));
     break;
+  case S_PRINT:
+  case S_ASSERT:
+    fprintf(f, " %s%s%s%s", s->value ? tl_expr_str(a, s->value) : "", s->msg ? " \"" : "", s->msg ? s->msg : "",
+            s->msg ? "\"" : "");
+    break;
   case S_ATOMIC:
     fprintf(f, " %s %s, %s%s%s", s->atomic_name, tl_expr_str(a, s->lhs), tl_expr_str(a, s->value),
             s->sym ? " -> " : "", s->sym ? s->sym->name : "");

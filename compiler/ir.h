@@ -390,7 +390,9 @@ enum { TL_KIND_TILE = 1, TL_KIND_BODY = 2, TL_KIND_ELSE = 4 };
   X(S_USE_SWIZZLE, "use_swizzle", TL_KIND_TILE)                                                            \
   X(S_SYNC_THREADS, "sync_threads", TL_KIND_TILE)                                                          \
   X(S_ATOMIC, "atomic", 0)                                                                                 \
-  X(S_ASSIGN, "assign", 0)
+  X(S_ASSIGN, "assign", 0)                                                                                 \
+  X(S_PRINT, "print", 0)                                                                                   \
+  X(S_ASSERT, "device_assert", 0)
 
 typedef enum tl_stmt_kind {
 #define TL_X(kind, name, flags) kind,
@@ -443,7 +445,9 @@ unsigned tl_stmt_kind_flags(tl_stmt_kind k);
   X(OP_SYNC_THREADS, "sync_threads", S_SYNC_THREADS, "op")                                                 \
   X(OP_ATOMIC, "atomic", S_ATOMIC, "op", "type", "dst", "value", "old")                                    \
   X(OP_CUMMAX, "cummax", S_CUMSUM, "op", "src", "dst", "dim", "reverse")                                   \
-  X(OP_CUMMIN, "cummin", S_CUMSUM, "op", "src", "dst", "dim", "reverse")
+  X(OP_CUMMIN, "cummin", S_CUMSUM, "op", "src", "dst", "dim", "reverse")                                   \
+  X(OP_PRINT, "print", S_PRINT, "op", "value", "msg")                                                      \
+  X(OP_DEVICE_ASSERT, "device_assert", S_ASSERT, "op", "cond", "msg")
 
 typedef enum tl_stmt_op {
 #define TL_X(id, name, kind, ...) id,
@@ -452,6 +456,7 @@ typedef enum tl_stmt_op {
   TL_STMT_OP_COUNT
 } tl_stmt_op;
 
+#define TL_MAX_MSG 256     /* characters of a print or device_assert "msg" */
 #define TL_MAX_OP_FIELDS 12 /* the most fields a row of TL_STMT_OPS lists, and its NULL */
 typedef struct tl_stmt_op_info {
   const char *name;                          /* as written in "op" */
@@ -522,7 +527,8 @@ struct tl_stmt {
 
   tl_sym *sym;         /* S_ALLOC, S_ALLOC_VAR, S_LET */
   tl_expr *value;      /* S_LET, S_ALLOC_VAR init, S_FILL, S_ATOMIC_ADD value, S_IF cond,
-                          S_ASSIGN right-hand side */
+                          S_ASSIGN right-hand side, S_PRINT value (or NULL), S_ASSERT cond */
+  const char *msg;     /* S_PRINT, S_ASSERT: the "msg" (printable ASCII), or NULL */
   tl_region *src, *dst;
 
   /* gemm */

@@ -670,6 +670,26 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     }
     return s->atomic && s->lhs && s->value ? s : NULL;
   }
+  case S_PRINT:
+  case S_ASSERT: {
+    if (s->kind == S_ASSERT)
+      s->value = get_expr(p, v, "cond", ptr, what, true);
+    else if (json_object_get(v, "value"))
+      s->value = get_expr(p, v, "value", ptr, what, true);
+    s->msg = get_string(p, v, "msg", ptr, what, false);
+    const char *mp = tl_ptr_key(p->arena, ptr, "msg");
+    size_t n = s->msg ? strlen(s->msg) : 0;
+    for (size_t i = 0; i < n; i++)
+      if (s->msg[i] < ' ' || s->msg[i] > '~') {
+        ERR(mp, "'msg' holds printable ASCII only (character %zu is not)", i + 1);
+        return NULL;
+      }
+    if (n > TL_MAX_MSG) {
+      ERR(mp, "'msg' is %zu characters long; the limit is %d", n, TL_MAX_MSG);
+      return NULL;
+    }
+    return s->kind == S_PRINT || s->value ? s : NULL;
+  }
   case S_SYNC_THREADS:
   case S_ASSIGN:
     break;

@@ -281,6 +281,19 @@ def scans(m, n):
     return main
 
 
+@tilelang.jit(out_idx=[1])
+def printing(n):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(n):
+                T.device_assert(X[i] < 100, "x below 100")
+                if i == 1:
+                    T.print(X[i], msg="x[1] =")
+                Y[i] = X[i]
+    return main
+
+
 @tilelang.jit(out_idx=[5])
 def atomics(n, bins, block=128):
     @T.prim_func
@@ -429,6 +442,19 @@ def axpy_strided(n, step):
     check("T.reduce_bitor, T.reduce_bitand and T.cummax",
           np.array_equal(o, np.bitwise_or.reduce(xi, axis=1)) and np.array_equal(a, np.bitwise_and.reduce(xi, axis=1))
           and np.array_equal(cm, np.maximum.accumulate(xf, axis=1)), "%s %s" % (o, a))
+    kp = seed.printing(4)
+    doc = json.dumps(kp.func.doc["kernel"]["body"])
+    x = np.array([1, 2.5, 3, 4], np.float32)
+    y = kp(x)
+    check("T.print and T.device_assert are Tile IR print and device_assert",
+          '"op": "device_assert", "cond": "X[i] < 100", "msg": "x below 100"' in doc
+          and '"op": "print", "value": "X[i]", "msg": "x[1] ="' in doc and np.array_equal(y, x), doc)
+    try:
+        kp(np.array([1, 2, 300, 4], np.float32))
+        failed = "no error"
+    except tlir.TlirError as e:
+        failed = None if "device_assert failed: x below 100" in str(e) else str(e)
+    check("a failing T.device_assert is an error of the interpreter's run", failed is None, failed)
     ka = seed.atomics(300, 8)
     kk = rng.integers(0, 100, 300).astype(np.int32)
     x = rng.standard_normal(300).astype(np.float32)

@@ -126,7 +126,7 @@ CASES = [
     ("T.Parallel inside an if inside a T.Parallel (tlc check)",
      "for i in T.Parallel(32):\n    if i > 0:\n        for j in T.Parallel(N):  # <-\n            x[i, j] = 0",
      "'parallel' is not allowed inside a parallel loop (the loop at /kernel/body/3); a parallel "
-     "body holds assignments, atomic, let, if and serial/unroll/vectorized loops"),
+     "body holds assignments, atomic, let, if, print, device_assert and serial/unroll/vectorized loops"),
 ]
 
 # Whole modules: errors outside the kernel body.

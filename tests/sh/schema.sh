@@ -87,6 +87,8 @@ cat > "$tmp/good/every_op.json" <<'EOF'
    {"op": "parallel", "vars": ["i", "j"], "extents": ["M", 64], "body": [
      {"op": "let", "name": "x", "value": "C[i, j] * 2"},
      {"op": "atomic", "type": "max", "dst": "S[j]", "value": "x", "old": "o"},
+     {"op": "print", "value": "o", "msg": "old value:"},
+     {"op": "device_assert", "cond": "x == x", "msg": "x is not NaN"},
      {"op": "if", "cond": "x > 0", "then": ["C[i, j] = x"]}]}
  ]}}
 EOF

@@ -9,7 +9,9 @@
 # and gfx1100 (the HIP prelude's own float64 math functions and atomics, as
 # the AMD toolchain has no device library here); the PTX of atomics.json
 # holds the atomic instructions (atom.global.add, atom.global.min, a CAS
-# loop for the float max, atom.shared.add).
+# loop for the float max, atom.shared.add); print and device_assert in the
+# interpreter (one line per thread or iteration, a failed assertion's
+# error) and in the PTX (vprintf, trap), and refused by AMD targets.
 # The interpreter's results are checked against NumPy by
 # gpu_programs_interp.sh.  Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
 TLC=${TL_BUILD:-build}/bin/tlc
@@ -42,4 +44,31 @@ for prog in tests/gpu/programs/math_fns.json tests/gpu/programs/atomics.json tes
     echo "ok $prog $t"
   done
 done
+# print and device_assert: the interpreter prints one line per thread or
+# iteration and stops at a failed assertion (exit 1, the statement's
+# pointer); the PTX calls vprintf and traps; AMD targets refuse print
+cat > "$tmp/pa.json" <<'EOF2'
+{"tlir": 1, "name": "pa", "params": [
+  {"name": "X", "kind": "tensor", "dtype": "int32", "shape": [8]},
+  {"name": "lim", "kind": "scalar", "dtype": "int32"}],
+ "kernel": {"grid": [2], "threads": 4, "block_vars": ["bx"], "body": [
+  {"op": "parallel", "vars": ["i"], "extents": [4], "body": [
+    {"op": "print", "value": "X[bx * 4 + i] * 10", "msg": "x*10 ="},
+    {"op": "device_assert", "cond": "X[bx * 4 + i] < lim", "msg": "x below lim"}]}]}}
+EOF2
+python3 -c 'import struct, sys; sys.stdout.buffer.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", 118) + b"{\x27descr\x27: \x27<i4\x27, \x27fortran_order\x27: False, \x27shape\x27: (8,), }".ljust(117) + b"\n" + struct.pack("<8i", *range(8)))' > "$tmp/x.npy"
+out=$("$TLC" run "$tmp/pa.json" --interpret --in X="$tmp/x.npy" --arg lim=100 2>&1) || fail "print: $out"
+[ "$(printf '%s\n' "$out" | grep -c '^print at /kernel/body/0/body/0; in block')" = 8 ] || fail "print: not 8 lines: $out"
+printf '%s\n' "$out" | grep -qF 'in block (1, 0, 0), iteration (i=3) of the parallel loop at /kernel/body/0: x*10 = 70' ||
+  fail "print: no line for block 1, i = 3: $out"
+out=$("$TLC" run "$tmp/pa.json" --interpret --in X="$tmp/x.npy" --arg lim=5 2>&1) && fail "a failed device_assert exits 0"
+printf '%s\n' "$out" | grep -qF "pa.json:/kernel/body/0/body/1/cond:1: error: device_assert failed: x below lim; in block (1, 0, 0), iteration (i=1)" ||
+  fail "device_assert: $out"
+"$TLC" compile "$tmp/pa.json" --target sm_80 --emit ptx -o "$tmp/pa.ptx" || fail "print: sm_80"
+grep -q vprintf "$tmp/pa.ptx" && grep -q 'trap;' "$tmp/pa.ptx" || fail "print: the PTX lacks vprintf or trap"
+if "$TLC" targets 2>/dev/null | grep -q "^gfx90a "; then
+  out=$("$TLC" compile "$tmp/pa.json" --target gfx90a -o "$tmp/pa.hsaco" 2>&1) && fail "print compiles for gfx90a"
+  printf '%s\n' "$out" | grep -qF "print is not available on AMD targets" || fail "print on gfx90a: $out"
+fi
+echo "ok print and device_assert"
 echo "tlc_lang: ok"

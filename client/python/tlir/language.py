@@ -518,36 +518,15 @@ def reduce(buffer, out, reduce_type, dim=-1, clear=True):
     builder().emit(st)
 
 
-def reduce_max(buffer, out, dim=-1, clear=True):
-    reduce(buffer, out, "max", dim, clear)
+def _reducer(kind):
+    def f(buffer, out, dim=-1, clear=True):
+        reduce(buffer, out, kind, dim, clear)
+    f.__name__ = "reduce_" + kind
+    return f
 
 
-def reduce_min(buffer, out, dim=-1, clear=True):
-    reduce(buffer, out, "min", dim, clear)
-
-
-def reduce_sum(buffer, out, dim=-1, clear=True):
-    reduce(buffer, out, "sum", dim, clear)
-
-
-def reduce_abssum(buffer, out, dim=-1, clear=True):
-    reduce(buffer, out, "abssum", dim, clear)
-
-
-def reduce_absmax(buffer, out, dim=-1, clear=True):
-    reduce(buffer, out, "absmax", dim, clear)
-
-
-def reduce_bitand(buffer, out, dim=-1, clear=True):
-    reduce(buffer, out, "bitand", dim, clear)
-
-
-def reduce_bitor(buffer, out, dim=-1, clear=True):
-    reduce(buffer, out, "bitor", dim, clear)
-
-
-def reduce_bitxor(buffer, out, dim=-1, clear=True):
-    reduce(buffer, out, "bitxor", dim, clear)
+(reduce_max, reduce_min, reduce_sum, reduce_abssum, reduce_absmax, reduce_bitand, reduce_bitor,
+ reduce_bitxor) = map(_reducer, ("max", "min", "sum", "abssum", "absmax", "bitand", "bitor", "bitxor"))
 
 
 def _scan(op, src, dst, dim, reverse):
@@ -618,6 +597,37 @@ def _atomic_extreme(kind, dst, value, return_prev):
                     "a T.Parallel loop" % kind)
     # outside T.Parallel every thread runs it, which a max or min does not mind
     return _atomic_elem(kind, dst, value, return_prev)
+
+
+def _print(obj, msg="", warp_group_id=None, warp_id=None):
+    """T.print(value, msg): Tile IR's print (one line per thread, or per
+    iteration in T.Parallel); a buffer is printed element by element from a
+    T.Parallel loop in TileLang's way, which Tile IR leaves to the program."""
+    if isinstance(obj, (_ir.Buffer, Region)):
+        raise error("T.print of a buffer: Tile IR prints values; print its elements from a T.Parallel loop "
+                    "(T.print(x[i], msg))")
+    if warp_group_id is not None or warp_id is not None:
+        raise error("T.print(warp_group_id=..., warp_id=...): Tile IR prints from every thread that runs it; "
+                    "put it under an if on T.get_thread_binding()")
+    if isinstance(obj, str):  # T.print("text")
+        obj, msg = None, obj + (" " + msg if msg else "")
+    st = Stmt("print") if obj is None else Stmt("print", value=obj)
+    if msg:
+        st["msg"] = str(msg)
+    builder().emit(st)
+
+
+def device_assert(cond, msg=""):
+    """T.device_assert(cond, msg): a run-time error (the interpreter) or a
+    trap (the GPU) where cond is false; a Python condition is checked now."""
+    if not isinstance(cond, Expr):
+        if not cond:
+            raise error("T.device_assert: the condition is false while translating%s" % (": " + msg if msg else ""))
+        return
+    st = Stmt("device_assert", cond=cond)
+    if msg:
+        st["msg"] = str(msg)
+    builder().emit(st)
 
 
 def atomic_max(dst, value, memory_order=None, return_prev=False):
@@ -809,7 +819,7 @@ _MISSING = {
     "c2d_im2col": "im2col", "tma_copy": "explicit TMA copies", "alloc_tmem": "tensor memory",
     "StridedTensor": "strided tensors", "gemm_sp": "sparse gemm", "wgmma_gemm": "raw wgmma",
     "shfl_xor": "warp shuffles", "shfl_down": "warp shuffles", "shfl_up": "warp shuffles",
-    "print": "device printf", "device_assert": "device asserts", "empty": "eager-style outputs (T.empty)",
+    "empty": "eager-style outputs (T.empty)",
     "const": "eager-style constants (T.const)",
     "any_of": "any_of", "all_of": "all_of", "copysign": "copysign", "bitwise_and": "bitwise_and (use &)",
 }
@@ -861,3 +871,6 @@ def disable_warp_group_reg_alloc():
 def alloc_global(shape, dtype):
     raise error("T.alloc_global: Tile IR v1 has no workspace buffers (global memory allocated "
                 "by the kernel); pass the buffer as a T.Tensor parameter")
+
+
+print = _print  # noqa: A001  (TileLang's T.print; defined last: this module uses no builtin print)
