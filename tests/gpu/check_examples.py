@@ -441,6 +441,10 @@ CASES += [("../tests/gpu/programs/scans", {"N": 128, "threads": 256}, {"M": 77},
 # sums of 32 * 64 products
 CASES += [("../tests/gpu/programs/atomic_rows", {}, {}, ["G", "G2"], {"acc": ("2048", ["A", "B"], 0.0)})]
 
+# print and device_assert on the GPU: the assertion holds, one line is printed
+# (NVIDIA only: AMD targets refuse print)
+CASES += [("../tests/gpu/nvidia/print_assert", {}, {"n": n}, ["Y"]) for n in (1, 1000)]
+
 
 def constants(prog, defs):
     """The program's literal constants with the -D overrides applied."""
