@@ -388,6 +388,21 @@ static tl_type unify(tl_expr *a, tl_expr *b) {
   return (tl_type)tl_common_dtype((tl_dtype)a->type, (tl_dtype)b->type);
 }
 
+/* The common type of n operands, not all untyped (7.2 row by row: the
+ * untyped ones take their type from the typed ones first). */
+static tl_type unify_all(tl_expr **a, int n) {
+  tl_dtype t = TL_DTYPE_COUNT;
+  for (int i = 0; i < n; i++)
+    if (!is_untyped(a[i]->type))
+      t = t == TL_DTYPE_COUNT ? (tl_dtype)a[i]->type : tl_common_dtype(t, (tl_dtype)a[i]->type);
+  assert(t != TL_DTYPE_COUNT);
+  for (int i = 0; i < n; i++)
+    make_typed(a[i], pin_type(a[i], t));
+  for (int i = 0; i < n; i++)
+    t = tl_common_dtype(t, (tl_dtype)a[i]->type);
+  return (tl_type)t;
+}
+
 /* float4_e2m1 and float8_e8m0 are storage types: a value of one may be
  * stored, copied, cast or reinterpreted, and nothing else
  * (proto/tile-ir-v1.md 7.2); reports x as an operand of `what`. */
@@ -508,24 +523,6 @@ static tl_expr *check_unary(C *c, tl_expr *e) {
   return e;
 }
 
-typedef struct {
-  const char *name;
-  tl_fn fn;
-  int nargs;    /* -1: special */
-} fn_info;
-
-static const fn_info fns[] = {
-    {"ceildiv", FN_CEILDIV, 2}, {"min", FN_MIN, 2},         {"max", FN_MAX, 2},
-    {"abs", FN_ABS, 1},         {"exp", FN_EXP, 1},         {"exp2", FN_EXP2, 1},
-    {"log", FN_LOG, 1},         {"log2", FN_LOG2, 1},       {"sqrt", FN_SQRT, 1},
-    {"rsqrt", FN_RSQRT, 1},     {"tanh", FN_TANH, 1},       {"sigmoid", FN_SIGMOID, 1},
-    {"floor", FN_FLOOR, 1},     {"ceil", FN_CEIL, 1},       {"round", FN_ROUND, 1},
-    {"pow", FN_POW, 2},         {"fma", FN_FMA, 3},         {"if_then_else", FN_IF_THEN_ELSE, 3},
-    {"infinity", FN_INFINITY, 1}, {"max_value", FN_MAX_VALUE, 1}, {"min_value", FN_MIN_VALUE, 1},
-    {"cast", FN_CAST, 2},       {"reinterpret", FN_REINTERPRET, 2}, {"thread_binding", FN_THREAD_BINDING, 1},
-};
-#define NFNS ((int)(sizeof fns / sizeof fns[0]))
-
 /* Reads a dtype name argument (a bare name such as float32). */
 static bool dtype_arg(C *c, tl_expr *call, tl_expr *a, tl_dtype *out) {
   if (a->kind == E_NAME && tl_dtype_parse(a->name, out))
@@ -547,38 +544,24 @@ static bool dtype_arg(C *c, tl_expr *call, tl_expr *a, tl_dtype *out) {
   return false;
 }
 
-static double real_fn(tl_fn fn, double x) {
-  switch (fn) {
-  case FN_EXP: return exp(x);
-  case FN_EXP2: return exp2(x);
-  case FN_LOG: return log(x);
-  case FN_LOG2: return log2(x);
-  case FN_SQRT: return sqrt(x);
-  case FN_RSQRT: return 1.0 / sqrt(x);
-  case FN_TANH: return tanh(x);
-  case FN_SIGMOID: return 1.0 / (1.0 + exp(-x));
-  case FN_FLOOR: return floor(x);
-  case FN_CEIL: return ceil(x);
-  case FN_ROUND: return round(x);
-  default: return NAN;
-  }
-}
-
 static tl_expr *check_call(C *c, tl_expr *e) {
-  const fn_info *f = NULL;
+  tl_fn f = FN_NONE;
   tl_dtype cast_to;
   bool dtype_call = tl_dtype_parse(e->name, &cast_to);
-  for (int i = 0; i < NFNS && !dtype_call; i++)
-    if (strcmp(fns[i].name, e->name) == 0)
-      f = &fns[i];
-  if (!f && !dtype_call) {
-    const char *names[NFNS + TL_DTYPE_COUNT];
-    for (int i = 0; i < NFNS; i++)
-      names[i] = fns[i].name;
+  for (int i = 1; i < FN_COUNT && !dtype_call; i++)
+    if (strcmp(tl_fn_name((tl_fn)i), e->name) == 0)
+      f = (tl_fn)i;
+  tl_sym *s = lookup(c, e->name);
+  if (f != FN_NONE && !tl_fn_reserved(f) && s) /* the program's name wins (proto/tile-ir-v1.md 7.5) */
+    f = FN_NONE;
+  if (f == FN_NONE && !dtype_call) {
+    const char *names[FN_COUNT + TL_DTYPE_COUNT];
+    int n = 0;
+    for (int i = 1; i < FN_COUNT; i++)
+      names[n++] = tl_fn_name((tl_fn)i);
     for (int i = 0; i < TL_DTYPE_COUNT; i++)
-      names[NFNS + i] = tl_dtype_name((tl_dtype)i);
-    const char *hint = tl_closest(e->name, names, NFNS + TL_DTYPE_COUNT);
-    tl_sym *s = lookup(c, e->name);
+      names[n++] = tl_dtype_name((tl_dtype)i);
+    const char *hint = tl_closest(e->name, names, n);
     if (s)
       ERR(e->pointer, e->column, "'%s' is %s, not a function", e->name, sym_kind_name(s));
     else if (hint)
@@ -587,12 +570,12 @@ static tl_expr *check_call(C *c, tl_expr *e) {
       ERR(e->pointer, e->column, "unknown function '%s'", e->name);
     return NULL;
   }
-  int want = dtype_call ? 1 : f->nargs;
+  int want = dtype_call ? 1 : tl_fn_nargs(f);
   if (e->nargs != want) {
     ERR(e->pointer, e->column, "'%s' takes %d argument%s, not %d", e->name, want, want == 1 ? "" : "s", e->nargs);
     return NULL;
   }
-  tl_fn fn = dtype_call ? FN_CAST : f->fn;
+  tl_fn fn = dtype_call ? FN_CAST : f;
   e->fn = fn;
   /* functions with a dtype argument */
   if (fn == FN_INFINITY || fn == FN_MAX_VALUE || fn == FN_MIN_VALUE) {
@@ -702,6 +685,32 @@ static tl_expr *check_call(C *c, tl_expr *e) {
     }
     e->type = unify(a[0], a[1]);
     return e;
+  case FN_CLAMP: /* min(max(x, lo), hi) */
+    if (all_untyped) {
+      tl_scalar v;
+      tl_type t;
+      if (a[0]->type == TL_TY_UINT && a[1]->type == TL_TY_UINT && a[2]->type == TL_TY_UINT) {
+        v.i = a[0]->val.i < a[1]->val.i ? a[1]->val.i : a[0]->val.i;
+        v.i = v.i < a[2]->val.i ? v.i : a[2]->val.i;
+        t = TL_TY_UINT;
+      } else {
+        v.f = fmin(fmax(as_real(a[0]), as_real(a[1])), as_real(a[2]));
+        t = TL_TY_UREAL;
+      }
+      return mk_const(c, e, t, v);
+    }
+    e->type = unify_all(a, 3);
+    return e;
+  case FN_ISNAN:
+  case FN_ISINF: {
+    double x = as_real(a[0]);
+    if (is_const(a[0])) {
+      bool r = is_float_t(a[0]->type) ? (fn == FN_ISNAN ? isnan(x) : isinf(x)) : false;
+      return mk_const(c, e, TL_BOOL, (tl_scalar){.i = r});
+    }
+    e->type = TL_BOOL;
+    return e;
+  }
   case FN_MIN:
   case FN_MAX:
     if (all_untyped) {
@@ -754,7 +763,9 @@ static tl_expr *check_call(C *c, tl_expr *e) {
   }
   default: /* one-argument math functions */
     if (all_untyped) {
-      tl_scalar v = {.f = real_fn(fn, as_real(a[0]))};
+      tl_scalar v;
+      if (!tl_math1(fn, as_real(a[0]), &v.f))
+        assert(!"a function of one argument without a float64 value");
       return mk_const(c, e, TL_TY_UREAL, v);
     }
     e->type = is_float_t(a[0]->type) ? a[0]->type : TL_FLOAT32;
@@ -1795,6 +1806,15 @@ static void check_reduce_like(C *c, tl_stmt *s) {
   }
   if (!ok)
     return;
+  if (s->reduce_type >= RED_BITAND) /* bitand, bitor, bitxor: integers (proto/tile-ir-v1.md 5.6) */
+    for (int i = 0; i < 2; i++) {
+      const tl_sym *b = i ? s->dst->sym : s->src->sym;
+      if (tl_dtype_is_float(b->dtype) || b->dtype == TL_BOOL) {
+        ERR((i ? s->dst : s->src)->pointer, 1, "a %s reduction takes integer buffers; '%s' is %s",
+            s->reduce_type_name, b->name, tl_dtype_name(b->dtype));
+        return;
+      }
+    }
   if (s->kind == S_REDUCE && s->src->sym == s->dst->sym) {
     ERR(s->pointer, 0, "'reduce' needs different src and dst buffers; both are '%s'", s->src->sym->name);
     return;
@@ -1966,17 +1986,67 @@ static void check_schedule(C *c, tl_stmt *s) {
       }
 }
 
+/* An "atomic" statement (proto/tile-ir-v1.md 5.9): dst an element of a
+ * global tensor or shared buffer of a dtype with that atomic, the value
+ * converted to it, and "old" a let of dst's dtype. */
+static void check_atomic(C *c, tl_stmt *s) {
+  static const char *const kinds[] = {[TL_ATOMIC_ADD] = "add", [TL_ATOMIC_MAX] = "max", [TL_ATOMIC_MIN] = "min"};
+  bool ok = false;
+  c->writing = true;
+  tl_expr *x = body_expr(c, s->lhs, NULL, NULL);
+  c->writing = false;
+  if (x) {
+    s->lhs = x;
+    const tl_sym *y = x->sym;
+    ok = y->kind == SYM_TENSOR || (y->kind == SYM_BUFFER && y->scope == SCOPE_SHARED);
+    if (!ok)
+      ERR(x->pointer, x->column, "'atomic' updates global or shared memory; '%s' is %s", y->name, sym_kind_name(y));
+  }
+  if (ok) {
+    tl_dtype dt = x->sym->dtype;
+    switch (dt) { /* the dtypes with atomics (proto/tile-ir-v1.md 5.9) */
+    case TL_INT32: case TL_UINT32: case TL_INT64: case TL_UINT64: case TL_FLOAT32: case TL_FLOAT64:
+      break;
+    case TL_FLOAT16: case TL_BFLOAT16:
+      if (s->atomic == TL_ATOMIC_ADD)
+        break;
+      /* fall through */
+    default:
+      ERR(x->pointer, x->column, "atomic %s cannot update %s ('%s'); its dst is int32, uint32, int64, uint64, "
+          "%sfloat32 or float64", kinds[s->atomic], tl_dtype_name(dt), x->sym->name,
+          s->atomic == TL_ATOMIC_ADD ? "float16, bfloat16, " : "");
+      ok = false;
+    }
+  }
+  tl_expr *v = body_expr(c, s->value, NULL, NULL);
+  if (v && !computable(c, v, tl_arena_printf(c->arena, "atomic %s", kinds[s->atomic])))
+    v = NULL;
+  if (ok && v) {
+    s->value = v;
+    if (is_untyped(v->type))
+      make_typed(v, pin_type(v, x->sym->dtype));
+  }
+  if (s->sym) { /* declared even when the rest failed, so that its uses are not reported again */
+    tl_dtype dt = ok ? x->sym->dtype : TL_INT32;
+    s->sym->type = (tl_type)dt;
+    s->sym->dtype = dt;
+    s->sym->varying = true;
+    declare(c, s->sym, tl_ptr_key(c->arena, s->pointer, "old"));
+  }
+}
+
 /* Checks statement s before what it holds (tl_walker.pre): TL_WALK_SKIP
  * for the statements without a body, and for those whose body is not
  * checked (they are misplaced); check_end finishes the others. */
 static tl_walk_act check_stmt(tl_stmt *s, void *user) {
   C *c = user;
   if (c->in_parallel) {
-    bool allowed = s->kind == S_ASSIGN || s->kind == S_LET || s->kind == S_IF ||
+    bool allowed = s->kind == S_ASSIGN || s->kind == S_ATOMIC || s->kind == S_LET || s->kind == S_IF || s->kind == S_PRINT ||
+                   s->kind == S_ASSERT ||
                    (s->kind == S_LOOP && s->loop_kind != LOOP_PIPELINED);
     if (!allowed) {
       ERR(s->pointer, 0, "'%s' is not allowed inside a parallel loop (the loop at %s); a parallel body holds "
-                         "assignments, let, if and serial/unroll/vectorized loops", s->op_name, c->in_parallel->pointer);
+                         "assignments, atomic, let, if, print, device_assert and serial/unroll/vectorized loops", s->op_name, c->in_parallel->pointer);
       return TL_WALK_SKIP;
     }
   }
@@ -2168,8 +2238,23 @@ static tl_walk_act check_stmt(tl_stmt *s, void *user) {
   }
   case S_SYNC_THREADS:
     return TL_WALK_SKIP;
+  case S_ATOMIC:
+    check_atomic(c, s);
+    return TL_WALK_SKIP;
   case S_ASSIGN:
     check_assign(c, s);
+    return TL_WALK_SKIP;
+  case S_PRINT:
+  case S_ASSERT:
+    if (s->value) {
+      tl_expr *v = body_expr(c, s->value, NULL, NULL);
+      if (v && !computable(c, v, s->op_name))
+        v = NULL;
+      if (v && is_untyped(v->type))
+        make_typed(v, default_type(v));
+      if (v)
+        s->value = v;
+    }
     return TL_WALK_SKIP;
   }
   return TL_WALK_SKIP;

@@ -555,6 +555,14 @@ static const char *math1(E *e, tl_fn fn, bool dbl, const char *a) {
   case FN_CEIL: return S("%s(%s)", dfn(e, S("ceil%s", f)), a);
   case FN_ROUND: return S("%s(%s)", dfn(e, S("round%s", f)), a);
   case FN_ABS: return S("%s(%s)", dfn(e, S("fabs%s", f)), a);
+  case FN_ERF: return S("%s(%s)", dfn(e, S("erf%s", f)), a);
+  case FN_SIN: return S("%s(%s)", dfn(e, S("sin%s", f)), a);
+  case FN_COS: return S("%s(%s)", dfn(e, S("cos%s", f)), a);
+  case FN_TAN: return S("%s(%s)", dfn(e, S("tan%s", f)), a);
+  case FN_LOG1P: return S("%s(%s)", dfn(e, S("log1p%s", f)), a);
+  case FN_EXPM1: return S("%s(%s)", dfn(e, S("expm1%s", f)), a);
+  case FN_LOG10: return S("%s(%s)", dfn(e, S("log10%s", f)), a);
+  case FN_TRUNC: return S("%s(%s)", dfn(e, S("trunc%s", f)), a);
   default: return "0";
   }
 }
@@ -608,6 +616,21 @@ static const char *ex_call(E *e, const tl_expr *x) {
     if (is_f(t))
       return S("%s(%s, %s)", dfn(e, S("%s%s", x->fn == FN_MIN ? "fmin" : "fmax", dbl ? "" : "f")), p, q);
     return S("((%s) %s (%s) ? (%s) : (%s))", p, x->fn == FN_MIN ? "<" : ">", q, p, q);
+  }
+  case FN_CLAMP: { /* min(max(x, lo), hi) */
+    const char *v = conv(e, ex(e, a[0]), a[0]->type, t), *lo = conv(e, ex(e, a[1]), a[1]->type, t),
+               *hi = conv(e, ex(e, a[2]), a[2]->type, t);
+    if (is_f(t))
+      return S("%s(%s(%s, %s), %s)", dfn(e, dbl ? "fmin" : "fminf"), dfn(e, dbl ? "fmax" : "fmaxf"), v, lo, hi);
+    return S("tl_clamp_%s(%s, %s, %s)", int_sfx(t), v, lo, hi);
+  }
+  case FN_ISNAN:
+  case FN_ISINF: {
+    tl_type at = a[0]->type;
+    if (!is_f(at)) /* an integer is never NaN or infinite; it is still evaluated */
+      return S("((void)(%s), false)", ex(e, a[0]));
+    bool adbl = at == TL_FLOAT64 || at == TL_TY_UREAL;
+    return S("tl_%s%s(%s)", x->fn == FN_ISNAN ? "isnan" : "isinf", adbl ? "" : "f", conv(e, ex(e, a[0]), at, adbl ? TL_FLOAT64 : TL_FLOAT32));
   }
   case FN_CEILDIV:
     return S("tl_cdiv_%s(%s, %s)", int_sfx(t), conv(e, ex(e, a[0]), a[0]->type, t), conv(e, ex(e, a[1]), a[1]->type, t));
@@ -1491,8 +1514,8 @@ static const char *red_identity(E *e, tl_reduce_type rt, tl_type acc) {
   case RED_MIN:
     return f ? (acc == TL_FLOAT64 ? S("%s(0x7ff0000000000000LL)", ld) : S("%s(0x7f800000)", fi))
              : (acc == TL_INT64 ? "9223372036854775807LL" : "18446744073709551615ull");
-  case RED_ABSMAX:
-    return "0";
+  case RED_BITAND:
+    return acc == TL_INT64 ? "(-1LL)" : "18446744073709551615ull";
   default:
     return "0";
   }
@@ -1517,6 +1540,10 @@ static const char *red_step(E *e, tl_reduce_type rt, tl_type acc, const char *a,
     return f ? S("%s(%s, %s)", dfn(e, dbl ? "fmax" : "fmaxf"), a, ax) : S("(%s > %s ? %s : %s)", a, ax, a, ax);
   case RED_MIN:
     return f ? S("%s(%s, %s)", dfn(e, dbl ? "fmin" : "fminf"), a, ax) : S("(%s < %s ? %s : %s)", a, ax, a, ax);
+  case RED_BITAND:
+  case RED_BITOR:
+  case RED_BITXOR:
+    return S("(%s)((%s) %c (%s))", crep(acc), a, rt == RED_BITAND ? '&' : rt == RED_BITOR ? '|' : '^', ax);
   }
   return a;
 }
@@ -1741,7 +1768,7 @@ static void op_cumsum(E *e, const tl_stmt *s) {
   open_loop(e, owner, product(dext, dn));
   const char **full = decode(e, "tl_e", ext, src->ndim, "tl_f");
   const char **dq = loop_idx(e, owner, dext, dn, "tl_q");
-  line(e, "%s tl_acc = 0;", crep(acc));
+  line(e, "%s tl_acc = %s;", crep(acc), red_identity(e, s->reduce_type, acc));
   if (s->reverse)
     line(e, "for (long long tl_k = %s; tl_k < %" PRId64 "LL; tl_k++) {", full[s->dim], src->ext[s->dim]);
   else
@@ -1753,7 +1780,7 @@ static void op_cumsum(E *e, const tl_stmt *s) {
     if (src->ext[d] != 1)
       sq[m++] = d == s->dim ? "tl_k" : full[d];
   const char *v = conv(e, src_value(e, src, region_idx(e, src, sq), spilled), (tl_type)src->sym->dtype, acc);
-  line(e, "tl_acc = %s;", red_step(e, RED_SUM, acc, "tl_acc", v));
+  line(e, "tl_acc = %s;", red_step(e, s->reduce_type, acc, "tl_acc", v));
   e->indent--;
   line(e, "}");
   write_elem(e, dst->sym, region_idx(e, dst, dq), "tl_r", conv(e, "tl_acc", acc, (tl_type)dst->sym->dtype));
@@ -1764,9 +1791,17 @@ static void op_cumsum(E *e, const tl_stmt *s) {
     barrier_line(e);
 }
 
-static void atomic_add_elem(E *e, const tl_sym *d, const char *const *idx, const char *v) {
+/* A loop over the elements of register fragment `owner` visits each of
+ * them in every thread that holds a copy: an mma-rows fragment is the same
+ * in the 4 lanes of a quad (ir.h).  An atomic (or a print) must happen
+ * once per element: in the quad's first lane only. */
+static const char *one_replica(const tl_sym *owner) {
+  return owner && owner->reg_layout == TL_LAYOUT_MMA_ROWS ? "((unsigned)tl_tid % 4u == 0u)" : "true";
+}
+
+static void atomic_add_elem(E *e, const tl_sym *d, const char *const *idx, const char *v, const tl_sym *owner) {
   const char *p = S("&g_%s[%s]", d->name, offset(e, d, idx));
-  const char *guard = in_bounds(e, d, idx);
+  const char *guard = S("%s && %s", one_replica(owner), in_bounds(e, d, idx));
   const char *add = dfn(e, "atomicAdd");
   switch (d->dtype) {
   case TL_FLOAT32: line(e, "if (%s) %s(%s, %s);", guard, add, p, v); break;
@@ -1801,7 +1836,7 @@ static void op_atomic_add(E *e, const tl_stmt *s) {
   if (s->src)
     v = conv(e, read_elem(e, s->src->sym, region_idx(e, s->src, q), "tl_r"), (tl_type)s->src->sym->dtype,
              (tl_type)d->dtype);
-  atomic_add_elem(e, d, region_idx(e, dst, q), v);
+  atomic_add_elem(e, d, region_idx(e, dst, q), v, owner);
   close_loop(e, owner);
   e->indent--;
   line(e, "}");
@@ -1872,6 +1907,81 @@ static void op_parallel(E *e, const tl_stmt *s) {
   e->par = saved;
   e->par_owner = saved_owner;
   close_loop(e, owner);
+}
+
+/* An "atomic" statement: one atomic read-modify-write by this thread (an
+ * element outside its tensor is not touched, and "old" reads 0 for it). */
+static void emit_atomic(E *e, const tl_stmt *s) {
+  const tl_expr *l = s->lhs;
+  const tl_sym *b = l->sym;
+  tl_type dt = (tl_type)b->dtype;
+  const char **idx = index_codes(e, l);
+  const char *p = S("&%s[%s]", storage(e, b), offset(e, b, idx));
+  const char *v = conv(e, ex(e, s->value), s->value->type, dt);
+  const char *call;
+  if (s->atomic == TL_ATOMIC_ADD && (dt == TL_FLOAT16 || dt == TL_BFLOAT16))
+    call = S("tl_atomic_add16(%s, %s, %d)", p, v, dt == TL_BFLOAT16);
+  else if (s->atomic == TL_ATOMIC_ADD && (dt == TL_INT64 || dt == TL_UINT64))
+    call = S("((%s)%s((unsigned long long *)%s, (unsigned long long)(%s)))", crep(dt), dfn(e, "atomicAdd"), p, v);
+  else if (s->atomic == TL_ATOMIC_ADD)
+    call = S("%s(%s, %s)", dfn(e, "atomicAdd"), p, v);
+  else
+    call = S("tl_atomic_%s((%s *)%s, (%s)(%s))", s->atomic == TL_ATOMIC_MAX ? "max" : "min", crep(dt), p, crep(dt), v);
+  const char *guard = S("%s && %s", one_replica(e->par ? e->par_owner : NULL),
+                        b->kind == SYM_TENSOR ? in_bounds(e, b, idx) : "true");
+  if (s->sym) {
+    line(e, "%s %s = 0;", crep(dt), vname(e, s->sym));
+    line(e, "if (%s) %s = %s;", guard, vname(e, s->sym), call);
+  } else
+    line(e, "if (%s) (void)%s;", guard, call);
+}
+
+/* A C string literal's body for msg (printable ASCII, checked by the
+ * parser), as a printf format: '\\', '"' escaped, '%' doubled. */
+static const char *format_text(E *e, const char *msg) {
+  char *out = tl_arena_alloc(e->a, 2 * strlen(msg) + 1), *o = out;
+  for (const char *p = msg; *p; p++) {
+    if (*p == '\\' || *p == '"' || *p == '%')
+      *o++ = *p == '%' ? '%' : '\\';
+    *o++ = *p;
+  }
+  *o = 0;
+  return out;
+}
+
+/* print: one printf line per thread (or parallel iteration) that runs it;
+ * device_assert: a printf and a trap when the condition is false.  AMD
+ * targets have no printf here (it needs AMD's device library): print is
+ * refused there, and device_assert traps without a message. */
+static void emit_print(E *e, const tl_stmt *s) {
+  const char *msg = s->msg ? format_text(e, s->msg) : "";
+  const char *where = "[block (%d, %d, %d), thread (%d, %d, %d)]";
+  const char *wargs = S("(int)%s, (int)%s, (int)%s, (int)%s, (int)%s, (int)%s", e->d->bid[0], e->d->bid[1],
+                        e->d->bid[2], e->d->tid[0], e->d->tid[1], e->d->tid[2]);
+  bool cuda = e->d == &dialect_cuda;
+  if (s->kind == S_ASSERT) {
+    line(e, "if (!((%s) != 0)) {", ex(e, s->value));
+    if (cuda)
+      line(e, "  printf(\"device_assert failed at %s %s%s%s\\n\", %s);", s->pointer, where, *msg ? ": " : "", msg, wargs);
+    line(e, "  %s", cuda ? "asm volatile(\"trap;\");" : "__builtin_trap();");
+    line(e, "}");
+    return;
+  }
+  if (!cuda) {
+    fail(e, s->pointer, "print is not available on AMD targets (printf needs AMD's device library, which tlc's "
+                        "HIP toolchain does not link); remove it or compile for an NVIDIA target");
+    return;
+  }
+  const char *once = one_replica(e->par ? e->par_owner : NULL); /* one line per element */
+  if (!s->value) {
+    line(e, "if (%s) printf(\"%s:%s%s\\n\", %s);", once, where, *msg ? " " : "", msg, wargs);
+    return;
+  }
+  tl_type t = s->value->type;
+  const char *fmt = is_f(t) ? (t == TL_FLOAT64 ? "%.17g" : "%.9g") : t == TL_BOOL ? "%d" : is_unsigned_i(t) ? "%llu" : "%lld";
+  const char *cast = is_f(t) ? "double" : t == TL_BOOL ? "int" : is_unsigned_i(t) ? "unsigned long long" : "long long";
+  line(e, "if (%s) printf(\"%s:%s%s %s\\n\", %s, (%s)(%s));", once, where, *msg ? " " : "", msg, fmt, wargs, cast,
+       ex(e, s->value));
 }
 
 static void emit_assign(E *e, const tl_stmt *s, bool uniform) {
@@ -1954,6 +2064,8 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
     line(e, "const %s %s = %s;", crep(s->sym->type), vname(e, s->sym), ex(e, s->value));
     break;
   case S_ASSIGN: emit_assign(e, s, uniform); break;
+  case S_ATOMIC: emit_atomic(e, s); break;
+  case S_PRINT: case S_ASSERT: emit_print(e, s); break;
   case S_COPY: op_copy(e, s); break;
   case S_FILL: op_fill(e, s); break;
   case S_GEMM: op_gemm(e, s); break;

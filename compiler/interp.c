@@ -117,6 +117,7 @@ typedef struct interp {
   const tl_stmt *par_s;
   int64_t par_ext[TL_MAX_DIMS];
   int64_t par_iter;
+  FILE *print_to;
   /* scratch */
   void *scr[4];
   size_t scr_cap[4];
@@ -815,12 +816,11 @@ static tl_status eval_unary(interp *I, const tl_expr *e, int t, tl_scalar *out) 
 static tl_status eval_call(interp *I, const tl_expr *e, int t, tl_scalar *out) {
   tl_type rt = e->type;
   tl_scalar v[3], r;
-  static const signed char need[FN_COUNT] = {
-      [FN_CEILDIV] = 2, [FN_MIN] = 2, [FN_MAX] = 2, [FN_ABS] = 1, [FN_EXP] = 1, [FN_EXP2] = 1, [FN_LOG] = 1,
-      [FN_LOG2] = 1, [FN_SQRT] = 1, [FN_RSQRT] = 1, [FN_TANH] = 1, [FN_SIGMOID] = 1, [FN_FLOOR] = 1,
-      [FN_CEIL] = 1, [FN_ROUND] = 1, [FN_POW] = 2, [FN_FMA] = 3, [FN_IF_THEN_ELSE] = 3, [FN_INFINITY] = 0,
-      [FN_MAX_VALUE] = 0, [FN_MIN_VALUE] = 0, [FN_CAST] = 1, [FN_REINTERPRET] = 1, [FN_THREAD_BINDING] = 1};
-  if ((unsigned)e->fn >= FN_COUNT || e->fn == FN_NONE || e->nargs < need[e->fn])
+  /* the arguments after check: a dtype argument is not one */
+  int need = e->fn == FN_INFINITY || e->fn == FN_MAX_VALUE || e->fn == FN_MIN_VALUE ? 0
+             : e->fn == FN_CAST || e->fn == FN_REINTERPRET                          ? 1
+                                                                                    : tl_fn_nargs(e->fn);
+  if ((unsigned)e->fn >= FN_COUNT || e->fn == FN_NONE || e->nargs < need)
     return rt_err(I, e->pointer, e->column, t, "malformed call of '%s'", e->name ? e->name : "?");
   const tl_expr *const *a = (const tl_expr *const *)e->args;
   switch (e->fn) {
@@ -881,7 +881,7 @@ static tl_status eval_call(interp *I, const tl_expr *e, int t, tl_scalar *out) {
   default:
     break;
   }
-  int n = need[e->fn];
+  int n = need;
   for (int i = 0; i < n; i++)
     TRY(eval(I, a[i], t, &v[i]));
   tl_dtype d = ty_dtype(rt);
@@ -903,6 +903,26 @@ static tl_status eval_call(interp *I, const tl_expr *e, int t, tl_scalar *out) {
       r.i = q;
     }
     *out = tl_convert(r, ty_unsigned(rt) ? TL_UINT64 : TL_INT64, d);
+    return TL_OK;
+  }
+  case FN_ISNAN:
+  case FN_ISINF: {
+    tl_type at = a[0]->type;
+    bool f = at == TL_TY_UREAL || (at >= 0 && at < TL_DTYPE_COUNT && tl_dtype_is_float((tl_dtype)at));
+    double x = f ? conv(v[0], at, TL_FLOAT64).f : 0.0;
+    r.i = e->fn == FN_ISNAN ? isnan(x) : isinf(x);
+    *out = conv(r, TL_BOOL, rt);
+    return TL_OK;
+  }
+  case FN_CLAMP: { /* min(max(x, lo), hi) */
+    tl_scalar x = conv(v[0], a[0]->type, rt), lo = conv(v[1], a[1]->type, rt), hi = conv(v[2], a[2]->type, rt);
+    if (tl_dtype_is_float(d))
+      out->f = fmin(fmax(x.f, lo.f), hi.f);
+    else {
+      bool sg = !ty_unsigned(rt);
+      tl_scalar m = icmp(x, sg, lo, sg) >= 0 ? x : lo;
+      *out = icmp(m, sg, hi, sg) <= 0 ? m : hi;
+    }
     return TL_OK;
   }
   case FN_MIN:
@@ -939,21 +959,11 @@ static tl_status eval_call(interp *I, const tl_expr *e, int t, tl_scalar *out) {
     x[i] = conv(v[i], a[i]->type, ft).f;
   double y;
   switch (e->fn) {
-  case FN_EXP: y = exp(x[0]); break;
-  case FN_EXP2: y = exp2(x[0]); break;
-  case FN_LOG: y = log(x[0]); break;
-  case FN_LOG2: y = log2(x[0]); break;
-  case FN_SQRT: y = sqrt(x[0]); break;
-  case FN_RSQRT: y = 1.0 / sqrt(x[0]); break;
-  case FN_TANH: y = tanh(x[0]); break;
-  case FN_SIGMOID: y = 1.0 / (1.0 + exp(-x[0])); break;
-  case FN_FLOOR: y = floor(x[0]); break;
-  case FN_CEIL: y = ceil(x[0]); break;
-  case FN_ROUND: y = round(x[0]); break;
   case FN_POW: y = pow(x[0], x[1]); break;
   case FN_FMA: y = fma(x[0], x[1], x[2]); break;
   default:
-    return rt_err(I, e->pointer, e->column, t, "unknown function '%s'", tl_fn_name(e->fn));
+    if (n != 1 || !tl_math1(e->fn, x[0], &y))
+      return rt_err(I, e->pointer, e->column, t, "unknown function '%s'", tl_fn_name(e->fn));
   }
   *out = from_f64(y, rt);
   return TL_OK;
@@ -979,6 +989,9 @@ static tl_status eval(interp *I, const tl_expr *e, int t, tl_scalar *out) {
 }
 
 /* ---- assignments ---------------------------------------------------------------- */
+static tl_scalar add_into(tl_scalar old, tl_dtype dt, tl_scalar v, tl_type vt);
+static tl_status check_value_sym(interp *I, const tl_stmt *s, const tl_sym *y);
+static tl_status atomic_apply(interp *I, const tl_stmt *s, int t);
 /* Computes thread t's store of assignment s into pd (no memory is written). */
 static tl_status assign_prepare(interp *I, const tl_stmt *s, int t, pending *pd, loc *L) {
   const tl_expr *lhs = s->lhs;
@@ -1029,6 +1042,44 @@ static tl_status thread_assign(interp *I, const tl_stmt *s, const unsigned char 
   return TL_OK;
 }
 
+/* An "atomic" statement in thread t (proto/tile-ir-v1.md 5.9): dst
+ * becomes op(old, value) at once, and "old" gets its previous value (0 for
+ * an element outside its tensor, which is not written).  Atomics are
+ * exempt from the independence rules of parallel loops (9.4). */
+static tl_status atomic_apply(interp *I, const tl_stmt *s, int t) {
+  loc L;
+  TRY(locate(I, s->lhs, t, &L));
+  tl_scalar v, old, r;
+  TRY(eval(I, s->value, t, &v));
+  tl_dtype dt = s->lhs->sym->dtype;
+  tl_type vt = s->value->type;
+  old.u = 0;
+  if (L.p)
+    old = tl_load(L.p, dt);
+  if (s->atomic == TL_ATOMIC_ADD)
+    r = add_into(old, dt, v, vt);
+  else {
+    tl_scalar x = conv(v, vt, (tl_type)dt);
+    bool mx = s->atomic == TL_ATOMIC_MAX;
+    if (tl_dtype_is_float(dt))
+      r.f = mx ? fmax(old.f, x.f) : fmin(old.f, x.f);
+    else {
+      bool sg = !ty_unsigned((tl_type)dt);
+      int c = icmp(old, sg, x, sg);
+      r = (mx ? c >= 0 : c <= 0) ? old : x;
+    }
+  }
+  if (L.p)
+    tl_store(L.p, dt, r);
+  if (s->sym) {
+    TRY(check_value_sym(I, s, s->sym));
+    I->vals[(size_t)s->sym->slot * (size_t)I->T + (size_t)t] = old;
+    if (I->mode == MODE_PAR)
+      I->slot_gen[s->sym->slot] = I->par_gen;
+  }
+  return TL_OK;
+}
+
 static tl_status par_assign(interp *I, const tl_stmt *s) {
   pending pd;
   loc L;
@@ -1039,6 +1090,33 @@ static tl_status par_assign(interp *I, const tl_stmt *s) {
     TRY(par_mark(I, &L, bytes, s->lhs));
   }
   pending_store(&pd);
+  return TL_OK;
+}
+
+/* print and device_assert in thread t (proto/tile-ir-v1.md 5.10): a line
+ * "print at POINTER; in block (...), thread t: MSG VALUE", or a run-time
+ * error when the assertion fails. */
+static tl_status print_or_assert(interp *I, const tl_stmt *s, int t) {
+  tl_scalar v;
+  v.u = 0;
+  if (s->value)
+    TRY(eval(I, s->value, t, &v));
+  if (s->kind == S_ASSERT) {
+    if (ty_float(s->value->type) ? v.f != 0 || v.f != v.f : v.u != 0)
+      return TL_OK;
+    return rt_err(I, s->value->pointer, s->value->column, t, "device_assert failed%s%s", s->msg ? ": " : "",
+                  s->msg ? s->msg : "");
+  }
+  char where[300], val[64] = "";
+  fmt_where(I, t, where, sizeof where);
+  if (s->value) {
+    if (s->value->type == TL_BOOL)
+      snprintf(val, sizeof val, "%s", v.u ? "true" : "false");
+    else
+      fmt_val(val, sizeof val, v, s->value->type);
+  }
+  fprintf(I->print_to, "print at %s%s:%s%s%s%s\n", s->pointer, where, s->msg ? " " : "", s->msg ? s->msg : "",
+          s->value ? " " : "", val);
   return TL_OK;
 }
 
@@ -1325,6 +1403,8 @@ static void red_add(red *r, tl_scalar x, tl_type xt) {
     uint64_t v = conv(x, xt, TL_UINT64).u;
     if (!r->any)
       r->u = v;
+    else if (r->type >= RED_BITAND)
+      r->u = r->type == RED_BITAND ? r->u & v : r->type == RED_BITOR ? r->u | v : r->u ^ v;
     else if (r->type == RED_SUM || r->type == RED_ABSSUM)
       r->u += v;
     else if (r->type == RED_MIN)
@@ -1337,6 +1417,8 @@ static void red_add(red *r, tl_scalar x, tl_type xt) {
       v = (int64_t)(0 - (uint64_t)v);
     if (!r->any)
       r->i = v;
+    else if (r->type >= RED_BITAND)
+      r->i = r->type == RED_BITAND ? r->i & v : r->type == RED_BITOR ? r->i | v : r->i ^ v;
     else if (r->type == RED_SUM || r->type == RED_ABSSUM)
       r->i = (int64_t)((uint64_t)r->i + (uint64_t)v);
     else if (r->type == RED_MIN)
@@ -1436,7 +1518,7 @@ static tl_status op_cumsum(interp *I, const tl_stmt *s, int t0) {
   bool uns = !fl && (sv.dt == TL_UINT64 || dv.dt == TL_UINT64);
   for (int64_t o = 0; o < outer; o++)
     for (int64_t i = 0; i < inner; i++) {
-      red r = {RED_SUM, fl, uns, false, 0, 0, 0};
+      red r = {(int)s->reduce_type, fl, uns, false, 0, 0, 0};
       for (int64_t j = 0; j < R; j++) {
         int64_t k = s->reverse ? R - 1 - j : j;
         tl_scalar *x = &buf[(o * R + k) * inner + i];
@@ -1540,6 +1622,17 @@ static tl_status exec_thread(interp *I, const tl_stmt *s, const unsigned char *m
   switch (s->kind) {
   case S_ASSIGN:
     return thread_assign(I, s, mask);
+  case S_ATOMIC: /* one thread after another, in thread order */
+    for (int t = 0; t < T; t++)
+      if (mask[t])
+        TRY(atomic_apply(I, s, t));
+    return TL_OK;
+  case S_PRINT:
+  case S_ASSERT:
+    for (int t = 0; t < T; t++)
+      if (mask[t])
+        TRY(print_or_assert(I, s, t));
+    return TL_OK;
   case S_LET:
   case S_ALLOC_VAR: {
     TRY(check_value_sym(I, s, s->sym));
@@ -1629,6 +1722,11 @@ static tl_status exec_par_stmt(interp *I, const tl_stmt *s, int depth) {
   switch (s->kind) {
   case S_ASSIGN:
     return par_assign(I, s);
+  case S_ATOMIC:
+    return atomic_apply(I, s, t0);
+  case S_PRINT:
+  case S_ASSERT:
+    return print_or_assert(I, s, t0);
   case S_LET: {
     TRY(check_value_sym(I, s, s->sym));
     tl_scalar v;
@@ -2006,6 +2104,7 @@ tl_status tl_interpret(const tl_program *prog, tl_arg *args, const tl_interp_opt
   I.err = err;
   I.mode = MODE_STATIC;
   I.check_par = opts ? opts->check_parallel != 0 : true;
+  I.print_to = opts && opts->print_to ? opts->print_to : stderr;
   tl_status st = interp_setup(&I, prog, args, err);
   int64_t grid[3] = {0, 0, 0};
   if (st == TL_OK)

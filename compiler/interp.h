@@ -6,6 +6,7 @@
 #ifndef TL_INTERP_H
 #define TL_INTERP_H
 
+#include <stdio.h>
 #include "ir.h"
 
 /* One argument per parameter, in the program's params order. */
@@ -17,6 +18,7 @@ typedef struct tl_arg {
 
 typedef struct tl_interp_options {
   int check_parallel; /* report parallel-loop independence violations (default on: 1) */
+  FILE *print_to;     /* where print statements write (NULL: standard error) */
 } tl_interp_options;
 
 /* Evaluates the shape of tensor parameter `p` (an index into prog->params)

@@ -4,6 +4,7 @@
  * ops, the one walker over statements (tl_walk), and printing of types,
  * functions, expressions and whole programs (for messages and IR dumps).
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,20 +162,49 @@ const char *tl_type_name(tl_type t) {
   return "no type";
 }
 
-static const char *const fn_names[FN_COUNT] = {
-    [FN_NONE] = "?",          [FN_CEILDIV] = "ceildiv",   [FN_MIN] = "min",
-    [FN_MAX] = "max",         [FN_ABS] = "abs",           [FN_EXP] = "exp",
-    [FN_EXP2] = "exp2",       [FN_LOG] = "log",           [FN_LOG2] = "log2",
-    [FN_SQRT] = "sqrt",       [FN_RSQRT] = "rsqrt",       [FN_TANH] = "tanh",
-    [FN_SIGMOID] = "sigmoid", [FN_FLOOR] = "floor",       [FN_CEIL] = "ceil",
-    [FN_ROUND] = "round",     [FN_POW] = "pow",           [FN_FMA] = "fma",
-    [FN_IF_THEN_ELSE] = "if_then_else",                   [FN_INFINITY] = "infinity",
-    [FN_MAX_VALUE] = "max_value",                         [FN_MIN_VALUE] = "min_value",
-    [FN_CAST] = "cast",       [FN_REINTERPRET] = "reinterpret",
-    [FN_THREAD_BINDING] = "thread_binding",
+static const struct {
+  const char *name;
+  int nargs;
+  bool reserved;
+} fns[FN_COUNT] = {
+    [FN_NONE] = {"?", 0, false},
+#define TL_X(id, name, nargs, reserved) [id] = {name, nargs, reserved},
+    TL_FNS(TL_X)
+#undef TL_X
 };
 
-const char *tl_fn_name(tl_fn f) { return (unsigned)f < FN_COUNT ? fn_names[f] : "?"; }
+int tl_fn_nargs(tl_fn f) { return (unsigned)f < FN_COUNT ? fns[f].nargs : 0; }
+bool tl_fn_reserved(tl_fn f) { return (unsigned)f < FN_COUNT && fns[f].reserved; }
+
+bool tl_math1(tl_fn f, double x, double *y) {
+  double r;
+  switch (f) {
+  case FN_EXP: r = exp(x); break;
+  case FN_EXP2: r = exp2(x); break;
+  case FN_LOG: r = log(x); break;
+  case FN_LOG2: r = log2(x); break;
+  case FN_SQRT: r = sqrt(x); break;
+  case FN_RSQRT: r = 1.0 / sqrt(x); break;
+  case FN_TANH: r = tanh(x); break;
+  case FN_SIGMOID: r = 1.0 / (1.0 + exp(-x)); break;
+  case FN_FLOOR: r = floor(x); break;
+  case FN_CEIL: r = ceil(x); break;
+  case FN_ROUND: r = round(x); break;
+  case FN_ERF: r = erf(x); break;
+  case FN_SIN: r = sin(x); break;
+  case FN_COS: r = cos(x); break;
+  case FN_TAN: r = tan(x); break;
+  case FN_LOG1P: r = log1p(x); break;
+  case FN_EXPM1: r = expm1(x); break;
+  case FN_LOG10: r = log10(x); break;
+  case FN_TRUNC: r = trunc(x); break;
+  default: return false;
+  }
+  *y = r;
+  return true;
+}
+
+const char *tl_fn_name(tl_fn f) { return (unsigned)f < FN_COUNT ? fns[f].name : "?"; }
 
 /* ---- statement kinds and ops (ir.h: TL_STMT_KINDS, TL_STMT_OPS) ------------- */
 static const struct {
@@ -584,6 +614,15 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
   }
   case S_IF:
     fprintf(f, " %s", tl_expr_str(a, s->value));
+    break;
+  case S_PRINT:
+  case S_ASSERT:
+    fprintf(f, " %s%s%s%s", s->value ? tl_expr_str(a, s->value) : "", s->msg ? " \"" : "", s->msg ? s->msg : "",
+            s->msg ? "\"" : "");
+    break;
+  case S_ATOMIC:
+    fprintf(f, " %s %s, %s%s%s", s->atomic_name, tl_expr_str(a, s->lhs), tl_expr_str(a, s->value),
+            s->sym ? " -> " : "", s->sym ? s->sym->name : "");
     break;
   case S_ASSIGN:
     fprintf(f, " %s = %s", tl_expr_str(a, s->lhs), tl_expr_str(a, s->value));

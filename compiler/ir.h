@@ -263,13 +263,42 @@ enum {
   OP_AND, OP_OR, OP_NOT,
 };
 
+/* The functions of expressions (proto/tile-ir-v1.md 6.5), one row each:
+ * X(ID, "name", arguments (as written: a dtype argument counts), reserved).
+ * The checker, the interpreter and IR dumps read this table.  "reserved" is 1
+ * for the functions of the first version, whose names programs may not
+ * declare; later ones are 0, so that adding one never breaks a program that
+ * names a value like it (7.5). */
+#define TL_FNS(X)                                                                                          \
+  X(FN_CEILDIV, "ceildiv", 2, 1) X(FN_MIN, "min", 2, 1) X(FN_MAX, "max", 2, 1) X(FN_ABS, "abs", 1, 1)         \
+  X(FN_EXP, "exp", 1, 1) X(FN_EXP2, "exp2", 1, 1) X(FN_LOG, "log", 1, 1) X(FN_LOG2, "log2", 1, 1)            \
+  X(FN_SQRT, "sqrt", 1, 1) X(FN_RSQRT, "rsqrt", 1, 1) X(FN_TANH, "tanh", 1, 1)                              \
+  X(FN_SIGMOID, "sigmoid", 1, 1) X(FN_FLOOR, "floor", 1, 1) X(FN_CEIL, "ceil", 1, 1)                        \
+  X(FN_ROUND, "round", 1, 1) X(FN_POW, "pow", 2, 1) X(FN_FMA, "fma", 3, 1)                                  \
+  X(FN_IF_THEN_ELSE, "if_then_else", 3, 1) X(FN_INFINITY, "infinity", 1, 1)                                \
+  X(FN_MAX_VALUE, "max_value", 1, 1) X(FN_MIN_VALUE, "min_value", 1, 1) X(FN_CAST, "cast", 2, 1)            \
+  X(FN_REINTERPRET, "reinterpret", 2, 1) X(FN_THREAD_BINDING, "thread_binding", 1, 1)                       \
+  X(FN_ERF, "erf", 1, 0) X(FN_SIN, "sin", 1, 0) X(FN_COS, "cos", 1, 0) X(FN_TAN, "tan", 1, 0)               \
+  X(FN_LOG1P, "log1p", 1, 0) X(FN_EXPM1, "expm1", 1, 0) X(FN_LOG10, "log10", 1, 0)                          \
+  X(FN_TRUNC, "trunc", 1, 0) X(FN_ISNAN, "isnan", 1, 0) X(FN_ISINF, "isinf", 1, 0)                          \
+  X(FN_CLAMP, "clamp", 3, 0)
+
 typedef enum tl_fn {
   FN_NONE,
-  FN_CEILDIV, FN_MIN, FN_MAX, FN_ABS, FN_EXP, FN_EXP2, FN_LOG, FN_LOG2, FN_SQRT, FN_RSQRT,
-  FN_TANH, FN_SIGMOID, FN_FLOOR, FN_CEIL, FN_ROUND, FN_POW, FN_FMA, FN_IF_THEN_ELSE,
-  FN_INFINITY, FN_MAX_VALUE, FN_MIN_VALUE, FN_CAST, FN_REINTERPRET, FN_THREAD_BINDING,
+#define TL_X(id, name, nargs, reserved) id,
+  TL_FNS(TL_X)
+#undef TL_X
   FN_COUNT
 } tl_fn;
+/* The arguments a call of f takes as written, and whether its name is
+ * reserved (TL_FNS). */
+int tl_fn_nargs(tl_fn f);
+bool tl_fn_reserved(tl_fn f);
+/* Sets *y to the float64 value of math function f of one argument (exp ..
+ * round, erf .. trunc) at x, as the checker folds it and the interpreter
+ * computes it: the C library's function (proto/tile-ir-v1.md 9.6).  Returns
+ * false (and sets nothing) when f is not such a function. */
+bool tl_math1(tl_fn f, double x, double *y);
 const char *tl_fn_name(tl_fn f);
 
 struct tl_expr {
@@ -360,7 +389,10 @@ enum { TL_KIND_TILE = 1, TL_KIND_BODY = 2, TL_KIND_ELSE = 4 };
   X(S_ANNOTATE_LAYOUT, "annotate_layout", TL_KIND_TILE)                                                    \
   X(S_USE_SWIZZLE, "use_swizzle", TL_KIND_TILE)                                                            \
   X(S_SYNC_THREADS, "sync_threads", TL_KIND_TILE)                                                          \
-  X(S_ASSIGN, "assign", 0)
+  X(S_ATOMIC, "atomic", 0)                                                                                 \
+  X(S_ASSIGN, "assign", 0)                                                                                 \
+  X(S_PRINT, "print", 0)                                                                                   \
+  X(S_ASSERT, "device_assert", 0)
 
 typedef enum tl_stmt_kind {
 #define TL_X(kind, name, flags) kind,
@@ -410,7 +442,12 @@ unsigned tl_stmt_kind_flags(tl_stmt_kind k);
   X(OP_IF, "if", S_IF, "op", "cond", "then", "else")                                                       \
   X(OP_ANNOTATE_LAYOUT, "annotate_layout", S_ANNOTATE_LAYOUT, "op", "layouts")                             \
   X(OP_USE_SWIZZLE, "use_swizzle", S_USE_SWIZZLE, "op", "panel_size", "order", "enable")                   \
-  X(OP_SYNC_THREADS, "sync_threads", S_SYNC_THREADS, "op")
+  X(OP_SYNC_THREADS, "sync_threads", S_SYNC_THREADS, "op")                                                 \
+  X(OP_ATOMIC, "atomic", S_ATOMIC, "op", "type", "dst", "value", "old")                                    \
+  X(OP_CUMMAX, "cummax", S_CUMSUM, "op", "src", "dst", "dim", "reverse")                                   \
+  X(OP_CUMMIN, "cummin", S_CUMSUM, "op", "src", "dst", "dim", "reverse")                                   \
+  X(OP_PRINT, "print", S_PRINT, "op", "value", "msg")                                                      \
+  X(OP_DEVICE_ASSERT, "device_assert", S_ASSERT, "op", "cond", "msg")
 
 typedef enum tl_stmt_op {
 #define TL_X(id, name, kind, ...) id,
@@ -419,6 +456,7 @@ typedef enum tl_stmt_op {
   TL_STMT_OP_COUNT
 } tl_stmt_op;
 
+#define TL_MAX_MSG 256     /* characters of a print or device_assert "msg" */
 #define TL_MAX_OP_FIELDS 12 /* the most fields a row of TL_STMT_OPS lists, and its NULL */
 typedef struct tl_stmt_op_info {
   const char *name;                          /* as written in "op" */
@@ -466,7 +504,12 @@ tl_walk_act tl_walk_expr(tl_expr *x, tl_walk_act (*fn)(tl_expr *x, tl_stmt *stmt
                          void *user);
 
 typedef enum tl_loop_kind { LOOP_SERIAL, LOOP_UNROLL, LOOP_VECTORIZED, LOOP_PIPELINED } tl_loop_kind;
-typedef enum tl_reduce_type { RED_SUM, RED_MAX, RED_MIN, RED_ABSSUM, RED_ABSMAX } tl_reduce_type;
+/* The combining operation of a reduce (its "type") or of a cumsum, cummax or cummin. */
+typedef enum tl_reduce_type {
+  RED_SUM, RED_MAX, RED_MIN, RED_ABSSUM, RED_ABSMAX, RED_BITAND, RED_BITOR, RED_BITXOR
+} tl_reduce_type;
+/* The read-modify-write of an "atomic" statement (TL_ATOMIC_NONE: a plain assignment). */
+typedef enum tl_atomic_kind { TL_ATOMIC_NONE, TL_ATOMIC_ADD, TL_ATOMIC_MAX, TL_ATOMIC_MIN } tl_atomic_kind;
 typedef enum tl_gemm_policy { POLICY_SQUARE, POLICY_FULL_ROW, POLICY_FULL_COL } tl_gemm_policy;
 
 typedef struct tl_body {
@@ -484,7 +527,8 @@ struct tl_stmt {
 
   tl_sym *sym;         /* S_ALLOC, S_ALLOC_VAR, S_LET */
   tl_expr *value;      /* S_LET, S_ALLOC_VAR init, S_FILL, S_ATOMIC_ADD value, S_IF cond,
-                          S_ASSIGN right-hand side */
+                          S_ASSIGN right-hand side, S_PRINT value (or NULL), S_ASSERT cond */
+  const char *msg;     /* S_PRINT, S_ASSERT: the "msg" (printable ASCII), or NULL */
   tl_region *src, *dst;
 
   /* gemm */
@@ -561,7 +605,10 @@ struct tl_stmt {
   } raw;
   const char *reduce_type_name, *policy_name, *order_name; /* parsed strings */
 
-  /* assignment */
+  /* assignment; an "atomic" statement has the fields of one: lhs (its "dst" element)
+   * becomes atomic(lhs, value), and sym is its "old" (a let of lhs's previous value) or NULL */
+  tl_atomic_kind atomic;
+  const char *atomic_name; /* parsed "type" */
   tl_expr *lhs;
   int assign_op;       /* 0 for '=', else the binary operator of 'op='; after check, .value of
                           'x op= e' is the binary node 'x op e' (its left operand a copy of .lhs),

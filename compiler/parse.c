@@ -41,7 +41,8 @@ static const char *json_kind(const json_t *v) {
 
 /* ---- identifiers -------------------------------------------------------------- */
 /* Reserved (proto/tile-ir-v1.md 7.5): every Python keyword and the
- * lowercase literals (tl_is_keyword), the function names and the dtypes. */
+ * lowercase literals (tl_is_keyword), the first version's function names
+ * and dtypes. */
 static bool is_reserved(const char *s) {
   if (tl_is_keyword(s, strlen(s)))
     return true;
@@ -49,7 +50,7 @@ static bool is_reserved(const char *s) {
   if (tl_dtype_parse(s, &t) && tl_dtype_is_reserved(t) && strcmp(s, tl_dtype_name(t)) == 0)
     return true;
   for (int f = 1; f < FN_COUNT; f++)
-    if (strcmp(s, tl_fn_name((tl_fn)f)) == 0)
+    if (tl_fn_reserved((tl_fn)f) && strcmp(s, tl_fn_name((tl_fn)f)) == 0)
       return true;
   return false;
 }
@@ -463,15 +464,18 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     s->raw.dim = get_int_field(p, v, "dim", ptr, true, what);
     s->raw.clear = get_flag(p, v, "clear", ptr);
     s->clear = true;
-    static const char *const types[] = {"sum", "max", "min", "abssum", "absmax"};
+    static const char *const types[] = {[RED_SUM] = "sum",       [RED_MAX] = "max",     [RED_MIN] = "min",
+                                        [RED_ABSSUM] = "abssum", [RED_ABSMAX] = "absmax", [RED_BITAND] = "bitand",
+                                        [RED_BITOR] = "bitor",   [RED_BITXOR] = "bitxor"};
     if (s->reduce_type_name) {
       int t = -1;
-      for (int i = 0; i < 5; i++)
+      for (int i = 0; i < (int)(sizeof types / sizeof types[0]); i++)
         if (strcmp(types[i], s->reduce_type_name) == 0)
           t = i;
       if (t < 0) {
         ERR(tl_ptr_key(p->arena, ptr, "type"),
-            "unknown reduction '%s'; it is \"sum\", \"max\", \"min\", \"abssum\" or \"absmax\"", s->reduce_type_name);
+            "unknown reduction '%s'; it is \"sum\", \"max\", \"min\", \"abssum\", \"absmax\", \"bitand\", "
+            "\"bitor\" or \"bitxor\"", s->reduce_type_name);
         return NULL;
       }
       s->reduce_type = (tl_reduce_type)t;
@@ -483,6 +487,7 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     s->dst = get_region(p, v, "dst", ptr, what, true);
     s->raw.dim = get_int_field(p, v, "dim", ptr, true, what);
     s->raw.reverse = get_flag(p, v, "reverse", ptr);
+    s->reduce_type = id == OP_CUMMAX ? RED_MAX : id == OP_CUMMIN ? RED_MIN : RED_SUM;
     return s->src && s->dst && s->raw.dim ? s : NULL;
   }
   case S_ATOMIC_ADD: {
@@ -641,6 +646,49 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
         ERR(tl_ptr_key(p->arena, ptr, "order"), "'order' is \"row\" or \"column\", not \"%s\"", s->order_name);
     }
     return s->panel_size ? s : NULL;
+  }
+  case S_ATOMIC: {
+    static const char *const kinds[] = {[TL_ATOMIC_ADD] = "add", [TL_ATOMIC_MAX] = "max", [TL_ATOMIC_MIN] = "min"};
+    s->atomic_name = get_string(p, v, "type", ptr, what, true);
+    s->lhs = get_expr(p, v, "dst", ptr, what, true);
+    s->value = get_expr(p, v, "value", ptr, what, true);
+    const char *old = get_string(p, v, "old", ptr, what, false);
+    for (int k = TL_ATOMIC_ADD; s->atomic_name && k <= TL_ATOMIC_MIN; k++)
+      if (strcmp(s->atomic_name, kinds[k]) == 0)
+        s->atomic = (tl_atomic_kind)k;
+    if (s->atomic_name && !s->atomic)
+      ERR(tl_ptr_key(p->arena, ptr, "type"), "'type' of 'atomic' is \"add\", \"max\" or \"min\", not \"%s\"",
+          s->atomic_name);
+    if (s->lhs && s->lhs->kind != E_INDEX) {
+      ERR(tl_ptr_key(p->arena, ptr, "dst"), "the 'dst' of 'atomic' is one element of a buffer, 'name[i, ...]'");
+      return NULL;
+    }
+    if (old) {
+      if (!check_ident(p, old, tl_ptr_key(p->arena, ptr, "old"), "name"))
+        return NULL;
+      s->sym = new_sym(p, old, SYM_LET, ptr);
+    }
+    return s->atomic && s->lhs && s->value ? s : NULL;
+  }
+  case S_PRINT:
+  case S_ASSERT: {
+    if (s->kind == S_ASSERT)
+      s->value = get_expr(p, v, "cond", ptr, what, true);
+    else if (json_object_get(v, "value"))
+      s->value = get_expr(p, v, "value", ptr, what, true);
+    s->msg = get_string(p, v, "msg", ptr, what, false);
+    const char *mp = tl_ptr_key(p->arena, ptr, "msg");
+    size_t n = s->msg ? strlen(s->msg) : 0;
+    for (size_t i = 0; i < n; i++)
+      if (s->msg[i] < ' ' || s->msg[i] > '~') {
+        ERR(mp, "'msg' holds printable ASCII only (character %zu is not)", i + 1);
+        return NULL;
+      }
+    if (n > TL_MAX_MSG) {
+      ERR(mp, "'msg' is %zu characters long; the limit is %d", n, TL_MAX_MSG);
+      return NULL;
+    }
+    return s->kind == S_PRINT || s->value ? s : NULL;
   }
   case S_SYNC_THREADS:
   case S_ASSIGN:

@@ -138,6 +138,9 @@ static void collect(tl_arena *a, access *x, const tl_stmt *s) {
       writes(a, x, &scratch_sym);
     }
     break;
+  case S_ATOMIC: /* reads its element (the old value), and writes it as an assignment does */
+    reads(a, x, s->lhs->sym);
+    /* fall through */
   case S_ASSIGN:
     if (s->lhs->kind == E_INDEX) {
       writes(a, x, s->lhs->sym);

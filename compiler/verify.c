@@ -720,6 +720,9 @@ static tl_walk_act gather_stmt(tl_stmt *s, void *user) {
     if (s->src->sym->in_regs && !tl_reduce_in_quads(s)) /* exchanges through the scratch */
       g->t.r[g->b->n - 1] = g->t.w[g->b->n - 1] = true;
     break;
+  case S_ATOMIC:
+    mark(g, s->lhs->sym, false);
+    /* fall through */
   case S_ASSIGN:
     if (s->lhs->kind == E_INDEX)
       mark(g, s->lhs->sym, true);

@@ -114,7 +114,8 @@ TL_DEV T tl_fmod_##sfx(T a, T b) { if (b == 0 || b == -1) return 0; T r = a % b;
 TL_DEV T tl_cdiv_##sfx(T a, T b) { if (b == 0) return 0; if (b == -1) return (T)((U)0 - (U)a); T q = a / b; if ((a % b != 0) && ((a < 0) == (b < 0))) q++; return q; } \
 TL_DEV T tl_abs_##sfx(T a) { return a < 0 ? (T)((U)0 - (U)a) : a; } \
 TL_DEV T tl_shl_##sfx(T a, long long n) { return n < 0 || n >= (long long)(8 * sizeof(T)) ? (T)0 : (T)((U)a << n); } \
-TL_DEV T tl_shr_##sfx(T a, long long n) { return n < 0 || n >= (long long)(8 * sizeof(T)) ? (T)0 : (T)(a >> n); }
+TL_DEV T tl_shr_##sfx(T a, long long n) { return n < 0 || n >= (long long)(8 * sizeof(T)) ? (T)0 : (T)(a >> n); } \
+TL_DEV T tl_clamp_##sfx(T x, T lo, T hi) { T m = x < lo ? lo : x; return m > hi ? hi : m; }
 TL_IDIV(i32, int, unsigned)
 TL_IDIV(i64, long long, unsigned long long)
 #define TL_UDIV(sfx, T) \
@@ -123,9 +124,14 @@ TL_DEV T tl_fmod_##sfx(T a, T b) { return b ? a % b : 0; } \
 TL_DEV T tl_cdiv_##sfx(T a, T b) { return b ? a / b + (a % b != 0) : 0; } \
 TL_DEV T tl_abs_##sfx(T a) { return a; } \
 TL_DEV T tl_shl_##sfx(T a, long long n) { return n < 0 || n >= (long long)(8 * sizeof(T)) ? (T)0 : (T)(a << n); } \
-TL_DEV T tl_shr_##sfx(T a, long long n) { return n < 0 || n >= (long long)(8 * sizeof(T)) ? (T)0 : (T)(a >> n); }
+TL_DEV T tl_shr_##sfx(T a, long long n) { return n < 0 || n >= (long long)(8 * sizeof(T)) ? (T)0 : (T)(a >> n); } \
+TL_DEV T tl_clamp_##sfx(T x, T lo, T hi) { T m = x < lo ? lo : x; return m > hi ? hi : m; }
 TL_UDIV(u32, unsigned)
 TL_UDIV(u64, unsigned long long)
+TL_DEV bool tl_isnanf(float x) { return x != x; }
+TL_DEV bool tl_isnan(double x) { return x != x; }
+TL_DEV bool tl_isinff(float x) { return fabsf(x) == __int_as_float(0x7f800000); }
+TL_DEV bool tl_isinf(double x) { return fabs(x) == __longlong_as_double(0x7ff0000000000000LL); }
 TL_DEV int tl_cmp_su(long long a, unsigned long long b) { return a < 0 ? -1 : (unsigned long long)a < b ? -1 : (unsigned long long)a > b; }
 TL_DEV float tl_pymodf(float a, float b) { float r = fmodf(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
 TL_DEV double tl_pymod(double a, double b) { double r = fmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
@@ -138,7 +144,7 @@ TL_DEV unsigned long long tl_wgdesc(unsigned addr, unsigned lbo, unsigned sbo, u
   return (unsigned long long)((addr & 0x3ffffu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3fffu) << 16) |
          ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) | ((unsigned long long)mode << 62);
 }
-TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {
+TL_DEV float tl_atomic_add16(unsigned short *p, float v, int bf) {
   unsigned *w = (unsigned *)((unsigned long long)p & ~3ull);
   int sh = ((unsigned long long)p & 2) ? 16 : 0;
   unsigned old = *w, assumed;
@@ -150,7 +156,23 @@ TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {
     unsigned nw = (assumed & ~(0xffffu << sh)) | ((unsigned)n << sh);
     old = atomicCAS(w, assumed, nw);
   } while (old != assumed);
+  unsigned short h = (unsigned short)(assumed >> sh);
+  return bf ? tl_bf2f(h) : tl_h2f(h);
 }
+#define TL_ATOMIC_INT(name, cuda, T) TL_DEV T name(T *p, T v) { return cuda(p, v); }
+TL_ATOMIC_INT(tl_atomic_max, atomicMax, int) TL_ATOMIC_INT(tl_atomic_max, atomicMax, unsigned)
+TL_ATOMIC_INT(tl_atomic_max, atomicMax, long long) TL_ATOMIC_INT(tl_atomic_max, atomicMax, unsigned long long)
+TL_ATOMIC_INT(tl_atomic_min, atomicMin, int) TL_ATOMIC_INT(tl_atomic_min, atomicMin, unsigned)
+TL_ATOMIC_INT(tl_atomic_min, atomicMin, long long) TL_ATOMIC_INT(tl_atomic_min, atomicMin, unsigned long long)
+#define TL_ATOMIC_CAS(name, T, U, as_u, from_u, op) TL_DEV T name(T *p, T v) { \
+  U *w = (U *)p, old = *(volatile U *)w, assumed; \
+  do { assumed = old; U n = (U)as_u(op(from_u(assumed), v)); if (n == assumed) break; old = atomicCAS(w, assumed, n); } \
+  while (old != assumed); \
+  return from_u(assumed); }
+TL_ATOMIC_CAS(tl_atomic_max, float, unsigned, __float_as_uint, __uint_as_float, fmaxf)
+TL_ATOMIC_CAS(tl_atomic_min, float, unsigned, __float_as_uint, __uint_as_float, fminf)
+TL_ATOMIC_CAS(tl_atomic_max, double, unsigned long long, __double_as_longlong, __longlong_as_double, fmax)
+TL_ATOMIC_CAS(tl_atomic_min, double, unsigned long long, __double_as_longlong, __longlong_as_double, fmin)
 typedef struct __attribute__((aligned(64))) { unsigned long long tl_q[16]; } tl_tensor_map;
 TL_DEV void tl_mbar_wait(unsigned bar, unsigned parity) {
   unsigned done;

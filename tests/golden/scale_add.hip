@@ -166,6 +166,96 @@ TL_DEV double tl_tanh(double x) {
   return x < 0.0 ? -t : (x == 0.0 ? x : t);
 }
 TL_DEV float tl_tanhf(float x) { return (float)tl_tanh((double)x); }
+TL_DEV double tl_trig_r(double x, int *q) {
+  double n = __builtin_rint(x * 6.36619772367581382433e-01);
+  double r = __builtin_fma(-n, 1.5707963267948966, x);
+  r = __builtin_fma(-n, 6.123233995736766e-17, r);
+  r = __builtin_fma(-n, -1.4973849048591698e-33, r);
+  *q = (int)((long long)n & 3);
+  return r;
+}
+TL_DEV double tl_sin_p(double r) {
+  double r2 = r * r, p = -1.0 / 25852016738884976640000.0;
+  p = __builtin_fma(p, r2, 1.0 / 51090942171709440000.0); p = __builtin_fma(p, r2, -1.0 / 121645100408832000.0);
+  p = __builtin_fma(p, r2, 1.0 / 355687428096000.0); p = __builtin_fma(p, r2, -1.0 / 1307674368000.0);
+  p = __builtin_fma(p, r2, 1.0 / 6227020800.0); p = __builtin_fma(p, r2, -1.0 / 39916800.0);
+  p = __builtin_fma(p, r2, 1.0 / 362880.0); p = __builtin_fma(p, r2, -1.0 / 5040.0);
+  p = __builtin_fma(p, r2, 1.0 / 120.0); p = __builtin_fma(p, r2, -1.0 / 6.0);
+  return __builtin_fma(r * r2, p, r);
+}
+TL_DEV double tl_cos_p(double r) {
+  double r2 = r * r, p = -1.0 / 1124000727777607680000.0;
+  p = __builtin_fma(p, r2, 1.0 / 2432902008176640000.0); p = __builtin_fma(p, r2, -1.0 / 6402373705728000.0);
+  p = __builtin_fma(p, r2, 1.0 / 20922789888000.0); p = __builtin_fma(p, r2, -1.0 / 87178291200.0);
+  p = __builtin_fma(p, r2, 1.0 / 479001600.0); p = __builtin_fma(p, r2, -1.0 / 3628800.0);
+  p = __builtin_fma(p, r2, 1.0 / 40320.0); p = __builtin_fma(p, r2, -1.0 / 720.0);
+  p = __builtin_fma(p, r2, 1.0 / 24.0);
+  double h = 0.5 * r2;
+  return (1.0 - h) + (((1.0 - (1.0 - h)) - h) + r2 * r2 * p);
+}
+TL_DEV double tl_sin(double x) {
+  if (x == 0.0) return x;
+  if (x - x != 0.0) return x - x;
+  int q; double r = tl_trig_r(x, &q);
+  double v = q & 1 ? tl_cos_p(r) : tl_sin_p(r);
+  return q & 2 ? -v : v;
+}
+TL_DEV double tl_cos(double x) {
+  if (x - x != 0.0) return x - x;
+  int q; double r = tl_trig_r(x, &q);
+  double v = q & 1 ? tl_sin_p(r) : tl_cos_p(r);
+  return (q + 1) & 2 ? -v : v;
+}
+TL_DEV double tl_tan(double x) {
+  if (x == 0.0) return x;
+  if (x - x != 0.0) return x - x;
+  int q; double r = tl_trig_r(x, &q);
+  double s = tl_sin_p(r), c = tl_cos_p(r);
+  return q & 1 ? -c / s : s / c;
+}
+TL_DEV double tl_log1p(double x) {
+  double u = 1.0 + x;
+  if (u == 1.0) return x;
+  double l = tl_log(u);
+  if (!(u > 0.0) || u - u != 0.0) return l;
+  return l * (x / (u - 1.0));
+}
+TL_DEV double tl_expm1(double x) {
+  if (x != x) return x;
+  double u = tl_exp(x);
+  if (u == 1.0) return x;
+  double um1 = u - 1.0;
+  if (um1 == -1.0 || u - u != 0.0) return um1;
+  return um1 * (x / tl_log(u));
+}
+TL_DEV double tl_log10(double x) { return tl_log(x) * 4.34294481903251827651e-01; }
+TL_DEV double tl_erf(double x) {
+  double a = __builtin_fabs(x), r;
+  if (x != x) return x;
+  if (a >= 6.0) r = 1.0;
+  else {
+    double x2 = a * a, x2lo = __builtin_fma(a, a, -x2), e = tl_exp(-x2) * (1.0 - x2lo);
+    if (a < 2.0) {
+      double t = a, s = a;
+      for (int k = 1; k < 200 && t > s * 1e-17; k++) { t *= 2.0 * x2 / (double)(2 * k + 1); s += t; }
+      r = 1.12837916709551257390 * e * s;
+    } else {
+      double f = a;
+      for (int k = 90; k >= 1; k--) f = a + (0.5 * (double)k) / f;
+      r = 1.0 - 0.56418958354775628695 * e / f;
+    }
+  }
+  return x < 0.0 ? -r : (x == 0.0 ? x : r);
+}
+TL_DEV float tl_sinf(float x) { return (float)tl_sin((double)x); }
+TL_DEV float tl_cosf(float x) { return (float)tl_cos((double)x); }
+TL_DEV float tl_tanf(float x) { return (float)tl_tan((double)x); }
+TL_DEV float tl_log1pf(float x) { return (float)tl_log1p((double)x); }
+TL_DEV float tl_expm1f(float x) { return (float)tl_expm1((double)x); }
+TL_DEV float tl_log10f(float x) { return (float)tl_log10((double)x); }
+TL_DEV float tl_erff(float x) { return (float)tl_erf((double)x); }
+TL_DEV float tl_truncf(float x) { return __builtin_truncf(x); }
+TL_DEV double tl_trunc(double x) { return __builtin_trunc(x); }
 TL_DEV float tl_h2f(unsigned short h) { return (float)__builtin_bit_cast(_Float16, h); }
 TL_DEV unsigned short tl_f2h(float f) { return __builtin_bit_cast(unsigned short, (_Float16)f); }
 TL_DEV float tl_rh(float x) { return tl_h2f(tl_f2h(x)); }
@@ -235,7 +325,8 @@ TL_DEV T tl_fmod_##sfx(T a, T b) { if (b == 0 || b == -1) return 0; T r = a % b;
 TL_DEV T tl_cdiv_##sfx(T a, T b) { if (b == 0) return 0; if (b == -1) return (T)((U)0 - (U)a); T q = a / b; if ((a % b != 0) && ((a < 0) == (b < 0))) q++; return q; } \
 TL_DEV T tl_abs_##sfx(T a) { return a < 0 ? (T)((U)0 - (U)a) : a; } \
 TL_DEV T tl_shl_##sfx(T a, long long n) { return n < 0 || n >= (long long)(8 * sizeof(T)) ? (T)0 : (T)((U)a << n); } \
-TL_DEV T tl_shr_##sfx(T a, long long n) { return n < 0 || n >= (long long)(8 * sizeof(T)) ? (T)0 : (T)(a >> n); }
+TL_DEV T tl_shr_##sfx(T a, long long n) { return n < 0 || n >= (long long)(8 * sizeof(T)) ? (T)0 : (T)(a >> n); } \
+TL_DEV T tl_clamp_##sfx(T x, T lo, T hi) { T m = x < lo ? lo : x; return m > hi ? hi : m; }
 TL_IDIV(i32, int, unsigned)
 TL_IDIV(i64, long long, unsigned long long)
 #define TL_UDIV(sfx, T) \
@@ -244,9 +335,14 @@ TL_DEV T tl_fmod_##sfx(T a, T b) { return b ? a % b : 0; } \
 TL_DEV T tl_cdiv_##sfx(T a, T b) { return b ? a / b + (a % b != 0) : 0; } \
 TL_DEV T tl_abs_##sfx(T a) { return a; } \
 TL_DEV T tl_shl_##sfx(T a, long long n) { return n < 0 || n >= (long long)(8 * sizeof(T)) ? (T)0 : (T)(a << n); } \
-TL_DEV T tl_shr_##sfx(T a, long long n) { return n < 0 || n >= (long long)(8 * sizeof(T)) ? (T)0 : (T)(a >> n); }
+TL_DEV T tl_shr_##sfx(T a, long long n) { return n < 0 || n >= (long long)(8 * sizeof(T)) ? (T)0 : (T)(a >> n); } \
+TL_DEV T tl_clamp_##sfx(T x, T lo, T hi) { T m = x < lo ? lo : x; return m > hi ? hi : m; }
 TL_UDIV(u32, unsigned)
 TL_UDIV(u64, unsigned long long)
+TL_DEV bool tl_isnanf(float x) { return x != x; }
+TL_DEV bool tl_isnan(double x) { return x != x; }
+TL_DEV bool tl_isinff(float x) { return __builtin_fabsf(x) == tl_int_as_float(0x7f800000); }
+TL_DEV bool tl_isinf(double x) { return __builtin_fabs(x) == tl_longlong_as_double(0x7ff0000000000000LL); }
 TL_DEV int tl_cmp_su(long long a, unsigned long long b) { return a < 0 ? -1 : (unsigned long long)a < b ? -1 : (unsigned long long)a > b; }
 TL_DEV float tl_pymodf(float a, float b) { float r = tl_fmodf(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
 TL_DEV double tl_pymod(double a, double b) { double r = tl_fmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
@@ -280,7 +376,7 @@ TL_DEV double tl_atomicAdd(double *p, double v) { return __hip_atomic_fetch_add(
 TL_DEV int tl_atomicAdd(int *p, int v) { return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }
 TL_DEV unsigned tl_atomicAdd(unsigned *p, unsigned v) { return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }
 TL_DEV unsigned long long tl_atomicAdd(unsigned long long *p, unsigned long long v) { return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }
-TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {
+TL_DEV float tl_atomic_add16(unsigned short *p, float v, int bf) {
   unsigned *w = (unsigned *)((unsigned long long)p & ~3ull);
   int sh = ((unsigned long long)p & 2) ? 16 : 0;
   unsigned old = __hip_atomic_load(w, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT), assumed;
@@ -292,7 +388,26 @@ TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {
     unsigned nw = (assumed & ~(0xffffu << sh)) | ((unsigned)n << sh);
     __hip_atomic_compare_exchange_strong(w, &old, nw, __ATOMIC_RELAXED, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
   } while (old != assumed);
+  unsigned short h = (unsigned short)(assumed >> sh);
+  return bf ? tl_bf2f(h) : tl_h2f(h);
 }
+TL_DEV long long tl_atomicAdd(long long *p, long long v) { return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }
+#define TL_ATOMIC_INT(name, hip, T) TL_DEV T name(T *p, T v) { return hip(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }
+TL_ATOMIC_INT(tl_atomic_max, __hip_atomic_fetch_max, int) TL_ATOMIC_INT(tl_atomic_max, __hip_atomic_fetch_max, unsigned)
+TL_ATOMIC_INT(tl_atomic_max, __hip_atomic_fetch_max, long long)
+TL_ATOMIC_INT(tl_atomic_max, __hip_atomic_fetch_max, unsigned long long)
+TL_ATOMIC_INT(tl_atomic_min, __hip_atomic_fetch_min, int) TL_ATOMIC_INT(tl_atomic_min, __hip_atomic_fetch_min, unsigned)
+TL_ATOMIC_INT(tl_atomic_min, __hip_atomic_fetch_min, long long)
+TL_ATOMIC_INT(tl_atomic_min, __hip_atomic_fetch_min, unsigned long long)
+#define TL_ATOMIC_CAS(name, T, U, as_u, from_u, op) TL_DEV T name(T *p, T v) { \
+  U *w = (U *)p, old = __hip_atomic_load(w, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); \
+  for (;;) { U n = (U)as_u(op(from_u(old), v)); \
+    if (n == old || __hip_atomic_compare_exchange_strong(w, &old, n, __ATOMIC_RELAXED, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT)) \
+      return from_u(old); } }
+TL_ATOMIC_CAS(tl_atomic_max, float, unsigned, tl_float_as_uint, tl_uint_as_float, __builtin_fmaxf)
+TL_ATOMIC_CAS(tl_atomic_min, float, unsigned, tl_float_as_uint, tl_uint_as_float, __builtin_fminf)
+TL_ATOMIC_CAS(tl_atomic_max, double, unsigned long long, tl_double_as_longlong, tl_longlong_as_double, __builtin_fmax)
+TL_ATOMIC_CAS(tl_atomic_min, double, unsigned long long, tl_double_as_longlong, tl_longlong_as_double, __builtin_fmin)
 TL_DEV unsigned tl_atomic_and32(unsigned *p, unsigned v) { return __hip_atomic_fetch_and(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }
 TL_DEV unsigned tl_atomic_or32(unsigned *p, unsigned v) { return __hip_atomic_fetch_or(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }
 TL_DEV float tl_e2m1_2f(unsigned char b) {

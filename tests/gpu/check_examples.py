@@ -179,6 +179,62 @@ MATMUL = {"acc": ("k_size", ["a", "b"], 0.0)}
 COLSUM = {"acc": ("(K + block_K - 1) // block_K", ["X"], 0.0)}
 
 
+def math_fns_ref(x, c):
+    """tests/gpu/programs/math_fns.json in NumPy: each function in float64
+    (math.erf for erf), rounded to float32 (and float16)."""
+    import math
+    v = x["x"].astype(np.float32).astype(np.float64)
+    k = x["k"].astype(np.int64)
+    erf = np.vectorize(math.erf)
+    with np.errstate(all="ignore"):
+        f = lambda d, t: np.stack([erf(d), np.sin(d), np.cos(d), np.tan(d), np.log1p(np.abs(d)), np.expm1(d),
+                                   np.log10(np.abs(d)), np.trunc(d * 4)]).astype(np.float32).astype(t)
+        return {"F16": f(v, np.float16), "F32": f(v, np.float32),
+                "C": np.stack([np.clip(v, -0.5, 0.5), np.clip(v * 3, -1, 2)]).astype(np.float32),
+                "I": np.stack([np.clip(k, -3, 7), v < 0,
+                               np.exp((v * 1000).astype(np.float32).astype(np.float64)) > np.finfo(np.float32).max,
+                               np.zeros_like(k)]).astype(np.int32)}
+
+
+def atomics_ref(x, c):
+    """tests/gpu/programs/atomics.json in NumPy: the outputs start as the
+    poison (0xA5 bytes, NaN), which the integer sums carry and fmax skips."""
+    k, v, A = x["k"].astype(np.int64), x["x"].astype(np.float32), x["A"].astype(np.float32)
+    n, bins, bn = k.shape[0], c["bins"], c["block_n"]
+    b = k % bins
+    cnt = np.bincount(b, minlength=bins)
+    poison32, poison64 = np.int64(np.uint32(0xA5A5A5A5).view(np.int32)), np.uint64(0xA5A5A5A5A5A5A5A5).view(np.int64)
+    wrap32 = lambda a: ((a + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
+    mx = np.array([v[b == i].max() if cnt[i] else np.nan for i in range(bins)], np.float32)
+    mn = np.array([min(0xA5A5A5A5, int((k[b == i] + 1000).min()) if cnt[i] else 0xA5A5A5A5) for i in range(bins)],
+                  np.uint32)
+    s64 = np.array([int(poison64) + int((k[b == i] * 1000000007).sum()) for i in range(bins)], dtype=object)
+    s64 = np.array([(int(t) + (1 << 63)) % (1 << 64) - (1 << 63) for t in s64], np.int64)
+    nb = -(-n // bn)
+    f16 = np.zeros((nb, bins), np.float16)
+    for blk in range(nb):
+        f16[blk] = (np.bincount(b[blk * bn:(blk + 1) * bn], minlength=bins) * 0.5).astype(np.float16)
+    a1 = (A + np.float32(1.5)).astype(np.float32)
+    return {"H": wrap32(poison32 + cnt), "Mx": mx, "Mn": mn, "S64": s64, "Hs": wrap32(poison32 + cnt), "F16": f16,
+            "P": np.stack([A, a1]), "T": wrap32(poison32 + np.full(4, 32 * nb))}
+
+
+def scans_ref(x, c):
+    """tests/gpu/programs/scans.json in NumPy: rows past M read as 0 (the
+    bitand of a block's last, partial tile of columns sees them)."""
+    X, F = x["X"].astype(np.int64), x["F"].astype(np.float32)
+    M, N, bm = X.shape[0], c["N"], c["blk_m"]
+    nb = -(-M // bm)
+    Xp = np.zeros((nb * bm, N), np.int64)
+    Xp[:M] = X
+    ba, bo, bxr = (np.bitwise_and.reduce(X, axis=1), np.bitwise_or.reduce(X, axis=1),
+                   np.bitwise_xor.reduce(X, axis=1))
+    co = np.bitwise_or.reduce(Xp.reshape(nb, bm, N), axis=1)
+    cn = np.minimum.accumulate(X[:, ::-1], axis=1)[:, ::-1]
+    return {"BA": ba.astype(np.int32), "BO": bo.astype(np.int32), "BX": (ba ^ bxr).astype(np.int32),
+            "CO": co.astype(np.int32), "CM": np.maximum.accumulate(F, axis=1), "CN": cn.astype(np.int32)}
+
+
 def w4a16_abs(x, c):
     """gemm_w4a16's sums of |terms|: |A| @ |W|^T with W[n, k] = float16((B[n, k]
     - 8) * S[n, k // group_size]), the dequantized weight both sides multiply
@@ -373,6 +429,32 @@ CASES += [
 PACKED, PACKED_OUT = "../tests/gpu/programs/packed_types", ["O", "Wc", "P", "Q", "R", "E", "Z", "G"]
 CASES += [(PACKED, {"N": n}, {"M": m}, PACKED_OUT, {"ref": packed_types_ref})
           for m, n in [(64, 256), (100, 200), (1, 64), (7, 72)]]
+
+
+# the math functions of issue 13 (erf .. trunc, clamp, isnan, isinf): n
+# dynamic and ragged; every output against NumPy (exactly, in the
+# interpreter) and against the interpreter within 2 ulps (float32 math
+# stored as float16, float64 math as float32)
+MATH_OUT = ["F16", "F32", "C", "I"]
+CASES += [("../tests/gpu/programs/math_fns", {}, {"n": n}, MATH_OUT, {"ref": math_fns_ref}) for n in (1, 300, 4096)]
+
+# element atomics (issue 13): add, max, min on global and shared elements
+# inside a parallel loop and in thread-level code, across blocks; n ragged
+ATOM_OUT = ["H", "Mx", "Mn", "S64", "Hs", "F16", "P", "T"]
+CASES += [("../tests/gpu/programs/atomics", {}, {"n": n}, ATOM_OUT, {"ref": atomics_ref}) for n in (1, 600, 5000)]
+
+# bitwise reductions, cummax and cummin (issue 13): M dynamic and ragged
+SCANS_OUT = ["BA", "BO", "BX", "CO", "CM", "CN"]
+CASES += [("../tests/gpu/programs/scans", {}, {"M": m}, SCANS_OUT, {"ref": scans_ref}) for m in (1, 100, 300)]
+CASES += [("../tests/gpu/programs/scans", {"N": 128, "threads": 256}, {"M": 77}, SCANS_OUT, {"ref": scans_ref})]
+
+# atomics from an mma-rows fragment (the same rows in 4 lanes): once per row;
+# sums of 32 * 64 products
+CASES += [("../tests/gpu/programs/atomic_rows", {}, {}, ["G", "G2"], {"acc": ("2048", ["A", "B"], 0.0)})]
+
+# print and device_assert on the GPU: the assertion holds, one line is printed
+# (NVIDIA only: AMD targets refuse print)
+CASES += [("../tests/gpu/nvidia/print_assert", {}, {"n": n}, ["Y"]) for n in (1, 1000)]
 
 
 def constants(prog, defs):

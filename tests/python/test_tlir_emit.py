@@ -127,7 +127,7 @@ def broken(n):
     @T.prim_func
     def main(A: T.Tensor((n,), "float32")):
         with T.Kernel(1, threads=32) as bx:
-            A[0] = T.sin(A[1])
+            A[0] = T.atan(A[1])
     return main
 ''')
     r = emit(mod, "add_one")
@@ -138,9 +138,9 @@ def broken(n):
         json.loads(r.stdout)["kernel"]["body"][0]["body"] == ["A[i] = A[i] * 0.5"]
     check("NAME=VALUE: int, float, bare string, bool", ok, r.stdout + r.stderr)
     r = emit(mod, "broken", "n=8")
-    line = next(i + 1 for i, l in enumerate(open(mod).read().split("\n")) if "T.sin" in l)
+    line = next(i + 1 for i, l in enumerate(open(mod).read().split("\n")) if "T.atan" in l)
     check("translation error: exit 1, FILE:LINE: error:", r.returncode == 1 and
-          r.stderr.strip() == "%s:%d: error: T.sin: Tile IR v1 has no function sin" % (mod, line), r.stderr)
+          r.stderr.strip() == "%s:%d: error: T.atan: Tile IR v1 has no function atan" % (mod, line), r.stderr)
     r = emit(mod, "nope")
     check("unknown function: exit 1", r.returncode == 1 and "has no function 'nope'" in r.stderr, r.stderr)
     r = emit(mod, "scaled", "n")
@@ -227,6 +227,86 @@ def nested(m, n):
             for i in T.Parallel(m):
                 for j in T.Parallel(n):  # element atomics over (i, j): one tile atomic_add
                     T.atomic_add(S[i, j], X[i, j])
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def math_fns(n):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((4, n), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(n):
+                Y[0, i] = T.erf(X[i]) + T.sin(X[i]) * T.cos(X[i])
+                Y[1, i] = T.clamp(X[i], -0.5, 0.5) + T.trunc(X[i] * 4)
+                Y[2, i] = T.log1p(T.abs(X[i])) + T.expm1(X[i]) + T.log10(T.abs(X[i])) + T.tan(X[i])
+                Y[3, i] = T.if_then_else(T.isnan(T.log(X[i])), 1.0, 0.0) + T.isinf(X[i])
+    return main
+
+
+@tilelang.jit(out_idx=[1, 2])
+def nested_more(m, n):
+    @T.prim_func
+    def main(X: T.Tensor((m, n), "float32"), Y: T.Tensor((m, n), "float32"), R: T.Tensor((m,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            acc = T.alloc_fragment((m,), "float32")
+            for i in T.Parallel(m):  # TileLang's nested loops: statements around the inner loops
+                s = X[i, 0] * 2
+                acc[i] = s
+                for j in T.Parallel(n):
+                    Y[i, j] = X[i, j] + s
+                R[i] = acc[i] + 1
+                for j in T.Parallel(n):
+                    T.atomic_add(R[i], Y[i, j])
+    return main
+
+
+@tilelang.jit(out_idx=[2, 3, 4])
+def scans(m, n):
+    @T.prim_func
+    def main(X: T.Tensor((m, n), "int32"), F: T.Tensor((m, n), "float32"), O: T.Tensor((m,), "int32"),
+             A: T.Tensor((m,), "int32"), C: T.Tensor((m, n), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            x = T.alloc_fragment((m, n), "int32")
+            f = T.alloc_fragment((m, n), "float32")
+            r = T.alloc_fragment((m,), "int32")
+            r2 = T.alloc_fragment((m,), "int32")
+            T.copy(X, x)
+            T.copy(F, f)
+            T.reduce_bitor(x, r, dim=1)
+            T.reduce_bitand(x, r2, dim=1)
+            T.cummax(f, dim=1)
+            T.copy(r, O)
+            T.copy(r2, A)
+            T.copy(f, C)
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def printing(n):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(n):
+                T.device_assert(X[i] < 100, "x below 100")
+                if i == 1:
+                    T.print(X[i], msg="x[1] =")
+                Y[i] = X[i]
+    return main
+
+
+@tilelang.jit(out_idx=[5])
+def atomics(n, bins, block=128):
+    @T.prim_func
+    def main(K: T.Tensor((n,), "int32"), X: T.Tensor((n,), "float32"), H: T.Tensor((bins,), "int32"),
+             M: T.Tensor((bins,), "float32"), A: T.Tensor((n,), "float32"), P: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block), threads=128) as bx:
+            for i in T.Parallel(block):
+                j = bx * block + i
+                if j < n:  # element atomics that are not one tile atomic_add
+                    T.atomic_add(H[K[j] % bins], 1)
+                    T.atomic_max(M[K[j] % bins], X[j])
+                    old = T.atomic_add(A[j], 1.5, return_prev=True)
+                    P[j] = old
     return main
 
 
@@ -330,6 +410,63 @@ def axpy_strided(n, step):
     check("element atomic_adds in (merged) T.Parallel loops become one tile atomic_add",
           body[1] == {"op": "atomic_add", "dst": "S[0:4, 0:8]", "src": "X[0:4, 0:8]"}
           and np.array_equal(acc, x + np.float32(1)), json.dumps(body[1]))
+    km = seed.math_fns(40)
+    x = (rng.standard_normal(40) * 2).astype(np.float32)
+    x64 = x.astype(np.float64)
+    import math
+    f32 = lambda v: np.asarray(v).astype(np.float32)
+    erf = np.array([math.erf(v) for v in x64])
+    with np.errstate(all="ignore"):
+        ref = np.stack([
+            f32(f32(erf) + f32(f32(np.sin(x64)) * f32(np.cos(x64)))),
+            f32(f32(np.clip(x, -0.5, 0.5)) + np.trunc(x * np.float32(4))),
+            f32(f32(f32(f32(np.log1p(np.abs(x64))) + f32(np.expm1(x64))) + f32(np.log10(np.abs(x64))))
+                + f32(np.tan(x64))),
+            f32(np.where(x < 0, 1.0, 0.0))])
+    ym = km(x)
+    check("T.erf, sin, cos, tan, log1p, expm1, log10, trunc, clamp, isnan, isinf",
+          np.allclose(ym, ref, rtol=1e-6, atol=1e-6) and "erf(X[i])" in json.dumps(km.func.doc),
+          "%s\n%s" % (ym, ref))
+    kn2 = seed.nested_more(4, 8)
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    y, r = kn2(x)
+    s2 = x[:, 0] * np.float32(2)
+    loops = [(st["vars"], len(st["body"])) for st in kn2.func.doc["kernel"]["body"] if st["op"] == "parallel"]
+    check("T.Parallel nested in one with more in its body: one loop per part, the let repeated",
+          loops == [(["i"], 2), (["i", "j"], 2), (["i"], 1), (["i", "j"], 1)] and np.array_equal(y, x + s2[:, None])
+          and np.allclose(r, s2 + 1 + (x + s2[:, None]).sum(1), rtol=1e-5), "%s %s" % (loops, r))
+    ks = seed.scans(8, 16)
+    xi = rng.integers(-1000, 1000, (8, 16)).astype(np.int32)
+    xf = rng.standard_normal((8, 16)).astype(np.float32)
+    o, a, cm = ks(xi, xf)
+    check("T.reduce_bitor, T.reduce_bitand and T.cummax",
+          np.array_equal(o, np.bitwise_or.reduce(xi, axis=1)) and np.array_equal(a, np.bitwise_and.reduce(xi, axis=1))
+          and np.array_equal(cm, np.maximum.accumulate(xf, axis=1)), "%s %s" % (o, a))
+    kp = seed.printing(4)
+    doc = json.dumps(kp.func.doc["kernel"]["body"])
+    x = np.array([1, 2.5, 3, 4], np.float32)
+    y = kp(x)
+    check("T.print and T.device_assert are Tile IR print and device_assert",
+          '"op": "device_assert", "cond": "X[i] < 100", "msg": "x below 100"' in doc
+          and '"op": "print", "value": "X[i]", "msg": "x[1] ="' in doc and np.array_equal(y, x), doc)
+    try:
+        kp(np.array([1, 2, 300, 4], np.float32))
+        failed = "no error"
+    except tlir.TlirError as e:
+        failed = None if "device_assert failed: x below 100" in str(e) else str(e)
+    check("a failing T.device_assert is an error of the interpreter's run", failed is None, failed)
+    ka = seed.atomics(300, 8)
+    kk = rng.integers(0, 100, 300).astype(np.int32)
+    x = rng.standard_normal(300).astype(np.float32)
+    h, m, a = np.zeros(8, np.int32), np.full(8, -np.inf, np.float32), rng.standard_normal(300).astype(np.float32)
+    a0 = a.copy()
+    p = ka(kk, x, h, m, a)
+    want_m = np.array([x[kk % 8 == b].max() for b in range(8)], np.float32)
+    ops = [st.get("type") for st in ka.func.doc["kernel"]["body"][0]["body"][1]["then"] if isinstance(st, dict)]
+    check("element T.atomic_add / atomic_max / return_prev in T.Parallel: Tile IR atomic statements",
+          ops == ["add", "max", "add"] and np.array_equal(h, np.bincount(kk % 8, minlength=8))
+          and np.array_equal(m, want_m) and np.array_equal(p, a0) and np.array_equal(a, a0 + np.float32(1.5)),
+          "%s %s %s" % (ops, h, m))
     k3 = seed.axpy_strided(20, 3)
     x = rng.standard_normal(20).astype(np.float32)
     ref = np.zeros(20, np.float32)

@@ -47,8 +47,8 @@ TAIL = """\
 # A body of None means: the whole module is the text given as message[0].
 CASES = [
     ("math function Tile IR lacks",
-     "for i, j in T.Parallel(32, N):\n    x[i, j] = T.erf(x[i, j])  # <-",
-     "T.erf: Tile IR v1 has no function erf"),
+     "for i, j in T.Parallel(32, N):\n    x[i, j] = T.atan(x[i, j])  # <-",
+     "T.atan: Tile IR v1 has no function atan"),
     ("unknown T name",
      "T.no_such_thing(x)  # <-",
      "T.no_such_thing is not part of tlir.language (Tile IR v1 cannot say it)"),
@@ -107,18 +107,26 @@ CASES = [
      "T.annotate_layout({A: T.Layout((M, N), lambda i, j: (j, i))})  # <-",
      "T.annotate_layout: 'A' is a global tensor; Tile IR v1 lays out shared buffers only"),
     # errors that tlc check finds, at the Python line of the statement
-    ("atomic_add inside T.Parallel that is not a tile's (tlc check)",
-     "for i, j in T.Parallel(32, N):\n    T.atomic_add(B[bx * 32 + i, j], x[i, j] * 2)  # <-",
-     "'atomic_add' is not allowed inside a parallel loop (the loop at /kernel/body/3); a parallel "
-     "body holds assignments, let, if and serial/unroll/vectorized loops"),
+    ("an element atomic on a fragment (tlc check)",
+     "for i, j in T.Parallel(32, N):\n    T.atomic_max(x[i, j], 2.0)  # <-",
+     "'atomic' updates global or shared memory; 'x' is a fragment"),
+    ("atomic_max of a region",
+     "T.atomic_max(B[bx * 32, 0], x)  # <-",
+     "T.atomic_max of a region: Tile IR has element atomic max only; write it as a T.Parallel loop of "
+     "element T.atomic_max calls"),
     ("if on a fragment value (tlc check)",
      "if x[0, 0] > 0:  # <-\n    T.clear(s)",
      "fragment 'x' is read by thread-level code; fragments are only read and written by tile "
      "operators and parallel loops"),
-    ("T.Parallel inside a T.Parallel body with more in it (tlc check)",
-     "for i in T.Parallel(32):\n    s[i, 0] = 1\n    for j in T.Parallel(N):  # <-\n        x[i, j] = 0",
+    ("T.Parallel inside a T.Parallel body whose let reads what the body then writes",
+     "for i in T.Parallel(32):  # <-\n    v = s[i, 0]\n    s[i, 0] = 1\n    for j in T.Parallel(N):\n"
+     "        x[i, j] = v",
+     "a T.Parallel loop inside a T.Parallel loop with more in its body: the let 'v' reads 's', which the "
+     "outer body writes before a later inner loop uses the let; read it again in the inner loop"),
+    ("T.Parallel inside an if inside a T.Parallel (tlc check)",
+     "for i in T.Parallel(32):\n    if i > 0:\n        for j in T.Parallel(N):  # <-\n            x[i, j] = 0",
      "'parallel' is not allowed inside a parallel loop (the loop at /kernel/body/3); a parallel "
-     "body holds assignments, let, if and serial/unroll/vectorized loops"),
+     "body holds assignments, atomic, let, if, print, device_assert and serial/unroll/vectorized loops"),
 ]
 
 # Whole modules: errors outside the kernel body.

@@ -72,6 +72,8 @@ cat > "$tmp/good/every_op.json" <<'EOF'
     "policy": "full_col", "clear_accum": true, "k_pack": 1},
    {"op": "reduce", "type": "absmax", "src": "C", "dst": "R", "dim": 1, "clear": false},
    {"op": "cumsum", "src": "R", "dst": "R", "dim": 0, "reverse": true},
+   {"op": "cummax", "src": "R", "dst": "R", "dim": 0},
+   {"op": "cummin", "src": "R", "dst": "R", "dim": 0, "reverse": false},
    {"op": "atomic_add", "dst": "S", "src": "R"},
    {"op": "atomic_add", "dst": "S[0]", "value": 1.5},
    {"op": "pipelined", "var": "k", "extent": 2, "start": 0, "num_stages": 2,
@@ -84,6 +86,9 @@ cat > "$tmp/good/every_op.json" <<'EOF'
    {"op": "if", "cond": "t < 32 and v != 0", "then": ["w = s"], "else": ["w = -s"]},
    {"op": "parallel", "vars": ["i", "j"], "extents": ["M", 64], "body": [
      {"op": "let", "name": "x", "value": "C[i, j] * 2"},
+     {"op": "atomic", "type": "max", "dst": "S[j]", "value": "x", "old": "o"},
+     {"op": "print", "value": "o", "msg": "old value:"},
+     {"op": "device_assert", "cond": "x == x", "msg": "x is not NaN"},
      {"op": "if", "cond": "x > 0", "then": ["C[i, j] = x"]}]}
  ]}}
 EOF

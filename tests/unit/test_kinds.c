@@ -86,6 +86,11 @@ static void ops_parse(void **state) {
       {"{\"op\": \"annotate_layout\", \"layouts\": {\"S\": \"swizzle\"}}", "annotate_layout annotate_layout"},
       {"{\"op\": \"use_swizzle\", \"panel_size\": 4}", "use_swizzle use_swizzle"},
       {"{\"op\": \"sync_threads\"}", "sync_threads sync_threads"},
+      {"{\"op\": \"atomic\", \"type\": \"add\", \"dst\": \"B[0]\", \"value\": 1}", "atomic atomic"},
+      {"{\"op\": \"cummax\", \"src\": \"A\", \"dst\": \"B\", \"dim\": 0}", "cumsum cummax"},
+      {"{\"op\": \"cummin\", \"src\": \"A\", \"dst\": \"B\", \"dim\": 0}", "cumsum cummin"},
+      {"{\"op\": \"print\", \"value\": 1, \"msg\": \"x\"}", "print print"},
+      {"{\"op\": \"device_assert\", \"cond\": 1}", "device_assert device_assert"},
       {"\"x[0] = 1\"", "assign assignment"},
   };
   int nops = 0;

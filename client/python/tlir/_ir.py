@@ -393,7 +393,10 @@ RESERVED = set(DTYPES) | {
     "and", "or", "not", "true", "false", "True", "False", "if", "else", "None", "in", "is",
     "lambda", "ceildiv", "min", "max", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt",
     "tanh", "sigmoid", "floor", "ceil", "round", "pow", "fma", "if_then_else", "infinity",
-    "max_value", "min_value", "cast", "reinterpret", "thread_binding"}
+    "max_value", "min_value", "cast", "reinterpret", "thread_binding",
+    # later functions: not reserved in Tile IR, but a value named like one
+    # would hide the function from the calls in its scope (7.5)
+    "erf", "sin", "cos", "tan", "log1p", "expm1", "log10", "trunc", "isnan", "isinf", "clamp"}
 
 
 def clean_name(n):

@@ -131,8 +131,9 @@ def _loop(op, var_names, fields):
     b.pop()
     if op == "parallel":
         _merge_nested(st)
-        if "parallel" not in b.loops:  # the outermost parallel loop: its atomics are whole now
-            _lift_atomics(b, st, st["vars"])
+        if "parallel" not in b.loops:  # the outermost parallel loop: its nests are whole now
+            for loop in _split_nested(b, st):
+                _lift_atomics(b, loop, loop["vars"])
 
 
 def _merge_nested(st):
@@ -148,14 +149,109 @@ def _merge_nested(st):
         st["body"] = inner["body"]
 
 
+def _walk(x, fn):
+    """Calls fn on every expression, statement and buffer below x."""
+    fn(x)
+    if isinstance(x, (list, tuple)):
+        for y in x:
+            _walk(y, fn)
+    elif isinstance(x, dict):
+        for y in x.values():
+            _walk(y, fn)
+    elif isinstance(x, _ir.BinOp):
+        _walk(x.a, fn), _walk(x.b, fn)
+    elif isinstance(x, _ir.Unary):
+        _walk(x.a, fn)
+    elif isinstance(x, Call):
+        _walk(x.args, fn)
+    elif isinstance(x, _ir.Load):
+        _walk(x.idx, fn)
+    elif isinstance(x, _ir.Assign):
+        _walk(x.lhs, fn), _walk(x.value, fn)
+    elif isinstance(x, _AtomicElem):
+        _walk(x.dst, fn), _walk(x.value, fn)
+
+
+def _written(stmts):
+    """Names of the buffers that stmts write (assignments and atomics)."""
+    out = set()
+
+    def see(x):
+        if isinstance(x, _ir.Assign) and isinstance(x.lhs, _ir.Load):
+            out.add(x.lhs.buf.name)
+        elif isinstance(x, _AtomicElem):
+            out.add(x.dst.buf.name)
+        elif isinstance(x, Stmt) and x.get("op") == "atomic":
+            out.add(str(x["dst"]).split("[")[0].strip())
+    _walk(stmts, see)
+    return out
+
+
+def _split_nested(b, st):
+    """`for i in T.Parallel(M):` whose body holds T.Parallel loops among other
+    statements, TileLang's nested parallel loops, as Tile IR's parallel loops
+    one after another (loop fission, 5.7): the statements between the inner
+    loops over i, each inner loop over (i, j); iterations are independent
+    (9.4), so each i's statements keep their order.  A let of the outer body
+    is repeated in every later loop that uses it, so it must not read a
+    buffer that the statements between write (an error says so).  Returns
+    the loops that replace st (st alone when it has no inner loop)."""
+    body = st["body"]
+    if not any(isinstance(x, Stmt) and x.get("op") == "parallel" for x in body):
+        return [st]
+    segs, run = [], []
+    for x in body:
+        if isinstance(x, Stmt) and x.get("op") == "parallel":
+            if run:
+                segs.append(run)
+            segs.append(x)
+            run = []
+        else:
+            run.append(x)
+    if run:
+        segs.append(run)
+    lets, loops = [], []  # lets: (let, index of the segment that defines it)
+    for k, seg in enumerate(segs):
+        stmts = seg["body"] if isinstance(seg, Stmt) else seg
+        used = set()
+        _walk(stmts, lambda x: used.add(id(x)) if isinstance(x, Var) else None)
+        carried = []
+        for let, at in reversed(lets):  # the latest first: a carried let carries the lets it uses
+            if id(let["name"]) not in used:
+                continue
+            reads = set()
+            _walk(let["value"], lambda x: reads.add(x.buf.name) if isinstance(x, _ir.Load) else None)
+            between = [segs[i]["body"] if isinstance(segs[i], Stmt) else segs[i] for i in range(at, k)]
+            clash = reads & _written(between)
+            if clash:
+                raise error("a T.Parallel loop inside a T.Parallel loop with more in its body: the let '%s' "
+                            "reads '%s', which the outer body writes before a later inner loop uses the let; "
+                            "read it again in the inner loop" % (let["name"].name, sorted(clash)[0]))
+            carried.insert(0, let)
+            _walk(let["value"], lambda x: used.add(id(x)) if isinstance(x, Var) else None)
+        if isinstance(seg, Stmt):
+            if len(st["vars"]) + len(seg["vars"]) > 8:
+                raise error("T.Parallel loops nested deeper than 8 variables")
+            loop = Stmt("parallel", vars=st["vars"] + seg["vars"], extents=st["extents"] + seg["extents"],
+                        body=carried + seg["body"])
+        else:
+            loop = Stmt("parallel", vars=st["vars"], extents=st["extents"], body=carried + seg)
+            lets += [(x, k) for x in seg if isinstance(x, Stmt) and x.get("op") == "let"]
+        loop.loc = getattr(seg, "loc", None) or st.loc
+        loops.append(loop)
+    parent = b.bodies[-1]
+    at = next(i for i, x in enumerate(parent) if x is st)
+    parent[at:at + 1] = loops
+    return loops
+
+
 def _lift_atomics(b, st, vs):
     """A T.Parallel loop whose body is only element T.atomic_adds, each of the
     form atomic_add(G[..., base + v, ...], F[v1, ..., vn]) with every loop var
     once in G's indices, in the loop's order, and F indexed by exactly the
     vars, is the tile operator atomic_add(G[..., base:base + e, ...], F[0:e1,
-    ...]): the same element additions (Tile IR allows atomic_add only as a
-    tile operator, 5.3).  Any other body is left as written (tlc check then
-    says what is not allowed)."""
+    ...]): the same element additions, as one tile operator.  Any other body
+    keeps its element atomics, as "atomic" statements (5.9)."""
     body = st["body"]
     lifted = []
     if body and all(isinstance(x, _AtomicElem) for x in body):
@@ -170,7 +266,7 @@ def _lift_atomics(b, st, vs):
 
 
 def _atomics_as_ops(stmts):
-    """Every element atomic_add below stmts back to an atomic_add op."""
+    """Every element atomic_add below stmts as an "atomic" statement."""
     for x in stmts:
         if isinstance(x, _AtomicElem):
             x.become_op()
@@ -215,8 +311,8 @@ class _AtomicElem:
         self.dst, self.value, self.loc = dst, value, _ir.user_location()
 
     def become_op(self):
-        """Back to an atomic_add op where it stands (tlc refuses it there)."""
-        self.op = Stmt("atomic_add", dst=self.dst.render()[0], value=self.value)
+        """An element atomic where it stands (Tile IR's "atomic" statement)."""
+        self.op = Stmt("atomic", type="add", dst=self.dst.render()[0], value=self.value)
         self.op.loc = self.loc
 
     def lift(self, vs, ext):
@@ -410,7 +506,7 @@ def _ndim(x):
 
 
 def reduce(buffer, out, reduce_type, dim=-1, clear=True):
-    if reduce_type not in ("sum", "max", "min", "abssum", "absmax"):
+    if reduce_type not in ("sum", "max", "min", "abssum", "absmax", "bitand", "bitor", "bitxor"):
         raise error("T.reduce: unknown reduce type %r" % (reduce_type,))
     n = _ndim(buffer)
     if isinstance(dim, int) and dim < 0:
@@ -422,51 +518,124 @@ def reduce(buffer, out, reduce_type, dim=-1, clear=True):
     builder().emit(st)
 
 
-def reduce_max(buffer, out, dim=-1, clear=True):
-    reduce(buffer, out, "max", dim, clear)
+def _reducer(kind):
+    def f(buffer, out, dim=-1, clear=True):
+        reduce(buffer, out, kind, dim, clear)
+    f.__name__ = "reduce_" + kind
+    return f
 
 
-def reduce_min(buffer, out, dim=-1, clear=True):
-    reduce(buffer, out, "min", dim, clear)
+(reduce_max, reduce_min, reduce_sum, reduce_abssum, reduce_absmax, reduce_bitand, reduce_bitor,
+ reduce_bitxor) = map(_reducer, ("max", "min", "sum", "abssum", "absmax", "bitand", "bitor", "bitxor"))
 
 
-def reduce_sum(buffer, out, dim=-1, clear=True):
-    reduce(buffer, out, "sum", dim, clear)
-
-
-def reduce_abssum(buffer, out, dim=-1, clear=True):
-    reduce(buffer, out, "abssum", dim, clear)
-
-
-def reduce_absmax(buffer, out, dim=-1, clear=True):
-    reduce(buffer, out, "absmax", dim, clear)
-
-
-def cumsum(src, dst=None, dim=0, reverse=False):
+def _scan(op, src, dst, dim, reverse):
     if dst is None:
         dst = src
     n = _ndim(src)
     if isinstance(dim, int) and dim < 0:
         dim += n
-    st = Stmt("cumsum", src=region_text(src, "T.cumsum source"),
-              dst=region_text(dst, "T.cumsum destination"), dim=dim)
+    st = Stmt(op, src=region_text(src, "T.%s source" % op),
+              dst=region_text(dst, "T.%s destination" % op), dim=dim)
     if reverse is not False:
         st["reverse"] = reverse
     builder().emit(st)
 
 
-def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
-    if return_prev:
-        raise error("T.atomic_add(return_prev=True): Tile IR v1's atomic_add returns nothing")
+def cumsum(src, dst=None, dim=0, reverse=False):
+    _scan("cumsum", src, dst, dim, reverse)
+
+
+def cummax(src, dst=None, dim=0, reverse=False):
+    """Running maximum along dim (Tile IR's cummax, 5.6)."""
+    _scan("cummax", src, dst, dim, reverse)
+
+
+def cummin(src, dst=None, dim=0, reverse=False):
+    _scan("cummin", src, dst, dim, reverse)
+
+
+def _atomic_elem(kind, dst, value, return_prev):
+    """An element atomic, Tile IR's "atomic" statement (5.9); with
+    return_prev, the element's previous value (a let the Python name takes)."""
     b = builder()
-    if "parallel" in b.loops and isinstance(dst, _ir.Load) and not isinstance(value, (_ir.Buffer, Region)):
-        b.emit(_AtomicElem(dst, value))  # lifted to a tile operator when the loop ends
-        return
+    st = Stmt("atomic", type=kind, dst=dst.render()[0], value=value)
+    v = None
+    if return_prev:
+        v = Var("prev", "let")
+        b.declare(v, "prev")
+        v.provisional = True
+        st["old"] = v
+    b.emit(st)
+    return v
+
+
+def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
+    b = builder()
+    elem = isinstance(dst, _ir.Load) and not isinstance(value, (_ir.Buffer, Region))
+    if elem and "parallel" in b.loops:
+        if return_prev:
+            return _atomic_elem("add", dst, value, True)
+        b.emit(_AtomicElem(dst, value))  # lifted to a tile operator when the loop ends, if it can be
+        return None
+    if return_prev:
+        raise error("T.atomic_add(return_prev=True) outside T.Parallel: Tile IR's tile atomic_add (once per "
+                    "block) returns nothing; put the element atomic in a T.Parallel loop")
     d = region_text(dst, "T.atomic_add destination")
     if isinstance(value, (_ir.Buffer, Region)):
         builder().emit(Stmt("atomic_add", dst=d, src=region_text(value, "T.atomic_add source")))
     else:
         builder().emit(Stmt("atomic_add", dst=d, value=value))
+
+
+def _atomic_extreme(kind, dst, value, return_prev):
+    if not isinstance(dst, _ir.Load) or isinstance(value, (_ir.Buffer, Region)):
+        raise error("T.atomic_%s of a region: Tile IR has element atomic %s only; write it as a T.Parallel "
+                    "loop of element T.atomic_%s calls" % (kind, kind, kind))
+    if return_prev and "parallel" not in builder().loops:
+        raise error("T.atomic_%s(return_prev=True) outside T.Parallel: every thread would run it; put it in "
+                    "a T.Parallel loop" % kind)
+    # outside T.Parallel every thread runs it, which a max or min does not mind
+    return _atomic_elem(kind, dst, value, return_prev)
+
+
+def _print(obj, msg="", warp_group_id=None, warp_id=None):
+    """T.print(value, msg): Tile IR's print (one line per thread, or per
+    iteration in T.Parallel); a buffer is printed element by element from a
+    T.Parallel loop in TileLang's way, which Tile IR leaves to the program."""
+    if isinstance(obj, (_ir.Buffer, Region)):
+        raise error("T.print of a buffer: Tile IR prints values; print its elements from a T.Parallel loop "
+                    "(T.print(x[i], msg))")
+    if warp_group_id is not None or warp_id is not None:
+        raise error("T.print(warp_group_id=..., warp_id=...): Tile IR prints from every thread that runs it; "
+                    "put it under an if on T.get_thread_binding()")
+    if isinstance(obj, str):  # T.print("text")
+        obj, msg = None, obj + (" " + msg if msg else "")
+    st = Stmt("print") if obj is None else Stmt("print", value=obj)
+    if msg:
+        st["msg"] = str(msg)
+    builder().emit(st)
+
+
+def device_assert(cond, msg=""):
+    """T.device_assert(cond, msg): a run-time error (the interpreter) or a
+    trap (the GPU) where cond is false; a Python condition is checked now."""
+    if not isinstance(cond, Expr):
+        if not cond:
+            raise error("T.device_assert: the condition is false while translating%s" % (": " + msg if msg else ""))
+        return
+    st = Stmt("device_assert", cond=cond)
+    if msg:
+        st["msg"] = str(msg)
+    builder().emit(st)
+
+
+def atomic_max(dst, value, memory_order=None, return_prev=False):
+    return _atomic_extreme("max", dst, value, return_prev)
+
+
+def atomic_min(dst, value, memory_order=None, return_prev=False):
+    return _atomic_extreme("min", dst, value, return_prev)
 
 
 # ---- annotations ------------------------------------------------------------
@@ -567,6 +736,14 @@ def _math(fn):
 exp, exp2, log, log2, sqrt, rsqrt, tanh, sigmoid, floor, ceil, round = (
     _math(n) for n in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid",
                        "floor", "ceil", "round"))
+erf, sin, cos, tan, log1p, expm1, log10, trunc, isnan, isinf = (
+    _math(n) for n in ("erf", "sin", "cos", "tan", "log1p", "expm1", "log10", "trunc",
+                       "isnan", "isinf"))
+
+
+def clamp(x, lo, hi):
+    """T.clamp(x, lo, hi): min(max(x, lo), hi) (a NaN x gives lo)."""
+    return Call("clamp", [x, lo, hi])
 
 
 def pow(a, b):  # noqa: A001
@@ -631,12 +808,9 @@ def Not(a):
 # ---- what Tile IR v1 cannot say ----------------------------------------------
 
 _MISSING = {
-    "erf": "function erf", "sin": "function sin", "cos": "function cos",
-    "tan": "function tan", "atan": "function atan", "exp10": "function exp10",
-    "log10": "function log10", "log1p": "function log1p", "trunc": "function trunc",
-    "isnan": "function isnan", "isinf": "function isinf",
+    "atan": "function atan", "exp10": "function exp10",
     "alloc_reducer": "reducer buffers", "finalize_reducer": "reducer buffers",
-    "atomic_max": "atomic max", "atomic_min": "atomic min", "atomic_addx2": "vector atomics",
+    "atomic_addx2": "vector atomics",
     "atomic_addx4": "vector atomics", "call_extern": "calls of external functions",
     "import_source": "inline C source", "ptx": "inline PTX", "call_intrin": "intrinsic calls",
     "Fragment": "fragment layouts", "Scope": "scopes", "while_loop": "while loops",
@@ -645,8 +819,8 @@ _MISSING = {
     "c2d_im2col": "im2col", "tma_copy": "explicit TMA copies", "alloc_tmem": "tensor memory",
     "StridedTensor": "strided tensors", "gemm_sp": "sparse gemm", "wgmma_gemm": "raw wgmma",
     "shfl_xor": "warp shuffles", "shfl_down": "warp shuffles", "shfl_up": "warp shuffles",
-    "print": "device printf", "device_assert": "device asserts", "empty": "eager-style outputs (T.empty)",
-    "const": "eager-style constants (T.const)", "clamp": "clamp (use T.min and T.max)",
+    "empty": "eager-style outputs (T.empty)",
+    "const": "eager-style constants (T.const)",
     "any_of": "any_of", "all_of": "all_of", "copysign": "copysign", "bitwise_and": "bitwise_and (use &)",
 }
 
@@ -697,3 +871,6 @@ def disable_warp_group_reg_alloc():
 def alloc_global(shape, dtype):
     raise error("T.alloc_global: Tile IR v1 has no workspace buffers (global memory allocated "
                 "by the kernel); pass the buffer as a T.Tensor parameter")
+
+
+print = _print  # noqa: A001  (TileLang's T.print; defined last: this module uses no builtin print)
