@@ -12,10 +12,11 @@
  * (wg_pending, and wg_drain on its loop: the rule and its argument are at
  * async_gemm below); wg_lag on a loop whose gemm clears C and whose other
  * statements run one iteration late, on two register copies of C (stages
- * 2 of that fragment; lag_gemm below), or lag_why saying why not.  Keeps: everything else (results never
- * change: a prefetched copy reads only the loop variable and values fixed
- * before the loop, and its buffer is written by nothing else and read by
- * nothing before it in the body or outside the loop).
+ * 2 of that fragment; lag_gemm below), or lag_why saying why not.  Keeps:
+ * everything else (results never change: a prefetched copy reads only the
+ * loop variable and values fixed before the loop, and its buffer is
+ * written by nothing else and read by nothing before it in the body or
+ * outside the loop; a late tail computes what it did, lag_gemm says why).
  *
  * Then tl_pass_smem lays shared memory out again with the stages.
  *
@@ -313,7 +314,7 @@ static tl_stmt *lag_gemm(const P *p, const tl_stmt *loop, const char **why) {
     if (c == g || c->prefetch)
       continue;
     if (stmt_touches(c, g->A) || stmt_touches(c, g->B) || touches_shared(p->prog, c)) {
-      *why = "a statement after the gemm touches shared memory";
+      *why = "a statement of the loop besides the gemm and its copies touches shared memory";
       return NULL;
     }
     if (i < gi ? stmt_touches(c, g->C) : stmt_writes(c, g->C)) {
@@ -322,7 +323,7 @@ static tl_stmt *lag_gemm(const P *p, const tl_stmt *loop, const char **why) {
     }
     for (int j = 0; j < b->n; j++)
       if (b->items[j]->prefetch && stmt_writes(c, b->items[j]->src->sym)) {
-        *why = "a statement after the gemm writes a tensor that the loop's copies read ahead";
+        *why = "a statement of the loop writes a tensor that its copies read ahead";
         return NULL;
       }
   }
