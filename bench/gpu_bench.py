@@ -35,11 +35,13 @@ against torch._int_mm, checked exactly; float8_e4m3 with DeepGEMM's
 per-128 block scales (M = N = K = 4096 and 8192;
 examples/gemm_fp8_blockscaled.json, float16 out, and
 bench/programs/gemm_fp8_blockscaled_early.json, the same with the scales
-read before the gemm) against torch._scaled_mm
+read before the gemm, and bench/programs/gemm_fp8_blockscaled_raster.json,
+the same with block rasterization) against torch._scaled_mm
 with per-tensor scales (the same float8 FLOPs; cuBLAS has no per-128 block
 scales there), checked element by element against a float32 reference of
 the same float8 inputs within the bound of float32 accumulation plus the
-float16 rounding of the output (fp8_bound); --lowp-only runs just these.
+float16 rounding of the output (fp8_bound); --lowp-only runs just these,
+--fp8-only only the float8 ones (with --quick: at 4096 only).
 Prints a table and writes bench.json under --out.
 """
 import argparse, json, os, subprocess, sys, tempfile, time
@@ -135,9 +137,13 @@ def triton_matmul():
     return run
 
 LOWP_INT8_CONFIGS = [{}, {"block_N": 256}, {"num_stages": 4}, {"threads": 128}, {"block_K": 256, "num_stages": 2}]
-# (program, -D values): the example, and bench/programs' copy of it that reads each K block's scales before the gemm
+# (program, -D values): the example, bench/programs' copy of it that reads each K block's scales before the gemm,
+# and the one with block rasterization (use_swizzle in stripes of `panel` block rows)
 FP8_PROG, FP8_EARLY = "examples/gemm_fp8_blockscaled.json", "bench/programs/gemm_fp8_blockscaled_early.json"
-LOWP_FP8_CONFIGS = [(FP8_PROG, {}), (FP8_PROG, {"num_stages": 4}), (FP8_EARLY, {}), (FP8_EARLY, {"num_stages": 4})]
+FP8_RASTER = "bench/programs/gemm_fp8_blockscaled_raster.json"
+LOWP_FP8_CONFIGS = [(FP8_PROG, {}), (FP8_PROG, {"num_stages": 4}), (FP8_RASTER, {}), (FP8_RASTER, {"panel": 16}),
+                    (FP8_RASTER, {"num_stages": 4}), (FP8_EARLY, {})]
+FP8_TAGS = {FP8_EARLY: "early scales:", FP8_RASTER: "raster:"}
 
 
 def fp8_bound(S, absref, K, u_block=2.0 ** -24):
@@ -155,7 +161,14 @@ def fp8_bound(S, absref, K, u_block=2.0 ** -24):
 
 
 def lowp_rows(a, work, rows, res):
-    """int8 and float8 gemms against torch._int_mm and torch._scaled_mm."""
+    """int8 and float8 gemms against torch._int_mm and torch._scaled_mm
+    (only the float8 ones with --fp8-only)."""
+    if not a.fp8_only:
+        int8_rows(a, work, rows, res)
+    fp8_rows(a, work, rows, res)
+
+
+def int8_rows(a, work, rows, res):
     n = 8192
     A = torch.randint(-128, 128, (n, n), device="cuda", dtype=torch.int8)
     B = torch.randint(-128, 128, (n, n), device="cuda", dtype=torch.int8)  # [N, K]
@@ -186,6 +199,9 @@ def lowp_rows(a, work, rows, res):
     rows.append((f"gemm int8 {n} [{best[1] if best else 'WRONG'}]", best and best[0], ms_ref, None,
                  tf(best and best[0]), tf(ms_ref), None, 0.0 if best else float("nan")))
     del A, B, ref
+
+
+def fp8_rows(a, work, rows, res):
     for n in ([4096] if a.quick else [4096, 8192]):
         A = (torch.randn(n, n, device="cuda") * 4).to(torch.float8_e4m3fn)
         B = (torch.randn(n, n, device="cuda") * 4).to(torch.float8_e4m3fn)  # [N, K]
@@ -222,7 +238,7 @@ def lowp_rows(a, work, rows, res):
             worst14 = (torch.abs(C - ref) / bound14).max().item()
             e_ = (torch.linalg.norm(C - ref) / torch.linalg.norm(ref)).item()
             tag = ",".join(f"{k}={v}" for k, v in cfg.items()) or "as written"
-            tag = "early scales:" + tag if prog == FP8_EARLY else tag
+            tag = FP8_TAGS.get(prog, "") + tag
             verdict = ("within the float32 bound" if worst <= 1 else
                        "past the float32 bound, within the 14-bit accumulation one" if worst14 <= 1 else
                        "FAIL: past both bounds (not timed)")
@@ -276,13 +292,14 @@ def main():
     ap.add_argument("--gemm-only", action="store_true", help="only the GEMM rows (for comparing builds)")
     ap.add_argument("--lowp-only", action="store_true", help="only the int8 and float8 rows (issue 12)")
     ap.add_argument("--w4a16-only", action="store_true", help="only the W4A16 rows (issue 12)")
+    ap.add_argument("--fp8-only", action="store_true", help="only the float8 rows (issue 12; --quick: 4096 only)")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False  # the references sum in float32
     dev = torch.cuda.get_device_name()
     work = tempfile.mkdtemp(prefix="tlbench-")
     rows, res = [], {"date": time.strftime("%Y-%m-%d"), "device": dev, "torch": torch.__version__}
     torch.manual_seed(0)
-    if a.lowp_only:
+    if a.lowp_only or a.fp8_only:
         lowp_rows(a, work, rows, res)
         for r in rows:
             f = lambda x: f"{x:.1f}" if x is not None else "-"

@@ -22,7 +22,12 @@
  *   tc->compile, inspect   the toolchain of the target's vendor (toolchain.h):
  *                          tl_toolchain_nvrtc (nvrtc.c: cubin or PTX; the
  *                          binary read back by cubin.c) or tl_toolchain_amdgpu
- *                          (amdgpu.c: hiprtc or clang + ld.lld; hsaco.c)
+ *                          (amdgpu.c: hiprtc or clang + ld.lld; hsaco.c); a
+ *                          cubin that spills registers with a loop's tail one
+ *                          iteration late (pass_pipeline.c's lag_gemm: its
+ *                          register estimate cannot see the emitted code's
+ *                          temporaries) is built once more, from the start,
+ *                          without it (tl_program.no_wg_lag)
  *   metadata()             here: proto/kernel-meta.md
  *
  * After each stage, after() hands the program to the request's dump hook
@@ -487,6 +492,17 @@ static tl_status after(const tl_compile_request *req, const char *stage, const t
   return TL_OK;
 }
 
+static tl_walk_act find_lag(tl_stmt *s, void *user) {
+  (void)user;
+  return s->kind == S_LOOP && s->wg_lag ? TL_WALK_STOP : TL_WALK_GO;
+}
+
+/* Does body b hold a pipelined loop whose tail runs one iteration late? */
+static bool has_wg_lag(tl_body *b) {
+  static const tl_walker w = {.pre = find_lag};
+  return tl_walk(b, &w, NULL) == TL_WALK_STOP;
+}
+
 tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *diags, tl_error *err) {
   double t0 = now_ms();
   *out = NULL;
@@ -502,9 +518,12 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
   tl_build *b = NULL;
   tl_target t;
   tl_toolchain_out built = {0};
+  bool no_lag = false;
+again:;
   tl_status st = front(req, arena, &prog, &opt, key, &manifest, &desc, &t, diags, err);
   if (st != TL_OK)
     goto done;
+  prog->no_wg_lag = no_lag;
   tl_codegen cg = tl_codegen_of(&t);
   const tl_toolchain_ops *tc = toolchains[toolchain_of(&t)];
   void *th = toolchain_handle(toolchain_of(&t), NULL); /* open: front checked it */
@@ -534,11 +553,31 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
     if ((st = tc->compile(th, src, &t, &opt, &built, err)) != TL_OK ||
         (st = tc->inspect(th, &t, &built, prog->entry, prog->nparams, &res, err)) != TL_OK)
       goto done;
+    if (!no_lag && has_wg_lag(&prog->body) &&
+        json_integer_value(json_object_get(res, "spill_store_bytes")) +
+                json_integer_value(json_object_get(res, "spill_load_bytes")) > 0) {
+      /* the accumulators' second copy left too few registers: build again without it */
+      tl_toolchain_out_free(&built);
+      json_decref(res);
+      res = NULL;
+      free(manifest);
+      manifest = NULL;
+      tl_arena_free(arena);
+      arena = tl_arena_new();
+      no_lag = true;
+      goto again;
+    }
     static const char *const binaries[] = {"cubin", "ptx", "hsaco"};
     binary = binaries[t.binary];
     bin = built.code;
     bin_size = built.size;
     log = built.log;
+    if (no_lag) { /* say why the loop's tail is not late, as --emit ir cannot */
+      char *l = tl_arena_printf(arena, "tlc: the first build, with a pipelined loop's tail one iteration late, "
+                                       "spilled registers; built again without\n%s", log ? log : "");
+      free(log);
+      log = dup(l);
+    }
     built.code = NULL;
     built.log = NULL;
   }

@@ -1263,11 +1263,14 @@ static const char *kmajor_desc(E *e, const tl_sym *X, const char *base, const ch
  * offset) Kt * 128 bytes apart, each k step 16 rows (2048 bytes) on,
  * transposed by the instruction).  Then the instructions are committed as
  * one wgmma-group and the gemm waits until at most wg_pending groups are
- * pending (pass_pipeline.c decides, and says why that is safe).
+ * pending (pass_pipeline.c decides, and says why that is safe).  A gemm
+ * that clears C (clear_accum) does not write zeros first: its first k step
+ * has scale-d false (the predicate operand: D = A B, C's old registers not
+ * read), the others true.
  *
  * The PTX ISA's other ordering rules: wgmma.fence comes before the first
  * wgmma.mma_async of every call, so C's registers written by other
- * instructions (the clear, code before the gemm) are ordered before the
+ * instructions (code before the gemm) are ordered before the
  * wgmma that accumulates into them (pin_regs keeps NVVM from moving those
  * writes past the fence, and reads of C after the wait that ends the
  * groups before it); the fence between accumulating wgmma of one shape is
@@ -1290,10 +1293,6 @@ static void op_gemm_wgmma(E *e, const tl_stmt *s) {
   const char *ty = tl_mma_ptx_type(A->dtype), *cty = tl_mma_ptx_type(ints ? TL_INT32 : TL_FLOAT32);
   line(e, "{");
   e->indent++;
-  if (s->clear_accum) {
-    line(e, "#pragma unroll");
-    line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) r_%s[tl_r] = 0;", C->per_thread, C->name);
-  }
   line(e, "const unsigned tl_sa = tl_smem_addr(s_%s), tl_sb = tl_smem_addr(s_%s), tl_wr = (unsigned)tl_tid / 128u * 64u;",
        A->name, B->name);
   pin_regs(e, C);
@@ -1318,9 +1317,9 @@ static void op_gemm_wgmma(E *e, const tl_stmt *s) {
     e->indent++;
     line(e, "const unsigned long long tl_da = %s;", kmajor_desc(e, A, "tl_sa", S("tl_wr + %" PRId64 "u", i * NW * 16), "tl_k"));
     line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\nwgmma.mma_async.sync.aligned.m64n%" PRId64
-            "k%d.%s.%s.%s {%s}, %%%" PRId64 ", %%%" PRId64 ", p%s;\\n}\" : %s : \"l\"(tl_da), \"l\"(tl_db), \"r\"(1) : "
+            "k%d.%s.%s.%s {%s}, %%%" PRId64 ", %%%" PRId64 ", p%s;\\n}\" : %s : \"l\"(tl_da), \"l\"(tl_db), \"r\"(%s) : "
             "\"memory\");",
-         nacc + 2, N, kstep, cty, ty, ty, regs, nacc, nacc + 1, tail, outs);
+         nacc + 2, N, kstep, cty, ty, ty, regs, nacc, nacc + 1, tail, outs, s->clear_accum ? "tl_k" : "1");
     e->indent--;
     line(e, "}");
   }
@@ -2268,6 +2267,96 @@ static bool has_cp_async(const tl_stmt *loop) {
   return false;
 }
 
+/* The gemm of wg_lag loop s (pass_pipeline.c's lag_gemm). */
+static const tl_stmt *lag_gemm_of(const tl_stmt *s) {
+  for (int i = 0; i < s->body.n; i++)
+    if (s->body.items[i]->kind == S_GEMM && s->body.items[i]->wg_pending)
+      return s->body.items[i];
+  assert(0);
+  return NULL;
+}
+
+/* Names copy `par` (0 or 1) of a wg_lag gemm's C (declared as r_X_lag[2][n]
+ * by declare_buffers) r_X within the block that follows. */
+static void lag_alias(E *e, const tl_sym *C, int par) {
+  line(e, "%s (&r_%s)[%" PRId64 "] = r_%s_lag[%d];", crep((tl_type)C->dtype), C->name, C->per_thread, C->name, par);
+}
+
+/* The tail of iteration `c` (a C expression) of wg_lag loop s: its
+ * statements but the gemm and the prefetched copies, on copy `par` of C,
+ * once the gemm's group of that iteration is complete. */
+static void emit_lag_tail(E *e, const tl_stmt *s, int id, const char *c, int par) {
+  const tl_stmt *g = lag_gemm_of(s);
+  const char *var = vname(e, s->var);
+  line(e, "{");
+  e->indent++;
+  line(e, "const int %s = (int)(tl_s%d + (%s)); (void)%s;", var, id, c, var);
+  lag_alias(e, g->C, par);
+  pin_regs(e, g->C);
+  for (int i = 0; i < s->body.n && !e->failed; i++)
+    if (!s->body.items[i]->prefetch && s->body.items[i] != g)
+      emit_stmt(e, s->body.items[i], true);
+  e->indent--;
+  line(e, "}");
+}
+
+/* The prefetched copies of iteration `i` (a C name) of pipelined loop s
+ * into stage `stage`, when i is one, then their cp.async group. */
+static void prefetch_iteration(E *e, const tl_stmt *s, int id, const char *i, const char *stage) {
+  const char *var = vname(e, s->var);
+  line(e, "if (%s < tl_n%d) {", i, id);
+  e->indent++;
+  line(e, "const int %s = (int)(tl_s%d + %s); (void)%s;", var, id, i, var);
+  stage_pointers(e, s, stage);
+  prefetch_copies(e, s, stage);
+  e->indent--;
+  line(e, "}");
+  if (has_cp_async(s))
+    line(e, "asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
+}
+
+/* Iteration `c` (a C name or a parenthesized expression) of pipelined loop
+ * s (emit_pipelined); par is the copy of C its gemm writes in a wg_lag
+ * loop, else -1. */
+static void emit_iteration(E *e, const tl_stmt *s, int id, const char *c, int par) {
+  int64_t S = s->pipe_stages, D = s->pipe_ahead;
+  bool cp = has_cp_async(s);
+  const char *var = vname(e, s->var);
+  if (cp)
+    line(e, "asm volatile(\"cp.async.wait_group %" PRId64 ";\" ::: \"memory\");", D - 1);
+  barrier_line(e);
+  line(e, "{");
+  e->indent++;
+  line(e, "const long long tl_f = %s + %" PRId64 ";", c, D);
+  prefetch_iteration(e, s, id, "tl_f", S("tl_f %% %" PRId64, S));
+  e->indent--;
+  line(e, "}");
+  if (s->tma) {
+    line(e, "{");
+    e->indent++;
+    line(e, "const int tl_cs = (int)(%s %% %" PRId64 ");", c, S);
+    line(e, "tl_mbar_wait(%s, (tl_ph%d >> tl_cs) & 1u);", mbar_of(e, s, "tl_cs"), s->mbar);
+    line(e, "tl_ph%d ^= 1u << tl_cs;", s->mbar);
+    e->indent--;
+    line(e, "}");
+  }
+  line(e, "const int %s = (int)(tl_s%d + %s);", var, id, c);
+  stage_pointers(e, s, S("%s %% %" PRId64, c, S));
+  if (par < 0) {
+    for (int i = 0; i < s->body.n && !e->failed; i++)
+      if (!s->body.items[i]->prefetch)
+        emit_stmt(e, s->body.items[i], true);
+    return;
+  }
+  const tl_stmt *g = lag_gemm_of(s);
+  line(e, "{");
+  e->indent++;
+  lag_alias(e, g->C, par);
+  emit_stmt(e, g, true);
+  e->indent--;
+  line(e, "}");
+}
+
 /* A pipelined loop (pass_pipeline.c): its prefetched copies run
  * pipe_ahead iterations ahead into pipe_stages rotating stages of their
  * buffers, one cp.async group per iteration; iteration c waits for its own
@@ -2278,12 +2367,14 @@ static bool has_cp_async(const tl_stmt *loop) {
  * copies (pass_tma.c) complete on the stage's mbarrier instead: iteration
  * c, after the barrier and its own prefetch, waits for the phase of stage
  * c % S that its bit in tl_phN says, then flips the bit (so the loop may
- * run again, from any phase). */
+ * run again, from any phase).  A wg_lag loop runs wg_lag iterations (an
+ * even number) per trip, so that each names its copy of the gemm's C at
+ * compile time (registers cannot be indexed at run time), each running the
+ * previous iteration's tail after its gemm. */
 static void emit_pipelined(E *e, const tl_stmt *s) {
-  int64_t S = s->pipe_stages, D = s->pipe_ahead;
+  int64_t D = s->pipe_ahead;
   int id = e->uid++;
   bool cp = has_cp_async(s);
-  const char *var = vname(e, s->var);
   line(e, "{");
   e->indent++;
   line(e, "const long long tl_n%d = (long long)(%s), tl_s%d = (long long)(%s);", id, ex(e, s->extent), id,
@@ -2291,60 +2382,64 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   line(e, "#pragma unroll");
   line(e, "for (int tl_st = 0; tl_st < %" PRId64 "; tl_st++) {", D);
   e->indent++;
-  line(e, "if (tl_st < tl_n%d) {", id);
-  e->indent++;
-  line(e, "const int %s = (int)(tl_s%d + tl_st); (void)%s;", var, id, var);
-  stage_pointers(e, s, "tl_st");
-  prefetch_copies(e, s, "tl_st");
+  prefetch_iteration(e, s, id, "tl_st", "tl_st");
   e->indent--;
   line(e, "}");
-  if (cp)
-    line(e, "asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
-  e->indent--;
-  line(e, "}");
-  line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
-  e->indent++;
-  if (cp)
-    line(e, "asm volatile(\"cp.async.wait_group %" PRId64 ";\" ::: \"memory\");", D - 1);
-  barrier_line(e);
-  line(e, "{");
-  e->indent++;
-  line(e, "const long long tl_f = tl_c%d + %" PRId64 ";", id, D);
-  line(e, "if (tl_f < tl_n%d) {", id);
-  e->indent++;
-  line(e, "const int %s = (int)(tl_s%d + tl_f); (void)%s;", var, id, var);
-  const char *fstage = S("tl_f %% %" PRId64, S);
-  stage_pointers(e, s, fstage);
-  prefetch_copies(e, s, fstage);
-  e->indent--;
-  line(e, "}");
-  if (cp)
-    line(e, "asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
-  e->indent--;
-  line(e, "}");
-  if (s->tma) {
-    line(e, "{");
+  const char *c = S("tl_c%d", id);
+  if (!s->wg_lag) {
+    line(e, "for (long long %s = 0; %s < tl_n%d; %s++) {", c, c, id, c);
     e->indent++;
-    line(e, "const int tl_cs = (int)(tl_c%d %% %" PRId64 ");", id, S);
-    line(e, "tl_mbar_wait(%s, (tl_ph%d >> tl_cs) & 1u);", mbar_of(e, s, "tl_cs"), s->mbar);
-    line(e, "tl_ph%d ^= 1u << tl_cs;", s->mbar);
+    emit_iteration(e, s, id, c, -1);
+    e->indent--;
+    line(e, "}");
+  } else {
+    /* a trip of T iterations: iteration c + j issues its gemm into copy j % 2
+     * (then wait_group 1, as every gemm of the loop) and runs the tail of c + j - 1;
+     * the trip ends with wait_group 0, so that no group is pending across the
+     * loop's back edge (ptxas serializes every wgmma of a loop where one is
+     * pending there while other instructions read accumulators); where c + j
+     * is past the end, the tail of c + j - 1 follows a wait_group 0 */
+    int T = s->wg_lag;
+    line(e, "for (long long %s = 0; %s < tl_n%d; %s += %d) {", c, c, id, c, T);
+    e->indent++;
+    for (int j = 0; j < T; j++) {
+      const char *cj = j ? S("(%s + %d)", c, j) : c;
+      line(e, j ? "if (%s < tl_n%d) {" : "{", cj, id);
+      e->indent++;
+      emit_iteration(e, s, id, cj, j % 2);
+      if (!j)
+        line(e, "if (%s > 0)", c);
+      emit_lag_tail(e, s, id, S("%s - 1", cj), (j + 1) % 2);
+    }
+    line(e, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+    for (int j = T - 1; j >= 0; j--) {
+      e->indent--;
+      if (!j) {
+        line(e, "}");
+        break;
+      }
+      line(e, "} else {");
+      e->indent++;
+      line(e, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+      emit_lag_tail(e, s, id, S("(%s + %d)", c, j - 1), (j - 1) % 2);
+      e->indent--;
+      line(e, "}");
+    }
     e->indent--;
     line(e, "}");
   }
-  line(e, "const int %s = (int)(tl_s%d + tl_c%d);", var, id, id);
-  stage_pointers(e, s, S("tl_c%d %% %" PRId64, id, S));
-  for (int i = 0; i < s->body.n && !e->failed; i++)
-    if (!s->body.items[i]->prefetch)
-      emit_stmt(e, s->body.items[i], true);
-  e->indent--;
-  line(e, "}");
   if (cp)
     line(e, "asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");");
   if (s->wg_drain) { /* the groups its gemm left pending (pass_pipeline.c) */
     line(e, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
-    for (int i = 0; i < s->body.n; i++)
-      if (s->body.items[i]->kind == S_GEMM && s->body.items[i]->wg_pending)
-        pin_regs(e, s->body.items[i]->C);
+    if (s->wg_lag) { /* the tail of the last iteration when it ended a whole trip */
+      line(e, "if (tl_n%d > 0 && tl_n%d %% %d == 0)", id, id, s->wg_lag);
+      emit_lag_tail(e, s, id, S("tl_n%d - 1", id), 1);
+    } else {
+      for (int i = 0; i < s->body.n; i++)
+        if (s->body.items[i]->kind == S_GEMM && s->body.items[i]->wg_pending)
+          pin_regs(e, s->body.items[i]->C);
+    }
   }
   e->indent--;
   line(e, "}");
@@ -2367,6 +2462,8 @@ static void declare_buffers(E *e) {
       continue;
     if (s->scope == SCOPE_FRAGMENT && s->in_regs && s->packed)
       line(e, "unsigned r_%s[%" PRId64 "]; /* pairs of %s */", s->name, s->per_thread / 2, tl_dtype_name(s->dtype));
+    else if (s->scope == SCOPE_FRAGMENT && s->in_regs && s->stages == 2) /* a wg_lag gemm's C: two copies */
+      line(e, "%s r_%s_lag[2][%" PRId64 "];", crep((tl_type)s->dtype), s->name, s->per_thread);
     else if (s->scope == SCOPE_FRAGMENT && s->in_regs)
       line(e, "%s r_%s[%" PRId64 "];", crep((tl_type)s->dtype), s->name, s->per_thread);
     else {

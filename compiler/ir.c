@@ -502,6 +502,8 @@ static void dump_sym_place(FILE *f, const tl_sym *s) {
               s->mma_interleaved && s->mma_mi > 1 ? ", row tiles interleaved" : "");
     if (s->packed)
       fputs(", packed in pairs", f);
+    if (s->stages == 2)
+      fputs(", 2 copies (one per iteration parity)", f);
   } else if (s->smem_offset >= 0) {
     fprintf(f, " in shared memory at %lld", (long long)s->smem_offset);
     if (s->stages > 1)
@@ -607,6 +609,10 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     if (s->pipe && (d->lowered & TL_RAN_PIPELINE))
       fprintf(f, " [%lld stages, copies %lld ahead%s]", (long long)s->pipe_stages, (long long)s->pipe_ahead,
               s->wg_drain ? ", wgmma groups drained at the end" : "");
+    if (s->wg_lag)
+      fprintf(f, " [tail one iteration late: it runs after the next iteration's gemm is issued; trips of %d]", s->wg_lag);
+    else if (s->lag_why)
+      fprintf(f, " [tail not late: %s]", s->lag_why);
     if (s->tma)
       fprintf(f, " [mbarriers %d..%d]", s->mbar, s->mbar + (int)s->pipe_stages - 1);
     dump_range(f, s->var, ranged);

@@ -166,7 +166,8 @@ typedef struct tl_sym {
   bool swizzled;               /* smem 2-D 16-bit buffer stored with the XOR swizzle of 16-byte
                                   chunks (tl_swz in prelude_cuda.h) */
   int64_t stages;              /* after pass_pipeline: copies of a shared buffer that a pipelined
-                                  loop rotates through (1 when not pipelined) */
+                                  loop rotates through (1 when not pipelined); of a fragment in
+                                  registers: 2 for the C of a wg_lag loop's gemm (its two copies) */
   bool has_range;              /* after pass_range: the value of a block, loop or let variable
                                   lies in [rlo, rhi] */
   int64_t rlo, rhi;
@@ -554,6 +555,13 @@ struct tl_stmt {
                           N > 0 is safe) */
   bool wg_drain;       /* after pass_pipeline: a pipelined loop whose gemm leaves groups in flight;
                           they are waited for (wgmma.wait_group 0) as the loop ends */
+  int wg_lag;          /* after pass_pipeline, a pipe loop with wg_drain: 0, or its gemm clears C
+                          each iteration and the loop's other statements that are not prefetched
+                          (the tail, which reads C) run one iteration late, after the next
+                          iteration's gemm is issued, from the other of two register copies of C,
+                          in trips of wg_lag (even) iterations (pass_pipeline.c at lag_gemm) */
+  const char *lag_why; /* after pass_pipeline, a pipe loop with one clearing wgmma gemm that is not
+                          wg_lag: why not (for --emit ir) */
   int64_t pipe_stages; /* after pass_pipeline, a pipe loop: the stages of its prefetched buffers */
   int64_t pipe_ahead;  /* after pass_pipeline, a pipe loop: how many iterations ahead its copies
                           are issued (pipe_stages - 1, or pipe_stages - 1 - wg_pending) */
@@ -658,6 +666,8 @@ typedef struct tl_program {
   int64_t smem_bytes;    /* dynamic shared memory of one block */
   int64_t scratch_offset, scratch_bytes; /* shared scratch for cross-thread exchanges */
   int max_registers;     /* compile option: registers per thread (0: the toolchain's choice) */
+  bool no_wg_lag;        /* set by tl_compile before the passes: no pipelined loop runs its tail one
+                            iteration late (pass_pipeline.c's lag_gemm); its build with it spilled */
   /* after pass_tma: the tensor maps the kernel takes after its params, and
    * its mbarriers (8 bytes each, in shared memory at mbar_offset) */
   int ntmaps;

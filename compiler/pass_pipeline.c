@@ -10,10 +10,13 @@
  * buffers; pipe on such loops, with pipe_stages and pipe_ahead; for a
  * gemm on wgmma, how many of its wgmma-groups stay in flight as it ends
  * (wg_pending, and wg_drain on its loop: the rule and its argument are at
- * async_gemm below).  Keeps: everything else (results never
- * change: a prefetched copy reads only the loop variable and values fixed
- * before the loop, and its buffer is written by nothing else and read by
- * nothing before it in the body or outside the loop).
+ * async_gemm below); wg_lag on a loop whose gemm clears C and whose other
+ * statements run one iteration late, on two register copies of C (stages
+ * 2 of that fragment; lag_gemm below), or lag_why saying why not.  Keeps:
+ * everything else (results never change: a prefetched copy reads only the
+ * loop variable and values fixed before the loop, and its buffer is
+ * written by nothing else and read by nothing before it in the body or
+ * outside the loop; a late tail computes what it did, lag_gemm says why).
  *
  * Then tl_pass_smem lays shared memory out again with the stages.
  *
@@ -233,6 +236,122 @@ static tl_stmt *async_gemm(const tl_stmt *loop) {
   return a && bb ? g : NULL;
 }
 
+/* ---- a clearing gemm's tail one iteration late (DeepGEMM's promotion) -------------------
+ * A gemm that clears C every iteration (clear_accum) and whose product the
+ * rest of the iteration reads (DeepGEMM's per-block scaling: C_acc += C *
+ * scale) cannot leave its group pending: the statements after it need C
+ * finished, so the tensor cores idle while they run.  Unless those
+ * statements run one iteration late.  The loop then keeps two register
+ * copies of C, and iteration c issues the gemm of c into copy c % 2, waits
+ * until one group is pending (wait_group 1: the gemm of c - 1 is done, that
+ * of c runs) and runs the tail of iteration c - 1 (every statement of the
+ * body but the gemm and the prefetched copies, in their order, with the
+ * loop variable c - 1) on copy (c - 1) % 2; the tail of the last iteration
+ * runs after the loop, after wait_group 0.  (The emitter runs LAG_TRIP
+ * iterations a trip, each naming its copy at compile time, and ends every
+ * trip with wait_group 0: ptxas serializes all the wgmma of a loop where a
+ * group is pending across its back edge while other instructions read
+ * accumulator registers, C7514; the tail of a trip's last iteration then
+ * runs at the start of the next trip, still after the next gemm is
+ * issued.)  The results are the same when
+ * 1. the gemm commutes with every tail statement written before it (they
+ *    do not touch C, A or B) and the tail of c with the gemm of c + 1 (no
+ *    tail statement writes C, or touches A or B), so each iteration still
+ *    computes gemm then tail, in its own order;
+ * 2. the tail of c may run after the barrier and the prefetches of c + 1:
+ *    it touches no shared memory at all (so neither the prefetched stages
+ *    nor barrier-ordered data of other threads), writes no tensor that the
+ *    prefetched copies read, and prefetched copies read only the loop
+ *    variable and values fixed before the loop;
+ * 3. C is used nowhere outside the loop (after it, neither copy holds
+ *    what the program's C would);
+ * and the accumulator registers fit: registers of every fragment held in
+ * registers plus C's second copy at most LAG_REGS_SLACK under the
+ * registers a thread may have (65536 / threads, at most 255), the rest
+ * being left for addresses, indices and the tail's temporaries (where
+ * that estimate is short, the cubin spills, and tl_compile builds it again
+ * with tl_program.no_wg_lag set).  The gemm
+ * has wg_pending 1 (the stage rule of async_gemm holds: the group of c
+ * pending across the barrier of c + 1 reads stage c % S). */
+enum { LAG_REGS_SLACK = 40, LAG_TRIP = 4 };
+
+static bool in_regs(const tl_sym *s) { return s->kind == SYM_BUFFER && s->scope == SCOPE_FRAGMENT && s->in_regs; }
+
+/* Does statement s touch any buffer held in shared memory? */
+static bool touches_shared(const tl_program *prog, const tl_stmt *s) {
+  for (int i = 0; i < prog->nbuffer_slots; i++) {
+    const tl_sym *b = prog->buffer_syms[i];
+    if (b->scope != SCOPE_LOCAL && !in_regs(b) && stmt_touches(s, b))
+      return true;
+  }
+  return false;
+}
+
+/* The clearing gemm of pipelined loop `loop` whose tail may run one
+ * iteration late (above), or NULL; *why says why not where the loop has
+ * one clearing gemm on wgmma. */
+static tl_stmt *lag_gemm(const P *p, const tl_stmt *loop, const char **why) {
+  static const tl_walker w = {.pre = find_wgmma};
+  int n = 0;
+  tl_walk((tl_body *)&loop->body, &w, &n);
+  const tl_body *b = &loop->body;
+  tl_stmt *g = NULL;
+  int gi = -1;
+  for (int i = 0; i < b->n; i++)
+    if (b->items[i]->kind == S_GEMM && b->items[i]->use_wgmma)
+      g = b->items[i], gi = i;
+  if (n != 1 || !g || !g->clear_accum)
+    return NULL;
+  if (p->prog->no_wg_lag) {
+    *why = "the build with it spilled registers (tl_compile built again without)";
+    return NULL;
+  }
+  bool a = false, bb = false;
+  for (int i = 0; i < b->n; i++) {
+    const tl_stmt *c = b->items[i];
+    a |= c->prefetch && c->dst->sym == g->A;
+    bb |= c->prefetch && c->dst->sym == g->B;
+    if (c == g || c->prefetch)
+      continue;
+    if (stmt_touches(c, g->A) || stmt_touches(c, g->B) || touches_shared(p->prog, c)) {
+      *why = "a statement of the loop besides the gemm and its copies touches shared memory";
+      return NULL;
+    }
+    if (i < gi ? stmt_touches(c, g->C) : stmt_writes(c, g->C)) {
+      *why = "another statement writes the gemm's C, or reads it before the gemm";
+      return NULL;
+    }
+    for (int j = 0; j < b->n; j++)
+      if (b->items[j]->prefetch && stmt_writes(c, b->items[j]->src->sym)) {
+        *why = "a statement of the loop writes a tensor that its copies read ahead";
+        return NULL;
+      }
+  }
+  if (!a || !bb) {
+    *why = "the loop does not prefetch both A and B";
+    return NULL;
+  }
+  if (used_outside(p->top, loop, g->C)) {
+    *why = "C is used outside the loop";
+    return NULL;
+  }
+  int64_t threads = p->prog->threads[0] * p->prog->threads[1] * p->prog->threads[2];
+  int64_t cap = threads > 0 && 65536 / threads < 255 ? 65536 / threads : 255, regs = g->C->per_thread;
+  for (int i = 0; i < p->prog->nbuffer_slots; i++) {
+    const tl_sym *x = p->prog->buffer_syms[i];
+    if (in_regs(x))
+      regs += x->packed ? x->per_thread / 2 : x->per_thread * (tl_dtype_size(x->dtype) > 4 ? 2 : 1);
+  }
+  if (regs > cap - LAG_REGS_SLACK) {
+    *why = tl_arena_printf(p->prog->arena,
+                           "the fragments in registers with a second copy of C take %lld registers a thread, over "
+                           "%lld - %d",
+                           (long long)regs, (long long)cap, (int)LAG_REGS_SLACK);
+    return NULL;
+  }
+  return g;
+}
+
 static void pipeline_loop(P *p, tl_stmt *loop) {
   int64_t stages = loop->num_stages < p->max_stages ? loop->num_stages : p->max_stages;
   if (stages < 2 || loop->step->kind != E_CONST || loop->step->val.i != 1)
@@ -261,6 +380,11 @@ static void pipeline_loop(P *p, tl_stmt *loop) {
   if (!loop->pipe)
     return;
   tl_stmt *g = async_gemm(loop);
+  const char *why = NULL;
+  tl_stmt *lg = g ? NULL : lag_gemm(p, loop, &why);
+  if (lg)
+    g = lg;
+  loop->lag_why = why;
   int pending = g ? 1 : 0;
   int64_t total = loop->num_stages + pending < p->max_stages ? loop->num_stages + pending : p->max_stages;
   int64_t ahead = total - 1 - pending;
@@ -271,14 +395,17 @@ static void pipeline_loop(P *p, tl_stmt *loop) {
   loop->pipe_stages = total;
   loop->pipe_ahead = ahead;
   loop->wg_drain = pending > 0;
+  loop->wg_lag = lg && pending > 0 ? LAG_TRIP : 0;
+  if (loop->wg_lag)
+    lg->C->stages = 2; /* its two register copies */
+  if (lg && !pending)
+    loop->lag_why = "no stage is left for a pending wgmma group";
   if (g)
     g->wg_pending = pending;
   for (int i = 0; i < b->n; i++)
     if (b->items[i]->prefetch)
       b->items[i]->dst->sym->stages = total;
 }
-
-static bool in_regs(const tl_sym *s) { return s->kind == SYM_BUFFER && s->scope == SCOPE_FRAGMENT && s->in_regs; }
 
 /* The bytes a copy between two tensors or shared buffers of one packed
  * dtype may move at once (1, 2, 4, 8 or 16), or 0 when it cannot move
@@ -313,8 +440,12 @@ static int byte_copy_width(const tl_stmt *s) {
 static tl_walk_act mark_copy(tl_stmt *s, void *user) {
   P *p = user;
   s->prefetch = s->pipe = s->wg_drain = false;
+  s->wg_lag = 0;
+  s->lag_why = NULL;
   s->wg_pending = 0;
   s->pipe_stages = s->pipe_ahead = 0;
+  if (s->kind == S_GEMM && s->C)
+    s->C->stages = 1;
   if (s->kind == S_COPY) {
     s->async_copy = p->async && can_async(s);
     s->byte_copy = s->async_copy ? 0 : byte_copy_width(s);

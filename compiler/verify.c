@@ -288,25 +288,43 @@ static tl_walk_act count_wgmma(tl_stmt *s, void *n) {
 
 /* Gemm g at the top of pipelined loop s leaves g->wg_pending wgmma groups
  * in flight across iterations: pass_pipeline.c's conditions (at
- * async_gemm) for that, and its rule pipe_ahead + wg_pending <=
+ * async_gemm, or for a wg_lag loop at lag_gemm: C cleared by the gemm, in
+ * two register copies, read but not written by the statements after it)
+ * for that, and its rule pipe_ahead + wg_pending <=
  * pipe_stages - 1 (the stage the next prefetch overwrites is none that a
  * pending group still reads). */
+static tl_walk_act writes_c_pre(tl_stmt *s, void *c) {
+  return (s->dst && s->dst->sym == c) || (s->kind == S_GEMM && s->C == c) || (s->lhs && s->lhs->sym == c)
+             ? TL_WALK_STOP
+             : TL_WALK_GO;
+}
+
+/* Does statement s (or anything in it) write buffer c? */
+static bool writes_c(const tl_stmt *s, const tl_sym *c) {
+  static const tl_walker w = {.pre = writes_c_pre};
+  return tl_walk_stmt((tl_stmt *)s, &w, (void *)c) == TL_WALK_STOP;
+}
+
 static void check_pending(V *v, const tl_stmt *s, const tl_stmt *g) {
   static const tl_walker w = {.pre = count_wgmma};
   int n = 0;
   tl_walk((tl_body *)&s->body, &w, &n);
   bool a = false, b = false;
+  int gi = 0;
+  while (s->body.items[gi] != g)
+    gi++;
   for (int i = 0; i < s->body.n; i++) {
     const tl_stmt *c = s->body.items[i];
     a |= c->prefetch && c->dst->sym == g->A;
     b |= c->prefetch && c->dst->sym == g->B;
-    if (c != g && touches(c, g->C)) {
+    if (c != g && touches(c, g->C) && !(s->wg_lag && i > gi && !writes_c(c, g->C))) {
       fail(v, c->pointer, "C '%s' of a gemm with wgmma groups pending across iterations is touched by another "
            "statement of the loop", g->C->name, NULL);
       return;
     }
   }
-  if (!s->pipe || !s->wg_drain || !g->use_wgmma || n != 1 || g->clear_accum || !a || !b) {
+  if (!s->pipe || !s->wg_drain || !g->use_wgmma || n != 1 || g->clear_accum != (s->wg_lag > 0) || !a || !b ||
+      s->wg_lag % 2 || (s->wg_lag && g->C->stages != 2)) {
     fail(v, g->pointer, "gemm leaves wgmma groups pending across iterations but is not the only wgmma gemm of a "
          "draining pipelined loop, with A and B prefetched and C kept", NULL, NULL);
     return;

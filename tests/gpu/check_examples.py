@@ -331,9 +331,24 @@ CASES = [
     ("gemm_fp8_blockscaled", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"], FP8_SCALED),
     ("gemm_fp8_blockscaled", {"M": 130, "N": 257, "K": 1024}, {}, ["C"], FP8_SCALED),
     ("gemm_fp8_blockscaled", {"M": 1000, "N": 1100, "K": 336, "threads": 128, "block_N": 64}, {}, ["C"], FP8_SCALED),
+    # the promotion one iteration late (pass_pipeline.c's lag_gemm) in trips of 4 K blocks: 1, 5, 12 and 14
+    # blocks (a trip cut short after each of its iterations, and whole trips), block_K 64 (two per scale block)
+    ("gemm_fp8_blockscaled", {"M": 200, "N": 136, "K": 128}, {}, ["C"], FP8_SCALED),
+    ("gemm_fp8_blockscaled", {"M": 256, "N": 264, "K": 640}, {}, ["C"], FP8_SCALED),
+    ("gemm_fp8_blockscaled", {"M": 300, "N": 200, "K": 1536, "num_stages": 4}, {}, ["C"], FP8_SCALED),
+    ("gemm_fp8_blockscaled", {"M": 520, "N": 384, "K": 896, "block_K": 64}, {}, ["C"], FP8_SCALED),
+    # the same with the K tiles' count a run-time value (kblocks): trips cut short after each of their
+    # iterations, whole trips, and no K tile at all
+    ("../tests/gpu/programs/gemm_fp8_blockscaled_dyn_k", {"M": 300, "N": 200, "K": 1024}, {"kblocks": 5}, ["C"], FP8_SCALED),
+    ("../tests/gpu/programs/gemm_fp8_blockscaled_dyn_k", {"M": 300, "N": 200, "K": 1024}, {"kblocks": 6}, ["C"], FP8_SCALED),
+    ("../tests/gpu/programs/gemm_fp8_blockscaled_dyn_k", {"M": 200, "N": 264, "K": 896, "block_K": 64}, {"kblocks": 7},
+     ["C"], FP8_SCALED),
+    ("../tests/gpu/programs/gemm_fp8_blockscaled_dyn_k", {"M": 256, "N": 128, "K": 1024}, {"kblocks": 8}, ["C"], FP8_SCALED),
+    ("../tests/gpu/programs/gemm_fp8_blockscaled_dyn_k", {"M": 130, "N": 136, "K": 512}, {"kblocks": 0}, ["C"], FP8_SCALED),
     # the same with the scales read before the gemm (bench/gpu_bench.py times both)
     ("../bench/programs/gemm_fp8_blockscaled_early", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"], FP8_SCALED),
     ("../bench/programs/gemm_fp8_blockscaled_early", {"M": 256, "N": 256, "K": 1024}, {}, ["C"], FP8_SCALED),
+    ("../bench/programs/gemm_fp8_blockscaled_raster", {"M": 1000, "N": 1100, "K": 640, "panel": 4}, {}, ["C"], FP8_SCALED),
     ("../tests/gpu/programs/gemm_e5m2", {"M": 1000, "N": 1100, "K": 208}, {}, ["C"], FP8_GEMM),
     ("../tests/gpu/programs/gemm_e5m2", {"M": 130, "N": 257, "K": 336, "block_K": 64}, {}, ["C"], FP8_GEMM),
     # wgmma on sm_90a (issue 11): 4-warp tiles (two m64 instructions per warpgroup, the rows of both in each warp),

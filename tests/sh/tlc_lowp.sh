@@ -136,13 +136,51 @@ expect $i8 sm_90a "[wgmma m64nNk32 s32.s8.s8] [1 x m64n128 per warpgroup and k32
   "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8" -D block_K=256
 expect $i8 sm_90a "[mma.sync m16n8k32 s32.s8.s8] [not wgmma: the K tile is 96: a K-major operand is stored in the 32-, 64- or 128-byte swizzle (K tile 32, 64 or 128) or as panels of 128 (a multiple of 128)]" \
   "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" -D block_K=96
-expect $f8 sm_90a "[wgmma m64nNk32 f32.e4m3.e4m3] [2 x m64n64 per warpgroup and k32 step, wait_group 0]" \
+expect $f8 sm_90a "[wgmma m64nNk32 f32.e4m3.e4m3] [2 x m64n64 per warpgroup and k32 step, wait_group 1" \
   "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3" -D threads=128 -D block_N=64
 "$TLC" compile $f8 --target sm_90a --emit ir -D threads=128 -D block_N=64 |
   grep -qF "alloc sa: fragment float32[128] in registers, mma-rows layout, 4 per thread (warps 4x1, tiles 2x8, row tiles interleaved)" ||
   fail "scale_a's rows do not follow C's interleaved row tiles under 4-warp wgmma"
-# DeepGEMM's promotion reads C_partial after every gemm: nothing stays in flight
-# there, while the int8 gemm keeps one group in flight across K tiles (above)
+# DeepGEMM's promotion reads C_partial after every gemm: it runs one iteration
+# late (pass_pipeline.c's lag_gemm), after the next K block's gemm is issued,
+# on the other of two register copies of C_partial; trips of 4 K blocks end
+# with wait_group 0, so ptxas serializes no wgmma (C7514/C7517 in its log),
+# and nothing spills, for 8 and 4 warps and K tiles of 128 and 64
+for d in "" "-D threads=128 -D block_N=64" "-D block_K=64" "-D num_stages=4"; do
+  ir=$("$TLC" compile $f8 --target sm_90a --emit ir $d) || fail "$f8 $d: --emit ir"
+  printf '%s\n' "$ir" | grep -qF "[tail one iteration late: it runs after the next iteration's gemm is issued; trips of 4]" ||
+    fail "$f8 $d: the promotion does not run one iteration late"
+  printf '%s\n' "$ir" | grep -qF "alloc C_partial: fragment float32[128, " ||
+    fail "$f8 $d: no C_partial"
+  printf '%s\n' "$ir" | grep "alloc C_partial" | grep -qF ", 2 copies (one per iteration parity)" ||
+    fail "$f8 $d: C_partial has not two copies"
+  log=$("$TLC" compile $f8 --target sm_90a --emit meta -D M=4096 -D N=4096 -D K=4096 $d) || fail "$f8 $d: --emit meta"
+  printf '%s\n' "$log" | grep -qE "C751[0-9]|serialized|injected" && fail "$f8 $d: ptxas serializes the wgmma: $log"
+  printf '%s\n' "$log" | grep -qF '0 bytes spill stores' || fail "$f8 $d: spills"
+done
+"$TLC" compile $f8 --target sm_90a --emit cuda -o "$tmp/lag.cu" || fail "$f8: --emit cuda"
+grep -qF "float r_C_partial_lag[2][64];" "$tmp/lag.cu" || fail "$f8: C_partial's two copies are not declared"
+[ "$(grep -c "wgmma.wait_group.sync.aligned 1;" "$tmp/lag.cu")" = 4 ] || fail "$f8: not 4 gemms a trip waiting for 1"
+# with the program's scale_a read element by element in the promotion (the
+# direct-read variant above), the second copy leaves too few registers: the
+# cubin is built again without it, and its log says so
+meta=$("$TLC" compile "$tmp/direct.json" --target sm_90a --emit meta) || fail "direct: --emit meta"
+printf '%s\n' "$meta" | grep -qF "tlc: the first build, with a pipelined loop's tail one iteration late, spilled registers; built again without" ||
+  fail "direct: the build that spilled with the late tail is not built again without it"
+# a tail that touches shared memory stays where it is, and the ir says why
+python3 - "$f8" "$tmp/smem.json" <<'PY' || fail "could not write the variant whose promotion reads shared memory"
+import json, sys
+p = json.load(open(sys.argv[1]))
+body = p["kernel"]["body"]
+body[4] = {"op": "alloc_shared", "name": "sa", "shape": ["block_M"], "dtype": "float32"}
+json.dump(p, open(sys.argv[2], "w"))
+PY
+ir=$("$TLC" compile "$tmp/smem.json" --target sm_90a --emit ir) || fail "smem: --emit ir"
+printf '%s\n' "$ir" | grep -qF "[tail not late: a statement of the loop besides the gemm and its copies touches shared memory]" ||
+  fail "smem: a promotion reading shared memory runs late, or the ir does not say why not"
+printf '%s\n' "$ir" | grep -qF "k32 step, wait_group 0]" || fail "smem: the gemm does not wait for 0"
+# the int8 gemm keeps one group in flight across K tiles (above); a float16 one
+# whose C the loop reads and writes waits for 0
 # sm_90 without the 'a': mma.sync, and the ir names the variant with wgmma
 "$TLC" compile $i8 --target sm_90 --emit ir |
   grep -qF "[mma.sync m16n8k32 s32.s8.s8] [not wgmma: this target has none; sm_90a has]" ||

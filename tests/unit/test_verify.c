@@ -315,6 +315,34 @@ static void wgmma_pending_rule(void **state) {
   job_free(&j);
 }
 
+/* sm_90a's float8 gemm with DeepGEMM's promotion: the gemm clears C each K
+ * tile, the promotion runs one iteration late on two register copies of C
+ * (pass_pipeline.c's lag_gemm); the verifier holds the loop to that. */
+static void wgmma_lag_rule(void **state) {
+  (void)state;
+  job j;
+  run_passes(&j, NULL, "gemm_fp8_blockscaled", NULL, 0, "sm_90a");
+  tl_stmt *copy, *loop = pipe_loop(&j, &copy), *g = NULL;
+  static const tl_walker w = {.pre = first_gemm};
+  tl_walk(&loop->body, &w, &g);
+  assert_non_null(g);
+  assert_true(g->use_wgmma && g->clear_accum && g->wg_pending == 1 && loop->wg_drain);
+  assert_int_equal(loop->wg_lag, 4);
+  assert_int_equal(g->C->stages, 2);
+  assert_null(loop->lag_why);
+  g->C->stages = 1; /* one copy: the next gemm would overwrite the C the late promotion reads */
+  caught_saying(&j, "pipeline", g->pointer, "pending across iterations");
+  g->C->stages = 2;
+  loop->wg_lag = 3; /* copies alternate by trip position: a trip is an even number of iterations */
+  caught_saying(&j, "pipeline", g->pointer, "pending across iterations");
+  loop->wg_lag = 0; /* a clearing gemm with a group pending, its C read in the loop */
+  caught(&j, "pipeline", loop->body.items[loop->body.n - 1]->pointer);
+  loop->wg_lag = 4;
+  g->clear_accum = false; /* the late promotion needs the gemm's C cleared every iteration */
+  caught_saying(&j, "pipeline", g->pointer, "pending across iterations");
+  job_free(&j);
+}
+
 static void wgmma_accumulator_interleaved(void **state) {
   (void)state;
   job j;
@@ -534,7 +562,8 @@ int main(void) {
       cmocka_unit_test(prefetched_buffer_read_outside), cmocka_unit_test(guard_marked_inside),
       cmocka_unit_test(range_narrowed),           cmocka_unit_test(compile_stops_at_broken_pass),
       cmocka_unit_test(deep_loops_verify_fast),   cmocka_unit_test(examples_verify),
-      cmocka_unit_test(wgmma_pending_rule),       cmocka_unit_test(wgmma_accumulator_interleaved),
+      cmocka_unit_test(wgmma_pending_rule),       cmocka_unit_test(wgmma_lag_rule),
+      cmocka_unit_test(wgmma_accumulator_interleaved),
       cmocka_unit_test(tma_maps_and_mbarriers),   cmocka_unit_test(packed_shared_bytes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
