@@ -2561,7 +2561,8 @@ static int cmd_tune(const cmdline *o, tl_client *c) {
   char desc[512];
   if (!rc && fake && *fake) {
     json_error_t je;
-    if (!json_is_object(times = json_load_file(fake, 0, &je))) {
+    times = json_load_file(fake, 0, &je);
+    if (!json_is_object(times)) { /* (a macro: its argument is evaluated twice) */
       fprintf(stderr, "tlclient: tune: TL_TUNE_FAKE_TIMES %s is not a JSON object: %s\n", fake, je.text);
       rc = 2;
     }
