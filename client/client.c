@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "../cache/tlbundle.h"
 #include "internal.h"
 
 #define DEFAULT_SERVER "http://127.0.0.1:8470"
@@ -130,6 +131,17 @@ tl_status tl_client_dup(const tl_client *src, tl_client **out, tl_error *err) {
     *out = NULL;
     return tl_error_set(err, TL_NOMEM, "out of memory");
   }
+  if (src->bundle) { /* shared, not mapped and checked again */
+    c->bundle = src->bundle;
+    c->bundle_path = src->bundle_path;
+    c->bundle_refs = src->bundle_refs;
+    atomic_fetch_add(c->bundle_refs, 1);
+  }
+  if (src->tuning && (st = tl_client_set_tuning(c, src->tuning, err)) != TL_OK) {
+    tl_client_free(c);
+    *out = NULL;
+    return st;
+  }
   return TL_OK;
 }
 
@@ -140,6 +152,8 @@ void tl_client_free(tl_client *c) {
     curl_easy_cleanup(c->curl);
   curl_slist_free_all(c->headers);
   tl_cache_close(c->cache);
+  tl_client_bundle_release(c);
+  free(c->tuning);
   free(c->server);
   free(c->token);
   free(c->ca_file);
@@ -360,6 +374,7 @@ const char *tl_source_name(tl_source s) {
   case TL_SOURCE_LOCAL: return "local";
   case TL_SOURCE_SERVER_CACHE: return "server-cache";
   case TL_SOURCE_COMPILED: return "compiled";
+  case TL_SOURCE_BUNDLE: return "bundle";
   }
   return "unknown";
 }

@@ -63,12 +63,29 @@ tl_device_api tl_device_get_api(const tl_device *d) {
 
 const char *tl_device_name(const tl_device *d) { return d ? tl_gpu_device_info(d->gpu)->name : NULL; }
 
+void tl_device_description(const tl_device *d, char *out, size_t cap) {
+  if (cap)
+    snprintf(out, cap, "%s (%s)", d ? tl_device_name(d) : "no device", d ? tl_device_arch_name(d) : "-");
+}
+
 tl_status tl_client_get_for_device(tl_client *c, const tl_client_request *req, const tl_device *d, tl_artifact **out,
                                    tl_error *err) {
   if (!d) {
     if (out)
       *out = NULL;
     return tl_error_set(err, TL_INVALID_ARG, "tl_client_get_for_device: no device");
+  }
+  if (c && c->tuning && !c->tuning_applied) { /* the record for this device, when tuning is on */
+    char desc[512];
+    tl_device_description(d, desc, sizeof desc);
+    tl_tuned t;
+    if (tl_tuning_apply(c, req, strcmp(c->tuning, "auto") == 0 ? desc : c->tuning, &t)) {
+      c->tuning_applied = true;
+      tl_status st = tl_client_get_for_device(c, &t.req, d, out, err);
+      c->tuning_applied = false;
+      tl_tuned_free(&t);
+      return st;
+    }
   }
   if (!is_hip(d))
     return tl_client_get_for_arch(c, req, tl_device_arch(d), out, err);

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../cache/tlbundle.h"
 #include "../compiler/target.h"
 #include "../compiler/tlcompiler.h"
 #include "../proto/tl_hash.h"
@@ -168,6 +169,24 @@ tl_status tl_request_key(const tl_client_request *req, const char *target, const
   return st;
 }
 
+tl_status tl_request_canonical(const tl_client_request *req, char **program, void **constants, tl_error *err) {
+  *program = NULL;
+  *constants = NULL;
+  prepared p;
+  tl_status st = prepare(req, &p, err);
+  if (st != TL_OK)
+    return st;
+  *program = tl_json_canonical(p.program);
+  *constants = json_incref(p.constants);
+  prepared_free(&p);
+  if (!*program) {
+    json_decref(*constants);
+    *constants = NULL;
+    return tl_error_set(err, TL_NOMEM, "out of memory");
+  }
+  return TL_OK;
+}
+
 /* ---- artifacts ------------------------------------------------------------------------ */
 
 /* Makes an artifact, taking bytes (malloc'd) in every case. */
@@ -274,6 +293,41 @@ static tl_cache *local(tl_client *c) {
     tl_clog(c, "the local cache %s cannot be used (%s); going on without it", c->cache_path, e.message);
   }
   return c->cache;
+}
+
+tl_cache *tl_client_local(tl_client *c) { return local(c); }
+
+char *tl_alias_manifest(const char *build, const char *request_text) {
+  size_t m = strlen(TL_CLIENT_ALIAS_MAGIC), len = strlen(request_text);
+  const char *nl = strstr(request_text, "\nprogram ");
+  size_t keep = len - m;
+  if (len + 80 > TL_CACHE_TEXT_MAX && nl) /* too large whole: the request's small parts */
+    keep = (size_t)(nl - request_text) + 1 - m;
+  size_t n = keep + m + 80;
+  char *text = malloc(n);
+  if (text)
+    snprintf(text, n, "%sbuild %s\n%.*s", TL_CLIENT_ALIAS_MAGIC, build, (int)keep, request_text + m);
+  return text;
+}
+
+char *tl_alias_request_text(const char *manifest, const char *key) {
+  size_t m = strlen(TL_CLIENT_ALIAS_MAGIC);
+  if (strncmp(manifest, TL_CLIENT_ALIAS_MAGIC, m) != 0 || strncmp(manifest + m, "build ", 6) != 0)
+    return NULL;
+  const char *rest = strchr(manifest + m, '\n');
+  if (!rest)
+    return NULL;
+  rest++;
+  size_t n = m + strlen(rest) + 1;
+  char *text = malloc(n), got[65];
+  if (!text)
+    return NULL;
+  snprintf(text, n, "%s%s", TL_CLIENT_ALIAS_MAGIC, rest);
+  if (tl_sha256_hex(text, n - 1, got) != TL_OK || strcmp(got, key) != 0) {
+    free(text);
+    return NULL;
+  }
+  return text;
 }
 
 /* Reads "build KEY" from an alias manifest; false when it is not one. */
@@ -466,18 +520,12 @@ static void local_store(tl_client *c, const tl_artifact *a, const char *manifest
   }
   tl_cache_build_free(have);
   if (alias_key) {
-    /* the alias's manifest names the build and the request's small parts */
-    const char *nl = strstr(alias_text, "\nprogram ");
-    size_t head = nl ? (size_t)(nl - alias_text) + 1 : strlen(alias_text);
-    size_t m = strlen(TL_CLIENT_ALIAS_MAGIC);
-    size_t n = head + 80;
-    char *text = malloc(n);
-    if (text) {
-      snprintf(text, n, "%sbuild %s\n%.*s", TL_CLIENT_ALIAS_MAGIC, a->key, (int)(head - m), alias_text + m);
-      if (strlen(text) <= TL_CACHE_TEXT_MAX)
-        local_put(c, alias_key, text, a, compile_ms);
-      free(text);
-    }
+    /* the alias's manifest names the build and holds the request (so that
+     * `tlclient bundle create` can ship it, re-hashable) */
+    char *text = tl_alias_manifest(a->key, alias_text);
+    if (text && strlen(text) <= TL_CACHE_TEXT_MAX)
+      local_put(c, alias_key, text, a, compile_ms);
+    free(text);
   }
   local_evict(c);
 }
@@ -761,9 +809,64 @@ static bool offline_by_build_key(tl_client *c, const tl_client_request *req, con
   return true;
 }
 
-/* tl_client_get's work for one target, local lookup optional. */
-/* The error of an offline request that the local cache cannot answer. */
-static tl_status offline_miss(tl_client *c, const char *name, const char *target, tl_error *err) {
+/* The bundle's build i (tl_client_set_bundle) as an artifact. */
+static bool bundle_build(tl_client *c, int i, tl_artifact **out) {
+  const tl_bundle_build *bd = &c->bundle->builds[i];
+  const tl_bundle_artifact *a = &c->bundle->artifacts[bd->artifact_index];
+  void *bytes = malloc(a->n);
+  if (!bytes)
+    return false;
+  memcpy(bytes, a->bytes, a->n);
+  tl_error e;
+  if (artifact_make(bd->key, a->id, bd->target, bytes, a->n, bd->metadata, TL_SOURCE_BUNDLE, out, &e) != TL_OK) {
+    tl_clog(c, "the bundle %s: the build %s cannot be used: %s", c->bundle_path, bd->key, e.message);
+    return false;
+  }
+  tl_clog(c, "found %s for %s in the bundle %s", bd->key, bd->target, c->bundle_path);
+  return true;
+}
+
+/* The bundle's build of p for target: the request's key made with the
+ * compiler identity of the bundle's builds.  True on a hit. */
+static bool bundle_lookup(tl_client *c, const prepared *p, const char *target, tl_artifact **out) {
+  *out = NULL;
+  char key[65];
+  if (!c->bundle || !c->bundle->compiler[0] || key_of(p, target, c->bundle->compiler, key, NULL, NULL) != TL_OK)
+    return false;
+  int r = tl_bundle_find_request(c->bundle, key);
+  return r >= 0 && bundle_build(c, c->bundle->requests[r].build_index, out);
+}
+
+/* Server unreachable: the request keys made with the compilers of the
+ * bundles imported into the local cache (other than the one tried
+ * already).  True on a hit. */
+static bool imported_lookup(tl_client *c, const prepared *p, const char *target, const char *tried,
+                            tl_artifact **out) {
+  tl_cache *cache = local(c);
+  char *list = NULL;
+  if (!cache || tl_cache_note_get(cache, TL_NOTE_IMPORTED_COMPILERS, &list, NULL) != TL_OK)
+    return false;
+  bool hit = false;
+  for (char *save = NULL, *id = strtok_r(list, "\n", &save); id && !hit; id = strtok_r(NULL, "\n", &save)) {
+    char key[65];
+    if ((tried && strcmp(id, tried) == 0) || key_of(p, target, id, key, NULL, NULL) != TL_OK)
+      continue;
+    if ((hit = local_lookup(c, key, out)))
+      tl_clog(c, "%s; found %s for %s in the local cache, imported from a bundle of %s",
+              c->offline ? "offline" : "the server is unreachable", (*out)->key, target, id);
+  }
+  free(list);
+  return hit;
+}
+
+/* What an unreachable server leaves: the build key computed here, or an
+ * imported bundle's request. */
+static bool offline_lookup(tl_client *c, const tl_client_request *req, const prepared *p, const char *target,
+                           tl_artifact **out) {
+  return offline_by_build_key(c, req, target, out) || imported_lookup(c, p, target, c->compiler_id, out);
+}
+
+static tl_status offline_miss_cache(tl_client *c, const char *name, const char *target, tl_error *err) {
   if (!c->cache_path)
     return tl_error_set(err, TL_NETWORK, "offline, and there is no local cache: no build of %s for %s", name, target);
   if (!c->compiler_id[0])
@@ -775,6 +878,17 @@ static tl_status offline_miss(tl_client *c, const char *name, const char *target
                       "offline: the local cache %s has no build of %s for %s by the compiler %s (the one the "
                       "server ran when last reached)",
                       c->cache_path, name, target, c->compiler_id);
+}
+
+/* The error of an offline request that the local cache cannot answer
+ * (and the bundle, when one is set: said at the end). */
+static tl_status offline_miss(tl_client *c, const char *name, const char *target, tl_error *err) {
+  tl_status st = offline_miss_cache(c, name, target, err);
+  if (err && c->bundle_path) {
+    size_t l = strlen(err->message);
+    snprintf(err->message + l, sizeof err->message - l, "; nor has the bundle %s", c->bundle_path);
+  }
+  return st;
 }
 
 /* tl_client_get's work for one target, local lookup optional. */
@@ -791,21 +905,21 @@ static tl_status get_one(tl_client *c, const tl_client_request *req, const prepa
   }
   if (c->offline) {
     free(rtext);
-    return offline_by_build_key(c, req, target, out) ? TL_OK : offline_miss(c, p->name, target, err);
+    return offline_lookup(c, req, p, target, out) ? TL_OK : offline_miss(c, p->name, target, err);
   }
   tl_target_result *res = NULL;
   const char *targets[1] = {target};
   st = post_compile(c, p, targets, 1, &res, err);
   if (st == TL_NETWORK || st == TL_BUSY) {
-    if (offline_by_build_key(c, req, target, out)) {
+    if (offline_lookup(c, req, p, target, out)) {
       free(rtext);
       return TL_OK;
     }
     if (err) {
       size_t l = strlen(err->message);
-      snprintf(err->message + l, sizeof err->message - l, "; and the local cache %s has no build of %s for %s%s%s",
+      snprintf(err->message + l, sizeof err->message - l, "; and the local cache %s has no build of %s for %s%s%s%s%s",
                c->cache_path ? c->cache_path : "(off)", p->name, target, c->compiler_id[0] ? " by the compiler " : "",
-               c->compiler_id);
+               c->compiler_id, c->bundle_path ? "; nor has the bundle " : "", c->bundle_path ? c->bundle_path : "");
     }
   } else if (st == TL_OK) {
     if (res[0].status != TL_OK)
@@ -825,6 +939,11 @@ static tl_status get_one(tl_client *c, const tl_client_request *req, const prepa
   return st;
 }
 
+/* The device description tuning uses for calls that know no device. */
+static const char *tuning_device(const tl_client *c) {
+  return c->tuning && strcmp(c->tuning, "auto") != 0 ? c->tuning : NULL;
+}
+
 tl_status tl_client_get(tl_client *c, const tl_client_request *req, const char *target, tl_artifact **out,
                         tl_error *err) {
   tl_error_clear(err);
@@ -832,13 +951,21 @@ tl_status tl_client_get(tl_client *c, const tl_client_request *req, const char *
     *out = NULL;
   if (!c || !out)
     return tl_error_set(err, TL_INVALID_ARG, "tl_client_get: NULL argument");
+  tl_tuned t;
+  if (tl_tuning_apply(c, req, tuning_device(c), &t)) {
+    c->tuning_applied = true;
+    tl_status tst = tl_client_get(c, &t.req, target, out, err);
+    c->tuning_applied = false;
+    tl_tuned_free(&t);
+    return tst;
+  }
   tl_status st = tl_target_check(target, err);
   if (st != TL_OK)
     return st;
   prepared p;
   if ((st = prepare(req, &p, err)) != TL_OK)
     return st;
-  st = get_one(c, req, &p, target, true, out, err);
+  st = bundle_lookup(c, &p, target, out) ? TL_OK : get_one(c, req, &p, target, true, out, err);
   prepared_free(&p);
   return st;
 }
@@ -873,6 +1000,14 @@ tl_status tl_client_get_for_arch(tl_client *c, const tl_client_request *req, int
     *out = NULL;
   if (!c || !out)
     return tl_error_set(err, TL_INVALID_ARG, "tl_client_get_for_arch: NULL argument");
+  tl_tuned t;
+  if (tl_tuning_apply(c, req, tuning_device(c), &t)) {
+    c->tuning_applied = true;
+    tl_status tst = tl_client_get_for_arch(c, &t.req, arch, out, err);
+    c->tuning_applied = false;
+    tl_tuned_free(&t);
+    return tst;
+  }
   if (arch < 10 || arch > 9999)
     return tl_error_set(err, TL_INVALID_ARG, "architecture %d is not a compute capability (e.g. 90)", arch);
   char sm[TL_CLIENT_TARGET_MAX + 1], plain[TL_CLIENT_TARGET_MAX + 1], ptx[TL_CLIENT_TARGET_MAX + 1];
@@ -884,6 +1019,11 @@ tl_status tl_client_get_for_arch(tl_client *c, const tl_client_request *req, int
   tl_status st = prepare(req, &p, err);
   if (st != TL_OK)
     return st;
+  /* the bundle's, in the same order of preference, with no network */
+  if (bundle_lookup(c, &p, sm, out) || (variant && bundle_lookup(c, &p, plain, out)) || bundle_lookup(c, &p, ptx, out)) {
+    prepared_free(&p);
+    return TL_OK;
+  }
   /* a warm start: the binary for sm_ARCH (or the PTX stored under its
    * request when the server did not offer sm_ARCH) from the local cache */
   char k1[65], k2[65], k3[65], *k1text = NULL;
@@ -909,13 +1049,13 @@ tl_status tl_client_get_for_arch(tl_client *c, const tl_client_request *req, int
     st = get_one(c, req, &p, plain, false, out, &e);
   }
   if ((st == TL_NETWORK || st == TL_BUSY) && variant &&
-      (local_lookup(c, k3, out) || offline_by_build_key(c, req, plain, out))) {
+      (local_lookup(c, k3, out) || offline_lookup(c, req, &p, plain, out))) {
     /* offline: a cubin for sm_ARCH (a farm that prebuilt that one) runs too */
     tl_clog(c, "%s; using %s from the local cache", c->offline ? "offline" : "the server is unreachable", plain);
     st = TL_OK;
   } else if (st == TL_NETWORK || st == TL_BUSY) {
     /* offline: PTX for this architecture will do */
-    if (local_lookup(c, k2, out) || offline_by_build_key(c, req, ptx, out)) {
+    if (local_lookup(c, k2, out) || offline_lookup(c, req, &p, ptx, out)) {
       tl_clog(c, "%s; using %s from the local cache", c->offline ? "offline" : "the server is unreachable", ptx);
       st = TL_OK;
     }
@@ -989,6 +1129,9 @@ tl_status tl_client_fetch_key(tl_client *c, const char *key, tl_artifact **out, 
     return tl_error_set(err, TL_INVALID_ARG, "'%.80s' is not a build key (64 lowercase hexadecimal characters)",
                         key ? key : "(null)");
   if (local_lookup(c, key, out))
+    return TL_OK;
+  int bi = tl_bundle_find_build(c->bundle, key);
+  if (bi >= 0 && bundle_build(c, bi, out))
     return TL_OK;
   char path[128], what[512];
   snprintf(path, sizeof path, "/v1/kernels/%s", key);

@@ -8,6 +8,7 @@
 #ifndef TL_CLIENT_INTERNAL_H
 #define TL_CLIENT_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -48,6 +49,15 @@ struct tl_client {
   char compiler_id[TL_CLIENT_COMPILER_ID_MAX + 1];
   bool compiler_id_known;    /* learned from the server by this handle */
   bool compiler_id_probed;   /* GET /v1/info was tried for it */
+
+  char *tuning;              /* tl_client_set_tuning: a device name, "auto", or NULL (off) */
+  bool tuning_applied;       /* inside a call that applied it already */
+
+  /* tl_client_set_bundle: mapped and checked once (cache/tlbundle.h), and
+   * shared by the clients tl_client_dup makes; the last one closes it */
+  char *bundle_path;         /* NULL: none */
+  struct tl_bundle *bundle;
+  atomic_int *bundle_refs;
 };
 
 /* The base URL requests go to now: *len bytes at the result (inside c->server). */
@@ -198,9 +208,48 @@ tl_status tl_target_check(const char *target, tl_error *err);
 tl_status tl_request_key(const tl_client_request *req, const char *target, const char *compiler, char key[65],
                          char **text, tl_error *err);
 
+/* The canonical text of req's program (x- members removed; malloc'd) and
+ * its constant overrides (a json_t * object, the caller's reference). */
+tl_status tl_request_canonical(const tl_client_request *req, char **program, void **constants, tl_error *err);
+
+/* A request with a tuning record's constants added (tune.c). */
+typedef struct tl_tuned {
+  tl_client_request req;     /* the request to use */
+  tl_client_define *defs;
+  char **names, **values;
+  int n;                     /* constants added */
+} tl_tuned;
+
+/* When c's tuning is on for device (a description; NULL: off) and a record
+ * exists, fills t and returns true (tl_tuned_free it); else false, and req
+ * is used as it is. */
+bool tl_tuning_apply(tl_client *c, const tl_client_request *req, const char *device, tl_tuned *t);
+void tl_tuned_free(tl_tuned *t);
+
 /* The alias manifest's first line: a local cache entry under a request key
  * has a manifest starting with this, followed by "build KEY". */
 #define TL_CLIENT_ALIAS_MAGIC "tl-client-request 1\n"
+/* Drops c's reference to its bundle (bundle.c); the last one closes it. */
+void tl_client_bundle_release(tl_client *c);
+
+/* The local cache, opened on first use; NULL when off or unusable (fetch.c). */
+tl_cache *tl_client_local(tl_client *c);
+
+/* The alias manifest of a request (its canonical text, as tl_request_key
+ * gives it) naming build: TL_CLIENT_ALIAS_MAGIC, "build KEY", then the rest
+ * of the text, program included when the whole fits TL_CACHE_TEXT_MAX
+ * (else without the program line).  malloc'd; NULL when out of memory. */
+char *tl_alias_manifest(const char *build, const char *request_text);
+
+/* The request text an alias manifest was made from, malloc'd, when the
+ * alias holds it whole (it hashes to key); else NULL (an alias without its
+ * program, stored by an older client or too large). */
+char *tl_alias_request_text(const char *manifest, const char *key);
+
+/* The name of the local cache's note listing the compiler identities of the
+ * bundles imported into it (one per line). */
+#define TL_NOTE_IMPORTED_COMPILERS "imported bundle compilers"
+
 #define TL_BUILD_MANIFEST_MAGIC "tl-build-key 1\n" /* the first line of a key manifest (proto/kernel-meta.md) */
 
 #endif

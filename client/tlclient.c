@@ -11,6 +11,9 @@
  *     run PROGRAM.json         launch on the local GPU, optionally checked against the
  *                              reference interpreter
  *     cache ls|verify|gc       the local cache
+ *     bundle create|import|ls|verify   one file of builds for a release (proto/bundle.md)
+ *     tune PROGRAM.json        time the variants of a program's constants on the GPU and
+ *                              record the fastest on the server for every node
  *
  * Everything that can fail prints one message naming the program, the
  * target and the server where they matter, on standard error, after
@@ -30,8 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "../cache/tlbundle.h"
 #include "../cache/tlcache.h"
 #include "../compiler/interp.h"
 #include "../compiler/ir.h"
@@ -61,6 +66,8 @@ static const char usage_main[] =
     "  explain KEY|PROGRAM.json   a build's manifest; for a miss, what differs from the cache\n"
     "  run PROGRAM.json           launch on the local GPU (--check: against the interpreter)\n"
     "  cache ls|verify|gc         list, re-hash or shrink the local cache\n"
+    "  bundle create|import|ls|verify FILE   one file of builds for a release\n"
+    "  tune PROGRAM.json --space NAME=V1,V2   time variants on the GPU, record the fastest\n"
     "\n"
     "Global options (anywhere on the line):\n"
     "  --server URL[,URL]...      the server, or replicas of one cluster to fail over\n"
@@ -70,6 +77,10 @@ static const char usage_main[] =
     "  --cache PATH|none          the local cache file (env TL_CLIENT_CACHE; default\n"
     "                             $XDG_CACHE_HOME/tlclient/cache.db or ~/.cache/tlclient/cache.db)\n"
     "  --offline                  never contact the server: the local cache only\n"
+    "  --bundle FILE              read kernels from this bundle first, read-only (env\n"
+    "                             TL_CLIENT_BUNDLE; tlclient bundle --help)\n"
+    "  --tuning DEVICE|auto       apply the server's tuning records (env TL_CLIENT_TUNING;\n"
+    "                             tlclient tune --help)\n"
     "  --timeout SEC              per request: its compile, its retries and the waits\n"
     "                             between them (Retry-After included) (default 300)\n"
     "  --connect-timeout SEC      to connect (default 5)\n"
@@ -186,6 +197,62 @@ static const char usage_cache[] =
     "         when any was found)\n"
     "gc       evict the least recently used entries until the binaries take at most N\n"
     "         bytes (K, M, G suffixes; default the client's cap, 1G; 0 empties it)\n";
+
+static const char usage_bundle[] =
+    "usage: tlclient bundle create FILE --from-cache [--compiler ID]\n"
+    "       tlclient bundle create FILE PATTERN... --target T... [-D NAME=V1,V2,...]...\n"
+    "                              [--exclude PATTERN]... [--jobs N] [--json]\n"
+    "       tlclient bundle import FILE\n"
+    "       tlclient bundle ls FILE [--json]\n"
+    "       tlclient bundle verify FILE\n"
+    "\n"
+    "A bundle is one file holding builds (binaries, key manifests, metadata) and the\n"
+    "request keys that name them, every part with its SHA-256 (proto/bundle.md): what a\n"
+    "release ships so that its application starts offline, on a machine with only the\n"
+    "GPU driver (tl_client_set_bundle, or TL_CLIENT_BUNDLE / --bundle), or what fills a\n"
+    "cache (import here, or POST /v1/bundles on a server).  It holds the builds of one\n"
+    "compiler identity.\n"
+    "\n"
+    "create --from-cache  the local cache's builds by the server's compiler (or --compiler\n"
+    "                     ID, as tlc --version prints it) and their requests; a build kept\n"
+    "                     without its manifest gets it from the server; entries that cannot\n"
+    "                     be bundled are left out (-v says which and why)\n"
+    "create PATTERN...    prebuilds as `tlclient prebuild --fetch` does (same options, same\n"
+    "                     exit statuses) into a fresh temporary cache and bundles that; the\n"
+    "                     file is written only when every build succeeded\n"
+    "import               checks the whole bundle, then stores its builds and requests in\n"
+    "                     the local cache (and remembers its compiler for offline starts)\n"
+    "ls                   the bundle's compiler, builds and requests (--json: one object)\n"
+    "verify               checks every checksum, key and reference; exit 0 when sound\n"
+    "\n"
+    "Exit status: 0 success, 1 a failure (a damaged bundle: the message names the entry),\n"
+    "2 a wrong command line; create with patterns as prebuild (1 a build failed, 3 the\n"
+    "server or the network failed).\n";
+
+static const char usage_tune[] =
+    "usage: tlclient tune PROGRAM.json --space NAME=V1,V2,... [--space ...] [--shape NAME=V]...\n"
+    "                     [--check-shape NAME=V]... [--arg NAME=V]... [--device N] [--repeat N]\n"
+    "                     [--jobs N] [--seed N]\n"
+    "\n"
+    "Finds the fastest values of a program's tuning constants on this GPU and records them on\n"
+    "the server, so that every node gets them (tl_client_set_tuning; tlclient --tuning auto):\n"
+    "  1. every variant (the cross product of the --space values, at most 1024) is compiled\n"
+    "     through the server, --jobs at a time (default 4), at the shape (--shape: constant\n"
+    "     overrides such as M=4096) and at the check shape (--check-shape, default the shape);\n"
+    "  2. each is checked at the check shape: the interpreter's results with the variant's\n"
+    "     constants must equal those with the program's own (tuning changes speed, never\n"
+    "     results), and the GPU's must match the interpreter's (tlclient run --check, same\n"
+    "     bounds); a variant that fails is out, with the reason;\n"
+    "  3. each is timed on the GPU through the launcher: 3 launches, then --repeat (default\n"
+    "     20) timed ones between two synchronizations; the mean per launch;\n"
+    "  4. the fastest is recorded (POST /v1/tunings) for the program, the shape class (the\n"
+    "     --shape values, integers rounded up to a power of two) and the device (its name and\n"
+    "     architecture).\n"
+    "--arg gives scalar parameters.  Tests time with a fake timer instead of a GPU:\n"
+    "TL_TUNE_FAKE_TIMES=FILE (a JSON object: \"NAME=V,NAME=V\" -> ms, in the --space order) and\n"
+    "--target T (what to compile for; the device is then \"fake timer (T)\"; step 2 checks the\n"
+    "interpreter only).  Exit status: 0 a winner was recorded, 1 none passed or the server\n"
+    "failed, 2 a wrong command line.\n";
 
 /* ---- small helpers -------------------------------------------------------------------- */
 
@@ -331,13 +398,17 @@ typedef struct cmdline {
   int ntargets;
   kv defs[MAX_LIST], args[MAX_LIST], ins[MAX_LIST], outs[MAX_LIST];
   int ndefs, nargs, nins, nouts;
+  kv spaces[MAX_LIST], shapes[MAX_LIST], checks[MAX_LIST]; /* tune */
+  int nspaces, nshapes, nchecks, repeat;
+  const char *tuning;
   const char *output, *meta_out, *options_json, *max_bytes;
   char *target_lists[MAX_LIST]; /* copies of --target values, which targets[] point into */
   int nlists;
   const char *excludes[MAX_LIST];
   int nexcludes;
   int jobs, device;
-  bool json, check, fetch, help;
+  bool json, check, fetch, help, from_cache;
+  const char *bundle, *compiler;
   unsigned long long seed;
   bool seed_given;
 } cmdline;
@@ -345,9 +416,9 @@ typedef struct cmdline {
 static void free_cmdline(cmdline *o) {
   for (int i = 0; i < o->nlists; i++)
     free(o->target_lists[i]);
-  kv *lists[4] = {o->defs, o->args, o->ins, o->outs};
-  int counts[4] = {o->ndefs, o->nargs, o->nins, o->nouts};
-  for (int l = 0; l < 4; l++)
+  kv *lists[7] = {o->defs, o->args, o->ins, o->outs, o->spaces, o->shapes, o->checks};
+  int counts[7] = {o->ndefs, o->nargs, o->nins, o->nouts, o->nspaces, o->nshapes, o->nchecks};
+  for (int l = 0; l < 7; l++)
     for (int i = 0; i < counts[l]; i++)
       free(lists[l][i].name);
 }
@@ -418,6 +489,34 @@ static int parse_cmdline(int argc, char **argv, cmdline *o) {
       o->cache = val;
     } else if (strcmp(a, "--offline") == 0) {
       o->offline = true;
+    } else if (strcmp(a, "--bundle") == 0) {
+      TAKE("--bundle");
+      o->bundle = val;
+    } else if (strcmp(a, "--compiler") == 0) {
+      TAKE("--compiler");
+      o->compiler = val;
+    } else if (strcmp(a, "--from-cache") == 0) {
+      o->from_cache = true;
+    } else if (strcmp(a, "--tuning") == 0) {
+      TAKE("--tuning");
+      o->tuning = val;
+    } else if (strcmp(a, "--space") == 0 || strcmp(a, "--shape") == 0 || strcmp(a, "--check-shape") == 0) {
+      const char *flag = a[2] == 's' && a[3] == 'p' ? "--space" : a[2] == 's' ? "--shape" : "--check-shape";
+      TAKE(flag);
+      kv *list = flag[3] == 'p' ? o->spaces : flag[2] == 's' ? o->shapes : o->checks;
+      int *count = flag[3] == 'p' ? &o->nspaces : flag[2] == 's' ? &o->nshapes : &o->nchecks;
+      if (*count == MAX_LIST)
+        return usage_error("too many '%s' options", flag);
+      if (!split_kv(val, &list[*count]))
+        return usage_error("'%s %s' needs NAME=VALUE", flag, val);
+      (*count)++;
+    } else if (strcmp(a, "--repeat") == 0) {
+      TAKE("--repeat");
+      char *end;
+      long n = strtol(val, &end, 10);
+      if (!*val || *end || n < 1 || n > 100000)
+        return usage_error("--repeat %s: a number from 1 to 100000", val);
+      o->repeat = (int)n;
     } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
       verbose = true;
     } else if (strcmp(a, "--timeout") == 0 || strcmp(a, "--connect-timeout") == 0) {
@@ -526,6 +625,14 @@ static int check_options(const cmdline *o) {
   const char *c = o->cmd;
   bool explain = strcmp(c, "explain") == 0, compile = strcmp(c, "compile") == 0, prebuild = strcmp(c, "prebuild") == 0, run = strcmp(c, "run") == 0,
        fetch = strcmp(c, "fetch") == 0, cache = strcmp(c, "cache") == 0, info = strcmp(c, "info") == 0;
+  bool bundle = strcmp(c, "bundle") == 0, tune = strcmp(c, "tune") == 0;
+  if ((o->nspaces || o->nshapes || o->nchecks || o->repeat) && !tune)
+    return usage_error("'%s' does not take --space, --shape, --check-shape or --repeat", c);
+  if (tune && (o->ndefs || o->nins || o->nouts || o->check || o->json || o->output))
+    return usage_error("'tune' takes --shape, not -D; and no --in, --out, --check, --json or -o");
+  if (tune) /* its --arg, --device, --seed, --jobs and --target (with the fake timer) */
+    return 0;
+  prebuild |= bundle; /* bundle create PATTERN... takes prebuild's options (cmd_bundle checks the rest) */
   if (o->ntargets && !compile && !prebuild && !run && !explain)
     return usage_error("'%s' does not take --target", c);
   if (o->ntargets > 1 && run)
@@ -546,6 +653,10 @@ static int check_options(const cmdline *o) {
     return usage_error("'%s' does not take --jobs, --fetch or --exclude", c);
   if (o->json && !info && !prebuild)
     return usage_error("'%s' does not take --json", c);
+  if ((o->from_cache || o->compiler) && !bundle)
+    return usage_error("'%s' does not take --from-cache or --compiler", c);
+  if (o->fetch && bundle)
+    return usage_error("'bundle create' fetches every build anyway: no --fetch");
   return 0;
 }
 
@@ -579,6 +690,12 @@ static tl_client *make_client(const cmdline *o) {
     goto bad;
   if (o->offline)
     tl_client_set_offline(c, 1, NULL);
+  const char *bundle = o->bundle ? o->bundle : getenv("TL_CLIENT_BUNDLE");
+  if (bundle && *bundle && strcmp(o->cmd, "bundle") != 0 && (st = tl_client_set_bundle(c, bundle, &err)) != TL_OK)
+    goto bad;
+  const char *tuning = o->tuning ? o->tuning : getenv("TL_CLIENT_TUNING");
+  if (tuning && *tuning && strcmp(o->cmd, "tune") != 0 && (st = tl_client_set_tuning(c, tuning, &err)) != TL_OK)
+    goto bad;
   return c;
 bad:
   fprintf(stderr, "tlclient: %s\n", err.message);
@@ -1778,7 +1895,7 @@ static double bound_of(tl_dtype dt) {
 
 /* Compares the GPU's tensor with the interpreter's; prints one line. */
 static bool compare_tensor(const char *name, tl_dtype dt, const void *dev, const void *ref, const void *before,
-                           size_t count) {
+                           size_t count, FILE *log) {
   size_t es = tl_dtype_size(dt);
   bool changed = memcmp(ref, before, count * es) != 0;
   if (!tl_dtype_is_float(dt)) {
@@ -1786,11 +1903,11 @@ static bool compare_tensor(const char *name, tl_dtype dt, const void *dev, const
     for (size_t k = 0; k < count; k++)
       if (memcmp((const char *)dev + k * es, (const char *)ref + k * es, es) != 0 && !bad++)
         first = k;
-    if (bad)
-      printf("FAIL %s (%s, %zu elements): %zu differ, the first at flat index %zu\n", name, tl_dtype_name(dt), count,
+    if (bad && log)
+      fprintf(log, "FAIL %s (%s, %zu elements): %zu differ, the first at flat index %zu\n", name, tl_dtype_name(dt), count,
              bad, first);
-    else
-      printf("ok   %s (%s, %zu elements): equal%s\n", name, tl_dtype_name(dt), count, changed ? "" : " (unchanged input)");
+    else if (log)
+      fprintf(log, "ok   %s (%s, %zu elements): equal%s\n", name, tl_dtype_name(dt), count, changed ? "" : " (unchanged input)");
     return bad == 0;
   }
   double num = 0, den = 0;
@@ -1812,7 +1929,8 @@ static bool compare_tensor(const char *name, tl_dtype dt, const void *dev, const
   if (num == 0)
     rel = 0;
   bool ok = rel <= bound_of(dt) && nan_dev == nan_ref;
-  printf("%s %s (%s, %zu elements): rel err %.2e (bound %g), NaN %zu vs %zu in the interpreter's%s\n",
+  if (log)
+    fprintf(log, "%s %s (%s, %zu elements): rel err %.2e (bound %g), NaN %zu vs %zu in the interpreter's%s\n",
          ok ? "ok  " : "FAIL", name, tl_dtype_name(dt), count, rel, bound_of(dt), nan_dev, nan_ref,
          changed ? "" : " (unchanged input)");
   return ok;
@@ -2089,7 +2207,7 @@ static int cmd_run(const cmdline *o, tl_client *c) {
       for (int p = 0; p < prog->nparams; p++)
         if (prog->params[p]->kind == SYM_TENSOR &&
             !compare_tensor(prog->params[p]->name, prog->params[p]->dtype, host[p].data, ref[p].data, init[p].data,
-                            host[p].count))
+                            host[p].count, stdout))
           rc = 1;
       printf("check: %s against the reference interpreter (inputs from --seed %llu)\n", rc ? "FAILED" : "passed",
              (unsigned long long)seed);
@@ -2118,6 +2236,458 @@ out:
   tl_artifact_free(art);
   tl_device_free(dev);
   tl_arena_free(arena);
+  free(text);
+  return rc;
+}
+
+/* ---- tune ------------------------------------------------------------------------------------------------ */
+
+#define TUNE_VARIANTS_MAX 1024 /* variants of one tune (the cross product of --space) */
+#define TUNE_REPEAT_DEFAULT 20 /* timed launches of each variant (after 3 untimed) */
+
+/* One variant: the shape's overrides and its space values. */
+typedef struct tcand {
+  tl_client_define defs[MAX_LIST * 2]; /* --shape, then the space's */
+  int nshape, ndefs;
+  tl_client_define cdefs[MAX_LIST * 2]; /* --check-shape (else --shape), then the space's */
+  int ncdefs;
+  char label[512];                      /* "block_M=64,block_N=128" */
+  tl_status status;                     /* TL_OK while it is in the running */
+  char why[TL_ERROR_MESSAGE_MAX + 64];
+  char key[65];
+  double ms;
+} tcand;
+
+typedef struct tstate {
+  const cmdline *o;
+  const tl_client *proto;
+  const tl_device *dev;        /* NULL with the fake timer: --target then */
+  const char *text, *file;
+  size_t len;
+  tcand *cands;
+  int n, next;
+  pthread_mutex_t mu;
+} tstate;
+
+/* Compiles (or finds) both builds of each variant, N at a time. */
+static void *tune_worker(void *arg) {
+  tstate *s = arg;
+  tl_client *c = NULL;
+  tl_error err;
+  bool have = tl_client_dup(s->proto, &c, &err) == TL_OK;
+  for (;;) {
+    pthread_mutex_lock(&s->mu);
+    int i = s->next < s->n ? s->next++ : -1;
+    pthread_mutex_unlock(&s->mu);
+    if (i < 0)
+      break;
+    tcand *t = &s->cands[i];
+    if (!have) {
+      t->status = err.code;
+      snprintf(t->why, sizeof t->why, "%s", err.message);
+      continue;
+    }
+    for (int pass = 0; pass < 2 && t->status == TL_OK; pass++) { /* the timed shape, then the checked one */
+      tl_client_request req = {.program = s->text, .program_len = s->len, .name = s->file,
+                               .defines = pass ? t->cdefs : t->defs, .ndefines = pass ? t->ncdefs : t->ndefs};
+      tl_artifact *a = NULL;
+      tl_status st = s->dev ? tl_client_get_for_device(c, &req, s->dev, &a, &err)
+                            : tl_client_get(c, &req, s->o->targets[0], &a, &err);
+      if (st != TL_OK) {
+        t->status = st;
+        snprintf(t->why, sizeof t->why, "compile%s: %s", pass ? " (check shape)" : "", err.message);
+        for (char *nl = strchr(t->why, '\n'); nl; nl = strchr(nl, '\n')) /* one line per variant */
+          *nl = ' ';
+      } else if (!pass)
+        snprintf(t->key, sizeof t->key, "%s", tl_artifact_key(a));
+      tl_artifact_free(a);
+    }
+  }
+  tl_client_free(c);
+  return NULL;
+}
+
+/* Runs the interpreter on the program with defs and --arg, on random inputs
+ * of seed; its tensors (inputs and outputs) in out[].  False with why. */
+static bool tune_interpret(const tstate *s, const tl_client_define *defs, int n, uint64_t seed, tl_arena *arena,
+                           const tl_program **progp, tl_npy out[TL_MAX_PARAMS], char *why, size_t cap) {
+  tl_define tdefs[MAX_LIST * 2];
+  for (int i = 0; i < n; i++)
+    tdefs[i] = (tl_define){defs[i].name, defs[i].value};
+  tl_diags diags = {.arena = arena};
+  tl_program *prog = tl_load_program(arena, s->text, s->len, tdefs, n, &diags);
+  if (!prog) {
+    snprintf(why, cap, "the program does not check with these constants (tlc check -D ... says why)");
+    return false;
+  }
+  *progp = prog;
+  tl_arg iargs[TL_MAX_PARAMS];
+  memset(iargs, 0, sizeof iargs);
+  for (int i = 0; i < s->o->nargs; i++) {
+    int p = find_param(prog, s->o->args[i].name, "--arg", s->file);
+    int64_t iv = 0;
+    double fv = 0;
+    if (p < 0 || prog->params[p]->kind != SYM_SCALAR || !parse_scalar(s->o->args[i].value, prog->params[p]->dtype, &iv, &fv)) {
+      snprintf(why, cap, "--arg %s: not a scalar parameter's valid value", s->o->args[i].name);
+      return false;
+    }
+    if (prog->params[p]->dtype == TL_FLOAT32)
+      iargs[p].scalar.f = tl_f32_round(fv);
+    else
+      iargs[p].scalar.i = iv;
+  }
+  rng_state = seed;
+  tl_error err;
+  for (int p = 0; p < prog->nparams; p++) {
+    const tl_sym *sym = prog->params[p];
+    if (sym->kind != SYM_TENSOR)
+      continue;
+    int64_t shape[TL_MAX_DIMS];
+    if (tl_tensor_shape(prog, p, iargs, shape, &err) != TL_OK) {
+      snprintf(why, cap, "tensor %s: %s (a scalar parameter needs --arg)", sym->name, err.message);
+      return false;
+    }
+    size_t count = 1;
+    for (int d = 0; d < sym->ndim; d++)
+      count *= (size_t)shape[d];
+    if (count > ((size_t)1 << 28)) {
+      snprintf(why, cap, "tensor %s has %zu elements at the check shape; the limit is 2^28 (a smaller --check-shape)",
+               sym->name, count);
+      return false;
+    }
+    out[p] = (tl_npy){.dtype = sym->dtype, .ndim = sym->ndim, .count = count,
+                      .data = malloc(count * tl_dtype_size(sym->dtype) + 1)};
+    if (!out[p].data)
+      die_oom();
+    fill_random(out[p].data, count, sym->dtype);
+    iargs[p].data = out[p].data;
+    iargs[p].count = count;
+  }
+  if (tl_interpret(prog, iargs, NULL, &err) != TL_OK) {
+    snprintf(why, cap, "the reference interpreter failed: %.200s%s%.600s", err.pointer, err.pointer[0] ? ": " : "",
+             err.message);
+    return false;
+  }
+  return true;
+}
+
+/* The tuning constants may change speed, never results: the interpreter's
+ * outputs of the variant at the check shape against those of the program's
+ * own constants, on the same inputs. */
+static bool tune_check_interp(const tstate *s, tcand *t, const tl_npy *base, uint64_t seed) {
+  tl_arena *arena = tl_arena_new();
+  tl_npy got[TL_MAX_PARAMS];
+  memset(got, 0, sizeof got);
+  const tl_program *prog = NULL;
+  bool ok = tune_interpret(s, t->cdefs, t->ncdefs, seed, arena, &prog, got, t->why, sizeof t->why);
+  for (int p = 0; ok && p < prog->nparams; p++)
+    if (prog->params[p]->kind == SYM_TENSOR &&
+        (got[p].count != base[p].count ||
+         !compare_tensor(prog->params[p]->name, prog->params[p]->dtype, got[p].data, base[p].data, base[p].data,
+                         got[p].count, verbose ? stderr : NULL))) {
+      snprintf(t->why, sizeof t->why, "wrong: tensor %s differs from the program's own constants' in the interpreter",
+               prog->params[p]->name);
+      ok = false;
+    }
+  for (int p = 0; p < TL_MAX_PARAMS; p++)
+    tl_npy_free(&got[p]);
+  tl_arena_free(arena);
+  return ok;
+}
+
+/* The GPU's results against the interpreter's at the check shape: `tlclient
+ * run --check` in a child process (the one launch path, the one check). */
+static bool tune_check_gpu(const tstate *s, tcand *t, uint64_t seed) {
+  const cmdline *o = s->o;
+  const char *argv[16 + 4 * MAX_LIST];
+  char dev[16], sd[32], defs[MAX_LIST * 2][TL_MAX_NAME + 64], args[MAX_LIST][TL_MAX_NAME + 64];
+  int n = 0;
+  argv[n++] = "tlclient";
+  if (o->server)
+    argv[n++] = "--server", argv[n++] = o->server;
+  if (o->token)
+    argv[n++] = "--token", argv[n++] = o->token;
+  if (o->cacert)
+    argv[n++] = "--cacert", argv[n++] = o->cacert;
+  if (o->cache)
+    argv[n++] = "--cache", argv[n++] = o->cache;
+  snprintf(dev, sizeof dev, "%d", o->device);
+  snprintf(sd, sizeof sd, "%llu", (unsigned long long)seed);
+  argv[n++] = "run", argv[n++] = s->file, argv[n++] = "--check", argv[n++] = "--device", argv[n++] = dev;
+  argv[n++] = "--seed", argv[n++] = sd;
+  for (int i = 0; i < t->ncdefs; i++) {
+    snprintf(defs[i], sizeof defs[i], "-D%s=%s", t->cdefs[i].name, t->cdefs[i].value);
+    argv[n++] = defs[i];
+  }
+  for (int i = 0; i < o->nargs; i++) {
+    snprintf(args[i], sizeof args[i], "%s=%s", o->args[i].name, o->args[i].value);
+    argv[n++] = "--arg", argv[n++] = args[i];
+  }
+  argv[n] = NULL;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (!verbose) { /* its report is the exit status; -v shows the run's own output */
+      FILE *out = freopen("/dev/null", "w", stdout), *err = freopen("/dev/null", "w", stderr);
+      (void)out;
+      (void)err;
+    }
+    execv("/proc/self/exe", (char *const *)argv);
+    _exit(127);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    snprintf(t->why, sizeof t->why, "wrong or failed on the GPU against the interpreter (tlclient run %s --check "
+             "--seed %s with its constants says how)", s->file, sd);
+    return false;
+  }
+  return true;
+}
+
+/* The time of one launch of the variant's build on the device, through the
+ * one launch path: 3 untimed launches, then o->repeat (or 20) timed ones,
+ * the device synchronized before and after; the mean. */
+static bool tune_time_gpu(tstate *s, tl_client *c, tcand *t) {
+  tl_device *dev = (tl_device *)s->dev;
+  tl_client_request req = {.program = s->text, .program_len = s->len, .name = s->file, .defines = t->defs,
+                           .ndefines = t->ndefs};
+  tl_artifact *a = NULL;
+  tl_kernel *k = NULL;
+  tl_error err;
+  tl_kernel_arg kargs[TL_KERNEL_PARAMS_MAX];
+  uint64_t ptr[TL_KERNEL_PARAMS_MAX] = {0};
+  bool ok = tl_client_get_for_device(c, &req, dev, &a, &err) == TL_OK && tl_kernel_load(dev, a, &k, &err) == TL_OK;
+  int np = ok ? tl_artifact_nparams(a) : 0;
+  for (int p = 0; ok && p < np; p++) { /* scalars first: the shapes depend on them */
+    tl_param_info pi;
+    tl_artifact_param(a, p, &pi, NULL);
+    kargs[p] = tl_arg_int(0);
+    for (int i = 0; !pi.is_tensor && i < s->o->nargs; i++)
+      if (strcmp(s->o->args[i].name, pi.name) == 0)
+        kargs[p] = strcmp(pi.dtype, "float32") == 0 ? tl_arg_float(strtod(s->o->args[i].value, NULL))
+                                                     : tl_arg_int(strtoll(s->o->args[i].value, NULL, 0));
+  }
+  for (int p = 0; ok && p < np; p++) {
+    tl_param_info pi;
+    tl_artifact_param(a, p, &pi, NULL);
+    if (!pi.is_tensor)
+      continue;
+    int64_t shape[TL_KERNEL_DIMS_MAX];
+    int nd = 0;
+    ok = tl_artifact_shape(a, p, kargs, np, shape, &nd, &err) == TL_OK;
+    size_t count = 1;
+    for (int d = 0; ok && d < nd; d++)
+      count *= (size_t)shape[d];
+    tl_dtype dt;
+    ok = ok && tl_dtype_parse(pi.dtype, &dt);
+    if (!ok)
+      break;
+    size_t hb = count * tl_dtype_size(dt), db = (size_t)tl_dtype_bytes(dt, count);
+    void *host = malloc(hb + 1), *packed = malloc(db + 1);
+    if (!host || !packed)
+      die_oom();
+    fill_random(host, count, dt);
+    tl_pack(dt, host, count, packed);
+    ok = tl_device_alloc(dev, db, &ptr[p], &err) == TL_OK && tl_device_upload(dev, ptr[p], packed, db, &err) == TL_OK;
+    free(host);
+    free(packed);
+    kargs[p] = tl_arg_tensor(ptr[p]);
+  }
+  int reps = s->o->repeat ? s->o->repeat : TUNE_REPEAT_DEFAULT;
+  for (int i = 0; ok && i < 3; i++)
+    ok = tl_kernel_launch(k, kargs, np, NULL, &err) == TL_OK;
+  ok = ok && tl_device_sync(dev, &err) == TL_OK;
+  double t0 = now_s();
+  for (int i = 0; ok && i < reps; i++)
+    ok = tl_kernel_launch(k, kargs, np, NULL, &err) == TL_OK;
+  ok = ok && tl_device_sync(dev, &err) == TL_OK;
+  t->ms = (now_s() - t0) * 1000 / reps;
+  if (!ok) {
+    t->status = err.code ? err.code : TL_DEVICE;
+    snprintf(t->why, sizeof t->why, "timing: %s", err.message);
+  }
+  for (int p = 0; p < TL_KERNEL_PARAMS_MAX; p++)
+    if (ptr[p])
+      tl_device_mem_free(dev, ptr[p]);
+  tl_kernel_free(k);
+  tl_artifact_free(a);
+  return ok;
+}
+
+/* The fake timer of tests (TL_TUNE_FAKE_TIMES: a JSON object of label -> ms). */
+static bool tune_time_fake(json_t *times, tcand *t) {
+  json_t *v = json_object_get(times, t->label);
+  if (!json_is_number(v)) {
+    t->status = TL_NOT_FOUND;
+    snprintf(t->why, sizeof t->why, "TL_TUNE_FAKE_TIMES has no time for %s", t->label);
+    return false;
+  }
+  t->ms = json_number_value(v);
+  return true;
+}
+
+static int cmd_tune(const cmdline *o, tl_client *c) {
+  if (o->npos != 1)
+    return usage_error("'tune' takes one PROGRAM.json");
+  if (!o->nspaces)
+    return usage_error("'tune' needs --space NAME=V1,V2,... (the constants to tune)");
+  const char *fake = getenv("TL_TUNE_FAKE_TIMES");
+  if (fake && *fake && o->ntargets != 1)
+    return usage_error("with TL_TUNE_FAKE_TIMES (no GPU), 'tune' needs --target T");
+  if ((!fake || !*fake) && o->ntargets)
+    return usage_error("'tune' builds for the GPU it times; --target goes only with TL_TUNE_FAKE_TIMES");
+  const char *file = o->pos[0];
+  /* the space: its axes and their cross product */
+  cmdline axes_o = *o;
+  memcpy(axes_o.defs, o->spaces, sizeof o->spaces[0] * (size_t)o->nspaces);
+  axes_o.ndefs = o->nspaces;
+  paxis axes[MAX_LIST] = {{0}};
+  int rc = make_axes(&axes_o, axes);
+  int64_t count = 1;
+  for (int i = 0; !rc && i < o->nspaces; i++)
+    if ((count *= axes[i].nvalues) > TUNE_VARIANTS_MAX)
+      rc = usage_error("the space has more than %d variants", TUNE_VARIANTS_MAX);
+  for (int i = 0; !rc && i < o->nspaces; i++)
+    for (int j = 0; j < o->nshapes + o->nchecks; j++)
+      if (strcmp(axes[i].name, j < o->nshapes ? o->shapes[j].name : o->checks[j - o->nshapes].name) == 0)
+        rc = usage_error("%s is both tuned (--space) and a shape constant", axes[i].name);
+  size_t len = 0;
+  char *text = rc ? NULL : read_file(file, &len, TL_CLIENT_PROGRAM_MAX);
+  if (!rc && !text)
+    rc = 1;
+  tl_device *dev = NULL;
+  json_t *times = NULL;
+  tl_error err;
+  char desc[512];
+  if (!rc && fake && *fake) {
+    json_error_t je;
+    times = json_load_file(fake, 0, &je);
+    if (!json_is_object(times)) { /* (a macro: its argument is evaluated twice) */
+      fprintf(stderr, "tlclient: tune: TL_TUNE_FAKE_TIMES %s is not a JSON object: %s\n", fake, je.text);
+      rc = 2;
+    }
+    snprintf(desc, sizeof desc, "fake timer (%s)", o->targets[0]);
+  } else if (!rc) {
+    if (tl_device_open(o->device, &dev, &err) != TL_OK) {
+      fprintf(stderr, "tlclient: tune %s: %s\n", file, err.message);
+      rc = 1;
+    } else
+      tl_device_description(dev, desc, sizeof desc);
+  }
+  tcand *cands = rc ? NULL : calloc((size_t)count, sizeof *cands);
+  if (!rc && !cands)
+    die_oom();
+  for (int64_t v = 0; !rc && v < count; v++) {
+    tcand *t = &cands[v];
+    for (int i = 0; i < o->nshapes; i++)
+      t->defs[t->ndefs++] = (tl_client_define){o->shapes[i].name, o->shapes[i].value};
+    t->nshape = t->ndefs;
+    const kv *cs = o->nchecks ? o->checks : o->shapes;
+    for (int i = 0; i < (o->nchecks ? o->nchecks : o->nshapes); i++)
+      t->cdefs[t->ncdefs++] = (tl_client_define){cs[i].name, cs[i].value};
+    int64_t rest = v;
+    size_t ln = 0;
+    char part[MAX_LIST][TL_MAX_NAME + 64];
+    for (int k = o->nspaces - 1; k >= 0; k--) { /* the last axis varies fastest */
+      const char *val = axes[k].values[rest % axes[k].nvalues];
+      rest /= axes[k].nvalues;
+      snprintf(part[k], sizeof part[k], "%s=%s", axes[k].name, val);
+      t->defs[t->nshape + k] = (tl_client_define){axes[k].name, val};
+      t->cdefs[t->ncdefs + k] = (tl_client_define){axes[k].name, val};
+    }
+    t->ndefs += o->nspaces;
+    t->ncdefs += o->nspaces;
+    for (int k = 0; k < o->nspaces; k++)
+      ln += (size_t)snprintf(t->label + ln, sizeof t->label - ln, "%s%s", k ? "," : "", part[k]);
+  }
+  if (rc)
+    goto out;
+  /* 1. compile every variant through the server, in parallel (cached there and here) */
+  tstate s = {.o = o, .proto = c, .dev = dev, .text = text, .file = file, .len = len, .cands = cands, .n = (int)count};
+  pthread_mutex_init(&s.mu, NULL);
+  int nth = o->jobs ? o->jobs : 4;
+  pthread_t th[MAX_JOBS];
+  int started = 0;
+  double t0 = now_s();
+  for (int i = 0; i < nth && i < s.n; i++)
+    if (pthread_create(&th[i], NULL, tune_worker, &s) == 0)
+      started++;
+  if (!started)
+    tune_worker(&s);
+  for (int i = 0; i < started; i++)
+    pthread_join(th[i], NULL);
+  pthread_mutex_destroy(&s.mu);
+  fprintf(stderr, "tune: %s: %d variants compiled or found in %.1f s on %s\n", file, s.n, now_s() - t0,
+          tl_client_server(c));
+  /* 2. check each against the interpreter at the check shape, 3. time it */
+  uint64_t seed = o->seed_given ? o->seed : ((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20)) % 1000000007ULL;
+  seed = seed ? seed : 1;
+  tl_arena *arena = tl_arena_new();
+  tl_npy base[TL_MAX_PARAMS];
+  memset(base, 0, sizeof base);
+  const tl_program *bprog = NULL;
+  char bwhy[TL_ERROR_MESSAGE_MAX + 64] = "";
+  bool based = tune_interpret(&s, cands[0].cdefs, cands[0].ncdefs - o->nspaces, seed, arena, &bprog, base, bwhy,
+                              sizeof bwhy);
+  if (!based) {
+    fprintf(stderr, "tlclient: tune %s: the program's own constants at the check shape: %s\n", file, bwhy);
+    rc = 1;
+  }
+  int best = -1;
+  for (int i = 0; based && i < s.n; i++) {
+    tcand *t = &cands[i];
+    if (t->status == TL_OK && !tune_check_interp(&s, t, base, seed))
+      t->status = TL_RUNTIME;
+    if (t->status == TL_OK && dev && !tune_check_gpu(&s, t, seed))
+      t->status = TL_RUNTIME;
+    if (t->status == TL_OK && !(dev ? tune_time_gpu(&s, c, t) : tune_time_fake(times, t)))
+      t->status = t->status ? t->status : TL_DEVICE;
+    if (t->status == TL_OK && (best < 0 || t->ms < cands[best].ms))
+      best = i;
+    if (t->status == TL_OK)
+      printf("  %-40s %10.4f ms\n", t->label, t->ms);
+    else
+      printf("  %-40s %10s    %s\n", t->label, "-", t->why);
+    fflush(stdout);
+  }
+  for (int p = 0; p < TL_MAX_PARAMS; p++)
+    tl_npy_free(&base[p]);
+  tl_arena_free(arena);
+  /* 4. record the winner on the server */
+  if (based && best < 0) {
+    fprintf(stderr, "tlclient: tune %s: no variant compiled, passed its check and ran\n", file);
+    rc = 1;
+  } else if (based) {
+    const tcand *w = &cands[best];
+    json_t *cj = json_array();
+    for (int i = 0; i < s.n; i++)
+      json_array_append_new(cj, json_pack("{s:s, s:s, s:o}", "variant", cands[i].label, "status",
+                                          cands[i].status == TL_OK ? "ok" : tl_status_name(cands[i].status), "ms",
+                                          cands[i].status == TL_OK ? json_real(cands[i].ms) : json_null()));
+    char *cjs = json_dumps(cj, JSON_COMPACT);
+    json_decref(cj);
+    if (cjs && strlen(cjs) > 2048) { /* the record's room (4 KiB) is for the winner first */
+      free(cjs);
+      cjs = NULL;
+    }
+    tl_client_request req = {.program = text, .program_len = len, .name = file, .defines = w->defs,
+                             .ndefines = w->nshape};
+    char key[65];
+    if (tl_client_tuning_record(c, &req, desc, w->defs + w->nshape, o->nspaces, w->ms, cjs, &err) != TL_OK ||
+        tl_client_tuning_key(&req, desc, key, NULL, &err) != TL_OK) {
+      fprintf(stderr, "tlclient: tune %s: recording the winner: %s\n", file, err.message);
+      rc = 1;
+    } else
+      printf("winner: %s (%.4f ms, build %s) on %s; recorded on %s as tuning %s\n", w->label, w->ms, w->key, desc,
+             tl_client_server(c), key);
+    free(cjs);
+  }
+out:
+  for (int i = 0; i < o->nspaces; i++)
+    free(axes[i].values_copy);
+  free(cands);
+  json_decref(times);
+  tl_device_free(dev);
   free(text);
   return rc;
 }
@@ -2220,6 +2790,190 @@ static int cmd_cache(const cmdline *o, tl_client *c) {
   return rc;
 }
 
+/* ---- bundle --------------------------------------------------------------------------------------------- */
+
+/* The "NAME" of a request text's program and its "constants" line, for ls. */
+static void request_summary(const char *text, char *name, size_t ncap, char *consts, size_t ccap) {
+  snprintf(name, ncap, "?");
+  snprintf(consts, ccap, "{}");
+  const char *c = strstr(text, "\nconstants ");
+  if (c)
+    snprintf(consts, ccap, "%.*s", (int)strcspn(c + 11, "\n"), c + 11);
+  const char *p = strstr(text, "\nprogram ");
+  json_t *doc = p ? json_loadb(p + 9, strcspn(p + 9, "\n"), 0, NULL) : NULL;
+  const char *n = json_string_value(json_object_get(doc, "name"));
+  if (n)
+    snprintf(name, ncap, "%s", n);
+  json_decref(doc);
+}
+
+static int bundle_ls(const cmdline *o, const char *file, const tl_bundle *b) {
+  json_t *doc = o->json ? json_pack("{s:s, s:i, s:I, s:s, s:s, s:[], s:[]}", "file", file, "version", b->version,
+                                    "size", (json_int_t)b->size, "checksum", b->checksum, "compiler", b->compiler,
+                                    "builds", "requests")
+                        : NULL;
+  if (o->json && !doc)
+    die_oom();
+  if (!o->json) {
+    char size[32];
+    human_size((int64_t)b->size, size, sizeof size);
+    printf("# %s: bundle format %d, %s, checksum %s\n# compiler %s: %d builds, %d requests, %d binaries\n", file,
+           b->version, size, b->checksum, b->compiler[0] ? b->compiler : "(none)", b->nbuilds, b->nrequests,
+           b->nartifacts);
+    printf("%-7s  %-64s  %-12s %10s  %s\n", "kind", "key", "target", "bytes", "kernel / program and constants");
+  }
+  for (int i = 0; i < b->nbuilds; i++) {
+    const tl_bundle_build *bd = &b->builds[i];
+    json_t *m = json_loads(bd->metadata, 0, NULL);
+    const char *entry = json_string_value(json_object_get(m, "entry"));
+    size_t n = b->artifacts[bd->artifact_index].n;
+    if (doc)
+      json_array_append_new(json_object_get(doc, "builds"),
+                            json_pack("{s:s, s:s, s:s, s:I, s:s?}", "key", bd->key, "target", bd->target, "artifact",
+                                      bd->artifact, "size", (json_int_t)n, "entry", entry));
+    else
+      printf("%-7s  %-64s  %-12s %10zu  %s\n", "build", bd->key, bd->target, n, entry ? entry : "?");
+    json_decref(m);
+  }
+  for (int i = 0; i < b->nrequests; i++) {
+    const tl_bundle_request *r = &b->requests[i];
+    const tl_bundle_build *bd = &b->builds[r->build_index];
+    char name[128], consts[512];
+    request_summary(r->text, name, sizeof name, consts, sizeof consts);
+    if (doc)
+      json_array_append_new(json_object_get(doc, "requests"),
+                            json_pack("{s:s, s:s, s:s, s:s, s:s}", "key", r->key, "build", r->build, "target",
+                                      bd->target, "program", name, "constants", consts));
+    else
+      printf("%-7s  %-64s  %-12s %10s  %s %s\n", "request", r->key, bd->target, "", name, consts);
+  }
+  if (doc) {
+    char *text = json_dumps(doc, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+    if (!text)
+      die_oom();
+    puts(text);
+    free(text);
+    json_decref(doc);
+  }
+  return 0;
+}
+
+/* bundle create FILE PATTERN...: prebuild --fetch into a fresh cache, then bundle it. */
+static int bundle_prebuild(const cmdline *o, tl_client *c, const char *file) {
+  const char *tmpdir = getenv("TMPDIR");
+  char dirbuf[1024];
+  snprintf(dirbuf, sizeof dirbuf, "%.900s/tlclient-bundle-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+  char *made = mkdtemp(dirbuf);
+  if (!made) {
+    fprintf(stderr, "tlclient: bundle create: cannot make a temporary directory: %s\n", strerror(errno));
+    return 1;
+  }
+  char *dbpath = malloc(strlen(made) + 16);
+  if (!dbpath)
+    die_oom();
+  sprintf(dbpath, "%s/cache.db", made);
+  tl_error err;
+  int rc = 0;
+  if (tl_client_set_cache_path(c, dbpath, &err) != TL_OK) {
+    fprintf(stderr, "tlclient: bundle create: %s\n", err.message);
+    rc = 1;
+  }
+  if (!rc) {
+    cmdline p = *o; /* prebuild's view: the patterns, and --fetch */
+    memmove((void *)p.pos, p.pos + 2, sizeof p.pos[0] * (size_t)(p.npos - 2));
+    p.npos -= 2;
+    p.fetch = true;
+    rc = cmd_prebuild(&p, c);
+    if (rc)
+      fprintf(stderr, "tlclient: bundle create: %s not written: not every build succeeded\n", file);
+  }
+  if (!rc) {
+    tl_bundle_counts n;
+    if (tl_client_bundle_create(c, file, o->compiler, &n, &err) != TL_OK) {
+      fprintf(stderr, "tlclient: bundle create: %s\n", err.message);
+      rc = 1;
+    } else if (n.skipped) {
+      fprintf(stderr, "tlclient: bundle create: %d entries of the prebuild could not be bundled (-v says why): %s "
+                      "not kept\n", n.skipped, file);
+      unlink(file);
+      rc = 1;
+    } else
+      fprintf(o->json ? stderr : stdout, "bundle create: %s: %d builds, %d requests, %d binaries by %s\n", file,
+              n.builds, n.requests, n.artifacts, n.compiler);
+  }
+  tl_client_set_cache_path(c, NULL, NULL); /* closes it */
+  const char *suffix[] = {"", "-wal", "-shm"};
+  for (int i = 0; i < 3; i++) {
+    char f[TL_CLIENT_PATH_MAX + 8];
+    snprintf(f, sizeof f, "%s%s", dbpath, suffix[i]);
+    unlink(f);
+  }
+  rmdir(made);
+  free(dbpath);
+  return rc;
+}
+
+static int cmd_bundle(const cmdline *o, tl_client *c) {
+  const char *sub = o->npos ? o->pos[0] : "";
+  bool create = strcmp(sub, "create") == 0, ls = strcmp(sub, "ls") == 0;
+  if (!create && !ls && strcmp(sub, "import") && strcmp(sub, "verify"))
+    return usage_error("'bundle' takes one of create, import, ls and verify");
+  if (o->npos < 2)
+    return usage_error("'bundle %s' needs a FILE", sub);
+  const char *file = o->pos[1];
+  bool prebuild_opts = o->ntargets || o->ndefs || o->nexcludes || o->jobs;
+  if (!create && (o->npos > 2 || prebuild_opts || o->from_cache || o->compiler))
+    return usage_error("'bundle %s' takes one FILE and no other option%s", sub, ls ? " than --json" : "");
+  if (o->json && !create && !ls)
+    return usage_error("'bundle %s' does not take --json", sub);
+  tl_error err;
+  if (create) {
+    if (o->from_cache && (o->npos > 2 || prebuild_opts))
+      return usage_error("'bundle create --from-cache' takes no patterns and no prebuild options");
+    if (!o->from_cache && o->npos == 2)
+      return usage_error("'bundle create FILE' needs --from-cache, or patterns and --target as for prebuild");
+    if (o->from_cache && o->json)
+      return usage_error("'bundle create --from-cache' does not take --json");
+    if (!o->from_cache)
+      return bundle_prebuild(o, c, file);
+    tl_bundle_counts n;
+    if (tl_client_bundle_create(c, file, o->compiler, &n, &err) != TL_OK) {
+      fprintf(stderr, "tlclient: bundle create: %s\n", err.message);
+      return 1;
+    }
+    printf("bundle create: %s: %d builds, %d requests, %d binaries by %s from %s", file, n.builds, n.requests,
+           n.artifacts, n.compiler, tl_client_cache_path(c));
+    if (n.skipped)
+      printf(" (%d entries left out: another compiler's, or without manifest or program; -v says which)", n.skipped);
+    printf("\n");
+    return 0;
+  }
+  if (strcmp(sub, "import") == 0) {
+    tl_bundle_counts n;
+    if (tl_client_bundle_import(c, file, &n, &err) != TL_OK) {
+      fprintf(stderr, "tlclient: bundle import: %s\n", err.message);
+      return 1;
+    }
+    printf("bundle import: %s: %d builds, %d requests, %d binaries by %s into %s\n", file, n.builds, n.requests,
+           n.artifacts, n.compiler[0] ? n.compiler : "(none)", tl_client_cache_path(c));
+    return 0;
+  }
+  tl_bundle *b = NULL;
+  if (tl_bundle_open(file, &b, &err) != TL_OK) {
+    fprintf(stderr, "tlclient: bundle %s: %s\n", sub, err.message);
+    return 1;
+  }
+  int rc = 0;
+  if (ls)
+    rc = bundle_ls(o, file, b);
+  else
+    printf("bundle verify: %s: sound: format %d, %llu bytes, %d builds, %d requests, %d binaries by %s, checksum %s\n",
+           file, b->version, (unsigned long long)b->size, b->nbuilds, b->nrequests, b->nartifacts,
+           b->compiler[0] ? b->compiler : "(none)", b->checksum);
+  tl_bundle_close(b);
+  return rc;
+}
+
 /* ---- main --------------------------------------------------------------------------------------------- */
 
 static const char *help_of(const char *cmd) {
@@ -2239,6 +2993,10 @@ static const char *help_of(const char *cmd) {
     return usage_run;
   if (strcmp(cmd, "cache") == 0)
     return usage_cache;
+  if (strcmp(cmd, "bundle") == 0)
+    return usage_bundle;
+  if (strcmp(cmd, "tune") == 0)
+    return usage_tune;
   return NULL;
 }
 
@@ -2266,7 +3024,7 @@ int main(int argc, char **argv) {
     const char *h = help_of(o.cmd);
     free_cmdline(&o);
     if (!h)
-      return usage_error("unknown command '%s'; the commands are info, compile, fetch, prebuild, explain, run and cache", o.cmd);
+      return usage_error("unknown command '%s'; the commands are info, compile, fetch, prebuild, explain, run, cache, bundle and tune", o.cmd);
     fputs(h, stdout);
     return 0;
   }
@@ -2276,7 +3034,7 @@ int main(int argc, char **argv) {
   }
   if (!help_of(o.cmd)) {
     free_cmdline(&o);
-    return usage_error("unknown command '%s'; the commands are info, compile, fetch, prebuild, explain, run and cache", o.cmd);
+    return usage_error("unknown command '%s'; the commands are info, compile, fetch, prebuild, explain, run, cache, bundle and tune", o.cmd);
   }
   if ((rc = check_options(&o)) != 0) {
     free_cmdline(&o);
@@ -2299,6 +3057,10 @@ int main(int argc, char **argv) {
     rc = cmd_explain(&o, c);
   else if (strcmp(o.cmd, "run") == 0)
     rc = cmd_run(&o, c);
+  else if (strcmp(o.cmd, "bundle") == 0)
+    rc = cmd_bundle(&o, c);
+  else if (strcmp(o.cmd, "tune") == 0)
+    rc = cmd_tune(&o, c);
   else
     rc = cmd_cache(&o, c);
   tl_client_free(c);

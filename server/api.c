@@ -8,6 +8,9 @@
  *   GET|HEAD /v1/artifacts/ID  the bytes of a binary (ETag, 304, Range)
  *   GET  /v1/kernels/KEY       the metadata of a build
  *   GET  /status...            the status pages (status.c)
+ *   POST /v1/bundles           import a bundle into the cache (admin)
+ *   POST /v1/tunings           record a tuning (compile scope)
+ *   GET  /v1/tunings/KEY       a tuning record
  *
  * POST /v1/compile, per target: tl_compile_key (parse + check + key, in
  * the daemon: it is cheap and generates no code) -> cache lookup by key ->
@@ -31,7 +34,9 @@
 #include "server.h"
 #include "../compiler/target.h"
 #include "../compiler/tlcompiler.h"
+#include "../cache/tlbundle.h"
 #include "../proto/tl_hash.h"
+#include "../proto/tl_json.h"
 
 struct tl_srv_compile {
   char *name; /* the program's name, for the status page; or NULL */
@@ -383,6 +388,216 @@ static int get_kernel(tl_srv_req *r) {
   tl_srv_buf_json_str(&b, bd->manifest ? bd->manifest : "");
   tl_srv_buf_puts(&b, "\"}\n");
   tl_cache_build_free(bd);
+  return tl_srv_respond_json(r, 200, &b);
+}
+
+/* ==== bundles ================================================================================ */
+
+/* POST /v1/bundles: the body is a bundle (proto/bundle.md).  The whole of it
+ * is checked first (tl_bundle_parse: every checksum, artifact id, build key
+ * and reference; a damaged one is refused whole, with the entry at fault);
+ * then each build is stored in this replica's SQLite cache (tl_cache_put
+ * re-hashes its bytes once more) unless it is there already, and refused
+ * when the bundle's compiler identity is not this server's: its key would
+ * name another compiler's output, so it is never served as current.  The
+ * Redis tier is not written: other replicas get these builds by compiling
+ * (or by an import of their own).  Request keys are the clients' and are
+ * only counted.  200 when at least one build was stored or present, else
+ * 422 (every build refused). */
+static int post_bundle(tl_srv_req *r) {
+  tl_srv *s = r->srv;
+  tl_error err;
+  tl_error_clear(&err);
+  tl_bundle *b = NULL;
+  tl_status st = tl_bundle_parse(r->body ? r->body : "", r->body_len, "the bundle", &b, &err);
+  if (st != TL_OK)
+    return tl_srv_respond_http_error(r, st == TL_TOO_LARGE ? 413 : st == TL_NOMEM ? 500 : 400, tl_status_name(st),
+                                     err.message);
+  tl_cache *c = tl_srv_handles_get(s->handles, &err);
+  if (!c) {
+    tl_bundle_free(b);
+    return tl_srv_respond_error(r, &err);
+  }
+  bool ours = strcmp(b->compiler, tl_compiler_id) == 0;
+  int stored = 0, present = 0, refused = 0;
+  tl_srv_buf list = {0};
+  for (int i = 0; i < b->nbuilds; i++) {
+    const tl_bundle_build *bd = &b->builds[i];
+    const tl_bundle_artifact *a = &b->artifacts[bd->artifact_index];
+    const char *status = "refused";
+    char reason[TL_ERROR_MESSAGE_MAX] = "";
+    tl_cache_build *have = NULL;
+    if (!ours) {
+      snprintf(reason, sizeof reason, "built by %s; this server runs %s", b->compiler, tl_compiler_id);
+    } else if (tl_cache_get_build(c, bd->key, &have, NULL) == TL_OK) {
+      status = "present";
+    } else {
+      tl_cache_build row = {.manifest = bd->manifest, .target = bd->target, .metadata = bd->metadata,
+                            .compile_ms = bd->compile_ms};
+      memcpy(row.key, bd->key, 65);
+      memcpy(row.artifact_id, a->id, 65);
+      tl_error e;
+      if (tl_cache_put(c, &row, a->bytes, a->n, &e) == TL_OK)
+        status = "stored";
+      else
+        snprintf(reason, sizeof reason, "%s", e.message);
+    }
+    tl_cache_build_free(have);
+    *(status[0] == 's' ? &stored : status[0] == 'p' ? &present : &refused) += 1;
+    tl_srv_buf_printf(&list, "%s{\"key\": \"%s\", \"target\": \"", i ? ", " : "", bd->key);
+    tl_srv_buf_json_str(&list, bd->target);
+    tl_srv_buf_printf(&list, "\", \"status\": \"%s\"", status);
+    if (reason[0]) {
+      tl_srv_buf_puts(&list, ", \"reason\": \"");
+      tl_srv_buf_json_str(&list, reason);
+      tl_srv_buf_puts(&list, "\"");
+    }
+    tl_srv_buf_puts(&list, "}");
+  }
+  tl_srv_handles_put(s->handles, c);
+  tl_srv_buf out = {0};
+  int http = stored || present || !b->nbuilds ? 200 : 422;
+  tl_srv_buf_puts(&out, "{");
+  if (http != 200) {
+    tl_error_set(&err, TL_UNSUPPORTED, "every build of the bundle was refused%s%s%s%s",
+                 ours ? "" : ": built by ", ours ? "" : b->compiler, ours ? "" : "; this server runs ",
+                 ours ? "" : tl_compiler_id);
+    tl_srv_buf_puts(&out, "\"error\": {");
+    tl_srv_error_members(&out, &err);
+    tl_srv_buf_puts(&out, "}, ");
+  }
+  tl_srv_buf_puts(&out, "\"compiler\": \"");
+  tl_srv_buf_json_str(&out, b->compiler);
+  tl_srv_buf_puts(&out, "\", \"server_compiler\": \"");
+  tl_srv_buf_json_str(&out, tl_compiler_id);
+  tl_srv_buf_printf(&out,
+                    "\", \"checksum\": \"%s\", \"stored\": %d, \"present\": %d, \"refused\": %d, "
+                    "\"requests\": %d, \"builds\": [",
+                    b->checksum, stored, present, refused, b->nrequests);
+  tl_srv_buf_puts(&out, list.data ? list.data : "");
+  tl_srv_buf_puts(&out, "]}\n");
+  if (list.failed)
+    out.failed = true;
+  tl_srv_buf_free(&list);
+  tl_bundle_free(b);
+  return tl_srv_respond_json(r, http, &out);
+}
+
+/* ==== tunings ================================================================================ */
+
+/* Tuning records (client/include/tl/tlclient.h, "tuning"): small JSON
+ * texts under their key, kept as notes of the SQLite cache ("tuning KEY")
+ * and, with --tier, in Redis (tl:t:KEY), so every replica answers what one
+ * node recorded.  A record's key is checked against its own fields: the
+ * SHA-256 of "tl-tuning 1\nprogram P\nshape S\ndevice D\n". */
+#define TUNING_NOTE_PREFIX "tuning "
+
+static tl_status check_tuning(json_t *doc, char key[65], tl_error *err) {
+  json_t *shape = json_object_get(doc, "shape"), *cons = json_object_get(doc, "constants");
+  json_t *ms = json_object_get(doc, "ms"), *cands = json_object_get(doc, "candidates");
+  const char *k = json_string_value(json_object_get(doc, "key"));
+  const char *prog = json_string_value(json_object_get(doc, "program"));
+  const char *dev = json_string_value(json_object_get(doc, "device"));
+  if (!json_is_object(doc) || json_object_size(doc) != 7 || !tl_hex_is_sha256(k) || !tl_hex_is_sha256(prog) ||
+      !json_is_object(shape) || !dev || !*dev || strlen(dev) > 256 || !json_is_object(cons) || !json_is_number(ms) ||
+      json_number_value(ms) < 0 || !json_is_array(cands))
+    return tl_error_set(err, TL_INVALID_ARG,
+                        "a tuning record is an object of exactly key, program (SHA-256 hex), shape (object), device "
+                        "(1 to 256 bytes), constants (object), ms (>= 0) and candidates (array)");
+  const char *name;
+  json_t *v;
+  json_object_foreach(cons, name, v) {
+    if (!json_is_number(v) && !json_is_boolean(v))
+      return tl_error_set_at(err, TL_INVALID_ARG, "/constants", 0, "the tuned constant %.100s is not a number or a boolean",
+                             name);
+  }
+  char *sh = tl_json_canonical(shape);
+  if (!sh)
+    return tl_error_set(err, TL_NOMEM, "out of memory");
+  size_t n = strlen(sh) + strlen(dev) + 160;
+  char *text = malloc(n);
+  tl_status st = text ? TL_OK : tl_error_set(err, TL_NOMEM, "out of memory");
+  if (text) {
+    snprintf(text, n, "tl-tuning 1\nprogram %s\nshape %s\ndevice %s\n", prog, sh, dev);
+    st = tl_sha256_hex(text, strlen(text), key);
+    if (st == TL_OK && strcmp(key, k) != 0)
+      st = tl_error_set_at(err, TL_INVALID_ARG, "/key", 0,
+                           "the key is not the SHA-256 of the record's program, shape and device (%s)", key);
+  }
+  free(text);
+  free(sh);
+  return st;
+}
+
+static int post_tuning(tl_srv_req *r) {
+  tl_srv *s = r->srv;
+  tl_error err;
+  tl_error_clear(&err);
+  json_error_t je;
+  json_t *doc = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &je);
+  if (!doc) {
+    tl_error_set(&err, TL_BAD_JSON, "the body is not JSON: line %d, column %d: %s", je.line, je.column, je.text);
+    return tl_srv_respond_error(r, &err);
+  }
+  char key[65];
+  tl_status st = check_tuning(doc, key, &err);
+  char *text = st == TL_OK ? json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII) : NULL;
+  json_decref(doc);
+  if (st == TL_OK && !text)
+    st = tl_error_set(&err, TL_NOMEM, "out of memory");
+  if (st == TL_OK && strlen(text) > TL_CACHE_NOTE_MAX)
+    st = tl_error_set(&err, TL_TOO_LARGE, "a tuning record is %zu bytes; the limit is %d", strlen(text),
+                      TL_CACHE_NOTE_MAX);
+  tl_cache *c = st == TL_OK ? tl_srv_handles_get(s->handles, &err) : NULL;
+  if (st == TL_OK && !c)
+    st = err.code;
+  if (c) {
+    char name[80];
+    snprintf(name, sizeof name, TUNING_NOTE_PREFIX "%s", key);
+    st = tl_cache_note_set(c, name, text, &err);
+    tl_srv_handles_put(s->handles, c);
+  }
+  bool tiered = st == TL_OK && s->tier && tl_srv_tier_record_set(s->tier, key, text) == TL_OK;
+  free(text);
+  if (st != TL_OK)
+    return tl_srv_respond_error(r, &err);
+  tl_srv_buf b = {0};
+  tl_srv_buf_printf(&b, "{\"key\": \"%s\", \"stored\": true, \"tier\": %s}\n", key, tiered ? "true" : "false");
+  return tl_srv_respond_json(r, 200, &b);
+}
+
+static int get_tuning(tl_srv_req *r) {
+  tl_srv *s = r->srv;
+  const char *key = r->url + strlen("/v1/tunings/");
+  if (!tl_hex_is_sha256(key))
+    return bad_id(r, "a tuning key");
+  tl_error err;
+  tl_error_clear(&err);
+  tl_cache *c = tl_srv_handles_get(s->handles, &err);
+  if (!c)
+    return tl_srv_respond_error(r, &err);
+  char name[80], *text = NULL;
+  snprintf(name, sizeof name, TUNING_NOTE_PREFIX "%s", key);
+  tl_status st = tl_cache_note_get(c, name, &text, &err);
+  if (st == TL_NOT_FOUND && s->tier && tl_srv_tier_record_get(s->tier, key, &text) == TL_OK) {
+    json_t *doc = json_loads(text, 0, NULL); /* checked like a POST: a damaged entry is a miss */
+    char k[65];
+    st = doc && check_tuning(doc, k, NULL) == TL_OK && strcmp(k, key) == 0 ? TL_OK : TL_NOT_FOUND;
+    json_decref(doc);
+    if (st == TL_OK)
+      tl_cache_note_set(c, name, text, NULL);
+  }
+  tl_srv_handles_put(s->handles, c);
+  if (st != TL_OK) {
+    free(text);
+    if (st == TL_NOT_FOUND)
+      tl_error_set(&err, TL_NOT_FOUND, "no tuning recorded with this key");
+    return tl_srv_respond_error(r, &err);
+  }
+  tl_srv_buf b = {0};
+  tl_srv_buf_puts(&b, text);
+  tl_srv_buf_puts(&b, "\n");
+  free(text);
   return tl_srv_respond_json(r, 200, &b);
 }
 
@@ -884,6 +1099,8 @@ int tl_srv_api_dispatch(tl_srv_req *r) {
   case TL_ROUTE_ARTIFACTS: return get_artifact(r);
   case TL_ROUTE_KERNELS: return get_kernel(r);
   case TL_ROUTE_STATUS: return tl_srv_status_dispatch(r);
+  case TL_ROUTE_BUNDLES: return post_bundle(r);
+  case TL_ROUTE_TUNINGS: return r->body_route ? post_tuning(r) : get_tuning(r);
   default: break;
   }
   return tl_srv_respond_http_error(r, 404, "not_found", "no such endpoint");

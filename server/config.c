@@ -65,6 +65,10 @@ static const char usage_text[] =
     "                          counted from the end of its headers; a connection\n"
     "                          past it is closed (default 60)\n"
     "  --max-body N            bytes of a request body; more gets 413 (default 8M)\n"
+    "  --max-bundle N          bytes of a bundle posted to /v1/bundles (admin; it is\n"
+    "                          held whole while checked); more gets 413 (default\n"
+    "                          64M, or --max-body-total less a byte when that is\n"
+    "                          smaller; at most 4G; --max-body-total must be larger)\n"
     "  --max-body-total N      bytes of request bodies held at once, over all\n"
     "                          connections (a body with Content-Length counts whole\n"
     "                          from its start); a request that does not fit gets\n"
@@ -199,6 +203,7 @@ void tl_srv_config_defaults(tl_srv_config *cfg) {
   cfg->body_timeout = 60;
   cfg->max_body = (int64_t)8 << 20;
   cfg->max_body_total = (int64_t)128 << 20;
+  cfg->max_bundle = (int64_t)64 << 20; /* less when --max-body-total is smaller (tl_srv_config_parse) */
   cfg->max_header = 32 << 10;
   cfg->compile_timeout = 120;
   cfg->idle_timeout = 60;
@@ -218,7 +223,7 @@ void tl_srv_config_defaults(tl_srv_config *cfg) {
 typedef enum {
   F_LISTEN, F_PORT_FILE, F_DB, F_CACHE_MAX, F_MEMCACHE, F_MEMCACHE_TTL, F_WORKERS, F_QUEUE,
   F_TIMEOUT, F_WORKER_MEM, F_THREADS, F_MAXCONN, F_MAXCONN_IP, F_HEADER_TIMEOUT, F_BODY_TIMEOUT,
-  F_MAXBODY, F_MAXBODY_TOTAL, F_MAXHEADER, F_IDLE, F_TOKENS,
+  F_MAXBODY, F_MAXBODY_TOTAL, F_MAXBUNDLE, F_MAXHEADER, F_IDLE, F_TOKENS,
   F_TLS_CERT, F_TLS_KEY, F_LOG_FORMAT, F_GRACE, F_WORKER_FD,
   F_TIER, F_TIER_TIMEOUT, F_TIER_TTL, F_TIER_LEASE, F_TIER_MAX_ENTRY,
   /* switches */
@@ -247,6 +252,7 @@ static const struct {
     {"--body-timeout", F_BODY_TIMEOUT, true},
     {"--max-body", F_MAXBODY, true},
     {"--max-body-total", F_MAXBODY_TOTAL, true},
+    {"--max-bundle", F_MAXBUNDLE, true},
     {"--max-header-bytes", F_MAXHEADER, true},
     {"--idle-timeout", F_IDLE, true},
     {"--tokens", F_TOKENS, true},
@@ -348,6 +354,12 @@ static tl_status apply(tl_srv_config *c, flag_id id, const char *flag, const cha
     if (!tl_srv_parse_size(v, &sz) || sz < 1 || sz > ((int64_t)1 << 30))
       return bad(err, flag, v, "a size from 1 to 1G");
     c->max_body = sz;
+    return TL_OK;
+  case F_MAXBUNDLE:
+    if (!tl_srv_parse_size(v, &sz) || sz < 1 || sz > ((int64_t)4 << 30))
+      return bad(err, flag, v, "a size from 1 to 4G");
+    c->max_bundle = sz;
+    c->max_bundle_given = true;
     return TL_OK;
   case F_MAXBODY_TOTAL:
     if (!tl_srv_parse_size(v, &sz) || sz < 1 || sz > ((int64_t)1 << 40))
@@ -465,6 +477,12 @@ tl_status tl_srv_config_parse(tl_srv_config *cfg, int argc, char **argv, bool *h
     return tl_error_set(err, TL_INVALID_ARG,
                         "--max-body-total (%lld) must be larger than --max-body (%lld)",
                         (long long)cfg->max_body_total, (long long)cfg->max_body);
+  if (!cfg->max_bundle_given && cfg->max_bundle > cfg->max_body_total - 1)
+    cfg->max_bundle = cfg->max_body_total - 1;
+  if (cfg->max_body_total < cfg->max_bundle + 1)
+    return tl_error_set(err, TL_INVALID_ARG,
+                        "--max-body-total (%lld) must be larger than --max-bundle (%lld)",
+                        (long long)cfg->max_body_total, (long long)cfg->max_bundle);
   if (cfg->allow_anonymous_read && !cfg->tokens_file)
     return tl_error_set(err, TL_INVALID_ARG,
                         "--allow-anonymous-read needs --tokens (without it everything is open)");

@@ -36,18 +36,22 @@ typedef struct route_def {
   tl_srv_route route;
   const char *allow; /* methods, for 405's Allow header */
   unsigned scope;
+  bool body; /* takes a request body (the others' are read and dropped) */
 } route_def;
 
 static const route_def routes[] = {
-    {"/healthz", false, TL_ROUTE_HEALTHZ, "GET, HEAD", 0},
-    {"/readyz", false, TL_ROUTE_READYZ, "GET, HEAD", 0},
-    {"/v1/info", false, TL_ROUTE_INFO, "GET, HEAD", TL_SCOPE_READ},
-    {"/metrics", false, TL_ROUTE_METRICS, "GET, HEAD", TL_SCOPE_ADMIN},
-    {"/v1/compile", false, TL_ROUTE_COMPILE, "POST", TL_SCOPE_COMPILE},
-    {"/v1/artifacts/", true, TL_ROUTE_ARTIFACTS, "GET, HEAD", TL_SCOPE_READ},
-    {"/v1/kernels/", true, TL_ROUTE_KERNELS, "GET, HEAD", TL_SCOPE_READ},
-    {"/status", false, TL_ROUTE_STATUS, "GET, HEAD", TL_SCOPE_READ},
-    {"/status/builds/", true, TL_ROUTE_STATUS, "GET, HEAD", TL_SCOPE_READ},
+    {"/healthz", false, TL_ROUTE_HEALTHZ, "GET, HEAD", 0, false},
+    {"/readyz", false, TL_ROUTE_READYZ, "GET, HEAD", 0, false},
+    {"/v1/info", false, TL_ROUTE_INFO, "GET, HEAD", TL_SCOPE_READ, false},
+    {"/metrics", false, TL_ROUTE_METRICS, "GET, HEAD", TL_SCOPE_ADMIN, false},
+    {"/v1/compile", false, TL_ROUTE_COMPILE, "POST", TL_SCOPE_COMPILE, true},
+    {"/v1/bundles", false, TL_ROUTE_BUNDLES, "POST", TL_SCOPE_ADMIN, true},
+    {"/v1/tunings", false, TL_ROUTE_TUNINGS, "POST", TL_SCOPE_COMPILE, true},
+    {"/v1/tunings/", true, TL_ROUTE_TUNINGS, "GET, HEAD", TL_SCOPE_READ, false},
+    {"/v1/artifacts/", true, TL_ROUTE_ARTIFACTS, "GET, HEAD", TL_SCOPE_READ, false},
+    {"/v1/kernels/", true, TL_ROUTE_KERNELS, "GET, HEAD", TL_SCOPE_READ, false},
+    {"/status", false, TL_ROUTE_STATUS, "GET, HEAD", TL_SCOPE_READ, false},
+    {"/status/builds/", true, TL_ROUTE_STATUS, "GET, HEAD", TL_SCOPE_READ, false},
 };
 
 static const route_def *find_route(const char *url) {
@@ -61,7 +65,7 @@ static const route_def *find_route(const char *url) {
 }
 
 static bool method_allowed(const route_def *d, const char *method) {
-  if (d->route == TL_ROUTE_COMPILE)
+  if (d->body)
     return strcmp(method, MHD_HTTP_METHOD_POST) == 0;
   return strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
 }
@@ -284,9 +288,10 @@ static const char *framing_error(tl_srv_req *r, const char *version, int *status
     bool big = n - i > 18;
     for (; !big && i < n; i++)
       v = v * 10 + (f.cl[i] - '0');
-    if (big || v > r->srv->cfg.max_body) {
+    if (big || v > r->body_max) {
       *status = 413;
-      return "the request body is larger than the server's limit (--max-body)";
+      return r->route == TL_ROUTE_BUNDLES ? "the bundle is larger than the server's limit (--max-bundle)"
+                                          : "the request body is larger than the server's limit (--max-body)";
     }
     r->content_length = v;
   }
@@ -396,6 +401,9 @@ static bool first_checks(tl_srv_req *r, const char *version, enum MHD_Result *rc
   tl_srv *s = r->srv;
   const route_def *d = find_route(r->url);
   *rc = MHD_YES;
+  r->route = d && d->body ? d->route : TL_ROUTE_OTHER; /* for the limit of the body */
+  r->body_route = d && d->body;
+  r->body_max = r->route == TL_ROUTE_BUNDLES ? s->cfg.max_bundle : s->cfg.max_body;
   int status;
   const char *bad = framing_error(r, version, &status);
   if (bad) {
@@ -403,9 +411,8 @@ static bool first_checks(tl_srv_req *r, const char *version, enum MHD_Result *rc
     tl_error err;
     tl_error_set(&err, status == 413 ? TL_TOO_LARGE : TL_INVALID_ARG, "%s", bad);
     if (status == 413) /* say the limit */
-      tl_error_set(&err, TL_TOO_LARGE,
-                   "the request body is larger than the server's limit of %lld bytes",
-                   (long long)s->cfg.max_body);
+      tl_error_set(&err, TL_TOO_LARGE, "the request body is larger than the server's limit of %lld bytes%s",
+                   (long long)r->body_max, r->route == TL_ROUTE_BUNDLES ? " for a bundle (--max-bundle)" : "");
     *rc = tl_srv_respond_error(r, &err);
     return false;
   }
@@ -442,21 +449,23 @@ static bool first_checks(tl_srv_req *r, const char *version, enum MHD_Result *rc
     *rc = tl_srv_respond_error(r, &err);
     return false;
   }
-  if (d->route == TL_ROUTE_COMPILE) {
+  if (d->body) {
     const char *cl =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     int64_t len;
-    if (cl && tl_srv_parse_size(cl, &len) && len > s->cfg.max_body) {
+    if (cl && tl_srv_parse_size(cl, &len) && len > r->body_max) {
       tl_error_set(&err, TL_TOO_LARGE, "the request body is larger than the server's limit of %lld bytes",
-                   (long long)s->cfg.max_body);
+                   (long long)r->body_max);
       *rc = tl_srv_respond_error(r, &err);
       return false;
     }
     const char *ct =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (!tl_srv_content_type_is_json(ct)) {
+    bool bundle = d->route == TL_ROUTE_BUNDLES;
+    if (bundle ? !tl_srv_content_type_is_binary(ct) : !tl_srv_content_type_is_json(ct)) {
       *rc = tl_srv_respond_http_error(r, tl_status_http(TL_MEDIA_TYPE), tl_status_name(TL_MEDIA_TYPE),
-                                      "the body must be JSON (Content-Type: application/json)");
+                                      bundle ? "the body must be a bundle (Content-Type: application/octet-stream)"
+                                             : "the body must be JSON (Content-Type: application/json)");
       return false;
     }
     if (r->content_length > 0) { /* the whole body's room, reserved and allocated at once */
@@ -501,9 +510,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     size_t n = *upload_data_size;
     *upload_data_size = 0;
     /* only compile requests have a body; others' are read and dropped */
-    if (r->body_overflow || r->body_busy || r->route != TL_ROUTE_COMPILE)
+    if (r->body_overflow || r->body_busy || !r->body_route)
       return MHD_YES;
-    if ((int64_t)(r->body_len + n) > r->srv->cfg.max_body) {
+    if ((int64_t)(r->body_len + n) > r->body_max) {
       r->body_overflow = true;
       body_release(r);
       return MHD_YES;
@@ -512,8 +521,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
       size_t cap = r->body_cap ? r->body_cap : 4096;
       while (cap < r->body_len + n + 1)
         cap *= 2;
-      if ((int64_t)cap > r->srv->cfg.max_body + 1)
-        cap = (size_t)r->srv->cfg.max_body + 1;
+      if ((int64_t)cap > r->body_max + 1)
+        cap = (size_t)r->body_max + 1;
       if (!body_reserve(r, cap)) {
         r->body_busy = true;
         body_release(r);
@@ -537,7 +546,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   if (r->body_overflow) {
     tl_error err;
     tl_error_set(&err, TL_TOO_LARGE, "the request body is larger than the server's limit of %lld bytes",
-                 (long long)r->srv->cfg.max_body);
+                 (long long)r->body_max);
     return tl_srv_respond_error(r, &err);
   }
   return tl_srv_api_dispatch(r);

@@ -24,7 +24,7 @@ static const double compile_buckets[TL_SRV_COMPILE_BUCKETS] = {
 };
 
 static const char *const route_names[TL_ROUTE_COUNT_] = {
-    "healthz", "readyz", "info", "metrics", "compile", "artifacts", "kernels", "status", "other",
+    "healthz", "readyz", "info", "metrics", "compile", "artifacts", "kernels", "status", "bundles", "tunings", "other",
 };
 
 static const char *const outcome_names[TL_COMPILE_OUTCOME_COUNT_] = {

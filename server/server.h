@@ -114,6 +114,8 @@ bool tl_srv_etag_match(const char *header, const char *id);
 /* True when a Content-Type value is application/json, with or without
  * parameters (charset=utf-8), case-insensitively. */
 bool tl_srv_content_type_is_json(const char *value);
+/* The same for "application/octet-stream" (a bundle). */
+bool tl_srv_content_type_is_binary(const char *value);
 
 /* Scans JSON text and says whether its nesting of arrays and objects stays
  * within max_depth (the text need not be valid; strings are skipped). */
@@ -145,6 +147,8 @@ typedef struct tl_srv_config {
   double body_timeout;         /* seconds for a request's body */
   int64_t max_body;            /* bytes of a request body */
   int64_t max_body_total;      /* bytes of all request bodies held at once */
+  int64_t max_bundle;          /* bytes of a bundle posted to /v1/bundles */
+  bool max_bundle_given;       /* --max-bundle was given (else it shrinks to fit --max-body-total) */
   int64_t max_header;          /* bytes of a request's line and headers (the connection buffer) */
   double compile_timeout;      /* seconds per compile */
   double idle_timeout;         /* seconds an idle connection is kept */
@@ -242,6 +246,8 @@ typedef enum tl_srv_route {
   TL_ROUTE_ARTIFACTS,
   TL_ROUTE_KERNELS,
   TL_ROUTE_STATUS,
+  TL_ROUTE_BUNDLES,
+  TL_ROUTE_TUNINGS,
   TL_ROUTE_OTHER,
   TL_ROUTE_COUNT_
 } tl_srv_route;
@@ -535,6 +541,12 @@ int tl_srv_tier_up(tl_srv_tier *t, int *total);
 void tl_srv_tier_json(tl_srv_tier *t, tl_srv_buf *b);
 /* The primary (index into the URLs) that owns key. */
 int tl_srv_tier_shard_of(const tl_srv_tier *t, const char *key);
+/* A small record (a tuning, api.c) under key (64 hex) in the tier, with the
+ * entries' TTL: set, or get (*value malloc'd).  TL_NETWORK when Redis cannot
+ * be used, TL_NOT_FOUND, TL_NOMEM.  Records are not hashed: their readers
+ * check them (a tuning record's key is the hash of its own fields). */
+tl_status tl_srv_tier_record_set(tl_srv_tier *t, const char *key, const char *value);
+tl_status tl_srv_tier_record_get(tl_srv_tier *t, const char *key, char **value);
 
 typedef struct tl_srv_pool tl_srv_pool;
 
@@ -635,7 +647,9 @@ typedef struct tl_srv_req {
   int64_t start_us;
   char *body;
   size_t body_len, body_cap;
-  bool body_overflow;        /* over --max-body: answer 413 at the end */
+  int64_t body_max;         /* its route's limit: --max-body, or --max-bundle for /v1/bundles */
+  bool body_route;          /* its route takes a body (the others' is read and dropped) */
+  bool body_overflow;        /* over body_max: answer 413 at the end */
   bool body_busy;           /* over --max-body-total: answer 503 at the end */
   int64_t content_length;   /* the header's value; -1: none (chunked or no body) */
   int64_t body_reserved;    /* bytes counted against --max-body-total */

@@ -740,6 +740,40 @@ tl_status tl_srv_tier_fetch(tl_srv_tier *t, const char *key, const char *artifac
   return st;
 }
 
+/* ==== small records (tuning) ================================================================ */
+
+tl_status tl_srv_tier_record_set(tl_srv_tier *t, const char *key, const char *value) {
+  tl_srv_tier_conn *tc = tl_srv_tier_conn_new(t);
+  if (!tc)
+    return TL_NOMEM;
+  char name[70], px[32];
+  name_of(name, "tl:t:", key);
+  snprintf(px, sizeof px, "%lld", (long long)(t->o.ttl_s * 1000));
+  const char *argv[] = {"SET", name, value, "PX", px};
+  redisReply *r = call(tc, shard_of(t, key), t->o.ttl_s > 0 ? 5 : 3, argv, NULL);
+  tl_status st = r ? TL_OK : TL_NETWORK;
+  freeReplyObject(r);
+  tl_srv_tier_conn_free(tc);
+  return st;
+}
+
+tl_status tl_srv_tier_record_get(tl_srv_tier *t, const char *key, char **value) {
+  *value = NULL;
+  tl_srv_tier_conn *tc = tl_srv_tier_conn_new(t);
+  if (!tc)
+    return TL_NOMEM;
+  char name[70];
+  name_of(name, "tl:t:", key);
+  const char *argv[] = {"GET", name};
+  redisReply *r = call(tc, shard_of(t, key), 2, argv, NULL);
+  tl_status st = !r ? TL_NETWORK : r->type != REDIS_REPLY_STRING ? TL_NOT_FOUND : TL_OK;
+  if (st == TL_OK && !(*value = strndup(r->str, r->len)))
+    st = TL_NOMEM;
+  freeReplyObject(r);
+  tl_srv_tier_conn_free(tc);
+  return st;
+}
+
 /* ==== the tier ======================================================================== */
 
 tl_status tl_srv_tier_new(const tl_srv_tier_opts *o, tl_srv_tier **out, tl_error *err) {

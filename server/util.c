@@ -337,16 +337,20 @@ bool tl_srv_etag_match(const char *header, const char *id) {
   }
 }
 
-bool tl_srv_content_type_is_json(const char *value) {
+/* value is the media type want, with or without parameters. */
+static bool content_type_is(const char *value, const char *want) {
   if (!value)
     return false;
   const char *s = skip_ows(value);
-  static const char want[] = "application/json";
-  if (strncasecmp(s, want, sizeof want - 1) != 0)
+  size_t n = strlen(want);
+  if (strncasecmp(s, want, n) != 0)
     return false;
-  s = skip_ows(s + sizeof want - 1);
+  s = skip_ows(s + n);
   return *s == 0 || *s == ';';
 }
+
+bool tl_srv_content_type_is_json(const char *value) { return content_type_is(value, "application/json"); }
+bool tl_srv_content_type_is_binary(const char *value) { return content_type_is(value, "application/octet-stream"); }
 
 bool tl_srv_json_depth_ok(const char *text, size_t n, int max_depth) {
   int depth = 0;

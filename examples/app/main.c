@@ -5,10 +5,13 @@
  * CPU loop.  It uses only the public API (<tl/tlclient.h>) and links the
  * shared library, as an application outside this repository would.
  *
- *   tl-example-app [--server URL] [--token T] [--size N] [--arch N] [--seed N] [--offline]
+ *   tl-example-app [--server URL] [--token T] [--bundle FILE] [--size N] [--arch N] [--seed N] [--offline]
  *
  * Environment: TL_SERVER, TL_TOKEN (as tlclient), TL_CLIENT_CACHE (the local
- * cache file; "none" turns it off), TL_START_US (the launcher's wall clock
+ * cache file; "none" turns it off), TL_CLIENT_BUNDLE (a bundle of the
+ * release's kernels, read first: tl_client_set_bundle; also --bundle),
+ * TL_CLIENT_TUNING (a device description or "auto": the server's tuning
+ * record for the kernel's shape is applied, tl_client_set_tuning), TL_START_US (the launcher's wall clock
  * in microseconds, e.g. bash's ${EPOCHREALTIME/./}, taken just before it
  * started the process: then the start-up time is measured from there; else
  * from the kernel's record of the process's start, to 10 ms).
@@ -142,6 +145,7 @@ int main(int argc, char **argv) {
   const char *how;
   double t_start = process_start_us(&how);
   const char *server = getenv("TL_SERVER"), *token = getenv("TL_TOKEN"), *cache = getenv("TL_CLIENT_CACHE");
+  const char *bundle = getenv("TL_CLIENT_BUNDLE"), *tuning = getenv("TL_CLIENT_TUNING");
   long size = 1024;
   int arch = 0;
   bool offline = false;
@@ -151,6 +155,8 @@ int main(int argc, char **argv) {
       server = v, i++;
     else if (strcmp(a, "--token") == 0 && v)
       token = v, i++;
+    else if (strcmp(a, "--bundle") == 0 && v)
+      bundle = v, i++;
     else if (strcmp(a, "--size") == 0 && v)
       size = strtol(v, NULL, 10), i++;
     else if (strcmp(a, "--arch") == 0 && v)
@@ -160,8 +166,8 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--offline") == 0)
       offline = true;
     else {
-      fprintf(stderr, "usage: tl-example-app [--server URL] [--token T] [--size N] [--arch N] [--seed N] "
-                      "[--offline]\n");
+      fprintf(stderr, "usage: tl-example-app [--server URL] [--token T] [--bundle FILE] [--size N] [--arch N] "
+                      "[--seed N] [--offline]\n");
       return 2;
     }
   }
@@ -178,7 +184,9 @@ int main(int argc, char **argv) {
   if ((server && *server && tl_client_set_server(c, server, &err) != TL_OK) ||
       (token && *token && tl_client_set_token(c, token, &err) != TL_OK) ||
       (cache && *cache && tl_client_set_cache_path(c, strcmp(cache, "none") ? cache : NULL, &err) != TL_OK) ||
-      (offline && tl_client_set_offline(c, 1, &err) != TL_OK)) {
+      (offline && tl_client_set_offline(c, 1, &err) != TL_OK) ||
+      (bundle && *bundle && tl_client_set_bundle(c, bundle, &err) != TL_OK) ||
+      (tuning && *tuning && tl_client_set_tuning(c, tuning, &err) != TL_OK)) {
     tl_client_free(c);
     return fail("settings", &err);
   }

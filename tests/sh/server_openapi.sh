@@ -189,6 +189,42 @@ try:
     e = json.loads(data)["error"]
     check(e["code"] == "invalid_program" and e["diagnostics"], "422 without diagnostics: %s" % data[:300])
     exercise("POST", "/v1/compile", b"[" * 100 + b"]" * 100, want=413)
+    # POST /v1/bundles: a bundle of the build above, written here from proto/bundle.md
+    import hashlib, struct
+    def bundle_of(manifest, meta, blob):
+        key = hashlib.sha256(manifest.encode()).hexdigest()
+        rec = json.dumps({"key": key, "artifact": hashlib.sha256(blob).hexdigest(), "manifest": manifest,
+                          "metadata": json.dumps(meta), "compile_ms": 1}).encode()
+        body = b"".join(k + bytes(7) + struct.pack("<Q", len(p)) + hashlib.sha256(p).digest() + p
+                        for k, p in ((b"A", blob), (b"B", rec)))
+        out = b"TLBUNDLE" + struct.pack("<IIQ", 1, 2, 24 + len(body) + 32) + body
+        return out + hashlib.sha256(out).digest()
+    kern = json.loads(exercise("GET", "/v1/kernels/" + res[0]["key"], want=200)[1])
+    blob = call("GET", "/v1/artifacts/" + kern["artifact"])[2]
+    octet = {"Content-Type": "application/octet-stream"}
+    good = bundle_of(kern["manifest"], kern["meta"], blob)
+    st, data = exercise("POST", "/v1/bundles", good, headers=octet, want=200)
+    check(json.loads(data)["builds"][0]["status"] == "present", "bundle import: %s" % data[:300])
+    exercise("POST", "/v1/bundles", good[:-10], headers=octet, want=400)
+    exercise("POST", "/v1/bundles", good, want=415)
+    other = kern["manifest"].replace("compiler " + info["compiler"], "compiler tlc 0.1.0+ffffffffffffffff")
+    st, data = exercise("POST", "/v1/bundles", bundle_of(other, kern["meta"], blob), headers=octet, want=422)
+    check(json.loads(data)["builds"][0]["status"] == "refused", "another compiler's bundle: %s" % data[:300])
+    exercise("GET", "/v1/bundles", want=405)
+    # tunings: a record keyed by its own fields
+    shape, dev, prog = {"N": 64}, "fake timer (sm_80)", "ab" * 32
+    tkey = hashlib.sha256(("tl-tuning 1\nprogram %s\nshape %s\ndevice %s\n" % (
+        prog, json.dumps(shape, separators=(",", ":")), dev)).encode()).hexdigest()
+    rec = {"key": tkey, "program": prog, "shape": shape, "device": dev, "constants": {"block_n": 64}, "ms": 1.5,
+           "candidates": []}
+    exercise("POST", "/v1/tunings", rec, want=200)
+    st, data = exercise("GET", "/v1/tunings/" + tkey, want=200)
+    check(json.loads(data) == rec, "the tuning record comes back as posted: %s" % data[:300])
+    exercise("POST", "/v1/tunings", dict(rec, device="other"), want=400)
+    exercise("POST", "/v1/tunings", b"{", want=400)
+    exercise("POST", "/v1/tunings", rec, headers={"Content-Type": "text/plain"}, want=415)
+    exercise("GET", "/v1/tunings/" + "0" * 64, want=404)
+    exercise("GET", "/v1/tunings/xyz", want=400)
 except StopIteration:
     pass
 finally:

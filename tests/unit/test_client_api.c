@@ -332,6 +332,54 @@ static void test_unreachable_server(void **state) {
   tl_client_free(c);
 }
 
+/* The tuning key: the program's digest, the shape class (integers rounded
+ * up to a power of two), the device; and the setters of bundles and tuning. */
+static void test_tuning_and_bundle_settings(void **state) {
+  (void)state;
+  tl_error err;
+  const char *text = NULL;
+  char k1[65], k2[65], k3[65], k4[65];
+  tl_client_define d1000[1] = {{"M", "1000"}}, d1024[1] = {{"M", "1024"}}, d1025[1] = {{"M", "1025"}};
+  tl_client_request r = {.program = prog, .defines = d1000, .ndefines = 1};
+  assert_int_equal(tl_client_tuning_key(&r, "GPU (sm_90)", k1, (char **)&text, &err), TL_OK);
+  assert_non_null(strstr(text, "shape {\"M\":1024}\ndevice GPU (sm_90)\n"));
+  assert_int_equal(strncmp(text, "tl-tuning 1\nprogram ", 20), 0);
+  char want[65];
+  tl_sha256_hex(text, strlen(text), want);
+  assert_string_equal(k1, want);
+  free((char *)text);
+  r.defines = d1024;
+  assert_int_equal(tl_client_tuning_key(&r, "GPU (sm_90)", k2, NULL, &err), TL_OK);
+  assert_string_equal(k1, k2); /* one shape class */
+  r.defines = d1025;
+  assert_int_equal(tl_client_tuning_key(&r, "GPU (sm_90)", k3, NULL, &err), TL_OK);
+  assert_string_not_equal(k1, k3);
+  r.defines = d1024;
+  assert_int_equal(tl_client_tuning_key(&r, "GPU (sm_80)", k4, NULL, &err), TL_OK);
+  assert_string_not_equal(k1, k4); /* another device */
+  assert_int_equal(tl_client_tuning_key(&r, "", k4, NULL, &err), TL_INVALID_ARG);
+
+  tl_client *c;
+  assert_int_equal(tl_client_new(&c, &err), TL_OK);
+  assert_int_equal(tl_client_set_tuning(c, "", &err), TL_INVALID_ARG);
+  assert_int_equal(tl_client_set_tuning(c, "auto", &err), TL_OK);
+  assert_int_equal(tl_client_set_tuning(c, NULL, &err), TL_OK);
+  char path[512];
+  snprintf(path, sizeof path, "%s/no-such.tlb", tmpdir);
+  assert_int_equal(tl_client_set_bundle(c, path, &err), TL_IO);
+  assert_non_null(strstr(err.message, "cannot open the bundle"));
+  assert_null(tl_client_bundle(c));
+  snprintf(path, sizeof path, "%s/not-a-bundle.tlb", tmpdir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(prog, f);
+  fclose(f);
+  assert_int_equal(tl_client_set_bundle(c, path, &err), TL_INVALID_ARG);
+  assert_non_null(strstr(err.message, "not a bundle"));
+  assert_int_equal(tl_client_set_bundle(c, NULL, &err), TL_OK);
+  tl_client_free(c);
+}
+
 static void test_unusable_cache(void **state) {
   (void)state;
   tl_client *c;
@@ -390,7 +438,7 @@ int main(void) {
       cmocka_unit_test(test_new_free),          cmocka_unit_test(test_default_cache_path),
       cmocka_unit_test(test_setters),           cmocka_unit_test(test_request_key),
       cmocka_unit_test(test_unreachable_server), cmocka_unit_test(test_unusable_cache),
-      cmocka_unit_test(test_no_device),
+      cmocka_unit_test(test_no_device),         cmocka_unit_test(test_tuning_and_bundle_settings),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

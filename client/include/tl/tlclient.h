@@ -169,6 +169,27 @@ tl_status tl_client_set_cache_path(tl_client *c, const char *path, tl_error *err
  * evicted after each store); 0 means no cap.  At most 2^50. */
 tl_status tl_client_set_cache_max_bytes(tl_client *c, int64_t bytes, tl_error *err);
 
+/* A bundle file (proto/bundle.md: builds, their manifests and metadata, and
+ * the request keys that name them, as `tlclient bundle create` writes it)
+ * that the client reads its kernels from before anything else, read-only:
+ * nothing of it is copied into the local cache.  The file is mapped and
+ * checked whole here (every checksum, key and reference: two SHA-256
+ * passes over the file, the entries' and the trailer's; 0.14 s for a 100
+ * MiB bundle on the build machine, `tlclient bundle verify`), so a damaged
+ * or truncated bundle fails now, with the reason, and not at a launch.
+ * tl_client_get and its variants then look up the request's key computed
+ * with the compiler identity of the bundle's builds; a hit is answered with
+ * no network at all (not even GET /v1/info), so an application starts
+ * offline from a bundle on a machine with only the GPU driver; a miss goes
+ * on as without a bundle.  tl_client_fetch_key finds the bundle's builds
+ * by their build keys too.  Clients made by tl_client_dup share the
+ * mapping (it is closed with the last of them).  NULL closes the bundle.  The file must not
+ * change while it is set.  Errors: those of the bundle's check
+ * (TL_CORRUPT, TL_UNSUPPORTED for another format version, TL_INVALID_ARG,
+ * TL_TOO_LARGE; the message names the entry), TL_IO. */
+tl_status tl_client_set_bundle(tl_client *c, const char *path, tl_error *err);
+const char *tl_client_bundle(const tl_client *c); /* its path, or NULL */
+
 /* Offline (non-zero): never contact the server; everything comes from the
  * local cache or fails with TL_NETWORK. */
 tl_status tl_client_set_offline(tl_client *c, int offline, tl_error *err);
@@ -222,8 +243,9 @@ typedef enum tl_source {
   TL_SOURCE_LOCAL = 1,     /* the local cache: no network */
   TL_SOURCE_SERVER_CACHE,  /* the server had it */
   TL_SOURCE_COMPILED,      /* the server compiled it for this request */
+  TL_SOURCE_BUNDLE,        /* the client's bundle (tl_client_set_bundle): no network */
 } tl_source;
-const char *tl_source_name(tl_source s); /* "local", "server-cache", "compiled" */
+const char *tl_source_name(tl_source s); /* "local", "server-cache", "compiled", "bundle" */
 
 /* ---- one build ------------------------------------------------------------------- */
 typedef struct tl_artifact tl_artifact;
@@ -326,6 +348,91 @@ tl_status tl_client_fetch_result(tl_client *c, const tl_target_result *result, t
 tl_status tl_client_fetch_result_for(tl_client *c, const tl_client_request *req, const tl_target_result *result,
                                      tl_artifact **out, tl_error *err);
 
+/* ---- bundles into and out of the local cache (`tlclient bundle`) -------------- */
+
+/* What tl_client_bundle_import and tl_client_bundle_create did. */
+typedef struct tl_bundle_counts {
+  int builds;        /* builds stored (import) or written (create) */
+  int requests;      /* request keys likewise */
+  int artifacts;     /* distinct binaries */
+  int skipped;       /* create: local entries left out (another compiler, no manifest, damaged) */
+  char compiler[129];/* the compiler identity of the builds */
+} tl_bundle_counts;
+
+/* Imports the bundle at path into the local cache: every build (with its
+ * manifest, so `tlclient explain` works offline) and every request key,
+ * after the whole bundle was checked as by tl_client_set_bundle; and
+ * remembers the bundle's compiler identity, so that a later offline start
+ * (or one with the server unreachable) finds the imported requests also
+ * when the last server seen ran another compiler.  counts may be NULL.
+ * Errors: those of the check; TL_INVALID_ARG without a local cache;
+ * TL_IO, TL_BUSY from the cache (what was stored before stays). */
+tl_status tl_client_bundle_import(tl_client *c, const char *path, tl_bundle_counts *counts, tl_error *err);
+
+/* Writes a bundle of the local cache's builds by the compiler identity
+ * compiler (NULL: the server's, as tl_client_compiler_id gives it) and of
+ * every request key naming one of them, to path (through path.tmp and a
+ * rename).  A build stored without its key manifest (one that came from a
+ * compile answer) gets it from the server (GET /v1/kernels/KEY); when the
+ * server cannot give it, or its bytes are damaged, or a request entry was
+ * stored by an older client without its program, the entry is left out
+ * and counted in skipped (the log says which and why).  Errors:
+ * TL_INVALID_ARG without a local cache or compiler identity, TL_NOT_FOUND
+ * when no build of that compiler is there, TL_IO, TL_TOO_LARGE
+ * (TL_BUNDLE_SIZE_MAX of cache/tlbundle.h: 16 GiB), TL_NOMEM. */
+tl_status tl_client_bundle_create(tl_client *c, const char *path, const char *compiler, tl_bundle_counts *counts,
+                                  tl_error *err);
+
+/* ---- tuning shared by the cluster (`tlclient tune`) ------------------------------
+ * A tuning record says which values of a program's tuning constants
+ * (block sizes, stages, ...) ran fastest on one device for one shape class:
+ * `tlclient tune` compiles the variants through the server, checks them,
+ * times them on the local GPU and records the winner on the server (POST
+ * /v1/tunings); every node then asks for it (GET /v1/tunings/KEY) instead
+ * of tuning again.  A record is keyed by
+ *   SHA-256("tl-tuning 1\nprogram P\nshape S\ndevice D\n")
+ * where P is the SHA-256 of the canonical program (x- members removed, as
+ * in a request key), S the canonical JSON object of the request's constant
+ * overrides -- its shape -- with every integer value of at least 1 rounded
+ * up to a power of two (the shape class: M=1000 and M=1024 share a record),
+ * and D the device's description, "NAME (ARCH)" as tl_device_name and
+ * tl_device_arch_name give them ("NVIDIA H100 80GB HBM3 (sm_90)"). */
+
+/* The tuning key of req's program and shape on device, and the text it
+ * hashes (malloc'd; text may be NULL).  Errors as for tl_client_get's
+ * request checks; TL_INVALID_ARG for an empty device. */
+tl_status tl_client_tuning_key(const tl_client_request *req, const char *device, char key[65], char **text,
+                               tl_error *err);
+
+/* Records on the server (POST /v1/tunings, compile scope) that the
+ * constants winner[0..nwinner) ran fastest, in ms milliseconds, for req's
+ * program and shape on device; candidates_json (NULL, or a JSON array of
+ * what was measured) is kept beside it.  The last record for a key
+ * replaces the one before.  Errors: those of the server (TL_TOO_LARGE over
+ * its 4 KiB of record), TL_NETWORK. */
+tl_status tl_client_tuning_record(tl_client *c, const tl_client_request *req, const char *device,
+                                  const tl_client_define *winner, int nwinner, double ms, const char *candidates_json,
+                                  tl_error *err);
+
+/* The record for req's program and shape on device (GET /v1/tunings/KEY),
+ * as JSON text (malloc'd): {"key", "program", "shape", "device",
+ * "constants", "ms", "candidates"}.  It is kept in the local cache, which
+ * answers when the server cannot be reached (the GET is tried once, with
+ * no retries, so an unreachable server costs one connect time-out, not the
+ * back-offs).  TL_NOT_FOUND when nobody
+ * recorded one; TL_NETWORK. */
+tl_status tl_client_tuning_lookup(tl_client *c, const tl_client_request *req, const char *device, char **record,
+                                  tl_error *err);
+
+/* Tuning on (device "auto": the device tl_client_get_for_device is given;
+ * or a device description, for tl_client_get and tl_client_get_for_arch as
+ * well) or off (NULL, the default).  With it on, those calls first look up
+ * the request's record (as tl_client_tuning_lookup) and, on a hit, add its
+ * constants to the request's overrides (an override the request gives
+ * itself wins), so one node's tuning serves every node; without a record
+ * (or a server) the request goes on as it is (the log says so). */
+tl_status tl_client_set_tuning(tl_client *c, const char *device, tl_error *err);
+
 /* GET /v1/info: the server's description (version, targets, limits) as
  * JSON text, malloc'd (free()).  Errors: TL_NETWORK, TL_UNAUTHORIZED, ... */
 tl_status tl_client_info(tl_client *c, char **json, tl_error *err);
@@ -422,6 +529,8 @@ tl_device_api tl_device_get_api(const tl_device *d);
 int tl_device_arch(const tl_device *d);        /* 90 for an H100; 0 for an AMD GPU */
 const char *tl_device_arch_name(const tl_device *d); /* "sm_90", or "gfx90a" for an AMD GPU */
 const char *tl_device_name(const tl_device *d); /* "NVIDIA H100 80GB HBM3" */
+/* "NAME (ARCH)", the device of tuning records: "NVIDIA H100 80GB HBM3 (sm_90)". */
+void tl_device_description(const tl_device *d, char *out, size_t cap);
 
 /* A CUDA device: as tl_client_get_for_arch with the device's architecture.
  * An AMD device: as tl_client_get for the target tl_device_arch_name(d)

@@ -1,0 +1,325 @@
+/*
+ * bundle.c - libtlclient and bundles (proto/bundle.md, cache/tlbundle.h):
+ * a bundle set on a client for read-only use (the lookups themselves are in
+ * fetch.c, beside the local cache's), a bundle imported into the local
+ * cache, and a bundle written from the local cache.
+ *
+ * Local cache entries and bundle entries map one to one: a build row with
+ * its key manifest is a bundle build (and its artifact); a request row (an
+ * alias, TL_CLIENT_ALIAS_MAGIC) whose manifest holds the whole request text
+ * is a bundle request.  So import and create are loops over the entries of
+ * one side, writing the other; nothing is trusted that a hash does not
+ * cover (tl_bundle_parse checks a bundle whole, tl_cache_get_artifact
+ * re-hashes the bytes it reads).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../cache/tlbundle.h"
+#include "../proto/tl_hash.h"
+#include "internal.h"
+
+tl_status tl_client_set_bundle(tl_client *c, const char *path, tl_error *err) {
+  tl_error_clear(err);
+  if (!c)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_client_set_bundle: NULL client");
+  tl_bundle *b = NULL;
+  char *copy = NULL;
+  atomic_int *refs = NULL;
+  if (path) {
+    if (strlen(path) > TL_CLIENT_PATH_MAX)
+      return tl_error_set(err, TL_TOO_LARGE, "the bundle's path is longer than %d bytes", TL_CLIENT_PATH_MAX);
+    tl_status st = tl_bundle_open(path, &b, err);
+    if (st != TL_OK)
+      return st;
+    if (!(copy = strdup(path)) || !(refs = malloc(sizeof *refs))) {
+      free(copy);
+      tl_bundle_close(b);
+      return tl_error_set(err, TL_NOMEM, "out of memory");
+    }
+    atomic_init(refs, 1);
+  }
+  tl_client_bundle_release(c);
+  c->bundle = b;
+  c->bundle_path = copy;
+  c->bundle_refs = refs;
+  return TL_OK;
+}
+
+void tl_client_bundle_release(tl_client *c) {
+  if (c->bundle_refs && atomic_fetch_sub(c->bundle_refs, 1) == 1) {
+    tl_bundle_close(c->bundle);
+    free(c->bundle_path);
+    free(c->bundle_refs);
+  }
+  c->bundle = NULL;
+  c->bundle_path = NULL;
+  c->bundle_refs = NULL;
+}
+
+const char *tl_client_bundle(const tl_client *c) { return c ? c->bundle_path : NULL; }
+
+/* ---- import ------------------------------------------------------------------------------- */
+
+/* Adds id to the local cache's list of imported compilers (once). */
+static tl_status remember_compiler(tl_cache *cache, const char *id, tl_error *err) {
+  char *list = NULL;
+  if (tl_cache_note_get(cache, TL_NOTE_IMPORTED_COMPILERS, &list, NULL) != TL_OK)
+    list = NULL;
+  size_t idl = strlen(id);
+  for (const char *p = list; p && *p; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] != 0))
+    if (strncmp(p, id, idl) == 0 && (p[idl] == '\n' || p[idl] == 0)) {
+      free(list);
+      return TL_OK;
+    }
+  /* newest first; the oldest are dropped when the note is full */
+  size_t n = idl + 1 + (list ? strlen(list) : 0) + 1;
+  char *next = malloc(n);
+  if (!next) {
+    free(list);
+    return tl_error_set(err, TL_NOMEM, "out of memory");
+  }
+  snprintf(next, n, "%s\n%s", id, list ? list : "");
+  while (strlen(next) > TL_CACHE_NOTE_MAX) {
+    char *last = strrchr(next, '\n');
+    if (!last)
+      break;
+    *last = 0;
+    char *prev = strrchr(next, '\n');
+    if (prev)
+      prev[1] = 0;
+    else
+      break;
+  }
+  tl_status st = tl_cache_note_set(cache, TL_NOTE_IMPORTED_COMPILERS, next, err);
+  free(next);
+  free(list);
+  return st;
+}
+
+tl_status tl_client_bundle_import(tl_client *c, const char *path, tl_bundle_counts *counts, tl_error *err) {
+  tl_error_clear(err);
+  if (counts)
+    memset(counts, 0, sizeof *counts);
+  if (!c || !path)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_client_bundle_import: NULL argument");
+  tl_cache *cache = tl_client_local(c);
+  if (!cache)
+    return tl_error_set(err, TL_INVALID_ARG, "no local cache to import %s into (%s)", path,
+                        c->cache_path ? "it cannot be opened" : "it is turned off");
+  tl_bundle *b = NULL;
+  tl_status st = tl_bundle_open(path, &b, err);
+  if (st != TL_OK)
+    return st;
+  for (int i = 0; i < b->nbuilds && st == TL_OK; i++) {
+    const tl_bundle_build *bd = &b->builds[i];
+    const tl_bundle_artifact *a = &b->artifacts[bd->artifact_index];
+    tl_cache_build row = {.manifest = bd->manifest, .target = bd->target, .metadata = bd->metadata,
+                          .compile_ms = bd->compile_ms};
+    memcpy(row.key, bd->key, 65);
+    memcpy(row.artifact_id, a->id, 65);
+    st = tl_cache_put(cache, &row, a->bytes, a->n, err);
+  }
+  for (int i = 0; i < b->nrequests && st == TL_OK; i++) {
+    const tl_bundle_request *r = &b->requests[i];
+    const tl_bundle_build *bd = &b->builds[r->build_index];
+    const tl_bundle_artifact *a = &b->artifacts[bd->artifact_index];
+    char *manifest = tl_alias_manifest(bd->key, r->text);
+    if (!manifest) {
+      st = tl_error_set(err, TL_NOMEM, "out of memory");
+      break;
+    }
+    tl_cache_build row = {.manifest = manifest, .target = bd->target, .metadata = bd->metadata,
+                          .compile_ms = bd->compile_ms};
+    memcpy(row.key, r->key, 65);
+    memcpy(row.artifact_id, a->id, 65);
+    st = tl_cache_put(cache, &row, a->bytes, a->n, err);
+    free(manifest);
+  }
+  if (st == TL_OK && b->compiler[0])
+    st = remember_compiler(cache, b->compiler, err);
+  if (st == TL_OK && counts) {
+    counts->builds = b->nbuilds;
+    counts->requests = b->nrequests;
+    counts->artifacts = b->nartifacts;
+    snprintf(counts->compiler, sizeof counts->compiler, "%s", b->compiler);
+  }
+  if (st != TL_OK && err) { /* say which file */
+    char msg[TL_ERROR_MESSAGE_MAX];
+    snprintf(msg, sizeof msg, "%s", err->message);
+    tl_error_set(err, st, "importing %s into the local cache %s: %s", path, c->cache_path, msg);
+  }
+  tl_bundle_close(b);
+  return st;
+}
+
+/* ---- create ----------------------------------------------------------------------------------- */
+
+/* One local cache entry, as tl_cache_list gives it (copied). */
+typedef struct centry {
+  char key[65];
+  char *manifest;
+} centry;
+
+typedef struct clist {
+  centry *e;
+  int n, cap;
+  bool oom;
+} clist;
+
+static int collect_entry(const tl_cache_build *b, void *user) {
+  clist *l = user;
+  if (l->n == l->cap) {
+    int cap = l->cap ? l->cap * 2 : 64;
+    centry *ne = realloc(l->e, sizeof *ne * (size_t)cap);
+    if (!ne) {
+      l->oom = true;
+      return 1;
+    }
+    l->e = ne;
+    l->cap = cap;
+  }
+  centry *e = &l->e[l->n];
+  memcpy(e->key, b->key, 65);
+  if (!(e->manifest = strdup(b->manifest))) {
+    l->oom = true;
+    return 1;
+  }
+  l->n++;
+  return 0;
+}
+
+/* The value of a manifest's "compiler" line is id. */
+static bool by_compiler(const char *manifest, const char *id) {
+  const char *p = strstr(manifest, "\ncompiler ");
+  size_t n = strlen(id);
+  return p && strncmp(p + 10, id, n) == 0 && p[10 + n] == '\n';
+}
+
+/* Adds the build of key (its bytes re-hashed by the cache; its manifest
+ * from the server when the cache holds a placeholder).  False when it is
+ * left out (logged). */
+static bool add_build(tl_client *c, tl_cache *cache, tl_bundle_writer *w, const char *key, const char *compiler,
+                      tl_error *err, bool *fatal) {
+  tl_cache_build *b = NULL;
+  void *bytes = NULL;
+  size_t n = 0;
+  tl_error e;
+  if (tl_cache_get(cache, key, &b, &bytes, &n, &e) != TL_OK) {
+    tl_clog(c, "bundle: left out the build %s: %s", key, e.message);
+    return false;
+  }
+  char *manifest = NULL;
+  bool ok = true;
+  if (strncmp(b->manifest, TL_BUILD_MANIFEST_MAGIC, strlen(TL_BUILD_MANIFEST_MAGIC)) != 0) {
+    if (tl_client_build_manifest(c, key, &manifest, NULL, &e) != TL_OK) {
+      tl_clog(c, "bundle: left out the build %s (%s): the local cache has no manifest of it and the server gives "
+                 "none: %s", key, b->target, e.message);
+      ok = false;
+    }
+  }
+  const char *m = manifest ? manifest : b->manifest;
+  if (ok && !by_compiler(m, compiler)) {
+    tl_clog(c, "bundle: left out the build %s (%s): not built by %s", key, b->target, compiler);
+    ok = false;
+  }
+  if (ok) {
+    tl_status st = tl_bundle_writer_add_build(w, key, m, b->metadata, b->compile_ms, bytes, n, &e);
+    if (st == TL_NOMEM || st == TL_TOO_LARGE) {
+      *fatal = true;
+      tl_error_set(err, st, "%s", e.message);
+    } else if (st != TL_OK)
+      tl_clog(c, "bundle: left out the build %s: %s", key, e.message);
+    ok = st == TL_OK;
+  }
+  free(manifest);
+  free(bytes);
+  tl_cache_build_free(b);
+  return ok;
+}
+
+tl_status tl_client_bundle_create(tl_client *c, const char *path, const char *compiler, tl_bundle_counts *counts,
+                                  tl_error *err) {
+  tl_error_clear(err);
+  if (counts)
+    memset(counts, 0, sizeof *counts);
+  if (!c || !path || !*path)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_client_bundle_create: NULL argument");
+  tl_cache *cache = tl_client_local(c);
+  if (!cache)
+    return tl_error_set(err, TL_INVALID_ARG, "no local cache to make a bundle of (%s)",
+                        c->cache_path ? "it cannot be opened" : "it is turned off");
+  char id[TL_CLIENT_COMPILER_ID_MAX + 1];
+  snprintf(id, sizeof id, "%s", compiler && *compiler ? compiler : tl_client_compiler_id(c));
+  if (!id[0])
+    return tl_error_set(err, TL_INVALID_ARG,
+                        "no compiler identity to make the bundle for: the server %s cannot be reached and the local "
+                        "cache does not remember it (give one: --compiler 'tlc 0.1.0+...')", c->server);
+  clist l = {0};
+  tl_status st = tl_cache_list(cache, collect_entry, &l, err);
+  if (st == TL_OK && l.oom)
+    st = tl_error_set(err, TL_NOMEM, "out of memory");
+  tl_bundle_writer *w = NULL;
+  if (st == TL_OK)
+    st = tl_bundle_writer_new(&w, err);
+  int skipped = 0;
+  bool fatal = false;
+  size_t am = strlen(TL_CLIENT_ALIAS_MAGIC);
+  /* the builds, then the requests that name them */
+  for (int i = 0; i < l.n && st == TL_OK && !fatal; i++)
+    if (strncmp(l.e[i].manifest, TL_CLIENT_ALIAS_MAGIC, am) != 0 && !add_build(c, cache, w, l.e[i].key, id, err, &fatal))
+      skipped++;
+  for (int i = 0; i < l.n && st == TL_OK && !fatal; i++) {
+    const centry *e = &l.e[i];
+    if (strncmp(e->manifest, TL_CLIENT_ALIAS_MAGIC, am) != 0)
+      continue;
+    char build[65] = "";
+    if (strncmp(e->manifest + am, "build ", 6) == 0)
+      snprintf(build, sizeof build, "%.64s", e->manifest + am + 6);
+    char *text = tl_alias_request_text(e->manifest, e->key);
+    tl_error ee;
+    if (!text) {
+      tl_clog(c, "bundle: left out the request %s: the local cache holds it without its program (stored by an "
+                 "older client, or too large)", e->key);
+      skipped++;
+    } else if (!strstr(text, "\ncompiler ") || !by_compiler(text, id)) {
+      skipped++; /* another compiler's request: not this bundle's */
+    } else {
+      /* the build it names may have been left out above (its row gone,
+       * or another compiler's): try it once more, then leave the request out */
+      tl_status bs = TL_OK;
+      if (tl_bundle_writer_add_request(w, text, build, &ee) != TL_OK) {
+        if (tl_hex_is_sha256(build) && add_build(c, cache, w, build, id, err, &fatal))
+          bs = tl_bundle_writer_add_request(w, text, build, &ee);
+        else
+          bs = TL_INVALID_ARG;
+        if (bs != TL_OK) {
+          tl_clog(c, "bundle: left out the request %s: %s", e->key, ee.message);
+          skipped++;
+        }
+      }
+    }
+    free(text);
+  }
+  for (int i = 0; i < l.n; i++)
+    free(l.e[i].manifest);
+  free(l.e);
+  if (fatal)
+    st = err ? err->code : TL_NOMEM;
+  int na = 0, nb = 0, nr = 0;
+  tl_bundle_writer_counts(w, &na, &nb, &nr);
+  if (st == TL_OK && nb == 0)
+    st = tl_error_set(err, TL_NOT_FOUND, "the local cache %s has no build by %s%s", c->cache_path, id,
+                      skipped ? " that can be bundled (tlclient -v says why each was left out)" : "");
+  if (st == TL_OK)
+    st = tl_bundle_writer_write(w, path, err);
+  tl_bundle_writer_free(w);
+  if (st == TL_OK && counts) {
+    counts->builds = nb;
+    counts->requests = nr;
+    counts->artifacts = na;
+    counts->skipped = skipped;
+    snprintf(counts->compiler, sizeof counts->compiler, "%s", id);
+  }
+  return st;
+}
