@@ -109,6 +109,8 @@ typedef struct {
   } ridx[8];
   int ridx_next;
   int uid;                 /* for unique local names */
+  const char *barrier;     /* a barrier of the program's threads: the dialect's, or with a producer
+                              warpgroup (pass_wspec.c) the named barrier 1 of T threads */
 } E;
 
 /* ---- output ---------------------------------------------------------------------- */
@@ -1925,7 +1927,7 @@ static void emit_assign(E *e, const tl_stmt *s, bool uniform) {
 static void barrier_line(E *e) {
   if (e->prog->fence_async)
     line(e, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
-  line(e, "%s", e->d->barrier);
+  line(e, "%s", e->barrier);
 }
 
 /* Emits one statement.  `uniform`: every thread of the block runs it (so a
@@ -2080,7 +2082,7 @@ static const char *mbar_of(E *e, const tl_stmt *loop, const char *stage) {
 /* The phase bits of a TMA loop's mbarriers: one word per loop, a bit per
  * stage (tl_walker). */
 static tl_walk_act declare_phase(tl_stmt *s, void *user) {
-  if (s->kind == S_LOOP && s->tma)
+  if (s->kind == S_LOOP && s->tma && !s->wspec)
     line(user, "unsigned tl_ph%d = 0;", s->mbar);
   return TL_WALK_GO;
 }
@@ -2094,8 +2096,22 @@ static void declare_mbarriers(E *e) {
   line(e, "const unsigned tl_mbar = tl_smem_addr(tl_smem + %" PRId64 ");", p->mbar_offset);
   line(e, "if (tl_tid == 0) {");
   e->indent++;
-  line(e, "for (int tl_i = 0; tl_i < %d; tl_i++)", p->nmbar);
+  /* one arrival completes a phase (the thread that expects the bytes), or,
+   * on pass_wspec's "stage is free" mbarriers (the last), one per warp of
+   * the program's threads */
+  int nfull = p->nmbar, nempty = 0;
+  for (int i = 0; i < p->body.n; i++)
+    if (p->body.items[i]->kind == S_LOOP && p->body.items[i]->wspec) {
+      nfull = p->body.items[i]->wspec_empty;
+      nempty = (int)p->body.items[i]->pipe_stages;
+    }
+  line(e, "for (int tl_i = 0; tl_i < %d; tl_i++)", nfull);
   line(e, "  asm volatile(\"mbarrier.init.shared::cta.b64 [%%0], 1;\" :: \"r\"(tl_mbar + 8u * (unsigned)tl_i) : \"memory\");");
+  if (nempty) {
+    line(e, "for (int tl_i = %d; tl_i < %d; tl_i++)", nfull, nfull + nempty);
+    line(e, "  asm volatile(\"mbarrier.init.shared::cta.b64 [%%0], %" PRId64 ";\" :: \"r\"(tl_mbar + 8u * (unsigned)tl_i) : "
+            "\"memory\");", e->T / 32);
+  }
   line(e, "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");");
   e->indent--;
   line(e, "}");
@@ -2126,9 +2142,21 @@ static void stage_pointers(E *e, const tl_stmt *loop, const char *stage) {
   }
 }
 
+/* The bulk tensor copies of one iteration of loop into stage `stage`, by
+ * the thread that runs it, after it tells the stage's mbarrier how many
+ * bytes they bring. */
+static void tma_copies(E *e, const tl_stmt *loop, const char *stage) {
+  line(e, "const unsigned tl_mb = %s;", mbar_of(e, loop, stage));
+  line(e, "asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;\" :: \"r\"(tl_mb), \"r\"(%" PRId64
+          "u) : \"memory\");",
+       tma_stage_bytes(loop));
+  for (int i = 0; i < loop->body.n; i++)
+    if (loop->body.items[i]->prefetch && loop->body.items[i]->tma)
+      emit_tma_copy(e, loop->body.items[i]);
+}
+
 /* The prefetches of one iteration into stage `stage`: cp.async copies by
- * every thread; bulk tensor copies by thread 0, after it tells the stage's
- * mbarrier how many bytes they bring. */
+ * every thread; bulk tensor copies by thread 0. */
 static void prefetch_copies(E *e, const tl_stmt *loop, const char *stage) {
   for (int i = 0; i < loop->body.n; i++)
     if (loop->body.items[i]->prefetch && !loop->body.items[i]->tma)
@@ -2137,15 +2165,112 @@ static void prefetch_copies(E *e, const tl_stmt *loop, const char *stage) {
     return;
   line(e, "if (tl_tid == 0) {");
   e->indent++;
-  line(e, "const unsigned tl_mb = %s;", mbar_of(e, loop, stage));
-  line(e, "asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;\" :: \"r\"(tl_mb), \"r\"(%" PRId64
-          "u) : \"memory\");",
-       tma_stage_bytes(loop));
-  for (int i = 0; i < loop->body.n; i++)
-    if (loop->body.items[i]->prefetch && loop->body.items[i]->tma)
-      emit_tma_copy(e, loop->body.items[i]);
+  tma_copies(e, loop, stage);
   e->indent--;
   line(e, "}");
+}
+
+/* ---- warp specialization (pass_wspec.c) ---------------------------------------------------- */
+/* The "stage is free" mbarrier of stage `stage` of wspec loop `loop`. */
+static const char *empty_of(E *e, const tl_stmt *loop, const char *stage) {
+  return S("tl_mbar + 8u * (unsigned)(%d + (%s))", loop->wspec_empty, stage);
+}
+
+/* The kernel's wspec loop, or NULL. */
+static const tl_stmt *wspec_loop(const tl_program *p) {
+  for (int i = 0; i < p->body.n; i++)
+    if (p->body.items[i]->kind == S_LOOP && p->body.items[i]->wspec)
+      return p->body.items[i];
+  return NULL;
+}
+
+/* The producer warpgroup, threads T to T+127 (after the mbarriers are
+ * ready): it gives up registers, and its first thread evaluates the lets
+ * the copies use and walks the wspec loop's iterations: iteration f waits
+ * until iteration f - S has freed its stage (the stage's empty mbarrier
+ * completing its phase f / S - 1), then expects the stage's bytes on its
+ * full mbarrier and issues the copies.  The program's threads then take
+ * the registers, and the named barrier 1 of their T threads as their block
+ * barrier. */
+static void emit_producer(E *e) {
+  const tl_program *p = e->prog;
+  const tl_stmt *loop = wspec_loop(p);
+  if (!loop)
+    return;
+  int64_t S = loop->pipe_stages;
+  line(e, "if (tl_tid >= %" PRId64 ") {", e->T);
+  e->indent++;
+  if (p->wspec_regs[1])
+    line(e, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %d;\" ::: \"memory\");", p->wspec_regs[0]);
+  line(e, "if (tl_tid == %" PRId64 ") {", e->T);
+  e->indent++;
+  for (int i = 0; p->body.items[i] != loop; i++)
+    if (p->body.items[i]->kind == S_LET && p->body.items[i]->wspec)
+      emit_stmt(e, p->body.items[i], false);
+  const char *var = vname(e, loop->var);
+  line(e, "const long long tl_pn = (long long)(%s), tl_ps = (long long)(%s);", ex(e, loop->extent), ex(e, loop->start));
+  line(e, "for (long long tl_f = 0; tl_f < tl_pn; tl_f++) {");
+  e->indent++;
+  line(e, "const int tl_st = (int)(tl_f %% %" PRId64 ");", S);
+  line(e, "if (tl_f >= %" PRId64 ") tl_mbar_wait(%s, (unsigned)(tl_f / %" PRId64 " - 1) & 1u);", S,
+       empty_of(e, loop, "tl_st"), S);
+  line(e, "const int %s = (int)(tl_ps + tl_f); (void)%s;", var, var);
+  stage_pointers(e, loop, "tl_st");
+  tma_copies(e, loop, "tl_st");
+  e->indent--;
+  line(e, "}");
+  e->indent--;
+  line(e, "}");
+  line(e, "return;");
+  e->indent--;
+  line(e, "}");
+  if (p->wspec_regs[1])
+    line(e, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\" ::: \"memory\");", p->wspec_regs[1]);
+  e->barrier = S("asm volatile(\"bar.sync 1, %" PRId64 ";\" ::: \"memory\");", e->T);
+}
+
+/* The program's side of a wspec loop: iteration c waits for stage c % S's
+ * full mbarrier (phase c / S), runs the body, and then each warp frees the
+ * stage of iteration c - wspec_lag, whose wgmma groups the body's
+ * wgmma.wait_group has seen complete (its own reads are done: __syncwarp). */
+static void emit_wspec_loop(E *e, const tl_stmt *s) {
+  int64_t S = s->pipe_stages;
+  int id = e->uid++, lag = s->wspec_lag;
+  const char *var = vname(e, s->var);
+  line(e, "{");
+  e->indent++;
+  line(e, "const long long tl_n%d = (long long)(%s), tl_s%d = (long long)(%s);", id, ex(e, s->extent), id,
+       ex(e, s->start));
+  line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
+  e->indent++;
+  line(e, "tl_mbar_wait(%s, (unsigned)(tl_c%d / %" PRId64 ") & 1u);", mbar_of(e, s, S("(int)(tl_c%d %% %" PRId64 ")", id, S)),
+       id, S);
+  line(e, "const int %s = (int)(tl_s%d + tl_c%d);", var, id, id);
+  stage_pointers(e, s, S("tl_c%d %% %" PRId64, id, S));
+  for (int i = 0; i < s->body.n && !e->failed; i++)
+    if (!s->body.items[i]->prefetch)
+      emit_stmt(e, s->body.items[i], true);
+  if (s->barrier_end) /* the next iteration conflicts with this one (pass_barrier.c) */
+    barrier_line(e);
+  line(e, "%s{", lag ? S("if (tl_c%d >= %d) ", id, lag) : "");
+  e->indent++;
+  line(e, "__syncwarp();");
+  line(e, "if ((tl_tid & 31) == 0)");
+  line(e, "  asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(%s) : \"memory\");",
+       empty_of(e, s, S("(int)((tl_c%d - %d) %% %" PRId64 ")", id, lag, S)));
+  e->indent--;
+  line(e, "}");
+  e->indent--;
+  line(e, "}");
+  if (s->wg_drain) { /* the groups its gemm left pending (pass_pipeline.c) */
+    line(e, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+    for (int i = 0; i < s->body.n; i++)
+      if (s->body.items[i]->kind == S_GEMM && s->body.items[i]->wg_pending)
+        pin_regs(e, s->body.items[i]->C);
+  }
+  e->indent--;
+  line(e, "}");
+  barrier_line(e);
 }
 
 /* Whether loop has prefetched copies on cp.async. */
@@ -2168,6 +2293,10 @@ static bool has_cp_async(const tl_stmt *loop) {
  * c % S that its bit in tl_phN says, then flips the bit (so the loop may
  * run again, from any phase). */
 static void emit_pipelined(E *e, const tl_stmt *s) {
+  if (s->wspec) {
+    emit_wspec_loop(e, s);
+    return;
+  }
   int64_t S = s->pipe_stages, D = s->pipe_ahead;
   int id = e->uid++;
   bool cp = has_cp_async(s);
@@ -2272,6 +2401,7 @@ char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err) {
 char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_error *err) {
   E ee = {.a = a, .prog = prog, .err = err}, *e = &ee;
   e->d = cg->dialect == TL_DIALECT_HIP ? &dialect_hip : &dialect_cuda;
+  e->barrier = e->d->barrier;
   e->T = prog->threads[0] * prog->threads[1] * prog->threads[2];
   assert((prog->lowered & TL_RAN_ALL) == TL_RAN_ALL); /* pass_range, pass_barrier, pass_raster ran */
   put(e, e->d->prelude);
@@ -2297,7 +2427,9 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
       cluster = S("__cluster_dims__(%" PRId64 ", %" PRId64 ", %" PRId64 ") ", prog->cluster[0],
                   prog->ncluster > 1 ? prog->cluster[1] : 1, prog->ncluster > 2 ? prog->cluster[2] : 1);
   const char *bounds = S(e->d->bounds, e->T);
-  if (prog->max_registers && cg->dialect == TL_DIALECT_CUDA)
+  if (prog->wspec_threads) /* the registers at entry follow from the blocks per SM asked (pass_wspec.c) */
+    bounds = S("__launch_bounds__(%" PRId64 ", %d) ", e->T + prog->wspec_threads, prog->wspec_blocks);
+  else if (prog->max_registers && cg->dialect == TL_DIALECT_CUDA)
     bounds = "";
   else if (prog->max_registers) /* AMD: the launch bounds stay, with a cap on VGPRs */
     bounds = S("%s__attribute__((amdgpu_num_vgpr(%d))) ", bounds, prog->max_registers);
@@ -2345,6 +2477,7 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
   }
   declare_buffers(e);
   declare_mbarriers(e);
+  emit_producer(e);
   emit_body(e, &prog->body, true);
   e->indent--;
   line(e, "}");

@@ -402,8 +402,8 @@ unsigned tl_stmt_kind_flags(tl_stmt_kind k);
   X(OP_CUMSUM, "cumsum", S_CUMSUM, "op", "src", "dst", "dim", "reverse")                                   \
   X(OP_ATOMIC_ADD, "atomic_add", S_ATOMIC_ADD, "op", "dst", "src", "value")                                \
   X(OP_PARALLEL, "parallel", S_PARALLEL, "op", "vars", "extents", "body")                                  \
-  X(OP_PIPELINED, "pipelined", S_LOOP, "op", "var", "extent", "start", "num_stages", "tma", "order", "stage",     \
-    "body")                                                                                                \
+  X(OP_PIPELINED, "pipelined", S_LOOP, "op", "var", "extent", "start", "num_stages", "tma",                        \
+    "warp_specialize", "order", "stage", "body")                                                                                                \
   X(OP_SERIAL, "serial", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
   X(OP_UNROLL, "unroll", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
   X(OP_VECTORIZED, "vectorized", S_LOOP, "op", "var", "extent", "start", "step", "body")                   \
@@ -527,6 +527,16 @@ struct tl_stmt {
   const char *tma_why; /* after pass_tma, on a target with TMA: why a cp.async copy is not one */
   int mbar;            /* tma loop: its first mbarrier (one per stage) in tl_program's */
   bool no_tma;         /* pipelined: "tma": false (the program refuses TMA for the loop) */
+  bool no_wspec;       /* pipelined: "warp_specialize": false (no producer warpgroup for the loop) */
+  bool wspec;          /* after pass_wspec, a tma loop: its bulk tensor copies are issued by a
+                          producer warpgroup of its own, ahead of the program's threads, through
+                          full mbarriers (mbar..) and empty ones (wspec_empty..), one per stage;
+                          on a let of the kernel's body: the producer evaluates it too */
+  int wspec_empty;     /* wspec loop: its first "stage is free" mbarrier in tl_program's */
+  int wspec_lag;       /* wspec loop: iterations after which a stage is released (the wgmma
+                          groups its gemms leave in flight) */
+  const char *wspec_why; /* after pass_wspec, on a target that could: why a tma loop is not (static
+                          text or the program's arena) */
   bool barrier_before; /* after pass_barrier: a block barrier goes just before the statement */
   bool barrier_end;    /* after pass_barrier: a serial loop ends each iteration with a barrier */
 
@@ -557,7 +567,7 @@ struct tl_stmt {
    * (each may be NULL when absent): JSON booleans/integers or constant
    * expression strings. */
   struct {
-    tl_expr *trans_a, *trans_b, *clear_accum, *k_pack, *dim, *clear, *reverse, *num_stages, *enable, *tma;
+    tl_expr *trans_a, *trans_b, *clear_accum, *k_pack, *dim, *clear, *reverse, *num_stages, *enable, *tma, *wspec;
   } raw;
   const char *reduce_type_name, *policy_name, *order_name; /* parsed strings */
 
@@ -617,6 +627,15 @@ typedef struct tl_program {
   struct tl_tmap *tmaps;
   int nmbar;
   int64_t mbar_offset;
+  /* after pass_wspec: a producer warpgroup (wspec loops) */
+  int64_t wspec_threads; /* threads the launch adds after the program's (128), or 0 */
+  int wspec_regs[2];     /* setmaxnreg: registers per thread of the producer, of the program's threads
+                            (0: none, the block's launch registers stay) */
+  int wspec_blocks;      /* blocks per SM the launch bounds ask for (the registers at entry follow) */
+  /* after tl_check_target: what makes the kernel far slower than it could
+   * be (a fragment too large for registers), for the metadata's "warnings"
+   * and `tlc compile`'s standard error; never an error */
+  tl_diags warnings;
   /* after pass_barrier */
   bool fence_async;      /* some gemm runs on wgmma: every barrier is preceded by
                             fence.proxy.async, making the threads' shared-memory writes
