@@ -82,8 +82,12 @@ GEMM_CONFIGS = [("examples/gemm.json", {}), ("examples/gemm.json", {"block_K": 6
                 ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "use_tma": "false"}),
                 ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256,
                                                      "warp_specialize": "false"}),
+                ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256,
+                                                     "persistent": "false"}),
                 ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 256,
                                                      "warp_specialize": "false"}),
+                ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 256,
+                                                     "persistent": "false"}),
                 ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 256}),
                 ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 512})]
 # bfloat16: the same kernel with bfloat16 operands and C (M is its scalar argument)

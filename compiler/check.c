@@ -1210,6 +1210,7 @@ static void check_params(C *c) {
   }
   if (total > TL_MAX_THREADS)
     ERR("/kernel/threads", 0, "the block has %lld threads; the limit is %d", (long long)total, TL_MAX_THREADS);
+  p->no_persistent = !const_bool(c, p->persistent_expr, "'persistent'", true);
   c->where = CTX_BODY;
 }
 

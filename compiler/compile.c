@@ -425,6 +425,8 @@ static char *metadata(tl_arena *a, const tl_program *prog, const char *target, c
   json_object_set_new(launch, "dynamic_shared_bytes", json_integer(prog->smem_bytes));
   if (prog->wspec_threads)
     json_object_set_new(launch, "producer_threads", json_integer(prog->wspec_threads));
+  if (prog->persistent)
+    json_object_set_new(launch, "persistent", json_integer(prog->wspec_blocks));
   if (prog->ncluster) {
     json_t *cl = json_array();
     for (int i = 0; i < prog->ncluster; i++)

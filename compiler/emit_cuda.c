@@ -2170,6 +2170,17 @@ static void prefetch_copies(E *e, const tl_stmt *loop, const char *stage) {
   line(e, "}");
 }
 
+/* After a pipelined loop: waits for the wgmma groups its gemm left in
+ * flight (pass_pipeline.c's wg_drain), and pins their accumulators. */
+static void drain_wgmma(E *e, const tl_stmt *s) {
+  if (!s->wg_drain)
+    return;
+  line(e, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+  for (int i = 0; i < s->body.n; i++)
+    if (s->body.items[i]->kind == S_GEMM && s->body.items[i]->wg_pending)
+      pin_regs(e, s->body.items[i]->C);
+}
+
 /* ---- warp specialization (pass_wspec.c) ---------------------------------------------------- */
 /* The "stage is free" mbarrier of stage `stage` of wspec loop `loop`. */
 static const char *empty_of(E *e, const tl_stmt *loop, const char *stage) {
@@ -2182,6 +2193,52 @@ static const tl_stmt *wspec_loop(const tl_program *p) {
     if (p->body.items[i]->kind == S_LOOP && p->body.items[i]->wspec)
       return p->body.items[i];
   return NULL;
+}
+
+/* The block variables of block bid[] (C expressions, per axis) of a grid
+ * of nb[] blocks, in the raster order of pass_raster.c. */
+static void block_vars(E *e, const char *const *bid, const char *const *nb) {
+  const tl_program *p = e->prog;
+  if (p->raster_panel) {
+    /* block rasterization (pass_raster.c): stripes of `panel` block rows
+     * (or columns), walked column by column */
+    int64_t panel = p->raster_panel;
+    bool col = p->raster_column;
+    line(e, "const unsigned tl_gx = %s, tl_gy = %s;", nb[col ? 1 : 0], nb[col ? 0 : 1]);
+    line(e, "const unsigned tl_lin = %s + %s * %s;", bid[col ? 1 : 0], bid[col ? 0 : 1], nb[col ? 1 : 0]);
+    line(e, "const unsigned tl_pan = tl_lin / (%" PRId64 "u * tl_gx), tl_rem = tl_lin %% (%" PRId64 "u * tl_gx);", panel, panel);
+    line(e, "const unsigned tl_rows = tl_gy - tl_pan * %" PRId64 "u < %" PRId64 "u ? tl_gy - tl_pan * %" PRId64 "u : %" PRId64 "u;",
+         panel, panel, panel, panel);
+    line(e, "const int %s = (int)(tl_rem / tl_rows);", vname(e, p->block_vars[col ? 1 : 0]));
+    line(e, "const int %s = (int)(tl_pan * %" PRId64 "u + tl_rem %% tl_rows);", vname(e, p->block_vars[col ? 0 : 1]), panel);
+    if (p->block_vars[2])
+      line(e, "const int %s = (int)%s;", vname(e, p->block_vars[2]), bid[2]);
+  } else {
+    for (int i = 0; i < 3; i++)
+      if (p->block_vars[i])
+        line(e, "const int %s = (int)%s;", vname(e, p->block_vars[i]), bid[i]);
+  }
+}
+
+/* A persistent kernel (pass_wspec.c): the grid's tiles, walked by the
+ * blocks started, each from its linear index, every (blocks started)-th
+ * (so that a launch of the whole grid runs each tile once too); the
+ * program's block variables of each.  Closed by close_tiles. */
+static void open_tiles(E *e) {
+  static const char *const bid[3] = {"tl_b0", "tl_b1", "tl_b2"};
+  static const char *const nb[3] = {"(unsigned)tl_tg0", "(unsigned)tl_tg1", "(unsigned)tl_tg2"};
+  const char *const *b = e->d->bid, *const *n = e->d->nblocks;
+  line(e, "for (long long tl_tile = %s + (long long)%s * (%s + (long long)%s * %s); tl_tile < tl_ntiles; "
+          "tl_tile += (long long)%s * %s * %s) {", b[0], n[0], b[1], n[1], b[2], n[0], n[1], n[2]);
+  e->indent++;
+  line(e, "const unsigned tl_b0 = (unsigned)(tl_tile %% tl_tg0), tl_b1 = (unsigned)(tl_tile / tl_tg0 %% tl_tg1), "
+          "tl_b2 = (unsigned)(tl_tile / (tl_tg0 * tl_tg1)); (void)tl_b1; (void)tl_b2;");
+  block_vars(e, bid, nb);
+}
+
+static void close_tiles(E *e) {
+  e->indent--;
+  line(e, "}");
 }
 
 /* The producer warpgroup, threads T to T+127 (after the mbarriers are
@@ -2204,21 +2261,26 @@ static void emit_producer(E *e) {
     line(e, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %d;\" ::: \"memory\");", p->wspec_regs[0]);
   line(e, "if (tl_tid == %" PRId64 ") {", e->T);
   e->indent++;
+  line(e, "unsigned long long tl_pit = 0; /* iterations issued, over the tiles */");
+  if (p->persistent)
+    open_tiles(e);
   for (int i = 0; p->body.items[i] != loop; i++)
     if (p->body.items[i]->kind == S_LET && p->body.items[i]->wspec)
       emit_stmt(e, p->body.items[i], false);
   const char *var = vname(e, loop->var);
   line(e, "const long long tl_pn = (long long)(%s), tl_ps = (long long)(%s);", ex(e, loop->extent), ex(e, loop->start));
-  line(e, "for (long long tl_f = 0; tl_f < tl_pn; tl_f++) {");
+  line(e, "for (long long tl_f = 0; tl_f < tl_pn; tl_f++, tl_pit++) {");
   e->indent++;
-  line(e, "const int tl_st = (int)(tl_f %% %" PRId64 ");", S);
-  line(e, "if (tl_f >= %" PRId64 ") tl_mbar_wait(%s, (unsigned)(tl_f / %" PRId64 " - 1) & 1u);", S,
+  line(e, "const int tl_st = (int)(tl_pit %% %" PRId64 ");", S);
+  line(e, "if (tl_pit >= %" PRId64 ") tl_mbar_wait(%s, (unsigned)(tl_pit / %" PRId64 " - 1) & 1u);", S,
        empty_of(e, loop, "tl_st"), S);
   line(e, "const int %s = (int)(tl_ps + tl_f); (void)%s;", var, var);
   stage_pointers(e, loop, "tl_st");
   tma_copies(e, loop, "tl_st");
   e->indent--;
   line(e, "}");
+  if (p->persistent)
+    close_tiles(e);
   e->indent--;
   line(e, "}");
   line(e, "return;");
@@ -2226,6 +2288,7 @@ static void emit_producer(E *e) {
   line(e, "}");
   if (p->wspec_regs[1])
     line(e, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\" ::: \"memory\");", p->wspec_regs[1]);
+  line(e, "unsigned long long tl_cit = 0; /* iterations waited for, over the tiles */");
   e->barrier = S("asm volatile(\"bar.sync 1, %" PRId64 ";\" ::: \"memory\");", e->T);
 }
 
@@ -2243,10 +2306,10 @@ static void emit_wspec_loop(E *e, const tl_stmt *s) {
        ex(e, s->start));
   line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
   e->indent++;
-  line(e, "tl_mbar_wait(%s, (unsigned)(tl_c%d / %" PRId64 ") & 1u);", mbar_of(e, s, S("(int)(tl_c%d %% %" PRId64 ")", id, S)),
-       id, S);
+  line(e, "const unsigned long long tl_g = tl_cit + (unsigned long long)tl_c%d;", id);
+  line(e, "tl_mbar_wait(%s, (unsigned)(tl_g / %" PRId64 ") & 1u);", mbar_of(e, s, S("(int)(tl_g %% %" PRId64 ")", S)), S);
   line(e, "const int %s = (int)(tl_s%d + tl_c%d);", var, id, id);
-  stage_pointers(e, s, S("tl_c%d %% %" PRId64, id, S));
+  stage_pointers(e, s, S("tl_g %% %" PRId64, S));
   for (int i = 0; i < s->body.n && !e->failed; i++)
     if (!s->body.items[i]->prefetch)
       emit_stmt(e, s->body.items[i], true);
@@ -2257,17 +2320,20 @@ static void emit_wspec_loop(E *e, const tl_stmt *s) {
   line(e, "__syncwarp();");
   line(e, "if ((tl_tid & 31) == 0)");
   line(e, "  asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(%s) : \"memory\");",
-       empty_of(e, s, S("(int)((tl_c%d - %d) %% %" PRId64 ")", id, lag, S)));
+       empty_of(e, s, S("(int)((tl_g - %d) %% %" PRId64 ")", lag, S)));
   e->indent--;
   line(e, "}");
   e->indent--;
   line(e, "}");
-  if (s->wg_drain) { /* the groups its gemm left pending (pass_pipeline.c) */
-    line(e, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
-    for (int i = 0; i < s->body.n; i++)
-      if (s->body.items[i]->kind == S_GEMM && s->body.items[i]->wg_pending)
-        pin_regs(e, s->body.items[i]->C);
+  drain_wgmma(e, s);
+  if (lag) { /* the stages of the last iterations, their groups done: the producer may be on the next tile */
+    line(e, "__syncwarp();");
+    line(e, "for (long long tl_j = tl_n%d > %d ? tl_n%d - %d : 0; tl_j < tl_n%d; tl_j++)", id, lag, id, lag, id);
+    line(e, "  if ((tl_tid & 31) == 0)");
+    line(e, "    asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(%s) : \"memory\");",
+         empty_of(e, s, S("(int)((tl_cit + (unsigned long long)tl_j) %% %" PRId64 ")", S)));
   }
+  line(e, "tl_cit += (unsigned long long)tl_n%d;", id);
   e->indent--;
   line(e, "}");
   barrier_line(e);
@@ -2357,12 +2423,7 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   line(e, "}");
   if (cp)
     line(e, "asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");");
-  if (s->wg_drain) { /* the groups its gemm left pending (pass_pipeline.c) */
-    line(e, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
-    for (int i = 0; i < s->body.n; i++)
-      if (s->body.items[i]->kind == S_GEMM && s->body.items[i]->wg_pending)
-        pin_regs(e, s->body.items[i]->C);
-  }
+  drain_wgmma(e, s);
   e->indent--;
   line(e, "}");
   barrier_line(e);
@@ -2455,30 +2516,26 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
       for (int d = 0; d < s->ndim; d++)
         line(e, "const long long g_%s_d%d = (long long)(%s); (void)g_%s_d%d;", s->name, d, ex(e, s->shape[d]), s->name, d);
   }
-  const char *const *bid = e->d->bid, *const *nb = e->d->nblocks;
-  if (prog->raster_panel) {
-    /* block rasterization (pass_raster.c): stripes of `panel` block rows
-     * (or columns), walked column by column */
-    int64_t panel = prog->raster_panel;
-    bool col = prog->raster_column;
-    line(e, "const unsigned tl_gx = %s, tl_gy = %s;", nb[col ? 1 : 0], nb[col ? 0 : 1]);
-    line(e, "const unsigned tl_lin = %s + %s * %s;", bid[col ? 1 : 0], bid[col ? 0 : 1], nb[col ? 1 : 0]);
-    line(e, "const unsigned tl_pan = tl_lin / (%" PRId64 "u * tl_gx), tl_rem = tl_lin %% (%" PRId64 "u * tl_gx);", panel, panel);
-    line(e, "const unsigned tl_rows = tl_gy - tl_pan * %" PRId64 "u < %" PRId64 "u ? tl_gy - tl_pan * %" PRId64 "u : %" PRId64 "u;",
-         panel, panel, panel, panel);
-    line(e, "const int %s = (int)(tl_rem / tl_rows);", vname(e, prog->block_vars[col ? 1 : 0]));
-    line(e, "const int %s = (int)(tl_pan * %" PRId64 "u + tl_rem %% tl_rows);", vname(e, prog->block_vars[col ? 0 : 1]), panel);
-    if (prog->block_vars[2])
-      line(e, "const int %s = (int)%s;", vname(e, prog->block_vars[2]), bid[2]);
-  } else {
-    for (int i = 0; i < 3; i++)
-      if (prog->block_vars[i])
-        line(e, "const int %s = (int)%s;", vname(e, prog->block_vars[i]), bid[i]);
+  if (!prog->persistent)
+    block_vars(e, e->d->bid, e->d->nblocks);
+  if (prog->persistent) { /* the grid's tiles (pass_wspec.c): the launch starts fewer blocks */
+    const char *g[3] = {"1", "1", "1"};
+    for (int i = 0; i < prog->ngrid; i++)
+      g[i] = ex(e, prog->grid[i]);
+    line(e, "const long long tl_tg0 = (long long)(%s), tl_tg1 = (long long)(%s), tl_tg2 = (long long)(%s);", g[0], g[1],
+         g[2]);
+    line(e, "const long long tl_ntiles = tl_tg0 * tl_tg1 * tl_tg2;");
   }
   declare_buffers(e);
   declare_mbarriers(e);
   emit_producer(e);
+  if (prog->persistent)
+    open_tiles(e);
   emit_body(e, &prog->body, true);
+  if (prog->persistent) { /* the next tile's statements after this one's */
+    barrier_line(e);
+    close_tiles(e);
+  }
   e->indent--;
   line(e, "}");
   return e->failed ? NULL : e->buf;

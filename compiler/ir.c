@@ -648,8 +648,9 @@ void tl_dump_program(const tl_program *prog, void *fp) {
   if (prog->nmbar)
     fprintf(f, "mbarriers: %d at %lld\n", prog->nmbar, (long long)prog->mbar_offset);
   if (prog->wspec_threads)
-    fprintf(f, "producer warpgroup: %lld threads after the program's; %d blocks per SM; setmaxnreg %d / %d\n",
-            (long long)prog->wspec_threads, prog->wspec_blocks, prog->wspec_regs[0], prog->wspec_regs[1]);
+    fprintf(f, "producer warpgroup: %lld threads after the program's; %d blocks per SM; setmaxnreg %d / %d%s\n",
+            (long long)prog->wspec_threads, prog->wspec_blocks, prog->wspec_regs[0], prog->wspec_regs[1],
+            prog->persistent ? "; persistent: the blocks started walk the grid's tiles" : "");
   if (prog->lowered & TL_RAN_RANGE)
     for (int i = 0; i < 3; i++)
       if (prog->block_vars[i]) {

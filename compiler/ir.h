@@ -611,6 +611,8 @@ typedef struct tl_program {
   tl_sym *block_vars[3];
   int ncluster;
   int64_t cluster[3];
+  tl_expr *persistent_expr; /* "persistent" (parsed), or NULL */
+  bool no_persistent;  /* after check: "persistent": false */
   tl_body body;
   /* after check */
   int nvalue_slots;
@@ -632,6 +634,8 @@ typedef struct tl_program {
   int wspec_regs[2];     /* setmaxnreg: registers per thread of the producer, of the program's threads
                             (0: none, the block's launch registers stay) */
   int wspec_blocks;      /* blocks per SM the launch bounds ask for (the registers at entry follow) */
+  bool persistent;       /* after pass_wspec: a persistent kernel: at most wspec_blocks blocks per SM
+                            walk the grid's tiles (the blocks of the program's grid) in order */
   /* after tl_check_target: what makes the kernel far slower than it could
    * be (a fragment too large for registers), for the metadata's "warnings"
    * and `tlc compile`'s standard error; never an error */

@@ -773,7 +773,7 @@ static void parse_kernel(P *p, json_t *k) {
     ERR("/kernel", "'kernel' must be an object, not %s", json_kind(k));
     return;
   }
-  static const char *const fields[] = {"grid", "threads", "block_vars", "cluster", "body", NULL};
+  static const char *const fields[] = {"grid", "threads", "block_vars", "cluster", "persistent", "body", NULL};
   check_fields(p, k, "/kernel", "'kernel'", fields);
   tl_program *prog = p->prog;
   json_t *grid = need(p, k, "grid", "/kernel", "'kernel'");
@@ -808,6 +808,7 @@ static void parse_kernel(P *p, json_t *k) {
         prog->block_vars[i]->type = TL_INT32;
       }
   }
+  prog->persistent_expr = get_flag(p, k, "persistent", "/kernel");
   json_t *cl = json_object_get(k, "cluster");
   if (cl) {
     if (!json_is_array(cl) || json_array_size(cl) == 0 || json_array_size(cl) > 3)

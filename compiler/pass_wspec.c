@@ -30,6 +30,16 @@
  * iterations ahead, with no block barrier in the loop, and the program's
  * threads get the registers the producer does not need (setmaxnreg.inc).
  *
+ * Persistent: unless the kernel says "persistent": false (or has
+ * thread-block clusters), the kernel is persistent too
+ * (tl_program.persistent): the launcher starts at most wspec_blocks blocks
+ * per SM (proto/kernel-meta.md, launch.persistent), and each walks the
+ * grid's tiles, block indices in the grid's order, tile t then t + the
+ * blocks started; the producer runs on into the next tile's stages while
+ * the program's threads store the last one's results, and the stages and
+ * mbarrier phases go on from tile to tile.  Every tile runs the whole body
+ * as a block of the grid would (blocks never depend on each other).
+ *
  * A tma loop qualifies when:
  *   - the loop does not say "warp_specialize": false;
  *   - it is the program's only tma loop, a statement of the kernel's body
@@ -227,6 +237,7 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
   prog->wspec_threads = 0;
   prog->wspec_regs[0] = prog->wspec_regs[1] = 0;
   prog->wspec_blocks = 0;
+  prog->persistent = false;
   if (!cg->wgmma || !cg->tma || !prog->nmbar)
     return;
   int ntma = 0;
@@ -266,5 +277,10 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
     prog->wspec_threads = 0;
     prog->wspec_regs[0] = prog->wspec_regs[1] = 0;
     tl_pass_smem(prog);
+    return;
   }
+  bool cluster = false; /* a cluster's blocks start together; a persistent block is no cluster's */
+  for (int i = 0; i < prog->ncluster; i++)
+    cluster |= prog->cluster[i] > 1;
+  prog->persistent = !prog->no_persistent && !cluster;
 }

@@ -24,7 +24,7 @@ src=$("$TLC" compile $G --target sm_90a --emit cuda) || fail "--emit cuda for sm
 for want in "__launch_bounds__(384, 1)" "if (tl_tid >= 256) {" "setmaxnreg.dec.sync.aligned.u32 40;" \
             "setmaxnreg.inc.sync.aligned.u32 232;" 'asm volatile("bar.sync 1, 256;" ::: "memory");' \
             "mbarrier.init.shared::cta.b64 [%0], 8;" "mbarrier.arrive.shared::cta.b64 _, [%0];" \
-            "if (tl_f >= 4) tl_mbar_wait(tl_mbar + 8u * (unsigned)(4 + (tl_st)), (unsigned)(tl_f / 4 - 1) & 1u);"; do
+            "if (tl_pit >= 4) tl_mbar_wait(tl_mbar + 8u * (unsigned)(4 + (tl_st)), (unsigned)(tl_pit / 4 - 1) & 1u);"; do
   printf '%s\n' "$src" | grep -qF -- "$want" || fail "the sm_90a source lacks: $want"
 done
 # the copies are the producer's alone: issued once in the source, after its branch opens
@@ -44,6 +44,7 @@ python3 - "$tmp/m.json" <<'PY' || fail "the metadata of the warp-specialized ker
 import json, sys
 m = json.load(open(sys.argv[1]))
 assert m["launch"]["block"] == [384, 1, 1] and m["launch"]["producer_threads"] == 128, m["launch"]
+assert m["launch"]["persistent"] == 1 and m["launch"]["grid"] == [4, 8], m["launch"]  # one block per SM walks the tiles
 r = m["resources"]
 assert r["registers"] == 168 and r["spill_store_bytes"] == 0, r  # 65536 / 384 at entry; 232 after setmaxnreg
 assert "warnings" not in m, m["warnings"]
@@ -55,6 +56,19 @@ for want in "[warp-specialized: a producer warpgroup issues the copies; stages f
 done
 "$TLC" compile $G --target sm_90a --emit cuda --dump wspec 2>&1 >/dev/null | grep -qF "# IR after wspec" ||
   fail "--dump wspec"
+# persistent: producer and program's threads each walk the tiles from the block's linear index, the
+# iterations counted over the tiles (stages and phases go on); "persistent": false keeps a block per tile
+tiles='for (long long tl_tile = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z); tl_tile < tl_ntiles; tl_tile += (long long)gridDim.x * gridDim.y * gridDim.z) {'
+[ "$(printf '%s\n' "$src" | grep -cF -- "$tiles")" = 2 ] || fail "persistent: not two tile loops"
+for want in "tl_mbar_wait(tl_mbar + 8u * (unsigned)(0 + ((int)(tl_g % 4))), (unsigned)(tl_g / 4) & 1u);" \
+            "tl_cit += (unsigned long long)tl_n0;" "for (long long tl_j = tl_n0 > 1 ? tl_n0 - 1 : 0; tl_j < tl_n0; tl_j++)"; do
+  printf '%s\n' "$src" | grep -qF -- "$want" || fail "persistent: the source lacks: $want"
+done
+src=$("$TLC" compile $G --target sm_90a -D persistent=false --emit cuda) || fail "persistent=false: --emit cuda"
+printf '%s\n' "$src" | grep -q "tl_tile" && fail "persistent=false: tile loops"
+printf '%s\n' "$src" | grep -qF "setmaxnreg.inc" || fail "persistent=false: not warp-specialized"
+"$TLC" compile $G --target sm_90a -D persistent=false --emit meta | grep -q '"persistent"' &&
+  fail "persistent=false: launch.persistent in the metadata"
 # turned off, and targets without setmaxnreg: the loop as before
 for off in "--target sm_90a -D warp_specialize=false" "--target sm_90" "--target sm_80"; do
   src=$("$TLC" compile $G $off --emit cuda) || fail "--emit cuda $off"
