@@ -377,7 +377,8 @@ static json_t *tensor_maps_json(tl_arena *a, const tl_program *prog, const json_
     json_object_set_new(o, "box", box);
     json_object_set_new(o, "element_strides", es);
     json_object_set_new(o, "interleave", json_string("none"));
-    json_object_set_new(o, "swizzle", json_string(m->swizzle128 ? "128B" : "none"));
+    json_object_set_new(o, "swizzle", json_string(m->swizzle == 128 ? "128B" : m->swizzle == 64 ? "64B"
+                                                  : m->swizzle == 32 ? "32B" : "none"));
     json_object_set_new(o, "l2_promotion", json_string("256B"));
     json_object_set_new(o, "oob_fill", json_string("zero"));
     json_t *off = json_array_get(offs, (size_t)(prog->nparams + i));

@@ -2053,7 +2053,7 @@ static void emit_tma_copy(E *e, const tl_stmt *s) {
   const tl_tmap *m = &e->prog->tmaps[s->tma_map];
   const tl_region *src = s->src;
   const tl_sym *b = s->dst->sym;
-  int64_t panel_elems = 1, panels = m->swizzle128 ? b->dims[b->ndim - 1] / m->box[0] : 1;
+  int64_t panel_elems = 1, panels = m->swizzle ? b->dims[b->ndim - 1] / m->box[0] : 1;
   for (int d = 0; d < b->ndim; d++)
     panel_elems *= b->dims[d];
   panel_elems /= panels;

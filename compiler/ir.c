@@ -643,7 +643,10 @@ void tl_dump_program(const tl_program *prog, void *fp) {
     fprintf(f, "tensor map %d: %s, box [", i, m->tensor->name);
     for (int d = 0; d < m->rank; d++)
       fprintf(f, "%s%lld", d ? ", " : "", (long long)m->box[d]);
-    fprintf(f, "] (innermost first), swizzle %s, out of bounds reads zero\n", m->swizzle128 ? "128B" : "none");
+    if (m->swizzle)
+      fprintf(f, "] (innermost first), swizzle %dB, out of bounds reads zero\n", m->swizzle);
+    else
+      fprintf(f, "] (innermost first), swizzle none, out of bounds reads zero\n");
   }
   if (prog->nmbar)
     fprintf(f, "mbarriers: %d at %lld\n", prog->nmbar, (long long)prog->mbar_offset);

@@ -158,8 +158,8 @@ typedef struct tl_sym {
                                   word i, the lower first); only written whole by a copy from
                                   a fragment of the same layout and read as the A operand of
                                   gemms taking A from registers (pass_place.c) */
-  bool tma_dst;                /* after pass_tma: written by bulk tensor copies in the 128-byte
-                                  swizzle, so 1024-byte aligned like a wgmma operand */
+  bool tma_dst;                /* after pass_tma: written by bulk tensor copies in a swizzle (128-,
+                                  64- or 32-byte), so 1024-byte aligned like a wgmma operand */
   bool wgmma_op;               /* swizzled operand of a wgmma gemm: rows of 64 elements in the
                                   128-byte swizzle mode (wider rows are stored as panels of 64
                                   columns, one after another), 1024-byte aligned */
@@ -583,14 +583,15 @@ struct tl_stmt {
 #define TL_TMAP_RANK_MAX 5
 /* One tensor map: a tiled view of tensor param `tensor` that copies boxes
  * of box[] elements (innermost dimension first, as cuTensorMapEncodeTiled
- * takes them) into shared memory, with the 128-byte swizzle or none;
+ * takes them) into shared memory, with the 128-, 64- or 32-byte swizzle or none;
  * out-of-bounds elements read as zero.  The kernel takes it as a
  * `const __grid_constant__` parameter after the program's params. */
 typedef struct tl_tmap {
   const struct tl_sym *tensor;
   int rank;                         /* the tensor's ndim */
   int64_t box[TL_TMAP_RANK_MAX];    /* innermost first */
-  bool swizzle128;                  /* CU_TENSOR_MAP_SWIZZLE_128B, else NONE */
+  int swizzle;                      /* the swizzle's span in bytes: 128, 64 or 32 (CU_TENSOR_MAP_SWIZZLE_128B,
+                                       64B, 32B), 0 for none */
 } tl_tmap;
 
 /* ---- program --------------------------------------------------------------- */

@@ -105,6 +105,8 @@ static tl_walk_act producer_node(tl_expr *x, tl_stmt *s, void *user) {
 }
 
 static bool producer_expr(Q *q, const tl_expr *x) {
+  if (tl_expr_varying(x)) /* thread_binding, a thread's own values: the producer's thread has other ones */
+    return false;
   bool saved = q->ok;
   q->ok = true;
   tl_walk_expr((tl_expr *)x, producer_node, NULL, q);

@@ -340,7 +340,7 @@ static void check_tma_copy(V *v, const tl_stmt *s, const tl_stmt *c) {
     return;
   }
   bool ok = m->tensor == c->src->sym && m->rank == c->src->sym->ndim && m->rank <= TL_TMAP_RANK_MAX &&
-            !tl_dtype_is_packed(c->dst->sym->dtype) && m->swizzle128 == c->dst->sym->tma_dst;
+            !tl_dtype_is_packed(c->dst->sym->dtype) && (m->swizzle != 0) == c->dst->sym->tma_dst;
   for (int d = 0; d < m->rank && ok; d++)
     ok = m->box[d] >= 1 && m->box[d] <= 256;
   if (!ok)

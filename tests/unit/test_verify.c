@@ -339,17 +339,19 @@ static void tma_maps_and_mbarriers(void **state) {
   job j;
   run_passes(&j, NULL, "gemm", NULL, 0, "sm_90a");
   tl_stmt *copy, *loop = pipe_loop(&j, &copy);
-  for (int i = 0; i < loop->body.n && !copy->tma; i++) /* B's panels of 64 columns (A's 64-byte rows keep cp.async) */
-    copy = loop->body.items[i];
-  assert_true(copy->tma && loop->tma && j.prog->ntmaps >= 1 && j.prog->nmbar == loop->pipe_stages);
+  /* A's 64-byte rows in the 64-byte swizzle, B's panels of 64 columns; the loop warp-specialized (its
+   * empty mbarriers after the full ones) */
+  assert_true(copy->tma && loop->tma && j.prog->ntmaps == 2 && j.prog->tmaps[copy->tma_map].swizzle == 64);
+  assert_true(loop->wspec && j.prog->nmbar == 2 * loop->pipe_stages);
   int map = copy->tma_map;
   copy->tma_map = j.prog->ntmaps; /* past the program's maps */
   caught_saying(&j, "tma", copy->pointer, "tensor map");
   copy->tma_map = map;
+  int64_t box0 = j.prog->tmaps[map].box[0];
   j.prog->tmaps[map].box[0] = 512; /* over the hardware's 256 */
   caught(&j, "tma", copy->pointer);
-  j.prog->tmaps[map].box[0] = 64;
-  loop->mbar = 1; /* its last stage's mbarrier past the program's */
+  j.prog->tmaps[map].box[0] = box0;
+  loop->mbar = j.prog->nmbar - (int)loop->pipe_stages + 1; /* its last stage's mbarrier past the program's */
   caught_saying(&j, "tma", loop->pointer, "mbarriers");
   loop->mbar = 0;
   j.prog->mbar_offset -= 8; /* the mbarriers over the last buffer */
