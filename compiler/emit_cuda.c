@@ -2098,19 +2098,21 @@ static void declare_mbarriers(E *e) {
   e->indent++;
   /* one arrival completes a phase (the thread that expects the bytes), or,
    * on pass_wspec's "stage is free" mbarriers (the last), one per warp of
-   * the program's threads */
+   * the program's threads, or one per thread (wspec_threads) */
   int nfull = p->nmbar, nempty = 0;
+  int64_t arrivals = e->T / 32;
   for (int i = 0; i < p->body.n; i++)
     if (p->body.items[i]->kind == S_LOOP && p->body.items[i]->wspec) {
       nfull = p->body.items[i]->wspec_empty;
       nempty = (int)p->body.items[i]->pipe_stages;
+      arrivals = p->body.items[i]->wspec_threads ? e->T : e->T / 32;
     }
   line(e, "for (int tl_i = 0; tl_i < %d; tl_i++)", nfull);
   line(e, "  asm volatile(\"mbarrier.init.shared::cta.b64 [%%0], 1;\" :: \"r\"(tl_mbar + 8u * (unsigned)tl_i) : \"memory\");");
   if (nempty) {
     line(e, "for (int tl_i = %d; tl_i < %d; tl_i++)", nfull, nfull + nempty);
     line(e, "  asm volatile(\"mbarrier.init.shared::cta.b64 [%%0], %" PRId64 ";\" :: \"r\"(tl_mbar + 8u * (unsigned)tl_i) : "
-            "\"memory\");", e->T / 32);
+            "\"memory\");", arrivals);
   }
   line(e, "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");");
   e->indent--;
@@ -2292,10 +2294,26 @@ static void emit_producer(E *e) {
   e->barrier = S("asm volatile(\"bar.sync 1, %" PRId64 ";\" ::: \"memory\");", e->T);
 }
 
+/* Frees stage `stage` (a C expression) of wspec loop s: each warp, its
+ * reads done (__syncwarp; wgmma's, by the wait for their group), or, where
+ * the body reads the stage otherwise (wspec_threads), each thread after a
+ * proxy fence, its generic reads before the async proxy's next copy. */
+static void release_stage(E *e, const tl_stmt *s, const char *stage) {
+  const char *arrive = S("asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(%s) : \"memory\");",
+                         empty_of(e, s, stage));
+  if (s->wspec_threads) {
+    line(e, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
+    line(e, "%s", arrive);
+  } else {
+    line(e, "__syncwarp();");
+    line(e, "if ((tl_tid & 31) == 0) %s", arrive);
+  }
+}
+
 /* The program's side of a wspec loop: iteration c waits for stage c % S's
- * full mbarrier (phase c / S), runs the body, and then each warp frees the
- * stage of iteration c - wspec_lag, whose wgmma groups the body's
- * wgmma.wait_group has seen complete (its own reads are done: __syncwarp). */
+ * full mbarrier (phase c / S), runs the body, and then frees the stage of
+ * iteration c - wspec_lag, whose wgmma groups the body's wgmma.wait_group
+ * has seen complete (release_stage). */
 static void emit_wspec_loop(E *e, const tl_stmt *s) {
   int64_t S = s->pipe_stages;
   int id = e->uid++, lag = s->wspec_lag;
@@ -2317,21 +2335,18 @@ static void emit_wspec_loop(E *e, const tl_stmt *s) {
     barrier_line(e);
   line(e, "%s{", lag ? S("if (tl_c%d >= %d) ", id, lag) : "");
   e->indent++;
-  line(e, "__syncwarp();");
-  line(e, "if ((tl_tid & 31) == 0)");
-  line(e, "  asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(%s) : \"memory\");",
-       empty_of(e, s, S("(int)((tl_g - %d) %% %" PRId64 ")", lag, S)));
+  release_stage(e, s, S("(int)((tl_g - %d) %% %" PRId64 ")", lag, S));
   e->indent--;
   line(e, "}");
   e->indent--;
   line(e, "}");
   drain_wgmma(e, s);
   if (lag) { /* the stages of the last iterations, their groups done: the producer may be on the next tile */
-    line(e, "__syncwarp();");
-    line(e, "for (long long tl_j = tl_n%d > %d ? tl_n%d - %d : 0; tl_j < tl_n%d; tl_j++)", id, lag, id, lag, id);
-    line(e, "  if ((tl_tid & 31) == 0)");
-    line(e, "    asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(%s) : \"memory\");",
-         empty_of(e, s, S("(int)((tl_cit + (unsigned long long)tl_j) %% %" PRId64 ")", S)));
+    line(e, "for (long long tl_j = tl_n%d > %d ? tl_n%d - %d : 0; tl_j < tl_n%d; tl_j++) {", id, lag, id, lag, id);
+    e->indent++;
+    release_stage(e, s, S("(int)((tl_cit + (unsigned long long)tl_j) %% %" PRId64 ")", S));
+    e->indent--;
+    line(e, "}");
   }
   line(e, "tl_cit += (unsigned long long)tl_n%d;", id);
   e->indent--;

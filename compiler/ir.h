@@ -533,6 +533,9 @@ struct tl_stmt {
                           full mbarriers (mbar..) and empty ones (wspec_empty..), one per stage;
                           on a let of the kernel's body: the producer evaluates it too */
   int wspec_empty;     /* wspec loop: its first "stage is free" mbarrier in tl_program's */
+  bool wspec_threads;  /* wspec loop: its body reads the stages otherwise than through wgmma, so every
+                          thread frees a stage itself, after a proxy fence (its reads are the
+                          generic proxy's, the next copy into the stage the async proxy's) */
   int wspec_lag;       /* wspec loop: iterations after which a stage is released (the wgmma
                           groups its gemms leave in flight) */
   const char *wspec_why; /* after pass_wspec, on a target that could: why a tma loop is not (static

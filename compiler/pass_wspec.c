@@ -22,7 +22,11 @@
  * not theirs: iteration c waits for stage c % S's full mbarrier (the
  * producer's expect_tx and the copies' bytes complete it), runs the body,
  * and then frees the stage of iteration c - wspec_lag (one arrival per
- * warp on its empty mbarrier) once the wgmma groups still reading it are
+ * warp on its empty mbarrier; per thread, after fence.proxy.async, where
+ * the body reads the stages other than through wgmma: wspec_threads, as
+ * measured on an H100, where a per-warp arrival let the next copy
+ * overwrite a stage that a parallel loop was still reading) once the
+ * wgmma groups still reading it are
  * done; their block barriers become the named barrier 1 of T threads.  The
  * producer warpgroup, threads T to T+127, gives up registers (setmaxnreg.dec)
  * and one of its threads walks the loop's iterations: wait for the stage to
@@ -204,12 +208,40 @@ static const char *why_not(tl_program *prog, tl_stmt *loop, int i, int ntma) {
   return NULL;
 }
 
+/* Does a statement touch a buffer that loop prefetches (tl_walker, user: S)? */
+typedef struct {
+  const tl_stmt *loop;
+  bool hit;
+} S;
+
+static bool staged(const S *st, const tl_sym *y) {
+  for (int j = 0; y && j < st->loop->body.n; j++)
+    if (st->loop->body.items[j]->prefetch && st->loop->body.items[j]->dst->sym == y)
+      return true;
+  return false;
+}
+
+static tl_walk_act stage_stmt(tl_stmt *s, void *user) {
+  S *st = user;
+  st->hit |= (s->src && staged(st, s->src->sym)) || (s->dst && staged(st, s->dst->sym)) || staged(st, s->A) ||
+             staged(st, s->B) || staged(st, s->C);
+  return TL_WALK_GO;
+}
+
+static tl_walk_act stage_expr(tl_expr *x, tl_stmt *s, void *user) {
+  S *st = user;
+  (void)s;
+  st->hit |= staged(st, x->sym);
+  return TL_WALK_GO;
+}
+
 static tl_walk_act reset(tl_stmt *s, void *user) {
   (void)user;
   s->wspec = false;
   s->wspec_why = NULL;
   s->wspec_empty = 0;
   s->wspec_lag = 0;
+  s->wspec_threads = false;
   return TL_WALK_GO;
 }
 
@@ -269,6 +301,13 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
   chosen->wspec = true;
   chosen->wspec_empty = nmbar;
   chosen->wspec_lag = lag_of(chosen);
+  for (int j = 0; j < chosen->body.n; j++) {
+    tl_stmt *b = chosen->body.items[j];
+    S st = {.loop = chosen};
+    if (!b->prefetch && !(b->kind == S_GEMM && b->use_wgmma))
+      tl_walk_stmt(b, &(tl_walker){.pre = stage_stmt, .expr = stage_expr}, &st);
+    chosen->wspec_threads |= st.hit;
+  }
   prog->nmbar = nmbar + (int)chosen->pipe_stages;
   prog->wspec_threads = WSPEC_THREADS;
   tl_pass_smem(prog);

@@ -253,17 +253,16 @@ extern "C" __global__ void __launch_bounds__(256, 4) gemm_small(unsigned short *
         }
         if (tl_c0 >= 1) {
           __syncwarp();
-          if ((tl_tid & 31) == 0)
-            asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tl_mbar + 8u * (unsigned)(3 + ((int)((tl_g - 1) % 3)))) : "memory");
+          if ((tl_tid & 31) == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tl_mbar + 8u * (unsigned)(3 + ((int)((tl_g - 1) % 3)))) : "memory");
         }
       }
       asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
       #pragma unroll
       for (int tl_r = 0; tl_r < 32; tl_r++) asm volatile("" : "+f"(r_C_local[tl_r]) :: "memory");
-      __syncwarp();
-      for (long long tl_j = tl_n0 > 1 ? tl_n0 - 1 : 0; tl_j < tl_n0; tl_j++)
-        if ((tl_tid & 31) == 0)
-          asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tl_mbar + 8u * (unsigned)(3 + ((int)((tl_cit + (unsigned long long)tl_j) % 3)))) : "memory");
+      for (long long tl_j = tl_n0 > 1 ? tl_n0 - 1 : 0; tl_j < tl_n0; tl_j++) {
+        __syncwarp();
+        if ((tl_tid & 31) == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tl_mbar + 8u * (unsigned)(3 + ((int)((tl_cit + (unsigned long long)tl_j) % 3)))) : "memory");
+      }
       tl_cit += (unsigned long long)tl_n0;
     }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");

@@ -69,6 +69,14 @@ printf '%s\n' "$src" | grep -q "tl_tile" && fail "persistent=false: tile loops"
 printf '%s\n' "$src" | grep -qF "setmaxnreg.inc" || fail "persistent=false: not warp-specialized"
 "$TLC" compile $G --target sm_90a -D persistent=false --emit meta | grep -q '"persistent"' &&
   fail "persistent=false: launch.persistent in the metadata"
+# a body that reads the stages itself (a parallel loop, not wgmma): every thread frees the stage, after a
+# proxy fence (its generic reads before the async proxy's next copy), on an mbarrier of T arrivals
+src=$("$TLC" compile tests/gpu/programs/tma_colsum.json -D K=1024 -D num_stages=4 --target sm_90a --emit cuda) ||
+  fail "tma_colsum: --emit cuda"
+printf '%s\n' "$src" | grep -qF "mbarrier.init.shared::cta.b64 [%0], 128;" || fail "tma_colsum: not 128 arrivals a phase"
+printf '%s\n' "$src" | grep -A1 -F 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory");' |
+  grep -qF 'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];"' || fail "tma_colsum: no fence before the arrival"
+printf '%s\n' "$src" | grep -q "__syncwarp" && fail "tma_colsum: a warp's arrival"
 # turned off, and targets without setmaxnreg: the loop as before
 for off in "--target sm_90a -D warp_specialize=false" "--target sm_90" "--target sm_80"; do
   src=$("$TLC" compile $G $off --emit cuda) || fail "--emit cuda $off"
