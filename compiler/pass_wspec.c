@@ -58,8 +58,11 @@
  *     at its own time);
  *   - the block is one-dimensional, whole warpgroups, and one warpgroup
  *     more stays within 1024 threads;
- *   - the register fragments fit in what setmaxnreg leaves the program's
- *     threads (one block per SM: 65536 registers, minus the producer's);
+ *   - the register fragments, and TL_WSPEC_SPARE more, fit in what
+ *     setmaxnreg leaves the program's threads (65536 registers per SM, for
+ *     as many blocks as shared memory holds or fewer, minus the producer's
+ *     40 a thread), and the registers at entry hold the largest wgmma
+ *     instruction (inst_regs); no register cap is given (--max-registers);
  *   - the S more mbarriers fit in the block's shared memory.
  */
 #include <string.h>
@@ -148,6 +151,26 @@ static tl_walk_act count_tma(tl_stmt *s, void *user) {
   return TL_WALK_GO;
 }
 
+/* The registers at entry that the kernel's largest wgmma needs: ptxas
+ * allocates each instruction within the entry's count, whatever setmaxnreg
+ * gives later (measured: an m64n256k16 wgmma, 128 accumulators a thread,
+ * "needs 154" and does not compile with 128 at entry), so its N / 2
+ * accumulators and 32 more (descriptors, addresses). */
+static int64_t inst_regs(const tl_program *prog);
+
+static tl_walk_act max_wgmma(tl_stmt *s, void *user) {
+  int64_t *m = user;
+  if (s->kind == S_GEMM && s->use_wgmma && s->C->dims[1] / 2 + 32 > *m)
+    *m = s->C->dims[1] / 2 + 32;
+  return TL_WALK_GO;
+}
+
+static int64_t inst_regs(const tl_program *prog) {
+  int64_t m = 0;
+  tl_walk((tl_body *)&prog->body, &(tl_walker){.pre = max_wgmma}, &m);
+  return m;
+}
+
 /* Why loop (a tma loop, statement i of the kernel's body, or i < 0 when
  * nested) cannot be warp-specialized, or NULL. */
 static const char *why_not(tl_program *prog, tl_stmt *loop, int i, int ntma) {
@@ -189,14 +212,14 @@ static const char *why_not(tl_program *prog, tl_stmt *loop, int i, int ntma) {
    * threads would get too few registers; a block starts with R registers a
    * thread (ptxas takes the most that __launch_bounds__(T + 128, B) allows),
    * then the producer gives up R - 40 and the program's threads take them */
-  int64_t words = tl_reg_words(prog), need = (words + TL_WSPEC_SPARE + 7) / 8 * 8;
+  int64_t words = tl_reg_words(prog), need = (words + TL_WSPEC_SPARE + 7) / 8 * 8, inst = inst_regs(prog);
   int64_t B = SM_SMEM / (prog->smem_bytes + 1024), R = 0, C = 0;
   for (B = B < 1 ? 1 : B; B >= 1; B--) {
     R = SM_REGS / (B * (T + WSPEC_THREADS)) / 8 * 8;
     R = R > 255 ? 255 : R;
     C = ((T + WSPEC_THREADS) * R - WSPEC_THREADS * WSPEC_PRODUCER_REGS) / T / 8 * 8;
     C = C > MAX_REGS ? MAX_REGS : C;
-    if (C >= need && R >= WSPEC_PRODUCER_REGS)
+    if (C >= need && R >= WSPEC_PRODUCER_REGS && R >= inst)
       break;
   }
   if (B < 1)

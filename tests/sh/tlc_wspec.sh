@@ -77,6 +77,12 @@ printf '%s\n' "$src" | grep -qF "mbarrier.init.shared::cta.b64 [%0], 128;" || fa
 printf '%s\n' "$src" | grep -A1 -F 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory");' |
   grep -qF 'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];"' || fail "tma_colsum: no fence before the arrival"
 printf '%s\n' "$src" | grep -q "__syncwarp" && fail "tma_colsum: a warp's arrival"
+# an m64n256 wgmma on 4 warps: 128 accumulators and the instruction's own registers must fit the registers at
+# entry (ptxas allocates it there, whatever setmaxnreg gives): one block per SM, not two of 128 registers
+D="tests/gpu/programs/gemm_dyn_m.json -D N=256 -D K=32 -D block_M=64 -D block_N=256"
+"$TLC" compile $D --target sm_90a -o "$tmp/n256.cubin" 2>/dev/null || fail "m64n256 on 4 warps does not compile"
+"$TLC" compile $D --target sm_90a --emit ir | grep -qF "producer warpgroup: 128 threads after the program's; 1 blocks per SM" ||
+  fail "m64n256 on 4 warps: not one block per SM"
 # turned off, and targets without setmaxnreg: the loop as before
 for off in "--target sm_90a -D warp_specialize=false" "--target sm_90" "--target sm_80"; do
   src=$("$TLC" compile $G $off --emit cuda) || fail "--emit cuda $off"
