@@ -2,14 +2,17 @@
 """bench/gpu_bench.py - our kernels against cuBLAS, Triton and PyTorch's
 flash attention, side by side in one run on one GPU.
 
-    python3 bench/gpu_bench.py [--tlc build/bin/tlc] [--out DIR] [--quick]
+    python3 bench/gpu_bench.py [--tlc build/bin/tlc] [--out DIR] [--quick] [--gemm-only] [--gemm-filter REGEX]
 
 GEMM float16 and bfloat16 (M = N = K = 4096 and 8192; float32
 accumulation): ours (examples/gemm.json as written first, then tile
 choices through -D; bfloat16 through tests/gpu/programs/gemm_dyn_m_bf16.json,
 the same program in bfloat16 with M a scalar argument; each through `tlc
 run --device --time`; the table's row is the fastest, and every
-configuration's time is printed and kept in bench.json), torch.matmul
+configuration's time is printed and kept in bench.json; `--gemm-filter
+REGEX` keeps the configurations whose printed tag matches, e.g.
+'block_N=256.*threads=256' for one tile with and without warp
+specialization), torch.matmul
 (cuBLAS) and a Triton matmul (float16 only).  FlashAttention forward (batch 4, heads 32,
 seq 4096, dim 128, causal and not): ours (examples/flash_attention.json)
 and torch's scaled_dot_product_attention with the flash backend.  Each of
@@ -44,7 +47,7 @@ float16 rounding of the output (fp8_bound); --lowp-only runs just these,
 --fp8-only only the float8 ones (with --quick: at 4096 only).
 Prints a table and writes bench.json under --out.
 """
-import argparse, json, os, subprocess, sys, tempfile, time
+import argparse, json, os, re, subprocess, sys, tempfile, time
 import numpy as np
 import torch
 
@@ -79,6 +82,14 @@ GEMM_CONFIGS = [("examples/gemm.json", {}), ("examples/gemm.json", {"block_K": 6
                 ("bench/programs/gemm_raster.json", {"block_K": 32, "num_stages": 4, "threads": 256}),
                 ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256}),
                 ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "use_tma": "false"}),
+                ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256,
+                                                     "warp_specialize": "false"}),
+                ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256,
+                                                     "persistent": "false"}),
+                ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 256,
+                                                     "warp_specialize": "false"}),
+                ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 256,
+                                                     "persistent": "false"}),
                 ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 256}),
                 ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 512})]
 # bfloat16: the same kernel with bfloat16 operands and C (M is its scalar argument)
@@ -258,6 +269,9 @@ def fp8_rows(a, work, rows, res):
         del A, B, Af, Bf, ref, bound, bound14
 
 
+RUN_TIMEOUT = 120  # seconds for one `tlc run --device` (compile, copies, runs)
+
+
 def ours(tlc, prog, defs, ins, outs, reps, args=None):
     cmd = [tlc, "run", prog, "--device", "cuda", "--time", str(reps)]
     for k, v in defs.items():
@@ -268,7 +282,10 @@ def ours(tlc, prog, defs, ins, outs, reps, args=None):
         cmd += ["--in", f"{k}={v}"]
     for k, v in outs.items():
         cmd += ["--out", f"{k}={v}"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    try:  # a kernel that hangs fails its row, and the run goes on
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{' '.join(cmd[:3])} ran past {RUN_TIMEOUT} s")
     if r.returncode:
         raise RuntimeError(f"{' '.join(cmd[:3])} exited {r.returncode}: {r.stderr.strip()[-600:]}")
     line = [l for l in r.stdout.splitlines() if l.startswith("time:")][0]
@@ -293,6 +310,8 @@ def main():
     ap.add_argument("--lowp-only", action="store_true", help="only the int8 and float8 rows (issue 12)")
     ap.add_argument("--w4a16-only", action="store_true", help="only the W4A16 rows (issue 12)")
     ap.add_argument("--fp8-only", action="store_true", help="only the float8 rows (issue 12; --quick: 4096 only)")
+    ap.add_argument("--gemm-filter", default=None, metavar="REGEX",
+                    help="only the GEMM configurations whose tag (program:constants, as printed) matches")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False  # the references sum in float32
     dev = torch.cuda.get_device_name()
@@ -328,6 +347,8 @@ def main():
         for prog, cfg in GEMM_CONFIGS:  # the example as written first, then tile choices through -D
             defs = dict({"M": n, "N": n, "K": n}, **cfg)
             tag = os.path.basename(prog)[:-5] + ":" + (",".join(f"{k}={v}" for k, v in cfg.items()) or "as written")
+            if a.gemm_filter and not re.search(a.gemm_filter, tag):
+                continue
             ms = ours_or_fail(f"gemm {n} [{tag}]", a.tlc, prog, defs, {"A": f"{work}/A.npy", "B": f"{work}/B.npy"},
                               {"C": f"{work}/C.npy"}, 10)
             if ms is None:
@@ -355,7 +376,8 @@ def main():
             ms_tri = cuda_time(lambda: tri(A, B, Ct))
         tf = lambda ms: flops / ms / 1e9 if ms else None
         rows.append((f"gemm f16 {n} [{best[2]}]", ms_ours, ms_cublas, ms_tri, tf(ms_ours), tf(ms_cublas), tf(ms_tri), err))
-        if written[2] != best[2]:  # examples/gemm.json as written has its own row
+        filtered = a.gemm_filter and not re.search(a.gemm_filter, "gemm:as written")
+        if written[2] != best[2] and not filtered:  # examples/gemm.json as written has its own row (unless not run)
             rows.append((f"gemm f16 {n} [{written[2]}]", written[0], ms_cublas, ms_tri, tf(written[0]), tf(ms_cublas),
                          tf(ms_tri), written[1]))
         # bfloat16: inputs as float32 files of bfloat16 values (exact), C back as uint16 bit patterns
@@ -368,6 +390,8 @@ def main():
         for cfg in GEMM_BF16_CONFIGS:
             defs = dict({"N": n, "K": n}, **cfg)
             tag = "gemm_dyn_m_bf16:" + (",".join(f"{k}={v}" for k, v in cfg.items()) or "as written")
+            if a.gemm_filter and not re.search(a.gemm_filter, tag):
+                continue
             ms = ours_or_fail(f"gemm bf16 {n} [{tag}]", a.tlc, BF16_PROG, defs,
                               {"A": f"{work}/Ab.npy", "B": f"{work}/Bb.npy"}, {"C": f"{work}/Cb.npy"}, 10, {"M": n})
             if ms is None:

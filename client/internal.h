@@ -132,6 +132,8 @@ typedef struct tl_meta {
   int64_t dyn_smem;
   int ncluster;
   int64_t cluster[3];
+  int persistent;         /* launch.persistent: at most this many blocks per multiprocessor walk the grid's
+                             blocks (tiles); 0: one block per tile */
   int format;             /* 1, or 2 with tensor maps */
   int ntmaps;
   tl_meta_tmap tmaps[TL_META_TMAPS_MAX];

@@ -67,6 +67,12 @@ tl_status tl_kernel_launch(tl_kernel *k, const tl_kernel_arg *args, int nargs, v
   tl_status st = tl_launch_plan_make(k->meta, args, nargs, &plan, err);
   if (st != TL_OK || plan.empty)
     return st;
+  int sms = tl_gpu_device_info(k->gpu)->multiprocessors;
+  if (k->meta->persistent && sms > 0) { /* a persistent kernel walks its grid's tiles with fewer blocks */
+    uint64_t tiles = (uint64_t)plan.grid[0] * plan.grid[1] * plan.grid[2], cap = (uint64_t)sms * k->meta->persistent;
+    plan.grid[0] = (unsigned)(tiles < cap ? tiles : cap);
+    plan.grid[1] = plan.grid[2] = 1;
+  }
   for (int j = 0; j < plan.ntmaps; j++) /* built per launch: the dimensions may be dynamic */
     if ((st = tl_gpu_tensor_map(k->gpu, &plan.tmap_args[j], plan.tmaps[j], err)) != TL_OK)
       return st;

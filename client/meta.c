@@ -433,6 +433,12 @@ tl_status tl_meta_parse(const char *text, tl_meta **out, tl_error *err) {
   if (cluster &&
       (st = parse_int_array(&p, cluster, "launch.cluster", 1, 1, 64, m->cluster, &m->ncluster)) != TL_OK)
     goto done;
+  json_t *pers = json_object_get(launch, "persistent");
+  if (pers && (!json_is_integer(pers) || json_integer_value(pers) < 1 || json_integer_value(pers) > 64)) {
+    st = bad(&p, "launch.persistent must be an integer from 1 to 64 (blocks per multiprocessor)");
+    goto done;
+  }
+  m->persistent = pers ? (int)json_integer_value(pers) : 0;
   st = parse_tmaps(&p, doc);
 done:
   json_decref(doc);

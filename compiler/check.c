@@ -1221,6 +1221,7 @@ static void check_params(C *c) {
   }
   if (total > TL_MAX_THREADS)
     ERR("/kernel/threads", 0, "the block has %lld threads; the limit is %d", (long long)total, TL_MAX_THREADS);
+  p->no_persistent = !const_bool(c, p->persistent_expr, "'persistent'", true);
   c->where = CTX_BODY;
 }
 
@@ -2197,6 +2198,7 @@ static tl_walk_act check_stmt(tl_stmt *s, void *user) {
         s->num_stages = n;
     }
     s->no_tma = !const_bool(c, s->raw.tma, "'tma'", true);
+    s->no_wspec = !const_bool(c, s->raw.wspec, "'warp_specialize'", true);
     if (s->norder && s->norder != s->body.n)
       ERR(tl_ptr_key(c->arena, s->pointer, s->order ? "order" : "stage"), 0,
           "'%s' has %d entries but the body has %d statements; give one per statement", s->order ? "order" : "stage",

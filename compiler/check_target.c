@@ -61,3 +61,39 @@ tl_status tl_check_target(const tl_program *prog, const tl_target *t, tl_diags *
   }
   return st;
 }
+
+/* ---- warnings --------------------------------------------------------------------------
+ * A fragment of more than TL_MAX_REG_ELEMS elements a thread lives in
+ * shared memory, and a gemm into such a C runs element by element: a
+ * program one constant away from a fast one (block_N = 256 on 128 threads:
+ * 256 float32 accumulators a thread) ran 400 times slower with nothing
+ * said.  Results stay right, so it is a warning, with the threads that
+ * would bring it into registers. */
+static tl_walk_act gemm_into(tl_stmt *s, void *user) {
+  const tl_sym **c = user;
+  if (s->kind == S_GEMM && s->C == *c && !s->use_mma && !s->use_amd_mma) {
+    *c = NULL;
+    return TL_WALK_STOP;
+  }
+  return TL_WALK_GO;
+}
+
+void tl_warn_target(tl_program *prog) {
+  prog->warnings = (tl_diags){.arena = prog->arena};
+  int64_t T = prog->threads[0] * prog->threads[1] * prog->threads[2];
+  for (int i = 0; i < prog->nbuffer_slots; i++) {
+    const tl_sym *s = prog->buffer_syms[i];
+    if (s->kind != SYM_BUFFER || s->scope != SCOPE_FRAGMENT || s->in_regs || s->per_thread <= TL_MAX_REG_ELEMS)
+      continue;
+    int64_t n = s->per_thread * T, fit = (n + TL_MAX_REG_ELEMS - 1) / TL_MAX_REG_ELEMS;
+    fit = (fit + 127) / 128 * 128; /* whole warpgroups */
+    const tl_sym *c = s;
+    tl_walk(&prog->body, &(tl_walker){.pre = gemm_into}, &c);
+    tl_diag_add(&prog->warnings, s->pointer ? s->pointer : "", 0,
+                "fragment '%s' takes %lld elements a thread (%lld threads), more than the %d a thread keeps in "
+                "registers: it lives in shared memory%s; %lld threads or a smaller tile would keep it in registers",
+                s->name, (long long)s->per_thread, (long long)T, TL_MAX_REG_ELEMS,
+                c ? "" : " and its gemm runs element by element, off the matrix cores (hundreds of times slower)",
+                (long long)(fit > 1024 ? 1024 : fit));
+  }
+}

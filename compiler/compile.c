@@ -14,6 +14,8 @@
  *   tl_pass_pipeline_for   pass_pipeline.c: cp.async, software pipelining
  *   tl_pass_tma            pass_tma.c: bulk tensor copies (TMA) and their
  *                          mbarriers where the target has TMA; tensor maps
+ *   tl_pass_wspec          pass_wspec.c: a producer warpgroup that issues a
+ *                          loop's bulk tensor copies (sm_90a)
  *   tl_check_target        check_target.c: clusters, shared memory (diagnostics)
  *   tl_pass_range          pass_range.c: value ranges; bounds guards proven
  *   tl_pass_barrier        pass_barrier.c: where the block barriers go
@@ -380,7 +382,8 @@ static json_t *tensor_maps_json(tl_arena *a, const tl_program *prog, const json_
     json_object_set_new(o, "box", box);
     json_object_set_new(o, "element_strides", es);
     json_object_set_new(o, "interleave", json_string("none"));
-    json_object_set_new(o, "swizzle", json_string(m->swizzle128 ? "128B" : "none"));
+    json_object_set_new(o, "swizzle", json_string(m->swizzle == 128 ? "128B" : m->swizzle == 64 ? "64B"
+                                                  : m->swizzle == 32 ? "32B" : "none"));
     json_object_set_new(o, "l2_promotion", json_string("256B"));
     json_object_set_new(o, "oob_fill", json_string("zero"));
     json_t *off = json_array_get(offs, (size_t)(prog->nparams + i));
@@ -421,11 +424,15 @@ static char *metadata(tl_arena *a, const tl_program *prog, const char *target, c
   json_t *launch = json_object(), *grid = json_array(), *block = json_array();
   for (int i = 0; i < prog->ngrid; i++)
     json_array_append_new(grid, expr_json(a, prog->grid[i]));
-  for (int i = 0; i < 3; i++)
-    json_array_append_new(block, json_integer(prog->threads[i]));
+  for (int i = 0; i < 3; i++) /* with pass_wspec's producer warpgroup after the program's threads */
+    json_array_append_new(block, json_integer(prog->threads[i] + (i ? 0 : prog->wspec_threads)));
   json_object_set_new(launch, "grid", grid);
   json_object_set_new(launch, "block", block);
   json_object_set_new(launch, "dynamic_shared_bytes", json_integer(prog->smem_bytes));
+  if (prog->wspec_threads)
+    json_object_set_new(launch, "producer_threads", json_integer(prog->wspec_threads));
+  if (prog->persistent)
+    json_object_set_new(launch, "persistent", json_integer(prog->wspec_blocks));
   if (prog->ncluster) {
     json_t *cl = json_array();
     for (int i = 0; i < prog->ncluster; i++)
@@ -433,6 +440,23 @@ static char *metadata(tl_arena *a, const tl_program *prog, const char *target, c
     json_object_set_new(launch, "cluster", cl);
   }
   json_object_set_new(m, "launch", launch);
+  /* warnings: tl_warn_target's, and ptxas's spills */
+  json_t *warn = json_array();
+  for (int i = 0; i < prog->warnings.n; i++)
+    json_array_append_new(warn, json_pack("{s:s, s:s}", "pointer", prog->warnings.items[i].pointer, "message",
+                                          prog->warnings.items[i].message));
+  json_int_t spill = json_integer_value(json_object_get(res, "spill_store_bytes"));
+  if (spill > 0)
+    json_array_append_new(warn, json_pack("{s:s, s:s}", "pointer", "/kernel", "message",
+                                          tl_arena_printf(a, "ptxas spilled %lld bytes a thread to local memory "
+                                                          "(%lld registers): fewer fragment elements a thread "
+                                                          "would avoid it", (long long)spill,
+                                                          (long long)json_integer_value(json_object_get(res,
+                                                                                                    "registers")))));
+  if (json_array_size(warn))
+    json_object_set_new(m, "warnings", warn);
+  else
+    json_decref(warn);
   json_object_set_new(m, "resources", res);
   json_t *ver = json_object();
   json_object_set_new(ver, "compiler", json_string(tl_compiler_id));
@@ -473,6 +497,7 @@ const tl_stage_info tl_compile_stages[] = {
     {"place", "pass_place.c: registers or shared memory for every buffer, gemms on the matrix cores"},
     {"pipeline", "pass_pipeline.c: cp.async copies, software-pipelined loops, shared memory offsets"},
     {"tma", "pass_tma.c: bulk tensor copies (TMA) with mbarriers, the kernel's tensor maps"},
+    {"wspec", "pass_wspec.c: a producer warpgroup issuing a loop's bulk tensor copies (warp specialization)"},
     {"range", "pass_range.c: value ranges; each bounds guard kept or proven (inside)"},
     {"barrier", "pass_barrier.c: where the block barriers go"},
     {"raster", "pass_raster.c: the order of the blocks (use_swizzle)"},
@@ -534,8 +559,13 @@ again:;
       (st = after(req, "pipeline", prog, &cg, err)) != TL_OK)
     goto done;
   tl_pass_tma(prog, t.smem_bytes, &cg);
-  if ((st = after(req, "tma", prog, &cg, err)) != TL_OK || (st = tl_check_target(prog, &t, diags, err)) != TL_OK)
+  prog->max_registers = opt.max_registers;
+  if ((st = after(req, "tma", prog, &cg, err)) != TL_OK)
     goto done;
+  tl_pass_wspec(prog, t.smem_bytes, &cg);
+  if ((st = after(req, "wspec", prog, &cg, err)) != TL_OK || (st = tl_check_target(prog, &t, diags, err)) != TL_OK)
+    goto done;
+  tl_warn_target(prog);
   tl_pass_range(prog);
   if ((st = after(req, "range", prog, &cg, err)) != TL_OK || (st = tl_pass_barrier(prog, err)) != TL_OK ||
       (st = after(req, "barrier", prog, &cg, err)) != TL_OK)
@@ -543,7 +573,6 @@ again:;
   tl_pass_raster(prog);
   if ((st = after(req, "raster", prog, &cg, err)) != TL_OK)
     goto done;
-  prog->max_registers = opt.max_registers;
   char *src = tl_emit(arena, prog, &cg, err);
   if (!src) {
     st = err ? err->code : TL_UNSUPPORTED;

@@ -109,6 +109,8 @@ typedef struct {
   } ridx[8];
   int ridx_next;
   int uid;                 /* for unique local names */
+  const char *barrier;     /* a barrier of the program's threads: the dialect's, or with a producer
+                              warpgroup (pass_wspec.c) the named barrier 1 of T threads */
 } E;
 
 /* ---- output ---------------------------------------------------------------------- */
@@ -2034,7 +2036,7 @@ static void emit_assign(E *e, const tl_stmt *s, bool uniform) {
 static void barrier_line(E *e) {
   if (e->prog->fence_async)
     line(e, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
-  line(e, "%s", e->d->barrier);
+  line(e, "%s", e->barrier);
 }
 
 /* Emits one statement.  `uniform`: every thread of the block runs it (so a
@@ -2162,7 +2164,7 @@ static void emit_tma_copy(E *e, const tl_stmt *s) {
   const tl_tmap *m = &e->prog->tmaps[s->tma_map];
   const tl_region *src = s->src;
   const tl_sym *b = s->dst->sym;
-  int64_t panel_elems = 1, panels = m->swizzle128 ? b->dims[b->ndim - 1] / m->box[0] : 1;
+  int64_t panel_elems = 1, panels = m->swizzle ? b->dims[b->ndim - 1] / m->box[0] : 1;
   for (int d = 0; d < b->ndim; d++)
     panel_elems *= b->dims[d];
   panel_elems /= panels;
@@ -2191,7 +2193,7 @@ static const char *mbar_of(E *e, const tl_stmt *loop, const char *stage) {
 /* The phase bits of a TMA loop's mbarriers: one word per loop, a bit per
  * stage (tl_walker). */
 static tl_walk_act declare_phase(tl_stmt *s, void *user) {
-  if (s->kind == S_LOOP && s->tma)
+  if (s->kind == S_LOOP && s->tma && !s->wspec)
     line(user, "unsigned tl_ph%d = 0;", s->mbar);
   return TL_WALK_GO;
 }
@@ -2205,8 +2207,24 @@ static void declare_mbarriers(E *e) {
   line(e, "const unsigned tl_mbar = tl_smem_addr(tl_smem + %" PRId64 ");", p->mbar_offset);
   line(e, "if (tl_tid == 0) {");
   e->indent++;
-  line(e, "for (int tl_i = 0; tl_i < %d; tl_i++)", p->nmbar);
+  /* one arrival completes a phase (the thread that expects the bytes), or,
+   * on pass_wspec's "stage is free" mbarriers (the last), one per warp of
+   * the program's threads, or one per thread (wspec_threads) */
+  int nfull = p->nmbar, nempty = 0;
+  int64_t arrivals = e->T / 32;
+  for (int i = 0; i < p->body.n; i++)
+    if (p->body.items[i]->kind == S_LOOP && p->body.items[i]->wspec) {
+      nfull = p->body.items[i]->wspec_empty;
+      nempty = (int)p->body.items[i]->pipe_stages;
+      arrivals = p->body.items[i]->wspec_threads ? e->T : e->T / 32;
+    }
+  line(e, "for (int tl_i = 0; tl_i < %d; tl_i++)", nfull);
   line(e, "  asm volatile(\"mbarrier.init.shared::cta.b64 [%%0], 1;\" :: \"r\"(tl_mbar + 8u * (unsigned)tl_i) : \"memory\");");
+  if (nempty) {
+    line(e, "for (int tl_i = %d; tl_i < %d; tl_i++)", nfull, nfull + nempty);
+    line(e, "  asm volatile(\"mbarrier.init.shared::cta.b64 [%%0], %" PRId64 ";\" :: \"r\"(tl_mbar + 8u * (unsigned)tl_i) : "
+            "\"memory\");", arrivals);
+  }
   line(e, "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");");
   e->indent--;
   line(e, "}");
@@ -2237,9 +2255,21 @@ static void stage_pointers(E *e, const tl_stmt *loop, const char *stage) {
   }
 }
 
+/* The bulk tensor copies of one iteration of loop into stage `stage`, by
+ * the thread that runs it, after it tells the stage's mbarrier how many
+ * bytes they bring. */
+static void tma_copies(E *e, const tl_stmt *loop, const char *stage) {
+  line(e, "const unsigned tl_mb = %s;", mbar_of(e, loop, stage));
+  line(e, "asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;\" :: \"r\"(tl_mb), \"r\"(%" PRId64
+          "u) : \"memory\");",
+       tma_stage_bytes(loop));
+  for (int i = 0; i < loop->body.n; i++)
+    if (loop->body.items[i]->prefetch && loop->body.items[i]->tma)
+      emit_tma_copy(e, loop->body.items[i]);
+}
+
 /* The prefetches of one iteration into stage `stage`: cp.async copies by
- * every thread; bulk tensor copies by thread 0, after it tells the stage's
- * mbarrier how many bytes they bring. */
+ * every thread; bulk tensor copies by thread 0. */
 static void prefetch_copies(E *e, const tl_stmt *loop, const char *stage) {
   for (int i = 0; i < loop->body.n; i++)
     if (loop->body.items[i]->prefetch && !loop->body.items[i]->tma)
@@ -2248,15 +2278,191 @@ static void prefetch_copies(E *e, const tl_stmt *loop, const char *stage) {
     return;
   line(e, "if (tl_tid == 0) {");
   e->indent++;
-  line(e, "const unsigned tl_mb = %s;", mbar_of(e, loop, stage));
-  line(e, "asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;\" :: \"r\"(tl_mb), \"r\"(%" PRId64
-          "u) : \"memory\");",
-       tma_stage_bytes(loop));
-  for (int i = 0; i < loop->body.n; i++)
-    if (loop->body.items[i]->prefetch && loop->body.items[i]->tma)
-      emit_tma_copy(e, loop->body.items[i]);
+  tma_copies(e, loop, stage);
   e->indent--;
   line(e, "}");
+}
+
+/* After a pipelined loop: waits for the wgmma groups its gemm left in
+ * flight (pass_pipeline.c's wg_drain), and pins their accumulators. */
+static void drain_wgmma(E *e, const tl_stmt *s) {
+  if (!s->wg_drain)
+    return;
+  line(e, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+  for (int i = 0; i < s->body.n; i++)
+    if (s->body.items[i]->kind == S_GEMM && s->body.items[i]->wg_pending)
+      pin_regs(e, s->body.items[i]->C);
+}
+
+/* ---- warp specialization (pass_wspec.c) ---------------------------------------------------- */
+/* The "stage is free" mbarrier of stage `stage` of wspec loop `loop`. */
+static const char *empty_of(E *e, const tl_stmt *loop, const char *stage) {
+  return S("tl_mbar + 8u * (unsigned)(%d + (%s))", loop->wspec_empty, stage);
+}
+
+/* The kernel's wspec loop, or NULL. */
+static const tl_stmt *wspec_loop(const tl_program *p) {
+  for (int i = 0; i < p->body.n; i++)
+    if (p->body.items[i]->kind == S_LOOP && p->body.items[i]->wspec)
+      return p->body.items[i];
+  return NULL;
+}
+
+/* The block variables of block bid[] (C expressions, per axis) of a grid
+ * of nb[] blocks, in the raster order of pass_raster.c. */
+static void block_vars(E *e, const char *const *bid, const char *const *nb) {
+  const tl_program *p = e->prog;
+  if (p->raster_panel) {
+    /* block rasterization (pass_raster.c): stripes of `panel` block rows
+     * (or columns), walked column by column */
+    int64_t panel = p->raster_panel;
+    bool col = p->raster_column;
+    line(e, "const unsigned tl_gx = %s, tl_gy = %s;", nb[col ? 1 : 0], nb[col ? 0 : 1]);
+    line(e, "const unsigned tl_lin = %s + %s * %s;", bid[col ? 1 : 0], bid[col ? 0 : 1], nb[col ? 1 : 0]);
+    line(e, "const unsigned tl_pan = tl_lin / (%" PRId64 "u * tl_gx), tl_rem = tl_lin %% (%" PRId64 "u * tl_gx);", panel, panel);
+    line(e, "const unsigned tl_rows = tl_gy - tl_pan * %" PRId64 "u < %" PRId64 "u ? tl_gy - tl_pan * %" PRId64 "u : %" PRId64 "u;",
+         panel, panel, panel, panel);
+    line(e, "const int %s = (int)(tl_rem / tl_rows);", vname(e, p->block_vars[col ? 1 : 0]));
+    line(e, "const int %s = (int)(tl_pan * %" PRId64 "u + tl_rem %% tl_rows);", vname(e, p->block_vars[col ? 0 : 1]), panel);
+    if (p->block_vars[2])
+      line(e, "const int %s = (int)%s;", vname(e, p->block_vars[2]), bid[2]);
+  } else {
+    for (int i = 0; i < 3; i++)
+      if (p->block_vars[i])
+        line(e, "const int %s = (int)%s;", vname(e, p->block_vars[i]), bid[i]);
+  }
+}
+
+/* A persistent kernel (pass_wspec.c): the grid's tiles, walked by the
+ * blocks started, each from its linear index, every (blocks started)-th
+ * (so that a launch of the whole grid runs each tile once too); the
+ * program's block variables of each.  Closed by close_tiles. */
+static void open_tiles(E *e) {
+  static const char *const bid[3] = {"tl_b0", "tl_b1", "tl_b2"};
+  static const char *const nb[3] = {"(unsigned)tl_tg0", "(unsigned)tl_tg1", "(unsigned)tl_tg2"};
+  const char *const *b = e->d->bid, *const *n = e->d->nblocks;
+  line(e, "for (long long tl_tile = %s + (long long)%s * (%s + (long long)%s * %s); tl_tile < tl_ntiles; "
+          "tl_tile += (long long)%s * %s * %s) {", b[0], n[0], b[1], n[1], b[2], n[0], n[1], n[2]);
+  e->indent++;
+  line(e, "const unsigned tl_b0 = (unsigned)(tl_tile %% tl_tg0), tl_b1 = (unsigned)(tl_tile / tl_tg0 %% tl_tg1), "
+          "tl_b2 = (unsigned)(tl_tile / (tl_tg0 * tl_tg1)); (void)tl_b1; (void)tl_b2;");
+  block_vars(e, bid, nb);
+}
+
+static void close_tiles(E *e) {
+  e->indent--;
+  line(e, "}");
+}
+
+/* The producer warpgroup, threads T to T+127 (after the mbarriers are
+ * ready): it gives up registers, and its first thread evaluates the lets
+ * the copies use and walks the wspec loop's iterations: iteration f waits
+ * until iteration f - S has freed its stage (the stage's empty mbarrier
+ * completing its phase f / S - 1), then expects the stage's bytes on its
+ * full mbarrier and issues the copies.  The program's threads then take
+ * the registers, and the named barrier 1 of their T threads as their block
+ * barrier. */
+static void emit_producer(E *e) {
+  const tl_program *p = e->prog;
+  const tl_stmt *loop = wspec_loop(p);
+  if (!loop)
+    return;
+  int64_t S = loop->pipe_stages;
+  line(e, "if (tl_tid >= %" PRId64 ") {", e->T);
+  e->indent++;
+  if (p->wspec_regs[1])
+    line(e, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %d;\" ::: \"memory\");", p->wspec_regs[0]);
+  line(e, "if (tl_tid == %" PRId64 ") {", e->T);
+  e->indent++;
+  line(e, "unsigned long long tl_pit = 0; /* iterations issued, over the tiles */");
+  if (p->persistent)
+    open_tiles(e);
+  for (int i = 0; p->body.items[i] != loop; i++)
+    if (p->body.items[i]->kind == S_LET && p->body.items[i]->wspec)
+      emit_stmt(e, p->body.items[i], false);
+  const char *var = vname(e, loop->var);
+  line(e, "const long long tl_pn = (long long)(%s), tl_ps = (long long)(%s);", ex(e, loop->extent), ex(e, loop->start));
+  line(e, "for (long long tl_f = 0; tl_f < tl_pn; tl_f++, tl_pit++) {");
+  e->indent++;
+  line(e, "const int tl_st = (int)(tl_pit %% %" PRId64 ");", S);
+  line(e, "if (tl_pit >= %" PRId64 ") tl_mbar_wait(%s, (unsigned)(tl_pit / %" PRId64 " - 1) & 1u);", S,
+       empty_of(e, loop, "tl_st"), S);
+  line(e, "const int %s = (int)(tl_ps + tl_f); (void)%s;", var, var);
+  stage_pointers(e, loop, "tl_st");
+  tma_copies(e, loop, "tl_st");
+  e->indent--;
+  line(e, "}");
+  if (p->persistent)
+    close_tiles(e);
+  e->indent--;
+  line(e, "}");
+  line(e, "return;");
+  e->indent--;
+  line(e, "}");
+  if (p->wspec_regs[1])
+    line(e, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\" ::: \"memory\");", p->wspec_regs[1]);
+  line(e, "unsigned long long tl_cit = 0; /* iterations waited for, over the tiles */");
+  e->barrier = S("asm volatile(\"bar.sync 1, %" PRId64 ";\" ::: \"memory\");", e->T);
+}
+
+/* Frees stage `stage` (a C expression) of wspec loop s: each warp, its
+ * reads done (__syncwarp; wgmma's, by the wait for their group), or, where
+ * the body reads the stage otherwise (wspec_threads), each thread after a
+ * proxy fence, its generic reads before the async proxy's next copy. */
+static void release_stage(E *e, const tl_stmt *s, const char *stage) {
+  const char *arrive = S("asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(%s) : \"memory\");",
+                         empty_of(e, s, stage));
+  if (s->wspec_threads) {
+    line(e, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
+    line(e, "%s", arrive);
+  } else {
+    line(e, "__syncwarp();");
+    line(e, "if ((tl_tid & 31) == 0) %s", arrive);
+  }
+}
+
+/* The program's side of a wspec loop: iteration c waits for stage c % S's
+ * full mbarrier (phase c / S), runs the body, and then frees the stage of
+ * iteration c - wspec_lag, whose wgmma groups the body's wgmma.wait_group
+ * has seen complete (release_stage). */
+static void emit_wspec_loop(E *e, const tl_stmt *s) {
+  int64_t S = s->pipe_stages;
+  int id = e->uid++, lag = s->wspec_lag;
+  const char *var = vname(e, s->var);
+  line(e, "{");
+  e->indent++;
+  line(e, "const long long tl_n%d = (long long)(%s), tl_s%d = (long long)(%s);", id, ex(e, s->extent), id,
+       ex(e, s->start));
+  line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
+  e->indent++;
+  line(e, "const unsigned long long tl_g = tl_cit + (unsigned long long)tl_c%d;", id);
+  line(e, "tl_mbar_wait(%s, (unsigned)(tl_g / %" PRId64 ") & 1u);", mbar_of(e, s, S("(int)(tl_g %% %" PRId64 ")", S)), S);
+  line(e, "const int %s = (int)(tl_s%d + tl_c%d);", var, id, id);
+  stage_pointers(e, s, S("tl_g %% %" PRId64, S));
+  for (int i = 0; i < s->body.n && !e->failed; i++)
+    if (!s->body.items[i]->prefetch)
+      emit_stmt(e, s->body.items[i], true);
+  if (s->barrier_end) /* the next iteration conflicts with this one (pass_barrier.c) */
+    barrier_line(e);
+  line(e, "%s{", lag ? S("if (tl_c%d >= %d) ", id, lag) : "");
+  e->indent++;
+  release_stage(e, s, S("(int)((tl_g - %d) %% %" PRId64 ")", lag, S));
+  e->indent--;
+  line(e, "}");
+  e->indent--;
+  line(e, "}");
+  drain_wgmma(e, s);
+  if (lag) { /* the stages of the last iterations, their groups done: the producer may be on the next tile */
+    line(e, "for (long long tl_j = tl_n%d > %d ? tl_n%d - %d : 0; tl_j < tl_n%d; tl_j++) {", id, lag, id, lag, id);
+    e->indent++;
+    release_stage(e, s, S("(int)((tl_cit + (unsigned long long)tl_j) %% %" PRId64 ")", S));
+    e->indent--;
+    line(e, "}");
+  }
+  line(e, "tl_cit += (unsigned long long)tl_n%d;", id);
+  e->indent--;
+  line(e, "}");
+  barrier_line(e);
 }
 
 /* Whether loop has prefetched copies on cp.async. */
@@ -2372,6 +2578,10 @@ static void emit_iteration(E *e, const tl_stmt *s, int id, const char *c, int pa
  * compile time (registers cannot be indexed at run time), each running the
  * previous iteration's tail after its gemm. */
 static void emit_pipelined(E *e, const tl_stmt *s) {
+  if (s->wspec) {
+    emit_wspec_loop(e, s);
+    return;
+  }
   int64_t D = s->pipe_ahead;
   int id = e->uid++;
   bool cp = has_cp_async(s);
@@ -2481,6 +2691,7 @@ char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err) {
 char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_error *err) {
   E ee = {.a = a, .prog = prog, .err = err}, *e = &ee;
   e->d = cg->dialect == TL_DIALECT_HIP ? &dialect_hip : &dialect_cuda;
+  e->barrier = e->d->barrier;
   e->T = prog->threads[0] * prog->threads[1] * prog->threads[2];
   assert((prog->lowered & TL_RAN_ALL) == TL_RAN_ALL); /* pass_range, pass_barrier, pass_raster ran */
   put(e, e->d->prelude);
@@ -2506,7 +2717,9 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
       cluster = S("__cluster_dims__(%" PRId64 ", %" PRId64 ", %" PRId64 ") ", prog->cluster[0],
                   prog->ncluster > 1 ? prog->cluster[1] : 1, prog->ncluster > 2 ? prog->cluster[2] : 1);
   const char *bounds = S(e->d->bounds, e->T);
-  if (prog->max_registers && cg->dialect == TL_DIALECT_CUDA)
+  if (prog->wspec_threads) /* the registers at entry follow from the blocks per SM asked (pass_wspec.c) */
+    bounds = S("__launch_bounds__(%" PRId64 ", %d) ", e->T + prog->wspec_threads, prog->wspec_blocks);
+  else if (prog->max_registers && cg->dialect == TL_DIALECT_CUDA)
     bounds = "";
   else if (prog->max_registers) /* AMD: the launch bounds stay, with a cap on VGPRs */
     bounds = S("%s__attribute__((amdgpu_num_vgpr(%d))) ", bounds, prog->max_registers);
@@ -2532,29 +2745,26 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
       for (int d = 0; d < s->ndim; d++)
         line(e, "const long long g_%s_d%d = (long long)(%s); (void)g_%s_d%d;", s->name, d, ex(e, s->shape[d]), s->name, d);
   }
-  const char *const *bid = e->d->bid, *const *nb = e->d->nblocks;
-  if (prog->raster_panel) {
-    /* block rasterization (pass_raster.c): stripes of `panel` block rows
-     * (or columns), walked column by column */
-    int64_t panel = prog->raster_panel;
-    bool col = prog->raster_column;
-    line(e, "const unsigned tl_gx = %s, tl_gy = %s;", nb[col ? 1 : 0], nb[col ? 0 : 1]);
-    line(e, "const unsigned tl_lin = %s + %s * %s;", bid[col ? 1 : 0], bid[col ? 0 : 1], nb[col ? 1 : 0]);
-    line(e, "const unsigned tl_pan = tl_lin / (%" PRId64 "u * tl_gx), tl_rem = tl_lin %% (%" PRId64 "u * tl_gx);", panel, panel);
-    line(e, "const unsigned tl_rows = tl_gy - tl_pan * %" PRId64 "u < %" PRId64 "u ? tl_gy - tl_pan * %" PRId64 "u : %" PRId64 "u;",
-         panel, panel, panel, panel);
-    line(e, "const int %s = (int)(tl_rem / tl_rows);", vname(e, prog->block_vars[col ? 1 : 0]));
-    line(e, "const int %s = (int)(tl_pan * %" PRId64 "u + tl_rem %% tl_rows);", vname(e, prog->block_vars[col ? 0 : 1]), panel);
-    if (prog->block_vars[2])
-      line(e, "const int %s = (int)%s;", vname(e, prog->block_vars[2]), bid[2]);
-  } else {
-    for (int i = 0; i < 3; i++)
-      if (prog->block_vars[i])
-        line(e, "const int %s = (int)%s;", vname(e, prog->block_vars[i]), bid[i]);
+  if (!prog->persistent)
+    block_vars(e, e->d->bid, e->d->nblocks);
+  if (prog->persistent) { /* the grid's tiles (pass_wspec.c): the launch starts fewer blocks */
+    const char *g[3] = {"1", "1", "1"};
+    for (int i = 0; i < prog->ngrid; i++)
+      g[i] = ex(e, prog->grid[i]);
+    line(e, "const long long tl_tg0 = (long long)(%s), tl_tg1 = (long long)(%s), tl_tg2 = (long long)(%s);", g[0], g[1],
+         g[2]);
+    line(e, "const long long tl_ntiles = tl_tg0 * tl_tg1 * tl_tg2;");
   }
   declare_buffers(e);
   declare_mbarriers(e);
+  emit_producer(e);
+  if (prog->persistent)
+    open_tiles(e);
   emit_body(e, &prog->body, true);
+  if (prog->persistent) { /* the next tile's statements after this one's */
+    barrier_line(e);
+    close_tiles(e);
+  }
   e->indent--;
   line(e, "}");
   return e->failed ? NULL : e->buf;

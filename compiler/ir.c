@@ -615,6 +615,12 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
       fprintf(f, " [tail not late: %s]", s->lag_why);
     if (s->tma)
       fprintf(f, " [mbarriers %d..%d]", s->mbar, s->mbar + (int)s->pipe_stages - 1);
+    if (s->wspec)
+      fprintf(f, " [warp-specialized: a producer warpgroup issues the copies; stages freed on mbarriers %d..%d, "
+              "%d iteration%s later]", s->wspec_empty, s->wspec_empty + (int)s->pipe_stages - 1, s->wspec_lag,
+              s->wspec_lag == 1 ? "" : "s");
+    if (s->wspec_why)
+      fprintf(f, " [not warp-specialized: %s]", s->wspec_why);
     dump_range(f, s->var, ranged);
     break;
   }
@@ -682,10 +688,17 @@ void tl_dump_program(const tl_program *prog, void *fp) {
     fprintf(f, "tensor map %d: %s, box [", i, m->tensor->name);
     for (int d = 0; d < m->rank; d++)
       fprintf(f, "%s%lld", d ? ", " : "", (long long)m->box[d]);
-    fprintf(f, "] (innermost first), swizzle %s, out of bounds reads zero\n", m->swizzle128 ? "128B" : "none");
+    if (m->swizzle)
+      fprintf(f, "] (innermost first), swizzle %dB, out of bounds reads zero\n", m->swizzle);
+    else
+      fprintf(f, "] (innermost first), swizzle none, out of bounds reads zero\n");
   }
   if (prog->nmbar)
     fprintf(f, "mbarriers: %d at %lld\n", prog->nmbar, (long long)prog->mbar_offset);
+  if (prog->wspec_threads)
+    fprintf(f, "producer warpgroup: %lld threads after the program's; %d blocks per SM; setmaxnreg %d / %d%s\n",
+            (long long)prog->wspec_threads, prog->wspec_blocks, prog->wspec_regs[0], prog->wspec_regs[1],
+            prog->persistent ? "; persistent: the blocks started walk the grid's tiles" : "");
   if (prog->lowered & TL_RAN_RANGE)
     for (int i = 0; i < 3; i++)
       if (prog->block_vars[i]) {

@@ -158,8 +158,8 @@ typedef struct tl_sym {
                                   word i, the lower first); only written whole by a copy from
                                   a fragment of the same layout and read as the A operand of
                                   gemms taking A from registers (pass_place.c) */
-  bool tma_dst;                /* after pass_tma: written by bulk tensor copies in the 128-byte
-                                  swizzle, so 1024-byte aligned like a wgmma operand */
+  bool tma_dst;                /* after pass_tma: written by bulk tensor copies in a swizzle (128-,
+                                  64- or 32-byte), so 1024-byte aligned like a wgmma operand */
   bool wgmma_op;               /* swizzled operand of a wgmma gemm: rows of 64 elements in the
                                   128-byte swizzle mode (wider rows are stored as panels of 64
                                   columns, one after another), 1024-byte aligned */
@@ -435,8 +435,8 @@ unsigned tl_stmt_kind_flags(tl_stmt_kind k);
   X(OP_CUMSUM, "cumsum", S_CUMSUM, "op", "src", "dst", "dim", "reverse")                                   \
   X(OP_ATOMIC_ADD, "atomic_add", S_ATOMIC_ADD, "op", "dst", "src", "value")                                \
   X(OP_PARALLEL, "parallel", S_PARALLEL, "op", "vars", "extents", "body")                                  \
-  X(OP_PIPELINED, "pipelined", S_LOOP, "op", "var", "extent", "start", "num_stages", "tma", "order", "stage",     \
-    "body")                                                                                                \
+  X(OP_PIPELINED, "pipelined", S_LOOP, "op", "var", "extent", "start", "num_stages", "tma",                        \
+    "warp_specialize", "order", "stage", "body")                                                                                                \
   X(OP_SERIAL, "serial", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
   X(OP_UNROLL, "unroll", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
   X(OP_VECTORIZED, "vectorized", S_LOOP, "op", "var", "extent", "start", "step", "body")                   \
@@ -579,6 +579,19 @@ struct tl_stmt {
   const char *tma_why; /* after pass_tma, on a target with TMA: why a cp.async copy is not one */
   int mbar;            /* tma loop: its first mbarrier (one per stage) in tl_program's */
   bool no_tma;         /* pipelined: "tma": false (the program refuses TMA for the loop) */
+  bool no_wspec;       /* pipelined: "warp_specialize": false (no producer warpgroup for the loop) */
+  bool wspec;          /* after pass_wspec, a tma loop: its bulk tensor copies are issued by a
+                          producer warpgroup of its own, ahead of the program's threads, through
+                          full mbarriers (mbar..) and empty ones (wspec_empty..), one per stage;
+                          on a let of the kernel's body: the producer evaluates it too */
+  int wspec_empty;     /* wspec loop: its first "stage is free" mbarrier in tl_program's */
+  bool wspec_threads;  /* wspec loop: its body reads the stages otherwise than through wgmma, so every
+                          thread frees a stage itself, after a proxy fence (its reads are the
+                          generic proxy's, the next copy into the stage the async proxy's) */
+  int wspec_lag;       /* wspec loop: iterations after which a stage is released (the wgmma
+                          groups its gemms leave in flight) */
+  const char *wspec_why; /* after pass_wspec, on a target that could: why a tma loop is not (static
+                          text or the program's arena) */
   bool barrier_before; /* after pass_barrier: a block barrier goes just before the statement */
   bool barrier_end;    /* after pass_barrier: a serial loop ends each iteration with a barrier */
 
@@ -609,7 +622,7 @@ struct tl_stmt {
    * (each may be NULL when absent): JSON booleans/integers or constant
    * expression strings. */
   struct {
-    tl_expr *trans_a, *trans_b, *clear_accum, *k_pack, *dim, *clear, *reverse, *num_stages, *enable, *tma;
+    tl_expr *trans_a, *trans_b, *clear_accum, *k_pack, *dim, *clear, *reverse, *num_stages, *enable, *tma, *wspec;
   } raw;
   const char *reduce_type_name, *policy_name, *order_name; /* parsed strings */
 
@@ -628,14 +641,15 @@ struct tl_stmt {
 #define TL_TMAP_RANK_MAX 5
 /* One tensor map: a tiled view of tensor param `tensor` that copies boxes
  * of box[] elements (innermost dimension first, as cuTensorMapEncodeTiled
- * takes them) into shared memory, with the 128-byte swizzle or none;
+ * takes them) into shared memory, with the 128-, 64- or 32-byte swizzle or none;
  * out-of-bounds elements read as zero.  The kernel takes it as a
  * `const __grid_constant__` parameter after the program's params. */
 typedef struct tl_tmap {
   const struct tl_sym *tensor;
   int rank;                         /* the tensor's ndim */
   int64_t box[TL_TMAP_RANK_MAX];    /* innermost first */
-  bool swizzle128;                  /* CU_TENSOR_MAP_SWIZZLE_128B, else NONE */
+  int swizzle;                      /* the swizzle's span in bytes: 128, 64 or 32 (CU_TENSOR_MAP_SWIZZLE_128B,
+                                       64B, 32B), 0 for none */
 } tl_tmap;
 
 /* ---- program --------------------------------------------------------------- */
@@ -656,6 +670,8 @@ typedef struct tl_program {
   tl_sym *block_vars[3];
   int ncluster;
   int64_t cluster[3];
+  tl_expr *persistent_expr; /* "persistent" (parsed), or NULL */
+  bool no_persistent;  /* after check: "persistent": false */
   tl_body body;
   /* after check */
   int nvalue_slots;
@@ -674,6 +690,17 @@ typedef struct tl_program {
   struct tl_tmap *tmaps;
   int nmbar;
   int64_t mbar_offset;
+  /* after pass_wspec: a producer warpgroup (wspec loops) */
+  int64_t wspec_threads; /* threads the launch adds after the program's (128), or 0 */
+  int wspec_regs[2];     /* setmaxnreg: registers per thread of the producer, of the program's threads
+                            (0: none, the block's launch registers stay) */
+  int wspec_blocks;      /* blocks per SM the launch bounds ask for (the registers at entry follow) */
+  bool persistent;       /* after pass_wspec: a persistent kernel: at most wspec_blocks blocks per SM
+                            walk the grid's tiles (the blocks of the program's grid) in order */
+  /* after tl_check_target: what makes the kernel far slower than it could
+   * be (a fragment too large for registers), for the metadata's "warnings"
+   * and `tlc compile`'s standard error; never an error */
+  tl_diags warnings;
   /* after pass_barrier */
   bool fence_async;      /* some gemm runs on wgmma: every barrier is preceded by
                             fence.proxy.async, making the threads' shared-memory writes

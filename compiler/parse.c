@@ -557,6 +557,7 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     if (s->loop_kind == LOOP_PIPELINED) {
       s->raw.num_stages = get_int_field(p, v, "num_stages", ptr, false, what);
       s->raw.tma = get_flag(p, v, "tma", ptr);
+      s->raw.wspec = get_flag(p, v, "warp_specialize", ptr);
       for (int which = 0; which < 2; which++) {
         const char *key = which ? "stage" : "order";
         json_t *l = json_object_get(v, key);
@@ -820,7 +821,7 @@ static void parse_kernel(P *p, json_t *k) {
     ERR("/kernel", "'kernel' must be an object, not %s", json_kind(k));
     return;
   }
-  static const char *const fields[] = {"grid", "threads", "block_vars", "cluster", "body", NULL};
+  static const char *const fields[] = {"grid", "threads", "block_vars", "cluster", "persistent", "body", NULL};
   check_fields(p, k, "/kernel", "'kernel'", fields);
   tl_program *prog = p->prog;
   json_t *grid = need(p, k, "grid", "/kernel", "'kernel'");
@@ -855,6 +856,7 @@ static void parse_kernel(P *p, json_t *k) {
         prog->block_vars[i]->type = TL_INT32;
       }
   }
+  prog->persistent_expr = get_flag(p, k, "persistent", "/kernel");
   json_t *cl = json_object_get(k, "cluster");
   if (cl) {
     if (!json_is_array(cl) || json_array_size(cl) == 0 || json_array_size(cl) > 3)

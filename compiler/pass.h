@@ -36,6 +36,10 @@ tl_codegen tl_codegen_of(const tl_target *t);
  * TL_INVALID_ARG or TL_UNSUPPORTED for a target name it does not know. */
 tl_status tl_codegen_for(const char *target, tl_codegen *cg, int64_t *smem_limit, tl_error *err);
 
+/* The most elements a thread holds of a register fragment (pass_place.c):
+ * a larger fragment lives in shared memory (tl_warn_target says so). */
+#define TL_MAX_REG_ELEMS 128
+
 /* pass_place.c: registers or shared memory for every buffer, for a target
  * with smem_limit bytes of shared memory per block.  tl_pass_place is
  * tl_pass_place_for with tl_codegen_cuda. */
@@ -64,6 +68,12 @@ bool tl_multiple_of(const tl_expr *x, int64_t v);
  * nmbar), then tl_pass_smem; none when they would take shared memory over
  * smem_limit bytes. */
 void tl_pass_tma(tl_program *prog, int64_t smem_limit, const tl_codegen *cg);
+/* pass_wspec.c: a producer warpgroup for the bulk tensor copies of the
+ * kernel's one tma loop where cg's target has wgmma (sm_90a) and the loop
+ * qualifies (tl_stmt.wspec, wspec_why; tl_program.wspec_threads,
+ * wspec_regs, wspec_blocks; its mbarriers after the others), then
+ * tl_pass_smem; none when they would take shared memory over smem_limit. */
+void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg);
 /* pass_place.c: offsets of the shared buffers (after pass_pipeline). */
 void tl_pass_smem(tl_program *prog);
 
@@ -71,6 +81,11 @@ void tl_pass_smem(tl_program *prog);
  * (clusters, shared memory)?  Each misfit is a diagnostic with a pointer
  * into the program; *err has the first (TL_UNSUPPORTED or TL_LIMIT). */
 tl_status tl_check_target(const tl_program *prog, const tl_target *t, tl_diags *diags, tl_error *err);
+
+/* check_target.c: the program's performance warnings (tl_program.warnings,
+ * in its arena): each fragment too large for registers, saying what it
+ * costs (its gemm off the matrix cores) and what would fit. */
+void tl_warn_target(tl_program *prog);
 
 /* pass_range.c: value ranges of the integer expressions, and which bounds
  * guards of global accesses they prove unnecessary (annotations on the
@@ -101,7 +116,7 @@ char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err);
 char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_error *err);
 
 /* verify.c: does prog keep what the pass `stage` (a name of
- * tl_compile_stages: place, pipeline, tma, range, barrier; the others
+ * tl_compile_stages: place, pipeline, tma, wspec, range, barrier; the others
  * promise nothing checked) promises, for cg's target?  TL_OK, or TL_INTERNAL with
  * *err naming the stage and pointing at the statement (or buffer) where it
  * does not.  Changes nothing.  tl_compile runs it after each stage when

@@ -13,7 +13,10 @@
  * what was pending before it and leave the union; a loop may run no
  * iteration, so what was pending before it stays pending after it; a
  * pipelined loop starts with a barrier when anything is pending and its
- * iterations each start with one (emit_cuda.c prints those).  A conflict
+ * iterations each start with one (emit_cuda.c prints those), except a
+ * warp-specialized one (pass_wspec.c), whose copies synchronize on
+ * mbarriers: the rest of its body is walked as a serial loop's, with a
+ * barrier after it.  A conflict
  * inside thread-dependent control, where no barrier can be placed, is an
  * error.  The barriers inside one tile operator's lowering (the exchanges
  * of a reduction through the scratch, a lock-step assignment) are the
@@ -265,20 +268,31 @@ static void walk_stmt(B *b, tl_stmt *s, bool uniform) {
     break;
   }
   case S_LOOP: {
-    if (s->pipe) {
+    if (s->pipe && !s->wspec) {
       walk_pipelined(b, s);
       return;
     }
     bool inner = uniform && !tl_expr_varying(s->start) && !tl_expr_varying(s->extent) && !tl_expr_varying(s->step);
     access before = copy_access(b->a, &b->pend), body = {0};
-    collect_body(b->a, &body, &s->body);
-    walk_body(b, &s->body, inner);
+    /* a warp-specialized loop (pass_wspec.c): the producer's copies wait
+     * for their stages, and are waited for, on mbarriers; the rest of the
+     * body runs as a serial loop's, and a barrier follows the loop */
+    for (int i = 0; i < s->body.n; i++)
+      if (!(s->wspec && s->body.items[i]->prefetch))
+        collect(b->a, &body, s->body.items[i]);
+    for (int i = 0; i < s->body.n && !b->failed; i++)
+      if (!(s->wspec && s->body.items[i]->prefetch))
+        walk_stmt(b, s->body.items[i], inner);
     /* the next iteration runs the body again: separate it from this one */
     if (inner && conflicts(&b->pend, &body)) {
       s->barrier_end = true;
       barrier(b);
     }
     merge(b->a, &b->pend, &before); /* the loop may run no iteration */
+    if (s->wspec) { /* the barrier after the loop (emit_cuda.c) */
+      barrier(b);
+      return;
+    }
     break;
   }
   default:

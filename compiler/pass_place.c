@@ -50,7 +50,6 @@
 #include "pass.h"
 #include "target.h"
 
-#define TL_MAX_REG_ELEMS 128
 
 typedef struct {
   tl_program *prog;

@@ -26,16 +26,19 @@
  *   - the buffer's layout is one a tensor map writes: row-major
  *     (no swizzle), or the 128-byte swizzle of 128-byte rows of 16- or 8-bit
  *     elements (tl_swz with 8 chunks per row, and a wgmma operand's panels
- *     of 128 bytes of columns, one copy per panel), each stage a whole
- *     number of swizzle atoms (1024 bytes)
- *     or, unswizzled, of 128 bytes (a bulk copy's destination alignment);
+ *     of 128 bytes of columns, one copy per panel), or a wgmma operand's
+ *     rows of 32 or 64 bytes (tl_swz's key then XORs the chunk index below
+ *     the row pair or quad, the 32- or 64-byte swizzle), each stage a whole
+ *     number of swizzle atoms (8 rows of the swizzle's span: 1024, 512 or
+ *     256 bytes) or, unswizzled, of 128 bytes (a bulk copy's destination
+ *     alignment);
  *   - (always so after cp.async's own conditions) the tensor's base is
  *     16-byte aligned and its innermost dimension a constant number of
  *     16-byte chunks, so every row pitch is a multiple of 16 bytes, as
  *     cuTensorMapEncodeTiled demands, whatever the dynamic dimensions are.
  *     The launcher checks the pitches it computes again (client/meta.c).
  * Other copies keep cp.async.  The ldmatrix swizzles of rows wider or
- * narrower than 128 bytes have no tensor-map equivalent: such copies stay on
+ * narrower than 128 bytes (outside wgmma operands) have no tensor-map equivalent: such copies stay on
  * cp.async (pass_place.c would have to store them as panels, like wgmma's).
  */
 #include <string.h>
@@ -94,13 +97,17 @@ static const char *why_not(P *p, const tl_stmt *s, tl_tmap *m) {
      * elements) is the 128-byte swizzle; a wgmma operand is stored in
      * panels of 128 bytes of columns, each in that swizzle */
     int64_t cols = b->dims[b->ndim - 1], pc = 128 / es; /* the columns of 128 bytes */
-    if (b->ndim != 2 || es > 2 || (b->wgmma_op ? cols % pc : cols != pc))
+    int64_t row = cols * es; /* a wgmma operand's rows of 32 or 64 bytes: tl_swz's key is row / (8 / chunks)
+                                over the chunks of a row, the 32- or 64-byte swizzle of a tensor map */
+    bool narrow = b->wgmma_op && b->ndim == 2 && es <= 2 && (row == 32 || row == 64);
+    if (!narrow && (b->ndim != 2 || es > 2 || (b->wgmma_op ? cols % pc : cols != pc)))
       return tl_arena_printf(a, "the buffer's swizzle (rows of %lld bytes) is not one a tensor map writes",
                              (long long)(cols * es));
-    m->swizzle128 = true;
-    m->box[0] = pc; /* emit_cuda.c copies the cols / pc panels one by one */
-    if (stage_bytes % 1024)
-      return "a stage of the buffer is not a whole number of 1024-byte swizzle atoms";
+    m->swizzle = narrow ? (int)row : 128;
+    m->box[0] = narrow ? cols : pc; /* emit_cuda.c copies the cols / pc panels one by one */
+    if (stage_bytes % (8 * m->swizzle))
+      return tl_arena_printf(a, "a stage of the buffer is not a whole number of %d-byte swizzle atoms",
+                             8 * m->swizzle);
   } else if (stage_bytes % 128) {
     return "a stage of the buffer is not a whole number of 128 bytes";
   }
@@ -119,7 +126,7 @@ static const char *why_not(P *p, const tl_stmt *s, tl_tmap *m) {
 static int map_index(tl_program *prog, const tl_tmap *m) {
   for (int i = 0; i < prog->ntmaps; i++) {
     const tl_tmap *o = &prog->tmaps[i];
-    if (o->tensor == m->tensor && o->swizzle128 == m->swizzle128 && !memcmp(o->box, m->box, sizeof o->box))
+    if (o->tensor == m->tensor && o->swizzle == m->swizzle && !memcmp(o->box, m->box, sizeof o->box))
       return i;
   }
   if (prog->ntmaps == TL_MAX_TMAPS)
@@ -144,7 +151,7 @@ static tl_walk_act pre(tl_stmt *s, void *user) {
     return TL_WALK_GO;
   }
   s->tma = true;
-  s->dst->sym->tma_dst = m.swizzle128;
+  s->dst->sym->tma_dst = m.swizzle != 0;
   tl_stmt *loop = (tl_stmt *)p->loop;
   if (!loop->tma) {
     loop->tma = true;

@@ -485,6 +485,16 @@ static int write_out(const char *path, const void *data, size_t n) {
   return 0;
 }
 
+/* The metadata's warnings (proto/kernel-meta.md), as FILE:POINTER: warning: MESSAGE. */
+static void print_warnings(const options *o, const tl_build *b) {
+  json_t *m = b->meta ? json_loads(b->meta, 0, NULL) : NULL, *w;
+  size_t i;
+  json_array_foreach(json_object_get(m, "warnings"), i, w)
+    fprintf(stderr, "%s:%s: warning: %s\n", o->file, json_string_value(json_object_get(w, "pointer")),
+            json_string_value(json_object_get(w, "message")));
+  json_decref(m);
+}
+
 static int cmd_compile(const options *o) {
   tl_arena *arena = tl_arena_new();
   int status = 0;
@@ -530,6 +540,7 @@ static int cmd_compile(const options *o) {
       if (!status)
         fprintf(stderr, "tlc: wrote %s (%zu bytes, %s, %.0f ms)\n", path, b->binary_size, target, b->compile_ms);
     }
+    print_warnings(o, b);
   }
   tl_build_free(b);
   free(text);

@@ -52,6 +52,13 @@
  *             thread's elements); no barrier sits under thread-dependent
  *             control or inside a parallel loop; fence_async is set exactly
  *             when a gemm runs on wgmma.
+ *   wspec:    the shared buffers and mbarriers as after pipeline; at most
+ *             one warp-specialized loop, a tma loop of the kernel's body all
+ *             of whose prefetched copies are bulk tensor copies, with one
+ *             "stage is free" mbarrier per stage apart from its full ones;
+ *             the producer warpgroup exactly then, after a one-dimensional
+ *             block of whole warpgroups; setmaxnreg counts that the
+ *             instruction takes (verify_wspec);
  * check and raster promise nothing the verifier checks.
  *
  * The barrier check reuses pass_barrier.c's access model (which buffers a
@@ -351,7 +358,7 @@ static void check_tma_copy(V *v, const tl_stmt *s, const tl_stmt *c) {
     return;
   }
   bool ok = m->tensor == c->src->sym && m->rank == c->src->sym->ndim && m->rank <= TL_TMAP_RANK_MAX &&
-            !tl_dtype_is_packed(c->dst->sym->dtype) && m->swizzle128 == c->dst->sym->tma_dst;
+            !tl_dtype_is_packed(c->dst->sym->dtype) && (m->swizzle != 0) == c->dst->sym->tma_dst;
   for (int d = 0; d < m->rank && ok; d++)
     ok = m->box[d] >= 1 && m->box[d] <= 256;
   if (!ok)
@@ -951,6 +958,21 @@ static void run_stmt(Bv *b, tl_stmt *s) {
       return;
     }
     access_now(b, s, control(b, s));
+    if (s->wspec) { /* the producer's copies wait and are waited for on mbarriers: the rest as a serial loop's body */
+      tl_body rest = {.items = tl_arena_alloc(b->v->prog->arena, sizeof(tl_stmt *) * (size_t)(s->body.n + 1))};
+      for (int i = 0; i < s->body.n; i++)
+        if (!s->body.items[i]->prefetch)
+          rest.items[rest.n++] = s->body.items[i];
+      touched after = copy_of(b, b->pend);
+      if (!s->barrier_end)
+        join(b, b->pend, body_effect(b, &rest).adds);
+      run_body(b, &rest);
+      clear(b, b->pend); /* a barrier after the loop */
+      join(b, after, b->pend);
+      clear(b, after);
+      b->pend = after;
+      return;
+    }
     if (s->pipe) { /* the prologue's copies, then each iteration after a barrier, and one after the loop */
       for (int i = 0; i < s->body.n; i++)
         if (s->body.items[i]->prefetch)
@@ -1011,6 +1033,55 @@ static void verify_barriers(V *v) {
   run_body(&b, &p->body);
 }
 
+/* ---- wspec ---------------------------------------------------------------------------- */
+/* pass_wspec.c's promises: at most one wspec loop, a tma loop of the
+ * kernel's body whose prefetched copies are all bulk tensor copies, on a
+ * target with wgmma and TMA; its "stage is free" mbarriers, one per stage,
+ * within the program's and apart from its full ones; the producer
+ * warpgroup (wspec_threads) exactly when there is such a loop, after a
+ * one-dimensional block of whole warpgroups, within 1024 threads; the
+ * setmaxnreg counts multiples of 8 from 24 to 256, the producer's below
+ * the others'. */
+static void verify_wspec(V *v) {
+  const tl_program *p = v->prog;
+  int64_t T = p->threads[0] * p->threads[1] * p->threads[2];
+  const tl_stmt *loop = NULL;
+  for (int i = 0; i < p->body.n; i++) {
+    const tl_stmt *s = p->body.items[i];
+    if (s->kind != S_LOOP || !s->wspec)
+      continue;
+    if (loop) {
+      fail(v, s->pointer, "a second warp-specialized loop%s", "", NULL);
+      return;
+    }
+    loop = s;
+    if (!s->tma || !v->cg->wgmma || !v->cg->tma) {
+      fail(v, s->pointer, "a warp-specialized loop without bulk tensor copies, or on a target without wgmma and TMA%s",
+           "", NULL);
+      return;
+    }
+    for (int j = 0; j < s->body.n; j++)
+      if (s->body.items[j]->prefetch && !s->body.items[j]->tma) {
+        fail(v, s->body.items[j]->pointer, "a warp-specialized loop prefetches a copy that is not a bulk tensor copy%s",
+             "", NULL);
+        return;
+      }
+    int64_t e = s->wspec_empty, S = s->pipe_stages;
+    if (e < 0 || e + S > p->nmbar || (e < s->mbar + S && s->mbar < e + S)) {
+      fail(v, s->pointer, "the loop's empty mbarriers are not within the program's, apart from its full ones%s", "",
+           NULL);
+      return;
+    }
+  }
+  bool regs_ok = p->wspec_regs[1] == 0 || (p->wspec_regs[0] % 8 == 0 && p->wspec_regs[1] % 8 == 0 &&
+                                           p->wspec_regs[0] >= 24 && p->wspec_regs[1] <= 256 &&
+                                           p->wspec_regs[0] < p->wspec_regs[1]);
+  if ((loop != NULL) != (p->wspec_threads == 128) || (loop && (T != p->threads[0] || T % 128 || T + 128 > 1024)) ||
+      !regs_ok || (loop && p->wspec_blocks < 1))
+    fail(v, loop ? loop->pointer : "", "the producer warpgroup, the block or the setmaxnreg counts are not as "
+                                       "pass_wspec.c promises%s", "", NULL);
+}
+
 /* ---- the entry point ---------------------------------------------------------------- */
 tl_status tl_verify(const tl_program *prog, const char *stage, const tl_codegen *cg, tl_error *err) {
   V v = {.prog = prog, .cg = cg, .stage = stage, .err = err};
@@ -1026,6 +1097,9 @@ tl_status tl_verify(const tl_program *prog, const char *stage, const tl_codegen 
     else if (verify_buffers(&v) && verify_smem(&v))
       tl_walk(body, &w, &v);
     verify_pending(&v);
+  } else if (strcmp(stage, "wspec") == 0) {
+    if (verify_smem(&v))
+      verify_wspec(&v);
   } else if (strcmp(stage, "range") == 0) {
     static const tl_walker w = {.pre = range_stmt, .expr = range_node};
     if (!(prog->lowered & TL_RAN_RANGE))

@@ -182,7 +182,7 @@ TL_DEV void tl_mbar_wait(unsigned bar, unsigned parity) {
   } while (!done);
 }
 
-extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__restrict__ g_A, unsigned short *__restrict__ g_B, unsigned short *__restrict__ g_C, const __grid_constant__ tl_tensor_map tl_tmap0) {
+extern "C" __global__ void __launch_bounds__(256, 4) gemm_small(unsigned short *__restrict__ g_A, unsigned short *__restrict__ g_B, unsigned short *__restrict__ g_C, const __grid_constant__ tl_tensor_map tl_tmap0, const __grid_constant__ tl_tensor_map tl_tmap1) {
   const int tl_tid = (int)threadIdx.x;
   (void)tl_tid;
   const long long g_A_d0 = (long long)(((long long)256LL)); (void)g_A_d0;
@@ -191,8 +191,8 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
   const long long g_B_d1 = (long long)(((long long)256LL)); (void)g_B_d1;
   const long long g_C_d0 = (long long)(((long long)256LL)); (void)g_C_d0;
   const long long g_C_d1 = (long long)(((long long)256LL)); (void)g_C_d1;
-  const int v_bx = (int)blockIdx.x;
-  const int v_by = (int)blockIdx.y;
+  const long long tl_tg0 = (long long)(((long long)4LL)), tl_tg1 = (long long)(((long long)4LL)), tl_tg2 = (long long)(1);
+  const long long tl_ntiles = tl_tg0 * tl_tg1 * tl_tg2;
   extern __shared__ __align__(128) unsigned char tl_smem[];
   unsigned short *const tl_base_A_shared = (unsigned short *)(tl_smem + 0);
   unsigned short *const s_A_shared = tl_base_A_shared; (void)s_A_shared;
@@ -203,108 +203,100 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
   if (tl_tid == 0) {
     for (int tl_i = 0; tl_i < 3; tl_i++)
       asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(tl_mbar + 8u * (unsigned)tl_i) : "memory");
+    for (int tl_i = 3; tl_i < 6; tl_i++)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 4;" :: "r"(tl_mbar + 8u * (unsigned)tl_i) : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  unsigned tl_ph0 = 0;
-  {
-    const float tl_v = (0x0p+0f);
-    #pragma unroll
-    for (int tl_r = 0; tl_r < 32; tl_r++) {
-      const int tl_e = (int)((((unsigned)tl_tid / 32u / 1u) * 16u + ((unsigned)(tl_r) / 32u) * 16u + ((unsigned)tl_tid % 32u) / 4u + (((unsigned)(tl_r) % 4u) / 2u) * 8u) * 64u + ((unsigned)tl_tid / 32u % 1u) * 64u + (((unsigned)(tl_r) / 4u) % 8u) * 8u + ((unsigned)tl_tid % 4u) * 2u + ((unsigned)(tl_r) % 2u));
-      {
-        const int tl_q1 = (int)(((unsigned)tl_tid / 32u % 1u) * 64u + (((unsigned)(tl_r) / 4u) % 8u) * 8u + ((unsigned)tl_tid % 4u) * 2u + ((unsigned)(tl_r) % 2u)); (void)tl_q1;
-        const int tl_q0 = (int)(((unsigned)tl_tid / 32u / 1u) * 16u + ((unsigned)(tl_r) / 32u) * 16u + ((unsigned)tl_tid % 32u) / 4u + (((unsigned)(tl_r) % 4u) / 2u) * 8u); (void)tl_q0;
-        r_C_local[tl_r] = tl_v;
-      }
-    }
-  }
-  {
-    const long long tl_n0 = (long long)(((int)8LL)), tl_s0 = (long long)(((int)0LL));
-    #pragma unroll
-    for (int tl_st = 0; tl_st < 1; tl_st++) {
-      if (tl_st < tl_n0) {
-        const int v_k = (int)(tl_s0 + tl_st); (void)v_k;
-        unsigned short *const s_A_shared = tl_base_A_shared + (long long)(tl_st) * 2048LL; (void)s_A_shared;
-        unsigned short *const s_B_shared = tl_base_B_shared + (long long)(tl_st) * 2048LL; (void)s_B_shared;
-        #pragma unroll
-        for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
-          const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 4u); (void)tl_q1;
-          const int tl_q0 = (int)(((unsigned)tl_e / 4u) % 64u); (void)tl_q0;
-          const bool tl_in = true;
-          const unsigned short *tl_g = tl_in ? &g_A[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_A_d1 + ((long long)(((int)(v_k * ((int)32LL)))) + (tl_q1 * 8LL))] : g_A;
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_A_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 4, 2, 3)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
-        }
-        if (tl_tid == 0) {
+  if (tl_tid >= 128) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;" ::: "memory");
+    if (tl_tid == 128) {
+      unsigned long long tl_pit = 0; /* iterations issued, over the tiles */
+      for (long long tl_tile = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z); tl_tile < tl_ntiles; tl_tile += (long long)gridDim.x * gridDim.y * gridDim.z) {
+        const unsigned tl_b0 = (unsigned)(tl_tile % tl_tg0), tl_b1 = (unsigned)(tl_tile / tl_tg0 % tl_tg1), tl_b2 = (unsigned)(tl_tile / (tl_tg0 * tl_tg1)); (void)tl_b1; (void)tl_b2;
+        const int v_bx = (int)tl_b0;
+        const int v_by = (int)tl_b1;
+        const long long tl_pn = (long long)(((int)8LL)), tl_ps = (long long)(((int)0LL));
+        for (long long tl_f = 0; tl_f < tl_pn; tl_f++, tl_pit++) {
+          const int tl_st = (int)(tl_pit % 3);
+          if (tl_pit >= 3) tl_mbar_wait(tl_mbar + 8u * (unsigned)(3 + (tl_st)), (unsigned)(tl_pit / 3 - 1) & 1u);
+          const int v_k = (int)(tl_ps + tl_f); (void)v_k;
+          unsigned short *const s_A_shared = tl_base_A_shared + (long long)(tl_st) * 2048LL; (void)s_A_shared;
+          unsigned short *const s_B_shared = tl_base_B_shared + (long long)(tl_st) * 2048LL; (void)s_B_shared;
           const unsigned tl_mb = tl_mbar + 8u * (unsigned)(0 + (tl_st));
-          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(tl_mb), "r"(4096u) : "memory");
-          asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" :: "r"(tl_smem_addr(s_B_shared) + 0u), "l"((unsigned long long)&tl_tmap0), "r"(tl_mb), "r"((int)(((int)(v_bx * ((int)64LL))))), "r"((int)(((int)(v_k * ((int)32LL))))) : "memory");
+          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(tl_mb), "r"(8192u) : "memory");
+          asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" :: "r"(tl_smem_addr(s_A_shared) + 0u), "l"((unsigned long long)&tl_tmap0), "r"(tl_mb), "r"((int)(((int)(v_k * ((int)32LL))))), "r"((int)(((int)(v_by * ((int)64LL))))) : "memory");
+          asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" :: "r"(tl_smem_addr(s_B_shared) + 0u), "l"((unsigned long long)&tl_tmap1), "r"(tl_mb), "r"((int)(((int)(v_bx * ((int)64LL))))), "r"((int)(((int)(v_k * ((int)32LL))))) : "memory");
         }
-      }
-      asm volatile("cp.async.commit_group;" ::: "memory");
-    }
-    for (long long tl_c0 = 0; tl_c0 < tl_n0; tl_c0++) {
-      asm volatile("cp.async.wait_group 0;" ::: "memory");
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      __syncthreads();
-      {
-        const long long tl_f = tl_c0 + 1;
-        if (tl_f < tl_n0) {
-          const int v_k = (int)(tl_s0 + tl_f); (void)v_k;
-          unsigned short *const s_A_shared = tl_base_A_shared + (long long)(tl_f % 3) * 2048LL; (void)s_A_shared;
-          unsigned short *const s_B_shared = tl_base_B_shared + (long long)(tl_f % 3) * 2048LL; (void)s_B_shared;
-          #pragma unroll
-          for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
-            const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 4u); (void)tl_q1;
-            const int tl_q0 = (int)(((unsigned)tl_e / 4u) % 64u); (void)tl_q0;
-            const bool tl_in = true;
-            const unsigned short *tl_g = tl_in ? &g_A[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_A_d1 + ((long long)(((int)(v_k * ((int)32LL)))) + (tl_q1 * 8LL))] : g_A;
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_A_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 4, 2, 3)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
-          }
-          if (tl_tid == 0) {
-            const unsigned tl_mb = tl_mbar + 8u * (unsigned)(0 + (tl_f % 3));
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(tl_mb), "r"(4096u) : "memory");
-            asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" :: "r"(tl_smem_addr(s_B_shared) + 0u), "l"((unsigned long long)&tl_tmap0), "r"(tl_mb), "r"((int)(((int)(v_bx * ((int)64LL))))), "r"((int)(((int)(v_k * ((int)32LL))))) : "memory");
-          }
-        }
-        asm volatile("cp.async.commit_group;" ::: "memory");
-      }
-      {
-        const int tl_cs = (int)(tl_c0 % 3);
-        tl_mbar_wait(tl_mbar + 8u * (unsigned)(0 + (tl_cs)), (tl_ph0 >> tl_cs) & 1u);
-        tl_ph0 ^= 1u << tl_cs;
-      }
-      const int v_k = (int)(tl_s0 + tl_c0);
-      unsigned short *const s_A_shared = tl_base_A_shared + (long long)(tl_c0 % 3) * 2048LL; (void)s_A_shared;
-      unsigned short *const s_B_shared = tl_base_B_shared + (long long)(tl_c0 % 3) * 2048LL; (void)s_B_shared;
-      {
-        const unsigned tl_sa = tl_smem_addr(s_A_shared), tl_sb = tl_smem_addr(s_B_shared), tl_wr = (unsigned)tl_tid / 128u * 64u;
-        #pragma unroll
-        for (int tl_r = 0; tl_r < 32; tl_r++) asm volatile("" : "+f"(r_C_local[tl_r]) :: "memory");
-        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-        #pragma unroll
-        for (int tl_k = 0; tl_k < 2; tl_k++) {
-          const unsigned long long tl_db = tl_wgdesc(tl_sb + tl_k * 2048u, 4096u, 1024u, 1u);
-          {
-            const unsigned long long tl_da = tl_wgdesc(tl_sa + (tl_wr + 0u) * 64u + (unsigned)(tl_k) * 32u, 16u, 512u, 2u);
-            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 1;\n}" : "+f"(r_C_local[0]), "+f"(r_C_local[1]), "+f"(r_C_local[2]), "+f"(r_C_local[3]), "+f"(r_C_local[4]), "+f"(r_C_local[5]), "+f"(r_C_local[6]), "+f"(r_C_local[7]), "+f"(r_C_local[8]), "+f"(r_C_local[9]), "+f"(r_C_local[10]), "+f"(r_C_local[11]), "+f"(r_C_local[12]), "+f"(r_C_local[13]), "+f"(r_C_local[14]), "+f"(r_C_local[15]), "+f"(r_C_local[16]), "+f"(r_C_local[17]), "+f"(r_C_local[18]), "+f"(r_C_local[19]), "+f"(r_C_local[20]), "+f"(r_C_local[21]), "+f"(r_C_local[22]), "+f"(r_C_local[23]), "+f"(r_C_local[24]), "+f"(r_C_local[25]), "+f"(r_C_local[26]), "+f"(r_C_local[27]), "+f"(r_C_local[28]), "+f"(r_C_local[29]), "+f"(r_C_local[30]), "+f"(r_C_local[31]) : "l"(tl_da), "l"(tl_db), "r"(1) : "memory");
-          }
-        }
-        asm volatile("wgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 1;" ::: "memory");
       }
     }
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    #pragma unroll
-    for (int tl_r = 0; tl_r < 32; tl_r++) asm volatile("" : "+f"(r_C_local[tl_r]) :: "memory");
+    return;
   }
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  __syncthreads();
-  #pragma unroll
-  for (int tl_r = 0; tl_r < 32; tl_r += 2) {
-    const unsigned tl_pair = tl_f2h2(r_C_local[tl_r], r_C_local[tl_r + 1]);
-    const int tl_q1 = (int)(((unsigned)tl_tid / 32u % 1u) * 64u + (((unsigned)(tl_r) / 4u) % 8u) * 8u + ((unsigned)tl_tid % 4u) * 2u + ((unsigned)(tl_r) % 2u)); (void)tl_q1;
-    const int tl_q0 = (int)(((unsigned)tl_tid / 32u / 1u) * 16u + ((unsigned)(tl_r) / 32u) * 16u + ((unsigned)tl_tid % 32u) / 4u + (((unsigned)(tl_r) % 4u) / 2u) * 8u); (void)tl_q0;
-    if (true) *(unsigned *)&g_C[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_C_d1 + ((long long)(((int)(v_bx * ((int)64LL)))) + tl_q1)] = tl_pair;
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 88;" ::: "memory");
+  unsigned long long tl_cit = 0; /* iterations waited for, over the tiles */
+  for (long long tl_tile = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z); tl_tile < tl_ntiles; tl_tile += (long long)gridDim.x * gridDim.y * gridDim.z) {
+    const unsigned tl_b0 = (unsigned)(tl_tile % tl_tg0), tl_b1 = (unsigned)(tl_tile / tl_tg0 % tl_tg1), tl_b2 = (unsigned)(tl_tile / (tl_tg0 * tl_tg1)); (void)tl_b1; (void)tl_b2;
+    const int v_bx = (int)tl_b0;
+    const int v_by = (int)tl_b1;
+    {
+      const float tl_v = (0x0p+0f);
+      #pragma unroll
+      for (int tl_r = 0; tl_r < 32; tl_r++) {
+        const int tl_e = (int)((((unsigned)tl_tid / 32u / 1u) * 16u + ((unsigned)(tl_r) / 32u) * 16u + ((unsigned)tl_tid % 32u) / 4u + (((unsigned)(tl_r) % 4u) / 2u) * 8u) * 64u + ((unsigned)tl_tid / 32u % 1u) * 64u + (((unsigned)(tl_r) / 4u) % 8u) * 8u + ((unsigned)tl_tid % 4u) * 2u + ((unsigned)(tl_r) % 2u));
+        {
+          const int tl_q1 = (int)(((unsigned)tl_tid / 32u % 1u) * 64u + (((unsigned)(tl_r) / 4u) % 8u) * 8u + ((unsigned)tl_tid % 4u) * 2u + ((unsigned)(tl_r) % 2u)); (void)tl_q1;
+          const int tl_q0 = (int)(((unsigned)tl_tid / 32u / 1u) * 16u + ((unsigned)(tl_r) / 32u) * 16u + ((unsigned)tl_tid % 32u) / 4u + (((unsigned)(tl_r) % 4u) / 2u) * 8u); (void)tl_q0;
+          r_C_local[tl_r] = tl_v;
+        }
+      }
+    }
+    {
+      const long long tl_n0 = (long long)(((int)8LL)), tl_s0 = (long long)(((int)0LL));
+      for (long long tl_c0 = 0; tl_c0 < tl_n0; tl_c0++) {
+        const unsigned long long tl_g = tl_cit + (unsigned long long)tl_c0;
+        tl_mbar_wait(tl_mbar + 8u * (unsigned)(0 + ((int)(tl_g % 3))), (unsigned)(tl_g / 3) & 1u);
+        const int v_k = (int)(tl_s0 + tl_c0);
+        unsigned short *const s_A_shared = tl_base_A_shared + (long long)(tl_g % 3) * 2048LL; (void)s_A_shared;
+        unsigned short *const s_B_shared = tl_base_B_shared + (long long)(tl_g % 3) * 2048LL; (void)s_B_shared;
+        {
+          const unsigned tl_sa = tl_smem_addr(s_A_shared), tl_sb = tl_smem_addr(s_B_shared), tl_wr = (unsigned)tl_tid / 128u * 64u;
+          #pragma unroll
+          for (int tl_r = 0; tl_r < 32; tl_r++) asm volatile("" : "+f"(r_C_local[tl_r]) :: "memory");
+          asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+          #pragma unroll
+          for (int tl_k = 0; tl_k < 2; tl_k++) {
+            const unsigned long long tl_db = tl_wgdesc(tl_sb + tl_k * 2048u, 4096u, 1024u, 1u);
+            {
+              const unsigned long long tl_da = tl_wgdesc(tl_sa + (tl_wr + 0u) * 64u + (unsigned)(tl_k) * 32u, 16u, 512u, 2u);
+              asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 1;\n}" : "+f"(r_C_local[0]), "+f"(r_C_local[1]), "+f"(r_C_local[2]), "+f"(r_C_local[3]), "+f"(r_C_local[4]), "+f"(r_C_local[5]), "+f"(r_C_local[6]), "+f"(r_C_local[7]), "+f"(r_C_local[8]), "+f"(r_C_local[9]), "+f"(r_C_local[10]), "+f"(r_C_local[11]), "+f"(r_C_local[12]), "+f"(r_C_local[13]), "+f"(r_C_local[14]), "+f"(r_C_local[15]), "+f"(r_C_local[16]), "+f"(r_C_local[17]), "+f"(r_C_local[18]), "+f"(r_C_local[19]), "+f"(r_C_local[20]), "+f"(r_C_local[21]), "+f"(r_C_local[22]), "+f"(r_C_local[23]), "+f"(r_C_local[24]), "+f"(r_C_local[25]), "+f"(r_C_local[26]), "+f"(r_C_local[27]), "+f"(r_C_local[28]), "+f"(r_C_local[29]), "+f"(r_C_local[30]), "+f"(r_C_local[31]) : "l"(tl_da), "l"(tl_db), "r"(1) : "memory");
+            }
+          }
+          asm volatile("wgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 1;" ::: "memory");
+        }
+        if (tl_c0 >= 1) {
+          __syncwarp();
+          if ((tl_tid & 31) == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tl_mbar + 8u * (unsigned)(3 + ((int)((tl_g - 1) % 3)))) : "memory");
+        }
+      }
+      asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+      #pragma unroll
+      for (int tl_r = 0; tl_r < 32; tl_r++) asm volatile("" : "+f"(r_C_local[tl_r]) :: "memory");
+      for (long long tl_j = tl_n0 > 1 ? tl_n0 - 1 : 0; tl_j < tl_n0; tl_j++) {
+        __syncwarp();
+        if ((tl_tid & 31) == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tl_mbar + 8u * (unsigned)(3 + ((int)((tl_cit + (unsigned long long)tl_j) % 3)))) : "memory");
+      }
+      tl_cit += (unsigned long long)tl_n0;
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    asm volatile("bar.sync 1, 128;" ::: "memory");
+    #pragma unroll
+    for (int tl_r = 0; tl_r < 32; tl_r += 2) {
+      const unsigned tl_pair = tl_f2h2(r_C_local[tl_r], r_C_local[tl_r + 1]);
+      const int tl_q1 = (int)(((unsigned)tl_tid / 32u % 1u) * 64u + (((unsigned)(tl_r) / 4u) % 8u) * 8u + ((unsigned)tl_tid % 4u) * 2u + ((unsigned)(tl_r) % 2u)); (void)tl_q1;
+      const int tl_q0 = (int)(((unsigned)tl_tid / 32u / 1u) * 16u + ((unsigned)(tl_r) / 32u) * 16u + ((unsigned)tl_tid % 32u) / 4u + (((unsigned)(tl_r) % 4u) / 2u) * 8u); (void)tl_q0;
+      if (true) *(unsigned *)&g_C[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_C_d1 + ((long long)(((int)(v_bx * ((int)64LL)))) + tl_q1)] = tl_pair;
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    asm volatile("bar.sync 1, 128;" ::: "memory");
   }
 }

@@ -289,6 +289,13 @@ CASES = [
     ("../bench/programs/gemm_raster", {"M": 512, "N": 768, "K": 320, "block_K": 64, "block_N": 256, "threads": 256},
      {}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_bt", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"], GEMM),
+    # warp specialization on sm_90a (compiler/pass_wspec.c): a producer warpgroup issues the TMA copies; the
+    # same tile without it; 512 threads (104 registers after setmaxnreg); A's row a let the producer evaluates
+    ("../bench/programs/gemm_raster", {"M": 512, "N": 768, "K": 320, "block_K": 64, "block_N": 256, "threads": 256,
+                                       "warp_specialize": "false"}, {}, ["C"], GEMM),
+    ("../bench/programs/gemm_raster", {"M": 1000, "N": 1100, "K": 200, "block_K": 64, "block_M": 256, "threads": 512},
+     {}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_wspec_let", {"M": 1000, "N": 1100, "K": 1000}, {}, ["C"], GEMM),
     # TMA on sm_90 and later (compiler/pass_tma.c): bulk tensor copies into the
     # 128-byte swizzle with per-stage mbarriers.  gemm_dyn's M is a scalar
     # parameter, so its tensor maps are built at each launch; ragged M, N and

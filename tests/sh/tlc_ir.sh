@@ -25,7 +25,8 @@ for want in "gemm A_shared x B_shared -> C_local [mma.sync m16n8k16]" \
 done
 # examples/gemm.json as written (4 warps, 128 x 128 x 32) on wgmma on sm_90a: two m64n128 instructions per
 # warpgroup and k16 step (a warp holds rows of both: the row tiles interleave), A's 32-wide rows in the 64-byte
-# swizzle, one wgmma-group left in flight across K tiles (one stage more, copies still 2 ahead), drained at the end
+# swizzle (a TMA copy too), one wgmma-group left in flight across K tiles (one stage more, copies still 2 ahead),
+# drained at the end
 ir=$("$TLC" compile examples/gemm.json --target sm_90a --emit ir) || fail "tlc compile gemm.json sm_90a --emit ir"
 for want in "gemm A_shared x B_shared -> C_local [wgmma m64nNk16] [2 x m64n128 per warpgroup and k16 step, wait_group 1" \
             "[software pipelined] [4 stages, copies 2 ahead, wgmma groups drained at the end]" \
@@ -37,7 +38,7 @@ src=$("$TLC" compile examples/gemm.json --target sm_90a --emit cuda) || fail "tl
 for want in "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" "wgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 1;" \
             "wgmma.wait_group.sync.aligned 0;" "wgmma.fence.sync.aligned;" "fence.proxy.async.shared::cta" \
             "tl_wgdesc(tl_sa + (tl_wr + 64u) * 64u + (unsigned)(tl_k) * 32u, 16u, 512u, 2u)" \
-            "tl_wgdesc(tl_sb + tl_k * 2048u, 4096u, 1024u, 1u)" "cp.async.wait_group 1;"; do
+            "tl_wgdesc(tl_sb + tl_k * 2048u, 4096u, 1024u, 1u)" "cp.async.bulk.tensor.2d"; do
   printf '%s\n' "$src" | grep -qF -- "$want" || fail "gemm.json's wgmma source lacks: $want"
 done
 # the wait for 0 comes after the K loop, before its barrier, and nowhere inside it
@@ -155,7 +156,7 @@ printf '%s\n' "$dump" | grep -qF "[cp.async" && fail "--dump place shows cp.asyn
 [ $? -eq 2 ] || fail "run --target without --device must exit 2"
 # every stage `tlc compile --help` lists can be dumped, in pipeline order
 stages=$("$TLC" compile --help | awk '/^  [a-z]+ /{print $1}')
-[ "$(echo $stages)" = "check place pipeline tma range barrier raster" ] || fail "tlc compile --help lists: $(echo $stages)"
+[ "$(echo $stages)" = "check place pipeline tma wspec range barrier raster" ] || fail "tlc compile --help lists: $(echo $stages)"
 dumps=$(for s in $stages; do "$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --dump $s 2>&1 >/dev/null |
         head -1; done)
 [ "$dumps" = "$(for s in $stages; do echo "# IR after $s"; done)" ] || fail "not every stage dumps: $dumps"
@@ -180,7 +181,7 @@ dump=$("$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --du
 printf '%s\n' "$dump" | grep -qF "blocks: rasterized in stripes of 10 block rows" || fail "--dump raster lacks the stripes"
 dump=$("$TLC" compile examples/gemm.json --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
 printf '%s\n' "$dump" | grep -qF "blocks: in grid order" || fail "--dump raster of gemm.json is not the grid order"
-"$TLC" compile examples/gemm.json --target sm_80 --dump lowering 2>&1 >/dev/null | grep -qF "the stages are check, place, pipeline, tma, range, barrier and raster" ||
+"$TLC" compile examples/gemm.json --target sm_80 --dump lowering 2>&1 >/dev/null | grep -qF "the stages are check, place, pipeline, tma, wspec, range, barrier and raster" ||
   fail "a wrong --dump does not list the stages"
 # a kernel named like a C++ word (TileLang names its kernels main) is built
 # under the symbol tl_k_NAME, and the metadata's entry says so

@@ -410,6 +410,17 @@ static void test_launch_plan_checks(void **state) {
   assert_true(plan.empty);
   tl_meta_free(m);
 
+  /* a persistent kernel: blocks per SM, parsed; anything else refused saying so */
+  char pbuf[4096];
+  const char *pat = strstr(good_meta, "\"dynamic_shared_bytes\"");
+  snprintf(pbuf, sizeof pbuf, "%.*s\"persistent\": 2, %s", (int)(pat - good_meta), good_meta, pat);
+  assert_int_equal(tl_meta_parse(pbuf, &m, &err), TL_OK);
+  assert_int_equal(m->persistent, 2);
+  tl_meta_free(m);
+  snprintf(pbuf, sizeof pbuf, "%.*s\"persistent\": 0, %s", (int)(pat - good_meta), good_meta, pat);
+  assert_int_equal(tl_meta_parse(pbuf, &m, &err), TL_CORRUPT);
+  assert_non_null(strstr(err.message, "launch.persistent"));
+
   /* thread-block clusters are refused clearly */
   char buf[4096];
   const char *at = strstr(good_meta, "\"dynamic_shared_bytes\"");

@@ -141,7 +141,8 @@ static const struct {
   const char *name, *target;
 } extra[] = {
     {"gemm_small", "gfx1201"}, /* WMMA with gfx12's operand and accumulator layouts */
-    {"gemm_small", "sm_90a"},  /* wgmma: one warpgroup, a group in flight across K tiles, the 64-byte swizzle */
+    {"gemm_small", "sm_90a"},  /* wgmma: one warpgroup, a group in flight across K tiles, the 64-byte swizzle on TMA;
+                                  warp-specialized and persistent (pass_wspec.c) */
 };
 #define NEXTRA (int)(sizeof extra / sizeof *extra)
 
@@ -156,6 +157,9 @@ static tl_status lower(tl_program *prog, const tl_codegen *cg, int64_t smem, tl_
   if (cg) {
     tl_pass_tma(prog, smem, cg);
     if ((st = tl_verify(prog, "tma", vcg, err)) != TL_OK)
+      return st;
+    tl_pass_wspec(prog, smem, cg);
+    if ((st = tl_verify(prog, "wspec", vcg, err)) != TL_OK)
       return st;
   }
   tl_pass_range(prog);

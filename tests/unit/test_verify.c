@@ -80,6 +80,8 @@ static void run_passes(job *j, const char *text, const char *example, const tl_d
   assert_int_equal(tl_verify(j->prog, "pipeline", &j->cg, &err), TL_OK);
   tl_pass_tma(j->prog, smem, &j->cg);
   assert_int_equal(tl_verify(j->prog, "tma", &j->cg, &err), TL_OK);
+  tl_pass_wspec(j->prog, smem, &j->cg);
+  assert_int_equal(tl_verify(j->prog, "wspec", &j->cg, &err), TL_OK);
   tl_pass_range(j->prog);
   assert_int_equal(tl_verify(j->prog, "range", &j->cg, &err), TL_OK);
   assert_int_equal(tl_pass_barrier(j->prog, &err), TL_OK);
@@ -365,17 +367,19 @@ static void tma_maps_and_mbarriers(void **state) {
   job j;
   run_passes(&j, NULL, "gemm", NULL, 0, "sm_90a");
   tl_stmt *copy, *loop = pipe_loop(&j, &copy);
-  for (int i = 0; i < loop->body.n && !copy->tma; i++) /* B's panels of 64 columns (A's 64-byte rows keep cp.async) */
-    copy = loop->body.items[i];
-  assert_true(copy->tma && loop->tma && j.prog->ntmaps >= 1 && j.prog->nmbar == loop->pipe_stages);
+  /* A's 64-byte rows in the 64-byte swizzle, B's panels of 64 columns; the loop warp-specialized (its
+   * empty mbarriers after the full ones) */
+  assert_true(copy->tma && loop->tma && j.prog->ntmaps == 2 && j.prog->tmaps[copy->tma_map].swizzle == 64);
+  assert_true(loop->wspec && j.prog->nmbar == 2 * loop->pipe_stages);
   int map = copy->tma_map;
   copy->tma_map = j.prog->ntmaps; /* past the program's maps */
   caught_saying(&j, "tma", copy->pointer, "tensor map");
   copy->tma_map = map;
+  int64_t box0 = j.prog->tmaps[map].box[0];
   j.prog->tmaps[map].box[0] = 512; /* over the hardware's 256 */
   caught(&j, "tma", copy->pointer);
-  j.prog->tmaps[map].box[0] = 64;
-  loop->mbar = 1; /* its last stage's mbarrier past the program's */
+  j.prog->tmaps[map].box[0] = box0;
+  loop->mbar = j.prog->nmbar - (int)loop->pipe_stages + 1; /* its last stage's mbarrier past the program's */
   caught_saying(&j, "tma", loop->pointer, "mbarriers");
   loop->mbar = 0;
   j.prog->mbar_offset -= 8; /* the mbarriers over the last buffer */
@@ -392,6 +396,42 @@ static void tma_maps_and_mbarriers(void **state) {
   assert_int_equal(tl_verify(j.prog, "tma", &j.cg, &err), TL_OK);
   j.cg.tma = false; /* sm_80 has no TMA */
   caught(&j, "tma", "");
+  job_free(&j);
+}
+
+/* sm_90a's gemm with 64-wide K tiles: both copies on TMA, so a producer
+ * warpgroup issues them (pass_wspec.c); each broken promise is caught. */
+static void wspec_producer(void **state) {
+  (void)state;
+  job j;
+  tl_define d[] = {{"block_K", "64"}};
+  run_passes(&j, NULL, "gemm", d, 1, "sm_90a");
+  tl_stmt *copy, *loop = pipe_loop(&j, &copy);
+  assert_true(loop->wspec && loop->tma && j.prog->wspec_threads == 128 && j.prog->nmbar == 2 * loop->pipe_stages);
+  assert_true(loop->wspec_empty == loop->mbar + loop->pipe_stages && loop->wspec_lag == 1);
+  /* one block of 256 threads per SM starts with 255 registers a thread: no setmaxnreg gives more */
+  assert_true(j.prog->wspec_blocks == 1 && j.prog->wspec_regs[1] == 0);
+  loop->wspec_empty = loop->mbar + 1; /* the empty mbarriers over the full ones */
+  caught_saying(&j, "wspec", loop->pointer, "empty mbarriers");
+  loop->wspec_empty = loop->mbar + (int)loop->pipe_stages;
+  j.prog->wspec_threads = 0; /* a wspec loop without its producer */
+  caught(&j, "wspec", loop->pointer);
+  j.prog->wspec_threads = 128;
+  j.prog->wspec_regs[1] = 236; /* setmaxnreg takes multiples of 8 */
+  caught(&j, "wspec", loop->pointer);
+  j.prog->wspec_regs[1] = 0;
+  copy->tma = false; /* a copy the producer does not issue */
+  caught_saying(&j, "wspec", copy->pointer, "not a bulk tensor copy");
+  copy->tma = true;
+  tl_error err = {0};
+  assert_int_equal(tl_verify(j.prog, "wspec", &j.cg, &err), TL_OK);
+  j.cg.wgmma = false; /* sm_90 has no setmaxnreg */
+  caught(&j, "wspec", loop->pointer);
+  job_free(&j);
+  /* sm_90: TMA, and the loop stays the program's threads' */
+  run_passes(&j, NULL, "gemm", d, 1, "sm_90");
+  loop = pipe_loop(&j, &copy);
+  assert_true(loop->tma && !loop->wspec && j.prog->wspec_threads == 0 && j.prog->nmbar == loop->pipe_stages);
   job_free(&j);
 }
 
@@ -565,6 +605,7 @@ int main(void) {
       cmocka_unit_test(wgmma_pending_rule),       cmocka_unit_test(wgmma_lag_rule),
       cmocka_unit_test(wgmma_accumulator_interleaved),
       cmocka_unit_test(tma_maps_and_mbarriers),   cmocka_unit_test(packed_shared_bytes),
+      cmocka_unit_test(wspec_producer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,353 @@
+/*
+ * pass_wspec.c - warp specialization: a producer warpgroup for the bulk
+ * tensor copies of a pipelined loop.
+ *
+ * Needs: a program after pass_tma (its tma loops, mbarriers and tensor
+ * maps), for a target of tl_codegen with wgmma and tma (sm_90a: setmaxnreg
+ * is an sm_90a instruction).  Produces: wspec on the one tma loop that
+ * qualifies, with wspec_empty (its "stage is free" mbarriers, one per
+ * stage, after the program's others: tl_program.nmbar grows by
+ * pipe_stages) and wspec_lag; tl_program.wspec_threads (128: the launch's
+ * block grows by one warpgroup, after the program's threads) and
+ * wspec_regs (setmaxnreg's counts for the producer and for the program's
+ * threads); wspec_why on every other tma loop, saying why not (`--emit ir`
+ * prints it); wspec on the lets of the kernel's body before the loop that
+ * the producer evaluates too; then the shared-memory layout again
+ * (tl_pass_smem).  Keeps:
+ * everything else; results never change (the same copies land in the
+ * same stages before the same iterations read them).
+ *
+ * How the kernel runs (emit_cuda.c's emit_wspec): the program's threads,
+ * 0 to T-1, run the program as before, except that the loop's copies are
+ * not theirs: iteration c waits for stage c % S's full mbarrier (the
+ * producer's expect_tx and the copies' bytes complete it), runs the body,
+ * and then frees the stage of iteration c - wspec_lag (one arrival per
+ * warp on its empty mbarrier; per thread, after fence.proxy.async, where
+ * the body reads the stages other than through wgmma: wspec_threads, as
+ * measured on an H100, where a per-warp arrival let the next copy
+ * overwrite a stage that a parallel loop was still reading) once the
+ * wgmma groups still reading it are
+ * done; their block barriers become the named barrier 1 of T threads.  The
+ * producer warpgroup, threads T to T+127, gives up registers (setmaxnreg.dec)
+ * and one of its threads walks the loop's iterations: wait for the stage to
+ * be free, expect its bytes, issue its copies.  So the copies run up to S
+ * iterations ahead, with no block barrier in the loop, and the program's
+ * threads get the registers the producer does not need (setmaxnreg.inc).
+ *
+ * Persistent: unless the kernel says "persistent": false (or has
+ * thread-block clusters), the kernel is persistent too
+ * (tl_program.persistent): the launcher starts at most wspec_blocks blocks
+ * per SM (proto/kernel-meta.md, launch.persistent), and each walks the
+ * grid's tiles, block indices in the grid's order, tile t then t + the
+ * blocks started; the producer runs on into the next tile's stages while
+ * the program's threads store the last one's results, and the stages and
+ * mbarrier phases go on from tile to tile.  Every tile runs the whole body
+ * as a block of the grid would (blocks never depend on each other).
+ *
+ * A tma loop qualifies when:
+ *   - the loop does not say "warp_specialize": false;
+ *   - it is the program's only tma loop, a statement of the kernel's body
+ *     itself (not inside another loop or an if: the producer walks it
+ *     once), and every copy it prefetches is a bulk tensor copy;
+ *   - its extent, start and the copies' source regions use only constants,
+ *     scalar parameters, block variables, its own variable and lets of the
+ *     kernel's body before it that do the same (the producer evaluates them
+ *     on its own; no element of a tensor or buffer: its thread has none of
+ *     the program's buffers, and a tensor may be written by the kernel);
+ *   - no statement writes a tensor the copies read (the producer reads it
+ *     at its own time);
+ *   - the block is one-dimensional, whole warpgroups, and one warpgroup
+ *     more stays within 1024 threads;
+ *   - the register fragments, and TL_WSPEC_SPARE more, fit in what
+ *     setmaxnreg leaves the program's threads (65536 registers per SM, for
+ *     as many blocks as shared memory holds or fewer, minus the producer's
+ *     40 a thread), and the registers at entry hold the largest wgmma
+ *     instruction (inst_regs); no register cap is given (--max-registers);
+ *   - the S more mbarriers fit in the block's shared memory.
+ */
+#include <string.h>
+#include "ir.h"
+#include "pass.h"
+
+#define WSPEC_THREADS 128   /* the producer: one warpgroup (setmaxnreg acts on whole warpgroups) */
+#define WSPEC_PRODUCER_REGS 40 /* registers per producer thread: one thread's loop of copies */
+#define SM_REGS 65536       /* 32-bit registers per SM (sm_90) */
+#define MAX_REGS 240        /* the most setmaxnreg gives a thread here (its limit is 256; 240 as CUTLASS) */
+#define SM_SMEM 233472      /* shared memory per SM (sm_90: 228 KiB; each block also takes 1 KiB) */
+#define TL_WSPEC_SPARE 40   /* registers a thread needs besides its fragments (addresses, indices,
+                               descriptors): the program's threads must get that many more */
+
+typedef struct {
+  tl_program *prog;
+  tl_stmt *loop;    /* the loop being examined */
+  const tl_stmt *const *before; /* the kernel body's statements before it */
+  int nbefore;
+  bool ok;
+} Q;
+
+/* May the producer evaluate x on its own (see the header)? */
+static bool producer_expr(Q *q, const tl_expr *x);
+
+static tl_walk_act producer_node(tl_expr *x, tl_stmt *s, void *user) {
+  Q *q = user;
+  (void)s;
+  const tl_sym *y = x->sym;
+  if (!y)
+    return TL_WALK_GO;
+  switch (y->kind) {
+  case SYM_CONST: case SYM_SCALAR: case SYM_BLOCK_VAR: return TL_WALK_GO;
+  case SYM_LOOP_VAR:
+    if (y == q->loop->var)
+      return TL_WALK_GO;
+    break;
+  case SYM_LET:
+    for (int i = 0; i < q->nbefore; i++)
+      if (q->before[i]->kind == S_LET && q->before[i]->sym == y && producer_expr(q, q->before[i]->value))
+        return TL_WALK_GO;
+    break;
+  default: break;
+  }
+  q->ok = false;
+  return TL_WALK_STOP;
+}
+
+static bool producer_expr(Q *q, const tl_expr *x) {
+  if (tl_expr_varying(x)) /* thread_binding, a thread's own values: the producer's thread has other ones */
+    return false;
+  bool saved = q->ok;
+  q->ok = true;
+  tl_walk_expr((tl_expr *)x, producer_node, NULL, q);
+  bool r = q->ok;
+  q->ok = saved;
+  return r;
+}
+
+static bool producer_region(Q *q, const tl_region *r) {
+  for (int d = 0; d < r->ndim; d++)
+    if (r->lo[d] && !producer_expr(q, r->lo[d]))
+      return false;
+  return true;
+}
+
+/* Does statement s write tensor t (tl_walker.pre; user: Q with loop->...)? */
+typedef struct {
+  const tl_sym *t;
+  bool hit;
+} W;
+
+static tl_walk_act writes(tl_stmt *s, void *user) {
+  W *w = user;
+  const tl_sym *d = s->kind == S_ASSIGN && s->lhs ? s->lhs->sym
+                    : (s->kind == S_COPY || s->kind == S_ATOMIC_ADD || s->kind == S_FILL) && s->dst ? s->dst->sym
+                                                                                                    : NULL;
+  if (d == w->t)
+    w->hit = true;
+  return TL_WALK_GO;
+}
+
+static tl_walk_act count_tma(tl_stmt *s, void *user) {
+  if (s->kind == S_LOOP && s->tma)
+    ++*(int *)user;
+  return TL_WALK_GO;
+}
+
+/* The registers at entry that the kernel's largest wgmma needs: ptxas
+ * allocates each instruction within the entry's count, whatever setmaxnreg
+ * gives later (measured: an m64n256k16 wgmma, 128 accumulators a thread,
+ * "needs 154" and does not compile with 128 at entry), so its N / 2
+ * accumulators and 32 more (descriptors, addresses). */
+static int64_t inst_regs(const tl_program *prog);
+
+static tl_walk_act max_wgmma(tl_stmt *s, void *user) {
+  int64_t *m = user;
+  if (s->kind == S_GEMM && s->use_wgmma && s->C->dims[1] / 2 + 32 > *m)
+    *m = s->C->dims[1] / 2 + 32;
+  return TL_WALK_GO;
+}
+
+static int64_t inst_regs(const tl_program *prog) {
+  int64_t m = 0;
+  tl_walk((tl_body *)&prog->body, &(tl_walker){.pre = max_wgmma}, &m);
+  return m;
+}
+
+/* Why loop (a tma loop, statement i of the kernel's body, or i < 0 when
+ * nested) cannot be warp-specialized, or NULL. */
+static const char *why_not(tl_program *prog, tl_stmt *loop, int i, int ntma) {
+  tl_arena *a = prog->arena;
+  int64_t T = prog->threads[0] * prog->threads[1] * prog->threads[2];
+  if (loop->no_wspec)
+    return "its pipelined loop says \"warp_specialize\": false";
+  if (loop->wg_lag)
+    return "the loop runs its gemm's tail one iteration late on two copies of C (pass_pipeline.c), which the "
+           "producer's loop does not model";
+  if (ntma > 1)
+    return "the kernel has more than one loop of bulk tensor copies";
+  if (i < 0)
+    return "the loop is inside another statement (the producer walks only a loop of the kernel's body)";
+  if (T != prog->threads[0])
+    return "the block is not one-dimensional";
+  if (T % WSPEC_THREADS)
+    return "the block is not whole warpgroups (threads a multiple of 128)";
+  if (T + WSPEC_THREADS > 1024)
+    return tl_arena_printf(a, "%lld threads and a producer warpgroup are over 1024", (long long)T);
+  Q q = {.prog = prog, .loop = loop, .before = (const tl_stmt *const *)prog->body.items, .nbefore = i};
+  if (!producer_expr(&q, loop->extent) || !producer_expr(&q, loop->start))
+    return "the loop's extent or start depends on values the producer does not have";
+  for (int j = 0; j < loop->body.n; j++) {
+    const tl_stmt *c = loop->body.items[j];
+    if (!c->prefetch)
+      continue;
+    if (!c->tma)
+      return "a copy it prefetches is not a bulk tensor copy";
+    if (!producer_region(&q, c->src))
+      return tl_arena_printf(a, "the copy into %s reads where only the program's threads know (a value other than "
+                             "constants, scalars, block variables, the loop's variable and lets of them)",
+                             c->dst->sym->name);
+    W w = {.t = c->src->sym};
+    tl_walk(&prog->body, &(tl_walker){.pre = writes}, &w);
+    if (w.hit)
+      return tl_arena_printf(a, "the kernel writes %s, which the copies read", c->src->sym->name);
+  }
+  if (prog->max_registers)
+    return "a register cap is given (setmaxnreg needs the launch bounds it replaces)";
+  /* blocks per SM: as many as shared memory holds, fewer while the program's
+   * threads would get too few registers; a block starts with R registers a
+   * thread (ptxas takes the most that __launch_bounds__(T + 128, B) allows),
+   * then the producer gives up R - 40 and the program's threads take them */
+  int64_t words = tl_reg_words(prog), need = (words + TL_WSPEC_SPARE + 7) / 8 * 8, inst = inst_regs(prog);
+  int64_t B = SM_SMEM / (prog->smem_bytes + 1024), R = 0, C = 0;
+  for (B = B < 1 ? 1 : B; B >= 1; B--) {
+    R = SM_REGS / (B * (T + WSPEC_THREADS)) / 8 * 8;
+    R = R > 255 ? 255 : R;
+    C = ((T + WSPEC_THREADS) * R - WSPEC_THREADS * WSPEC_PRODUCER_REGS) / T / 8 * 8;
+    C = C > MAX_REGS ? MAX_REGS : C;
+    if (C >= need && R >= WSPEC_PRODUCER_REGS && R >= inst)
+      break;
+  }
+  if (B < 1)
+    return tl_arena_printf(a, "its register fragments take %lld registers a thread, and a producer warpgroup would "
+                           "leave at most %lld", (long long)words, (long long)C);
+  prog->wspec_blocks = (int)B;
+  prog->wspec_regs[0] = WSPEC_PRODUCER_REGS;
+  prog->wspec_regs[1] = C > R ? (int)C : 0; /* 0: no setmaxnreg (R is as much as the program's threads can get) */
+  return NULL;
+}
+
+/* Does a statement touch a buffer that loop prefetches (tl_walker, user: S)? */
+typedef struct {
+  const tl_stmt *loop;
+  bool hit;
+} S;
+
+static bool staged(const S *st, const tl_sym *y) {
+  for (int j = 0; y && j < st->loop->body.n; j++)
+    if (st->loop->body.items[j]->prefetch && st->loop->body.items[j]->dst->sym == y)
+      return true;
+  return false;
+}
+
+static tl_walk_act stage_stmt(tl_stmt *s, void *user) {
+  S *st = user;
+  st->hit |= (s->src && staged(st, s->src->sym)) || (s->dst && staged(st, s->dst->sym)) || staged(st, s->A) ||
+             staged(st, s->B) || staged(st, s->C);
+  return TL_WALK_GO;
+}
+
+static tl_walk_act stage_expr(tl_expr *x, tl_stmt *s, void *user) {
+  S *st = user;
+  (void)s;
+  st->hit |= staged(st, x->sym);
+  return TL_WALK_GO;
+}
+
+static tl_walk_act reset(tl_stmt *s, void *user) {
+  (void)user;
+  s->wspec = false;
+  s->wspec_why = NULL;
+  s->wspec_empty = 0;
+  s->wspec_lag = 0;
+  s->wspec_threads = false;
+  return TL_WALK_GO;
+}
+
+/* The wgmma groups left in flight after an iteration of loop: a stage is
+ * read until that many more iterations have waited for theirs (each
+ * iteration commits at least one group). */
+static int lag_of(const tl_stmt *loop) {
+  int lag = 0;
+  for (int j = 0; j < loop->body.n; j++)
+    if (loop->body.items[j]->kind == S_GEMM && loop->body.items[j]->wg_pending > lag)
+      lag = loop->body.items[j]->wg_pending;
+  return lag;
+}
+
+static tl_walk_act mark_nested(tl_stmt *s, void *user) {
+  Q *q = user;
+  bool top = false;
+  for (int i = 0; i < q->prog->body.n; i++)
+    top |= q->prog->body.items[i] == s;
+  if (s->kind == S_LOOP && s->tma && !top)
+    s->wspec_why = why_not(q->prog, s, -1, 1);
+  return TL_WALK_GO;
+}
+
+void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
+  tl_walk(&prog->body, &(tl_walker){.pre = reset}, NULL);
+  prog->wspec_threads = 0;
+  prog->wspec_regs[0] = prog->wspec_regs[1] = 0;
+  prog->wspec_blocks = 0;
+  prog->persistent = false;
+  if (!cg->wgmma || !cg->tma || !prog->nmbar)
+    return;
+  int ntma = 0;
+  tl_walk(&prog->body, &(tl_walker){.pre = count_tma}, &ntma);
+  tl_stmt *chosen = NULL;
+  for (int i = 0; i < prog->body.n; i++) {
+    tl_stmt *s = prog->body.items[i];
+    if (s->kind != S_LOOP || !s->tma)
+      continue;
+    s->wspec_why = why_not(prog, s, i, ntma);
+    if (!s->wspec_why)
+      chosen = s;
+  }
+  Q q = {.prog = prog};
+  tl_walk(&prog->body, &(tl_walker){.pre = mark_nested}, &q);
+  if (!chosen)
+    return;
+  /* the lets the producer evaluates too (those its copies may use) */
+  Q lq = {.prog = prog, .loop = chosen, .before = (const tl_stmt *const *)prog->body.items};
+  for (int i = 0; prog->body.items[i] != chosen; i++) {
+    tl_stmt *l = prog->body.items[i];
+    lq.nbefore = i;
+    l->wspec = l->kind == S_LET && producer_expr(&lq, l->value);
+  }
+  int nmbar = prog->nmbar;
+  int64_t before = prog->smem_bytes;
+  chosen->wspec = true;
+  chosen->wspec_empty = nmbar;
+  chosen->wspec_lag = lag_of(chosen);
+  for (int j = 0; j < chosen->body.n; j++) {
+    tl_stmt *b = chosen->body.items[j];
+    S st = {.loop = chosen};
+    if (!b->prefetch && !(b->kind == S_GEMM && b->use_wgmma))
+      tl_walk_stmt(b, &(tl_walker){.pre = stage_stmt, .expr = stage_expr}, &st);
+    chosen->wspec_threads |= st.hit;
+  }
+  prog->nmbar = nmbar + (int)chosen->pipe_stages;
+  prog->wspec_threads = WSPEC_THREADS;
+  tl_pass_smem(prog);
+  if (prog->smem_bytes > smem_limit && prog->smem_bytes > before) {
+    chosen->wspec = false;
+    chosen->wspec_why = "no room for its mbarriers in shared memory";
+    prog->nmbar = nmbar;
+    prog->wspec_threads = 0;
+    prog->wspec_regs[0] = prog->wspec_regs[1] = 0;
+    tl_pass_smem(prog);
+    return;
+  }
+  bool cluster = false; /* a cluster's blocks start together; a persistent block is no cluster's */
+  for (int i = 0; i < prog->ncluster; i++)
+    cluster |= prog->cluster[i] > 1;
+  prog->persistent = !prog->no_persistent && !cluster;
+}
