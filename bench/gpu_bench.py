@@ -242,6 +242,19 @@ def lowp_rows(a, work, rows, res):
         del A, B, Af, Bf, ref, bound, bound14
 
 
+def W4A16_CONFIGS(M):
+    """gemm_w4a16's tile choices tried at M: as written and the earlier ones,
+    then, for small M, many blocks across N (block_N 64: 128 blocks for
+    N = 8192) with K tiles of a whole group: 16 rows on mma.sync up to M = 16,
+    64 rows on wgmma."""
+    cfgs = [{}, {"block_M": 64, "threads": 128}, {"block_K": 128}]
+    if M <= 16:
+        cfgs += [{"block_M": 16, "block_N": 64, "block_K": 128, "threads": 128, "num_stages": 4}]
+    if M <= 64:
+        cfgs += [{"block_M": 64, "block_N": 64, "block_K": 128, "threads": 128, "num_stages": 4}]
+    return cfgs
+
+
 def ours(tlc, prog, defs, ins, outs, reps, args=None):
     cmd = [tlc, "run", prog, "--device", "cuda", "--time", str(reps)]
     for k, v in defs.items():
@@ -384,7 +397,7 @@ def main():
         absref = A.float().abs() @ W.float().abs().t()
         flops = 2 * M * N * K
         best = None
-        for cfg in ({}, {"block_M": 64, "threads": 128}, {"block_K": 128}):
+        for cfg in W4A16_CONFIGS(M):
             defs = dict({"M": M, "N": N, "K": K, "group_size": G}, **cfg)
             ms = ours_or_fail(f"w4a16 M={M} [{cfg}]", a.tlc, "examples/gemm_w4a16.json", defs,
                               {"A": f"{work}/Aw.npy", "B": f"{work}/Bq.npy", "S": f"{work}/Sc.npy"},

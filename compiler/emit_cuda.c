@@ -1855,7 +1855,111 @@ static const tl_sym *body_owner(const tl_body *b, bool two_d) {
   return NULL;
 }
 
+/* ---- a dequantizing parallel loop, 8 elements at a time (pass_place.c: dequant_loop) ---- */
+/* The packed reads of a vec_dequant loop's value, in the order vex meets
+ * them, and the pair being computed. */
+typedef struct {
+  const tl_expr *reads[16];
+  int n, at, pair;
+} vec_state;
+
+static void vec_reads(const tl_expr *x, vec_state *v) {
+  if (x->kind == E_CALL && x->fn == FN_CAST && x->args[0]->kind == E_INDEX && is_packed(x->args[0]->type)) {
+    assert(v->n < 16);
+    v->reads[v->n++] = x;
+    return;
+  }
+  for (int i = 0; i < x->nargs; i++)
+    vec_reads(x->args[i], v);
+}
+
+/* The bits of element idx of a 16-bit buffer or tensor (0 outside a tensor). */
+static const char *read_bits16(E *e, const tl_sym *s, const char *const *idx) {
+  const char *raw = S("%s[%s]", storage(e, s), offset(e, s, idx));
+  if (s->kind == SYM_TENSOR)
+    return S("(%s ? %s : (unsigned short)0)", in_bounds(e, s, idx), raw);
+  return raw;
+}
+
+/* Float16 expression x for elements 2p and 2p + 1 of the group (p =
+ * v->pair), as a float16 pair (unsigned, the lower element in the low half). */
+static const char *vex(E *e, const tl_expr *x, vec_state *v) {
+  switch (x->kind) {
+  case E_CONST: {
+    double d = is_f(x->type) ? x->val.f : is_unsigned_i(x->type) ? (double)x->val.u : (double)x->val.i;
+    unsigned h = tl_f16_from_double(d);
+    return S("0x%08xu", h | h << 16);
+  }
+  case E_INDEX:
+    return S("((unsigned)%s * 0x10001u)", read_bits16(e, x->sym, index_codes(e, x)));
+  case E_UNARY:
+    return S("(%s ^ 0x80008000u)", vex(e, x->args[0], v));
+  case E_CALL: {
+    if (!is_packed(x->args[0]->type))
+      return vex(e, x->args[0], v);
+    int k = v->at++;
+    const tl_sym *P = x->args[0]->sym;
+    tl_subbyte_pair c;
+    tl_subbyte_f16_pair(tl_dtype_bits(P->dtype), is_signed_i((tl_type)P->dtype), v->pair, &c);
+    return S("tl_sb2h2(tl_w%d ^ 0x%08xu, 0x%04xu, 0x%08xu, 0x%08xu, 0x%08xu)", k, c.flip, c.sel, c.mask, c.scale, c.bias);
+  }
+  case E_BINARY: {
+    const char *a = vex(e, x->args[0], v); /* in this order: the packed reads count up */
+    const char *b = vex(e, x->args[1], v);
+    return S("tl_h%s2(%s, %s)", x->op == '+' ? "add" : x->op == '-' ? "sub" : "mul", a, b);
+  }
+  default:
+    fail(e, x->pointer, "internal: expression not computable on float16 pairs");
+    return "0";
+  }
+}
+
+static void op_parallel_vec(E *e, const tl_stmt *s) {
+  int64_t ext[TL_MAX_DIMS] = {0};
+  int n = s->nvars;
+  for (int i = 0; i < n; i++)
+    ext[i] = s->extents[i]->val.i;
+  ext[n - 1] /= 8;
+  int64_t total = product(ext, n);
+  if (total <= 8 * e->T)
+    line(e, "#pragma unroll");
+  line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", total, e->T);
+  e->indent++;
+  const char **q = decode(e, "tl_e", ext, n, "tl_p");
+  for (int i = 0; i < n; i++)
+    line(e, "const int %s = (int)%s%s;", vname(e, s->vars[i]), q[i], i == n - 1 ? " * 8" : "");
+  const tl_stmt *saved = e->par;
+  e->par = s;
+  const tl_stmt *a = s->body.items[0];
+  vec_state v = {0};
+  vec_reads(a->value, &v);
+  for (int k = 0; k < v.n; k++) {
+    const tl_expr *r = v.reads[k]->args[0];
+    const tl_sym *P = r->sym;
+    int bits = tl_dtype_bits(P->dtype);
+    line(e, "const unsigned tl_w%d = (unsigned)*(const %s *)&%s[(%s) / %d];", k,
+         bits == 4 ? "unsigned" : bits == 2 ? "unsigned short" : "unsigned char", storage(e, P),
+         offset(e, P, index_codes(e, r)), 8 / bits);
+  }
+  for (int p = 0; p < 4; p++) {
+    v.at = 0;
+    v.pair = p;
+    line(e, "const unsigned tl_h%d = %s;", p, vex(e, a->value, &v));
+  }
+  line(e, "tl_v16 tl_o;");
+  line(e, "tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;");
+  line(e, "tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;");
+  line(e, "*(tl_v16 *)&%s[%s] = tl_o;", storage(e, a->lhs->sym), offset(e, a->lhs->sym, index_codes(e, a->lhs)));
+  e->par = saved;
+  e->indent--;
+  line(e, "}");
+}
+
 static void op_parallel(E *e, const tl_stmt *s) {
+  if (s->vec_dequant) {
+    op_parallel_vec(e, s);
+    return;
+  }
   int64_t ext[TL_MAX_DIMS] = {0};
   for (int i = 0; i < s->nvars; i++)
     ext[i] = s->extents[i]->val.i;

@@ -567,6 +567,8 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     for (int i = 0; i < s->nvars; i++)
       fprintf(f, "%s%s < %s", i ? ", " : "", s->vars[i]->name, tl_expr_str(a, s->extents[i]));
     fputs(")", f);
+    if (s->vec_dequant)
+      fputs(" [8 at a time: packed words to float16 pairs, f16x2 arithmetic, 16-byte stores]", f);
     break;
   case S_LOOP: {
     static const char *const kinds[] = {"serial", "unroll", "vectorized", "pipelined"};

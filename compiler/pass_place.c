@@ -779,6 +779,128 @@ static tl_walk_act swizzle_operands(tl_stmt *s, void *user) {
   return TL_WALK_GO;
 }
 
+/* ---- dequantizing parallel loops, 8 elements at a time -------------------------------------
+ * A parallel loop whose body is one assignment D[..., j] = f(...) of a
+ * float16 shared buffer, j its innermost var (extent a multiple of 8),
+ * where f is float16 arithmetic (+, -, *, negation, casts to float16) on
+ * float16(P[..., j]) of packed integer shared buffers P (int4, uint4, int2,
+ * uint2, int1, uint1) and on values that do not depend on j (constants,
+ * float16 elements of shared buffers or tensors whose indices do not use
+ * j), runs 8 iterations along j at a time (tl_stmt.vec_dequant): each P's
+ * 8 elements are one aligned word (its rows a multiple of 8 elements,
+ * row-major), converted to 4 float16 pairs with the conversion of
+ * tl_subbyte_f16_pair (no convert instruction), f is computed on pairs
+ * with f16x2 instructions (add, sub and mul with .rn: never fused, so each
+ * operation rounds once to float16 as proto/tile-ir-v1.md 8.2 says; float32
+ * arithmetic rounded to float16, as the scalar path computes, gives the same
+ * results, since float32 has more than twice float16's precision), and
+ * D's 8 elements are one 16-byte store (rows a multiple of 8 elements;
+ * the swizzles move 16-byte chunks whole).  NVIDIA targets only (inline
+ * PTX); everything else keeps the loop's scalar path. */
+static bool mentions(tl_expr *x, const tl_sym *v);
+
+static tl_walk_act find_sym(tl_expr *x, tl_stmt *s, void *user) {
+  (void)s;
+  return x->sym == user ? TL_WALK_STOP : TL_WALK_GO;
+}
+
+/* Does x use symbol v (as a name, or as the buffer it indexes)? */
+static bool mentions(tl_expr *x, const tl_sym *v) {
+  return tl_walk_expr(x, find_sym, NULL, (void *)v) == TL_WALK_STOP;
+}
+
+/* Is x an element of shared buffer or tensor whose indices do not use j
+ * and no register fragment, or (last_j) whose last index is j itself? */
+static bool vec_elem(tl_expr *x, const tl_sym *j, bool last_j) {
+  const tl_sym *b = x->sym;
+  if (x->kind != E_INDEX || b->ndim != x->nargs)
+    return false;
+  if (b->kind == SYM_BUFFER && !(b->scope == SCOPE_SHARED || (b->scope == SCOPE_FRAGMENT && !b->in_regs)))
+    return false;
+  if (b->kind != SYM_BUFFER && b->kind != SYM_TENSOR)
+    return false;
+  if (b->layout && !b->layout->swizzle)
+    return false;
+  for (int d = 0; d < x->nargs; d++) {
+    tl_expr *i = x->args[d];
+    if (last_j && d == x->nargs - 1) {
+      if (i->kind != E_NAME || i->sym != j)
+        return false;
+    } else if (mentions(i, j)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/* A packed integer shared buffer read along j, 8 elements to a word. */
+static bool vec_packed(tl_expr *x, const tl_sym *j) {
+  if (x->kind != E_INDEX || !vec_elem(x, j, true) || x->sym->kind != SYM_BUFFER || x->sym->swizzled ||
+      x->sym->wgmma_op)
+    return false;
+  switch (x->sym->dtype) {
+  case TL_INT4: case TL_UINT4: case TL_INT2: case TL_UINT2: case TL_INT1: case TL_UINT1:
+    return x->sym->dims[x->sym->ndim - 1] % 8 == 0;
+  default:
+    return false;
+  }
+}
+
+/* Can float16 expression x be computed on pairs (emit_cuda.c: vex)?
+ * Counts the packed reads in *npacked. */
+static bool vec_f16(tl_expr *x, const tl_sym *j, const tl_sym *D, int *npacked) {
+  if (x->kind == E_CONST)
+    return x->type != TL_BOOL;
+  if (x->type != TL_FLOAT16)
+    return false;
+  switch (x->kind) {
+  case E_INDEX:
+    return x->sym != D && vec_elem(x, j, false) && x->sym->dtype == TL_FLOAT16 && !mentions(x, D);
+  case E_UNARY:
+    return x->op == '-' && x->args[0]->type == TL_FLOAT16 && vec_f16(x->args[0], j, D, npacked);
+  case E_CALL:
+    if (x->fn != FN_CAST)
+      return false;
+    if (vec_packed(x->args[0], j)) {
+      ++*npacked;
+      return true;
+    }
+    return x->args[0]->type == TL_FLOAT16 && vec_f16(x->args[0], j, D, npacked);
+  case E_BINARY:
+    if (x->op != '+' && x->op != '-' && x->op != '*')
+      return false;
+    for (int k = 0; k < 2; k++)
+      if ((x->args[k]->kind != E_CONST && x->args[k]->type != TL_FLOAT16) || !vec_f16(x->args[k], j, D, npacked))
+        return false;
+    return true;
+  default:
+    return false;
+  }
+}
+
+static bool dequant_loop(const tl_stmt *s) {
+  if (s->kind != S_PARALLEL || s->body.n != 1 || s->body.items[0]->kind != S_ASSIGN ||
+      s->extents[s->nvars - 1]->val.i % 8)
+    return false;
+  const tl_stmt *a = s->body.items[0];
+  const tl_sym *j = s->vars[s->nvars - 1];
+  tl_expr *l = a->lhs;
+  if (a->assign_op || l->kind != E_INDEX || !vec_elem(l, j, true) || l->sym->kind != SYM_BUFFER ||
+      l->sym->dtype != TL_FLOAT16 || l->sym->dims[l->sym->ndim - 1] % 8 || a->value->type != TL_FLOAT16)
+    return false;
+  const tl_sym *D = l->sym;
+  if ((D->swizzled || D->wgmma_op) && D->ndim != 2)
+    return false;
+  int npacked = 0;
+  return vec_f16(a->value, j, D, &npacked) && npacked > 0;
+}
+
+static tl_walk_act mark_dequant(tl_stmt *s, void *user) {
+  if (s->kind == S_PARALLEL)
+    s->vec_dequant = *(bool *)user && dequant_loop(s);
+  return TL_WALK_GO;
+}
+
 tl_status tl_pass_place(tl_program *prog, int64_t smem_limit, tl_error *err) {
   return tl_pass_place_for(prog, smem_limit, &tl_codegen_cuda, err);
 }
@@ -835,6 +957,8 @@ static void place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bo
   mark_packed(prog);
   tl_walk(&prog->body, &(tl_walker){.pre = swizzle_operands}, p);
   tl_walk(&prog->body, &(tl_walker){.pre = mark_reduction}, p);
+  bool cuda = cg->dialect == TL_DIALECT_CUDA;
+  tl_walk(&prog->body, &(tl_walker){.pre = mark_dequant}, &cuda);
   tl_walk(&prog->body, &(tl_walker){.pre = max_scratch}, p);
   prog->scratch_bytes = p->scratch;
   tl_pass_smem(prog);

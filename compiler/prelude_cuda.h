@@ -34,6 +34,18 @@ static const char tl_prelude_cuda[] =
     "TL_DEV unsigned tl_f2h2(float lo, float hi) {\n"
     "  unsigned r; asm(\"cvt.rn.f16x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo)); return r;\n"
     "}\n"
+    /* float16 pairs: each operation rounds once (.rn: never fused into an fma) */
+    "TL_DEV unsigned tl_hadd2(unsigned a, unsigned b) { unsigned r; asm(\"add.rn.f16x2 %0, %1, %2;\" : \"=r\"(r) : \"r\"(a), \"r\"(b)); return r; }\n"
+    "TL_DEV unsigned tl_hsub2(unsigned a, unsigned b) { unsigned r; asm(\"sub.rn.f16x2 %0, %1, %2;\" : \"=r\"(r) : \"r\"(a), \"r\"(b)); return r; }\n"
+    "TL_DEV unsigned tl_hmul2(unsigned a, unsigned b) { unsigned r; asm(\"mul.rn.f16x2 %0, %1, %2;\" : \"=r\"(r) : \"r\"(a), \"r\"(b)); return r; }\n"
+    /* two packed integers of a word to a float16 pair, exactly (dtype.h: tl_subbyte_f16_pair) */
+    "TL_DEV unsigned tl_sb2h2(unsigned w, unsigned sel, unsigned mask, unsigned scale, unsigned bias) {\n"
+    "  unsigned x, h;\n"
+    "  asm(\"prmt.b32 %0, %1, 0, %2;\" : \"=r\"(x) : \"r\"(w), \"r\"(sel));\n"
+    "  asm(\"lop3.b32 %0, %1, %2, 0x64006400, 0xea;\" : \"=r\"(x) : \"r\"(x), \"r\"(mask));\n"
+    "  asm(\"fma.rn.f16x2 %0, %1, %2, %3;\" : \"=r\"(h) : \"r\"(x), \"r\"(scale), \"r\"(bias));\n"
+    "  return h;\n"
+    "}\n"
     "TL_DEV float tl_bf2f(unsigned short b) { return __int_as_float((int)b << 16); }\n"
     "TL_DEV unsigned short tl_f2bf(float x) {\n"
     "  unsigned u = (unsigned)__float_as_int(x);\n"
