@@ -243,15 +243,19 @@ def lowp_rows(a, work, rows, res):
 
 
 def W4A16_CONFIGS(M):
-    """gemm_w4a16's tile choices tried at M: as written and the earlier ones,
-    then, for small M, many blocks across N (block_N 64: 128 blocks for
-    N = 8192) with K tiles of a whole group: 16 rows on mma.sync up to M = 16,
-    64 rows on wgmma."""
-    cfgs = [{}, {"block_M": 64, "threads": 128}, {"block_K": 128}]
+    """(program, tile choices) tried at M: examples/gemm_w4a16.json as
+    written and with the earlier choices, then, for small M,
+    examples/gemm_w4a16_narrow.json (N tiles of 64: 128 blocks for
+    N = 8192; the block's scales copied once) with 16 rows on mma.sync up to
+    M = 16 and 64 rows on wgmma, and gemm_w4a16.json with the same narrow
+    tiles."""
+    W, NW = "examples/gemm_w4a16.json", "examples/gemm_w4a16_narrow.json"
+    cfgs = [(W, {}), (W, {"block_M": 64, "threads": 128}), (W, {"block_K": 128})]
     if M <= 16:
-        cfgs += [{"block_M": 16, "block_N": 64, "block_K": 128, "threads": 128, "num_stages": 4}]
+        cfgs += [(NW, {}), (W, {"block_M": 16, "block_N": 64, "block_K": 128, "threads": 128, "num_stages": 4})]
     if M <= 64:
-        cfgs += [{"block_M": 64, "block_N": 64, "block_K": 128, "threads": 128, "num_stages": 4}]
+        cfgs += [(NW, {"block_M": 64}), (W, {"block_M": 64, "block_N": 64, "block_K": 128, "threads": 128,
+                                            "num_stages": 4})]
     return cfgs
 
 
@@ -397,16 +401,16 @@ def main():
         absref = A.float().abs() @ W.float().abs().t()
         flops = 2 * M * N * K
         best = None
-        for cfg in W4A16_CONFIGS(M):
+        for prog, cfg in W4A16_CONFIGS(M):
             defs = dict({"M": M, "N": N, "K": K, "group_size": G}, **cfg)
-            ms = ours_or_fail(f"w4a16 M={M} [{cfg}]", a.tlc, "examples/gemm_w4a16.json", defs,
+            ms = ours_or_fail(f"w4a16 M={M} [{cfg}]", a.tlc, prog, defs,
                               {"A": f"{work}/Aw.npy", "B": f"{work}/Bq.npy", "S": f"{work}/Sc.npy"},
                               {"C": f"{work}/Cw.npy"}, 20)
             if ms is None:
                 continue
             C = torch.from_numpy(np.load(f"{work}/Cw.npy")).cuda().float()
             e_ = (torch.linalg.norm(C - ref) / torch.linalg.norm(ref)).item()
-            tag = ",".join(f"{k}={v}" for k, v in cfg.items()) or "as written"
+            tag = os.path.basename(prog)[:-5] + ":" + (",".join(f"{k}={v}" for k, v in cfg.items()) or "as written")
             # checked before it counts: float16 products of the same float16 weights, exact in float32; K float32
             # sums; a float16 output
             ok = checked(f"w4a16 M={M} [{tag}]", C, ref, K, absref)

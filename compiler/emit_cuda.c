@@ -1861,10 +1861,13 @@ static const tl_sym *body_owner(const tl_body *b, bool two_d) {
 typedef struct {
   const tl_expr *reads[16];
   int n, at, pair;
+  bool bf16; /* the pairs are bfloat16 (else float16) */
 } vec_state;
 
+static bool is_packed_cast(const tl_expr *x);
+
 static void vec_reads(const tl_expr *x, vec_state *v) {
-  if (x->kind == E_CALL && x->fn == FN_CAST && x->args[0]->kind == E_INDEX && is_packed(x->args[0]->type)) {
+  if (is_packed_cast(x)) {
     assert(v->n < 16);
     v->reads[v->n++] = x;
     return;
@@ -1881,32 +1884,65 @@ static const char *read_bits16(E *e, const tl_sym *s, const char *const *idx) {
   return raw;
 }
 
-/* Float16 expression x for elements 2p and 2p + 1 of the group (p =
- * v->pair), as a float16 pair (unsigned, the lower element in the low half). */
+static bool is_packed_cast(const tl_expr *x) {
+  return x->kind == E_CALL && x->fn == FN_CAST && x->args[0]->kind == E_INDEX && is_packed(x->args[0]->type);
+}
+
+/* Is x an integer-valued constant of magnitude at most 512 (*c)?  Then
+ * T(P) + c is exact in float16 for every packed integer P (at most 4 bits:
+ * |P + c| <= 527), and so is tl_sb2h2's bias with c added (an integer of
+ * magnitude below 2048, or a smaller multiple of 1/16), so the addition
+ * folds into the bias and the fma's one rounding is exact; bfloat16(P) + c
+ * is that float16 value converted once. */
+static bool exact_offset(const tl_expr *x, double *c) {
+  if (x->kind != E_CONST || x->type == TL_BOOL)
+    return false;
+  double d = is_f(x->type) ? x->val.f : is_unsigned_i(x->type) ? (double)x->val.u : (double)x->val.i;
+  if (!(d == floor(d) && fabs(d) <= 512))
+    return false;
+  *c = d;
+  return true;
+}
+
+/* The pair of cast x of packed read number v->at (converted by tl_sb2h2)
+ * plus the constant add. */
+static const char *vex_packed(E *e, const tl_expr *x, vec_state *v, double add) {
+  int k = v->at++;
+  const tl_sym *P = x->args[0]->sym;
+  tl_subbyte_pair c;
+  tl_subbyte_f16_pair(tl_dtype_bits(P->dtype), is_signed_i((tl_type)P->dtype), v->pair, &c);
+  unsigned lo = tl_f16_from_double(tl_f16_to_double((uint16_t)(c.bias & 0xffff)) + add);
+  unsigned hi = tl_f16_from_double(tl_f16_to_double((uint16_t)(c.bias >> 16)) + add);
+  const char *h = S("tl_sb2h2(tl_w%d ^ 0x%08xu, 0x%04xu, 0x%08xu, 0x%08xu, 0x%08xu)", k, c.flip, c.sel, c.mask, c.scale,
+                    lo | hi << 16);
+  return v->bf16 ? S("tl_h2bf2(%s)", h) : h;
+}
+
+/* Expression x (float16 or bfloat16: v->bf16) for elements 2p and 2p + 1
+ * of the group (p = v->pair), as a pair (unsigned, the lower element in
+ * the low half). */
 static const char *vex(E *e, const tl_expr *x, vec_state *v) {
   switch (x->kind) {
   case E_CONST: {
     double d = is_f(x->type) ? x->val.f : is_unsigned_i(x->type) ? (double)x->val.u : (double)x->val.i;
-    unsigned h = tl_f16_from_double(d);
+    unsigned h = v->bf16 ? tl_bf16_from_double(d) : tl_f16_from_double(d);
     return S("0x%08xu", h | h << 16);
   }
   case E_INDEX:
     return S("((unsigned)%s * 0x10001u)", read_bits16(e, x->sym, index_codes(e, x)));
   case E_UNARY:
     return S("(%s ^ 0x80008000u)", vex(e, x->args[0], v));
-  case E_CALL: {
+  case E_CALL:
     if (!is_packed(x->args[0]->type))
       return vex(e, x->args[0], v);
-    int k = v->at++;
-    const tl_sym *P = x->args[0]->sym;
-    tl_subbyte_pair c;
-    tl_subbyte_f16_pair(tl_dtype_bits(P->dtype), is_signed_i((tl_type)P->dtype), v->pair, &c);
-    return S("tl_sb2h2(tl_w%d ^ 0x%08xu, 0x%04xu, 0x%08xu, 0x%08xu, 0x%08xu)", k, c.flip, c.sel, c.mask, c.scale, c.bias);
-  }
+    return vex_packed(e, x, v, 0);
   case E_BINARY: {
+    double c = 0;
+    if ((x->op == '+' || x->op == '-') && is_packed_cast(x->args[0]) && exact_offset(x->args[1], &c))
+      return vex_packed(e, x->args[0], v, x->op == '+' ? c : -c); /* T(P) +- c: c folded into the bias */
     const char *a = vex(e, x->args[0], v); /* in this order: the packed reads count up */
     const char *b = vex(e, x->args[1], v);
-    return S("tl_h%s2(%s, %s)", x->op == '+' ? "add" : x->op == '-' ? "sub" : "mul", a, b);
+    return S("tl_%s%s2(%s, %s)", v->bf16 ? "b" : "h", x->op == '+' ? "add" : x->op == '-' ? "sub" : "mul", a, b);
   }
   default:
     fail(e, x->pointer, "internal: expression not computable on float16 pairs");
@@ -1931,7 +1967,7 @@ static void op_parallel_vec(E *e, const tl_stmt *s) {
   const tl_stmt *saved = e->par;
   e->par = s;
   const tl_stmt *a = s->body.items[0];
-  vec_state v = {0};
+  vec_state v = {.bf16 = a->lhs->sym->dtype == TL_BFLOAT16};
   vec_reads(a->value, &v);
   for (int k = 0; k < v.n; k++) {
     const tl_expr *r = v.reads[k]->args[0];
@@ -2230,6 +2266,27 @@ static void stage_pointers(E *e, const tl_stmt *loop, const char *stage) {
   }
 }
 
+/* The copy of each rotating buffer (pass_pipeline.c: rotatable) that the
+ * iteration writes and reads: the operands of the loop's wgmma gemm. */
+static void rotate_pointers(E *e, const tl_stmt *loop, const char *copy) {
+  for (int i = 0; i < loop->body.n; i++) {
+    const tl_stmt *g = loop->body.items[i];
+    if (g->kind != S_GEMM)
+      continue;
+    const tl_sym *ops[2] = {g->A, g->B};
+    for (int k = 0; k < 2; k++) {
+      const tl_sym *b = ops[k];
+      if (!b->rotates || (k == 1 && g->A == g->B))
+        continue;
+      int64_t n = 1;
+      for (int d = 0; d < b->ndim; d++)
+        n *= b->dims[d];
+      line(e, "%s *const s_%s = tl_base_%s + (long long)(%s) * %" PRId64 "LL; (void)s_%s;", srep(b->dtype), b->name,
+           b->name, copy, n, b->name);
+    }
+  }
+}
+
 /* The prefetches of one iteration into stage `stage`: cp.async copies by
  * every thread; bulk tensor copies by thread 0, after it tells the stage's
  * mbarrier how many bytes they bring. */
@@ -2325,6 +2382,7 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   }
   line(e, "const int %s = (int)(tl_s%d + tl_c%d);", var, id, id);
   stage_pointers(e, s, S("tl_c%d %% %" PRId64, id, S));
+  rotate_pointers(e, s, S("tl_c%d %% 2", id));
   for (int i = 0; i < s->body.n && !e->failed; i++)
     if (!s->body.items[i]->prefetch)
       emit_stmt(e, s->body.items[i], true);

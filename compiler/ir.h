@@ -165,6 +165,11 @@ typedef struct tl_sym {
                                   columns, one after another), 1024-byte aligned */
   bool swizzled;               /* smem 2-D 16-bit buffer stored with the XOR swizzle of 16-byte
                                   chunks (tl_swz in prelude_cuda.h) */
+  bool rotates;                /* after pass_pipeline: a shared buffer that one parallel loop of a
+                                  software-pipelined loop's body writes whole each iteration and
+                                  that the loop's wgmma gemm reads with its group left in flight:
+                                  `stages` (2) copies, iteration c using copy c % 2
+                                  (pass_pipeline.c: rotatable) */
   int64_t stages;              /* after pass_pipeline: copies of a shared buffer that a pipelined
                                   loop rotates through (1 when not pipelined) */
   bool has_range;              /* after pass_range: the value of a block, loop or let variable

@@ -10,7 +10,8 @@
  * buffers; pipe on such loops, with pipe_stages and pipe_ahead; for a
  * gemm on wgmma, how many of its wgmma-groups stay in flight as it ends
  * (wg_pending, and wg_drain on its loop: the rule and its argument are at
- * async_gemm below).  Keeps: everything else (results never
+ * async_gemm below), and rotates (two copies) on the buffers such a gemm
+ * reads that a parallel loop of the body computes (rotatable).  Keeps: everything else (results never
  * change: a prefetched copy reads only the loop variable and values fixed
  * before the loop, and its buffer is written by nothing else and read by
  * nothing before it in the body or outside the loop).
@@ -180,7 +181,8 @@ static bool used_outside(const tl_body *b, const tl_stmt *loop, const tl_sym *bu
  * holds it at its top level, where it is the loop's only gemm on wgmma,
  * does not clear C (writing C's registers with a group pending), C is
  * touched by no other statement of the loop, and A and B are both buffers
- * the loop prefetches (written by nothing but the loop's own copies).  The
+ * the loop prefetches (written by nothing but the loop's own copies) or
+ * rotates (below).  The
  * loop then waits for the last group as it ends (wg_drain: wait_group 0,
  * before the barrier that follows every pipelined loop), so whatever
  * comes after it (the epilogue reading C) sees finished accumulators.
@@ -201,6 +203,57 @@ static bool used_outside(const tl_body *b, const tl_stmt *loop, const tl_sym *bu
  * group, or, where shared memory is short of that stage, one iteration
  * less ahead; with no room for d >= 1 the gemm waits for 0 (N = 0, d = S - 1).
  * ---------------------------------------------------------------------------------------- */
+/* ---- rotating buffers -----------------------------------------------------------------
+ * A gemm operand that the loop computes rather than copies -- a float16
+ * tile dequantized from packed weights by a parallel loop before the gemm
+ * -- would keep the gemm waiting for 0: the next iteration overwrites it
+ * while the group still reads it.  Such a buffer rotates instead: two
+ * copies, iteration c writing and reading copy c % 2.  The writer of
+ * iteration c + 1 then writes the copy that the pending group of c does not
+ * read, and the writer of c + 2 starts after the barrier that opens
+ * iteration c + 2, which every warpgroup reaches only after its wait at the
+ * end of c + 1 (wait_group 1: the group of c complete) -- the argument for
+ * the prefetched stages above, with S = 2 and d = 0.  Results are those of
+ * one buffer: the writer is the only statement of the loop that writes the
+ * buffer and it writes all of it each iteration (a parallel loop over the
+ * buffer's shape whose one assignment stores the identity element), nothing
+ * before it in the body touches the buffer, and nothing outside the loop
+ * does, so every read of an iteration sees that iteration's values. */
+static bool writes_whole(const tl_stmt *w, const tl_sym *buf) {
+  if (w->kind != S_PARALLEL || w->body.n != 1 || w->body.items[0]->kind != S_ASSIGN ||
+      w->body.items[0]->assign_op || w->nvars != buf->ndim)
+    return false;
+  const tl_expr *l = w->body.items[0]->lhs;
+  if (l->kind != E_INDEX || l->sym != buf || l->nargs != w->nvars)
+    return false;
+  for (int d = 0; d < w->nvars; d++)
+    if (l->args[d]->kind != E_NAME || l->args[d]->sym != w->vars[d] || w->extents[d]->val.i != buf->dims[d])
+      return false;
+  return true;
+}
+
+static bool rotatable(P *p, const tl_stmt *loop, const tl_sym *buf, const tl_stmt *g) {
+  if (buf->kind != SYM_BUFFER || buf->scope != SCOPE_SHARED || buf->stages > 1)
+    return false;
+  const tl_body *b = &loop->body;
+  int wi = -1, gi = -1;
+  for (int i = 0; i < b->n; i++) {
+    if (b->items[i] == g)
+      gi = i;
+    else if (stmt_writes(b->items[i], buf)) {
+      if (wi >= 0)
+        return false;
+      wi = i;
+    }
+  }
+  if (wi < 0 || wi > gi || !writes_whole(b->items[wi], buf))
+    return false;
+  for (int j = 0; j < wi; j++)
+    if (stmt_touches(b->items[j], buf))
+      return false;
+  return !used_outside(p->top, loop, buf);
+}
+
 static tl_walk_act find_wgmma(tl_stmt *s, void *n) {
   if (s->kind == S_GEMM && s->use_wgmma)
     ++*(int *)n;
@@ -220,7 +273,7 @@ static tl_stmt *async_gemm(const tl_stmt *loop) {
       g = b->items[i];
   if (n != 1 || !g || g->clear_accum)
     return NULL;
-  bool a = false, bb = false;
+  bool a = g->A->rotates, bb = g->B->rotates;
   for (int i = 0; i < b->n; i++) {
     const tl_stmt *c = b->items[i];
     if (c->prefetch && c->dst->sym == g->A)
@@ -260,6 +313,20 @@ static void pipeline_loop(P *p, tl_stmt *loop) {
   }
   if (!loop->pipe)
     return;
+  /* operands the loop computes rotate (above), where a stage is left for a pending group */
+  tl_stmt *w = NULL;
+  for (int i = 0; i < b->n; i++)
+    if (b->items[i]->kind == S_GEMM && b->items[i]->use_wgmma && !b->items[i]->clear_accum)
+      w = b->items[i];
+  tl_sym *rot[2] = {NULL, NULL};
+  for (int k = 0; w && k < 2 && p->max_stages >= 3; k++) {
+    tl_sym *x = k ? w->B : w->A;
+    if (rotatable(p, loop, x, w)) {
+      x->rotates = true;
+      x->stages = 2;
+      rot[k] = x;
+    }
+  }
   tl_stmt *g = async_gemm(loop);
   int pending = g ? 1 : 0;
   int64_t total = loop->num_stages + pending < p->max_stages ? loop->num_stages + pending : p->max_stages;
@@ -268,6 +335,11 @@ static void pipeline_loop(P *p, tl_stmt *loop) {
     pending = 0;
     ahead = total - 1;
   }
+  for (int k = 0; k < 2 && !pending; k++)
+    if (rot[k]) { /* no group pending: one copy serves */
+      rot[k]->rotates = false;
+      rot[k]->stages = 1;
+    }
   loop->pipe_stages = total;
   loop->pipe_ahead = ahead;
   loop->wg_drain = pending > 0;
@@ -332,6 +404,13 @@ static tl_walk_act mark_loop(tl_stmt *s, void *user) {
 
 static void walk(P *p, tl_body *b) {
   static const tl_walker w = {.pre = mark_copy, .post = mark_loop};
+  for (int i = 0; i < p->prog->nbuffer_slots; i++) {
+    tl_sym *x = p->prog->buffer_syms[i];
+    if (x->rotates) {
+      x->rotates = false;
+      x->stages = 1;
+    }
+  }
   tl_walk(b, &w, p);
 }
 

@@ -781,22 +781,25 @@ static tl_walk_act swizzle_operands(tl_stmt *s, void *user) {
 
 /* ---- dequantizing parallel loops, 8 elements at a time -------------------------------------
  * A parallel loop whose body is one assignment D[..., j] = f(...) of a
- * float16 shared buffer, j its innermost var (extent a multiple of 8),
- * where f is float16 arithmetic (+, -, *, negation, casts to float16) on
- * float16(P[..., j]) of packed integer shared buffers P (int4, uint4, int2,
- * uint2, int1, uint1) and on values that do not depend on j (constants,
- * float16 elements of shared buffers or tensors whose indices do not use
- * j), runs 8 iterations along j at a time (tl_stmt.vec_dequant): each P's
- * 8 elements are one aligned word (its rows a multiple of 8 elements,
- * row-major), converted to 4 float16 pairs with the conversion of
- * tl_subbyte_f16_pair (no convert instruction), f is computed on pairs
- * with f16x2 instructions (add, sub and mul with .rn: never fused, so each
- * operation rounds once to float16 as proto/tile-ir-v1.md 8.2 says; float32
- * arithmetic rounded to float16, as the scalar path computes, gives the same
- * results, since float32 has more than twice float16's precision), and
- * D's 8 elements are one 16-byte store (rows a multiple of 8 elements;
- * the swizzles move 16-byte chunks whole).  NVIDIA targets only (inline
- * PTX); everything else keeps the loop's scalar path. */
+ * float16 (or, from sm_80, bfloat16) shared buffer, j its innermost var
+ * (extent a multiple of 8), where f is arithmetic in D's type (+, -, *,
+ * negation, casts to it) on casts T(P[..., j]) of packed integer shared
+ * buffers P (int4, uint4, int2, uint2, int1, uint1) and on values that do
+ * not depend on j (constants, elements of D's type of shared buffers or
+ * tensors whose indices do not use j), runs 8 iterations along j at a time
+ * (tl_stmt.vec_dequant): each P's 8 elements are one aligned word (its rows
+ * a multiple of 8 elements, row-major), converted to 4 float16 pairs with
+ * the conversion of tl_subbyte_f16_pair (no convert instruction; for
+ * bfloat16 then converted, exactly, to bfloat16 pairs), f is computed on
+ * pairs with f16x2 (add, sub and mul with .rn) or bf16x2 (fma.rn with 1,
+ * -1 or -0 as the other operand) instructions: never fused, so each
+ * operation rounds once to D's type as proto/tile-ir-v1.md 8.2 says
+ * (float32 arithmetic rounded to float16 or bfloat16, as the scalar path
+ * computes, gives the same results, since float32 has more than twice
+ * their precision), and D's 8 elements are one 16-byte store (rows a
+ * multiple of 8 elements; the swizzles move 16-byte chunks whole).
+ * NVIDIA targets only (inline PTX); everything else keeps the loop's
+ * scalar path. */
 static bool mentions(tl_expr *x, const tl_sym *v);
 
 static tl_walk_act find_sym(tl_expr *x, tl_stmt *s, void *user) {
@@ -846,18 +849,18 @@ static bool vec_packed(tl_expr *x, const tl_sym *j) {
   }
 }
 
-/* Can float16 expression x be computed on pairs (emit_cuda.c: vex)?
- * Counts the packed reads in *npacked. */
-static bool vec_f16(tl_expr *x, const tl_sym *j, const tl_sym *D, int *npacked) {
+/* Can expression x of type t (float16 or bfloat16) be computed on pairs
+ * (emit_cuda.c: vex)?  Counts the packed reads in *npacked. */
+static bool vec_f16(tl_expr *x, const tl_sym *j, const tl_sym *D, tl_type t, int *npacked) {
   if (x->kind == E_CONST)
     return x->type != TL_BOOL;
-  if (x->type != TL_FLOAT16)
+  if (x->type != t)
     return false;
   switch (x->kind) {
   case E_INDEX:
-    return x->sym != D && vec_elem(x, j, false) && x->sym->dtype == TL_FLOAT16 && !mentions(x, D);
+    return x->sym != D && vec_elem(x, j, false) && (tl_type)x->sym->dtype == t && !mentions(x, D);
   case E_UNARY:
-    return x->op == '-' && x->args[0]->type == TL_FLOAT16 && vec_f16(x->args[0], j, D, npacked);
+    return x->op == '-' && x->args[0]->type == t && vec_f16(x->args[0], j, D, t, npacked);
   case E_CALL:
     if (x->fn != FN_CAST)
       return false;
@@ -865,12 +868,12 @@ static bool vec_f16(tl_expr *x, const tl_sym *j, const tl_sym *D, int *npacked) 
       ++*npacked;
       return true;
     }
-    return x->args[0]->type == TL_FLOAT16 && vec_f16(x->args[0], j, D, npacked);
+    return x->args[0]->type == t && vec_f16(x->args[0], j, D, t, npacked);
   case E_BINARY:
     if (x->op != '+' && x->op != '-' && x->op != '*')
       return false;
     for (int k = 0; k < 2; k++)
-      if ((x->args[k]->kind != E_CONST && x->args[k]->type != TL_FLOAT16) || !vec_f16(x->args[k], j, D, npacked))
+      if ((x->args[k]->kind != E_CONST && x->args[k]->type != t) || !vec_f16(x->args[k], j, D, t, npacked))
         return false;
     return true;
   default:
@@ -878,26 +881,29 @@ static bool vec_f16(tl_expr *x, const tl_sym *j, const tl_sym *D, int *npacked) 
   }
 }
 
-static bool dequant_loop(const tl_stmt *s) {
+static bool dequant_loop(const tl_stmt *s, bool bf16) {
   if (s->kind != S_PARALLEL || s->body.n != 1 || s->body.items[0]->kind != S_ASSIGN ||
       s->extents[s->nvars - 1]->val.i % 8)
     return false;
   const tl_stmt *a = s->body.items[0];
   const tl_sym *j = s->vars[s->nvars - 1];
   tl_expr *l = a->lhs;
-  if (a->assign_op || l->kind != E_INDEX || !vec_elem(l, j, true) || l->sym->kind != SYM_BUFFER ||
-      l->sym->dtype != TL_FLOAT16 || l->sym->dims[l->sym->ndim - 1] % 8 || a->value->type != TL_FLOAT16)
+  if (a->assign_op || l->kind != E_INDEX || !vec_elem(l, j, true) || l->sym->kind != SYM_BUFFER)
     return false;
   const tl_sym *D = l->sym;
+  tl_type t = (tl_type)D->dtype;
+  if (!(t == TL_FLOAT16 || (bf16 && t == TL_BFLOAT16)) || D->dims[D->ndim - 1] % 8 || a->value->type != t)
+    return false;
   if ((D->swizzled || D->wgmma_op) && D->ndim != 2)
     return false;
   int npacked = 0;
-  return vec_f16(a->value, j, D, &npacked) && npacked > 0;
+  return vec_f16(a->value, j, D, t, &npacked) && npacked > 0;
 }
 
 static tl_walk_act mark_dequant(tl_stmt *s, void *user) {
+  const tl_codegen *cg = user;
   if (s->kind == S_PARALLEL)
-    s->vec_dequant = *(bool *)user && dequant_loop(s);
+    s->vec_dequant = cg->dialect == TL_DIALECT_CUDA && dequant_loop(s, cg->mma);
   return TL_WALK_GO;
 }
 
@@ -957,8 +963,7 @@ static void place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bo
   mark_packed(prog);
   tl_walk(&prog->body, &(tl_walker){.pre = swizzle_operands}, p);
   tl_walk(&prog->body, &(tl_walker){.pre = mark_reduction}, p);
-  bool cuda = cg->dialect == TL_DIALECT_CUDA;
-  tl_walk(&prog->body, &(tl_walker){.pre = mark_dequant}, &cuda);
+  tl_walk(&prog->body, &(tl_walker){.pre = mark_dequant}, (void *)cg);
   tl_walk(&prog->body, &(tl_walker){.pre = max_scratch}, p);
   prog->scratch_bytes = p->scratch;
   tl_pass_smem(prog);

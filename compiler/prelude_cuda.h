@@ -46,6 +46,18 @@ static const char tl_prelude_cuda[] =
     "  asm(\"fma.rn.f16x2 %0, %1, %2, %3;\" : \"=r\"(h) : \"r\"(x), \"r\"(scale), \"r\"(bias));\n"
     "  return h;\n"
     "}\n"
+    /* bfloat16 pairs (sm_80): fma.rn with 1, -1 or -0 rounds once, as add, sub and mul would */
+    "TL_DEV unsigned tl_bfma2(unsigned a, unsigned b, unsigned c) { unsigned r; asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(r) : \"r\"(a), \"r\"(b), \"r\"(c)); return r; }\n"
+    "TL_DEV unsigned tl_badd2(unsigned a, unsigned b) { return tl_bfma2(a, 0x3f803f80u, b); }\n"
+    "TL_DEV unsigned tl_bsub2(unsigned a, unsigned b) { return tl_bfma2(b, 0xbf80bf80u, a); }\n"
+    "TL_DEV unsigned tl_bmul2(unsigned a, unsigned b) { return tl_bfma2(a, b, 0x80008000u); }\n"
+    /* a float16 pair to a bfloat16 pair (exact for the small integers tl_sb2h2 gives) */
+    "TL_DEV unsigned tl_h2bf2(unsigned h) {\n"
+    "  float lo, hi; unsigned r;\n"
+    "  asm(\"{.reg .b16 l, u; mov.b32 {l, u}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, u;}\" : \"=f\"(lo), \"=f\"(hi) : \"r\"(h));\n"
+    "  asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));\n"
+    "  return r;\n"
+    "}\n"
     "TL_DEV float tl_bf2f(unsigned short b) { return __int_as_float((int)b << 16); }\n"
     "TL_DEV unsigned short tl_f2bf(float x) {\n"
     "  unsigned u = (unsigned)__float_as_int(x);\n"

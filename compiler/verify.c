@@ -26,7 +26,8 @@
  *             its copies 1 to num_stages - 1 iterations ahead (pipe_ahead);
  *             a gemm leaving wgmma groups pending (wg_pending) is the only
  *             wgmma gemm at the top of a draining (wg_drain) loop, keeps C
- *             and reads prefetched A and B, and pipe_ahead + wg_pending <=
+ *             and reads prefetched (or rotating: 2 stages) A and B, and
+ *             pipe_ahead + wg_pending <=
  *             pipe_stages - 1 (pass_pipeline.c's rule at async_gemm: the
  *             next prefetch overwrites no stage a pending group reads); the
  *             shared buffers, each with its stages (packed dtypes at
@@ -295,7 +296,7 @@ static void check_pending(V *v, const tl_stmt *s, const tl_stmt *g) {
   static const tl_walker w = {.pre = count_wgmma};
   int n = 0;
   tl_walk((tl_body *)&s->body, &w, &n);
-  bool a = false, b = false;
+  bool a = g->A->rotates && g->A->stages == 2, b = g->B->rotates && g->B->stages == 2;
   for (int i = 0; i < s->body.n; i++) {
     const tl_stmt *c = s->body.items[i];
     a |= c->prefetch && c->dst->sym == g->A;
@@ -308,7 +309,7 @@ static void check_pending(V *v, const tl_stmt *s, const tl_stmt *g) {
   }
   if (!s->pipe || !s->wg_drain || !g->use_wgmma || n != 1 || g->clear_accum || !a || !b) {
     fail(v, g->pointer, "gemm leaves wgmma groups pending across iterations but is not the only wgmma gemm of a "
-         "draining pipelined loop, with A and B prefetched and C kept", NULL, NULL);
+         "draining pipelined loop, with A and B prefetched or rotating and C kept", NULL, NULL);
     return;
   }
   if (s->pipe_ahead + g->wg_pending > s->pipe_stages - 1) {

@@ -17,6 +17,16 @@ TL_DEV unsigned tl_sb2h2(unsigned w, unsigned sel, unsigned mask, unsigned scale
   asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(h) : "r"(x), "r"(scale), "r"(bias));
   return h;
 }
+TL_DEV unsigned tl_bfma2(unsigned a, unsigned b, unsigned c) { unsigned r; asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
+TL_DEV unsigned tl_badd2(unsigned a, unsigned b) { return tl_bfma2(a, 0x3f803f80u, b); }
+TL_DEV unsigned tl_bsub2(unsigned a, unsigned b) { return tl_bfma2(b, 0xbf80bf80u, a); }
+TL_DEV unsigned tl_bmul2(unsigned a, unsigned b) { return tl_bfma2(a, b, 0x80008000u); }
+TL_DEV unsigned tl_h2bf2(unsigned h) {
+  float lo, hi; unsigned r;
+  asm("{.reg .b16 l, u; mov.b32 {l, u}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, u;}" : "=f"(lo), "=f"(hi) : "r"(h));
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
 TL_DEV float tl_bf2f(unsigned short b) { return __int_as_float((int)b << 16); }
 TL_DEV unsigned short tl_f2bf(float x) {
   unsigned u = (unsigned)__float_as_int(x);
@@ -162,7 +172,7 @@ TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {
   } while (old != assumed);
 }
 
-extern "C" __global__ void __launch_bounds__(128) dequant_pairs(int p_m, unsigned char *__restrict__ g_W4, unsigned char *__restrict__ g_W2, unsigned short *__restrict__ g_S, unsigned short *__restrict__ g_O1, unsigned short *__restrict__ g_O2, unsigned short *__restrict__ g_O3) {
+extern "C" __global__ void __launch_bounds__(128) dequant_pairs(int p_m, unsigned char *__restrict__ g_W4, unsigned char *__restrict__ g_W2, unsigned short *__restrict__ g_S, unsigned short *__restrict__ g_O1, unsigned short *__restrict__ g_O2, unsigned short *__restrict__ g_O3, unsigned short *__restrict__ g_O4) {
   const int tl_tid = (int)threadIdx.x;
   (void)tl_tid;
   const int v_m = p_m;
@@ -177,6 +187,8 @@ extern "C" __global__ void __launch_bounds__(128) dequant_pairs(int p_m, unsigne
   const long long g_O2_d1 = (long long)(((long long)64LL)); (void)g_O2_d1;
   const long long g_O3_d0 = (long long)(v_m); (void)g_O3_d0;
   const long long g_O3_d1 = (long long)(((long long)64LL)); (void)g_O3_d1;
+  const long long g_O4_d0 = (long long)(v_m); (void)g_O4_d0;
+  const long long g_O4_d1 = (long long)(((long long)64LL)); (void)g_O4_d1;
   const int v_bx = (int)blockIdx.x;
   extern __shared__ __align__(128) unsigned char tl_smem[];
   unsigned char *const tl_base_W4s = (unsigned char *)(tl_smem + 0);
@@ -189,6 +201,8 @@ extern "C" __global__ void __launch_bounds__(128) dequant_pairs(int p_m, unsigne
   unsigned short *const s_D2 = tl_base_D2; (void)s_D2;
   unsigned short *const tl_base_D3 = (unsigned short *)(tl_smem + 4864);
   unsigned short *const s_D3 = tl_base_D3; (void)s_D3;
+  unsigned short *const tl_base_D4 = (unsigned short *)(tl_smem + 6912);
+  unsigned short *const s_D4 = tl_base_D4; (void)s_D4;
   #pragma unroll
   for (int tl_e = tl_tid; tl_e < 32; tl_e += 128) {
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 2u); (void)tl_q1;
@@ -249,6 +263,23 @@ extern "C" __global__ void __launch_bounds__(128) dequant_pairs(int p_m, unsigne
     const int v_j = (int)tl_p1;
     s_D3[((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))] = tl_f2h(tl_rh((((float)(((signed char)tl_ldp(s_W4s, ((int)((long long)(v_i))) * 64 + (int)((long long)(v_j)), 4, 1)))) * tl_rh(tl_d2f_odd((double)(v_j))))));
   }
+  #pragma unroll
+  for (int tl_e = tl_tid; tl_e < 128; tl_e += 128) {
+    const int tl_p1 = (int)(((unsigned)tl_e / 1u) % 8u); (void)tl_p1;
+    const int tl_p0 = (int)(((unsigned)tl_e / 8u) % 16u); (void)tl_p0;
+    const int v_i = (int)tl_p0;
+    const int v_j = (int)tl_p1 * 8;
+    const unsigned tl_w0 = (unsigned)*(const unsigned *)&s_W4s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 2];
+    const unsigned tl_w1 = (unsigned)*(const unsigned short *)&s_W2s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 4];
+    const unsigned tl_h0 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_w0 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_w1 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x34003c00u, 0xdc08e402u)));
+    const unsigned tl_h1 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_w0 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_w1 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x24002c00u, 0xcc80d420u)));
+    const unsigned tl_h2 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_w0 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_w1 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x34003c00u, 0xdc08e402u)));
+    const unsigned tl_h3 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_w0 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_w1 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x24002c00u, 0xcc80d420u)));
+    tl_v16 tl_o;
+    tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;
+    tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;
+    *(tl_v16 *)&s_D4[((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))] = tl_o;
+  }
   __syncthreads();
   for (int tl_e = tl_tid; tl_e < 1024; tl_e += 128) {
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
@@ -264,5 +295,10 @@ extern "C" __global__ void __launch_bounds__(128) dequant_pairs(int p_m, unsigne
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
     if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O3_d0) g_O3[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O3_d1 + ((long long)(((int)0LL)) + tl_q1)] = tl_f2h(tl_h2f(s_D3[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)]));
+  }
+  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 128) {
+    const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
+    const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
+    if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O4_d0) g_O4[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O4_d1 + ((long long)(((int)0LL)) + tl_q1)] = tl_f2bf(tl_bf2f(s_D4[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)]));
   }
 }

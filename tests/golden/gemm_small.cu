@@ -17,6 +17,16 @@ TL_DEV unsigned tl_sb2h2(unsigned w, unsigned sel, unsigned mask, unsigned scale
   asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(h) : "r"(x), "r"(scale), "r"(bias));
   return h;
 }
+TL_DEV unsigned tl_bfma2(unsigned a, unsigned b, unsigned c) { unsigned r; asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
+TL_DEV unsigned tl_badd2(unsigned a, unsigned b) { return tl_bfma2(a, 0x3f803f80u, b); }
+TL_DEV unsigned tl_bsub2(unsigned a, unsigned b) { return tl_bfma2(b, 0xbf80bf80u, a); }
+TL_DEV unsigned tl_bmul2(unsigned a, unsigned b) { return tl_bfma2(a, b, 0x80008000u); }
+TL_DEV unsigned tl_h2bf2(unsigned h) {
+  float lo, hi; unsigned r;
+  asm("{.reg .b16 l, u; mov.b32 {l, u}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, u;}" : "=f"(lo), "=f"(hi) : "r"(h));
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
 TL_DEV float tl_bf2f(unsigned short b) { return __int_as_float((int)b << 16); }
 TL_DEV unsigned short tl_f2bf(float x) {
   unsigned u = (unsigned)__float_as_int(x);

@@ -313,6 +313,13 @@ CASES = [
                     "num_stages": 4}, {}, ["C"], W4A16),
     ("gemm_w4a16", {"M": 70, "N": 200, "K": 640, "block_M": 64, "block_N": 64, "block_K": 128, "threads": 128,
                     "num_stages": 4}, {}, ["C"], W4A16),
+    # small M with the block's scales copied once (M = 1 on mma.sync, 64 rows on wgmma with the dequantized
+    # tile rotating, ragged N and K, a scale group of 64)
+    ("gemm_w4a16_narrow", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
+    ("gemm_w4a16_narrow", {"M": 13, "N": 200, "K": 650}, {}, ["C"], W4A16),
+    ("gemm_w4a16_narrow", {"M": 64, "N": 256, "K": 1024, "block_M": 64}, {}, ["C"], W4A16),
+    ("gemm_w4a16_narrow", {"M": 100, "N": 136, "K": 384, "block_M": 64, "block_K": 64, "group_size": 64}, {}, ["C"],
+     W4A16),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 1}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 7}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 300}, ["c"], MATMUL),
@@ -360,8 +367,8 @@ CASES += [
     (GOLD + "scale_add", {}, {"n": 256, "alpha": 0.25, "relu": "false"}, ["out"], {"acc": ("2", ["x", "y"], 0.0)}),
     # packed int4 / int2 dequantized 8 at a time on float16 pairs (pass_place.c: dequant_loop); every
     # operation rounds to float16 on both sides, so the outputs agree exactly
-    (GOLD + "dequant_pairs", {}, {"m": 100}, ["O1", "O2", "O3"]),
-    (GOLD + "dequant_pairs", {}, {"m": 16}, ["O1", "O2", "O3"]),
+    (GOLD + "dequant_pairs", {}, {"m": 100}, ["O1", "O2", "O3", "O4"]),
+    (GOLD + "dequant_pairs", {}, {"m": 16}, ["O1", "O2", "O3", "O4"]),
 ]
 
 # the packed sub-byte dtypes and float8_e8m0 (issue 12): element loads and

@@ -1016,6 +1016,16 @@ static void test_subbyte_f16_pairs(void **state) {
           if (tl_f16_to_double(h) != (double)want)
             fail_msg("bits %d signed %d element %d value %d: got %g (0x%04x), want %d", bits, types[t].sgn, u, val,
                      tl_f16_to_double(h), h, want);
+          /* emit_cuda.c folds T(P) + c (c an integer, |c| <= 512) into the bias: still exact */
+          static const int adds[] = {-512, -511, -8, 1, 8, 37, 511, 512};
+          for (size_t a = 0; a < sizeof adds / sizeof adds[0]; a++) {
+            double b = tl_f16_to_double((uint16_t)(c.bias >> (16 * half))) + adds[a];
+            uint16_t bh = tl_f16_from_double(b);
+            assert_true(tl_f16_to_double(bh) == b);
+            uint16_t ha = fma_h((uint16_t)(x >> (16 * half)), (uint16_t)(c.scale >> (16 * half)), bh);
+            if (tl_f16_to_double(ha) != (double)(want + adds[a]))
+              fail_msg("bits %d element %d value %d + %d: got %g", bits, u, val, adds[a], tl_f16_to_double(ha));
+          }
         }
   }
 }
