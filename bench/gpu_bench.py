@@ -248,7 +248,7 @@ def W4A16_CONFIGS(M):
     examples/gemm_w4a16_narrow.json (N tiles of 64: 128 blocks for
     N = 8192; the block's scales copied once) with 16 rows on mma.sync up to
     M = 16 and 64 rows on wgmma, and gemm_w4a16.json with the same narrow
-    tiles."""
+    tiles; for large M the narrow program with wide tiles."""
     W, NW = "examples/gemm_w4a16.json", "examples/gemm_w4a16_narrow.json"
     cfgs = [(W, {}), (W, {"block_M": 64, "threads": 128}), (W, {"block_K": 128})]
     if M <= 16:
@@ -256,6 +256,9 @@ def W4A16_CONFIGS(M):
     if M <= 64:
         cfgs += [(NW, {"block_M": 64}), (W, {"block_M": 64, "block_N": 64, "block_K": 128, "threads": 128,
                                             "num_stages": 4})]
+    else:  # large M: the narrow program's scales copied once, with gemm_w4a16's tiles
+        cfgs += [(NW, {"block_M": 128, "block_N": 128, "block_K": 64, "threads": 256, "num_stages": 3}),
+                 (NW, {"block_M": 128, "block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3})]
     return cfgs
 
 

@@ -1855,7 +1855,7 @@ static const tl_sym *body_owner(const tl_body *b, bool two_d) {
   return NULL;
 }
 
-/* ---- a dequantizing parallel loop, 8 elements at a time (pass_place.c: dequant_loop) ---- */
+/* ---- a dequantizing parallel loop, 8 to 32 elements at a time (pass_place.c: dequant_loop) ---- */
 /* The packed reads of a vec_dequant loop's value, in the order vex meets
  * them, and the pair being computed. */
 typedef struct {
@@ -1863,6 +1863,12 @@ typedef struct {
   int n, at, pair;
   bool bf16; /* the pairs are bfloat16 (else float16) */
 } vec_state;
+
+/* The C type of a load of n bytes (1 to 16) of packed elements. */
+static const char *load_type(int n) {
+  return n == 16 ? "tl_v16" : n == 8 ? "unsigned long long" : n == 4 ? "unsigned" : n == 2 ? "unsigned short"
+                                                                                   : "unsigned char";
+}
 
 static bool is_packed_cast(const tl_expr *x);
 
@@ -1913,7 +1919,7 @@ static const char *vex_packed(E *e, const tl_expr *x, vec_state *v, double add) 
   tl_subbyte_f16_pair(tl_dtype_bits(P->dtype), is_signed_i((tl_type)P->dtype), v->pair, &c);
   unsigned lo = tl_f16_from_double(tl_f16_to_double((uint16_t)(c.bias & 0xffff)) + add);
   unsigned hi = tl_f16_from_double(tl_f16_to_double((uint16_t)(c.bias >> 16)) + add);
-  const char *h = S("tl_sb2h2(tl_w%d ^ 0x%08xu, 0x%04xu, 0x%08xu, 0x%08xu, 0x%08xu)", k, c.flip, c.sel, c.mask, c.scale,
+  const char *h = S("tl_sb2h2(tl_x%d ^ 0x%08xu, 0x%04xu, 0x%08xu, 0x%08xu, 0x%08xu)", k, c.flip, c.sel, c.mask, c.scale,
                     lo | hi << 16);
   return v->bf16 ? S("tl_h2bf2(%s)", h) : h;
 }
@@ -1950,12 +1956,15 @@ static const char *vex(E *e, const tl_expr *x, vec_state *v) {
   }
 }
 
+/* A vec_dequant loop: G = s->vec_dequant iterations along j at a time,
+ * each packed operand loaded once (G elements), then per 8 elements: the
+ * words of the 8, 4 pairs computed by vex, one 16-byte store. */
 static void op_parallel_vec(E *e, const tl_stmt *s) {
   int64_t ext[TL_MAX_DIMS] = {0};
-  int n = s->nvars;
+  int n = s->nvars, G = s->vec_dequant;
   for (int i = 0; i < n; i++)
     ext[i] = s->extents[i]->val.i;
-  ext[n - 1] /= 8;
+  ext[n - 1] /= G;
   int64_t total = product(ext, n);
   if (total <= 8 * e->T)
     line(e, "#pragma unroll");
@@ -1963,7 +1972,7 @@ static void op_parallel_vec(E *e, const tl_stmt *s) {
   e->indent++;
   const char **q = decode(e, "tl_e", ext, n, "tl_p");
   for (int i = 0; i < n; i++)
-    line(e, "const int %s = (int)%s%s;", vname(e, s->vars[i]), q[i], i == n - 1 ? " * 8" : "");
+    line(e, "const int %s = (int)%s%s;", vname(e, s->vars[i]), q[i], i == n - 1 ? S(" * %d", G) : "");
   const tl_stmt *saved = e->par;
   e->par = s;
   const tl_stmt *a = s->body.items[0];
@@ -1973,19 +1982,32 @@ static void op_parallel_vec(E *e, const tl_stmt *s) {
     const tl_expr *r = v.reads[k]->args[0];
     const tl_sym *P = r->sym;
     int bits = tl_dtype_bits(P->dtype);
-    line(e, "const unsigned tl_w%d = (unsigned)*(const %s *)&%s[(%s) / %d];", k,
-         bits == 4 ? "unsigned" : bits == 2 ? "unsigned short" : "unsigned char", storage(e, P),
-         offset(e, P, index_codes(e, r)), 8 / bits);
+    line(e, "const %s tl_w%d = *(const %s *)&%s[(%s) / %d];", load_type(G * bits / 8), k, load_type(G * bits / 8),
+         storage(e, P), offset(e, P, index_codes(e, r)), 8 / bits);
   }
-  for (int p = 0; p < 4; p++) {
-    v.at = 0;
-    v.pair = p;
-    line(e, "const unsigned tl_h%d = %s;", p, vex(e, a->value, &v));
+  const char *j = vname(e, s->vars[n - 1]);
+  line(e, "const int tl_jb = %s;", j);
+  for (int sub = 0; sub < G / 8; sub++) {
+    line(e, "{");
+    e->indent++;
+    line(e, "const int %s = tl_jb + %d; (void)%s;", j, 8 * sub, j);
+    for (int k = 0; k < v.n; k++) { /* the 8 elements' bytes at the bottom of a word */
+      int bits = tl_dtype_bits(v.reads[k]->args[0]->sym->dtype), sh = 8 * sub * bits;
+      const char *w = G * bits / 8 == 16 ? S("tl_w%d.%s", k, sh < 64 ? "lo" : "hi") : S("tl_w%d", k);
+      line(e, "const unsigned tl_x%d = (unsigned)(%s >> %d);", k, w, sh % 64);
+    }
+    for (int p = 0; p < 4; p++) {
+      v.at = 0;
+      v.pair = p;
+      line(e, "const unsigned tl_h%d = %s;", p, vex(e, a->value, &v));
+    }
+    line(e, "tl_v16 tl_o;");
+    line(e, "tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;");
+    line(e, "tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;");
+    line(e, "*(tl_v16 *)&%s[%s] = tl_o;", storage(e, a->lhs->sym), offset(e, a->lhs->sym, index_codes(e, a->lhs)));
+    e->indent--;
+    line(e, "}");
   }
-  line(e, "tl_v16 tl_o;");
-  line(e, "tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;");
-  line(e, "tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;");
-  line(e, "*(tl_v16 *)&%s[%s] = tl_o;", storage(e, a->lhs->sym), offset(e, a->lhs->sym, index_codes(e, a->lhs)));
   e->par = saved;
   e->indent--;
   line(e, "}");

@@ -523,10 +523,11 @@ struct tl_stmt {
   bool async_copy;     /* after pass_pipeline: a global -> shared copy in 16-byte cp.async chunks */
   int byte_copy;       /* after pass_pipeline: a copy of a packed dtype moved as bytes, this many (1 to 16) at
                           a time; 0: element by element */
-  bool vec_dequant;    /* after pass_place, a parallel loop: runs 8 iterations of its innermost var at a
-                          time, each packed sub-byte operand read as one word and converted to float16
-                          pairs (prmt, lop3, fma.f16x2), the float16 arithmetic on pairs (f16x2), the
-                          result stored as one 16-byte vector (pass_place.c: dequant_loop says when) */
+  int vec_dequant;     /* after pass_place, a parallel loop: 0, or how many iterations of its innermost var
+                          run at a time (8, 16 or 32): each packed sub-byte operand read as one load (up to
+                          16 bytes), converted 8 elements at a time to 16-bit float pairs (prmt, lop3,
+                          fma.f16x2), the arithmetic on pairs (f16x2, bf16x2), each 8 results stored as
+                          one 16-byte vector (pass_place.c: dequant_loop says when) */
   bool prefetch;       /* after pass_pipeline: issued ahead by its pipelined loop */
   bool pipe;           /* after pass_pipeline: a pipelined loop with prefetched copies */
   bool tma;            /* after pass_tma: a prefetched copy issued as bulk tensor copies

@@ -787,8 +787,11 @@ static tl_walk_act swizzle_operands(tl_stmt *s, void *user) {
  * buffers P (int4, uint4, int2, uint2, int1, uint1) and on values that do
  * not depend on j (constants, elements of D's type of shared buffers or
  * tensors whose indices do not use j), runs 8 iterations along j at a time
- * (tl_stmt.vec_dequant): each P's 8 elements are one aligned word (its rows
- * a multiple of 8 elements, row-major), converted to 4 float16 pairs with
+ * (tl_stmt.vec_dequant; 16 or 32 when the loop's extent and P's rows allow
+ * it, P's elements then fit 16 bytes, and every thread still gets an
+ * iteration): P's elements of those iterations are one aligned load (its
+ * rows a multiple of as many elements, row-major), each 8 converted to 4
+ * float16 pairs with
  * the conversion of tl_subbyte_f16_pair (no convert instruction; for
  * bfloat16 then converted, exactly, to bfloat16 pairs), f is computed on
  * pairs with f16x2 (add, sub and mul with .rn) or bf16x2 (fma.rn with 1,
@@ -836,13 +839,16 @@ static bool vec_elem(tl_expr *x, const tl_sym *j, bool last_j) {
   return true;
 }
 
-/* A packed integer shared buffer read along j, 8 elements to a word. */
-static bool vec_packed(tl_expr *x, const tl_sym *j) {
+/* A packed integer shared buffer read along j, 8 elements to a word.
+ * Lowers *g to the most elements per load that its rows and 16 bytes allow. */
+static bool vec_packed(tl_expr *x, const tl_sym *j, int *g) {
   if (x->kind != E_INDEX || !vec_elem(x, j, true) || x->sym->kind != SYM_BUFFER || x->sym->swizzled ||
       x->sym->wgmma_op)
     return false;
   switch (x->sym->dtype) {
   case TL_INT4: case TL_UINT4: case TL_INT2: case TL_UINT2: case TL_INT1: case TL_UINT1:
+    while (*g > 8 && (x->sym->dims[x->sym->ndim - 1] % *g || *g * tl_dtype_bits(x->sym->dtype) > 128))
+      *g /= 2;
     return x->sym->dims[x->sym->ndim - 1] % 8 == 0;
   default:
     return false;
@@ -851,7 +857,7 @@ static bool vec_packed(tl_expr *x, const tl_sym *j) {
 
 /* Can expression x of type t (float16 or bfloat16) be computed on pairs
  * (emit_cuda.c: vex)?  Counts the packed reads in *npacked. */
-static bool vec_f16(tl_expr *x, const tl_sym *j, const tl_sym *D, tl_type t, int *npacked) {
+static bool vec_f16(tl_expr *x, const tl_sym *j, const tl_sym *D, tl_type t, int *npacked, int *g) {
   if (x->kind == E_CONST)
     return x->type != TL_BOOL;
   if (x->type != t)
@@ -860,20 +866,20 @@ static bool vec_f16(tl_expr *x, const tl_sym *j, const tl_sym *D, tl_type t, int
   case E_INDEX:
     return x->sym != D && vec_elem(x, j, false) && (tl_type)x->sym->dtype == t && !mentions(x, D);
   case E_UNARY:
-    return x->op == '-' && x->args[0]->type == t && vec_f16(x->args[0], j, D, t, npacked);
+    return x->op == '-' && x->args[0]->type == t && vec_f16(x->args[0], j, D, t, npacked, g);
   case E_CALL:
     if (x->fn != FN_CAST)
       return false;
-    if (vec_packed(x->args[0], j)) {
+    if (vec_packed(x->args[0], j, g)) {
       ++*npacked;
       return true;
     }
-    return x->args[0]->type == t && vec_f16(x->args[0], j, D, t, npacked);
+    return x->args[0]->type == t && vec_f16(x->args[0], j, D, t, npacked, g);
   case E_BINARY:
     if (x->op != '+' && x->op != '-' && x->op != '*')
       return false;
     for (int k = 0; k < 2; k++)
-      if ((x->args[k]->kind != E_CONST && x->args[k]->type != t) || !vec_f16(x->args[k], j, D, t, npacked))
+      if ((x->args[k]->kind != E_CONST && x->args[k]->type != t) || !vec_f16(x->args[k], j, D, t, npacked, g))
         return false;
     return true;
   default:
@@ -881,29 +887,42 @@ static bool vec_f16(tl_expr *x, const tl_sym *j, const tl_sym *D, tl_type t, int
   }
 }
 
-static bool dequant_loop(const tl_stmt *s, bool bf16) {
+/* The elements a dequantizing loop runs at a time (8, 16 or 32), or 0. */
+static int dequant_loop(const tl_stmt *s, bool bf16, int64_t threads) {
   if (s->kind != S_PARALLEL || s->body.n != 1 || s->body.items[0]->kind != S_ASSIGN ||
       s->extents[s->nvars - 1]->val.i % 8)
-    return false;
+    return 0;
   const tl_stmt *a = s->body.items[0];
   const tl_sym *j = s->vars[s->nvars - 1];
   tl_expr *l = a->lhs;
   if (a->assign_op || l->kind != E_INDEX || !vec_elem(l, j, true) || l->sym->kind != SYM_BUFFER)
-    return false;
+    return 0;
   const tl_sym *D = l->sym;
   tl_type t = (tl_type)D->dtype;
   if (!(t == TL_FLOAT16 || (bf16 && t == TL_BFLOAT16)) || D->dims[D->ndim - 1] % 8 || a->value->type != t)
-    return false;
+    return 0;
   if ((D->swizzled || D->wgmma_op) && D->ndim != 2)
-    return false;
-  int npacked = 0;
-  return vec_f16(a->value, j, D, t, &npacked) && npacked > 0;
+    return 0;
+  int npacked = 0, g = 32;
+  if (!vec_f16(a->value, j, D, t, &npacked, &g) || npacked == 0)
+    return 0;
+  int64_t outer = 1, ext = s->extents[s->nvars - 1]->val.i;
+  for (int i = 0; i + 1 < s->nvars; i++)
+    outer *= s->extents[i]->val.i;
+  while (g > 8 && (ext % g || outer * (ext / g) < threads)) /* every thread an iteration */
+    g /= 2;
+  return g;
 }
 
+typedef struct {
+  const tl_codegen *cg;
+  int64_t threads;
+} dq_ctx;
+
 static tl_walk_act mark_dequant(tl_stmt *s, void *user) {
-  const tl_codegen *cg = user;
+  const dq_ctx *c = user;
   if (s->kind == S_PARALLEL)
-    s->vec_dequant = cg->dialect == TL_DIALECT_CUDA && dequant_loop(s, cg->mma);
+    s->vec_dequant = c->cg->dialect == TL_DIALECT_CUDA ? dequant_loop(s, c->cg->mma, c->threads) : 0;
   return TL_WALK_GO;
 }
 
@@ -963,7 +982,7 @@ static void place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bo
   mark_packed(prog);
   tl_walk(&prog->body, &(tl_walker){.pre = swizzle_operands}, p);
   tl_walk(&prog->body, &(tl_walker){.pre = mark_reduction}, p);
-  tl_walk(&prog->body, &(tl_walker){.pre = mark_dequant}, (void *)cg);
+  tl_walk(&prog->body, &(tl_walker){.pre = mark_dequant}, &(dq_ctx){cg, p->threads});
   tl_walk(&prog->body, &(tl_walker){.pre = max_scratch}, p);
   prog->scratch_bytes = p->scratch;
   tl_pass_smem(prog);

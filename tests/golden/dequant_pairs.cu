@@ -172,7 +172,7 @@ TL_DEV void tl_atomic_add16(unsigned short *p, float v, int bf) {
   } while (old != assumed);
 }
 
-extern "C" __global__ void __launch_bounds__(128) dequant_pairs(int p_m, unsigned char *__restrict__ g_W4, unsigned char *__restrict__ g_W2, unsigned short *__restrict__ g_S, unsigned short *__restrict__ g_O1, unsigned short *__restrict__ g_O2, unsigned short *__restrict__ g_O3, unsigned short *__restrict__ g_O4) {
+extern "C" __global__ void __launch_bounds__(64) dequant_pairs(int p_m, unsigned char *__restrict__ g_W4, unsigned char *__restrict__ g_W2, unsigned short *__restrict__ g_S, unsigned short *__restrict__ g_O1, unsigned short *__restrict__ g_O2, unsigned short *__restrict__ g_O3, unsigned short *__restrict__ g_O4) {
   const int tl_tid = (int)threadIdx.x;
   (void)tl_tid;
   const int v_m = p_m;
@@ -204,7 +204,7 @@ extern "C" __global__ void __launch_bounds__(128) dequant_pairs(int p_m, unsigne
   unsigned short *const tl_base_D4 = (unsigned short *)(tl_smem + 6912);
   unsigned short *const s_D4 = tl_base_D4; (void)s_D4;
   #pragma unroll
-  for (int tl_e = tl_tid; tl_e < 32; tl_e += 128) {
+  for (int tl_e = tl_tid; tl_e < 32; tl_e += 64) {
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 2u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 2u) % 16u); (void)tl_q0;
     const bool tl_in = true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_W4_d0;
@@ -213,7 +213,7 @@ extern "C" __global__ void __launch_bounds__(128) dequant_pairs(int p_m, unsigne
   }
   asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
   #pragma unroll
-  for (int tl_e = tl_tid; tl_e < 16; tl_e += 128) {
+  for (int tl_e = tl_tid; tl_e < 16; tl_e += 64) {
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 1u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 1u) % 16u); (void)tl_q0;
     const bool tl_in = true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_W2_d0;
@@ -223,40 +223,78 @@ extern "C" __global__ void __launch_bounds__(128) dequant_pairs(int p_m, unsigne
   asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
   __syncthreads();
   #pragma unroll
-  for (int tl_e = tl_tid; tl_e < 128; tl_e += 128) {
-    const int tl_p1 = (int)(((unsigned)tl_e / 1u) % 8u); (void)tl_p1;
-    const int tl_p0 = (int)(((unsigned)tl_e / 8u) % 16u); (void)tl_p0;
+  for (int tl_e = tl_tid; tl_e < 64; tl_e += 64) {
+    const int tl_p1 = (int)(((unsigned)tl_e / 1u) % 4u); (void)tl_p1;
+    const int tl_p0 = (int)(((unsigned)tl_e / 4u) % 16u); (void)tl_p0;
     const int v_i = (int)tl_p0;
-    const int v_j = (int)tl_p1 * 8;
-    const unsigned tl_w0 = (unsigned)*(const unsigned *)&s_W4s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 2];
-    const unsigned tl_h0 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_w0 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
-    const unsigned tl_h1 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_w0 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
-    const unsigned tl_h2 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_w0 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
-    const unsigned tl_h3 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_w0 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
-    tl_v16 tl_o;
-    tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;
-    tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;
-    *(tl_v16 *)&s_D1[((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))] = tl_o;
+    const int v_j = (int)tl_p1 * 16;
+    const unsigned long long tl_w0 = *(const unsigned long long *)&s_W4s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 2];
+    const int tl_jb = v_j;
+    {
+      const int v_j = tl_jb + 0; (void)v_j;
+      const unsigned tl_x0 = (unsigned)(tl_w0 >> 0);
+      const unsigned tl_h0 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h1 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h2 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h3 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
+      tl_v16 tl_o;
+      tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;
+      tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;
+      *(tl_v16 *)&s_D1[((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))] = tl_o;
+    }
+    {
+      const int v_j = tl_jb + 8; (void)v_j;
+      const unsigned tl_x0 = (unsigned)(tl_w0 >> 32);
+      const unsigned tl_h0 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h1 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h2 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h3 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
+      tl_v16 tl_o;
+      tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;
+      tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;
+      *(tl_v16 *)&s_D1[((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))] = tl_o;
+    }
   }
   #pragma unroll
-  for (int tl_e = tl_tid; tl_e < 128; tl_e += 128) {
-    const int tl_p1 = (int)(((unsigned)tl_e / 1u) % 8u); (void)tl_p1;
-    const int tl_p0 = (int)(((unsigned)tl_e / 8u) % 16u); (void)tl_p0;
+  for (int tl_e = tl_tid; tl_e < 64; tl_e += 64) {
+    const int tl_p1 = (int)(((unsigned)tl_e / 1u) % 4u); (void)tl_p1;
+    const int tl_p0 = (int)(((unsigned)tl_e / 4u) % 16u); (void)tl_p0;
     const int v_i = (int)tl_p0;
-    const int v_j = (int)tl_p1 * 8;
-    const unsigned tl_w0 = (unsigned)*(const unsigned short *)&s_W2s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 4];
-    const unsigned tl_w1 = (unsigned)*(const unsigned *)&s_W4s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 2];
-    const unsigned tl_w2 = (unsigned)*(const unsigned short *)&s_W2s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 4];
-    const unsigned tl_h0 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_w0 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), tl_sb2h2(tl_w1 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_w2 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), 0x42004200u));
-    const unsigned tl_h1 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_w0 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), tl_sb2h2(tl_w1 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_w2 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), 0x42004200u));
-    const unsigned tl_h2 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_w0 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), tl_sb2h2(tl_w1 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_w2 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), 0x42004200u));
-    const unsigned tl_h3 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_w0 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), tl_sb2h2(tl_w1 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_w2 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), 0x42004200u));
-    tl_v16 tl_o;
-    tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;
-    tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;
-    *(tl_v16 *)&s_D2[((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))] = tl_o;
+    const int v_j = (int)tl_p1 * 16;
+    const unsigned tl_w0 = *(const unsigned *)&s_W2s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 4];
+    const unsigned long long tl_w1 = *(const unsigned long long *)&s_W4s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 2];
+    const unsigned tl_w2 = *(const unsigned *)&s_W2s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 4];
+    const int tl_jb = v_j;
+    {
+      const int v_j = tl_jb + 0; (void)v_j;
+      const unsigned tl_x0 = (unsigned)(tl_w0 >> 0);
+      const unsigned tl_x1 = (unsigned)(tl_w1 >> 0);
+      const unsigned tl_x2 = (unsigned)(tl_w2 >> 0);
+      const unsigned tl_h0 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), 0x42004200u));
+      const unsigned tl_h1 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), 0x42004200u));
+      const unsigned tl_h2 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), 0x42004200u));
+      const unsigned tl_h3 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), 0x42004200u));
+      tl_v16 tl_o;
+      tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;
+      tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;
+      *(tl_v16 *)&s_D2[((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))] = tl_o;
+    }
+    {
+      const int v_j = tl_jb + 8; (void)v_j;
+      const unsigned tl_x0 = (unsigned)(tl_w0 >> 16);
+      const unsigned tl_x1 = (unsigned)(tl_w1 >> 32);
+      const unsigned tl_x2 = (unsigned)(tl_w2 >> 16);
+      const unsigned tl_h0 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), 0x42004200u));
+      const unsigned tl_h1 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), 0x42004200u));
+      const unsigned tl_h2 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), 0x42004200u));
+      const unsigned tl_h3 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), 0x42004200u));
+      tl_v16 tl_o;
+      tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;
+      tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;
+      *(tl_v16 *)&s_D2[((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))] = tl_o;
+    }
   }
-  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 128) {
+  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 64) {
     const int tl_p1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_p1;
     const int tl_p0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_p0;
     const int v_i = (int)tl_p0;
@@ -264,39 +302,58 @@ extern "C" __global__ void __launch_bounds__(128) dequant_pairs(int p_m, unsigne
     s_D3[((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))] = tl_f2h(tl_rh((((float)(((signed char)tl_ldp(s_W4s, ((int)((long long)(v_i))) * 64 + (int)((long long)(v_j)), 4, 1)))) * tl_rh(tl_d2f_odd((double)(v_j))))));
   }
   #pragma unroll
-  for (int tl_e = tl_tid; tl_e < 128; tl_e += 128) {
-    const int tl_p1 = (int)(((unsigned)tl_e / 1u) % 8u); (void)tl_p1;
-    const int tl_p0 = (int)(((unsigned)tl_e / 8u) % 16u); (void)tl_p0;
+  for (int tl_e = tl_tid; tl_e < 64; tl_e += 64) {
+    const int tl_p1 = (int)(((unsigned)tl_e / 1u) % 4u); (void)tl_p1;
+    const int tl_p0 = (int)(((unsigned)tl_e / 4u) % 16u); (void)tl_p0;
     const int v_i = (int)tl_p0;
-    const int v_j = (int)tl_p1 * 8;
-    const unsigned tl_w0 = (unsigned)*(const unsigned *)&s_W4s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 2];
-    const unsigned tl_w1 = (unsigned)*(const unsigned short *)&s_W2s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 4];
-    const unsigned tl_h0 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_w0 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_w1 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x34003c00u, 0xdc08e402u)));
-    const unsigned tl_h1 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_w0 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_w1 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x24002c00u, 0xcc80d420u)));
-    const unsigned tl_h2 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_w0 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_w1 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x34003c00u, 0xdc08e402u)));
-    const unsigned tl_h3 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_w0 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_w1 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x24002c00u, 0xcc80d420u)));
-    tl_v16 tl_o;
-    tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;
-    tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;
-    *(tl_v16 *)&s_D4[((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))] = tl_o;
+    const int v_j = (int)tl_p1 * 16;
+    const unsigned long long tl_w0 = *(const unsigned long long *)&s_W4s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 2];
+    const unsigned tl_w1 = *(const unsigned *)&s_W2s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 4];
+    const int tl_jb = v_j;
+    {
+      const int v_j = tl_jb + 0; (void)v_j;
+      const unsigned tl_x0 = (unsigned)(tl_w0 >> 0);
+      const unsigned tl_x1 = (unsigned)(tl_w1 >> 0);
+      const unsigned tl_h0 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x34003c00u, 0xdc08e402u)));
+      const unsigned tl_h1 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x24002c00u, 0xcc80d420u)));
+      const unsigned tl_h2 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x34003c00u, 0xdc08e402u)));
+      const unsigned tl_h3 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x24002c00u, 0xcc80d420u)));
+      tl_v16 tl_o;
+      tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;
+      tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;
+      *(tl_v16 *)&s_D4[((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))] = tl_o;
+    }
+    {
+      const int v_j = tl_jb + 8; (void)v_j;
+      const unsigned tl_x0 = (unsigned)(tl_w0 >> 32);
+      const unsigned tl_x1 = (unsigned)(tl_w1 >> 16);
+      const unsigned tl_h0 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x34003c00u, 0xdc08e402u)));
+      const unsigned tl_h1 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x24002c00u, 0xcc80d420u)));
+      const unsigned tl_h2 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x34003c00u, 0xdc08e402u)));
+      const unsigned tl_h3 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x24002c00u, 0xcc80d420u)));
+      tl_v16 tl_o;
+      tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;
+      tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;
+      *(tl_v16 *)&s_D4[((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))] = tl_o;
+    }
   }
   __syncthreads();
-  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 128) {
+  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 64) {
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
     if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O1_d0) g_O1[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O1_d1 + ((long long)(((int)0LL)) + tl_q1)] = tl_f2h(tl_h2f(s_D1[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)]));
   }
-  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 128) {
+  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 64) {
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
     if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O2_d0) g_O2[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O2_d1 + ((long long)(((int)0LL)) + tl_q1)] = tl_f2h(tl_h2f(s_D2[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)]));
   }
-  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 128) {
+  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 64) {
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
     if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O3_d0) g_O3[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O3_d1 + ((long long)(((int)0LL)) + tl_q1)] = tl_f2h(tl_h2f(s_D3[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)]));
   }
-  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 128) {
+  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 64) {
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
     if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O4_d0) g_O4[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O4_d1 + ((long long)(((int)0LL)) + tl_q1)] = tl_f2bf(tl_bf2f(s_D4[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)]));
