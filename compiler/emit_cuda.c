@@ -2288,24 +2288,88 @@ static void stage_pointers(E *e, const tl_stmt *loop, const char *stage) {
   }
 }
 
-/* The copy of each rotating buffer (pass_pipeline.c: rotatable) that the
- * iteration writes and reads: the operands of the loop's wgmma gemm. */
+/* Points s_NAME at copy `copy` of rotating buffer b. */
+static void rotate_pointer(E *e, const tl_sym *b, const char *copy) {
+  int64_t n = 1;
+  for (int d = 0; d < b->ndim; d++)
+    n *= b->dims[d];
+  line(e, "%s *const s_%s = tl_base_%s + (long long)(%s) * %" PRId64 "LL; (void)s_%s;", srep(b->dtype), b->name,
+       b->name, copy, n, b->name);
+}
+
+/* The copy of each rotating buffer (pass_pipeline.c: rotatable,
+ * reg_prefetchable) that the iteration writes and reads: the operands of
+ * the loop's wgmma gemm, the buffers of its copies prefetched through
+ * registers. */
 static void rotate_pointers(E *e, const tl_stmt *loop, const char *copy) {
   for (int i = 0; i < loop->body.n; i++) {
     const tl_stmt *g = loop->body.items[i];
+    if (g->reg_prefetch)
+      rotate_pointer(e, g->dst->sym, copy);
     if (g->kind != S_GEMM)
       continue;
     const tl_sym *ops[2] = {g->A, g->B};
-    for (int k = 0; k < 2; k++) {
-      const tl_sym *b = ops[k];
-      if (!b->rotates || (k == 1 && g->A == g->B))
-        continue;
-      int64_t n = 1;
-      for (int d = 0; d < b->ndim; d++)
-        n *= b->dims[d];
-      line(e, "%s *const s_%s = tl_base_%s + (long long)(%s) * %" PRId64 "LL; (void)s_%s;", srep(b->dtype), b->name,
-           b->name, copy, n, b->name);
+    for (int k = 0; k < 2; k++)
+      if (ops[k]->rotates && !(k == 1 && g->A == g->B))
+        rotate_pointer(e, ops[k], copy);
+  }
+}
+
+/* The loop over the elements thread tl_tid holds of reg_prefetch copy c,
+ * in registers tl_rqID[r]: loading them from the tensor (load) or storing
+ * them into the buffer s_NAME. */
+static void reg_prefetch_elems(E *e, const tl_stmt *c, int id, bool load) {
+  int64_t ext[TL_MAX_DIMS] = {0};
+  int n = squeezed(c->dst, ext);
+  int64_t total = product(ext, n), per = (total + e->T - 1) / e->T;
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) {", per);
+  e->indent++;
+  line(e, "const int tl_e = tl_tid + tl_r * %" PRId64 ";", e->T);
+  line(e, "if (tl_e < %" PRId64 ") {", total);
+  e->indent++;
+  const char **q = decode(e, "tl_e", ext, n, "tl_q");
+  const tl_sym *src = c->src->sym, *dst = c->dst->sym;
+  if (load)
+    line(e, "tl_rq%d[tl_r] = %s;", id, conv(e, read_elem(e, src, region_idx(e, c->src, q), NULL), (tl_type)src->dtype,
+                                            (tl_type)dst->dtype));
+  else
+    write_elem(e, dst, region_idx(e, c->dst, q), NULL, S("tl_rq%d[tl_r]", id));
+  e->indent--;
+  line(e, "}");
+  e->indent--;
+  line(e, "}");
+}
+
+/* Copies prefetched through registers (pass_pipeline.c: reg_prefetchable):
+ * at = 0 before the loop (iteration 0's elements straight into copy 0),
+ * 1 as an iteration starts (iteration c + 1's into registers), 2 as it
+ * ends (the registers into copy (c + 1) % 2). */
+static void reg_prefetches(E *e, const tl_stmt *loop, int id, int at) {
+  const char *var = vname(e, loop->var);
+  for (int i = 0; i < loop->body.n; i++) {
+    const tl_stmt *c = loop->body.items[i];
+    if (!c->reg_prefetch)
+      continue;
+    int64_t ext[TL_MAX_DIMS] = {0};
+    int64_t total = product(ext, squeezed(c->dst, ext)), per = (total + e->T - 1) / e->T;
+    if (at == 1)
+      line(e, "%s tl_rq%d[%" PRId64 "];", crep((tl_type)c->dst->sym->dtype), i, per);
+    line(e, at ? "if (tl_c%d + 1 < tl_n%d) {" : "if (0 < tl_n%d) {", id, id);
+    e->indent++;
+    if (at == 0) {
+      line(e, "const int %s = (int)(tl_s%d); (void)%s;", var, id, var);
+      rotate_pointer(e, c->dst->sym, "0");
+      op_copy(e, c);
+    } else if (at == 1) {
+      line(e, "const int %s = (int)(tl_s%d + tl_c%d + 1); (void)%s;", var, id, id, var);
+      reg_prefetch_elems(e, c, i, true);
+    } else {
+      rotate_pointer(e, c->dst->sym, S("(tl_c%d + 1) %% 2", id));
+      reg_prefetch_elems(e, c, i, false);
     }
+    e->indent--;
+    line(e, "}");
   }
 }
 
@@ -2373,6 +2437,7 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
     line(e, "asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
   e->indent--;
   line(e, "}");
+  reg_prefetches(e, s, id, 0);
   line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
   e->indent++;
   if (cp)
@@ -2405,9 +2470,11 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   line(e, "const int %s = (int)(tl_s%d + tl_c%d);", var, id, id);
   stage_pointers(e, s, S("tl_c%d %% %" PRId64, id, S));
   rotate_pointers(e, s, S("tl_c%d %% 2", id));
+  reg_prefetches(e, s, id, 1);
   for (int i = 0; i < s->body.n && !e->failed; i++)
-    if (!s->body.items[i]->prefetch)
+    if (!s->body.items[i]->prefetch && !s->body.items[i]->reg_prefetch)
       emit_stmt(e, s->body.items[i], true);
+  reg_prefetches(e, s, id, 2);
   e->indent--;
   line(e, "}");
   if (cp)

@@ -532,6 +532,8 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
       fprintf(f, " [not TMA: %s]", s->tma_why);
     if (s->byte_copy)
       fprintf(f, " [bytes, %d at a time]", s->byte_copy);
+    if (s->reg_prefetch)
+      fputs(" [prefetched through registers, one iteration ahead, into 2 copies in turn]", f);
     break;
   case S_GEMM: {
     /* the instruction, and why not a better one: 16-bit operands take

@@ -167,9 +167,9 @@ typedef struct tl_sym {
                                   chunks (tl_swz in prelude_cuda.h) */
   bool rotates;                /* after pass_pipeline: a shared buffer that one parallel loop of a
                                   software-pipelined loop's body writes whole each iteration and
-                                  that the loop's wgmma gemm reads with its group left in flight:
-                                  `stages` (2) copies, iteration c using copy c % 2
-                                  (pass_pipeline.c: rotatable) */
+                                  that the loop's wgmma gemm reads with its group left in flight,
+                                  or the buffer of a reg_prefetch copy: `stages` (2) copies,
+                                  iteration c using copy c % 2 (pass_pipeline.c: rotatable) */
   int64_t stages;              /* after pass_pipeline: copies of a shared buffer that a pipelined
                                   loop rotates through (1 when not pipelined) */
   bool has_range;              /* after pass_range: the value of a block, loop or let variable
@@ -529,6 +529,12 @@ struct tl_stmt {
                           fma.f16x2), the arithmetic on pairs (f16x2, bf16x2), each 8 results stored as
                           one 16-byte vector (pass_place.c: dequant_loop says when) */
   bool prefetch;       /* after pass_pipeline: issued ahead by its pipelined loop */
+  bool reg_prefetch;   /* after pass_pipeline: a copy from a tensor into a shared buffer of a software-
+                          pipelined loop that cp.async cannot move (elements not in 16-byte chunks, such
+                          as a column of scales): each thread loads its elements for iteration c + 1 into
+                          registers during iteration c and stores them, as the iteration ends, into the
+                          other of the buffer's two copies (rotates); at most TL_REG_PREFETCH elements per
+                          thread (pass_pipeline.c: reg_prefetchable) */
   bool pipe;           /* after pass_pipeline: a pipelined loop with prefetched copies */
   bool tma;            /* after pass_tma: a prefetched copy issued as bulk tensor copies
                           (cp.async.bulk.tensor) through tensor map tma_map by one thread,

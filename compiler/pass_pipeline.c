@@ -11,7 +11,10 @@
  * gemm on wgmma, how many of its wgmma-groups stay in flight as it ends
  * (wg_pending, and wg_drain on its loop: the rule and its argument are at
  * async_gemm below), and rotates (two copies) on the buffers such a gemm
- * reads that a parallel loop of the body computes (rotatable).  Keeps: everything else (results never
+ * reads that a parallel loop of the body computes (rotatable); reg_prefetch
+ * on the other copies from a tensor into shared memory that such a loop
+ * can issue an iteration ahead through registers, whose buffers rotate
+ * too (reg_prefetchable).  Keeps: everything else (results never
  * change: a prefetched copy reads only the loop variable and values fixed
  * before the loop, and its buffer is written by nothing else and read by
  * nothing before it in the body or outside the loop).
@@ -254,6 +257,49 @@ static bool rotatable(P *p, const tl_stmt *loop, const tl_sym *buf, const tl_stm
   return !used_outside(p->top, loop, buf);
 }
 
+/* ---- copies prefetched through registers ---------------------------------------------
+ * A copy of the loop from a tensor into shared memory that cp.async
+ * cannot move -- a column of scales, one 2-byte element per row -- would
+ * wait for global memory in every iteration.  Instead each thread loads its
+ * elements of iteration c + 1 into registers while iteration c runs, and
+ * stores them as iteration c ends into the other copy of the (rotating)
+ * buffer; the barrier that opens iteration c + 1 makes them visible, and
+ * the copy the store overwrites was last read in iteration c - 1, before
+ * that iteration's closing barrier.  Iteration 0's elements are copied
+ * before the loop.  Results are those of the copy in place: it reads only
+ * the loop variable and values fixed before the loop (as a prefetched
+ * copy), it writes the whole buffer and is its only writer, which nothing before it in
+ * the body and nothing outside the loop touches, so every read of an
+ * iteration sees that iteration's elements. */
+#define TL_REG_PREFETCH 8 /* elements per thread, in registers */
+
+static bool reg_prefetchable(P *p, const tl_stmt *loop, int at) {
+  const tl_body *b = &loop->body;
+  const tl_stmt *c = b->items[at];
+  if (c->kind != S_COPY || c->async_copy || c->prefetch || c->byte_copy)
+    return false;
+  const tl_sym *src = c->src->sym, *dst = c->dst->sym;
+  if (src->kind != SYM_TENSOR || dst->kind != SYM_BUFFER || dst->scope != SCOPE_SHARED || dst->stages > 1 ||
+      dst->rotates || tl_dtype_is_packed(dst->dtype) || tl_dtype_is_packed(src->dtype))
+    return false;
+  int64_t n = 1, threads = p->prog->threads[0] * p->prog->threads[1] * p->prog->threads[2];
+  for (int d = 0; d < c->dst->ndim; d++)
+    n *= c->dst->ext[d];
+  if (n > TL_REG_PREFETCH * threads)
+    return false;
+  for (int d = 0; d < c->src->ndim; d++)
+    if (!only_loop_var(c->src->lo[d], loop))
+      return false;
+  for (int d = 0; d < c->dst->ndim; d++) /* the whole buffer: its other copy holds nothing older */
+    if ((c->dst->lo[d] && !(c->dst->lo[d]->kind == E_CONST && c->dst->lo[d]->val.i == 0)) ||
+        c->dst->ext[d] != dst->dims[d])
+      return false;
+  for (int j = 0; j < b->n; j++)
+    if (j != at && (j < at ? stmt_touches(b->items[j], dst) : stmt_writes(b->items[j], dst)))
+      return false;
+  return !used_outside(p->top, loop, dst);
+}
+
 static tl_walk_act find_wgmma(tl_stmt *s, void *n) {
   if (s->kind == S_GEMM && s->use_wgmma)
     ++*(int *)n;
@@ -327,6 +373,12 @@ static void pipeline_loop(P *p, tl_stmt *loop) {
       rot[k] = x;
     }
   }
+  for (int i = 0; i < b->n && p->max_stages >= 3; i++)
+    if (reg_prefetchable(p, loop, i)) {
+      b->items[i]->reg_prefetch = true;
+      b->items[i]->dst->sym->rotates = true;
+      b->items[i]->dst->sym->stages = 2;
+    }
   tl_stmt *g = async_gemm(loop);
   int pending = g ? 1 : 0;
   int64_t total = loop->num_stages + pending < p->max_stages ? loop->num_stages + pending : p->max_stages;
@@ -384,7 +436,7 @@ static int byte_copy_width(const tl_stmt *s) {
 /* Marks the copies before what they hold, the pipelined loops after (tl_walker). */
 static tl_walk_act mark_copy(tl_stmt *s, void *user) {
   P *p = user;
-  s->prefetch = s->pipe = s->wg_drain = false;
+  s->prefetch = s->reg_prefetch = s->pipe = s->wg_drain = false;
   s->wg_pending = 0;
   s->pipe_stages = s->pipe_ahead = 0;
   if (s->kind == S_COPY) {

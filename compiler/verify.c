@@ -370,6 +370,10 @@ static tl_walk_act pipeline_stmt(tl_stmt *s, void *user) {
     return fail(v, s->pointer, "prefetched copy that is not a cp.async copy", NULL, NULL);
   if (s->kind == S_COPY && s->tma && !s->prefetch)
     return fail(v, s->pointer, "bulk tensor copy that its pipelined loop does not prefetch", NULL, NULL);
+  if (s->reg_prefetch && (s->kind != S_COPY || s->async_copy || s->prefetch || s->dst->sym->kind != SYM_BUFFER ||
+                          !s->dst->sym->rotates || s->dst->sym->stages != 2))
+    return fail(v, s->pointer, "copy prefetched through registers that is also a cp.async copy, or whose buffer does "
+                "not rotate through two copies", NULL, NULL);
   if (s->kind == S_GEMM && s->wg_pending) {
     if (s->wg_pending < 0)
       return fail(v, s->pointer, "gemm with a negative count of pending wgmma groups", NULL, NULL);
@@ -378,7 +382,7 @@ static tl_walk_act pipeline_stmt(tl_stmt *s, void *user) {
   }
   if (s->kind != S_LOOP) {
     for (int i = 0; i < s->body.n; i++)
-      if (s->body.items[i]->prefetch)
+      if (s->body.items[i]->prefetch || s->body.items[i]->reg_prefetch)
         return fail(v, s->body.items[i]->pointer, "prefetched copy outside a software-pipelined loop", NULL, NULL);
     return TL_WALK_GO;
   }
@@ -933,11 +937,11 @@ static void run_stmt(Bv *b, tl_stmt *s) {
     access_now(b, s, control(b, s));
     if (s->pipe) { /* the prologue's copies, then each iteration after a barrier, and one after the loop */
       for (int i = 0; i < s->body.n; i++)
-        if (s->body.items[i]->prefetch)
+        if (s->body.items[i]->prefetch || s->body.items[i]->reg_prefetch)
           access_now(b, s->body.items[i], accesses(b, s->body.items[i]));
       clear(b, b->pend);
       for (int i = 0; i < s->body.n && !b->v->failed; i++)
-        if (!s->body.items[i]->prefetch)
+        if (!s->body.items[i]->prefetch && !s->body.items[i]->reg_prefetch)
           run_stmt(b, s->body.items[i]);
       clear(b, b->pend);
       return;

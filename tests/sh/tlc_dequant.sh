@@ -8,7 +8,8 @@
 # uses j outside an index, an AMD target, and a bfloat16 loop before sm_80
 # keep the scalar path; a wgmma gemm reading the dequantized tile rotates
 # it and keeps its group in flight (wait_group 1), and one that clears its
-# accumulator does not.  The exact conversion tables are test_dtype's.
+# accumulator does not; the column of scales is prefetched through
+# registers.  The exact conversion tables are test_dtype's.
 # Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
 TLC=${TL_BUILD:-build}/bin/tlc
 if ! "$TLC" targets >/dev/null 2>&1; then
@@ -50,6 +51,11 @@ printf '%s\n' "$out" | grep -qF 'B_dequant rotates' || fail "$W sm_90a: B_dequan
 printf '%s\n' "$out" | grep -qF 'wait_group 1' || fail "$W sm_90a: the gemm waits for 0"
 printf '%s\n' "$out" | grep -qF 'B_dequant: shared float16[128, 64] in shared memory at' || fail "$W: B_dequant's alloc"
 printf '%s\n' "$out" | grep 'alloc B_dequant' | grep -qF '2 stages' || fail "$W: B_dequant has not 2 stages"
+# the column of scales: prefetched through registers into 2 copies, no barrier of its own
+printf '%s\n' "$out" | grep 'copy S\[' | grep -qF 'prefetched through registers' || fail "$W: S is not prefetched through registers"
+printf '%s\n' "$out" | grep 'alloc S_shared' | grep -qF '2 stages' || fail "$W: S_shared has not 2 stages"
+"$TLC" compile $W --target sm_90a --emit cuda >"$tmp/k.cu" || fail "$W: --emit cuda"
+grep -q 'tl_rq[0-9]*\[tl_r\] = ' "$tmp/k.cu" || fail "$W: no register prefetch in the CUDA"
 sed 's/"transpose_B": true}/"transpose_B": true, "clear_accum": true}/' $W >"$tmp/clear.json"
 out=$(ir "$tmp/clear.json" --target sm_90a)
 printf '%s\n' "$out" | grep -qF 'rotates' && fail "a gemm that clears C rotates its operand"
