@@ -785,8 +785,9 @@ static tl_walk_act swizzle_operands(tl_stmt *s, void *user) {
  * (extent a multiple of 8), where f is arithmetic in D's type (+, -, *,
  * negation, casts to it) on casts T(P[..., j]) of packed integer shared
  * buffers P (int4, uint4, int2, uint2, int1, uint1) and on values that do
- * not depend on j (constants, elements of D's type of shared buffers or
- * tensors whose indices do not use j), runs 8 iterations along j at a time
+ * not change within aligned groups of 8 j (constants, elements of D's type
+ * of shared buffers or tensors whose indices do not use j, or use it as
+ * group_const allows), runs 8 iterations along j at a time
  * (tl_stmt.vec_dequant; 16 or 32 when the loop's extent and P's rows allow
  * it, P's elements then fit 16 bytes, and every thread still gets an
  * iteration): P's elements of those iterations are one aligned load (its
@@ -815,8 +816,33 @@ static bool mentions(tl_expr *x, const tl_sym *v) {
   return tl_walk_expr(x, find_sym, NULL, (void *)v) == TL_WALK_STOP;
 }
 
+/* Is index i the same for the 8 values of j in every aligned group of 8
+ * (j0 a multiple of 8): free of j, or (X + j) // C (X + j or j alone) with
+ * X a multiple of 8 and C a positive multiple of 8 (the groups of 8 then
+ * never straddle a multiple of C)?  A scale read S[n, (k * block_K + j) //
+ * group_size] is such an index. */
+static bool group_const(tl_expr *i, const tl_sym *j) {
+  if (!mentions(i, j))
+    return true;
+  if (i->kind != E_BINARY || i->op != OP_FLOORDIV || i->args[1]->kind != E_CONST || i->args[1]->val.i <= 0 ||
+      i->args[1]->val.i % 8)
+    return false;
+  tl_expr *l = i->args[0];
+  if (l->kind == E_NAME && l->sym == j)
+    return true;
+  if (l->kind != E_BINARY || l->op != '+')
+    return false;
+  for (int k = 0; k < 2; k++) {
+    tl_expr *v = l->args[k], *x = l->args[1 - k];
+    if (v->kind == E_NAME && v->sym == j && !mentions(x, j) && tl_multiple_of(x, 8))
+      return true;
+  }
+  return false;
+}
+
 /* Is x an element of shared buffer or tensor whose indices do not use j
- * and no register fragment, or (last_j) whose last index is j itself? */
+ * (but as group_const allows) and no register fragment, or (last_j) whose
+ * last index is j itself and the others free of j? */
 static bool vec_elem(tl_expr *x, const tl_sym *j, bool last_j) {
   const tl_sym *b = x->sym;
   if (x->kind != E_INDEX || b->ndim != x->nargs)
@@ -832,7 +858,7 @@ static bool vec_elem(tl_expr *x, const tl_sym *j, bool last_j) {
     if (last_j && d == x->nargs - 1) {
       if (i->kind != E_NAME || i->sym != j)
         return false;
-    } else if (mentions(i, j)) {
+    } else if (last_j ? mentions(i, j) : !group_const(i, j)) {
       return false;
     }
   }

@@ -320,6 +320,13 @@ CASES = [
     ("gemm_w4a16_narrow", {"M": 64, "N": 256, "K": 1024, "block_M": 64}, {}, ["C"], W4A16),
     ("gemm_w4a16_narrow", {"M": 100, "N": 136, "K": 384, "block_M": 64, "block_K": 64, "group_size": 64}, {}, ["C"],
      W4A16),
+    # K tiles spanning several scale groups (the scale read per 8 elements of j), ragged K; 1 and 2 warps
+    ("gemm_w4a16_narrow", {"M": 5, "N": 256, "K": 1030, "block_K": 256, "block_N": 32, "threads": 64}, {}, ["C"],
+     W4A16),
+    ("gemm_w4a16_narrow", {"M": 3, "N": 160, "K": 512, "block_K": 256, "block_N": 16, "threads": 32,
+                           "group_size": 64}, {}, ["C"], W4A16),
+    ("gemm_w4a16_narrow", {"M": 64, "N": 128, "K": 768, "block_M": 64, "block_N": 32, "block_K": 256,
+                           "num_stages": 3}, {}, ["C"], W4A16),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 1}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 7}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 300}, ["c"], MATMUL),

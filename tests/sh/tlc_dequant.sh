@@ -33,6 +33,10 @@ for t in sm_80 sm_90a; do
   grep -q 'sub.rn.f16x2' "$tmp/k.ptx" && fail "$W $t: (float16(B) - 8) was not folded into the conversion"
 done
 ir $NW --target sm_80 -D M=1 | grep -qF '[32 at a time' || fail "$NW: not 32 at a time"
+# a K tile over several scale groups: the scale S_block[i, (k * block_K + j) // group_size] is read per 8 of j
+ir $NW --target sm_80 -D M=1 -D block_K=256 | grep -qF '[32 at a time' || fail "$NW block_K=256: not 32 at a time"
+sed 's|(k \* block_K + j) // group_size|(k * block_K + j) // 12|' $NW >"$tmp/g12.json"
+ir "$tmp/g12.json" --target sm_80 -D M=1 | grep -q '\[[0-9]* at a time' && fail "a scale index that changes within 8 of j was paired"
 
 # the golden: int4, int2, a tensor scale, bfloat16 (fma.rn.bf16x2 from sm_80); j outside an index stays scalar
 out=$(ir $G --target sm_80)
