@@ -249,11 +249,11 @@ def W4A16_CONFIGS(M):
     blocks for N = 8192; the block's scales copied once; K tiles of 128 or
     256) with 16 rows on mma.sync up to M = 16 and 64 rows on wgmma, and
     gemm_w4a16.json with narrow tiles; for large M gemm_w4a16.json with 64
-    rows and the narrow program with wide tiles."""
+    rows or 256 columns and the narrow program with wide tiles."""
     W, NW = "examples/gemm_w4a16.json", "examples/gemm_w4a16_narrow.json"
     cfgs = [(W, {}), (W, {"block_K": 128})]
     if M > 64:
-        cfgs += [(W, {"block_M": 64, "threads": 128})]
+        cfgs += [(W, {"block_M": 64, "threads": 128}), (W, {"block_N": 256, "num_stages": 3})]
     if M <= 16:
         cfgs += [(NW, {}), (NW, {"block_K": 256}), (NW, {"block_N": 32, "threads": 64, "block_K": 256}),
                  (NW, {"block_N": 16, "threads": 32, "block_K": 256})]
