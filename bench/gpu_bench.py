@@ -272,6 +272,30 @@ def fp8_rows(a, work, rows, res):
 RUN_TIMEOUT = 120  # seconds for one `tlc run --device` (compile, copies, runs)
 
 
+def W4A16_CONFIGS(M):
+    """(program, tile choices) tried at M: examples/gemm_w4a16.json as
+    written and with the earlier choices, then, for small M,
+    examples/gemm_w4a16_narrow.json (N tiles of 64, 32 or 16: 128 to 512
+    blocks for N = 8192; the block's scales copied once; K tiles of 128 or
+    256) with 16 rows on mma.sync up to M = 16 and 64 rows on wgmma, and
+    gemm_w4a16.json with narrow tiles; for large M gemm_w4a16.json with 64
+    rows or 256 columns and the narrow program with wide tiles."""
+    W, NW = "examples/gemm_w4a16.json", "examples/gemm_w4a16_narrow.json"
+    cfgs = [(W, {}), (W, {"block_K": 128})]
+    if M > 64:
+        cfgs += [(W, {"block_M": 64, "threads": 128}), (W, {"block_N": 256, "num_stages": 3})]
+    if M <= 16:
+        cfgs += [(NW, {}), (NW, {"block_K": 256}), (NW, {"block_N": 32, "threads": 64, "block_K": 256}),
+                 (NW, {"block_N": 16, "threads": 32, "block_K": 256})]
+    if M <= 64:
+        cfgs += [(NW, {"block_M": 64}), (NW, {"block_M": 64, "block_K": 256, "num_stages": 3}),
+                 (NW, {"block_M": 64, "block_N": 32, "block_K": 256, "num_stages": 3})]
+    else:  # large M: the narrow program's scales copied once, with gemm_w4a16's tiles
+        cfgs += [(NW, {"block_M": 128, "block_N": 128, "block_K": 64, "threads": 256, "num_stages": 3}),
+                 (NW, {"block_M": 128, "block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3})]
+    return cfgs
+
+
 def ours(tlc, prog, defs, ins, outs, reps, args=None):
     cmd = [tlc, "run", prog, "--device", "cuda", "--time", str(reps)]
     for k, v in defs.items():
@@ -425,21 +449,25 @@ def main():
         absref = A.float().abs() @ W.float().abs().t()
         flops = 2 * M * N * K
         best = None
-        for cfg in ({}, {"block_M": 64, "threads": 128}, {"block_K": 128}):
+        for prog, cfg in W4A16_CONFIGS(M):
             defs = dict({"M": M, "N": N, "K": K, "group_size": G}, **cfg)
-            ms = ours_or_fail(f"w4a16 M={M} [{cfg}]", a.tlc, "examples/gemm_w4a16.json", defs,
+            ms = ours_or_fail(f"w4a16 M={M} [{cfg}]", a.tlc, prog, defs,
                               {"A": f"{work}/Aw.npy", "B": f"{work}/Bq.npy", "S": f"{work}/Sc.npy"},
                               {"C": f"{work}/Cw.npy"}, 20)
             if ms is None:
                 continue
             C = torch.from_numpy(np.load(f"{work}/Cw.npy")).cuda().float()
             e_ = (torch.linalg.norm(C - ref) / torch.linalg.norm(ref)).item()
-            tag = ",".join(f"{k}={v}" for k, v in cfg.items()) or "as written"
+            tag = os.path.basename(prog)[:-5] + ":" + (",".join(f"{k}={v}" for k, v in cfg.items()) or "as written")
             # checked before it counts: float16 products of the same float16 weights, exact in float32; K float32
             # sums; a float16 output
             ok = checked(f"w4a16 M={M} [{tag}]", C, ref, K, absref)
-            print(f"  w4a16 M={M} N={N} K={K} [{tag}]: {ms:.3f} ms, rel err {e_:.2e} {'ok' if ok else 'FAIL'}")
-            res.setdefault("w4a16_configs", []).append({"M": M, "config": tag, "ms": ms, "rel_err": e_, "ok": ok})
+            # the bytes a W4A16 GEMM must move at least: packed weights, scales, A and C once each
+            tbs = (N * K // 2 + N * (K // G) * 2 + M * K * 2 + M * N * 2) / (ms * 1e-3) / 1e12
+            print(f"  w4a16 M={M} N={N} K={K} [{tag}]: {ms:.3f} ms, {tbs:.2f} TB/s ({tbs / 3.35:.0%} of the H100's "
+                  f"3.35), rel err {e_:.2e} {'ok' if ok else 'FAIL'}")
+            res.setdefault("w4a16_configs", []).append({"M": M, "config": tag, "ms": ms, "rel_err": e_, "ok": ok,
+                                                        "tb_per_s": tbs})
             if ok and (best is None or ms < best[0]):
                 best = (ms, e_, tag)
         ms_torch = cuda_time(lambda: torch.matmul(A, W.t()))

@@ -310,6 +310,20 @@ static double decode(const fmt *f, uint64_t bits) {
 uint16_t tl_f16_from_double(double x) { return (uint16_t)encode_double(&FMT_F16, x); }
 double tl_f16_to_double(uint16_t h) { return decode(&FMT_F16, h); }
 
+void tl_subbyte_f16_pair(int bits, bool sgn, int p, tl_subbyte_pair *out) {
+  uint32_t m = (1u << bits) - 1u, lo = (uint32_t)(2 * p * bits), byte = lo / 8, sl = lo % 8, sh = sl + (uint32_t)bits;
+  double off = sgn ? (double)(1u << (bits - 1)) : 0.0;
+  uint32_t top = 1u << (bits - 1), flip = 0;
+  for (int i = 0; i < 32; i += bits)
+    flip |= top << i;
+  out->flip = sgn ? flip : 0;
+  out->sel = 0x4040u | byte | byte << 8;
+  out->mask = m << sl | (m << sh) << 16;
+  out->scale = (uint32_t)tl_f16_from_double(ldexp(1.0, -(int)sl)) | (uint32_t)tl_f16_from_double(ldexp(1.0, -(int)sh)) << 16;
+  out->bias = (uint32_t)tl_f16_from_double(-ldexp(1024.0, -(int)sl) - off) |
+              (uint32_t)tl_f16_from_double(-ldexp(1024.0, -(int)sh) - off) << 16;
+}
+
 /* ---- bfloat16 ---------------------------------------------------------- */
 
 uint16_t tl_bf16_from_double(double x) { return (uint16_t)encode_double(&FMT_BF16, x); }

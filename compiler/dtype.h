@@ -150,6 +150,25 @@ double tl_e8m0_to_double(uint8_t b);
 /* float32 rounding of a double (nearest even), as a double. */
 double tl_f32_round(double x);
 
+/* The conversion of packed integers to float16 pairs without a convert
+ * instruction (FasterTransformer's "magic number" trick): in a word w of
+ * packed elements of `bits` (1, 2 or 4) bits, element i at bit i * bits
+ * (proto/tile-ir-v1.md 7.1.2), the pair of elements 2p and 2p + 1 becomes
+ * the float16 pair h = fma.f16x2(x, scale, bias) with
+ *   x = lop3((prmt(w', 0, sel)), mask, 0x64006400) = (prmt & mask) | magic,
+ * w' = w ^ flip.  prmt copies the byte holding the pair into bytes 0 and
+ * 2; mask keeps the lower element at its bits sl of the low half and the
+ * upper one at its bits sh of the high half, so that each half reads
+ * 1024 + e * 2^s; scale (2^-sl, 2^-sh) and bias (-1024 * 2^-s - off)
+ * leave e - off, exactly (every step is exact in float16).  Signed types
+ * flip each element's top bit (flip) and take off = 2^(bits - 1), which
+ * maps two's complement to offset binary.  The emitter (emit_cuda.c) prints
+ * these constants; tests/unit check the table of every value. */
+typedef struct tl_subbyte_pair {
+  uint32_t flip, sel, mask, scale, bias; /* scale and bias: float16 pairs, the lower element's in the low half */
+} tl_subbyte_pair;
+void tl_subbyte_f16_pair(int bits, bool sgn, int p, tl_subbyte_pair *out);
+
 /* Reinterprets the bits of v (of type from) as type to; both must have the
  * same width (checked by the caller). */
 tl_scalar tl_reinterpret(tl_scalar v, tl_dtype from, tl_dtype to);

@@ -1891,7 +1891,169 @@ static const tl_sym *body_owner(const tl_body *b, bool two_d) {
   return NULL;
 }
 
+/* ---- a dequantizing parallel loop, 8 to 32 elements at a time (pass_place.c: dequant_loop) ---- */
+/* The packed reads of a vec_dequant loop's value, in the order vex meets
+ * them, and the pair being computed. */
+typedef struct {
+  const tl_expr *reads[16];
+  int n, at, pair;
+  bool bf16; /* the pairs are bfloat16 (else float16) */
+} vec_state;
+
+/* The C type of a load of n bytes (1 to 16) of packed elements. */
+static const char *load_type(int n) {
+  return n == 16 ? "tl_v16" : n == 8 ? "unsigned long long" : n == 4 ? "unsigned" : n == 2 ? "unsigned short"
+                                                                                   : "unsigned char";
+}
+
+static bool is_packed_cast(const tl_expr *x);
+
+static void vec_reads(const tl_expr *x, vec_state *v) {
+  if (is_packed_cast(x)) {
+    assert(v->n < 16);
+    v->reads[v->n++] = x;
+    return;
+  }
+  for (int i = 0; i < x->nargs; i++)
+    vec_reads(x->args[i], v);
+}
+
+/* The bits of element idx of a 16-bit buffer or tensor (0 outside a tensor). */
+static const char *read_bits16(E *e, const tl_sym *s, const char *const *idx) {
+  const char *raw = S("%s[%s]", storage(e, s), offset(e, s, idx));
+  if (s->kind == SYM_TENSOR)
+    return S("(%s ? %s : (unsigned short)0)", in_bounds(e, s, idx), raw);
+  return raw;
+}
+
+static bool is_packed_cast(const tl_expr *x) {
+  return x->kind == E_CALL && x->fn == FN_CAST && x->args[0]->kind == E_INDEX && is_packed(x->args[0]->type);
+}
+
+/* Is x an integer-valued constant of magnitude at most 512 (*c)?  Then
+ * T(P) + c is exact in float16 for every packed integer P (at most 4 bits:
+ * |P + c| <= 527), and so is tl_sb2h2's bias with c added (an integer of
+ * magnitude below 2048, or a smaller multiple of 1/16), so the addition
+ * folds into the bias and the fma's one rounding is exact; bfloat16(P) + c
+ * is that float16 value converted once. */
+static bool exact_offset(const tl_expr *x, double *c) {
+  if (x->kind != E_CONST || x->type == TL_BOOL)
+    return false;
+  double d = is_f(x->type) ? x->val.f : is_unsigned_i(x->type) ? (double)x->val.u : (double)x->val.i;
+  if (!(d == floor(d) && fabs(d) <= 512))
+    return false;
+  *c = d;
+  return true;
+}
+
+/* The pair of cast x of packed read number v->at (converted by tl_sb2h2)
+ * plus the constant add. */
+static const char *vex_packed(E *e, const tl_expr *x, vec_state *v, double add) {
+  int k = v->at++;
+  const tl_sym *P = x->args[0]->sym;
+  tl_subbyte_pair c;
+  tl_subbyte_f16_pair(tl_dtype_bits(P->dtype), is_signed_i((tl_type)P->dtype), v->pair, &c);
+  unsigned lo = tl_f16_from_double(tl_f16_to_double((uint16_t)(c.bias & 0xffff)) + add);
+  unsigned hi = tl_f16_from_double(tl_f16_to_double((uint16_t)(c.bias >> 16)) + add);
+  const char *h = S("tl_sb2h2(tl_x%d ^ 0x%08xu, 0x%04xu, 0x%08xu, 0x%08xu, 0x%08xu)", k, c.flip, c.sel, c.mask, c.scale,
+                    lo | hi << 16);
+  return v->bf16 ? S("tl_h2bf2(%s)", h) : h;
+}
+
+/* Expression x (float16 or bfloat16: v->bf16) for elements 2p and 2p + 1
+ * of the group (p = v->pair), as a pair (unsigned, the lower element in
+ * the low half). */
+static const char *vex(E *e, const tl_expr *x, vec_state *v) {
+  switch (x->kind) {
+  case E_CONST: {
+    double d = is_f(x->type) ? x->val.f : is_unsigned_i(x->type) ? (double)x->val.u : (double)x->val.i;
+    unsigned h = v->bf16 ? tl_bf16_from_double(d) : tl_f16_from_double(d);
+    return S("0x%08xu", h | h << 16);
+  }
+  case E_INDEX:
+    return S("((unsigned)%s * 0x10001u)", read_bits16(e, x->sym, index_codes(e, x)));
+  case E_UNARY:
+    return S("(%s ^ 0x80008000u)", vex(e, x->args[0], v));
+  case E_CALL:
+    if (!is_packed(x->args[0]->type))
+      return vex(e, x->args[0], v);
+    return vex_packed(e, x, v, 0);
+  case E_BINARY: {
+    double c = 0;
+    if ((x->op == '+' || x->op == '-') && is_packed_cast(x->args[0]) && exact_offset(x->args[1], &c))
+      return vex_packed(e, x->args[0], v, x->op == '+' ? c : -c); /* T(P) +- c: c folded into the bias */
+    const char *a = vex(e, x->args[0], v); /* in this order: the packed reads count up */
+    const char *b = vex(e, x->args[1], v);
+    return S("tl_%s%s2(%s, %s)", v->bf16 ? "b" : "h", x->op == '+' ? "add" : x->op == '-' ? "sub" : "mul", a, b);
+  }
+  default:
+    fail(e, x->pointer, "internal: expression not computable on float16 pairs");
+    return "0";
+  }
+}
+
+/* A vec_dequant loop: G = s->vec_dequant iterations along j at a time,
+ * each packed operand loaded once (G elements), then per 8 elements: the
+ * words of the 8, 4 pairs computed by vex, one 16-byte store. */
+static void op_parallel_vec(E *e, const tl_stmt *s) {
+  int64_t ext[TL_MAX_DIMS] = {0};
+  int n = s->nvars, G = s->vec_dequant;
+  for (int i = 0; i < n; i++)
+    ext[i] = s->extents[i]->val.i;
+  ext[n - 1] /= G;
+  int64_t total = product(ext, n);
+  if (total <= 8 * e->T)
+    line(e, "#pragma unroll");
+  line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", total, e->T);
+  e->indent++;
+  const char **q = decode(e, "tl_e", ext, n, "tl_p");
+  for (int i = 0; i < n; i++)
+    line(e, "const int %s = (int)%s%s;", vname(e, s->vars[i]), q[i], i == n - 1 ? S(" * %d", G) : "");
+  const tl_stmt *saved = e->par;
+  e->par = s;
+  const tl_stmt *a = s->body.items[0];
+  vec_state v = {.bf16 = a->lhs->sym->dtype == TL_BFLOAT16};
+  vec_reads(a->value, &v);
+  for (int k = 0; k < v.n; k++) {
+    const tl_expr *r = v.reads[k]->args[0];
+    const tl_sym *P = r->sym;
+    int bits = tl_dtype_bits(P->dtype);
+    line(e, "const %s tl_w%d = *(const %s *)&%s[(%s) / %d];", load_type(G * bits / 8), k, load_type(G * bits / 8),
+         storage(e, P), offset(e, P, index_codes(e, r)), 8 / bits);
+  }
+  const char *j = vname(e, s->vars[n - 1]);
+  line(e, "const int tl_jb = %s;", j);
+  for (int sub = 0; sub < G / 8; sub++) {
+    line(e, "{");
+    e->indent++;
+    line(e, "const int %s = tl_jb + %d; (void)%s;", j, 8 * sub, j);
+    for (int k = 0; k < v.n; k++) { /* the 8 elements' bytes at the bottom of a word */
+      int bits = tl_dtype_bits(v.reads[k]->args[0]->sym->dtype), sh = 8 * sub * bits;
+      const char *w = G * bits / 8 == 16 ? S("tl_w%d.%s", k, sh < 64 ? "lo" : "hi") : S("tl_w%d", k);
+      line(e, "const unsigned tl_x%d = (unsigned)(%s >> %d);", k, w, sh % 64);
+    }
+    for (int p = 0; p < 4; p++) {
+      v.at = 0;
+      v.pair = p;
+      line(e, "const unsigned tl_h%d = %s;", p, vex(e, a->value, &v));
+    }
+    line(e, "tl_v16 tl_o;");
+    line(e, "tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;");
+    line(e, "tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;");
+    line(e, "*(tl_v16 *)&%s[%s] = tl_o;", storage(e, a->lhs->sym), offset(e, a->lhs->sym, index_codes(e, a->lhs)));
+    e->indent--;
+    line(e, "}");
+  }
+  e->par = saved;
+  e->indent--;
+  line(e, "}");
+}
+
 static void op_parallel(E *e, const tl_stmt *s) {
+  if (s->vec_dequant) {
+    op_parallel_vec(e, s);
+    return;
+  }
   int64_t ext[TL_MAX_DIMS] = {0};
   for (int i = 0; i < s->nvars; i++)
     ext[i] = s->extents[i]->val.i;
@@ -2268,6 +2430,91 @@ static void tma_copies(E *e, const tl_stmt *loop, const char *stage) {
       emit_tma_copy(e, loop->body.items[i]);
 }
 
+/* Points s_NAME at copy `copy` of rotating buffer b. */
+static void rotate_pointer(E *e, const tl_sym *b, const char *copy) {
+  int64_t n = 1;
+  for (int d = 0; d < b->ndim; d++)
+    n *= b->dims[d];
+  line(e, "%s *const s_%s = tl_base_%s + (long long)(%s) * %" PRId64 "LL; (void)s_%s;", srep(b->dtype), b->name,
+       b->name, copy, n, b->name);
+}
+
+/* The copy of each rotating buffer (pass_pipeline.c: rotatable,
+ * reg_prefetchable) that the iteration writes and reads: the operands of
+ * the loop's wgmma gemm, the buffers of its copies prefetched through
+ * registers. */
+static void rotate_pointers(E *e, const tl_stmt *loop, const char *copy) {
+  for (int i = 0; i < loop->body.n; i++) {
+    const tl_stmt *g = loop->body.items[i];
+    if (g->reg_prefetch)
+      rotate_pointer(e, g->dst->sym, copy);
+    if (g->kind != S_GEMM)
+      continue;
+    const tl_sym *ops[2] = {g->A, g->B};
+    for (int k = 0; k < 2; k++)
+      if (ops[k]->rotates && !(k == 1 && g->A == g->B))
+        rotate_pointer(e, ops[k], copy);
+  }
+}
+
+/* The loop over the elements thread tl_tid holds of reg_prefetch copy c,
+ * in registers tl_rqID[r]: loading them from the tensor (load) or storing
+ * them into the buffer s_NAME. */
+static void reg_prefetch_elems(E *e, const tl_stmt *c, int id, bool load) {
+  int64_t ext[TL_MAX_DIMS] = {0};
+  int n = squeezed(c->dst, ext);
+  int64_t total = product(ext, n), per = (total + e->T - 1) / e->T;
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) {", per);
+  e->indent++;
+  line(e, "const int tl_e = tl_tid + tl_r * %" PRId64 ";", e->T);
+  line(e, "if (tl_e < %" PRId64 ") {", total);
+  e->indent++;
+  const char **q = decode(e, "tl_e", ext, n, "tl_q");
+  const tl_sym *src = c->src->sym, *dst = c->dst->sym;
+  if (load)
+    line(e, "tl_rq%d[tl_r] = %s;", id, conv(e, read_elem(e, src, region_idx(e, c->src, q), NULL), (tl_type)src->dtype,
+                                            (tl_type)dst->dtype));
+  else
+    write_elem(e, dst, region_idx(e, c->dst, q), NULL, S("tl_rq%d[tl_r]", id));
+  e->indent--;
+  line(e, "}");
+  e->indent--;
+  line(e, "}");
+}
+
+/* Copies prefetched through registers (pass_pipeline.c: reg_prefetchable):
+ * at = 0 before the loop (iteration 0's elements straight into copy 0),
+ * 1 as an iteration starts (iteration c + 1's into registers), 2 as it
+ * ends (the registers into copy (c + 1) % 2). */
+static void reg_prefetches(E *e, const tl_stmt *loop, int id, int at) {
+  const char *var = vname(e, loop->var);
+  for (int i = 0; i < loop->body.n; i++) {
+    const tl_stmt *c = loop->body.items[i];
+    if (!c->reg_prefetch)
+      continue;
+    int64_t ext[TL_MAX_DIMS] = {0};
+    int64_t total = product(ext, squeezed(c->dst, ext)), per = (total + e->T - 1) / e->T;
+    if (at == 1)
+      line(e, "%s tl_rq%d[%" PRId64 "];", crep((tl_type)c->dst->sym->dtype), i, per);
+    line(e, at ? "if (tl_c%d + 1 < tl_n%d) {" : "if (0 < tl_n%d) {", id, id);
+    e->indent++;
+    if (at == 0) {
+      line(e, "const int %s = (int)(tl_s%d); (void)%s;", var, id, var);
+      rotate_pointer(e, c->dst->sym, "0");
+      op_copy(e, c);
+    } else if (at == 1) {
+      line(e, "const int %s = (int)(tl_s%d + tl_c%d + 1); (void)%s;", var, id, id, var);
+      reg_prefetch_elems(e, c, i, true);
+    } else {
+      rotate_pointer(e, c->dst->sym, S("(tl_c%d + 1) %% 2", id));
+      reg_prefetch_elems(e, c, i, false);
+    }
+    e->indent--;
+    line(e, "}");
+  }
+}
+
 /* The prefetches of one iteration into stage `stage`: cp.async copies by
  * every thread; bulk tensor copies by thread 0. */
 static void prefetch_copies(E *e, const tl_stmt *loop, const char *stage) {
@@ -2548,12 +2795,17 @@ static void emit_iteration(E *e, const tl_stmt *s, int id, const char *c, int pa
   }
   line(e, "const int %s = (int)(tl_s%d + %s);", var, id, c);
   stage_pointers(e, s, S("%s %% %" PRId64, c, S));
-  if (par < 0) {
+  if (par < 0) { /* c is tl_cID here, which reg_prefetches names */
+    rotate_pointers(e, s, S("%s %% 2", c));
+    reg_prefetches(e, s, id, 1);
     for (int i = 0; i < s->body.n && !e->failed; i++)
-      if (!s->body.items[i]->prefetch)
+      if (!s->body.items[i]->prefetch && !s->body.items[i]->reg_prefetch)
         emit_stmt(e, s->body.items[i], true);
+    reg_prefetches(e, s, id, 2);
     return;
   }
+  for (int i = 0; i < s->body.n; i++) /* pass_pipeline.c: a wg_lag loop neither rotates nor prefetches in registers */
+    assert(!s->body.items[i]->reg_prefetch);
   const tl_stmt *g = lag_gemm_of(s);
   line(e, "{");
   e->indent++;
@@ -2595,6 +2847,7 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   prefetch_iteration(e, s, id, "tl_st", "tl_st");
   e->indent--;
   line(e, "}");
+  reg_prefetches(e, s, id, 0);
   const char *c = S("tl_c%d", id);
   if (!s->wg_lag) {
     line(e, "for (long long %s = 0; %s < tl_n%d; %s++) {", c, c, id, c);

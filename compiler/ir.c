@@ -564,6 +564,8 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
       fprintf(f, " [not TMA: %s]", s->tma_why);
     if (s->byte_copy)
       fprintf(f, " [bytes, %d at a time]", s->byte_copy);
+    if (s->reg_prefetch)
+      fputs(" [prefetched through registers, one iteration ahead, into 2 copies in turn]", f);
     break;
   case S_GEMM: {
     /* the instruction, and why not a better one: 16-bit operands take
@@ -588,6 +590,8 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
       fprintf(f, " [%lld x m64n%lld per warpgroup and k%d step, wait_group %d%s]", (long long)s->C->mma_mi,
               (long long)s->C->dims[1], ks, s->wg_pending,
               s->wg_pending ? ": the next K tile's group is issued while this one runs" : "");
+    if (s->use_wgmma && (s->A->rotates || s->B->rotates))
+      fprintf(f, " [%s rotates: 2 copies, the next iteration writes the other]", s->A->rotates ? s->A->name : s->B->name);
     else if (s->use_wgmma)
       fprintf(f, " [%lld x m64n%lld per warpgroup and k%d step]", (long long)s->C->mma_mi, (long long)s->C->dims[1], ks);
     else if (s->why_not_wgmma)
@@ -599,6 +603,9 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     for (int i = 0; i < s->nvars; i++)
       fprintf(f, "%s%s < %s", i ? ", " : "", s->vars[i]->name, tl_expr_str(a, s->extents[i]));
     fputs(")", f);
+    if (s->vec_dequant)
+      fprintf(f, " [%d at a time: packed words to 16-bit float pairs, paired arithmetic, 16-byte stores]",
+              s->vec_dequant);
     break;
   case S_LOOP: {
     static const char *const kinds[] = {"serial", "unroll", "vectorized", "pipelined"};

@@ -165,6 +165,11 @@ typedef struct tl_sym {
                                   columns, one after another), 1024-byte aligned */
   bool swizzled;               /* smem 2-D 16-bit buffer stored with the XOR swizzle of 16-byte
                                   chunks (tl_swz in prelude_cuda.h) */
+  bool rotates;                /* after pass_pipeline: a shared buffer that one parallel loop of a
+                                  software-pipelined loop's body writes whole each iteration and
+                                  that the loop's wgmma gemm reads with its group left in flight,
+                                  or the buffer of a reg_prefetch copy: `stages` (2) copies,
+                                  iteration c using copy c % 2 (pass_pipeline.c: rotatable) */
   int64_t stages;              /* after pass_pipeline: copies of a shared buffer that a pipelined
                                   loop rotates through (1 when not pipelined); of a fragment in
                                   registers: 2 for the C of a wg_lag loop's gemm (its two copies) */
@@ -570,7 +575,18 @@ struct tl_stmt {
   bool async_copy;     /* after pass_pipeline: a global -> shared copy in 16-byte cp.async chunks */
   int byte_copy;       /* after pass_pipeline: a copy of a packed dtype moved as bytes, this many (1 to 16) at
                           a time; 0: element by element */
+  int vec_dequant;     /* after pass_place, a parallel loop: 0, or how many iterations of its innermost var
+                          run at a time (8, 16 or 32): each packed sub-byte operand read as one load (up to
+                          16 bytes), converted 8 elements at a time to 16-bit float pairs (prmt, lop3,
+                          fma.f16x2), the arithmetic on pairs (f16x2, bf16x2), each 8 results stored as
+                          one 16-byte vector (pass_place.c: dequant_loop says when) */
   bool prefetch;       /* after pass_pipeline: issued ahead by its pipelined loop */
+  bool reg_prefetch;   /* after pass_pipeline: a copy from a tensor into a shared buffer of a software-
+                          pipelined loop that cp.async cannot move (elements not in 16-byte chunks, such
+                          as a column of scales): each thread loads its elements for iteration c + 1 into
+                          registers during iteration c and stores them, as the iteration ends, into the
+                          other of the buffer's two copies (rotates); at most TL_REG_PREFETCH elements per
+                          thread (pass_pipeline.c: reg_prefetchable) */
   bool pipe;           /* after pass_pipeline: a pipelined loop with prefetched copies */
   bool tma;            /* after pass_tma: a prefetched copy issued as bulk tensor copies
                           (cp.async.bulk.tensor) through tensor map tma_map by one thread,

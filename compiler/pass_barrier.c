@@ -203,7 +203,9 @@ static void walk_stmt(B *b, tl_stmt *s, bool uniform);
 
 /* A pipelined loop: a barrier first when anything is pending (its prologue
  * writes stages that earlier code may still read); every iteration starts
- * with a barrier, and one follows the loop. */
+ * with a barrier, and one follows the loop.  Its prefetched copies, through
+ * cp.async or registers, write stages that the iteration does not read
+ * (pass_pipeline.c); the barrier that opens the next iteration covers them. */
 static void walk_pipelined(B *b, tl_stmt *s) {
   if (b->pend.r.n || b->pend.w.n) {
     s->barrier_before = true;
@@ -211,7 +213,7 @@ static void walk_pipelined(B *b, tl_stmt *s) {
   }
   barrier(b);
   for (int i = 0; i < s->body.n && !b->failed; i++)
-    if (!s->body.items[i]->prefetch)
+    if (!s->body.items[i]->prefetch && !s->body.items[i]->reg_prefetch)
       walk_stmt(b, s->body.items[i], true);
   barrier(b);
 }

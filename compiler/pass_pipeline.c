@@ -12,7 +12,11 @@
  * (wg_pending, and wg_drain on its loop: the rule and its argument are at
  * async_gemm below); wg_lag on a loop whose gemm clears C and whose other
  * statements run one iteration late, on two register copies of C (stages
- * 2 of that fragment; lag_gemm below), or lag_why saying why not.  Keeps:
+ * 2 of that fragment; lag_gemm below), or lag_why saying why not; rotates
+ * (two copies) on the buffers such a gemm reads that a parallel loop of the
+ * body computes (rotatable); reg_prefetch on the other copies from a tensor
+ * into shared memory that such a loop can issue an iteration ahead through
+ * registers, whose buffers rotate too (reg_prefetchable).  Keeps:
  * everything else (results never change: a prefetched copy reads only the
  * loop variable and values fixed before the loop, and its buffer is
  * written by nothing else and read by nothing before it in the body or
@@ -183,7 +187,8 @@ static bool used_outside(const tl_body *b, const tl_stmt *loop, const tl_sym *bu
  * holds it at its top level, where it is the loop's only gemm on wgmma,
  * does not clear C (writing C's registers with a group pending), C is
  * touched by no other statement of the loop, and A and B are both buffers
- * the loop prefetches (written by nothing but the loop's own copies).  The
+ * the loop prefetches (written by nothing but the loop's own copies) or
+ * rotates (below).  The
  * loop then waits for the last group as it ends (wg_drain: wait_group 0,
  * before the barrier that follows every pipelined loop), so whatever
  * comes after it (the epilogue reading C) sees finished accumulators.
@@ -204,6 +209,100 @@ static bool used_outside(const tl_body *b, const tl_stmt *loop, const tl_sym *bu
  * group, or, where shared memory is short of that stage, one iteration
  * less ahead; with no room for d >= 1 the gemm waits for 0 (N = 0, d = S - 1).
  * ---------------------------------------------------------------------------------------- */
+/* ---- rotating buffers -----------------------------------------------------------------
+ * A gemm operand that the loop computes rather than copies -- a float16
+ * tile dequantized from packed weights by a parallel loop before the gemm
+ * -- would keep the gemm waiting for 0: the next iteration overwrites it
+ * while the group still reads it.  Such a buffer rotates instead: two
+ * copies, iteration c writing and reading copy c % 2.  The writer of
+ * iteration c + 1 then writes the copy that the pending group of c does not
+ * read, and the writer of c + 2 starts after the barrier that opens
+ * iteration c + 2, which every warpgroup reaches only after its wait at the
+ * end of c + 1 (wait_group 1: the group of c complete) -- the argument for
+ * the prefetched stages above, with S = 2 and d = 0.  Results are those of
+ * one buffer: the writer is the only statement of the loop that writes the
+ * buffer and it writes all of it each iteration (a parallel loop over the
+ * buffer's shape whose one assignment stores the identity element), nothing
+ * before it in the body touches the buffer, and nothing outside the loop
+ * does, so every read of an iteration sees that iteration's values. */
+static bool writes_whole(const tl_stmt *w, const tl_sym *buf) {
+  if (w->kind != S_PARALLEL || w->body.n != 1 || w->body.items[0]->kind != S_ASSIGN ||
+      w->body.items[0]->assign_op || w->nvars != buf->ndim)
+    return false;
+  const tl_expr *l = w->body.items[0]->lhs;
+  if (l->kind != E_INDEX || l->sym != buf || l->nargs != w->nvars)
+    return false;
+  for (int d = 0; d < w->nvars; d++)
+    if (l->args[d]->kind != E_NAME || l->args[d]->sym != w->vars[d] || w->extents[d]->val.i != buf->dims[d])
+      return false;
+  return true;
+}
+
+static bool rotatable(P *p, const tl_stmt *loop, const tl_sym *buf, const tl_stmt *g) {
+  if (buf->kind != SYM_BUFFER || buf->scope != SCOPE_SHARED || buf->stages > 1)
+    return false;
+  const tl_body *b = &loop->body;
+  int wi = -1, gi = -1;
+  for (int i = 0; i < b->n; i++) {
+    if (b->items[i] == g)
+      gi = i;
+    else if (stmt_writes(b->items[i], buf)) {
+      if (wi >= 0)
+        return false;
+      wi = i;
+    }
+  }
+  if (wi < 0 || wi > gi || !writes_whole(b->items[wi], buf))
+    return false;
+  for (int j = 0; j < wi; j++)
+    if (stmt_touches(b->items[j], buf))
+      return false;
+  return !used_outside(p->top, loop, buf);
+}
+
+/* ---- copies prefetched through registers ---------------------------------------------
+ * A copy of the loop from a tensor into shared memory that cp.async
+ * cannot move -- a column of scales, one 2-byte element per row -- would
+ * wait for global memory in every iteration.  Instead each thread loads its
+ * elements of iteration c + 1 into registers while iteration c runs, and
+ * stores them as iteration c ends into the other copy of the (rotating)
+ * buffer; the barrier that opens iteration c + 1 makes them visible, and
+ * the copy the store overwrites was last read in iteration c - 1, before
+ * that iteration's closing barrier.  Iteration 0's elements are copied
+ * before the loop.  Results are those of the copy in place: it reads only
+ * the loop variable and values fixed before the loop (as a prefetched
+ * copy), it writes the whole buffer and is its only writer, which nothing before it in
+ * the body and nothing outside the loop touches, so every read of an
+ * iteration sees that iteration's elements. */
+#define TL_REG_PREFETCH 8 /* elements per thread, in registers */
+
+static bool reg_prefetchable(P *p, const tl_stmt *loop, int at) {
+  const tl_body *b = &loop->body;
+  const tl_stmt *c = b->items[at];
+  if (c->kind != S_COPY || c->async_copy || c->prefetch || c->byte_copy)
+    return false;
+  const tl_sym *src = c->src->sym, *dst = c->dst->sym;
+  if (src->kind != SYM_TENSOR || dst->kind != SYM_BUFFER || dst->scope != SCOPE_SHARED || dst->stages > 1 ||
+      dst->rotates || tl_dtype_is_packed(dst->dtype) || tl_dtype_is_packed(src->dtype))
+    return false;
+  int64_t n = 1, threads = p->prog->threads[0] * p->prog->threads[1] * p->prog->threads[2];
+  for (int d = 0; d < c->dst->ndim; d++)
+    n *= c->dst->ext[d];
+  if (n > TL_REG_PREFETCH * threads)
+    return false;
+  for (int d = 0; d < c->src->ndim; d++)
+    if (!only_loop_var(c->src->lo[d], loop))
+      return false;
+  for (int d = 0; d < c->dst->ndim; d++) /* the whole buffer: its other copy holds nothing older */
+    if ((c->dst->lo[d] && !(c->dst->lo[d]->kind == E_CONST && c->dst->lo[d]->val.i == 0)) ||
+        c->dst->ext[d] != dst->dims[d])
+      return false;
+  for (int j = 0; j < b->n; j++)
+    if (j != at && (j < at ? stmt_touches(b->items[j], dst) : stmt_writes(b->items[j], dst)))
+      return false;
+  return !used_outside(p->top, loop, dst);
+}
+
 static tl_walk_act find_wgmma(tl_stmt *s, void *n) {
   if (s->kind == S_GEMM && s->use_wgmma)
     ++*(int *)n;
@@ -223,7 +322,7 @@ static tl_stmt *async_gemm(const tl_stmt *loop) {
       g = b->items[i];
   if (n != 1 || !g || g->clear_accum)
     return NULL;
-  bool a = false, bb = false;
+  bool a = g->A->rotates, bb = g->B->rotates;
   for (int i = 0; i < b->n; i++) {
     const tl_stmt *c = b->items[i];
     if (c->prefetch && c->dst->sym == g->A)
@@ -379,6 +478,26 @@ static void pipeline_loop(P *p, tl_stmt *loop) {
   }
   if (!loop->pipe)
     return;
+  /* operands the loop computes rotate (above), where a stage is left for a pending group */
+  tl_stmt *w = NULL;
+  for (int i = 0; i < b->n; i++)
+    if (b->items[i]->kind == S_GEMM && b->items[i]->use_wgmma && !b->items[i]->clear_accum)
+      w = b->items[i];
+  tl_sym *rot[2] = {NULL, NULL};
+  for (int k = 0; w && k < 2 && p->max_stages >= 3; k++) {
+    tl_sym *x = k ? w->B : w->A;
+    if (rotatable(p, loop, x, w)) {
+      x->rotates = true;
+      x->stages = 2;
+      rot[k] = x;
+    }
+  }
+  for (int i = 0; i < b->n && p->max_stages >= 3; i++)
+    if (reg_prefetchable(p, loop, i)) {
+      b->items[i]->reg_prefetch = true;
+      b->items[i]->dst->sym->rotates = true;
+      b->items[i]->dst->sym->stages = 2;
+    }
   tl_stmt *g = async_gemm(loop);
   const char *why = NULL;
   tl_stmt *lg = g ? NULL : lag_gemm(p, loop, &why);
@@ -392,6 +511,11 @@ static void pipeline_loop(P *p, tl_stmt *loop) {
     pending = 0;
     ahead = total - 1;
   }
+  for (int k = 0; k < 2 && !pending; k++)
+    if (rot[k]) { /* no group pending: one copy serves */
+      rot[k]->rotates = false;
+      rot[k]->stages = 1;
+    }
   loop->pipe_stages = total;
   loop->pipe_ahead = ahead;
   loop->wg_drain = pending > 0;
@@ -439,7 +563,7 @@ static int byte_copy_width(const tl_stmt *s) {
 /* Marks the copies before what they hold, the pipelined loops after (tl_walker). */
 static tl_walk_act mark_copy(tl_stmt *s, void *user) {
   P *p = user;
-  s->prefetch = s->pipe = s->wg_drain = false;
+  s->prefetch = s->reg_prefetch = s->pipe = s->wg_drain = false;
   s->wg_lag = 0;
   s->lag_why = NULL;
   s->wg_pending = 0;
@@ -463,6 +587,13 @@ static tl_walk_act mark_loop(tl_stmt *s, void *user) {
 
 static void walk(P *p, tl_body *b) {
   static const tl_walker w = {.pre = mark_copy, .post = mark_loop};
+  for (int i = 0; i < p->prog->nbuffer_slots; i++) {
+    tl_sym *x = p->prog->buffer_syms[i];
+    if (x->rotates) {
+      x->rotates = false;
+      x->stages = 1;
+    }
+  }
   tl_walk(b, &w, p);
 }
 

@@ -778,6 +778,179 @@ static tl_walk_act swizzle_operands(tl_stmt *s, void *user) {
   return TL_WALK_GO;
 }
 
+/* ---- dequantizing parallel loops, 8 elements at a time -------------------------------------
+ * A parallel loop whose body is one assignment D[..., j] = f(...) of a
+ * float16 (or, from sm_80, bfloat16) shared buffer, j its innermost var
+ * (extent a multiple of 8), where f is arithmetic in D's type (+, -, *,
+ * negation, casts to it) on casts T(P[..., j]) of packed integer shared
+ * buffers P (int4, uint4, int2, uint2, int1, uint1) and on values that do
+ * not change within aligned groups of 8 j (constants, elements of D's type
+ * of shared buffers or tensors whose indices do not use j, or use it as
+ * group_const allows), runs 8 iterations along j at a time
+ * (tl_stmt.vec_dequant; 16 or 32 when the loop's extent and P's rows allow
+ * it, P's elements then fit 16 bytes, and every thread still gets an
+ * iteration): P's elements of those iterations are one aligned load (its
+ * rows a multiple of as many elements, row-major), each 8 converted to 4
+ * float16 pairs with
+ * the conversion of tl_subbyte_f16_pair (no convert instruction; for
+ * bfloat16 then converted, exactly, to bfloat16 pairs), f is computed on
+ * pairs with f16x2 (add, sub and mul with .rn) or bf16x2 (fma.rn with 1,
+ * -1 or -0 as the other operand) instructions: never fused, so each
+ * operation rounds once to D's type as proto/tile-ir-v1.md 8.2 says
+ * (float32 arithmetic rounded to float16 or bfloat16, as the scalar path
+ * computes, gives the same results, since float32 has more than twice
+ * their precision), and D's 8 elements are one 16-byte store (rows a
+ * multiple of 8 elements; the swizzles move 16-byte chunks whole).
+ * NVIDIA targets only (inline PTX); everything else keeps the loop's
+ * scalar path. */
+static bool mentions(tl_expr *x, const tl_sym *v);
+
+static tl_walk_act find_sym(tl_expr *x, tl_stmt *s, void *user) {
+  (void)s;
+  return x->sym == user ? TL_WALK_STOP : TL_WALK_GO;
+}
+
+/* Does x use symbol v (as a name, or as the buffer it indexes)? */
+static bool mentions(tl_expr *x, const tl_sym *v) {
+  return tl_walk_expr(x, find_sym, NULL, (void *)v) == TL_WALK_STOP;
+}
+
+/* Is index i the same for the 8 values of j in every aligned group of 8
+ * (j0 a multiple of 8): free of j, or (X + j) // C (X + j or j alone) with
+ * X a multiple of 8 and C a positive multiple of 8 (the groups of 8 then
+ * never straddle a multiple of C)?  A scale read S[n, (k * block_K + j) //
+ * group_size] is such an index. */
+static bool group_const(tl_expr *i, const tl_sym *j) {
+  if (!mentions(i, j))
+    return true;
+  if (i->kind != E_BINARY || i->op != OP_FLOORDIV || i->args[1]->kind != E_CONST || i->args[1]->val.i <= 0 ||
+      i->args[1]->val.i % 8)
+    return false;
+  tl_expr *l = i->args[0];
+  if (l->kind == E_NAME && l->sym == j)
+    return true;
+  if (l->kind != E_BINARY || l->op != '+')
+    return false;
+  for (int k = 0; k < 2; k++) {
+    tl_expr *v = l->args[k], *x = l->args[1 - k];
+    if (v->kind == E_NAME && v->sym == j && !mentions(x, j) && tl_multiple_of(x, 8))
+      return true;
+  }
+  return false;
+}
+
+/* Is x an element of shared buffer or tensor whose indices do not use j
+ * (but as group_const allows) and no register fragment, or (last_j) whose
+ * last index is j itself and the others free of j? */
+static bool vec_elem(tl_expr *x, const tl_sym *j, bool last_j) {
+  const tl_sym *b = x->sym;
+  if (x->kind != E_INDEX || b->ndim != x->nargs)
+    return false;
+  if (b->kind == SYM_BUFFER && !(b->scope == SCOPE_SHARED || (b->scope == SCOPE_FRAGMENT && !b->in_regs)))
+    return false;
+  if (b->kind != SYM_BUFFER && b->kind != SYM_TENSOR)
+    return false;
+  if (b->layout && !b->layout->swizzle)
+    return false;
+  for (int d = 0; d < x->nargs; d++) {
+    tl_expr *i = x->args[d];
+    if (last_j && d == x->nargs - 1) {
+      if (i->kind != E_NAME || i->sym != j)
+        return false;
+    } else if (last_j ? mentions(i, j) : !group_const(i, j)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/* A packed integer shared buffer read along j, 8 elements to a word.
+ * Lowers *g to the most elements per load that its rows and 16 bytes allow. */
+static bool vec_packed(tl_expr *x, const tl_sym *j, int *g) {
+  if (x->kind != E_INDEX || !vec_elem(x, j, true) || x->sym->kind != SYM_BUFFER || x->sym->swizzled ||
+      x->sym->wgmma_op)
+    return false;
+  switch (x->sym->dtype) {
+  case TL_INT4: case TL_UINT4: case TL_INT2: case TL_UINT2: case TL_INT1: case TL_UINT1:
+    while (*g > 8 && (x->sym->dims[x->sym->ndim - 1] % *g || *g * tl_dtype_bits(x->sym->dtype) > 128))
+      *g /= 2;
+    return x->sym->dims[x->sym->ndim - 1] % 8 == 0;
+  default:
+    return false;
+  }
+}
+
+/* Can expression x of type t (float16 or bfloat16) be computed on pairs
+ * (emit_cuda.c: vex)?  Counts the packed reads in *npacked. */
+static bool vec_f16(tl_expr *x, const tl_sym *j, const tl_sym *D, tl_type t, int *npacked, int *g) {
+  if (x->kind == E_CONST)
+    return x->type != TL_BOOL;
+  if (x->type != t)
+    return false;
+  switch (x->kind) {
+  case E_INDEX:
+    return x->sym != D && vec_elem(x, j, false) && (tl_type)x->sym->dtype == t && !mentions(x, D);
+  case E_UNARY:
+    return x->op == '-' && x->args[0]->type == t && vec_f16(x->args[0], j, D, t, npacked, g);
+  case E_CALL:
+    if (x->fn != FN_CAST)
+      return false;
+    if (vec_packed(x->args[0], j, g)) {
+      ++*npacked;
+      return true;
+    }
+    return x->args[0]->type == t && vec_f16(x->args[0], j, D, t, npacked, g);
+  case E_BINARY:
+    if (x->op != '+' && x->op != '-' && x->op != '*')
+      return false;
+    for (int k = 0; k < 2; k++)
+      if ((x->args[k]->kind != E_CONST && x->args[k]->type != t) || !vec_f16(x->args[k], j, D, t, npacked, g))
+        return false;
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* The elements a dequantizing loop runs at a time (8, 16 or 32), or 0. */
+static int dequant_loop(const tl_stmt *s, bool bf16, int64_t threads) {
+  if (s->kind != S_PARALLEL || s->body.n != 1 || s->body.items[0]->kind != S_ASSIGN ||
+      s->extents[s->nvars - 1]->val.i % 8)
+    return 0;
+  const tl_stmt *a = s->body.items[0];
+  const tl_sym *j = s->vars[s->nvars - 1];
+  tl_expr *l = a->lhs;
+  if (a->assign_op || l->kind != E_INDEX || !vec_elem(l, j, true) || l->sym->kind != SYM_BUFFER)
+    return 0;
+  const tl_sym *D = l->sym;
+  tl_type t = (tl_type)D->dtype;
+  if (!(t == TL_FLOAT16 || (bf16 && t == TL_BFLOAT16)) || D->dims[D->ndim - 1] % 8 || a->value->type != t)
+    return 0;
+  if ((D->swizzled || D->wgmma_op) && D->ndim != 2)
+    return 0;
+  int npacked = 0, g = 32;
+  if (!vec_f16(a->value, j, D, t, &npacked, &g) || npacked == 0)
+    return 0;
+  int64_t outer = 1, ext = s->extents[s->nvars - 1]->val.i;
+  for (int i = 0; i + 1 < s->nvars; i++)
+    outer *= s->extents[i]->val.i;
+  while (g > 8 && (ext % g || outer * (ext / g) < threads)) /* every thread an iteration */
+    g /= 2;
+  return g;
+}
+
+typedef struct {
+  const tl_codegen *cg;
+  int64_t threads;
+} dq_ctx;
+
+static tl_walk_act mark_dequant(tl_stmt *s, void *user) {
+  const dq_ctx *c = user;
+  if (s->kind == S_PARALLEL)
+    s->vec_dequant = c->cg->dialect == TL_DIALECT_CUDA ? dequant_loop(s, c->cg->mma, c->threads) : 0;
+  return TL_WALK_GO;
+}
+
 tl_status tl_pass_place(tl_program *prog, int64_t smem_limit, tl_error *err) {
   return tl_pass_place_for(prog, smem_limit, &tl_codegen_cuda, err);
 }
@@ -834,6 +1007,7 @@ static void place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bo
   mark_packed(prog);
   tl_walk(&prog->body, &(tl_walker){.pre = swizzle_operands}, p);
   tl_walk(&prog->body, &(tl_walker){.pre = mark_reduction}, p);
+  tl_walk(&prog->body, &(tl_walker){.pre = mark_dequant}, &(dq_ctx){cg, p->threads});
   tl_walk(&prog->body, &(tl_walker){.pre = max_scratch}, p);
   prog->scratch_bytes = p->scratch;
   tl_pass_smem(prog);

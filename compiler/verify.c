@@ -26,7 +26,8 @@
  *             its copies 1 to num_stages - 1 iterations ahead (pipe_ahead);
  *             a gemm leaving wgmma groups pending (wg_pending) is the only
  *             wgmma gemm at the top of a draining (wg_drain) loop, keeps C
- *             and reads prefetched A and B, and pipe_ahead + wg_pending <=
+ *             and reads prefetched (or rotating: 2 stages) A and B, and
+ *             pipe_ahead + wg_pending <=
  *             pipe_stages - 1 (pass_pipeline.c's rule at async_gemm: the
  *             next prefetch overwrites no stage a pending group reads); the
  *             shared buffers, each with its stages (packed dtypes at
@@ -316,7 +317,7 @@ static void check_pending(V *v, const tl_stmt *s, const tl_stmt *g) {
   static const tl_walker w = {.pre = count_wgmma};
   int n = 0;
   tl_walk((tl_body *)&s->body, &w, &n);
-  bool a = false, b = false;
+  bool a = g->A->rotates && g->A->stages == 2, b = g->B->rotates && g->B->stages == 2;
   int gi = 0;
   while (s->body.items[gi] != g)
     gi++;
@@ -333,7 +334,7 @@ static void check_pending(V *v, const tl_stmt *s, const tl_stmt *g) {
   if (!s->pipe || !s->wg_drain || !g->use_wgmma || n != 1 || g->clear_accum != (s->wg_lag > 0) || !a || !b ||
       s->wg_lag % 2 || (s->wg_lag && g->C->stages != 2)) {
     fail(v, g->pointer, "gemm leaves wgmma groups pending across iterations but is not the only wgmma gemm of a "
-         "draining pipelined loop, with A and B prefetched and C kept", NULL, NULL);
+         "draining pipelined loop, with A and B prefetched or rotating and C kept", NULL, NULL);
     return;
   }
   if (s->pipe_ahead + g->wg_pending > s->pipe_stages - 1) {
@@ -394,6 +395,10 @@ static tl_walk_act pipeline_stmt(tl_stmt *s, void *user) {
     return fail(v, s->pointer, "prefetched copy that is not a cp.async copy", NULL, NULL);
   if (s->kind == S_COPY && s->tma && !s->prefetch)
     return fail(v, s->pointer, "bulk tensor copy that its pipelined loop does not prefetch", NULL, NULL);
+  if (s->reg_prefetch && (s->kind != S_COPY || s->async_copy || s->prefetch || s->dst->sym->kind != SYM_BUFFER ||
+                          !s->dst->sym->rotates || s->dst->sym->stages != 2))
+    return fail(v, s->pointer, "copy prefetched through registers that is also a cp.async copy, or whose buffer does "
+                "not rotate through two copies", NULL, NULL);
   if (s->kind == S_GEMM && s->wg_pending) {
     if (s->wg_pending < 0)
       return fail(v, s->pointer, "gemm with a negative count of pending wgmma groups", NULL, NULL);
@@ -402,7 +407,7 @@ static tl_walk_act pipeline_stmt(tl_stmt *s, void *user) {
   }
   if (s->kind != S_LOOP) {
     for (int i = 0; i < s->body.n; i++)
-      if (s->body.items[i]->prefetch)
+      if (s->body.items[i]->prefetch || s->body.items[i]->reg_prefetch)
         return fail(v, s->body.items[i]->pointer, "prefetched copy outside a software-pipelined loop", NULL, NULL);
     return TL_WALK_GO;
   }
@@ -975,11 +980,11 @@ static void run_stmt(Bv *b, tl_stmt *s) {
     }
     if (s->pipe) { /* the prologue's copies, then each iteration after a barrier, and one after the loop */
       for (int i = 0; i < s->body.n; i++)
-        if (s->body.items[i]->prefetch)
+        if (s->body.items[i]->prefetch || s->body.items[i]->reg_prefetch)
           access_now(b, s->body.items[i], accesses(b, s->body.items[i]));
       clear(b, b->pend);
       for (int i = 0; i < s->body.n && !b->v->failed; i++)
-        if (!s->body.items[i]->prefetch)
+        if (!s->body.items[i]->prefetch && !s->body.items[i]->reg_prefetch)
           run_stmt(b, s->body.items[i]);
       clear(b, b->pend);
       return;

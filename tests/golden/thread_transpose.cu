@@ -7,6 +7,26 @@ TL_DEV float tl_ex2f(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"
 TL_DEV unsigned tl_f2h2(float lo, float hi) {
   unsigned r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
 }
+TL_DEV unsigned tl_hadd2(unsigned a, unsigned b) { unsigned r; asm("add.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
+TL_DEV unsigned tl_hsub2(unsigned a, unsigned b) { unsigned r; asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
+TL_DEV unsigned tl_hmul2(unsigned a, unsigned b) { unsigned r; asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
+TL_DEV unsigned tl_sb2h2(unsigned w, unsigned sel, unsigned mask, unsigned scale, unsigned bias) {
+  unsigned x, h;
+  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(x) : "r"(w), "r"(sel));
+  asm("lop3.b32 %0, %1, %2, 0x64006400, 0xea;" : "=r"(x) : "r"(x), "r"(mask));
+  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(h) : "r"(x), "r"(scale), "r"(bias));
+  return h;
+}
+TL_DEV unsigned tl_bfma2(unsigned a, unsigned b, unsigned c) { unsigned r; asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
+TL_DEV unsigned tl_badd2(unsigned a, unsigned b) { return tl_bfma2(a, 0x3f803f80u, b); }
+TL_DEV unsigned tl_bsub2(unsigned a, unsigned b) { return tl_bfma2(b, 0xbf80bf80u, a); }
+TL_DEV unsigned tl_bmul2(unsigned a, unsigned b) { return tl_bfma2(a, b, 0x80008000u); }
+TL_DEV unsigned tl_h2bf2(unsigned h) {
+  float lo, hi; unsigned r;
+  asm("{.reg .b16 l, u; mov.b32 {l, u}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, u;}" : "=f"(lo), "=f"(hi) : "r"(h));
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
 TL_DEV float tl_bf2f(unsigned short b) { return __int_as_float((int)b << 16); }
 TL_DEV unsigned short tl_f2bf(float x) {
   unsigned u = (unsigned)__float_as_int(x);

@@ -397,6 +397,25 @@ CASES = [
     ("gemm_w4a16", {"M": 200, "N": 136, "K": 202}, {}, ["C"], W4A16),
     ("gemm_w4a16", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
     ("gemm_w4a16", {"M": 100, "N": 300, "K": 384, "group_size": 64}, {}, ["C"], W4A16),
+    # the small-M tiles of bench/gpu_bench.py: mma.sync with 16 rows, wgmma with 64; K tiles of 128
+    ("gemm_w4a16", {"M": 1, "N": 512, "K": 1024, "block_M": 16, "block_N": 64, "block_K": 128, "threads": 128,
+                    "num_stages": 4}, {}, ["C"], W4A16),
+    ("gemm_w4a16", {"M": 70, "N": 200, "K": 640, "block_M": 64, "block_N": 64, "block_K": 128, "threads": 128,
+                    "num_stages": 4}, {}, ["C"], W4A16),
+    # small M with the block's scales copied once (M = 1 on mma.sync, 64 rows on wgmma with the dequantized
+    # tile rotating, ragged N and K, a scale group of 64)
+    ("gemm_w4a16_narrow", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
+    ("gemm_w4a16_narrow", {"M": 13, "N": 200, "K": 650}, {}, ["C"], W4A16),
+    ("gemm_w4a16_narrow", {"M": 64, "N": 256, "K": 1024, "block_M": 64}, {}, ["C"], W4A16),
+    ("gemm_w4a16_narrow", {"M": 100, "N": 136, "K": 384, "block_M": 64, "block_K": 64, "group_size": 64}, {}, ["C"],
+     W4A16),
+    # K tiles spanning several scale groups (the scale read per 8 elements of j), ragged K; 1 and 2 warps
+    ("gemm_w4a16_narrow", {"M": 5, "N": 256, "K": 1030, "block_K": 256, "block_N": 32, "threads": 64}, {}, ["C"],
+     W4A16),
+    ("gemm_w4a16_narrow", {"M": 3, "N": 160, "K": 512, "block_K": 256, "block_N": 16, "threads": 32,
+                           "group_size": 64}, {}, ["C"], W4A16),
+    ("gemm_w4a16_narrow", {"M": 64, "N": 128, "K": 768, "block_M": 64, "block_N": 32, "block_K": 256,
+                           "num_stages": 3}, {}, ["C"], W4A16),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 1}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 7}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 300}, ["c"], MATMUL),
@@ -442,6 +461,10 @@ CASES += [
     (GOLD + "thread_transpose", {}, {}, ["dst"]),
     (GOLD + "scale_add", {}, {"n": 1000, "alpha": 1.5, "relu": "true"}, ["out"], {"acc": ("2", ["x", "y"], 0.0)}),
     (GOLD + "scale_add", {}, {"n": 256, "alpha": 0.25, "relu": "false"}, ["out"], {"acc": ("2", ["x", "y"], 0.0)}),
+    # packed int4 / int2 dequantized 8 at a time on float16 pairs (pass_place.c: dequant_loop); every
+    # operation rounds to float16 on both sides, so the outputs agree exactly
+    (GOLD + "dequant_pairs", {}, {"m": 100}, ["O1", "O2", "O3", "O4"]),
+    (GOLD + "dequant_pairs", {}, {"m": 16}, ["O1", "O2", "O3", "O4"]),
 ]
 
 # the packed sub-byte dtypes and float8_e8m0 (issue 12): element loads and

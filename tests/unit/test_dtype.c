@@ -974,8 +974,65 @@ static void test_packed(void **state) {
   assert_int_equal(tl_load(&hs[1], TL_INT4).i, -8);
 }
 
+/* The packed-integer to float16-pair conversion of tl_subbyte_f16_pair,
+ * with prmt, lop3 and fma.rn.f16x2 computed here as PTX defines them (the
+ * fma exactly in double, then rounded once to float16): every value of
+ * every element position of each type must come out as the element's
+ * integer, in the right half of the right pair, the other elements of the
+ * word holding random bits. */
+static uint32_t prmt0(uint32_t a, uint32_t sel) {
+  uint32_t r = 0;
+  for (int k = 0; k < 4; k++) {
+    uint32_t idx = (sel >> (4 * k)) & 7;
+    uint32_t byte = idx < 4 ? (a >> (8 * idx)) & 0xff : 0;
+    r |= byte << (8 * k);
+  }
+  return r;
+}
+
+static uint16_t fma_h(uint16_t x, uint16_t s, uint16_t b) {
+  return tl_f16_from_double(tl_f16_to_double(x) * tl_f16_to_double(s) + tl_f16_to_double(b));
+}
+
+static void test_subbyte_f16_pairs(void **state) {
+  (void)state;
+  static const struct { int bits; bool sgn; } types[] = {{4, false}, {4, true}, {2, false}, {2, true}, {1, false}, {1, true}};
+  uint64_t rng = 12345;
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+    int bits = types[t].bits, n = 1 << bits;
+    for (int u = 0; u < 8; u++)     /* the element's position in a group of 8 */
+      for (int val = 0; val < n; val++)
+        for (int trial = 0; trial < 4; trial++) {
+          rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+          uint32_t w = (uint32_t)(rng >> 32), m = (uint32_t)n - 1;
+          w = (w & ~(m << (u * bits))) | (uint32_t)val << (u * bits);
+          tl_subbyte_pair c;
+          tl_subbyte_f16_pair(bits, types[t].sgn, u / 2, &c);
+          uint32_t x = (prmt0(w ^ c.flip, c.sel) & c.mask) | 0x64006400u;
+          int half = u % 2;
+          uint16_t h = fma_h((uint16_t)(x >> (16 * half)), (uint16_t)(c.scale >> (16 * half)),
+                             (uint16_t)(c.bias >> (16 * half)));
+          int want = types[t].sgn && val >= n / 2 ? val - n : val;
+          if (tl_f16_to_double(h) != (double)want)
+            fail_msg("bits %d signed %d element %d value %d: got %g (0x%04x), want %d", bits, types[t].sgn, u, val,
+                     tl_f16_to_double(h), h, want);
+          /* emit_cuda.c folds T(P) + c (c an integer, |c| <= 512) into the bias: still exact */
+          static const int adds[] = {-512, -511, -8, 1, 8, 37, 511, 512};
+          for (size_t a = 0; a < sizeof adds / sizeof adds[0]; a++) {
+            double b = tl_f16_to_double((uint16_t)(c.bias >> (16 * half))) + adds[a];
+            uint16_t bh = tl_f16_from_double(b);
+            assert_true(tl_f16_to_double(bh) == b);
+            uint16_t ha = fma_h((uint16_t)(x >> (16 * half)), (uint16_t)(c.scale >> (16 * half)), bh);
+            if (tl_f16_to_double(ha) != (double)(want + adds[a]))
+              fail_msg("bits %d element %d value %d + %d: got %g", bits, u, val, adds[a], tl_f16_to_double(ha));
+          }
+        }
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_subbyte_f16_pairs),
       cmocka_unit_test(test_e8m0),
       cmocka_unit_test(test_packed),
       cmocka_unit_test(test_names),

@@ -1,0 +1,67 @@
+#!/bin/sh
+# tests/sh/tlc_dequant.sh - packed weights dequantized 8 to 32 at a time
+# (issue 12; pass_place.c: dequant_loop, emit_cuda.c: op_parallel_vec):
+# the loops that qualify are marked in `--emit ir` and their PTX converts
+# packed words with prmt + lop3 + fma.f16x2 (no per-element convert), does
+# its float16 arithmetic on pairs (mul/sub.rn.f16x2, never fused), bfloat16
+# with fma.rn.bf16x2 from sm_80, and stores 16 bytes at a time; a loop that
+# uses j outside an index, an AMD target, and a bfloat16 loop before sm_80
+# keep the scalar path; a wgmma gemm reading the dequantized tile rotates
+# it and keeps its group in flight (wait_group 1), and one that clears its
+# accumulator does not; the column of scales is prefetched through
+# registers.  The exact conversion tables are test_dtype's.
+# Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
+TLC=${TL_BUILD:-build}/bin/tlc
+if ! "$TLC" targets >/dev/null 2>&1; then
+  echo "no NVRTC here: tlc compile cannot run" >&2
+  exit 77
+fi
+fail() { echo "FAIL: $*"; exit 1; }
+tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
+W=examples/gemm_w4a16.json NW=examples/gemm_w4a16_narrow.json G=tests/golden/dequant_pairs.json
+
+ir() { "$TLC" compile "$@" --emit ir || fail "--emit ir $*"; }
+ptx() { "$TLC" compile "$@" --emit ptx -o "$tmp/k.ptx" 2>/dev/null || fail "--emit ptx $*"; }
+has() { grep -qF -- "$1" "$tmp/k.ptx" || fail "$2: the PTX lacks $1"; }
+
+# the W4A16 examples: 32 at a time, the PTX's conversion and pair arithmetic
+for t in sm_80 sm_90a; do
+  ir $W --target $t | grep -qF '[32 at a time' || fail "$W $t: the dequant loop is not 32 at a time"
+  ptx $W --target $t
+  for i in prmt.b32 lop3.b32 fma.rn.f16x2 mul.rn.f16x2 st.shared.v2.u64; do has $i "$W $t"; done
+  # T(P) - 8 folds into the conversion: no sub.f16x2
+  grep -q 'sub.rn.f16x2' "$tmp/k.ptx" && fail "$W $t: (float16(B) - 8) was not folded into the conversion"
+done
+ir $NW --target sm_80 -D M=1 | grep -qF '[32 at a time' || fail "$NW: not 32 at a time"
+# a K tile over several scale groups: the scale S_block[i, (k * block_K + j) // group_size] is read per 8 of j
+ir $NW --target sm_80 -D M=1 -D block_K=256 | grep -qF '[32 at a time' || fail "$NW block_K=256: not 32 at a time"
+sed 's|(k \* block_K + j) // group_size|(k * block_K + j) // 12|' $NW >"$tmp/g12.json"
+ir "$tmp/g12.json" --target sm_80 -D M=1 | grep -q '\[[0-9]* at a time' && fail "a scale index that changes within 8 of j was paired"
+
+# the golden: int4, int2, a tensor scale, bfloat16 (fma.rn.bf16x2 from sm_80); j outside an index stays scalar
+out=$(ir $G --target sm_80)
+[ "$(printf '%s\n' "$out" | grep -c '\[16 at a time')" = 3 ] || fail "$G sm_80: not 3 loops 16 at a time:
+$out"
+ptx $G --target sm_80
+for i in fma.rn.bf16x2 cvt.rn.bf16x2.f32 sub.rn.f16x2 add.rn.f16x2; do has $i "$G sm_80"; done
+[ "$(ir $G --target sm_75 | grep -c '\[16 at a time')" = 2 ] || fail "$G sm_75: the bfloat16 loop is paired before sm_80"
+if "$TLC" targets 2>/dev/null | grep -q gfx942; then
+  ir $G --target gfx942 | grep -q '\[[0-9]* at a time' && fail "$G gfx942: an AMD target took the PTX path"
+fi
+
+# wgmma: the dequantized operand rotates, the group stays in flight; not when the gemm clears C
+out=$(ir $W --target sm_90a -D M=4096 -D N=8192 -D K=8192)
+printf '%s\n' "$out" | grep -qF 'B_dequant rotates' || fail "$W sm_90a: B_dequant does not rotate"
+printf '%s\n' "$out" | grep -qF 'wait_group 1' || fail "$W sm_90a: the gemm waits for 0"
+printf '%s\n' "$out" | grep -qF 'B_dequant: shared float16[128, 64] in shared memory at' || fail "$W: B_dequant's alloc"
+printf '%s\n' "$out" | grep 'alloc B_dequant' | grep -qF '2 stages' || fail "$W: B_dequant has not 2 stages"
+# the column of scales: prefetched through registers into 2 copies, no barrier of its own
+printf '%s\n' "$out" | grep 'copy S\[' | grep -qF 'prefetched through registers' || fail "$W: S is not prefetched through registers"
+printf '%s\n' "$out" | grep 'alloc S_shared' | grep -qF '2 stages' || fail "$W: S_shared has not 2 stages"
+"$TLC" compile $W --target sm_90a --emit cuda >"$tmp/k.cu" || fail "$W: --emit cuda"
+grep -q 'tl_rq[0-9]*\[tl_r\] = ' "$tmp/k.cu" || fail "$W: no register prefetch in the CUDA"
+sed 's/"transpose_B": true}/"transpose_B": true, "clear_accum": true}/' $W >"$tmp/clear.json"
+out=$(ir "$tmp/clear.json" --target sm_90a)
+printf '%s\n' "$out" | grep -qF 'rotates' && fail "a gemm that clears C rotates its operand"
+printf '%s\n' "$out" | grep 'alloc B_dequant' | grep -qF 'stages' && fail "a gemm that clears C: B_dequant has stages"
+echo "ok: dequant loops paired, converted without cvt, rotating under wgmma"
