@@ -1052,6 +1052,31 @@ static void gather8(E *e, const tl_sym *X, const char *dst, const char *mn, cons
   line(e, "}");
 }
 
+/* Sets the four registers dst[0..3] of the m16k16 A fragment of row tile
+ * i and the k16 step from element k (C expressions; k a multiple of 16) of
+ * register fragment A, which has the mma layout of the gemm's C (pass_place.c's
+ * resolve_gemm_a): A's accumulator tiles (i, k/8) and (i, k/8 + 1) are
+ * exactly that fragment, for mma.sync's m16n8k16 and for wgmma's m64nNk16
+ * with A from registers alike; a packed A already holds its pairs of
+ * halves, an unpacked one is packed here. */
+static void a_frag_regs(E *e, const tl_sym *A, const char *dst, const char *i, const char *k) {
+  const char *pk = A->dtype == TL_BFLOAT16 ? "tl_f2bf" : "tl_f2h";
+  int64_t NA = A->mma_ni * 4;
+  if (A->packed) {
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_q = 0; tl_q < 4; tl_q++) %s[tl_q] = r_%s[((%s) * %" PRId64 " + ((%s) / 8) * 4) / 2 + tl_q];", dst,
+         A->name, i, NA, k);
+    return;
+  }
+  line(e, "{");
+  line(e, "  const float *tl_p0 = &r_%s[(%s) * %" PRId64 " + ((%s) / 8) * 4], *tl_p1 = tl_p0 + 4;", A->name, i, NA, k);
+  line(e, "  %s[0] = (unsigned)%s(tl_p0[0]) | ((unsigned)%s(tl_p0[1]) << 16);", dst, pk, pk);
+  line(e, "  %s[1] = (unsigned)%s(tl_p0[2]) | ((unsigned)%s(tl_p0[3]) << 16);", dst, pk, pk);
+  line(e, "  %s[2] = (unsigned)%s(tl_p1[0]) | ((unsigned)%s(tl_p1[1]) << 16);", dst, pk, pk);
+  line(e, "  %s[3] = (unsigned)%s(tl_p1[2]) | ((unsigned)%s(tl_p1[3]) << 16);", dst, pk, pk);
+  line(e, "}");
+}
+
 /* gemm on the matrix cores: C (TL_LAYOUT_MMA) += A . B with
  * mma.sync.m16n8k16 (16-bit operands, float accumulators) or m16n8k32
  * (8-bit operands: s8/u8 into s32, e4m3/e5m2 into f32), fragments of A
@@ -1093,24 +1118,10 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
   e->indent++;
   line(e, "unsigned tl_a[%" PRId64 "][4];", MI);
   if (s->a_regs) {
-    /* A's accumulator tiles (i, k/8) and (i, k/8 + 1) are exactly the
-     * m16k16 A fragment: pack pairs of halves */
-    const char *pk = A->dtype == TL_BFLOAT16 ? "tl_f2bf" : "tl_f2h";
-    int64_t NA = A->mma_ni * 4;
     line(e, "#pragma unroll");
     line(e, "for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++) {", MI);
     e->indent++;
-    if (A->packed) {
-      line(e, "#pragma unroll");
-      line(e, "for (int tl_q = 0; tl_q < 4; tl_q++) tl_a[tl_i][tl_q] = r_%s[(tl_i * %" PRId64 " + (tl_k / 8) * 4) / 2 + tl_q];",
-           A->name, NA);
-    } else {
-      line(e, "const float *tl_p0 = &r_%s[tl_i * %" PRId64 " + (tl_k / 8) * 4], *tl_p1 = tl_p0 + 4;", A->name, NA);
-      line(e, "tl_a[tl_i][0] = (unsigned)%s(tl_p0[0]) | ((unsigned)%s(tl_p0[1]) << 16);", pk, pk);
-      line(e, "tl_a[tl_i][1] = (unsigned)%s(tl_p0[2]) | ((unsigned)%s(tl_p0[3]) << 16);", pk, pk);
-      line(e, "tl_a[tl_i][2] = (unsigned)%s(tl_p1[0]) | ((unsigned)%s(tl_p1[1]) << 16);", pk, pk);
-      line(e, "tl_a[tl_i][3] = (unsigned)%s(tl_p1[2]) | ((unsigned)%s(tl_p1[3]) << 16);", pk, pk);
-    }
+    a_frag_regs(e, A, "tl_a[tl_i]", "tl_i", "tl_k");
     e->indent--;
     line(e, "}");
   } else {
@@ -1271,8 +1282,22 @@ static void op_gemm_wgmma(E *e, const tl_stmt *s) {
     line(e, "#pragma unroll");
     line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) r_%s[tl_r] = 0;", C->per_thread, C->name);
   }
-  line(e, "const unsigned tl_sa = tl_smem_addr(s_%s), tl_sb = tl_smem_addr(s_%s), tl_wr = (unsigned)tl_tid / 128u * 64u;",
-       A->name, B->name);
+  if (s->a_regs)
+    line(e, "const unsigned tl_sb = tl_smem_addr(s_%s);", B->name);
+  else
+    line(e, "const unsigned tl_sa = tl_smem_addr(s_%s), tl_sb = tl_smem_addr(s_%s), tl_wr = (unsigned)tl_tid / 128u * 64u;",
+         A->name, B->name);
+  if (s->a_regs) { /* every k step's A fragments, written before the fence (an unpacked A is converted here) */
+    line(e, "unsigned tl_a[%" PRId64 "][%" PRId64 "][4];", K / kstep, MI);
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_k = 0; tl_k < %" PRId64 "; tl_k++)", K / kstep);
+    line(e, "#pragma unroll");
+    line(e, "  for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++) {", MI);
+    e->indent += 2;
+    a_frag_regs(e, A, "tl_a[tl_k][tl_i]", "tl_i", "tl_k * 16");
+    e->indent -= 2;
+    line(e, "  }");
+  }
   pin_regs(e, C);
   line(e, "asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
   line(e, "#pragma unroll");
@@ -1282,8 +1307,9 @@ static void op_gemm_wgmma(E *e, const tl_stmt *s) {
     line(e, "const unsigned long long tl_db = %s;", kmajor_desc(e, B, "tl_sb", "0u", "tl_k"));
   else
     line(e, "const unsigned long long tl_db = tl_wgdesc(tl_sb + tl_k * 2048u, %" PRId64 "u, 1024u, 1u);", B->dims[0] * 128);
-  /* the operands after scale-d: 16-bit: scale A, scale B, transpose A, transpose B; float8: the scales */
-  const char *tail = es == 2 ? S(", 1, 1, 0, %d", s->trans_b ? 0 : 1) : ints ? "" : ", 1, 1";
+  /* the operands after scale-d: 16-bit: scale A, scale B, transpose A (not with A from registers), transpose
+   * B; float8: the scales */
+  const char *tail = es == 2 ? S(", 1, 1%s, %d", s->a_regs ? "" : ", 0", s->trans_b ? 0 : 1) : ints ? "" : ", 1, 1";
   const char *regs = "";
   for (int64_t q = 0; q < nacc; q++)
     regs = S("%s%s%%%" PRId64, regs, q ? "," : "", q);
@@ -1293,11 +1319,19 @@ static void op_gemm_wgmma(E *e, const tl_stmt *s) {
       outs = S("%s%s\"%s\"(r_%s[%" PRId64 "])", outs, q ? ", " : "", acc_constraint(C), C->name, i * nacc + q);
     line(e, "{");
     e->indent++;
-    line(e, "const unsigned long long tl_da = %s;", kmajor_desc(e, A, "tl_sa", S("tl_wr + %" PRId64 "u", i * NW * 16), "tl_k"));
-    line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\nwgmma.mma_async.sync.aligned.m64n%" PRId64
-            "k%d.%s.%s.%s {%s}, %%%" PRId64 ", %%%" PRId64 ", p%s;\\n}\" : %s : \"l\"(tl_da), \"l\"(tl_db), \"r\"(1) : "
-            "\"memory\");",
-         nacc + 2, N, kstep, cty, ty, ty, regs, nacc, nacc + 1, tail, outs);
+    if (s->a_regs) { /* A's registers of instruction i: %nacc .. %nacc+3 */
+      line(e, "const unsigned *const tl_ai = tl_a[tl_k][%" PRId64 "];", i);
+      line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\nwgmma.mma_async.sync.aligned.m64n%" PRId64
+              "k%d.%s.%s.%s {%s}, {%%%" PRId64 ",%%%" PRId64 ",%%%" PRId64 ",%%%" PRId64 "}, %%%" PRId64 ", p%s;\\n}\" : %s : "
+              "\"r\"(tl_ai[0]), \"r\"(tl_ai[1]), \"r\"(tl_ai[2]), \"r\"(tl_ai[3]), \"l\"(tl_db), \"r\"(1) : \"memory\");",
+           nacc + 5, N, kstep, cty, ty, ty, regs, nacc, nacc + 1, nacc + 2, nacc + 3, nacc + 4, tail, outs);
+    } else {
+      line(e, "const unsigned long long tl_da = %s;", kmajor_desc(e, A, "tl_sa", S("tl_wr + %" PRId64 "u", i * NW * 16), "tl_k"));
+      line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\nwgmma.mma_async.sync.aligned.m64n%" PRId64
+              "k%d.%s.%s.%s {%s}, %%%" PRId64 ", %%%" PRId64 ", p%s;\\n}\" : %s : \"l\"(tl_da), \"l\"(tl_db), \"r\"(1) : "
+              "\"memory\");",
+           nacc + 2, N, kstep, cty, ty, ty, regs, nacc, nacc + 1, tail, outs);
+    }
     e->indent--;
     line(e, "}");
   }

@@ -501,7 +501,7 @@ struct tl_stmt {
   bool by_rows;        /* after pass_place: reduce row by row with warp shuffles */
   bool use_mma;        /* after pass_place: gemm lowered to mma.sync + ldmatrix */
   bool use_wgmma;      /* after pass_place: (with use_mma) gemm lowered to wgmma.mma_async m64nNk16 (k32 for 8-bit),
-                          one warpgroup per 64 rows of C, A and B read from shared memory */
+                          one warpgroup per 64 rows of C, B (and A, unless a_regs) read from shared memory */
   bool use_amd_mma;    /* after pass_place: gemm lowered to MFMA or WMMA (C's reg_layout says which) */
   const char *why_not_wgmma; /* after pass_place, where the target has wgmma: why this gemm does
                           not run on it (NULL when it does) */
@@ -514,6 +514,8 @@ struct tl_stmt {
   int64_t pipe_ahead;  /* after pass_pipeline, a pipe loop: how many iterations ahead its copies
                           are issued (pipe_stages - 1, or pipe_stages - 1 - wg_pending) */
   bool a_regs;         /* after pass_place: that gemm takes A from registers (A in C's row layout) */
+  bool rs_refused;     /* pass_place: wgmma with A from registers was chosen, then A could not stay in
+                          registers: the program is placed again with this gemm off wgmma */
   const char *mma_why;   /* after pass_place: why a gemm is not on the matrix cores (static text), or NULL */
   bool async_copy;     /* after pass_pipeline: a global -> shared copy in 16-byte cp.async chunks */
   int byte_copy;       /* after pass_pipeline: a copy of a packed dtype moved as bytes, this many (1 to 16) at

@@ -126,9 +126,18 @@ printf '%s\n' "$src" | grep -qF "tl_f % 5" || fail "the source does not rotate t
 # FlashAttention's P: packed pairs of halves in registers, the second gemm's A
 ir=$("$TLC" compile examples/flash_attention.json --target sm_90a --emit ir) || fail "tlc compile flash --emit ir"
 for want in "alloc acc_s_cast: fragment float16[128, 128] in registers, mma layout, 64 per thread (warps 8x1, tiles 1x16), packed in pairs" \
-            "gemm acc_s_cast x V_shared -> acc_o [mma.sync m16n8k16] [A in registers]"; do
+            "gemm acc_s_cast x V_shared -> acc_o [wgmma m64nNk16] [A in registers]" \
+            "copy V[bz+:1 (inside), (k * 128)+:128 (inside), by+:1 (inside), 0+:128 (inside)] -> V_shared[0+:128, 0+:128] [TMA"; do
   printf '%s\n' "$ir" | grep -qF -- "$want" || fail "flash --emit ir lacks: $want"
 done
+# on sm_80 the same P is mma.sync's A in registers
+ir=$("$TLC" compile examples/flash_attention.json --target sm_80 -D num_stages=1 --emit ir) || fail "tlc compile flash sm_80 --emit ir"
+printf '%s\n' "$ir" | grep -qF -- "gemm acc_s_cast x V_shared -> acc_o [mma.sync m16n8k16] [A in registers]" ||
+  fail "flash on sm_80: P is not mma.sync's A in registers"
+# the RS form of wgmma in the PTX: A from four registers, B through its descriptor, B transposed (N-major V)
+"$TLC" compile examples/flash_attention.json --target compute_90a -o "$tmp/fa.ptx" 2>/dev/null || fail "flash for compute_90a"
+grep -qE 'wgmma\.mma_async\.sync\.aligned\.m64n128k16\.f32\.f16\.f16 *\{[^}]*\}, *\{%r[0-9]+, *%r[0-9]+, *%r[0-9]+, *%r[0-9]+\}, *%rd[0-9]+, *p, *1, *1, *1;' "$tmp/fa.ptx" ||
+  fail "the PTX of flash for sm_90a lacks wgmma with A from registers"
 src=$("$TLC" compile examples/flash_attention.json --target sm_90a --emit cuda) || fail "tlc compile flash --emit cuda"
 printf '%s\n' "$src" | grep -qF "unsigned r_acc_s_cast[32]; /* pairs of float16 */" || fail "P is not declared as 32 pairs"
 printf '%s\n' "$src" | grep -qF "r_acc_s_cast[tl_r / 2] = tl_pair;" || fail "the copy into P does not write pairs"
@@ -144,7 +153,7 @@ PY
 ir=$("$TLC" compile "$tmp/p.json" -D block_N=64 --target sm_90a --emit ir) || fail "tlc compile of the unpacked variant"
 printf '%s\n' "$ir" | grep -q "alloc acc_s_cast: .*packed" && fail "P read by a parallel loop was packed"
 printf '%s\n' "$ir" | grep -q "alloc acc_s_cast: fragment float16\[128, 64\] in registers" || fail "P left the registers"
-printf '%s\n' "$ir" | grep -qF "gemm acc_s_cast x V_shared -> acc_o [mma.sync m16n8k16] [A in registers]" ||
+printf '%s\n' "$ir" | grep -qF "gemm acc_s_cast x V_shared -> acc_o [wgmma m64nNk16] [A in registers]" ||
   fail "the unpacked P is not the gemm's A in registers"
 dump=$("$TLC" compile examples/gemm.json --target sm_80 --dump place -o /dev/null 2>&1 >/dev/null) || fail "--dump place"
 printf '%s\n' "$dump" | grep -qF "# IR after place" || fail "--dump place printed no IR"
