@@ -109,6 +109,8 @@ typedef struct {
   } ridx[8];
   int ridx_next;
   int uid;                 /* for unique local names */
+  const tl_stmt *pipe;     /* the pipelined loop being emitted, or NULL */
+  int pipe_id;             /* its uid (tl_cN, tl_nN) */
 } E;
 
 /* ---- output ---------------------------------------------------------------------- */
@@ -1270,7 +1272,8 @@ static const char *kmajor_desc(E *e, const tl_sym *X, const char *base, const ch
  * k32 step is again 32 bytes); they have no transpose or negation
  * operands, and integer ones no scale operands either; the accumulators
  * are int32 for integer operands. */
-static void op_gemm_wgmma(E *e, const tl_stmt *s) {
+/* (op_gemm_wgmma: everything up to the commit, in a block left open: wgmma_close) */
+static void wgmma_issue(E *e, const tl_stmt *s) {
   const tl_sym *A = s->A, *B = s->B, *C = s->C;
   int es = (int)tl_dtype_size(A->dtype), kstep = es == 1 ? 32 : 16;
   int64_t K = A->dims[1], N = C->dims[1], nacc = N / 2, MI = C->mma_mi, NW = C->mma_wm;
@@ -1337,12 +1340,52 @@ static void op_gemm_wgmma(E *e, const tl_stmt *s) {
   }
   e->indent--;
   line(e, "}");
+}
+
+/* Closes the block wgmma_issue opened. */
+static void wgmma_close(E *e) {
+  e->indent--;
+  line(e, "}");
+}
+
+static void wgmma_wait(E *e, const tl_sym *C, int n) {
+  line(e, "asm volatile(\"wgmma.wait_group.sync.aligned %d;\" ::: \"memory\");", n);
+  if (!n)
+    pin_regs(e, C);
+}
+
+/* The late gemm g of the pipelined loop being emitted (pass_overlap.c),
+ * for the iteration `iter` (a C expression): its prefetched operands at
+ * that iteration's stage. */
+static void stage_pointers(E *e, const tl_stmt *loop, const char *stage);
+static void wgmma_issue_late(E *e, const tl_stmt *g, const char *iter) {
+  line(e, "{");
+  e->indent++;
+  stage_pointers(e, e->pipe, S("(%s) %% %" PRId64, iter, e->pipe->pipe_stages));
+  wgmma_issue(e, g);
+  wgmma_close(e);
+  e->indent--;
+  line(e, "}");
+}
+
+static void op_gemm_wgmma(E *e, const tl_stmt *s) {
+  wgmma_issue(e, s);
+  if (s->ov_gemm) { /* pass_overlap.c: the previous iteration's late gemm (an empty group in the first), then
+                     * wait for this one alone */
+    wgmma_close(e);
+    line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
+    line(e, "if (tl_c%d > 0)", e->pipe_id);
+    wgmma_issue_late(e, s->ov_gemm, S("tl_c%d - 1", e->pipe_id));
+    line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
+    wgmma_wait(e, s->C, 1);
+    pin_regs(e, s->C);
+    return;
+  }
   line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\\n\\twgmma.wait_group.sync.aligned %d;\" ::: \"memory\");",
        s->wg_pending);
   if (!s->wg_pending)
-    pin_regs(e, C);
-  e->indent--;
-  line(e, "}");
+    pin_regs(e, s->C);
+  wgmma_close(e);
 }
 
 /* gemm on AMD's matrix cores: C (TL_LAYOUT_MFMA, TL_LAYOUT_WMMA or
@@ -1889,6 +1932,43 @@ static const tl_sym *body_owner(const tl_body *b, bool two_d) {
   return NULL;
 }
 
+/* A parallel loop that chooses by an affine comparison (pass_uniform.c):
+ * the comparison at the point where it is hardest to satisfy, and at the
+ * easiest, pick the loop without it when it holds everywhere or nowhere. */
+static void op_parallel(E *e, const tl_stmt *s);
+static void op_parallel_uniform(E *e, const tl_stmt *s) {
+  const tl_expr *c = s->body.items[0]->value->args[0];
+  bool ge = c->op == '>' || c->op == OP_GE;
+  const int64_t *pts[2] = {ge ? s->uni_lo : s->uni_hi, ge ? s->uni_hi : s->uni_lo};
+  line(e, "{");
+  e->indent++;
+  line(e, "bool tl_uni[2];");
+  for (int k = 0; k < 2; k++) {
+    line(e, "{");
+    e->indent++;
+    for (int v = 0; v < s->nvars; v++)
+      line(e, "const int %s = %" PRId64 "; (void)%s;", vname(e, s->vars[v]), pts[k][v], vname(e, s->vars[v]));
+    line(e, "tl_uni[%d] = %s(%s);", k, k ? "!" : "", ex(e, c));
+    e->indent--;
+    line(e, "}");
+  }
+  line(e, "if (tl_uni[0]) {");
+  e->indent++;
+  op_parallel(e, s->uni_all);
+  e->indent--;
+  line(e, "} else if (tl_uni[1]) {");
+  e->indent++;
+  op_parallel(e, s->uni_none);
+  e->indent--;
+  line(e, "} else {");
+  e->indent++;
+  op_parallel(e, s);
+  e->indent--;
+  line(e, "}");
+  e->indent--;
+  line(e, "}");
+}
+
 static void op_parallel(E *e, const tl_stmt *s) {
   int64_t ext[TL_MAX_DIMS] = {0};
   for (int i = 0; i < s->nvars; i++)
@@ -1990,11 +2070,19 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
   case S_ASSIGN: emit_assign(e, s, uniform); break;
   case S_COPY: op_copy(e, s); break;
   case S_FILL: op_fill(e, s); break;
-  case S_GEMM: op_gemm(e, s); break;
+  case S_GEMM:
+    if (!s->ov_late) /* a late gemm is issued after its loop's other gemm, one iteration on */
+      op_gemm(e, s);
+    break;
   case S_REDUCE: op_reduce(e, s); break;
   case S_CUMSUM: op_cumsum(e, s); break;
   case S_ATOMIC_ADD: op_atomic_add(e, s); break;
-  case S_PARALLEL: op_parallel(e, s); break;
+  case S_PARALLEL:
+    if (s->uni_all)
+      op_parallel_uniform(e, s);
+    else
+      op_parallel(e, s);
+    break;
   case S_SYNC_THREADS: barrier_line(e); return;
   case S_ANNOTATE_LAYOUT:
   case S_USE_SWIZZLE:
@@ -2255,11 +2343,32 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   }
   line(e, "const int %s = (int)(tl_s%d + tl_c%d);", var, id, id);
   stage_pointers(e, s, S("tl_c%d %% %" PRId64, id, S));
-  for (int i = 0; i < s->body.n && !e->failed; i++)
-    if (!s->body.items[i]->prefetch)
-      emit_stmt(e, s->body.items[i], true);
+  const tl_stmt *outer = e->pipe;
+  int outer_id = e->pipe_id;
+  e->pipe = s;
+  e->pipe_id = id;
+  for (int i = 0; i < s->body.n && !e->failed; i++) {
+    const tl_stmt *c = s->body.items[i];
+    if (s->ov_gemm && c == s->ov_wait) /* the late gemm (pass_overlap.c), before what conflicts with it */
+      wgmma_wait(e, s->ov_gemm->C, 0);
+    if (!c->prefetch)
+      emit_stmt(e, c, true);
+  }
+  if (s->ov_gemm && !s->ov_wait)
+    wgmma_wait(e, s->ov_gemm->C, 0);
   e->indent--;
   line(e, "}");
+  if (s->ov_gemm) { /* the last iteration's late gemm */
+    line(e, "if (tl_n%d > 0) {", id);
+    e->indent++;
+    wgmma_issue_late(e, s->ov_gemm, S("tl_n%d - 1", id));
+    line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
+    wgmma_wait(e, s->ov_gemm->C, 0);
+    e->indent--;
+    line(e, "}");
+  }
+  e->pipe = outer;
+  e->pipe_id = outer_id;
   if (cp)
     line(e, "asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");");
   if (s->wg_drain) { /* the groups its gemm left pending (pass_pipeline.c) */

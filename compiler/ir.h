@@ -514,6 +514,15 @@ struct tl_stmt {
   int64_t pipe_ahead;  /* after pass_pipeline, a pipe loop: how many iterations ahead its copies
                           are issued (pipe_stages - 1, or pipe_stages - 1 - wg_pending) */
   bool a_regs;         /* after pass_place: that gemm takes A from registers (A in C's row layout) */
+  bool ov_late;        /* after pass_overlap: a gemm on wgmma issued one iteration late, after its loop's other
+                          gemm on wgmma (that gemm's ov_gemm); the last iteration's after the loop */
+  tl_stmt *ov_gemm;    /* after pass_overlap: on that other gemm and on the loop, the late gemm */
+  tl_stmt *ov_wait;    /* after pass_overlap, a loop with ov_gemm: the statement of its body before which the
+                          late gemm is waited for (NULL: at the end of the body) */
+  tl_stmt *uni_all, *uni_none; /* after pass_uniform, a parallel loop choosing by an affine comparison: the loop
+                          with the comparison true, and false (emitted where it holds on the whole tile, or
+                          nowhere) */
+  int64_t *uni_lo, *uni_hi; /* ... the values of its variables where P - Q is least and greatest */
   bool rs_refused;     /* pass_place: wgmma with A from registers was chosen, then A could not stay in
                           registers: the program is placed again with this gemm off wgmma */
   const char *mma_why;   /* after pass_place: why a gemm is not on the matrix cores (static text), or NULL */
