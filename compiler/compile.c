@@ -21,7 +21,8 @@
  *   tl_pass_uniform        pass_uniform.c: an affine comparison in a parallel
  *                          loop decided once per tile (a causal mask)
  *   tl_pass_barrier        pass_barrier.c: where the block barriers go
- *   tl_pass_raster         pass_raster.c: the blocks' order for use_swizzle
+ *   tl_pass_raster         pass_raster.c: the blocks' order for use_swizzle, or
+ *                          heaviest first where the work grows with bx
  *   tl_emit                emit_cuda.c: CUDA C or HIP C (its dialect table)
  *   tc->compile, inspect   the toolchain of the target's vendor (toolchain.h):
  *                          tl_toolchain_nvrtc (nvrtc.c: cubin or PTX; the

@@ -2483,7 +2483,9 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
       line(e, "const int %s = (int)%s;", vname(e, prog->block_vars[2]), bid[2]);
   } else {
     for (int i = 0; i < 3; i++)
-      if (prog->block_vars[i])
+      if (prog->block_vars[i] && i == 0 && prog->reverse_x) /* heaviest first (pass_raster.c) */
+        line(e, "const int %s = (int)(%s - 1u - %s);", vname(e, prog->block_vars[i]), nb[0], bid[0]);
+      else if (prog->block_vars[i])
         line(e, "const int %s = (int)%s;", vname(e, prog->block_vars[i]), bid[i]);
   }
   declare_buffers(e);

@@ -665,6 +665,8 @@ void tl_dump_program(const tl_program *prog, void *fp) {
   if ((prog->lowered & TL_RAN_RASTER) && prog->raster_panel)
     fprintf(f, "blocks: rasterized in stripes of %lld block %s\n", (long long)prog->raster_panel,
             prog->raster_column ? "columns" : "rows");
+  else if ((prog->lowered & TL_RAN_RASTER) && prog->reverse_x)
+    fputs("blocks: x in reverse (the blocks with the most loop iterations first)\n", f);
   else if (prog->lowered & TL_RAN_RASTER)
     fputs("blocks: in grid order\n", f);
   static const tl_walker w = {.pre = dump_stmt, .enter_body = dump_enter, .leave_body = dump_leave};

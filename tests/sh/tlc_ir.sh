@@ -164,6 +164,12 @@ for want in "bool tl_uni[2];" "const int v_i = 0; (void)v_i;" "const int v_j = 1
 done
 "$TLC" compile examples/flash_attention.json -D is_causal=true --target sm_80 -o "$tmp/c.cubin" 2>/dev/null ||
   fail "causal flash does not build for sm_80"
+# pass_raster.c: the causal loop's extent grows with bx, so the blocks take bx in reverse (heaviest first)
+printf '%s\n' "$src" | grep -qF "const int v_bx = (int)(gridDim.x - 1u - blockIdx.x);" || fail "causal flash: bx not reversed"
+"$TLC" compile examples/flash_attention.json -D is_causal=true --target sm_90a --emit ir | grep -qF "blocks: x in reverse" ||
+  fail "causal flash --emit ir: not x in reverse"
+"$TLC" compile examples/flash_attention.json --target sm_90a --emit ir | grep -qF "blocks: in grid order" ||
+  fail "flash (not causal, every block the same loop) --emit ir: not in grid order"
 # not affine in i and j (a product of both): compared per element everywhere
 python3 - "$tmp/na.json" <<'PY' || fail "could not write the non-affine mask"
 import json, sys
