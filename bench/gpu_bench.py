@@ -15,7 +15,8 @@ seq 4096, dim 128, causal and not): ours (examples/flash_attention.json)
 and torch's scaled_dot_product_attention with the flash backend, and the
 same at head dim 64, at seq 1024 (batch 16) and at seq 16384 (batch 1):
 FLASH_SHAPES; `--flash-only [--flash-shapes B,H,S,D;...]` runs just these
-rows and writes bench-flash.json.  Each of
+rows and writes bench-flash.json (`--flash-program P` and `--flash-defs
+N=V,...` time another program of the same parameters, or other tiles).  Each of
 ours is first checked against torch on the same inputs, element by element
 with the bound of tests/gpu/tolerance.py (2 ulps of float16 plus the float32
 sums' error for the reduction length: K for a GEMM, 2 seq_len and float16
@@ -287,8 +288,9 @@ def flash_rows(a, work, rows, shapes):
         for causal in (False, True):
             flops = 4 * Bz * H * S * S * D // (2 if causal else 1)
             defs = {"batch": Bz, "heads": H, "seq_len": S, "dim": D, "is_causal": "true" if causal else "false"}
+            defs.update(dict(kv.split("=", 1) for kv in a.flash_defs.split(",") if kv))
             what = f"flash fwd {'causal' if causal else 'full'} b{Bz} h{H} s{S} d{D}"
-            ms_ours = ours_or_fail(what, a.tlc, "examples/flash_attention.json", defs,
+            ms_ours = ours_or_fail(what, a.tlc, a.flash_program, defs,
                                    {"Q": f"{work}/Q.npy", "K": f"{work}/K.npy", "V": f"{work}/V.npy"},
                                    {"Output": f"{work}/O.npy"}, 5)
             qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
@@ -336,6 +338,9 @@ def main():
     ap.add_argument("--flash-only", action="store_true", help="only the flash attention rows (issue 11)")
     ap.add_argument("--flash-shapes", default="",
                     help="with --flash-only: the shapes B,H,S,D;B,H,S,D... instead of FLASH_SHAPES")
+    ap.add_argument("--flash-program", default="examples/flash_attention.json",
+                    help="the flash attention program timed (the same parameters and constants)")
+    ap.add_argument("--flash-defs", default="", help="more constants for it: NAME=VALUE,NAME=VALUE...")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False  # the references sum in float32
     dev = torch.cuda.get_device_name()

@@ -403,7 +403,7 @@ unsigned tl_stmt_kind_flags(tl_stmt_kind k);
   X(OP_ATOMIC_ADD, "atomic_add", S_ATOMIC_ADD, "op", "dst", "src", "value")                                \
   X(OP_PARALLEL, "parallel", S_PARALLEL, "op", "vars", "extents", "body")                                  \
   X(OP_PIPELINED, "pipelined", S_LOOP, "op", "var", "extent", "start", "num_stages", "tma", "order", "stage",     \
-    "body")                                                                                                \
+    "overlap", "body")                                                                                     \
   X(OP_SERIAL, "serial", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
   X(OP_UNROLL, "unroll", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
   X(OP_VECTORIZED, "vectorized", S_LOOP, "op", "var", "extent", "start", "step", "body")                   \
@@ -538,6 +538,7 @@ struct tl_stmt {
   const char *tma_why; /* after pass_tma, on a target with TMA: why a cp.async copy is not one */
   int mbar;            /* tma loop: its first mbarrier (one per stage) in tl_program's */
   bool no_tma;         /* pipelined: "tma": false (the program refuses TMA for the loop) */
+  int overlap;         /* pipelined: "overlap": 1 true, 0 false, -1 not given (pass_overlap.c decides) */
   bool barrier_before; /* after pass_barrier: a block barrier goes just before the statement */
   bool barrier_end;    /* after pass_barrier: a serial loop ends each iteration with a barrier */
 
@@ -568,7 +569,7 @@ struct tl_stmt {
    * (each may be NULL when absent): JSON booleans/integers or constant
    * expression strings. */
   struct {
-    tl_expr *trans_a, *trans_b, *clear_accum, *k_pack, *dim, *clear, *reverse, *num_stages, *enable, *tma;
+    tl_expr *trans_a, *trans_b, *clear_accum, *k_pack, *dim, *clear, *reverse, *num_stages, *enable, *tma, *overlap;
   } raw;
   const char *reduce_type_name, *policy_name, *order_name; /* parsed strings */
 

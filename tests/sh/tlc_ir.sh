@@ -131,23 +131,42 @@ for want in "alloc acc_s_cast: fragment float16[128, 128] in registers, mma layo
   printf '%s\n' "$ir" | grep -qF -- "$want" || fail "flash --emit ir lacks: $want"
 done
 # pass_overlap.c: P V issued one iteration late, right after Q K^T, with a third stage for V; the softmax
-# moves before O's rescale and P's new values, before which P V is waited for
+# moves before O's rescale and P's new values, before which P V is waited for.  Asked for with the loop's
+# "overlap": true; by default only in a block of one warpgroup
+python3 - "$tmp/ovt.json" "$tmp/ovf.json" <<'PY' || fail "could not write the overlap variants"
+import json, sys
+for path, v in zip(sys.argv[1:], (True, False)):
+    p = json.load(open("examples/flash_attention.json"))
+    p["kernel"]["body"][17]["overlap"] = v
+    json.dump(p, open(path, "w"))
+PY
+ir=$("$TLC" compile "$tmp/ovt.json" --target sm_90a --emit ir) || fail "flash with overlap true --emit ir"
 for want in "[3 stages, copies 1 ahead, a gemm issued one iteration late (the last after the loop)] [late gemm waited for before /kernel/body/17/body/9]" \
             "gemm Q_shared x K_shared^T -> acc_s [wgmma m64nNk16] [1 x m64n128 per warpgroup and k16 step, then the previous iteration's gemm into acc_o issued, wait_group 1]" \
             "[A in registers] [1 x m64n128 per warpgroup and k16 step, issued in the next iteration after the loop's other gemm on wgmma"; do
-  printf '%s\n' "$ir" | grep -qF -- "$want" || fail "flash --emit ir lacks: $want"
+  printf '%s\n' "$ir" | grep -qF -- "$want" || fail "flash with overlap true --emit ir lacks: $want"
 done
 order=$(printf '%s\n' "$ir" | grep -oE "# /kernel/body/17/body/[0-9]+$" | sed 's|.*/||' | tr '\n' ' ')
 [ "$order" = "0 1 2 3 4 5 6 7 8 10 13 14 9 11 12 " ] || fail "flash's loop body is not reordered for the overlap: $order"
-src=$("$TLC" compile examples/flash_attention.json --target sm_90a --emit cuda) || fail "tlc compile flash --emit cuda"
+src=$("$TLC" compile "$tmp/ovt.json" --target sm_90a --emit cuda) || fail "flash with overlap true --emit cuda"
 for want in "if (tl_c0 > 0)" "asm volatile(\"wgmma.wait_group.sync.aligned 1;\" ::: \"memory\");" "if (tl_n0 > 0) {" \
             "tl_base_V_shared + (long long)((tl_c0 - 1) % 3) * 16384LL"; do
   printf '%s\n' "$src" | grep -qF -- "$want" || fail "the overlapped flash source lacks: $want"
 done
+"$TLC" compile examples/flash_attention.json --target sm_90a --emit ir | grep -q "one iteration late" &&
+  fail "flash with 8 warps issues P V late without being asked"
+"$TLC" compile examples/flash_attention.json -D threads=128 -D block_M=64 --target sm_90a --emit ir |
+  grep -q "one iteration late" || fail "flash with one warpgroup does not issue P V late by default"
+"$TLC" compile "$tmp/ovf.json" -D threads=128 -D block_M=64 --target sm_90a --emit ir | grep -q "one iteration late" &&
+  fail "flash with overlap false issues P V late"
+python3 -c 'import json,sys; p=json.load(open("examples/flash_attention.json")); p["kernel"]["body"][17]["overlap"]="1"; json.dump(p, open(sys.argv[1], "w"))' "$tmp/ovbad.json"
+out=$("$TLC" check "$tmp/ovbad.json" 2>&1) && fail "overlap \"1\" was accepted"
+printf '%s\n' "$out" | grep -qF "'overlap' must be true or false" || fail "overlap \"1\": $out"
 # O touched before Q K^T: P V cannot move after it, and nothing is reordered
 python3 - "$tmp/ov.json" <<'PY' || fail "could not write the variant that touches O first"
 import json, sys
 p = json.load(open("examples/flash_attention.json"))
+p["kernel"]["body"][17]["overlap"] = True
 p["kernel"]["body"][17]["body"].insert(1, {"op": "parallel", "vars": ["i", "j"], "extents": ["block_M", "dim"],
                                            "body": ["acc_o[i, j] = acc_o[i, j] * 1.0"]})
 json.dump(p, open(sys.argv[1], "w"))
