@@ -62,7 +62,8 @@ bool tl_multiple_of(const tl_expr *x, int64_t v);
 /* pass_overlap.c: in software-pipelined loops with two gemms on wgmma, the
  * second issued one iteration late, after the first, and waited for only
  * where the body needs it (FlashAttention-3's overlap of softmax and P V),
- * where the loop's dependences allow; then tl_pass_smem. */
+ * where the loop asks ("overlap": true) and its dependences allow; then
+ * tl_pass_smem. */
 void tl_pass_overlap(tl_program *prog, int64_t smem_limit, const tl_codegen *cg);
 /* pass_tma.c: which prefetched copies run as bulk tensor copies on cg's
  * target, the tensor maps and mbarriers they need (tl_program.tmaps,

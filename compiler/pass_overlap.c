@@ -3,14 +3,15 @@
  * one (FlashAttention-3's intra-warpgroup pipelining), where the loop's
  * dependences allow.
  *
- * When.  The loop's "overlap" option says; without it, only in a block of
- * one warpgroup (128 threads).  With two or more the warps of the other
- * warpgroups already run their gemms while one runs its softmax, and on an
- * H100 (FlashAttention, b4 h32 s4096 d128, 128 x 128 tiles, 8 warps) the
- * late issue was slower: 2.53 against 2.30 ms per launch.
+ * When.  Only where the loop asks with "overlap": true.  Measured on an
+ * H100 (FlashAttention, b4 h32 s4096 d128, float16), the late issue was
+ * slower: 467 against 513 TFLOP/s with 8 warps and 128 x 128 tiles (the
+ * other warpgroup's gemms already run during one's softmax, and every
+ * iteration starts with a block barrier), 365 against 376 with one
+ * warpgroup and 64 x 128 tiles.
  *
  * Needs: a placed and pipelined program (pass_place, pass_pipeline).
- * Produces: on a software-pipelined loop whose body holds two gemms on
+ * Produces: on a software-pipelined loop with "overlap": true whose body holds two gemms on
  * wgmma at its top level, H before G (FlashAttention: H = Q K^T into S,
  * G = P V into O), when the conditions below hold: G.ov_late (G of
  * iteration c - 1 is issued in iteration c, right after H of c, and waited
@@ -188,7 +189,7 @@ static bool stage_room(tl_program *prog, tl_stmt *loop, int64_t smem_limit) {
 
 static void overlap_loop(tl_program *prog, tl_stmt *loop, int64_t smem_limit) {
   tl_arena *a = prog->arena;
-  if (loop->overlap == 0 || (loop->overlap < 0 && prog->threads[0] * prog->threads[1] * prog->threads[2] > 128))
+  if (loop->overlap != 1)
     return;
   tl_body *b = &loop->body;
   int h = -1, g = -1, n = 0;
