@@ -15,7 +15,11 @@ REGEX` keeps the configurations whose printed tag matches, e.g.
 specialization), torch.matmul
 (cuBLAS) and a Triton matmul (float16 only).  FlashAttention forward (batch 4, heads 32,
 seq 4096, dim 128, causal and not): ours (examples/flash_attention.json)
-and torch's scaled_dot_product_attention with the flash backend.  Each of
+and torch's scaled_dot_product_attention with the flash backend, and the
+same at head dim 64, at seq 1024 (batch 16) and at seq 16384 (batch 1):
+FLASH_SHAPES; `--flash-only [--flash-shapes B,H,S,D;...]` runs just these
+rows and writes bench-flash.json (`--flash-program P` and `--flash-defs
+N=V,...` time another program of the same parameters, or other tiles).  Each of
 ours is first checked against torch on the same inputs, element by element
 with the bound of tests/gpu/tolerance.py (2 ulps of float16 plus the float32
 sums' error for the reduction length: K for a GEMM, 2 seq_len and float16
@@ -325,6 +329,61 @@ def ours_or_fail(what, *a, **kw):
         return None
 
 
+# flash attention shapes (batch, heads, seq_len, dim), each causal and not: the day's figure first, then
+# head dim 64, a short and a long sequence with the batch adjusted (--quick: b1 h8 s2048 d128 alone)
+FLASH_SHAPES = [(4, 32, 4096, 128), (4, 32, 4096, 64), (16, 32, 1024, 128), (1, 32, 16384, 128)]
+
+
+def flash_rows(a, work, rows, shapes):
+    """examples/flash_attention.json against torch's flash backend for each shape, causal and not: ours
+    checked first (its time is dropped when wrong), then both timed."""
+    from torch.nn.attention import sdpa_kernel, SDPBackend
+    for Bz, H, S, D in shapes:
+        q, k, v = (torch.randn(Bz, S, H, D, device="cuda", dtype=torch.float16) for _ in range(3))
+        for name, t in (("Q", q), ("K", k), ("V", v)):
+            np.save(f"{work}/{name}.npy", t.cpu().numpy())
+        for causal in (False, True):
+            flops = 4 * Bz * H * S * S * D // (2 if causal else 1)
+            defs = {"batch": Bz, "heads": H, "seq_len": S, "dim": D, "is_causal": "true" if causal else "false"}
+            defs.update(dict(kv.split("=", 1) for kv in a.flash_defs.split(",") if kv))
+            what = f"flash fwd {'causal' if causal else 'full'} b{Bz} h{H} s{S} d{D}"
+            ms_ours = ours_or_fail(what, a.tlc, a.flash_program, defs,
+                                   {"Q": f"{work}/Q.npy", "K": f"{work}/K.npy", "V": f"{work}/V.npy"},
+                                   {"Output": f"{work}/O.npy"}, 5)
+            qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                ms_torch = cuda_time(lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt,
+                                                                                              is_causal=causal))
+                ref = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).transpose(1, 2)
+                absref = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt.abs(),
+                                                                          is_causal=causal).transpose(1, 2)
+            err = float("nan")
+            if ms_ours is not None:
+                O = torch.from_numpy(np.load(f"{work}/O.npy")).cuda()
+                err = (torch.linalg.norm(O.float() - ref.float()) / torch.linalg.norm(ref.float())).item()
+                # the bound of check_examples.py's FLASH: sums of 2 seq_len terms, P rounded to float16
+                if not checked(what, O, ref, 2 * S, absref.float(), 2 * U16):
+                    ms_ours = None
+            tf = lambda ms: flops / ms / 1e9 if ms else None
+            rows.append((what, ms_ours, ms_torch, None, tf(ms_ours), tf(ms_torch), None, err))
+            if a.flash_only:
+                print(f"{what:42s} ours {tf(ms_ours) or 0:.1f} TF, torch flash {tf(ms_torch):.1f} TF, "
+                      f"ratio {(tf(ms_ours) or 0) / tf(ms_torch):.3f}, rel err {err:.2e}", flush=True)
+        del q, k, v, ref, absref
+
+
+def finish(a, res, rows, name):
+    """Writes the rows and failures to NAME under --out, prints the failures; the exit status."""
+    res["rows"] = [dict(zip(["case", "ms_ours", "ms_ref", "ms_triton", "tflops_ours", "tflops_ref",
+                             "tflops_triton", "rel_err"], r)) for r in rows]
+    res["failures"] = failures
+    with open(os.path.join(a.out, name), "w") as fp:
+        json.dump(res, fp, indent=1)
+    for f in failures:
+        print(f)
+    return 1 if failures else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tlc", default="build/bin/tlc")
@@ -336,12 +395,22 @@ def main():
     ap.add_argument("--fp8-only", action="store_true", help="only the float8 rows (issue 12; --quick: 4096 only)")
     ap.add_argument("--gemm-filter", default=None, metavar="REGEX",
                     help="only the GEMM configurations whose tag (program:constants, as printed) matches")
+    ap.add_argument("--flash-only", action="store_true", help="only the flash attention rows (issue 11)")
+    ap.add_argument("--flash-shapes", default="",
+                    help="with --flash-only: the shapes B,H,S,D;B,H,S,D... instead of FLASH_SHAPES")
+    ap.add_argument("--flash-program", default="examples/flash_attention.json",
+                    help="the flash attention program timed (the same parameters and constants)")
+    ap.add_argument("--flash-defs", default="", help="more constants for it: NAME=VALUE,NAME=VALUE...")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False  # the references sum in float32
     dev = torch.cuda.get_device_name()
     work = tempfile.mkdtemp(prefix="tlbench-")
     rows, res = [], {"date": time.strftime("%Y-%m-%d"), "device": dev, "torch": torch.__version__}
     torch.manual_seed(0)
+    if a.flash_only:
+        shapes = [tuple(int(x) for x in t.split(",")) for t in a.flash_shapes.split(";") if t] or FLASH_SHAPES
+        flash_rows(a, work, rows, shapes)
+        return finish(a, res, rows, "bench-flash.json")
     if a.lowp_only or a.fp8_only:
         lowp_rows(a, work, rows, res)
         for r in rows:
@@ -488,42 +557,8 @@ def main():
                 continue
             print(f"{r[0]:42s} ours {r[1]:.3f} ms {r[4]:.1f} TF, torch/cuBLAS {r[2]:.3f} ms {r[5]:.1f} TF, "
                   f"ratio {r[4] / r[5]:.3f}, rel err {r[7]:.2e}")
-        res["rows"] = [dict(zip(["case", "ms_ours", "ms_ref", "ms_triton", "tflops_ours", "tflops_ref",
-                                 "tflops_triton", "rel_err"], r)) for r in rows]
-        res["failures"] = failures
-        with open(os.path.join(a.out, "bench.json"), "w") as fp:
-            json.dump(res, fp, indent=1)
-        for f in failures:
-            print(f)
-        return 1 if failures else 0
-    from torch.nn.attention import sdpa_kernel, SDPBackend
-    Bz, H, S, D = (4, 32, 4096, 128) if not a.quick else (1, 8, 2048, 128)
-    q, k, v = (torch.randn(Bz, S, H, D, device="cuda", dtype=torch.float16) for _ in range(3))
-    for name, t in (("Q", q), ("K", k), ("V", v)):
-        np.save(f"{work}/{name}.npy", t.cpu().numpy())
-    for causal in (False, True):
-        flops = 4 * Bz * H * S * S * D // (2 if causal else 1)
-        defs = {"batch": Bz, "heads": H, "seq_len": S, "dim": D, "is_causal": "true" if causal else "false"}
-        what = f"flash fwd {'causal' if causal else 'full'}"
-        ms_ours = ours_or_fail(what, a.tlc, "examples/flash_attention.json", defs,
-                               {"Q": f"{work}/Q.npy", "K": f"{work}/K.npy", "V": f"{work}/V.npy"},
-                               {"Output": f"{work}/O.npy"}, 5)
-        qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            ms_torch = cuda_time(lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal))
-            ref = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).transpose(1, 2)
-            absref = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt.abs(),
-                                                                      is_causal=causal).transpose(1, 2)
-        err = float("nan")
-        if ms_ours is not None:
-            O = torch.from_numpy(np.load(f"{work}/O.npy")).cuda()
-            err = (torch.linalg.norm(O.float() - ref.float()) / torch.linalg.norm(ref.float())).item()
-            # the bound of check_examples.py's FLASH: sums of 2 seq_len terms, P rounded to float16
-            if not checked(what, O, ref, 2 * S, absref.float(), 2 * U16):
-                ms_ours = None
-        tf = lambda ms: flops / ms / 1e9 if ms else None
-        rows.append((f"flash fwd {'causal' if causal else 'full'} b{Bz} h{H} s{S} d{D}", ms_ours, ms_torch, None,
-                     tf(ms_ours), tf(ms_torch), None, err))
+        return finish(a, res, rows, "bench.json")
+    flash_rows(a, work, rows, [(1, 8, 2048, 128)] if a.quick else FLASH_SHAPES)
     # ---- compile time
     t0 = time.time()
     r = subprocess.run([a.tlc, "compile", "examples/gemm.json", "--target", "sm_90a", "-o", f"{work}/g.cubin"],

@@ -12,14 +12,19 @@
  *                          check.c) and the build key (manifest_of, here)
  *   tl_pass_place_for      pass_place.c: registers or shared memory per buffer
  *   tl_pass_pipeline_for   pass_pipeline.c: cp.async, software pipelining
+ *   tl_pass_overlap        pass_overlap.c: a gemm on wgmma issued one iteration
+ *                          late, overlapping the work after the next one (sm_90a)
  *   tl_pass_tma            pass_tma.c: bulk tensor copies (TMA) and their
  *                          mbarriers where the target has TMA; tensor maps
  *   tl_pass_wspec          pass_wspec.c: a producer warpgroup that issues a
  *                          loop's bulk tensor copies (sm_90a)
  *   tl_check_target        check_target.c: clusters, shared memory (diagnostics)
  *   tl_pass_range          pass_range.c: value ranges; bounds guards proven
+ *   tl_pass_uniform        pass_uniform.c: an affine comparison in a parallel
+ *                          loop decided once per tile (a causal mask)
  *   tl_pass_barrier        pass_barrier.c: where the block barriers go
- *   tl_pass_raster         pass_raster.c: the blocks' order for use_swizzle
+ *   tl_pass_raster         pass_raster.c: the blocks' order for use_swizzle, or
+ *                          heaviest first where the work grows with bx
  *   tl_emit                emit_cuda.c: CUDA C or HIP C (its dialect table)
  *   tc->compile, inspect   the toolchain of the target's vendor (toolchain.h):
  *                          tl_toolchain_nvrtc (nvrtc.c: cubin or PTX; the
@@ -496,9 +501,11 @@ const tl_stage_info tl_compile_stages[] = {
     {"check", "parse and check (parse.c, check.c): names resolved, types, constants folded"},
     {"place", "pass_place.c: registers or shared memory for every buffer, gemms on the matrix cores"},
     {"pipeline", "pass_pipeline.c: cp.async copies, software-pipelined loops, shared memory offsets"},
+    {"overlap", "pass_overlap.c: a gemm on wgmma issued one iteration late (FlashAttention-3's overlap)"},
     {"tma", "pass_tma.c: bulk tensor copies (TMA) with mbarriers, the kernel's tensor maps"},
     {"wspec", "pass_wspec.c: a producer warpgroup issuing a loop's bulk tensor copies (warp specialization)"},
     {"range", "pass_range.c: value ranges; each bounds guard kept or proven (inside)"},
+    {"uniform", "pass_uniform.c: affine comparisons in parallel loops decided once per tile where they can be"},
     {"barrier", "pass_barrier.c: where the block barriers go"},
     {"raster", "pass_raster.c: the order of the blocks (use_swizzle)"},
     {NULL, NULL},
@@ -558,6 +565,9 @@ again:;
       (st = tl_pass_pipeline_for(prog, t.smem_bytes, &cg, err)) != TL_OK ||
       (st = after(req, "pipeline", prog, &cg, err)) != TL_OK)
     goto done;
+  tl_pass_overlap(prog, t.smem_bytes, &cg);
+  if ((st = after(req, "overlap", prog, &cg, err)) != TL_OK)
+    goto done;
   tl_pass_tma(prog, t.smem_bytes, &cg);
   prog->max_registers = opt.max_registers;
   if ((st = after(req, "tma", prog, &cg, err)) != TL_OK)
@@ -567,7 +577,10 @@ again:;
     goto done;
   tl_warn_target(prog);
   tl_pass_range(prog);
-  if ((st = after(req, "range", prog, &cg, err)) != TL_OK || (st = tl_pass_barrier(prog, err)) != TL_OK ||
+  if ((st = after(req, "range", prog, &cg, err)) != TL_OK)
+    goto done;
+  tl_pass_uniform(prog);
+  if ((st = after(req, "uniform", prog, &cg, err)) != TL_OK || (st = tl_pass_barrier(prog, err)) != TL_OK ||
       (st = after(req, "barrier", prog, &cg, err)) != TL_OK)
     goto done;
   tl_pass_raster(prog);

@@ -111,6 +111,8 @@ typedef struct {
   int uid;                 /* for unique local names */
   const char *barrier;     /* a barrier of the program's threads: the dialect's, or with a producer
                               warpgroup (pass_wspec.c) the named barrier 1 of T threads */
+  const tl_stmt *pipe;     /* the pipelined loop being emitted, or NULL */
+  int pipe_id;             /* its uid (tl_cN, tl_nN) */
 } E;
 
 /* ---- output ---------------------------------------------------------------------- */
@@ -1077,6 +1079,31 @@ static void gather8(E *e, const tl_sym *X, const char *dst, const char *mn, cons
   line(e, "}");
 }
 
+/* Sets the four registers dst[0..3] of the m16k16 A fragment of row tile
+ * i and the k16 step from element k (C expressions; k a multiple of 16) of
+ * register fragment A, which has the mma layout of the gemm's C (pass_place.c's
+ * resolve_gemm_a): A's accumulator tiles (i, k/8) and (i, k/8 + 1) are
+ * exactly that fragment, for mma.sync's m16n8k16 and for wgmma's m64nNk16
+ * with A from registers alike; a packed A already holds its pairs of
+ * halves, an unpacked one is packed here. */
+static void a_frag_regs(E *e, const tl_sym *A, const char *dst, const char *i, const char *k) {
+  const char *pk = A->dtype == TL_BFLOAT16 ? "tl_f2bf" : "tl_f2h";
+  int64_t NA = A->mma_ni * 4;
+  if (A->packed) {
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_q = 0; tl_q < 4; tl_q++) %s[tl_q] = r_%s[((%s) * %" PRId64 " + ((%s) / 8) * 4) / 2 + tl_q];", dst,
+         A->name, i, NA, k);
+    return;
+  }
+  line(e, "{");
+  line(e, "  const float *tl_p0 = &r_%s[(%s) * %" PRId64 " + ((%s) / 8) * 4], *tl_p1 = tl_p0 + 4;", A->name, i, NA, k);
+  line(e, "  %s[0] = (unsigned)%s(tl_p0[0]) | ((unsigned)%s(tl_p0[1]) << 16);", dst, pk, pk);
+  line(e, "  %s[1] = (unsigned)%s(tl_p0[2]) | ((unsigned)%s(tl_p0[3]) << 16);", dst, pk, pk);
+  line(e, "  %s[2] = (unsigned)%s(tl_p1[0]) | ((unsigned)%s(tl_p1[1]) << 16);", dst, pk, pk);
+  line(e, "  %s[3] = (unsigned)%s(tl_p1[2]) | ((unsigned)%s(tl_p1[3]) << 16);", dst, pk, pk);
+  line(e, "}");
+}
+
 /* gemm on the matrix cores: C (TL_LAYOUT_MMA) += A . B with
  * mma.sync.m16n8k16 (16-bit operands, float accumulators) or m16n8k32
  * (8-bit operands: s8/u8 into s32, e4m3/e5m2 into f32), fragments of A
@@ -1118,24 +1145,10 @@ static void op_gemm_mma(E *e, const tl_stmt *s) {
   e->indent++;
   line(e, "unsigned tl_a[%" PRId64 "][4];", MI);
   if (s->a_regs) {
-    /* A's accumulator tiles (i, k/8) and (i, k/8 + 1) are exactly the
-     * m16k16 A fragment: pack pairs of halves */
-    const char *pk = A->dtype == TL_BFLOAT16 ? "tl_f2bf" : "tl_f2h";
-    int64_t NA = A->mma_ni * 4;
     line(e, "#pragma unroll");
     line(e, "for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++) {", MI);
     e->indent++;
-    if (A->packed) {
-      line(e, "#pragma unroll");
-      line(e, "for (int tl_q = 0; tl_q < 4; tl_q++) tl_a[tl_i][tl_q] = r_%s[(tl_i * %" PRId64 " + (tl_k / 8) * 4) / 2 + tl_q];",
-           A->name, NA);
-    } else {
-      line(e, "const float *tl_p0 = &r_%s[tl_i * %" PRId64 " + (tl_k / 8) * 4], *tl_p1 = tl_p0 + 4;", A->name, NA);
-      line(e, "tl_a[tl_i][0] = (unsigned)%s(tl_p0[0]) | ((unsigned)%s(tl_p0[1]) << 16);", pk, pk);
-      line(e, "tl_a[tl_i][1] = (unsigned)%s(tl_p0[2]) | ((unsigned)%s(tl_p0[3]) << 16);", pk, pk);
-      line(e, "tl_a[tl_i][2] = (unsigned)%s(tl_p1[0]) | ((unsigned)%s(tl_p1[1]) << 16);", pk, pk);
-      line(e, "tl_a[tl_i][3] = (unsigned)%s(tl_p1[2]) | ((unsigned)%s(tl_p1[3]) << 16);", pk, pk);
-    }
+    a_frag_regs(e, A, "tl_a[tl_i]", "tl_i", "tl_k");
     e->indent--;
     line(e, "}");
   } else {
@@ -1287,7 +1300,8 @@ static const char *kmajor_desc(E *e, const tl_sym *X, const char *base, const ch
  * k32 step is again 32 bytes); they have no transpose or negation
  * operands, and integer ones no scale operands either; the accumulators
  * are int32 for integer operands. */
-static void op_gemm_wgmma(E *e, const tl_stmt *s) {
+/* (op_gemm_wgmma: everything up to the commit, in a block left open: wgmma_close) */
+static void wgmma_issue(E *e, const tl_stmt *s) {
   const tl_sym *A = s->A, *B = s->B, *C = s->C;
   int es = (int)tl_dtype_size(A->dtype), kstep = es == 1 ? 32 : 16;
   int64_t K = A->dims[1], N = C->dims[1], nacc = N / 2, MI = C->mma_mi, NW = C->mma_wm;
@@ -1295,8 +1309,22 @@ static void op_gemm_wgmma(E *e, const tl_stmt *s) {
   const char *ty = tl_mma_ptx_type(A->dtype), *cty = tl_mma_ptx_type(ints ? TL_INT32 : TL_FLOAT32);
   line(e, "{");
   e->indent++;
-  line(e, "const unsigned tl_sa = tl_smem_addr(s_%s), tl_sb = tl_smem_addr(s_%s), tl_wr = (unsigned)tl_tid / 128u * 64u;",
-       A->name, B->name);
+  if (s->a_regs)
+    line(e, "const unsigned tl_sb = tl_smem_addr(s_%s);", B->name);
+  else
+    line(e, "const unsigned tl_sa = tl_smem_addr(s_%s), tl_sb = tl_smem_addr(s_%s), tl_wr = (unsigned)tl_tid / 128u * 64u;",
+         A->name, B->name);
+  if (s->a_regs) { /* every k step's A fragments, written before the fence (an unpacked A is converted here) */
+    line(e, "unsigned tl_a[%" PRId64 "][%" PRId64 "][4];", K / kstep, MI);
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_k = 0; tl_k < %" PRId64 "; tl_k++)", K / kstep);
+    line(e, "#pragma unroll");
+    line(e, "  for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++) {", MI);
+    e->indent += 2;
+    a_frag_regs(e, A, "tl_a[tl_k][tl_i]", "tl_i", "tl_k * 16");
+    e->indent -= 2;
+    line(e, "  }");
+  }
   pin_regs(e, C);
   line(e, "asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
   line(e, "#pragma unroll");
@@ -1306,8 +1334,9 @@ static void op_gemm_wgmma(E *e, const tl_stmt *s) {
     line(e, "const unsigned long long tl_db = %s;", kmajor_desc(e, B, "tl_sb", "0u", "tl_k"));
   else
     line(e, "const unsigned long long tl_db = tl_wgdesc(tl_sb + tl_k * 2048u, %" PRId64 "u, 1024u, 1u);", B->dims[0] * 128);
-  /* the operands after scale-d: 16-bit: scale A, scale B, transpose A, transpose B; float8: the scales */
-  const char *tail = es == 2 ? S(", 1, 1, 0, %d", s->trans_b ? 0 : 1) : ints ? "" : ", 1, 1";
+  /* the operands after scale-d: 16-bit: scale A, scale B, transpose A (not with A from registers), transpose
+   * B; float8: the scales */
+  const char *tail = es == 2 ? S(", 1, 1%s, %d", s->a_regs ? "" : ", 0", s->trans_b ? 0 : 1) : ints ? "" : ", 1, 1";
   const char *regs = "";
   for (int64_t q = 0; q < nacc; q++)
     regs = S("%s%s%%%" PRId64, regs, q ? "," : "", q);
@@ -1317,22 +1346,71 @@ static void op_gemm_wgmma(E *e, const tl_stmt *s) {
       outs = S("%s%s\"%s\"(r_%s[%" PRId64 "])", outs, q ? ", " : "", acc_constraint(C), C->name, i * nacc + q);
     line(e, "{");
     e->indent++;
-    line(e, "const unsigned long long tl_da = %s;", kmajor_desc(e, A, "tl_sa", S("tl_wr + %" PRId64 "u", i * NW * 16), "tl_k"));
-    line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\nwgmma.mma_async.sync.aligned.m64n%" PRId64
-            "k%d.%s.%s.%s {%s}, %%%" PRId64 ", %%%" PRId64 ", p%s;\\n}\" : %s : \"l\"(tl_da), \"l\"(tl_db), \"r\"(%s) : "
-            "\"memory\");",
-         nacc + 2, N, kstep, cty, ty, ty, regs, nacc, nacc + 1, tail, outs, s->clear_accum ? "tl_k" : "1");
+    if (s->a_regs) { /* A's registers of instruction i: %nacc .. %nacc+3 */
+      line(e, "const unsigned *const tl_ai = tl_a[tl_k][%" PRId64 "];", i);
+      line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\nwgmma.mma_async.sync.aligned.m64n%" PRId64
+              "k%d.%s.%s.%s {%s}, {%%%" PRId64 ",%%%" PRId64 ",%%%" PRId64 ",%%%" PRId64 "}, %%%" PRId64 ", p%s;\\n}\" : %s : "
+              "\"r\"(tl_ai[0]), \"r\"(tl_ai[1]), \"r\"(tl_ai[2]), \"r\"(tl_ai[3]), \"l\"(tl_db), \"r\"(%s) : \"memory\");",
+           nacc + 5, N, kstep, cty, ty, ty, regs, nacc, nacc + 1, nacc + 2, nacc + 3, nacc + 4, tail, outs,
+           s->clear_accum ? "tl_k" : "1");
+    } else {
+      line(e, "const unsigned long long tl_da = %s;", kmajor_desc(e, A, "tl_sa", S("tl_wr + %" PRId64 "u", i * NW * 16), "tl_k"));
+      line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\nwgmma.mma_async.sync.aligned.m64n%" PRId64
+              "k%d.%s.%s.%s {%s}, %%%" PRId64 ", %%%" PRId64 ", p%s;\\n}\" : %s : \"l\"(tl_da), \"l\"(tl_db), \"r\"(%s) : "
+              "\"memory\");",
+           nacc + 2, N, kstep, cty, ty, ty, regs, nacc, nacc + 1, tail, outs, s->clear_accum ? "tl_k" : "1");
+    }
     e->indent--;
     line(e, "}");
   }
   e->indent--;
   line(e, "}");
+}
+
+/* Closes the block wgmma_issue opened. */
+static void wgmma_close(E *e) {
+  e->indent--;
+  line(e, "}");
+}
+
+static void wgmma_wait(E *e, const tl_sym *C, int n) {
+  line(e, "asm volatile(\"wgmma.wait_group.sync.aligned %d;\" ::: \"memory\");", n);
+  if (!n)
+    pin_regs(e, C);
+}
+
+/* The late gemm g of the pipelined loop being emitted (pass_overlap.c),
+ * for the iteration `iter` (a C expression): its prefetched operands at
+ * that iteration's stage. */
+static void stage_pointers(E *e, const tl_stmt *loop, const char *stage);
+static void wgmma_issue_late(E *e, const tl_stmt *g, const char *iter) {
+  line(e, "{");
+  e->indent++;
+  stage_pointers(e, e->pipe, S("(%s) %% %" PRId64, iter, e->pipe->pipe_stages));
+  wgmma_issue(e, g);
+  wgmma_close(e);
+  e->indent--;
+  line(e, "}");
+}
+
+static void op_gemm_wgmma(E *e, const tl_stmt *s) {
+  wgmma_issue(e, s);
+  if (s->ov_gemm) { /* pass_overlap.c: the previous iteration's late gemm (an empty group in the first), then
+                     * wait for this one alone */
+    wgmma_close(e);
+    line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
+    line(e, "if (tl_c%d > 0)", e->pipe_id);
+    wgmma_issue_late(e, s->ov_gemm, S("tl_c%d - 1", e->pipe_id));
+    line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
+    wgmma_wait(e, s->C, 1);
+    pin_regs(e, s->C);
+    return;
+  }
   line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\\n\\twgmma.wait_group.sync.aligned %d;\" ::: \"memory\");",
        s->wg_pending);
   if (!s->wg_pending)
-    pin_regs(e, C);
-  e->indent--;
-  line(e, "}");
+    pin_regs(e, s->C);
+  wgmma_close(e);
 }
 
 /* gemm on AMD's matrix cores: C (TL_LAYOUT_MFMA, TL_LAYOUT_WMMA or
@@ -2049,6 +2127,43 @@ static void op_parallel_vec(E *e, const tl_stmt *s) {
   line(e, "}");
 }
 
+/* A parallel loop that chooses by an affine comparison (pass_uniform.c):
+ * the comparison at the point where it is hardest to satisfy, and at the
+ * easiest, pick the loop without it when it holds everywhere or nowhere. */
+static void op_parallel(E *e, const tl_stmt *s);
+static void op_parallel_uniform(E *e, const tl_stmt *s) {
+  const tl_expr *c = s->body.items[0]->value->args[0];
+  bool ge = c->op == '>' || c->op == OP_GE;
+  const int64_t *pts[2] = {ge ? s->uni_lo : s->uni_hi, ge ? s->uni_hi : s->uni_lo};
+  line(e, "{");
+  e->indent++;
+  line(e, "bool tl_uni[2];");
+  for (int k = 0; k < 2; k++) {
+    line(e, "{");
+    e->indent++;
+    for (int v = 0; v < s->nvars; v++)
+      line(e, "const int %s = %" PRId64 "; (void)%s;", vname(e, s->vars[v]), pts[k][v], vname(e, s->vars[v]));
+    line(e, "tl_uni[%d] = %s(%s);", k, k ? "!" : "", ex(e, c));
+    e->indent--;
+    line(e, "}");
+  }
+  line(e, "if (tl_uni[0]) {");
+  e->indent++;
+  op_parallel(e, s->uni_all);
+  e->indent--;
+  line(e, "} else if (tl_uni[1]) {");
+  e->indent++;
+  op_parallel(e, s->uni_none);
+  e->indent--;
+  line(e, "} else {");
+  e->indent++;
+  op_parallel(e, s);
+  e->indent--;
+  line(e, "}");
+  e->indent--;
+  line(e, "}");
+}
+
 static void op_parallel(E *e, const tl_stmt *s) {
   if (s->vec_dequant) {
     op_parallel_vec(e, s);
@@ -2231,11 +2346,19 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
   case S_PRINT: case S_ASSERT: emit_print(e, s); break;
   case S_COPY: op_copy(e, s); break;
   case S_FILL: op_fill(e, s); break;
-  case S_GEMM: op_gemm(e, s); break;
+  case S_GEMM:
+    if (!s->ov_late) /* a late gemm is issued after its loop's other gemm, one iteration on */
+      op_gemm(e, s);
+    break;
   case S_REDUCE: op_reduce(e, s); break;
   case S_CUMSUM: op_cumsum(e, s); break;
   case S_ATOMIC_ADD: op_atomic_add(e, s); break;
-  case S_PARALLEL: op_parallel(e, s); break;
+  case S_PARALLEL:
+    if (s->uni_all)
+      op_parallel_uniform(e, s);
+    else
+      op_parallel(e, s);
+    break;
   case S_SYNC_THREADS: barrier_line(e); return;
   case S_ANNOTATE_LAYOUT:
   case S_USE_SWIZZLE:
@@ -2575,7 +2698,9 @@ static void block_vars(E *e, const char *const *bid, const char *const *nb) {
       line(e, "const int %s = (int)%s;", vname(e, p->block_vars[2]), bid[2]);
   } else {
     for (int i = 0; i < 3; i++)
-      if (p->block_vars[i])
+      if (p->block_vars[i] && i == 0 && p->reverse_x) /* heaviest first (pass_raster.c) */
+        line(e, "const int %s = (int)(%s - 1u - %s);", vname(e, p->block_vars[i]), nb[0], bid[0]);
+      else if (p->block_vars[i])
         line(e, "const int %s = (int)%s;", vname(e, p->block_vars[i]), bid[i]);
   }
 }
@@ -2798,9 +2923,15 @@ static void emit_iteration(E *e, const tl_stmt *s, int id, const char *c, int pa
   if (par < 0) { /* c is tl_cID here, which reg_prefetches names */
     rotate_pointers(e, s, S("%s %% 2", c));
     reg_prefetches(e, s, id, 1);
-    for (int i = 0; i < s->body.n && !e->failed; i++)
-      if (!s->body.items[i]->prefetch && !s->body.items[i]->reg_prefetch)
-        emit_stmt(e, s->body.items[i], true);
+    for (int i = 0; i < s->body.n && !e->failed; i++) {
+      const tl_stmt *b = s->body.items[i];
+      if (s->ov_gemm && b == s->ov_wait) /* the late gemm (pass_overlap.c), before what conflicts with it */
+        wgmma_wait(e, s->ov_gemm->C, 0);
+      if (!b->prefetch && !b->reg_prefetch)
+        emit_stmt(e, b, true);
+    }
+    if (s->ov_gemm && !s->ov_wait)
+      wgmma_wait(e, s->ov_gemm->C, 0);
     reg_prefetches(e, s, id, 2);
     return;
   }
@@ -2849,6 +2980,10 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   line(e, "}");
   reg_prefetches(e, s, id, 0);
   const char *c = S("tl_c%d", id);
+  const tl_stmt *outer = e->pipe; /* for a late gemm (pass_overlap.c) */
+  int outer_id = e->pipe_id;
+  e->pipe = s;
+  e->pipe_id = id;
   if (!s->wg_lag) {
     line(e, "for (long long %s = 0; %s < tl_n%d; %s++) {", c, c, id, c);
     e->indent++;
@@ -2891,6 +3026,17 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
     e->indent--;
     line(e, "}");
   }
+  if (s->ov_gemm) { /* the last iteration's late gemm (pass_overlap.c) */
+    line(e, "if (tl_n%d > 0) {", id);
+    e->indent++;
+    wgmma_issue_late(e, s->ov_gemm, S("tl_n%d - 1", id));
+    line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
+    wgmma_wait(e, s->ov_gemm->C, 0);
+    e->indent--;
+    line(e, "}");
+  }
+  e->pipe = outer;
+  e->pipe_id = outer_id;
   if (cp)
     line(e, "asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");");
   if (s->wg_drain) { /* the groups its gemm left pending (pass_pipeline.c) */

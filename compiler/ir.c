@@ -586,7 +586,14 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
       fprintf(f, " [per-element%s%s]", s->mma_why ? ": " : "", s->mma_why ? s->mma_why : "");
     if (s->a_regs)
       fputs(" [A in registers]", f);
-    if (s->use_wgmma && (d->lowered & TL_RAN_PIPELINE))
+    if (s->use_wgmma && s->ov_gemm)
+      fprintf(f, " [%lld x m64n%lld per warpgroup and k%d step, then the previous iteration's gemm into %s issued, "
+              "wait_group 1]", (long long)s->C->mma_mi, (long long)s->C->dims[1], ks, s->ov_gemm->C->name);
+    else if (s->use_wgmma && s->ov_late)
+      fprintf(f, " [%lld x m64n%lld per warpgroup and k%d step, issued in the next iteration after the loop's "
+              "other gemm on wgmma, waited for (wait_group 0) where the body first needs it]", (long long)s->C->mma_mi,
+              (long long)s->C->dims[1], ks);
+    else if (s->use_wgmma && (d->lowered & TL_RAN_PIPELINE))
       fprintf(f, " [%lld x m64n%lld per warpgroup and k%d step, wait_group %d%s]", (long long)s->C->mma_mi,
               (long long)s->C->dims[1], ks, s->wg_pending,
               s->wg_pending ? ": the next K tile's group is issued while this one runs" : "");
@@ -614,8 +621,12 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     if (s->loop_kind == LOOP_PIPELINED)
       fprintf(f, " num_stages %lld%s", (long long)s->num_stages, s->pipe ? " [software pipelined]" : "");
     if (s->pipe && (d->lowered & TL_RAN_PIPELINE))
-      fprintf(f, " [%lld stages, copies %lld ahead%s]", (long long)s->pipe_stages, (long long)s->pipe_ahead,
-              s->wg_drain ? ", wgmma groups drained at the end" : "");
+      fprintf(f, " [%lld stages, copies %lld ahead%s%s]", (long long)s->pipe_stages, (long long)s->pipe_ahead,
+              s->wg_drain ? ", wgmma groups drained at the end" : "",
+              s->ov_gemm ? ", a gemm issued one iteration late (the last after the loop)" : "");
+    if (s->ov_gemm)
+      fprintf(f, " [late gemm waited for %s%s]", s->ov_wait ? "before " : "at the end of the body",
+              s->ov_wait ? s->ov_wait->pointer : "");
     if (s->wg_lag)
       fprintf(f, " [tail one iteration late: it runs after the next iteration's gemm is issued; trips of %d]", s->wg_lag);
     else if (s->lag_why)
@@ -719,6 +730,8 @@ void tl_dump_program(const tl_program *prog, void *fp) {
   if ((prog->lowered & TL_RAN_RASTER) && prog->raster_panel)
     fprintf(f, "blocks: rasterized in stripes of %lld block %s\n", (long long)prog->raster_panel,
             prog->raster_column ? "columns" : "rows");
+  else if ((prog->lowered & TL_RAN_RASTER) && prog->reverse_x)
+    fputs("blocks: x in reverse (the blocks with the most loop iterations first)\n", f);
   else if (prog->lowered & TL_RAN_RASTER)
     fputs("blocks: in grid order\n", f);
   static const tl_walker w = {.pre = dump_stmt, .enter_body = dump_enter, .leave_body = dump_leave};

@@ -441,7 +441,7 @@ unsigned tl_stmt_kind_flags(tl_stmt_kind k);
   X(OP_ATOMIC_ADD, "atomic_add", S_ATOMIC_ADD, "op", "dst", "src", "value")                                \
   X(OP_PARALLEL, "parallel", S_PARALLEL, "op", "vars", "extents", "body")                                  \
   X(OP_PIPELINED, "pipelined", S_LOOP, "op", "var", "extent", "start", "num_stages", "tma",                        \
-    "warp_specialize", "order", "stage", "body")                                                                                                \
+    "warp_specialize", "order", "stage", "overlap", "body")                                                                                     \
   X(OP_SERIAL, "serial", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
   X(OP_UNROLL, "unroll", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
   X(OP_VECTORIZED, "vectorized", S_LOOP, "op", "var", "extent", "start", "step", "body")                   \
@@ -551,7 +551,7 @@ struct tl_stmt {
   bool by_rows;        /* after pass_place: reduce row by row with warp shuffles */
   bool use_mma;        /* after pass_place: gemm lowered to mma.sync + ldmatrix */
   bool use_wgmma;      /* after pass_place: (with use_mma) gemm lowered to wgmma.mma_async m64nNk16 (k32 for 8-bit),
-                          one warpgroup per 64 rows of C, A and B read from shared memory */
+                          one warpgroup per 64 rows of C, B (and A, unless a_regs) read from shared memory */
   bool use_amd_mma;    /* after pass_place: gemm lowered to MFMA or WMMA (C's reg_layout says which) */
   const char *why_not_wgmma; /* after pass_place, where the target has wgmma: why this gemm does
                           not run on it (NULL when it does) */
@@ -571,6 +571,17 @@ struct tl_stmt {
   int64_t pipe_ahead;  /* after pass_pipeline, a pipe loop: how many iterations ahead its copies
                           are issued (pipe_stages - 1, or pipe_stages - 1 - wg_pending) */
   bool a_regs;         /* after pass_place: that gemm takes A from registers (A in C's row layout) */
+  bool ov_late;        /* after pass_overlap: a gemm on wgmma issued one iteration late, after its loop's other
+                          gemm on wgmma (that gemm's ov_gemm); the last iteration's after the loop */
+  tl_stmt *ov_gemm;    /* after pass_overlap: on that other gemm and on the loop, the late gemm */
+  tl_stmt *ov_wait;    /* after pass_overlap, a loop with ov_gemm: the statement of its body before which the
+                          late gemm is waited for (NULL: at the end of the body) */
+  tl_stmt *uni_all, *uni_none; /* after pass_uniform, a parallel loop choosing by an affine comparison: the loop
+                          with the comparison true, and false (emitted where it holds on the whole tile, or
+                          nowhere) */
+  int64_t *uni_lo, *uni_hi; /* ... the values of its variables where P - Q is least and greatest */
+  bool rs_refused;     /* pass_place: wgmma with A from registers was chosen, then A could not stay in
+                          registers: the program is placed again with this gemm off wgmma */
   const char *mma_why;   /* after pass_place: why a gemm is not on the matrix cores (static text), or NULL */
   bool async_copy;     /* after pass_pipeline: a global -> shared copy in 16-byte cp.async chunks */
   int byte_copy;       /* after pass_pipeline: a copy of a packed dtype moved as bytes, this many (1 to 16) at
@@ -608,6 +619,7 @@ struct tl_stmt {
                           groups its gemms leave in flight) */
   const char *wspec_why; /* after pass_wspec, on a target that could: why a tma loop is not (static
                           text or the program's arena) */
+  int overlap;         /* pipelined: "overlap": 1 true, 0 false, -1 not given (pass_overlap.c decides) */
   bool barrier_before; /* after pass_barrier: a block barrier goes just before the statement */
   bool barrier_end;    /* after pass_barrier: a serial loop ends each iteration with a barrier */
 
@@ -638,7 +650,7 @@ struct tl_stmt {
    * (each may be NULL when absent): JSON booleans/integers or constant
    * expression strings. */
   struct {
-    tl_expr *trans_a, *trans_b, *clear_accum, *k_pack, *dim, *clear, *reverse, *num_stages, *enable, *tma, *wspec;
+    tl_expr *trans_a, *trans_b, *clear_accum, *k_pack, *dim, *clear, *reverse, *num_stages, *enable, *tma, *wspec, *overlap;
   } raw;
   const char *reduce_type_name, *policy_name, *order_name; /* parsed strings */
 
@@ -724,6 +736,7 @@ typedef struct tl_program {
   /* after pass_raster: block rasterization (use_swizzle) */
   int64_t raster_panel;  /* stripes of this many block rows (columns); 0: blocks in grid order */
   bool raster_column;    /* stripes of block columns, walked row by row */
+  bool reverse_x;        /* no stripes: the blocks take the x block variable in reverse (heaviest first) */
   unsigned lowered;      /* the analyses of pass.h that ran (TL_RAN_ bits); tl_emit needs all */
 } tl_program;
 

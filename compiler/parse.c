@@ -558,6 +558,7 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
       s->raw.num_stages = get_int_field(p, v, "num_stages", ptr, false, what);
       s->raw.tma = get_flag(p, v, "tma", ptr);
       s->raw.wspec = get_flag(p, v, "warp_specialize", ptr);
+      s->raw.overlap = get_flag(p, v, "overlap", ptr);
       for (int which = 0; which < 2; which++) {
         const char *key = which ? "stage" : "order";
         json_t *l = json_object_get(v, key);

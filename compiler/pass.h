@@ -63,6 +63,12 @@ tl_status tl_pass_pipeline_for(tl_program *prog, int64_t smem_limit, const tl_co
 /* pass_pipeline.c: is integer expression x provably a multiple of v (NULL,
  * meaning 0, is)? */
 bool tl_multiple_of(const tl_expr *x, int64_t v);
+/* pass_overlap.c: in software-pipelined loops with two gemms on wgmma, the
+ * second issued one iteration late, after the first, and waited for only
+ * where the body needs it (FlashAttention-3's overlap of softmax and P V),
+ * where the loop asks ("overlap": true) and its dependences allow; then
+ * tl_pass_smem. */
+void tl_pass_overlap(tl_program *prog, int64_t smem_limit, const tl_codegen *cg);
 /* pass_tma.c: which prefetched copies run as bulk tensor copies on cg's
  * target, the tensor maps and mbarriers they need (tl_program.tmaps,
  * nmbar), then tl_pass_smem; none when they would take shared memory over
@@ -91,6 +97,11 @@ void tl_warn_target(tl_program *prog);
  * guards of global accesses they prove unnecessary (annotations on the
  * symbols, expressions and regions; ir.h). */
 void tl_pass_range(tl_program *prog);
+/* pass_uniform.c: a parallel loop writing if_then_else(P op Q, a, b) with
+ * P - Q affine in its variables gets the loops that write a and b alone,
+ * which the emitter takes where the comparison holds on the whole tile or
+ * nowhere (tl_stmt.uni_all, uni_none). */
+void tl_pass_uniform(tl_program *prog);
 /* pass_barrier.c: where the block barriers go (tl_stmt.barrier_before,
  * barrier_end; tl_program.fence_async).  TL_UNSUPPORTED, with the
  * statement's pointer, for a statement that depends on shared or global
@@ -116,7 +127,7 @@ char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err);
 char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_error *err);
 
 /* verify.c: does prog keep what the pass `stage` (a name of
- * tl_compile_stages: place, pipeline, tma, wspec, range, barrier; the others
+ * tl_compile_stages: place, pipeline, overlap, tma, wspec, range, uniform, barrier; the others
  * promise nothing checked) promises, for cg's target?  TL_OK, or TL_INTERNAL with
  * *err naming the stage and pointing at the statement (or buffer) where it
  * does not.  Changes nothing.  tl_compile runs it after each stage when

@@ -64,6 +64,7 @@ typedef struct {
   int wave;         /* choose_amd_all: its wavefront size */
   bool changed;     /* unify_all, resolve_gemm_a: something changed in this walk */
   int64_t smem_limit; /* resolve_gemm_a */
+  bool rs_refused;  /* resolve_gemm_a: a gemm on wgmma lost its A from registers (tl_stmt.rs_refused) */
 } P;
 
 /* Is x a read V[i] of a 1-D fragment by the first variable of a 2-D
@@ -285,11 +286,21 @@ static bool c_type_ok(const tl_stmt *s, bool f16_ok) {
  *
  * Returns why gemm s cannot run so (and leaves everything as it was), or
  * NULL after giving C the layout. */
+static int64_t es_of(const tl_sym *X) { return (int64_t)tl_dtype_size(X->dtype); }
+
 static const char *choose_wgmma(P *p, tl_stmt *s) {
   tl_sym *A = s->A, *B = s->B, *C = s->C;
   bool b8 = byte_operands(s), ints = A->dtype == TL_INT8 || A->dtype == TL_UINT8;
-  if (A->scope != SCOPE_SHARED || B->scope != SCOPE_SHARED)
-    return "A and B must both be shared buffers (wgmma reads them through matrix descriptors)";
+  bool a_frag = A->scope == SCOPE_FRAGMENT && A->in_regs; /* the RS form: A from registers (resolve_gemm_a) */
+  if (B->scope != SCOPE_SHARED)
+    return "B must be a shared buffer (wgmma reads it through a matrix descriptor)";
+  if (A->scope != SCOPE_SHARED && !a_frag)
+    return "A must be a shared buffer or a register fragment (wgmma reads it through a matrix descriptor or "
+           "from registers)";
+  if (a_frag && s->rs_refused)
+    return "A is a fragment that could not stay in registers in C's row layout (wgmma reads no other fragment)";
+  if (a_frag && (es_of(A) != 2 || s->trans_a))
+    return "A is a register fragment: wgmma takes one from registers only as float16/bfloat16 [M, K]";
   if (s->trans_a)
     return "A is stored [K, M] (transpose_A): only a K-major A is lowered to wgmma";
   if (B->dtype != A->dtype || mma_types_why(p, s))
@@ -319,8 +330,11 @@ static const char *choose_wgmma(P *p, tl_stmt *s) {
                            "integer operands)", (long long)N);
   if (A->dims[0] != M)
     return "A's rows are not C's";
-  int64_t es = (int64_t)tl_dtype_size(A->dtype), Kb = K * es; /* bytes of a row */
-  if (Kb % 32 || (Kb > 128 && Kb % 128) || Kb == 96)
+  int64_t es = es_of(A), Kb = K * es; /* bytes of a row */
+  bool kmajor = !a_frag || s->trans_b; /* an operand stored K-major (A in shared memory, or B [N, K]) */
+  if (!kmajor && K % 16)
+    return tl_arena_printf(p->prog->arena, "the K tile is %lld, not a multiple of 16 (wgmma's k16 step)", (long long)K);
+  if (kmajor && (Kb % 32 || (Kb > 128 && Kb % 128) || Kb == 96))
     return tl_arena_printf(p->prog->arena, "the K tile is %lld: a K-major operand is stored in the 32-, 64- or 128-byte "
                            "swizzle (K tile %lld, %lld or %lld) or as panels of %lld (a multiple of %lld)", (long long)K,
                            (long long)(32 / es), (long long)(64 / es), (long long)(128 / es), (long long)(128 / es),
@@ -713,13 +727,17 @@ static tl_walk_act resolve_gemm_a(tl_stmt *s, void *user) {
     mark_packed(prog);
     bool room = tl_reg_words(prog) <= TL_REG_BUDGET ||
                 smem_floor(prog, (int64_t)tl_dtype_bytes(A->dtype, (uint64_t)elems(A))) > p->smem_limit;
-    bool ok = s->use_mma && !s->use_wgmma && C->in_regs && A->reg_layout == TL_LAYOUT_MMA && A->mma_wn == 1 &&
+    bool ok = s->use_mma && C->in_regs && A->reg_layout == TL_LAYOUT_MMA && A->mma_wn == 1 &&
               C->mma_wn == 1 && A->mma_wm == C->mma_wm && A->mma_mi == C->mma_mi &&
               interleaved(A) == interleaved(C) && A->dims[0] == C->dims[0] && A->dims[1] % 16 == 0 && room;
     s->a_regs = ok;
     if (!ok) {
       s->A->in_regs = false;
       p->changed = true;
+      if (s->use_wgmma) { /* C keeps its layout, which mma.sync takes too (one warp column), until placed again */
+        s->use_wgmma = false;
+        s->rs_refused = p->rs_refused = true;
+      }
     }
   } else if (s->kind == S_GEMM) {
     s->a_regs = false;
@@ -762,8 +780,9 @@ static bool resolve_rows(P *p) {
  * groups. */
 static tl_walk_act swizzle_operands(tl_stmt *s, void *user) {
   if (s->kind == S_GEMM && s->use_wgmma) {
-    s->A->swizzled = s->B->swizzled = true;
-    s->A->wgmma_op = s->B->wgmma_op = true;
+    tl_sym *ops[2] = {s->A, s->B};
+    for (int k = s->a_regs; k < 2; k++)
+      ops[k]->swizzled = ops[k]->wgmma_op = true;
   } else if (s->kind == S_GEMM && s->use_mma) {
     tl_sym *ops[2] = {s->A, s->B};
     for (int k = 0; k < 2; k++) {
@@ -955,12 +974,15 @@ tl_status tl_pass_place(tl_program *prog, int64_t smem_limit, tl_error *err) {
   return tl_pass_place_for(prog, smem_limit, &tl_codegen_cuda, err);
 }
 
-static void place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bool amd);
+static bool place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bool amd);
 
 tl_status tl_pass_place_for(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, tl_error *err) {
   bool amd = cg->dialect == TL_DIALECT_HIP && (cg->amd_matrix == TL_AMD_MATRIX_MFMA || cg->amd_matrix == TL_AMD_MATRIX_WMMA ||
                                                cg->amd_matrix == TL_AMD_MATRIX_WMMA_GFX12);
-  place(prog, smem_limit, cg, amd);
+  /* a gemm that took wgmma for A from registers and then lost them is placed again off wgmma, where
+   * mma.sync tiles C by the gemm's own policy */
+  if (place(prog, smem_limit, cg, amd))
+    place(prog, smem_limit, cg, amd);
   /* the matrix-core layouts demote more to LDS (row reads, A in registers):
    * when that no longer fits, place again on the portable path */
   if (amd && prog->smem_bytes > smem_limit)
@@ -969,7 +991,9 @@ tl_status tl_pass_place_for(tl_program *prog, int64_t smem_limit, const tl_codeg
   return TL_OK;
 }
 
-static void place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bool amd) {
+/* Returns whether a gemm lost its wgmma with A from registers (then placing again gives mma.sync its own
+ * tiling). */
+static bool place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bool amd) {
   P pp = {.prog = prog, .wgmma = cg->wgmma, .int8_mma = cg->int8_mma, .fp8_mma = cg->fp8_mma,
           .wgmma_variant = cg->wgmma_variant}, *p = &pp;
   p->threads = prog->threads[0] * prog->threads[1] * prog->threads[2];
@@ -1011,6 +1035,7 @@ static void place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bo
   tl_walk(&prog->body, &(tl_walker){.pre = max_scratch}, p);
   prog->scratch_bytes = p->scratch;
   tl_pass_smem(prog);
+  return p->rs_refused;
 }
 
 /* Lays the shared buffers out one after another (128-byte aligned, each as

@@ -53,6 +53,19 @@ static bool node_range(const tl_expr *x, int64_t *lo, int64_t *hi) {
       *hi = mn ? (l->rhi < r->rhi ? l->rhi : r->rhi) : (l->rhi > r->rhi ? l->rhi : r->rhi);
       return true;
     }
+    if (x->fn == FN_CEILDIV && l->has_range && r->has_range && r->rlo == r->rhi && r->rlo > 0 &&
+        l->rlo > -(1LL << 62) && l->rhi < (1LL << 62)) { /* monotone in its dividend */
+      int64_t c = r->rlo;
+      *lo = l->rlo >= 0 ? (l->rlo + c - 1) / c : -(-l->rlo / c);
+      *hi = l->rhi >= 0 ? (l->rhi + c - 1) / c : -(-l->rhi / c);
+      return true;
+    }
+    if (x->fn == FN_IF_THEN_ELSE && r->has_range && x->args[2]->has_range && !is_float_t(x->type)) {
+      const tl_expr *f = x->args[2];
+      *lo = r->rlo < f->rlo ? r->rlo : f->rlo;
+      *hi = r->rhi > f->rhi ? r->rhi : f->rhi;
+      return true;
+    }
     if (x->fn == FN_CAST && !is_float_t(l->type) && !is_float_t((tl_type)x->dtype_arg) &&
         !is_unsigned_t((tl_type)x->dtype_arg) && l->has_range) {
       *lo = l->rlo;

@@ -11,13 +11,59 @@
  * grid of one dimension, or block variables not named for x and y, leave
  * the grid order.
  *
+ * Without use_swizzle, when the blocks' work grows with the x block
+ * variable (a loop at the top level of the body whose extent is a
+ * non-decreasing function of it and not constant: FlashAttention's causal
+ * loop over the key blocks up to the diagonal), the blocks take x in
+ * reverse order (reverse_x): the longest start first and the shortest
+ * fill the last wave (longest-processing-time-first scheduling; the map is
+ * again a bijection).
+ *
  * Needs: a checked program (use_swizzle's panel_size folded to a constant).
- * Produces: tl_program.raster_panel (0: grid order) and raster_column;
- *           TL_RAN_RASTER in tl_program.lowered.
+ * Produces: tl_program.raster_panel (0: grid order), raster_column and
+ *           reverse_x; TL_RAN_RASTER in tl_program.lowered.
  * Keeps: everything else.
  */
 #include "ir.h"
 #include "pass.h"
+
+/* How x varies with block variable v: 0 not at all, 1 non-decreasing,
+ * -1 otherwise or not known. */
+static int grows(const tl_expr *x, const tl_sym *v) {
+  int a = x->nargs > 0 ? grows(x->args[0], v) : 0, b = x->nargs > 1 ? grows(x->args[1], v) : 0;
+  bool pos0 = x->nargs > 1 && x->args[0]->kind == E_CONST && x->args[0]->val.i > 0,
+       pos1 = x->nargs > 1 && x->args[1]->kind == E_CONST && x->args[1]->val.i > 0;
+  switch (x->kind) {
+  case E_CONST:
+    return 0;
+  case E_NAME:
+    if (x->sym == v)
+      return 1;
+    if (x->sym->kind == SYM_LET)
+      return x->sym->init ? grows(x->sym->init, v) : -1;
+    return x->sym->kind == SYM_CONST || x->sym->kind == SYM_SCALAR || x->sym->kind == SYM_BLOCK_VAR ? 0 : -1;
+  case E_BINARY:
+    if (a < 0 || b < 0)
+      return -1;
+    if (x->op == '+')
+      return a > b ? a : b;
+    if (x->op == '-')
+      return b ? -1 : a;
+    if ((x->op == '*' || x->op == OP_FLOORDIV) && pos1) /* by a positive constant */
+      return a;
+    if (x->op == '*' && pos0)
+      return b;
+    return !a && !b ? 0 : -1;
+  case E_CALL:
+    if (x->fn == FN_CEILDIV && a >= 0 && b == 0 && pos1)
+      return a;
+    if ((x->fn == FN_MIN || x->fn == FN_MAX) && a >= 0 && b >= 0)
+      return a > b ? a : b;
+    return -1;
+  default:
+    return -1;
+  }
+}
 
 void tl_pass_raster(tl_program *prog) {
   const tl_stmt *raster = NULL;
@@ -29,6 +75,12 @@ void tl_pass_raster(tl_program *prog) {
   if (raster && prog->ngrid >= 2 && prog->block_vars[0] && prog->block_vars[1]) {
     prog->raster_panel = raster->panel_size->val.i;
     prog->raster_column = raster->order_column;
+  }
+  prog->reverse_x = false;
+  for (int i = 0; !prog->raster_panel && prog->block_vars[0] && i < prog->body.n; i++) {
+    const tl_stmt *s = prog->body.items[i];
+    if (s->kind == S_LOOP && s->extent->kind != E_CONST && grows(s->extent, prog->block_vars[0]) == 1)
+      prog->reverse_x = true;
   }
   prog->lowered |= TL_RAN_RASTER;
 }

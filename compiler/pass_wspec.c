@@ -178,6 +178,8 @@ static const char *why_not(tl_program *prog, tl_stmt *loop, int i, int ntma) {
   int64_t T = prog->threads[0] * prog->threads[1] * prog->threads[2];
   if (loop->no_wspec)
     return "its pipelined loop says \"warp_specialize\": false";
+  if (loop->ov_gemm)
+    return "the loop issues a gemm one iteration late (pass_overlap.c), which the producer's loop does not model";
   if (loop->wg_lag)
     return "the loop runs its gemm's tail one iteration late on two copies of C (pass_pipeline.c), which the "
            "producer's loop does not model";

@@ -60,8 +60,8 @@ typedef struct tl_build {
 typedef void (*tl_dump_fn)(void *user, const char *stage, const tl_program *prog);
 
 /* The stages of tl_compile that a dump may follow, in pipeline order,
- * ended by an entry whose name is NULL: check, place, pipeline, tma, wspec, range,
- * barrier, raster; `what` says in a few words what the stage decides. */
+ * ended by an entry whose name is NULL: check, place, pipeline, overlap, tma, wspec, range,
+ * uniform, barrier, raster; `what` says in a few words what the stage decides. */
 typedef struct tl_stage_info {
   const char *name, *what;
 } tl_stage_info;

@@ -384,6 +384,36 @@ static void check_mbarriers(V *v, const tl_stmt *s) {
     }
 }
 
+/* Loop s issues its gemm ov_gemm one iteration late (pass_overlap.c): that
+ * gemm is on wgmma at the top of the body, after the one gemm whose
+ * ov_gemm it is, no gemm leaves groups pending across iterations, the
+ * statement it is waited for before is in the body, and the prefetch
+ * overwrites no stage it reads (pipe_ahead <= pipe_stages - 2 when it
+ * reads a prefetched buffer). */
+static void check_late(V *v, const tl_stmt *s) {
+  const tl_stmt *g = s->ov_gemm;
+  int h = -1, at = -1, heads = 0;
+  bool staged = false, wait_in = s->ov_wait == NULL;
+  for (int i = 0; i < s->body.n; i++) {
+    const tl_stmt *c = s->body.items[i];
+    if (c == g)
+      at = i;
+    if (c->kind == S_GEMM && c->ov_gemm == g) {
+      heads++;
+      h = i;
+    }
+    wait_in |= c == s->ov_wait;
+    staged |= c->prefetch && (c->dst->sym == g->A || c->dst->sym == g->B);
+  }
+  if (at < 0 || h < 0 || h > at || heads != 1 || !g->ov_late || !g->use_wgmma || g->wg_pending || s->wg_drain ||
+      !s->body.items[h]->use_wgmma || s->body.items[h]->wg_pending || !wait_in)
+    fail(v, g->pointer, "gemm issued one iteration late but not a gemm on wgmma at the top of its loop after the one "
+         "gemm that issues it, with no groups pending across iterations and its wait in the body", NULL, NULL);
+  else if (staged && s->pipe_ahead > s->pipe_stages - 2)
+    fail(v, s->pointer, "the loop's prefetch overwrites the stage its late gemm reads (pipe_ahead > pipe_stages - 2)",
+         NULL, NULL);
+}
+
 static tl_walk_act pipeline_stmt(tl_stmt *s, void *user) {
   V *v = user;
   if (s->async_copy &&
@@ -445,6 +475,8 @@ static tl_walk_act pipeline_stmt(tl_stmt *s, void *user) {
                 "none of its copies, or the reverse)%s", "", NULL);
   if (g)
     check_pending(v, s, g);
+  if (s->ov_gemm && !v->failed)
+    check_late(v, s);
   if (s->tma && !v->failed)
     check_mbarriers(v, s);
   return v->failed ? TL_WALK_STOP : TL_WALK_GO;
@@ -544,6 +576,10 @@ static bool range_sound(const tl_expr *x) {
     if ((x->fn == FN_MIN || x->fn == FN_MAX) && l->has_range && r->has_range)
       return holds(x, x->fn == FN_MIN ? (l->rlo < r->rlo ? l->rlo : r->rlo) : (l->rlo > r->rlo ? l->rlo : r->rlo),
                    x->fn == FN_MIN ? (l->rhi < r->rhi ? l->rhi : r->rhi) : (l->rhi > r->rhi ? l->rhi : r->rhi));
+    if (x->fn == FN_CEILDIV && l->has_range && r->has_range)
+      return r->rlo == r->rhi && r->rlo > 0 && holds(x, -fdiv(-(__int128)l->rlo, r->rlo), -fdiv(-(__int128)l->rhi, r->rlo));
+    if (x->fn == FN_IF_THEN_ELSE && r->has_range && x->args[2]->has_range)
+      return !is_float(x->type) && holds(x, r->rlo, r->rhi) && holds(x, x->args[2]->rlo, x->args[2]->rhi);
     return x->fn == FN_CAST && l->has_range && !is_float(l->type) && dtype_holds(x->dtype_arg, l->rlo, l->rhi) &&
            holds(x, l->rlo, l->rhi);
   case E_BINARY: {
@@ -1095,7 +1131,7 @@ tl_status tl_verify(const tl_program *prog, const char *stage, const tl_codegen 
     static const tl_walker w = {.pre = place_stmt};
     if (verify_buffers(&v) && verify_smem(&v))
       tl_walk(body, &w, &v);
-  } else if (strcmp(stage, "pipeline") == 0 || strcmp(stage, "tma") == 0) {
+  } else if (strcmp(stage, "pipeline") == 0 || strcmp(stage, "overlap") == 0 || strcmp(stage, "tma") == 0) {
     static const tl_walker w = {.pre = pipeline_stmt};
     if (!cg->tma && (prog->ntmaps || prog->nmbar))
       fail(&v, "", "tensor maps or mbarriers on a target without TMA%s", "", NULL);

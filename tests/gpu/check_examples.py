@@ -272,6 +272,8 @@ FP8_SCALED = {"acc": ("K", ["A", "B", "scale_a", "scale_b"], 0.0, tolerance.U_DE
 # and dim <= 128 about 3 * 128 * 2^-24 * (0.64 * 128) * 0.128 = 2.4e-4,
 # i.e. P by 1.7e-4 < u16.  extra = 2 u16.
 FLASH = {"acc": ("2 * seq_len", ["V"], 2 * 2.0 ** -11)}
+# the same in bfloat16 (tests/gpu/programs/flash_attention_bf16.json): P rounded to bfloat16, u = 2^-8
+FLASH_BF16 = {"acc": ("2 * seq_len", ["V"], 2 * 2.0 ** -8)}
 CASES = [
     ("tilus_add_one", {}, {"n": 1}, ["b"]),
     ("tilus_add_one", {}, {"n": 129}, ["b"]),
@@ -425,6 +427,18 @@ CASES = [
     ("flash_attention", dict(FA, seq_len=100, dim=64, block_M=64, block_N=64, threads=128), {}, ["Output"], FLASH),
     ("flash_attention", dict(FA, seq_len=100, dim=64, block_M=64, block_N=64, threads=128, is_causal="true"), {},
      ["Output"], FLASH),
+    # P.V on wgmma with A (P) from registers (issue 11): head dim 64 (N = 64) with 128 x 128 tiles, 64-wide K
+    # tiles (K of P.V = 64), a ragged causal one, 4 warps of 64 rows, bfloat16 (P rounded to bfloat16); dim 256
+    # with 64-wide K tiles keeps P.V on mma.sync (P cannot stay in registers)
+    ("flash_attention", dict(FA, seq_len=300, dim=64), {}, ["Output"], FLASH),
+    ("flash_attention", dict(FA, seq_len=256, dim=128, block_N=64), {}, ["Output"], FLASH),
+    ("flash_attention", dict(FA, seq_len=300, dim=128, block_N=64, is_causal="true"), {}, ["Output"], FLASH),
+    ("flash_attention", dict(FA, seq_len=200, dim=128, block_M=64, threads=128, is_causal="true"), {}, ["Output"],
+     FLASH),
+    ("flash_attention", dict(FA, seq_len=256, dim=256, block_N=64), {}, ["Output"], FLASH),
+    ("../tests/gpu/programs/flash_attention_bf16", dict(FA, seq_len=256, dim=128), {}, ["Output"], FLASH_BF16),
+    ("../tests/gpu/programs/flash_attention_bf16", dict(FA, seq_len=300, dim=64, is_causal="true"), {}, ["Output"],
+     FLASH_BF16),
     # three stages asked, two fit compute_80's shared memory: the loop must rotate through two
     ("flash_attention", dict(FA, seq_len=512, dim=128, num_stages=3), {}, ["Output"], dict(FLASH, target="compute_80")),
 ]

@@ -127,9 +127,89 @@ printf '%s\n' "$src" | grep -qF "tl_f % 5" || fail "the source does not rotate t
 # FlashAttention's P: packed pairs of halves in registers, the second gemm's A
 ir=$("$TLC" compile examples/flash_attention.json --target sm_90a --emit ir) || fail "tlc compile flash --emit ir"
 for want in "alloc acc_s_cast: fragment float16[128, 128] in registers, mma layout, 64 per thread (warps 8x1, tiles 1x16), packed in pairs" \
-            "gemm acc_s_cast x V_shared -> acc_o [mma.sync m16n8k16] [A in registers]"; do
+            "gemm acc_s_cast x V_shared -> acc_o [wgmma m64nNk16] [A in registers]" \
+            "copy V[bz+:1 (inside), (k * 128)+:128 (inside), by+:1 (inside), 0+:128 (inside)] -> V_shared[0+:128, 0+:128] [TMA"; do
   printf '%s\n' "$ir" | grep -qF -- "$want" || fail "flash --emit ir lacks: $want"
 done
+# pass_overlap.c: P V issued one iteration late, right after Q K^T, with a third stage for V; the softmax
+# moves before O's rescale and P's new values, before which P V is waited for.  Asked for with the loop's
+# "overlap": true; not by default
+python3 - "$tmp/ovt.json" "$tmp/ovf.json" <<'PY' || fail "could not write the overlap variants"
+import json, sys
+for path, v in zip(sys.argv[1:], (True, False)):
+    p = json.load(open("examples/flash_attention.json"))
+    p["kernel"]["body"][17]["overlap"] = v
+    json.dump(p, open(path, "w"))
+PY
+ir=$("$TLC" compile "$tmp/ovt.json" --target sm_90a --emit ir) || fail "flash with overlap true --emit ir"
+for want in "[3 stages, copies 1 ahead, a gemm issued one iteration late (the last after the loop)] [late gemm waited for before /kernel/body/17/body/9]" \
+            "gemm Q_shared x K_shared^T -> acc_s [wgmma m64nNk16] [1 x m64n128 per warpgroup and k16 step, then the previous iteration's gemm into acc_o issued, wait_group 1]" \
+            "[A in registers] [1 x m64n128 per warpgroup and k16 step, issued in the next iteration after the loop's other gemm on wgmma"; do
+  printf '%s\n' "$ir" | grep -qF -- "$want" || fail "flash with overlap true --emit ir lacks: $want"
+done
+order=$(printf '%s\n' "$ir" | grep -oE "# /kernel/body/17/body/[0-9]+$" | sed 's|.*/||' | tr '\n' ' ')
+[ "$order" = "0 1 2 3 4 5 6 7 8 10 13 14 9 11 12 " ] || fail "flash's loop body is not reordered for the overlap: $order"
+src=$("$TLC" compile "$tmp/ovt.json" --target sm_90a --emit cuda) || fail "flash with overlap true --emit cuda"
+for want in "if (tl_c0 > 0)" "asm volatile(\"wgmma.wait_group.sync.aligned 1;\" ::: \"memory\");" "if (tl_n0 > 0) {" \
+            "tl_base_V_shared + (long long)((tl_c0 - 1) % 3) * 16384LL"; do
+  printf '%s\n' "$src" | grep -qF -- "$want" || fail "the overlapped flash source lacks: $want"
+done
+"$TLC" compile examples/flash_attention.json --target sm_90a --emit ir | grep -q "one iteration late" &&
+  fail "flash with 8 warps issues P V late without being asked"
+"$TLC" compile examples/flash_attention.json -D threads=128 -D block_M=64 --target sm_90a --emit ir |
+  grep -q "one iteration late" && fail "flash with one warpgroup issues P V late without being asked"
+"$TLC" compile "$tmp/ovt.json" -D threads=128 -D block_M=64 --target sm_90a --emit ir | grep -q "one iteration late" ||
+  fail "flash with one warpgroup and overlap true does not issue P V late"
+"$TLC" compile "$tmp/ovf.json" -D threads=128 -D block_M=64 --target sm_90a --emit ir | grep -q "one iteration late" &&
+  fail "flash with overlap false issues P V late"
+python3 -c 'import json,sys; p=json.load(open("examples/flash_attention.json")); p["kernel"]["body"][17]["overlap"]="1"; json.dump(p, open(sys.argv[1], "w"))' "$tmp/ovbad.json"
+out=$("$TLC" check "$tmp/ovbad.json" 2>&1) && fail "overlap \"1\" was accepted"
+printf '%s\n' "$out" | grep -qF "'overlap' must be true or false" || fail "overlap \"1\": $out"
+# O touched before Q K^T: P V cannot move after it, and nothing is reordered
+python3 - "$tmp/ov.json" <<'PY' || fail "could not write the variant that touches O first"
+import json, sys
+p = json.load(open("examples/flash_attention.json"))
+p["kernel"]["body"][17]["overlap"] = True
+p["kernel"]["body"][17]["body"].insert(1, {"op": "parallel", "vars": ["i", "j"], "extents": ["block_M", "dim"],
+                                           "body": ["acc_o[i, j] = acc_o[i, j] * 1.0"]})
+json.dump(p, open(sys.argv[1], "w"))
+PY
+ir=$("$TLC" compile "$tmp/ov.json" --target sm_90a --emit ir) || fail "the variant that touches O first: --emit ir"
+printf '%s\n' "$ir" | grep -q "one iteration late" && fail "P V issued late past a statement that touches O"
+printf '%s\n' "$ir" | grep -qF "[2 stages, copies 1 ahead]" || fail "the variant without the overlap took a third stage"
+# pass_uniform.c: the causal mask compares per element only on the tiles the diagonal crosses: the
+# comparison at (i, j) = (0, 127), where it is hardest to hold, and at (127, 0), where it is easiest
+src=$("$TLC" compile examples/flash_attention.json -D is_causal=true --target sm_90a --emit cuda) || fail "causal flash --emit cuda"
+for want in "bool tl_uni[2];" "const int v_i = 0; (void)v_i;" "const int v_j = 127; (void)v_j;" "} else if (tl_uni[1]) {" \
+            "tl_uni[1] = !((((int)(((int)(v_bx * ((int)128LL))) + v_i)) >= ((int)(((int)(v_k * ((int)128LL))) + v_j))));"; do
+  printf '%s\n' "$src" | grep -qF -- "$want" || fail "the causal flash source lacks: $want"
+done
+"$TLC" compile examples/flash_attention.json -D is_causal=true --target sm_80 -o "$tmp/c.cubin" 2>/dev/null ||
+  fail "causal flash does not build for sm_80"
+# pass_raster.c: the causal loop's extent grows with bx, so the blocks take bx in reverse (heaviest first)
+printf '%s\n' "$src" | grep -qF "const int v_bx = (int)(gridDim.x - 1u - blockIdx.x);" || fail "causal flash: bx not reversed"
+"$TLC" compile examples/flash_attention.json -D is_causal=true --target sm_90a --emit ir | grep -qF "blocks: x in reverse" ||
+  fail "causal flash --emit ir: not x in reverse"
+"$TLC" compile examples/flash_attention.json --target sm_90a --emit ir | grep -qF "blocks: in grid order" ||
+  fail "flash (not causal, every block the same loop) --emit ir: not in grid order"
+# not affine in i and j (a product of both): compared per element everywhere
+python3 - "$tmp/na.json" <<'PY' || fail "could not write the non-affine mask"
+import json, sys
+p = json.load(open("examples/flash_attention.json"))
+par = p["kernel"]["body"][17]["body"][1]["then"][0]
+par["body"] = ["acc_s[i, j] = if_then_else(bx * block_M + i * j >= k * block_N + j, 0, -infinity(float32))"]
+json.dump(p, open(sys.argv[1], "w"))
+PY
+src=$("$TLC" compile "$tmp/na.json" -D is_causal=true --target sm_90a --emit cuda) || fail "the non-affine mask: --emit cuda"
+printf '%s\n' "$src" | grep -qF "tl_uni" && fail "a mask not affine in i and j is decided per tile"
+# on sm_80 the same P is mma.sync's A in registers
+ir=$("$TLC" compile examples/flash_attention.json --target sm_80 -D num_stages=1 --emit ir) || fail "tlc compile flash sm_80 --emit ir"
+printf '%s\n' "$ir" | grep -qF -- "gemm acc_s_cast x V_shared -> acc_o [mma.sync m16n8k16] [A in registers]" ||
+  fail "flash on sm_80: P is not mma.sync's A in registers"
+# the RS form of wgmma in the PTX: A from four registers, B through its descriptor, B transposed (N-major V)
+"$TLC" compile examples/flash_attention.json --target compute_90a -o "$tmp/fa.ptx" 2>/dev/null || fail "flash for compute_90a"
+grep -qE 'wgmma\.mma_async\.sync\.aligned\.m64n128k16\.f32\.f16\.f16 *\{[^}]*\}, *\{%r[0-9]+, *%r[0-9]+, *%r[0-9]+, *%r[0-9]+\}, *%rd[0-9]+, *p, *1, *1, *1;' "$tmp/fa.ptx" ||
+  fail "the PTX of flash for sm_90a lacks wgmma with A from registers"
 src=$("$TLC" compile examples/flash_attention.json --target sm_90a --emit cuda) || fail "tlc compile flash --emit cuda"
 printf '%s\n' "$src" | grep -qF "unsigned r_acc_s_cast[32]; /* pairs of float16 */" || fail "P is not declared as 32 pairs"
 printf '%s\n' "$src" | grep -qF "r_acc_s_cast[tl_r / 2] = tl_pair;" || fail "the copy into P does not write pairs"
@@ -145,7 +225,7 @@ PY
 ir=$("$TLC" compile "$tmp/p.json" -D block_N=64 --target sm_90a --emit ir) || fail "tlc compile of the unpacked variant"
 printf '%s\n' "$ir" | grep -q "alloc acc_s_cast: .*packed" && fail "P read by a parallel loop was packed"
 printf '%s\n' "$ir" | grep -q "alloc acc_s_cast: fragment float16\[128, 64\] in registers" || fail "P left the registers"
-printf '%s\n' "$ir" | grep -qF "gemm acc_s_cast x V_shared -> acc_o [mma.sync m16n8k16] [A in registers]" ||
+printf '%s\n' "$ir" | grep -qF "gemm acc_s_cast x V_shared -> acc_o [wgmma m64nNk16] [A in registers]" ||
   fail "the unpacked P is not the gemm's A in registers"
 dump=$("$TLC" compile examples/gemm.json --target sm_80 --dump place -o /dev/null 2>&1 >/dev/null) || fail "--dump place"
 printf '%s\n' "$dump" | grep -qF "# IR after place" || fail "--dump place printed no IR"
@@ -156,7 +236,7 @@ printf '%s\n' "$dump" | grep -qF "[cp.async" && fail "--dump place shows cp.asyn
 [ $? -eq 2 ] || fail "run --target without --device must exit 2"
 # every stage `tlc compile --help` lists can be dumped, in pipeline order
 stages=$("$TLC" compile --help | awk '/^  [a-z]+ /{print $1}')
-[ "$(echo $stages)" = "check place pipeline tma wspec range barrier raster" ] || fail "tlc compile --help lists: $(echo $stages)"
+[ "$(echo $stages)" = "check place pipeline overlap tma wspec range uniform barrier raster" ] || fail "tlc compile --help lists: $(echo $stages)"
 dumps=$(for s in $stages; do "$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --dump $s 2>&1 >/dev/null |
         head -1; done)
 [ "$dumps" = "$(for s in $stages; do echo "# IR after $s"; done)" ] || fail "not every stage dumps: $dumps"
@@ -181,7 +261,7 @@ dump=$("$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --du
 printf '%s\n' "$dump" | grep -qF "blocks: rasterized in stripes of 10 block rows" || fail "--dump raster lacks the stripes"
 dump=$("$TLC" compile examples/gemm.json --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
 printf '%s\n' "$dump" | grep -qF "blocks: in grid order" || fail "--dump raster of gemm.json is not the grid order"
-"$TLC" compile examples/gemm.json --target sm_80 --dump lowering 2>&1 >/dev/null | grep -qF "the stages are check, place, pipeline, tma, wspec, range, barrier and raster" ||
+"$TLC" compile examples/gemm.json --target sm_80 --dump lowering 2>&1 >/dev/null | grep -qF "the stages are check, place, pipeline, overlap, tma, wspec, range, uniform, barrier and raster" ||
   fail "a wrong --dump does not list the stages"
 # a kernel named like a C++ word (TileLang names its kernels main) is built
 # under the symbol tl_k_NAME, and the metadata's entry says so
