@@ -26,6 +26,11 @@ rules, checked in the kernel's body (the prelude's helpers are skipped):
    the thread only through its other names.  The analysis ignores the order of statements
    (a name once thread-dependent is so everywhere), so it may refuse code
    that is fine; it never accepts a barrier under an `if` on the thread.
+   One kind of `if` on the thread is warp-uniform: `if (tl_tid >= N)` or
+   `if (tl_tid < N)` with N a multiple of 32 (the producer warpgroup of a
+   warp-specialized kernel, pass_wspec.c) splits the block between whole
+   warps, so a shuffle after or under it is reached by every lane of its
+   warp; a block barrier is not (the other warps are elsewhere).
 
 It reads the emitter's layout of statements: one statement per line, a
 control header either ending in `{` or governing the next line (or the rest
@@ -37,6 +42,7 @@ import re, sys
 BARRIER = re.compile(r"\b(__syncthreads|tl_syncthreads)\s*\(")
 SHUFFLE = re.compile(r"\b(__shfl\w*_sync|tl_shfl_xor)\s*\(")
 BARRIER_STMT = re.compile(r"^(__syncthreads|tl_syncthreads)\(\);$")
+WARP_IF = re.compile(r"^if\s*\(\s*tl_tid\s*(>=|<)\s*(\d+)\s*\)$")
 SHUFFLE_STMT = re.compile(r"^(const\s+)?([A-Za-z_][\w ]*\s)?[A-Za-z_]\w*\s*=\s*(__shfl\w*_sync|tl_shfl_xor)\((.*)\);$")
 THREAD = re.compile(r"\b(tl_tid|threadIdx|__builtin_amdgcn_workitem_id_[xyz]|__builtin_amdgcn_mbcnt_\w+|tl_lane|__lane_id)\b")
 IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
@@ -107,12 +113,12 @@ class Kernel:
             self.tainted.add(name)
             self.changed = True
 
-    def statement(self, no, stmt, divergent, loops, report):
+    def statement(self, no, stmt, divergent, loops, report, warp=False):
         if report and BARRIER.search(stmt):
             self.barriers += 1
             if not BARRIER_STMT.match(stmt):
                 self.errors.append(f"{self.path}:{no}: form: a barrier inside an expression: {stmt}")
-            elif divergent:
+            elif divergent or warp:
                 self.errors.append(f"{self.path}:{no}: control: a barrier under thread-dependent control: {stmt}")
         if report and SHUFFLE.search(stmt):
             self.shuffles += 1
@@ -127,6 +133,8 @@ class Kernel:
                 self.changed = True
         if re.match(r"^return\b", stmt) and divergent:
             self.div_return = True
+        elif re.match(r"^return\b", stmt) and warp:
+            self.warp_return = True
         a = top_assign(stmt)
         if a:
             lhs, rhs = a
@@ -136,7 +144,7 @@ class Kernel:
                     self.taint(m.group(1))
 
     def walk(self, report):
-        self.changed, self.div_return = False, False
+        self.changed, self.div_return, self.warp_return = False, False, False
         stack = []  # frames: (kind, divergent, header line)
         pending = []  # brace-less headers governing the next statement: (divergent, is_loop, line)
         for no, text in self.lines:
@@ -157,7 +165,8 @@ class Kernel:
             if not line:
                 continue
             inside = [f[1] or (f[0] == "loop" and f[2] in self.div_loops) for f in stack] + [p[0] for p in pending]
-            divergent = any(inside) or self.div_return
+            divergent = any(x is True for x in inside) or self.div_return  # "warp": a warp-uniform if
+            warp = any(x == "warp" for x in inside) or self.warp_return
             loops = [f[2] for f in stack if f[0] == "loop"] + [p[2] for p in pending if p[1]]
             while True:
                 m = HEADER.match(line)
@@ -167,6 +176,9 @@ class Kernel:
                 head, line = line[:end], line[end:].strip()
                 is_loop = m.group(1) != "if"
                 hdiv = self.dep(head)
+                w = WARP_IF.match(head)
+                if w and int(w.group(2)) % 32 == 0:
+                    hdiv = "warp"
                 if is_loop:  # the loop's variable is as thread-dependent as its header
                     init = head[head.index("(") + 1:].split(";")[0]
                     a = top_assign(init)
@@ -179,11 +191,12 @@ class Kernel:
                         if mm:
                             self.taint(mm.group(1))
                             hdiv = True
-                divergent = divergent or hdiv or (is_loop and no in self.div_loops)
+                divergent = divergent or hdiv is True or (is_loop and no in self.div_loops)
+                warp = warp or hdiv == "warp"
                 if is_loop:
                     loops = loops + [no]
                 if line == "{":  # a braced body: the brace-less headers before it govern all of it
-                    stack.append(("loop" if is_loop else "if", hdiv or any(p[0] for p in pending), no))
+                    stack.append(("loop" if is_loop else "if", level([hdiv] + [p[0] for p in pending]), no))
                     pending = []
                     line = ""
                     break
@@ -193,12 +206,12 @@ class Kernel:
             if not line:
                 continue
             if line == "{":
-                stack.append(("block", any(p[0] for p in pending), no))
+                stack.append(("block", level([p[0] for p in pending]), no))
                 pending = []
                 continue
             pending = []
             for stmt in statements(line):
-                self.statement(no, stmt, divergent, loops, report)
+                self.statement(no, stmt, divergent, loops, report, warp)
 
     def check(self):
         for _ in range(50):
@@ -206,6 +219,11 @@ class Kernel:
             if not self.changed:
                 break
         self.walk(True)
+
+
+def level(divs):
+    """True if any is thread-dependent, else "warp" if any is warp-uniform, else False."""
+    return True if any(d is True for d in divs) else "warp" if "warp" in divs else False
 
 
 def kernel_lines(path):

@@ -40,7 +40,10 @@ kernel brk 'for (int i = 0; i < 8; i++) {' '__syncthreads();' 'if (g[tl_tid] > i
 kernel elif 'if (tl_tid < 3) {' 'g[0] = 1;' '} else if (g[0] > 2) {' 'g[1] = 2;' '__syncthreads();' '}'
 kernel ret 'if (tl_tid >= 64) return;' '__syncthreads();'
 kernel reg 'float r_a[2];' 'r_a[0] = g[tl_tid];' 'if (r_a[0] > 0) {' 'const float tl_p = __shfl_xor_sync(0xffffffffu, r_a[0], 1);' '}'
-for k in ternary if_tid if_line for_tid for_nobrace chain under_if brk elif ret reg; do
+# a warp-uniform split (pass_wspec.c's producer warpgroup) keeps warps whole for shuffles, not the block for barriers
+kernel warp_bar 'if (tl_tid >= 256) {' 'return;' '}' '__syncthreads();'
+kernel warp_odd 'float tl_a = g[0];' 'if (tl_tid >= 250) {' 'return;' '}' 'const float tl_p = __shfl_xor_sync(0xffffffffu, tl_a, 1);'
+for k in ternary if_tid if_line for_tid for_nobrace chain under_if brk elif ret reg warp_bar warp_odd; do
   out=$("$PY" $CHK "$tmp/$k.cu") && fail "the checker accepts the bad kernel '$k'"
   printf '%s\n' "$out" | grep -q "$k.cu:[0-9]*: \(form\|control\): " || fail "the checker's message for '$k': $out"
 done
@@ -49,6 +52,10 @@ kernel good 'long long tl_acc = g[tl_tid];' 'for (int i = 0; i < 4; i++) {' 'if 
   'if (tl_tid % 2 == 0) g[tl_tid / 2] = (int)tl_acc;' '}' '__syncthreads();'
 out=$("$PY" $CHK --count "$tmp/good.cu") || fail "the checker refuses the good kernel: $out"
 printf '%s\n' "$out" | grep -qx "2 barriers, 1 shuffles checked in 1 files" || fail "the checker miscounts the good kernel: $out"
+
+kernel warp_good 'float tl_a = g[0];' 'if (tl_tid >= 256) {' 'if (tl_tid == 256) g[0] = 1;' 'return;' '}' \
+  'for (int i = 0; i < 2; i++) {' 'const float tl_p = __shfl_xor_sync(0xffffffffu, tl_a, 1);' 'tl_a += tl_p;' '}'
+out=$("$PY" $CHK --count "$tmp/warp_good.cu") || fail "the checker refuses a shuffle after a warp-uniform split: $out"
 
 # 2. what tlc emits
 n=0

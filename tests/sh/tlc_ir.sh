@@ -187,7 +187,8 @@ done
 "$TLC" compile examples/flash_attention.json -D is_causal=true --target sm_80 -o "$tmp/c.cubin" 2>/dev/null ||
   fail "causal flash does not build for sm_80"
 # pass_raster.c: the causal loop's extent grows with bx, so the blocks take bx in reverse (heaviest first)
-printf '%s\n' "$src" | grep -qF "const int v_bx = (int)(gridDim.x - 1u - blockIdx.x);" || fail "causal flash: bx not reversed"
+printf '%s\n' "$src" | grep -qF -e "const int v_bx = (int)(gridDim.x - 1u - blockIdx.x);" \
+  -e "const int v_bx = (int)((unsigned)tl_tg0 - 1u - tl_b0);" || fail "causal flash: bx not reversed"
 "$TLC" compile examples/flash_attention.json -D is_causal=true --target sm_90a --emit ir | grep -qF "blocks: x in reverse" ||
   fail "causal flash --emit ir: not x in reverse"
 "$TLC" compile examples/flash_attention.json --target sm_90a --emit ir | grep -qF "blocks: in grid order" ||
