@@ -9,7 +9,7 @@ IR) against NVVM (the LLVM optimizer and the PTX back end), and ptxas.
 
 Generates the CUDA C with `tlc compile --emit cuda`, then compiles it N times
 through NVRTC (loaded with ctypes) with the options compiler/nvrtc.c uses
-(--gpu-architecture, --std=c++17, -default-device, --no-cache, -minimal,
+(--gpu-architecture, --std=c++17, -default-device, --no-cache,
 --diag-suppress=177; NVRTC 13.0's: older ones refuse the two before last) plus
 --fdevice-time-trace=FILE, once to PTX (compute_XX) and once to a cubin
 (sm_XX, which adds ptxas).  Prints, per run, the wall time of
@@ -70,7 +70,7 @@ def compare(lib, src, num, a):
     extra = [o.encode() for o in a.opt]
     for arch in ("compute_" + num, "sm_" + num):
         base = [("--gpu-architecture=" + arch).encode(), b"--std=c++17", b"-default-device", b"--no-cache",
-                b"-minimal", b"--diag-suppress=177"]
+                b"--diag-suppress=177"]
         t = {False: [], True: []}
         cpu = {False: [], True: []}
         same = True
@@ -139,7 +139,7 @@ def main():
         for i in range(a.n):
             tr = os.path.join(tmp, "%s-%d" % (arch, i))  # NVRTC adds ".json"
             opts = [("--gpu-architecture=" + arch).encode(), b"--std=c++17", b"-default-device", b"--no-cache",
-                    b"-minimal", b"--diag-suppress=177", ("--fdevice-time-trace=" + tr).encode()] + [o.encode() for o in a.opt]
+                    b"--diag-suppress=177", ("--fdevice-time-trace=" + tr).encode()] + [o.encode() for o in a.opt]
             wall = nvrtc_compile(lib, src, opts)
             s = trace_summary(tr + ".json")
             rows.append((wall, s))

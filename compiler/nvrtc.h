@@ -32,10 +32,8 @@
  * and sm_ twins are assumed to accept alike (true for NVRTC 13.0).
  *
  * Options.  Every compile gets --gpu-architecture=TARGET, --std=c++17,
- * -default-device, and from NVRTC 12.4 -minimal (its builtin header
- * without texture, surface and runtime API declarations, which our sources
- * never use: the same PTX and cubins for every example, about 5 ms less
- * per compile; bench/compile.md); sm_ targets also get --ptxas-options=--verbose, so that
+ * -default-device and from NVRTC 12.9 --no-cache (not -minimal: nvrtc.c
+ * says why; bench/compile.md); sm_ targets also get --ptxas-options=--verbose, so that
  * the log carries ptxas's resource report (registers, stack frame, spill
  * stores and loads, shared memory: tl_ptxas_stats_parse reads it).  NVRTC
  * 13.0 leaves ptxas's error messages out of the log when ptxas is verbose,
