@@ -33,17 +33,19 @@ cleanup() {
 }
 trap cleanup EXIT
 say() { echo "$*"; [ -n "$LOG" ] && echo "$*" >>"$LOG"; }
+STEP_TIMEOUT=${TL_GPU_STEP_TIMEOUT:-180} # seconds for one step: a hung kernel or server fails it
 run() { # a command whose output goes to the log too
   say "\$ $*"
-  "$@" >"$TMP/cmd.out" 2>&1
+  timeout -k 5 "$STEP_TIMEOUT" "$@" >"$TMP/cmd.out" 2>&1
   rc=$?
+  [ $rc -eq 124 ] && say "(killed after $STEP_TIMEOUT s)"
   cat "$TMP/cmd.out"
   [ -n "$LOG" ] && cat "$TMP/cmd.out" >>"$LOG"
   return $rc
 }
 "$B/tlc" targets >/dev/null 2>&1 || { echo "bundle_tune.sh: skipped: no NVRTC" >&2; exit 77; }
-TL_CLIENT_CACHE=none "$B/tl-example-app" --offline --size 1 >"$TMP/probe" 2>&1
-grep -q "no GPU here" "$TMP/probe" && { echo "bundle_tune.sh: skipped: $(head -c 300 "$TMP/probe")" >&2; exit 77; }
+TL_CLIENT_CACHE=none timeout -k 5 "$STEP_TIMEOUT" "$B/tl-example-app" --offline --size 1 >"$TMP/probe" 2>&1
+grep -q -e "no GPU here" -e "GPU: no " "$TMP/probe" && { echo "bundle_tune.sh: skipped: $(head -c 300 "$TMP/probe")" >&2; exit 77; }
 start() {
   rm -f "$TMP/port"
   "$B/tlserverd" --listen 127.0.0.1:0 --port-file "$TMP/port" --db "$TMP/server.db" --workers 8 2>>"$TMP/server.log" &
