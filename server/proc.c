@@ -431,6 +431,13 @@ int tl_srv_worker_main(int fd, const tl_srv_proc_opts *o) {
   if (tl_srv_worker_warm(tl_compiler_targets(&toolchain, &err), warmed, sizeof warmed, &err) != TL_OK)
     fprintf(stderr, "tlserverd: worker %d: warming NVRTC with a compile for %s failed: %s\n", (int)getpid(), warmed,
             err.message);
+  /* test hook: a slow start (TL_TEST_SLOW_START=SECONDS) */
+  const char *slow = o->test_hooks ? getenv("TL_TEST_SLOW_START") : NULL;
+  if (slow)
+    sleep((unsigned)atoi(slow));
+  /* ready: the daemon starts the first job's time-out from here */
+  if (write_all(fd, "R", 1, 0) < 0)
+    return 1;
   for (;;) {
     char *json;
     void *bin;
@@ -451,6 +458,7 @@ tl_status tl_srv_proc_spawn(const tl_srv_proc_opts *o, tl_srv_proc *p, tl_error 
   p->pid = 0;
   p->fd = -1;
   p->jobs = 0;
+  p->ready = false;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     return tl_error_set(err, TL_IO, "socketpair: %s", strerror(errno));
@@ -671,12 +679,28 @@ tl_status tl_srv_proc_run(tl_srv_proc *p, const tl_srv_job *job, double timeout_
   char *jj = job_json(job);
   if (!jj)
     return tl_error_set(err, TL_NOMEM, "out of memory");
-  int64_t deadline = tl_srv_now_us() + (int64_t)(timeout_s * 1e6);
   char *rjson = NULL;
   void *rbin = NULL;
   size_t rjn = 0, rbn = 0;
-  int rc = send_frame(p->fd, jj, strlen(jj), job->program, job->program_len, deadline);
-  int e = errno;
+  int rc = 0, e = 0;
+  bool starting = !p->ready;
+  if (starting) {
+    char c;
+    rc = read_all(p->fd, &c, 1, tl_srv_now_us() + (int64_t)TL_SRV_WORKER_START_S * 1000000,
+                  cancel_fd);
+    e = errno;
+    if (rc == 0 && c != 'R') {
+      rc = -1;
+      e = EPROTO;
+    }
+    p->ready = rc == 0;
+  }
+  int64_t deadline = tl_srv_now_us() + (int64_t)(timeout_s * 1e6);
+  if (rc == 0) {
+    starting = false;
+    rc = send_frame(p->fd, jj, strlen(jj), job->program, job->program_len, deadline);
+    e = errno;
+  }
   free(jj);
   if (rc == 0) {
     rc = recv_frame(p->fd, &rjson, &rjn, &rbin, &rbn, deadline, cancel_fd);
@@ -691,7 +715,14 @@ tl_status tl_srv_proc_run(tl_srv_proc *p, const tl_srv_job *job, double timeout_
     tl_srv_proc_kill_session(p->pid);
     char how[128];
     reap(p, how, sizeof how);
-    if (e == ETIMEDOUT) {
+    if (starting && e != ECANCELED) {
+      *outcome = TL_COMPILE_CRASH;
+      *out = tl_srv_result_error(TL_INTERNAL,
+                                 "the compile worker for %s did not start within %d s (%s); the "
+                                 "server is fine, the compile was not done",
+                                 job->target, TL_SRV_WORKER_START_S,
+                                 e == ETIMEDOUT ? "timed out" : how);
+    } else if (e == ETIMEDOUT) {
       *outcome = TL_COMPILE_TIMEOUT;
       *out = tl_srv_result_error(TL_TIMEOUT,
                                  "the compile for %s ran longer than the server's limit of %g s "

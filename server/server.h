@@ -443,7 +443,12 @@ typedef struct tl_srv_proc {
   int pid; /* 0: none running */
   int fd;  /* the daemon's end of the socket */
   int jobs; /* compiles done by this process */
+  bool ready; /* its start-up byte has been read (see tl_srv_proc_run) */
 } tl_srv_proc;
+
+/* How long a new worker may take to start (load NVRTC, warm it) before
+ * its first job's own time-out starts. */
+#define TL_SRV_WORKER_START_S 60
 
 typedef struct tl_srv_proc_opts {
   const char *exe;          /* this program's path (/proc/self/exe read at start) */
@@ -460,7 +465,9 @@ tl_status tl_srv_proc_spawn(const tl_srv_proc_opts *o, tl_srv_proc *p, tl_error 
  * error).  When the worker dies, hangs past the timeout or is cancelled it
  * is killed and reaped (p->pid becomes 0) and *out is an error result:
  * TL_INTERNAL for a crash, TL_TIMEOUT for a timeout.  Only fails (no
- * result) on no memory. */
+ * result) on no memory.  A new worker's start-up (up to
+ * TL_SRV_WORKER_START_S, ended by the one byte it writes when it is
+ * ready) is waited for first and is not counted in timeout_s. */
 tl_status tl_srv_proc_run(tl_srv_proc *p, const tl_srv_job *job, double timeout_s, int cancel_fd,
                           tl_srv_compile_outcome *outcome, tl_srv_result **out,
                           void **binary, size_t *binary_size, tl_error *err);

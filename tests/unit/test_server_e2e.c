@@ -896,6 +896,27 @@ static void test_isolation(void **state) {
   free(other);
 }
 
+/* A new worker's start-up (loading and warming NVRTC: seconds in a
+ * sanitizer build on a loaded machine) is not part of its first job's
+ * --compile-timeout: with a start of 3 s (test hook) and a limit of 2 s
+ * the first compile still succeeds. */
+static void test_slow_start(void **state) {
+  NEED_TOOLCHAIN();
+  server s;
+  const char *flags[] = {"--workers", "1", "--compile-timeout", "2", "--test-hooks", NULL};
+  const char *env[] = {"TL_TEST_SLOW_START=3", NULL};
+  server_start(&s, "slow_start", NULL, flags, env);
+  const char *targets[] = {"sm_80"};
+  char *body = compile_body("tilus_add_one.json", targets, 1, "slow_start");
+  resp r = http(&s, "POST", "/v1/compile", body, NULL);
+  expect_status(r, 200);
+  resp_free(&r);
+  assert_true(metric(&s, "tlserverd_compiles_total{outcome=\"timeout\"}") == 0.0);
+  int st = server_stop(&s, SIGTERM);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  free(body);
+}
+
 /* ---- the worker's memory bound (--worker-memory, RLIMIT_AS) ---- */
 
 /* A worker under --worker-memory 512M cannot have 1 GiB (the test hook
@@ -1234,6 +1255,7 @@ int main(void) {
       cmocka_unit_test(test_not_offered),
       cmocka_unit_test(test_singleflight),
       cmocka_unit_test(test_isolation),
+      cmocka_unit_test(test_slow_start),
       cmocka_unit_test(test_worker_memory),
       cmocka_unit_test(test_kill9),
       cmocka_unit_test(test_graceful),
