@@ -85,6 +85,11 @@ typedef struct tl_http_response {
  * every case. */
 tl_status tl_http_request(tl_client *c, const char *method, const char *path, const char *body,
                           size_t body_len, size_t max_bytes, tl_http_response *resp, tl_error *err);
+/* The same with a body of another Content-Type (a bundle:
+ * "application/octet-stream"). */
+tl_status tl_http_request_as(tl_client *c, const char *method, const char *path, const char *content_type,
+                             const char *body, size_t body_len, size_t max_bytes, tl_http_response *resp,
+                             tl_error *err);
 void tl_http_response_free(tl_http_response *resp);
 
 /* Turns an error answer into a status and a message "WHAT: MESSAGE" (with

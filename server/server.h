@@ -526,9 +526,12 @@ tl_srv_tier_outcome tl_srv_tier_acquire(tl_srv_tier_conn *c, const char *key, do
 /* After the compile: writes the build (b != NULL, unless over the entry
  * limit), releases the lease and wakes the waiters; b == NULL (the compile
  * failed): releases the lease and wakes the waiters, who then try it.
- * Failures of the tier are counted, never returned. */
-void tl_srv_tier_publish(tl_srv_tier_conn *c, tl_srv_tier_lease *lease, const tl_cache_build *b,
-                         const void *bytes, size_t n);
+ * Without a lease (lease->held false) it writes b under its own key's
+ * primary, as for a build imported from a bundle (api.c).  Failures of the
+ * tier are counted, never returned as errors: 1 the build was written, 0
+ * not (b == NULL, or over --tier-max-entry), -1 Redis failed or no memory. */
+int tl_srv_tier_publish(tl_srv_tier_conn *c, tl_srv_tier_lease *lease, const tl_cache_build *b,
+                        const void *bytes, size_t n);
 /* For GET /v1/kernels/KEY (key) or /v1/artifacts/ID (artifact; key NULL)
  * on a local miss: the build from the tier, checked (ownership as for
  * tl_srv_tier_acquire), on a connection of its own.  TL_NOT_FOUND when the

@@ -648,15 +648,15 @@ tl_srv_tier_outcome tl_srv_tier_acquire(tl_srv_tier_conn *tc, const char *key, d
   return *b ? TL_TIER_HIT : TL_TIER_COMPILE;
 }
 
-void tl_srv_tier_publish(tl_srv_tier_conn *tc, tl_srv_tier_lease *l, const tl_cache_build *b,
-                         const void *bytes, size_t n) {
+int tl_srv_tier_publish(tl_srv_tier_conn *tc, tl_srv_tier_lease *l, const tl_cache_build *b,
+                        const void *bytes, size_t n) {
   tl_srv_tier *t = tc->t;
-  int sh = l->held ? l->shard : -1;
+  int sh = l->held ? l->shard : -1, written = 0;
   char chan[70];
   const char *key = b ? b->key : l->key;
   if (sh < 0) {
     if (!b)
-      return; /* a failed compile without a lease: nobody waits for it */
+      return 0; /* a failed compile without a lease: nobody waits for it */
     sh = shard_of(t, key);
   }
   if (b) {
@@ -667,8 +667,10 @@ void tl_srv_tier_publish(tl_srv_tier_conn *tc, tl_srv_tier_lease *l, const tl_ca
     int hl = snprintf(head, sizeof head, "TLT1 %s %s %lld %zu %zu %zu %zu\n", b->artifact_id, sum,
                       (long long)b->compile_ms, strlen(b->target), strlen(man), strlen(meta), n);
     size_t total = (size_t)hl + strlen(b->target) + strlen(man) + strlen(meta) + n;
+    written = -1;
     if ((int64_t)total > t->o.max_entry) {
       ADD(t->o.metrics->tier_too_large, 1);
+      written = 0;
     } else {
       char *v = malloc(total);
       if (v) {
@@ -685,6 +687,7 @@ void tl_srv_tier_publish(tl_srv_tier_conn *tc, tl_srv_tier_lease *l, const tl_ca
         size_t len[] = {3, strlen(name), total, 2, strlen(px)};
         redisReply *r = call(tc, sh, t->o.ttl_s > 0 ? 5 : 3, argv, len);
         if (r) {
+          written = 1;
           ADD(t->o.metrics->tier_publishes, 1);
           /* the artifact id's pointer to the key, for GET /v1/artifacts/ID */
           char aname[70];
@@ -701,6 +704,7 @@ void tl_srv_tier_publish(tl_srv_tier_conn *tc, tl_srv_tier_lease *l, const tl_ca
   name_of(chan, "tl:c:", key);
   const char *argv[] = {"PUBLISH", chan, b ? "1" : "0"};
   freeReplyObject(call(tc, sh, 3, argv, NULL));
+  return written;
 }
 
 tl_status tl_srv_tier_fetch(tl_srv_tier *t, const char *key, const char *artifact,

@@ -15,41 +15,8 @@
 # NVRTC, no curl or redis-cli).
 
 cd "$(dirname "$0")/../.." || exit 1
-TL_BUILD=${TL_BUILD:-build}
-for tool in curl redis-server redis-cli python3; do
-  command -v $tool >/dev/null 2>&1 || { echo "cluster_sentinel.sh: skipped: no $tool" >&2; exit 77; }
-done
-if ! "$TL_BUILD/bin/tlc" targets 2>/dev/null | grep -q '^sm_80 '; then # NVRTC, not just an AMD toolchain
-  echo "cluster_sentinel.sh: skipped: no NVRTC here, the server cannot compile" >&2
-  exit 77
-fi
-
-TMP=$(mktemp -d) || exit 1
-PIDS=
-cleanup() {
-  for p in $PIDS; do kill "$p" 2>/dev/null; done
-  for p in $PIDS; do wait "$p" 2>/dev/null; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-npass=0
-nfail=0
-ok() { npass=$((npass + 1)); }
-bad() { nfail=$((nfail + 1)); echo "FAIL: $*" >&2; }
-check() { if [ "$2" = "$3" ]; then ok; else bad "$1: got '$2', expected '$3'"; fi; }
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-until_ok() { # until_ok SECONDS COMMAND...
-  n=$(($1 * 10))
-  shift
-  while ! "$@" >/dev/null 2>&1; do
-    n=$((n - 1))
-    [ $n -gt 0 ] || return 1
-    sleep 0.1
-  done
-}
+NAME=cluster_sentinel.sh
+. tests/sh/lib/cluster.sh
 
 PA=$(free_port)
 PB=$(free_port)
@@ -118,5 +85,4 @@ server s2
 check "a second server reads the old build" "$(post "$PORT" before)" 200
 check "from the new primary" "$(cached before)" true
 
-echo "cluster_sentinel.sh: $npass checks passed, $nfail failed"
-[ $nfail -eq 0 ]
+finish

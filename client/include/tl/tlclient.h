@@ -383,6 +383,26 @@ tl_status tl_client_bundle_import(tl_client *c, const char *path, tl_bundle_coun
 tl_status tl_client_bundle_create(tl_client *c, const char *path, const char *compiler, tl_bundle_counts *counts,
                                   tl_error *err);
 
+/* The largest bundle tl_client_bundle_push sends: a server's --max-bundle
+ * is at most this (its default is 64 MiB). */
+#define TL_CLIENT_BUNDLE_PUSH_MAX ((unsigned long long)4 << 30)
+
+/* Imports the bundle at path into the server's cache (POST /v1/bundles;
+ * the token needs the admin scope): the file is read whole and checked
+ * here first (as tl_client_set_bundle checks it), then sent.  The server
+ * stores each build of its own compiler identity and, with a shared tier
+ * (tlserverd --tier), publishes it there, so that every replica serves it.
+ * On an answer that lists the builds (200, or 422 when the server refused
+ * every one: another compiler's bundle) *answer (may be NULL) is its JSON
+ * text, malloc'd: {"compiler", "server_compiler", "checksum", "stored",
+ * "present", "refused", "requests", "builds": [{"key", "target", "status",
+ * "tier"?, "reason"?}], "tier_published"?} (proto/openapi.yaml).  Errors:
+ * the check's (TL_CORRUPT, TL_INVALID_ARG, TL_UNSUPPORTED naming the entry),
+ * TL_IO, TL_TOO_LARGE over TL_CLIENT_BUNDLE_PUSH_MAX or the server's
+ * --max-bundle, and the server's: TL_UNAUTHORIZED, TL_FORBIDDEN (no admin
+ * scope), TL_UNSUPPORTED (every build refused), TL_NETWORK, TL_BUSY. */
+tl_status tl_client_bundle_push(tl_client *c, const char *path, char **answer, tl_error *err);
+
 /* ---- tuning shared by the cluster (`tlclient tune`) ------------------------------
  * A tuning record says which values of a program's tuning constants
  * (block sizes, stages, ...) ran fastest on one device for one shape class:
