@@ -434,10 +434,11 @@ tl_status tl_client_tuning_record(tl_client *c, const tl_client_request *req, co
                                   const tl_client_define *winner, int nwinner, double ms, const char *candidates_json,
                                   tl_error *err);
 
-/* The record for req's program and shape on device (GET /v1/tunings/KEY),
- * as JSON text (malloc'd): {"key", "program", "shape", "device",
- * "constants", "ms", "candidates"}.  It is kept in the local cache, which
- * answers when the server cannot be reached (the GET is tried once, with
+/* The record for req's program and shape on device (GET /v1/tunings/KEY,
+ * or the answer kept from one less than the tuning TTL ago:
+ * tl_client_set_tuning_ttl_ms), as JSON text (malloc'd): {"key", "program",
+ * "shape", "device", "constants", "ms", "candidates"}.  It is kept in the
+ * local cache, which answers when the server cannot be reached (the GET is tried once, with
  * no retries, so an unreachable server costs one connect time-out, not the
  * back-offs).  TL_NOT_FOUND when nobody
  * recorded one; TL_NETWORK. */
@@ -452,6 +453,22 @@ tl_status tl_client_tuning_lookup(tl_client *c, const tl_client_request *req, co
  * itself wins), so one node's tuning serves every node; without a record
  * (or a server) the request goes on as it is (the log says so). */
 tl_status tl_client_set_tuning(tl_client *c, const char *device, tl_error *err);
+
+/* How long a client keeps the server's answer to a tuning lookup (a record,
+ * or "none recorded") before it asks again: default TL_CLIENT_TUNING_TTL_MS
+ * (60 s), 0 to TL_CLIENT_TUNING_TTL_MAX_MS (0: not kept; every lookup asks).
+ * So a get with tuning on costs one GET /v1/tunings per program, shape
+ * class and device per TTL, not one per call; a record posted meanwhile by
+ * another node is seen at the latest one TTL later.  At most
+ * TL_CLIENT_TUNING_MEMO answers are kept per client (the one expiring first
+ * is replaced); they are forgotten when the server or the tuning is set
+ * again, and a record this client posts (tl_client_tuning_record) replaces
+ * its key's answer at once.  Failures (network, server errors) are never
+ * kept.  tl_client_dup copies the setting, not the answers. */
+#define TL_CLIENT_TUNING_TTL_MS 60000L
+#define TL_CLIENT_TUNING_TTL_MAX_MS 86400000L
+#define TL_CLIENT_TUNING_MEMO 256
+tl_status tl_client_set_tuning_ttl_ms(tl_client *c, long ms, tl_error *err);
 
 /* GET /v1/info: the server's description (version, targets, limits) as
  * JSON text, malloc'd (free()).  Errors: TL_NETWORK, TL_UNAUTHORIZED, ... */
