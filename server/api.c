@@ -1103,10 +1103,40 @@ static int post_compile(tl_srv_req *r) {
   return MHD_YES;
 }
 
+/* One job for a request that is not a compile request (the status page's
+ * source): the same suspension, with one result. */
+tl_status tl_srv_api_wait_job(tl_srv_req *r, tl_srv_job *job, tl_error *err) {
+  tl_srv_compile *c = calloc(1, sizeof *c);
+  if (!c)
+    return tl_error_set(err, TL_NOMEM, "out of memory");
+  r->compile = c;
+  c->ntargets = 1;
+  atomic_init(&c->pending, 2);
+  int joined = 0, idx = 0;
+  tl_status st = tl_srv_pool_submit(r->srv->pool, job, &idx, 1, compile_done, r, &joined, err);
+  tl_srv_job_clear(job);
+  if (st != TL_OK) {
+    tl_srv_api_free(r);
+    return st;
+  }
+  c->suspended = true;
+  atomic_fetch_add(&r->srv->metrics.connections_suspended, 1);
+  MHD_suspend_connection(r->conn);
+  if (atomic_fetch_sub(&c->pending, 1) == 1)
+    MHD_resume_connection(r->conn);
+  return TL_OK;
+}
+
+const tl_srv_result *tl_srv_api_result(const tl_srv_req *r) {
+  return r->compile && !r->compile->suspended ? r->compile->results[0] : NULL;
+}
+
 int tl_srv_api_dispatch(tl_srv_req *r) {
   if (r->compile && r->compile->suspended) { /* resumed: every result is in */
     r->compile->suspended = false;
     atomic_fetch_sub(&r->srv->metrics.connections_suspended, 1);
+    if (r->route == TL_ROUTE_STATUS)
+      return tl_srv_status_dispatch(r);
     return respond_compile(r);
   }
   switch (r->route) {

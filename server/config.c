@@ -45,6 +45,10 @@ static const char usage_text[] =
     "                          requests get 503 with Retry-After (default 64)\n"
     "  --compile-timeout SEC   a compile running longer is killed, with every process it\n"
     "                          started (clang, ld.lld): 504 (default 120)\n"
+    "  --source-timeout SEC    a build's source generated again for the status page\n"
+    "                          (/status/builds/KEY/source, in a compile worker) running\n"
+    "                          longer is stopped: a 504 page (default 10; at most\n"
+    "                          --compile-timeout)\n"
     "  --worker-memory N       address-space limit (RLIMIT_AS) of a worker process\n"
     "                          (default 4G; 0: none)\n"
     "\n"
@@ -206,6 +210,7 @@ void tl_srv_config_defaults(tl_srv_config *cfg) {
   cfg->max_bundle = (int64_t)64 << 20; /* less when --max-body-total is smaller (tl_srv_config_parse) */
   cfg->max_header = 32 << 10;
   cfg->compile_timeout = 120;
+  cfg->source_timeout = 10;
   cfg->idle_timeout = 60;
   cfg->shutdown_grace = 30;
   cfg->worker_memory = (int64_t)4 << 30;
@@ -222,7 +227,7 @@ void tl_srv_config_defaults(tl_srv_config *cfg) {
 /* Flags that take a value. */
 typedef enum {
   F_LISTEN, F_PORT_FILE, F_DB, F_CACHE_MAX, F_MEMCACHE, F_MEMCACHE_TTL, F_WORKERS, F_QUEUE,
-  F_TIMEOUT, F_WORKER_MEM, F_THREADS, F_MAXCONN, F_MAXCONN_IP, F_HEADER_TIMEOUT, F_BODY_TIMEOUT,
+  F_TIMEOUT, F_SOURCE_TIMEOUT, F_WORKER_MEM, F_THREADS, F_MAXCONN, F_MAXCONN_IP, F_HEADER_TIMEOUT, F_BODY_TIMEOUT,
   F_MAXBODY, F_MAXBODY_TOTAL, F_MAXBUNDLE, F_MAXHEADER, F_IDLE, F_TOKENS,
   F_TLS_CERT, F_TLS_KEY, F_LOG_FORMAT, F_GRACE, F_WORKER_FD,
   F_TIER, F_TIER_TIMEOUT, F_TIER_TTL, F_TIER_LEASE, F_TIER_MAX_ENTRY,
@@ -244,6 +249,7 @@ static const struct {
     {"--workers", F_WORKERS, true},
     {"--queue", F_QUEUE, true},
     {"--compile-timeout", F_TIMEOUT, true},
+    {"--source-timeout", F_SOURCE_TIMEOUT, true},
     {"--worker-memory", F_WORKER_MEM, true},
     {"--threads", F_THREADS, true},
     {"--max-connections", F_MAXCONN, true},
@@ -326,6 +332,11 @@ static tl_status apply(tl_srv_config *c, flag_id id, const char *flag, const cha
     if (!tl_srv_parse_seconds(v, &sec) || sec < 0.01)
       return bad(err, flag, v, "a duration of at least 10ms");
     c->compile_timeout = sec;
+    return TL_OK;
+  case F_SOURCE_TIMEOUT:
+    if (!tl_srv_parse_seconds(v, &sec) || sec < 0.01)
+      return bad(err, flag, v, "a duration of at least 10ms");
+    c->source_timeout = sec;
     return TL_OK;
   case F_WORKER_MEM:
     if (!tl_srv_parse_size(v, &sz) || (sz != 0 && sz < ((int64_t)64 << 20)))

@@ -31,8 +31,9 @@
  *   tlserverd.c main(): flags, signals, the worker mode.
  *
  * Threads: libmicrohttpd's pool of HTTP threads (epoll) runs the handlers;
- * a handler never blocks on a compile: it suspends its connection, and the
- * compile pool's threads resume it when every result it waits for is in.
+ * a handler never blocks on a compile (nor on the status page's source,
+ * which a worker generates): it suspends its connection, and the compile
+ * pool's threads resume it when every result it waits for is in.
  * One background thread evicts and flushes the cache.  Compiles run in
  * worker processes, never in the daemon.
  *
@@ -65,6 +66,8 @@
 #define TL_SRV_TIER_MAX 16             /* Redis primaries of the shared tier (--tier) */
 #define TL_SRV_TIER_URL_MAX 256        /* bytes of a --tier URL */
 #define TL_SRV_TIER_ENTRY_MAX ((int64_t)512 << 20) /* Redis's own limit on a string */
+#define TL_SRV_SOURCE_MAX ((size_t)4 << 20) /* bytes of a build's source shown by /status/builds/KEY/source */
+#define TL_SRV_SOURCE_FLIGHTS 2        /* sources generated (queued or running) at once in the compile pool */
 
 /* ==== util.c: a growable text buffer ========================================= */
 typedef struct tl_srv_buf {
@@ -151,6 +154,7 @@ typedef struct tl_srv_config {
   bool max_bundle_given;       /* --max-bundle was given (else it shrinks to fit --max-body-total) */
   int64_t max_header;          /* bytes of a request's line and headers (the connection buffer) */
   double compile_timeout;      /* seconds per compile */
+  double source_timeout;       /* seconds a worker may take to generate a build's source (status page) */
   double idle_timeout;         /* seconds an idle connection is kept */
   double shutdown_grace;       /* seconds running compiles get on SIGTERM */
   int64_t worker_memory;       /* RLIMIT_AS of a worker, bytes; 0: none */
@@ -285,6 +289,7 @@ typedef struct tl_srv_metrics {
   atomic_llong evictions;
   atomic_llong worker_spawns;
   atomic_llong publish_failures;
+  atomic_llong sources[TL_COMPILE_OUTCOME_COUNT_]; /* source jobs of the status pages, by outcome */
   /* the shared tier (tier.c) */
   atomic_llong tier_hits, tier_misses; /* lookups after a local miss */
   atomic_llong tier_errors;          /* failed or timed-out Redis calls */
@@ -415,6 +420,7 @@ typedef struct tl_srv_result {
   double compile_ms;
   bool cached;               /* served from the cache, not compiled for this request */
   char *meta;                /* metadata JSON text (holds the toolchain's log) */
+  char *source;              /* a source job's generated CUDA C or HIP C (NUL-terminated) */
 } tl_srv_result;
 
 tl_srv_result *tl_srv_result_new(void); /* refs = 1; NULL on no memory */
@@ -424,9 +430,14 @@ void tl_srv_result_unref(tl_srv_result *r); /* accepts NULL */
 tl_srv_result *tl_srv_result_error(tl_status code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* What to compile: everything tl_compile needs, owned by the job. */
+/* What to compile: everything tl_compile needs, owned by the job.  A
+ * source job (source true) generates the build's source only (no
+ * toolchain, nothing published), for the status pages: it must give the
+ * same build key, and the result's source is at most TL_SRV_SOURCE_MAX
+ * bytes. */
 typedef struct tl_srv_job {
   char key[65];
+  bool source;
   char *manifest;           /* the key manifest (stored with the build) */
   char *program;            /* JSON text */
   size_t program_len;
@@ -557,6 +568,7 @@ typedef struct tl_srv_pool_opts {
   tl_srv_proc_opts proc;
   int workers, queue;
   double compile_timeout;
+  double source_timeout;    /* a source job's bound (at most compile_timeout) */
   const char *db_path;
   const tl_cache_options *cache_opts;
   tl_srv_metrics *metrics;
@@ -570,11 +582,12 @@ typedef void (*tl_srv_done_fn)(void *user, int index, tl_srv_result *res);
 
 tl_status tl_srv_pool_new(const tl_srv_pool_opts *o, tl_srv_pool **out, tl_error *err);
 /* Submits n jobs (their keys need not be distinct).  Each one joins the
- * flight of its key when one is queued or running (single-flight) or
- * starts a new one; the jobs of new flights are moved into the pool
- * (cleared in jobs[]).  All or nothing: when the queue has no room for
- * every new flight, nothing is submitted and TL_BUSY is returned; after
- * shutdown began, TL_BUSY too.  done is called once per job, possibly
+ * flight of its key (and kind: compile or source) when one is queued or
+ * running (single-flight) or starts a new one; the jobs of new flights are
+ * moved into the pool (cleared in jobs[]).  All or nothing: when the queue
+ * has no room for every new flight, or a new source flight would make more
+ * than TL_SRV_SOURCE_FLIGHTS, nothing is submitted and TL_BUSY is returned
+ * (err says which); after shutdown began, TL_BUSY too.  done is called once per job, possibly
  * before this returns. *joined receives how many joined a flight. */
 tl_status tl_srv_pool_submit(tl_srv_pool *p, tl_srv_job *jobs, const int *indexes, int n,
                              tl_srv_done_fn done, void *user, int *joined, tl_error *err);
@@ -589,7 +602,9 @@ int tl_srv_pool_live_workers(tl_srv_pool *p);
 /* ==== status.c: the status pages ======================================================
  * The ring of the last TL_SRV_RECENT per-target outcomes of compile
  * requests (each with at most TL_SRV_RECENT_DIAGS diagnostics), shown by
- * GET /status with the TL_SRV_STATUS_BUILDS most recently used builds. */
+ * GET /status with the TL_SRV_STATUS_BUILDS most recently used builds, and
+ * kept across restarts in the cache database (one note per slot, written
+ * by the background thread). */
 #define TL_SRV_RECENT 64
 #define TL_SRV_RECENT_DIAGS 8
 #define TL_SRV_STATUS_BUILDS 25
@@ -600,6 +615,12 @@ void tl_srv_recent_free(tl_srv_recent *r); /* accepts NULL */
  * program's name, or NULL).  Copies what it keeps, cut to fixed sizes. */
 void tl_srv_recent_add(tl_srv_recent *r, const char *name, const char *target,
                        const struct tl_srv_result *res);
+/* Reads the outcomes a previous run saved in c (at start; what cannot be
+ * read is skipped).  Returns how many. */
+int tl_srv_recent_load(tl_srv_recent *r, tl_cache *c);
+/* Writes the slots changed since the last save (the background thread,
+ * once a second and at the stop).  Failures are left for the next save. */
+void tl_srv_recent_save(tl_srv_recent *r, tl_cache *c);
 
 /* ==== http.c + api.c: the daemon and its requests ======================================= */
 struct MHD_Daemon;
@@ -685,6 +706,13 @@ void tl_srv_error_members(tl_srv_buf *b, const tl_error *err);
  * if any, is complete), and again after a suspended compile resumed. */
 int tl_srv_api_dispatch(tl_srv_req *r);
 void tl_srv_api_free(tl_srv_req *r); /* frees r->compile */
+/* Submits one job to the pool for r and suspends r's connection until its
+ * result is in; tl_srv_api_dispatch then calls the route's handler again,
+ * which finds the result with tl_srv_api_result.  TL_BUSY (the pool is
+ * full or stopping), TL_NOMEM: nothing was suspended.  The job is moved. */
+tl_status tl_srv_api_wait_job(tl_srv_req *r, tl_srv_job *job, tl_error *err);
+/* The result tl_srv_api_wait_job waited for, once resumed; else NULL. */
+const struct tl_srv_result *tl_srv_api_result(const tl_srv_req *r);
 /* The build of key from the local cache, or else from the shared tier
  * (then stored locally): *out (tl_cache_build_free) or TL_NOT_FOUND, TL_IO,
  * ... with a message in err. */
