@@ -66,10 +66,10 @@ server() {
   PORT=$(cat "$TMP/$sname.port")
 }
 
-# the bundle, built by a server outside the cluster
+# the bundle, built by a server outside the cluster (its temporary cache in $TMP)
 DEFS="-D block_n=64"
 server maker
-"$CLIENT" --server "http://127.0.0.1:$PORT" --token "$USER" --cache none bundle create "$TMP/rel.tlb" \
+TMPDIR=$TMP "$CLIENT" --server "http://127.0.0.1:$PORT" --token "$USER" --cache none bundle create "$TMP/rel.tlb" \
   examples/tilus_add_one.json --target sm_80,sm_86 $DEFS >"$TMP/out" 2>&1 && ok || bad "bundle create: $(cat "$TMP/out")"
 kill "$LAST"
 wait "$LAST" 2>/dev/null
