@@ -113,6 +113,15 @@ static const char usage_text[] =
     "  --tier-max-entry N      largest entry (build, metadata and binary) written to\n"
     "                          Redis; larger builds stay in the local cache\n"
     "                          (default 64M, at most 512M)\n"
+    "  --tier-auth-file FILE   the Redis primaries require a password (requirepass,\n"
+    "                          or an ACL user): FILE holds one line, PASSWORD or\n"
+    "                          USER PASSWORD, sent with AUTH on every connection;\n"
+    "                          mode 600, like --tokens (a password with a space\n"
+    "                          needs its user: default PASSWORD)\n"
+    "  --tier-sentinel-auth-file FILE\n"
+    "                          the same for the Sentinels of redis-sentinel:// URLs\n"
+    "                          (their requirepass); the primary they name is then\n"
+    "                          reached with --tier-auth-file's password\n"
     "  A replica waits for another's compile at most --compile-timeout, then\n"
     "  compiles itself.\n"
     "\n"
@@ -230,7 +239,7 @@ typedef enum {
   F_TIMEOUT, F_SOURCE_TIMEOUT, F_WORKER_MEM, F_THREADS, F_MAXCONN, F_MAXCONN_IP, F_HEADER_TIMEOUT, F_BODY_TIMEOUT,
   F_MAXBODY, F_MAXBODY_TOTAL, F_MAXBUNDLE, F_MAXHEADER, F_IDLE, F_TOKENS,
   F_TLS_CERT, F_TLS_KEY, F_LOG_FORMAT, F_GRACE, F_WORKER_FD,
-  F_TIER, F_TIER_TIMEOUT, F_TIER_TTL, F_TIER_LEASE, F_TIER_MAX_ENTRY,
+  F_TIER, F_TIER_TIMEOUT, F_TIER_TTL, F_TIER_LEASE, F_TIER_MAX_ENTRY, F_TIER_AUTH, F_TIER_SENTINEL_AUTH,
   /* switches */
   F_ANON_READ, F_INSECURE, F_TEST_HOOKS, F_HELP, F_VERSION,
 } flag_id;
@@ -272,6 +281,8 @@ static const struct {
     {"--tier-ttl", F_TIER_TTL, true},
     {"--tier-lease", F_TIER_LEASE, true},
     {"--tier-max-entry", F_TIER_MAX_ENTRY, true},
+    {"--tier-auth-file", F_TIER_AUTH, true},
+    {"--tier-sentinel-auth-file", F_TIER_SENTINEL_AUTH, true},
     {"--allow-anonymous-read", F_ANON_READ, false},
     {"--insecure-no-auth", F_INSECURE, false},
     {"--test-hooks", F_TEST_HOOKS, false},
@@ -431,6 +442,12 @@ static tl_status apply(tl_srv_config *c, flag_id id, const char *flag, const cha
       return bad(err, flag, v, "a size from 1K to 512M");
     c->tier_max_entry = sz;
     return TL_OK;
+  case F_TIER_AUTH: /* read at start (http.c), like --tokens */
+    c->tier_auth_file = v;
+    return TL_OK;
+  case F_TIER_SENTINEL_AUTH:
+    c->tier_sentinel_auth_file = v;
+    return TL_OK;
   case F_WORKER_FD:
     if (!tl_srv_parse_int(v, 0, 1 << 20, &c->worker_fd))
       return bad(err, flag, v, "a file descriptor");
@@ -484,6 +501,9 @@ tl_status tl_srv_config_parse(tl_srv_config *cfg, int argc, char **argv, bool *h
   }
   if ((cfg->tls_cert == NULL) != (cfg->tls_key == NULL))
     return tl_error_set(err, TL_INVALID_ARG, "--tls-cert and --tls-key go together");
+  if ((cfg->tier_auth_file || cfg->tier_sentinel_auth_file) && cfg->ntier == 0)
+    return tl_error_set(err, TL_INVALID_ARG, "%s needs --tier",
+                        cfg->tier_auth_file ? "--tier-auth-file" : "--tier-sentinel-auth-file");
   if (cfg->max_body_total < cfg->max_body + 1)
     return tl_error_set(err, TL_INVALID_ARG,
                         "--max-body-total (%lld) must be larger than --max-body (%lld)",

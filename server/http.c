@@ -832,6 +832,8 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
         .ttl_s = cfg->tier_ttl,
         .lease_s = cfg->tier_lease,
         .max_entry = cfg->tier_max_entry,
+        .auth_file = cfg->tier_auth_file,
+        .sentinel_auth_file = cfg->tier_sentinel_auth_file,
         .metrics = &s->metrics,
     };
     if ((st = tl_srv_tier_new(&to, &s->tier, err)) != TL_OK)

@@ -171,6 +171,8 @@ typedef struct tl_srv_config {
   double tier_ttl;             /* seconds an entry lives in Redis; 0: no expiry */
   double tier_lease;           /* seconds of a compile lease (renewed while it runs) */
   int64_t tier_max_entry;      /* bytes of the largest entry written to Redis */
+  const char *tier_auth_file;  /* "PASSWORD" or "USER PASSWORD" of the primaries, or NULL */
+  const char *tier_sentinel_auth_file; /* the same for the Sentinels */
   tl_srv_log_format log_format;
   bool test_hooks;             /* honour TL_TEST_CRASH_ON / _HANG_ON / _GROW_ON */
   int worker_fd;               /* >= 0: run as a compile worker on this socket */
@@ -201,6 +203,14 @@ typedef struct tl_srv_auth tl_srv_auth;
  * the line.  *out owns the table (tl_srv_auth_free). */
 tl_status tl_srv_auth_parse(const char *text, size_t n, tl_srv_auth **out, tl_error *err);
 tl_status tl_srv_auth_load(const char *path, tl_srv_auth **out, tl_error *err);
+/* Reads a file of secrets (the tokens, a Redis password) whole, at most max
+ * bytes: refused when group or others may use it (TL_INVALID_ARG saying
+ * "chmod 600"), TL_IO, TL_TOO_LARGE.  what names the file in messages
+ * ("tokens file"), secrets ends the refusal ("tokens are secrets").  *out
+ * is NUL-terminated, *n bytes; give it back with tl_srv_secret_free. */
+tl_status tl_srv_secret_read(const char *path, const char *what, const char *secrets, size_t max, char **out,
+                             size_t *n, tl_error *err);
+void tl_srv_secret_free(char *buf, size_t n); /* wipes, then frees (NULL is fine) */
 void tl_srv_auth_free(tl_srv_auth *a); /* accepts NULL */
 int tl_srv_auth_count(const tl_srv_auth *a);
 /* Decides a request needing scope `need` (one TL_SCOPE_*) with the given
@@ -504,6 +514,8 @@ typedef struct tl_srv_tier_opts {
   int nurls;                /* 1..TL_SRV_TIER_MAX */
   double timeout_s, ttl_s, lease_s;
   int64_t max_entry;
+  const char *auth_file;          /* the primaries' password file (--tier-auth-file), or NULL */
+  const char *sentinel_auth_file; /* the Sentinels' (--tier-sentinel-auth-file), or NULL */
   tl_srv_metrics *metrics;
 } tl_srv_tier_opts;
 

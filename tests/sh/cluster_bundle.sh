@@ -54,21 +54,9 @@ if ! redis; then
 fi
 RC="redis-cli -p $PR"
 
-# server NAME [FLAG...]: a tlserverd with tokens; sets PORT
-server() {
-  sname=$1
-  shift
-  "$TL_BUILD/bin/tlserverd" --listen 127.0.0.1:0 --port-file "$TMP/$sname.port" --db "$TMP/$sname.db" \
-    --workers 1 --log-format off --tokens "$TMP/tokens" "$@" </dev/null 2>>"$TMP/$sname.log" &
-  PIDS="$PIDS $!"
-  LAST=$!
-  until_ok 30 test -s "$TMP/$sname.port" || { cat "$TMP/$sname.log" >&2; bad "server $sname did not start"; exit 1; }
-  PORT=$(cat "$TMP/$sname.port")
-}
-
 # the bundle, built by a server outside the cluster (its temporary cache in $TMP)
 DEFS="-D block_n=64"
-server maker
+server maker --tokens "$TMP/tokens"
 TMPDIR=$TMP "$CLIENT" --server "http://127.0.0.1:$PORT" --token "$USER" --cache none bundle create "$TMP/rel.tlb" \
   examples/tilus_add_one.json --target sm_80,sm_86 $DEFS >"$TMP/out" 2>&1 && ok || bad "bundle create: $(cat "$TMP/out")"
 kill "$LAST"
@@ -79,7 +67,7 @@ ARTS=$(python3 -c "import json,sys; print(' '.join(b['artifact'] for b in json.l
 check "the bundle holds 2 builds" "$(echo $KEYS | wc -w)" 2
 check "nothing in Redis before the push" "$($RC dbsize)" 0
 
-TIER="--tier redis://127.0.0.1:$PR --tier-timeout 0.3 --tier-ttl 3600"
+TIER="--tokens $TMP/tokens --tier redis://127.0.0.1:$PR --tier-timeout 0.3 --tier-ttl 3600"
 server r1 $TIER
 P1=$PORT
 server r2 $TIER

@@ -40,26 +40,8 @@ fi
 until_ok 10 sh -c "redis-cli -p $PB info replication | grep -q 'master_link_status:up'" ||
   bad "the replica did not sync"
 
-# server NAME: a tlserverd on the Sentinel's primary; sets PORT
-server() {
-  "$TL_BUILD/bin/tlserverd" --listen 127.0.0.1:0 --port-file "$TMP/$1.port" --db "$TMP/$1.db" \
-    --workers 1 --log-format off --tier "redis-sentinel://127.0.0.1:$PS/tl" --tier-timeout 0.3 \
-    </dev/null 2>>"$TMP/$1.log" &
-  PIDS="$PIDS $!"
-  until_ok 30 test -s "$TMP/$1.port" || { cat "$TMP/$1.log" >&2; bad "server $1 did not start"; exit 1; }
-  PORT=$(cat "$TMP/$1.port")
-}
-body() { # body NAME: a compile request (tilus_add_one renamed NAME, for sm_80) in $TMP/NAME.req
-  python3 -c "import json,sys; p=json.load(open('examples/tilus_add_one.json')); p['name']=sys.argv[1]; print(json.dumps({'program': p, 'targets': ['sm_80']}))" "$1" >"$TMP/$1.req"
-}
-post() { # post PORT NAME: compiles NAME; prints the HTTP status, the answer in $TMP/NAME.json
-  curl -s -o "$TMP/$2.json" -w '%{http_code}' -XPOST -H 'Content-Type: application/json' \
-    --data-binary "@$TMP/$2.req" "http://127.0.0.1:$1/v1/compile"
-}
-key() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['results'][0]['key'])" "$TMP/$1.json"; }
-cached() { python3 -c "import json,sys; print(str(json.load(open(sys.argv[1]))['results'][0]['cached']).lower())" "$TMP/$1.json"; }
-
-server s1
+SENT="--tier redis-sentinel://127.0.0.1:$PS/tl --tier-timeout 0.3"
+server s1 $SENT
 P1=$PORT
 body before
 check "compile before the failover" "$(post "$P1" before)" 200
@@ -81,7 +63,7 @@ body after
 check "compile after the failover" "$(post "$P1" after)" 200
 until_ok 5 sh -c "[ \$(redis-cli -p $PB exists tl:b:$(key after)) = 1 ]" && ok ||
   bad "the build after the failover is not in the new primary: $(curl -s "http://127.0.0.1:$P1/readyz")"
-server s2
+server s2 $SENT
 check "a second server reads the old build" "$(post "$PORT" before)" 200
 check "from the new primary" "$(cached before)" true
 

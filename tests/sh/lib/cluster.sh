@@ -5,7 +5,8 @@
 #
 # The sourcing test sets NAME (its file name, for messages) first; after
 # it: TMP (removed at exit), PIDS (killed at exit: add every process
-# started), ok/bad/check/has, free_port, until_ok.
+# started), ok/bad/check/has, free_port, until_ok, server, body, post, key,
+# cached and finish.
 
 TL_BUILD=${TL_BUILD:-build}
 for tool in curl redis-server redis-cli python3; do
@@ -43,6 +44,31 @@ until_ok() { # until_ok SECONDS COMMAND...: true once COMMAND succeeds, tried ev
     sleep 0.1
   done
 }
+# server NAME FLAG...: a tlserverd on a free loopback port with its own
+# database $TMP/NAME.db, one worker, its log in $TMP/NAME.log; sets PORT and
+# LAST (its pid)
+server() {
+  _name=$1
+  shift
+  "$TL_BUILD/bin/tlserverd" --listen 127.0.0.1:0 --port-file "$TMP/$_name.port" --db "$TMP/$_name.db" \
+    --workers 1 --log-format off "$@" </dev/null 2>>"$TMP/$_name.log" &
+  LAST=$!
+  PIDS="$PIDS $LAST"
+  until_ok 30 test -s "$TMP/$_name.port" || { cat "$TMP/$_name.log" >&2; bad "server $_name did not start"; exit 1; }
+  PORT=$(cat "$TMP/$_name.port")
+}
+# body NAME: a compile request (tilus_add_one renamed NAME, for sm_80) in $TMP/NAME.req
+body() {
+  python3 -c "import json,sys; p=json.load(open('examples/tilus_add_one.json')); p['name']=sys.argv[1]; print(json.dumps({'program': p, 'targets': ['sm_80']}))" "$1" >"$TMP/$1.req"
+}
+# post PORT NAME: compiles NAME; prints the HTTP status, the answer in $TMP/NAME.json
+post() {
+  curl -s -o "$TMP/$2.json" -w '%{http_code}' -XPOST -H 'Content-Type: application/json' \
+    --data-binary "@$TMP/$2.req" "http://127.0.0.1:$1/v1/compile"
+}
+# key NAME, cached NAME: the build key and "cached" of NAME's answer
+key() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['results'][0]['key'])" "$TMP/$1.json"; }
+cached() { python3 -c "import json,sys; print(str(json.load(open(sys.argv[1]))['results'][0]['cached']).lower())" "$TMP/$1.json"; }
 # the end of every test: the counts, and the exit status
 finish() {
   echo "$NAME: $npass checks passed, $nfail failed"
