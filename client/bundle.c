@@ -10,11 +10,14 @@
  * is a bundle request.  So import and create are loops over the entries of
  * one side, writing the other; nothing is trusted that a hash does not
  * cover (tl_bundle_parse checks a bundle whole, tl_cache_get_artifact
- * re-hashes the bytes it reads).
+ * re-hashes the bytes it reads).  A bundle pushed to a server (POST
+ * /v1/bundles) is checked here whole first, then sent as it is.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "../cache/tlbundle.h"
 #include "../proto/tl_hash.h"
 #include "internal.h"
@@ -321,5 +324,66 @@ tl_status tl_client_bundle_create(tl_client *c, const char *path, const char *co
     counts->skipped = skipped;
     snprintf(counts->compiler, sizeof counts->compiler, "%s", id);
   }
+  return st;
+}
+
+/* ---- push to a server ------------------------------------------------------------------------ */
+
+tl_status tl_client_bundle_push(tl_client *c, const char *path, char **answer, tl_error *err) {
+  tl_error_clear(err);
+  if (answer)
+    *answer = NULL;
+  if (!c || !path)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_client_bundle_push: NULL argument");
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return tl_error_set(err, TL_IO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    fclose(f);
+    return tl_error_set(err, TL_IO, "%s: not a regular file", path);
+  }
+  if ((uint64_t)sb.st_size > TL_CLIENT_BUNDLE_PUSH_MAX) {
+    fclose(f);
+    return tl_error_set(err, TL_TOO_LARGE, "%s: %lld bytes; a server takes at most %llu (its --max-bundle, at most 4 GiB)",
+                        path, (long long)sb.st_size, (unsigned long long)TL_CLIENT_BUNDLE_PUSH_MAX);
+  }
+  size_t n = (size_t)sb.st_size;
+  char *data = malloc(n ? n : 1);
+  if (!data) {
+    fclose(f);
+    return tl_error_set(err, TL_NOMEM, "out of memory for the %zu bytes of %s", n, path);
+  }
+  size_t got = fread(data, 1, n, f);
+  bool rerr = ferror(f);
+  fclose(f);
+  if (got != n || rerr) {
+    free(data);
+    return tl_error_set(err, TL_IO, "%s: cannot read it whole (%zu of %zu bytes)", path, got, n);
+  }
+  /* checked here first: a damaged bundle fails naming the entry, without a round trip */
+  tl_bundle *b = NULL;
+  tl_status st = tl_bundle_parse(data, n, path, &b, err);
+  tl_bundle_free(b);
+  if (st != TL_OK) {
+    free(data);
+    return st;
+  }
+  tl_http_response r;
+  tl_error e;
+  st = tl_http_request_as(c, "POST", "/v1/bundles", "application/octet-stream", data, n, 8u << 20, &r, &e);
+  free(data);
+  if (st == TL_OK && (r.status == 200 || r.status == 422) && r.body && answer) {
+    *answer = r.body; /* the per-build list, also when every build was refused */
+    r.body = NULL;
+  }
+  if (st == TL_OK && r.status != 200) {
+    char what[300];
+    snprintf(what, sizeof what, "POST %.200s/v1/bundles", c->server);
+    st = tl_http_error(&r, what, &e);
+  }
+  tl_http_response_free(&r);
+  if (st != TL_OK && err)
+    *err = e;
   return st;
 }

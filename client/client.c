@@ -89,6 +89,7 @@ tl_status tl_client_new(tl_client **out, tl_error *err) {
   c->retries = 4;
   c->backoff_base_ms = 200;
   c->backoff_max_ms = 5000;
+  c->tuning_ttl_ms = TL_CLIENT_TUNING_TTL_MS;
   c->cache_path = default_cache_path();
   c->cache_max_bytes = DEFAULT_CACHE_MAX;
   if (!c->server) {
@@ -120,6 +121,7 @@ tl_status tl_client_dup(const tl_client *src, tl_client **out, tl_error *err) {
   c->backoff_max_ms = src->backoff_max_ms;
   c->cache_max_bytes = src->cache_max_bytes;
   c->offline = src->offline;
+  c->tuning_ttl_ms = src->tuning_ttl_ms; /* the answers kept are not shared */
   memcpy(c->compiler_id, src->compiler_id, sizeof c->compiler_id); /* the server is the same */
   c->compiler_id_known = src->compiler_id_known;
   c->compiler_id_probed = src->compiler_id_probed;
@@ -153,6 +155,7 @@ void tl_client_free(tl_client *c) {
   curl_slist_free_all(c->headers);
   tl_cache_close(c->cache);
   tl_client_bundle_release(c);
+  tl_tuning_memo_clear(c);
   free(c->tuning);
   free(c->server);
   free(c->token);
@@ -241,6 +244,7 @@ tl_status tl_client_set_server(tl_client *c, const char *url, tl_error *err) {
   c->current = 0;
   c->compiler_id[0] = 0; /* another server: its compiler is learned anew */
   c->compiler_id_known = c->compiler_id_probed = false;
+  tl_tuning_memo_clear(c); /* and its tuning records */
   return TL_OK;
 }
 

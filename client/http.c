@@ -143,8 +143,8 @@ static bool transient(CURLcode rc, double connect_time) {
   }
 }
 
-static tl_status setup(tl_client *c, CURL *h, const char *method, const char *url, const char *body, size_t body_len,
-                       long timeout_ms, sink *s, char *errbuf, tl_error *err) {
+static tl_status setup(tl_client *c, CURL *h, const char *method, const char *url, const char *ctype,
+                       const char *body, size_t body_len, long timeout_ms, sink *s, char *errbuf, tl_error *err) {
   curl_easy_reset(h); /* keeps the live connections */
   curl_slist_free_all(c->headers);
   c->headers = NULL;
@@ -160,7 +160,9 @@ static tl_status setup(tl_client *c, CURL *h, const char *method, const char *ur
     goto nomem;
   hd = t;
   if (body) {
-    if (!(t = curl_slist_append(hd, "Content-Type: application/json")))
+    char ct[128];
+    snprintf(ct, sizeof ct, "Content-Type: %s", ctype);
+    if (!(t = curl_slist_append(hd, ct)))
       goto nomem;
     hd = t;
   }
@@ -200,6 +202,12 @@ nomem:
 
 tl_status tl_http_request(tl_client *c, const char *method, const char *path, const char *body, size_t body_len,
                           size_t max_bytes, tl_http_response *resp, tl_error *err) {
+  return tl_http_request_as(c, method, path, "application/json", body, body_len, max_bytes, resp, err);
+}
+
+tl_status tl_http_request_as(tl_client *c, const char *method, const char *path, const char *content_type,
+                             const char *body, size_t body_len, size_t max_bytes, tl_http_response *resp,
+                             tl_error *err) {
   memset(resp, 0, sizeof *resp);
   resp->retry_after = -1;
   if (c->offline)
@@ -221,7 +229,7 @@ tl_status tl_http_request(tl_client *c, const char *method, const char *path, co
     sink s = {.resp = resp, .max = max_bytes};
     char errbuf[CURL_ERROR_SIZE] = "";
     long left = deadline - now_ms();
-    if ((st = setup(c, h, method, url, body, body_len, left > 1 ? left : 1, &s, errbuf, err)) != TL_OK)
+    if ((st = setup(c, h, method, url, content_type, body, body_len, left > 1 ? left : 1, &s, errbuf, err)) != TL_OK)
       break;
     CURLcode rc = curl_easy_perform(h);
     if (s.nomem) {

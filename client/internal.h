@@ -52,6 +52,10 @@ struct tl_client {
 
   char *tuning;              /* tl_client_set_tuning: a device name, "auto", or NULL (off) */
   bool tuning_applied;       /* inside a call that applied it already */
+  /* tune.c: the server's answers to tuning lookups, kept tuning_ttl_ms
+   * (TL_CLIENT_TUNING_MEMO entries, allocated on first use) */
+  struct tl_tuning_memo *tuning_memo;
+  long tuning_ttl_ms;
 
   /* tl_client_set_bundle: mapped and checked once (cache/tlbundle.h), and
    * shared by the clients tl_client_dup makes; the last one closes it */
@@ -85,6 +89,11 @@ typedef struct tl_http_response {
  * every case. */
 tl_status tl_http_request(tl_client *c, const char *method, const char *path, const char *body,
                           size_t body_len, size_t max_bytes, tl_http_response *resp, tl_error *err);
+/* The same with a body of another Content-Type (a bundle:
+ * "application/octet-stream"). */
+tl_status tl_http_request_as(tl_client *c, const char *method, const char *path, const char *content_type,
+                             const char *body, size_t body_len, size_t max_bytes, tl_http_response *resp,
+                             tl_error *err);
 void tl_http_response_free(tl_http_response *resp);
 
 /* Turns an error answer into a status and a message "WHAT: MESSAGE" (with
@@ -226,6 +235,8 @@ typedef struct tl_tuned {
  * exists, fills t and returns true (tl_tuned_free it); else false, and req
  * is used as it is. */
 bool tl_tuning_apply(tl_client *c, const tl_client_request *req, const char *device, tl_tuned *t);
+/* Forgets every tuning answer kept (a new server, tuning set again, freed). */
+void tl_tuning_memo_clear(tl_client *c);
 void tl_tuned_free(tl_tuned *t);
 
 /* The alias manifest's first line: a local cache entry under a request key

@@ -11,14 +11,14 @@
  *     run PROGRAM.json         launch on the local GPU, optionally checked against the
  *                              reference interpreter
  *     cache ls|verify|gc       the local cache
- *     bundle create|import|ls|verify   one file of builds for a release (proto/bundle.md)
+ *     bundle create|import|ls|verify|push   one file of builds for a release (proto/bundle.md)
  *     tune PROGRAM.json        time the variants of a program's constants on the GPU and
  *                              record the fastest on the server for every node
  *
  * Everything that can fail prints one message naming the program, the
  * target and the server where they matter, on standard error, after
  * "tlclient: ".  Exit status: 0 success, 1 something failed, 2 the command
- * line is wrong; prebuild: 3 the server or the network failed.
+ * line is wrong; prebuild and bundle push: 3 the server or the network failed.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -66,7 +66,7 @@ static const char usage_main[] =
     "  explain KEY|PROGRAM.json   a build's manifest; for a miss, what differs from the cache\n"
     "  run PROGRAM.json           launch on the local GPU (--check: against the interpreter)\n"
     "  cache ls|verify|gc         list, re-hash or shrink the local cache\n"
-    "  bundle create|import|ls|verify FILE   one file of builds for a release\n"
+    "  bundle create|import|ls|verify|push FILE   one file of builds for a release\n"
     "  tune PROGRAM.json --space NAME=V1,V2   time variants on the GPU, record the fastest\n"
     "\n"
     "Global options (anywhere on the line):\n"
@@ -205,6 +205,7 @@ static const char usage_bundle[] =
     "       tlclient bundle import FILE\n"
     "       tlclient bundle ls FILE [--json]\n"
     "       tlclient bundle verify FILE\n"
+    "       tlclient bundle push FILE            (a token with the admin scope)\n"
     "\n"
     "A bundle is one file holding builds (binaries, key manifests, metadata) and the\n"
     "request keys that name them, every part with its SHA-256 (proto/bundle.md): what a\n"
@@ -224,10 +225,16 @@ static const char usage_bundle[] =
     "                     the local cache (and remembers its compiler for offline starts)\n"
     "ls                   the bundle's compiler, builds and requests (--json: one object)\n"
     "verify               checks every checksum, key and reference; exit 0 when sound\n"
+    "push                 checks the whole bundle, then imports it into the server's cache\n"
+    "                     (POST /v1/bundles); a server with a shared tier (--tier) also\n"
+    "                     publishes each build there, so every replica serves it; prints\n"
+    "                     each build's status (stored, present, refused with the reason)\n"
     "\n"
-    "Exit status: 0 success, 1 a failure (a damaged bundle: the message names the entry),\n"
-    "2 a wrong command line; create with patterns as prebuild (1 a build failed, 3 the\n"
-    "server or the network failed).\n";
+    "Exit status: 0 success, 1 a failure (a damaged bundle: the message names the entry;\n"
+    "push: a build refused, or not published to the server's tier), 2 a wrong command\n"
+    "line; create with patterns as prebuild (1 a build failed, 3 the server or the\n"
+    "network failed); push: 3 the server or the network failed (unreachable, a token\n"
+    "without the admin scope, over its --max-bundle, a server error).\n";
 
 static const char usage_tune[] =
     "usage: tlclient tune PROGRAM.json --space NAME=V1,V2,... [--space ...] [--shape NAME=V]...\n"
@@ -2913,11 +2920,62 @@ static int bundle_prebuild(const cmdline *o, tl_client *c, const char *file) {
   return rc;
 }
 
+/* bundle push FILE: POST /v1/bundles, then one line per build that was not
+ * stored or is not in the server's tier. */
+static int bundle_push(tl_client *c, const char *file) {
+  char *answer = NULL;
+  tl_error err;
+  tl_status st = tl_client_bundle_push(c, file, &answer, &err);
+  json_t *doc = answer ? json_loads(answer, 0, NULL) : NULL;
+  free(answer);
+  json_t *builds = json_object_get(doc, "builds"), *bd;
+  size_t i;
+  int unpublished = 0;
+  json_array_foreach(builds, i, bd) {
+    const char *status = json_string_value(json_object_get(bd, "status"));
+    const char *tier = json_string_value(json_object_get(bd, "tier"));
+    const char *reason = json_string_value(json_object_get(bd, "reason"));
+    const char *key = json_string_value(json_object_get(bd, "key")), *target = json_string_value(json_object_get(bd, "target"));
+    if (status && strcmp(status, "refused") == 0)
+      fprintf(stderr, "tlclient: bundle push: build %s for %s refused: %s\n", key ? key : "?", target ? target : "?",
+              reason ? reason : "(no reason given)");
+    else if (tier && strcmp(tier, "published") != 0) {
+      unpublished++;
+      fprintf(stderr, "tlclient: bundle push: build %s for %s is in the server's cache but not in its tier: %s\n",
+              key ? key : "?", target ? target : "?",
+              strcmp(tier, "too_large") == 0 ? "larger than its --tier-max-entry"
+                                              : "Redis failed (the server's /readyz says why); push again when it is back");
+    }
+  }
+  int rc = 0;
+  if (st != TL_OK) {
+    fprintf(stderr, "tlclient: bundle push: %s\n", err.message);
+    /* the bundle itself, or a server that refused every build: 1; the server or the network: 3 */
+    rc = st == TL_CORRUPT || st == TL_INVALID_ARG || st == TL_UNSUPPORTED || st == TL_IO ||
+                 (st == TL_TOO_LARGE && !doc && strstr(err.message, "/v1/bundles") == NULL)
+             ? 1
+             : 3;
+  } else {
+    json_t *pub = json_object_get(doc, "tier_published");
+    printf("bundle push: %s: %lld stored, %lld present, %lld refused, %lld requests", file,
+           (long long)json_integer_value(json_object_get(doc, "stored")),
+           (long long)json_integer_value(json_object_get(doc, "present")),
+           (long long)json_integer_value(json_object_get(doc, "refused")),
+           (long long)json_integer_value(json_object_get(doc, "requests")));
+    if (pub)
+      printf(", %lld published to the shared tier", (long long)json_integer_value(pub));
+    printf(" (on %s)\n", tl_client_server(c));
+    rc = json_integer_value(json_object_get(doc, "refused")) || unpublished ? 1 : 0;
+  }
+  json_decref(doc);
+  return rc;
+}
+
 static int cmd_bundle(const cmdline *o, tl_client *c) {
   const char *sub = o->npos ? o->pos[0] : "";
   bool create = strcmp(sub, "create") == 0, ls = strcmp(sub, "ls") == 0;
-  if (!create && !ls && strcmp(sub, "import") && strcmp(sub, "verify"))
-    return usage_error("'bundle' takes one of create, import, ls and verify");
+  if (!create && !ls && strcmp(sub, "import") && strcmp(sub, "verify") && strcmp(sub, "push"))
+    return usage_error("'bundle' takes one of create, import, ls, verify and push");
   if (o->npos < 2)
     return usage_error("'bundle %s' needs a FILE", sub);
   const char *file = o->pos[1];
@@ -2948,6 +3006,8 @@ static int cmd_bundle(const cmdline *o, tl_client *c) {
     printf("\n");
     return 0;
   }
+  if (strcmp(sub, "push") == 0)
+    return bundle_push(c, file);
   if (strcmp(sub, "import") == 0) {
     tl_bundle_counts n;
     if (tl_client_bundle_import(c, file, &n, &err) != TL_OK) {

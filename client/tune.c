@@ -5,11 +5,21 @@
  * starts), and applying it to a request when tuning is on.  The measuring
  * itself is `tlclient tune` (client/tlclient.c), through the one launch
  * path (client/launch.c).
+ *
+ * The memo: each client keeps the server's last answers to its lookups,
+ * a record or "none recorded" (404), for tuning_ttl_ms (tlclient.h,
+ * tl_client_set_tuning_ttl_ms), so that a get with tuning on costs no
+ * request for a program and shape class asked before.  At most
+ * TL_CLIENT_TUNING_MEMO answers (each at most TUNING_RECORD_MAX bytes);
+ * when it is full the one that expires first is replaced.  Forgotten when
+ * the server or the tuning changes; a record this client posts replaces
+ * its key's answer.  Failures (network, server errors) are never kept.
  */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "../proto/tl_hash.h"
 #include "../proto/tl_json.h"
 #include "internal.h"
@@ -83,6 +93,86 @@ tl_status tl_client_tuning_key(const tl_client_request *req, const char *device,
 /* The local cache's note of a record. */
 static void note_name(const char *key, char name[80]) { snprintf(name, 80, "tuning %s", key); }
 
+/* ---- the memo of answers --------------------------------------------------------------------- */
+
+typedef struct tl_tuning_memo {
+  char key[65];     /* "" : a free slot */
+  char *record;     /* NULL: the server has none */
+  int64_t until_ms; /* monotonic; past it the server is asked again */
+} tl_tuning_memo;
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void tl_tuning_memo_clear(tl_client *c) {
+  if (!c->tuning_memo)
+    return;
+  for (int i = 0; i < TL_CLIENT_TUNING_MEMO; i++)
+    free(c->tuning_memo[i].record);
+  free(c->tuning_memo);
+  c->tuning_memo = NULL;
+}
+
+/* The answer kept for key: 1 a record (*record, malloc'd), 0 none recorded, -1 not kept (or expired). */
+static int memo_get(tl_client *c, const char *key, char **record) {
+  int64_t now = mono_ms();
+  for (int i = 0; c->tuning_memo && i < TL_CLIENT_TUNING_MEMO; i++) {
+    tl_tuning_memo *m = &c->tuning_memo[i];
+    if (strcmp(m->key, key) != 0)
+      continue;
+    if (now >= m->until_ms)
+      return -1;
+    if (!m->record)
+      return 0;
+    return (*record = strdup(m->record)) ? 1 : -1;
+  }
+  return -1;
+}
+
+/* Keeps the server's answer for key (record NULL: none recorded). */
+static void memo_put(tl_client *c, const char *key, const char *record) {
+  if (c->tuning_ttl_ms <= 0)
+    return;
+  if (!c->tuning_memo && !(c->tuning_memo = calloc(TL_CLIENT_TUNING_MEMO, sizeof *c->tuning_memo)))
+    return;
+  tl_tuning_memo *m = c->tuning_memo, *slot = NULL; /* key's own slot, else a free one, else the first to expire */
+  for (int i = 0; i < TL_CLIENT_TUNING_MEMO && !slot; i++)
+    if (strcmp(m[i].key, key) == 0)
+      slot = &m[i];
+  for (int i = 0; i < TL_CLIENT_TUNING_MEMO && !slot; i++)
+    if (!m[i].key[0])
+      slot = &m[i];
+  if (!slot) {
+    slot = &m[0];
+    for (int i = 1; i < TL_CLIENT_TUNING_MEMO; i++)
+      if (m[i].until_ms < slot->until_ms)
+        slot = &m[i];
+  }
+  char *copy = record ? strdup(record) : NULL;
+  if (record && !copy)
+    return;
+  free(slot->record);
+  snprintf(slot->key, sizeof slot->key, "%s", key);
+  slot->record = copy;
+  slot->until_ms = mono_ms() + c->tuning_ttl_ms;
+}
+
+tl_status tl_client_set_tuning_ttl_ms(tl_client *c, long ms, tl_error *err) {
+  tl_error_clear(err);
+  if (!c)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_client_set_tuning_ttl_ms: NULL client");
+  if (ms < 0 || ms > TL_CLIENT_TUNING_TTL_MAX_MS)
+    return tl_error_set(err, TL_INVALID_ARG, "the tuning answers' time to live is 0 to %ld ms (0: not kept), not %ld",
+                        (long)TL_CLIENT_TUNING_TTL_MAX_MS, ms);
+  c->tuning_ttl_ms = ms;
+  if (!ms)
+    tl_tuning_memo_clear(c);
+  return TL_OK;
+}
+
 tl_status tl_client_tuning_record(tl_client *c, const tl_client_request *req, const char *device,
                                   const tl_client_define *winner, int nwinner, double ms, const char *candidates_json,
                                   tl_error *err) {
@@ -134,6 +224,8 @@ tl_status tl_client_tuning_record(tl_client *c, const tl_client_request *req, co
     note_name(key, name);
     tl_cache_note_set(cache, name, body, NULL);
   }
+  if (st == TL_OK)
+    memo_put(c, key, body); /* what the server now answers for key */
   free(body);
   return st;
 }
@@ -152,6 +244,14 @@ tl_status tl_client_tuning_lookup(tl_client *c, const tl_client_request *req, co
   char path[128], name[80];
   snprintf(path, sizeof path, "/v1/tunings/%s", key);
   note_name(key, name);
+  if (!c->offline) { /* the server's answer, kept from a lookup less than tuning_ttl_ms ago */
+    int kept = memo_get(c, key, record);
+    if (kept == 1)
+      return TL_OK;
+    if (kept == 0)
+      return tl_error_set(err, TL_NOT_FOUND, "no tuning recorded on %s for this program and shape class on %s (key %s; "
+                          "answered less than %ld ms ago)", c->server, device, key, c->tuning_ttl_ms);
+  }
   tl_cache *cache = tl_client_local(c);
   tl_http_response r;
   tl_error e;
@@ -166,7 +266,10 @@ tl_status tl_client_tuning_lookup(tl_client *c, const tl_client_request *req, co
       r.body = NULL;
       if (cache)
         tl_cache_note_set(cache, name, *record, NULL);
+      memo_put(c, key, *record);
     } else if (st == TL_OK) {
+      if (r.status == 404)
+        memo_put(c, key, NULL);
       char what[400];
       snprintf(what, sizeof what, "GET %.200s%.100s", c->server, path);
       st = r.status == 404 ? tl_error_set(&e, TL_NOT_FOUND, "no tuning recorded on %s for this program and shape "
@@ -197,6 +300,7 @@ tl_status tl_client_set_tuning(tl_client *c, const char *device, tl_error *err) 
     return tl_error_set(err, TL_NOMEM, "out of memory");
   free(c->tuning);
   c->tuning = copy;
+  tl_tuning_memo_clear(c); /* set again: every record is asked for anew */
   return TL_OK;
 }
 

@@ -399,11 +399,16 @@ static int get_kernel(tl_srv_req *r) {
  * then each build is stored in this replica's SQLite cache (tl_cache_put
  * re-hashes its bytes once more) unless it is there already, and refused
  * when the bundle's compiler identity is not this server's: its key would
- * name another compiler's output, so it is never served as current.  The
- * Redis tier is not written: other replicas get these builds by compiling
- * (or by an import of their own).  Request keys are the clients' and are
- * only counted.  200 when at least one build was stored or present, else
- * 422 (every build refused). */
+ * name another compiler's output, so it is never served as current.  With
+ * a shared tier (--tier) every build stored or present is also published
+ * there as a compile publishes it (tl_srv_tier_publish without a lease:
+ * the same tl:b: entry with its hashes, its tl:a: pointer, the TTL and
+ * --tier-max-entry, and the message that wakes waiting replicas), so every
+ * replica serves it; each build's "tier" says whether it was written
+ * ("published", "too_large", "failed": Redis down or slow, counted in
+ * tier_errors_total; the build stays stored here).  Request keys are the
+ * clients' and are only counted.  200 when at least one build was stored
+ * or present, else 422 (every build refused). */
 static int post_bundle(tl_srv_req *r) {
   tl_srv *s = r->srv;
   tl_error err;
@@ -419,23 +424,24 @@ static int post_bundle(tl_srv_req *r) {
     return tl_srv_respond_error(r, &err);
   }
   bool ours = strcmp(b->compiler, tl_compiler_id) == 0;
-  int stored = 0, present = 0, refused = 0;
+  int stored = 0, present = 0, refused = 0, published = 0;
+  tl_srv_tier_conn *tc = s->tier && ours ? tl_srv_tier_conn_new(s->tier) : NULL;
   tl_srv_buf list = {0};
   for (int i = 0; i < b->nbuilds; i++) {
     const tl_bundle_build *bd = &b->builds[i];
     const tl_bundle_artifact *a = &b->artifacts[bd->artifact_index];
-    const char *status = "refused";
+    const char *status = "refused", *tier = NULL;
     char reason[TL_ERROR_MESSAGE_MAX] = "";
     tl_cache_build *have = NULL;
+    tl_cache_build row = {.manifest = bd->manifest, .target = bd->target, .metadata = bd->metadata,
+                          .compile_ms = bd->compile_ms, .size = (int64_t)a->n};
+    memcpy(row.key, bd->key, 65);
+    memcpy(row.artifact_id, a->id, 65);
     if (!ours) {
       snprintf(reason, sizeof reason, "built by %s; this server runs %s", b->compiler, tl_compiler_id);
     } else if (tl_cache_get_build(c, bd->key, &have, NULL) == TL_OK) {
       status = "present";
     } else {
-      tl_cache_build row = {.manifest = bd->manifest, .target = bd->target, .metadata = bd->metadata,
-                            .compile_ms = bd->compile_ms};
-      memcpy(row.key, bd->key, 65);
-      memcpy(row.artifact_id, a->id, 65);
       tl_error e;
       if (tl_cache_put(c, &row, a->bytes, a->n, &e) == TL_OK)
         status = "stored";
@@ -443,10 +449,18 @@ static int post_bundle(tl_srv_req *r) {
         snprintf(reason, sizeof reason, "%s", e.message);
     }
     tl_cache_build_free(have);
+    if (s->tier && status[0] != 'r') {
+      tl_srv_tier_lease none = {0};
+      int w = tc ? tl_srv_tier_publish(tc, &none, &row, a->bytes, a->n) : -1;
+      tier = w > 0 ? "published" : w == 0 ? "too_large" : "failed";
+      published += w > 0;
+    }
     *(status[0] == 's' ? &stored : status[0] == 'p' ? &present : &refused) += 1;
     tl_srv_buf_printf(&list, "%s{\"key\": \"%s\", \"target\": \"", i ? ", " : "", bd->key);
     tl_srv_buf_json_str(&list, bd->target);
     tl_srv_buf_printf(&list, "\", \"status\": \"%s\"", status);
+    if (tier)
+      tl_srv_buf_printf(&list, ", \"tier\": \"%s\"", tier);
     if (reason[0]) {
       tl_srv_buf_puts(&list, ", \"reason\": \"");
       tl_srv_buf_json_str(&list, reason);
@@ -455,6 +469,7 @@ static int post_bundle(tl_srv_req *r) {
     tl_srv_buf_puts(&list, "}");
   }
   tl_srv_handles_put(s->handles, c);
+  tl_srv_tier_conn_free(tc);
   tl_srv_buf out = {0};
   int http = stored || present || !b->nbuilds ? 200 : 422;
   tl_srv_buf_puts(&out, "{");
@@ -475,7 +490,11 @@ static int post_bundle(tl_srv_req *r) {
                     "\"requests\": %d, \"builds\": [",
                     b->checksum, stored, present, refused, b->nrequests);
   tl_srv_buf_puts(&out, list.data ? list.data : "");
-  tl_srv_buf_puts(&out, "]}\n");
+  if (s->tier)
+    tl_srv_buf_printf(&out, "], \"tier_published\": %d", published);
+  else
+    tl_srv_buf_puts(&out, "]");
+  tl_srv_buf_puts(&out, "}\n");
   if (list.failed)
     out.failed = true;
   tl_srv_buf_free(&list);
@@ -1084,10 +1103,40 @@ static int post_compile(tl_srv_req *r) {
   return MHD_YES;
 }
 
+/* One job for a request that is not a compile request (the status page's
+ * source): the same suspension, with one result. */
+tl_status tl_srv_api_wait_job(tl_srv_req *r, tl_srv_job *job, tl_error *err) {
+  tl_srv_compile *c = calloc(1, sizeof *c);
+  if (!c)
+    return tl_error_set(err, TL_NOMEM, "out of memory");
+  r->compile = c;
+  c->ntargets = 1;
+  atomic_init(&c->pending, 2);
+  int joined = 0, idx = 0;
+  tl_status st = tl_srv_pool_submit(r->srv->pool, job, &idx, 1, compile_done, r, &joined, err);
+  tl_srv_job_clear(job);
+  if (st != TL_OK) {
+    tl_srv_api_free(r);
+    return st;
+  }
+  c->suspended = true;
+  atomic_fetch_add(&r->srv->metrics.connections_suspended, 1);
+  MHD_suspend_connection(r->conn);
+  if (atomic_fetch_sub(&c->pending, 1) == 1)
+    MHD_resume_connection(r->conn);
+  return TL_OK;
+}
+
+const tl_srv_result *tl_srv_api_result(const tl_srv_req *r) {
+  return r->compile && !r->compile->suspended ? r->compile->results[0] : NULL;
+}
+
 int tl_srv_api_dispatch(tl_srv_req *r) {
   if (r->compile && r->compile->suspended) { /* resumed: every result is in */
     r->compile->suspended = false;
     atomic_fetch_sub(&r->srv->metrics.connections_suspended, 1);
+    if (r->route == TL_ROUTE_STATUS)
+      return tl_srv_status_dispatch(r);
     return respond_compile(r);
   }
   switch (r->route) {

@@ -155,42 +155,63 @@ fail:
   return st;
 }
 
-tl_status tl_srv_auth_load(const char *path, tl_srv_auth **out, tl_error *err) {
+tl_status tl_srv_secret_read(const char *path, const char *what, const char *secrets, size_t max, char **out,
+                             size_t *n, tl_error *err) {
   *out = NULL;
+  *n = 0;
   FILE *f = fopen(path, "rb");
   if (!f)
-    return tl_error_set(err, TL_IO, "cannot open the tokens file '%s': %s", path, strerror(errno));
-  /* like ssh with a private key: tokens others can read are refused */
+    return tl_error_set(err, TL_IO, "cannot open the %s '%s': %s", what, path, strerror(errno));
+  /* like ssh with a private key: secrets others can read are refused */
   struct stat sb;
   if (fstat(fileno(f), &sb) != 0) {
     fclose(f);
-    return tl_error_set(err, TL_IO, "cannot stat the tokens file '%s': %s", path, strerror(errno));
+    return tl_error_set(err, TL_IO, "cannot stat the %s '%s': %s", what, path, strerror(errno));
   }
   if (sb.st_mode & (S_IRWXG | S_IRWXO)) {
     fclose(f);
     return tl_error_set(err, TL_INVALID_ARG,
-                        "the tokens file '%s' is open to group or others (mode %04o): its tokens "
-                        "are secrets; make it private with: chmod 600 '%s'",
-                        path, (unsigned)(sb.st_mode & 07777), path);
+                        "the %s '%s' is open to group or others (mode %04o): its %s; make it private "
+                        "with: chmod 600 '%s'",
+                        what, path, (unsigned)(sb.st_mode & 07777), secrets, path);
   }
-  char *buf = malloc(FILE_MAX + 1);
+  char *buf = malloc(max + 2);
   if (!buf) {
     fclose(f);
     return tl_error_set(err, TL_NOMEM, "out of memory");
   }
-  size_t n = fread(buf, 1, FILE_MAX + 1, f);
+  size_t got = fread(buf, 1, max + 1, f);
   bool failed = ferror(f);
   fclose(f);
-  tl_status st;
-  if (failed)
-    st = tl_error_set(err, TL_IO, "cannot read the tokens file '%s'", path);
-  else
-    st = tl_srv_auth_parse(buf, n, out, err);
-  /* wipe the secrets before giving the memory back */
-  volatile char *v = buf;
+  buf[got] = 0;
+  if (failed || got > max) {
+    tl_srv_secret_free(buf, got);
+    return failed ? tl_error_set(err, TL_IO, "cannot read the %s '%s'", what, path)
+                  : tl_error_set(err, TL_TOO_LARGE, "the %s '%s' is larger than %zu bytes", what, path, max);
+  }
+  *out = buf;
+  *n = got;
+  return TL_OK;
+}
+
+void tl_srv_secret_free(char *buf, size_t n) {
+  if (!buf)
+    return;
+  volatile char *v = buf; /* wipe the secrets before giving the memory back */
   for (size_t i = 0; i < n; i++)
     v[i] = 0;
   free(buf);
+}
+
+tl_status tl_srv_auth_load(const char *path, tl_srv_auth **out, tl_error *err) {
+  *out = NULL;
+  char *buf;
+  size_t n;
+  tl_status st = tl_srv_secret_read(path, "tokens file", "tokens are secrets", FILE_MAX, &buf, &n, err);
+  if (st != TL_OK)
+    return st;
+  st = tl_srv_auth_parse(buf, n, out, err);
+  tl_srv_secret_free(buf, n);
   return st;
 }
 

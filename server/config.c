@@ -45,6 +45,10 @@ static const char usage_text[] =
     "                          requests get 503 with Retry-After (default 64)\n"
     "  --compile-timeout SEC   a compile running longer is killed, with every process it\n"
     "                          started (clang, ld.lld): 504 (default 120)\n"
+    "  --source-timeout SEC    a build's source generated again for the status page\n"
+    "                          (/status/builds/KEY/source, in a compile worker) running\n"
+    "                          longer is stopped: a 504 page (default 10; at most\n"
+    "                          --compile-timeout)\n"
     "  --worker-memory N       address-space limit (RLIMIT_AS) of a worker process\n"
     "                          (default 4G; 0: none)\n"
     "\n"
@@ -109,6 +113,15 @@ static const char usage_text[] =
     "  --tier-max-entry N      largest entry (build, metadata and binary) written to\n"
     "                          Redis; larger builds stay in the local cache\n"
     "                          (default 64M, at most 512M)\n"
+    "  --tier-auth-file FILE   the Redis primaries require a password (requirepass,\n"
+    "                          or an ACL user): FILE holds one line, PASSWORD or\n"
+    "                          USER PASSWORD, sent with AUTH on every connection;\n"
+    "                          mode 600, like --tokens (a password with a space\n"
+    "                          needs its user: default PASSWORD)\n"
+    "  --tier-sentinel-auth-file FILE\n"
+    "                          the same for the Sentinels of redis-sentinel:// URLs\n"
+    "                          (their requirepass); the primary they name is then\n"
+    "                          reached with --tier-auth-file's password\n"
     "  A replica waits for another's compile at most --compile-timeout, then\n"
     "  compiles itself.\n"
     "\n"
@@ -209,6 +222,7 @@ void tl_srv_config_defaults(tl_srv_config *cfg) {
   cfg->max_bundle = (int64_t)64 << 20; /* less when --max-body-total is smaller (tl_srv_config_parse) */
   cfg->max_header = 32 << 10;
   cfg->compile_timeout = 120;
+  cfg->source_timeout = 10;
   cfg->idle_timeout = 60;
   cfg->shutdown_grace = 30;
   cfg->worker_memory = (int64_t)4 << 30;
@@ -225,10 +239,10 @@ void tl_srv_config_defaults(tl_srv_config *cfg) {
 /* Flags that take a value. */
 typedef enum {
   F_LISTEN, F_PORT_FILE, F_DB, F_CACHE_MAX, F_MEMCACHE, F_MEMCACHE_TTL, F_WORKERS, F_QUEUE,
-  F_TIMEOUT, F_WORKER_MEM, F_THREADS, F_MAXCONN, F_MAXCONN_IP, F_HEADER_TIMEOUT, F_BODY_TIMEOUT,
+  F_TIMEOUT, F_SOURCE_TIMEOUT, F_WORKER_MEM, F_THREADS, F_MAXCONN, F_MAXCONN_IP, F_HEADER_TIMEOUT, F_BODY_TIMEOUT,
   F_MAXBODY, F_MAXBODY_TOTAL, F_MAXBUNDLE, F_MAXHEADER, F_IDLE, F_TOKENS,
   F_TLS_CERT, F_TLS_KEY, F_LOG_FORMAT, F_GRACE, F_WORKER_FD,
-  F_TIER, F_TIER_TIMEOUT, F_TIER_TTL, F_TIER_LEASE, F_TIER_MAX_ENTRY,
+  F_TIER, F_TIER_TIMEOUT, F_TIER_TTL, F_TIER_LEASE, F_TIER_MAX_ENTRY, F_TIER_AUTH, F_TIER_SENTINEL_AUTH,
   /* switches */
   F_ANON_READ, F_INSECURE, F_TEST_HOOKS, F_HELP, F_VERSION,
 } flag_id;
@@ -247,6 +261,7 @@ static const struct {
     {"--workers", F_WORKERS, true},
     {"--queue", F_QUEUE, true},
     {"--compile-timeout", F_TIMEOUT, true},
+    {"--source-timeout", F_SOURCE_TIMEOUT, true},
     {"--worker-memory", F_WORKER_MEM, true},
     {"--threads", F_THREADS, true},
     {"--max-connections", F_MAXCONN, true},
@@ -269,6 +284,8 @@ static const struct {
     {"--tier-ttl", F_TIER_TTL, true},
     {"--tier-lease", F_TIER_LEASE, true},
     {"--tier-max-entry", F_TIER_MAX_ENTRY, true},
+    {"--tier-auth-file", F_TIER_AUTH, true},
+    {"--tier-sentinel-auth-file", F_TIER_SENTINEL_AUTH, true},
     {"--allow-anonymous-read", F_ANON_READ, false},
     {"--insecure-no-auth", F_INSECURE, false},
     {"--test-hooks", F_TEST_HOOKS, false},
@@ -329,6 +346,11 @@ static tl_status apply(tl_srv_config *c, flag_id id, const char *flag, const cha
     if (!tl_srv_parse_seconds(v, &sec) || sec < 0.01)
       return bad(err, flag, v, "a duration of at least 10ms");
     c->compile_timeout = sec;
+    return TL_OK;
+  case F_SOURCE_TIMEOUT:
+    if (!tl_srv_parse_seconds(v, &sec) || sec < 0.01)
+      return bad(err, flag, v, "a duration of at least 10ms");
+    c->source_timeout = sec;
     return TL_OK;
   case F_WORKER_MEM:
     if (!tl_srv_parse_size(v, &sz) || (sz != 0 && sz < ((int64_t)64 << 20)))
@@ -423,6 +445,12 @@ static tl_status apply(tl_srv_config *c, flag_id id, const char *flag, const cha
       return bad(err, flag, v, "a size from 1K to 512M");
     c->tier_max_entry = sz;
     return TL_OK;
+  case F_TIER_AUTH: /* read at start (http.c), like --tokens */
+    c->tier_auth_file = v;
+    return TL_OK;
+  case F_TIER_SENTINEL_AUTH:
+    c->tier_sentinel_auth_file = v;
+    return TL_OK;
   case F_WORKER_FD:
     if (!tl_srv_parse_int(v, 0, 1 << 20, &c->worker_fd))
       return bad(err, flag, v, "a file descriptor");
@@ -476,6 +504,9 @@ tl_status tl_srv_config_parse(tl_srv_config *cfg, int argc, char **argv, bool *h
   }
   if ((cfg->tls_cert == NULL) != (cfg->tls_key == NULL))
     return tl_error_set(err, TL_INVALID_ARG, "--tls-cert and --tls-key go together");
+  if ((cfg->tier_auth_file || cfg->tier_sentinel_auth_file) && cfg->ntier == 0)
+    return tl_error_set(err, TL_INVALID_ARG, "%s needs --tier",
+                        cfg->tier_auth_file ? "--tier-auth-file" : "--tier-sentinel-auth-file");
   if (cfg->max_body_total < cfg->max_body + 1)
     return tl_error_set(err, TL_INVALID_ARG,
                         "--max-body-total (%lld) must be larger than --max-body (%lld)",

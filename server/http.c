@@ -562,10 +562,11 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
 }
 
 /* ==== the background thread: eviction, flushing, readiness ================================
- * Once a second: the readiness probe (ready.c), a flush, and eviction in
- * small steps.  The thread keeps its own cache handle; when the database
- * cannot be opened it tries again each second (the server is not ready
- * meanwhile). */
+ * Once a second: the readiness probe (ready.c), a flush, the status page's
+ * recent outcomes saved (status.c; once more when it stops), and eviction
+ * in small steps.  The thread keeps its own cache handle; when the
+ * database cannot be opened it tries again each second (the server is not
+ * ready meanwhile). */
 
 static void *evict_main(void *arg) {
   tl_srv *s = arg;
@@ -578,8 +579,10 @@ static void *evict_main(void *arg) {
     if (!c && tl_cache_open(s->cfg.db_path, &s->cache_opts, &c, &err) != TL_OK)
       c = NULL;
     tl_srv_ready_probe(&s->ready, s->targets ? NULL : s->toolchain_error, s->cfg.db_path, c, &err);
-    if (c)
+    if (c) {
       tl_cache_flush(c, NULL);
+      tl_srv_recent_save(s->recent, c);
+    }
     if (c && s->cfg.cache_max_bytes > 0) {
       /* small steps: the write lock is held for one batch at a time */
       for (int step = 0; step < 1000; step++) {
@@ -601,6 +604,7 @@ static void *evict_main(void *arg) {
     pthread_cond_timedwait(&s->evict_cv, &s->evict_mu, &ts);
   }
   pthread_mutex_unlock(&s->evict_mu);
+  tl_srv_recent_save(s->recent, c); /* what came in since the last second */
   tl_cache_close(c);
   return NULL;
 }
@@ -813,6 +817,11 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
     st = tl_error_set(err, TL_NOMEM, "out of memory");
     goto fail;
   }
+  tl_cache *recent_handle = tl_srv_handles_get(s->handles, NULL); /* the status page's last outcomes */
+  if (recent_handle) {
+    tl_srv_recent_load(s->recent, recent_handle);
+    tl_srv_handles_put(s->handles, recent_handle);
+  }
 
   /* the shared tier (connects lazily: a Redis that is down is no error) */
   if (cfg->ntier > 0) {
@@ -823,6 +832,8 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
         .ttl_s = cfg->tier_ttl,
         .lease_s = cfg->tier_lease,
         .max_entry = cfg->tier_max_entry,
+        .auth_file = cfg->tier_auth_file,
+        .sentinel_auth_file = cfg->tier_sentinel_auth_file,
         .metrics = &s->metrics,
     };
     if ((st = tl_srv_tier_new(&to, &s->tier, err)) != TL_OK)
@@ -838,6 +849,7 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
       .workers = cfg->workers,
       .queue = cfg->queue,
       .compile_timeout = cfg->compile_timeout,
+      .source_timeout = cfg->source_timeout < cfg->compile_timeout ? cfg->source_timeout : cfg->compile_timeout,
       .db_path = cfg->db_path,
       .cache_opts = &s->cache_opts,
       .metrics = &s->metrics,

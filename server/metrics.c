@@ -210,6 +210,11 @@ void tl_srv_metrics_render(const tl_srv_metrics *mc, const tl_srv_metrics_extra 
   for (int o = 0; o < TL_COMPILE_OUTCOME_COUNT_; o++)
     tl_srv_buf_printf(b, "tlserverd_compiles_total{outcome=\"%s\"} %lld\n", outcome_names[o],
                       GET(m->compiles[o]));
+  tl_srv_buf_puts(b, "# HELP tlserverd_status_sources_total Sources generated again in worker processes for "
+                     "/status/builds/KEY/source, by outcome.\n# TYPE tlserverd_status_sources_total counter\n");
+  for (int o = 0; o < TL_COMPILE_OUTCOME_COUNT_; o++)
+    tl_srv_buf_printf(b, "tlserverd_status_sources_total{outcome=\"%s\"} %lld\n", outcome_names[o],
+                      GET(m->sources[o]));
   tl_srv_buf_puts(b, "# HELP tlserverd_compile_seconds Wall time of compiles in worker processes.\n"
                      "# TYPE tlserverd_compile_seconds histogram\n");
   long long cum = 0;

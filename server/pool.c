@@ -26,6 +26,14 @@
  * holds it, keeping its slot) and publishes to both levels.  The tier
  * never turns a request into an error: when it is down the flight
  * compiles as without it.
+ *
+ * Source jobs (tl_srv_job.source: a build's source generated again for the
+ * status page) take the same queue and workers, so that the daemon's HTTP
+ * threads never run the compiler: they are flights of their own kind (a
+ * source job never joins a compile of its key, nor the reverse), bounded
+ * by --source-timeout, never looked up in or published to a cache, and at
+ * most TL_SRV_SOURCE_FLIGHTS of them are queued or running at once, so
+ * status pages cannot take the workers from compiles.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -74,6 +82,7 @@ struct tl_srv_pool {
   flight *map[NBUCKETS];
   flight *qhead, *qtail;
   int queued, running;
+  int sources;          /* source flights queued or running */
   atomic_bool stopping; /* written under mu; read without it to skip a respawn */
   int cancel_pipe[2];
   slot *slots;
@@ -87,9 +96,9 @@ static unsigned bucket_of(const char *key) {
   return h % NBUCKETS;
 }
 
-static flight *map_find(tl_srv_pool *p, const char *key) {
+static flight *map_find(tl_srv_pool *p, const char *key, bool source) {
   for (flight *f = p->map[bucket_of(key)]; f; f = f->hnext)
-    if (memcmp(f->job.key, key, 64) == 0)
+    if (memcmp(f->job.key, key, 64) == 0 && f->job.source == source)
       return f;
   return NULL;
 }
@@ -195,6 +204,27 @@ static tl_srv_result *from_tier(tl_srv_pool *p, tl_cache *cache, tl_srv_tier_con
   return r;
 }
 
+/* Runs f's job in the slot's worker (started when it has none) within
+ * timeout_s: tl_srv_proc_run's result (*ran true: *outcome says how it
+ * went), or an error result when the job could not be run. */
+static tl_srv_result *run_in_worker(slot *s, flight *f, double timeout_s, bool *ran,
+                                    tl_srv_compile_outcome *outcome, void **bin, size_t *bn) {
+  tl_srv_pool *p = s->pool;
+  tl_error err;
+  tl_error_clear(&err);
+  *ran = false;
+  *bin = NULL;
+  *bn = 0;
+  if (ensure_worker(s, &err) != TL_OK)
+    return tl_srv_result_error(TL_INTERNAL, "%s", err.message);
+  tl_srv_result *r = NULL;
+  tl_status st = tl_srv_proc_run(&s->proc, &f->job, timeout_s, p->cancel_pipe[0], outcome, &r, bin, bn, &err);
+  if (s->proc.pid == 0)
+    atomic_fetch_sub(&p->live, 1);
+  *ran = st == TL_OK;
+  return st == TL_OK ? r : tl_srv_result_error(st, "%s", err.message);
+}
+
 /* Compiles f's job in the slot's worker and stores the build in the local
  * cache; a success leaves the build in s->published and its bytes in
  * s->bin (freed by the caller). */
@@ -203,21 +233,16 @@ static tl_srv_result *compile_flight(slot *s, tl_cache *cache, flight *f) {
   tl_srv_metrics *m = p->o.metrics;
   tl_error err;
   tl_error_clear(&err);
-  if (ensure_worker(s, &err) != TL_OK)
-    return tl_srv_result_error(TL_INTERNAL, "%s", err.message);
   tl_srv_compile_outcome outcome;
-  tl_srv_result *r = NULL;
   void *bin = NULL;
   size_t bn = 0;
+  bool ran;
   int64_t t0 = tl_srv_now_us();
   atomic_fetch_add(&m->compiles_running, 1);
-  tl_status st = tl_srv_proc_run(&s->proc, &f->job, p->o.compile_timeout, p->cancel_pipe[0],
-                                 &outcome, &r, &bin, &bn, &err);
+  tl_srv_result *r = run_in_worker(s, f, p->o.compile_timeout, &ran, &outcome, &bin, &bn);
   atomic_fetch_sub(&m->compiles_running, 1);
-  if (s->proc.pid == 0)
-    atomic_fetch_sub(&p->live, 1);
-  if (st != TL_OK)
-    return tl_srv_result_error(st, "%s", err.message);
+  if (!ran)
+    return r;
   tl_srv_metrics_compile(m, outcome, (double)(tl_srv_now_us() - t0) / 1e6);
   if (r->err.code != TL_OK) {
     free(bin);
@@ -231,7 +256,7 @@ static tl_srv_result *compile_flight(slot *s, tl_cache *cache, flight *f) {
   b.metadata = r->meta;
   b.compile_ms = (int64_t)(r->compile_ms + 0.5);
   b.size = (int64_t)bn;
-  st = tl_cache_put(cache, &b, bin, bn, &err);
+  tl_status st = tl_cache_put(cache, &b, bin, bn, &err);
   s->published = b;
   s->bin = bin;
   s->bn = bn;
@@ -243,12 +268,27 @@ static tl_srv_result *compile_flight(slot *s, tl_cache *cache, flight *f) {
   return r;
 }
 
+/* Generates f's source in the slot's worker, within --source-timeout. */
+static tl_srv_result *source_flight(slot *s, flight *f) {
+  tl_srv_compile_outcome outcome;
+  void *bin = NULL;
+  size_t bn = 0;
+  bool ran;
+  tl_srv_result *r = run_in_worker(s, f, s->pool->o.source_timeout, &ran, &outcome, &bin, &bn);
+  free(bin); /* the result holds its own copy of the source */
+  if (ran)
+    atomic_fetch_add(&s->pool->o.metrics->sources[outcome], 1);
+  return r;
+}
+
 /* Compiles f's job (or finds it in the cache or the tier) and publishes the build. */
 static tl_srv_result *run_flight(slot *s, tl_cache **cache, tl_srv_tier_conn **tc, flight *f) {
   tl_srv_pool *p = s->pool;
   tl_srv_metrics *m = p->o.metrics;
   tl_error err;
   tl_error_clear(&err);
+  if (f->job.source)
+    return source_flight(s, f);
   if (!*cache)
     tl_cache_open(p->db_path, &p->cache_opts, cache, &err);
   if (*cache) {
@@ -315,6 +355,7 @@ static void *slot_main(void *arg) {
     pthread_mutex_lock(&p->mu);
     map_remove(p, f);
     p->running--;
+    p->sources -= f->job.source;
     pthread_cond_broadcast(&p->idle);
     pthread_mutex_unlock(&p->mu);
     if (res)
@@ -400,12 +441,21 @@ tl_status tl_srv_pool_submit(tl_srv_pool *p, tl_srv_job *jobs, const int *indexe
     st = tl_error_set(err, TL_BUSY, "the server is shutting down");
     goto out;
   }
-  int need = 0;
+  int need = 0, need_sources = 0;
   for (int i = 0; i < n; i++) {
-    bool dup = map_find(p, jobs[i].key) != NULL;
+    bool dup = map_find(p, jobs[i].key, jobs[i].source) != NULL;
     for (int k = 0; k < i && !dup; k++)
-      dup = memcmp(jobs[k].key, jobs[i].key, 64) == 0;
+      dup = memcmp(jobs[k].key, jobs[i].key, 64) == 0 && jobs[k].source == jobs[i].source;
     need += !dup;
+    need_sources += !dup && jobs[i].source;
+  }
+  if (need_sources > 0 && p->sources + need_sources > TL_SRV_SOURCE_FLIGHTS) {
+    atomic_fetch_add(&p->o.metrics->overloaded, 1);
+    st = tl_error_set(err, TL_BUSY,
+                      "%d sources are being generated already (at most %d at a time, so that status "
+                      "pages never hold the compile workers); retry in a moment",
+                      p->sources, TL_SRV_SOURCE_FLIGHTS);
+    goto out;
   }
   if (need > 0 && p->queued + p->running + need > p->o.workers + p->o.queue) {
     atomic_fetch_add(&p->o.metrics->overloaded, 1);
@@ -415,7 +465,7 @@ tl_status tl_srv_pool_submit(tl_srv_pool *p, tl_srv_job *jobs, const int *indexe
     goto out;
   }
   for (int i = 0; i < n; i++) {
-    flight *f = map_find(p, jobs[i].key);
+    flight *f = map_find(p, jobs[i].key, jobs[i].source);
     if (f) {
       if (!add_waiter(f, done, user, indexes[i])) {
         /* cannot wait for it: answer this one as out of memory */
@@ -431,6 +481,7 @@ tl_status tl_srv_pool_submit(tl_srv_pool *p, tl_srv_job *jobs, const int *indexe
     fresh[i] = NULL;
     f->job = jobs[i];
     memset(&jobs[i], 0, sizeof jobs[i]);
+    p->sources += f->job.source;
     unsigned b = bucket_of(f->job.key);
     f->hnext = p->map[b];
     p->map[b] = f;
@@ -462,8 +513,10 @@ void tl_srv_pool_shutdown(tl_srv_pool *p, double grace_s) {
   pthread_mutex_lock(&p->mu);
   p->stopping = true;
   flight *cancelled = p->qhead;
-  for (flight *f = cancelled; f; f = f->qnext)
+  for (flight *f = cancelled; f; f = f->qnext) {
     map_remove(p, f);
+    p->sources -= f->job.source;
+  }
   atomic_fetch_sub(&p->o.metrics->queue_depth, p->queued);
   p->qhead = p->qtail = NULL;
   p->queued = 0;

@@ -34,13 +34,16 @@
  *
  * The wire between them: a frame is a fixed header (magic, the length of a
  * JSON text, the length of a binary part) followed by the two parts.  A job
- * is JSON {key, target, options, name, defines: [[NAME, VALUE], ...]} with
- * the program text as the binary part; a result is JSON {code, message,
- * pointer, column, diags: [...], truncated, key, artifact, meta (which
- * holds the toolchain's log), compile_ms} with the compiled binary as the
- * binary part.  The daemon checks what comes back: the key must be the one
- * it asked for and the artifact id the SHA-256 of the bytes (libtlcache
- * checks that again).
+ * is JSON {key, target, options, name, defines: [[NAME, VALUE], ...],
+ * source} with the program text as the binary part; a result is JSON
+ * {code, message, pointer, column, diags: [...], truncated, key, artifact,
+ * meta (which holds the toolchain's log), compile_ms} with the compiled
+ * binary as the binary part.  The daemon checks what comes back: the key
+ * must be the one it asked for and the artifact id the SHA-256 of the bytes
+ * (libtlcache checks that again).  A source job (the status page's
+ * generated source, tl_srv_job.source) stops after code generation: its
+ * result is {code, message, ..., key} with the source text as the binary
+ * part, at most TL_SRV_SOURCE_MAX bytes (checked on both sides).
  */
 #define _GNU_SOURCE /* POSIX_SPAWN_SETSID */
 #include <dirent.h>
@@ -95,6 +98,7 @@ void tl_srv_result_unref(tl_srv_result *r) {
   }
   free(r->diags);
   free(r->meta);
+  free(r->source);
   free(r);
 }
 
@@ -313,6 +317,7 @@ static int worker_job(int fd, const char *job_json, const char *program, size_t 
   const char *target = job ? json_string_value(json_object_get(job, "target")) : NULL;
   const char *options = job ? json_string_value(json_object_get(job, "options")) : NULL;
   const char *name = job ? json_string_value(json_object_get(job, "name")) : NULL;
+  bool source = job && json_is_true(json_object_get(job, "source"));
   json_t *jdefs = job ? json_object_get(job, "defines") : NULL;
   if (!key || !target || !json_is_array(jdefs)) {
     tl_error_set(&err, TL_INTERNAL, "the worker got a malformed job");
@@ -345,9 +350,18 @@ static int worker_job(int fd, const char *job_json, const char *program, size_t 
       .ndefines = (int)nd,
       .target = target,
       .options_json = options,
+      .source_only = source,
   };
   tl_status st = tl_compile(&req, &build, &diags, &err);
-  if (st == TL_OK && strcmp(build->key, key) != 0)
+  if (st == TL_OK && source && (!build->key || strcmp(build->key, key) != 0))
+    tl_error_set(&err, TL_UNSUPPORTED,
+                 "generating it again gave another build key (%.12s, not %.12s): the toolchain "
+                 "changed since the build was made",
+                 build->key ? build->key : "none", key);
+  else if (st == TL_OK && source && build->source && strlen(build->source) > TL_SRV_SOURCE_MAX)
+    tl_error_set(&err, TL_TOO_LARGE, "the generated source is %zu bytes; the status page shows at most %zu",
+                 strlen(build->source), TL_SRV_SOURCE_MAX);
+  else if (st == TL_OK && strcmp(build->key, key) != 0)
     tl_error_set(&err, TL_INTERNAL,
                  "the compiler gave build key %.16s... for a job whose key is %.16s...", build->key,
                  key);
@@ -369,7 +383,11 @@ done:
   json_object_set_new(res, "truncated", json_boolean(diags.truncated || diags.n > TL_SRV_MAX_DIAGS));
   const void *bin = NULL;
   size_t bin_len = 0;
-  if (err.code == TL_OK && build) {
+  if (err.code == TL_OK && build && source) {
+    json_object_set_new(res, "key", json_string(build->key));
+    bin = build->source ? build->source : "";
+    bin_len = strlen(bin);
+  } else if (err.code == TL_OK && build) {
     json_object_set_new(res, "key", json_string(build->key));
     json_object_set_new(res, "artifact", json_string(build->artifact));
     json_object_set_new(res, "meta", json_string(build->meta ? build->meta : "{}"));
@@ -629,7 +647,18 @@ static tl_srv_result *parse_result(const char *text, const void *bin, size_t bin
   }
   r->diags_truncated = json_is_true(json_object_get(o, "truncated"));
   memcpy(r->key, job->key, 65);
-  if (r->err.code == TL_OK) {
+  if (r->err.code == TL_OK && job->source) {
+    const char *key = json_string_value(json_object_get(o, "key"));
+    if (!key || strcmp(key, job->key) != 0 || bin_len > TL_SRV_SOURCE_MAX || memchr(bin, 0, bin_len)) {
+      tl_error_set(&r->err, TL_INTERNAL, "the compile worker's answer failed its checks");
+    } else if (!(r->source = malloc(bin_len + 1))) {
+      tl_error_set(&r->err, TL_NOMEM, "out of memory");
+    } else {
+      if (bin_len)
+        memcpy(r->source, bin, bin_len);
+      r->source[bin_len] = 0;
+    }
+  } else if (r->err.code == TL_OK) {
     const char *key = json_string_value(json_object_get(o, "key"));
     const char *art = json_string_value(json_object_get(o, "artifact"));
     char hex[65];
@@ -661,6 +690,8 @@ static char *job_json(const tl_srv_job *job) {
   json_object_set_new(o, "target", json_string(job->target));
   json_object_set_new(o, "options", job->options ? json_string(job->options) : json_null());
   json_object_set_new(o, "name", job->name ? json_string(job->name) : json_null());
+  if (job->source)
+    json_object_set_new(o, "source", json_true());
   for (int i = 0; i < job->ndefines; i++)
     json_array_append_new(d, json_pack("[ss]", job->define_names[i], job->define_values[i]));
   json_object_set_new(o, "defines", d);
@@ -725,18 +756,19 @@ tl_status tl_srv_proc_run(tl_srv_proc *p, const tl_srv_job *job, double timeout_
     } else if (e == ETIMEDOUT) {
       *outcome = TL_COMPILE_TIMEOUT;
       *out = tl_srv_result_error(TL_TIMEOUT,
-                                 "the compile for %s ran longer than the server's limit of %g s "
+                                 "the %s for %s ran longer than the server's limit of %g s "
                                  "and was stopped",
-                                 job->target, timeout_s);
+                                 job->source ? "source generation" : "compile", job->target, timeout_s);
     } else if (e == ECANCELED) {
       *outcome = TL_COMPILE_ERROR;
       *out = tl_srv_result_error(TL_BUSY, "the compile was cancelled: the server is shutting down");
     } else {
       *outcome = TL_COMPILE_CRASH;
       *out = tl_srv_result_error(TL_INTERNAL,
-                                 "the compile worker for %s died during the compile (%s); the "
-                                 "server is fine, the compile was not done",
-                                 job->target, how);
+                                 "the compile worker for %s died during the %s (%s); the "
+                                 "server is fine, the %s was not done",
+                                 job->target, job->source ? "source generation" : "compile", how,
+                                 job->source ? "source generation" : "compile");
     }
     if (!*out)
       return tl_error_set(err, TL_NOMEM, "out of memory");

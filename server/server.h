@@ -31,8 +31,9 @@
  *   tlserverd.c main(): flags, signals, the worker mode.
  *
  * Threads: libmicrohttpd's pool of HTTP threads (epoll) runs the handlers;
- * a handler never blocks on a compile: it suspends its connection, and the
- * compile pool's threads resume it when every result it waits for is in.
+ * a handler never blocks on a compile (nor on the status page's source,
+ * which a worker generates): it suspends its connection, and the compile
+ * pool's threads resume it when every result it waits for is in.
  * One background thread evicts and flushes the cache.  Compiles run in
  * worker processes, never in the daemon.
  *
@@ -65,6 +66,8 @@
 #define TL_SRV_TIER_MAX 16             /* Redis primaries of the shared tier (--tier) */
 #define TL_SRV_TIER_URL_MAX 256        /* bytes of a --tier URL */
 #define TL_SRV_TIER_ENTRY_MAX ((int64_t)512 << 20) /* Redis's own limit on a string */
+#define TL_SRV_SOURCE_MAX ((size_t)4 << 20) /* bytes of a build's source shown by /status/builds/KEY/source */
+#define TL_SRV_SOURCE_FLIGHTS 2        /* sources generated (queued or running) at once in the compile pool */
 
 /* ==== util.c: a growable text buffer ========================================= */
 typedef struct tl_srv_buf {
@@ -151,6 +154,7 @@ typedef struct tl_srv_config {
   bool max_bundle_given;       /* --max-bundle was given (else it shrinks to fit --max-body-total) */
   int64_t max_header;          /* bytes of a request's line and headers (the connection buffer) */
   double compile_timeout;      /* seconds per compile */
+  double source_timeout;       /* seconds a worker may take to generate a build's source (status page) */
   double idle_timeout;         /* seconds an idle connection is kept */
   double shutdown_grace;       /* seconds running compiles get on SIGTERM */
   int64_t worker_memory;       /* RLIMIT_AS of a worker, bytes; 0: none */
@@ -167,6 +171,8 @@ typedef struct tl_srv_config {
   double tier_ttl;             /* seconds an entry lives in Redis; 0: no expiry */
   double tier_lease;           /* seconds of a compile lease (renewed while it runs) */
   int64_t tier_max_entry;      /* bytes of the largest entry written to Redis */
+  const char *tier_auth_file;  /* "PASSWORD" or "USER PASSWORD" of the primaries, or NULL */
+  const char *tier_sentinel_auth_file; /* the same for the Sentinels */
   tl_srv_log_format log_format;
   bool test_hooks;             /* honour TL_TEST_CRASH_ON / _HANG_ON / _GROW_ON */
   int worker_fd;               /* >= 0: run as a compile worker on this socket */
@@ -197,6 +203,14 @@ typedef struct tl_srv_auth tl_srv_auth;
  * the line.  *out owns the table (tl_srv_auth_free). */
 tl_status tl_srv_auth_parse(const char *text, size_t n, tl_srv_auth **out, tl_error *err);
 tl_status tl_srv_auth_load(const char *path, tl_srv_auth **out, tl_error *err);
+/* Reads a file of secrets (the tokens, a Redis password) whole, at most max
+ * bytes: refused when group or others may use it (TL_INVALID_ARG saying
+ * "chmod 600"), TL_IO, TL_TOO_LARGE.  what names the file in messages
+ * ("tokens file"), secrets ends the refusal ("tokens are secrets").  *out
+ * is NUL-terminated, *n bytes; give it back with tl_srv_secret_free. */
+tl_status tl_srv_secret_read(const char *path, const char *what, const char *secrets, size_t max, char **out,
+                             size_t *n, tl_error *err);
+void tl_srv_secret_free(char *buf, size_t n); /* wipes, then frees (NULL is fine) */
 void tl_srv_auth_free(tl_srv_auth *a); /* accepts NULL */
 int tl_srv_auth_count(const tl_srv_auth *a);
 /* Decides a request needing scope `need` (one TL_SCOPE_*) with the given
@@ -285,6 +299,7 @@ typedef struct tl_srv_metrics {
   atomic_llong evictions;
   atomic_llong worker_spawns;
   atomic_llong publish_failures;
+  atomic_llong sources[TL_COMPILE_OUTCOME_COUNT_]; /* source jobs of the status pages, by outcome */
   /* the shared tier (tier.c) */
   atomic_llong tier_hits, tier_misses; /* lookups after a local miss */
   atomic_llong tier_errors;          /* failed or timed-out Redis calls */
@@ -415,6 +430,7 @@ typedef struct tl_srv_result {
   double compile_ms;
   bool cached;               /* served from the cache, not compiled for this request */
   char *meta;                /* metadata JSON text (holds the toolchain's log) */
+  char *source;              /* a source job's generated CUDA C or HIP C (NUL-terminated) */
 } tl_srv_result;
 
 tl_srv_result *tl_srv_result_new(void); /* refs = 1; NULL on no memory */
@@ -424,9 +440,14 @@ void tl_srv_result_unref(tl_srv_result *r); /* accepts NULL */
 tl_srv_result *tl_srv_result_error(tl_status code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* What to compile: everything tl_compile needs, owned by the job. */
+/* What to compile: everything tl_compile needs, owned by the job.  A
+ * source job (source true) generates the build's source only (no
+ * toolchain, nothing published), for the status pages: it must give the
+ * same build key, and the result's source is at most TL_SRV_SOURCE_MAX
+ * bytes. */
 typedef struct tl_srv_job {
   char key[65];
+  bool source;
   char *manifest;           /* the key manifest (stored with the build) */
   char *program;            /* JSON text */
   size_t program_len;
@@ -500,6 +521,8 @@ typedef struct tl_srv_tier_opts {
   int nurls;                /* 1..TL_SRV_TIER_MAX */
   double timeout_s, ttl_s, lease_s;
   int64_t max_entry;
+  const char *auth_file;          /* the primaries' password file (--tier-auth-file), or NULL */
+  const char *sentinel_auth_file; /* the Sentinels' (--tier-sentinel-auth-file), or NULL */
   tl_srv_metrics *metrics;
 } tl_srv_tier_opts;
 
@@ -533,9 +556,12 @@ tl_srv_tier_outcome tl_srv_tier_acquire(tl_srv_tier_conn *c, const char *key, do
 /* After the compile: writes the build (b != NULL, unless over the entry
  * limit), releases the lease and wakes the waiters; b == NULL (the compile
  * failed): releases the lease and wakes the waiters, who then try it.
- * Failures of the tier are counted, never returned. */
-void tl_srv_tier_publish(tl_srv_tier_conn *c, tl_srv_tier_lease *lease, const tl_cache_build *b,
-                         const void *bytes, size_t n);
+ * Without a lease (lease->held false) it writes b under its own key's
+ * primary, as for a build imported from a bundle (api.c).  Failures of the
+ * tier are counted, never returned as errors: 1 the build was written, 0
+ * not (b == NULL, or over --tier-max-entry), -1 Redis failed or no memory. */
+int tl_srv_tier_publish(tl_srv_tier_conn *c, tl_srv_tier_lease *lease, const tl_cache_build *b,
+                        const void *bytes, size_t n);
 /* For GET /v1/kernels/KEY (key) or /v1/artifacts/ID (artifact; key NULL)
  * on a local miss: the build from the tier, checked (ownership as for
  * tl_srv_tier_acquire), on a connection of its own.  TL_NOT_FOUND when the
@@ -561,6 +587,7 @@ typedef struct tl_srv_pool_opts {
   tl_srv_proc_opts proc;
   int workers, queue;
   double compile_timeout;
+  double source_timeout;    /* a source job's bound (at most compile_timeout) */
   const char *db_path;
   const tl_cache_options *cache_opts;
   tl_srv_metrics *metrics;
@@ -574,11 +601,12 @@ typedef void (*tl_srv_done_fn)(void *user, int index, tl_srv_result *res);
 
 tl_status tl_srv_pool_new(const tl_srv_pool_opts *o, tl_srv_pool **out, tl_error *err);
 /* Submits n jobs (their keys need not be distinct).  Each one joins the
- * flight of its key when one is queued or running (single-flight) or
- * starts a new one; the jobs of new flights are moved into the pool
- * (cleared in jobs[]).  All or nothing: when the queue has no room for
- * every new flight, nothing is submitted and TL_BUSY is returned; after
- * shutdown began, TL_BUSY too.  done is called once per job, possibly
+ * flight of its key (and kind: compile or source) when one is queued or
+ * running (single-flight) or starts a new one; the jobs of new flights are
+ * moved into the pool (cleared in jobs[]).  All or nothing: when the queue
+ * has no room for every new flight, or a new source flight would make more
+ * than TL_SRV_SOURCE_FLIGHTS, nothing is submitted and TL_BUSY is returned
+ * (err says which); after shutdown began, TL_BUSY too.  done is called once per job, possibly
  * before this returns. *joined receives how many joined a flight. */
 tl_status tl_srv_pool_submit(tl_srv_pool *p, tl_srv_job *jobs, const int *indexes, int n,
                              tl_srv_done_fn done, void *user, int *joined, tl_error *err);
@@ -593,7 +621,9 @@ int tl_srv_pool_live_workers(tl_srv_pool *p);
 /* ==== status.c: the status pages ======================================================
  * The ring of the last TL_SRV_RECENT per-target outcomes of compile
  * requests (each with at most TL_SRV_RECENT_DIAGS diagnostics), shown by
- * GET /status with the TL_SRV_STATUS_BUILDS most recently used builds. */
+ * GET /status with the TL_SRV_STATUS_BUILDS most recently used builds, and
+ * kept across restarts in the cache database (one note per slot, written
+ * by the background thread). */
 #define TL_SRV_RECENT 64
 #define TL_SRV_RECENT_DIAGS 8
 #define TL_SRV_STATUS_BUILDS 25
@@ -604,6 +634,12 @@ void tl_srv_recent_free(tl_srv_recent *r); /* accepts NULL */
  * program's name, or NULL).  Copies what it keeps, cut to fixed sizes. */
 void tl_srv_recent_add(tl_srv_recent *r, const char *name, const char *target,
                        const struct tl_srv_result *res);
+/* Reads the outcomes a previous run saved in c (at start; what cannot be
+ * read is skipped).  Returns how many. */
+int tl_srv_recent_load(tl_srv_recent *r, tl_cache *c);
+/* Writes the slots changed since the last save (the background thread,
+ * once a second and at the stop).  Failures are left for the next save. */
+void tl_srv_recent_save(tl_srv_recent *r, tl_cache *c);
 
 /* ==== http.c + api.c: the daemon and its requests ======================================= */
 struct MHD_Daemon;
@@ -689,6 +725,13 @@ void tl_srv_error_members(tl_srv_buf *b, const tl_error *err);
  * if any, is complete), and again after a suspended compile resumed. */
 int tl_srv_api_dispatch(tl_srv_req *r);
 void tl_srv_api_free(tl_srv_req *r); /* frees r->compile */
+/* Submits one job to the pool for r and suspends r's connection until its
+ * result is in; tl_srv_api_dispatch then calls the route's handler again,
+ * which finds the result with tl_srv_api_result.  TL_BUSY (the pool is
+ * full or stopping), TL_NOMEM: nothing was suspended.  The job is moved. */
+tl_status tl_srv_api_wait_job(tl_srv_req *r, tl_srv_job *job, tl_error *err);
+/* The result tl_srv_api_wait_job waited for, once resumed; else NULL. */
+const struct tl_srv_result *tl_srv_api_result(const tl_srv_req *r);
 /* The build of key from the local cache, or else from the shared tier
  * (then stored locally): *out (tl_cache_build_free) or TL_NOT_FOUND, TL_IO,
  * ... with a message in err. */

@@ -23,14 +23,21 @@
  * routes need the read scope (http.c's table).
  *
  * The recent requests are a ring of the last TL_SRV_RECENT per-target
- * outcomes of POST /v1/compile, kept in memory (a restart empties it; the
- * cache's builds stay listed).  The source of a build is not stored: it is
- * generated again from the build's manifest (program, constants, target,
- * options) by this server's compiler, without the toolchain, and shown
- * only when that gives the same build key, that is, when this compiler is
- * the one that made the build; a build of another compiler says so.  That
- * runs the compiler's passes in the daemon (no toolchain, no binary), on a
- * program that a worker of this very compiler has compiled before.
+ * outcomes of POST /v1/compile, kept in memory and saved in the cache
+ * database (a note per slot, "status recent N", each at most
+ * TL_CACHE_NOTE_MAX bytes: diagnostics that do not fit are left out) by
+ * the background thread once a second and at the stop, so a restart shows
+ * them again (what a crash leaves unsaved: at most the last second's).  The
+ * source of a build is not stored: it is generated again from the build's
+ * manifest (program, constants, target, options) by this server's
+ * compiler, without the toolchain, and shown only when that gives the same
+ * build key, that is, when this compiler is the one that made the build; a
+ * build of another compiler says so.  That runs the compiler's passes, so
+ * it runs in a compile worker as a source job (pool.c), never in the
+ * daemon's HTTP threads: the connection is suspended meanwhile, the job is
+ * bounded by --source-timeout and TL_SRV_SOURCE_MAX bytes of source, at
+ * most TL_SRV_SOURCE_FLIGHTS run at once, and a refusal (the pool full or
+ * stopping) is a 503 page with Retry-After that says why.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +77,7 @@ struct tl_srv_recent {
   pthread_mutex_t mu;
   int next, count;
   recent_entry e[TL_SRV_RECENT];
+  bool dirty[TL_SRV_RECENT]; /* changed since the last save */
 };
 
 tl_srv_recent *tl_srv_recent_new(void) {
@@ -132,10 +140,131 @@ void tl_srv_recent_add(tl_srv_recent *r, const char *name, const char *target,
   }
   pthread_mutex_lock(&r->mu);
   r->e[r->next] = e;
+  r->dirty[r->next] = true;
   r->next = (r->next + 1) % TL_SRV_RECENT;
   if (r->count < TL_SRV_RECENT)
     r->count++;
   pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- kept across restarts: one note of the cache database per slot ---------------------- */
+
+#define RECENT_NOTE "status recent %d"
+
+/* An entry as JSON text of at most TL_CACHE_NOTE_MAX bytes (diagnostics
+ * dropped from the end until it fits); NULL when it cannot be written (no
+ * memory, text jansson refuses).  An empty slot is "{}". */
+static char *entry_json(const recent_entry *e) {
+  if (!e->wall_ms)
+    return strdup("{}");
+  for (int nd = e->ndiags;; nd--) {
+    json_t *d = json_array();
+    for (int i = 0; i < nd; i++)
+      json_array_append_new(d, json_pack("{s:s, s:i, s:i, s:s}", "pointer", e->diags[i].pointer, "line",
+                                         e->diags[i].line, "column", e->diags[i].column, "message",
+                                         e->diags[i].message));
+    json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:s, s:b, s:b, s:f, s:I, s:s, s:s, s:b, s:o}", "wall_ms",
+                          (json_int_t)e->wall_ms, "name", e->name, "target", e->target, "key", e->key, "artifact",
+                          e->artifact, "ok", e->ok, "cached", e->cached, "compile_ms", e->compile_ms, "size",
+                          (json_int_t)e->size, "code", e->code, "message", e->message, "more_diags",
+                          e->more_diags || nd < e->ndiags, "diags", d);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (text && strlen(text) <= TL_CACHE_NOTE_MAX)
+      return text;
+    free(text);
+    if (!text || nd == 0)
+      return NULL;
+  }
+}
+
+/* Reads an entry back; false for "{}" or anything malformed. */
+static bool entry_parse(const char *text, recent_entry *e) {
+  memset(e, 0, sizeof *e);
+  json_t *o = json_loads(text, 0, NULL), *d = json_object_get(o, "diags");
+  json_int_t wall = json_integer_value(json_object_get(o, "wall_ms"));
+  const char *name = json_string_value(json_object_get(o, "name"));
+  const char *target = json_string_value(json_object_get(o, "target"));
+  bool ok = wall > 0 && name && target && json_is_array(d);
+  if (ok) {
+    e->wall_ms = wall;
+    copy_cut(e->name, sizeof e->name, name);
+    copy_cut(e->target, sizeof e->target, target);
+    copy_cut(e->key, sizeof e->key, json_string_value(json_object_get(o, "key")));
+    copy_cut(e->artifact, sizeof e->artifact, json_string_value(json_object_get(o, "artifact")));
+    e->ok = json_is_true(json_object_get(o, "ok"));
+    e->cached = json_is_true(json_object_get(o, "cached"));
+    e->compile_ms = json_number_value(json_object_get(o, "compile_ms"));
+    e->size = json_integer_value(json_object_get(o, "size"));
+    copy_cut(e->code, sizeof e->code, json_string_value(json_object_get(o, "code")));
+    copy_cut(e->message, sizeof e->message, json_string_value(json_object_get(o, "message")));
+    e->more_diags = json_is_true(json_object_get(o, "more_diags"));
+    for (size_t i = 0; i < json_array_size(d) && e->ndiags < TL_SRV_RECENT_DIAGS; i++) {
+      json_t *x = json_array_get(d, i);
+      recent_diag *o2 = &e->diags[e->ndiags++];
+      copy_cut(o2->pointer, sizeof o2->pointer, json_string_value(json_object_get(x, "pointer")));
+      o2->line = (int)json_integer_value(json_object_get(x, "line"));
+      o2->column = (int)json_integer_value(json_object_get(x, "column"));
+      copy_cut(o2->message, sizeof o2->message, json_string_value(json_object_get(x, "message")));
+    }
+  }
+  json_decref(o);
+  return ok;
+}
+
+static int by_time(const void *a, const void *b) {
+  const recent_entry *x = a, *y = b;
+  return x->wall_ms < y->wall_ms ? -1 : x->wall_ms > y->wall_ms;
+}
+
+int tl_srv_recent_load(tl_srv_recent *r, tl_cache *c) {
+  if (!r || !c)
+    return 0;
+  recent_entry *all = calloc(TL_SRV_RECENT, sizeof *all);
+  if (!all)
+    return 0;
+  int n = 0;
+  for (int i = 0; i < TL_SRV_RECENT; i++) {
+    char name[32], *text = NULL;
+    snprintf(name, sizeof name, RECENT_NOTE, i);
+    if (tl_cache_note_get(c, name, &text, NULL) == TL_OK && entry_parse(text, &all[n]))
+      n++;
+    free(text);
+  }
+  qsort(all, (size_t)n, sizeof *all, by_time); /* oldest first, into slots 0..n-1 */
+  pthread_mutex_lock(&r->mu);
+  for (int i = 0; i < TL_SRV_RECENT; i++) {
+    r->e[i] = i < n ? all[i] : (recent_entry){0};
+    r->dirty[i] = n > 0; /* saved again in this order (empty slots too) */
+  }
+  r->count = n;
+  r->next = n % TL_SRV_RECENT;
+  pthread_mutex_unlock(&r->mu);
+  free(all);
+  return n;
+}
+
+void tl_srv_recent_save(tl_srv_recent *r, tl_cache *c) {
+  if (!r || !c)
+    return;
+  for (int i = 0; i < TL_SRV_RECENT; i++) {
+    pthread_mutex_lock(&r->mu);
+    bool dirty = r->dirty[i];
+    recent_entry e = r->e[i];
+    r->dirty[i] = false;
+    pthread_mutex_unlock(&r->mu);
+    if (!dirty)
+      continue;
+    char name[32], *text = entry_json(&e);
+    snprintf(name, sizeof name, RECENT_NOTE, i);
+    /* an entry that cannot be written empties its slot there; a busy database is tried again */
+    if (tl_cache_note_set(c, name, text ? text : "{}", NULL) != TL_OK) {
+      pthread_mutex_lock(&r->mu); /* the next save tries again, unless the slot changed meanwhile (dirty anyway) */
+      r->dirty[i] = true;
+      pthread_mutex_unlock(&r->mu);
+    }
+    free(text);
+  }
 }
 
 /* ==== HTML pieces ======================================================================= */
@@ -179,7 +308,8 @@ static void page_start(tl_srv_buf *b, const char *title, const char *subtitle, c
   tl_srv_buf_puts(b, "</p></header>\n<main>\n");
 }
 
-static int page_send(tl_srv_req *r, int status, tl_srv_buf *b) {
+/* Sends the page; retry_after > 0 adds a Retry-After header (a 503). */
+static int page_send_retry(tl_srv_req *r, int status, tl_srv_buf *b, int retry_after) {
   tl_srv_buf_puts(b, "</main></body></html>\n");
   if (b->failed) {
     tl_srv_buf_free(b);
@@ -203,8 +333,15 @@ static int page_send(tl_srv_req *r, int status, tl_srv_buf *b) {
                           "form-action 'none'; frame-ancestors 'none'");
   MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
   MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+  if (retry_after > 0) {
+    char ra[16];
+    snprintf(ra, sizeof ra, "%d", retry_after);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, ra);
+  }
   return tl_srv_respond(r, status, resp, (int64_t)n);
 }
+
+static int page_send(tl_srv_req *r, int status, tl_srv_buf *b) { return page_send_retry(r, status, b, 0); }
 
 static void tag(tl_srv_buf *b, const char *cls, const char *text) {
   tl_srv_buf_printf(b, "<span class=\"tag %s\">", cls);
@@ -402,8 +539,8 @@ static void section_recent(tl_srv_buf *b, tl_srv *s) {
     pthread_mutex_unlock(&rc->mu);
   }
   tl_srv_buf_printf(b, "<section id=\"recent\"><h2>Recent compile requests</h2><p class=\"muted\">"
-                       "The last %d targets asked for (newest first), kept in memory since the "
-                       "server started.</p>",
+                       "The last %d targets asked for (newest first), kept in the cache "
+                       "database across restarts.</p>",
                     TL_SRV_RECENT);
   if (n == 0)
     tl_srv_buf_puts(b, "<p>None yet.</p>");
@@ -558,14 +695,12 @@ static void pre(tl_srv_buf *b, const char *text) {
   tl_srv_buf_puts(b, "</pre>");
 }
 
-/* Generates the build's source again from its manifest; NULL with *why
- * set when it cannot (another compiler, a manifest it cannot read). */
-static char *regenerate_source(const tl_cache_build *bd, char *why, size_t why_n) {
-  json_t *options = NULL, *consts = NULL, *prog = NULL;
-  char *source = NULL, *program = NULL, *opts = NULL;
-  tl_define defs[TL_MAX_CONSTANTS];
-  char *values[TL_MAX_CONSTANTS];
-  int ndefs = 0;
+/* The source job of a build (tl_srv_job.source): its program, constants,
+ * target and options from its manifest.  False with *why set when there is
+ * none to run: a build of another compiler (this one cannot say what that
+ * one generated), a manifest it cannot read, no memory. */
+static bool source_job(const tl_cache_build *bd, tl_srv_job *job, char *why, size_t why_n) {
+  memset(job, 0, sizeof *job);
   /* the compiler line is plain text, not JSON */
   const char *cl = strstr(bd->manifest, "\ncompiler ");
   size_t idn = strlen(tl_compiler_id);
@@ -575,68 +710,47 @@ static char *regenerate_source(const tl_cache_build *bd, char *why, size_t why_n
                          "cannot say which source that compiler generated",
              cl && end ? (int)(end - cl - 10) : 9, cl && end ? cl + 10 : "another compiler",
              tl_compiler_id);
-    return NULL;
+    return false;
   }
-  options = manifest_line(bd->manifest, "options");
-  consts = manifest_line(bd->manifest, "constants");
-  prog = manifest_line(bd->manifest, "program");
-  if (!json_is_object(prog) || !json_is_object(consts) || !json_is_object(options)) {
+  json_t *options = manifest_line(bd->manifest, "options");
+  json_t *consts = manifest_line(bd->manifest, "constants");
+  json_t *prog = manifest_line(bd->manifest, "program");
+  bool ok = json_is_object(prog) && json_is_object(consts) && json_is_object(options);
+  if (!ok)
     snprintf(why, why_n, "the build's manifest cannot be read");
-    goto done;
-  }
-  const char *k;
-  json_t *v;
-  json_object_foreach(consts, k, v) {
-    if (ndefs == TL_MAX_CONSTANTS)
-      break;
-    defs[ndefs].name = k;
-    defs[ndefs].value = values[ndefs] = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    if (!values[ndefs]) {
-      snprintf(why, why_n, "out of memory");
-      goto done;
+  size_t nc = ok ? json_object_size(consts) : 0;
+  if (ok) {
+    const char *name = json_string_value(json_object_get(prog, "name"));
+    memcpy(job->key, bd->key, 65);
+    job->source = true;
+    job->program = json_dumps(prog, JSON_COMPACT);
+    job->program_len = job->program ? strlen(job->program) : 0;
+    job->name = name ? strdup(name) : NULL;
+    job->target = strdup(bd->target);
+    job->options = json_object_size(options) ? json_dumps(options, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    job->define_names = calloc(nc ? nc : 1, sizeof *job->define_names);
+    job->define_values = calloc(nc ? nc : 1, sizeof *job->define_values);
+    ok = job->program && (job->name || !name) && job->target && (job->options || !json_object_size(options)) &&
+         job->define_names && job->define_values;
+    const char *k;
+    json_t *v;
+    json_object_foreach(consts, k, v) {
+      if (!ok)
+        break;
+      job->define_names[job->ndefines] = strdup(k);
+      job->define_values[job->ndefines] = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+      ok = job->define_names[job->ndefines] && job->define_values[job->ndefines];
+      job->ndefines++;
     }
-    ndefs++;
+    if (!ok)
+      snprintf(why, why_n, "out of memory");
   }
-  program = json_dumps(prog, JSON_COMPACT);
-  opts = json_object_size(options) ? json_dumps(options, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-  if (!program) {
-    snprintf(why, why_n, "out of memory");
-    goto done;
-  }
-  tl_compile_request req = {
-      .program = program,
-      .program_len = strlen(program),
-      .defines = defs,
-      .ndefines = ndefs,
-      .target = bd->target,
-      .options_json = opts,
-      .source_only = true,
-  };
-  tl_diags diags = {0};
-  diags.arena = tl_arena_new();
-  tl_error err;
-  tl_error_clear(&err);
-  tl_build *out = NULL;
-  if (tl_compile(&req, &out, &diags, &err) != TL_OK) {
-    snprintf(why, why_n, "generating it again failed: %s", err.message);
-  } else if (!out->key || strcmp(out->key, bd->key) != 0) {
-    snprintf(why, why_n, "generating it again gave another build key (%.12s, not %.12s): "
-                         "the toolchain changed since the build was made",
-             out->key ? out->key : "none", bd->key);
-  } else if (!(source = strdup(out->source ? out->source : ""))) {
-    snprintf(why, why_n, "out of memory");
-  }
-  tl_build_free(out);
-  tl_arena_free(diags.arena);
-done:
-  for (int i = 0; i < ndefs; i++)
-    free(values[i]);
-  free(program);
-  free(opts);
   json_decref(options);
   json_decref(consts);
   json_decref(prog);
-  return source;
+  if (!ok)
+    tl_srv_job_clear(job);
+  return ok;
 }
 
 static int get_build_page(tl_srv_req *r, const char *rest) {
@@ -660,7 +774,8 @@ static int get_build_page(tl_srv_req *r, const char *rest) {
   tl_cache_build *bd = NULL;
   if (tl_srv_find_build(s, key, &bd, &err) != TL_OK)
     return tl_srv_respond_error(r, &err);
-  tl_srv_buf_puts(&r->keys, key);
+  if (!tl_srv_api_result(r)) /* not again when resumed */
+    tl_srv_buf_puts(&r->keys, key);
   json_t *prog = manifest_line(bd->manifest, "program");
   const char *name = json_string_value(json_object_get(prog, "name"));
   char title[256];
@@ -671,24 +786,45 @@ static int get_build_page(tl_srv_req *r, const char *rest) {
   tl_srv_buf b = {0};
   page_start(&b, title, sub, source ? "../../../status" : "../../status");
   json_decref(prog);
-  int status = 200;
+  int status = 200, retry_after = 0;
   if (source) {
-    char why[TL_ERROR_MESSAGE_MAX + 128] = "";
-    char *src = regenerate_source(bd, why, sizeof why);
+    char why[TL_ERROR_MESSAGE_MAX + 256] = "";
+    const tl_srv_result *res = tl_srv_api_result(r);
+    tl_srv_job job;
+    if (!res && source_job(bd, &job, why, sizeof why)) {
+      /* generated by a compile worker: this connection waits, not this thread */
+      tl_error e;
+      tl_status st = tl_srv_api_wait_job(r, &job, &e);
+      if (st == TL_OK) {
+        tl_srv_buf_free(&b);
+        tl_cache_build_free(bd);
+        return MHD_YES;
+      }
+      snprintf(why, sizeof why, "the source is generated again by a compile worker, and none could "
+                                "take it now: %s", e.message);
+      status = st == TL_BUSY ? 503 : tl_status_http(st);
+      retry_after = st == TL_BUSY ? 2 : 0;
+    } else if (res && res->err.code != TL_OK) {
+      snprintf(why, sizeof why, "%s", res->err.message);
+      /* the source cannot be shown (another key, too large): the page; a failure of the worker: its status */
+      status = res->err.code == TL_UNSUPPORTED || res->err.code == TL_TOO_LARGE ? 200 : tl_status_http(res->err.code);
+      retry_after = res->err.code == TL_BUSY ? 2 : 0;
+    }
     tl_srv_buf_printf(&b, "<section id=\"source\"><h2>%s</h2><p class=\"muted\">Generated again "
-                          "from the build's manifest by this server's compiler; the same build key "
-                          "says it is the source the binary was compiled from. "
-                          "<a href=\"../%s\">The build</a>.</p>",
-                      bd->target[0] == 'g' ? "HIP C" : "CUDA C", key);
-    if (src) {
-      pre(&b, src);
+                          "from the build's manifest by this server's compiler, in a compile worker "
+                          "(at most %g s and %zu MiB); the same build key says it is the source the "
+                          "binary was compiled from. <a href=\"../%s\">The build</a>.</p>",
+                      bd->target[0] == 'g' ? "HIP C" : "CUDA C",
+                      s->cfg.source_timeout < s->cfg.compile_timeout ? s->cfg.source_timeout : s->cfg.compile_timeout,
+                      TL_SRV_SOURCE_MAX >> 20, key);
+    if (res && res->err.code == TL_OK && res->source) {
+      pre(&b, res->source);
     } else {
       tl_srv_buf_puts(&b, "<p class=\"bad\">");
       tl_srv_buf_html(&b, why);
       tl_srv_buf_puts(&b, "</p>");
     }
     tl_srv_buf_puts(&b, "</section>\n");
-    free(src);
   } else {
     char size[32], created[32], used[32];
     human_bytes(bd->size, size);
@@ -721,7 +857,7 @@ static int get_build_page(tl_srv_req *r, const char *rest) {
     json_decref(meta);
   }
   tl_cache_build_free(bd);
-  return page_send(r, status, &b);
+  return page_send_retry(r, status, &b, retry_after);
 }
 
 int tl_srv_status_dispatch(tl_srv_req *r) {

@@ -36,6 +36,14 @@
  * keys).  redis-sentinel://HOST:PORT/NAME asks that Sentinel for NAME's
  * primary at every (re)connect, so a failover is followed.
  *
+ * Passwords (--tier-auth-file, --tier-sentinel-auth-file): "PASSWORD" or
+ * "USER PASSWORD" (Redis 6 ACLs), sent with AUTH right after every connect,
+ * to the primaries (also those a Sentinel names) and to the Sentinels; read
+ * once at start from files that only their owner may read, kept here only,
+ * wiped at the end.  A refused password is a failure of the tier like any
+ * other (the replica degrades; /readyz shows Redis's answer, never the
+ * password).
+ *
  * Degrades, never fails: every call has --tier-timeout as its connect,
  * send and receive time-out; a failed call drops the connection, counts an
  * error, marks the primary down for TL_TIER_RETRY_MS (no call is tried
@@ -58,6 +66,14 @@
 #define TL_TIER_RETRY_MS 1000  /* a primary that failed is not called again for this long */
 #define TL_TIER_POLL_MS 250    /* a waiter re-checks this often without a message */
 #define TL_TIER_HEADER_MAX 256 /* bytes of an entry's header line */
+#define TL_TIER_CRED_MAX 512   /* bytes of a password file (user, space, password) */
+
+/* The AUTH of one kind of server (the primaries, the Sentinels). */
+typedef struct cred {
+  bool set;
+  char user[TL_TIER_CRED_MAX + 1]; /* "": the default user */
+  char pass[TL_TIER_CRED_MAX + 1];
+} cred;
 
 typedef struct shard {
   char url[TL_SRV_TIER_URL_MAX];
@@ -84,6 +100,7 @@ typedef struct lease_rec {
 
 struct tl_srv_tier {
   tl_srv_tier_opts o;
+  cred primary_auth, sentinel_auth;
   shard shards[TL_SRV_TIER_MAX];
   int nshards;
   point *ring;
@@ -129,6 +146,11 @@ static tl_status parse_url(const char *url, shard *s, tl_error *err) {
   if (strlen(url) >= sizeof s->url)
     return tl_error_set(err, TL_TOO_LARGE, "--tier: '%s' is longer than %d bytes", url,
                         TL_SRV_TIER_URL_MAX - 1);
+  if (strchr(rest, '@')) /* not echoed: it may hold a password */
+    return tl_error_set(err, TL_INVALID_ARG,
+                        "--tier: a URL with user or password (USER:PASSWORD@) is refused: a command "
+                        "line is readable by every user of the machine; give the password in a file "
+                        "with --tier-auth-file (--tier-sentinel-auth-file for a Sentinel's)");
   snprintf(s->url, sizeof s->url, "%s", url);
   char hostport[TL_SRV_TIER_URL_MAX];
   const char *slash = strchr(rest, '/');
@@ -196,9 +218,65 @@ static void note_error(tl_srv_tier *t, int sh, const char *what, const char *msg
   ADD(t->o.metrics->tier_errors, 1);
   atomic_store(&s->up, false);
   atomic_store(&s->down_until_us, tl_srv_now_us() + (long long)TL_TIER_RETRY_MS * 1000);
+  bool noauth = strncmp(msg, "NOAUTH", 6) == 0;
   pthread_mutex_lock(&s->mu);
-  snprintf(s->last_error, sizeof s->last_error, "%s: %s", what, msg);
+  snprintf(s->last_error, sizeof s->last_error, "%s: %s%s", what, msg,
+           noauth ? " (the primary wants a password: --tier-auth-file)" : "");
   pthread_mutex_unlock(&s->mu);
+}
+
+/* Reads a password file: one line, PASSWORD or USER PASSWORD. */
+static tl_status read_cred(const char *path, const char *flag, cred *c, tl_error *err) {
+  char *buf;
+  size_t n;
+  char what[64];
+  snprintf(what, sizeof what, "%s file", flag);
+  tl_status st = tl_srv_secret_read(path, what, "password is a secret", TL_TIER_CRED_MAX + 2, &buf, &n, err);
+  if (st != TL_OK)
+    return st;
+  size_t len = n;
+  if (len && buf[len - 1] == '\n')
+    len--;
+  if (len && buf[len - 1] == '\r')
+    len--;
+  bool ok = len > 0 && len <= TL_TIER_CRED_MAX && buf[0] != ' ';
+  for (size_t i = 0; i < len && ok; i++)
+    ok = (unsigned char)buf[i] >= 0x20 && buf[i] != 0x7f;
+  const char *sp = ok ? memchr(buf, ' ', len) : NULL;
+  if (ok && sp && (size_t)(sp - buf) + 1 == len)
+    ok = false; /* "USER " with no password */
+  if (!ok) {
+    tl_srv_secret_free(buf, n);
+    return tl_error_set(err, TL_INVALID_ARG,
+                        "%s '%s': it must hold one line of 1 to %d printable bytes, PASSWORD or USER PASSWORD",
+                        flag, path, TL_TIER_CRED_MAX);
+  }
+  c->set = true;
+  if (sp) {
+    memcpy(c->user, buf, (size_t)(sp - buf));
+    c->user[sp - buf] = 0;
+    memcpy(c->pass, sp + 1, len - (size_t)(sp - buf) - 1);
+    c->pass[len - (size_t)(sp - buf) - 1] = 0;
+  } else {
+    memcpy(c->pass, buf, len);
+    c->pass[len] = 0;
+  }
+  tl_srv_secret_free(buf, n);
+  return TL_OK;
+}
+
+/* AUTH on a fresh connection when cr is set; false with msg set when refused. */
+static bool authenticate(redisContext *c, const cred *cr, const char *who, const char *host, int port,
+                         char *msg, size_t mn) {
+  if (!cr->set)
+    return true;
+  redisReply *r = cr->user[0] ? redisCommand(c, "AUTH %s %s", cr->user, cr->pass) : redisCommand(c, "AUTH %s", cr->pass);
+  bool ok = r && r->type == REDIS_REPLY_STATUS;
+  if (!ok)
+    snprintf(msg, mn, "%s at %.100s:%d refused the password%s%.64s: %.300s", who, host, port, cr->user[0] ? " of user " : "",
+             cr->user, r && r->type == REDIS_REPLY_ERROR ? r->str : c->errstr);
+  freeReplyObject(r);
+  return ok;
 }
 
 /* A connected context to host:port with the time-outs set, or NULL (msg says why). */
@@ -226,12 +304,20 @@ static redisContext *open_shard(tl_srv_tier *t, int sh) {
       note_error(t, sh, "sentinel", msg);
       return NULL;
     }
+    if (!authenticate(q, &t->sentinel_auth, "the Sentinel", s->host, s->port, msg, sizeof msg)) {
+      redisFree(q);
+      note_error(t, sh, "sentinel auth", msg);
+      return NULL;
+    }
     redisReply *r = redisCommand(q, "SENTINEL get-master-addr-by-name %s", s->sentinel);
     bool ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
               r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING &&
               r->element[0]->len < sizeof host && tl_srv_parse_int(r->element[1]->str, 1, 65535, &port);
     if (ok)
       snprintf(host, sizeof host, "%s", r->element[0]->str);
+    else if (r && r->type == REDIS_REPLY_ERROR)
+      snprintf(msg, sizeof msg, "the Sentinel at %s:%d refused: %s%s", s->host, s->port, r->str,
+               strncmp(r->str, "NOAUTH", 6) == 0 ? " (it wants a password: --tier-sentinel-auth-file)" : "");
     else
       snprintf(msg, sizeof msg, "the Sentinel at %s:%d does not know the primary '%s'%s%s", s->host,
                s->port, s->sentinel, q->err ? ": " : "", q->err ? q->errstr : "");
@@ -247,6 +333,11 @@ static redisContext *open_shard(tl_srv_tier *t, int sh) {
     note_error(t, sh, "connect", msg);
     return NULL;
   }
+  if (!authenticate(c, &t->primary_auth, "the primary", host, port, msg, sizeof msg)) {
+    redisFree(c);
+    note_error(t, sh, "auth", msg);
+    return NULL;
+  }
   if (s->db != 0 || s->sentinel[0]) {
     /* SELECT, or under Sentinel also ROLE: a primary that was demoted
      * (and not yet reconfigured) must not take writes */
@@ -255,9 +346,14 @@ static redisContext *open_shard(tl_srv_tier *t, int sh) {
                           : r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
                                 r->element[0]->type == REDIS_REPLY_STRING &&
                                 strcmp(r->element[0]->str, "master") == 0);
+    if (!ok) /* Redis's answer (NOAUTH: no password given), or what failed */
+      snprintf(msg, sizeof msg, "%s", r && r->type == REDIS_REPLY_ERROR ? r->str
+                                      : c->err                          ? c->errstr
+                                      : s->db                           ? "refused"
+                                                                        : "not a primary (demoted?)");
     freeReplyObject(r);
     if (!ok) {
-      note_error(t, sh, s->db ? "select" : "role", c->err ? c->errstr : "refused");
+      note_error(t, sh, s->db ? "select" : "role", msg);
       redisFree(c);
       return NULL;
     }
@@ -648,15 +744,15 @@ tl_srv_tier_outcome tl_srv_tier_acquire(tl_srv_tier_conn *tc, const char *key, d
   return *b ? TL_TIER_HIT : TL_TIER_COMPILE;
 }
 
-void tl_srv_tier_publish(tl_srv_tier_conn *tc, tl_srv_tier_lease *l, const tl_cache_build *b,
-                         const void *bytes, size_t n) {
+int tl_srv_tier_publish(tl_srv_tier_conn *tc, tl_srv_tier_lease *l, const tl_cache_build *b,
+                        const void *bytes, size_t n) {
   tl_srv_tier *t = tc->t;
-  int sh = l->held ? l->shard : -1;
+  int sh = l->held ? l->shard : -1, written = 0;
   char chan[70];
   const char *key = b ? b->key : l->key;
   if (sh < 0) {
     if (!b)
-      return; /* a failed compile without a lease: nobody waits for it */
+      return 0; /* a failed compile without a lease: nobody waits for it */
     sh = shard_of(t, key);
   }
   if (b) {
@@ -667,8 +763,10 @@ void tl_srv_tier_publish(tl_srv_tier_conn *tc, tl_srv_tier_lease *l, const tl_ca
     int hl = snprintf(head, sizeof head, "TLT1 %s %s %lld %zu %zu %zu %zu\n", b->artifact_id, sum,
                       (long long)b->compile_ms, strlen(b->target), strlen(man), strlen(meta), n);
     size_t total = (size_t)hl + strlen(b->target) + strlen(man) + strlen(meta) + n;
+    written = -1;
     if ((int64_t)total > t->o.max_entry) {
       ADD(t->o.metrics->tier_too_large, 1);
+      written = 0;
     } else {
       char *v = malloc(total);
       if (v) {
@@ -685,6 +783,7 @@ void tl_srv_tier_publish(tl_srv_tier_conn *tc, tl_srv_tier_lease *l, const tl_ca
         size_t len[] = {3, strlen(name), total, 2, strlen(px)};
         redisReply *r = call(tc, sh, t->o.ttl_s > 0 ? 5 : 3, argv, len);
         if (r) {
+          written = 1;
           ADD(t->o.metrics->tier_publishes, 1);
           /* the artifact id's pointer to the key, for GET /v1/artifacts/ID */
           char aname[70];
@@ -701,6 +800,7 @@ void tl_srv_tier_publish(tl_srv_tier_conn *tc, tl_srv_tier_lease *l, const tl_ca
   name_of(chan, "tl:c:", key);
   const char *argv[] = {"PUBLISH", chan, b ? "1" : "0"};
   freeReplyObject(call(tc, sh, 3, argv, NULL));
+  return written;
 }
 
 tl_status tl_srv_tier_fetch(tl_srv_tier *t, const char *key, const char *artifact,
@@ -800,6 +900,15 @@ tl_status tl_srv_tier_new(const tl_srv_tier_opts *o, tl_srv_tier **out, tl_error
       if (strcmp(t->shards[k].url, t->shards[i].url) == 0)
         st = tl_error_set(err, TL_INVALID_ARG, "--tier: '%s' is given twice", o->urls[i]);
   }
+  if (st == TL_OK && o->auth_file)
+    st = read_cred(o->auth_file, "--tier-auth-file", &t->primary_auth, err);
+  if (st == TL_OK && o->sentinel_auth_file) {
+    bool any = false;
+    for (int i = 0; i < t->nshards; i++)
+      any |= t->shards[i].sentinel[0] != 0;
+    st = any ? read_cred(o->sentinel_auth_file, "--tier-sentinel-auth-file", &t->sentinel_auth, err)
+             : tl_error_set(err, TL_INVALID_ARG, "--tier-sentinel-auth-file: no --tier is a redis-sentinel:// URL");
+  }
   if (st == TL_OK && !(t->ring = malloc((size_t)o->nurls * TL_TIER_VNODES * sizeof *t->ring)))
     st = tl_error_set(err, TL_NOMEM, "out of memory");
   if (st != TL_OK) {
@@ -846,6 +955,12 @@ void tl_srv_tier_free(tl_srv_tier *t) {
   pthread_mutex_destroy(&t->lmu);
   pthread_cond_destroy(&t->lcv);
   free(t->ring);
+  cred *creds[] = {&t->primary_auth, &t->sentinel_auth}; /* the passwords */
+  for (int k = 0; k < 2; k++) {
+    volatile char *v = (volatile char *)creds[k];
+    for (size_t i = 0; i < sizeof(cred); i++)
+      v[i] = 0;
+  }
   free(t);
 }
 

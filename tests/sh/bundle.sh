@@ -84,6 +84,9 @@ stop() {
 }
 unset TL_NVRTC TL_CLIENT_BUNDLE
 DEFS="-D M=128 -D N=128 -D K=128"
+# bundle create's temporary caches go here, not into the /tmp other tests and users share
+mkdir -p "$TMP/tmpdir"
+export TMPDIR="$TMP/tmpdir"
 
 # ---- 1. create, ls, verify --------------------------------------------------------------------
 start server.db
@@ -92,7 +95,7 @@ export TL_CLIENT_CACHE="$TMP/user.db"
   bad "bundle create: $(cat "$TMP/out")"
 has "$TMP/out" "bundle create: $TMP/rel.tlb: 2 builds, 2 requests, 2 binaries by tlc 0.1.0+" "create says what it wrote"
 [ ! -e "$TMP/user.db" ] && ok || bad "bundle create with patterns touched the user's local cache"
-ls /tmp/tlclient-bundle-* >/dev/null 2>&1 && bad "bundle create left its temporary cache" || ok
+ls "$TMPDIR"/tlclient-bundle-* >/dev/null 2>&1 && bad "bundle create left its temporary cache" || ok
 ID=$("$TL_BUILD/bin/tlc" --version | sed -n '1s/ (Tile IR.*//p')
 "$CLIENT" bundle verify "$TMP/rel.tlb" >"$TMP/out" 2>&1 && ok || bad "verify: $(cat "$TMP/out")"
 has "$TMP/out" "bundle verify: $TMP/rel.tlb: sound: format 1," "verify says sound"

@@ -15,41 +15,8 @@
 # NVRTC, no curl or redis-cli).
 
 cd "$(dirname "$0")/../.." || exit 1
-TL_BUILD=${TL_BUILD:-build}
-for tool in curl redis-server redis-cli python3; do
-  command -v $tool >/dev/null 2>&1 || { echo "cluster_sentinel.sh: skipped: no $tool" >&2; exit 77; }
-done
-if ! "$TL_BUILD/bin/tlc" targets 2>/dev/null | grep -q '^sm_80 '; then # NVRTC, not just an AMD toolchain
-  echo "cluster_sentinel.sh: skipped: no NVRTC here, the server cannot compile" >&2
-  exit 77
-fi
-
-TMP=$(mktemp -d) || exit 1
-PIDS=
-cleanup() {
-  for p in $PIDS; do kill "$p" 2>/dev/null; done
-  for p in $PIDS; do wait "$p" 2>/dev/null; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-npass=0
-nfail=0
-ok() { npass=$((npass + 1)); }
-bad() { nfail=$((nfail + 1)); echo "FAIL: $*" >&2; }
-check() { if [ "$2" = "$3" ]; then ok; else bad "$1: got '$2', expected '$3'"; fi; }
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-until_ok() { # until_ok SECONDS COMMAND...
-  n=$(($1 * 10))
-  shift
-  while ! "$@" >/dev/null 2>&1; do
-    n=$((n - 1))
-    [ $n -gt 0 ] || return 1
-    sleep 0.1
-  done
-}
+NAME=cluster_sentinel.sh
+. tests/sh/lib/cluster.sh
 
 PA=$(free_port)
 PB=$(free_port)
@@ -73,26 +40,8 @@ fi
 until_ok 10 sh -c "redis-cli -p $PB info replication | grep -q 'master_link_status:up'" ||
   bad "the replica did not sync"
 
-# server NAME: a tlserverd on the Sentinel's primary; sets PORT
-server() {
-  "$TL_BUILD/bin/tlserverd" --listen 127.0.0.1:0 --port-file "$TMP/$1.port" --db "$TMP/$1.db" \
-    --workers 1 --log-format off --tier "redis-sentinel://127.0.0.1:$PS/tl" --tier-timeout 0.3 \
-    </dev/null 2>>"$TMP/$1.log" &
-  PIDS="$PIDS $!"
-  until_ok 30 test -s "$TMP/$1.port" || { cat "$TMP/$1.log" >&2; bad "server $1 did not start"; exit 1; }
-  PORT=$(cat "$TMP/$1.port")
-}
-body() { # body NAME: a compile request (tilus_add_one renamed NAME, for sm_80) in $TMP/NAME.req
-  python3 -c "import json,sys; p=json.load(open('examples/tilus_add_one.json')); p['name']=sys.argv[1]; print(json.dumps({'program': p, 'targets': ['sm_80']}))" "$1" >"$TMP/$1.req"
-}
-post() { # post PORT NAME: compiles NAME; prints the HTTP status, the answer in $TMP/NAME.json
-  curl -s -o "$TMP/$2.json" -w '%{http_code}' -XPOST -H 'Content-Type: application/json' \
-    --data-binary "@$TMP/$2.req" "http://127.0.0.1:$1/v1/compile"
-}
-key() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['results'][0]['key'])" "$TMP/$1.json"; }
-cached() { python3 -c "import json,sys; print(str(json.load(open(sys.argv[1]))['results'][0]['cached']).lower())" "$TMP/$1.json"; }
-
-server s1
+SENT="--tier redis-sentinel://127.0.0.1:$PS/tl --tier-timeout 0.3"
+server s1 $SENT
 P1=$PORT
 body before
 check "compile before the failover" "$(post "$P1" before)" 200
@@ -114,9 +63,8 @@ body after
 check "compile after the failover" "$(post "$P1" after)" 200
 until_ok 5 sh -c "[ \$(redis-cli -p $PB exists tl:b:$(key after)) = 1 ]" && ok ||
   bad "the build after the failover is not in the new primary: $(curl -s "http://127.0.0.1:$P1/readyz")"
-server s2
+server s2 $SENT
 check "a second server reads the old build" "$(post "$PORT" before)" 200
 check "from the new primary" "$(cached before)" true
 
-echo "cluster_sentinel.sh: $npass checks passed, $nfail failed"
-[ $nfail -eq 0 ]
+finish

@@ -12,7 +12,14 @@
 # generated source, the name escaped everywhere (no "<script" in any page),
 # the Content-Security-Policy header, 404 for a bad key, 405 for POST.  A
 # second server with --tokens checks the read scope (401 without a token,
-# 200 with a read token).  Last, headless Chromium loads /status: its DOM
+# 200 with a read token).  The source is generated in a compile worker
+# (tlserverd_status_sources_total counts it), never in an HTTP thread: with
+# one HTTP thread and a worker that hangs on the program (a test hook),
+# /healthz is answered while the source page waits, the page ends as a 504
+# past --source-timeout saying so, and a third source while two are in
+# flight is refused with a 503 page that says why, with Retry-After.  The
+# recent outcomes are kept across a restart (the same database).  Last,
+# headless Chromium loads /status: its DOM
 # must hold no script element and the escaped name as text, and its
 # screenshot (a PNG decoded here with zlib and struct) must be the page as
 # styled: the header bar's colour across the top, the green "ready" and red
@@ -48,12 +55,12 @@ def free_port():
     return p
 
 
-def start(tmp, name, *extra):
+def start(tmp, name, *extra, env=None):
     port_file = os.path.join(tmp, name + ".port")
     log = open(os.path.join(tmp, name + ".log"), "w+")
     p = subprocess.Popen([SERVER, "--listen", "127.0.0.1:0", "--port-file", port_file, "--db",
                           os.path.join(tmp, "cache.db"), "--workers", "1", "--log-format", "off"]
-                         + list(extra), stderr=log)
+                         + list(extra), stderr=log, env=dict(os.environ, **(env or {})))
     for _ in range(1500):
         if os.path.exists(port_file) or p.poll() is not None:
             break
@@ -170,6 +177,9 @@ try:
     st, h, page = http(port, "GET", "/status/builds/%s/source" % key)
     shtml = page.decode("utf-8")
     check(st == 200 and ("__global__" in shtml or "amdgpu" in shtml.lower()), "the generated source", shtml[-500:])
+    st, _, metrics = http(port, "GET", "/metrics")
+    check(b'tlserverd_status_sources_total{outcome="ok"} 1\n' in metrics, "the source was generated in a worker",
+          [l for l in metrics.decode().splitlines() if "sources" in l])
     check("<script" not in bhtml.lower() and "<script" not in shtml.lower(), "no script element in the build pages")
     st, _, body = http(port, "GET", "/status/builds/" + "0" * 64)
     check(st == 404, "an unknown build key: 404", st)
@@ -201,6 +211,63 @@ try:
     finally:
         asrv.terminate()
         asrv.wait(30)
+
+    # ---- the recent outcomes across a restart, and the source off the HTTP thread ----
+    srv.terminate()
+    srv.wait(30)
+    others = [t for t in targets if t != target and t.startswith(target[:3])][:2]
+    srv, port = start(tmp, "again", "--tier", "redis://127.0.0.1:%d" % free_port(), "--tier-timeout", "0.2")
+    st, _, page = http(port, "GET", "/status")
+    rhtml = page.decode("utf-8")
+    recent = rhtml[rhtml.find('<section id="recent">'):rhtml.find('<section id="builds">')]
+    check("kept in the cache database across restarts" in recent, "the recent list says it is kept", recent[:300])
+    check(">compiled<" in recent and ">hit<" in recent and ">invalid_program<" in recent,
+          "after a restart: compiled, hit and the failure", recent[:2000])
+    check(recent.count("status/builds/" + key) == 2 and "&lt;script&gt;alert(1)&lt;/script&gt;" in recent
+          and "is not an identifier" in recent, "after a restart: the build's links, the escaped name, the diagnostic")
+    check("<script" not in rhtml.lower(), "no script element after the restart")
+    keys = [key]
+    for t in others:  # more builds of add_one, for three sources at once
+        st, ans = compile_(port, prog, t)
+        check(st == 200, "compile of add_one for %s" % t, ans)
+        keys.append(ans["results"][0]["key"])
+    srv.terminate()
+    srv.wait(30)
+    # one HTTP thread, a worker that hangs on add_one, sources stopped after 2 s
+    srv, port = start(tmp, "hang", "--threads", "1", "--test-hooks", "--source-timeout", "2",
+                      env={"TL_TEST_HANG_ON": prog["name"]})
+    import threading
+    got = {}
+    def fetch(k):
+        got[k] = http(port, "GET", "/status/builds/%s/source" % k)
+    waiting = [threading.Thread(target=fetch, args=(k,)) for k in keys[:2]]
+    for th in waiting:
+        th.start()
+    time.sleep(0.5)
+    t0 = time.time()
+    st, _, _ = http(port, "GET", "/healthz")
+    check(st == 200 and time.time() - t0 < 1.0, "/healthz answered while a source is generated (one HTTP thread)",
+          time.time() - t0)
+    if len(keys) == 3:
+        st, h, page = http(port, "GET", "/status/builds/%s/source" % keys[2])
+        text = page.decode("utf-8")
+        check(st == 503 and h.get("retry-after") == "2", "a third source at once: 503 with Retry-After", (st, h))
+        check("2 sources are being generated already (at most 2 at a time" in text,
+              "the 503 page says why", text[-600:])
+    else:
+        print("note: fewer than three targets of one vendor: the third source at once is not checked")
+    for th in waiting:
+        th.join(60)
+    st, _, page = got[keys[0]]
+    text = page.decode("utf-8")
+    check(st == 504 and "source generation for %s ran longer than the server&#39;s limit of 2 s" % target in text,
+          "a source past --source-timeout: a 504 page saying so", (st, text[-600:]))
+    st, _, metrics = http(port, "GET", "/metrics")
+    check(b'tlserverd_status_sources_total{outcome="timeout"} 2\n' in metrics, "both sources stopped at the limit",
+          [l for l in metrics.decode().splitlines() if "sources" in l])
+    srv.terminate()
+    srv.wait(30)
+    srv, port = start(tmp, "last", "--tier", "redis://127.0.0.1:%d" % free_port(), "--tier-timeout", "0.2")
 
     # ---- headless Chromium ----
     chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")

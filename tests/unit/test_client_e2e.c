@@ -22,6 +22,13 @@
  *                   worker held by a compile that hangs): no retries gives
  *                   TL_BUSY, retries honouring Retry-After then succeed
  *   tokens          no token, a wrong token, a token without the scope
+ *   tuning_memo     a client with tuning on asks GET /v1/tunings once per
+ *                   program, shape class and device per TTL, not once per
+ *                   get (counted in the server's /metrics): a record and a
+ *                   "none recorded" are kept, TTL 0 asks every time, an
+ *                   answer past its TTL is asked again, a record the client
+ *                   posts replaces its answer at once, a new server or
+ *                   tuning forgets them
  *
  * Skips (passes with a message) when the server has no toolchain.
  * Environment: TL_BUILD (default build), TL_SRCDIR (default .).
@@ -695,11 +702,107 @@ static void test_failover(void **state) {
   server_stop(&srv);
 }
 
+/* The server's count of GET /v1/tunings answered with code (its /metrics). */
+static long tuning_gets(const char *url, int code) {
+  tl_client *m = client(url, "metrics.db");
+  tl_http_response r;
+  tl_error err;
+  assert_int_equal(tl_http_request(m, "GET", "/metrics", NULL, 0, 1 << 22, &r, &err), TL_OK);
+  assert_int_equal(r.status, 200);
+  char series[80];
+  snprintf(series, sizeof series, "tlserverd_requests_total{route=\"tunings\",code=\"%d\"} ", code);
+  const char *at = strstr(r.body, series);
+  long n = at ? strtol(at + strlen(series), NULL, 10) : 0;
+  tl_http_response_free(&r);
+  tl_client_free(m);
+  return n;
+}
+
+/* The build key tl_client_get gives for req on sm_80. */
+static void get_key(tl_client *c, const tl_client_request *req, char key[65]) {
+  tl_artifact *a = NULL;
+  tl_error err;
+  if (tl_client_get(c, req, "sm_80", &a, &err) != TL_OK)
+    fail_msg("get: %s", err.message);
+  snprintf(key, 65, "%s", tl_artifact_key(a));
+  tl_artifact_free(a);
+}
+
+static void test_tuning_memo(void **state) {
+  (void)state;
+  NEED_TOOLCHAIN();
+  server srv;
+  server_start(&srv, "memo", NULL, (const char *const[]){"--workers", "1", NULL}, NULL);
+  const char *dev = "memo test device (sm_80)";
+  tl_error err;
+  tl_client_request req = {.program = add_one, .name = "tilus_add_one.json"};
+  tl_client_define d128 = {"block_n", "128"}, d64 = {"block_n", "64"}, d32 = {"block_n", "32"};
+  tl_client_request other = {.program = add_one, .name = "tilus_add_one.json", .defines = &d128, .ndefines = 1};
+  /* the builds each record should give, through a client without tuning */
+  tl_client *plain = client(srv.url, "memo-plain.db");
+  char want64[65], want32[65], want128[65], k[65];
+  get_key(plain, &(tl_client_request){.program = add_one, .defines = &d64, .ndefines = 1}, want64);
+  get_key(plain, &(tl_client_request){.program = add_one, .defines = &d32, .ndefines = 1}, want32);
+  get_key(plain, &other, want128);
+  /* another node records block_n=64 for the program with no overrides */
+  assert_int_equal(tl_client_tuning_record(plain, &req, dev, &d64, 1, 1.0, NULL, &err), TL_OK);
+  tl_client_free(plain);
+
+  tl_client *c = client(srv.url, "memo.db");
+  assert_int_equal(tl_client_set_tuning(c, dev, &err), TL_OK);
+  long ok0 = tuning_gets(srv.url, 200), none0 = tuning_gets(srv.url, 404);
+  for (int i = 0; i < 10; i++) { /* ten gets: one lookup */
+    get_key(c, &req, k);
+    assert_string_equal(k, want64);
+  }
+  assert_int_equal(tuning_gets(srv.url, 200), ok0 + 1);
+  for (int i = 0; i < 5; i++) { /* another shape class, none recorded: one lookup, kept too */
+    get_key(c, &other, k);
+    assert_string_equal(k, want128);
+  }
+  assert_int_equal(tuning_gets(srv.url, 404), none0 + 1);
+  /* this client's own record replaces its answer at once: no lookup */
+  assert_int_equal(tl_client_tuning_record(c, &req, dev, &d32, 1, 0.5, NULL, &err), TL_OK);
+  ok0 = tuning_gets(srv.url, 200) - 1; /* the route's 200s count that POST too */
+  get_key(c, &req, k);
+  assert_string_equal(k, want32);
+  assert_int_equal(tuning_gets(srv.url, 200), ok0 + 1);
+  /* TTL 0: every get asks */
+  assert_int_equal(tl_client_set_tuning_ttl_ms(c, -1, &err), TL_INVALID_ARG);
+  assert_non_null(strstr(err.message, "0 to 86400000 ms"));
+  assert_int_equal(tl_client_set_tuning_ttl_ms(c, 0, &err), TL_OK);
+  for (int i = 0; i < 3; i++)
+    get_key(c, &req, k);
+  assert_int_equal(tuning_gets(srv.url, 200), ok0 + 4);
+  /* a short TTL: kept within it, asked again after it */
+  assert_int_equal(tl_client_set_tuning_ttl_ms(c, 1000, &err), TL_OK);
+  get_key(c, &req, k);
+  get_key(c, &req, k);
+  assert_int_equal(tuning_gets(srv.url, 200), ok0 + 5);
+  sleep_ms(1100);
+  get_key(c, &req, k);
+  assert_int_equal(tuning_gets(srv.url, 200), ok0 + 6);
+  /* tuning set again (and a dup) starts with nothing kept */
+  assert_int_equal(tl_client_set_tuning(c, dev, &err), TL_OK);
+  get_key(c, &req, k);
+  assert_int_equal(tuning_gets(srv.url, 200), ok0 + 7);
+  tl_client *d = NULL;
+  assert_int_equal(tl_client_dup(c, &d, &err), TL_OK);
+  get_key(d, &req, k);
+  get_key(d, &req, k);
+  assert_string_equal(k, want32);
+  assert_int_equal(tuning_gets(srv.url, 200), ok0 + 8);
+  tl_client_free(d);
+  tl_client_free(c);
+  server_stop(&srv);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_failover),
       cmocka_unit_test(test_get_and_fetch), cmocka_unit_test(test_ptx_fallback), cmocka_unit_test(test_offline),
       cmocka_unit_test(test_heal),          cmocka_unit_test(test_busy),         cmocka_unit_test(test_tokens),
+      cmocka_unit_test(test_tuning_memo),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -383,6 +383,26 @@ tl_status tl_client_bundle_import(tl_client *c, const char *path, tl_bundle_coun
 tl_status tl_client_bundle_create(tl_client *c, const char *path, const char *compiler, tl_bundle_counts *counts,
                                   tl_error *err);
 
+/* The largest bundle tl_client_bundle_push sends: a server's --max-bundle
+ * is at most this (its default is 64 MiB). */
+#define TL_CLIENT_BUNDLE_PUSH_MAX ((unsigned long long)4 << 30)
+
+/* Imports the bundle at path into the server's cache (POST /v1/bundles;
+ * the token needs the admin scope): the file is read whole and checked
+ * here first (as tl_client_set_bundle checks it), then sent.  The server
+ * stores each build of its own compiler identity and, with a shared tier
+ * (tlserverd --tier), publishes it there, so that every replica serves it.
+ * On an answer that lists the builds (200, or 422 when the server refused
+ * every one: another compiler's bundle) *answer (may be NULL) is its JSON
+ * text, malloc'd: {"compiler", "server_compiler", "checksum", "stored",
+ * "present", "refused", "requests", "builds": [{"key", "target", "status",
+ * "tier"?, "reason"?}], "tier_published"?} (proto/openapi.yaml).  Errors:
+ * the check's (TL_CORRUPT, TL_INVALID_ARG, TL_UNSUPPORTED naming the entry),
+ * TL_IO, TL_TOO_LARGE over TL_CLIENT_BUNDLE_PUSH_MAX or the server's
+ * --max-bundle, and the server's: TL_UNAUTHORIZED, TL_FORBIDDEN (no admin
+ * scope), TL_UNSUPPORTED (every build refused), TL_NETWORK, TL_BUSY. */
+tl_status tl_client_bundle_push(tl_client *c, const char *path, char **answer, tl_error *err);
+
 /* ---- tuning shared by the cluster (`tlclient tune`) ------------------------------
  * A tuning record says which values of a program's tuning constants
  * (block sizes, stages, ...) ran fastest on one device for one shape class:
@@ -414,10 +434,11 @@ tl_status tl_client_tuning_record(tl_client *c, const tl_client_request *req, co
                                   const tl_client_define *winner, int nwinner, double ms, const char *candidates_json,
                                   tl_error *err);
 
-/* The record for req's program and shape on device (GET /v1/tunings/KEY),
- * as JSON text (malloc'd): {"key", "program", "shape", "device",
- * "constants", "ms", "candidates"}.  It is kept in the local cache, which
- * answers when the server cannot be reached (the GET is tried once, with
+/* The record for req's program and shape on device (GET /v1/tunings/KEY,
+ * or the answer kept from one less than the tuning TTL ago:
+ * tl_client_set_tuning_ttl_ms), as JSON text (malloc'd): {"key", "program",
+ * "shape", "device", "constants", "ms", "candidates"}.  It is kept in the
+ * local cache, which answers when the server cannot be reached (the GET is tried once, with
  * no retries, so an unreachable server costs one connect time-out, not the
  * back-offs).  TL_NOT_FOUND when nobody
  * recorded one; TL_NETWORK. */
@@ -432,6 +453,22 @@ tl_status tl_client_tuning_lookup(tl_client *c, const tl_client_request *req, co
  * itself wins), so one node's tuning serves every node; without a record
  * (or a server) the request goes on as it is (the log says so). */
 tl_status tl_client_set_tuning(tl_client *c, const char *device, tl_error *err);
+
+/* How long a client keeps the server's answer to a tuning lookup (a record,
+ * or "none recorded") before it asks again: default TL_CLIENT_TUNING_TTL_MS
+ * (60 s), 0 to TL_CLIENT_TUNING_TTL_MAX_MS (0: not kept; every lookup asks).
+ * So a get with tuning on costs one GET /v1/tunings per program, shape
+ * class and device per TTL, not one per call; a record posted meanwhile by
+ * another node is seen at the latest one TTL later.  At most
+ * TL_CLIENT_TUNING_MEMO answers are kept per client (the one expiring first
+ * is replaced); they are forgotten when the server or the tuning is set
+ * again, and a record this client posts (tl_client_tuning_record) replaces
+ * its key's answer at once.  Failures (network, server errors) are never
+ * kept.  tl_client_dup copies the setting, not the answers. */
+#define TL_CLIENT_TUNING_TTL_MS 60000L
+#define TL_CLIENT_TUNING_TTL_MAX_MS 86400000L
+#define TL_CLIENT_TUNING_MEMO 256
+tl_status tl_client_set_tuning_ttl_ms(tl_client *c, long ms, tl_error *err);
 
 /* GET /v1/info: the server's description (version, targets, limits) as
  * JSON text, malloc'd (free()).  Errors: TL_NETWORK, TL_UNAUTHORIZED, ... */
