@@ -850,7 +850,9 @@ static tl_expr *check_index(C *c, tl_expr *e) {
   }
   if (s->kind == SYM_BUFFER && s->scope == SCOPE_FRAGMENT && !c->in_parallel && !c->in_tile_op) {
     ERR(e->pointer, e->column, "fragment '%s' is %s by thread-level code; fragments are only read and written "
-                               "by tile operators and parallel loops", s->name, writing ? "written" : "read");
+                               "by tile operators and parallel loops (each element lives in one thread's registers); %s",
+        s->name, writing ? "written" : "read",
+        writing ? "write it in a parallel loop" : "test it in a parallel loop, or copy it to a shared buffer and read that");
     return NULL;
   }
   if (s->kind == SYM_BUFFER && s->scope == SCOPE_LOCAL) {

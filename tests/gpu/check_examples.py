@@ -235,6 +235,21 @@ def scans_ref(x, c):
             "CO": co.astype(np.int32), "CM": np.maximum.accumulate(F, axis=1), "CN": cn.astype(np.int32)}
 
 
+def if_values_ref(x, c):
+    """tests/gpu/programs/if_values.json in NumPy: the gemm's sums of float16
+    products are exact in float64 (products of 22 bits, |x| > 1e-3) and
+    rounded once to float32, as the interpreter does."""
+    f32 = np.float32
+    acc = (x["A"].astype(np.float64) @ x["B"].astype(np.float64)).astype(f32)
+    X = x["X"].astype(f32)
+    rm, t = X.max(axis=1, keepdims=True), X * f32(3)
+    R = np.where((X > 1) & (rm > 2), rm - X, np.where(X < -1, f32(-1), np.where(t > rm, t, X)))
+    cnt = (X > X[:, :1]).sum(axis=1).astype(f32)
+    return {"C": np.where(acc < 0, acc * f32(0.25), acc), "R": R.astype(f32),
+            "L": np.where(X[:, 0] > X[:, 1], X[:, 0], cnt).astype(f32),
+            "L2": np.where(cnt > 0, cnt + X[:, 1], f32(-7)).astype(f32)}
+
+
 def w4a16_abs(x, c):
     """gemm_w4a16's sums of |terms|: |A| @ |W|^T with W[n, k] = float16((B[n, k]
     - 8) * S[n, k // group_size]), the dequantized weight both sides multiply
@@ -510,6 +525,12 @@ CASES += [("../tests/gpu/programs/scans", {"N": 128, "threads": 256}, {"M": 77},
 # atomics from an mma-rows fragment (the same rows in 4 lanes): once per row;
 # sums of 32 * 64 products
 CASES += [("../tests/gpu/programs/atomic_rows", {}, {}, ["G", "G2"], {"acc": ("2048", ["A", "B"], 0.0)})]
+
+# if on fragment and local values (issue 13): per element of a gemm's
+# accumulator (sums of K products), of a copied and a reduced fragment, and
+# per thread on an alloc_local and an alloc_var; M dynamic and ragged
+CASES += [("../tests/gpu/programs/if_values", {}, {"M": m}, ["C", "R", "L", "L2"],
+           dict(GEMM, ref=if_values_ref)) for m in (1, 100, 300)]
 
 # print and device_assert on the GPU: the assertion holds, one line is printed
 # (NVIDIA only: AMD targets refuse print)

@@ -216,6 +216,35 @@ def branches(n):
     return main
 
 
+@tilelang.jit(out_idx=[1, 2])
+def if_values(m, n, bm=32):
+    @T.prim_func
+    def main(X: T.Tensor((m, n), "float32"), Y: T.Tensor((m, n), "float32"), L: T.Tensor((m,), "float32")):
+        with T.Kernel(T.ceildiv(m, bm), threads=64) as bx:
+            acc = T.alloc_fragment((bm, n), "float32")
+            x_local = T.alloc_local((1,), "float32")
+            cnt = T.alloc_var("int32")
+            T.copy(X[bx * bm, 0], acc)
+            for i, j in T.Parallel(bm, n):
+                if acc[i, j] > 0:  # on a fragment element, per iteration
+                    acc[i, j] = acc[i, j] * 2
+                elif acc[i, j] < -1:
+                    acc[i, j] = -1
+            T.copy(acc, Y[bx * bm, 0])
+            tx = T.get_thread_binding()
+            if tx < bm:
+                x_local[0] = X[bx * bm + tx, 0]
+                cnt = 0
+                for j in T.serial(n):
+                    if X[bx * bm + tx, j] > x_local[0]:  # on a local value, per thread
+                        cnt += 1
+                if x_local[0] > 0 and cnt > 1:
+                    L[bx * bm + tx] = x_local[0]
+                else:
+                    L[bx * bm + tx] = T.Cast("float32", cnt)
+    return main
+
+
 @tilelang.jit(out_idx=[2])
 def nested(m, n):
     @T.prim_func
@@ -400,6 +429,14 @@ def axpy_strided(n, step):
     ref = np.where((x > 1) & ~(x > 2), 1.5, np.where((x < -1) | (i == 0), -1.0, np.where(i % 2 == 0, x * 2, x)))
     check("if/elif/else, and/or/not and 'a if c else b' on tile values",
           np.array_equal(kb(x), ref.astype(np.float32)), json.dumps(kb.func.doc["kernel"]["body"]))
+    kv = seed.if_values(50, 16)
+    x = (rng.standard_normal((50, 16)) * 2).astype(np.float32)
+    yv, lv = kv(x)
+    cnt = (x > x[:, :1]).sum(1)
+    check("if on fragment elements in T.Parallel and on local values in thread code",
+          np.array_equal(yv, np.where(x > 0, x * 2, np.where(x < -1, -1, x)).astype(np.float32))
+          and np.array_equal(lv, np.where((x[:, 0] > 0) & (cnt > 1), x[:, 0], cnt).astype(np.float32)),
+          json.dumps(kv.func.doc["kernel"]["body"]))
     kn = seed.nested(4, 8)
     x = rng.standard_normal((4, 8)).astype(np.float32)
     acc = np.ones((4, 8), np.float32)

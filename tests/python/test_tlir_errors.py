@@ -117,7 +117,8 @@ CASES = [
     ("if on a fragment value (tlc check)",
      "if x[0, 0] > 0:  # <-\n    T.clear(s)",
      "fragment 'x' is read by thread-level code; fragments are only read and written by tile "
-     "operators and parallel loops"),
+     "operators and parallel loops (each element lives in one thread's registers); test it in a parallel loop, or "
+     "copy it to a shared buffer and read that"),
     ("T.Parallel inside a T.Parallel body whose let reads what the body then writes",
      "for i in T.Parallel(32):  # <-\n    v = s[i, 0]\n    s[i, 0] = 1\n    for j in T.Parallel(N):\n"
      "        x[i, j] = v",
