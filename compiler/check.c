@@ -2009,15 +2009,11 @@ static void check_atomic(C *c, tl_stmt *s) {
     tl_dtype dt = x->sym->dtype;
     switch (dt) { /* the dtypes with atomics (proto/tile-ir-v1.md 5.9) */
     case TL_INT32: case TL_UINT32: case TL_INT64: case TL_UINT64: case TL_FLOAT32: case TL_FLOAT64:
-      break;
     case TL_FLOAT16: case TL_BFLOAT16:
-      if (s->atomic == TL_ATOMIC_ADD)
-        break;
-      /* fall through */
+      break;
     default:
       ERR(x->pointer, x->column, "atomic %s cannot update %s ('%s'); its dst is int32, uint32, int64, uint64, "
-          "%sfloat32 or float64", kinds[s->atomic], tl_dtype_name(dt), x->sym->name,
-          s->atomic == TL_ATOMIC_ADD ? "float16, bfloat16, " : "");
+          "float16, bfloat16, float32 or float64", kinds[s->atomic], tl_dtype_name(dt), x->sym->name);
       ok = false;
     }
   }

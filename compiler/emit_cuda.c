@@ -2199,6 +2199,8 @@ static void emit_atomic(E *e, const tl_stmt *s) {
   const char *call;
   if (s->atomic == TL_ATOMIC_ADD && (dt == TL_FLOAT16 || dt == TL_BFLOAT16))
     call = S("tl_atomic_add16(%s, %s, %d)", p, v, dt == TL_BFLOAT16);
+  else if (dt == TL_FLOAT16 || dt == TL_BFLOAT16) /* max, min */
+    call = S("tl_atomic_mm16(%s, %s, %d, %d)", p, v, dt == TL_BFLOAT16, s->atomic == TL_ATOMIC_MAX);
   else if (s->atomic == TL_ATOMIC_ADD && (dt == TL_INT64 || dt == TL_UINT64))
     call = S("((%s)%s((unsigned long long *)%s, (unsigned long long)(%s)))", crep(dt), dfn(e, "atomicAdd"), p, v);
   else if (s->atomic == TL_ATOMIC_ADD)

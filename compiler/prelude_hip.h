@@ -470,6 +470,23 @@ static const char tl_prelude_hip[] =
     "  return bf ? tl_bf2f(h) : tl_h2f(h);\n"
     "}\n"
     "TL_DEV long long tl_atomicAdd(long long *p, long long v) { return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }\n"
+    /* atomic max (mx 1) or min of the 16-bit floats through a CAS on their
+     * 32-bit word, v a value of the type (so the result is one of the two,
+     * exact); the previous value back */
+    "TL_DEV float tl_atomic_mm16(unsigned short *p, float v, int bf, int mx) {\n"
+    "  unsigned *w = (unsigned *)((unsigned long long)p & ~3ull);\n"
+    "  int sh = ((unsigned long long)p & 2) ? 16 : 0;\n"
+    "  unsigned old = __hip_atomic_load(w, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);\n"
+    "  for (;;) {\n"
+    "    unsigned short h = (unsigned short)(old >> sh);\n"
+    "    float x = bf ? tl_bf2f(h) : tl_h2f(h), r = mx ? __builtin_fmaxf(x, v) : __builtin_fminf(x, v);\n"
+    "    unsigned short n = bf ? tl_f2bf(r) : tl_f2h(r);\n"
+    "    if (n == h || r == x ||\n"
+    "        __hip_atomic_compare_exchange_strong(w, &old, (old & ~(0xffffu << sh)) | ((unsigned)n << sh), __ATOMIC_RELAXED,\n"
+    "                                             __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT))\n"
+    "      return bf ? tl_bf2f(h) : tl_h2f(h);\n"
+    "  }\n"
+    "}\n"
     /* atomic max and min (the previous value back): integers by the
      * builtins, floats by a CAS loop on the bits with fmax/fmin (NaN skipped) */
     "#define TL_ATOMIC_INT(name, hip, T) TL_DEV T name(T *p, T v) { return hip(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }\n"

@@ -392,6 +392,20 @@ TL_DEV float tl_atomic_add16(unsigned short *p, float v, int bf) {
   return bf ? tl_bf2f(h) : tl_h2f(h);
 }
 TL_DEV long long tl_atomicAdd(long long *p, long long v) { return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }
+TL_DEV float tl_atomic_mm16(unsigned short *p, float v, int bf, int mx) {
+  unsigned *w = (unsigned *)((unsigned long long)p & ~3ull);
+  int sh = ((unsigned long long)p & 2) ? 16 : 0;
+  unsigned old = __hip_atomic_load(w, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+  for (;;) {
+    unsigned short h = (unsigned short)(old >> sh);
+    float x = bf ? tl_bf2f(h) : tl_h2f(h), r = mx ? __builtin_fmaxf(x, v) : __builtin_fminf(x, v);
+    unsigned short n = bf ? tl_f2bf(r) : tl_f2h(r);
+    if (n == h || r == x ||
+        __hip_atomic_compare_exchange_strong(w, &old, (old & ~(0xffffu << sh)) | ((unsigned)n << sh), __ATOMIC_RELAXED,
+                                             __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT))
+      return bf ? tl_bf2f(h) : tl_h2f(h);
+  }
+}
 #define TL_ATOMIC_INT(name, hip, T) TL_DEV T name(T *p, T v) { return hip(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }
 TL_ATOMIC_INT(tl_atomic_max, __hip_atomic_fetch_max, int) TL_ATOMIC_INT(tl_atomic_max, __hip_atomic_fetch_max, unsigned)
 TL_ATOMIC_INT(tl_atomic_max, __hip_atomic_fetch_max, long long)

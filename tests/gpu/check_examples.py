@@ -219,6 +219,41 @@ def atomics_ref(x, c):
             "P": np.stack([A, a1]), "T": wrap32(poison32 + np.full(4, 32 * nb))}
 
 
+def bf16_bits(v):
+    """bfloat16 bit patterns (uint16) of float32 values, rounded to nearest even."""
+    u = np.asarray(v, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7fff + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_value(b):
+    return (b.astype(np.uint32) << 16).view(np.float32)
+
+
+def atomics16_ref(x, c):
+    """tests/gpu/programs/atomics16.json in NumPy: maxima and minima of
+    values rounded once to float16 / bfloat16 (so exact); a bin no element
+    falls in keeps its start (NaN poison, +inf, -inf)."""
+    k, v = x["k"].astype(np.int64), x["x"].astype(np.float32)
+    n, bins, bn = k.shape[0], c["bins"], c["block_n"]
+    b, nb = k % bins, -(-n // bn)
+    h = v.astype(np.float16)
+    G = np.array([h[b == i].max() if (b == i).any() else np.nan for i in range(bins)], np.float16)
+    R = np.full((nb, bins), 0x7f80, np.uint16)
+    S = np.full((nb, bins), -np.inf, np.float16)
+    vb = bf16_bits(v)
+    for blk in range(nb):
+        sl = slice(blk * bn, (blk + 1) * bn)
+        for i in range(bins):
+            m = b[sl] == i
+            if m.any():
+                R[blk, i] = vb[sl][m][np.argmin(bf16_value(vb[sl][m]))]
+                S[blk, i] = h[sl][m].max()
+    A, B = x["A16"].astype(np.float16), bf16_bits(x["B16"])
+    half = bf16_bits(v * np.float32(0.5))
+    Bn = np.where(bf16_value(half) > bf16_value(B), half, B)
+    return {"G16": G, "R16": R, "S16": S, "O16": np.stack([A, np.minimum(A, h)]), "OB": np.stack([B, Bn])}
+
+
 def scans_ref(x, c):
     """tests/gpu/programs/scans.json in NumPy: rows past M read as 0 (the
     bitand of a block's last, partial tile of columns sees them)."""
@@ -516,6 +551,11 @@ CASES += [("../tests/gpu/programs/math_fns", {}, {"n": n}, MATH_OUT, {"ref": mat
 # inside a parallel loop and in thread-level code, across blocks; n ragged
 ATOM_OUT = ["H", "Mx", "Mn", "S64", "Hs", "F16", "P", "T"]
 CASES += [("../tests/gpu/programs/atomics", {}, {"n": n}, ATOM_OUT, {"ref": atomics_ref}) for n in (1, 600, 5000)]
+
+# float16 and bfloat16 atomic max and min (issue 13): neighbours race on the
+# halves of one word, across blocks and in shared memory; n ragged
+A16_OUT = ["G16", "R16", "S16", "O16", "OB"]
+CASES += [("../tests/gpu/programs/atomics16", {}, {"n": n}, A16_OUT, {"ref": atomics16_ref}) for n in (1, 600, 5000)]
 
 # bitwise reductions, cummax and cummin (issue 13): M dynamic and ragged
 SCANS_OUT = ["BA", "BO", "BX", "CO", "CM", "CN"]
