@@ -2318,6 +2318,18 @@ static void barrier_line(E *e) {
   line(e, "%s", e->barrier);
 }
 
+/* A view of a tensor: a pointer to the tensor's memory with the view's
+ * dtype and dimensions (a view of a shared buffer is declared at the top,
+ * at its buffer's offset: declare_buffers). */
+static void emit_view(E *e, const tl_sym *v) {
+  if (v->kind != SYM_TENSOR)
+    return;
+  line(e, "%s *const g_%s = (%s *)g_%s; (void)g_%s;", srep(v->dtype), v->name, srep(v->dtype), v->view_of->name,
+       v->name);
+  for (int d = 0; d < v->ndim; d++)
+    line(e, "const long long g_%s_d%d = (long long)(%s); (void)g_%s_d%d;", v->name, d, ex(e, v->shape[d]), v->name, d);
+}
+
 /* Emits one statement.  `uniform`: every thread of the block runs it (so a
  * barrier may be placed around it).  Statements under thread-dependent
  * control are handled as a whole by their uniform ancestor. */
@@ -2333,6 +2345,9 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
       line(e, "%s l_%s[%" PRId64 "];", crep((tl_type)s->sym->dtype), s->sym->name, n);
     }
     return; /* shared and fragments are declared at the top */
+  case S_VIEW:
+    emit_view(e, s->sym);
+    return;
   case S_ALLOC_VAR:
     if (s->value)
       line(e, "%s %s = %s;", crep((tl_type)s->sym->dtype), vname(e, s->sym),

@@ -285,6 +285,23 @@ def if_values_ref(x, c):
             "L2": np.where(cnt > 0, cnt + X[:, 1], f32(-7)).astype(f32)}
 
 
+def views_ref(x, c):
+    """tests/gpu/programs/views.json in NumPy: the views as NumPy views of
+    the same bytes (uint4: element 2k in the low bits of byte k)."""
+    X, W, F = x["X"].astype(np.int8), x["W"].astype(np.uint8), x["F"].astype(np.float32)
+    n, blk = X.shape[0], c["blk"]
+    nb = -(-n // blk)
+    w4 = np.stack([W & 15, W >> 4], axis=-1).reshape(16, 64).astype(np.float32)
+    F3 = F.reshape(4, 16, 64)
+    Z = np.stack([F3[b % 4] + w4 for b in range(nb)]).astype(np.float32)
+    Z = (Z.view(np.uint32) ^ np.uint32(0x80000000)).view(np.float32)
+    acc = np.zeros((16, 64), np.float32)
+    for k in range(4):  # acc += p, rounded to float32 each iteration
+        acc = (acc + F3[k]).astype(np.float32)
+    S = np.tile(acc.astype(np.float64).sum(axis=0).astype(np.float32), (nb, 1))  # one rounding per sum
+    return {"Y": X.view(np.int32), "Z": Z, "S": S}
+
+
 def w4a16_abs(x, c):
     """gemm_w4a16's sums of |terms|: |A| @ |W|^T with W[n, k] = float16((B[n, k]
     - 8) * S[n, k // group_size]), the dequantized weight both sides multiply
@@ -571,6 +588,12 @@ CASES += [("../tests/gpu/programs/atomic_rows", {}, {}, ["G", "G2"], {"acc": ("2
 # per thread on an alloc_local and an alloc_var; M dynamic and ragged
 CASES += [("../tests/gpu/programs/if_values", {}, {"M": m}, ["C", "R", "L", "L2"],
            dict(GEMM, ref=if_values_ref)) for m in (1, 100, 300)]
+
+# views and reshapes (issue 13): an int8 tensor as int32, uint8 as uint4, a
+# 1-D tensor as 2-D and 3-D (copied by cp.async in a pipelined loop), a
+# shared tile through a 1-D and a uint32 view; n ragged.  S sums 64 terms
+CASES += [("../tests/gpu/programs/views", {}, {"n": n}, ["Y", "Z", "S"], {"ref": views_ref, "acc": ("64", ["F"], 0.0)})
+          for n in (1, 37, 300)]
 
 # print and device_assert on the GPU: the assertion holds, one line is printed
 # (NVIDIA only: AMD targets refuse print)

@@ -245,6 +245,24 @@ def if_values(m, n, bm=32):
     return main
 
 
+@tilelang.jit(out_idx=[2, 3])
+def views(m):
+    @T.prim_func
+    def main(X: T.Tensor((m, 64), "int8"), W: T.Tensor((16, 8), "uint8"), Y: T.Tensor((m, 16), "int32"),
+             Z: T.Tensor((16, 16), "float32")):
+        with T.Kernel(T.ceildiv(m, 16), threads=64) as bx:
+            X32 = T.view(X, (m, 16), dtype="int32")  # the bytes of X as int32 words
+            W4 = T.view(W, (16, 16), dtype="uint4")  # uint8 weights as packed uint4
+            s = T.alloc_shared((16, 16), "float32")
+            s1 = T.reshape(s, (256,))
+            T.copy(X32[bx * 16:bx * 16 + 16, 0:16], Y[bx * 16, 0])
+            for i in T.Parallel(256):
+                s1[i] = T.Cast("float32", W4[i // 16, i % 16]) + i
+            if bx == 0:
+                T.copy(s, Z)
+    return main
+
+
 @tilelang.jit(out_idx=[2])
 def nested(m, n):
     @T.prim_func
@@ -437,6 +455,14 @@ def axpy_strided(n, step):
           np.array_equal(yv, np.where(x > 0, x * 2, np.where(x < -1, -1, x)).astype(np.float32))
           and np.array_equal(lv, np.where((x[:, 0] > 0) & (cnt > 1), x[:, 0], cnt).astype(np.float32)),
           json.dumps(kv.func.doc["kernel"]["body"]))
+    kw = seed.views(40)
+    xi = rng.integers(-128, 128, (40, 64)).astype(np.int8)
+    wi = rng.integers(0, 256, (16, 8)).astype(np.uint8)
+    yw, zw = kw(xi, wi)
+    w4 = np.stack([wi & 15, wi >> 4], axis=-1).reshape(16, 16).astype(np.float32)
+    check("T.view (int8 as int32, uint8 as packed uint4) and T.reshape of a shared buffer",
+          np.array_equal(yw, xi.view(np.int32)) and np.array_equal(zw, w4 + np.arange(256).reshape(16, 16)),
+          json.dumps(kw.func.doc["kernel"]["body"][:4]))
     kn = seed.nested(4, 8)
     x = rng.standard_normal((4, 8)).astype(np.float32)
     acc = np.ones((4, 8), np.float32)

@@ -86,7 +86,8 @@ CASES = [
     ("unknown dtype",
      "y = T.alloc_fragment((32, N), 'float17')  # <-",
      "unknown dtype 'float17' (Tile IR v1 has bool, int8, int16, int32, int64, uint8, uint16, "
-     "uint32, uint64, float16, bfloat16, float32, float64, float8_e4m3, float8_e5m2)"),
+     "uint32, uint64, float16, bfloat16, float32, float64, float8_e4m3, float8_e5m2, int4, uint4, int2, uint2, "
+     "int1, float4_e2m1, float8_e8m0)"),
     ("gemm on a slice",
      "c = T.alloc_fragment((32, 32), 'float32')\nT.gemm(s[0:32, 0:32], s[0:32, 0:32], c)  # <-",
      "T.gemm A must be a whole buffer in Tile IR v1 (gemm operands are not regions); "
@@ -124,6 +125,14 @@ CASES = [
      "        x[i, j] = v",
      "a T.Parallel loop inside a T.Parallel loop with more in its body: the let 'v' reads 's', which the "
      "outer body writes before a later inner loop uses the let; read it again in the inner loop"),
+    ("T.view of a fragment",
+     "v = T.view(x, dtype='int32')  # <-",
+     "T.view: 'x' is a fragment buffer; Tile IR views alias global tensors and shared buffers only "
+     "(fragment and local elements live in registers)"),
+    ("T.reshape that changes the size (tlc check)",
+     "v = T.reshape(s, (32, 32))  # <-",
+     "the view 'v' is float32[32, 32], 4096 bytes, but 's' is float32[32, 64], 8192 bytes; a view keeps the "
+     "size of what it views"),
     ("T.Parallel inside an if inside a T.Parallel (tlc check)",
      "for i in T.Parallel(32):\n    if i > 0:\n        for j in T.Parallel(N):  # <-\n            x[i, j] = 0",
      "'parallel' is not allowed inside a parallel loop (the loop at /kernel/body/3); a parallel "

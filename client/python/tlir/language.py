@@ -429,6 +429,42 @@ def alloc_local(shape, dtype, scope="local"):
     return _alloc("alloc_local", "local", shape, dtype, "T.alloc_local")
 
 
+def _view(src, shape, dtype, what):
+    """A Tile IR "view": a new name for src's memory (no copy), with its own
+    shape and dtype of the same size in bytes (tlc check proves it)."""
+    b = builder()
+    if b is None or not b.in_kernel():
+        raise error("%s outside T.Kernel: a Tile IR view is a statement of the kernel's body; "
+                    "call it inside `with T.Kernel(...)`" % what)
+    if not isinstance(src, _ir.Buffer):
+        raise error("%s: the source must be a tensor or a buffer, not %r" % (what, src))
+    if src.scope not in ("global", "shared"):
+        raise error("%s: '%s' is a %s buffer; Tile IR views alias global tensors and shared buffers only "
+                    "(fragment and local elements live in registers)" % (what, src.name, src.scope))
+    shp = _shape(shape, what) if shape is not None else list(src.shape)
+    dt = dtype_name(dtype) if dtype is not None else src.dtype
+    buf = _ir.Buffer(src.scope, shp, dt, src.scope)
+    b.declare(buf, b.auto_name("view"))
+    fields = {"name": buf, "src": src}
+    if shape is not None:
+        fields["shape"] = shp
+    if dtype is not None:
+        fields["dtype"] = dt
+    b.emit(Stmt("view", **fields))
+    return buf
+
+
+def view(src, shape=None, dtype=None):
+    """T.view(src, shape=None, dtype=None): src's memory with another shape
+    and/or dtype, the same size in bytes (Tile IR's view)."""
+    return _view(src, shape, dtype, "T.view")
+
+
+def reshape(src, shape):
+    """T.reshape(src, shape): src's memory with another shape (Tile IR's view)."""
+    return _view(src, shape, None, "T.reshape")
+
+
 class LocalVar(Var):
     """T.alloc_var: a per-thread mutable scalar; `x = value` assigns it."""
 
