@@ -463,6 +463,28 @@ def axpy_strided(n, step):
     check("T.view (int8 as int32, uint8 as packed uint4) and T.reshape of a shared buffer",
           np.array_equal(yw, xi.view(np.int32)) and np.array_equal(zw, w4 + np.arange(256).reshape(16, 16)),
           json.dumps(kw.func.doc["kernel"]["body"][:4]))
+    # TileLang's option names (proto/tile-ir-v1.md appendix C)
+    mm = seed.matmul(96, 80, 64, 64, 64, 32)
+    k1 = tlir.compile(mm, pass_configs={tlir.PassConfigKey.TL_DISABLE_TMA_LOWER: True,
+                                        tlir.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True,
+                                        tlir.PassConfigKey.TL_ENABLE_FAST_MATH: True})
+    pipe = [st for st in k1.func.doc["kernel"]["body"] if st.get("op") == "pipelined"]
+    check("pass configs tl.disable_tma_lower / tl.disable_warp_specialized map to every pipelined loop",
+          len(pipe) == 1 and pipe[0].get("tma") is False and pipe[0].get("warp_specialize") is False
+          and "tma" not in [st for st in mm.doc["kernel"]["body"] if st.get("op") == "pipelined"][0],
+          json.dumps(pipe))
+    refused = []
+    for cfg, flags, want in [({"tl.device_compile_flags": ["-DX=1"]}, None, "tlc chooses the toolchain's flags"),
+                             ({"tl.dynamic_alignment": 8}, None, "only 16 has that meaning"),
+                             ({"tl.no_such_key": 1}, None, "pass config 'tl.no_such_key' is unknown to tlir"),
+                             (None, ["--use_fast_math"], "compile_flags=['--use_fast_math']")]:
+        try:
+            tlir.compile(mm, pass_configs=cfg, compile_flags=flags)
+            refused.append("accepted %r %r" % (cfg, flags))
+        except tlir.TlirError as ex:
+            if want not in ex.message:
+                refused.append(ex.message)
+    check("refused pass configs and compile flags say why", not refused, "; ".join(refused))
     kn = seed.nested(4, 8)
     x = rng.standard_normal((4, 8)).astype(np.float32)
     acc = np.ones((4, 8), np.float32)

@@ -125,6 +125,17 @@ CASES = [
      "        x[i, j] = v",
      "a T.Parallel loop inside a T.Parallel loop with more in its body: the let 'v' reads 's', which the "
      "outer body writes before a later inner loop uses the let; read it again in the inner loop"),
+    ("T.gemm(wg_wait=1)",
+     "c = T.alloc_fragment((32, 32), 'float32')\nt = T.alloc_shared((32, 32), 'float16')\n"
+     "T.gemm(t, t, c, wg_wait=1)  # <-",
+     "T.gemm(wg_wait=1): Tile IR's compiler chooses how many wgmma groups stay in flight (its statements see the "
+     "gemm's results as written); wg_wait 0 and -1 are accepted"),
+    ("T.use_swizzle(num_xcds=8)",
+     "T.use_swizzle(10, num_xcds=8)  # <-",
+     "T.use_swizzle(num_xcds=8): Tile IR's use_swizzle has no chiplet (XCD) remapping"),
+    ("T.copy(coalesced_width=3)",
+     "T.copy(A[bx * 32, 0], s, coalesced_width=3)  # <-",
+     "T.copy(coalesced_width=3): a power of two"),
     ("T.view of a fragment",
      "v = T.view(x, dtype='int32')  # <-",
      "T.view: 'x' is a fragment buffer; Tile IR views alias global tensors and shared buffers only "

@@ -10,7 +10,7 @@ Needs: _ir (values, builder), _trace (the AST rewrite of prim_func and
 macro bodies).
 """
 
-from . import _ir
+from . import _ir, _options
 from ._ir import (Call, DType, Expr, Region, Stmt, Var, builder, dtype_name, error,
                   region_text)
 from ._trace import PrimFunc, macro, prim_func  # noqa: F401
@@ -343,6 +343,7 @@ class _AtomicElem:
 def Parallel(*extents, coalesced_width=None, loop_layout=None):
     if not 1 <= len(extents) <= 8:
         raise error("T.Parallel takes 1 to 8 extents")
+    _options.parallel_hints(coalesced_width, loop_layout)
     names = ["i", "j", "k", "l", "m", "n", "o", "p"][: len(extents)]
     return _loop("parallel", names, {"extents": list(extents)})
 
@@ -479,13 +480,8 @@ def alloc_var(dtype, init=None, scope="local.var"):
 
 # ---- tile operators ---------------------------------------------------------
 
-_COPY_HINTS = ("coalesced_width", "disable_tma", "eviction_policy", "loop_layout", "annotations")
-
-
 def copy(src, dst, **hints):
-    for k in hints:
-        if k not in _COPY_HINTS:
-            raise error("T.copy(): unknown argument '%s'" % k)
+    _options.copy_hints(hints)
     builder().emit(Stmt("copy", src=region_text(src, "T.copy source"),
                         dst=region_text(dst, "T.copy destination")))
 
@@ -517,8 +513,7 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
          clear_accum=False, k_pack=1, wg_wait=0, mbar=None):
     if policy not in ("square", "full_row", "full_col"):
         raise error("T.gemm(policy=%r): Tile IR v1 has Square, FullRow and FullCol" % (policy,))
-    if wg_wait not in (0, -1) or mbar is not None:
-        raise error("T.gemm(wg_wait=..., mbar=...): Tile IR v1 has no asynchronous gemm")
+    _options.gemm_hints(wg_wait, mbar)
     st = Stmt("gemm", A=_whole(A, "T.gemm A"), B=_whole(B, "T.gemm B"), C=_whole(C, "T.gemm C"))
     if transpose_A is not False:
         st["transpose_A"] = transpose_A
@@ -719,9 +714,8 @@ def annotate_layout(layout_map):
     b.emit(Stmt("annotate_layout", layouts=out))
 
 
-def use_swizzle(panel_size, order="row", enable=True):
-    if order not in ("row", "column"):
-        raise error("T.use_swizzle(order=%r): 'row' or 'column'" % (order,))
+def use_swizzle(panel_size, order="row", enable=True, num_xcds=0):
+    order = _options.swizzle_order(order, num_xcds)
     st = Stmt("use_swizzle", panel_size=panel_size)
     if order != "row":
         st["order"] = order
