@@ -2230,9 +2230,10 @@ static const char *format_text(E *e, const char *msg) {
 }
 
 /* print: one printf line per thread (or parallel iteration) that runs it;
- * device_assert: a printf and a trap when the condition is false.  AMD
- * targets have no printf here (it needs AMD's device library): print is
- * refused there, and device_assert traps without a message. */
+ * device_assert: a printf and a trap when the condition is false.  On AMD
+ * targets printf is clang's buffered one (the HIP prelude's __printf_alloc;
+ * amdgpu.c passes -mprintf-kind=buffered): the HIP runtime prints the lines
+ * after the kernel. */
 static void emit_print(E *e, const tl_stmt *s) {
   const char *msg = s->msg ? format_text(e, s->msg) : "";
   const char *where = "[block (%d, %d, %d), thread (%d, %d, %d)]";
@@ -2241,15 +2242,9 @@ static void emit_print(E *e, const tl_stmt *s) {
   bool cuda = e->d == &dialect_cuda;
   if (s->kind == S_ASSERT) {
     line(e, "if (!((%s) != 0)) {", ex(e, s->value));
-    if (cuda)
-      line(e, "  printf(\"device_assert failed at %s %s%s%s\\n\", %s);", s->pointer, where, *msg ? ": " : "", msg, wargs);
+    line(e, "  printf(\"device_assert failed at %s %s%s%s\\n\", %s);", s->pointer, where, *msg ? ": " : "", msg, wargs);
     line(e, "  %s", cuda ? "asm volatile(\"trap;\");" : "__builtin_trap();");
     line(e, "}");
-    return;
-  }
-  if (!cuda) {
-    fail(e, s->pointer, "print is not available on AMD targets (printf needs AMD's device library, which tlc's "
-                        "HIP toolchain does not link); remove it or compile for an NVIDIA target");
     return;
   }
   const char *once = one_replica(e->par ? e->par_owner : NULL); /* one line per element */

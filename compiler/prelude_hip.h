@@ -505,6 +505,29 @@ static const char tl_prelude_hip[] =
     "TL_ATOMIC_CAS(tl_atomic_min, float, unsigned, tl_float_as_uint, tl_uint_as_float, __builtin_fminf)\n"
     "TL_ATOMIC_CAS(tl_atomic_max, double, unsigned long long, tl_double_as_longlong, tl_longlong_as_double, __builtin_fmax)\n"
     "TL_ATOMIC_CAS(tl_atomic_min, double, unsigned long long, tl_double_as_longlong, tl_longlong_as_double, __builtin_fmin)\n"
+    /* printf, buffered (clang's -mprintf-kind=buffered): each call takes a
+     * frame of the buffer the HIP runtime passes as the hidden_printf_buffer
+     * kernel argument (the 10th 8-byte slot of code object 5's implicit
+     * arguments: a 32-bit fill offset, its 32-bit size, then the frames) and
+     * the runtime prints the frames with the formats of the code object's
+     * amdhsa.printf after the kernel; a frame that does not fit is dropped.
+     * __printf_alloc is the device library's function, which tlc does not
+     * link. */
+    "#ifdef __AMDGCN__\n"
+    "extern \"C\" __attribute__((device)) int printf(const char *, ...);\n"
+    "extern \"C\" __attribute__((device)) __attribute__((address_space(1))) char *__printf_alloc(unsigned n) {\n"
+    "  typedef __attribute__((address_space(1))) unsigned tl_gu32;\n"
+    "  tl_gu32 *b = (tl_gu32 *)((const unsigned long long *)__builtin_amdgcn_implicitarg_ptr())[9];\n"
+    "  if (!b) return 0;\n"
+    "  unsigned size = b[1], off = __hip_atomic_load((unsigned *)b, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);\n"
+    "  for (;;) {\n"
+    "    if (8ull + off + n > size) return 0;\n"
+    "    if (__hip_atomic_compare_exchange_strong((unsigned *)b, &off, off + n, __ATOMIC_RELAXED, __ATOMIC_RELAXED,\n"
+    "                                             __HIP_MEMORY_SCOPE_AGENT))\n"
+    "      return (__attribute__((address_space(1))) char *)b + 8 + off;\n"
+    "  }\n"
+    "}\n"
+    "#endif\n"
     "TL_DEV unsigned tl_atomic_and32(unsigned *p, unsigned v) { return __hip_atomic_fetch_and(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }\n"
     "TL_DEV unsigned tl_atomic_or32(unsigned *p, unsigned v) { return __hip_atomic_fetch_or(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }\n"
     TL_PRELUDE_SUBBYTE("__builtin_ldexpf", "__builtin_fabsf", "__builtin_copysignf", "__builtin_frexpf", "tl_int_as_float",

@@ -596,7 +596,7 @@ CASES += [("../tests/gpu/programs/views", {}, {"n": n}, ["Y", "Z", "S"], {"ref":
           for n in (1, 37, 300)]
 
 # print and device_assert on the GPU: the assertion holds, one line is printed
-# (NVIDIA only: AMD targets refuse print)
+# (NVIDIA: this script runs CUDA only; AMD targets compile print with buffered printf)
 CASES += [("../tests/gpu/nvidia/print_assert", {}, {"n": n}, ["Y"]) for n in (1, 1000)]
 
 
