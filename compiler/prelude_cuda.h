@@ -187,7 +187,9 @@ static const char tl_prelude_cuda[] =
     "}\n"
     /* atomic max (mx 1) or min of the 16-bit floats through a CAS on their
      * 32-bit word, v a value of the type (so the result is one of the two,
-     * exact); the previous value back */
+     * exact); the previous value back.  sm_90's atom.max/min on f16 and bf16
+     * exist for vectors only (ptxas: "Vector modifier required"), not for
+     * one element. */
     "TL_DEV float tl_atomic_mm16(unsigned short *p, float v, int bf, int mx) {\n"
     "  unsigned *w = (unsigned *)((unsigned long long)p & ~3ull);\n"
     "  int sh = ((unsigned long long)p & 2) ? 16 : 0;\n"
