@@ -829,13 +829,13 @@ static tl_status compile_hiprtc(tl_amdgpu *h, const char *src, const char *targe
                                 tl_error *err) {
   char arch[64];
   snprintf(arch, sizeof arch, "--offload-arch=%s", target);
-  const char *opts[] = {arch, "-O3", "-mcode-object-version=5"};
+  const char *opts[] = {arch, "-O3", "-mcode-object-version=5", "-mprintf-kind=buffered"};
   hiprtcProgram prog = NULL;
   hiprtcResult r = h->CreateProgram(&prog, src, "kernel.hip", 0, NULL, NULL);
   if (r != HIPRTC_SUCCESS)
     return tl_error_set(err, r == HIPRTC_ERROR_OUT_OF_MEMORY ? TL_NOMEM : TL_TOOLCHAIN,
                         "hiprtcCreateProgram failed: %s", hiprtc_errstr(h, r));
-  r = h->CompileProgram(prog, 3, opts);
+  r = h->CompileProgram(prog, (int)(sizeof opts / sizeof opts[0]), opts);
   out->log = hiprtc_log(h, prog);
   if (!out->log) {
     h->DestroyProgram(&prog);
@@ -938,7 +938,8 @@ static tl_status compile_clang(tl_amdgpu *h, const char *src, const char *target
   char arch[64];
   snprintf(arch, sizeof arch, "--offload-arch=%s", target);
   char *cc[] = {h->clang, "-x", "hip", "--cuda-device-only", "-nogpulib", "-nogpuinc", arch, "-O3",
-                "-mcode-object-version=5", "-fhip-emit-relocatable", "-c", srcp, "-o", objp, NULL};
+                "-mcode-object-version=5", "-mprintf-kind=buffered", "-fhip-emit-relocatable", "-c", srcp, "-o",
+                objp, NULL};
   if ((st = run(cc, logfd, dir, deadline, &code, err)) != TL_OK)
     goto done;
   if (code != 0) {

@@ -60,6 +60,9 @@ typedef struct {
   const tl_stmt *varying_ctl;  /* the innermost enclosing if/loop whose control depends on the thread */
   tl_vec ctl_saved;            /* the varying_ctl of each enclosing loop/if, to restore after it */
   tl_vec value_syms, buffer_syms;
+  tl_vec views;           /* the views of tensors (tl_program.views) */
+  tl_vec all_views;       /* the view statements, of tensors and of shared buffers */
+  tl_vec written;         /* after the walk: the memory (tl_mem_root) statements write */
   /* set while typing one expression */
   bool saw_varying, saw_thread;
   bool in_tile_op;
@@ -850,7 +853,9 @@ static tl_expr *check_index(C *c, tl_expr *e) {
   }
   if (s->kind == SYM_BUFFER && s->scope == SCOPE_FRAGMENT && !c->in_parallel && !c->in_tile_op) {
     ERR(e->pointer, e->column, "fragment '%s' is %s by thread-level code; fragments are only read and written "
-                               "by tile operators and parallel loops", s->name, writing ? "written" : "read");
+                               "by tile operators and parallel loops (each element lives in one thread's registers); %s",
+        s->name, writing ? "written" : "read",
+        writing ? "write it in a parallel loop" : "test it in a parallel loop, or copy it to a shared buffer and read that");
     return NULL;
   }
   if (s->kind == SYM_BUFFER && s->scope == SCOPE_LOCAL) {
@@ -1156,29 +1161,40 @@ static void check_packed_rows(C *c, const tl_sym *s, int64_t inner) {
         tl_dtype_name(s->dtype), bits, per, per, (long long)inner);
 }
 
+/* The dimensions of a tensor (or a tensor's view): integer expressions over
+ * constants and scalar parameters, evaluated at launch; dims[d] is the
+ * folded value, or -1 when dynamic.  Returns false on an error. */
+static bool check_tensor_dims(C *c, tl_sym *s) {
+  int saved = c->where;
+  int before = c->diags->n;
+  c->where = CTX_LAUNCH;
+  for (int d = 0; d < s->ndim; d++) {
+    s->dims[d] = -1;
+    tl_expr *x = check_expr(c, s->shape[d]);
+    if (!x || !want_int(c, x, "a tensor dimension"))
+      continue;
+    if (is_untyped(x->type))
+      make_typed(x, TL_INT64);
+    s->shape[d] = x;
+    if (is_const(x)) {
+      int64_t v = tl_dtype_is_signed((tl_dtype)x->type) ? x->val.i : (int64_t)x->val.u;
+      if (v < 0)
+        ERR(x->pointer, x->column, "tensor dimension is %lld; it must not be negative", (long long)v);
+      s->dims[d] = v;
+    }
+  }
+  check_packed_rows(c, s, s->dims[s->ndim - 1]);
+  c->where = saved;
+  return c->diags->n == before;
+}
+
 static void check_params(C *c) {
   tl_program *p = c->prog;
   c->where = CTX_LAUNCH;
   for (int i = 0; i < p->nparams; i++) {
     tl_sym *s = p->params[i];
-    if (s->kind != SYM_TENSOR)
-      continue;
-    for (int d = 0; d < s->ndim; d++) {
-      tl_expr *x = check_expr(c, s->shape[d]);
-      if (!x || !want_int(c, x, "a tensor dimension"))
-        continue;
-      if (is_untyped(x->type))
-        make_typed(x, TL_INT64);
-      s->shape[d] = x;
-      s->dims[d] = -1;
-      if (is_const(x)) {
-        int64_t v = tl_dtype_is_signed((tl_dtype)x->type) ? x->val.i : (int64_t)x->val.u;
-        if (v < 0)
-          ERR(x->pointer, x->column, "tensor dimension is %lld; it must not be negative", (long long)v);
-        s->dims[d] = v;
-      }
-    }
-    check_packed_rows(c, s, s->dims[s->ndim - 1]);
+    if (s->kind == SYM_TENSOR)
+      check_tensor_dims(c, s);
   }
   for (int i = 0; i < p->ngrid; i++) {
     tl_expr *x = check_expr(c, p->grid[i]);
@@ -1504,7 +1520,7 @@ static bool match_regions(C *c, tl_stmt *s, tl_region *src, tl_region *dst) {
 static bool is_tile_level(const tl_stmt *s) {
   if (s->kind == S_ALLOC)
     return s->sym->scope != SCOPE_LOCAL;
-  return tl_stmt_kind_flags(s->kind) & TL_KIND_TILE;
+  return s->kind == S_VIEW || (tl_stmt_kind_flags(s->kind) & TL_KIND_TILE);
 }
 
 static bool uniform_placement(C *c, tl_stmt *s) {
@@ -1551,6 +1567,166 @@ static void check_alloc(C *c, tl_stmt *s) {
 }
 
 static const char *ext_str(C *c, const int64_t *ext, int n);
+
+/* The size in bits of s as a constant product (*bits) times the dimensions
+ * that are not constant (dyn[0..*ndyn), as printed). */
+static void size_form(C *c, const tl_sym *s, int64_t *bits, const char **dyn, int *ndyn) {
+  *bits = tl_dtype_bits(s->dtype);
+  *ndyn = 0;
+  for (int d = 0; d < s->ndim; d++) {
+    if (s->dims[d] >= 0)
+      *bits = __builtin_mul_overflow(*bits, s->dims[d], bits) ? -1 : *bits;
+    else
+      dyn[(*ndyn)++] = tl_expr_str(c->arena, s->shape[d]);
+    if (*bits < 0)
+      return;
+  }
+}
+
+/* Whether the non-constant dimensions of two size forms are the same
+ * expressions, as many times each. */
+static bool same_dyn(const char **a, int na, const char **b, int nb) {
+  if (na != nb)
+    return false;
+  bool used[TL_MAX_DIMS] = {0};
+  for (int i = 0; i < na; i++) {
+    int j = 0;
+    while (j < nb && (used[j] || strcmp(a[i], b[j]) != 0))
+      j++;
+    if (j == nb)
+      return false;
+    used[j] = true;
+  }
+  return true;
+}
+
+/* A "view" (TileLang's T.view / T.reshape; proto/tile-ir-v1.md 5.4): a new
+ * name for the memory of a tensor or shared buffer, with its own shape and
+ * dtype and the same size in bytes, no copy.  The view of a view is one of
+ * the first buffer.  A view of a tensor is a tensor (dimensions over
+ * constants and scalar parameters); of a shared buffer a shared buffer
+ * (constant dimensions). */
+static void check_view(C *c, tl_stmt *s) {
+  tl_sym *v = s->sym, *src = lookup(c, s->view_src);
+  const char *sp = tl_ptr_key(c->arena, s->pointer, "src");
+  bool top = false; /* a view is declared once for the whole kernel: loops may be emitted more than once */
+  for (int i = 0; i < c->prog->body.n; i++)
+    top |= c->prog->body.items[i] == s;
+  if (!top) {
+    ERR(s->pointer, 0, "a view stands in the kernel's body, not inside a loop, if or parallel loop");
+    return;
+  }
+  if (!src) {
+    const char *hint = suggest(c, s->view_src, is_bufferish);
+    if (hint)
+      ERR(sp, 0, "unknown buffer '%s'; did you mean '%s'?", s->view_src, hint);
+    else
+      ERR(sp, 0, "unknown buffer '%s'", s->view_src);
+    return;
+  }
+  if (!(src->kind == SYM_TENSOR || (src->kind == SYM_BUFFER && src->scope == SCOPE_SHARED))) {
+    ERR(sp, 0, "a view aliases a global tensor or a shared buffer; '%s' is %s%s", src->name, sym_kind_name(src),
+        src->kind == SYM_BUFFER ? " (its elements live in registers, in a layout the compiler chooses)" : "");
+    return;
+  }
+  tl_sym *root = (tl_sym *)tl_mem_root(src);
+  if (src->kind == SYM_BUFFER && !s->view_keep_dtype && tl_dtype_bits(s->sym->dtype) != tl_dtype_bits(src->dtype) &&
+      (tl_dtype_is_packed(s->sym->dtype) || tl_dtype_is_packed(src->dtype))) {
+    ERR(tl_ptr_key(c->arena, s->pointer, "dtype"), 0, "a view of shared buffer '%s' (%s) as %s changes the width of "
+        "packed elements; that is allowed for read-only tensors only (the reference interpreter holds each packed "
+        "element in a byte of its own)", src->name, tl_dtype_name(src->dtype), tl_dtype_name(s->sym->dtype));
+    return;
+  }
+  if (root->layout) {
+    ERR(sp, 0, "'%s' has a layout (annotate_layout at %s); a view needs a row-major buffer", root->name,
+        root->layout->pointer);
+    return;
+  }
+  if (s->view_keep_dtype)
+    v->dtype = src->dtype;
+  if (s->view_keep_shape) {
+    v->ndim = src->ndim;
+    for (int d = 0; d < src->ndim; d++)
+      v->shape[d] = src->shape[d];
+  }
+  v->view_of = root;
+  if (src->kind == SYM_TENSOR) {
+    v->kind = SYM_TENSOR;
+    v->scope = SCOPE_GLOBAL;
+    v->align = root->align;
+    v->smem_offset = -1;
+    if (!check_tensor_dims(c, v))
+      return;
+  } else {
+    v->scope = SCOPE_SHARED;
+    int before = c->diags->n;
+    check_alloc(c, s); /* its dimensions, limits and packed rows; declares it */
+    if (c->diags->n != before)
+      return;
+  }
+  int64_t vb, sb;
+  const char *vd[TL_MAX_DIMS], *sd[TL_MAX_DIMS];
+  int nv, ns;
+  size_form(c, v, &vb, vd, &nv);
+  size_form(c, src, &sb, sd, &ns);
+  if (nv == 0 && ns == 0 && vb != sb)
+    ERR(s->pointer, 0, "the view '%s' is %s%s, %lld bytes, but '%s' is %s%s, %lld bytes; a view keeps the size of "
+        "what it views", v->name, tl_dtype_name(v->dtype), ext_str(c, v->dims, v->ndim), (long long)(vb / 8),
+        src->name, tl_dtype_name(src->dtype), ext_str(c, src->dims, src->ndim), (long long)(sb / 8));
+  else if ((nv || ns) && (vb != sb || !same_dyn(vd, nv, sd, ns)))
+    ERR(s->pointer, 0, "cannot prove that the view '%s' has the size of '%s': the dimensions that are not constant "
+        "must be the same expressions in both, as many times each, and the rest the same size", v->name, src->name);
+  int64_t es = (tl_dtype_bits(v->dtype) + 7) / 8;
+  if (src->kind == SYM_TENSOR && root->align % es != 0)
+    ERR(s->pointer, 0, "the view '%s' of '%s' reads %s, %lld bytes at a time, but '%s' is only %lld-byte aligned (its "
+        "'align')", v->name, src->name, tl_dtype_name(v->dtype), (long long)es, root->name, (long long)root->align);
+  root->viewed = src->viewed = true;
+  tl_vec_push(c->arena, &c->all_views, s);
+  if (v->kind == SYM_TENSOR) {
+    v->param_index = c->prog->nparams + c->views.n;
+    tl_vec_push(c->arena, &c->views, v);
+    declare(c, v, s->pointer);
+  }
+}
+
+/* A view that changes the width of packed elements (uint8 as uint4, uint4
+ * as int8) is read-only, and so is what it views: the reference
+ * interpreter holds each packed element in a byte of its own, so it
+ * copies such a view once, before the run (interp.c: setup_views). */
+static void view_read_only(C *c, const tl_stmt *s) {
+  const tl_sym *v = s->sym, *r = v->view_of;
+  if (!r || tl_dtype_bits(v->dtype) == tl_dtype_bits(r->dtype) ||
+      !(tl_dtype_is_packed(v->dtype) || tl_dtype_is_packed(r->dtype)))
+    return;
+  for (int i = 0; i < c->written.n; i++)
+    if (c->written.items[i] == r) {
+      ERR(s->pointer, 0, "the view '%s' of '%s' changes the width of packed elements (%s as %s), so neither may be "
+          "written: the reference interpreter holds each packed element in a byte of its own and copies such a "
+          "view once, before the run", v->name, r->name, tl_dtype_name(r->dtype), tl_dtype_name(v->dtype));
+      return;
+    }
+}
+
+/* A gemm operand must not share memory with a view: its layout in shared
+ * memory is the gemm's choice (swizzled, for the tensor cores).  Also
+ * collects the memory that statements write (C.written). */
+static tl_walk_act gemm_not_viewed(tl_stmt *s, void *user) {
+  C *c = user;
+  const tl_sym *w = s->kind == S_ASSIGN || s->kind == S_ATOMIC ? (s->lhs ? s->lhs->sym : NULL)
+                    : s->kind == S_COPY || s->kind == S_FILL || s->kind == S_ATOMIC_ADD || s->kind == S_REDUCE ||
+                            s->kind == S_CUMSUM ? (s->dst ? s->dst->sym : NULL) : NULL;
+  if (w)
+    tl_vec_push(c->arena, &c->written, (void *)tl_mem_root(w));
+  if (s->kind != S_GEMM)
+    return TL_WALK_GO;
+  const tl_sym *ops[2] = {s->A, s->B};
+  for (int i = 0; i < 2; i++)
+    if (ops[i] && (ops[i]->view_of || ops[i]->viewed))
+      ERR(tl_ptr_key(c->arena, s->pointer, i ? "B" : "A"), 0, "gemm's %s '%s' %s; a gemm operand is laid out in "
+          "shared memory as the gemm chooses, so it cannot share its memory with a view", i ? "B" : "A",
+          ops[i]->name, ops[i]->view_of ? "is a view" : "has a view");
+  return TL_WALK_GO;
+}
 
 /* Evaluates an integer layout index for one element (vars bound to its
  * indices).  Layout maps use +, -, *, //, %, bit operators, shifts, min and
@@ -1678,6 +1854,11 @@ static void check_layout(C *c, tl_stmt *s) {
     }
     if (b->layout) {
       ERR(l->pointer, 0, "'%s' already has a layout (given at %s)", name, b->layout->pointer);
+      continue;
+    }
+    if (b->view_of || b->viewed) {
+      ERR(l->pointer, 0, "'%s' %s; a view and the buffer it views stay row-major", name,
+          b->view_of ? "is a view" : "has a view");
       continue;
     }
     s->layout_syms[i] = b;
@@ -2007,15 +2188,11 @@ static void check_atomic(C *c, tl_stmt *s) {
     tl_dtype dt = x->sym->dtype;
     switch (dt) { /* the dtypes with atomics (proto/tile-ir-v1.md 5.9) */
     case TL_INT32: case TL_UINT32: case TL_INT64: case TL_UINT64: case TL_FLOAT32: case TL_FLOAT64:
-      break;
     case TL_FLOAT16: case TL_BFLOAT16:
-      if (s->atomic == TL_ATOMIC_ADD)
-        break;
-      /* fall through */
+      break;
     default:
       ERR(x->pointer, x->column, "atomic %s cannot update %s ('%s'); its dst is int32, uint32, int64, uint64, "
-          "%sfloat32 or float64", kinds[s->atomic], tl_dtype_name(dt), x->sym->name,
-          s->atomic == TL_ATOMIC_ADD ? "float16, bfloat16, " : "");
+          "float16, bfloat16, float32 or float64", kinds[s->atomic], tl_dtype_name(dt), x->sym->name);
       ok = false;
     }
   }
@@ -2059,6 +2236,9 @@ static tl_walk_act check_stmt(tl_stmt *s, void *user) {
   switch (s->kind) {
   case S_ALLOC:
     check_alloc(c, s);
+    return TL_WALK_SKIP;
+  case S_VIEW:
+    check_view(c, s);
     return TL_WALK_SKIP;
   case S_ALLOC_VAR: {
     if (s->value)
@@ -2318,6 +2498,11 @@ bool tl_check(tl_program *prog, const tl_define *defs, int ndefs, tl_diags *diag
   check_params(c);
   push_scope(c);
   tl_walk(&prog->body, &checker, c);
+  tl_walk(&prog->body, &(tl_walker){.pre = gemm_not_viewed}, c);
+  for (int i = 0; i < c->all_views.n; i++)
+    view_read_only(c, c->all_views.items[i]);
+  prog->nviews = c->views.n;
+  prog->views = (tl_sym **)c->views.items;
   prog->nvalue_slots = c->value_syms.n;
   prog->value_syms = (tl_sym **)c->value_syms.items;
   prog->nbuffer_slots = c->buffer_syms.n;

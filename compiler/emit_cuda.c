@@ -2199,6 +2199,8 @@ static void emit_atomic(E *e, const tl_stmt *s) {
   const char *call;
   if (s->atomic == TL_ATOMIC_ADD && (dt == TL_FLOAT16 || dt == TL_BFLOAT16))
     call = S("tl_atomic_add16(%s, %s, %d)", p, v, dt == TL_BFLOAT16);
+  else if (dt == TL_FLOAT16 || dt == TL_BFLOAT16) /* max, min */
+    call = S("tl_atomic_mm16(%s, %s, %d, %d)", p, v, dt == TL_BFLOAT16, s->atomic == TL_ATOMIC_MAX);
   else if (s->atomic == TL_ATOMIC_ADD && (dt == TL_INT64 || dt == TL_UINT64))
     call = S("((%s)%s((unsigned long long *)%s, (unsigned long long)(%s)))", crep(dt), dfn(e, "atomicAdd"), p, v);
   else if (s->atomic == TL_ATOMIC_ADD)
@@ -2228,9 +2230,10 @@ static const char *format_text(E *e, const char *msg) {
 }
 
 /* print: one printf line per thread (or parallel iteration) that runs it;
- * device_assert: a printf and a trap when the condition is false.  AMD
- * targets have no printf here (it needs AMD's device library): print is
- * refused there, and device_assert traps without a message. */
+ * device_assert: a printf and a trap when the condition is false.  On AMD
+ * targets printf is clang's buffered one (the HIP prelude's __printf_alloc;
+ * amdgpu.c passes -mprintf-kind=buffered): the HIP runtime prints the lines
+ * after the kernel. */
 static void emit_print(E *e, const tl_stmt *s) {
   const char *msg = s->msg ? format_text(e, s->msg) : "";
   const char *where = "[block (%d, %d, %d), thread (%d, %d, %d)]";
@@ -2239,15 +2242,9 @@ static void emit_print(E *e, const tl_stmt *s) {
   bool cuda = e->d == &dialect_cuda;
   if (s->kind == S_ASSERT) {
     line(e, "if (!((%s) != 0)) {", ex(e, s->value));
-    if (cuda)
-      line(e, "  printf(\"device_assert failed at %s %s%s%s\\n\", %s);", s->pointer, where, *msg ? ": " : "", msg, wargs);
+    line(e, "  printf(\"device_assert failed at %s %s%s%s\\n\", %s);", s->pointer, where, *msg ? ": " : "", msg, wargs);
     line(e, "  %s", cuda ? "asm volatile(\"trap;\");" : "__builtin_trap();");
     line(e, "}");
-    return;
-  }
-  if (!cuda) {
-    fail(e, s->pointer, "print is not available on AMD targets (printf needs AMD's device library, which tlc's "
-                        "HIP toolchain does not link); remove it or compile for an NVIDIA target");
     return;
   }
   const char *once = one_replica(e->par ? e->par_owner : NULL); /* one line per element */
@@ -2316,6 +2313,18 @@ static void barrier_line(E *e) {
   line(e, "%s", e->barrier);
 }
 
+/* A view of a tensor: a pointer to the tensor's memory with the view's
+ * dtype and dimensions (a view of a shared buffer is declared at the top,
+ * at its buffer's offset: declare_buffers). */
+static void emit_view(E *e, const tl_sym *v) {
+  if (v->kind != SYM_TENSOR)
+    return;
+  line(e, "%s *const g_%s = (%s *)g_%s; (void)g_%s;", srep(v->dtype), v->name, srep(v->dtype), v->view_of->name,
+       v->name);
+  for (int d = 0; d < v->ndim; d++)
+    line(e, "const long long g_%s_d%d = (long long)(%s); (void)g_%s_d%d;", v->name, d, ex(e, v->shape[d]), v->name, d);
+}
+
 /* Emits one statement.  `uniform`: every thread of the block runs it (so a
  * barrier may be placed around it).  Statements under thread-dependent
  * control are handled as a whole by their uniform ancestor. */
@@ -2331,6 +2340,9 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
       line(e, "%s l_%s[%" PRId64 "];", crep((tl_type)s->sym->dtype), s->sym->name, n);
     }
     return; /* shared and fragments are declared at the top */
+  case S_VIEW:
+    emit_view(e, s->sym);
+    return;
   case S_ALLOC_VAR:
     if (s->value)
       line(e, "%s %s = %s;", crep((tl_type)s->sym->dtype), vname(e, s->sym),

@@ -58,6 +58,7 @@ typedef struct shadow {
 
 typedef struct tinfo { /* a tensor argument */
   unsigned char *data;
+  unsigned char *own;  /* a view's own copy (setup_views), freed with the interpreter */
   tl_dtype dt;
   size_t es;
   int64_t dim[TL_MAX_DIMS], stride[TL_MAX_DIMS];
@@ -1654,6 +1655,8 @@ static tl_status exec_thread(interp *I, const tl_stmt *s, const unsigned char *m
     TRY(check_buffer_sym(I, s, s->sym));
     poison_alloc(I, s->sym, mask);
     return TL_OK;
+  case S_VIEW: /* its memory is its buffer's, from the start (setup_views, interp_setup) */
+    return TL_OK;
   case S_IF: {
     unsigned char *tm = mask_at(I, depth, 0), *em = mask_at(I, depth, 1);
     if (!tm || !em)
@@ -1773,7 +1776,7 @@ static tl_status exec_par_body(interp *I, const tl_body *b, int depth) {
 }
 
 static void reset_par_stamps(interp *I) {
-  for (int p = 0; p < I->prog->nparams; p++)
+  for (int p = 0; p < I->prog->nparams + I->prog->nviews; p++)
     shadow_free(&I->tens[p].sh);
   for (int b = 0; b < I->prog->nbuffer_slots; b++)
     shadow_free(&I->bufs[b].sh);
@@ -1928,12 +1931,20 @@ static tl_status static_eval(const tl_program *prog, const tl_arg *args, const t
   return st == TL_OK ? TL_OK : TL_INVALID_ARG;
 }
 
+static tl_status sym_shape(const tl_program *prog, const tl_sym *s, const tl_arg *args, int64_t shape[TL_MAX_DIMS],
+                           tl_error *err);
+
 tl_status tl_tensor_shape(const tl_program *prog, int p, const tl_arg *args, int64_t shape[TL_MAX_DIMS],
                           tl_error *err) {
   if (!prog || p < 0 || p >= prog->nparams || prog->params[p]->kind != SYM_TENSOR)
     return tl_error_set(err, TL_INVALID_ARG, "parameter %d is not a tensor", p);
+  return sym_shape(prog, prog->params[p], args, shape, err);
+}
+
+/* The dimensions of tensor (or tensor view) s at this launch. */
+static tl_status sym_shape(const tl_program *prog, const tl_sym *s, const tl_arg *args, int64_t shape[TL_MAX_DIMS],
+                           tl_error *err) {
   bool dynamic = false;
-  const tl_sym *s = prog->params[p];
   for (int d = 0; d < s->ndim; d++)
     dynamic |= s->shape[d] && s->shape[d]->kind != E_CONST;
   if (dynamic && !args)
@@ -1985,11 +1996,14 @@ tl_status tl_grid_size(const tl_program *prog, const tl_arg *args, int64_t grid[
 static void interp_free(interp *I) {
   const tl_program *prog = I->prog;
   if (I->tens)
-    for (int p = 0; p < prog->nparams; p++)
+    for (int p = 0; p < prog->nparams + prog->nviews; p++) {
       shadow_free(&I->tens[p].sh);
+      free(I->tens[p].own);
+    }
   if (I->bufs)
     for (int b = 0; b < prog->nbuffer_slots; b++) {
-      free(I->bufs[b].data);
+      if (!prog->buffer_syms[b] || !prog->buffer_syms[b]->view_of) /* a view's is its buffer's */
+        free(I->bufs[b].data);
       shadow_free(&I->bufs[b].sh);
     }
   free(I->tens);
@@ -2008,6 +2022,62 @@ static void interp_free(interp *I) {
     free(I->scr[k]);
 }
 
+/* The row-major strides of tensor (or view) s from its dimensions, and its
+ * element count. */
+static tl_status row_major(tinfo *ti, const tl_sym *s, int64_t *count, tl_error *err) {
+  int64_t n = 1;
+  for (int d = s->ndim - 1; d >= 0; d--) {
+    ti->stride[d] = n;
+    if (ti->dim[d] && n > INT64_MAX / 16 / ti->dim[d])
+      return tl_error_set(err, TL_INVALID_ARG, "%s '%s' is too large", s->view_of ? "view" : "tensor", s->name);
+    n *= ti->dim[d];
+  }
+  *count = n;
+  return TL_OK;
+}
+
+/* The views of tensors (tl_program.views): the tensor's data with the
+ * view's dtype and dimensions, at index nparams + k of the tensor table.
+ * The checker proved the sizes equal; a launch that breaks it is reported. */
+static tl_status setup_views(interp *I, const tl_program *prog, tl_arg *args, tl_error *err) {
+  for (int k = 0; k < prog->nviews; k++) {
+    const tl_sym *s = prog->views[k], *r = s->view_of;
+    if (!r || r->kind != SYM_TENSOR || r->param_index < 0 || r->param_index >= prog->nparams ||
+        s->param_index != prog->nparams + k)
+      return tl_error_set(err, TL_INVALID_ARG, "the program was not checked (view %d)", k);
+    tinfo *ti = &I->tens[s->param_index];
+    const tinfo *ri = &I->tens[r->param_index];
+    TRY(sym_shape(prog, s, args, ti->dim, err));
+    int64_t count;
+    TRY(row_major(ti, s, &count, err));
+    if ((uint64_t)count * (uint64_t)tl_dtype_bits(s->dtype) != (uint64_t)ri->count * (uint64_t)tl_dtype_bits(r->dtype))
+      return tl_error_set_at(err, TL_INVALID_ARG, s->pointer, 0, "the view '%s' has %" PRId64 " elements of %s but "
+                             "'%s' has %" PRId64 " of %s: not the same size", s->name, count, tl_dtype_name(s->dtype),
+                             r->name, ri->count, tl_dtype_name(r->dtype));
+    ti->data = ri->data;
+    ti->dt = s->dtype;
+    ti->es = tl_dtype_size(s->dtype);
+    ti->count = count;
+    if (tl_dtype_bits(s->dtype) != tl_dtype_bits(r->dtype) &&
+        (tl_dtype_is_packed(s->dtype) || tl_dtype_is_packed(r->dtype))) {
+      /* packed elements one per byte on both sides: a copy through the device
+       * layout (the checker made both read-only) */
+      size_t dev = (size_t)tl_dtype_bytes(r->dtype, (uint64_t)ri->count);
+      unsigned char *tmp = malloc(dev ? dev : 1);
+      ti->own = malloc((size_t)count * ti->es + 1);
+      if (!tmp || !ti->own) {
+        free(tmp);
+        return nomem(I);
+      }
+      tl_pack(r->dtype, ri->data, (uint64_t)ri->count, tmp);
+      tl_unpack(s->dtype, tmp, (uint64_t)count, ti->own);
+      free(tmp);
+      ti->data = ti->own;
+    }
+  }
+  return TL_OK;
+}
+
 static tl_status interp_setup(interp *I, const tl_program *prog, tl_arg *args, tl_error *err) {
   int64_t T = 1;
   for (int d = 0; d < 3; d++) {
@@ -2018,7 +2088,7 @@ static tl_status interp_setup(interp *I, const tl_program *prog, tl_arg *args, t
   }
   I->T = (int)T;
   TRY(check_scalars(prog, args, err));
-  size_t np = (size_t)(prog->nparams > 0 ? prog->nparams : 1);
+  size_t np = (size_t)(prog->nparams + prog->nviews > 0 ? prog->nparams + prog->nviews : 1);
   size_t nv = (size_t)(prog->nvalue_slots > 0 ? prog->nvalue_slots : 1);
   size_t nb = (size_t)(prog->nbuffer_slots > 0 ? prog->nbuffer_slots : 1);
   I->tens = calloc(np, sizeof *I->tens);
@@ -2037,13 +2107,8 @@ static tl_status interp_setup(interp *I, const tl_program *prog, tl_arg *args, t
       continue;
     tinfo *ti = &I->tens[p];
     TRY(tl_tensor_shape(prog, p, args, ti->dim, err));
-    int64_t count = 1;
-    for (int d = s->ndim - 1; d >= 0; d--) {
-      ti->stride[d] = count;
-      if (ti->dim[d] && count > INT64_MAX / 16 / ti->dim[d])
-        return tl_error_set(err, TL_INVALID_ARG, "tensor '%s' is too large", s->name);
-      count *= ti->dim[d];
-    }
+    int64_t count;
+    TRY(row_major(ti, s, &count, err));
     if ((uint64_t)count != (uint64_t)args[p].count)
       return tl_error_set(err, TL_INVALID_ARG, "tensor '%s' needs %" PRId64 " elements but %zu are given", s->name,
                           count, args[p].count);
@@ -2054,6 +2119,7 @@ static tl_status interp_setup(interp *I, const tl_program *prog, tl_arg *args, t
     ti->es = tl_dtype_size(s->dtype);
     ti->count = count;
   }
+  TRY(setup_views(I, prog, args, err));
   int64_t total = 0;
   for (int b = 0; b < prog->nbuffer_slots; b++) {
     const tl_sym *s = prog->buffer_syms[b];
@@ -2071,6 +2137,10 @@ static tl_status interp_setup(interp *I, const tl_program *prog, tl_arg *args, t
       n *= s->dims[d];
     }
     bi->nelem = n;
+    if (s->view_of) { /* the memory of the shared buffer it views, set up before it */
+      bi->data = I->bufs[s->view_of->slot].data;
+      continue;
+    }
     int64_t bytes = n * (int64_t)bi->es * (s->scope == SCOPE_LOCAL ? T : 1);
     total += bytes;
     if (bytes > MAX_BUFFER_BYTES || total > MAX_BUFFER_BYTES)

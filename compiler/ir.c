@@ -534,6 +534,11 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     fprintf(f, " %s: ", s->sym->name);
     dump_sym_place(f, s->sym);
     break;
+  case S_VIEW:
+    fprintf(f, " %s: ", s->sym->name);
+    dump_sym_place(f, s->sym);
+    fprintf(f, ", the memory of '%s'", s->sym->view_of ? s->sym->view_of->name : s->view_src);
+    break;
   case S_ALLOC_VAR:
   case S_LET:
     fprintf(f, " %s: %s", s->sym->name, tl_type_name(s->sym->type));

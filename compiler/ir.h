@@ -135,6 +135,10 @@ typedef struct tl_sym {
   bool thread_dep;             /* after check: varying through thread_binding or a local buffer
                                   (not only through alloc_var values) */
   tl_layout *layout;           /* BUFFER (shared): from annotate_layout, or NULL */
+  struct tl_sym *view_of;      /* after check, a view (op "view"): the tensor or shared buffer whose
+                                  memory it is (never itself a view); NULL for every other symbol */
+  bool viewed;                 /* after check: a tensor or shared buffer some view aliases (it and
+                                  its views stay row-major: no swizzle, TMA or pipeline stages) */
   tl_expr *init;               /* VAR: initial value or NULL; LET: its value */
   /* after pass_place (back ends): where a buffer lives */
   bool in_regs;                /* FRAGMENT held in registers, blocked layout: thread t holds
@@ -191,6 +195,11 @@ enum { TL_LAYOUT_BLOCKED, TL_LAYOUT_MMA, TL_LAYOUT_MMA_ROWS, TL_LAYOUT_MFMA, TL_
  * * 16 when the tiles interleave (mma_interleaved; pass_place.c).  The one
  * description every consumer of the layout reads (ir.c). */
 void tl_mma_row_strides(const tl_sym *s, int64_t *warp_stride, int64_t *tile_stride);
+
+/* The symbol whose memory s is: s itself, or the tensor or shared buffer a
+ * view aliases.  Every question of "the same memory" asks it (barriers,
+ * the verifier). */
+static inline const tl_sym *tl_mem_root(const tl_sym *s) { return s && s->view_of ? s->view_of : s; }
 
 /* The AMD matrix-core layouts (HIP targets only; pass_place.c chooses them,
  * amd_layout.c describes them, emit_cuda.c lowers them).  All cover a grid
@@ -398,7 +407,8 @@ enum { TL_KIND_TILE = 1, TL_KIND_BODY = 2, TL_KIND_ELSE = 4 };
   X(S_ATOMIC, "atomic", 0)                                                                                 \
   X(S_ASSIGN, "assign", 0)                                                                                 \
   X(S_PRINT, "print", 0)                                                                                   \
-  X(S_ASSERT, "device_assert", 0)
+  X(S_ASSERT, "device_assert", 0)                                                                          \
+  X(S_VIEW, "view", 0)
 
 typedef enum tl_stmt_kind {
 #define TL_X(kind, name, flags) kind,
@@ -453,7 +463,8 @@ unsigned tl_stmt_kind_flags(tl_stmt_kind k);
   X(OP_CUMMAX, "cummax", S_CUMSUM, "op", "src", "dst", "dim", "reverse")                                   \
   X(OP_CUMMIN, "cummin", S_CUMSUM, "op", "src", "dst", "dim", "reverse")                                   \
   X(OP_PRINT, "print", S_PRINT, "op", "value", "msg")                                                      \
-  X(OP_DEVICE_ASSERT, "device_assert", S_ASSERT, "op", "cond", "msg")
+  X(OP_DEVICE_ASSERT, "device_assert", S_ASSERT, "op", "cond", "msg")                                      \
+  X(OP_VIEW, "view", S_VIEW, "op", "name", "src", "shape", "dtype")
 
 typedef enum tl_stmt_op {
 #define TL_X(id, name, kind, ...) id,
@@ -531,7 +542,10 @@ struct tl_stmt {
                           sync_threads, annotation, or a loop/if containing one; such a
                           statement runs once per block with a uniform control path */
 
-  tl_sym *sym;         /* S_ALLOC, S_ALLOC_VAR, S_LET */
+  tl_sym *sym;         /* S_ALLOC, S_ALLOC_VAR, S_LET, S_VIEW (the view) */
+  const char *view_src; /* S_VIEW: the name of the buffer viewed; its dtype and shape when the
+                          view gives none: view_keep_dtype, view_keep_shape */
+  bool view_keep_dtype, view_keep_shape;
   tl_expr *value;      /* S_LET, S_ALLOC_VAR init, S_FILL, S_ATOMIC_ADD value, S_IF cond,
                           S_ASSIGN right-hand side, S_PRINT value (or NULL), S_ASSERT cond */
   const char *msg;     /* S_PRINT, S_ASSERT: the "msg" (printable ASCII), or NULL */
@@ -690,6 +704,9 @@ typedef struct tl_program {
   tl_sym **consts;     /* in document order */
   int nparams;
   tl_sym **params;     /* ABI order: TENSOR and SCALAR */
+  int nviews;
+  tl_sym **views;      /* after check: the views of tensors (SYM_TENSOR, view_of set), param_index
+                          nparams + their position here (the interpreter's tensor table) */
   int ngrid;
   tl_expr *grid[3];
   tl_expr *threads_expr[3];

@@ -395,6 +395,26 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     s->sym = b;
     return okd && shape ? s : NULL;
   }
+  case S_VIEW: {
+    const char *name = get_string(p, v, "name", ptr, what, true);
+    s->view_src = get_string(p, v, "src", ptr, what, true);
+    tl_dtype dt = TL_FLOAT32;
+    s->view_keep_dtype = !json_object_get(v, "dtype");
+    bool okd = s->view_keep_dtype || get_dtype(p, v, ptr, what, &dt);
+    json_t *shape = json_object_get(v, "shape");
+    s->view_keep_shape = !shape;
+    if (!name || !check_ident(p, name, tl_ptr_key(p->arena, ptr, "name"), "view name") || !s->view_src)
+      return NULL;
+    tl_sym *b = new_sym(p, name, SYM_BUFFER, ptr);
+    b->dtype = dt;
+    if (shape) {
+      b->ndim = get_expr_list(p, shape, tl_ptr_key(p->arena, ptr, "shape"), "'shape'", TL_MAX_DIMS, b->shape);
+      if (b->ndim < 0)
+        return NULL;
+    }
+    s->sym = b;
+    return okd ? s : NULL;
+  }
   case S_ALLOC_VAR: {
     const char *name = get_string(p, v, "name", ptr, what, true);
     tl_dtype dt = TL_INT32;

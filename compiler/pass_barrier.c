@@ -70,14 +70,15 @@ static void add(tl_arena *a, tl_vec *v, const tl_sym *b) {
     tl_vec_push(a, v, (void *)b);
 }
 
+/* A view's accesses are its buffer's (tl_mem_root). */
 static void reads(tl_arena *a, access *x, const tl_sym *b) {
   if (shared_or_global(b) || b == &scratch_sym)
-    add(a, &x->r, b);
+    add(a, &x->r, tl_mem_root(b));
 }
 
 static void writes(tl_arena *a, access *x, const tl_sym *b) {
   if (shared_or_global(b) || b == &scratch_sym)
-    add(a, &x->w, b);
+    add(a, &x->w, tl_mem_root(b));
 }
 
 static void expr_reads(tl_arena *a, access *x, const tl_expr *e) {
@@ -238,6 +239,7 @@ static void walk_stmt(B *b, tl_stmt *s, bool uniform) {
   }
   switch (s->kind) {
   case S_ALLOC:
+  case S_VIEW:
   case S_ANNOTATE_LAYOUT:
   case S_USE_SWIZZLE:
     return;

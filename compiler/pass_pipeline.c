@@ -65,6 +65,8 @@ static bool can_async(const tl_stmt *s) {
   if (src->sym->kind != SYM_TENSOR || dst->sym->kind != SYM_BUFFER || dst->sym->scope == SCOPE_LOCAL ||
       (dst->sym->scope == SCOPE_FRAGMENT && dst->sym->in_regs) || src->sym->dtype != dst->sym->dtype)
     return false;
+  if (dst->sym->view_of || dst->sym->viewed) /* one row-major copy: no stages, no tensor map */
+    return false;
   int64_t v = 128 / tl_dtype_bits(src->sym->dtype); /* elements per 16 bytes, packed dtypes included */
   int ls = src->ndim - 1, ld = dst->ndim - 1;
   if (src->ext[ls] == 1 || dst->ext[ld] == 1 || src->ext[ls] % v || dst->ext[ld] % v)
@@ -283,7 +285,7 @@ static bool reg_prefetchable(P *p, const tl_stmt *loop, int at) {
     return false;
   const tl_sym *src = c->src->sym, *dst = c->dst->sym;
   if (src->kind != SYM_TENSOR || dst->kind != SYM_BUFFER || dst->scope != SCOPE_SHARED || dst->stages > 1 ||
-      dst->rotates || tl_dtype_is_packed(dst->dtype) || tl_dtype_is_packed(src->dtype))
+      dst->rotates || tl_dtype_is_packed(dst->dtype) || tl_dtype_is_packed(src->dtype) || dst->view_of || dst->viewed)
     return false;
   int64_t n = 1, threads = p->prog->threads[0] * p->prog->threads[1] * p->prog->threads[2];
   for (int d = 0; d < c->dst->ndim; d++)

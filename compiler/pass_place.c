@@ -1046,6 +1046,10 @@ void tl_pass_smem(tl_program *prog) {
     tl_sym *s = prog->buffer_syms[i];
     if (s->scope == SCOPE_LOCAL || (s->scope == SCOPE_FRAGMENT && s->in_regs))
       continue;
+    if (s->view_of) { /* the memory of the buffer it views, declared (and placed) before it */
+      s->smem_offset = s->view_of->smem_offset;
+      continue;
+    }
     int64_t al = s->wgmma_op || s->tma_dst ? 1024 : 128; /* 128-byte swizzle atoms: 1024 bytes */
     off = (off + al - 1) & ~(al - 1);
     s->smem_offset = off;

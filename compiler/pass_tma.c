@@ -63,6 +63,8 @@ static const char *why_not(P *p, const tl_stmt *s, tl_tmap *m) {
     return "its pipelined loop says \"tma\": false";
   if (t->ndim > TL_TMAP_RANK_MAX)
     return "the tensor has more than 5 dimensions";
+  if (t->view_of) /* a tensor map is made at launch from a parameter's pointer and shape */
+    return "the tensor is a view";
   /* a tensor map counts whole bytes per element (and its 4-bit types pad
    * each element to a byte in shared memory), so packed tiles keep cp.async */
   if (tl_dtype_is_packed(b->dtype))

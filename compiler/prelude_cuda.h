@@ -185,6 +185,26 @@ static const char tl_prelude_cuda[] =
     "  unsigned short h = (unsigned short)(assumed >> sh);\n"
     "  return bf ? tl_bf2f(h) : tl_h2f(h);\n"
     "}\n"
+    /* atomic max (mx 1) or min of the 16-bit floats through a CAS on their
+     * 32-bit word, v a value of the type (so the result is one of the two,
+     * exact); the previous value back.  sm_90's atom.max/min on f16 and bf16
+     * exist for vectors only (ptxas: "Vector modifier required"), not for
+     * one element. */
+    "TL_DEV float tl_atomic_mm16(unsigned short *p, float v, int bf, int mx) {\n"
+    "  unsigned *w = (unsigned *)((unsigned long long)p & ~3ull);\n"
+    "  int sh = ((unsigned long long)p & 2) ? 16 : 0;\n"
+    "  unsigned old = *(volatile unsigned *)w, assumed;\n"
+    "  do {\n"
+    "    assumed = old;\n"
+    "    unsigned short h = (unsigned short)(assumed >> sh);\n"
+    "    float x = bf ? tl_bf2f(h) : tl_h2f(h), r = mx ? fmaxf(x, v) : fminf(x, v);\n"
+    "    unsigned short n = bf ? tl_f2bf(r) : tl_f2h(r);\n"
+    "    if (n == h || r == x) break;\n"
+    "    old = atomicCAS(w, assumed, (assumed & ~(0xffffu << sh)) | ((unsigned)n << sh));\n"
+    "  } while (old != assumed);\n"
+    "  unsigned short h = (unsigned short)(assumed >> sh);\n"
+    "  return bf ? tl_bf2f(h) : tl_h2f(h);\n"
+    "}\n"
     /* atomic max and min (the previous value back): the integer ones of
      * CUDA, the float ones a CAS loop on the bits with fmax/fmin (NaN skipped) */
     "#define TL_ATOMIC_INT(name, cuda, T) TL_DEV T name(T *p, T v) { return cuda(p, v); }\n"

@@ -470,6 +470,23 @@ static const char tl_prelude_hip[] =
     "  return bf ? tl_bf2f(h) : tl_h2f(h);\n"
     "}\n"
     "TL_DEV long long tl_atomicAdd(long long *p, long long v) { return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }\n"
+    /* atomic max (mx 1) or min of the 16-bit floats through a CAS on their
+     * 32-bit word, v a value of the type (so the result is one of the two,
+     * exact); the previous value back */
+    "TL_DEV float tl_atomic_mm16(unsigned short *p, float v, int bf, int mx) {\n"
+    "  unsigned *w = (unsigned *)((unsigned long long)p & ~3ull);\n"
+    "  int sh = ((unsigned long long)p & 2) ? 16 : 0;\n"
+    "  unsigned old = __hip_atomic_load(w, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);\n"
+    "  for (;;) {\n"
+    "    unsigned short h = (unsigned short)(old >> sh);\n"
+    "    float x = bf ? tl_bf2f(h) : tl_h2f(h), r = mx ? __builtin_fmaxf(x, v) : __builtin_fminf(x, v);\n"
+    "    unsigned short n = bf ? tl_f2bf(r) : tl_f2h(r);\n"
+    "    if (n == h || r == x ||\n"
+    "        __hip_atomic_compare_exchange_strong(w, &old, (old & ~(0xffffu << sh)) | ((unsigned)n << sh), __ATOMIC_RELAXED,\n"
+    "                                             __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT))\n"
+    "      return bf ? tl_bf2f(h) : tl_h2f(h);\n"
+    "  }\n"
+    "}\n"
     /* atomic max and min (the previous value back): integers by the
      * builtins, floats by a CAS loop on the bits with fmax/fmin (NaN skipped) */
     "#define TL_ATOMIC_INT(name, hip, T) TL_DEV T name(T *p, T v) { return hip(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }\n"
@@ -488,6 +505,29 @@ static const char tl_prelude_hip[] =
     "TL_ATOMIC_CAS(tl_atomic_min, float, unsigned, tl_float_as_uint, tl_uint_as_float, __builtin_fminf)\n"
     "TL_ATOMIC_CAS(tl_atomic_max, double, unsigned long long, tl_double_as_longlong, tl_longlong_as_double, __builtin_fmax)\n"
     "TL_ATOMIC_CAS(tl_atomic_min, double, unsigned long long, tl_double_as_longlong, tl_longlong_as_double, __builtin_fmin)\n"
+    /* printf, buffered (clang's -mprintf-kind=buffered): each call takes a
+     * frame of the buffer the HIP runtime passes as the hidden_printf_buffer
+     * kernel argument (the 10th 8-byte slot of code object 5's implicit
+     * arguments: a 32-bit fill offset, its 32-bit size, then the frames) and
+     * the runtime prints the frames with the formats of the code object's
+     * amdhsa.printf after the kernel; a frame that does not fit is dropped.
+     * __printf_alloc is the device library's function, which tlc does not
+     * link. */
+    "#ifdef __AMDGCN__\n"
+    "extern \"C\" __attribute__((device)) int printf(const char *, ...);\n"
+    "extern \"C\" __attribute__((device)) __attribute__((address_space(1))) char *__printf_alloc(unsigned n) {\n"
+    "  typedef __attribute__((address_space(1))) unsigned tl_gu32;\n"
+    "  tl_gu32 *b = (tl_gu32 *)((const unsigned long long *)__builtin_amdgcn_implicitarg_ptr())[9];\n"
+    "  if (!b) return 0;\n"
+    "  unsigned size = b[1], off = __hip_atomic_load((unsigned *)b, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);\n"
+    "  for (;;) {\n"
+    "    if (8ull + off + n > size) return 0;\n"
+    "    if (__hip_atomic_compare_exchange_strong((unsigned *)b, &off, off + n, __ATOMIC_RELAXED, __ATOMIC_RELAXED,\n"
+    "                                             __HIP_MEMORY_SCOPE_AGENT))\n"
+    "      return (__attribute__((address_space(1))) char *)b + 8 + off;\n"
+    "  }\n"
+    "}\n"
+    "#endif\n"
     "TL_DEV unsigned tl_atomic_and32(unsigned *p, unsigned v) { return __hip_atomic_fetch_and(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }\n"
     "TL_DEV unsigned tl_atomic_or32(unsigned *p, unsigned v) { return __hip_atomic_fetch_or(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }\n"
     TL_PRELUDE_SUBBYTE("__builtin_ldexpf", "__builtin_fabsf", "__builtin_copysignf", "__builtin_frexpf", "tl_int_as_float",

@@ -506,9 +506,13 @@ static bool verify_smem(V *v) {
   const tl_program *p = v->prog;
   const tl_sym **b = tl_arena_alloc(p->arena, sizeof *b * (size_t)(p->nbuffer_slots + 1));
   int n = 0;
-  for (int i = 0; i < p->nbuffer_slots; i++)
-    if (in_shared(p->buffer_syms[i]))
-      b[n++] = p->buffer_syms[i];
+  for (int i = 0; i < p->nbuffer_slots; i++) {
+    const tl_sym *s = p->buffer_syms[i];
+    if (in_shared(s) && s->view_of && (s->smem_offset != s->view_of->smem_offset || smem_size(s) != smem_size(s->view_of)))
+      return fail(v, s->pointer, "the view '%s' is not at the bytes of '%s'", s->name, s->view_of->name), false;
+    if (in_shared(s) && !s->view_of) /* a view is at its buffer's bytes */
+      b[n++] = s;
+  }
   qsort(b, (size_t)n, sizeof *b, by_offset);
   int64_t end = 0;
   for (int i = 0; i < n; i++) {
@@ -691,6 +695,7 @@ static int index_of(const Bv *b, const tl_sym *s) {
   const tl_program *p = b->v->prog;
   if (!s)
     return -1;
+  s = tl_mem_root(s); /* a view is its buffer's memory */
   if (s->kind == SYM_TENSOR)
     return p->nbuffer_slots + s->param_index;
   if (s->kind == SYM_BUFFER && in_shared(s))
@@ -880,6 +885,7 @@ static effect stmt_effect(Bv *b, tl_stmt *s) {
     e = cleared;
     break;
   case S_ALLOC:
+  case S_VIEW:
   case S_ANNOTATE_LAYOUT:
   case S_USE_SWIZZLE:
     break;
@@ -1041,6 +1047,7 @@ static void run_stmt(Bv *b, tl_stmt *s) {
     return;
   }
   case S_ALLOC:
+  case S_VIEW:
   case S_ANNOTATE_LAYOUT:
   case S_USE_SWIZZLE:
     return;

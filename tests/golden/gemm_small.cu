@@ -179,6 +179,21 @@ TL_DEV float tl_atomic_add16(unsigned short *p, float v, int bf) {
   unsigned short h = (unsigned short)(assumed >> sh);
   return bf ? tl_bf2f(h) : tl_h2f(h);
 }
+TL_DEV float tl_atomic_mm16(unsigned short *p, float v, int bf, int mx) {
+  unsigned *w = (unsigned *)((unsigned long long)p & ~3ull);
+  int sh = ((unsigned long long)p & 2) ? 16 : 0;
+  unsigned old = *(volatile unsigned *)w, assumed;
+  do {
+    assumed = old;
+    unsigned short h = (unsigned short)(assumed >> sh);
+    float x = bf ? tl_bf2f(h) : tl_h2f(h), r = mx ? fmaxf(x, v) : fminf(x, v);
+    unsigned short n = bf ? tl_f2bf(r) : tl_f2h(r);
+    if (n == h || r == x) break;
+    old = atomicCAS(w, assumed, (assumed & ~(0xffffu << sh)) | ((unsigned)n << sh));
+  } while (old != assumed);
+  unsigned short h = (unsigned short)(assumed >> sh);
+  return bf ? tl_bf2f(h) : tl_h2f(h);
+}
 #define TL_ATOMIC_INT(name, cuda, T) TL_DEV T name(T *p, T v) { return cuda(p, v); }
 TL_ATOMIC_INT(tl_atomic_max, atomicMax, int) TL_ATOMIC_INT(tl_atomic_max, atomicMax, unsigned)
 TL_ATOMIC_INT(tl_atomic_max, atomicMax, long long) TL_ATOMIC_INT(tl_atomic_max, atomicMax, unsigned long long)

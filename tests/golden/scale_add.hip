@@ -392,6 +392,20 @@ TL_DEV float tl_atomic_add16(unsigned short *p, float v, int bf) {
   return bf ? tl_bf2f(h) : tl_h2f(h);
 }
 TL_DEV long long tl_atomicAdd(long long *p, long long v) { return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }
+TL_DEV float tl_atomic_mm16(unsigned short *p, float v, int bf, int mx) {
+  unsigned *w = (unsigned *)((unsigned long long)p & ~3ull);
+  int sh = ((unsigned long long)p & 2) ? 16 : 0;
+  unsigned old = __hip_atomic_load(w, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+  for (;;) {
+    unsigned short h = (unsigned short)(old >> sh);
+    float x = bf ? tl_bf2f(h) : tl_h2f(h), r = mx ? __builtin_fmaxf(x, v) : __builtin_fminf(x, v);
+    unsigned short n = bf ? tl_f2bf(r) : tl_f2h(r);
+    if (n == h || r == x ||
+        __hip_atomic_compare_exchange_strong(w, &old, (old & ~(0xffffu << sh)) | ((unsigned)n << sh), __ATOMIC_RELAXED,
+                                             __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT))
+      return bf ? tl_bf2f(h) : tl_h2f(h);
+  }
+}
 #define TL_ATOMIC_INT(name, hip, T) TL_DEV T name(T *p, T v) { return hip(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }
 TL_ATOMIC_INT(tl_atomic_max, __hip_atomic_fetch_max, int) TL_ATOMIC_INT(tl_atomic_max, __hip_atomic_fetch_max, unsigned)
 TL_ATOMIC_INT(tl_atomic_max, __hip_atomic_fetch_max, long long)
@@ -408,6 +422,21 @@ TL_ATOMIC_CAS(tl_atomic_max, float, unsigned, tl_float_as_uint, tl_uint_as_float
 TL_ATOMIC_CAS(tl_atomic_min, float, unsigned, tl_float_as_uint, tl_uint_as_float, __builtin_fminf)
 TL_ATOMIC_CAS(tl_atomic_max, double, unsigned long long, tl_double_as_longlong, tl_longlong_as_double, __builtin_fmax)
 TL_ATOMIC_CAS(tl_atomic_min, double, unsigned long long, tl_double_as_longlong, tl_longlong_as_double, __builtin_fmin)
+#ifdef __AMDGCN__
+extern "C" __attribute__((device)) int printf(const char *, ...);
+extern "C" __attribute__((device)) __attribute__((address_space(1))) char *__printf_alloc(unsigned n) {
+  typedef __attribute__((address_space(1))) unsigned tl_gu32;
+  tl_gu32 *b = (tl_gu32 *)((const unsigned long long *)__builtin_amdgcn_implicitarg_ptr())[9];
+  if (!b) return 0;
+  unsigned size = b[1], off = __hip_atomic_load((unsigned *)b, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+  for (;;) {
+    if (8ull + off + n > size) return 0;
+    if (__hip_atomic_compare_exchange_strong((unsigned *)b, &off, off + n, __ATOMIC_RELAXED, __ATOMIC_RELAXED,
+                                             __HIP_MEMORY_SCOPE_AGENT))
+      return (__attribute__((address_space(1))) char *)b + 8 + off;
+  }
+}
+#endif
 TL_DEV unsigned tl_atomic_and32(unsigned *p, unsigned v) { return __hip_atomic_fetch_and(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }
 TL_DEV unsigned tl_atomic_or32(unsigned *p, unsigned v) { return __hip_atomic_fetch_or(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }
 TL_DEV float tl_e2m1_2f(unsigned char b) {

@@ -216,6 +216,53 @@ def branches(n):
     return main
 
 
+@tilelang.jit(out_idx=[1, 2])
+def if_values(m, n, bm=32):
+    @T.prim_func
+    def main(X: T.Tensor((m, n), "float32"), Y: T.Tensor((m, n), "float32"), L: T.Tensor((m,), "float32")):
+        with T.Kernel(T.ceildiv(m, bm), threads=64) as bx:
+            acc = T.alloc_fragment((bm, n), "float32")
+            x_local = T.alloc_local((1,), "float32")
+            cnt = T.alloc_var("int32")
+            T.copy(X[bx * bm, 0], acc)
+            for i, j in T.Parallel(bm, n):
+                if acc[i, j] > 0:  # on a fragment element, per iteration
+                    acc[i, j] = acc[i, j] * 2
+                elif acc[i, j] < -1:
+                    acc[i, j] = -1
+            T.copy(acc, Y[bx * bm, 0])
+            tx = T.get_thread_binding()
+            if tx < bm:
+                x_local[0] = X[bx * bm + tx, 0]
+                cnt = 0
+                for j in T.serial(n):
+                    if X[bx * bm + tx, j] > x_local[0]:  # on a local value, per thread
+                        cnt += 1
+                if x_local[0] > 0 and cnt > 1:
+                    L[bx * bm + tx] = x_local[0]
+                else:
+                    L[bx * bm + tx] = T.Cast("float32", cnt)
+    return main
+
+
+@tilelang.jit(out_idx=[2, 3])
+def views(m):
+    @T.prim_func
+    def main(X: T.Tensor((m, 64), "int8"), W: T.Tensor((16, 8), "uint8"), Y: T.Tensor((m, 16), "int32"),
+             Z: T.Tensor((16, 16), "float32")):
+        with T.Kernel(T.ceildiv(m, 16), threads=64) as bx:
+            X32 = T.view(X, (m, 16), dtype="int32")  # the bytes of X as int32 words
+            W4 = T.view(W, (16, 16), dtype="uint4")  # uint8 weights as packed uint4
+            s = T.alloc_shared((16, 16), "float32")
+            s1 = T.reshape(s, (256,))
+            T.copy(X32[bx * 16:bx * 16 + 16, 0:16], Y[bx * 16, 0])
+            for i in T.Parallel(256):
+                s1[i] = T.Cast("float32", W4[i // 16, i % 16]) + i
+            if bx == 0:
+                T.copy(s, Z)
+    return main
+
+
 @tilelang.jit(out_idx=[2])
 def nested(m, n):
     @T.prim_func
@@ -400,6 +447,44 @@ def axpy_strided(n, step):
     ref = np.where((x > 1) & ~(x > 2), 1.5, np.where((x < -1) | (i == 0), -1.0, np.where(i % 2 == 0, x * 2, x)))
     check("if/elif/else, and/or/not and 'a if c else b' on tile values",
           np.array_equal(kb(x), ref.astype(np.float32)), json.dumps(kb.func.doc["kernel"]["body"]))
+    kv = seed.if_values(50, 16)
+    x = (rng.standard_normal((50, 16)) * 2).astype(np.float32)
+    yv, lv = kv(x)
+    cnt = (x > x[:, :1]).sum(1)
+    check("if on fragment elements in T.Parallel and on local values in thread code",
+          np.array_equal(yv, np.where(x > 0, x * 2, np.where(x < -1, -1, x)).astype(np.float32))
+          and np.array_equal(lv, np.where((x[:, 0] > 0) & (cnt > 1), x[:, 0], cnt).astype(np.float32)),
+          json.dumps(kv.func.doc["kernel"]["body"]))
+    kw = seed.views(40)
+    xi = rng.integers(-128, 128, (40, 64)).astype(np.int8)
+    wi = rng.integers(0, 256, (16, 8)).astype(np.uint8)
+    yw, zw = kw(xi, wi)
+    w4 = np.stack([wi & 15, wi >> 4], axis=-1).reshape(16, 16).astype(np.float32)
+    check("T.view (int8 as int32, uint8 as packed uint4) and T.reshape of a shared buffer",
+          np.array_equal(yw, xi.view(np.int32)) and np.array_equal(zw, w4 + np.arange(256).reshape(16, 16)),
+          json.dumps(kw.func.doc["kernel"]["body"][:4]))
+    # TileLang's option names (proto/tile-ir-v1.md appendix C)
+    mm = seed.matmul(96, 80, 64, 64, 64, 32)
+    k1 = tlir.compile(mm, pass_configs={tlir.PassConfigKey.TL_DISABLE_TMA_LOWER: True,
+                                        tlir.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True,
+                                        tlir.PassConfigKey.TL_ENABLE_FAST_MATH: True})
+    pipe = [st for st in k1.func.doc["kernel"]["body"] if st.get("op") == "pipelined"]
+    check("pass configs tl.disable_tma_lower / tl.disable_warp_specialized map to every pipelined loop",
+          len(pipe) == 1 and pipe[0].get("tma") is False and pipe[0].get("warp_specialize") is False
+          and "tma" not in [st for st in mm.doc["kernel"]["body"] if st.get("op") == "pipelined"][0],
+          json.dumps(pipe))
+    refused = []
+    for cfg, flags, want in [({"tl.device_compile_flags": ["-DX=1"]}, None, "tlc chooses the toolchain's flags"),
+                             ({"tl.dynamic_alignment": 8}, None, "only 16 has that meaning"),
+                             ({"tl.no_such_key": 1}, None, "pass config 'tl.no_such_key' is unknown to tlir"),
+                             (None, ["--use_fast_math"], "compile_flags=['--use_fast_math']")]:
+        try:
+            tlir.compile(mm, pass_configs=cfg, compile_flags=flags)
+            refused.append("accepted %r %r" % (cfg, flags))
+        except tlir.TlirError as ex:
+            if want not in ex.message:
+                refused.append(ex.message)
+    check("refused pass configs and compile flags say why", not refused, "; ".join(refused))
     kn = seed.nested(4, 8)
     x = rng.standard_normal((4, 8)).astype(np.float32)
     acc = np.ones((4, 8), np.float32)

@@ -86,7 +86,8 @@ CASES = [
     ("unknown dtype",
      "y = T.alloc_fragment((32, N), 'float17')  # <-",
      "unknown dtype 'float17' (Tile IR v1 has bool, int8, int16, int32, int64, uint8, uint16, "
-     "uint32, uint64, float16, bfloat16, float32, float64, float8_e4m3, float8_e5m2)"),
+     "uint32, uint64, float16, bfloat16, float32, float64, float8_e4m3, float8_e5m2, int4, uint4, int2, uint2, "
+     "int1, float4_e2m1, float8_e8m0)"),
     ("gemm on a slice",
      "c = T.alloc_fragment((32, 32), 'float32')\nT.gemm(s[0:32, 0:32], s[0:32, 0:32], c)  # <-",
      "T.gemm A must be a whole buffer in Tile IR v1 (gemm operands are not regions); "
@@ -117,12 +118,32 @@ CASES = [
     ("if on a fragment value (tlc check)",
      "if x[0, 0] > 0:  # <-\n    T.clear(s)",
      "fragment 'x' is read by thread-level code; fragments are only read and written by tile "
-     "operators and parallel loops"),
+     "operators and parallel loops (each element lives in one thread's registers); test it in a parallel loop, or "
+     "copy it to a shared buffer and read that"),
     ("T.Parallel inside a T.Parallel body whose let reads what the body then writes",
      "for i in T.Parallel(32):  # <-\n    v = s[i, 0]\n    s[i, 0] = 1\n    for j in T.Parallel(N):\n"
      "        x[i, j] = v",
      "a T.Parallel loop inside a T.Parallel loop with more in its body: the let 'v' reads 's', which the "
      "outer body writes before a later inner loop uses the let; read it again in the inner loop"),
+    ("T.gemm(wg_wait=1)",
+     "c = T.alloc_fragment((32, 32), 'float32')\nt = T.alloc_shared((32, 32), 'float16')\n"
+     "T.gemm(t, t, c, wg_wait=1)  # <-",
+     "T.gemm(wg_wait=1): Tile IR's compiler chooses how many wgmma groups stay in flight (its statements see the "
+     "gemm's results as written); wg_wait 0 and -1 are accepted"),
+    ("T.use_swizzle(num_xcds=8)",
+     "T.use_swizzle(10, num_xcds=8)  # <-",
+     "T.use_swizzle(num_xcds=8): Tile IR's use_swizzle has no chiplet (XCD) remapping"),
+    ("T.copy(coalesced_width=3)",
+     "T.copy(A[bx * 32, 0], s, coalesced_width=3)  # <-",
+     "T.copy(coalesced_width=3): a power of two"),
+    ("T.view of a fragment",
+     "v = T.view(x, dtype='int32')  # <-",
+     "T.view: 'x' is a fragment buffer; Tile IR views alias global tensors and shared buffers only "
+     "(fragment and local elements live in registers)"),
+    ("T.reshape that changes the size (tlc check)",
+     "v = T.reshape(s, (32, 32))  # <-",
+     "the view 'v' is float32[32, 32], 4096 bytes, but 's' is float32[32, 64], 8192 bytes; a view keeps the "
+     "size of what it views"),
     ("T.Parallel inside an if inside a T.Parallel (tlc check)",
      "for i in T.Parallel(32):\n    if i > 0:\n        for j in T.Parallel(N):  # <-\n            x[i, j] = 0",
      "'parallel' is not allowed inside a parallel loop (the loop at /kernel/body/3); a parallel "

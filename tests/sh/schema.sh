@@ -62,6 +62,8 @@ cat > "$tmp/good/every_op.json" <<'EOF'
    {"op": "alloc_local", "name": "L", "shape": [4], "dtype": "int8"},
    {"op": "alloc_var", "name": "v", "dtype": "int32", "init": 0},
    {"op": "alloc_var", "name": "w", "dtype": "float32"},
+   {"op": "view", "name": "A2", "src": "A", "shape": ["M", 32], "dtype": "int32"},
+   {"op": "view", "name": "S2", "src": "S", "x-v": 1},
    {"op": "let", "name": "t", "value": "thread_binding(0)"},
    {"op": "annotate_layout", "layouts": {"As": "swizzle",
       "Bs": {"vars": ["i", "j"], "index": ["i", "j ^ (i % 8)"], "x-m": 1}}},

@@ -91,6 +91,7 @@ static void ops_parse(void **state) {
       {"{\"op\": \"cummin\", \"src\": \"A\", \"dst\": \"B\", \"dim\": 0}", "cumsum cummin"},
       {"{\"op\": \"print\", \"value\": 1, \"msg\": \"x\"}", "print print"},
       {"{\"op\": \"device_assert\", \"cond\": 1}", "device_assert device_assert"},
+      {"{\"op\": \"view\", \"name\": \"V\", \"src\": \"A\", \"dtype\": \"int32\"}", "view view"},
       {"\"x[0] = 1\"", "assign assignment"},
   };
   int nops = 0;

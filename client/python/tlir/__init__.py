@@ -9,7 +9,7 @@ prints a program's Tile IR.
 
 import functools
 
-from . import language  # noqa: F401
+from . import _options, language  # noqa: F401
 from ._ir import TlirError
 from ._runtime import JITKernel, Profiler, TlcError, check, find_tlc  # noqa: F401
 from ._trace import PrimFunc
@@ -30,7 +30,7 @@ def compile(func, out_idx=None, target="auto", execution_backend=None, target_ho
     """tilelang.compile: a JITKernel of a prim_func (translated, checked by tlc)."""
     if isinstance(func, JITKernel):
         func = func.func
-    return JITKernel(func, out_idx=out_idx, target=target)
+    return JITKernel(_options.apply_pass_configs(func, pass_configs, compile_flags), out_idx=out_idx, target=target)
 
 
 def jit(func=None, *, out_idx=None, target="auto", execution_backend=None, target_host=None,
@@ -38,9 +38,12 @@ def jit(func=None, *, out_idx=None, target="auto", execution_backend=None, targe
     """@tilelang.jit / @tilelang.jit(out_idx=...): on a function that returns a
     prim_func, calling it returns the JITKernel (one per argument tuple); on a
     prim_func, the JITKernel itself."""
+    _options.pass_config_fields(pass_configs, compile_flags)  # refused ones fail at the decorator
+
     def deco(f):
         if isinstance(f, PrimFunc):
-            return JITKernel(f, out_idx=out_idx, target=target)
+            return JITKernel(_options.apply_pass_configs(f, pass_configs, compile_flags), out_idx=out_idx,
+                             target=target)
         cache = {}
 
         @functools.wraps(f)
@@ -56,7 +59,7 @@ def jit(func=None, *, out_idx=None, target="auto", execution_backend=None, targe
             if not isinstance(pf, PrimFunc):
                 raise TlirError("@tilelang.jit: '%s' returned %s, not a @T.prim_func"
                                 % (f.__name__, type(pf).__name__))
-            k = JITKernel(pf, out_idx=out_idx, target=target)
+            k = JITKernel(_options.apply_pass_configs(pf, pass_configs, compile_flags), out_idx=out_idx, target=target)
             if key is not None:
                 cache[key] = k
             return k
@@ -79,9 +82,19 @@ def disable_cache():
 
 
 class PassConfigKey:
+    """TileLang's pass config names; what Tile IR makes of each: _options.PASS_CONFIGS."""
     TL_ENABLE_FAST_MATH = "tl.enable_fast_math"
     TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
     TL_DISABLE_WARP_SPECIALIZED = "tl.disable_warp_specialized"
+    TL_CONFIG_INDEX_BITWIDTH = "tl.config_index_bitwidth"
+    TL_DYNAMIC_ALIGNMENT = "tl.dynamic_alignment"
+    TL_DEVICE_COMPILE_FLAGS = "tl.device_compile_flags"
+    TL_PTXAS_REGISTER_USAGE_LEVEL = "tl.ptxas_register_usage_level"
+    TL_ENABLE_PTXAS_VERBOSE_OUTPUT = "tl.enable_ptxas_verbose_output"
+    TL_DISABLE_DYNAMIC_TAIL_SPLIT = "tl.disable_dynamic_tail_split"
+    TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_legalize"
+    TL_DISABLE_DATA_RACE_CHECK = "tl.disable_data_race_check"
+    TL_ENABLE_AGGRESSIVE_SHARED_MEMORY_MERGE = "tl.enable_aggressive_shared_memory_merge"
 
 
 class TensorSupplyType:

@@ -54,6 +54,10 @@ def error(message):
 
 DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
           "float16", "bfloat16", "float32", "float64", "float8_e4m3", "float8_e5m2")
+# The packed sub-byte types and the scale type (proto/tile-ir-v1.md 7.1.2):
+# dtypes of tensors, buffers and views (T.view(W, dtype="uint4")); not
+# reserved names.
+PACKED_DTYPES = ("int4", "uint4", "int2", "uint2", "int1", "float4_e2m1", "float8_e8m0")
 # TileLang / TVM spellings that mean a Tile IR dtype.
 DTYPE_ALIASES = {"float": "float32", "half": "float16", "double": "float64", "int": "int32",
                  "float8_e4m3fn": "float8_e4m3", "e4m3_float8": "float8_e4m3",
@@ -68,9 +72,9 @@ def dtype_name(d, what="dtype"):
     if isinstance(d, str):
         d = str(d)
         d2 = DTYPE_ALIASES.get(d, d)
-        if d2 in DTYPES:
+        if d2 in DTYPES or d2 in PACKED_DTYPES:
             return d2
-        raise error("unknown %s '%s' (Tile IR v1 has %s)" % (what, d, ", ".join(DTYPES)))
+        raise error("unknown %s '%s' (Tile IR v1 has %s)" % (what, d, ", ".join(DTYPES + PACKED_DTYPES)))
     raise error("%s must be a dtype name or T.<dtype>, not %s" % (what, type(d).__name__))
 
 
@@ -106,7 +110,8 @@ class DType(str):
 
 DTYPE_BITS = {"bool": 8, "int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8,
               "uint16": 16, "uint32": 32, "uint64": 64, "float16": 16, "bfloat16": 16,
-              "float32": 32, "float64": 64, "float8_e4m3": 8, "float8_e5m2": 8}
+              "float32": 32, "float64": 64, "float8_e4m3": 8, "float8_e5m2": 8, "int4": 4, "uint4": 4,
+              "int2": 2, "uint2": 2, "int1": 1, "float4_e2m1": 4, "float8_e8m0": 8}
 
 
 # ---- expressions --------------------------------------------------------

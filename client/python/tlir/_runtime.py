@@ -91,7 +91,10 @@ def check(func):
 _NP = {"bool": "bool", "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64",
        "uint8": "uint8", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64",
        "float16": "float16", "float32": "float32", "float64": "float64",
-       "bfloat16": "uint16", "float8_e4m3": "uint8", "float8_e5m2": "uint8"}
+       "bfloat16": "uint16", "float8_e4m3": "uint8", "float8_e5m2": "uint8",
+       # packed types: one element per byte (9.6), float4_e2m1 and float8_e8m0 as codes
+       "int4": "int8", "uint4": "uint8", "int2": "int8", "uint2": "uint8", "int1": "int8",
+       "float4_e2m1": "uint8", "float8_e8m0": "uint8"}
 
 
 def _is_torch(x):

@@ -10,7 +10,7 @@ Needs: _ir (values, builder), _trace (the AST rewrite of prim_func and
 macro bodies).
 """
 
-from . import _ir
+from . import _ir, _options
 from ._ir import (Call, DType, Expr, Region, Stmt, Var, builder, dtype_name, error,
                   region_text)
 from ._trace import PrimFunc, macro, prim_func  # noqa: F401
@@ -343,6 +343,7 @@ class _AtomicElem:
 def Parallel(*extents, coalesced_width=None, loop_layout=None):
     if not 1 <= len(extents) <= 8:
         raise error("T.Parallel takes 1 to 8 extents")
+    _options.parallel_hints(coalesced_width, loop_layout)
     names = ["i", "j", "k", "l", "m", "n", "o", "p"][: len(extents)]
     return _loop("parallel", names, {"extents": list(extents)})
 
@@ -429,6 +430,42 @@ def alloc_local(shape, dtype, scope="local"):
     return _alloc("alloc_local", "local", shape, dtype, "T.alloc_local")
 
 
+def _view(src, shape, dtype, what):
+    """A Tile IR "view": a new name for src's memory (no copy), with its own
+    shape and dtype of the same size in bytes (tlc check proves it)."""
+    b = builder()
+    if b is None or not b.in_kernel():
+        raise error("%s outside T.Kernel: a Tile IR view is a statement of the kernel's body; "
+                    "call it inside `with T.Kernel(...)`" % what)
+    if not isinstance(src, _ir.Buffer):
+        raise error("%s: the source must be a tensor or a buffer, not %r" % (what, src))
+    if src.scope not in ("global", "shared"):
+        raise error("%s: '%s' is a %s buffer; Tile IR views alias global tensors and shared buffers only "
+                    "(fragment and local elements live in registers)" % (what, src.name, src.scope))
+    shp = _shape(shape, what) if shape is not None else list(src.shape)
+    dt = dtype_name(dtype) if dtype is not None else src.dtype
+    buf = _ir.Buffer(src.scope, shp, dt, src.scope)
+    b.declare(buf, b.auto_name("view"))
+    fields = {"name": buf, "src": src}
+    if shape is not None:
+        fields["shape"] = shp
+    if dtype is not None:
+        fields["dtype"] = dt
+    b.emit(Stmt("view", **fields))
+    return buf
+
+
+def view(src, shape=None, dtype=None):
+    """T.view(src, shape=None, dtype=None): src's memory with another shape
+    and/or dtype, the same size in bytes (Tile IR's view)."""
+    return _view(src, shape, dtype, "T.view")
+
+
+def reshape(src, shape):
+    """T.reshape(src, shape): src's memory with another shape (Tile IR's view)."""
+    return _view(src, shape, None, "T.reshape")
+
+
 class LocalVar(Var):
     """T.alloc_var: a per-thread mutable scalar; `x = value` assigns it."""
 
@@ -443,13 +480,8 @@ def alloc_var(dtype, init=None, scope="local.var"):
 
 # ---- tile operators ---------------------------------------------------------
 
-_COPY_HINTS = ("coalesced_width", "disable_tma", "eviction_policy", "loop_layout", "annotations")
-
-
 def copy(src, dst, **hints):
-    for k in hints:
-        if k not in _COPY_HINTS:
-            raise error("T.copy(): unknown argument '%s'" % k)
+    _options.copy_hints(hints)
     builder().emit(Stmt("copy", src=region_text(src, "T.copy source"),
                         dst=region_text(dst, "T.copy destination")))
 
@@ -481,8 +513,7 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
          clear_accum=False, k_pack=1, wg_wait=0, mbar=None):
     if policy not in ("square", "full_row", "full_col"):
         raise error("T.gemm(policy=%r): Tile IR v1 has Square, FullRow and FullCol" % (policy,))
-    if wg_wait not in (0, -1) or mbar is not None:
-        raise error("T.gemm(wg_wait=..., mbar=...): Tile IR v1 has no asynchronous gemm")
+    _options.gemm_hints(wg_wait, mbar)
     st = Stmt("gemm", A=_whole(A, "T.gemm A"), B=_whole(B, "T.gemm B"), C=_whole(C, "T.gemm C"))
     if transpose_A is not False:
         st["transpose_A"] = transpose_A
@@ -683,9 +714,8 @@ def annotate_layout(layout_map):
     b.emit(Stmt("annotate_layout", layouts=out))
 
 
-def use_swizzle(panel_size, order="row", enable=True):
-    if order not in ("row", "column"):
-        raise error("T.use_swizzle(order=%r): 'row' or 'column'" % (order,))
+def use_swizzle(panel_size, order="row", enable=True, num_xcds=0):
+    order = _options.swizzle_order(order, num_xcds)
     st = Stmt("use_swizzle", panel_size=panel_size)
     if order != "row":
         st["order"] = order
