@@ -22,49 +22,20 @@
 # Exit status: 0 pass, 1 fail, 77 skipped (no NVRTC, or no python3 with jsonschema).
 
 cd "$(dirname "$0")/../.." || exit 1
-TL_BUILD=${TL_BUILD:-build}
+. tests/sh/lib.sh
 CLIENT=$TL_BUILD/bin/tlclient
 SERVER=$TL_BUILD/bin/tlserverd
 TLC=$TL_BUILD/bin/tlc
 PY=/usr/bin/python3
 SCHEMA=proto/prebuild-record.schema.json
-for b in "$CLIENT" "$SERVER" "$TLC"; do
-  [ -x "$b" ] || { echo "client_prebuild.sh: FAIL: $b is not built (run make)" >&2; exit 1; }
-done
-if ! "$TLC" targets >/dev/null 2>&1; then
-  echo "client_prebuild.sh: skipped: no NVRTC here, the server cannot compile" >&2
-  exit 77
-fi
-if ! "$PY" -c 'from jsonschema import Draft202012Validator' 2>/dev/null; then
-  echo "client_prebuild.sh: skipped: no $PY with the jsonschema module (apt-get install python3-jsonschema)" >&2
-  exit 77
-fi
+tl_init client_prebuild.sh
+tl_built "$CLIENT" "$SERVER" "$TLC"
+tl_need_nvrtc "the server cannot compile"
+"$PY" -c 'from jsonschema import Draft202012Validator' 2>/dev/null ||
+  tl_skip "no $PY with the jsonschema module (apt-get install python3-jsonschema)"
 
-TMP=$(mktemp -d) || exit 1
-SPID=
-cleanup() {
-  [ -n "$SPID" ] && kill "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-npass=0
-nfail=0
-ok() { npass=$((npass + 1)); }
-bad() { nfail=$((nfail + 1)); echo "FAIL: $*" >&2; }
-
-"$SERVER" --listen 127.0.0.1:0 --port-file "$TMP/port" --db "$TMP/server.db" --workers 2 2>"$TMP/server.log" &
-SPID=$!
-i=0
-while [ ! -s "$TMP/port" ]; do
-  i=$((i + 1))
-  if [ $i -gt 1500 ] || ! kill -0 "$SPID" 2>/dev/null; then
-    echo "client_prebuild.sh: FAIL: the server did not start: $(cat "$TMP/server.log")" >&2
-    exit 1
-  fi
-  sleep 0.02
-done
-export TL_SERVER=http://127.0.0.1:$(cat "$TMP/port")
+tl_server server --workers 2
+export TL_SERVER=$URL
 export TL_CLIENT_CACHE="$TMP/local.db"
 unset TL_TOKEN
 
@@ -200,5 +171,4 @@ run_client 0 "explain --help" explain --help
 has "$TMP/out" "usage: tlclient explain KEY" "explain --help"
 run_client 1 "explain an invalid program" explain "$TMP/tree/out/$(basename "$META")" --target sm_80
 
-echo "client_prebuild.sh: $npass passed, $nfail failed"
-[ "$nfail" = 0 ]
+tl_done

@@ -15,72 +15,35 @@
 # NVRTC, no curl or redis-cli).
 
 cd "$(dirname "$0")/../.." || exit 1
-TL_BUILD=${TL_BUILD:-build}
-for tool in curl redis-server redis-cli python3; do
-  command -v $tool >/dev/null 2>&1 || { echo "cluster_sentinel.sh: skipped: no $tool" >&2; exit 77; }
-done
-if ! "$TL_BUILD/bin/tlc" targets 2>/dev/null | grep -q '^sm_80 '; then # NVRTC, not just an AMD toolchain
-  echo "cluster_sentinel.sh: skipped: no NVRTC here, the server cannot compile" >&2
-  exit 77
-fi
+. tests/sh/lib.sh
+tl_init cluster_sentinel.sh
+tl_need curl redis-server redis-cli python3
+tl_need_nvrtc "the server cannot compile"
 
-TMP=$(mktemp -d) || exit 1
-PIDS=
-cleanup() {
-  for p in $PIDS; do kill "$p" 2>/dev/null; done
-  for p in $PIDS; do wait "$p" 2>/dev/null; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-npass=0
-nfail=0
-ok() { npass=$((npass + 1)); }
-bad() { nfail=$((nfail + 1)); echo "FAIL: $*" >&2; }
-check() { if [ "$2" = "$3" ]; then ok; else bad "$1: got '$2', expected '$3'"; fi; }
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-until_ok() { # until_ok SECONDS COMMAND...
-  n=$(($1 * 10))
-  shift
-  while ! "$@" >/dev/null 2>&1; do
-    n=$((n - 1))
-    [ $n -gt 0 ] || return 1
-    sleep 0.1
-  done
-}
-
-PA=$(free_port)
-PB=$(free_port)
-PS=$(free_port)
+PA=$(tl_free_port)
+PB=$(tl_free_port)
+PS=$(tl_free_port)
 redis-server --port "$PA" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" \
   --logfile "$TMP/a.log" </dev/null >/dev/null 2>&1 &
 A=$!
-PIDS="$PIDS $A"
+tl_track "$A"
 redis-server --port "$PB" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" \
   --logfile "$TMP/b.log" --replicaof 127.0.0.1 "$PA" </dev/null >/dev/null 2>&1 &
-PIDS="$PIDS $!"
+tl_track $!
 printf '%s\n' "port $PS" "bind 127.0.0.1" "sentinel monitor tl 127.0.0.1 $PA 1" \
   "sentinel down-after-milliseconds tl 500" "sentinel failover-timeout tl 3000" >"$TMP/sentinel.conf"
 redis-server "$TMP/sentinel.conf" --sentinel --logfile "$TMP/s.log" </dev/null >/dev/null 2>&1 &
-PIDS="$PIDS $!"
-if ! until_ok 10 redis-cli -p "$PA" ping || ! until_ok 10 redis-cli -p "$PS" ping; then
+tl_track $!
+if ! tl_until 10 redis-cli -p "$PA" ping || ! tl_until 10 redis-cli -p "$PS" ping; then
   tail -n 5 "$TMP/a.log" "$TMP/s.log" >&2
-  echo "cluster_sentinel.sh: skipped: redis-server cannot start here" >&2
-  exit 77
+  tl_skip "redis-server cannot start here"
 fi
-until_ok 10 sh -c "redis-cli -p $PB info replication | grep -q 'master_link_status:up'" ||
+tl_until 10 sh -c "redis-cli -p $PB info replication | grep -q 'master_link_status:up'" ||
   bad "the replica did not sync"
 
 # server NAME: a tlserverd on the Sentinel's primary; sets PORT
 server() {
-  "$TL_BUILD/bin/tlserverd" --listen 127.0.0.1:0 --port-file "$TMP/$1.port" --db "$TMP/$1.db" \
-    --workers 1 --log-format off --tier "redis-sentinel://127.0.0.1:$PS/tl" --tier-timeout 0.3 \
-    </dev/null 2>>"$TMP/$1.log" &
-  PIDS="$PIDS $!"
-  until_ok 30 test -s "$TMP/$1.port" || { cat "$TMP/$1.log" >&2; bad "server $1 did not start"; exit 1; }
-  PORT=$(cat "$TMP/$1.port")
+  tl_server "$1" --workers 1 --log-format off --tier "redis-sentinel://127.0.0.1:$PS/tl" --tier-timeout 0.3
 }
 body() { # body NAME: a compile request (tilus_add_one renamed NAME, for sm_80) in $TMP/NAME.req
   python3 -c "import json,sys; p=json.load(open('examples/tilus_add_one.json')); p['name']=sys.argv[1]; print(json.dumps({'program': p, 'targets': ['sm_80']}))" "$1" >"$TMP/$1.req"
@@ -97,26 +60,25 @@ P1=$PORT
 body before
 check "compile before the failover" "$(post "$P1" before)" 200
 check "in the primary" "$(redis-cli -p "$PA" exists "tl:b:$(key before)")" 1
-until_ok 5 sh -c "[ \$(redis-cli -p $PB exists tl:b:$(key before)) = 1 ]" && ok || bad "not replicated"
+tl_until 5 sh -c "[ \$(redis-cli -p $PB exists tl:b:$(key before)) = 1 ]" && ok || bad "not replicated"
 
 # the Sentinel learns of the replica from the primary's INFO, which it asks
 # for every 10 s: killed before that, the primary has no replica to promote
-until_ok 15 sh -c "redis-cli -p $PS sentinel replicas tl | grep -qx $PB" ||
+tl_until 15 sh -c "redis-cli -p $PS sentinel replicas tl | grep -qx $PB" ||
   bad "the Sentinel does not know the replica: $(tail -n 5 "$TMP/s.log")"
 kill -9 "$A"
 body during
 check "compile while the primary is gone" "$(post "$P1" during)" 200
-until_ok 20 sh -c "redis-cli -p $PS sentinel get-master-addr-by-name tl | grep -qx $PB" ||
+tl_until 20 sh -c "redis-cli -p $PS sentinel get-master-addr-by-name tl | grep -qx $PB" ||
   bad "the Sentinel did not promote the replica: $(tail -n 5 "$TMP/s.log")"
-until_ok 10 sh -c "redis-cli -p $PB role | head -n 1 | grep -qx master" || bad "the replica is no primary"
+tl_until 10 sh -c "redis-cli -p $PB role | head -n 1 | grep -qx master" || bad "the replica is no primary"
 sleep 1.2 # past the second a failed primary is left alone
 body after
 check "compile after the failover" "$(post "$P1" after)" 200
-until_ok 5 sh -c "[ \$(redis-cli -p $PB exists tl:b:$(key after)) = 1 ]" && ok ||
+tl_until 5 sh -c "[ \$(redis-cli -p $PB exists tl:b:$(key after)) = 1 ]" && ok ||
   bad "the build after the failover is not in the new primary: $(curl -s "http://127.0.0.1:$P1/readyz")"
 server s2
 check "a second server reads the old build" "$(post "$PORT" before)" 200
 check "from the new primary" "$(cached before)" true
 
-echo "cluster_sentinel.sh: $npass checks passed, $nfail failed"
-[ $nfail -eq 0 ]
+tl_done
