@@ -43,16 +43,6 @@ start() {
   URL=$_u
 }
 
-# run_client EXPECTED_STATUS DESCRIPTION ARGS...: runs tlclient, output in $TMP/out and $TMP/err
-run_client() {
-  want=$1
-  desc=$2
-  shift 2
-  "$CLIENT" "$@" >"$TMP/out" 2>"$TMP/err"
-  got=$?
-  if [ "$got" = "$want" ]; then ok; else bad "$desc: exit $got, want $want: $(head -c 600 "$TMP/err")"; fi
-}
-
 start main
 URL=http://127.0.0.1:$PORT
 MAIN_PID=$PID

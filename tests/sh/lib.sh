@@ -100,6 +100,17 @@ check() { if [ "$2" = "$3" ]; then ok; else bad "$1: got '$2', expected '$3'"; f
 has() { if grep -qF -- "$2" "$1"; then ok; else bad "$3: no '$2' in: $(head -c 800 "$1")"; fi; }
 hasnt() { if grep -qF -- "$2" "$1"; then bad "$3: '$2' in: $(head -c 800 "$1")"; else ok; fi; }
 
+# run_client WANT WHAT ARGS...: runs $CLIENT (tlclient) with ARGS, its
+# output in $TMP/out and $TMP/err; a check that it exits with status WANT.
+run_client() {
+  _want=$1
+  _what=$2
+  shift 2
+  "$CLIENT" "$@" >"$TMP/out" 2>"$TMP/err"
+  _got=$?
+  if [ "$_got" = "$_want" ]; then ok; else bad "$_what: exit $_got, want $_want: $(head -c 800 "$TMP/err")"; fi
+}
+
 # tl_done [MORE]: prints the closing line "NAME: N checks passed, N
 # failed[ MORE]"; returns 1 when a check failed (the test's last command,
 # or `tl_done || exit 1` before a skip that comes after every check).
