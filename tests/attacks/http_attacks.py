@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -52,33 +51,16 @@ class Server:
     def __enter__(self):
         global PORT
         self.tmp = tempfile.mkdtemp()
-        port_file = os.path.join(self.tmp, "port")
-        self.log = open(os.path.join(self.tmp, "server.log"), "w+")
         wrap, self.db = ([], os.path.join(self.tmp, "cache.db"))
         if self.prepare:
             wrap, self.db = self.prepare(self.tmp)
-        env = dict(os.environ, **(self.env or {}))
-        self.proc = subprocess.Popen(
-            wrap + [SERVER, "--listen", "127.0.0.1:0", "--port-file", port_file, "--db",
-                    self.db, "--workers", "1", "--log-format", "off"]
-            + self.args, stderr=self.log, env=env)
-        for _ in range(1500):
-            if os.path.exists(port_file) or self.proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        if not os.path.exists(port_file):
-            self.log.seek(0)
-            raise SystemExit("http_attacks.py: the server did not start:\n" + self.log.read())
-        PORT = int(open(port_file).read())
+        self.proc, PORT, self.log = tlprocs.start_server(
+            SERVER, self.tmp, "server", ["--workers", "1", "--log-format", "off"] + self.args,
+            env=dict(os.environ, **(self.env or {})), wrap=wrap, db=self.db)
         return self
 
     def __exit__(self, *exc):
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        tlprocs.stop(self.proc)
         if failures:
             self.log.seek(0)
             sys.stdout.write("---- server log ----\n" + self.log.read()[-4000:])

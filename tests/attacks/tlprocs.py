@@ -1,12 +1,61 @@
-"""tests/attacks/tlprocs.py - what tests/attacks/http_attacks.py and
-bench/soak.py both need to watch and fault a tlserverd from outside:
-its child processes read from /proc, and a small tmpfs of its own (a
-mount namespace made with unshare) for its database, to fill and empty.
-Standard library only; Linux only.
+"""tests/attacks/tlprocs.py - what the Python tests of tlserverd
+(tests/attacks/http_attacks.py, the Python parts of tests/sh/) and
+bench/soak.py share to start, watch and fault a server from outside: a
+server started on a free loopback port and waited for, its child
+processes read from /proc, and a small tmpfs of its own (a mount
+namespace made with unshare) for its database, to fill and empty.
+tests/sh/lib.sh is the shell tests' counterpart.  Standard library only;
+Linux only.
 """
 import os
 import shutil
+import socket
 import subprocess
+import sys
+import time
+
+
+def free_port():
+    """A TCP port of 127.0.0.1 that was free a moment ago."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def start_server(server, folder, name, args=(), env=None, wrap=(), db=None):
+    """Starts tlserverd `server` on a free port of 127.0.0.1 with its
+    database `db` (default FOLDER/cache.db), its stderr in FOLDER/NAME.log
+    and its port in FOLDER/NAME.port, after the command line prefix `wrap`
+    (tmpfs_wrap) and with the environment `env` (default this one's).
+    Waits until it has written its port (30 s at most).  Returns (the
+    process, the port, the log opened for reading); when it does not start,
+    stops it and exits with the log."""
+    port_file = os.path.join(folder, name + ".port")
+    log = open(os.path.join(folder, name + ".log"), "w+")
+    proc = subprocess.Popen(list(wrap) + [server, "--listen", "127.0.0.1:0", "--port-file", port_file,
+                                          "--db", db or os.path.join(folder, "cache.db")] + list(args),
+                            stdin=subprocess.DEVNULL, stderr=log, env=env)
+    for _ in range(1500):
+        if os.path.exists(port_file) and open(port_file).read().strip() or proc.poll() is not None:
+            break
+        time.sleep(0.02)
+    if not (os.path.exists(port_file) and open(port_file).read().strip()):
+        stop(proc)
+        log.seek(0)
+        sys.exit("%s: the server %s did not start:\n%s" % (os.path.basename(sys.argv[0]), name, log.read()))
+    return proc, int(open(port_file).read()), log
+
+
+def stop(proc, seconds=20):
+    """Stops a process: SIGTERM, then SIGKILL after `seconds`; waits for it."""
+    proc.terminate()
+    try:
+        proc.wait(seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def children(ppid):
