@@ -4,10 +4,12 @@ N connections (default 1,100) each sending a request line and then one
 header line every 10 s, re-opened as soon as the server closes them, while
 a normal client asks GET /healthz every 0.1 s from another address; prints
 the /healthz latencies before and during the attack and how many attack
-connections the server held.
+connections the server held.  With --body, the slow-body attack instead:
+each connection sends a whole head (POST /v1/compile, Content-Length:
+1000) and then one byte of the body every 10 s.
 
 Usage: bench/slow_headers.py [--server PATH] [--connections N] [--seconds S]
-                             [--addresses K] [-- TLSERVERD_FLAG...]
+                             [--addresses K] [--body] [-- TLSERVERD_FLAG...]
 
 The server (default build/bin/tlserverd) runs with its default limits
 (--max-connections 1024, --max-connections-per-ip 64, --header-timeout 10)
@@ -34,6 +36,7 @@ ap.add_argument("--server", default=os.path.join(ROOT, "build", "bin", "tlserver
 ap.add_argument("--connections", type=int, default=1100)
 ap.add_argument("--seconds", type=float, default=60)
 ap.add_argument("--addresses", type=int, default=1)
+ap.add_argument("--body", action="store_true")
 ap.add_argument("flags", nargs="*")
 args = ap.parse_args()
 
@@ -130,7 +133,7 @@ def attack(port, n, seconds, stats):
                 socks[s][1] = True
                 sel.modify(s, selectors.EVENT_READ)
                 try:
-                    s.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+                    s.send(FIRST)
                 except OSError:
                     drop(s)
                     continue
@@ -139,7 +142,7 @@ def attack(port, n, seconds, stats):
         for s, st in list(socks.items()):
             if st[1] and now >= st[0]:
                 try:
-                    s.send(b"X-Slow: 1\r\n")
+                    s.send(NEXT)
                     st[0] = now + 10
                 except OSError:
                     drop(s)
@@ -148,6 +151,15 @@ def attack(port, n, seconds, stats):
             next_sample = now + 1
     for s in list(socks):
         s.close()
+
+
+if args.body:
+    FIRST = (b"POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+             b"Content-Length: 1000\r\n\r\n{")
+    NEXT = b" "
+else:
+    FIRST = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+    NEXT = b"X-Slow: 1\r\n"
 
 
 def main():
@@ -174,9 +186,11 @@ def main():
         fds = len(os.listdir("/proc/%d/fd" % srv.pid))
         after = []
         probe(port, 5, after)
-        print("tlserverd %s; attack: %d connections from %d address(es), a header line every 10 s, "
+        print("tlserverd %s; attack: %d connections from %d address(es), %s every 10 s, "
               "re-opened when closed, for %g s" % (" ".join(args.flags) or "(default limits)",
-                                                    args.connections, args.addresses, args.seconds))
+                                                    args.connections, args.addresses,
+                                                    "a byte of the body" if args.body else "a header line",
+                                                    args.seconds))
         held = stats["held"]
         print("attack connections the server kept open (sampled each second): median %d, max %d; "
               "opened %d, closed by the server %d, connect errors %d"

@@ -4,7 +4,8 @@ fixed time against a real server, sampling the daemon's memory, descriptors
 and threads over time, and failing when they grow.
 
 Usage: bench/soak.py [--minutes M] [--server PATH] [--target T] [--sample S]
-                     [--round S] [--json FILE]
+                     [--round S] [--json FILE] [--disk-size SIZE]
+                     [--fault-hold S] [--no-disk-fault] [--no-redis-fault]
 
 It starts TLSERVERD (default build/bin/tlserverd) on a free loopback port
 with its cache in a temporary folder, small limits (--workers 2,
@@ -27,10 +28,29 @@ each in its own thread, for M minutes (default 20):
   slow      connections that trickle their headers or body (cut at the
             header and body deadlines), half-closed requests
   churn     short connections: one /healthz each, then close
-  faults    every 15 s one of: kill -9 of a compile worker (the server
-            starts another), a compile whose worker aborts (test hook
-            TL_TEST_CRASH_ON), a compile that hangs past --compile-timeout
-            (TL_TEST_HANG_ON)
+  faults    every 15 s the next of: kill -9 of a compile worker (the
+            server starts another), a compile whose worker aborts (test
+            hook TL_TEST_CRASH_ON), a compile that hangs past
+            --compile-timeout (TL_TEST_HANG_ON), a full disk, the Redis
+            tier stopped (see below)
+
+The full disk: the database's folder is a tmpfs of --disk-size (default
+256m) in a mount namespace of the server's own (unshare -m, as
+tests/sh/server_ready.sh does); the fault fills it to the last byte
+through /proc/PID/root, holds it full for --fault-hold seconds (default
+8) and empties it.  Meanwhile a cold compile must get 500 (io_error: the
+build compiled but could not be stored) or 200, /readyz 503 or 200, and
+every other request its usual answer (cache hits are reads).  A cold
+compile that got 500 is sent again once the disk has room: it must get 200.
+The Redis tier: a redis-server on a free port (no persistence) is the
+server's --tier; the fault stops it (SIGTERM) for --fault-hold seconds and
+starts it again, empty, on the same port.  Meanwhile every request must
+get its usual answer: the server degrades to its local cache and compiles
+locally.  Without unshare (or a mount namespace) or redis-server, that
+fault is left out and the run says so.  An answer allowed only because a
+fault was on is counted under "KIND@FAULT STATUS" (errors by kind); a
+request overlaps a fault from the fault's start until 3 s after its end
+(the readiness probe runs once a second).
 
 Time is cut into rounds (default 60 s): the clients run for the round, then
 stop and every connection is closed for a few seconds, and a quiet sample is
@@ -45,7 +65,8 @@ must get; a faulted compile must get 500 or 504 and its retry 200), or an
 artifact whose bytes do not hash to its id.
 
 Prints one line per sample and a summary (requests and errors by kind, the
-samples' first and last values); --json FILE writes everything as JSON.
+samples' first and last values, and the Redis tier's errors and publishes
+from /metrics); --json FILE writes everything as JSON.
 Exit 0 pass, 1 fail, 77 when the server offers no NVIDIA target (no NVRTC).
 """
 import argparse
@@ -65,6 +86,8 @@ import time
 from collections import Counter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "attacks"))
+import tlprocs  # noqa: E402
 PROGRAM = json.load(open(os.path.join(ROOT, "examples", "tilus_add_one.json")))
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -74,6 +97,10 @@ ap.add_argument("--target", default="sm_80")
 ap.add_argument("--sample", type=float, default=10.0)
 ap.add_argument("--round", type=float, default=60.0)
 ap.add_argument("--json", default=None)
+ap.add_argument("--disk-size", default="256m")
+ap.add_argument("--fault-hold", type=float, default=8.0)
+ap.add_argument("--no-disk-fault", action="store_true")
+ap.add_argument("--no-redis-fault", action="store_true")
 args = ap.parse_args()
 
 PORT = 0
@@ -84,6 +111,17 @@ examples_bad = {}       # one example answer per unexpected kind
 built = []              # (name, key, artifact) built so far
 stop_round = threading.Event()
 stop_all = threading.Event()
+here = threading.local()  # here.t0: when this thread's last request started
+windows = []              # the faults held so far: [kind, start, end or None while on]
+FAULT_MARGIN = 3.0
+# what a request may get besides its usual answer while a fault is on
+DURING = {"disk-full": {"compile": (500,), "/readyz": (503,)}, "redis-down": {}}
+
+
+def fault_on(t0, t1):
+    """The kinds of the faults that overlap the time from t0 to t1."""
+    with lock:
+        return [k for k, a, b in windows if a <= t1 and (b is None or b + FAULT_MARGIN >= t0)]
 
 
 def count(kind, status):
@@ -100,6 +138,7 @@ def wrong(kind, what, detail=""):
 def request(method, path, body=None, headers=None, timeout=30.0):
     """One request on its own connection: (status, headers, body) or
     (0, {}, error text) when the connection failed."""
+    here.t0 = time.time()
     c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=timeout)
     try:
         h = {"Connection": "close"}
@@ -121,6 +160,11 @@ def compile_req(name, program=None, target=None):
 
 
 def expect(kind, got, want, detail=b""):
+    if got not in want:
+        for f in fault_on(getattr(here, "t0", 0), time.time()):
+            if got in DURING[f].get(kind, ()):
+                count("%s@%s" % (kind, f), got)
+                return False
     count(kind, got)
     if got not in want:
         wrong(kind, "status %s, expected %s" % (got, "/".join(map(str, want))),
@@ -147,7 +191,12 @@ def client_compile():
         n += 1
         name = "soak_%d_%d" % (os.getpid(), int(time.time() * 1000) % 10**9 * 100 + n % 100)
         st, _, data = compile_req(name)
-        if st == 500 or st == 504:  # a worker killed under it by the faults client
+        if st == 500 and "disk-full" in fault_on(here.t0, time.time()):
+            expect("compile", st, (200,), data)  # counted under compile@disk-full
+            while fault_on(time.time(), time.time()) and not stop_round.is_set():
+                time.sleep(0.5)  # again once the disk has room
+            st, _, data = compile_req(name)
+        elif st == 500 or st == 504:  # a worker killed under it by the faults client
             count("compile-faulted", st)
             st, _, data = compile_req(name)
         if expect("compile", st, (200,), data):
@@ -191,6 +240,7 @@ def client_hits():
 
 def raw(data, timeout=5.0):
     """Sends bytes on a new connection; returns the status of the first answer (0: none)."""
+    here.t0 = time.time()
     s = socket.create_connection(("127.0.0.1", PORT), timeout=timeout)
     try:
         s.sendall(data)
@@ -287,42 +337,108 @@ def client_churn():
         sleep_round(0.05)
 
 
-def workers(pid):
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            stat = open("/proc/%s/stat" % d).read()
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            if ppid == pid and b"--worker-fd" in open("/proc/%s/cmdline" % d, "rb").read():
-                out.append(int(d))
-        except (OSError, ValueError, IndexError):
-            pass
-    return out
+workers = tlprocs.workers
 
 
 FAULTS = [0]  # faults injected so far, over every round (each round goes on with the next kind)
 
 
+def hold_fault(kind, start, stop):
+    """Runs start(), keeps the fault on for --fault-hold seconds (or until
+    the round ends), runs stop(); the window is recorded for expect()."""
+    with lock:
+        w = [kind, time.time(), None]
+        windows.append(w)
+    try:
+        start()
+        stop_round.wait(args.fault_hold)
+    finally:
+        stop()
+        with lock:
+            w[2] = time.time()
+    count("fault", kind)
+
+
 def client_faults(pid):
+    kinds = ["kill-9-worker", "crash", "hang"] + [k for k in ("disk-full", "redis-down") if FAULTS_ON[k]]
     while not stop_round.is_set():
         sleep_round(15.0)
         if stop_round.is_set():
             return
+        kind = kinds[FAULTS[0] % len(kinds)]
         FAULTS[0] += 1
-        k = FAULTS[0]
-        if k % 3 == 0:
+        if kind == "kill-9-worker":
             w = workers(pid)
             if w:
                 os.kill(w[0], signal.SIGKILL)
                 count("fault", "kill-9-worker")
-        elif k % 3 == 1:
+        elif kind == "crash":
             st, _, data = compile_req("soak_crash")
             expect("fault-crash", st, (500,), data)
-        else:
+        elif kind == "hang":
             st, _, data = compile_req("soak_hang")
             expect("fault-hang", st, (504,), data)
+        elif kind == "disk-full":
+            path = tlprocs.tmpfs_path(pid, DB_DIR, "fill")
+            filled = [0]
+
+            def start():
+                filled[0] = tlprocs.fill(path)
+
+            hold_fault(kind, start, lambda: os.unlink(path))
+            with lock:
+                DISK_FILLS.append(filled[0])
+        else:
+            hold_fault(kind, REDIS.stop, REDIS.start)
+
+
+class Redis:
+    """A redis-server on a free loopback port, without persistence."""
+
+    def __init__(self, tmp):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.port = s.getsockname()[1]
+        s.close()
+        self.tmp = tmp
+        self.proc = None
+        self.starts = 0
+
+    def ping(self):
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as c:
+                c.sendall(b"PING\r\n")
+                return c.recv(64).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.tmp, "--logfile", os.path.join(self.tmp, "redis.log")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.starts += 1
+        for _ in range(200):
+            if self.ping():
+                return
+            time.sleep(0.05)
+        raise RuntimeError("redis-server did not start on port %d" % self.port)
+
+    def stop(self):
+        if self.proc:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+
+
+FAULTS_ON = {"disk-full": False, "redis-down": False}
+DISK_FILLS = []  # bytes written by each fill
+DB_DIR = ""
+REDIS = None
 
 
 # ---- the samples ---------------------------------------------------------------------
@@ -349,15 +465,34 @@ def proc_sample(pid):
 
 
 def main():
-    global PORT, T0, HAVE_STATUS
+    global PORT, T0, HAVE_STATUS, DB_DIR, REDIS
     tmp = tempfile.mkdtemp(prefix="tl-soak-")
     port_file = os.path.join(tmp, "port")
     log = open(os.path.join(tmp, "server.log"), "w+")
     env = dict(os.environ, TL_TEST_CRASH_ON="soak_crash", TL_TEST_HANG_ON="soak_hang")
-    cmd = [args.server, "--listen", "127.0.0.1:0", "--port-file", port_file, "--db",
-           os.path.join(tmp, "cache.db"), "--workers", "2", "--compile-timeout", "4",
-           "--max-body", "1M", "--max-body-total", "8M", "--header-timeout", "2",
-           "--body-timeout", "3", "--memory-cache", "4M", "--log-format", "off", "--test-hooks"]
+    DB_DIR = os.path.join(tmp, "db")
+    os.mkdir(DB_DIR)
+    wrap, tier, left_out = [], [], []
+    why = "--no-disk-fault" if args.no_disk_fault else tlprocs.tmpfs_unavailable()
+    if why:
+        left_out.append("full disk (%s)" % why)
+    else:
+        wrap = tlprocs.tmpfs_wrap(DB_DIR, args.disk_size)
+        FAULTS_ON["disk-full"] = True
+    why = "--no-redis-fault" if args.no_redis_fault else (
+        None if shutil.which("redis-server") else "no redis-server")
+    if why:
+        left_out.append("Redis tier (%s)" % why)
+    else:
+        REDIS = Redis(tmp)
+        REDIS.start()
+        tier = ["--tier", "redis://127.0.0.1:%d" % REDIS.port]
+        FAULTS_ON["redis-down"] = True
+    cmd = wrap + [args.server, "--listen", "127.0.0.1:0", "--port-file", port_file, "--db",
+                  os.path.join(DB_DIR, "cache.db"), "--workers", "2", "--compile-timeout", "4",
+                  "--max-body", "1M", "--max-body-total", "8M", "--header-timeout", "2",
+                  "--body-timeout", "3", "--memory-cache", "4M", "--log-format", "off",
+                  "--test-hooks"] + tier
     srv = subprocess.Popen(cmd, stderr=log, env=env)
     for _ in range(1500):
         if os.path.exists(port_file) or srv.poll() is not None:
@@ -378,6 +513,10 @@ def main():
         print("soak.py: tlserverd pid %d on port %d, %g minutes, rounds of %g s, target %s%s"
               % (srv.pid, PORT, args.minutes, args.round, args.target,
                  "" if HAVE_STATUS else " (no /status on this server)"), flush=True)
+        print("soak.py: faults: kill -9 of a worker, worker abort, compile time-out%s%s%s"
+              % (", full disk (a %s tmpfs)" % args.disk_size if FAULTS_ON["disk-full"] else "",
+                 ", Redis tier down (port %d)" % REDIS.port if FAULTS_ON["redis-down"] else "",
+                 "; left out: " + ", ".join(left_out) if left_out else ""), flush=True)
         rc = run(srv)
     finally:
         srv.terminate()
@@ -390,6 +529,8 @@ def main():
         tail = log.read()[-2000:]
         if rc == 1:
             print("server log (tail):\n" + tail)
+        if REDIS:
+            REDIS.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     return rc
 
@@ -422,7 +563,8 @@ def run(srv):
         s = proc_sample(pid)
         st, _, text = request("GET", "/metrics")
         for line in text.decode("utf-8", "replace").splitlines() if st == 200 else []:
-            for name in ("tlserverd_memory_cache_bytes", "tlserverd_cache_builds"):
+            for name in ("tlserverd_memory_cache_bytes", "tlserverd_cache_builds",
+                         "tlserverd_tier_errors_total", "tlserverd_tier_publishes_total"):
                 if line.startswith(name + " "):
                     s[name[10:]] = int(float(line.split()[1]))
         quiet.append(s)
@@ -461,7 +603,8 @@ def verdict(srv, base, load, quiet):
     if unexpected:
         fails.append("%d unexpected answers" % sum(unexpected.values()))
     for kind in ("compile 200", "hit 200", "fault kill-9-worker", "fault-crash 500",
-                 "fault-hang 504", "oversized-chunked 413", "slow-cut-in-time True"):
+                 "fault-hang 504", "oversized-chunked 413", "slow-cut-in-time True") + tuple(
+                     "fault " + k for k in FAULTS_ON if FAULTS_ON[k]):
         if counts[kind] == 0:
             fails.append("no '%s' happened: the mix did not run" % kind)
 
@@ -483,9 +626,23 @@ def verdict(srv, base, load, quiet):
              max((x["threads"] for x in load), default=0)))
     print("builds compiled: %d; requests: %d; unexpected: %d"
           % (len(built), sum(counts.values()), sum(unexpected.values())))
+    for f in FAULTS_ON:
+        if FAULTS_ON[f]:
+            held = [b - a for k, a, b in windows if k == f and b is not None]
+            print("fault %s: %d times, held %.1f s in all; answers it allowed: %s"
+                  % (f, len(held), sum(held), ", ".join("%s %d" % (k, counts[k]) for k in sorted(counts)
+                                                         if "@" + f in k) or "none"))
+    if DISK_FILLS:
+        print("full disk: %d fills of %.0f MiB on average" % (len(DISK_FILLS),
+                                                              statistics.mean(DISK_FILLS) / 2**20))
+    if REDIS and quiet:
+        print("Redis tier: started %d times; at the last quiet sample %d errors, %d publishes (/metrics)"
+              % (REDIS.starts, quiet[-1].get("tier_errors_total", -1),
+                 quiet[-1].get("tier_publishes_total", -1)))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"minutes": args.minutes, "target": args.target, "start": base, "load": load,
+                       "faults": [list(w) for w in windows], "disk_fills": DISK_FILLS,
                        "quiet": quiet, "counts": dict(counts), "unexpected": dict(unexpected),
                        "examples": examples_bad, "fails": fails}, f, indent=1)
     print("\n" + ("PASS" if not fails else "FAIL: " + "; ".join(fails)))

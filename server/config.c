@@ -55,8 +55,10 @@ static const char usage_text[] =
     "HTTP limits:\n"
     "  --threads N             HTTP threads (default: the number of CPUs)\n"
     "  --max-connections N     open connections at once (default 1024); from 3/4\n"
-    "                          of N, a connection still sending its head or idle\n"
-    "                          between requests is closed after 1 s\n"
+    "                          of N open (under pressure), a connection still\n"
+    "                          sending its head or idle between requests is closed\n"
+    "                          after --pressure-timeout, and one sending its body\n"
+    "                          slower than --min-body-rate is closed\n"
     "  --max-connections-per-ip N\n"
     "                          open connections from one client address at once;\n"
     "                          more are closed as soon as they are accepted\n"
@@ -68,6 +70,14 @@ static const char usage_text[] =
     "  --body-timeout SEC      a request's whole body must arrive within this,\n"
     "                          counted from the end of its headers; a connection\n"
     "                          past it is closed (default 60)\n"
+    "  --pressure-timeout SEC  under pressure, the time a connection may take for\n"
+    "                          its head, stay idle, or send its body before\n"
+    "                          --min-body-rate applies (default 1)\n"
+    "  --min-body-rate N       bytes a second that a request body must average from\n"
+    "                          its start once it has been coming in for longer\n"
+    "                          than --pressure-timeout, under pressure; a slower\n"
+    "                          one is closed (default 64K; 0: no floor, bodies\n"
+    "                          keep --body-timeout; at most 1G)\n"
     "  --max-body N            bytes of a request body; more gets 413 (default 8M)\n"
     "  --max-bundle N          bytes of a bundle posted to /v1/bundles (admin; it is\n"
     "                          held whole while checked); more gets 413 (default\n"
@@ -217,6 +227,8 @@ void tl_srv_config_defaults(tl_srv_config *cfg) {
   cfg->max_connections_per_ip = 64;
   cfg->header_timeout = 10;
   cfg->body_timeout = 60;
+  cfg->pressure_timeout = 1;
+  cfg->min_body_rate = 64 << 10;
   cfg->max_body = (int64_t)8 << 20;
   cfg->max_body_total = (int64_t)128 << 20;
   cfg->max_bundle = (int64_t)64 << 20; /* less when --max-body-total is smaller (tl_srv_config_parse) */
@@ -239,8 +251,9 @@ void tl_srv_config_defaults(tl_srv_config *cfg) {
 /* Flags that take a value. */
 typedef enum {
   F_LISTEN, F_PORT_FILE, F_DB, F_CACHE_MAX, F_MEMCACHE, F_MEMCACHE_TTL, F_WORKERS, F_QUEUE,
-  F_TIMEOUT, F_SOURCE_TIMEOUT, F_WORKER_MEM, F_THREADS, F_MAXCONN, F_MAXCONN_IP, F_HEADER_TIMEOUT, F_BODY_TIMEOUT,
-  F_MAXBODY, F_MAXBODY_TOTAL, F_MAXBUNDLE, F_MAXHEADER, F_IDLE, F_TOKENS,
+  F_TIMEOUT, F_SOURCE_TIMEOUT, F_WORKER_MEM, F_THREADS, F_MAXCONN, F_MAXCONN_IP, F_HEADER_TIMEOUT,
+  F_BODY_TIMEOUT, F_PRESSURE_TIMEOUT, F_MIN_BODY_RATE, F_MAXBODY, F_MAXBODY_TOTAL, F_MAXBUNDLE, F_MAXHEADER,
+  F_IDLE, F_TOKENS,
   F_TLS_CERT, F_TLS_KEY, F_LOG_FORMAT, F_GRACE, F_WORKER_FD,
   F_TIER, F_TIER_TIMEOUT, F_TIER_TTL, F_TIER_LEASE, F_TIER_MAX_ENTRY, F_TIER_AUTH, F_TIER_SENTINEL_AUTH,
   /* switches */
@@ -268,6 +281,8 @@ static const struct {
     {"--max-connections-per-ip", F_MAXCONN_IP, true},
     {"--header-timeout", F_HEADER_TIMEOUT, true},
     {"--body-timeout", F_BODY_TIMEOUT, true},
+    {"--pressure-timeout", F_PRESSURE_TIMEOUT, true},
+    {"--min-body-rate", F_MIN_BODY_RATE, true},
     {"--max-body", F_MAXBODY, true},
     {"--max-body-total", F_MAXBODY_TOTAL, true},
     {"--max-bundle", F_MAXBUNDLE, true},
@@ -371,9 +386,17 @@ static tl_status apply(tl_srv_config *c, flag_id id, const char *flag, const cha
     return TL_OK;
   case F_HEADER_TIMEOUT:
   case F_BODY_TIMEOUT:
+  case F_PRESSURE_TIMEOUT:
     if (!tl_srv_parse_seconds(v, &sec) || sec < 0.1)
       return bad(err, flag, v, "a duration of at least 100ms");
-    *(id == F_HEADER_TIMEOUT ? &c->header_timeout : &c->body_timeout) = sec;
+    *(id == F_HEADER_TIMEOUT ? &c->header_timeout
+      : id == F_BODY_TIMEOUT ? &c->body_timeout
+                             : &c->pressure_timeout) = sec;
+    return TL_OK;
+  case F_MIN_BODY_RATE:
+    if (!tl_srv_parse_size(v, &sz) || sz > ((int64_t)1 << 30))
+      return bad(err, flag, v, "a size from 0 to 1G (bytes a second)");
+    c->min_body_rate = sz;
     return TL_OK;
   case F_MAXBODY:
     if (!tl_srv_parse_size(v, &sz) || sz < 1 || sz > ((int64_t)1 << 30))

@@ -20,11 +20,21 @@
  *
  * Under pressure, when at least 3/4 of --max-connections are open, a
  * connection still sending its request line and headers (HEAD) or idle
- * between requests (IDLE) gets TL_SRV_PRESSURE_HEAD_S (1 s) instead: a
+ * between requests (IDLE) gets --pressure-timeout (default 1 s) instead: a
  * client that means to send a request has sent its headers well within a
  * second, so this only cuts the slow ones, and a slow-header attack from
  * many addresses (each under --max-connections-per-ip) cannot keep every
- * slot for the header time-out (bench/soak.md measures it).
+ * slot for the header time-out (bench/soak.md measures it).  A body (BODY)
+ * keeps --body-timeout, but once it has been coming in for longer than
+ * --pressure-timeout it must have averaged --min-body-rate (default 64 KiB
+ * a second) since its start, or the connection is cut: bodies trickled
+ * from many addresses would otherwise hold every slot for the body
+ * time-out.  An attacker must now send that rate on every connection it
+ * holds, and a body announced with Content-Length reserves its whole size
+ * from --max-body-total, so lasting the body time-out at the floor costs
+ * it --min-body-rate x --body-timeout of that budget (3.75 MiB at the
+ * defaults, 34 such bodies in 128 MiB); a client that uploads at a
+ * normal rate never comes near the floor.
  *
  * A thread looks at every connection twice a second (ten times a second
  * under pressure) and cuts the overdue ones with shutdown(2): libmicrohttpd then sees the end of the stream and
@@ -49,6 +59,7 @@ struct tl_srv_conn {
   int fd;
   tl_srv_conn_phase phase;
   int64_t since_us;
+  int64_t body_bytes; /* of the body, since the phase BODY began */
   bool cut;
 };
 
@@ -59,6 +70,8 @@ struct tl_srv_conns {
   int open;          /* connections in the list */
   int pressure_at;   /* open connections from which the pressure limits apply; 0: never */
   int64_t limit_us[TL_CONN_PHASE_COUNT_]; /* 0: none */
+  int64_t pressure_us;   /* --pressure-timeout */
+  int64_t min_body_rate; /* --min-body-rate, bytes a second; 0: none */
   tl_srv_metrics *metrics;
   pthread_t thread;
   bool started, stop;
@@ -75,6 +88,14 @@ static bool peer_closed(int fd) {
   return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+/* True when c's body, under pressure, has come in for longer than
+ * --pressure-timeout at less than --min-body-rate on average. */
+static bool body_too_slow(const tl_srv_conns *cs, const tl_srv_conn *c, int64_t now) {
+  int64_t t = now - c->since_us; /* microseconds */
+  return c->phase == TL_CONN_BODY && cs->min_body_rate > 0 && t > cs->pressure_us &&
+         (double)c->body_bytes < (double)cs->min_body_rate * (double)t * 1e-6;
+}
+
 /* Cuts the overdue connections; true when under pressure. */
 static bool sweep(tl_srv_conns *cs) {
   int64_t now = tl_srv_now_us();
@@ -85,16 +106,21 @@ static bool sweep(tl_srv_conns *cs) {
       continue;
     int64_t limit = cs->limit_us[c->phase];
     if (pressure && (c->phase == TL_CONN_HEAD || c->phase == TL_CONN_IDLE) &&
-        (limit == 0 || limit > (int64_t)(TL_SRV_PRESSURE_HEAD_S * 1e6)))
-      limit = (int64_t)(TL_SRV_PRESSURE_HEAD_S * 1e6);
-    bool late = limit > 0 && now - c->since_us > limit;
-    bool gone = !late && c->phase != TL_CONN_BUSY && peer_closed(c->fd);
-    if (!late && !gone)
-      continue;
+        (limit == 0 || limit > cs->pressure_us))
+      limit = cs->pressure_us;
+    int why = c->phase;
+    if (!(limit > 0 && now - c->since_us > limit)) {
+      if (pressure && body_too_slow(cs, c, now))
+        why = TL_CONN_CUT_BODY_RATE;
+      else if (c->phase != TL_CONN_BUSY && peer_closed(c->fd))
+        why = TL_CONN_CUT_HALF_CLOSED;
+      else
+        continue;
+    }
     c->cut = true;
     shutdown(c->fd, SHUT_RDWR);
     if (cs->metrics)
-      atomic_fetch_add(&cs->metrics->connections_cut[gone ? TL_CONN_PHASE_COUNT_ : c->phase], 1);
+      atomic_fetch_add(&cs->metrics->connections_cut[why], 1);
   }
   pthread_mutex_unlock(&cs->mu);
   return pressure;
@@ -122,19 +148,20 @@ static void *sweep_main(void *arg) {
   return NULL;
 }
 
-tl_srv_conns *tl_srv_conns_new(double header_s, double body_s, double idle_s, int max_connections,
-                               tl_srv_metrics *metrics) {
+tl_srv_conns *tl_srv_conns_new(const tl_srv_config *cfg, tl_srv_metrics *metrics) {
   tl_srv_conns *cs = calloc(1, sizeof *cs);
   if (!cs)
     return NULL;
   pthread_mutex_init(&cs->mu, NULL);
   pthread_cond_init(&cs->cv, NULL);
   cs->list.next = cs->list.prev = &cs->list;
-  cs->limit_us[TL_CONN_HEAD] = (int64_t)(header_s * 1e6);
-  cs->limit_us[TL_CONN_BODY] = (int64_t)(body_s * 1e6);
+  cs->limit_us[TL_CONN_HEAD] = (int64_t)(cfg->header_timeout * 1e6);
+  cs->limit_us[TL_CONN_BODY] = (int64_t)(cfg->body_timeout * 1e6);
   cs->limit_us[TL_CONN_BUSY] = 0;
-  cs->limit_us[TL_CONN_IDLE] = (int64_t)((idle_s + header_s) * 1e6);
-  cs->pressure_at = max_connections > 0 ? (max_connections * 3 + 3) / 4 : 0;
+  cs->limit_us[TL_CONN_IDLE] = (int64_t)((cfg->idle_timeout + cfg->header_timeout) * 1e6);
+  cs->pressure_us = (int64_t)(cfg->pressure_timeout * 1e6);
+  cs->min_body_rate = cfg->min_body_rate;
+  cs->pressure_at = cfg->max_connections > 0 ? (cfg->max_connections * 3 + 3) / 4 : 0;
   cs->metrics = metrics;
   if (pthread_create(&cs->thread, NULL, sweep_main, cs) != 0) {
     tl_srv_conns_free(cs);
@@ -195,6 +222,15 @@ void tl_srv_conn_enter(tl_srv_conns *cs, tl_srv_conn *c, tl_srv_conn_phase p) {
   if (c->phase != p) {
     c->phase = p;
     c->since_us = tl_srv_now_us();
+    c->body_bytes = 0;
   }
+  pthread_mutex_unlock(&cs->mu);
+}
+
+void tl_srv_conn_body_bytes(tl_srv_conns *cs, tl_srv_conn *c, size_t n) {
+  if (!c)
+    return;
+  pthread_mutex_lock(&cs->mu);
+  c->body_bytes += (int64_t)n;
   pthread_mutex_unlock(&cs->mu);
 }

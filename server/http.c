@@ -509,6 +509,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   if (*upload_data_size) {
     size_t n = *upload_data_size;
     *upload_data_size = 0;
+    tl_srv_conn_body_bytes(r->srv->conns, conn_of(conn), n);
     /* only compile requests have a body; others' are read and dropped */
     if (r->body_overflow || r->body_busy || !r->body_route)
       return MHD_YES;
@@ -859,9 +860,7 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
     goto fail;
 
   /* connection deadlines */
-  if (!(s->conns = tl_srv_conns_new(cfg->header_timeout, cfg->body_timeout, cfg->idle_timeout,
-                                    cfg->max_connections,
-                                    &s->metrics))) {
+  if (!(s->conns = tl_srv_conns_new(&s->cfg, &s->metrics))) {
     st = tl_error_set(err, TL_NOMEM, "out of memory");
     goto fail_pool;
   }

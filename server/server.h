@@ -148,6 +148,8 @@ typedef struct tl_srv_config {
   int max_connections_per_ip;  /* 0: no limit */
   double header_timeout;       /* seconds for a request's line and headers */
   double body_timeout;         /* seconds for a request's body */
+  double pressure_timeout;     /* seconds in HEAD or IDLE, and of a body's grace, under pressure */
+  int64_t min_body_rate;       /* bytes a second a body must keep up under pressure; 0: none */
   int64_t max_body;            /* bytes of a request body */
   int64_t max_body_total;      /* bytes of all request bodies held at once */
   int64_t max_bundle;          /* bytes of a bundle posted to /v1/bundles */
@@ -280,6 +282,11 @@ typedef enum tl_srv_conn_phase {
   TL_CONN_HEAD, TL_CONN_BODY, TL_CONN_BUSY, TL_CONN_IDLE, TL_CONN_PHASE_COUNT_
 } tl_srv_conn_phase;
 
+/* Why conns.c cut a connection: past the deadline of its phase (the first
+ * TL_CONN_PHASE_COUNT_ values, a phase each), the client had closed its
+ * side, or its body fell behind --min-body-rate under pressure. */
+enum { TL_CONN_CUT_HALF_CLOSED = TL_CONN_PHASE_COUNT_, TL_CONN_CUT_BODY_RATE, TL_CONN_CUT_COUNT_ };
+
 #define TL_SRV_HTTP_CODES 20 /* distinct statuses counted; others go to the last slot */
 #define TL_SRV_COMPILE_BUCKETS 14
 
@@ -313,9 +320,8 @@ typedef struct tl_srv_metrics {
   atomic_llong connections_suspended;
   atomic_llong body_bytes;           /* request bodies held (--max-body-total's count) */
   atomic_llong bodies_refused;       /* requests refused with 503 for --max-body-total */
-  /* connections cut by conns.c: past the deadline of a phase; the last
-   * slot: the client had closed its side */
-  atomic_llong connections_cut[TL_CONN_PHASE_COUNT_ + 1];
+  /* connections cut by conns.c, by tl_srv_conn_cut reason */
+  atomic_llong connections_cut[TL_CONN_CUT_COUNT_];
 } tl_srv_metrics;
 
 void tl_srv_metrics_request(tl_srv_metrics *m, tl_srv_route route, int status, int64_t bytes,
@@ -343,15 +349,11 @@ void tl_srv_metrics_render(const tl_srv_metrics *m, const tl_srv_metrics_extra *
 typedef struct tl_srv_conns tl_srv_conns;
 typedef struct tl_srv_conn tl_srv_conn;
 
-/* Seconds a connection may spend in HEAD or IDLE while at least 3/4 of
- * --max-connections are open (conns.c). */
-#define TL_SRV_PRESSURE_HEAD_S 1.0
-/* Starts the sweeping thread.  header_s, body_s: the HEAD and BODY
- * deadlines; idle_s: the idle time-out; max_connections: --max-connections
- * (the pressure threshold is 3/4 of it; 0: no pressure limits).  NULL on no
- * memory. */
-tl_srv_conns *tl_srv_conns_new(double header_s, double body_s, double idle_s, int max_connections,
-                               tl_srv_metrics *metrics);
+/* Starts the sweeping thread, with the deadlines of cfg: --header-timeout,
+ * --body-timeout, --idle-timeout, and under pressure (from 3/4 of
+ * --max-connections open) --pressure-timeout and --min-body-rate.  NULL
+ * on no memory. */
+tl_srv_conns *tl_srv_conns_new(const tl_srv_config *cfg, tl_srv_metrics *metrics);
 void tl_srv_conns_free(tl_srv_conns *cs); /* after every connection closed; accepts NULL */
 /* A connection accepted on fd, in phase HEAD; NULL on no memory (then it has
  * no deadlines: every function below accepts NULL). */
@@ -360,6 +362,8 @@ tl_srv_conn *tl_srv_conn_opened(tl_srv_conns *cs, int fd);
 void tl_srv_conn_closed(tl_srv_conns *cs, tl_srv_conn *c);
 /* Enters phase p (its clock starts now; no change when already in p). */
 void tl_srv_conn_enter(tl_srv_conns *cs, tl_srv_conn *c, tl_srv_conn_phase p);
+/* n more bytes of the request's body came in (for --min-body-rate). */
+void tl_srv_conn_body_bytes(tl_srv_conns *cs, tl_srv_conn *c, size_t n);
 const char *tl_srv_conn_phase_name(tl_srv_conn_phase p);
 
 /* ==== handles.c: tl_cache handles for threads ===================================

@@ -4,7 +4,7 @@ of its machine, each with the answer it must get, and a check that the
 server keeps serving a normal client during and after each one.
 
 Usage: http_attacks.py TLSERVERD GROUP...
-  GROUP: framing, slow, pressure, bodies, orphans (attacks); ready (/readyz without a
+  GROUP: framing, slow, pressure, slowbodies, bodies, orphans (attacks); ready (/readyz without a
   toolchain, with a read-only database folder, on a full disk)
 
 Each group starts its own server (TLSERVERD, with the group's limits) on a
@@ -23,10 +23,12 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tlprocs  # noqa: E402
 
 SERVER = sys.argv[1]
 GROUPS = sys.argv[2:]
@@ -49,33 +51,16 @@ class Server:
     def __enter__(self):
         global PORT
         self.tmp = tempfile.mkdtemp()
-        port_file = os.path.join(self.tmp, "port")
-        self.log = open(os.path.join(self.tmp, "server.log"), "w+")
         wrap, self.db = ([], os.path.join(self.tmp, "cache.db"))
         if self.prepare:
             wrap, self.db = self.prepare(self.tmp)
-        env = dict(os.environ, **(self.env or {}))
-        self.proc = subprocess.Popen(
-            wrap + [SERVER, "--listen", "127.0.0.1:0", "--port-file", port_file, "--db",
-                    self.db, "--workers", "1", "--log-format", "off"]
-            + self.args, stderr=self.log, env=env)
-        for _ in range(1500):
-            if os.path.exists(port_file) or self.proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        if not os.path.exists(port_file):
-            self.log.seek(0)
-            raise SystemExit("http_attacks.py: the server did not start:\n" + self.log.read())
-        PORT = int(open(port_file).read())
+        self.proc, PORT, self.log = tlprocs.start_server(
+            SERVER, self.tmp, "server", ["--workers", "1", "--log-format", "off"] + self.args,
+            env=dict(os.environ, **(self.env or {})), wrap=wrap, db=self.db)
         return self
 
     def __exit__(self, *exc):
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        tlprocs.stop(self.proc)
         if failures:
             self.log.seek(0)
             sys.stdout.write("---- server log ----\n" + self.log.read()[-4000:])
@@ -392,6 +377,113 @@ def pressure_attacks():
     s.close()
 
 
+def slowbodies():
+    # 40 connections at most, 20 per address, 30 s for a body, a floor of
+    # 4 KiB/s: the pressure limits apply from 30 open connections;
+    # --pressure-timeout at its default (1 s).
+    with Server("--max-connections", "40", "--max-connections-per-ip", "20",
+                "--header-timeout", "10", "--body-timeout", "30", "--idle-timeout", "30",
+                "--min-body-rate", "4K"):
+        slowbodies_attacks()
+
+
+def slowbodies_attacks():
+    """Bodies trickled from several addresses, each under the per-address
+    limit: below 3/4 of --max-connections the body time-out holds (30 s);
+    from there a body that has come in for more than --pressure-timeout at
+    less than --min-body-rate on average is cut, while bodies sent at 4
+    times the floor are kept (and keep the pressure on) and answered."""
+    head = (b"POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n")
+
+    def slow(src, n):
+        out = []
+        for _ in range(n):
+            s = connect(src, timeout=2)
+            s.sendall(head % 1000 + b"{")
+            out.append(s)
+        return out
+
+    def trickle(socks, seconds, fast=()):
+        """Sends a byte to each of socks every 0.25 s, and 4 KiB to each of
+        fast (16 KiB/s), for `seconds` or until socks are all closed (and
+        fast is empty).  Returns (the socks still open, seconds until the
+        last of socks was closed, or until the end)."""
+        t0 = time.time()
+        gone = None
+        while time.time() - t0 < seconds:
+            for s in socks:
+                try:
+                    s.sendall(b" ")
+                except OSError:
+                    pass
+            for s in fast:
+                s.sendall(b" " * 4096)  # blocking: a cut one raises, and fails the test
+            time.sleep(0.25)
+            socks = [s for s in socks if still_open([s])]
+            for s in socks:
+                s.settimeout(2)  # still_open made it non-blocking
+            if not socks and gone is None:
+                gone = time.time() - t0
+            if not socks and not fast:
+                break
+        return socks, gone if gone is not None else time.time() - t0
+
+    first = slow("127.0.1.1", 8)  # 8 of 40: no pressure
+    left, _ = trickle(first, 2.5)
+    check(len(left) == 8, "below 3/4 of --max-connections, trickled bodies are kept until the "
+          "body time-out", "%d of 8 open after 2.5 s" % len(left))
+    # 30 bodies at 16 KiB/s, 4 times the floor, from two addresses: 38 of 40 open,
+    # pressure, and still 30 once the slow ones are cut
+    total = 128 << 10
+    fast = []
+    for src in ("127.0.1.3", "127.0.1.4"):
+        for _ in range(15):
+            s = connect(src, timeout=10)
+            s.sendall(head % total)
+            fast.append(s)
+    sent = 0
+    try:
+        t0 = time.time()
+        left, secs = trickle(first, 4.0, fast)
+        sent += int((time.time() - t0) / 0.25) * 4096
+        check(not left and secs < 2.5, "from 3/4 of --max-connections, bodies slower than --min-body-rate for "
+              "over --pressure-timeout are cut (the body time-out is 30 s)",
+              "%d of 8 open; the last closed after %.1f s" % (len(left), secs))
+        check(healthz() == 200, "healthz during the slow-body attack")
+        late = slow("127.0.1.5", 1)  # a new slow body while the pressure holds
+        t0 = time.time()
+        left, secs = trickle(late, 2.5, fast)
+        sent += int((time.time() - t0) / 0.25) * 4096
+        check(not left, "a slow body that starts under pressure is cut after --pressure-timeout",
+              "%s after %.1f s" % ("open" if left else "closed", secs))
+        open_fast = still_open(fast)
+        check(open_fast == 30, "bodies at 4 times --min-body-rate are kept under pressure",
+              "%d of 30 open, %d KiB sent on each" % (open_fast, sent >> 10))
+    except OSError as e:
+        check(False, "bodies at 4 times --min-body-rate are kept under pressure", repr(e))
+    answers = 0
+    for s in fast:
+        s.settimeout(10)
+        try:
+            s.sendall(b" " * (total - 4096 * (sent // 4096)))
+            answers += s.recv(65536).startswith(b"HTTP/1.1 400")
+        except OSError:
+            pass
+        s.close()
+    check(answers == 30, "the fast bodies are read whole and answered (400: not JSON)",
+          "%d of 30" % answers)
+    cut = metric('tlserverd_connections_cut_total{reason="body_rate"}')
+    check(cut == 9, "/metrics counts the 9 cut bodies under body_rate", str(cut))
+    # the pressure is over: a trickled body keeps the body time-out again
+    after = slow("127.0.1.6", 5)
+    left, _ = trickle(after, 2.5)
+    check(len(left) == 5, "once under 3/4 again, trickled bodies keep the body time-out",
+          "%d of 5 open" % len(left))
+    for s in after + first:
+        s.close()
+
+
 def rss_kib(pid):
     for line in open("/proc/%d/status" % pid):
         if line.startswith("VmRSS:"):
@@ -457,19 +549,7 @@ def bodies_attacks(pid):
 
 def children():
     """This process's children other than servers: (pid, command name)."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            stat = open("/proc/%s/stat" % d).read()
-        except OSError:
-            continue
-        rp = stat.rindex(")")
-        fields = stat[rp + 2:].split()
-        if int(fields[1]) == os.getpid() and fields[0] not in ("Z", "X"):
-            out.append((int(d), stat[stat.index("(") + 1:rp]))
-    return out
+    return [(pid, name) for pid, name, _ in tlprocs.children(os.getpid())]
 
 
 def post(path, body, timeout=60.0):
@@ -623,36 +703,22 @@ def ready_readonly_dir():
 def ready_full_disk():
     """The database on a small tmpfs (its own mount namespace, through
     unshare) that the test fills through /proc/PID/root and empties."""
-    unshare = shutil.which("unshare")
-    if not unshare:
-        skip("full disk", "unshare (util-linux) is missing")
-        return
-    probe = subprocess.run([unshare, "-m", "-r", "true"] if os.geteuid() else
-                           [unshare, "-m", "true"], capture_output=True)
-    if probe.returncode != 0:
-        skip("full disk", "cannot make a mount namespace here: %s"
-             % probe.stderr.decode(errors="replace").strip())
+    why = tlprocs.tmpfs_unavailable()
+    if why:
+        skip("full disk", why)
         return
 
     def prepare(tmp):
         d = os.path.join(tmp, "db")
         os.mkdir(d)
-        flags = ["-m", "--propagation", "private"] + (["-r"] if os.geteuid() else [])
-        return ([unshare] + flags + ["sh", "-c", 'mount -t tmpfs -o size=8m tmpfs "$0" && exec "$@"',
-                                      d], os.path.join(d, "cache.db"))
+        return tlprocs.tmpfs_wrap(d, "8m"), os.path.join(d, "cache.db")
 
     with Server(prepare=prepare) as srv:
         status, body = wait_check("disk", True)
         check_readyz(status, body, "disk", True, "full disk: ready before")
-        fill = "/proc/%d/root%s/fill" % (srv.proc.pid, os.path.dirname(srv.db))
+        fill = tlprocs.tmpfs_path(srv.proc.pid, os.path.dirname(srv.db), "fill")
         try:
-            with open(fill, "wb") as f:
-                try:
-                    while True:
-                        f.write(b"\0" * (1 << 20))
-                        f.flush()
-                except OSError:
-                    pass
+            tlprocs.fill(fill)
         except OSError as e:
             check(False, "full disk: filling the tmpfs", str(e))
             return
@@ -668,7 +734,8 @@ def ready_full_disk():
 
 def main():
     for g in GROUPS:
-        {"framing": framing, "slow": slow, "pressure": pressure, "bodies": bodies,
+        {"framing": framing, "slow": slow, "pressure": pressure, "slowbodies": slowbodies,
+         "bodies": bodies,
          "orphans": orphans, "ready": ready}[g]()
     print("http_attacks.py: %s" % ("%d failed" % failures if failures else
                                    "all passed, %d skipped" % len(skips) if skips else

@@ -26,62 +26,23 @@
 # compile; no curl or python3).
 
 cd "$(dirname "$0")/../.." || exit 1
-TL_BUILD=${TL_BUILD:-build}
+. tests/sh/lib.sh
 CLIENT=$TL_BUILD/bin/tlclient
 APP=$TL_BUILD/bin/tl-example-app
-for tool in curl python3; do
-  command -v $tool >/dev/null 2>&1 || { echo "bundle.sh: skipped: no $tool" >&2; exit 77; }
-done
-for b in "$CLIENT" "$APP" "$TL_BUILD/bin/tlc" "$TL_BUILD/bin/tlserverd"; do
-  [ -x "$b" ] || { echo "bundle.sh: FAIL: $b is not built (run make)" >&2; exit 1; }
-done
-if ! "$TL_BUILD/bin/tlc" targets >/dev/null 2>&1; then
-  echo "bundle.sh: skipped: no NVRTC here, the server cannot compile" >&2
-  exit 77
-fi
-
-TMP=$(mktemp -d) || exit 1
-PID=
-cleanup() {
-  [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-npass=0
-nfail=0
-ok() { npass=$((npass + 1)); }
-bad() { nfail=$((nfail + 1)); echo "FAIL: $*" >&2; }
-has() { if grep -qF -- "$2" "$1"; then ok; else bad "$3: no '$2' in: $(head -c 800 "$1")"; fi; }
-hasnt() { if grep -qF -- "$2" "$1"; then bad "$3: '$2' in: $(head -c 800 "$1")"; else ok; fi; }
+tl_init bundle.sh
+tl_need curl python3
+tl_built "$CLIENT" "$APP" "$TL_BUILD/bin/tlc" "$TL_BUILD/bin/tlserverd"
+tl_need_nvrtc "the server cannot compile"
 
 ADMIN=admin-token-0123456789abcdef
 USER=compile-token-0123456789abcdef
 printf '%s admin\n%s compile\n' "$ADMIN" "$USER" >"$TMP/tokens"
 chmod 600 "$TMP/tokens"
-start() {
-  rm -f "$TMP/port"
-  "$TL_BUILD/bin/tlserverd" --listen 127.0.0.1:0 --port-file "$TMP/port" --db "$TMP/$1" --workers 2 \
-    --tokens "$TMP/tokens" 2>>"$TMP/server.log" &
-  PID=$!
-  i=0
-  while [ ! -s "$TMP/port" ]; do
-    i=$((i + 1))
-    if [ $i -gt 1500 ] || ! kill -0 "$PID" 2>/dev/null; then
-      echo "bundle.sh: FAIL: the server did not start" >&2
-      cat "$TMP/server.log" >&2
-      exit 1
-    fi
-    sleep 0.02
-  done
-  URL=http://127.0.0.1:$(cat "$TMP/port")
+start() { # start NAME: the server, with its database $TMP/NAME.db
+  tl_server "$1" --workers 2 --tokens "$TMP/tokens"
   export TL_SERVER=$URL TL_TOKEN=$USER
 }
-stop() {
-  kill "$PID" 2>/dev/null
-  wait "$PID" 2>/dev/null
-  PID=
-}
+stop() { tl_stop "$PID"; }
 unset TL_NVRTC TL_CLIENT_BUNDLE
 DEFS="-D M=128 -D N=128 -D K=128"
 # bundle create's temporary caches go here, not into the /tmp other tests and users share
@@ -89,7 +50,7 @@ mkdir -p "$TMP/tmpdir"
 export TMPDIR="$TMP/tmpdir"
 
 # ---- 1. create, ls, verify --------------------------------------------------------------------
-start server.db
+start server
 export TL_CLIENT_CACHE="$TMP/user.db"
 "$CLIENT" bundle create "$TMP/rel.tlb" examples/gemm.json --target sm_80,sm_90 $DEFS >"$TMP/out" 2>&1 && ok ||
   bad "bundle create: $(cat "$TMP/out")"
@@ -192,7 +153,7 @@ else
 fi
 
 # ---- 4. the server imports --------------------------------------------------------------------
-start server2.db
+start server2
 export TL_CLIENT_CACHE="$TMP/user2.db"
 post() { # FILE TOKEN -> $TMP/post (body), prints the HTTP status
   curl -s -o "$TMP/post" -w '%{http_code}' -X POST --data-binary @"$1" -H 'Content-Type: application/octet-stream' \
@@ -279,5 +240,4 @@ for k in $(python3 -c "import json,sys; print(' '.join(json.load(open(sys.argv[1
 done
 stop
 
-echo "bundle.sh: $npass checks passed, $nfail failed"
-[ "$nfail" = 0 ] || exit 1
+tl_done

@@ -24,75 +24,23 @@
 # Exit status: 0 pass, 1 fail, 77 skipped (no toolchain, curl or sha256sum).
 
 cd "$(dirname "$0")/../.." || exit 1
-TL_BUILD=${TL_BUILD:-build}
+. tests/sh/lib.sh
 CLIENT=$TL_BUILD/bin/tlclient
 SERVER=$TL_BUILD/bin/tlserverd
 APP=$TL_BUILD/bin/tl-example-app
 TLC=$TL_BUILD/bin/tlc
-for tool in curl sha256sum; do
-  command -v $tool >/dev/null 2>&1 || { echo "client_cli.sh: skipped: no $tool" >&2; exit 77; }
-done
-for b in "$CLIENT" "$SERVER" "$APP" "$TLC"; do
-  [ -x "$b" ] || { echo "client_cli.sh: FAIL: $b is not built (run make)" >&2; exit 1; }
-done
-if ! "$TLC" targets 2>/dev/null | grep -q '^sm_80 '; then # NVRTC, not just an AMD toolchain
-  echo "client_cli.sh: skipped: no NVRTC here, the server cannot compile ($("$TLC" targets 2>&1 | head -n 1))" >&2
-  exit 77
-fi
+tl_init client_cli.sh
+tl_need curl sha256sum
+tl_built "$CLIENT" "$SERVER" "$APP" "$TLC"
+tl_need_nvrtc "the server cannot compile"
 
-TMP=$(mktemp -d) || exit 1
-PIDS=
-cleanup() {
-  for p in $PIDS; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-npass=0
-nfail=0
-ok() { npass=$((npass + 1)); }
-bad() { nfail=$((nfail + 1)); echo "FAIL: $*" >&2; }
-
-# start NAME FLAGS...: starts a server; sets PORT and PID
+# start NAME FLAGS...: starts a server; sets PORT and PID (URL is kept)
 start() {
-  name=$1
+  _n=$1
+  _u=${URL:-}
   shift
-  rm -f "$TMP/$name.port"
-  "$SERVER" --listen 127.0.0.1:0 --port-file "$TMP/$name.port" --db "$TMP/$name.db" --workers 2 \
-    "$@" 2>>"$TMP/$name.log" &
-  PID=$!
-  PIDS="$PIDS $PID"
-  i=0
-  while [ ! -s "$TMP/$name.port" ]; do
-    i=$((i + 1))
-    if [ $i -gt 1500 ] || ! kill -0 "$PID" 2>/dev/null; then
-      echo "client_cli.sh: FAIL: server $name did not start" >&2
-      cat "$TMP/$name.log" >&2
-      exit 1
-    fi
-    sleep 0.02
-  done
-  PORT=$(cat "$TMP/$name.port")
-}
-
-stop() {
-  kill "$1" 2>/dev/null
-  wait "$1" 2>/dev/null
-}
-
-# run_client EXPECTED_STATUS DESCRIPTION ARGS...: runs tlclient, output in $TMP/out and $TMP/err
-run_client() {
-  want=$1
-  desc=$2
-  shift 2
-  "$CLIENT" "$@" >"$TMP/out" 2>"$TMP/err"
-  got=$?
-  if [ "$got" = "$want" ]; then ok; else bad "$desc: exit $got, want $want: $(head -c 600 "$TMP/err")"; fi
-}
-
-# has FILE TEXT DESCRIPTION: FILE contains TEXT (fixed string)
-has() {
-  if grep -qF -- "$2" "$1"; then ok; else bad "$3: no '$2' in: $(head -c 800 "$1")"; fi
+  tl_server "$_n" --workers 2 "$@"
+  URL=$_u
 }
 
 start main
@@ -237,7 +185,7 @@ if [ $TLS = 1 ]; then
   run_client 1 "an untrusted certificate" --server "$AURL" --token read-token-0123456789abcdef --retries 0 info
   has "$TMP/err" "$AURL" "the TLS failure names the server"
 fi
-stop "$AUTH_PID"
+tl_stop "$AUTH_PID"
 
 # ---- 7. the example application -------------------------------------------------------
 "$APP" --arch 90 --size 128 >"$TMP/app.out" 2>"$TMP/app.err" && ok || bad "example app: $(cat "$TMP/app.err")"
@@ -254,7 +202,7 @@ if grep -q "no CUDA" "$TMP/app.err"; then
 fi
 
 # ---- 8. the server stopped --------------------------------------------------------------
-stop "$MAIN_PID"
+tl_stop "$MAIN_PID"
 run_client 0 "fetch offline" --retries 0 fetch "$KEY" -o "$TMP/k3.bin"
 cmp -s "$TMP/k3.bin" "$TMP/k.bin" && ok || bad "offline fetch: wrong bytes"
 has "$TMP/err" "local cache" "offline fetch says where from"
@@ -321,5 +269,4 @@ else
   bad "run --check: exit $rc: $(cat "$TMP/err")"
 fi
 
-echo "client_cli.sh: $npass passed, $nfail failed"
-[ "$nfail" -eq 0 ]
+tl_done

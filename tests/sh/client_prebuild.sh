@@ -22,67 +22,23 @@
 # Exit status: 0 pass, 1 fail, 77 skipped (no NVRTC, or no python3 with jsonschema).
 
 cd "$(dirname "$0")/../.." || exit 1
-TL_BUILD=${TL_BUILD:-build}
+. tests/sh/lib.sh
 CLIENT=$TL_BUILD/bin/tlclient
 SERVER=$TL_BUILD/bin/tlserverd
 TLC=$TL_BUILD/bin/tlc
 PY=/usr/bin/python3
 SCHEMA=proto/prebuild-record.schema.json
-for b in "$CLIENT" "$SERVER" "$TLC"; do
-  [ -x "$b" ] || { echo "client_prebuild.sh: FAIL: $b is not built (run make)" >&2; exit 1; }
-done
-if ! "$TLC" targets >/dev/null 2>&1; then
-  echo "client_prebuild.sh: skipped: no NVRTC here, the server cannot compile" >&2
-  exit 77
-fi
-if ! "$PY" -c 'from jsonschema import Draft202012Validator' 2>/dev/null; then
-  echo "client_prebuild.sh: skipped: no $PY with the jsonschema module (apt-get install python3-jsonschema)" >&2
-  exit 77
-fi
+tl_init client_prebuild.sh
+tl_built "$CLIENT" "$SERVER" "$TLC"
+tl_need_nvrtc "the server cannot compile"
+"$PY" -c 'from jsonschema import Draft202012Validator' 2>/dev/null ||
+  tl_skip "no $PY with the jsonschema module (apt-get install python3-jsonschema)"
 
-TMP=$(mktemp -d) || exit 1
-SPID=
-cleanup() {
-  [ -n "$SPID" ] && kill "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-npass=0
-nfail=0
-ok() { npass=$((npass + 1)); }
-bad() { nfail=$((nfail + 1)); echo "FAIL: $*" >&2; }
-
-"$SERVER" --listen 127.0.0.1:0 --port-file "$TMP/port" --db "$TMP/server.db" --workers 2 2>"$TMP/server.log" &
-SPID=$!
-i=0
-while [ ! -s "$TMP/port" ]; do
-  i=$((i + 1))
-  if [ $i -gt 1500 ] || ! kill -0 "$SPID" 2>/dev/null; then
-    echo "client_prebuild.sh: FAIL: the server did not start: $(cat "$TMP/server.log")" >&2
-    exit 1
-  fi
-  sleep 0.02
-done
-export TL_SERVER=http://127.0.0.1:$(cat "$TMP/port")
+tl_server server --workers 2
+export TL_SERVER=$URL
 export TL_CLIENT_CACHE="$TMP/local.db"
 unset TL_TOKEN
 
-# run_client EXPECTED_STATUS DESCRIPTION ARGS...: output in $TMP/out and $TMP/err
-run_client() {
-  want=$1
-  desc=$2
-  shift 2
-  "$CLIENT" "$@" >"$TMP/out" 2>"$TMP/err"
-  got=$?
-  if [ "$got" = "$want" ]; then ok; else bad "$desc: exit $got, want $want: $(head -c 800 "$TMP/err")"; fi
-}
-has() {
-  if grep -qF -- "$2" "$1"; then ok; else bad "$3: no '$2' in: $(head -c 800 "$1")"; fi
-}
-lacks() {
-  if grep -qF -- "$2" "$1"; then bad "$3: '$2' in: $(head -c 800 "$1")"; else ok; fi
-}
 
 # records DESCRIPTION FILE CHECK: every line of FILE is a record valid against the
 # schema, and the Python expression CHECK holds for the list of records `r`
@@ -162,7 +118,7 @@ run_client 0 "prebuild with --exclude" prebuild "$TMP/progs" "$TMP/tree" --exclu
   --target sm_80 -D M=128 -D N=128 -D K=64 --json
 records "--exclude leaves out a program" "$TMP/out" '
 sorted(x["program"].rsplit("/", 1)[1] for x in r) == ["gemm.json", "tilus_add_one.json"]'
-lacks "$TMP/err" "not a Tile IR program" "an excluded directory is not walked"
+hasnt "$TMP/err" "not a Tile IR program" "an excluded directory is not walked"
 
 # ---- 5. usage ----------------------------------------------------------------------------
 run_client 2 "a constant no program declares" prebuild "$TMP/tree" --target sm_80 -D block_q=1,2
@@ -188,10 +144,10 @@ has "$TMP/out" "target     sm_80" "explain KEY prints the manifest"
 run_client 1 "explain a miss: another constant" explain examples/tilus_add_one.json --target sm_80 -D block_n=32
 has "$TMP/out" "status   miss" "explain a miss"
 has "$TMP/out" "constants: block_n=32 here, the cache has block_n=64" "explain names the differing constant"
-lacks "$TMP/out" "target:" "explain names only what differs"
+hasnt "$TMP/out" "target:" "explain names only what differs"
 run_client 1 "explain a miss: another target" explain examples/tilus_add_one.json --target sm_90 -D block_n=64
 has "$TMP/out" "target: sm_90 here, the cache has sm_80 (built for another target)" "explain names the target"
-lacks "$TMP/out" "constants:" "explain names only the target"
+hasnt "$TMP/out" "constants:" "explain names only the target"
 run_client 1 "explain an unknown key" explain 0000000000000000000000000000000000000000000000000000000000000000
 has "$TMP/err" "has no build with key" "explain an unknown key"
 run_client 2 "explain without --target" explain examples/tilus_add_one.json
@@ -200,5 +156,4 @@ run_client 0 "explain --help" explain --help
 has "$TMP/out" "usage: tlclient explain KEY" "explain --help"
 run_client 1 "explain an invalid program" explain "$TMP/tree/out/$(basename "$META")" --target sm_80
 
-echo "client_prebuild.sh: $npass passed, $nfail failed"
-[ "$nfail" = 0 ]
+tl_done

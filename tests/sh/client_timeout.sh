@@ -15,19 +15,12 @@
 # Exit status: 0 pass, 1 fail, 77 skipped (no python3).
 
 cd "$(dirname "$0")/../.." || exit 1
-TL_BUILD=${TL_BUILD:-build}
+. tests/sh/lib.sh
 CLIENT=$TL_BUILD/bin/tlclient
+tl_init client_timeout.sh
 PY=/usr/bin/python3
-[ -x "$PY" ] || PY=$(command -v python3) || { echo "client_timeout.sh: skipped: no python3" >&2; exit 77; }
-[ -x "$CLIENT" ] || { echo "client_timeout.sh: FAIL: $CLIENT is not built (run make)" >&2; exit 1; }
-
-TMP=$(mktemp -d) || exit 1
-SPID=
-cleanup() {
-  [ -n "$SPID" ] && kill "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+[ -x "$PY" ] || PY=$(command -v python3) || tl_skip "no python3"
+tl_built "$CLIENT"
 
 "$PY" - "$TMP/port" >"$TMP/server.log" 2>&1 <<'PYEOF' &
 import http.server, sys
@@ -57,23 +50,10 @@ import os
 os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 srv.serve_forever()
 PYEOF
-SPID=$!
-i=0
-while [ ! -s "$TMP/port" ]; do
-  i=$((i + 1))
-  if [ $i -gt 500 ] || ! kill -0 "$SPID" 2>/dev/null; then
-    echo "client_timeout.sh: FAIL: the 503 server did not start: $(cat "$TMP/server.log")" >&2
-    exit 1
-  fi
-  sleep 0.02
-done
+tl_track $!
+tl_wait_port "$TMP/port" $! "the 503 server" "$TMP/server.log"
 read -r PORT HANG DEAD <"$TMP/port"
 URL=http://127.0.0.1:$PORT
-
-npass=0
-nfail=0
-ok() { npass=$((npass + 1)); }
-bad() { nfail=$((nfail + 1)); echo "FAIL: $*" >&2; }
 
 # within NAME ARGS...: tlclient --timeout 2 ARGS must fail (exit 1) within
 # 3.5 s, saying the time-out stopped the retries (SERVERS: --server's list;
@@ -123,5 +103,4 @@ else
   bad "--timeout 90: want a wait of Retry-After's 60 s (stopped after 3 s): exit $rc: $(cat "$TMP/err")"
 fi
 
-echo "client_timeout.sh: $npass passed, $nfail failed"
-[ "$nfail" -eq 0 ]
+tl_done

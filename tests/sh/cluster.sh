@@ -32,44 +32,26 @@
 # NVRTC, no curl or redis-cli).
 
 cd "$(dirname "$0")/../.." || exit 1
-TL_BUILD=${TL_BUILD:-build}
+. tests/sh/lib.sh
 CLIENT=$TL_BUILD/bin/tlclient
-for tool in curl redis-server redis-cli python3; do
-  command -v $tool >/dev/null 2>&1 || { echo "cluster.sh: skipped: no $tool" >&2; exit 77; }
-done
-if ! "$TL_BUILD/bin/tlc" targets 2>/dev/null | grep -q '^sm_80 '; then # NVRTC, not just an AMD toolchain
-  echo "cluster.sh: skipped: no NVRTC here, the replicas cannot compile" >&2
-  exit 77
-fi
-
-TMP=$(mktemp -d) || exit 1
+tl_init cluster.sh
+tl_need curl redis-server redis-cli python3
+tl_need_nvrtc "the replicas cannot compile"
 D=$TMP/cluster
 ORPHANS=
-cleanup() {
+tl_at_exit() {
   TL_BUILD=$TL_BUILD deploy/cluster.sh stop "$D"
   for p in $ORPHANS; do kill -9 "$p" 2>/dev/null; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-npass=0
-nfail=0
-ok() { npass=$((npass + 1)); }
-bad() { nfail=$((nfail + 1)); echo "FAIL: $*" >&2; }
-check() { # check WHAT ACTUAL EXPECTED
-  if [ "$2" = "$3" ]; then ok; else bad "$1: got '$2', expected '$3'"; fi
 }
 
 if ! TL_BUILD=$TL_BUILD deploy/cluster.sh start "$D" -- --workers 2 --log-format off --tier-lease 5 \
   --tier-timeout 1 --tier-ttl 3600 --test-hooks >"$TMP/start.log" 2>&1; then
   if grep -q "redis-server did not start" "$TMP/start.log"; then
     tail -n 5 "$TMP/start.log" >&2
-    echo "cluster.sh: skipped: redis-server cannot start here" >&2
-    exit 77
+    tl_skip "redis-server cannot start here"
   fi
   cat "$TMP/start.log" >&2
-  echo "cluster.sh: FAIL: the cluster did not start" >&2
-  exit 1
+  tl_fail "the cluster did not start"
 fi
 . "$D/cluster.env"
 RC="redis-cli -p $REDIS_PORT"
@@ -310,7 +292,7 @@ check "a hit on r3 again" "$(post "$R3_PORT" "$REQ" "$TMP/b3.json")" 200
 check "r3 from the tier" "$(field "$TMP/b3.json" cached)" true
 
 # ---- 7. two primaries: keys spread by consistent hashing ----------------------------------------
-P2=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+P2=$(tl_free_port)
 redis-server --port "$P2" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" \
   --logfile "$TMP/redis2.log" </dev/null >/dev/null 2>&1 &
 ORPHANS="$ORPHANS $!"
@@ -355,5 +337,4 @@ else
   echo "cluster.sh: no haproxy: section 8 not run" >&2
 fi
 
-echo "cluster.sh: $npass checks passed, $nfail failed"
-[ $nfail -eq 0 ]
+tl_done

@@ -20,52 +20,23 @@
 # offers a target; compiles go to sm_80 with NVRTC, else to the first offered).
 
 cd "$(dirname "$0")/../.." || exit 1
-TL_BUILD=${TL_BUILD:-build}
+. tests/sh/lib.sh
 SERVER=$TL_BUILD/bin/tlserverd
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
-for tool in curl openssl sha256sum; do
-  command -v $tool >/dev/null 2>&1 || { echo "server_auth_tls.sh: skipped: no $tool" >&2; exit 77; }
-done
-[ -x "$SERVER" ] || { echo "server_auth_tls.sh: FAIL: $SERVER not built" >&2; exit 1; }
+tl_init server_auth_tls.sh
+tl_need curl openssl sha256sum
+tl_built "$SERVER"
 # the target compiled for: sm_80 with NVRTC, else the first one offered (clang's gfx90a)
-TARGET=$("$TL_BUILD/bin/tlc" targets 2>/dev/null | awk '!/^#/ { if (!first) first = $1; if ($1 == "sm_80") nv = 1 }
-  END { print nv ? "sm_80" : first }')
-[ -n "$TARGET" ] || { echo "server_auth_tls.sh: skipped: no toolchain here (tlc targets lists none), the server cannot compile" >&2; exit 77; }
-
-TMP=$(mktemp -d) || exit 1
-PIDS=
-cleanup() {
-  for p in $PIDS; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+TARGET=$(tl_target)
+[ -n "$TARGET" ] || tl_skip "no toolchain here (tlc targets lists none), the server cannot compile"
 
 # start NAME FLAGS...: starts a server, sets PORT
 start() {
-  name=$1
+  _n=$1
   shift
-  "$SERVER" --listen 127.0.0.1:0 --port-file "$TMP/$name.port" --db "$TMP/$name.db" --workers 1 \
-    "$@" 2>"$TMP/$name.log" &
-  pid=$!
-  PIDS="$PIDS $pid"
-  i=0
-  while [ ! -s "$TMP/$name.port" ]; do
-    i=$((i + 1))
-    if [ $i -gt 1500 ] || ! kill -0 "$pid" 2>/dev/null; then
-      echo "server_auth_tls.sh: FAIL: server $name did not start" >&2
-      cat "$TMP/$name.log" >&2
-      exit 1
-    fi
-    sleep 0.02
-  done
-  PORT=$(cat "$TMP/$name.port")
+  tl_server "$_n" --workers 1 "$@"
 }
-
-npass=0
-nfail=0
-ok() { npass=$((npass + 1)); }
-bad() { nfail=$((nfail + 1)); echo "FAIL: $*" >&2; }
 
 # expect STATUS DESCRIPTION CURL-ARGS...
 expect() {
@@ -189,5 +160,4 @@ start first
 refused "a second server on the same port" "in use" --listen "127.0.0.1:$PORT"
 expect 200 "the first server still serves" "http://127.0.0.1:$PORT/healthz"
 
-echo "server_auth_tls.sh: $npass passed, $nfail failed"
-[ "$nfail" -eq 0 ]
+tl_done

@@ -15,39 +15,18 @@
 # target; compiles go to sm_80 with NVRTC, else to the first target offered).
 
 cd "$(dirname "$0")/../.." || exit 1
-TL_BUILD=${TL_BUILD:-build}
+. tests/sh/lib.sh
 SERVER=$TL_BUILD/bin/tlserverd
 PY=/usr/bin/python3
-command -v curl >/dev/null 2>&1 || { echo "server_bad_requests.sh: skipped: no curl" >&2; exit 77; }
+tl_init server_bad_requests.sh
+tl_need curl
 [ -x "$PY" ] || PY=python3
-[ -x "$SERVER" ] || { echo "server_bad_requests.sh: FAIL: $SERVER not built" >&2; exit 1; }
+tl_built "$SERVER"
 # the target compiled for: sm_80 with NVRTC, else the first one offered (clang's gfx90a)
-T=$("$TL_BUILD/bin/tlc" targets 2>/dev/null | awk '!/^#/ { if (!first) first = $1; if ($1 == "sm_80") nv = 1 }
-  END { print nv ? "sm_80" : first }')
-[ -n "$T" ] || { echo "server_bad_requests.sh: skipped: no toolchain here (tlc targets lists none), the server cannot compile" >&2; exit 77; }
+T=$(tl_target)
+[ -n "$T" ] || tl_skip "no toolchain here (tlc targets lists none), the server cannot compile"
 
-TMP=$(mktemp -d) || exit 1
-PID=
-cleanup() {
-  [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-"$SERVER" --listen 127.0.0.1:0 --port-file "$TMP/port" --db "$TMP/cache.db" --workers 1 \
-  --max-body 64K --max-header-bytes 8K 2>"$TMP/server.log" &
-PID=$!
-i=0
-while [ ! -s "$TMP/port" ]; do
-  i=$((i + 1))
-  if [ $i -gt 1500 ] || ! kill -0 "$PID" 2>/dev/null; then
-    echo "server_bad_requests.sh: FAIL: the server did not start" >&2
-    cat "$TMP/server.log" >&2
-    exit 1
-  fi
-  sleep 0.02
-done
-URL=http://127.0.0.1:$(cat "$TMP/port")
+tl_server server --workers 1 --max-body 64K --max-header-bytes 8K
 JSON="Content-Type: application/json"
 
 # Bodies used below.
@@ -64,13 +43,10 @@ ZERO=0000000000000000000000000000000000000000000000000000000000000000
 ART=$(curl -s -H "$JSON" --data-binary "$GOOD" "$URL/v1/compile" |
   "$PY" -c 'import json,sys; print(json.load(sys.stdin)["results"][0]["artifact"])' 2>/dev/null)
 if [ -z "$ART" ]; then
-  echo "server_bad_requests.sh: FAIL: could not compile the example to get an artifact" >&2
   cat "$TMP/server.log" >&2
-  exit 1
+  tl_fail "could not compile the example to get an artifact"
 fi
 
-npass=0
-nfail=0
 # check STATUS CODE DESCRIPTION -- CURL ARGS... (the URL path is the last argument)
 check() {
   want_status=$1
@@ -90,10 +66,9 @@ except Exception as x:
     print("(no JSON error: %s)" % x)' "$TMP/body")
   fi
   if [ "$got_status" = "$want_status" ] && [ "$got_code" = "$want_code" ]; then
-    npass=$((npass + 1))
+    ok
   else
-    nfail=$((nfail + 1))
-    echo "FAIL: $desc: got $got_status $got_code, want $want_status $want_code" >&2
+    bad "$desc: got $got_status $got_code, want $want_status $want_code"
     head -c 400 "$TMP/body" >&2
     echo >&2
   fi
@@ -170,20 +145,17 @@ assert any(x.get("column", 0) > 0 for x in diags), diags
 assert d["results"][0]["status"] == "error"
 EOF
 then
-  npass=$((npass + 1))
+  ok
 else
-  nfail=$((nfail + 1))
-  echo "FAIL: diagnostics of an invalid program:" >&2
+  bad "diagnostics of an invalid program:"
   cat "$TMP/body" >&2
 fi
 
 # Still healthy after all that.
 if [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/healthz")" = 200 ]; then
-  npass=$((npass + 1))
+  ok
 else
-  nfail=$((nfail + 1))
-  echo "FAIL: /healthz after the bad requests" >&2
+  bad "/healthz after the bad requests"
 fi
 
-echo "server_bad_requests.sh: $npass passed, $nfail failed"
-[ "$nfail" -eq 0 ]
+tl_done

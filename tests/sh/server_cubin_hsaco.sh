@@ -4,25 +4,16 @@
 # targets' order, and each artifact served is the binary its target wants
 # (an ELF for EM_CUDA, 190, and for EM_AMDGPU, 224) whose bytes hash to its
 # id.  Exit 0 pass, 1 fail, 77 skip (NVRTC or the AMD toolchain missing).
-B=${TL_BUILD:-build}
+cd "$(dirname "$0")/../.." || exit 1
+. tests/sh/lib.sh
+tl_init server_cubin_hsaco.sh
 PY=/usr/bin/python3
-"$B/bin/tlc" targets >/tmp/tl_targets.$$ 2>/dev/null
-if ! grep -q "^sm_80\b" /tmp/tl_targets.$$ || ! grep -q "^gfx90a\b" /tmp/tl_targets.$$; then
-  rm -f /tmp/tl_targets.$$
-  echo "needs NVRTC (sm_80) and the AMD toolchain (gfx90a): tlc targets does not list both" >&2
-  exit 77
-fi
-rm -f /tmp/tl_targets.$$
-WORK=$(mktemp -d)
-trap 'kill "$PID" 2>/dev/null; rm -rf "$WORK"' EXIT
-fail() { echo "FAIL: $*"; [ -f "$WORK/log" ] && tail -5 "$WORK/log"; exit 1; }
-"$B/bin/tlserverd" --listen 127.0.0.1:0 --port-file "$WORK/port" --db "$WORK/cache.db" --log-format off \
-  >"$WORK/log" 2>&1 &
-PID=$!
-i=0
-while [ ! -s "$WORK/port" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-[ -s "$WORK/port" ] || fail "the server did not start"
-URL=http://127.0.0.1:$(cat "$WORK/port")
+"$TL_BUILD/bin/tlc" targets >"$TMP/targets" 2>/dev/null
+grep -q "^sm_80\b" "$TMP/targets" && grep -q "^gfx90a\b" "$TMP/targets" ||
+  tl_skip "needs NVRTC (sm_80) and the AMD toolchain (gfx90a): tlc targets does not list both"
+fail() { tail -5 "$TMP/server.log"; tl_fail "$*"; }
+tl_server server --log-format off
+WORK=$TMP
 $PY -c 'import json; print(json.dumps({"program": json.load(open("examples/gemm.json")),
   "targets": ["sm_80", "gfx90a"], "constants": {"M": 256, "N": 256, "K": 256}}))' >"$WORK/req.json"
 code=$(curl -s -o "$WORK/ans.json" -w '%{http_code}' -H 'Content-Type: application/json' \

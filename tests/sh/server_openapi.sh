@@ -23,7 +23,7 @@ fi
 [ -x "$TL_BUILD/bin/tlserverd" ] || { echo "server_openapi.sh: FAIL: $TL_BUILD/bin/tlserverd not built" >&2; exit 1; }
 
 exec "$PY" - "$TL_BUILD/bin/tlserverd" <<'PYEOF'
-import json, os, re, signal, subprocess, sys, tempfile, time, urllib.request, urllib.error
+import json, os, re, subprocess, sys, tempfile, urllib.request, urllib.error
 import yaml
 from jsonschema import Draft202012Validator, RefResolver
 
@@ -91,19 +91,11 @@ for f in sorted(os.listdir("examples")):
 
 skipped = None
 tmp = tempfile.mkdtemp()
-port_file = os.path.join(tmp, "port")
-log = open(os.path.join(tmp, "server.log"), "w")
-proc = subprocess.Popen([server_bin, "--listen", "127.0.0.1:0", "--port-file", port_file,
-                         "--db", os.path.join(tmp, "cache.db"), "--workers", "1"],
-                        stderr=log, stdout=log)
+sys.path.insert(0, "tests/attacks")
+import tlprocs  # noqa: E402
+proc, port, log = tlprocs.start_server(server_bin, tmp, "server", ["--workers", "1"])
 try:
-    for _ in range(1500):
-        if os.path.exists(port_file) and open(port_file).read().strip():
-            break
-        if proc.poll() is not None:
-            raise SystemExit("FAIL: the server exited at start")
-        time.sleep(0.02)
-    url = "http://127.0.0.1:%s" % open(port_file).read().strip()
+    url = "http://127.0.0.1:%d" % port
 
     def call(method, path, body=None, headers=None):
         data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
@@ -228,11 +220,7 @@ try:
 except StopIteration:
     pass
 finally:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    tlprocs.stop(proc, 60)
     log.close()
     if fails:
         sys.stderr.write(open(os.path.join(tmp, "server.log")).read()[-3000:])

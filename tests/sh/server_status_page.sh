@@ -34,7 +34,7 @@ TL_BUILD=${TL_BUILD:-build}
 [ -x "$TL_BUILD/bin/tlserverd" ] || { echo "server_status_page.sh: FAIL: $TL_BUILD/bin/tlserverd not built" >&2; exit 1; }
 
 exec python3 - "$TL_BUILD/bin/tlserverd" <<'PYEOF'
-import json, os, shutil, socket, struct, subprocess, sys, tempfile, time, urllib.request, urllib.error, zlib
+import json, os, shutil, struct, subprocess, sys, tempfile, time, urllib.request, urllib.error, zlib
 
 SERVER = sys.argv[1]
 fails = 0
@@ -47,28 +47,15 @@ def check(ok, what, detail=""):
         fails += 1
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+sys.path.insert(0, "tests/attacks")
+import tlprocs  # noqa: E402
+free_port = tlprocs.free_port
 
 
 def start(tmp, name, *extra, env=None):
-    port_file = os.path.join(tmp, name + ".port")
-    log = open(os.path.join(tmp, name + ".log"), "w+")
-    p = subprocess.Popen([SERVER, "--listen", "127.0.0.1:0", "--port-file", port_file, "--db",
-                          os.path.join(tmp, "cache.db"), "--workers", "1", "--log-format", "off"]
-                         + list(extra), stderr=log, env=dict(os.environ, **(env or {})))
-    for _ in range(1500):
-        if os.path.exists(port_file) or p.poll() is not None:
-            break
-        time.sleep(0.02)
-    if not os.path.exists(port_file):
-        log.seek(0)
-        sys.exit("server_status_page.sh: FAIL: the server did not start:\n" + log.read())
-    return p, int(open(port_file).read())
+    p, port, _ = tlprocs.start_server(SERVER, tmp, name, ["--workers", "1", "--log-format", "off"] + list(extra),
+                                      env=dict(os.environ, **(env or {})))
+    return p, port
 
 
 def http(port, method, path, body=None, headers=None):

@@ -29,34 +29,14 @@
 # redis-server for 5.).
 
 cd "$(dirname "$0")/../.." || exit 1
-TL_BUILD=${TL_BUILD:-build}
+. tests/sh/lib.sh
 CLIENT=$TL_BUILD/bin/tlclient
 APP=$TL_BUILD/bin/tl-example-app
-for tool in curl python3; do
-  command -v $tool >/dev/null 2>&1 || { echo "tune.sh: skipped: no $tool" >&2; exit 77; }
-done
-for b in "$CLIENT" "$APP" "$TL_BUILD/bin/tlc" "$TL_BUILD/bin/tlserverd"; do
-  [ -x "$b" ] || { echo "tune.sh: FAIL: $b is not built (run make)" >&2; exit 1; }
-done
-if ! "$TL_BUILD/bin/tlc" targets >/dev/null 2>&1; then
-  echo "tune.sh: skipped: no NVRTC here, the server cannot compile" >&2
-  exit 77
-fi
-
-TMP=$(mktemp -d) || exit 1
-PIDS=
-cleanup() {
-  for p in $PIDS; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-npass=0
-nfail=0
+tl_init tune.sh
+tl_need curl python3
+tl_built "$CLIENT" "$APP" "$TL_BUILD/bin/tlc" "$TL_BUILD/bin/tlserverd"
+tl_need_nvrtc "the server cannot compile"
 PARTIAL=
-ok() { npass=$((npass + 1)); }
-bad() { nfail=$((nfail + 1)); echo "FAIL: $*" >&2; }
-has() { if grep -qF -- "$2" "$1"; then ok; else bad "$3: no '$2' in: $(head -c 1200 "$1")"; fi; }
 
 WRITER=writer-token-0123456789abcdef
 READER=reader-token-0123456789abcdef
@@ -64,24 +44,9 @@ printf '%s compile\n%s read\n' "$WRITER" "$READER" >"$TMP/tokens"
 chmod 600 "$TMP/tokens"
 # start NAME [ARGS...]: a server on its own database; sets URL and PID
 start() {
-  name=$1
+  _n=$1
   shift
-  rm -f "$TMP/$name.port"
-  "$TL_BUILD/bin/tlserverd" --listen 127.0.0.1:0 --port-file "$TMP/$name.port" --db "$TMP/$name.db" --workers 2 \
-    --tokens "$TMP/tokens" "$@" 2>>"$TMP/$name.log" &
-  PID=$!
-  PIDS="$PIDS $PID"
-  i=0
-  while [ ! -s "$TMP/$name.port" ]; do
-    i=$((i + 1))
-    if [ $i -gt 1500 ] || ! kill -0 "$PID" 2>/dev/null; then
-      echo "tune.sh: FAIL: server $name did not start" >&2
-      cat "$TMP/$name.log" >&2
-      exit 1
-    fi
-    sleep 0.02
-  done
-  URL=http://127.0.0.1:$(cat "$TMP/$name.port")
+  tl_server "$_n" --workers 2 --tokens "$TMP/tokens" "$@"
 }
 unset TL_CLIENT_TUNING TL_CLIENT_BUNDLE TL_NVRTC
 start a
@@ -213,9 +178,9 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $READER"
 
 # ---- 5. the Redis tier ---------------------------------------------------------------------------------------
 if command -v redis-server >/dev/null 2>&1; then
-  RP=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  RP=$(tl_free_port)
   redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no >"$TMP/redis.log" 2>&1 &
-  PIDS="$PIDS $!"
+  tl_track $!
   i=0
   until redis-cli -p "$RP" ping >/dev/null 2>&1 || [ $i -gt 250 ]; do i=$((i + 1)); sleep 0.02; done
   if redis-cli -p "$RP" ping >/dev/null 2>&1; then
@@ -237,9 +202,5 @@ else
   PARTIAL="no redis-server: the tier's records are not checked"
 fi
 
-echo "tune.sh: $npass checks passed, $nfail failed"
-[ "$nfail" = 0 ] || exit 1
-if [ -n "$PARTIAL" ]; then
-  echo "tune.sh: skipped in part: $PARTIAL" >&2
-  exit 77
-fi
+tl_done || exit 1
+[ -z "$PARTIAL" ] || tl_skip "in part: $PARTIAL"

@@ -33,36 +33,15 @@
 
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$(pwd)
-TL_BUILD=${TL_BUILD:-build}
+. tests/sh/lib.sh
 V=$TL_BUILD/upgrade
 CLIENT=$TL_BUILD/bin/tlclient
 APP=$TL_BUILD/bin/tl-example-app
-for tool in curl sha256sum make; do
-  command -v $tool >/dev/null 2>&1 || { echo "upgrade.sh: skipped: no $tool" >&2; exit 77; }
-done
-for b in "$CLIENT" "$APP" "$TL_BUILD/bin/tlc" "$TL_BUILD/bin/tlserverd"; do
-  [ -x "$b" ] || { echo "upgrade.sh: FAIL: $b is not built (run make)" >&2; exit 1; }
-done
-if ! "$TL_BUILD/bin/tlc" targets >/dev/null 2>&1; then
-  echo "upgrade.sh: skipped: no NVRTC here, the servers cannot compile" >&2
-  exit 77
-fi
-
-TMP=$(mktemp -d) || exit 1
-PIDS=
-cleanup() {
-  for p in $PIDS; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-npass=0
+tl_init upgrade.sh
+tl_need curl sha256sum make
+tl_built "$CLIENT" "$APP" "$TL_BUILD/bin/tlc" "$TL_BUILD/bin/tlserverd"
+tl_need_nvrtc "the servers cannot compile"
 PARTIAL=
-nfail=0
-ok() { npass=$((npass + 1)); }
-bad() { nfail=$((nfail + 1)); echo "FAIL: $*" >&2; }
-has() { if grep -qF -- "$2" "$1"; then ok; else bad "$3: no '$2' in: $(head -c 800 "$1")"; fi; }
-hasnt() { if grep -qF -- "$2" "$1"; then bad "$3: '$2' in: $(head -c 800 "$1")"; else ok; fi; }
 
 # smake DIR ARGS...: make in DIR as the outer make was called (sanitizers, C compiler), without its job server
 smake() {
@@ -80,8 +59,7 @@ vmake() {
 # ---- 1. the identity ---------------------------------------------------------------------
 if ! vmake "$V/bin/tlc" "$V/bin/tlserverd" >"$TMP/make.log" 2>&1; then
   tail -n 30 "$TMP/make.log" >&2
-  echo "upgrade.sh: FAIL: the second compiler did not build" >&2
-  exit 1
+  tl_fail "the second compiler did not build"
 fi
 ID_A=$("$TL_BUILD/bin/tlc" --version | head -n 1)
 ID_B=$("$V/bin/tlc" --version | head -n 1)
@@ -112,28 +90,10 @@ echo "/* not harmless: the preludes are the compiler */" >>"$TMP/src/compiler/pr
 # ---- servers --------------------------------------------------------------------------------
 # start NAME BUILD: a server of BUILD on the shared database; sets PORT and PID
 start() {
-  rm -f "$TMP/$1.port"
-  "$2/bin/tlserverd" --listen 127.0.0.1:0 --port-file "$TMP/$1.port" --db "$TMP/shared.db" --workers 2 \
-    2>>"$TMP/$1.log" &
-  PID=$!
-  PIDS="$PIDS $PID"
-  i=0
-  while [ ! -s "$TMP/$1.port" ]; do
-    i=$((i + 1))
-    if [ $i -gt 1500 ] || ! kill -0 "$PID" 2>/dev/null; then
-      echo "upgrade.sh: FAIL: server $1 did not start" >&2
-      cat "$TMP/$1.log" >&2
-      exit 1
-    fi
-    sleep 0.02
-  done
-  PORT=$(cat "$TMP/$1.port")
-  export TL_SERVER=http://127.0.0.1:$PORT
+  TL_SERVERD=$2/bin/tlserverd tl_server "$1" --db "$TMP/shared.db" --workers 2
+  export TL_SERVER=$URL
 }
-stop() {
-  kill "$1" 2>/dev/null
-  wait "$1" 2>/dev/null
-}
+stop() { tl_stop "$1"; }
 unset TL_TOKEN TL_NVRTC
 export TL_CLIENT_CACHE="$TMP/local.db"
 PROGRAMS="examples/gemm.json examples/tilus_add_one.json examples/tilus_matmul.json"
@@ -248,9 +208,5 @@ else
   PARTIAL="no AMD toolchain here: the .hsaco names are not checked"
 fi
 
-echo "upgrade.sh: $npass checks passed, $nfail failed ($ID_A and $ID_B)"
-[ "$nfail" = 0 ] || exit 1
-if [ -n "$PARTIAL" ]; then
-  echo "upgrade.sh: skipped in part: $PARTIAL" >&2
-  exit 77
-fi
+tl_done "($ID_A and $ID_B)" || exit 1
+[ -z "$PARTIAL" ] || tl_skip "in part: $PARTIAL"
