@@ -84,6 +84,8 @@ static void run_passes(job *j, const char *text, const char *example, const tl_d
   assert_int_equal(tl_verify(j->prog, "wspec", &j->cg, &err), TL_OK);
   tl_pass_range(j->prog);
   assert_int_equal(tl_verify(j->prog, "range", &j->cg, &err), TL_OK);
+  tl_pass_uniform(j->prog);
+  assert_int_equal(tl_verify(j->prog, "uniform", &j->cg, &err), TL_OK);
   assert_int_equal(tl_pass_barrier(j->prog, &err), TL_OK);
   assert_int_equal(tl_verify(j->prog, "barrier", &j->cg, &err), TL_OK);
 }
@@ -135,6 +137,26 @@ static void caught(job *j, const char *stage, const char *pointer) {
   char want[64];
   snprintf(want, sizeof want, "verifier: after %s: ", stage);
   assert_non_null(strstr(err.message, want));
+}
+
+/* pass_uniform.c on parallel loops whose one statement assigns a constant
+ * or a plain expression (no comparison to split): it leaves them alone (it
+ * read the arguments of a call that a constant does not have, and crashed). */
+static const char const_fill_text[] =
+    "{\"tlir\": 1, \"name\": \"k\",\n"
+    " \"params\": [{\"name\": \"A\", \"kind\": \"tensor\", \"dtype\": \"float32\", \"shape\": [256]}],\n"
+    " \"kernel\": {\"grid\": [4], \"threads\": 64, \"block_vars\": [\"bx\"], \"body\": [\n"
+    "  {\"op\": \"alloc_fragment\", \"name\": \"F\", \"shape\": [64], \"dtype\": \"float32\"},\n"
+    "  {\"op\": \"parallel\", \"vars\": [\"i\"], \"extents\": [64], \"body\": [\"F[i] = 0.0\"]},\n"
+    "  {\"op\": \"parallel\", \"vars\": [\"i\"], \"extents\": [64], \"body\": [\"A[bx * 64 + i] = F[i] + 1.0\"]}]}}\n";
+
+static void uniform_leaves_plain_assignments(void **state) {
+  (void)state;
+  job j;
+  run_passes(&j, const_fill_text, NULL, NULL, 0, "sm_80");
+  assert_null(stmt_at(j.prog, "/kernel/body/1")->uni_all);
+  assert_null(stmt_at(j.prog, "/kernel/body/2")->uni_all);
+  job_free(&j);
 }
 
 /* ---- barrier ---- */
@@ -595,6 +617,7 @@ static void examples_verify(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(uniform_leaves_plain_assignments),
       cmocka_unit_test(barriers_where_expected), cmocka_unit_test(barrier_removed),
       cmocka_unit_test(loop_end_barrier_removed), cmocka_unit_test(barrier_inside_parallel),
       cmocka_unit_test(placement_cleared),        cmocka_unit_test(fragment_layout_broken),
