@@ -13,7 +13,8 @@ For each program (default: examples/*.json): the CUDA C of `tlc compile
 (compute_XX: the front end and NVVM) and to a cubin (sm_XX: and ptxas).
 Prints, for base and new: the CPU milliseconds of each (medians; NVRTC
 compiles on the calling thread, so CPU time is the steady figure on a
-shared machine), the PTX's size, ptxas's registers and spill bytes, the
+shared machine), the PTX's size, ptxas's registers, spill bytes and stack
+frame (local arrays: a fragment that left the registers), the
 SASS instruction count (the kernel's .text sections, 16 bytes an
 instruction) and whether the two builds' SASS is identical (the .text
 bytes: identical SASS runs identically, a different one needs the GPU).
@@ -76,8 +77,8 @@ def main():
     nvrtc(lib, b"__global__ void w() {}", [b"--gpu-architecture=compute_" + num.encode(), b"--no-cache"])  # load
     print("target %s, %d interleaved compiles of each side; base %s %s, new %s %s; CPU ms medians" % (
         a.target, a.n, a.base, " ".join(a.base_opt), a.tlc, " ".join(a.opt)))
-    print("%-28s %-4s %8s %8s %8s %5s %7s %6s  %s" % ("program", "side", "PTX CPU", "cubin CPU", "PTX B", "regs",
-                                                     "spills", "SASS", "SASS vs base"))
+    print("%-28s %-4s %8s %8s %8s %5s %7s %6s %6s  %s" % ("program", "side", "PTX CPU", "cubin CPU", "PTX B", "regs",
+                                                         "spills", "stack", "SASS", "SASS vs base"))
     tot = {"base": [0.0, 0.0], "new": [0.0, 0.0]}
     for prog in progs:
         sides = {}
@@ -106,13 +107,15 @@ def main():
             ptx, cub, log = out[side]
             regs = ",".join(re.findall(r"Used (\d+) registers", log))
             spills = ",".join(re.findall(r"(\d+) bytes spill stores", log))
+            stack = ",".join(re.findall(r"(\d+) bytes stack frame", log))
             same = ("identical" if text["new"] == text["base"] else "differs (%s)" %
                     hashlib.sha1(text[side]).hexdigest()[:8]) if side == "new" else ""
             pc, cc = statistics.median(cpu[side][0]), statistics.median(cpu[side][1])
             tot[side][0] += pc
             tot[side][1] += cc
-            print("%-28s %-4s %8.1f %8.1f %8d %5s %7s %6d  %s" % (os.path.basename(prog)[:-5], side, pc, cc, len(ptx),
-                                                                 regs, spills, len(text[side]) // 16, same), flush=True)
+            print("%-28s %-4s %8.1f %8.1f %8d %5s %7s %6s %6d  %s" % (os.path.basename(prog)[:-5], side, pc, cc,
+                                                                     len(ptx), regs, spills, stack, len(text[side]) // 16,
+                                                                     same), flush=True)
     print("%-28s %-4s %8.1f %8.1f" % ("(sum)", "base", *tot["base"]))
     print("%-28s %-4s %8.1f %8.1f" % ("(sum)", "new", *tot["new"]))
 

@@ -152,7 +152,8 @@ def main():
                 failed = True
                 continue
             line = (f"{name:28s} {vname:8s} {ms * 1e3:10.1f} us  regs {res.get('registers')} "
-                    f"spills {res.get('spill_store_bytes')}/{res.get('spill_load_bytes')} B")
+                    f"spills {res.get('spill_store_bytes')}/{res.get('spill_load_bytes')} B "
+                    f"stack {res.get('stack_frame_bytes')} B")
             if base is None and vname == "default":
                 base = (ms, outs)
             elif base is not None:
