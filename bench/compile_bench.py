@@ -4,6 +4,7 @@ side by side in one run on one machine.
 
     python3 bench/compile_bench.py OUTDIR [--tlc build/bin/tlc] [--tlserverd build/bin/tlserverd]
                                    [--target sm_90a] [-n N] [--python PY] [--no-triton]
+                                   [--multi-targets T,T,...] [--only-multi]
 
 Measures, for examples/gemm.json, examples/flash_attention.json and
 examples/tilus_add_one.json (the targets of bench/compile.md):
@@ -29,6 +30,13 @@ examples/tilus_add_one.json (the targets of bench/compile.md):
       address-space limit (bench/compile.md: the limit used to slow the
       worker 2-3x through NVRTC's cache starting the CUDA driver; with that
       cache off, (b) and (b64) should agree);
+  (m) one request for several targets (--multi-targets, default sm_90a,
+      sm_80, sm_89): examples/gemm.json with a fresh nonce POSTed N times
+      to a server with one worker and to one with a worker per target
+      (each warmed by one such request of examples/gemm_nt.json): the wall
+      time of the POST, medians of N, and each target's compile_ms; the
+      targets are one pool job each, so with enough workers (and cores)
+      they compile at once;
   (c) Triton's first-call compile of a matmul (gpu_bench.py's triton_matmul:
       the standard tutorial kernel, float16, 128x256x64 tiles, 8 warps, 3
       stages): each measurement is a fresh Python process with a fresh
@@ -114,20 +122,20 @@ def post(port, body):
     return doc, (time.perf_counter() - t0) * 1e3
 
 
-def start_server(tlserverd, tmp, worker_memory=None):
-    """A tlserverd with an empty --db and one worker (with --worker-memory
-    worker_memory when given), ready: (process, port, log file)."""
+def start_server(tlserverd, tmp, worker_memory=None, workers=1):
+    """A tlserverd with an empty --db and `workers` workers (with
+    --worker-memory worker_memory when given), ready: (process, port, log file)."""
     port = free_port()
     db = tempfile.mkdtemp(prefix="db-", dir=tmp)
     logf = open(os.path.join(tmp, "tlserverd.log"), "w")
     extra = ["--worker-memory", worker_memory] if worker_memory else []
     srv = subprocess.Popen([tlserverd, "--listen", "127.0.0.1:%d" % port, "--db", os.path.join(db, "cache.db"),
-                            "--workers", "1"] + extra, stdout=logf, stderr=subprocess.STDOUT)
+                            "--workers", str(workers)] + extra, stdout=logf, stderr=subprocess.STDOUT)
     deadline = time.time() + 60
     while True:
         try:
             with urllib.request.urlopen("http://127.0.0.1:%d/readyz" % port, timeout=2) as r:
-                if json.load(r).get("workers_running", 0) >= 1:
+                if json.load(r).get("workers_running", 0) >= workers:
                     return srv, port, logf
         except Exception:
             pass
@@ -197,6 +205,28 @@ def server_compiles(tlserverd, root, target, n, tmp, worker_memory=None):
     return res
 
 
+def multi_target(tlserverd, root, targets, n, tmp, workers):
+    """(m) The wall time of a POST of examples/gemm.json for several targets
+    at once (a fresh nonce each time: every target a miss) to a server with
+    `workers` workers, warmed by one such request of another program; and
+    the compile_ms of each target.  With as many workers as targets the
+    targets compile in parallel (one pool job each, server/api.c)."""
+    srv, port, logf = start_server(tlserverd, tmp, workers=workers)
+    walls, per_target = [], []
+    try:
+        post(port, {"program": program_with_nonce(root, WARM_PROGRAM, 0), "targets": targets})
+        for i in range(n):
+            doc, wall = post(port, {"program": program_with_nonce(root, "gemm", 1000 + i), "targets": targets})
+            for r in doc["results"]:
+                if r.get("cached") or "compile_ms" not in r:
+                    raise SystemExit("a multi-target compile was not a fresh compile: %s" % json.dumps(r)[:300])
+            walls.append(wall)
+            per_target.append([r["compile_ms"] for r in doc["results"]])
+    finally:
+        stop_server(srv, logf)
+    return walls, per_target
+
+
 # ---- (c) Triton's first-call compile ----------------------------------------------------
 TRITON_CHILD = r'''
 import json, sys, time
@@ -263,6 +293,9 @@ def main():
     ap.add_argument("--python", default=venv if os.path.exists(venv) else sys.executable,
                     help="the Python that has torch and triton, for (c)")
     ap.add_argument("--no-triton", action="store_true", help="skip Triton's first-call compile")
+    ap.add_argument("--multi-targets", default="sm_90a,sm_80,sm_89",
+                    help="the targets of part (m), a request for several at once (comma-separated; '' skips it)")
+    ap.add_argument("--only-multi", action="store_true", help="only part (m)")
     a = ap.parse_args()
     if a.n < 1:
         ap.error("-n must be at least 1")
@@ -280,6 +313,20 @@ def main():
         log("tlc: %s" % ver)
         res = {"host": host, "cpus": os.cpu_count(), "target": a.target, "n": a.n, "tlc_version": ver,
                "examples": {}}
+        mt = [t for t in a.multi_targets.split(",") if t]
+        if mt:
+            log("(m) examples/gemm.json for %s in one request: one worker, then %d" % (",".join(mt), len(mt)))
+            for w in (1, len(mt)):
+                walls, per = multi_target(a.tlserverd, root, mt, a.n, tmp, w)
+                res.setdefault("multi_target", {})[str(w)] = {"targets": mt, "wall_ms": walls, "compile_ms": per}
+                log("  --workers %d: wall median %7.1f ms  (%s); compile_ms per target, first request: %s" % (
+                    w, median(walls), " ".join("%.0f" % x for x in walls), " ".join("%.0f" % x for x in per[0])))
+        if a.only_multi:
+            with open(os.path.join(a.outdir, "compile-bench.json"), "w") as f:
+                json.dump(res, f, indent=1)
+            with open(os.path.join(a.outdir, "compile-bench.log"), "w") as f:
+                f.write("\n".join(LOG) + "\n")
+            return
         log("(a) tlc compile as a fresh process")
         for name in EXAMPLES:
             t, cpu = fresh_tlc(a.tlc, root, name, a.target, a.n, tmp)

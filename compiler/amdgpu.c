@@ -1093,8 +1093,8 @@ static int amd_accepts(void *h, const char *target) { return tl_amdgpu_accepts(h
 
 static const char *amd_refusal(void *h, const char *target) { return tl_amdgpu_refusal(h, target); }
 
-/* hiprtc or clang; the compile options (max_registers, debug) are NVRTC's
- * and not passed on. */
+/* hiprtc or clang; the compile options (max_registers, debug, fast_compile)
+ * are NVRTC's and not passed on. */
 static tl_status amd_compile(void *h, const char *src, const tl_target *t, const tl_toolchain_opts *o,
                              tl_toolchain_out *out, tl_error *err) {
   (void)o;

@@ -193,7 +193,7 @@ const char *tl_compiler_target_toolchain(const char *target) {
 }
 
 /* ---- options ------------------------------------------------------------------------ */
-typedef tl_toolchain_opts options; /* max_registers, debug */
+typedef tl_toolchain_opts options; /* max_registers, debug, fast_compile */
 
 static tl_status parse_options(const char *text, options *o, json_t **canon, tl_error *err) {
   memset(o, 0, sizeof *o);
@@ -218,8 +218,22 @@ static tl_status parse_options(const char *text, options *o, json_t **canon, tl_
         return tl_error_set_at(err, TL_INVALID_ARG, "/options/debug", 0, "debug is true or false");
       }
       o->debug = json_is_true(v);
+    } else if (strcmp(key, "fast_compile") == 0) {
+      /* NVRTC's --Ofast-compile: less optimization for a faster compile,
+       * other (maybe slower) code; the string lives as long as *canon */
+      static const char *const levels[] = {"min", "mid", "max"};
+      const char *l = json_string_value(v);
+      for (size_t i = 0; l && !o->fast_compile && i < sizeof levels / sizeof *levels; i++)
+        if (strcmp(l, levels[i]) == 0)
+          o->fast_compile = levels[i];
+      if (!o->fast_compile) {
+        json_decref(obj);
+        return tl_error_set_at(err, TL_INVALID_ARG, "/options/fast_compile", 0,
+                               "fast_compile is \"min\", \"mid\" or \"max\"");
+      }
     } else {
-      tl_status st = tl_error_set(err, TL_INVALID_ARG, "unknown option '%s'; the options are max_registers and debug",
+      tl_status st = tl_error_set(err, TL_INVALID_ARG,
+                                  "unknown option '%s'; the options are max_registers, debug and fast_compile",
                                   key); /* before the decref: key belongs to obj */
       json_decref(obj);
       return st;

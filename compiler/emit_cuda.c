@@ -784,6 +784,21 @@ static void mma_row_col(E *e, const tl_sym *s, const char *r, const char **row, 
            s->mma_wn, wn_cols, r, s->mma_ni, r);
 }
 
+/* mma_row_col's row and column, each split into the part of the thread
+ * (tl_tid alone: parts[0] the row's, parts[2] the column's) and the part of
+ * local index r (parts[1], parts[3]); row = parts[0] + parts[1], column =
+ * parts[2] + parts[3]. */
+static void mma_row_col_split(E *e, const tl_sym *s, const char *r, const char *parts[4]) {
+  int64_t ws, ts;
+  tl_mma_row_strides(s, &ws, &ts);
+  parts[0] = S("((unsigned)tl_tid / 32u / %du) * %" PRId64 "u + ((unsigned)tl_tid %% 32u) / 4u", s->mma_wn, ws);
+  parts[1] = S("((unsigned)(%s) / %" PRId64 "u) * %" PRId64 "u + (((unsigned)(%s) %% 4u) / 2u) * 8u", r,
+               s->mma_ni * 4, ts, r);
+  parts[2] = S("((unsigned)tl_tid / 32u %% %du) * %" PRId64 "u + ((unsigned)tl_tid %% 4u) * 2u", s->mma_wn,
+               s->mma_ni * 8);
+  parts[3] = S("(((unsigned)(%s) / 4u) %% %" PRId64 "u) * 8u + ((unsigned)(%s) %% 2u)", r, s->mma_ni, r);
+}
+
 /* Opens a loop over the elements a thread handles: the owner's elements of
  * register fragment `owner` (flat index tl_e, local index tl_r), or every
  * T-th of `total` elements.  Close with close_loop. */
@@ -955,6 +970,23 @@ static void op_copy_pairs(E *e, const tl_stmt *s) {
   int64_t ext[TL_MAX_DIMS] = {0};
   int n = squeezed(s->dst, ext);
   const char *pk = d->dtype == TL_BFLOAT16 ? "tl_f2bf" : "tl_f2h";
+  /* Into a tensor, from the whole of an mma-layout fragment: the thread's
+   * part of the address is computed once, before the loop, and each trip
+   * adds its register's part (a tensor's offset is linear in the indices).
+   * The same stores, with a constant offset each instead of the whole
+   * index arithmetic per pair: less for NVVM to fold and for ptxas to
+   * schedule (bench/compile.md). */
+  const char *split[4] = {0};
+  bool hoist = d->kind == SYM_TENSOR && f->reg_layout == TL_LAYOUT_MMA && n == 2 && ext[0] == f->dims[0] &&
+               ext[1] == f->dims[1];
+  if (hoist) {
+    mma_row_col_split(e, f, "tl_r", split);
+    line(e, "{");
+    e->indent++;
+    line(e, "const unsigned tl_t0 = %s, tl_t1 = %s;", split[0], split[2]);
+    const char *tq[2] = {"tl_t0", "tl_t1"};
+    line(e, "%s *const tl_gp = &%s[%s];", srep(d->dtype), storage(e, d), offset(e, d, region_idx(e, s->dst, tq)));
+  }
   line(e, "#pragma unroll");
   line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r += 2) {", f->per_thread);
   e->indent++;
@@ -972,6 +1004,20 @@ static void op_copy_pairs(E *e, const tl_stmt *s) {
   }
   if (packed) { /* same layout: word tl_r / 2 */
     line(e, "r_%s[tl_r / 2] = tl_pair;", d->name);
+    e->indent--;
+    line(e, "}");
+    return;
+  }
+  if (hoist) {
+    line(e, "const int tl_q0 = (int)(%s), tl_q1 = (int)(%s);", split[1], split[3]);
+    const char *full[2] = {"tl_t0 + tl_q0", "tl_t1 + tl_q1"};
+    const char **idx = region_idx(e, s->dst, full); /* for the guard */
+    const char *rel[TL_MAX_DIMS];
+    for (int k = 0, i = 0; i < d->ndim; i++)
+      rel[i] = s->dst->ext[i] == 1 ? "0LL" : (k++ ? "(long long)tl_q1" : "(long long)tl_q0");
+    line(e, "if (%s) *(unsigned *)&tl_gp[%s] = tl_pair;", in_bounds(e, d, idx), offset(e, d, rel));
+    e->indent--;
+    line(e, "}");
     e->indent--;
     line(e, "}");
     return;

@@ -790,7 +790,7 @@ static const char *nv_refusal(void *h, const char *target) {
 
 static tl_status nv_compile(void *h, const char *src, const tl_target *t, const tl_toolchain_opts *o,
                             tl_toolchain_out *out, tl_error *err) {
-  const char *opts[3];
+  const char *opts[4];
   int nopts = 0;
   opts[nopts++] = "--diag-suppress=177"; /* unused prelude helpers are expected */
   char reg[32];
@@ -800,6 +800,16 @@ static tl_status nv_compile(void *h, const char *src, const tl_target *t, const 
   }
   if (o->debug)
     opts[nopts++] = "-lineinfo";
+  char fast[32];
+  if (o->fast_compile) { /* "min", "mid" or "max" (compile.c) */
+    int major = 0, minor = 0;
+    tl_nvrtc_version(h, &major, &minor);
+    if (major < 12 || (major == 12 && minor < 8))
+      return tl_error_set(err, TL_UNSUPPORTED, "the option fast_compile needs NVRTC 12.8 or newer; this is NVRTC %d.%d",
+                          major, minor);
+    snprintf(fast, sizeof fast, "--Ofast-compile=%s", o->fast_compile);
+    opts[nopts++] = fast;
+  }
   tl_nvrtc_result r = {0};
   tl_status st = tl_nvrtc_compile(h, src, "kernel.cu", t->name, opts, nopts, &r, err);
   if (st == TL_OK) {

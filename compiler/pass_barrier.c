@@ -9,7 +9,10 @@
  * walk follows the emitter's order of execution: a statement under uniform
  * control (every thread of the block runs it) may get a barrier before it;
  * a serial loop whose next iteration conflicts with the end of its body
- * gets one at the end of each iteration; an if's branches both start from
+ * gets one at the end of each iteration; after a loop under uniform
+ * control, what was pending before it and what its body leaves pending
+ * (nothing when its iterations end with a barrier) are pending, not every
+ * access of its body; an if's branches both start from
  * what was pending before it and leave the union; a loop may run no
  * iteration, so what was pending before it stays pending after it; a
  * pipelined loop starts with a barrier when anything is pending and its
@@ -295,6 +298,19 @@ static void walk_stmt(B *b, tl_stmt *s, bool uniform) {
     merge(b->a, &b->pend, &before); /* the loop may run no iteration */
     if (s->wspec) { /* the barrier after the loop (emit_cuda.c) */
       barrier(b);
+      return;
+    }
+    if (inner) {
+      /* After the loop, what was pending before it (no iteration) and what
+       * the body leaves pending (nothing when each iteration ends with a
+       * barrier), not all of the body's accesses: the walk above ran the
+       * body from what was pending before it; a later iteration starts from
+       * what the body left, which conflicts with nothing in the body (else
+       * barrier_end), so it places the same barriers and leaves at most
+       * that again.  And what the loop's bounds read (verify.c's model). */
+      expr_reads(b->a, &b->pend, s->start);
+      expr_reads(b->a, &b->pend, s->extent);
+      expr_reads(b->a, &b->pend, s->step);
       return;
     }
     break;

@@ -106,9 +106,12 @@ static tl_walk_act split(tl_stmt *par, void *user) {
   if (par->kind != S_PARALLEL || par->body.n != 1 || par->nvars > TL_MAX_DIMS)
     return TL_WALK_GO;
   tl_stmt *s = par->body.items[0];
-  tl_expr *v = s->value, *c = v ? v->args[0] : NULL;
-  if (s->kind != S_ASSIGN || !s->lhs || s->assign_op || v->kind != E_CALL || v->fn != FN_IF_THEN_ELSE ||
-      c->kind != E_BINARY || (c->op != '<' && c->op != '>' && c->op != OP_LE && c->op != OP_GE) ||
+  tl_expr *v = s->value;
+  if (s->kind != S_ASSIGN || !s->lhs || s->assign_op || !v || v->kind != E_CALL || v->fn != FN_IF_THEN_ELSE ||
+      v->nargs < 1)
+    return TL_WALK_SKIP; /* not a choice (a constant has no arguments to look at) */
+  tl_expr *c = v->args[0];
+  if (c->kind != E_BINARY || (c->op != '<' && c->op != '>' && c->op != OP_LE && c->op != OP_GE) ||
       tl_dtype_is_float((tl_dtype)c->args[0]->type) || tl_dtype_is_float((tl_dtype)c->args[1]->type) ||
       !c->args[0]->has_range || !c->args[1]->has_range)
     return TL_WALK_SKIP;

@@ -28,8 +28,9 @@
 static const char usage[] =
     "usage: tlc check PROGRAM.json [-D NAME=VALUE]...\n"
     "       tlc compile PROGRAM.json --target TARGET [-D NAME=VALUE]... [-o FILE]\n"
-    "               [--emit cuda|ptx|cubin|hip|hsaco|meta|ir] [--dump STAGE]\n"
-    "       tlc run PROGRAM.json (--interpret | --device cuda[:N] [--target T] [--time N]) [-D NAME=VALUE]...\n"
+    "               [--emit cuda|ptx|cubin|hip|hsaco|meta|ir] [--dump STAGE] [--options JSON]\n"
+    "       tlc run PROGRAM.json (--interpret | --device cuda[:N] [--target T] [--time N] [--options JSON])\n"
+    "               [-D NAME=VALUE]...\n"
     "               [--arg NAME=VALUE]... [--in NAME=FILE.npy]... [--out NAME=FILE.npy]...\n"
     "       tlc targets\n"
     "       tlc --version | --help\n"
@@ -53,6 +54,8 @@ static const char usage[] =
     "           known AMD targets the toolchain refuses, and why\n"
     "\n"
     "-D NAME=VALUE      override constant NAME (a number or true/false; it keeps its kind)\n"
+    "--options JSON     compiler options, as a compile request's: {\"max_registers\": 128}, {\"debug\": true},\n"
+    "                   {\"fast_compile\": \"min\"} (NVRTC's --Ofast-compile: min, mid or max)\n"
     "--arg NAME=VALUE   value of scalar parameter NAME\n"
     "--in NAME=FILE     tensor NAME from a .npy file (tensors not given start as NaN, or bytes 0xA5)\n"
     "--out NAME=FILE    write tensor NAME to a .npy file after the run\n";
@@ -64,7 +67,7 @@ typedef struct {
 typedef struct {
   const char *cmd, *file;
   bool interpret;
-  const char *device, *target, *output, *emit, *dump;
+  const char *device, *target, *output, *emit, *dump, *options_json;
   int time_runs; /* run --device --time N: time N launches after one warm-up */
   kv defs[MAX_OPTS], args[MAX_OPTS], ins[MAX_OPTS], outs[MAX_OPTS];
   int ndefs, nargs, nins, nouts;
@@ -102,7 +105,7 @@ static bool stage_known(const char *name) {
 /* tlc compile --help: the command's usage and the stages --dump takes. */
 static int compile_help(void) {
   printf("usage: tlc compile PROGRAM.json --target TARGET [-D NAME=VALUE]... [-o FILE]\n"
-         "               [--emit cuda|ptx|cubin|hip|hsaco|meta|ir] [--dump STAGE]\n"
+         "               [--emit cuda|ptx|cubin|hip|hsaco|meta|ir] [--dump STAGE] [--options JSON]\n"
          "\n"
          "--emit ir prints the program after the last stage; --dump STAGE prints it after\n"
          "STAGE on standard error.  The stages, in pipeline order (then the emitter, then\n"
@@ -135,11 +138,15 @@ static int parse_options(int argc, char **argv, options *o) {
       o->time_runs = atoi(argv[++i]);
       continue;
     } else if (strcmp(a, "--device") == 0 || strcmp(a, "--target") == 0 || strcmp(a, "-o") == 0 ||
-               strcmp(a, "--emit") == 0 || strcmp(a, "--dump") == 0) {
+               strcmp(a, "--emit") == 0 || strcmp(a, "--dump") == 0 || strcmp(a, "--options") == 0) {
       if (i + 1 >= argc)
         return usage_error("'%s' needs a value", a);
-      const char **slot = strcmp(a, "--dump") == 0 ? &o->dump : a[2] == 'd' ? &o->device : a[2] == 't' ? &o->target
-                          : a[1] == 'o' ? &o->output : &o->emit;
+      const char **slot = strcmp(a, "--dump") == 0      ? &o->dump
+                          : strcmp(a, "--options") == 0 ? &o->options_json
+                          : a[2] == 'd'                 ? &o->device
+                          : a[2] == 't'                 ? &o->target
+                          : a[1] == 'o'                 ? &o->output
+                                                        : &o->emit;
       *slot = argv[++i];
       continue;
     } else if (a[0] == '-') {
@@ -169,6 +176,8 @@ static int parse_options(int argc, char **argv, options *o) {
   bool run = strcmp(o->cmd, "run") == 0, compile = strcmp(o->cmd, "compile") == 0;
   if (o->time_runs && !o->device)
     return usage_error("%s", "--time goes with run --device");
+  if (o->options_json && !compile && !o->device)
+    return usage_error("%s", "--options goes with compile and run --device");
   if (!run && (o->nargs || o->nins || o->nouts || o->interpret || o->device))
     return usage_error("'%s' does not take --arg, --in, --out, --interpret or --device", o->cmd);
   if (!compile && (o->output || o->emit || o->dump || (o->target && !o->device)))
@@ -346,7 +355,7 @@ static tl_status compile_with(const options *o, const char *text, size_t len, co
     return TL_IO;
   }
   tl_compile_request req = {.program = text, .program_len = len, .defines = defs, .ndefines = o->ndefs,
-                            .target = target, .dump = dump_stage, .dump_user = &dc,
+                            .target = target, .options_json = o->options_json, .dump = dump_stage, .dump_user = &dc,
                             /* the source and the IR need no toolchain run */
                             .source_only = o->emit && (ir || strcmp(o->emit, "cuda") == 0 || strcmp(o->emit, "hip") == 0)};
   tl_diags d = {.arena = arena};

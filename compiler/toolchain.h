@@ -18,8 +18,9 @@
 
 /* The compile options a toolchain may get (compile.c parses them). */
 typedef struct tl_toolchain_opts {
-  int max_registers; /* 0: the toolchain's choice */
-  bool debug;        /* line info in the binary */
+  int max_registers;        /* 0: the toolchain's choice */
+  bool debug;               /* line info in the binary */
+  const char *fast_compile; /* NULL, or NVRTC's --Ofast-compile level: "min", "mid", "max" */
 } tl_toolchain_opts;
 
 /* What one compile gives: the binary and the toolchain's log, malloc'd. */

@@ -324,12 +324,15 @@ extern "C" __global__ void __launch_bounds__(256, 4) gemm_small(unsigned short *
     }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     asm volatile("bar.sync 1, 128;" ::: "memory");
-    #pragma unroll
-    for (int tl_r = 0; tl_r < 32; tl_r += 2) {
-      const unsigned tl_pair = tl_f2h2(r_C_local[tl_r], r_C_local[tl_r + 1]);
-      const int tl_q1 = (int)(((unsigned)tl_tid / 32u % 1u) * 64u + (((unsigned)(tl_r) / 4u) % 8u) * 8u + ((unsigned)tl_tid % 4u) * 2u + ((unsigned)(tl_r) % 2u)); (void)tl_q1;
-      const int tl_q0 = (int)(((unsigned)tl_tid / 32u / 1u) * 16u + ((unsigned)(tl_r) / 32u) * 16u + ((unsigned)tl_tid % 32u) / 4u + (((unsigned)(tl_r) % 4u) / 2u) * 8u); (void)tl_q0;
-      if (true) *(unsigned *)&g_C[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_C_d1 + ((long long)(((int)(v_bx * ((int)64LL)))) + tl_q1)] = tl_pair;
+    {
+      const unsigned tl_t0 = ((unsigned)tl_tid / 32u / 1u) * 16u + ((unsigned)tl_tid % 32u) / 4u, tl_t1 = ((unsigned)tl_tid / 32u % 1u) * 64u + ((unsigned)tl_tid % 4u) * 2u;
+      unsigned short *const tl_gp = &g_C[((long long)(((int)(v_by * ((int)64LL)))) + tl_t0) * g_C_d1 + ((long long)(((int)(v_bx * ((int)64LL)))) + tl_t1)];
+      #pragma unroll
+      for (int tl_r = 0; tl_r < 32; tl_r += 2) {
+        const unsigned tl_pair = tl_f2h2(r_C_local[tl_r], r_C_local[tl_r + 1]);
+        const int tl_q0 = (int)(((unsigned)(tl_r) / 32u) * 16u + (((unsigned)(tl_r) % 4u) / 2u) * 8u), tl_q1 = (int)((((unsigned)(tl_r) / 4u) % 8u) * 8u + ((unsigned)(tl_r) % 2u));
+        if (true) *(unsigned *)&tl_gp[((long long)tl_q0) * g_C_d1 + ((long long)tl_q1)] = tl_pair;
+      }
     }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     asm volatile("bar.sync 1, 128;" ::: "memory");

@@ -44,7 +44,7 @@
 #include "tlcompiler.h"
 
 #define CHILD_ENV "TL_TEST_COMPILE_CHILD"
-#define NVRTC_TEST_COUNT 14 /* the tests in NVRTC_TESTS (main) */
+#define NVRTC_TEST_COUNT 15 /* the tests in NVRTC_TESTS (main) */
 
 /* ---- state shared by the tests ------------------------------------------ */
 
@@ -1006,6 +1006,10 @@ static void test_key_changes(void **state) {
   key_ok(x, NULL, 0, "sm_80", "{\"max_registers\": 64, \"debug\": true}", k);
   key_ok(x, NULL, 0, "sm_80", " { \"debug\" : true , \"max_registers\" : 64 } ", k2);
   assert_string_equal(k, k2);
+  key_ok(x, NULL, 0, "sm_80", "{\"fast_compile\": \"min\"}", k);
+  key_ok(x, NULL, 0, "sm_80", "{\"fast_compile\": \"mid\"}", k2);
+  assert_string_not_equal(k, k0);
+  assert_string_not_equal(k, k2);
 
   /* the program: renaming the kernel changes the key */
   json_t *copy = json_deep_copy(x->doc);
@@ -1106,6 +1110,31 @@ static void test_max_registers(void **state) {
   outcome_free(&o);
   print_message("tilus_matmul sm_80 with max_registers 64: %d registers\n", registers);
   assert_in_range(registers, 1, 64);
+}
+
+/* fast_compile reaches NVRTC as --Ofast-compile: each level gives a build
+ * of its own, another cubin than the default one (NVRTC 13.0 schedules
+ * even the one-line kernel differently). */
+static void test_fast_compile(void **state) {
+  (void)state;
+  NEED_NVRTC();
+  const example *x = find_example("tilus_add_one");
+  outcome base;
+  do_compile(&base, x->text, x->len, NULL, 0, "sm_80", NULL);
+  assert_int_equal(base.st, TL_OK);
+  static const char *const levels[] = {"{\"fast_compile\": \"min\"}", "{\"fast_compile\": \"mid\"}",
+                                       "{\"fast_compile\": \"max\"}"};
+  for (size_t i = 0; i < sizeof levels / sizeof *levels; i++) {
+    outcome o;
+    do_compile(&o, x->text, x->len, NULL, 0, "sm_80", levels[i]);
+    if (o.st != TL_OK)
+      fail_msg("%s: %s: %s", levels[i], tl_status_name(o.st), o.err.message);
+    check_build(x, NULL, 0, "sm_80", levels[i], o.b);
+    if (o.b->binary_size == base.b->binary_size && memcmp(o.b->binary, base.b->binary, o.b->binary_size) == 0)
+      fail_msg("%s gave the default build's cubin: the option did not reach NVRTC", levels[i]);
+    outcome_free(&o);
+  }
+  outcome_free(&base);
 }
 
 static void test_unknown_target(void **state) {
@@ -1239,6 +1268,9 @@ static void test_bad_options(void **state) {
       {"{\"max_registers\": 1000}", "max_registers"},
       {"{\"max_registers\": \"64\"}", "max_registers"},
       {"{\"debug\": 1}", "debug"},
+      {"{\"fast_compile\": \"fast\"}", "fast_compile"},
+      {"{\"fast_compile\": 1}", "fast_compile"},
+      {"{\"fast_compile\": \"MIN\"}", "fast_compile"},
       {"{\"debug\": true, \"debug\": false}", NULL},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -1367,7 +1399,7 @@ int main(void) {
 #define NVRTC_TESTS                                                                            \
   cmocka_unit_test(test_examples_compile), cmocka_unit_test(test_defines_compile),               \
       cmocka_unit_test(test_deterministic), cmocka_unit_test(test_key_ignores_formatting),       \
-      cmocka_unit_test(test_key_changes), cmocka_unit_test(test_max_registers),                  \
+      cmocka_unit_test(test_key_changes), cmocka_unit_test(test_max_registers), cmocka_unit_test(test_fast_compile),                  \
       cmocka_unit_test(test_unknown_target), cmocka_unit_test(test_invalid_program),             \
       cmocka_unit_test(test_malformed_json), cmocka_unit_test(test_bad_options),                 \
       cmocka_unit_test(test_shared_memory_limit), cmocka_unit_test(test_param_abi),              \

@@ -821,6 +821,35 @@ static void test_singleflight(void **state) {
   free(body);
 }
 
+/* A request's targets are one pool job each (server/api.c), so with two
+ * workers its two targets compile at once: the request takes less time than
+ * the two compiles one after the other (each compile_ms is the worker's own
+ * time of its compile, so run one after the other they would add up to at
+ * most the request's time). */
+static void test_targets_in_parallel(void **state) {
+  NEED_TOOLCHAIN();
+  server *s = &main_srv; /* two workers */
+  const char *targets[] = {"sm_90a", "sm_100a"};
+  char *body = compile_body("gemm.json", targets, 2, "parallel_targets_probe");
+  double t0 = now_s();
+  resp r = http(s, "POST", "/v1/compile", body, NULL);
+  double wall_ms = (now_s() - t0) * 1e3;
+  expect_status(r, 200);
+  json_t *j = parse(&r);
+  double sum = 0;
+  for (int t = 0; t < 2; t++) {
+    json_t *x = json_array_get(json_object_get(j, "results"), (size_t)t);
+    assert_true(json_is_false(json_object_get(x, "cached")));
+    assert_true(json_is_number(json_object_get(x, "compile_ms")));
+    sum += json_number_value(json_object_get(x, "compile_ms"));
+  }
+  fprintf(stderr, "gemm for 2 targets with 2 workers: %.0f ms for the request, %.0f ms of compiles\n", wall_ms, sum);
+  assert_true(wall_ms < sum);
+  json_decref(j);
+  resp_free(&r);
+  free(body);
+}
+
 static void test_isolation(void **state) {
   NEED_TOOLCHAIN();
   server s;
@@ -1253,7 +1282,7 @@ int main(void) {
       cmocka_unit_test(test_invalid_program),
       cmocka_unit_test(test_target_misfit),
       cmocka_unit_test(test_not_offered),
-      cmocka_unit_test(test_singleflight),
+      cmocka_unit_test(test_singleflight), cmocka_unit_test(test_targets_in_parallel),
       cmocka_unit_test(test_isolation),
       cmocka_unit_test(test_slow_start),
       cmocka_unit_test(test_worker_memory),

@@ -84,6 +84,8 @@ static void run_passes(job *j, const char *text, const char *example, const tl_d
   assert_int_equal(tl_verify(j->prog, "wspec", &j->cg, &err), TL_OK);
   tl_pass_range(j->prog);
   assert_int_equal(tl_verify(j->prog, "range", &j->cg, &err), TL_OK);
+  tl_pass_uniform(j->prog);
+  assert_int_equal(tl_verify(j->prog, "uniform", &j->cg, &err), TL_OK);
   assert_int_equal(tl_pass_barrier(j->prog, &err), TL_OK);
   assert_int_equal(tl_verify(j->prog, "barrier", &j->cg, &err), TL_OK);
 }
@@ -137,6 +139,26 @@ static void caught(job *j, const char *stage, const char *pointer) {
   assert_non_null(strstr(err.message, want));
 }
 
+/* pass_uniform.c on parallel loops whose one statement assigns a constant
+ * or a plain expression (no comparison to split): it leaves them alone (it
+ * read the arguments of a call that a constant does not have, and crashed). */
+static const char const_fill_text[] =
+    "{\"tlir\": 1, \"name\": \"k\",\n"
+    " \"params\": [{\"name\": \"A\", \"kind\": \"tensor\", \"dtype\": \"float32\", \"shape\": [256]}],\n"
+    " \"kernel\": {\"grid\": [4], \"threads\": 64, \"block_vars\": [\"bx\"], \"body\": [\n"
+    "  {\"op\": \"alloc_fragment\", \"name\": \"F\", \"shape\": [64], \"dtype\": \"float32\"},\n"
+    "  {\"op\": \"parallel\", \"vars\": [\"i\"], \"extents\": [64], \"body\": [\"F[i] = 0.0\"]},\n"
+    "  {\"op\": \"parallel\", \"vars\": [\"i\"], \"extents\": [64], \"body\": [\"A[bx * 64 + i] = F[i] + 1.0\"]}]}}\n";
+
+static void uniform_leaves_plain_assignments(void **state) {
+  (void)state;
+  job j;
+  run_passes(&j, const_fill_text, NULL, NULL, 0, "sm_80");
+  assert_null(stmt_at(j.prog, "/kernel/body/1")->uni_all);
+  assert_null(stmt_at(j.prog, "/kernel/body/2")->uni_all);
+  job_free(&j);
+}
+
 /* ---- barrier ---- */
 static void barriers_where_expected(void **state) {
   (void)state;
@@ -144,7 +166,59 @@ static void barriers_where_expected(void **state) {
   run_passes(&j, small_text, NULL, NULL, 0, "sm_80");
   assert_true(stmt_at(j.prog, "/kernel/body/2")->barrier_before);
   assert_true(stmt_at(j.prog, "/kernel/body/3")->barrier_end);
-  assert_true(stmt_at(j.prog, "/kernel/body/4")->barrier_before);
+  /* the loop's last iteration ended with a barrier: the copy out needs none */
+  assert_false(stmt_at(j.prog, "/kernel/body/4")->barrier_before);
+  job_free(&j);
+}
+
+/* After serial loops (pass_barrier.c): one whose iterations end with a
+ * barrier leaves pending only what was pending before it, so what follows
+ * needs no barrier for its body; one without leaves its body's accesses
+ * pending; a loop around a loop that ends with a barrier needs none of its
+ * own at the end for that inner loop's accesses. */
+static const char loops_text[] =
+    "{\"tlir\": 1, \"name\": \"k\",\n"
+    " \"params\": [{\"name\": \"A\", \"kind\": \"tensor\", \"dtype\": \"float32\", \"shape\": [256]},\n"
+    "            {\"name\": \"B\", \"kind\": \"tensor\", \"dtype\": \"float32\", \"shape\": [256]},\n"
+    "            {\"name\": \"C\", \"kind\": \"tensor\", \"dtype\": \"float32\", \"shape\": [256]}],\n"
+    " \"kernel\": {\"grid\": [4], \"threads\": 64, \"block_vars\": [\"bx\"], \"body\": [\n"
+    "  {\"op\": \"alloc_shared\", \"name\": \"S\", \"shape\": [64], \"dtype\": \"float32\"},\n"
+    "  {\"op\": \"alloc_fragment\", \"name\": \"F\", \"shape\": [64], \"dtype\": \"float32\"},\n"
+    "  {\"op\": \"copy\", \"src\": \"A[bx * 64:bx * 64 + 64]\", \"dst\": \"S\"},\n"
+    "  {\"op\": \"serial\", \"var\": \"k\", \"extent\": 4, \"body\": [\n"
+    "    {\"op\": \"parallel\", \"vars\": [\"i\"], \"extents\": [64], \"body\": [\"S[i] = S[i] + 1.0\"]}]},\n"
+    "  {\"op\": \"copy\", \"src\": \"S\", \"dst\": \"B[bx * 64:bx * 64 + 64]\"},\n"
+    "  {\"op\": \"parallel\", \"vars\": [\"i\"], \"extents\": [64], \"body\": [\"F[i] = 0.0\"]},\n"
+    "  {\"op\": \"serial\", \"var\": \"k\", \"extent\": 4, \"body\": [\n"
+    "    {\"op\": \"parallel\", \"vars\": [\"i\"], \"extents\": [64], \"body\": [\"F[i] = F[i] + S[(i + k) % 64]\"]}]},\n"
+    "  {\"op\": \"parallel\", \"vars\": [\"i\"], \"extents\": [64], \"body\": [\"S[i] = F[i]\"]},\n"
+    "  {\"op\": \"serial\", \"var\": \"j\", \"extent\": 2, \"body\": [\n"
+    "    {\"op\": \"serial\", \"var\": \"k\", \"extent\": 2, \"body\": [\n"
+    "      {\"op\": \"parallel\", \"vars\": [\"i\"], \"extents\": [64], \"body\": [\"S[i] = S[63 - i] * 2.0\"]}]}]},\n"
+    "  {\"op\": \"copy\", \"src\": \"S\", \"dst\": \"C[bx * 64:bx * 64 + 64]\"}]}}\n";
+
+static void barriers_after_serial_loops(void **state) {
+  (void)state;
+  job j;
+  run_passes(&j, loops_text, NULL, NULL, 0, "sm_80"); /* and the verifier agrees with each choice */
+  tl_stmt *rewrite = stmt_at(j.prog, "/kernel/body/3"), *reads = stmt_at(j.prog, "/kernel/body/6");
+  tl_stmt *outer = stmt_at(j.prog, "/kernel/body/8"), *inner = stmt_at(j.prog, "/kernel/body/8/body/0");
+  assert_true(rewrite->barrier_before && rewrite->barrier_end);
+  assert_false(stmt_at(j.prog, "/kernel/body/4")->barrier_before); /* after a loop ending with a barrier */
+  assert_false(reads->barrier_before);
+  assert_false(reads->barrier_end); /* its iterations only read S */
+  assert_true(stmt_at(j.prog, "/kernel/body/7")->barrier_before); /* other threads' reads of S are pending */
+  assert_true(outer->barrier_before);
+  assert_true(inner->barrier_end);
+  assert_false(outer->barrier_end); /* the inner loop's barrier ends each outer iteration too */
+  assert_false(stmt_at(j.prog, "/kernel/body/9")->barrier_before);
+  /* each of those is needed: without it the verifier finds the conflict */
+  inner->barrier_end = false;
+  caught(&j, "barrier", "/kernel/body/8/body/0/body/0");
+  job_free(&j);
+  run_passes(&j, loops_text, NULL, NULL, 0, "sm_80");
+  stmt_at(j.prog, "/kernel/body/7")->barrier_before = false;
+  caught(&j, "barrier", "/kernel/body/7");
   job_free(&j);
 }
 
@@ -595,7 +669,9 @@ static void examples_verify(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(barriers_where_expected), cmocka_unit_test(barrier_removed),
+      cmocka_unit_test(uniform_leaves_plain_assignments),
+      cmocka_unit_test(barriers_where_expected), cmocka_unit_test(barriers_after_serial_loops),
+      cmocka_unit_test(barrier_removed),
       cmocka_unit_test(loop_end_barrier_removed), cmocka_unit_test(barrier_inside_parallel),
       cmocka_unit_test(placement_cleared),        cmocka_unit_test(fragment_layout_broken),
       cmocka_unit_test(gemm_path_target_lacks),   cmocka_unit_test(stages_disagree),
