@@ -2854,15 +2854,17 @@ static const tl_stmt *lag_gemm_of(const tl_stmt *s) {
   return NULL;
 }
 
-/* Names copy `par` (0 or 1) of a wg_lag gemm's C (declared as r_X_lag[2][n]
- * by declare_buffers) r_X within the block that follows. */
+/* Names copy `par` (0 or 1) of a wg_lag gemm's C, or of a lag_load copy's
+ * fragment (declared as r_X_lag[2][n] by declare_buffers), r_X within the
+ * block that follows. */
 static void lag_alias(E *e, const tl_sym *C, int par) {
   line(e, "%s (&r_%s)[%" PRId64 "] = r_%s_lag[%d];", crep((tl_type)C->dtype), C->name, C->per_thread, C->name, par);
 }
 
 /* The tail of iteration `c` (a C expression) of wg_lag loop s: its
  * statements but the gemm and the prefetched copies, on copy `par` of C,
- * once the gemm's group of that iteration is complete. */
+ * once the gemm's group of that iteration is complete; its lag_load
+ * statements read what lag_loads loaded into copy `par`. */
 static void emit_lag_tail(E *e, const tl_stmt *s, int id, const char *c, int par) {
   const tl_stmt *g = lag_gemm_of(s);
   const char *var = vname(e, s->var);
@@ -2871,9 +2873,54 @@ static void emit_lag_tail(E *e, const tl_stmt *s, int id, const char *c, int par
   line(e, "const int %s = (int)(tl_s%d + (%s)); (void)%s;", var, id, c, var);
   lag_alias(e, g->C, par);
   pin_regs(e, g->C);
-  for (int i = 0; i < s->body.n && !e->failed; i++)
-    if (!s->body.items[i]->prefetch && s->body.items[i] != g)
-      emit_stmt(e, s->body.items[i], true);
+  for (int i = 0; i < s->body.n; i++)
+    if (s->body.items[i]->lag_load && s->body.items[i]->kind == S_COPY)
+      lag_alias(e, s->body.items[i]->dst->sym, par);
+  for (int i = 0; i < s->body.n && !e->failed; i++) {
+    const tl_stmt *b = s->body.items[i];
+    if (b->lag_load && b->kind == S_LET)
+      line(e, "const %s %s = tl_lag%s[%d];", crep(b->sym->type), vname(e, b->sym), vname(e, b->sym), par);
+    else if (!b->prefetch && b != g && !b->lag_load)
+      emit_stmt(e, b, true);
+  }
+  e->indent--;
+  line(e, "}");
+}
+
+/* The lag_load statements of wg_lag loop s for iteration `c` (a C
+ * expression) into copy `par` of their registers (pass_pipeline.c:
+ * lag_loadable); decl: instead, declare the lets' two copies. */
+static void lag_loads(E *e, const tl_stmt *s, int id, const char *c, int par, bool decl) {
+  bool any = false;
+  for (int i = 0; i < s->body.n; i++)
+    any |= s->body.items[i]->lag_load;
+  if (!any)
+    return;
+  if (decl) {
+    for (int i = 0; i < s->body.n; i++)
+      if (s->body.items[i]->lag_load && s->body.items[i]->kind == S_LET)
+        line(e, "%s tl_lag%s[2];", crep(s->body.items[i]->sym->type), vname(e, s->body.items[i]->sym));
+    return;
+  }
+  const char *var = vname(e, s->var);
+  line(e, "{");
+  e->indent++;
+  line(e, "const int %s = (int)(tl_s%d + (%s)); (void)%s;", var, id, c, var);
+  for (int i = 0; i < s->body.n && !e->failed; i++) {
+    const tl_stmt *b = s->body.items[i];
+    if (!b->lag_load)
+      continue;
+    if (b->kind == S_LET) {
+      line(e, "tl_lag%s[%d] = %s;", vname(e, b->sym), par, ex(e, b->value));
+      continue;
+    }
+    line(e, "{");
+    e->indent++;
+    lag_alias(e, b->dst->sym, par);
+    emit_stmt(e, b, true);
+    e->indent--;
+    line(e, "}");
+  }
   e->indent--;
   line(e, "}");
 }
@@ -2900,6 +2947,8 @@ static void emit_iteration(E *e, const tl_stmt *s, int id, const char *c, int pa
   int64_t S = s->pipe_stages, D = s->pipe_ahead;
   bool cp = has_cp_async(s);
   const char *var = vname(e, s->var);
+  if (par >= 0) /* a wg_lag loop's loads for c, before the barrier (pass_pipeline.c: lag_loadable) */
+    lag_loads(e, s, id, c, par, false);
   if (cp)
     line(e, "asm volatile(\"cp.async.wait_group %" PRId64 ";\" ::: \"memory\");", D - 1);
   barrier_line(e);
@@ -2998,6 +3047,7 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
      * pending there while other instructions read accumulators); where c + j
      * is past the end, the tail of c + j - 1 follows a wait_group 0 */
     int T = s->wg_lag;
+    lag_loads(e, s, id, NULL, 0, true);
     line(e, "for (long long %s = 0; %s < tl_n%d; %s += %d) {", c, c, id, c, T);
     e->indent++;
     for (int j = 0; j < T; j++) {

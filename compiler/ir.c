@@ -540,6 +540,8 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     if (s->value)
       fprintf(f, " = %s", tl_expr_str(a, s->value));
     dump_range(f, s->sym, ranged);
+    if (s->lag_load)
+      fputs(" [loaded before the iteration's barrier, into 2 copies in turn, for its late tail]", f);
     break;
   case S_COPY:
   case S_REDUCE:
@@ -566,6 +568,8 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
       fprintf(f, " [bytes, %d at a time]", s->byte_copy);
     if (s->reg_prefetch)
       fputs(" [prefetched through registers, one iteration ahead, into 2 copies in turn]", f);
+    if (s->lag_load)
+      fputs(" [loaded before the iteration's barrier, into 2 copies in turn, for its late tail]", f);
     break;
   case S_GEMM: {
     /* the instruction, and why not a better one: 16-bit operands take

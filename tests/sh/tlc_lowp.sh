@@ -163,6 +163,20 @@ done
 "$TLC" compile $f8 --target sm_90a --emit cuda -o "$tmp/lag.cu" || fail "$f8: --emit cuda"
 grep -qF "float r_C_partial_lag[2][64];" "$tmp/lag.cu" || fail "$f8: C_partial's two copies are not declared"
 [ "$(grep -c "wgmma.wait_group.sync.aligned 1;" "$tmp/lag.cu")" = 4 ] || fail "$f8: not 4 gemms a trip waiting for 1"
+# the late promotion's scale loads (the copy of scale_a's column, the let of
+# scale_b's element) are issued before each iteration's barrier into one of
+# two register copies, which the late tail reads (pass_pipeline.c's
+# lag_loadable): 4 of each a trip, none left in the tails
+ir=$("$TLC" compile $f8 --target sm_90a --emit ir) || fail "$f8: --emit ir"
+[ "$(printf '%s\n' "$ir" | grep -cF "[loaded before the iteration's barrier, into 2 copies in turn, for its late tail]")" = 2 ] ||
+  fail "$f8: the scale loads are not both issued an iteration early"
+printf '%s\n' "$ir" | grep "alloc sa:" | grep -qF ", 2 copies (one per iteration parity)" || fail "$f8: sa has not two copies"
+grep -qF "float r_sa_lag[2][2];" "$tmp/lag.cu" || fail "$f8: sa's two copies are not declared"
+grep -qF "float tl_lagv_sb[2];" "$tmp/lag.cu" || fail "$f8: sb's two copies are not declared"
+[ "$(grep -c "tl_lagv_sb\[[01]\] = " "$tmp/lag.cu")" = 4 ] || fail "$f8: not 4 loads of sb a trip"
+[ "$(grep -c "const float v_sb = tl_lagv_sb\[[01]\];" "$tmp/lag.cu")" = 8 ] ||
+  fail "$f8: the tails (4 in a trip, 3 where it ends early, 1 after the loop) do not all read sb's copies"
+[ "$(grep -c "g_scale_b\[" "$tmp/lag.cu")" = 4 ] || fail "$f8: scale_b is read outside the early loads"
 # with the program's scale_a read element by element in the promotion (the
 # direct-read variant above), the second copy leaves too few registers: the
 # cubin is built again without it, and its log says so
