@@ -541,7 +541,7 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
       fprintf(f, " = %s", tl_expr_str(a, s->value));
     dump_range(f, s->sym, ranged);
     if (s->lag_load)
-      fputs(" [loaded before the iteration's barrier, into 2 copies in turn, for its late tail]", f);
+      fputs(" [loaded as its iteration starts, before the barrier or the wait for the stage, 2 copies in turn, for the late tail]", f);
     break;
   case S_COPY:
   case S_REDUCE:
@@ -569,7 +569,7 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     if (s->reg_prefetch)
       fputs(" [prefetched through registers, one iteration ahead, into 2 copies in turn]", f);
     if (s->lag_load)
-      fputs(" [loaded before the iteration's barrier, into 2 copies in turn, for its late tail]", f);
+      fputs(" [loaded as its iteration starts, before the barrier or the wait for the stage, 2 copies in turn, for the late tail]", f);
     break;
   case S_GEMM: {
     /* the instruction, and why not a better one: 16-bit operands take

@@ -371,7 +371,8 @@ static tl_stmt *async_gemm(const tl_stmt *loop) {
  * that estimate is short, the cubin spills, and tl_compile builds it again
  * with tl_program.no_wg_lag set).  The gemm
  * has wg_pending 1 (the stage rule of async_gemm holds: the group of c
- * pending across the barrier of c + 1 reads stage c % S). */
+ * pending across the barrier of c + 1 reads stage c % S).  A loop that
+ * says "overlap": false keeps its tail in place. */
 enum { LAG_REGS_SLACK = 40, LAG_TRIP = 4 };
 
 static bool in_regs(const tl_sym *s) { return s->kind == SYM_BUFFER && s->scope == SCOPE_FRAGMENT && s->in_regs; }
@@ -403,6 +404,10 @@ static tl_stmt *lag_gemm(const P *p, const tl_stmt *loop, const char **why) {
     return NULL;
   if (p->prog->no_wg_lag) {
     *why = "the build with it spilled registers (tl_compile built again without)";
+    return NULL;
+  }
+  if (loop->overlap == 0) {
+    *why = "the loop says \"overlap\": false";
     return NULL;
   }
   bool a = false, bb = false;
