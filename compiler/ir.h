@@ -601,7 +601,7 @@ struct tl_stmt {
                           thread (pass_pipeline.c: reg_prefetchable) */
   bool lag_load;       /* after pass_pipeline, a statement of a wg_lag loop's tail that only loads from
                           tensors into registers (a copy into a register fragment, a let of tensor
-                          elements): issued for iteration c before c's barrier, into copy c % 2 (the
+                          elements): issued for iteration c as c starts, into copy c % 2 (the
                           fragment's stages 2; a let's value in tl_lagv_NAME[2], v_NAME being its C
                           name), which the tail of c reads, so the loads' latency hides under the
                           gemms (pass_pipeline.c: lag_loadable) */

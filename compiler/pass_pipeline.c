@@ -462,17 +462,22 @@ static tl_stmt *lag_gemm(const P *p, const tl_stmt *loop, const char **why) {
  * one element of scale_b in a let), and waits for them there, after the
  * gemm of c + 1 is issued: with one block's tiles the tensor cores finish
  * that gemm before the loads return.  Such a load is issued instead for
- * iteration c before the barrier that opens c, into copy c % 2 of its
- * registers (a fragment's two copies, a let's tl_lagv_NAME[2] for its C name v_NAME), and the
- * tail of c reads that copy: its latency hides under the wait for the
- * copies, the gemm of c and the tail of c - 1.  Copy c % 2 was last read
- * by the tail of c - 2, which ran in iteration c - 1.  Results are those of
- * the load in place when a load reads only tensors that no statement of
- * the loop writes, at indices made of the loop variable and values fixed
- * before the loop (only_loop_var); and a copy's fragment is written whole
- * by it alone, touched by nothing before it in the body nor outside the
- * loop (so every read in the tail of c sees c's elements).  Others stay in
- * the tail. */
+ * iteration c as c starts (before its barrier, or its wait for its stage
+ * on a producer warpgroup: pass_wspec.c), into copy c % 2 of its registers
+ * (a fragment's two copies; for a let whose C name is v_NAME,
+ * tl_lagv_NAME[2]), and the tail of c reads that copy: its latency hides
+ * under the wait for the copies, the gemm of c and the tail of c - 1.
+ * Copy c % 2 was last read by the tail of c - 2, which ran in iteration
+ * c - 1.  Results are those of the load in place when a load reads only
+ * tensors that no statement of the loop writes, at indices made of the
+ * loop variable and values fixed before the loop (only_loop_var); and a
+ * copy's fragment is written whole by it alone, touched by nothing before
+ * it in the body nor outside the loop (so every read in the tail of c sees
+ * c's elements).  A copy's second copy takes registers that lag_gemm did
+ * not count: at most TL_LAG_LOAD elements a thread.  Others stay in the
+ * tail. */
+#define TL_LAG_LOAD 8 /* elements per thread of a fragment loaded an iteration early (a column of scales: 2 to 4) */
+
 typedef struct {
   const tl_stmt *loop;
   bool ok, tensor; /* only loadable names; some tensor element read */
@@ -515,7 +520,7 @@ static bool lag_loadable(P *p, const tl_stmt *loop, const tl_stmt *g, int at) {
     return false;
   const tl_sym *src = c->src->sym, *dst = c->dst->sym;
   if (src->kind != SYM_TENSOR || !in_regs(dst) || dst == g->C || dst->packed || dst->stages > 1 ||
-      tl_dtype_is_packed(src->dtype))
+      dst->per_thread > TL_LAG_LOAD || tl_dtype_is_packed(src->dtype))
     return false;
   for (int d = 0; d < c->src->ndim; d++)
     if (!only_loop_var(c->src->lo[d], loop))
