@@ -3050,6 +3050,9 @@ static void emit_wspec_loop(E *e, const tl_stmt *s) {
          S);
     line(e, "const int %s = (int)(tl_s%d + tl_c%d);", var, id, id);
     stage_pointers(e, s, S("tl_g %% %" PRId64, S));
+    /* the rotating buffers too (pass_pipeline.c: a pending group reads copy c % 2 while iteration c + 1
+     * writes the other; copies prefetched through registers are copied in place here) */
+    rotate_pointers(e, s, S("tl_c%d %% 2", id));
     for (int i = 0; i < s->body.n && !e->failed; i++)
       if (!s->body.items[i]->prefetch)
         emit_stmt(e, s->body.items[i], true);

@@ -409,6 +409,10 @@ CASES = [
     ("dequant_gemm_threads_uint4", {"M": 136, "N": 200, "K": 74}, {}, ["C"], DEQ),
     # W4A16: uint4 weights, float16 scales per 128 (or 64) weights along K; ragged M, N, K; M = 1
     ("gemm_w4a16", {"M": 256, "N": 256, "K": 512}, {}, ["C"], W4A16),
+    # int8 weights: B by TMA, a producer warpgroup, the dequantized tile rotating through two copies; 144
+    # persistent tiles
+    ("../tests/gpu/programs/gemm_w8a16", {"M": 256, "N": 256, "K": 1024}, {}, ["C"], W4A16),
+    ("../tests/gpu/programs/gemm_w8a16", {"M": 1000, "N": 2200, "K": 336}, {}, ["C"], W4A16),
     ("gemm_w4a16", {"M": 200, "N": 136, "K": 202}, {}, ["C"], W4A16),
     ("gemm_w4a16", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
     ("gemm_w4a16", {"M": 100, "N": 300, "K": 384, "group_size": 64}, {}, ["C"], W4A16),
