@@ -298,7 +298,8 @@ def W4A16_CONFIGS(M):
     cfgs = [(W, {}), (W, {"block_K": 128})]
     if M > 64:
         cfgs += [(W, {"block_M": 64, "threads": 128}), (W, {"block_N": 256, "num_stages": 3}),
-                 (W, {"num_stages": 3}), (W, {"num_stages": 4}), (W, {"block_N": 256, "num_stages": 4})]
+                 (W, {"num_stages": 3}), (W, {"num_stages": 4}), (W, {"block_N": 256, "num_stages": 4}),
+                 (W, {"block_K": 32, "num_stages": 3}), (W, {"block_K": 32, "num_stages": 4})]
     if M <= 16:
         cfgs += [(NW, {}), (NW, {"block_K": 256}), (NW, {"block_N": 32, "threads": 64, "block_K": 256}),
                  (NW, {"block_N": 16, "threads": 32, "block_K": 256})]
