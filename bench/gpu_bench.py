@@ -36,7 +36,9 @@ A and the dequantized float16 weight of the same shape, each of ours checked
 first against that product with the GEMM's bound: the kernel's dequantized
 weight (q - 8) * s is one float16 rounding of a product exact in float32,
 the same weight torch multiplies by, so the products are exact in float32
-and only the K float32 sums differ (`--w4a16-only` runs just these rows).
+and only the K float32 sums differ (`--w4a16-only` runs just these rows;
+`--w4a16-m M,M...` only those M, `--w4a16-filter REGEX` only the
+configurations whose printed tag matches).
 Low precision (issue 12): int8 x int8 -> int32 (M = N = K = 8192; examples/gemm_int8.json)
 against torch._int_mm, checked exactly; float8_e4m3 with DeepGEMM's
 per-128 block scales (M = N = K = 4096 and 8192;
@@ -48,7 +50,9 @@ with per-tensor scales (the same float8 FLOPs; cuBLAS has no per-128 block
 scales there), checked element by element against a float32 reference of
 the same float8 inputs within the bound of float32 accumulation plus the
 float16 rounding of the output (fp8_bound); --lowp-only runs just these,
---fp8-only only the float8 ones (with --quick: at 4096 only).
+--fp8-only only the float8 ones (with --quick: at 4096 only; --fp8-sizes
+N,N... at those sizes; --fp8-filter REGEX only the configurations whose
+printed tag matches).
 Prints a table and writes bench.json under --out.
 """
 import argparse, json, os, re, subprocess, sys, tempfile, time
@@ -156,8 +160,12 @@ LOWP_INT8_CONFIGS = [{}, {"block_N": 256}, {"num_stages": 4}, {"threads": 128}, 
 # and the one with block rasterization (use_swizzle in stripes of `panel` block rows)
 FP8_PROG, FP8_EARLY = "examples/gemm_fp8_blockscaled.json", "bench/programs/gemm_fp8_blockscaled_early.json"
 FP8_RASTER = "bench/programs/gemm_fp8_blockscaled_raster.json"
+# (with warp_specialize false, persistent false, late false: the loop without a producer warpgroup, one block
+# per tile, the promotion in place instead of one iteration late)
 LOWP_FP8_CONFIGS = [(FP8_PROG, {}), (FP8_PROG, {"num_stages": 4}), (FP8_RASTER, {}), (FP8_RASTER, {"panel": 16}),
-                    (FP8_RASTER, {"num_stages": 4}), (FP8_EARLY, {})]
+                    (FP8_RASTER, {"num_stages": 4}), (FP8_RASTER, {"num_stages": 5}),
+                    (FP8_RASTER, {"warp_specialize": "false"}), (FP8_RASTER, {"persistent": "false"}),
+                    (FP8_RASTER, {"late": "false"}), (FP8_RASTER, {"late": "false", "num_stages": 4}), (FP8_EARLY, {})]
 FP8_TAGS = {FP8_EARLY: "early scales:", FP8_RASTER: "raster:"}
 
 
@@ -217,7 +225,8 @@ def int8_rows(a, work, rows, res):
 
 
 def fp8_rows(a, work, rows, res):
-    for n in ([4096] if a.quick else [4096, 8192]):
+    sizes = [int(x) for x in a.fp8_sizes.split(",")] if a.fp8_sizes else [4096] if a.quick else [4096, 8192]
+    for n in sizes:
         A = (torch.randn(n, n, device="cuda") * 4).to(torch.float8_e4m3fn)
         B = (torch.randn(n, n, device="cuda") * 4).to(torch.float8_e4m3fn)  # [N, K]
         kb = n // 128
@@ -240,6 +249,9 @@ def fp8_rows(a, work, rows, res):
         flops = 2 * n ** 3
         best = None
         for prog, cfg in LOWP_FP8_CONFIGS:
+            tag = FP8_TAGS.get(prog, "") + (",".join(f"{k}={v}" for k, v in cfg.items()) or "as written")
+            if a.fp8_filter and not re.search(a.fp8_filter, tag):
+                continue
             defs = dict({"M": n, "N": n, "K": n}, **cfg)
             try:
                 ms = ours(a.tlc, prog, defs,
@@ -252,8 +264,6 @@ def fp8_rows(a, work, rows, res):
             worst = (torch.abs(C - ref) / bound).max().item()
             worst14 = (torch.abs(C - ref) / bound14).max().item()
             e_ = (torch.linalg.norm(C - ref) / torch.linalg.norm(ref)).item()
-            tag = ",".join(f"{k}={v}" for k, v in cfg.items()) or "as written"
-            tag = FP8_TAGS.get(prog, "") + tag
             verdict = ("within the float32 bound" if worst <= 1 else
                        "past the float32 bound, within the 14-bit accumulation one" if worst14 <= 1 else
                        "FAIL: past both bounds (not timed)")
@@ -287,7 +297,9 @@ def W4A16_CONFIGS(M):
     W, NW = "examples/gemm_w4a16.json", "examples/gemm_w4a16_narrow.json"
     cfgs = [(W, {}), (W, {"block_K": 128})]
     if M > 64:
-        cfgs += [(W, {"block_M": 64, "threads": 128}), (W, {"block_N": 256, "num_stages": 3})]
+        cfgs += [(W, {"block_M": 64, "threads": 128}), (W, {"block_N": 256, "num_stages": 3}),
+                 (W, {"num_stages": 3}), (W, {"num_stages": 4}), (W, {"block_N": 256, "num_stages": 4}),
+                 (W, {"block_K": 32, "num_stages": 3}), (W, {"block_K": 32, "num_stages": 4})]
     if M <= 16:
         cfgs += [(NW, {}), (NW, {"block_K": 256}), (NW, {"block_N": 32, "threads": 64, "block_K": 256}),
                  (NW, {"block_N": 16, "threads": 32, "block_K": 256})]
@@ -392,7 +404,13 @@ def main():
     ap.add_argument("--gemm-only", action="store_true", help="only the GEMM rows (for comparing builds)")
     ap.add_argument("--lowp-only", action="store_true", help="only the int8 and float8 rows (issue 12)")
     ap.add_argument("--w4a16-only", action="store_true", help="only the W4A16 rows (issue 12)")
+    ap.add_argument("--w4a16-m", default="", metavar="M,M", help="the W4A16 rows' M (default 1,16,64,4096)")
+    ap.add_argument("--w4a16-filter", default=None, metavar="REGEX",
+                    help="only the W4A16 configurations whose tag (program:constants, as printed) matches")
     ap.add_argument("--fp8-only", action="store_true", help="only the float8 rows (issue 12; --quick: 4096 only)")
+    ap.add_argument("--fp8-sizes", default="", metavar="N,N", help="the float8 rows' sizes (M = N = K), e.g. 8192")
+    ap.add_argument("--fp8-filter", default=None, metavar="REGEX",
+                    help="only the float8 configurations whose tag (as printed, e.g. 'raster:num_stages=4') matches")
     ap.add_argument("--gemm-filter", default=None, metavar="REGEX",
                     help="only the GEMM configurations whose tag (program:constants, as printed) matches")
     ap.add_argument("--flash-only", action="store_true", help="only the flash attention rows (issue 11)")
@@ -511,7 +529,7 @@ def main():
     W = ((Bq.float() - 8) * Sc.float().repeat_interleave(G, dim=1)).half()  # what the kernel multiplies by
     np.save(f"{work}/Bq.npy", Bq.cpu().numpy())
     np.save(f"{work}/Sc.npy", Sc.cpu().numpy())
-    for M in ([] if a.gemm_only else [1, 16, 64, 4096]):
+    for M in ([] if a.gemm_only else [int(x) for x in a.w4a16_m.split(",")] if a.w4a16_m else [1, 16, 64, 4096]):
         A = torch.randn(M, K, device="cuda", dtype=torch.float16)
         np.save(f"{work}/Aw.npy", A.cpu().numpy())
         ref = A.float() @ W.float().t()
@@ -519,6 +537,9 @@ def main():
         flops = 2 * M * N * K
         best = None
         for prog, cfg in W4A16_CONFIGS(M):
+            tag = os.path.basename(prog)[:-5] + ":" + (",".join(f"{k}={v}" for k, v in cfg.items()) or "as written")
+            if a.w4a16_filter and not re.search(a.w4a16_filter, tag):
+                continue
             defs = dict({"M": M, "N": N, "K": K, "group_size": G}, **cfg)
             ms = ours_or_fail(f"w4a16 M={M} [{cfg}]", a.tlc, prog, defs,
                               {"A": f"{work}/Aw.npy", "B": f"{work}/Bq.npy", "S": f"{work}/Sc.npy"},
@@ -527,7 +548,6 @@ def main():
                 continue
             C = torch.from_numpy(np.load(f"{work}/Cw.npy")).cuda().float()
             e_ = (torch.linalg.norm(C - ref) / torch.linalg.norm(ref)).item()
-            tag = os.path.basename(prog)[:-5] + ":" + (",".join(f"{k}={v}" for k, v in cfg.items()) or "as written")
             # checked before it counts: float16 products of the same float16 weights, exact in float32; K float32
             # sums; a float16 output
             ok = checked(f"w4a16 M={M} [{tag}]", C, ref, K, absref)

@@ -2851,50 +2851,6 @@ static void release_stage(E *e, const tl_stmt *s, const char *stage) {
   }
 }
 
-/* The program's side of a wspec loop: iteration c waits for stage c % S's
- * full mbarrier (phase c / S), runs the body, and then frees the stage of
- * iteration c - wspec_lag, whose wgmma groups the body's wgmma.wait_group
- * has seen complete (release_stage). */
-static void emit_wspec_loop(E *e, const tl_stmt *s) {
-  int64_t S = s->pipe_stages;
-  int id = e->uid++, lag = s->wspec_lag;
-  const char *var = vname(e, s->var);
-  line(e, "{");
-  e->indent++;
-  line(e, "const long long tl_n%d = (long long)(%s), tl_s%d = (long long)(%s);", id, ex(e, s->extent), id,
-       ex(e, s->start));
-  line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
-  e->indent++;
-  line(e, "const unsigned long long tl_g = tl_cit + (unsigned long long)tl_c%d;", id);
-  line(e, "tl_mbar_wait(%s, (unsigned)(tl_g / %" PRId64 ") & 1u);", mbar_of(e, s, S("(int)(tl_g %% %" PRId64 ")", S)), S);
-  line(e, "const int %s = (int)(tl_s%d + tl_c%d);", var, id, id);
-  stage_pointers(e, s, S("tl_g %% %" PRId64, S));
-  for (int i = 0; i < s->body.n && !e->failed; i++)
-    if (!s->body.items[i]->prefetch)
-      emit_stmt(e, s->body.items[i], true);
-  if (s->barrier_end) /* the next iteration conflicts with this one (pass_barrier.c) */
-    barrier_line(e);
-  line(e, "%s{", lag ? S("if (tl_c%d >= %d) ", id, lag) : "");
-  e->indent++;
-  release_stage(e, s, S("(int)((tl_g - %d) %% %" PRId64 ")", lag, S));
-  e->indent--;
-  line(e, "}");
-  e->indent--;
-  line(e, "}");
-  drain_wgmma(e, s);
-  if (lag) { /* the stages of the last iterations, their groups done: the producer may be on the next tile */
-    line(e, "for (long long tl_j = tl_n%d > %d ? tl_n%d - %d : 0; tl_j < tl_n%d; tl_j++) {", id, lag, id, lag, id);
-    e->indent++;
-    release_stage(e, s, S("(int)((tl_cit + (unsigned long long)tl_j) %% %" PRId64 ")", S));
-    e->indent--;
-    line(e, "}");
-  }
-  line(e, "tl_cit += (unsigned long long)tl_n%d;", id);
-  e->indent--;
-  line(e, "}");
-  barrier_line(e);
-}
-
 /* Whether loop has prefetched copies on cp.async. */
 static bool has_cp_async(const tl_stmt *loop) {
   for (int i = 0; i < loop->body.n; i++)
@@ -2912,15 +2868,17 @@ static const tl_stmt *lag_gemm_of(const tl_stmt *s) {
   return NULL;
 }
 
-/* Names copy `par` (0 or 1) of a wg_lag gemm's C (declared as r_X_lag[2][n]
- * by declare_buffers) r_X within the block that follows. */
+/* Names copy `par` (0 or 1) of a wg_lag gemm's C, or of a lag_load copy's
+ * fragment (declared as r_X_lag[2][n] by declare_buffers), r_X within the
+ * block that follows. */
 static void lag_alias(E *e, const tl_sym *C, int par) {
   line(e, "%s (&r_%s)[%" PRId64 "] = r_%s_lag[%d];", crep((tl_type)C->dtype), C->name, C->per_thread, C->name, par);
 }
 
 /* The tail of iteration `c` (a C expression) of wg_lag loop s: its
  * statements but the gemm and the prefetched copies, on copy `par` of C,
- * once the gemm's group of that iteration is complete. */
+ * once the gemm's group of that iteration is complete; its lag_load
+ * statements read what lag_loads loaded into copy `par`. */
 static void emit_lag_tail(E *e, const tl_stmt *s, int id, const char *c, int par) {
   const tl_stmt *g = lag_gemm_of(s);
   const char *var = vname(e, s->var);
@@ -2929,9 +2887,65 @@ static void emit_lag_tail(E *e, const tl_stmt *s, int id, const char *c, int par
   line(e, "const int %s = (int)(tl_s%d + (%s)); (void)%s;", var, id, c, var);
   lag_alias(e, g->C, par);
   pin_regs(e, g->C);
-  for (int i = 0; i < s->body.n && !e->failed; i++)
-    if (!s->body.items[i]->prefetch && s->body.items[i] != g)
-      emit_stmt(e, s->body.items[i], true);
+  for (int i = 0; i < s->body.n; i++)
+    if (s->body.items[i]->lag_load && s->body.items[i]->kind == S_COPY)
+      lag_alias(e, s->body.items[i]->dst->sym, par);
+  for (int i = 0; i < s->body.n && !e->failed; i++) {
+    const tl_stmt *b = s->body.items[i];
+    if (b->lag_load && b->kind == S_LET)
+      line(e, "const %s %s = tl_lag%s[%d];", crep(b->sym->type), vname(e, b->sym), vname(e, b->sym), par);
+    else if (!b->prefetch && b != g && !b->lag_load)
+      emit_stmt(e, b, true);
+  }
+  e->indent--;
+  line(e, "}");
+}
+
+/* The gemm of wg_lag loop s into copy `par` of its C. */
+static void lag_gemm_issue(E *e, const tl_stmt *s, int par) {
+  const tl_stmt *g = lag_gemm_of(s);
+  line(e, "{");
+  e->indent++;
+  lag_alias(e, g->C, par);
+  emit_stmt(e, g, true);
+  e->indent--;
+  line(e, "}");
+}
+
+/* The lag_load statements of wg_lag loop s for iteration `c` (a C
+ * expression) into copy `par` of their registers (pass_pipeline.c:
+ * lag_loadable); decl: instead, declare the lets' two copies. */
+static void lag_loads(E *e, const tl_stmt *s, int id, const char *c, int par, bool decl) {
+  bool any = false;
+  for (int i = 0; i < s->body.n; i++)
+    any |= s->body.items[i]->lag_load;
+  if (!any)
+    return;
+  if (decl) {
+    for (int i = 0; i < s->body.n; i++)
+      if (s->body.items[i]->lag_load && s->body.items[i]->kind == S_LET)
+        line(e, "%s tl_lag%s[2];", crep(s->body.items[i]->sym->type), vname(e, s->body.items[i]->sym));
+    return;
+  }
+  const char *var = vname(e, s->var);
+  line(e, "{");
+  e->indent++;
+  line(e, "const int %s = (int)(tl_s%d + (%s)); (void)%s;", var, id, c, var);
+  for (int i = 0; i < s->body.n && !e->failed; i++) {
+    const tl_stmt *b = s->body.items[i];
+    if (!b->lag_load)
+      continue;
+    if (b->kind == S_LET) {
+      line(e, "tl_lag%s[%d] = %s;", vname(e, b->sym), par, ex(e, b->value));
+      continue;
+    }
+    line(e, "{");
+    e->indent++;
+    lag_alias(e, b->dst->sym, par);
+    emit_stmt(e, b, true);
+    e->indent--;
+    line(e, "}");
+  }
   e->indent--;
   line(e, "}");
 }
@@ -2958,6 +2972,8 @@ static void emit_iteration(E *e, const tl_stmt *s, int id, const char *c, int pa
   int64_t S = s->pipe_stages, D = s->pipe_ahead;
   bool cp = has_cp_async(s);
   const char *var = vname(e, s->var);
+  if (par >= 0) /* a wg_lag loop's loads for c, before the barrier (pass_pipeline.c: lag_loadable) */
+    lag_loads(e, s, id, c, par, false);
   if (cp)
     line(e, "asm volatile(\"cp.async.wait_group %" PRId64 ";\" ::: \"memory\");", D - 1);
   barrier_line(e);
@@ -2995,13 +3011,131 @@ static void emit_iteration(E *e, const tl_stmt *s, int id, const char *c, int pa
   }
   for (int i = 0; i < s->body.n; i++) /* pass_pipeline.c: a wg_lag loop neither rotates nor prefetches in registers */
     assert(!s->body.items[i]->reg_prefetch);
-  const tl_stmt *g = lag_gemm_of(s);
-  line(e, "{");
+  lag_gemm_issue(e, s, par);
+}
+
+/* Iteration `c` (a C expression) of wspec loop s with a late tail
+ * (wg_lag): its loads for the tail, the wait for its stage, its gemm into
+ * copy `par` of C (then wait_group 1), then the stage of c - 1 freed, the
+ * gemm of c - 1 being done (emit_wspec_loop). */
+static void wspec_lag_iteration(E *e, const tl_stmt *s, int id, const char *c, int par) {
+  int64_t S = s->pipe_stages;
+  const char *var = vname(e, s->var);
+  lag_loads(e, s, id, c, par, false);
+  line(e, "const unsigned long long tl_g = tl_cit + (unsigned long long)(%s);", c);
+  line(e, "tl_mbar_wait(%s, (unsigned)(tl_g / %" PRId64 ") & 1u);", mbar_of(e, s, S("(int)(tl_g %% %" PRId64 ")", S)), S);
+  line(e, "const int %s = (int)(tl_s%d + %s);", var, id, c);
+  stage_pointers(e, s, S("tl_g %% %" PRId64, S));
+  lag_gemm_issue(e, s, par);
+  line(e, "if (%s > 0) {", c);
   e->indent++;
-  lag_alias(e, g->C, par);
-  emit_stmt(e, g, true);
+  release_stage(e, s, S("(int)((tl_g - 1) %% %" PRId64 ")", S));
   e->indent--;
   line(e, "}");
+}
+
+/* The trips of wg_lag loop s (counter c, a C name), T = wg_lag iterations
+ * each: iteration c + j issues its gemm into copy j % 2 (then wait_group 1,
+ * as every gemm of the loop) and runs the tail of c + j - 1; the trip ends
+ * with wait_group 0, so that no group is pending across the loop's back
+ * edge (ptxas serializes every wgmma of a loop where one is pending there
+ * while other instructions read accumulators); where c + j is past the
+ * end, the tail of c + j - 1 follows a wait_group 0.  The iterations are
+ * emit_iteration's, or wspec_lag_iteration's in a wspec loop. */
+static void lag_trips(E *e, const tl_stmt *s, int id, const char *c) {
+  int T = s->wg_lag;
+  lag_loads(e, s, id, NULL, 0, true);
+  line(e, "for (long long %s = 0; %s < tl_n%d; %s += %d) {", c, c, id, c, T);
+  e->indent++;
+  for (int j = 0; j < T; j++) {
+    const char *cj = j ? S("(%s + %d)", c, j) : c;
+    line(e, j ? "if (%s < tl_n%d) {" : "{", cj, id);
+    e->indent++;
+    if (s->wspec)
+      wspec_lag_iteration(e, s, id, cj, j % 2);
+    else
+      emit_iteration(e, s, id, cj, j % 2);
+    if (!j)
+      line(e, "if (%s > 0)", c);
+    emit_lag_tail(e, s, id, S("%s - 1", cj), (j + 1) % 2);
+    if (s->wspec && s->barrier_end) /* the next iteration conflicts with this one (pass_barrier.c) */
+      barrier_line(e);
+  }
+  line(e, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+  for (int j = T - 1; j >= 0; j--) {
+    e->indent--;
+    if (!j) {
+      line(e, "}");
+      break;
+    }
+    line(e, "} else {");
+    e->indent++;
+    line(e, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+    emit_lag_tail(e, s, id, S("(%s + %d)", c, j - 1), (j - 1) % 2);
+    e->indent--;
+    line(e, "}");
+  }
+  e->indent--;
+  line(e, "}");
+}
+
+/* The program's side of a wspec loop: iteration c waits for stage c % S's
+ * full mbarrier (phase c / S), runs the body, and then frees the stage of
+ * iteration c - wspec_lag, whose wgmma groups the body's wgmma.wait_group
+ * has seen complete (release_stage).  With a late tail (wg_lag: wspec_lag
+ * is 1), the iterations run in lag_trips (wspec_lag_iteration frees the
+ * stage of c - 1 right after the gemm of c is issued, the tail of c - 1
+ * touching no shared memory), and the last tail follows the loop. */
+static void emit_wspec_loop(E *e, const tl_stmt *s) {
+  int64_t S = s->pipe_stages;
+  int id = e->uid++, lag = s->wspec_lag;
+  const char *var = vname(e, s->var);
+  line(e, "{");
+  e->indent++;
+  line(e, "const long long tl_n%d = (long long)(%s), tl_s%d = (long long)(%s);", id, ex(e, s->extent), id,
+       ex(e, s->start));
+  if (s->wg_lag) {
+    assert(lag == 1);
+    lag_trips(e, s, id, S("tl_c%d", id));
+    line(e, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+    line(e, "if (tl_n%d > 0 && tl_n%d %% %d == 0)", id, id, s->wg_lag);
+    emit_lag_tail(e, s, id, S("tl_n%d - 1", id), 1);
+  } else {
+    line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
+    e->indent++;
+    line(e, "const unsigned long long tl_g = tl_cit + (unsigned long long)tl_c%d;", id);
+    line(e, "tl_mbar_wait(%s, (unsigned)(tl_g / %" PRId64 ") & 1u);", mbar_of(e, s, S("(int)(tl_g %% %" PRId64 ")", S)),
+         S);
+    line(e, "const int %s = (int)(tl_s%d + tl_c%d);", var, id, id);
+    stage_pointers(e, s, S("tl_g %% %" PRId64, S));
+    /* the rotating buffers too (pass_pipeline.c: a pending group reads copy c % 2 while iteration c + 1
+     * writes the other; copies prefetched through registers are copied in place here) */
+    rotate_pointers(e, s, S("tl_c%d %% 2", id));
+    for (int i = 0; i < s->body.n && !e->failed; i++)
+      if (!s->body.items[i]->prefetch)
+        emit_stmt(e, s->body.items[i], true);
+    if (s->barrier_end) /* the next iteration conflicts with this one (pass_barrier.c) */
+      barrier_line(e);
+    line(e, "%s{", lag ? S("if (tl_c%d >= %d) ", id, lag) : "");
+    e->indent++;
+    release_stage(e, s, S("(int)((tl_g - %d) %% %" PRId64 ")", lag, S));
+    e->indent--;
+    line(e, "}");
+    e->indent--;
+    line(e, "}");
+    drain_wgmma(e, s);
+  }
+  if (lag) { /* the stages of the last iterations, their groups done: the producer may be on the next tile */
+    line(e, "for (long long tl_j = tl_n%d > %d ? tl_n%d - %d : 0; tl_j < tl_n%d; tl_j++) {", id, lag, id, lag, id);
+    e->indent++;
+    release_stage(e, s, S("(int)((tl_cit + (unsigned long long)tl_j) %% %" PRId64 ")", S));
+    e->indent--;
+    line(e, "}");
+  }
+  line(e, "tl_cit += (unsigned long long)tl_n%d;", id);
+  e->indent--;
+  line(e, "}");
+  barrier_line(e);
 }
 
 /* A pipelined loop (pass_pipeline.c): its prefetched copies run
@@ -3049,40 +3183,7 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
     e->indent--;
     line(e, "}");
   } else {
-    /* a trip of T iterations: iteration c + j issues its gemm into copy j % 2
-     * (then wait_group 1, as every gemm of the loop) and runs the tail of c + j - 1;
-     * the trip ends with wait_group 0, so that no group is pending across the
-     * loop's back edge (ptxas serializes every wgmma of a loop where one is
-     * pending there while other instructions read accumulators); where c + j
-     * is past the end, the tail of c + j - 1 follows a wait_group 0 */
-    int T = s->wg_lag;
-    line(e, "for (long long %s = 0; %s < tl_n%d; %s += %d) {", c, c, id, c, T);
-    e->indent++;
-    for (int j = 0; j < T; j++) {
-      const char *cj = j ? S("(%s + %d)", c, j) : c;
-      line(e, j ? "if (%s < tl_n%d) {" : "{", cj, id);
-      e->indent++;
-      emit_iteration(e, s, id, cj, j % 2);
-      if (!j)
-        line(e, "if (%s > 0)", c);
-      emit_lag_tail(e, s, id, S("%s - 1", cj), (j + 1) % 2);
-    }
-    line(e, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
-    for (int j = T - 1; j >= 0; j--) {
-      e->indent--;
-      if (!j) {
-        line(e, "}");
-        break;
-      }
-      line(e, "} else {");
-      e->indent++;
-      line(e, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
-      emit_lag_tail(e, s, id, S("(%s + %d)", c, j - 1), (j - 1) % 2);
-      e->indent--;
-      line(e, "}");
-    }
-    e->indent--;
-    line(e, "}");
+    lag_trips(e, s, id, c);
   }
   if (s->ov_gemm) { /* the last iteration's late gemm (pass_overlap.c) */
     line(e, "if (tl_n%d > 0) {", id);

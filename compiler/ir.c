@@ -545,6 +545,8 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     if (s->value)
       fprintf(f, " = %s", tl_expr_str(a, s->value));
     dump_range(f, s->sym, ranged);
+    if (s->lag_load)
+      fputs(" [loaded as its iteration starts, before the barrier or the wait for the stage, 2 copies in turn, for the late tail]", f);
     break;
   case S_COPY:
   case S_REDUCE:
@@ -571,6 +573,8 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
       fprintf(f, " [bytes, %d at a time]", s->byte_copy);
     if (s->reg_prefetch)
       fputs(" [prefetched through registers, one iteration ahead, into 2 copies in turn]", f);
+    if (s->lag_load)
+      fputs(" [loaded as its iteration starts, before the barrier or the wait for the stage, 2 copies in turn, for the late tail]", f);
     break;
   case S_GEMM: {
     /* the instruction, and why not a better one: 16-bit operands take

@@ -176,7 +176,8 @@ typedef struct tl_sym {
                                   iteration c using copy c % 2 (pass_pipeline.c: rotatable) */
   int64_t stages;              /* after pass_pipeline: copies of a shared buffer that a pipelined
                                   loop rotates through (1 when not pipelined); of a fragment in
-                                  registers: 2 for the C of a wg_lag loop's gemm (its two copies) */
+                                  registers: 2 for the C of a wg_lag loop's gemm (its two copies)
+                                  and for the fragment of a lag_load copy */
   bool has_range;              /* after pass_range: the value of a block, loop or let variable
                                   lies in [rlo, rhi] */
   int64_t rlo, rhi;
@@ -612,6 +613,12 @@ struct tl_stmt {
                           registers during iteration c and stores them, as the iteration ends, into the
                           other of the buffer's two copies (rotates); at most TL_REG_PREFETCH elements per
                           thread (pass_pipeline.c: reg_prefetchable) */
+  bool lag_load;       /* after pass_pipeline, a statement of a wg_lag loop's tail that only loads from
+                          tensors into registers (a copy into a register fragment, a let of tensor
+                          elements): issued for iteration c as c starts, into copy c % 2 (the
+                          fragment's stages 2; a let's value in tl_lagv_NAME[2], v_NAME being its C
+                          name), which the tail of c reads, so the loads' latency hides under the
+                          gemms (pass_pipeline.c: lag_loadable) */
   bool pipe;           /* after pass_pipeline: a pipelined loop with prefetched copies */
   bool tma;            /* after pass_tma: a prefetched copy issued as bulk tensor copies
                           (cp.async.bulk.tensor) through tensor map tma_map by one thread,

@@ -373,7 +373,8 @@ static tl_stmt *async_gemm(const tl_stmt *loop) {
  * that estimate is short, the cubin spills, and tl_compile builds it again
  * with tl_program.no_wg_lag set).  The gemm
  * has wg_pending 1 (the stage rule of async_gemm holds: the group of c
- * pending across the barrier of c + 1 reads stage c % S). */
+ * pending across the barrier of c + 1 reads stage c % S).  A loop that
+ * says "overlap": false keeps its tail in place. */
 enum { LAG_REGS_SLACK = 40, LAG_TRIP = 4 };
 
 static bool in_regs(const tl_sym *s) { return s->kind == SYM_BUFFER && s->scope == SCOPE_FRAGMENT && s->in_regs; }
@@ -405,6 +406,10 @@ static tl_stmt *lag_gemm(const P *p, const tl_stmt *loop, const char **why) {
     return NULL;
   if (p->prog->no_wg_lag) {
     *why = "the build with it spilled registers (tl_compile built again without)";
+    return NULL;
+  }
+  if (loop->overlap == 0) {
+    *why = "the loop says \"overlap\": false";
     return NULL;
   }
   bool a = false, bb = false;
@@ -451,6 +456,88 @@ static tl_stmt *lag_gemm(const P *p, const tl_stmt *loop, const char **why) {
     return NULL;
   }
   return g;
+}
+
+/* ---- a late tail's loads issued an iteration early -----------------------------------
+ * The late tail of iteration c (above) starts with its loads from global
+ * memory (DeepGEMM's scales: a column of scale_a into a register fragment,
+ * one element of scale_b in a let), and waits for them there, after the
+ * gemm of c + 1 is issued: with one block's tiles the tensor cores finish
+ * that gemm before the loads return.  Such a load is issued instead for
+ * iteration c as c starts (before its barrier, or its wait for its stage
+ * on a producer warpgroup: pass_wspec.c), into copy c % 2 of its registers
+ * (a fragment's two copies; for a let whose C name is v_NAME,
+ * tl_lagv_NAME[2]), and the tail of c reads that copy: its latency hides
+ * under the wait for the copies, the gemm of c and the tail of c - 1.
+ * Copy c % 2 was last read by the tail of c - 2, which ran in iteration
+ * c - 1.  Results are those of the load in place when a load reads only
+ * tensors that no statement of the loop writes, at indices made of the
+ * loop variable and values fixed before the loop (only_loop_var); and a
+ * copy's fragment is written whole by it alone, touched by nothing before
+ * it in the body nor outside the loop (so every read in the tail of c sees
+ * c's elements).  A copy's second copy takes registers that lag_gemm did
+ * not count: at most TL_LAG_LOAD elements a thread.  Others stay in the
+ * tail. */
+#define TL_LAG_LOAD 8 /* elements per thread of a fragment loaded an iteration early (a column of scales: 2 to 4) */
+
+typedef struct {
+  const tl_stmt *loop;
+  bool ok, tensor; /* only loadable names; some tensor element read */
+} LL;
+
+static tl_walk_act loadable_node(tl_expr *x, tl_stmt *s, void *user) {
+  LL *l = user;
+  (void)s;
+  if (x->kind == E_INDEX) {
+    if (x->sym->kind != SYM_TENSOR) {
+      l->ok = false;
+      return TL_WALK_STOP;
+    }
+    l->tensor = true;
+    for (int i = 0; i < l->loop->body.n; i++)
+      if (stmt_writes(l->loop->body.items[i], x->sym)) {
+        l->ok = false;
+        return TL_WALK_STOP;
+      }
+    return TL_WALK_GO; /* its indices are nodes too */
+  }
+  if (x->kind == E_NAME && !only_loop_var(x, l->loop)) {
+    l->ok = false;
+    return TL_WALK_STOP;
+  }
+  return TL_WALK_GO;
+}
+
+static bool lag_loadable(P *p, const tl_stmt *loop, const tl_stmt *g, int at) {
+  const tl_body *b = &loop->body;
+  const tl_stmt *c = b->items[at];
+  LL l = {.loop = loop, .ok = true};
+  if (c->kind == S_LET) {
+    if (c->sym->varying || tl_expr_varying(c->value))
+      return false;
+    tl_walk_expr(c->value, loadable_node, NULL, &l);
+    return l.ok && l.tensor;
+  }
+  if (c->kind != S_COPY || c->prefetch || c->async_copy || c->byte_copy)
+    return false;
+  const tl_sym *src = c->src->sym, *dst = c->dst->sym;
+  if (src->kind != SYM_TENSOR || !in_regs(dst) || dst == g->C || dst->packed || dst->stages > 1 ||
+      dst->per_thread > TL_LAG_LOAD || tl_dtype_is_packed(src->dtype))
+    return false;
+  for (int d = 0; d < c->src->ndim; d++)
+    if (!only_loop_var(c->src->lo[d], loop))
+      return false;
+  for (int d = 0; d < c->dst->ndim; d++) /* the whole fragment: its other copy holds nothing older */
+    if ((c->dst->lo[d] && !(c->dst->lo[d]->kind == E_CONST && c->dst->lo[d]->val.i == 0)) ||
+        c->dst->ext[d] != dst->dims[d])
+      return false;
+  for (int j = 0; j < b->n; j++)
+    if (j != at && (j < at ? stmt_touches(b->items[j], dst) : stmt_writes(b->items[j], dst)))
+      return false;
+  for (int j = 0; j < b->n; j++)
+    if (stmt_writes(b->items[j], src))
+      return false;
+  return !used_outside(p->top, loop, dst);
 }
 
 static void pipeline_loop(P *p, tl_stmt *loop) {
@@ -522,8 +609,15 @@ static void pipeline_loop(P *p, tl_stmt *loop) {
   loop->pipe_ahead = ahead;
   loop->wg_drain = pending > 0;
   loop->wg_lag = lg && pending > 0 ? LAG_TRIP : 0;
-  if (loop->wg_lag)
+  if (loop->wg_lag) {
     lg->C->stages = 2; /* its two register copies */
+    for (int i = 0; i < b->n; i++)
+      if (b->items[i] != lg && !b->items[i]->prefetch && lag_loadable(p, loop, lg, i)) {
+        b->items[i]->lag_load = true;
+        if (b->items[i]->kind == S_COPY)
+          b->items[i]->dst->sym->stages = 2;
+      }
+  }
   if (lg && !pending)
     loop->lag_why = "no stage is left for a pending wgmma group";
   if (g)
@@ -565,7 +659,7 @@ static int byte_copy_width(const tl_stmt *s) {
 /* Marks the copies before what they hold, the pipelined loops after (tl_walker). */
 static tl_walk_act mark_copy(tl_stmt *s, void *user) {
   P *p = user;
-  s->prefetch = s->reg_prefetch = s->pipe = s->wg_drain = false;
+  s->prefetch = s->reg_prefetch = s->pipe = s->wg_drain = s->lag_load = false;
   s->wg_lag = 0;
   s->lag_why = NULL;
   s->wg_pending = 0;

@@ -297,8 +297,9 @@ static tl_walk_act count_wgmma(tl_stmt *s, void *n) {
 /* Gemm g at the top of pipelined loop s leaves g->wg_pending wgmma groups
  * in flight across iterations: pass_pipeline.c's conditions (at
  * async_gemm, or for a wg_lag loop at lag_gemm: C cleared by the gemm, in
- * two register copies, read but not written by the statements after it)
- * for that, and its rule pipe_ahead + wg_pending <=
+ * two register copies, read but not written by the statements after it;
+ * its lag_load statements lets or copies into two register copies) for
+ * that, and its rule pipe_ahead + wg_pending <=
  * pipe_stages - 1 (the stage the next prefetch overwrites is none that a
  * pending group still reads). */
 static tl_walk_act writes_c_pre(tl_stmt *s, void *c) {
@@ -328,6 +329,15 @@ static void check_pending(V *v, const tl_stmt *s, const tl_stmt *g) {
     if (c != g && touches(c, g->C) && !(s->wg_lag && i > gi && !writes_c(c, g->C))) {
       fail(v, c->pointer, "C '%s' of a gemm with wgmma groups pending across iterations is touched by another "
            "statement of the loop", g->C->name, NULL);
+      return;
+    }
+  }
+  for (int i = 0; i < s->body.n; i++) {
+    const tl_stmt *c = s->body.items[i];
+    if (c->lag_load && (!s->wg_lag || c == g || c->prefetch ||
+                        (c->kind != S_LET && (c->kind != S_COPY || c->dst->sym->stages != 2)))) {
+      fail(v, c->pointer, "a load issued an iteration early for a late tail is not a let or a copy into two "
+           "register copies in a loop whose tail runs late%s", "", NULL);
       return;
     }
   }

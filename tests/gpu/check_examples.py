@@ -425,6 +425,19 @@ CASES = [
     ("../bench/programs/gemm_fp8_blockscaled_early", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"], FP8_SCALED),
     ("../bench/programs/gemm_fp8_blockscaled_early", {"M": 256, "N": 256, "K": 1024}, {}, ["C"], FP8_SCALED),
     ("../bench/programs/gemm_fp8_blockscaled_raster", {"M": 1000, "N": 1100, "K": 640, "panel": 4}, {}, ["C"], FP8_SCALED),
+    # the late promotion with its scales loaded an iteration early, on a producer warpgroup (pass_wspec.c) and
+    # without one; persistent blocks walking 180 tiles of 3 K blocks each (the stages' mbarrier phases go on
+    # from tile to tile), and 9 K blocks (two trips and one more)
+    ("../bench/programs/gemm_fp8_blockscaled_raster", {"M": 1000, "N": 1100, "K": 640, "panel": 4,
+                                                       "warp_specialize": "false"}, {}, ["C"], FP8_SCALED),
+    ("../bench/programs/gemm_fp8_blockscaled_raster", {"M": 1800, "N": 1500, "K": 384, "panel": 4}, {}, ["C"],
+     FP8_SCALED),
+    ("../bench/programs/gemm_fp8_blockscaled_raster", {"M": 1800, "N": 1500, "K": 384, "persistent": "false"}, {},
+     ["C"], FP8_SCALED),
+    ("../bench/programs/gemm_fp8_blockscaled_raster", {"M": 1000, "N": 1100, "K": 640, "late": "false"}, {}, ["C"],
+     FP8_SCALED),
+    ("gemm_fp8_blockscaled", {"M": 300, "N": 200, "K": 1152}, {}, ["C"], FP8_SCALED),
+    ("gemm_fp8_blockscaled", {"M": 300, "N": 200, "K": 1152, "num_stages": 5}, {}, ["C"], FP8_SCALED),
     ("../tests/gpu/programs/gemm_e5m2", {"M": 1000, "N": 1100, "K": 208}, {}, ["C"], FP8_GEMM),
     ("../tests/gpu/programs/gemm_e5m2", {"M": 130, "N": 257, "K": 336, "block_K": 64}, {}, ["C"], FP8_GEMM),
     # wgmma on sm_90a (issue 11): 4-warp tiles (two m64 instructions per warpgroup, the rows of both in each warp),
@@ -463,6 +476,10 @@ CASES = [
     ("dequant_gemm_threads_uint4", {"M": 136, "N": 200, "K": 74}, {}, ["C"], DEQ),
     # W4A16: uint4 weights, float16 scales per 128 (or 64) weights along K; ragged M, N, K; M = 1
     ("gemm_w4a16", {"M": 256, "N": 256, "K": 512}, {}, ["C"], W4A16),
+    # int8 weights: B by TMA, a producer warpgroup, the dequantized tile rotating through two copies; 144
+    # persistent tiles
+    ("../tests/gpu/programs/gemm_w8a16", {"M": 256, "N": 256, "K": 1024}, {}, ["C"], W4A16),
+    ("../tests/gpu/programs/gemm_w8a16", {"M": 1000, "N": 2200, "K": 336}, {}, ["C"], W4A16),
     ("gemm_w4a16", {"M": 200, "N": 136, "K": 202}, {}, ["C"], W4A16),
     ("gemm_w4a16", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
     ("gemm_w4a16", {"M": 100, "N": 300, "K": 384, "group_size": 64}, {}, ["C"], W4A16),

@@ -163,6 +163,41 @@ done
 "$TLC" compile $f8 --target sm_90a --emit cuda -o "$tmp/lag.cu" || fail "$f8: --emit cuda"
 grep -qF "float r_C_partial_lag[2][64];" "$tmp/lag.cu" || fail "$f8: C_partial's two copies are not declared"
 [ "$(grep -c "wgmma.wait_group.sync.aligned 1;" "$tmp/lag.cu")" = 4 ] || fail "$f8: not 4 gemms a trip waiting for 1"
+# the late promotion's scale loads (the copy of scale_a's column, the let of
+# scale_b's element) are issued before each iteration's barrier into one of
+# two register copies, which the late tail reads (pass_pipeline.c's
+# lag_loadable): 4 of each a trip, none left in the tails
+ir=$("$TLC" compile $f8 --target sm_90a --emit ir) || fail "$f8: --emit ir"
+[ "$(printf '%s\n' "$ir" | grep -cF "[loaded as its iteration starts, before the barrier or the wait for the stage, 2 copies in turn, for the late tail]")" = 2 ] ||
+  fail "$f8: the scale loads are not both issued an iteration early"
+printf '%s\n' "$ir" | grep "alloc sa:" | grep -qF ", 2 copies (one per iteration parity)" || fail "$f8: sa has not two copies"
+grep -qF "float r_sa_lag[2][2];" "$tmp/lag.cu" || fail "$f8: sa's two copies are not declared"
+grep -qF "float tl_lagv_sb[2];" "$tmp/lag.cu" || fail "$f8: sb's two copies are not declared"
+[ "$(grep -c "tl_lagv_sb\[[01]\] = " "$tmp/lag.cu")" = 4 ] || fail "$f8: not 4 loads of sb a trip"
+[ "$(grep -c "const float v_sb = tl_lagv_sb\[[01]\];" "$tmp/lag.cu")" = 8 ] ||
+  fail "$f8: the tails (4 in a trip, 3 where it ends early, 1 after the loop) do not all read sb's copies"
+[ "$(grep -c "g_scale_b\[" "$tmp/lag.cu")" = 4 ] || fail "$f8: scale_b is read outside the early loads"
+# the late promotion on TMA is warp-specialized (pass_wspec.c): the producer
+# warpgroup issues the copies, and the program's warpgroups free each stage
+# once the next iteration's gemm is issued (its wait_group 1 returned);
+# without the producer ("warp_specialize": false) the scale loads are still
+# issued an iteration early
+ir=$("$TLC" compile $f8 --target sm_90a --emit ir -D M=4096 -D N=4096 -D K=4096) || fail "$f8 4096: --emit ir"
+printf '%s\n' "$ir" | grep -F "loop pipelined" | grep -F "[tail one iteration late" | grep -qF "[warp-specialized" ||
+  fail "$f8: the loop with the late promotion is not warp-specialized"
+grep -qF "setmaxnreg.inc.sync.aligned.u32 232;" "$tmp/lag.cu" || fail "$f8: the program's warpgroups do not take 232 registers"
+[ "$(grep -c "(tl_g - 1) % 4" "$tmp/lag.cu")" = 4 ] || fail "$f8: not 4 stages freed a trip, each after the next gemm"
+fr=bench/programs/gemm_fp8_blockscaled_raster.json
+ir=$("$TLC" compile $fr --target sm_90a --emit ir -D warp_specialize=false) || fail "$fr: --emit ir"
+printf '%s\n' "$ir" | grep -qF '[not warp-specialized: its pipelined loop says "warp_specialize": false]' ||
+  fail "$fr warp_specialize=false: warp-specialized"
+[ "$(printf '%s\n' "$ir" | grep -cF "[loaded as its iteration starts")" = 2 ] ||
+  fail "$fr warp_specialize=false: the scale loads are not issued an iteration early"
+# "overlap": false keeps the promotion in place (and so loads nothing early)
+ir=$("$TLC" compile $fr --target sm_90a --emit ir -D late=false) || fail "$fr: --emit ir"
+printf '%s\n' "$ir" | grep -qF '[tail not late: the loop says "overlap": false]' || fail "$fr late=false: the tail runs late"
+printf '%s\n' "$ir" | grep -qF "[loaded as its iteration starts" && fail "$fr late=false: loads issued early"
+printf '%s\n' "$ir" | grep -F "loop pipelined" | grep -qF "[warp-specialized" || fail "$fr late=false: not warp-specialized"
 # with the program's scale_a read element by element in the promotion (the
 # direct-read variant above), the second copy leaves too few registers: the
 # cubin is built again without it, and its log says so

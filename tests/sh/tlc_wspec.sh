@@ -129,6 +129,15 @@ src=$("$TLC" compile "$tmp/var.json" -D block_K=64 -D threads=256 --target sm_90
 printf '%s\n' "$src" | awk '/tl_c0 < tl_n0/ {p = 1} p && /cp.async.cg.shared.global/ {c = 1}
                             p && c && /wgmma.commit_group/ {w = 1} p && w && /bar.sync 1, 256/ {ok = 1} END {exit !ok}' ||
   fail "var: A's cp.async in the loop, then the gemm, then a barrier ending the iteration"
+# int8 weights dequantized into a tile that rotates through two copies (the gemm's group of iteration c
+# pending while c + 1 writes the other): B goes by TMA, the loop gets a producer warpgroup, and its
+# iterations rotate the tile as without one
+w8=tests/gpu/programs/gemm_w8a16.json
+"$TLC" compile $w8 --target sm_90a --emit ir | grep -F "loop pipelined" | grep -qF "[warp-specialized" ||
+  fail "$w8: not warp-specialized"
+src=$("$TLC" compile $w8 --target sm_90a --emit cuda) || fail "$w8: --emit cuda"
+printf '%s\n' "$src" | grep -qF "unsigned short *const s_B_dequant = tl_base_B_dequant + (long long)(tl_c0 % 2) * 8192LL;" ||
+  fail "$w8: the warp-specialized loop does not rotate the dequantized tile"
 # the register cliff: 128 x 256 float32 accumulators on 128 threads
 err=$("$TLC" compile examples/gemm.json -D block_N=256 -D block_K=64 --target sm_90a -o "$tmp/c.cubin" 2>&1) ||
   fail "gemm.json block_N=256: compile"

@@ -414,6 +414,15 @@ static void wgmma_lag_rule(void **state) {
   loop->wg_lag = 0; /* a clearing gemm with a group pending, its C read in the loop */
   caught(&j, "pipeline", loop->body.items[loop->body.n - 1]->pointer);
   loop->wg_lag = 4;
+  tl_stmt *ld = NULL; /* the copy of scale_a's column, loaded an iteration early into sa's two copies */
+  for (int i = 0; i < loop->body.n; i++)
+    if (loop->body.items[i]->lag_load && loop->body.items[i]->kind == S_COPY)
+      ld = loop->body.items[i];
+  assert_non_null(ld);
+  assert_int_equal(ld->dst->sym->stages, 2);
+  ld->dst->sym->stages = 1; /* one copy: the next iteration's load would overwrite what the late tail reads */
+  caught_saying(&j, "pipeline", ld->pointer, "two register copies");
+  ld->dst->sym->stages = 2;
   g->clear_accum = false; /* the late promotion needs the gemm's C cleared every iteration */
   caught_saying(&j, "pipeline", g->pointer, "pending across iterations");
   job_free(&j);
