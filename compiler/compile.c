@@ -16,6 +16,8 @@
  *                          late, overlapping the work after the next one (sm_90a)
  *   tl_pass_tma            pass_tma.c: bulk tensor copies (TMA) and their
  *                          mbarriers where the target has TMA; tensor maps
+ *   tl_pass_cluster        pass_cluster.c: the thread-block cluster launched
+ *                          and the bulk tensor copies multicast across it
  *   tl_pass_wspec          pass_wspec.c: a producer warpgroup that issues a
  *                          loop's bulk tensor copies (sm_90a)
  *   tl_check_target        check_target.c: clusters, shared memory (diagnostics)
@@ -438,10 +440,11 @@ static char *metadata(tl_arena *a, const tl_program *prog, const char *target, c
     json_object_set_new(launch, "producer_threads", json_integer(prog->wspec_threads));
   if (prog->persistent)
     json_object_set_new(launch, "persistent", json_integer(prog->wspec_blocks));
-  if (prog->ncluster) {
+  if (prog->ncluster || prog->cl_size > 1) { /* the kernel's cluster, or its multicast loop's (pass_cluster.c) */
     json_t *cl = json_array();
-    for (int i = 0; i < prog->ncluster; i++)
-      json_array_append_new(cl, json_integer(prog->cluster[i]));
+    int n = prog->cl_axis + 1 > prog->ncluster ? prog->cl_axis + 1 : prog->ncluster;
+    for (int i = 0; i < n; i++)
+      json_array_append_new(cl, json_integer(prog->cl[i]));
     json_object_set_new(launch, "cluster", cl);
   }
   json_object_set_new(m, "launch", launch);
@@ -503,6 +506,7 @@ const tl_stage_info tl_compile_stages[] = {
     {"pipeline", "pass_pipeline.c: cp.async copies, software-pipelined loops, shared memory offsets"},
     {"overlap", "pass_overlap.c: a gemm on wgmma issued one iteration late (FlashAttention-3's overlap)"},
     {"tma", "pass_tma.c: bulk tensor copies (TMA) with mbarriers, the kernel's tensor maps"},
+    {"cluster", "pass_cluster.c: the thread-block cluster launched, bulk tensor copies multicast across it"},
     {"wspec", "pass_wspec.c: a producer warpgroup issuing a loop's bulk tensor copies (warp specialization)"},
     {"range", "pass_range.c: value ranges; each bounds guard kept or proven (inside)"},
     {"uniform", "pass_uniform.c: affine comparisons in parallel loops decided once per tile where they can be"},
@@ -571,6 +575,9 @@ again:;
   tl_pass_tma(prog, t.smem_bytes, &cg);
   prog->max_registers = opt.max_registers;
   if ((st = after(req, "tma", prog, &cg, err)) != TL_OK)
+    goto done;
+  tl_pass_cluster(prog, &cg);
+  if ((st = after(req, "cluster", prog, &cg, err)) != TL_OK)
     goto done;
   tl_pass_wspec(prog, t.smem_bytes, &cg);
   if ((st = after(req, "wspec", prog, &cg, err)) != TL_OK || (st = tl_check_target(prog, &t, diags, err)) != TL_OK)

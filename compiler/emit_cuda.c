@@ -2453,6 +2453,13 @@ static void emit_tma_copy(E *e, const tl_stmt *s) {
   for (int d = 0; d < b->ndim; d++)
     panel_elems *= b->dims[d];
   panel_elems /= panels;
+  /* multicast (pass_cluster.c): this block's part, rows [r * part, (r + 1) * part) of the box's
+   * outermost dimension over 1 (d0), at that offset in each panel of every block's stage */
+  int d0 = 0;
+  while (s->mcast && src->ext[d0] == 1)
+    d0++;
+  int64_t n = s->mcast ? e->prog->cl_size : 1, part = src->ext[d0] / n;
+  const char *off = s->mcast ? S(" + tl_crank * %" PRId64 "u", panel_elems / n * (int64_t)tl_dtype_size(b->dtype)) : "";
   for (int64_t p = 0; p < panels; p++) {
     const char *ops = "", *coords = "";
     for (int i = 0; i < m->rank; i++) {
@@ -2460,14 +2467,32 @@ static void emit_tma_copy(E *e, const tl_stmt *s) {
       const char *lo = src->lo[d] ? ex(e, src->lo[d]) : "0";
       if (i == 0 && p)
         lo = S("(%s) + %" PRId64, lo, m->box[0] * p);
-      coords = S("%s%s%%%d", coords, i ? ", " : "", 3 + i);
+      if (s->mcast && d == d0)
+        lo = S("(%s) + (int)tl_crank * %" PRId64, lo, part);
+      coords = S("%s%s%%%d", coords, i ? ", " : "", (s->mcast ? 4 : 3) + i);
       ops = S("%s, \"r\"((int)(%s))", ops, lo);
     }
-    line(e, "asm volatile(\"cp.async.bulk.tensor.%dd.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1, {%s}], "
-            "[%%2];\" :: \"r\"(tl_smem_addr(s_%s) + %" PRId64 "u), \"l\"((unsigned long long)&tl_tmap%d), \"r\"(tl_mb)%s : "
+    const char *mask = s->mcast ? S(", \"h\"((unsigned short)%#llx)", (1ull << n) - 1) : ""; /* every block of the cluster */
+    line(e, "asm volatile(\"cp.async.bulk.tensor.%dd.shared::cluster.global.mbarrier::complete_tx::bytes%s [%%0], [%%1, {%s}], "
+            "[%%2]%s;\" :: \"r\"(tl_smem_addr(s_%s) + %" PRId64 "u%s), \"l\"((unsigned long long)&tl_tmap%d), \"r\"(tl_mb)%s%s : "
             "\"memory\");",
-         m->rank, coords, b->name, p * panel_elems * (int64_t)tl_dtype_size(b->dtype), s->tma_map, ops);
+         m->rank, s->mcast ? ".multicast::cluster" : "", coords, s->mcast ? ", %3" : "", b->name,
+         p * panel_elems * (int64_t)tl_dtype_size(b->dtype), off, s->tma_map, mask, ops);
   }
+}
+
+/* A barrier of every thread of the cluster (pass_cluster.c), ordering
+ * memory as a block barrier does. */
+static void cluster_barrier(E *e) {
+  line(e, "asm volatile(\"barrier.cluster.arrive.release;\\nbarrier.cluster.wait.acquire;\" ::: \"memory\");");
+}
+
+/* Whether the kernel has a loop that multicasts (pass_cluster.c). */
+static bool multicasts(const tl_program *p) {
+  for (int i = 0; i < p->body.n; i++)
+    if (p->body.items[i]->kind == S_LOOP && p->body.items[i]->mcast)
+      return true;
+  return false;
 }
 
 /* The mbarrier of stage `stage` (a C expression) of TMA loop `loop`. */
@@ -2502,6 +2527,8 @@ static void declare_mbarriers(E *e) {
       nfull = p->body.items[i]->wspec_empty;
       nempty = (int)p->body.items[i]->pipe_stages;
       arrivals = p->body.items[i]->wspec_threads ? e->T : e->T / 32;
+      if (p->body.items[i]->mcast) /* freed in every block of the cluster (release_stage) */
+        arrivals *= p->cl_size;
     }
   line(e, "for (int tl_i = 0; tl_i < %d; tl_i++)", nfull);
   line(e, "  asm volatile(\"mbarrier.init.shared::cta.b64 [%%0], 1;\" :: \"r\"(tl_mbar + 8u * (unsigned)tl_i) : \"memory\");");
@@ -2513,7 +2540,10 @@ static void declare_mbarriers(E *e) {
   line(e, "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");");
   e->indent--;
   line(e, "}");
-  line(e, "%s", e->d->barrier);
+  if (multicasts(p)) /* every block's mbarriers ready before any block copies into it */
+    cluster_barrier(e);
+  else
+    line(e, "%s", e->d->barrier);
   tl_walk((tl_body *)&p->body, &(tl_walker){.pre = declare_phase}, e);
 }
 
@@ -2680,8 +2710,18 @@ static const tl_stmt *wspec_loop(const tl_program *p) {
 
 /* The block variables of block bid[] (C expressions, per axis) of a grid
  * of nb[] blocks, in the raster order of pass_raster.c. */
-static void block_vars(E *e, const char *const *bid, const char *const *nb) {
+static void block_vars(E *e, const char *const *bid0, const char *const *nb0) {
   const tl_program *p = e->prog;
+  /* in clusters over one axis (pass_cluster.c), the order is the clusters',
+   * each block's variable on that axis its cluster's times the size plus
+   * its rank, so that a cluster's blocks differ on that axis alone */
+  const char *bid[3] = {bid0[0], bid0[1], bid0[2]}, *nb[3] = {nb0[0], nb0[1], nb0[2]};
+  int a = p->persistent ? -1 : p->cl_axis;
+  if (a >= 0) {
+    bid[a] = S("(%s / %" PRId64 "u)", bid0[a], p->cl_size);
+    nb[a] = S("(%s / %" PRId64 "u)", nb0[a], p->cl_size);
+  }
+  const char *v[3] = {NULL, NULL, NULL};
   if (p->raster_panel) {
     /* block rasterization (pass_raster.c): stripes of `panel` block rows
      * (or columns), walked column by column */
@@ -2692,17 +2732,20 @@ static void block_vars(E *e, const char *const *bid, const char *const *nb) {
     line(e, "const unsigned tl_pan = tl_lin / (%" PRId64 "u * tl_gx), tl_rem = tl_lin %% (%" PRId64 "u * tl_gx);", panel, panel);
     line(e, "const unsigned tl_rows = tl_gy - tl_pan * %" PRId64 "u < %" PRId64 "u ? tl_gy - tl_pan * %" PRId64 "u : %" PRId64 "u;",
          panel, panel, panel, panel);
-    line(e, "const int %s = (int)(tl_rem / tl_rows);", vname(e, p->block_vars[col ? 1 : 0]));
-    line(e, "const int %s = (int)(tl_pan * %" PRId64 "u + tl_rem %% tl_rows);", vname(e, p->block_vars[col ? 0 : 1]), panel);
-    if (p->block_vars[2])
-      line(e, "const int %s = (int)%s;", vname(e, p->block_vars[2]), bid[2]);
+    v[col ? 1 : 0] = "(int)(tl_rem / tl_rows)";
+    v[col ? 0 : 1] = S("(int)(tl_pan * %" PRId64 "u + tl_rem %% tl_rows)", panel);
+    v[2] = S("(int)%s", bid[2]);
   } else {
     for (int i = 0; i < 3; i++)
-      if (p->block_vars[i] && i == 0 && p->reverse_x) /* heaviest first (pass_raster.c) */
-        line(e, "const int %s = (int)(%s - 1u - %s);", vname(e, p->block_vars[i]), nb[0], bid[0]);
-      else if (p->block_vars[i])
-        line(e, "const int %s = (int)%s;", vname(e, p->block_vars[i]), bid[i]);
+      v[i] = i == 0 && p->reverse_x ? S("(int)(%s - 1u - %s)", nb[0], bid[0]) /* heaviest first (pass_raster.c) */
+                                    : S("(int)%s", bid[i]);
   }
+  for (int i = 0; i < 3; i++)
+    if (p->block_vars[i] && i == a)
+      line(e, "const int %s = %s * %" PRId64 " + (int)(%s %% %" PRId64 "u);", vname(e, p->block_vars[i]), v[i],
+           p->cl_size, bid0[i], p->cl_size);
+    else if (p->block_vars[i])
+      line(e, "const int %s = %s;", vname(e, p->block_vars[i]), v[i]);
 }
 
 /* A persistent kernel (pass_wspec.c): the grid's tiles, walked by the
@@ -2768,6 +2811,8 @@ static void emit_producer(E *e) {
     close_tiles(e);
   e->indent--;
   line(e, "}");
+  if (multicasts(p)) /* with the cluster's other threads, so that no block exits while another may arrive on it */
+    cluster_barrier(e);
   line(e, "return;");
   e->indent--;
   line(e, "}");
@@ -2784,6 +2829,10 @@ static void emit_producer(E *e) {
 static void release_stage(E *e, const tl_stmt *s, const char *stage) {
   const char *arrive = S("asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(%s) : \"memory\");",
                          empty_of(e, s, stage));
+  if (s->mcast) /* in every block of the cluster: their producers multicast into this one's stage */
+    arrive = S("for (unsigned tl_r = 0; tl_r < %" PRId64 "u; tl_r++) asm volatile(\"{\\n.reg .b32 tl_ra;\\n"
+               "mapa.shared::cluster.u32 tl_ra, %%0, %%1;\\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, "
+               "[tl_ra];\\n}\" :: \"r\"(%s), \"r\"(tl_r) : \"memory\");", e->prog->cl_size, empty_of(e, s, stage));
   if (s->wspec_threads) {
     line(e, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
     line(e, "%s", arrive);
@@ -2902,7 +2951,10 @@ static void emit_iteration(E *e, const tl_stmt *s, int id, const char *c, int pa
   const char *var = vname(e, s->var);
   if (cp)
     line(e, "asm volatile(\"cp.async.wait_group %" PRId64 ";\" ::: \"memory\");", D - 1);
-  barrier_line(e);
+  if (s->mcast) /* no block of the cluster still reads the stage the copies overwrite (pass_cluster.c) */
+    cluster_barrier(e);
+  else
+    barrier_line(e);
   line(e, "{");
   e->indent++;
   line(e, "const long long tl_f = %s + %" PRId64 ";", c, D);
@@ -2968,6 +3020,8 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   int64_t D = s->pipe_ahead;
   int id = e->uid++;
   bool cp = has_cp_async(s);
+  if (s->mcast) /* the other blocks of the cluster done with what shares the stages' memory */
+    cluster_barrier(e);
   line(e, "{");
   e->indent++;
   line(e, "const long long tl_n%d = (long long)(%s), tl_s%d = (long long)(%s);", id, ex(e, s->extent), id,
@@ -3052,7 +3106,10 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   }
   e->indent--;
   line(e, "}");
-  barrier_line(e);
+  if (s->mcast)
+    cluster_barrier(e);
+  else
+    barrier_line(e);
 }
 
 static void emit_body(E *e, const tl_body *b, bool uniform) {
@@ -3111,10 +3168,8 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
   /* -maxrregcount is ignored for kernels with launch bounds, so a register
    * cap given as an option replaces them */
   const char *cluster = "";
-  for (int i = 0; i < prog->ncluster; i++)
-    if (prog->cluster[i] > 1)
-      cluster = S("__cluster_dims__(%" PRId64 ", %" PRId64 ", %" PRId64 ") ", prog->cluster[0],
-                  prog->ncluster > 1 ? prog->cluster[1] : 1, prog->ncluster > 2 ? prog->cluster[2] : 1);
+  if (prog->cl_size > 1) /* the kernel's cluster or its multicast loop's (pass_cluster.c) */
+    cluster = S("__cluster_dims__(%" PRId64 ", %" PRId64 ", %" PRId64 ") ", prog->cl[0], prog->cl[1], prog->cl[2]);
   const char *bounds = S(e->d->bounds, e->T);
   if (prog->wspec_threads) /* the registers at entry follow from the blocks per SM asked (pass_wspec.c) */
     bounds = S("__launch_bounds__(%" PRId64 ", %d) ", e->T + prog->wspec_threads, prog->wspec_blocks);
@@ -3144,6 +3199,8 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
       for (int d = 0; d < s->ndim; d++)
         line(e, "const long long g_%s_d%d = (long long)(%s); (void)g_%s_d%d;", s->name, d, ex(e, s->shape[d]), s->name, d);
   }
+  if (prog->cl_axis >= 0) /* the block's rank in its cluster (pass_cluster.c: one axis over 1) */
+    line(e, "unsigned tl_crank; asm(\"mov.u32 %%0, %%%%cluster_ctarank;\" : \"=r\"(tl_crank));");
   if (!prog->persistent)
     block_vars(e, e->d->bid, e->d->nblocks);
   if (prog->persistent) { /* the grid's tiles (pass_wspec.c): the launch starts fewer blocks */
@@ -3164,6 +3221,8 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
     barrier_line(e);
     close_tiles(e);
   }
+  if (multicasts(prog)) /* no block exits while another may still copy into it or arrive on its mbarriers */
+    cluster_barrier(e);
   e->indent--;
   line(e, "}");
   return e->failed ? NULL : e->buf;

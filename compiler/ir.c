@@ -518,6 +518,7 @@ typedef struct {
   tl_arena *a;
   int depth;         /* of the statements being printed */
   unsigned lowered;  /* the program's TL_RAN_* bits: which annotations to print */
+  const tl_program *prog;
 } dumper;
 
 /* Prints one statement's line (tl_walker.pre). */
@@ -562,6 +563,11 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
       fputs(s->prefetch ? " [cp.async, prefetched]" : " [cp.async]", f);
     if (s->tma_why)
       fprintf(f, " [not TMA: %s]", s->tma_why);
+    if (s->mcast)
+      fprintf(f, " [multicast: each block of a cluster of %lld copies 1/%lld of the box into every block]",
+              (long long)d->prog->cl_size, (long long)d->prog->cl_size);
+    else if (s->cluster_why)
+      fprintf(f, " [not multicast: %s]", s->cluster_why);
     if (s->byte_copy)
       fprintf(f, " [bytes, %d at a time]", s->byte_copy);
     if (s->reg_prefetch)
@@ -639,6 +645,11 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
               s->wspec_lag == 1 ? "" : "s");
     if (s->wspec_why)
       fprintf(f, " [not warp-specialized: %s]", s->wspec_why);
+    if (s->mcast)
+      fprintf(f, " [thread-block cluster %lldx%lldx%lld: copies multicast%s]", (long long)d->prog->cl[0],
+              (long long)d->prog->cl[1], (long long)d->prog->cl[2], s->wspec ? ", each stage freed in every block" : "");
+    else if (s->cluster_why)
+      fprintf(f, " [no multicast across a cluster: %s]", s->cluster_why);
     dump_range(f, s->var, ranged);
     break;
   }
@@ -735,6 +746,6 @@ void tl_dump_program(const tl_program *prog, void *fp) {
   else if (prog->lowered & TL_RAN_RASTER)
     fputs("blocks: in grid order\n", f);
   static const tl_walker w = {.pre = dump_stmt, .enter_body = dump_enter, .leave_body = dump_leave};
-  dumper d = {.f = f, .a = a, .lowered = prog->lowered};
+  dumper d = {.f = f, .a = a, .lowered = prog->lowered, .prog = prog};
   tl_walk((tl_body *)&prog->body, &w, &d); /* the walk changes nothing */
 }

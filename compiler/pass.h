@@ -74,6 +74,11 @@ void tl_pass_overlap(tl_program *prog, int64_t smem_limit, const tl_codegen *cg)
  * nmbar), then tl_pass_smem; none when they would take shared memory over
  * smem_limit bytes. */
 void tl_pass_tma(tl_program *prog, int64_t smem_limit, const tl_codegen *cg);
+/* pass_cluster.c: the thread-block cluster the kernel is launched with
+ * (tl_program.cl, cl_axis, cl_size: the kernel's "cluster" or a tma loop's)
+ * and the bulk tensor copies multicast across it (tl_stmt.mcast,
+ * cluster_why; their part tensor maps in tl_program.tmaps). */
+void tl_pass_cluster(tl_program *prog, const tl_codegen *cg);
 /* pass_wspec.c: a producer warpgroup for the bulk tensor copies of the
  * kernel's one tma loop where cg's target has wgmma (sm_90a) and the loop
  * qualifies (tl_stmt.wspec, wspec_why; tl_program.wspec_threads,

@@ -2,7 +2,7 @@
  * pass_wspec.c - warp specialization: a producer warpgroup for the bulk
  * tensor copies of a pipelined loop.
  *
- * Needs: a program after pass_tma (its tma loops, mbarriers and tensor
+ * Needs: a program after pass_tma and pass_cluster (its tma loops, mbarriers and tensor
  * maps), for a target of tl_codegen with wgmma and tma (sm_90a: setmaxnreg
  * is an sm_90a instruction).  Produces: wspec on the one tma loop that
  * qualifies, with wspec_empty (its "stage is free" mbarriers, one per
@@ -34,8 +34,8 @@
  * iterations ahead, with no block barrier in the loop, and the program's
  * threads get the registers the producer does not need (setmaxnreg.inc).
  *
- * Persistent: unless the kernel says "persistent": false (or has
- * thread-block clusters), the kernel is persistent too
+ * Persistent: unless the kernel says "persistent": false (or is launched
+ * in thread-block clusters: tl_program.cl_size, pass_cluster.c), the kernel is persistent too
  * (tl_program.persistent): the launcher starts at most wspec_blocks blocks
  * per SM (proto/kernel-meta.md, launch.persistent), and each walks the
  * grid's tiles, block indices in the grid's order, tile t then t + the
@@ -348,8 +348,6 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
     tl_pass_smem(prog);
     return;
   }
-  bool cluster = false; /* a cluster's blocks start together; a persistent block is no cluster's */
-  for (int i = 0; i < prog->ncluster; i++)
-    cluster |= prog->cluster[i] > 1;
-  prog->persistent = !prog->no_persistent && !cluster;
+  /* a cluster's blocks start together; a persistent block is no cluster's (pass_cluster.c) */
+  prog->persistent = !prog->no_persistent && prog->cl_size == 1;
 }

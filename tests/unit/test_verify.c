@@ -80,6 +80,7 @@ static void run_passes(job *j, const char *text, const char *example, const tl_d
   assert_int_equal(tl_verify(j->prog, "pipeline", &j->cg, &err), TL_OK);
   tl_pass_tma(j->prog, smem, &j->cg);
   assert_int_equal(tl_verify(j->prog, "tma", &j->cg, &err), TL_OK);
+  tl_pass_cluster(j->prog, &j->cg);
   tl_pass_wspec(j->prog, smem, &j->cg);
   assert_int_equal(tl_verify(j->prog, "wspec", &j->cg, &err), TL_OK);
   tl_pass_range(j->prog);
