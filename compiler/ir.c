@@ -739,8 +739,10 @@ void tl_dump_program(const tl_program *prog, void *fp) {
     fprintf(f, "barriers: marked 'barrier' below%s\n",
             prog->fence_async ? ", each after fence.proxy.async (a gemm runs on wgmma)" : "");
   if ((prog->lowered & TL_RAN_RASTER) && prog->raster_panel)
-    fprintf(f, "blocks: rasterized in stripes of %lld block %s\n", (long long)prog->raster_panel,
-            prog->raster_column ? "columns" : "rows");
+    fprintf(f, "blocks: rasterized in stripes of %lld block %s%s\n", (long long)prog->raster_panel,
+            prog->raster_column ? "columns" : "rows",
+            prog->raster_chosen ? " (the compiler's choice: a gemm's A and B tiles are copied by different block "
+                                  "variables, and no use_swizzle is given)" : "");
   else if ((prog->lowered & TL_RAN_RASTER) && prog->reverse_x)
     fputs("blocks: x in reverse (the blocks with the most loop iterations first)\n", f);
   else if (prog->lowered & TL_RAN_RASTER)

@@ -750,6 +750,7 @@ typedef struct tl_program {
   int64_t raster_panel;  /* stripes of this many block rows (columns); 0: blocks in grid order */
   bool raster_column;    /* stripes of block columns, walked row by row */
   bool reverse_x;        /* no stripes: the blocks take the x block variable in reverse (heaviest first) */
+  bool raster_chosen;    /* the stripes are pass_raster.c's choice for a gemm (no use_swizzle given) */
   unsigned lowered;      /* the analyses of pass.h that ran (TL_RAN_ bits); tl_emit needs all */
 } tl_program;
 

@@ -261,7 +261,10 @@ printf '%s\n' "$dump" | grep -qF "barriers: marked 'barrier' below, each after f
 dump=$("$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
 printf '%s\n' "$dump" | grep -qF "blocks: rasterized in stripes of 10 block rows" || fail "--dump raster lacks the stripes"
 dump=$("$TLC" compile examples/gemm.json --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
-printf '%s\n' "$dump" | grep -qF "blocks: in grid order" || fail "--dump raster of gemm.json is not the grid order"
+printf '%s\n' "$dump" | grep -qF "blocks: rasterized in stripes of 8 block rows (the compiler's choice: a gemm's A and B tiles are copied by different block variables, and no use_swizzle is given)" ||
+  fail "--dump raster of gemm.json: not the compiler's stripes (its gemm's tiles by by and bx, no use_swizzle)"
+dump=$("$TLC" compile examples/flash_attention.json --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
+printf '%s\n' "$dump" | grep -qF "blocks: in grid order" || fail "--dump raster of flash_attention.json is not the grid order"
 "$TLC" compile examples/gemm.json --target sm_80 --dump lowering 2>&1 >/dev/null | grep -qF "the stages are check, place, pipeline, overlap, tma, cluster, wspec, range, uniform, barrier and raster" ||
   fail "a wrong --dump does not list the stages"
 # a kernel named like a C++ word (TileLang names its kernels main) is built
