@@ -35,7 +35,9 @@
  * threads get the registers the producer does not need (setmaxnreg.inc).
  *
  * Persistent: unless the kernel says "persistent": false (or is launched
- * in thread-block clusters: tl_program.cl_size, pass_cluster.c), the kernel is persistent too
+ * in thread-block clusters, tl_program.cl_size of pass_cluster.c, other
+ * than over one axis of a constant extent: then the clusters walk the
+ * grid's tiles, a cluster's worth at a time), the kernel is persistent too
  * (tl_program.persistent): the launcher starts at most wspec_blocks blocks
  * per SM (proto/kernel-meta.md, launch.persistent), and each walks the
  * grid's tiles, block indices in the grid's order, tile t then t + the
@@ -348,6 +350,7 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
     tl_pass_smem(prog);
     return;
   }
-  /* a cluster's blocks start together; a persistent block is no cluster's (pass_cluster.c) */
-  prog->persistent = !prog->no_persistent && prog->cl_size == 1;
+  /* in clusters (pass_cluster.c), only over one axis of a constant extent: the clusters walk the tiles */
+  bool clustered = prog->cl_axis >= 0 && prog->grid[prog->cl_axis]->kind == E_CONST;
+  prog->persistent = !prog->no_persistent && (prog->cl_size == 1 || clustered);
 }
