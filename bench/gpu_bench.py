@@ -110,7 +110,11 @@ GEMM_CONFIGS = [("examples/gemm.json", {}), ("examples/gemm.json", {"block_K": 6
                                                      "warp_specialize": "false"}),
                 ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 256, "cluster_x": 2}),
                 ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 256, "cluster_y": 2}),
-                ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 512, "cluster_x": 2})]
+                ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 512, "cluster_x": 2}),
+                # the epilogue through shared memory and TMA stores (compiler/pass_store.c), without and with clusters
+                ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "tma_store": "true"}),
+                ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "cluster_x": 2,
+                                                     "tma_store": "true"})]
 # bfloat16: the same kernel with bfloat16 operands and C (M is its scalar argument)
 BF16_PROG = "tests/gpu/programs/gemm_dyn_m_bf16.json"
 GEMM_BF16_CONFIGS = [{}, {"block_K": 64}, {"block_K": 64, "num_stages": 4}, {"block_N": 256, "block_K": 64, "threads": 256},

@@ -2096,6 +2096,7 @@ static tl_walk_act check_stmt(tl_stmt *s, void *user) {
     return TL_WALK_SKIP;
   }
   case S_COPY: {
+    s->store_asked = s->raw.tma && const_bool(c, s->raw.tma, "'tma'", false);
     c->in_tile_op = true;
     bool ok = resolve_region(c, s->src, false) & resolve_region(c, s->dst, false);
     c->in_tile_op = false;

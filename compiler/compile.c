@@ -20,6 +20,8 @@
  *                          and the bulk tensor copies multicast across it
  *   tl_pass_wspec          pass_wspec.c: a producer warpgroup that issues a
  *                          loop's bulk tensor copies (sm_90a)
+ *   tl_pass_store          pass_store.c: a tile's epilogue through shared
+ *                          memory and TMA stores, where a copy asks
  *   tl_check_target        check_target.c: clusters, shared memory (diagnostics)
  *   tl_pass_range          pass_range.c: value ranges; bounds guards proven
  *   tl_pass_uniform        pass_uniform.c: an affine comparison in a parallel
@@ -510,6 +512,7 @@ const tl_stage_info tl_compile_stages[] = {
     {"tma", "pass_tma.c: bulk tensor copies (TMA) with mbarriers, the kernel's tensor maps"},
     {"cluster", "pass_cluster.c: the thread-block cluster launched, bulk tensor copies multicast across it"},
     {"wspec", "pass_wspec.c: a producer warpgroup issuing a loop's bulk tensor copies (warp specialization)"},
+    {"store", "pass_store.c: a register fragment's tile stored through shared memory by TMA, where a copy asks"},
     {"range", "pass_range.c: value ranges; each bounds guard kept or proven (inside)"},
     {"uniform", "pass_uniform.c: affine comparisons in parallel loops decided once per tile where they can be"},
     {"barrier", "pass_barrier.c: where the block barriers go"},
@@ -582,7 +585,10 @@ again:;
   if ((st = after(req, "cluster", prog, &cg, err)) != TL_OK)
     goto done;
   tl_pass_wspec(prog, t.smem_bytes, &cg);
-  if ((st = after(req, "wspec", prog, &cg, err)) != TL_OK || (st = tl_check_target(prog, &t, diags, err)) != TL_OK)
+  if ((st = after(req, "wspec", prog, &cg, err)) != TL_OK)
+    goto done;
+  tl_pass_store(prog, t.smem_bytes, &cg);
+  if ((st = after(req, "store", prog, &cg, err)) != TL_OK || (st = tl_check_target(prog, &t, diags, err)) != TL_OK)
     goto done;
   tl_warn_target(prog);
   tl_pass_range(prog);

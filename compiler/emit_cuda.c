@@ -1015,8 +1015,13 @@ static void op_copy_packed(E *e, const tl_stmt *s, int w) {
   line(e, "}");
 }
 
+static void emit_tma_store(E *e, const tl_stmt *s);
 static void op_copy(E *e, const tl_stmt *s) {
   const tl_region *src = s->src, *dst = s->dst;
+  if (s->tma_store) {
+    emit_tma_store(e, s);
+    return;
+  }
   if (s->byte_copy) {
     op_copy_packed(e, s, s->byte_copy);
     return;
@@ -2479,6 +2484,73 @@ static void emit_tma_copy(E *e, const tl_stmt *s) {
          m->rank, s->mcast ? ".multicast::cluster" : "", coords, s->mcast ? ", %3" : "", b->name,
          p * panel_elems * (int64_t)tl_dtype_size(b->dtype), off, s->tma_map, mask, ops);
   }
+}
+
+/* A TMA store (pass_store.c): for each panel of 128 bytes of the tile's
+ * columns, every thread writes its elements of the panel (mma layout:
+ * its register index tl_r at row and column mma_row_col; the panel of a
+ * register is known at compile time where the warps do not split the
+ * columns) into the staging buffer in the 128-byte swizzle (the 16-byte
+ * chunk of a row XORed with the row's index mod 8, as the tensor map
+ * reads it), two 16-bit elements at a time; a proxy fence and a barrier
+ * hand them to the async proxy; thread 0 stores the panel.  The next
+ * panel first waits until that store has read the buffer; the statement
+ * ends when the last store is complete. */
+static void emit_tma_store(E *e, const tl_stmt *s) {
+  const tl_sym *f = s->src->sym, *t = s->dst->sym;
+  int64_t es = (int64_t)tl_dtype_size(t->dtype), pc = 128 / es, panels = f->dims[1] / pc;
+  bool pairs = es == 2;
+  line(e, "{");
+  e->indent++;
+  line(e, "const unsigned tl_stg = tl_smem_addr(tl_smem + %" PRId64 ");", e->prog->epi_offset);
+  line(e, "const int tl_y0 = (int)(%s), tl_x0 = (int)(%s);", s->dst->lo[0] ? ex(e, s->dst->lo[0]) : "0",
+       s->dst->lo[1] ? ex(e, s->dst->lo[1]) : "0");
+  for (int64_t p = 0; p < panels; p++) {
+    if (p) {
+      line(e, "if (tl_tid == 0) asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");");
+      barrier_line(e);
+    }
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r += %d) {", f->per_thread, pairs ? 2 : 1);
+    e->indent++;
+    const char *row, *col;
+    mma_row_col(e, f, "tl_r", &row, &col);
+    line(e, "const unsigned tl_row = %s, tl_col = %s;", row, col);
+    line(e, "if (tl_col / %" PRId64 "u == %" PRId64 "u) {", pc, p);
+    e->indent++;
+    line(e, "const unsigned tl_b = (tl_col %% %" PRId64 "u) * %" PRId64 "u;", pc, es);
+    line(e, "const unsigned tl_a = tl_stg + tl_row * 128u + (((tl_b / 16u) ^ (tl_row %% 8u)) * 16u) + tl_b %% 16u;");
+    const char *v0 = store_conv(e, t->dtype, conv(e, S("r_%s[tl_r]", f->name), (tl_type)f->dtype, (tl_type)t->dtype));
+    if (pairs) {
+      const char *v1 = store_conv(e, t->dtype, conv(e, S("r_%s[tl_r + 1]", f->name), (tl_type)f->dtype, (tl_type)t->dtype));
+      line(e, "asm volatile(\"st.shared.b32 [%%0], %%1;\" :: \"r\"(tl_a), \"r\"((unsigned)(unsigned short)(%s) | "
+              "((unsigned)(unsigned short)(%s) << 16)) : \"memory\");", v0, v1);
+    } else {
+      if (is_f((tl_type)t->dtype) && es == 4) /* its bits */
+        v0 = S("__float_as_uint(%s)", v0);
+      line(e, "asm volatile(\"st.shared.b%d [%%0], %%1;\" :: \"r\"(tl_a), \"%s\"((%s)(%s)) : \"memory\");", (int)(8 * es),
+           es == 4 ? "r" : "h", es == 4 ? "unsigned" : "unsigned short", v0);
+    }
+    e->indent--;
+    line(e, "}");
+    e->indent--;
+    line(e, "}");
+    if (!e->prog->fence_async) /* else barrier_line fences */
+      line(e, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
+    barrier_line(e);
+    line(e, "if (tl_tid == 0) {");
+    e->indent++;
+    line(e, "asm volatile(\"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%%0, {%%1, %%2}], [%%3];\" :: "
+            "\"l\"((unsigned long long)&tl_tmap%d), \"r\"(tl_x0 + %" PRId64 "), \"r\"(tl_y0), \"r\"(tl_stg) : \"memory\");",
+         s->store_map, p * pc);
+    line(e, "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");");
+    e->indent--;
+    line(e, "}");
+  }
+  line(e, "if (tl_tid == 0) asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\");");
+  e->indent--;
+  line(e, "}");
+  barrier_line(e);
 }
 
 /* A barrier of every thread of the cluster (pass_cluster.c), ordering

@@ -563,6 +563,11 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
       fputs(s->prefetch ? " [cp.async, prefetched]" : " [cp.async]", f);
     if (s->tma_why)
       fprintf(f, " [not TMA: %s]", s->tma_why);
+    if (s->tma_store)
+      fprintf(f, " [TMA store: staged in shared memory, 128-byte panels, each a bulk tensor copy through tensor map %d]",
+              s->store_map);
+    else if (s->store_why)
+      fprintf(f, " [not a TMA store: %s]", s->store_why);
     if (s->mcast)
       fprintf(f, " [multicast: each block of a cluster of %lld copies 1/%lld of the box into every block]",
               (long long)d->prog->cl_size, (long long)d->prog->cl_size);

@@ -431,7 +431,7 @@ unsigned tl_stmt_kind_flags(tl_stmt_kind k);
   X(OP_ALLOC_LOCAL, "alloc_local", S_ALLOC, "op", "name", "shape", "dtype")                                \
   X(OP_ALLOC_VAR, "alloc_var", S_ALLOC_VAR, "op", "name", "dtype", "init")                                 \
   X(OP_LET, "let", S_LET, "op", "name", "value")                                                           \
-  X(OP_COPY, "copy", S_COPY, "op", "src", "dst")                                                           \
+  X(OP_COPY, "copy", S_COPY, "op", "src", "dst", "tma")                                                    \
   X(OP_FILL, "fill", S_FILL, "op", "dst", "value")                                                         \
   X(OP_CLEAR, "clear", S_FILL, "op", "dst")                                                                \
   X(OP_GEMM, "gemm", S_GEMM, "op", "A", "B", "C", "transpose_A", "transpose_B", "policy", "clear_accum",   \
@@ -619,6 +619,11 @@ struct tl_stmt {
                           groups its gemms leave in flight) */
   const char *wspec_why; /* after pass_wspec, on a target that could: why a tma loop is not (static
                           text or the program's arena) */
+  bool store_asked;    /* copy: "tma": true (a TMA store of a register fragment's tile: pass_store.c) */
+  bool tma_store;      /* after pass_store: that copy is staged in shared memory, 128-byte panels, each stored
+                          by one bulk tensor copy through tensor map store_map */
+  int store_map;       /* tma_store copy: index in tl_program.tmaps */
+  const char *store_why; /* after pass_store, a copy that asked on a target with TMA: why it is not a TMA store */
   int ncl_req;         /* pipelined: entries of its "cluster" (0: not given) */
   int64_t cl_req[3];   /* ... after check: the thread-block cluster shape it asks for, each 1 to 16 */
   bool mcast;          /* after pass_cluster: a tma loop whose copies (some) are multicast across the
@@ -731,6 +736,7 @@ typedef struct tl_program {
   struct tl_tmap *tmaps;
   int nmbar;
   int64_t mbar_offset;
+  int64_t epi_offset, epi_bytes; /* after pass_store: the staging buffer of its TMA stores (0 bytes: none) */
   /* after pass_wspec: a producer warpgroup (wspec loops) */
   int64_t wspec_threads; /* threads the launch adds after the program's (128), or 0 */
   int wspec_regs[2];     /* setmaxnreg: registers per thread of the producer, of the program's threads

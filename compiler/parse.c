@@ -420,6 +420,7 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
   case S_COPY: {
     s->src = get_region(p, v, "src", ptr, what, true);
     s->dst = get_region(p, v, "dst", ptr, what, true);
+    s->raw.tma = get_flag(p, v, "tma", ptr);
     return s->src && s->dst ? s : NULL;
   }
   case S_FILL: {

@@ -85,6 +85,12 @@ void tl_pass_cluster(tl_program *prog, const tl_codegen *cg);
  * wspec_regs, wspec_blocks; its mbarriers after the others), then
  * tl_pass_smem; none when they would take shared memory over smem_limit. */
 void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg);
+/* pass_store.c: the copies of a register fragment's tile to a tensor that
+ * ask for TMA stores ("tma": true) and qualify (tl_stmt.tma_store,
+ * store_map, store_why; tl_program.epi_bytes, their staging buffer), then
+ * tl_pass_smem; none when the buffer would take shared memory over
+ * smem_limit bytes. */
+void tl_pass_store(tl_program *prog, int64_t smem_limit, const tl_codegen *cg);
 /* pass_place.c: offsets of the shared buffers (after pass_pipeline). */
 void tl_pass_smem(tl_program *prog);
 

@@ -317,6 +317,15 @@ CASES = [
     ("../tests/gpu/programs/gemm_cluster", {"M": 256, "N": 512, "K": 2048, "block_N": 128, "num_stages": 4}, {},
      ["C"], GEMM),
     ("../tests/gpu/programs/gemm_cluster", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"], GEMM),
+    # the epilogue through shared memory and TMA stores (compiler/pass_store.c): with clusters, persistent and
+    # not, without the producer warpgroup, without clusters; ragged M and N (boxes past the tensor, clipped)
+    ("../tests/gpu/programs/gemm_cluster", {"M": 1000, "N": 1000, "K": 200, "tma_store": "true"}, {}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_cluster", {"M": 900, "N": 1000, "K": 200, "tma_store": "true", "persistent": "false",
+                                            "cluster_x": 1, "cluster_y": 2}, {}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_cluster", {"M": 1000, "N": 1000, "K": 200, "tma_store": "true",
+                                            "warp_specialize": "false"}, {}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_cluster", {"M": 1000, "N": 1100, "K": 200, "tma_store": "true", "cluster_x": 1,
+                                            "block_N": 128}, {}, ["C"], GEMM),
     # TMA on sm_90 and later (compiler/pass_tma.c): bulk tensor copies into the
     # 128-byte swizzle with per-stage mbarriers.  gemm_dyn's M is a scalar
     # parameter, so its tensor maps are built at each launch; ragged M, N and

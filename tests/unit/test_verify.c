@@ -83,6 +83,7 @@ static void run_passes(job *j, const char *text, const char *example, const tl_d
   tl_pass_cluster(j->prog, &j->cg);
   tl_pass_wspec(j->prog, smem, &j->cg);
   assert_int_equal(tl_verify(j->prog, "wspec", &j->cg, &err), TL_OK);
+  tl_pass_store(j->prog, smem, &j->cg);
   tl_pass_range(j->prog);
   assert_int_equal(tl_verify(j->prog, "range", &j->cg, &err), TL_OK);
   assert_int_equal(tl_pass_barrier(j->prog, &err), TL_OK);
