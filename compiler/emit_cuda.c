@@ -2556,6 +2556,8 @@ static void emit_tma_store(E *e, const tl_stmt *s) {
 /* A barrier of every thread of the cluster (pass_cluster.c), ordering
  * memory as a block barrier does. */
 static void cluster_barrier(E *e) {
+  if (e->prog->fence_async) /* as barrier_line: the threads' shared-memory writes visible to wgmma */
+    line(e, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
   line(e, "asm volatile(\"barrier.cluster.arrive.release;\\nbarrier.cluster.wait.acquire;\" ::: \"memory\");");
 }
 

@@ -74,7 +74,7 @@ done
   fail "--dump cluster"
 # without the producer warpgroup: every iteration opens with a cluster barrier, and the loop is between two
 src=$("$TLC" compile $G -D warp_specialize=false --target sm_90a --emit cuda) || fail "warp_specialize=false"
-printf '%s\n' "$src" | grep -A1 -F 'for (long long tl_c0 = 0; tl_c0 < tl_n0; tl_c0++) {' |
+printf '%s\n' "$src" | grep -A2 -F 'for (long long tl_c0 = 0; tl_c0 < tl_n0; tl_c0++) {' |
   grep -qF 'barrier.cluster.arrive.release' || fail "warp_specialize=false: the iteration's barrier is not the cluster's"
 [ "$(printf '%s\n' "$src" | grep -c 'barrier.cluster.arrive.release')" = 5 ] ||
   fail "warp_specialize=false: not 5 cluster barriers (init, before, in and after the loop, the end)"
