@@ -98,11 +98,8 @@ GEMM_CONFIGS = [("examples/gemm.json", {}), ("examples/gemm.json", {"block_K": 6
                 ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 256}),
                 ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 512}),
                 # thread-block clusters (compiler/pass_cluster.c): A's tile multicast across 2 blocks along N
-                # (cluster_x), B's across 2 along M (cluster_y); with and without the producer warpgroup, persistent
-                # (the clusters walk the tiles) and not
+                # (cluster_x), B's across 2 along M (cluster_y); with and without the producer warpgroup
                 ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "cluster_x": 2}),
-                ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "cluster_x": 2,
-                                                     "persistent": "false"}),
                 ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "cluster_y": 2}),
                 ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "cluster_x": 2,
                                                      "warp_specialize": "false"}),

@@ -72,9 +72,6 @@ tl_status tl_kernel_launch(tl_kernel *k, const tl_kernel_arg *args, int nargs, v
     uint64_t tiles = (uint64_t)plan.grid[0] * plan.grid[1] * plan.grid[2], cap = (uint64_t)sms * k->meta->persistent;
     plan.grid[0] = (unsigned)(tiles < cap ? tiles : cap);
     plan.grid[1] = plan.grid[2] = 1;
-    if (k->meta->ncluster && k->meta->cluster[0] > 1) /* whole clusters (tiles is a multiple: tl_launch_plan_make) */
-      plan.grid[0] = plan.grid[0] < k->meta->cluster[0] ? (unsigned)k->meta->cluster[0]
-                                                         : plan.grid[0] - plan.grid[0] % (unsigned)k->meta->cluster[0];
   }
   for (int j = 0; j < plan.ntmaps; j++) /* built per launch: the dimensions may be dynamic */
     if ((st = tl_gpu_tensor_map(k->gpu, &plan.tmap_args[j], plan.tmaps[j], err)) != TL_OK)

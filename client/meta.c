@@ -849,13 +849,8 @@ tl_status tl_launch_plan_make(const tl_meta *m, const tl_kernel_arg *args, int n
   int64_t grid[3];
   if ((st = tl_meta_grid(m, args, nargs, grid, err)) != TL_OK)
     return st;
-  /* the binary fixes its cluster (__cluster_dims__), so a plain launch applies it: whole clusters only (a
-   * persistent kernel's is over its tiles, launched one-dimensional: tl_kernel_launch starts whole clusters) */
-  int64_t tiles = grid[0] * grid[1] * grid[2];
-  if (m->persistent && m->ncluster && m->cluster[0] > 1 && tiles % m->cluster[0])
-    return tl_error_set(err, TL_INVALID_ARG, "the grid of %lld blocks of persistent kernel '%s' is not a multiple of "
-                        "its thread-block cluster's %lld", (long long)tiles, m->entry, (long long)m->cluster[0]);
-  for (int d = 0; d < m->ncluster && !m->persistent; d++)
+  /* the binary fixes its cluster (__cluster_dims__), so a plain launch applies it: whole clusters only */
+  for (int d = 0; d < m->ncluster; d++)
     if (m->cluster[d] > 1 && grid[d] % m->cluster[d])
       return tl_error_set(err, TL_INVALID_ARG, "grid dimension %d of kernel '%s' is %lld, which is not a multiple of "
                           "its thread-block cluster's %lld", d, m->entry, (long long)grid[d], (long long)m->cluster[d]);

@@ -445,9 +445,7 @@ static char *metadata(tl_arena *a, const tl_program *prog, const char *target, c
   if (prog->ncluster || prog->cl_size > 1) { /* the kernel's cluster, or its multicast loop's (pass_cluster.c) */
     json_t *cl = json_array();
     int n = prog->cl_axis + 1 > prog->ncluster ? prog->cl_axis + 1 : prog->ncluster;
-    if (prog->persistent) /* launched one-dimensional: the cluster's blocks along x (emit_cuda.c's open_tiles) */
-      json_array_append_new(cl, json_integer(prog->cl_size));
-    for (int i = 0; i < n && !prog->persistent; i++)
+    for (int i = 0; i < n; i++)
       json_array_append_new(cl, json_integer(prog->cl[i]));
     json_object_set_new(launch, "cluster", cl);
   }

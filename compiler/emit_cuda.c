@@ -2789,12 +2789,11 @@ static void block_vars(E *e, const char *const *bid0, const char *const *nb0) {
   /* in clusters over one axis (pass_cluster.c), the order is the clusters',
    * each block's variable on that axis its cluster's times the size plus
    * its rank, so that a cluster's blocks differ on that axis alone */
-  const char *bid[3] = {bid0[0], bid0[1], bid0[2]}, *nb[3] = {nb0[0], nb0[1], nb0[2]}, *rank = "tl_crank";
-  int a = p->cl_axis;
-  if (a >= 0 && !p->persistent) { /* persistent: bid0, nb0 count clusters already (open_tiles) */
+  const char *bid[3] = {bid0[0], bid0[1], bid0[2]}, *nb[3] = {nb0[0], nb0[1], nb0[2]};
+  int a = p->persistent ? -1 : p->cl_axis;
+  if (a >= 0) {
     bid[a] = S("(%s / %" PRId64 "u)", bid0[a], p->cl_size);
     nb[a] = S("(%s / %" PRId64 "u)", nb0[a], p->cl_size);
-    rank = S("%s %% %" PRId64 "u", bid0[a], p->cl_size);
   }
   const char *v[3] = {NULL, NULL, NULL};
   if (p->raster_panel) {
@@ -2817,7 +2816,8 @@ static void block_vars(E *e, const char *const *bid0, const char *const *nb0) {
   }
   for (int i = 0; i < 3; i++)
     if (p->block_vars[i] && i == a)
-      line(e, "const int %s = %s * %" PRId64 " + (int)(%s);", vname(e, p->block_vars[i]), v[i], p->cl_size, rank);
+      line(e, "const int %s = %s * %" PRId64 " + (int)(%s %% %" PRId64 "u);", vname(e, p->block_vars[i]), v[i],
+           p->cl_size, bid0[i], p->cl_size);
     else if (p->block_vars[i])
       line(e, "const int %s = %s;", vname(e, p->block_vars[i]), v[i]);
 }
@@ -2825,23 +2825,13 @@ static void block_vars(E *e, const char *const *bid0, const char *const *nb0) {
 /* A persistent kernel (pass_wspec.c): the grid's tiles, walked by the
  * blocks started, each from its linear index, every (blocks started)-th
  * (so that a launch of the whole grid runs each tile once too); the
- * program's block variables of each.  In clusters (pass_cluster.c: one
- * axis over 1, launched as clusters of that many blocks along x), the
- * tiles are the clusters' (tl_tgN counts them), walked by the clusters
- * started, each block taking its rank's tile of its cluster's.  Closed by
- * close_tiles. */
+ * program's block variables of each.  Closed by close_tiles. */
 static void open_tiles(E *e) {
   static const char *const bid[3] = {"tl_b0", "tl_b1", "tl_b2"};
   static const char *const nb[3] = {"(unsigned)tl_tg0", "(unsigned)tl_tg1", "(unsigned)tl_tg2"};
   const char *const *b = e->d->bid, *const *n = e->d->nblocks;
-  int64_t c = e->prog->cl_axis >= 0 ? e->prog->cl_size : 1;
-  const char *first = S("%s + (long long)%s * (%s + (long long)%s * %s)", b[0], n[0], b[1], n[1], b[2]),
-             *step = S("(long long)%s * %s * %s", n[0], n[1], n[2]);
-  if (c > 1) {
-    first = S("(%s) / %" PRId64, first, c);
-    step = S("(%s) / %" PRId64, step, c);
-  }
-  line(e, "for (long long tl_tile = %s; tl_tile < tl_ntiles; tl_tile += %s) {", first, step);
+  line(e, "for (long long tl_tile = %s + (long long)%s * (%s + (long long)%s * %s); tl_tile < tl_ntiles; "
+          "tl_tile += (long long)%s * %s * %s) {", b[0], n[0], b[1], n[1], b[2], n[0], n[1], n[2]);
   e->indent++;
   line(e, "const unsigned tl_b0 = (unsigned)(tl_tile %% tl_tg0), tl_b1 = (unsigned)(tl_tile / tl_tg0 %% tl_tg1), "
           "tl_b2 = (unsigned)(tl_tile / (tl_tg0 * tl_tg1)); (void)tl_b1; (void)tl_b2;");
@@ -3252,9 +3242,7 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
   /* -maxrregcount is ignored for kernels with launch bounds, so a register
    * cap given as an option replaces them */
   const char *cluster = "";
-  if (prog->cl_size > 1 && prog->persistent) /* a persistent kernel's launch is one-dimensional (open_tiles) */
-    cluster = S("__cluster_dims__(%" PRId64 ", 1, 1) ", prog->cl_size);
-  else if (prog->cl_size > 1) /* the kernel's cluster or its multicast loop's (pass_cluster.c) */
+  if (prog->cl_size > 1) /* the kernel's cluster or its multicast loop's (pass_cluster.c) */
     cluster = S("__cluster_dims__(%" PRId64 ", %" PRId64 ", %" PRId64 ") ", prog->cl[0], prog->cl[1], prog->cl[2]);
   const char *bounds = S(e->d->bounds, e->T);
   if (prog->wspec_threads) /* the registers at entry follow from the blocks per SM asked (pass_wspec.c) */
@@ -3293,8 +3281,6 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
     const char *g[3] = {"1", "1", "1"};
     for (int i = 0; i < prog->ngrid; i++)
       g[i] = ex(e, prog->grid[i]);
-    if (prog->cl_axis >= 0) /* the clusters' tiles (open_tiles) */
-      g[prog->cl_axis] = S("(%s) / %" PRId64, g[prog->cl_axis], prog->cl_size);
     line(e, "const long long tl_tg0 = (long long)(%s), tl_tg1 = (long long)(%s), tl_tg2 = (long long)(%s);", g[0], g[1],
          g[2]);
     line(e, "const long long tl_ntiles = tl_tg0 * tl_tg1 * tl_tg2;");

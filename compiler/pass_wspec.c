@@ -35,9 +35,7 @@
  * threads get the registers the producer does not need (setmaxnreg.inc).
  *
  * Persistent: unless the kernel says "persistent": false (or is launched
- * in thread-block clusters, tl_program.cl_size of pass_cluster.c, other
- * than over one axis of a constant extent: then the clusters walk the
- * grid's tiles, a cluster's worth at a time), the kernel is persistent too
+ * in thread-block clusters: tl_program.cl_size, pass_cluster.c), the kernel is persistent too
  * (tl_program.persistent): the launcher starts at most wspec_blocks blocks
  * per SM (proto/kernel-meta.md, launch.persistent), and each walks the
  * grid's tiles, block indices in the grid's order, tile t then t + the
@@ -350,7 +348,9 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
     tl_pass_smem(prog);
     return;
   }
-  /* in clusters (pass_cluster.c), only over one axis of a constant extent: the clusters walk the tiles */
-  bool clustered = prog->cl_axis >= 0 && prog->grid[prog->cl_axis]->kind == E_CONST;
-  prog->persistent = !prog->no_persistent && (prog->cl_size == 1 || clustered);
+  /* a cluster's blocks start together; a persistent block is no cluster's (pass_cluster.c): measured on an
+   * H100, clusters of 2 walking the tiles ran at half the speed (326 against 684 TFLOP/s, 4096^3), the
+   * launch's sms x wspec_blocks blocks being more than the clusters that fit at once (the launcher would
+   * need cuOccupancyMaxActiveClusters), so the last clusters started when the first had walked all theirs */
+  prog->persistent = !prog->no_persistent && prog->cl_size == 1;
 }

@@ -299,12 +299,11 @@ CASES = [
      {}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_wspec_let", {"M": 1000, "N": 1100, "K": 1000}, {}, ["C"], GEMM),
     # thread-block clusters with TMA multicast (compiler/pass_cluster.c): A's tile multicast across 2 (4) blocks
-    # along N, B's across 2 along M; with the producer warpgroup (each stage freed in every block of the cluster;
-    # persistent: the clusters walk the tiles, and not) and without (a cluster barrier each iteration); ragged M
-    # and K (a block's half of A's box wholly past M at M = 900), a long K wrapping the mbarriers' phases; N = 1100
-    # is 5 blocks along N, no whole clusters: the cluster is refused and the kernel runs without
+    # along N, B's across 2 along M; with the producer warpgroup (each stage freed in every block of the cluster)
+    # and without (a cluster barrier each iteration); ragged M and K (a block's half of A's box wholly past M at
+    # M = 900), a long K wrapping the mbarriers' phases; N = 1100 is 5 blocks along N, no whole clusters: the
+    # cluster is refused and the kernel runs without
     ("../tests/gpu/programs/gemm_cluster", {"M": 1000, "N": 1000, "K": 200}, {}, ["C"], GEMM),
-    ("../tests/gpu/programs/gemm_cluster", {"M": 1000, "N": 1000, "K": 200, "persistent": "false"}, {}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_cluster", {"M": 2000, "N": 2000, "K": 136, "block_N": 128, "cluster_x": 1,
                                             "cluster_y": 2}, {}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_cluster", {"M": 900, "N": 1000, "K": 200, "cluster_x": 1, "cluster_y": 2}, {}, ["C"],

@@ -8,8 +8,7 @@
 # with a producer warpgroup every consumer warp frees the stage in every
 # block (mapa + a remote mbarrier arrival, the "free" mbarriers expecting
 # twice the arrivals), without one each iteration's barrier is a cluster
-# barrier; the block variables follow the clusters' raster order, and a
-# persistent kernel's clusters walk the tiles (launched along x); a grid
+# barrier; the block variables follow the clusters' raster order; a grid
 # that is not whole clusters, sm_80 and a kernel whose loop says [1] keep
 # their copies unicast, and `--emit ir` says why.
 # Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
@@ -24,9 +23,8 @@ G="tests/gpu/programs/gemm_cluster.json -D M=1000 -D N=1000 -D K=200"
 src=$("$TLC" compile $G --target sm_90a --emit cuda) || fail "--emit cuda for sm_90a"
 for want in "__cluster_dims__(2, 1, 1) __launch_bounds__(384, 1)" \
             'unsigned tl_crank; asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(tl_crank));' \
-            "const int v_bx = (int)(tl_rem / tl_rows) * 2 + (int)(tl_crank);" \
-            "const long long tl_tg0 = (long long)((((long long)4LL)) / 2), tl_tg1 = (long long)(((long long)8LL))" \
-            "for (long long tl_tile = (blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z)) / 2; tl_tile < tl_ntiles; tl_tile += ((long long)gridDim.x * gridDim.y * gridDim.z) / 2) {" \
+            "const int v_bx = (int)(tl_rem / tl_rows) * 2 + (int)(blockIdx.x % 2u);" \
+            "const unsigned tl_lin = (blockIdx.x / 2u) + blockIdx.y * (gridDim.x / 2u);" \
             "mbarrier.init.shared::cta.b64 [%0], 16;" \
             'mapa.shared::cluster.u32 tl_ra, %0, %1;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, [tl_ra];' \
             'bytes.multicast::cluster [%0], [%1, {%4, %5}], [%2], %3;" :: "r"(tl_smem_addr(s_A_shared) + 0u + tl_crank * 8192u)' \
@@ -37,30 +35,24 @@ done
 [ "$(printf '%s\n' "$src" | grep -c 'multicast::cluster')" = 1 ] || fail "not one multicast copy (A's)"
 # a cluster barrier after the mbarriers' init, in the producer before it returns and at the kernel's end
 [ "$(printf '%s\n' "$src" | grep -c 'barrier.cluster.arrive.release')" = 3 ] || fail "not 3 cluster barriers"
-# "persistent": false: one block a tile, the clusters in the grid's raster order
-src=$("$TLC" compile $G -D persistent=false --target sm_90a --emit cuda) || fail "persistent=false: --emit cuda"
-for want in "const int v_bx = (int)(tl_rem / tl_rows) * 2 + (int)(blockIdx.x % 2u);" \
-            "const unsigned tl_lin = (blockIdx.x / 2u) + blockIdx.y * (gridDim.x / 2u);"; do
-  printf '%s\n' "$src" | grep -qF -- "$want" || fail "persistent=false: the source lacks: $want"
-done
-printf '%s\n' "$src" | grep -q "tl_tile" && fail "persistent=false: a tile loop"
+printf '%s\n' "$src" | grep -q "tl_tile" && fail "a clustered kernel is persistent"
 "$TLC" compile $G --target sm_90a --emit ptx -o "$tmp/k.ptx" 2>/dev/null || fail "--emit ptx for sm_90a"
 for want in "multicast::cluster" "barrier.cluster.arrive.release" "barrier.cluster.wait.acquire" "mapa.shared::cluster.u32" \
             "%cluster_ctarank" ".explicitcluster" ".reqnctapercluster 2, 1, 1" ".maxntid 384, 1, 1" "wgmma.mma_async"; do
   grep -qF -- "$want" "$tmp/k.ptx" || fail "the sm_90a PTX lacks: $want"
 done
 "$TLC" compile $G --target sm_90a --emit meta > "$tmp/m.json" || fail "--emit meta"
-"$TLC" compile $G -D cluster_x=1 -D cluster_y=2 -D M=900 -D persistent=false --target sm_90a --emit meta > "$tmp/my.json" ||
+"$TLC" compile $G -D cluster_x=1 -D cluster_y=2 -D M=900 --target sm_90a --emit meta > "$tmp/my.json" ||
   fail "--emit meta, cluster_y=2"
 python3 - "$tmp/m.json" "$tmp/my.json" <<'PY' || fail "the metadata of the clustered kernels"
 import json, sys
 m = json.load(open(sys.argv[1]))
-assert m["launch"]["cluster"] == [2] and m["launch"]["grid"] == [4, 8] and m["launch"]["persistent"] == 1, m["launch"]
+assert m["launch"]["cluster"] == [2] and m["launch"]["grid"] == [4, 8] and "persistent" not in m["launch"], m["launch"]
 boxes = [(t["param"], t["box"]) for t in m["tensor_maps"]]
 assert boxes == [("A", [64, 64]), ("B", [64, 64])], boxes  # A's half box: 64 of its 128 rows
 assert m["resources"]["spill_store_bytes"] == 0, m["resources"]
 m = json.load(open(sys.argv[2]))
-assert m["launch"]["cluster"] == [1, 2] and m["launch"]["grid"] == [4, 8] and "persistent" not in m["launch"], m["launch"]
+assert m["launch"]["cluster"] == [1, 2] and m["launch"]["grid"] == [4, 8], m["launch"]
 boxes = [(t["param"], t["box"]) for t in m["tensor_maps"]]
 assert boxes == [("A", [64, 128]), ("B", [64, 32])], boxes  # B's half box: 32 of its 64 K rows
 PY

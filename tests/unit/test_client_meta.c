@@ -435,18 +435,6 @@ static void test_launch_plan_checks(void **state) {
   assert_int_equal(tl_launch_plan_make(m, args, 6, &plan, &err), TL_OK);
   assert_int_equal(plan.grid[0], 2);
   tl_meta_free(m);
-  /* a persistent kernel's cluster is over its tiles (launched one-dimensional, in whole clusters) */
-  snprintf(buf, sizeof buf, "%.*s\"persistent\": 1, \"cluster\": [2], %s", (int)(at - good_meta), good_meta, at);
-  assert_int_equal(tl_meta_parse(buf, &m, &err), TL_OK);
-  args[0] = tl_arg_int(130);
-  args[2] = tl_arg_int(1002);
-  assert_int_equal(tl_launch_plan_make(m, args, 6, &plan, &err), TL_INVALID_ARG);
-  assert_non_null(strstr(err.message, "the grid of 4509 blocks of persistent kernel 'k' is not a multiple of its "
-                                      "thread-block cluster's 2"));
-  args[2] = tl_arg_int(1000);
-  assert_int_equal(tl_launch_plan_make(m, args, 6, &plan, &err), TL_OK);
-  assert_int_equal(plan.grid[0], 3);
-  tl_meta_free(m);
 }
 
 static void test_eval_errors(void **state) {
