@@ -263,6 +263,9 @@ printf '%s\n' "$dump" | grep -qF "blocks: rasterized in stripes of 10 block rows
 dump=$("$TLC" compile examples/gemm.json --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
 printf '%s\n' "$dump" | grep -qF "blocks: rasterized in stripes of 8 block rows (the compiler's choice: a gemm's A and B tiles are copied by different block variables, and no use_swizzle is given)" ||
   fail "--dump raster of gemm.json: not the compiler's stripes (its gemm's tiles by by and bx, no use_swizzle)"
+python3 -c 'import json, sys; d = json.load(open("examples/gemm.json")); d["kernel"]["body"].insert(3, {"op": "use_swizzle", "panel_size": 8, "enable": False}); json.dump(d, open(sys.argv[1], "w"))' "$tmp/noswz.json"
+"$TLC" compile "$tmp/noswz.json" --target sm_80 --emit ir | grep -qF "blocks: in grid order" ||
+  fail "a use_swizzle with enable false does not keep the grid order"
 dump=$("$TLC" compile examples/flash_attention.json --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
 printf '%s\n' "$dump" | grep -qF "blocks: in grid order" || fail "--dump raster of flash_attention.json is not the grid order"
 "$TLC" compile examples/gemm.json --target sm_80 --dump lowering 2>&1 >/dev/null | grep -qF "the stages are check, place, pipeline, overlap, tma, cluster, wspec, store, range, uniform, barrier and raster" ||
