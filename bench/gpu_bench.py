@@ -3,6 +3,7 @@
 flash attention, side by side in one run on one GPU.
 
     python3 bench/gpu_bench.py [--tlc build/bin/tlc] [--out DIR] [--quick] [--gemm-only] [--gemm-filter REGEX]
+                               [--gemm-sizes N,N]
 
 GEMM float16 and bfloat16 (M = N = K = 4096 and 8192; float32
 accumulation): ours (examples/gemm.json as written first, then tile
@@ -99,7 +100,22 @@ GEMM_CONFIGS = [("examples/gemm.json", {}), ("examples/gemm.json", {"block_K": 6
                 ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 256,
                                                      "persistent": "false"}),
                 ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 256}),
-                ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 512})]
+                ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 512}),
+                # thread-block clusters (compiler/pass_cluster.c): A's tile multicast across 2 blocks along N
+                # (cluster_x), B's across 2 along M (cluster_y); with and without the producer warpgroup
+                ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "cluster_x": 2}),
+                ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "cluster_y": 2}),
+                ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "cluster_x": 2,
+                                                     "warp_specialize": "false"}),
+                ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "cluster_y": 2,
+                                                     "warp_specialize": "false"}),
+                ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 256, "cluster_x": 2}),
+                ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 256, "cluster_y": 2}),
+                ("bench/programs/gemm_raster.json", {"block_M": 256, "block_K": 64, "threads": 512, "cluster_x": 2}),
+                # the epilogue through shared memory and TMA stores (compiler/pass_store.c), without and with clusters
+                ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "tma_store": "true"}),
+                ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "cluster_x": 2,
+                                                     "tma_store": "true"})]
 # bfloat16: the same kernel with bfloat16 operands and C (M is its scalar argument)
 BF16_PROG = "tests/gpu/programs/gemm_dyn_m_bf16.json"
 GEMM_BF16_CONFIGS = [{}, {"block_K": 64}, {"block_K": 64, "num_stages": 4}, {"block_N": 256, "block_K": 64, "threads": 256},
@@ -283,7 +299,7 @@ def fp8_rows(a, work, rows, res):
         del A, B, Af, Bf, ref, bound, bound14
 
 
-RUN_TIMEOUT = 120  # seconds for one `tlc run --device` (compile, copies, runs)
+RUN_TIMEOUT = float(os.environ.get("TL_RUN_TIMEOUT", 120))  # seconds for one `tlc run --device` (compile, copies, runs)
 
 
 def W4A16_CONFIGS(M):
@@ -411,6 +427,8 @@ def main():
     ap.add_argument("--fp8-sizes", default="", metavar="N,N", help="the float8 rows' sizes (M = N = K), e.g. 8192")
     ap.add_argument("--fp8-filter", default=None, metavar="REGEX",
                     help="only the float8 configurations whose tag (as printed, e.g. 'raster:num_stages=4') matches")
+    ap.add_argument("--gemm-sizes", default=None, metavar="N,N",
+                    help="only these GEMM sizes (M = N = K; default 4096,8192, --quick 4096)")
     ap.add_argument("--gemm-filter", default=None, metavar="REGEX",
                     help="only the GEMM configurations whose tag (program:constants, as printed) matches")
     ap.add_argument("--flash-only", action="store_true", help="only the flash attention rows (issue 11)")
@@ -446,7 +464,8 @@ def main():
         tri = triton_matmul()
     except Exception as ex:  # Triton missing: say so
         print(f"triton unavailable: {ex}")
-    for n in ([] if a.w4a16_only else [4096] if a.quick else [4096, 8192]):
+    sizes = [int(x) for x in a.gemm_sizes.split(",")] if a.gemm_sizes else [4096] if a.quick else [4096, 8192]
+    for n in ([] if a.w4a16_only else sizes):
         A = torch.randn(n, n, device="cuda", dtype=torch.float16)
         B = torch.randn(n, n, device="cuda", dtype=torch.float16)
         np.save(f"{work}/A.npy", A.cpu().numpy())

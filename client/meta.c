@@ -846,12 +846,14 @@ tl_status tl_launch_plan_make(const tl_meta *m, const tl_kernel_arg *args, int n
   tl_status st = check_args(m, args, nargs, true, err);
   if (st != TL_OK)
     return st;
-  if (m->ncluster)
-    return tl_error_set(err, TL_UNSUPPORTED, "kernel '%s' uses thread-block clusters, which the launcher does not "
-                        "support yet", m->entry);
   int64_t grid[3];
   if ((st = tl_meta_grid(m, args, nargs, grid, err)) != TL_OK)
     return st;
+  /* the binary fixes its cluster (__cluster_dims__), so a plain launch applies it: whole clusters only */
+  for (int d = 0; d < m->ncluster; d++)
+    if (m->cluster[d] > 1 && grid[d] % m->cluster[d])
+      return tl_error_set(err, TL_INVALID_ARG, "grid dimension %d of kernel '%s' is %lld, which is not a multiple of "
+                          "its thread-block cluster's %lld", d, m->entry, (long long)grid[d], (long long)m->cluster[d]);
   if (grid[1] > 65535 || grid[2] > 65535)
     return tl_error_set(err, TL_LIMIT, "the grid (%lld, %lld, %lld) of kernel '%s' is larger than CUDA allows "
                         "(2^31-1, 65535, 65535)", (long long)grid[0], (long long)grid[1], (long long)grid[2], m->entry);

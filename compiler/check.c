@@ -2276,6 +2276,7 @@ static tl_walk_act check_stmt(tl_stmt *s, void *user) {
     return TL_WALK_SKIP;
   }
   case S_COPY: {
+    s->store_asked = s->raw.tma && const_bool(c, s->raw.tma, "'tma'", false);
     c->in_tile_op = true;
     bool ok = resolve_region(c, s->src, false) & resolve_region(c, s->dst, false);
     c->in_tile_op = false;
@@ -2380,6 +2381,10 @@ static tl_walk_act check_stmt(tl_stmt *s, void *user) {
     s->no_tma = !const_bool(c, s->raw.tma, "'tma'", true);
     s->no_wspec = !const_bool(c, s->raw.wspec, "'warp_specialize'", true);
     s->overlap = s->raw.overlap ? const_bool(c, s->raw.overlap, "'overlap'", true) : -1;
+    for (int i = 0; i < s->ncl_req; i++) {
+      int64_t n = 1;
+      s->cl_req[i] = const_int(c, s->raw.cluster[i], "a cluster dimension", 1, 16, &n) ? n : 1;
+    }
     if (s->norder && s->norder != s->body.n)
       ERR(tl_ptr_key(c->arena, s->pointer, s->order ? "order" : "stage"), 0,
           "'%s' has %d entries but the body has %d statements; give one per statement", s->order ? "order" : "stage",

@@ -16,8 +16,12 @@
  *                          late, overlapping the work after the next one (sm_90a)
  *   tl_pass_tma            pass_tma.c: bulk tensor copies (TMA) and their
  *                          mbarriers where the target has TMA; tensor maps
+ *   tl_pass_cluster        pass_cluster.c: the thread-block cluster launched
+ *                          and the bulk tensor copies multicast across it
  *   tl_pass_wspec          pass_wspec.c: a producer warpgroup that issues a
  *                          loop's bulk tensor copies (sm_90a)
+ *   tl_pass_store          pass_store.c: a tile's epilogue through shared
+ *                          memory and TMA stores, where a copy asks
  *   tl_check_target        check_target.c: clusters, shared memory (diagnostics)
  *   tl_pass_range          pass_range.c: value ranges; bounds guards proven
  *   tl_pass_uniform        pass_uniform.c: an affine comparison in a parallel
@@ -452,10 +456,11 @@ static char *metadata(tl_arena *a, const tl_program *prog, const char *target, c
     json_object_set_new(launch, "producer_threads", json_integer(prog->wspec_threads));
   if (prog->persistent)
     json_object_set_new(launch, "persistent", json_integer(prog->wspec_blocks));
-  if (prog->ncluster) {
+  if (prog->ncluster || prog->cl_size > 1) { /* the kernel's cluster, or its multicast loop's (pass_cluster.c) */
     json_t *cl = json_array();
-    for (int i = 0; i < prog->ncluster; i++)
-      json_array_append_new(cl, json_integer(prog->cluster[i]));
+    int n = prog->cl_axis + 1 > prog->ncluster ? prog->cl_axis + 1 : prog->ncluster;
+    for (int i = 0; i < n; i++)
+      json_array_append_new(cl, json_integer(prog->cl[i]));
     json_object_set_new(launch, "cluster", cl);
   }
   json_object_set_new(m, "launch", launch);
@@ -517,7 +522,9 @@ const tl_stage_info tl_compile_stages[] = {
     {"pipeline", "pass_pipeline.c: cp.async copies, software-pipelined loops, shared memory offsets"},
     {"overlap", "pass_overlap.c: a gemm on wgmma issued one iteration late (FlashAttention-3's overlap)"},
     {"tma", "pass_tma.c: bulk tensor copies (TMA) with mbarriers, the kernel's tensor maps"},
+    {"cluster", "pass_cluster.c: the thread-block cluster launched, bulk tensor copies multicast across it"},
     {"wspec", "pass_wspec.c: a producer warpgroup issuing a loop's bulk tensor copies (warp specialization)"},
+    {"store", "pass_store.c: a register fragment's tile stored through shared memory by TMA, where a copy asks"},
     {"range", "pass_range.c: value ranges; each bounds guard kept or proven (inside)"},
     {"uniform", "pass_uniform.c: affine comparisons in parallel loops decided once per tile where they can be"},
     {"barrier", "pass_barrier.c: where the block barriers go"},
@@ -586,8 +593,14 @@ again:;
   prog->max_registers = opt.max_registers;
   if ((st = after(req, "tma", prog, &cg, err)) != TL_OK)
     goto done;
+  tl_pass_cluster(prog, &cg);
+  if ((st = after(req, "cluster", prog, &cg, err)) != TL_OK)
+    goto done;
   tl_pass_wspec(prog, t.smem_bytes, &cg);
-  if ((st = after(req, "wspec", prog, &cg, err)) != TL_OK || (st = tl_check_target(prog, &t, diags, err)) != TL_OK)
+  if ((st = after(req, "wspec", prog, &cg, err)) != TL_OK)
+    goto done;
+  tl_pass_store(prog, t.smem_bytes, &cg);
+  if ((st = after(req, "store", prog, &cg, err)) != TL_OK || (st = tl_check_target(prog, &t, diags, err)) != TL_OK)
     goto done;
   tl_warn_target(prog);
   tl_pass_range(prog);

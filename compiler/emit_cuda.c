@@ -1061,8 +1061,13 @@ static void op_copy_packed(E *e, const tl_stmt *s, int w) {
   line(e, "}");
 }
 
+static void emit_tma_store(E *e, const tl_stmt *s);
 static void op_copy(E *e, const tl_stmt *s) {
   const tl_region *src = s->src, *dst = s->dst;
+  if (s->tma_store) {
+    emit_tma_store(e, s);
+    return;
+  }
   if (s->byte_copy) {
     op_copy_packed(e, s, s->byte_copy);
     return;
@@ -2511,6 +2516,13 @@ static void emit_tma_copy(E *e, const tl_stmt *s) {
   for (int d = 0; d < b->ndim; d++)
     panel_elems *= b->dims[d];
   panel_elems /= panels;
+  /* multicast (pass_cluster.c): this block's part, rows [r * part, (r + 1) * part) of the box's
+   * outermost dimension over 1 (d0), at that offset in each panel of every block's stage */
+  int d0 = 0;
+  while (s->mcast && src->ext[d0] == 1)
+    d0++;
+  int64_t n = s->mcast ? e->prog->cl_size : 1, part = src->ext[d0] / n;
+  const char *off = s->mcast ? S(" + tl_crank * %" PRId64 "u", panel_elems / n * (int64_t)tl_dtype_size(b->dtype)) : "";
   for (int64_t p = 0; p < panels; p++) {
     const char *ops = "", *coords = "";
     for (int i = 0; i < m->rank; i++) {
@@ -2518,14 +2530,101 @@ static void emit_tma_copy(E *e, const tl_stmt *s) {
       const char *lo = src->lo[d] ? ex(e, src->lo[d]) : "0";
       if (i == 0 && p)
         lo = S("(%s) + %" PRId64, lo, m->box[0] * p);
-      coords = S("%s%s%%%d", coords, i ? ", " : "", 3 + i);
+      if (s->mcast && d == d0)
+        lo = S("(%s) + (int)tl_crank * %" PRId64, lo, part);
+      coords = S("%s%s%%%d", coords, i ? ", " : "", (s->mcast ? 4 : 3) + i);
       ops = S("%s, \"r\"((int)(%s))", ops, lo);
     }
-    line(e, "asm volatile(\"cp.async.bulk.tensor.%dd.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1, {%s}], "
-            "[%%2];\" :: \"r\"(tl_smem_addr(s_%s) + %" PRId64 "u), \"l\"((unsigned long long)&tl_tmap%d), \"r\"(tl_mb)%s : "
+    const char *mask = s->mcast ? S(", \"h\"((unsigned short)%#llx)", (1ull << n) - 1) : ""; /* every block of the cluster */
+    line(e, "asm volatile(\"cp.async.bulk.tensor.%dd.shared::cluster.global.mbarrier::complete_tx::bytes%s [%%0], [%%1, {%s}], "
+            "[%%2]%s;\" :: \"r\"(tl_smem_addr(s_%s) + %" PRId64 "u%s), \"l\"((unsigned long long)&tl_tmap%d), \"r\"(tl_mb)%s%s : "
             "\"memory\");",
-         m->rank, coords, b->name, p * panel_elems * (int64_t)tl_dtype_size(b->dtype), s->tma_map, ops);
+         m->rank, s->mcast ? ".multicast::cluster" : "", coords, s->mcast ? ", %3" : "", b->name,
+         p * panel_elems * (int64_t)tl_dtype_size(b->dtype), off, s->tma_map, mask, ops);
   }
+}
+
+/* A TMA store (pass_store.c): for each panel of 128 bytes of the tile's
+ * columns, every thread writes its elements of the panel (mma layout:
+ * its register index tl_r at row and column mma_row_col; the panel of a
+ * register is known at compile time where the warps do not split the
+ * columns) into the staging buffer in the 128-byte swizzle (the 16-byte
+ * chunk of a row XORed with the row's index mod 8, as the tensor map
+ * reads it), two 16-bit elements at a time; a proxy fence and a barrier
+ * hand them to the async proxy; thread 0 stores the panel.  The next
+ * panel first waits until that store has read the buffer; the statement
+ * ends when the last store is complete. */
+static void emit_tma_store(E *e, const tl_stmt *s) {
+  const tl_sym *f = s->src->sym, *t = s->dst->sym;
+  int64_t es = (int64_t)tl_dtype_size(t->dtype), pc = 128 / es, panels = f->dims[1] / pc;
+  bool pairs = es == 2;
+  line(e, "{");
+  e->indent++;
+  line(e, "const unsigned tl_stg = tl_smem_addr(tl_smem + %" PRId64 ");", e->prog->epi_offset);
+  line(e, "const int tl_y0 = (int)(%s), tl_x0 = (int)(%s);", s->dst->lo[0] ? ex(e, s->dst->lo[0]) : "0",
+       s->dst->lo[1] ? ex(e, s->dst->lo[1]) : "0");
+  for (int64_t p = 0; p < panels; p++) {
+    if (p) {
+      line(e, "if (tl_tid == 0) asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");");
+      barrier_line(e);
+    }
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r += %d) {", f->per_thread, pairs ? 2 : 1);
+    e->indent++;
+    const char *row, *col;
+    mma_row_col(e, f, "tl_r", &row, &col);
+    line(e, "const unsigned tl_row = %s, tl_col = %s;", row, col);
+    line(e, "if (tl_col / %" PRId64 "u == %" PRId64 "u) {", pc, p);
+    e->indent++;
+    line(e, "const unsigned tl_b = (tl_col %% %" PRId64 "u) * %" PRId64 "u;", pc, es);
+    line(e, "const unsigned tl_a = tl_stg + tl_row * 128u + (((tl_b / 16u) ^ (tl_row %% 8u)) * 16u) + tl_b %% 16u;");
+    const char *v0 = store_conv(e, t->dtype, conv(e, S("r_%s[tl_r]", f->name), (tl_type)f->dtype, (tl_type)t->dtype));
+    if (pairs) {
+      const char *v1 = store_conv(e, t->dtype, conv(e, S("r_%s[tl_r + 1]", f->name), (tl_type)f->dtype, (tl_type)t->dtype));
+      line(e, "asm volatile(\"st.shared.b32 [%%0], %%1;\" :: \"r\"(tl_a), \"r\"((unsigned)(unsigned short)(%s) | "
+              "((unsigned)(unsigned short)(%s) << 16)) : \"memory\");", v0, v1);
+    } else {
+      if (is_f((tl_type)t->dtype) && es == 4) /* its bits */
+        v0 = S("__float_as_uint(%s)", v0);
+      line(e, "asm volatile(\"st.shared.b%d [%%0], %%1;\" :: \"r\"(tl_a), \"%s\"((%s)(%s)) : \"memory\");", (int)(8 * es),
+           es == 4 ? "r" : "h", es == 4 ? "unsigned" : "unsigned short", v0);
+    }
+    e->indent--;
+    line(e, "}");
+    e->indent--;
+    line(e, "}");
+    if (!e->prog->fence_async) /* else barrier_line fences */
+      line(e, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
+    barrier_line(e);
+    line(e, "if (tl_tid == 0) {");
+    e->indent++;
+    line(e, "asm volatile(\"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%%0, {%%1, %%2}], [%%3];\" :: "
+            "\"l\"((unsigned long long)&tl_tmap%d), \"r\"(tl_x0 + %" PRId64 "), \"r\"(tl_y0), \"r\"(tl_stg) : \"memory\");",
+         s->store_map, p * pc);
+    line(e, "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");");
+    e->indent--;
+    line(e, "}");
+  }
+  line(e, "if (tl_tid == 0) asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\");");
+  e->indent--;
+  line(e, "}");
+  barrier_line(e);
+}
+
+/* A barrier of every thread of the cluster (pass_cluster.c), ordering
+ * memory as a block barrier does. */
+static void cluster_barrier(E *e) {
+  if (e->prog->fence_async) /* as barrier_line: the threads' shared-memory writes visible to wgmma */
+    line(e, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
+  line(e, "asm volatile(\"barrier.cluster.arrive.release;\\nbarrier.cluster.wait.acquire;\" ::: \"memory\");");
+}
+
+/* Whether the kernel has a loop that multicasts (pass_cluster.c). */
+static bool multicasts(const tl_program *p) {
+  for (int i = 0; i < p->body.n; i++)
+    if (p->body.items[i]->kind == S_LOOP && p->body.items[i]->mcast)
+      return true;
+  return false;
 }
 
 /* The mbarrier of stage `stage` (a C expression) of TMA loop `loop`. */
@@ -2560,6 +2659,8 @@ static void declare_mbarriers(E *e) {
       nfull = p->body.items[i]->wspec_empty;
       nempty = (int)p->body.items[i]->pipe_stages;
       arrivals = p->body.items[i]->wspec_threads ? e->T : e->T / 32;
+      if (p->body.items[i]->mcast) /* freed in every block of the cluster (release_stage) */
+        arrivals *= p->cl_size;
     }
   line(e, "for (int tl_i = 0; tl_i < %d; tl_i++)", nfull);
   line(e, "  asm volatile(\"mbarrier.init.shared::cta.b64 [%%0], 1;\" :: \"r\"(tl_mbar + 8u * (unsigned)tl_i) : \"memory\");");
@@ -2571,7 +2672,10 @@ static void declare_mbarriers(E *e) {
   line(e, "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");");
   e->indent--;
   line(e, "}");
-  line(e, "%s", e->d->barrier);
+  if (multicasts(p)) /* every block's mbarriers ready before any block copies into it */
+    cluster_barrier(e);
+  else
+    line(e, "%s", e->d->barrier);
   tl_walk((tl_body *)&p->body, &(tl_walker){.pre = declare_phase}, e);
 }
 
@@ -2738,8 +2842,18 @@ static const tl_stmt *wspec_loop(const tl_program *p) {
 
 /* The block variables of block bid[] (C expressions, per axis) of a grid
  * of nb[] blocks, in the raster order of pass_raster.c. */
-static void block_vars(E *e, const char *const *bid, const char *const *nb) {
+static void block_vars(E *e, const char *const *bid0, const char *const *nb0) {
   const tl_program *p = e->prog;
+  /* in clusters over one axis (pass_cluster.c), the order is the clusters',
+   * each block's variable on that axis its cluster's times the size plus
+   * its rank, so that a cluster's blocks differ on that axis alone */
+  const char *bid[3] = {bid0[0], bid0[1], bid0[2]}, *nb[3] = {nb0[0], nb0[1], nb0[2]};
+  int a = p->persistent ? -1 : p->cl_axis;
+  if (a >= 0) {
+    bid[a] = S("(%s / %" PRId64 "u)", bid0[a], p->cl_size);
+    nb[a] = S("(%s / %" PRId64 "u)", nb0[a], p->cl_size);
+  }
+  const char *v[3] = {NULL, NULL, NULL};
   if (p->raster_panel) {
     /* block rasterization (pass_raster.c): stripes of `panel` block rows
      * (or columns), walked column by column */
@@ -2750,17 +2864,20 @@ static void block_vars(E *e, const char *const *bid, const char *const *nb) {
     line(e, "const unsigned tl_pan = tl_lin / (%" PRId64 "u * tl_gx), tl_rem = tl_lin %% (%" PRId64 "u * tl_gx);", panel, panel);
     line(e, "const unsigned tl_rows = tl_gy - tl_pan * %" PRId64 "u < %" PRId64 "u ? tl_gy - tl_pan * %" PRId64 "u : %" PRId64 "u;",
          panel, panel, panel, panel);
-    line(e, "const int %s = (int)(tl_rem / tl_rows);", vname(e, p->block_vars[col ? 1 : 0]));
-    line(e, "const int %s = (int)(tl_pan * %" PRId64 "u + tl_rem %% tl_rows);", vname(e, p->block_vars[col ? 0 : 1]), panel);
-    if (p->block_vars[2])
-      line(e, "const int %s = (int)%s;", vname(e, p->block_vars[2]), bid[2]);
+    v[col ? 1 : 0] = "(int)(tl_rem / tl_rows)";
+    v[col ? 0 : 1] = S("(int)(tl_pan * %" PRId64 "u + tl_rem %% tl_rows)", panel);
+    v[2] = S("(int)%s", bid[2]);
   } else {
     for (int i = 0; i < 3; i++)
-      if (p->block_vars[i] && i == 0 && p->reverse_x) /* heaviest first (pass_raster.c) */
-        line(e, "const int %s = (int)(%s - 1u - %s);", vname(e, p->block_vars[i]), nb[0], bid[0]);
-      else if (p->block_vars[i])
-        line(e, "const int %s = (int)%s;", vname(e, p->block_vars[i]), bid[i]);
+      v[i] = i == 0 && p->reverse_x ? S("(int)(%s - 1u - %s)", nb[0], bid[0]) /* heaviest first (pass_raster.c) */
+                                    : S("(int)%s", bid[i]);
   }
+  for (int i = 0; i < 3; i++)
+    if (p->block_vars[i] && i == a)
+      line(e, "const int %s = %s * %" PRId64 " + (int)(%s %% %" PRId64 "u);", vname(e, p->block_vars[i]), v[i],
+           p->cl_size, bid0[i], p->cl_size);
+    else if (p->block_vars[i])
+      line(e, "const int %s = %s;", vname(e, p->block_vars[i]), v[i]);
 }
 
 /* A persistent kernel (pass_wspec.c): the grid's tiles, walked by the
@@ -2826,6 +2943,8 @@ static void emit_producer(E *e) {
     close_tiles(e);
   e->indent--;
   line(e, "}");
+  if (multicasts(p)) /* with the cluster's other threads, so that no block exits while another may arrive on it */
+    cluster_barrier(e);
   line(e, "return;");
   e->indent--;
   line(e, "}");
@@ -2842,6 +2961,10 @@ static void emit_producer(E *e) {
 static void release_stage(E *e, const tl_stmt *s, const char *stage) {
   const char *arrive = S("asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(%s) : \"memory\");",
                          empty_of(e, s, stage));
+  if (s->mcast) /* in every block of the cluster: their producers multicast into this one's stage */
+    arrive = S("for (unsigned tl_r = 0; tl_r < %" PRId64 "u; tl_r++) asm volatile(\"{\\n.reg .b32 tl_ra;\\n"
+               "mapa.shared::cluster.u32 tl_ra, %%0, %%1;\\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, "
+               "[tl_ra];\\n}\" :: \"r\"(%s), \"r\"(tl_r) : \"memory\");", e->prog->cl_size, empty_of(e, s, stage));
   if (s->wspec_threads) {
     line(e, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
     line(e, "%s", arrive);
@@ -2976,7 +3099,10 @@ static void emit_iteration(E *e, const tl_stmt *s, int id, const char *c, int pa
     lag_loads(e, s, id, c, par, false);
   if (cp)
     line(e, "asm volatile(\"cp.async.wait_group %" PRId64 ";\" ::: \"memory\");", D - 1);
-  barrier_line(e);
+  if (s->mcast) /* no block of the cluster still reads the stage the copies overwrite (pass_cluster.c) */
+    cluster_barrier(e);
+  else
+    barrier_line(e);
   line(e, "{");
   e->indent++;
   line(e, "const long long tl_f = %s + %" PRId64 ";", c, D);
@@ -3160,6 +3286,8 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   int64_t D = s->pipe_ahead;
   int id = e->uid++;
   bool cp = has_cp_async(s);
+  if (s->mcast) /* the other blocks of the cluster done with what shares the stages' memory */
+    cluster_barrier(e);
   line(e, "{");
   e->indent++;
   line(e, "const long long tl_n%d = (long long)(%s), tl_s%d = (long long)(%s);", id, ex(e, s->extent), id,
@@ -3211,7 +3339,10 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   }
   e->indent--;
   line(e, "}");
-  barrier_line(e);
+  if (s->mcast)
+    cluster_barrier(e);
+  else
+    barrier_line(e);
 }
 
 static void emit_body(E *e, const tl_body *b, bool uniform) {
@@ -3270,10 +3401,8 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
   /* -maxrregcount is ignored for kernels with launch bounds, so a register
    * cap given as an option replaces them */
   const char *cluster = "";
-  for (int i = 0; i < prog->ncluster; i++)
-    if (prog->cluster[i] > 1)
-      cluster = S("__cluster_dims__(%" PRId64 ", %" PRId64 ", %" PRId64 ") ", prog->cluster[0],
-                  prog->ncluster > 1 ? prog->cluster[1] : 1, prog->ncluster > 2 ? prog->cluster[2] : 1);
+  if (prog->cl_size > 1) /* the kernel's cluster or its multicast loop's (pass_cluster.c) */
+    cluster = S("__cluster_dims__(%" PRId64 ", %" PRId64 ", %" PRId64 ") ", prog->cl[0], prog->cl[1], prog->cl[2]);
   const char *bounds = S(e->d->bounds, e->T);
   if (prog->wspec_threads) /* the registers at entry follow from the blocks per SM asked (pass_wspec.c) */
     bounds = S("__launch_bounds__(%" PRId64 ", %d) ", e->T + prog->wspec_threads, prog->wspec_blocks);
@@ -3303,6 +3432,8 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
       for (int d = 0; d < s->ndim; d++)
         line(e, "const long long g_%s_d%d = (long long)(%s); (void)g_%s_d%d;", s->name, d, ex(e, s->shape[d]), s->name, d);
   }
+  if (prog->cl_axis >= 0) /* the block's rank in its cluster (pass_cluster.c: one axis over 1) */
+    line(e, "unsigned tl_crank; asm(\"mov.u32 %%0, %%%%cluster_ctarank;\" : \"=r\"(tl_crank));");
   if (!prog->persistent)
     block_vars(e, e->d->bid, e->d->nblocks);
   if (prog->persistent) { /* the grid's tiles (pass_wspec.c): the launch starts fewer blocks */
@@ -3323,6 +3454,8 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
     barrier_line(e);
     close_tiles(e);
   }
+  if (multicasts(prog)) /* no block exits while another may still copy into it or arrive on its mbarriers */
+    cluster_barrier(e);
   e->indent--;
   line(e, "}");
   return e->failed ? NULL : e->buf;

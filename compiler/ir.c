@@ -518,6 +518,7 @@ typedef struct {
   tl_arena *a;
   int depth;         /* of the statements being printed */
   unsigned lowered;  /* the program's TL_RAN_* bits: which annotations to print */
+  const tl_program *prog;
 } dumper;
 
 /* Prints one statement's line (tl_walker.pre). */
@@ -569,6 +570,16 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
       fputs(s->prefetch ? " [cp.async, prefetched]" : " [cp.async]", f);
     if (s->tma_why)
       fprintf(f, " [not TMA: %s]", s->tma_why);
+    if (s->tma_store)
+      fprintf(f, " [TMA store: staged in shared memory, 128-byte panels, each a bulk tensor copy through tensor map %d]",
+              s->store_map);
+    else if (s->store_why)
+      fprintf(f, " [not a TMA store: %s]", s->store_why);
+    if (s->mcast)
+      fprintf(f, " [multicast: each block of a cluster of %lld copies 1/%lld of the box into every block]",
+              (long long)d->prog->cl_size, (long long)d->prog->cl_size);
+    else if (s->cluster_why)
+      fprintf(f, " [not multicast: %s]", s->cluster_why);
     if (s->byte_copy)
       fprintf(f, " [bytes, %d at a time]", s->byte_copy);
     if (s->reg_prefetch)
@@ -648,6 +659,11 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
               s->wspec_lag == 1 ? "" : "s");
     if (s->wspec_why)
       fprintf(f, " [not warp-specialized: %s]", s->wspec_why);
+    if (s->mcast)
+      fprintf(f, " [thread-block cluster %lldx%lldx%lld: copies multicast%s]", (long long)d->prog->cl[0],
+              (long long)d->prog->cl[1], (long long)d->prog->cl[2], s->wspec ? ", each stage freed in every block" : "");
+    else if (s->cluster_why)
+      fprintf(f, " [no multicast across a cluster: %s]", s->cluster_why);
     dump_range(f, s->var, ranged);
     break;
   }
@@ -737,13 +753,15 @@ void tl_dump_program(const tl_program *prog, void *fp) {
     fprintf(f, "barriers: marked 'barrier' below%s\n",
             prog->fence_async ? ", each after fence.proxy.async (a gemm runs on wgmma)" : "");
   if ((prog->lowered & TL_RAN_RASTER) && prog->raster_panel)
-    fprintf(f, "blocks: rasterized in stripes of %lld block %s\n", (long long)prog->raster_panel,
-            prog->raster_column ? "columns" : "rows");
+    fprintf(f, "blocks: rasterized in stripes of %lld block %s%s\n", (long long)prog->raster_panel,
+            prog->raster_column ? "columns" : "rows",
+            prog->raster_chosen ? " (the compiler's choice: a gemm's A and B tiles are copied by different block "
+                                  "variables, and no use_swizzle is given)" : "");
   else if ((prog->lowered & TL_RAN_RASTER) && prog->reverse_x)
     fputs("blocks: x in reverse (the blocks with the most loop iterations first)\n", f);
   else if (prog->lowered & TL_RAN_RASTER)
     fputs("blocks: in grid order\n", f);
   static const tl_walker w = {.pre = dump_stmt, .enter_body = dump_enter, .leave_body = dump_leave};
-  dumper d = {.f = f, .a = a, .lowered = prog->lowered};
+  dumper d = {.f = f, .a = a, .lowered = prog->lowered, .prog = prog};
   tl_walk((tl_body *)&prog->body, &w, &d); /* the walk changes nothing */
 }

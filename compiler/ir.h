@@ -442,7 +442,7 @@ unsigned tl_stmt_kind_flags(tl_stmt_kind k);
   X(OP_ALLOC_LOCAL, "alloc_local", S_ALLOC, "op", "name", "shape", "dtype")                                \
   X(OP_ALLOC_VAR, "alloc_var", S_ALLOC_VAR, "op", "name", "dtype", "init")                                 \
   X(OP_LET, "let", S_LET, "op", "name", "value")                                                           \
-  X(OP_COPY, "copy", S_COPY, "op", "src", "dst")                                                           \
+  X(OP_COPY, "copy", S_COPY, "op", "src", "dst", "tma")                                                    \
   X(OP_FILL, "fill", S_FILL, "op", "dst", "value")                                                         \
   X(OP_CLEAR, "clear", S_FILL, "op", "dst")                                                                \
   X(OP_GEMM, "gemm", S_GEMM, "op", "A", "B", "C", "transpose_A", "transpose_B", "policy", "clear_accum",   \
@@ -452,7 +452,7 @@ unsigned tl_stmt_kind_flags(tl_stmt_kind k);
   X(OP_ATOMIC_ADD, "atomic_add", S_ATOMIC_ADD, "op", "dst", "src", "value")                                \
   X(OP_PARALLEL, "parallel", S_PARALLEL, "op", "vars", "extents", "body")                                  \
   X(OP_PIPELINED, "pipelined", S_LOOP, "op", "var", "extent", "start", "num_stages", "tma",                        \
-    "warp_specialize", "order", "stage", "overlap", "body")                                                                                     \
+    "warp_specialize", "order", "stage", "overlap", "cluster", "body")                                                                                   \
   X(OP_SERIAL, "serial", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
   X(OP_UNROLL, "unroll", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
   X(OP_VECTORIZED, "vectorized", S_LOOP, "op", "var", "extent", "start", "step", "body")                   \
@@ -475,7 +475,7 @@ typedef enum tl_stmt_op {
 } tl_stmt_op;
 
 #define TL_MAX_MSG 256     /* characters of a print or device_assert "msg" */
-#define TL_MAX_OP_FIELDS 12 /* the most fields a row of TL_STMT_OPS lists, and its NULL */
+#define TL_MAX_OP_FIELDS 13 /* the most fields a row of TL_STMT_OPS lists, and its NULL */
 typedef struct tl_stmt_op_info {
   const char *name;                          /* as written in "op" */
   tl_stmt_kind kind;
@@ -640,6 +640,19 @@ struct tl_stmt {
                           groups its gemms leave in flight) */
   const char *wspec_why; /* after pass_wspec, on a target that could: why a tma loop is not (static
                           text or the program's arena) */
+  bool store_asked;    /* copy: "tma": true (a TMA store of a register fragment's tile: pass_store.c) */
+  bool tma_store;      /* after pass_store: that copy is staged in shared memory, 128-byte panels, each stored
+                          by one bulk tensor copy through tensor map store_map */
+  int store_map;       /* tma_store copy: index in tl_program.tmaps */
+  const char *store_why; /* after pass_store, a copy that asked on a target with TMA: why it is not a TMA store */
+  int ncl_req;         /* pipelined: entries of its "cluster" (0: not given) */
+  int64_t cl_req[3];   /* ... after check: the thread-block cluster shape it asks for, each 1 to 16 */
+  bool mcast;          /* after pass_cluster: a tma loop whose copies (some) are multicast across the
+                          kernel's cluster (tl_program.cl); on a tma copy: it is, the block of rank r
+                          of the cluster copying part r of the box (its tma_map's box, 1 / cl_size of
+                          the rows) into every block's stage */
+  const char *cluster_why; /* after pass_cluster: on a tma loop, why its copies are not multicast (or why
+                          its "cluster" is not used); on a tma copy of a multicast loop, why it is not */
   int overlap;         /* pipelined: "overlap": 1 true, 0 false, -1 not given (pass_overlap.c decides) */
   bool barrier_before; /* after pass_barrier: a block barrier goes just before the statement */
   bool barrier_end;    /* after pass_barrier: a serial loop ends each iteration with a barrier */
@@ -672,6 +685,7 @@ struct tl_stmt {
    * expression strings. */
   struct {
     tl_expr *trans_a, *trans_b, *clear_accum, *k_pack, *dim, *clear, *reverse, *num_stages, *enable, *tma, *wspec, *overlap;
+    tl_expr *cluster[3];
   } raw;
   const char *reduce_type_name, *policy_name, *order_name; /* parsed strings */
 
@@ -721,7 +735,11 @@ typedef struct tl_program {
   int64_t threads[3];  /* after check: folded (missing dims are 1) */
   tl_sym *block_vars[3];
   int ncluster;
-  int64_t cluster[3];
+  int64_t cluster[3];  /* the kernel's "cluster" (1s where not given) */
+  int64_t cl[3];       /* after pass_cluster: the cluster shape the kernel is launched with (the kernel's
+                          "cluster", or its multicast loop's), 1s for none */
+  int cl_axis;         /* ... the one grid axis whose extent in cl is over 1, or -1 */
+  int64_t cl_size;     /* ... the blocks of a cluster (the product of cl) */
   tl_expr *persistent_expr; /* "persistent" (parsed), or NULL */
   bool no_persistent;  /* after check: "persistent": false */
   tl_body body;
@@ -742,6 +760,7 @@ typedef struct tl_program {
   struct tl_tmap *tmaps;
   int nmbar;
   int64_t mbar_offset;
+  int64_t epi_offset, epi_bytes; /* after pass_store: the staging buffer of its TMA stores (0 bytes: none) */
   /* after pass_wspec: a producer warpgroup (wspec loops) */
   int64_t wspec_threads; /* threads the launch adds after the program's (128), or 0 */
   int wspec_regs[2];     /* setmaxnreg: registers per thread of the producer, of the program's threads
@@ -761,6 +780,7 @@ typedef struct tl_program {
   int64_t raster_panel;  /* stripes of this many block rows (columns); 0: blocks in grid order */
   bool raster_column;    /* stripes of block columns, walked row by row */
   bool reverse_x;        /* no stripes: the blocks take the x block variable in reverse (heaviest first) */
+  bool raster_chosen;    /* the stripes are pass_raster.c's choice for a gemm (no use_swizzle given) */
   unsigned lowered;      /* the analyses of pass.h that ran (TL_RAN_ bits); tl_emit needs all */
 } tl_program;
 

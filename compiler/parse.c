@@ -440,6 +440,7 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
   case S_COPY: {
     s->src = get_region(p, v, "src", ptr, what, true);
     s->dst = get_region(p, v, "dst", ptr, what, true);
+    s->raw.tma = get_flag(p, v, "tma", ptr);
     return s->src && s->dst ? s : NULL;
   }
   case S_FILL: {
@@ -579,6 +580,14 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
       s->raw.tma = get_flag(p, v, "tma", ptr);
       s->raw.wspec = get_flag(p, v, "warp_specialize", ptr);
       s->raw.overlap = get_flag(p, v, "overlap", ptr);
+      json_t *cl = json_object_get(v, "cluster");
+      if (cl) {
+        int n = get_expr_list(p, cl, tl_ptr_key(p->arena, ptr, "cluster"), "'cluster'", 3, s->raw.cluster);
+        if (n > 0)
+          s->ncl_req = n;
+        else
+          ok = false;
+      }
       for (int which = 0; which < 2; which++) {
         const char *key = which ? "stage" : "order";
         json_t *l = json_object_get(v, key);
@@ -994,6 +1003,9 @@ tl_program *tl_parse(tl_arena *arena, const char *text, size_t len, tl_diags *di
   P pp = {.arena = arena, .diags = diags}, *p = &pp;
   int before = diags->n;
   tl_program *prog = tl_arena_alloc(arena, sizeof *prog);
+  prog->cl[0] = prog->cl[1] = prog->cl[2] = 1; /* no cluster until pass_cluster.c says */
+  prog->cl_axis = -1;
+  prog->cl_size = 1;
   prog->arena = arena;
   p->prog = prog;
   if (!json_is_object(root)) {

@@ -74,12 +74,23 @@ void tl_pass_overlap(tl_program *prog, int64_t smem_limit, const tl_codegen *cg)
  * nmbar), then tl_pass_smem; none when they would take shared memory over
  * smem_limit bytes. */
 void tl_pass_tma(tl_program *prog, int64_t smem_limit, const tl_codegen *cg);
+/* pass_cluster.c: the thread-block cluster the kernel is launched with
+ * (tl_program.cl, cl_axis, cl_size: the kernel's "cluster" or a tma loop's)
+ * and the bulk tensor copies multicast across it (tl_stmt.mcast,
+ * cluster_why; their part tensor maps in tl_program.tmaps). */
+void tl_pass_cluster(tl_program *prog, const tl_codegen *cg);
 /* pass_wspec.c: a producer warpgroup for the bulk tensor copies of the
  * kernel's one tma loop where cg's target has wgmma (sm_90a) and the loop
  * qualifies (tl_stmt.wspec, wspec_why; tl_program.wspec_threads,
  * wspec_regs, wspec_blocks; its mbarriers after the others), then
  * tl_pass_smem; none when they would take shared memory over smem_limit. */
 void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg);
+/* pass_store.c: the copies of a register fragment's tile to a tensor that
+ * ask for TMA stores ("tma": true) and qualify (tl_stmt.tma_store,
+ * store_map, store_why; tl_program.epi_bytes, their staging buffer), then
+ * tl_pass_smem; none when the buffer would take shared memory over
+ * smem_limit bytes. */
+void tl_pass_store(tl_program *prog, int64_t smem_limit, const tl_codegen *cg);
 /* pass_place.c: offsets of the shared buffers (after pass_pipeline). */
 void tl_pass_smem(tl_program *prog);
 

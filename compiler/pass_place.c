@@ -1057,6 +1057,10 @@ void tl_pass_smem(tl_program *prog) {
   }
   prog->mbar_offset = off = (off + 7) & ~(int64_t)7; /* pass_tma's mbarriers, 8 bytes each */
   off += 8 * (int64_t)prog->nmbar;
+  if (prog->epi_bytes) { /* pass_store's staging buffer, in the 128-byte swizzle */
+    prog->epi_offset = off = (off + 1023) & ~(int64_t)1023;
+    off += prog->epi_bytes;
+  }
   off = (off + 127) & ~(int64_t)127;
   prog->scratch_offset = off;
   prog->smem_bytes = off + prog->scratch_bytes;

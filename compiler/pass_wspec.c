@@ -2,7 +2,7 @@
  * pass_wspec.c - warp specialization: a producer warpgroup for the bulk
  * tensor copies of a pipelined loop.
  *
- * Needs: a program after pass_tma (its tma loops, mbarriers and tensor
+ * Needs: a program after pass_tma and pass_cluster (its tma loops, mbarriers and tensor
  * maps), for a target of tl_codegen with wgmma and tma (sm_90a: setmaxnreg
  * is an sm_90a instruction).  Produces: wspec on the one tma loop that
  * qualifies, with wspec_empty (its "stage is free" mbarriers, one per
@@ -41,8 +41,8 @@
  * the tail of c - 1; its second copies of registers count among the
  * fragments, with TL_WSPEC_LAG_SPARE more.
  *
- * Persistent: unless the kernel says "persistent": false (or has
- * thread-block clusters), the kernel is persistent too
+ * Persistent: unless the kernel says "persistent": false (or is launched
+ * in thread-block clusters: tl_program.cl_size, pass_cluster.c), the kernel is persistent too
  * (tl_program.persistent): the launcher starts at most wspec_blocks blocks
  * per SM (proto/kernel-meta.md, launch.persistent), and each walks the
  * grid's tiles, block indices in the grid's order, tile t then t + the
@@ -371,8 +371,9 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
     tl_pass_smem(prog);
     return;
   }
-  bool cluster = false; /* a cluster's blocks start together; a persistent block is no cluster's */
-  for (int i = 0; i < prog->ncluster; i++)
-    cluster |= prog->cluster[i] > 1;
-  prog->persistent = !prog->no_persistent && !cluster;
+  /* a cluster's blocks start together; a persistent block is no cluster's (pass_cluster.c): measured on an
+   * H100, clusters of 2 walking the tiles ran at half the speed of the kernel without clusters (326 against
+   * 684 TFLOP/s, 4096^3), and so did clusters of one block a tile (328 against 671: bench/README.md), so the
+   * cause is the clustered kernel's, not the tile walk's; the simpler schedule stays */
+  prog->persistent = !prog->no_persistent && prog->cl_size == 1;
 }

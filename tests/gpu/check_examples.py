@@ -365,6 +365,33 @@ CASES = [
     ("../bench/programs/gemm_raster", {"M": 1000, "N": 1100, "K": 200, "block_K": 64, "block_M": 256, "threads": 512},
      {}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_wspec_let", {"M": 1000, "N": 1100, "K": 1000}, {}, ["C"], GEMM),
+    # thread-block clusters with TMA multicast (compiler/pass_cluster.c): A's tile multicast across 2 (4) blocks
+    # along N, B's across 2 along M; with the producer warpgroup (each stage freed in every block of the cluster)
+    # and without (a cluster barrier each iteration); ragged M and K (a block's half of A's box wholly past M at
+    # M = 900), a long K wrapping the mbarriers' phases; N = 1100 is 5 blocks along N, no whole clusters: the
+    # cluster is refused and the kernel runs without
+    ("../tests/gpu/programs/gemm_cluster", {"M": 1000, "N": 1000, "K": 200}, {}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_cluster", {"M": 2000, "N": 2000, "K": 136, "block_N": 128, "cluster_x": 1,
+                                            "cluster_y": 2}, {}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_cluster", {"M": 900, "N": 1000, "K": 200, "cluster_x": 1, "cluster_y": 2}, {}, ["C"],
+     GEMM),
+    ("../tests/gpu/programs/gemm_cluster", {"M": 900, "N": 1000, "K": 200, "cluster_x": 4}, {}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_cluster", {"M": 1000, "N": 1000, "K": 200, "warp_specialize": "false"}, {}, ["C"],
+     GEMM),
+    ("../tests/gpu/programs/gemm_cluster", {"M": 900, "N": 1000, "K": 200, "cluster_x": 1, "cluster_y": 2,
+                                            "warp_specialize": "false"}, {}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_cluster", {"M": 256, "N": 512, "K": 2048, "block_N": 128, "num_stages": 4}, {},
+     ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_cluster", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"], GEMM),
+    # the epilogue through shared memory and TMA stores (compiler/pass_store.c): with clusters, persistent and
+    # not, without the producer warpgroup, without clusters; ragged M and N (boxes past the tensor, clipped)
+    ("../tests/gpu/programs/gemm_cluster", {"M": 1000, "N": 1000, "K": 200, "tma_store": "true"}, {}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_cluster", {"M": 900, "N": 1000, "K": 200, "tma_store": "true", "persistent": "false",
+                                            "cluster_x": 1, "cluster_y": 2}, {}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_cluster", {"M": 1000, "N": 1000, "K": 200, "tma_store": "true",
+                                            "warp_specialize": "false"}, {}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_cluster", {"M": 1000, "N": 1100, "K": 200, "tma_store": "true", "cluster_x": 1,
+                                            "block_N": 128}, {}, ["C"], GEMM),
     # TMA on sm_90 and later (compiler/pass_tma.c): bulk tensor copies into the
     # 128-byte swizzle with per-stage mbarriers.  gemm_dyn's M is a scalar
     # parameter, so its tensor maps are built at each launch; ragged M, N and

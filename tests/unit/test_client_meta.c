@@ -421,14 +421,19 @@ static void test_launch_plan_checks(void **state) {
   assert_int_equal(tl_meta_parse(pbuf, &m, &err), TL_CORRUPT);
   assert_non_null(strstr(err.message, "launch.persistent"));
 
-  /* thread-block clusters are refused clearly */
+  /* thread-block clusters: the binary fixes them, so a plain launch of whole clusters applies them; a grid
+   * that is not whole clusters is refused saying so */
   char buf[4096];
   const char *at = strstr(good_meta, "\"dynamic_shared_bytes\"");
   snprintf(buf, sizeof buf, "%.*s\"cluster\": [2, 1, 1], %s", (int)(at - good_meta), good_meta, at);
   assert_int_equal(tl_meta_parse(buf, &m, &err), TL_OK);
   args[0] = tl_arg_int(130);
-  assert_int_equal(tl_launch_plan_make(m, args, 6, &plan, &err), TL_UNSUPPORTED);
-  assert_non_null(strstr(err.message, "cluster"));
+  assert_int_equal(tl_launch_plan_make(m, args, 6, &plan, &err), TL_INVALID_ARG);
+  assert_non_null(strstr(err.message, "grid dimension 0 of kernel 'k' is 3, which is not a multiple of its thread-block "
+                                      "cluster's 2"));
+  args[0] = tl_arg_int(128);
+  assert_int_equal(tl_launch_plan_make(m, args, 6, &plan, &err), TL_OK);
+  assert_int_equal(plan.grid[0], 2);
   tl_meta_free(m);
 }
 

@@ -158,9 +158,11 @@ static tl_status lower(tl_program *prog, const tl_codegen *cg, int64_t smem, tl_
     tl_pass_tma(prog, smem, cg);
     if ((st = tl_verify(prog, "tma", vcg, err)) != TL_OK)
       return st;
+    tl_pass_cluster(prog, cg);
     tl_pass_wspec(prog, smem, cg);
     if ((st = tl_verify(prog, "wspec", vcg, err)) != TL_OK)
       return st;
+    tl_pass_store(prog, smem, cg);
   }
   tl_pass_range(prog);
   if ((st = tl_verify(prog, "range", vcg, err)) != TL_OK || (st = tl_pass_barrier(prog, err)) != TL_OK ||

@@ -80,8 +80,10 @@ static void run_passes(job *j, const char *text, const char *example, const tl_d
   assert_int_equal(tl_verify(j->prog, "pipeline", &j->cg, &err), TL_OK);
   tl_pass_tma(j->prog, smem, &j->cg);
   assert_int_equal(tl_verify(j->prog, "tma", &j->cg, &err), TL_OK);
+  tl_pass_cluster(j->prog, &j->cg);
   tl_pass_wspec(j->prog, smem, &j->cg);
   assert_int_equal(tl_verify(j->prog, "wspec", &j->cg, &err), TL_OK);
+  tl_pass_store(j->prog, smem, &j->cg);
   tl_pass_range(j->prog);
   assert_int_equal(tl_verify(j->prog, "range", &j->cg, &err), TL_OK);
   tl_pass_uniform(j->prog);
