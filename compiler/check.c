@@ -1200,7 +1200,7 @@ static void check_params(C *c) {
     if (cl == 1)
       continue;
     if (i >= p->ngrid) {
-      ERR(tl_ptr_index(c->arena, "/kernel/cluster", i), 0, "the cluster's dimension %d is %lld, but the grid has "
+      ERR(tl_ptr_index(c->arena, tl_ptr_key(c->arena, p->kptr, "cluster"), i), 0, "the cluster's dimension %d is %lld, but the grid has "
           "%d dimension%s (its extent in that dimension is 1)", i, (long long)cl, p->ngrid, p->ngrid == 1 ? "" : "s");
       continue;
     }
@@ -1220,9 +1220,28 @@ static void check_params(C *c) {
     }
   }
   if (total > TL_MAX_THREADS)
-    ERR("/kernel/threads", 0, "the block has %lld threads; the limit is %d", (long long)total, TL_MAX_THREADS);
+    ERR(tl_ptr_key(c->arena, p->kptr, "threads"), 0, "the block has %lld threads; the limit is %d", (long long)total, TL_MAX_THREADS);
   p->no_persistent = !const_bool(c, p->persistent_expr, "'persistent'", true);
   c->where = CTX_BODY;
+}
+
+/* The workspaces' bytes together, where their shapes are constant, within
+ * TL_MAX_WORKSPACE_BYTES (a dynamic shape is checked by the launcher). */
+static void check_workspaces(C *c) {
+  tl_program *p = c->prog;
+  double total = 0;
+  for (int i = tl_user_params(p); i < p->nparams; i++) {
+    const tl_sym *s = p->params[i];
+    double n = (double)tl_dtype_bits(s->dtype) / 8;
+    for (int d = 0; d < s->ndim; d++)
+      n *= s->dims[d] < 0 ? 0 : (double)s->dims[d];
+    total += n;
+    if (total > (double)TL_MAX_WORKSPACE_BYTES)
+      ERR(tl_ptr_key(c->arena, s->pointer, "shape"), 0, "the workspaces take %.0f bytes up to '%s'; the limit is "
+          "%lld (16 GiB)", total, s->name, (long long)TL_MAX_WORKSPACE_BYTES);
+    if (total > (double)TL_MAX_WORKSPACE_BYTES)
+      return;
+  }
 }
 
 /* ---- regions ------------------------------------------------------------------------ */
@@ -2316,6 +2335,7 @@ bool tl_check(tl_program *prog, const tl_define *defs, int ndefs, tl_diags *diag
       declare(c, prog->block_vars[i], prog->block_vars[i]->pointer);
   check_constants(c, defs, ndefs);
   check_params(c);
+  check_workspaces(c);
   push_scope(c);
   tl_walk(&prog->body, &checker, c);
   prog->nvalue_slots = c->value_syms.n;

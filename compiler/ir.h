@@ -36,6 +36,9 @@
 #define TL_MAX_CONSTANTS 1024
 #define TL_MAX_THREADS 1024
 #define TL_MAX_DIAGS 1000
+#define TL_MAX_KERNELS 16      /* kernels of one program ("kernels") */
+#define TL_MAX_WORKSPACES 16   /* workspace buffers of one program ("workspaces") */
+#define TL_MAX_WORKSPACE_BYTES ((int64_t)1 << 34) /* all workspaces of a launch together (16 GiB) */
 
 /* ---- arena ----------------------------------------------------------------- */
 typedef struct tl_arena tl_arena;
@@ -127,6 +130,9 @@ typedef struct tl_sym {
   int64_t dims[TL_MAX_DIMS];   /* BUFFER: folded extents; TENSOR: folded extent or -1 when dynamic */
   int64_t align;               /* TENSOR: promised alignment in bytes (default 16) */
   int param_index;             /* SCALAR, TENSOR: position in params (ABI order) */
+  bool workspace;              /* TENSOR: a workspace buffer ("workspaces"): global memory the runtime
+                                  allocates for each launch, not an argument; the last
+                                  prog->nworkspaces params */
   int slot;                    /* after check: value slot (SCALAR, BLOCK_VAR, LOOP_VAR, LET, VAR)
                                   in [0, prog->nvalue_slots), or buffer slot (BUFFER) in
                                   [0, prog->nbuffer_slots); -1 for CONST and TENSOR */
@@ -689,7 +695,14 @@ typedef struct tl_program {
   int nconsts;
   tl_sym **consts;     /* in document order */
   int nparams;
-  tl_sym **params;     /* ABI order: TENSOR and SCALAR */
+  tl_sym **params;     /* ABI order: TENSOR and SCALAR, then the workspaces (TENSOR, .workspace) */
+  int nworkspaces;     /* the last nworkspaces params are workspaces: the caller passes the first
+                          nparams - nworkspaces (tl_user_params) */
+  /* several kernels (proto/tile-ir-v1.md 4.1): each is a program of its own (its own copy of
+   * the constants, params and workspaces), run in order on one stream; the first heads the list */
+  struct tl_program *next; /* the kernel launched after this one, or NULL */
+  int kernel_index, nkernels; /* this kernel's place in the list, and its length (1: "kernel") */
+  const char *kptr;    /* the kernel object's JSON Pointer: "/kernel" or "/kernels/I" */
   int ngrid;
   tl_expr *grid[3];
   tl_expr *threads_expr[3];
@@ -751,6 +764,9 @@ typedef struct tl_define {
   const char *name;
   const char *value;
 } tl_define;
+
+/* The params a caller passes: all but the workspaces. */
+static inline int tl_user_params(const tl_program *p) { return p->nparams - p->nworkspaces; }
 
 /* ---- stages ----------------------------------------------------------------- */
 /* Parses JSON text into a parsed program (parse.c).  Returns NULL and adds

@@ -87,6 +87,11 @@ CASES = [
      lambda: load("flash_attention_bwd").flashattn_fwd(1, 2, 256, 64, True, 64, 64), {}),
     ("flash_attention_bwd.flashattn_bwd_preprocess ragged 1x2x200x64",
      lambda: load("flash_attention_bwd").flashattn_bwd_preprocess(1, 2, 200, 64), {}),
+    # two kernels (split, then combine) sharing two workspaces (T.alloc_global)
+    ("flash_decoding 1x4 q128 kv1024 d128",
+     lambda: load("flash_decoding").flashattn(1, 4, 128, 1024, 128, False, 128, 64), {}),
+    ("flash_decoding ragged q100 kv1024 d64, 2x4",
+     lambda: load("flash_decoding").flashattn(2, 4, 100, 1024, 64, False, 64, 64), {}),
     ("rms_norm 256x512", lambda: load("rms_norm").rms_norm(256, 512, 1), {}),
     ("rms_norm ragged 100x300", lambda: load("rms_norm").rms_norm(100, 300, 4), {}),
     ("rms_norm_splitk 256x512", lambda: tlir.compile(load("rms_norm").rms_norm_splitk(256, 512, 1, 128)), {}),
@@ -260,6 +265,7 @@ EXAMPLE_MAINS = [
     ["flash_attention_fwd.py", "--batch", "2", "--heads", "8", "--seq_len", "1024", "--dim", "128"],
     ["flash_attention_fwd.py", "--batch", "2", "--heads", "8", "--seq_len", "1024", "--dim", "128", "--is_causal"],
     ["topk.py"],
+    ["flash_decoding.py"],
 ]
 
 

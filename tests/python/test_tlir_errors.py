@@ -70,13 +70,9 @@ CASES = [
      "the truth of a tile value ('x[i, j] > 0') is not known while the program is translated: "
      "a Python 'if', 'while', 'and', 'or', 'not', chained comparison or builtin min/max on it; "
      "use T.if_then_else, T.min/T.max, or a Tile IR 'if' (a plain 'if' statement in the kernel)"),
-    ("workspace buffer",
-     "w = T.alloc_global((M, N), 'float32')  # <-",
-     "T.alloc_global: Tile IR v1 has no workspace buffers (global memory allocated by the kernel); "
-     "pass the buffer as a T.Tensor parameter"),
-    ("a second kernel",
+    ("a kernel inside a kernel",
      "with T.Kernel(1, threads=128) as b2:  # <-\n    pass",
-     "a prim_func holds one T.Kernel; Tile IR v1 has one kernel per program"),
+     "T.Kernel inside T.Kernel: a program's kernels run one after another, not nested"),
     ("slice with a step",
      "T.copy(A[0:32:2, 0:N], x)  # <-",
      "a slice with a step ('A[a:b:c]') has no Tile IR form"),

@@ -174,6 +174,17 @@ def flash_bwd_parts(batch, heads, seq, dim, causal, bm, bn):
     return max(e, close("Delta", delta, rd, "float32"))
 
 
+def flash_decoding(batch, heads, seq_q, seq_kv, dim, bm, bn):
+    """Split-KV flash decoding: two kernels in one prim_func (split, then
+    combine) sharing two T.alloc_global workspaces.  The example reads K
+    and V in num_split (4) slices of seq_kv // 4 rows, so seq_kv is a
+    multiple of 4 * bn (it has no mask); seq_q may be ragged."""
+    k = load("flash_decoding").flashattn(batch, heads, seq_q, seq_kv, dim, False, bm, bn)
+    q, kk, v = f16(batch, seq_q, heads, dim), f16(batch, seq_kv, heads, dim), f16(batch, seq_kv, heads, dim)
+    o = k(q, kk, v)
+    return close("Output", o, attention_ref(q, kk, v, False)[0], "float16")
+
+
 def topk(M, N, K, blk_m):
     k = load("topk").tl_topk(M=M, N=N, topk=K, blk_m=blk_m, threads=128)
     x = rng.random((M, N)).astype(np.float32)
@@ -252,6 +263,8 @@ CASES = [
     ("flash_attention_fwd causal ragged seq 100", flash_fwd, (1, 1, 100, 32, True, 64, 32)),
     ("flash_attention_bwd fwd+preprocess 1x2x128x64", flash_bwd_parts, (1, 2, 128, 64, False, 64, 64)),
     ("flash_attention_bwd fwd+preprocess causal ragged 100", flash_bwd_parts, (1, 1, 100, 32, True, 64, 32)),
+    ("flash_decoding 1x2 q64 kv512 d64 (two kernels, workspaces)", flash_decoding, (1, 2, 64, 512, 64, 64, 64)),
+    ("flash_decoding ragged q100 kv256 d32, bn 32", flash_decoding, (2, 1, 100, 256, 32, 64, 32)),
     ("topk 64x32 k=4", topk, (64, 32, 4, 16)),
     ("topk ragged 37x40 k=6", topk, (37, 40, 6, 16)),
     ("dequant_gemm 64x64x64", dequant_gemm, (64, 64, 64)),
@@ -270,10 +283,6 @@ BAD = [
     ("flash_attention_bwd", "flashattn_bwd_postprocess", (1, 2, 128, 64),
      "T.annotate_layout({dQ: make_dq_layout(dQ)})",
      "T.annotate_layout: 'dQ' is a global tensor; Tile IR v1 lays out shared buffers only"),
-    ("flash_decoding", "flashattn", (1, 2, 64, 256, 64, False, 64, 64),
-     "glse = T.alloc_global(",
-     "T.alloc_global: Tile IR v1 has no workspace buffers (global memory allocated by the "
-     "kernel); pass the buffer as a T.Tensor parameter"),
 ]
 
 

@@ -71,8 +71,8 @@ class Kernel:
     """with T.Kernel(gx[, gy[, gz]], threads=N) as bx / (bx, by[, bz])."""
     def __init__(self, *grid, threads=128, prelude=None, is_cpu=False, cluster_dims=None, **kw):
         b = builder()
-        if b.kernel is not None:
-            raise error("a prim_func holds one T.Kernel; Tile IR v1 has one kernel per program")
+        if b.in_kernel():
+            raise error("T.Kernel inside T.Kernel: a program's kernels run one after another, not nested")
         if not 1 <= len(grid) <= 3:
             raise error("T.Kernel takes 1 to 3 grid extents, not %d" % len(grid))
         if prelude is not None:
@@ -89,6 +89,8 @@ class Kernel:
     def __enter__(self):
         b = builder()
         b.kernel = self
+        b.kernel_done = False
+        b.kernels.append(self)
         self.body = []
         b.push(self.body)
         self.vars = []
@@ -868,9 +870,21 @@ def disable_warp_group_reg_alloc():
     """As no_set_max_nreg."""
 
 
-def alloc_global(shape, dtype):
-    raise error("T.alloc_global: Tile IR v1 has no workspace buffers (global memory allocated "
-                "by the kernel); pass the buffer as a T.Tensor parameter")
+def alloc_global(shape, dtype, scope="global"):
+    """A workspace buffer (Tile IR's "workspaces"): global memory that the
+    runtime allocates for each launch (not zeroed, as TileLang's), shared by
+    the program's kernels, which run in order."""
+    b = builder()
+    shape = _shape(shape, "T.alloc_global")
+    buf = _ir.Buffer("workspace", shape, dtype_name(dtype), "global")
+    keep = b.scopes
+    b.scopes = b.scopes[:1]  # the kernel scope: every kernel sees it
+    try:
+        b.declare(buf, b.auto_name("workspace"))
+    finally:
+        b.scopes = keep
+    b.workspaces.append(buf)
+    return buf
 
 
 print = _print  # noqa: A001  (TileLang's T.print; defined last: this module uses no builtin print)
