@@ -657,6 +657,14 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
   case S_ASSIGN:
     fprintf(f, " %s = %s", tl_expr_str(a, s->lhs), tl_expr_str(a, s->value));
     break;
+  case S_ANNOTATE_LAYOUT:
+    for (int i = 0; i < s->nlayouts; i++)
+      if (s->layout_syms && s->layout_syms[i] && s->layout_syms[i]->scope == SCOPE_GLOBAL)
+        fprintf(f, " %s [ignored: a layout on global memory; the tensor stays dense row-major]",
+                s->layout_syms[i]->name);
+      else if (s->layout_syms && s->layout_syms[i])
+        fprintf(f, " %s", s->layout_syms[i]->name);
+    break;
   default:
     break;
   }

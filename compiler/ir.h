@@ -141,6 +141,8 @@ typedef struct tl_sym {
   bool thread_dep;             /* after check: varying through thread_binding or a local buffer
                                   (not only through alloc_var values) */
   tl_layout *layout;           /* BUFFER (shared): from annotate_layout, or NULL */
+  tl_layout *global_layout;    /* TENSOR: annotate_layout on a global buffer: recorded, and ignored (it
+                                  changes only where elements live; proto/tile-ir-v1.md 5.7) */
   tl_expr *init;               /* VAR: initial value or NULL; LET: its value */
   /* after pass_place (back ends): where a buffer lives */
   bool in_regs;                /* FRAGMENT held in registers, blocked layout: thread t holds
@@ -792,6 +794,11 @@ bool tl_is_keyword(const char *s, size_t n);
 /* Resolves, types and folds a parsed program, applying the overrides
  * (check.c).  Returns false when any diagnostic was added. */
 bool tl_check(tl_program *prog, const tl_define *defs, int ndefs, tl_diags *diags);
+
+/* What holds between the kernels of a checked program of several (check.c):
+ * a layout on a global buffer given the same in every kernel.  False when
+ * diagnostics were added. */
+bool tl_check_kernels(tl_program *prog, tl_diags *diags);
 
 /* Convenience: parse + check.  Returns NULL when diagnostics were added. */
 tl_program *tl_load_program(tl_arena *arena, const char *text, size_t len, const tl_define *defs,

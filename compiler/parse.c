@@ -1121,5 +1121,5 @@ tl_program *tl_load_program(tl_arena *arena, const char *text, size_t len, const
         diags->items[keep++] = diags->items[i];
     diags->n = keep;
   }
-  return ok ? prog : NULL;
+  return ok && tl_check_kernels(prog, diags) ? prog : NULL;
 }

@@ -87,6 +87,15 @@ CASES = [
      lambda: load("flash_attention_bwd").flashattn_fwd(1, 2, 256, 64, True, 64, 64), {}),
     ("flash_attention_bwd.flashattn_bwd_preprocess ragged 1x2x200x64",
      lambda: load("flash_attention_bwd").flashattn_bwd_preprocess(1, 2, 200, 64), {}),
+    # dQ atomically added into a float32 tensor laid out by T.annotate_layout (a layout on global memory:
+    # recorded and ignored), then read by the postprocess through the same layout; dS and P are float16
+    # before their gemms, so dQ is held to 1e-3 (one float16 rounding, 2^-11, of some terms, twice over)
+    ("flash_attention_bwd.flashattn_bwd 1x2x256x64",
+     lambda: load("flash_attention_bwd").flashattn_bwd(1, 2, 256, 64, False, 64, 64), {"dQ": 1e-3}),
+    ("flash_attention_bwd.flashattn_bwd causal ragged 1x2x200x64",
+     lambda: load("flash_attention_bwd").flashattn_bwd(1, 2, 200, 64, True, 64, 64), {"dQ": 1e-3}),
+    ("flash_attention_bwd.flashattn_bwd_postprocess ragged 1x2x200x64",
+     lambda: load("flash_attention_bwd").flashattn_bwd_postprocess(1, 2, 200, 64), {}),
     # two kernels (split, then combine) sharing two workspaces (T.alloc_global)
     ("flash_decoding 1x4 q128 kv1024 d128",
      lambda: load("flash_decoding").flashattn(1, 4, 128, 1024, 128, False, 128, 64), {}),
@@ -266,6 +275,7 @@ EXAMPLE_MAINS = [
     ["flash_attention_fwd.py", "--batch", "2", "--heads", "8", "--seq_len", "1024", "--dim", "128", "--is_causal"],
     ["topk.py"],
     ["flash_decoding.py"],
+    ["flash_attention_bwd.py", "--batch", "2", "--h", "8", "--n_ctx", "1024"],
 ]
 
 

@@ -99,9 +99,14 @@ CASES = [
     ("a Python error in the body",
      "T.copy(A[bx * 32, 0], undefined_name)  # <-",
      "NameError: name 'undefined_name' is not defined"),
-    ("layout on a global tensor",
-     "T.annotate_layout({A: T.Layout((M, N), lambda i, j: (j, i))})  # <-",
-     "T.annotate_layout: 'A' is a global tensor; Tile IR v1 lays out shared buffers only"),
+    ("layout on a global tensor that is not one-to-one",
+     "T.annotate_layout({A: T.Layout((M, N), lambda i, j: (i, j // 2))})  # <-",
+     "T.annotate_layout: the layout of the global tensor 'A' is not one-to-one, so ignoring it would change "
+     "what its readers see"),
+    ("swizzle on a global tensor",
+     "T.annotate_layout({A: T.make_swizzled_layout(A)})  # <-",
+     "T.annotate_layout: 'A' is a global tensor; it takes a T.Layout index map (recorded and ignored by "
+     "Tile IR v1), not a swizzle"),
     # errors that tlc check finds, at the Python line of the statement
     ("an element atomic on a fragment (tlc check)",
      "for i, j in T.Parallel(32, N):\n    T.atomic_max(x[i, j], 2.0)  # <-",

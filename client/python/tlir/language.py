@@ -659,15 +659,57 @@ def make_swizzled_layout(buffer, *args, **kwargs):
     return SWIZZLE
 
 
+def _check_global_layout(buf, lay):
+    """A layout on a global tensor (TileLang's dQ in flash attention's
+    backward) changes only where its elements live; Tile IR v1 records it
+    and keeps the tensor dense and row-major.  Every kernel that reads the
+    tensor through the same layout then reads the same values as
+    TileLang's; that holds when the map is one-to-one (checked here, on the
+    tensor's shape, with NumPy)."""
+    if not isinstance(lay, Layout):
+        raise error("T.annotate_layout: '%s' is a global tensor; it takes a T.Layout index map (recorded and "
+                    "ignored by Tile IR v1), not a swizzle" % buf.name)
+    if not all(isinstance(d, int) for d in buf.shape):
+        raise error("T.annotate_layout: '%s' has a dynamic shape, so tlir cannot check that its layout is "
+                    "one-to-one (which ignoring a layout on global memory needs)" % buf.name)
+    try:
+        import numpy as np
+    except ImportError:
+        raise error("T.annotate_layout on the global tensor '%s' needs NumPy to check that the layout is "
+                    "one-to-one" % buf.name) from None
+    n = 1
+    for d in buf.shape:
+        n *= d
+    if n == 0:
+        return
+    try:
+        idx = [np.asarray(x, np.int64).ravel() for x in
+               np.broadcast_arrays(*lay.fn(*np.indices(buf.shape, dtype=np.int64)))]
+    except Exception as e:  # noqa: BLE001 - a map that NumPy cannot evaluate
+        raise error("T.annotate_layout: the layout of the global tensor '%s' cannot be checked with NumPy "
+                    "(%s: %s)" % (buf.name, type(e).__name__, e)) from None
+    key = np.zeros(idx[0].shape if idx else (n,), np.int64)
+    for x in idx:
+        lo, hi = int(x.min()), int(x.max())
+        if lo < 0:
+            raise error("T.annotate_layout: the layout of the global tensor '%s' gives a negative index" % buf.name)
+        key = key * (hi + 1) + x
+    if key.size != n or np.unique(key).size != n:
+        raise error("T.annotate_layout: the layout of the global tensor '%s' is not one-to-one, so ignoring it "
+                    "would change what its readers see" % buf.name)
+
+
 def annotate_layout(layout_map):
     b = builder()
     out = {}
     for buf, lay in layout_map.items():
         if not isinstance(buf, _ir.Buffer):
             raise error("T.annotate_layout: the keys are buffers, not %s" % type(buf).__name__)
-        if buf.scope != "shared":
-            raise error("T.annotate_layout: '%s' is a %s; Tile IR v1 lays out shared buffers only"
-                        % (buf.name, "global tensor" if buf.scope == "global" else buf.scope + " buffer"))
+        if buf.scope == "global":
+            _check_global_layout(buf, lay)
+        elif buf.scope != "shared":
+            raise error("T.annotate_layout: '%s' is a %s buffer; Tile IR v1 lays out shared buffers (and records "
+                        "index maps of global tensors)" % (buf.name, buf.scope))
         if lay is SWIZZLE:
             out[buf] = "swizzle"
         elif isinstance(lay, Layout):
