@@ -1676,6 +1676,32 @@ done:
   free(seen);
 }
 
+/* A layout map's variables (one per dimension of b) and its index
+ * expressions, typed (untyped ones as int32).  False after an error. */
+static bool check_map_exprs(C *c, const tl_sym *b, tl_layout *l) {
+  if (l->nvars != b->ndim) {
+    ERR(tl_ptr_key(c->arena, l->pointer, "vars"), 0, "'%s' has %d dimensions, so the layout needs %d variables, not %d",
+        b->name, b->ndim, b->ndim, l->nvars);
+    return false;
+  }
+  push_scope(c);
+  for (int v = 0; v < l->nvars; v++)
+    declare(c, l->vars[v], l->vars[v]->pointer);
+  bool ok = true;
+  for (int k = 0; k < l->nindex; k++) {
+    tl_expr *x = body_expr(c, l->index[k], NULL, NULL);
+    if (!x || !want_int(c, x, "a layout index")) {
+      ok = false;
+      continue;
+    }
+    if (is_untyped(x->type))
+      make_typed(x, TL_INT32);
+    l->index[k] = x;
+  }
+  pop_scope(c);
+  return ok;
+}
+
 /* A layout on a global tensor or workspace (TileLang's dQ in flash
  * attention's backward): Tile IR v1 keeps global buffers dense and
  * row-major and every access names logical elements, so the layout would
@@ -1692,25 +1718,10 @@ static bool check_global_layout(C *c, tl_sym *b, tl_layout *l) {
     ERR(l->pointer, 0, "'%s' already has a layout (given at %s)", b->name, b->global_layout->pointer);
     return false;
   }
-  if (l->nvars != b->ndim) {
-    ERR(tl_ptr_key(c->arena, l->pointer, "vars"), 0, "'%s' has %d dimensions, so the layout needs %d variables, not %d",
-        b->name, b->ndim, b->ndim, l->nvars);
+  if (!check_map_exprs(c, b, l))
     return false;
-  }
-  push_scope(c);
-  for (int v = 0; v < l->nvars; v++)
-    declare(c, l->vars[v], l->vars[v]->pointer);
-  bool ok = true;
-  for (int k = 0; k < l->nindex; k++) {
-    tl_expr *x = body_expr(c, l->index[k], NULL, NULL);
-    ok &= x && want_int(c, x, "a layout index");
-    if (x)
-      l->index[k] = x;
-  }
-  pop_scope(c);
-  if (ok)
-    b->global_layout = l;
-  return ok;
+  b->global_layout = l;
+  return true;
 }
 
 static void check_layout(C *c, tl_stmt *s) {
@@ -1743,27 +1754,7 @@ static void check_layout(C *c, tl_stmt *s) {
     }
     s->layout_syms[i] = b;
     if (!l->swizzle) {
-      if (l->nvars != b->ndim) {
-        ERR(tl_ptr_key(c->arena, l->pointer, "vars"), 0, "'%s' has %d dimensions, so the layout needs %d variables, "
-                                                         "not %d", name, b->ndim, b->ndim, l->nvars);
-        continue;
-      }
-      push_scope(c);
-      for (int v = 0; v < l->nvars; v++)
-        declare(c, l->vars[v], l->vars[v]->pointer);
-      bool ok = true;
-      for (int k = 0; k < l->nindex; k++) {
-        tl_expr *x = body_expr(c, l->index[k], NULL, NULL);
-        if (!x || !want_int(c, x, "a layout index")) {
-          ok = false;
-          continue;
-        }
-        if (is_untyped(x->type))
-          make_typed(x, TL_INT32);
-        l->index[k] = x;
-      }
-      pop_scope(c);
-      if (!ok)
+      if (!check_map_exprs(c, b, l))
         continue;
       int before = c->diags->n;
       check_layout_map(c, b, l);
