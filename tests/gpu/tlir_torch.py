@@ -198,9 +198,56 @@ def _dyn_kernel(block):
     return main
 
 
+@tlir.jit(out_idx=[1])
+def _split_sum_kernel(block):
+    """Two kernels sharing a workspace whose rows follow T.dynamic m: the
+    row sums of X in two column halves, then their sum."""
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def main(X: T.Tensor((m, 2 * DYN_N), "float32"), Y: T.Tensor((m,), "float32")):
+        W = T.alloc_global((2, m), "float32")
+        with T.Kernel(T.ceildiv(m, block), 2, threads=128) as (bx, h):
+            x = T.alloc_fragment((block, DYN_N), "float32")
+            s = T.alloc_fragment((block,), "float32")
+            T.copy(X[bx * block, h * DYN_N], x)
+            T.reduce_sum(x, s, dim=1)
+            T.copy(s, W[h, bx * block])
+        with T.Kernel(T.ceildiv(m, block), threads=128) as bx:
+            w = T.alloc_fragment((2, block), "float32")
+            y = T.alloc_fragment((block,), "float32")
+            T.copy(W[0, bx * block], w)
+            T.reduce_sum(w, y, dim=0)
+            T.copy(y, Y[bx * block])
+    return main
+
+
+def workspace_checks():
+    """One kernel handle launched at growing and shrinking sizes: its
+    workspace allocation is kept, grown (after the device is done with the
+    old one) and reused; on a side stream too."""
+    out = []
+    k = _split_sum_kernel(64)
+    for m in (10, 1000, 100000, 7, 300000):
+        x = torch.randn(m, 2 * DYN_N, device="cuda")
+        y = k(x)
+        torch.cuda.synchronize()
+        ok = y.shape == (m,) and torch.allclose(y, x.sum(1), rtol=1e-5, atol=1e-4)
+        out.append(("two kernels, a workspace of 2 x %d (one handle)" % m, None if ok else "wrong result"))
+    s = torch.cuda.Stream()
+    x = torch.randn(5000, 2 * DYN_N, device="cuda")
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        y = k(x)
+    s.synchronize()
+    ok = torch.allclose(y, x.sum(1), rtol=1e-5, atol=1e-4)
+    out.append(("two kernels and a workspace on a side stream", None if ok else "wrong result"))
+    return out
+
+
 def extra_checks(rng):
     """(name, problem or None) of the checks beyond the examples."""
-    out = []
+    out = workspace_checks()
     k = _dyn_kernel(64)
     for m in (1, 100, 1000):
         x = torch.randn(m, DYN_N, device="cuda")
