@@ -13,7 +13,10 @@ reference's norm: float32 1e-4 (1e-3 for outputs computed from float16
 intermediates that the GPU may round differently, linear attention's O, and for
 sums of atomic adds in another order, layer norm backward's DGamma, DBeta),
 float16 1e-2, bfloat16 2e-2 (proto/tile-ir-v1.md 8.3: fast exp2/rsqrt,
-any summation order), integers exactly.  Then: a T.dynamic kernel at three
+any summation order), integers exactly.  Then: a program of two kernels
+sharing a workspace with a T.dynamic shape, launched through one kernel
+handle at growing and shrinking sizes (its workspace grown and reused) and
+on a side stream; a T.dynamic kernel at three
 sizes from one compile, a launch on a side stream, the argument checks
 (CPU tensor, wrong dtype, not contiguous), get_kernel_source(), and the
 time of a 4096^3 float16 GEMM against torch.matmul (CUDA events, mean of
