@@ -119,6 +119,7 @@ typedef struct tl_meta_param {
  * proto/kernel-meta.md section 5): parsed and checked, its dimensions and
  * strides evaluated at each launch. */
 #define TL_META_TMAPS_MAX 8
+#define TL_META_KERNELS_MAX TL_MAX_KERNELS
 typedef struct tl_meta_tmap {
   int param;                                /* index of the tensor param */
   int rank;
@@ -143,10 +144,23 @@ typedef struct tl_meta {
   int64_t cluster[3];
   int persistent;         /* launch.persistent: at most this many blocks per multiprocessor walk the grid's
                              blocks (tiles); 0: one block per tile */
-  int format;             /* 1, or 2 with tensor maps */
+  int format;             /* 1, or 2 with tensor maps, or 3 with several kernels and workspaces */
   int ntmaps;
   tl_meta_tmap tmaps[TL_META_TMAPS_MAX];
+  /* format 3 (proto/kernel-meta.md section 6): the kernels launched in order, each with the params
+   * above and then the workspaces as tensor params (their shapes evaluated like a tensor's) */
+  int nkernels;           /* 0 in formats 1 and 2 */
+  struct tl_meta *kernels[TL_META_KERNELS_MAX];
+  int nworkspaces;
 } tl_meta;
+
+/* The bytes of each workspace of a format-3 m for a launch with args (the
+ * caller's, nargs == m->nparams), each placed at a multiple of
+ * TL_META_WORKSPACE_ALIGN: offsets[j], and *total, at most
+ * TL_MAX_WORKSPACE_BYTES (TL_LIMIT past it). */
+#define TL_META_WORKSPACE_ALIGN 256
+tl_status tl_meta_workspaces(const tl_meta *m, const tl_kernel_arg *args, int nargs, uint64_t *offsets,
+                             uint64_t *total, tl_error *err);
 
 /* Parses and validates metadata JSON text (proto: compile.c's metadata()).
  * Every expression is parsed and its names checked against the scalar

@@ -14,6 +14,11 @@ struct tl_kernel {
   tl_gpu_module *mod;
   tl_gpu_func *fn;
   tl_meta *meta;
+  /* format 3: each kernel's function, and the workspaces of the last launch, kept for the next
+   * (one allocation, grown when a launch needs more) */
+  tl_gpu_func *fns[TL_META_KERNELS_MAX];
+  tl_gpu_ptr ws;
+  uint64_t ws_bytes;
 };
 
 /* Whether a binary for target runs on the device. */
@@ -45,6 +50,8 @@ tl_status tl_kernel_load_image(tl_gpu *gpu, const char *target, const void *imag
     st = tl_gpu_load(gpu, image, n, &k->mod, err);
   if (st == TL_OK)
     st = tl_gpu_function(k->mod, k->meta->entry, &k->fn, err);
+  for (int i = 0; st == TL_OK && i < k->meta->nkernels; i++)
+    st = tl_gpu_function(k->mod, k->meta->kernels[i]->entry, &k->fns[i], err);
   if (st != TL_OK) {
     tl_kernel_free(k);
     return st;
@@ -59,29 +66,70 @@ tl_status tl_kernel_grid(const tl_kernel *k, const tl_kernel_arg *args, int narg
   return tl_meta_grid(k->meta, args, nargs, grid, err);
 }
 
-tl_status tl_kernel_launch(tl_kernel *k, const tl_kernel_arg *args, int nargs, void *stream, tl_error *err) {
-  tl_error_clear(err);
-  if (!k)
-    return tl_error_set(err, TL_INVALID_ARG, "tl_kernel_launch: no kernel");
+/* One kernel m of k (k->meta itself, or one of its format-3 kernels) with
+ * every argument of its entry point. */
+static tl_status launch_one(tl_kernel *k, const tl_meta *m, tl_gpu_func *fn, const tl_kernel_arg *args, int nargs,
+                            void *stream, tl_error *err) {
   tl_launch_plan plan;
-  tl_status st = tl_launch_plan_make(k->meta, args, nargs, &plan, err);
+  tl_status st = tl_launch_plan_make(m, args, nargs, &plan, err);
   if (st != TL_OK || plan.empty)
     return st;
   int sms = tl_gpu_device_info(k->gpu)->multiprocessors;
-  if (k->meta->persistent && sms > 0) { /* a persistent kernel walks its grid's tiles with fewer blocks */
-    uint64_t tiles = (uint64_t)plan.grid[0] * plan.grid[1] * plan.grid[2], cap = (uint64_t)sms * k->meta->persistent;
+  if (m->persistent && sms > 0) { /* a persistent kernel walks its grid's tiles with fewer blocks */
+    uint64_t tiles = (uint64_t)plan.grid[0] * plan.grid[1] * plan.grid[2], cap = (uint64_t)sms * m->persistent;
     plan.grid[0] = (unsigned)(tiles < cap ? tiles : cap);
     plan.grid[1] = plan.grid[2] = 1;
   }
   for (int j = 0; j < plan.ntmaps; j++) /* built per launch: the dimensions may be dynamic */
     if ((st = tl_gpu_tensor_map(k->gpu, &plan.tmap_args[j], plan.tmaps[j], err)) != TL_OK)
       return st;
-  return tl_gpu_launch(k->fn, plan.grid, plan.block, plan.dyn_smem, stream, plan.kargs, err);
+  return tl_gpu_launch(fn, plan.grid, plan.block, plan.dyn_smem, stream, plan.kargs, err);
+}
+
+/* Format 3: the workspaces (k's allocation, grown when this launch needs
+ * more than the last), then every kernel in order on stream. */
+static tl_status launch_kernels(tl_kernel *k, const tl_kernel_arg *args, int nargs, void *stream, tl_error *err) {
+  const tl_meta *m = k->meta;
+  uint64_t off[TL_MAX_WORKSPACES], total;
+  tl_status st = tl_meta_workspaces(m, args, nargs, off, &total, err);
+  if (st != TL_OK)
+    return st;
+  if (total > k->ws_bytes) {
+    if (k->ws) { /* launches before this one may still use the old allocation */
+      if ((st = tl_gpu_sync(k->gpu, err)) != TL_OK)
+        return st;
+      tl_gpu_free(k->gpu, k->ws);
+      k->ws = 0;
+      k->ws_bytes = 0;
+    }
+    if ((st = tl_gpu_alloc(k->gpu, total, &k->ws, err)) != TL_OK)
+      return st;
+    k->ws_bytes = total;
+  }
+  tl_kernel_arg all[TL_KERNEL_PARAMS_MAX];
+  for (int i = 0; i < nargs; i++)
+    all[i] = args[i];
+  for (int j = 0; j < m->nworkspaces; j++)
+    all[nargs + j] = tl_arg_tensor(k->ws + off[j]);
+  for (int i = 0; st == TL_OK && i < m->nkernels; i++)
+    st = launch_one(k, m->kernels[i], k->fns[i], all, nargs + m->nworkspaces, stream, err);
+  return st;
+}
+
+tl_status tl_kernel_launch(tl_kernel *k, const tl_kernel_arg *args, int nargs, void *stream, tl_error *err) {
+  tl_error_clear(err);
+  if (!k)
+    return tl_error_set(err, TL_INVALID_ARG, "tl_kernel_launch: no kernel");
+  if (k->meta->nkernels)
+    return launch_kernels(k, args, nargs, stream, err);
+  return launch_one(k, k->meta, k->fn, args, nargs, stream, err);
 }
 
 void tl_kernel_free(tl_kernel *k) {
   if (!k)
     return;
+  if (k->ws)
+    tl_gpu_free(k->gpu, k->ws);
   tl_gpu_unload(k->mod);
   tl_meta_free(k->meta);
   free(k);

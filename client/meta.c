@@ -305,14 +305,69 @@ static tl_status parse_tmap(P *p, json_t *v, int i, int64_t *off) {
   return TL_OK;
 }
 
-/* "format" (1, or 2 with "tensor_maps") and the tensor maps. */
+/* Format 3 (proto/kernel-meta.md section 6): "workspaces" and "kernels".
+ * Each kernel is parsed as the metadata of one kernel (format 1, or 2 with
+ * its tensor maps) whose params are the program's, then the workspaces as
+ * tensors: the ABI of its entry point. */
+static tl_status parse_kernels(P *p, json_t *doc) {
+  tl_meta *m = p->m;
+  json_t *ks = json_object_get(doc, "kernels"), *ws = json_object_get(doc, "workspaces");
+  if (!json_is_array(ks) || json_array_size(ks) < 1 || json_array_size(ks) > TL_META_KERNELS_MAX)
+    return bad(p, "kernels must be a list of 1 to %d kernels", TL_META_KERNELS_MAX);
+  if (!json_is_array(ws) || json_array_size(ws) > TL_MAX_WORKSPACES ||
+      m->nparams + json_array_size(ws) > TL_KERNEL_PARAMS_MAX)
+    return bad(p, "workspaces must be a list of at most %d workspaces (%d parameters and workspaces together)",
+               TL_MAX_WORKSPACES, TL_KERNEL_PARAMS_MAX);
+  json_t *abi = json_copy(json_object_get(doc, "params"));
+  size_t i;
+  json_t *v;
+  json_array_foreach(ws, i, v) {
+    json_t *w = json_is_object(v) ? json_copy(v) : json_object();
+    json_object_set_new(w, "kind", json_string("tensor"));
+    json_array_append_new(abi, w);
+  }
+  tl_status st = TL_OK;
+  json_array_foreach(ks, i, v) {
+    if (!json_is_object(v)) {
+      st = bad(p, "kernels[%zu] is not an object", i);
+      break;
+    }
+    json_t *one = json_pack("{s:i, s:O, s:O, s:O, s:O}", "format", json_object_get(v, "tensor_maps") ? 2 : 1,
+                            "params", abi, "entry", json_object_get(v, "entry") ? json_object_get(v, "entry")
+                                                                              : json_null(),
+                            "launch", json_object_get(v, "launch") ? json_object_get(v, "launch") : json_null(),
+                            "binary", json_object_get(doc, "binary") ? json_object_get(doc, "binary") : json_null());
+    if (json_object_get(v, "tensor_maps"))
+      json_object_set(one, "tensor_maps", json_object_get(v, "tensor_maps"));
+    char *text = one ? json_dumps(one, JSON_COMPACT) : NULL;
+    json_decref(one);
+    if (!text) {
+      st = tl_error_set(p->err, TL_NOMEM, "out of memory");
+      break;
+    }
+    st = tl_meta_parse(text, &m->kernels[i], p->err);
+    free(text);
+    if (st != TL_OK) {
+      tl_error_set(p->err, st, "kernels[%zu]: %s", i, p->err ? p->err->message : "");
+      break;
+    }
+    m->nkernels = (int)i + 1;
+  }
+  json_decref(abi);
+  m->nworkspaces = (int)json_array_size(ws);
+  return st;
+}
+
+/* "format" (1, or 2 with "tensor_maps", or 3) and the tensor maps. */
 static tl_status parse_tmaps(P *p, json_t *doc) {
   tl_meta *m = p->m;
   json_t *format = json_object_get(doc, "format"), *maps = json_object_get(doc, "tensor_maps");
   m->format = format ? (int)json_integer_value(format) : 1;
-  if (format && (!json_is_integer(format) || (m->format != 1 && m->format != 2)))
-    return tl_error_set(p->err, TL_UNSUPPORTED, "kernel metadata: format %s is not one this client knows (1 and 2)",
-                        json_is_integer(format) ? "above 2" : "not an integer");
+  if (format && (!json_is_integer(format) || m->format < 1 || m->format > 3))
+    return tl_error_set(p->err, TL_UNSUPPORTED, "kernel metadata: format %s is not one this client knows (1 to 3)",
+                        json_is_integer(format) ? "above 3" : "not an integer");
+  if (m->format == 3)
+    return maps ? bad(p, "format 3 has its tensor maps in its kernels, not at the top level") : parse_kernels(p, doc);
   if ((m->format == 2) != (maps != NULL))
     return bad(p, "tensor_maps must be present exactly in format 2");
   if (!maps)
@@ -453,6 +508,8 @@ done:
 void tl_meta_free(tl_meta *m) {
   if (!m)
     return;
+  for (int i = 0; i < m->nkernels; i++)
+    tl_meta_free(m->kernels[i]);
   tl_arena_free(m->arena);
   free(m);
 }
@@ -786,6 +843,38 @@ tl_status tl_meta_shape(const tl_meta *m, int param, const tl_kernel_arg *args, 
       return tl_error_set(err, TL_INVALID_ARG, "dimension %d of tensor '%s' is %lld; it must not be negative", d,
                           q->name, (long long)v.v);
     shape[d] = v.v;
+  }
+  return TL_OK;
+}
+
+/* ---- workspaces (format 3) ---------------------------------------------------------------- */
+tl_status tl_meta_workspaces(const tl_meta *m, const tl_kernel_arg *args, int nargs, uint64_t *offsets,
+                             uint64_t *total, tl_error *err) {
+  tl_error_clear(err);
+  *total = 0;
+  tl_status st = check_args(m, args, nargs, false, err);
+  if (st != TL_OK || !m->nkernels)
+    return st;
+  const tl_meta *k = m->kernels[0];
+  tl_kernel_arg all[TL_KERNEL_PARAMS_MAX];
+  for (int i = 0; i < k->nparams; i++)
+    all[i] = i < nargs ? args[i] : tl_arg_tensor(0);
+  for (int j = 0; j < m->nworkspaces; j++) {
+    const tl_meta_param *q = &k->params[nargs + j];
+    int64_t shape[TL_KERNEL_DIMS_MAX];
+    if ((st = tl_meta_shape(k, nargs + j, all, k->nparams, shape, err)) != TL_OK)
+      return st;
+    double n = 1;
+    for (int d = 0; d < q->ndim; d++)
+      n *= (double)shape[d];
+    double bytes = n * tl_dtype_bits(q->dtype) / 8;
+    offsets[j] = *total;
+    if ((double)*total + bytes > (double)TL_MAX_WORKSPACE_BYTES)
+      return tl_error_set(err, TL_LIMIT, "the workspaces of kernel '%s' take more than %lld bytes up to '%s'; the "
+                          "limit is %lld", m->entry, (long long)TL_MAX_WORKSPACE_BYTES, q->name,
+                          (long long)TL_MAX_WORKSPACE_BYTES);
+    uint64_t b = tl_dtype_bytes(q->dtype, (uint64_t)n);
+    *total += (b + TL_META_WORKSPACE_ALIGN - 1) / TL_META_WORKSPACE_ALIGN * TL_META_WORKSPACE_ALIGN;
   }
   return TL_OK;
 }

@@ -1967,13 +1967,13 @@ static bool parse_scalar(const char *text, tl_dtype t, int64_t *iv, double *fv) 
 }
 
 static int find_param(const tl_program *prog, const char *name, const char *opt, const char *file) {
-  for (int i = 0; i < prog->nparams; i++)
+  for (int i = 0; i < tl_user_params(prog); i++)
     if (strcmp(prog->params[i]->name, name) == 0)
       return i;
   const char *names[TL_MAX_PARAMS];
-  for (int i = 0; i < prog->nparams; i++)
+  for (int i = 0; i < tl_user_params(prog); i++)
     names[i] = prog->params[i]->name;
-  const char *hint = tl_closest(name, names, prog->nparams);
+  const char *hint = tl_closest(name, names, tl_user_params(prog));
   fprintf(stderr, "tlclient: run %s: %s %s: the kernel has no parameter '%s'%s%s%s\n", file, opt, name, name,
           hint ? "; did you mean '" : "", hint ? hint : "", hint ? "'?" : "");
   return -1;
@@ -2043,7 +2043,7 @@ static int cmd_run(const cmdline *o, tl_client *c) {
     }
     given[p] = true;
   }
-  for (int p = 0; p < prog->nparams; p++)
+  for (int p = 0; p < tl_user_params(prog); p++)
     if (prog->params[p]->kind == SYM_SCALAR && !given[p]) {
       fprintf(stderr, "tlclient: run %s: scalar parameter '%s' (%s) needs a value: --arg %s=VALUE\n", file,
               prog->params[p]->name, tl_dtype_name(prog->params[p]->dtype), prog->params[p]->name);
@@ -2080,7 +2080,7 @@ static int cmd_run(const cmdline *o, tl_client *c) {
       goto usage;
     }
   }
-  for (int p = 0; p < prog->nparams; p++) {
+  for (int p = 0; p < tl_user_params(prog); p++) {
     const tl_sym *s = prog->params[p];
     if (s->kind != SYM_TENSOR)
       continue;
@@ -2135,7 +2135,7 @@ static int cmd_run(const cmdline *o, tl_client *c) {
     fprintf(stderr, "tlclient: run %s (%s): %s\n", file, tl_artifact_target(art), err.message);
     goto out;
   }
-  for (int p = 0; p < prog->nparams; p++) {
+  for (int p = 0; p < tl_user_params(prog); p++) {
     const tl_sym *s = prog->params[p];
     if (s->kind != SYM_TENSOR)
       continue;
@@ -2161,13 +2161,13 @@ static int cmd_run(const cmdline *o, tl_client *c) {
     kargs[p] = tl_arg_tensor(dptr[p]);
   }
   double t1 = now_s();
-  if (tl_kernel_launch(k, kargs, prog->nparams, NULL, &err) != TL_OK || tl_device_sync(dev, &err) != TL_OK) {
+  if (tl_kernel_launch(k, kargs, tl_user_params(prog), NULL, &err) != TL_OK || tl_device_sync(dev, &err) != TL_OK) {
     fprintf(stderr, "tlclient: run %s (%s on %s): %s\n", file, tl_artifact_target(art), tl_device_name(dev),
             err.message);
     goto out;
   }
   double t_run = now_s() - t1;
-  for (int p = 0; p < prog->nparams; p++) {
+  for (int p = 0; p < tl_user_params(prog); p++) {
     tl_dtype dt = prog->params[p]->dtype;
     if (prog->params[p]->kind != SYM_TENSOR)
       continue;
@@ -2192,7 +2192,7 @@ static int cmd_run(const cmdline *o, tl_client *c) {
     /* the interpreter on copies of the same inputs */
     tl_npy ref[TL_MAX_PARAMS];
     memset(ref, 0, sizeof ref);
-    for (int p = 0; p < prog->nparams; p++) {
+    for (int p = 0; p < tl_user_params(prog); p++) {
       if (prog->params[p]->kind != SYM_TENSOR)
         continue;
       size_t bytes = init[p].count * tl_dtype_size(init[p].dtype);
@@ -2211,7 +2211,7 @@ static int cmd_run(const cmdline *o, tl_client *c) {
       rc = 1;
     } else {
       fprintf(stderr, "tlclient: the reference interpreter took %.2f s\n", now_s() - t2);
-      for (int p = 0; p < prog->nparams; p++)
+      for (int p = 0; p < tl_user_params(prog); p++)
         if (prog->params[p]->kind == SYM_TENSOR &&
             !compare_tensor(prog->params[p]->name, prog->params[p]->dtype, host[p].data, ref[p].data, init[p].data,
                             host[p].count, stdout))
@@ -2345,7 +2345,7 @@ static bool tune_interpret(const tstate *s, const tl_client_define *defs, int n,
   }
   rng_state = seed;
   tl_error err;
-  for (int p = 0; p < prog->nparams; p++) {
+  for (int p = 0; p < tl_user_params(prog); p++) {
     const tl_sym *sym = prog->params[p];
     if (sym->kind != SYM_TENSOR)
       continue;
@@ -2387,7 +2387,7 @@ static bool tune_check_interp(const tstate *s, tcand *t, const tl_npy *base, uin
   memset(got, 0, sizeof got);
   const tl_program *prog = NULL;
   bool ok = tune_interpret(s, t->cdefs, t->ncdefs, seed, arena, &prog, got, t->why, sizeof t->why);
-  for (int p = 0; ok && p < prog->nparams; p++)
+  for (int p = 0; ok && p < tl_user_params(prog); p++)
     if (prog->params[p]->kind == SYM_TENSOR &&
         (got[p].count != base[p].count ||
          !compare_tensor(prog->params[p]->name, prog->params[p]->dtype, got[p].data, base[p].data, base[p].data,

@@ -1216,7 +1216,7 @@ static void check_params(C *c) {
     if (cl == 1)
       continue;
     if (i >= p->ngrid) {
-      ERR(tl_ptr_index(c->arena, "/kernel/cluster", i), 0, "the cluster's dimension %d is %lld, but the grid has "
+      ERR(tl_ptr_index(c->arena, tl_ptr_key(c->arena, p->kptr, "cluster"), i), 0, "the cluster's dimension %d is %lld, but the grid has "
           "%d dimension%s (its extent in that dimension is 1)", i, (long long)cl, p->ngrid, p->ngrid == 1 ? "" : "s");
       continue;
     }
@@ -1236,9 +1236,28 @@ static void check_params(C *c) {
     }
   }
   if (total > TL_MAX_THREADS)
-    ERR("/kernel/threads", 0, "the block has %lld threads; the limit is %d", (long long)total, TL_MAX_THREADS);
+    ERR(tl_ptr_key(c->arena, p->kptr, "threads"), 0, "the block has %lld threads; the limit is %d", (long long)total, TL_MAX_THREADS);
   p->no_persistent = !const_bool(c, p->persistent_expr, "'persistent'", true);
   c->where = CTX_BODY;
+}
+
+/* The workspaces' bytes together, where their shapes are constant, within
+ * TL_MAX_WORKSPACE_BYTES (a dynamic shape is checked by the launcher). */
+static void check_workspaces(C *c) {
+  tl_program *p = c->prog;
+  double total = 0;
+  for (int i = tl_user_params(p); i < p->nparams; i++) {
+    const tl_sym *s = p->params[i];
+    double n = (double)tl_dtype_bits(s->dtype) / 8;
+    for (int d = 0; d < s->ndim; d++)
+      n *= s->dims[d] < 0 ? 0 : (double)s->dims[d];
+    total += n;
+    if (total > (double)TL_MAX_WORKSPACE_BYTES)
+      ERR(tl_ptr_key(c->arena, s->pointer, "shape"), 0, "the workspaces take %.0f bytes up to '%s'; the limit is "
+          "%lld (16 GiB)", total, s->name, (long long)TL_MAX_WORKSPACE_BYTES);
+    if (total > (double)TL_MAX_WORKSPACE_BYTES)
+      return;
+  }
 }
 
 /* ---- regions ------------------------------------------------------------------------ */
@@ -1833,11 +1852,64 @@ done:
   free(seen);
 }
 
+/* A layout map's variables (one per dimension of b) and its index
+ * expressions, typed (untyped ones as int32).  False after an error. */
+static bool check_map_exprs(C *c, const tl_sym *b, tl_layout *l) {
+  if (l->nvars != b->ndim) {
+    ERR(tl_ptr_key(c->arena, l->pointer, "vars"), 0, "'%s' has %d dimensions, so the layout needs %d variables, not %d",
+        b->name, b->ndim, b->ndim, l->nvars);
+    return false;
+  }
+  push_scope(c);
+  for (int v = 0; v < l->nvars; v++)
+    declare(c, l->vars[v], l->vars[v]->pointer);
+  bool ok = true;
+  for (int k = 0; k < l->nindex; k++) {
+    tl_expr *x = body_expr(c, l->index[k], NULL, NULL);
+    if (!x || !want_int(c, x, "a layout index")) {
+      ok = false;
+      continue;
+    }
+    if (is_untyped(x->type))
+      make_typed(x, TL_INT32);
+    l->index[k] = x;
+  }
+  pop_scope(c);
+  return ok;
+}
+
+/* A layout on a global tensor or workspace (TileLang's dQ in flash
+ * attention's backward): Tile IR v1 keeps global buffers dense and
+ * row-major and every access names logical elements, so the layout would
+ * change only where elements live; it is recorded (--emit ir shows it
+ * ignored) and must be a map of the tensor's variables to integer
+ * indices, given once per kernel.  True when recorded. */
+static bool check_global_layout(C *c, tl_sym *b, tl_layout *l) {
+  if (l->swizzle) {
+    ERR(l->pointer, 0, "'%s' is a global tensor; the swizzle is for shared buffers (a global tensor takes an index "
+        "map, which Tile IR v1 records and ignores)", b->name);
+    return false;
+  }
+  if (b->global_layout) {
+    ERR(l->pointer, 0, "'%s' already has a layout (given at %s)", b->name, b->global_layout->pointer);
+    return false;
+  }
+  if (!check_map_exprs(c, b, l))
+    return false;
+  b->global_layout = l;
+  return true;
+}
+
 static void check_layout(C *c, tl_stmt *s) {
   for (int i = 0; i < s->nlayouts; i++) {
     const char *name = s->layout_names[i];
     tl_layout *l = s->layouts[i];
     tl_sym *b = lookup(c, name);
+    if (b && b->kind == SYM_TENSOR) {
+      if (check_global_layout(c, b, l))
+        s->layout_syms[i] = b;
+      continue;
+    }
     if (!b || b->kind != SYM_BUFFER) {
       const char *hint = suggest(c, name, is_bufferish);
       if (!b && hint)
@@ -1863,27 +1935,7 @@ static void check_layout(C *c, tl_stmt *s) {
     }
     s->layout_syms[i] = b;
     if (!l->swizzle) {
-      if (l->nvars != b->ndim) {
-        ERR(tl_ptr_key(c->arena, l->pointer, "vars"), 0, "'%s' has %d dimensions, so the layout needs %d variables, "
-                                                         "not %d", name, b->ndim, b->ndim, l->nvars);
-        continue;
-      }
-      push_scope(c);
-      for (int v = 0; v < l->nvars; v++)
-        declare(c, l->vars[v], l->vars[v]->pointer);
-      bool ok = true;
-      for (int k = 0; k < l->nindex; k++) {
-        tl_expr *x = body_expr(c, l->index[k], NULL, NULL);
-        if (!x || !want_int(c, x, "a layout index")) {
-          ok = false;
-          continue;
-        }
-        if (is_untyped(x->type))
-          make_typed(x, TL_INT32);
-        l->index[k] = x;
-      }
-      pop_scope(c);
-      if (!ok)
+      if (!check_map_exprs(c, b, l))
         continue;
       int before = c->diags->n;
       check_layout_map(c, b, l);
@@ -2482,6 +2534,51 @@ static tl_walk_act check_end(tl_stmt *s, void *user) {
 static const tl_walker checker = {
     .pre = check_stmt, .enter_body = check_branch, .leave_body = check_branch_end, .post = check_end};
 
+/* ---- several kernels ------------------------------------------------------------------ */
+/* A layout map as text with its variables named by position ("(i, j) ->
+ * j, i" and "(r, c) -> c, r" read the same). */
+static const char *layout_text(tl_arena *a, const tl_layout *l) {
+  const char *names[TL_MAX_DIMS], *t = "";
+  for (int v = 0; v < l->nvars; v++) {
+    names[v] = l->vars[v]->name;
+    l->vars[v]->name = tl_arena_printf(a, "$%d", v);
+  }
+  for (int k = 0; k < l->nindex; k++)
+    t = tl_arena_printf(a, "%s%s%s", t, k ? ", " : "", tl_expr_str(a, l->index[k]));
+  for (int v = 0; v < l->nvars; v++)
+    l->vars[v]->name = names[v];
+  return t;
+}
+
+bool tl_check_kernels(tl_program *prog, tl_diags *diags) {
+  int before = diags->n;
+  if (!prog->next)
+    return true;
+  /* a layout on a global buffer is ignored (check_global_layout): the same
+   * in every kernel, so that each kernel reads what the others wrote as
+   * TileLang's would */
+  for (int i = 0; i < prog->nparams; i++) {
+    const tl_program *with = NULL;
+    for (const tl_program *k = prog; k && !with; k = k->next)
+      with = k->params[i]->global_layout ? k : NULL;
+    if (!with)
+      continue;
+    const char *want = layout_text(prog->arena, with->params[i]->global_layout);
+    for (const tl_program *k = prog; k; k = k->next) {
+      const tl_layout *l = k->params[i]->global_layout;
+      if (!l)
+        tl_diag_add(diags, k->kptr, 0, "this kernel gives '%s' no layout, but the one at %s does: give every "
+                    "kernel of the program the same layout of a global buffer, or none", prog->params[i]->name,
+                    with->params[i]->global_layout->pointer);
+      else if (strcmp(layout_text(prog->arena, l), want) != 0)
+        tl_diag_add(diags, l->pointer, 0, "the layout of '%s' differs from the one at %s: give every kernel of "
+                    "the program the same layout of a global buffer, or none", prog->params[i]->name,
+                    with->params[i]->global_layout->pointer);
+    }
+  }
+  return diags->n == before;
+}
+
 /* ---- entry -------------------------------------------------------------------------- */
 bool tl_check(tl_program *prog, const tl_define *defs, int ndefs, tl_diags *diags) {
   C cc = {.arena = prog->arena, .diags = diags, .prog = prog}, *c = &cc;
@@ -2501,6 +2598,7 @@ bool tl_check(tl_program *prog, const tl_define *defs, int ndefs, tl_diags *diag
       declare(c, prog->block_vars[i], prog->block_vars[i]->pointer);
   check_constants(c, defs, ndefs);
   check_params(c);
+  check_workspaces(c);
   push_scope(c);
   tl_walk(&prog->body, &checker, c);
   tl_walk(&prog->body, &(tl_walker){.pre = gemm_not_viewed}, c);

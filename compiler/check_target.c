@@ -40,15 +40,15 @@ tl_status tl_check_target(const tl_program *prog, const tl_target *t, tl_diags *
     const char *msg = t->vendor == TL_VENDOR_AMD
                           ? "thread-block clusters are NVIDIA's (sm_90 or later); %s has none"
                           : "thread-block clusters need sm_90 or later, not %s";
-    tl_diag_add(diags, "/kernel/cluster", 0, msg, t->name);
-    st = tl_error_set_at(err, TL_UNSUPPORTED, "/kernel/cluster", 0, msg, t->name);
+    tl_diag_add(diags, tl_ptr_key(prog->arena, prog->kptr, "cluster"), 0, msg, t->name);
+    st = tl_error_set_at(err, TL_UNSUPPORTED, tl_ptr_key(prog->arena, prog->kptr, "cluster"), 0, msg, t->name);
   }
   if (prog->smem_bytes > t->smem_bytes) {
     const tl_sym *big = NULL;
     for (int i = 0; i < prog->nbuffer_slots; i++)
       if (smem_of(prog->buffer_syms[i]) > (big ? smem_of(big) : 0))
         big = prog->buffer_syms[i];
-    const char *ptr = big && big->pointer ? big->pointer : "/kernel";
+    const char *ptr = big && big->pointer ? big->pointer : prog->kptr;
     char what[160] = "";
     if (big)
       snprintf(what, sizeof what, " ('%s' takes %lld of them)", big->name, (long long)smem_of(big));

@@ -417,31 +417,27 @@ static json_t *tensor_maps_json(tl_arena *a, const tl_program *prog, const json_
   return maps;
 }
 
-/* The metadata (proto/kernel-meta.md); takes res. */
-static char *metadata(tl_arena *a, const tl_program *prog, const char *target, const char *binary, json_t *res,
-                      const char *toolchain_desc, const char *log, double ms) {
-  json_t *m = json_object();
-  json_object_set_new(m, "format", json_integer(prog->ntmaps ? 2 : 1)); /* 2: a format-1 client would miss the maps */
-  json_object_set_new(m, "entry", json_string(prog->entry));
-  json_object_set_new(m, "target", json_string(target));
-  json_object_set_new(m, "binary", json_string(binary));
-  json_t *params = json_array();
-  for (int i = 0; i < prog->nparams; i++) {
-    const tl_sym *s = prog->params[i];
-    json_t *p = json_object();
-    json_object_set_new(p, "name", json_string(s->name));
+static json_t *param_json(tl_arena *a, const tl_sym *s) {
+  json_t *p = json_object();
+  json_object_set_new(p, "name", json_string(s->name));
+  if (!s->workspace)
     json_object_set_new(p, "kind", json_string(s->kind == SYM_TENSOR ? "tensor" : "scalar"));
-    json_object_set_new(p, "dtype", json_string(tl_dtype_name(s->dtype)));
-    if (s->kind == SYM_TENSOR) {
-      json_t *shape = json_array();
-      for (int d = 0; d < s->ndim; d++)
-        json_array_append_new(shape, expr_json(a, s->shape[d]));
-      json_object_set_new(p, "shape", shape);
-      json_object_set_new(p, "align", json_integer(s->align));
-    }
-    json_array_append_new(params, p);
+  json_object_set_new(p, "dtype", json_string(tl_dtype_name(s->dtype)));
+  if (s->kind == SYM_TENSOR) {
+    json_t *shape = json_array();
+    for (int d = 0; d < s->ndim; d++)
+      json_array_append_new(shape, expr_json(a, s->shape[d]));
+    json_object_set_new(p, "shape", shape);
+    json_object_set_new(p, "align", json_integer(s->align));
   }
-  json_object_set_new(m, "params", params);
+  return p;
+}
+
+/* What launches one kernel (proto/kernel-meta.md): entry, launch, tensor
+ * maps, warnings and resources; takes res. */
+static json_t *kernel_json(tl_arena *a, const tl_program *prog, json_t *res) {
+  json_t *m = json_object();
+  json_object_set_new(m, "entry", json_string(prog->entry));
   if (prog->ntmaps)
     json_object_set_new(m, "tensor_maps", tensor_maps_json(a, prog, res));
   json_t *launch = json_object(), *grid = json_array(), *block = json_array();
@@ -471,7 +467,7 @@ static char *metadata(tl_arena *a, const tl_program *prog, const char *target, c
                                           prog->warnings.items[i].message));
   json_int_t spill = json_integer_value(json_object_get(res, "spill_store_bytes"));
   if (spill > 0)
-    json_array_append_new(warn, json_pack("{s:s, s:s}", "pointer", "/kernel", "message",
+    json_array_append_new(warn, json_pack("{s:s, s:s}", "pointer", prog->kptr, "message",
                                           tl_arena_printf(a, "ptxas spilled %lld bytes a thread to local memory "
                                                           "(%lld registers): fewer fragment elements a thread "
                                                           "would avoid it", (long long)spill,
@@ -482,6 +478,50 @@ static char *metadata(tl_arena *a, const tl_program *prog, const char *target, c
   else
     json_decref(warn);
   json_object_set_new(m, "resources", res);
+  return m;
+}
+
+/* The metadata (proto/kernel-meta.md); takes res, each kernel's resources
+ * in order.  One kernel without workspaces: format 1 (2 with tensor maps),
+ * the kernel's fields at the top level; else format 3: the "kernels" list
+ * and the "workspaces", with the first kernel's fields at the top level
+ * too, for tools that show one. */
+static char *metadata(tl_arena *a, const tl_program *prog, const char *target, const char *binary, json_t *res,
+                      const char *toolchain_desc, const char *log, double ms) {
+  bool several = prog->next || prog->nworkspaces;
+  json_t *m = json_object();
+  json_object_set_new(m, "format", json_integer(several ? 3 : prog->ntmaps ? 2 : 1)); /* 2: a format-1 client would
+                                                                                          miss the maps */
+  json_object_set_new(m, "target", json_string(target));
+  json_object_set_new(m, "binary", json_string(binary));
+  json_t *params = json_array();
+  for (int i = 0; i < tl_user_params(prog); i++)
+    json_array_append_new(params, param_json(a, prog->params[i]));
+  json_object_set_new(m, "params", params);
+  json_t *kernels = json_array(), *warn = json_array();
+  size_t i = 0;
+  for (const tl_program *k = prog; k; k = k->next, i++)
+    json_array_append_new(kernels, kernel_json(a, k, json_incref(json_array_get(res, i))));
+  json_decref(res);
+  json_t *first = json_array_get(kernels, 0);
+  const char *key;
+  json_t *v;
+  json_object_foreach(first, key, v) {
+    if (!several || strcmp(key, "tensor_maps") != 0)
+      json_object_set(m, key, v);
+  }
+  if (several) {
+    json_t *ws = json_array();
+    for (int j = tl_user_params(prog); j < prog->nparams; j++)
+      json_array_append_new(ws, param_json(a, prog->params[j]));
+    json_object_set_new(m, "workspaces", ws);
+    json_array_foreach(kernels, i, v) json_array_extend(warn, json_object_get(v, "warnings"));
+    if (json_array_size(warn))
+      json_object_set(m, "warnings", warn);
+    json_object_set(m, "kernels", kernels);
+  }
+  json_decref(warn);
+  json_decref(kernels);
   json_t *ver = json_object();
   json_object_set_new(ver, "compiler", json_string(tl_compiler_id));
   json_object_set_new(ver, "toolchain", json_string(toolchain_desc));
@@ -556,6 +596,46 @@ static bool has_wg_lag(tl_body *b) {
   return tl_walk(b, &w, NULL) == TL_WALK_STOP;
 }
 
+/* The passes for one kernel, from place to raster (the stages after
+ * "check" of tl_compile_stages), each followed by after(). */
+static tl_status lower(const tl_compile_request *req, tl_program *prog, const tl_target *tp, const tl_codegen *cgp,
+                       tl_diags *diags, tl_error *err) {
+  tl_target t = *tp;
+  tl_codegen cg = *cgp;
+  tl_status st;
+  if ((st = after(req, "check", prog, &cg, err)) != TL_OK ||
+      (st = tl_pass_place_for(prog, t.smem_bytes, &cg, err)) != TL_OK ||
+      (st = after(req, "place", prog, &cg, err)) != TL_OK ||
+      (st = tl_pass_pipeline_for(prog, t.smem_bytes, &cg, err)) != TL_OK ||
+      (st = after(req, "pipeline", prog, &cg, err)) != TL_OK)
+    return st;
+  tl_pass_overlap(prog, t.smem_bytes, &cg);
+  if ((st = after(req, "overlap", prog, &cg, err)) != TL_OK)
+    return st;
+  tl_pass_tma(prog, t.smem_bytes, &cg);
+  if ((st = after(req, "tma", prog, &cg, err)) != TL_OK)
+    return st;
+  tl_pass_cluster(prog, &cg);
+  if ((st = after(req, "cluster", prog, &cg, err)) != TL_OK)
+    return st;
+  tl_pass_wspec(prog, t.smem_bytes, &cg);
+  if ((st = after(req, "wspec", prog, &cg, err)) != TL_OK)
+    return st;
+  tl_pass_store(prog, t.smem_bytes, &cg);
+  if ((st = after(req, "store", prog, &cg, err)) != TL_OK || (st = tl_check_target(prog, &t, diags, err)) != TL_OK)
+    return st;
+  tl_warn_target(prog);
+  tl_pass_range(prog);
+  if ((st = after(req, "range", prog, &cg, err)) != TL_OK)
+    return st;
+  tl_pass_uniform(prog);
+  if ((st = after(req, "uniform", prog, &cg, err)) != TL_OK || (st = tl_pass_barrier(prog, err)) != TL_OK ||
+      (st = after(req, "barrier", prog, &cg, err)) != TL_OK)
+    return st;
+  tl_pass_raster(prog);
+  return after(req, "raster", prog, &cg, err);
+}
+
 tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *diags, tl_error *err) {
   double t0 = now_ms();
   *out = NULL;
@@ -576,55 +656,35 @@ again:;
   tl_status st = front(req, arena, &prog, &opt, key, &manifest, &desc, &t, diags, err);
   if (st != TL_OK)
     goto done;
-  prog->no_wg_lag = no_lag;
   tl_codegen cg = tl_codegen_of(&t);
   const tl_toolchain_ops *tc = toolchains[toolchain_of(&t)];
   void *th = toolchain_handle(toolchain_of(&t), NULL); /* open: front checked it */
-  if ((st = after(req, "check", prog, &cg, err)) != TL_OK ||
-      (st = tl_pass_place_for(prog, t.smem_bytes, &cg, err)) != TL_OK ||
-      (st = after(req, "place", prog, &cg, err)) != TL_OK ||
-      (st = tl_pass_pipeline_for(prog, t.smem_bytes, &cg, err)) != TL_OK ||
-      (st = after(req, "pipeline", prog, &cg, err)) != TL_OK)
-    goto done;
-  tl_pass_overlap(prog, t.smem_bytes, &cg);
-  if ((st = after(req, "overlap", prog, &cg, err)) != TL_OK)
-    goto done;
-  tl_pass_tma(prog, t.smem_bytes, &cg);
-  prog->max_registers = opt.max_registers;
-  if ((st = after(req, "tma", prog, &cg, err)) != TL_OK)
-    goto done;
-  tl_pass_cluster(prog, &cg);
-  if ((st = after(req, "cluster", prog, &cg, err)) != TL_OK)
-    goto done;
-  tl_pass_wspec(prog, t.smem_bytes, &cg);
-  if ((st = after(req, "wspec", prog, &cg, err)) != TL_OK)
-    goto done;
-  tl_pass_store(prog, t.smem_bytes, &cg);
-  if ((st = after(req, "store", prog, &cg, err)) != TL_OK || (st = tl_check_target(prog, &t, diags, err)) != TL_OK)
-    goto done;
-  tl_warn_target(prog);
-  tl_pass_range(prog);
-  if ((st = after(req, "range", prog, &cg, err)) != TL_OK)
-    goto done;
-  tl_pass_uniform(prog);
-  if ((st = after(req, "uniform", prog, &cg, err)) != TL_OK || (st = tl_pass_barrier(prog, err)) != TL_OK ||
-      (st = after(req, "barrier", prog, &cg, err)) != TL_OK)
-    goto done;
-  tl_pass_raster(prog);
-  if ((st = after(req, "raster", prog, &cg, err)) != TL_OK)
-    goto done;
-  char *src = tl_emit(arena, prog, &cg, err);
+  for (tl_program *k = prog; k; k = k->next) {
+    k->no_wg_lag = no_lag;
+    k->max_registers = opt.max_registers;
+    if ((st = lower(req, k, &t, &cg, diags, err)) != TL_OK)
+      goto done;
+  }
+  char *src = tl_emit_module(arena, prog, &cg, err);
   if (!src) {
     st = err ? err->code : TL_UNSUPPORTED;
     goto done;
   }
   if (!req->source_only) {
-    if ((st = tc->compile(th, src, &t, &opt, &built, err)) != TL_OK ||
-        (st = tc->inspect(th, &t, &built, prog->entry, prog->nparams, &res, err)) != TL_OK)
+    if ((st = tc->compile(th, src, &t, &opt, &built, err)) != TL_OK)
       goto done;
-    if (!no_lag && has_wg_lag(&prog->body) &&
-        json_integer_value(json_object_get(res, "spill_store_bytes")) +
-                json_integer_value(json_object_get(res, "spill_load_bytes")) > 0) {
+    res = json_array(); /* each kernel's resources, in order */
+    bool spilled_lag = false;
+    for (tl_program *k = prog; k; k = k->next) {
+      json_t *r = NULL;
+      if ((st = tc->inspect(th, &t, &built, k->entry, k->nparams, &r, err)) != TL_OK)
+        goto done;
+      json_array_append_new(res, r);
+      spilled_lag |= !no_lag && has_wg_lag(&k->body) &&
+                     json_integer_value(json_object_get(r, "spill_store_bytes")) +
+                             json_integer_value(json_object_get(r, "spill_load_bytes")) > 0;
+    }
+    if (spilled_lag) {
       /* the accumulators' second copy left too few registers: build again without it */
       tl_toolchain_out_free(&built);
       json_decref(res);

@@ -3373,6 +3373,31 @@ static void declare_buffers(E *e) {
   }
 }
 
+/* The prelude of a module: the dialect's, and the tensor maps' where some
+ * kernel of the program takes them. */
+static void emit_prelude(E *e) {
+  put(e, e->d->prelude);
+  bool tmaps = false;
+  for (const tl_program *k = e->prog; k; k = k->next)
+    tmaps |= k->ntmaps > 0;
+  if (tmaps)
+    put(e, tma_prelude);
+  put(e, "\n");
+}
+
+/* Every kernel of the program, in order, in one module: one prelude, then
+ * an entry point per kernel (each kernel's own tl_emit). */
+char *tl_emit_module(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_error *err) {
+  char *src = tl_arena_strdup(a, "");
+  for (const tl_program *k = prog; k; k = k->next) {
+    char *one = tl_emit(a, k, cg, err);
+    if (!one)
+      return NULL;
+    src = tl_arena_printf(a, "%s%s%s", src, k == prog ? "" : "\n", one);
+  }
+  return src;
+}
+
 char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err) {
   return tl_emit(a, prog, &tl_codegen_cuda, err);
 }
@@ -3383,10 +3408,8 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
   e->barrier = e->d->barrier;
   e->T = prog->threads[0] * prog->threads[1] * prog->threads[2];
   assert((prog->lowered & TL_RAN_ALL) == TL_RAN_ALL); /* pass_range, pass_barrier, pass_raster ran */
-  put(e, e->d->prelude);
-  if (prog->ntmaps)
-    put(e, tma_prelude);
-  put(e, "\n");
+  if (prog->kernel_index == 0) /* the module's prelude, before its first kernel (tl_emit_module) */
+    emit_prelude(e);
   /* signature: tensors as pointers, scalars by value, in params order */
   char *sig = tl_arena_strdup(a, "");
   for (int i = 0; i < prog->nparams; i++) {

@@ -2161,9 +2161,9 @@ static tl_status interp_setup(interp *I, const tl_program *prog, tl_arg *args, t
   return TL_OK;
 }
 
-tl_status tl_interpret(const tl_program *prog, tl_arg *args, const tl_interp_options *opts, tl_error *err) {
-  if (!prog)
-    return tl_error_set(err, TL_INVALID_ARG, "no program");
+/* One kernel: every block of its grid.  args: one per param, the
+ * workspaces' included. */
+static tl_status interpret_kernel(const tl_program *prog, tl_arg *args, const tl_interp_options *opts, tl_error *err) {
   if (prog->nparams > 0 && !args)
     return tl_error_set(err, TL_INVALID_ARG, "the program has %d parameters but no arguments are given",
                         prog->nparams);
@@ -2200,5 +2200,51 @@ tl_status tl_interpret(const tl_program *prog, tl_arg *args, const tl_interp_opt
   interp_free(&I);
   if (st == TL_OK)
     tl_error_clear(err);
+  return st;
+}
+
+/* The program's kernels in order (proto/tile-ir-v1.md 4.1), on the caller's
+ * tensors and the workspaces, allocated here for the run and poisoned like
+ * a tensor not given (9.6): a workspace is not zeroed. */
+tl_status tl_interpret(const tl_program *prog, tl_arg *args, const tl_interp_options *opts, tl_error *err) {
+  if (!prog)
+    return tl_error_set(err, TL_INVALID_ARG, "no program");
+  if (!prog->next && !prog->nworkspaces)
+    return interpret_kernel(prog, args, opts, err);
+  int nu = tl_user_params(prog);
+  if (nu > 0 && !args)
+    return tl_error_set(err, TL_INVALID_ARG, "the program has %d parameters but no arguments are given", nu);
+  tl_arg *all = calloc((size_t)prog->nparams + 1, sizeof *all);
+  if (!all)
+    return tl_error_set(err, TL_NOMEM, "out of memory");
+  tl_status st = TL_OK;
+  for (int p = 0; p < nu; p++)
+    all[p] = args[p];
+  int64_t total = 0;
+  for (int p = nu; st == TL_OK && p < prog->nparams; p++) {
+    const tl_sym *s = prog->params[p];
+    int64_t shape[TL_MAX_DIMS], n = 1;
+    if ((st = tl_tensor_shape(prog, p, all, shape, err)) != TL_OK)
+      break;
+    for (int d = 0; d < s->ndim; d++)
+      n = shape[d] && n > MAX_BUFFER_BYTES / shape[d] ? MAX_BUFFER_BYTES + 1 : n * shape[d];
+    total += n * (int64_t)tl_dtype_size(s->dtype);
+    if (total > MAX_BUFFER_BYTES) {
+      st = tl_error_set_at(err, TL_LIMIT, s->pointer, 0, "the workspaces up to '%s' are too large for the "
+                           "interpreter (%lld bytes at most)", s->name, (long long)MAX_BUFFER_BYTES);
+      break;
+    }
+    all[p].count = (size_t)n;
+    all[p].data = malloc((size_t)(n ? n : 1) * tl_dtype_size(s->dtype));
+    if (!all[p].data)
+      st = tl_error_set(err, TL_NOMEM, "out of memory");
+    else
+      poison_bytes(all[p].data, s->dtype, (size_t)n);
+  }
+  for (const tl_program *k = prog; st == TL_OK && k; k = k->next)
+    st = interpret_kernel(k, all, opts, err);
+  for (int p = nu; p < prog->nparams; p++)
+    free(all[p].data);
+  free(all);
   return st;
 }

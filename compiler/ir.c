@@ -682,6 +682,14 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
   case S_ASSIGN:
     fprintf(f, " %s = %s", tl_expr_str(a, s->lhs), tl_expr_str(a, s->value));
     break;
+  case S_ANNOTATE_LAYOUT:
+    for (int i = 0; i < s->nlayouts; i++)
+      if (s->layout_syms && s->layout_syms[i] && s->layout_syms[i]->scope == SCOPE_GLOBAL)
+        fprintf(f, " %s [ignored: a layout on global memory; the tensor stays dense row-major]",
+                s->layout_syms[i]->name);
+      else if (s->layout_syms && s->layout_syms[i])
+        fprintf(f, " %s", s->layout_syms[i]->name);
+    break;
   default:
     break;
   }
@@ -709,6 +717,9 @@ static void dump_leave(tl_stmt *s, int which, void *user) {
 void tl_dump_program(const tl_program *prog, void *fp) {
   FILE *f = fp;
   tl_arena *a = prog->arena;
+  if (prog->nkernels > 1)
+    fprintf(f, "kernel %d of %d (%s, entry %s, launched after the one before it on the same stream): ",
+            prog->kernel_index + 1, prog->nkernels, prog->kptr, prog->entry);
   fprintf(f, "kernel %s: threads %lld x %lld x %lld, grid (", prog->name, (long long)prog->threads[0],
           (long long)prog->threads[1], (long long)prog->threads[2]);
   for (int i = 0; i < prog->ngrid; i++)
@@ -717,12 +728,13 @@ void tl_dump_program(const tl_program *prog, void *fp) {
           (long long)prog->scratch_bytes, (long long)prog->scratch_offset);
   for (int i = 0; i < prog->nparams; i++) {
     const tl_sym *s = prog->params[i];
-    fprintf(f, "param %s: %s", s->name, tl_dtype_name(s->dtype));
+    fprintf(f, "%s %s: %s", s->workspace ? "workspace" : "param", s->name, tl_dtype_name(s->dtype));
     if (s->kind == SYM_TENSOR) {
       fputs(" tensor [", f);
       for (int d = 0; d < s->ndim; d++)
         fprintf(f, "%s%s", d ? ", " : "", tl_expr_str(a, s->shape[d]));
-      fprintf(f, "] align %lld", (long long)s->align);
+      fprintf(f, "] align %lld%s", (long long)s->align,
+              s->workspace ? " (global memory the launch allocates, not zeroed, shared by the program's kernels)" : "");
     }
     fputc('\n', f);
   }

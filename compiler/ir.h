@@ -36,6 +36,9 @@
 #define TL_MAX_CONSTANTS 1024
 #define TL_MAX_THREADS 1024
 #define TL_MAX_DIAGS 1000
+#define TL_MAX_KERNELS 16      /* kernels of one program ("kernels") */
+#define TL_MAX_WORKSPACES 16   /* workspace buffers of one program ("workspaces") */
+#define TL_MAX_WORKSPACE_BYTES ((int64_t)1 << 34) /* all workspaces of a launch together (16 GiB) */
 
 /* ---- arena ----------------------------------------------------------------- */
 typedef struct tl_arena tl_arena;
@@ -127,6 +130,9 @@ typedef struct tl_sym {
   int64_t dims[TL_MAX_DIMS];   /* BUFFER: folded extents; TENSOR: folded extent or -1 when dynamic */
   int64_t align;               /* TENSOR: promised alignment in bytes (default 16) */
   int param_index;             /* SCALAR, TENSOR: position in params (ABI order) */
+  bool workspace;              /* TENSOR: a workspace buffer ("workspaces"): global memory the runtime
+                                  allocates for each launch, not an argument; the last
+                                  prog->nworkspaces params */
   int slot;                    /* after check: value slot (SCALAR, BLOCK_VAR, LOOP_VAR, LET, VAR)
                                   in [0, prog->nvalue_slots), or buffer slot (BUFFER) in
                                   [0, prog->nbuffer_slots); -1 for CONST and TENSOR */
@@ -139,6 +145,8 @@ typedef struct tl_sym {
                                   memory it is (never itself a view); NULL for every other symbol */
   bool viewed;                 /* after check: a tensor or shared buffer some view aliases (it and
                                   its views stay row-major: no swizzle, TMA or pipeline stages) */
+  tl_layout *global_layout;    /* TENSOR: annotate_layout on a global buffer: recorded, and ignored (it
+                                  changes only where elements live; proto/tile-ir-v1.md 5.7) */
   tl_expr *init;               /* VAR: initial value or NULL; LET: its value */
   /* after pass_place (back ends): where a buffer lives */
   bool in_regs;                /* FRAGMENT held in registers, blocked layout: thread t holds
@@ -724,10 +732,17 @@ typedef struct tl_program {
   int nconsts;
   tl_sym **consts;     /* in document order */
   int nparams;
-  tl_sym **params;     /* ABI order: TENSOR and SCALAR */
   int nviews;
   tl_sym **views;      /* after check: the views of tensors (SYM_TENSOR, view_of set), param_index
                           nparams + their position here (the interpreter's tensor table) */
+  tl_sym **params;     /* ABI order: TENSOR and SCALAR, then the workspaces (TENSOR, .workspace) */
+  int nworkspaces;     /* the last nworkspaces params are workspaces: the caller passes the first
+                          nparams - nworkspaces (tl_user_params) */
+  /* several kernels (proto/tile-ir-v1.md 4.1): each is a program of its own (its own copy of
+   * the constants, params and workspaces), run in order on one stream; the first heads the list */
+  struct tl_program *next; /* the kernel launched after this one, or NULL */
+  int kernel_index, nkernels; /* this kernel's place in the list, and its length (1: "kernel") */
+  const char *kptr;    /* the kernel object's JSON Pointer: "/kernel" or "/kernels/I" */
   int ngrid;
   tl_expr *grid[3];
   tl_expr *threads_expr[3];
@@ -796,6 +811,9 @@ typedef struct tl_define {
   const char *value;
 } tl_define;
 
+/* The params a caller passes: all but the workspaces. */
+static inline int tl_user_params(const tl_program *p) { return p->nparams - p->nworkspaces; }
+
 /* ---- stages ----------------------------------------------------------------- */
 /* Parses JSON text into a parsed program (parse.c).  Returns NULL and adds
  * diagnostics on malformed JSON (one diagnostic with line and column) or
@@ -820,6 +838,11 @@ bool tl_is_keyword(const char *s, size_t n);
 /* Resolves, types and folds a parsed program, applying the overrides
  * (check.c).  Returns false when any diagnostic was added. */
 bool tl_check(tl_program *prog, const tl_define *defs, int ndefs, tl_diags *diags);
+
+/* What holds between the kernels of a checked program of several (check.c):
+ * a layout on a global buffer given the same in every kernel.  False when
+ * diagnostics were added. */
+bool tl_check_kernels(tl_program *prog, tl_diags *diags);
 
 /* Convenience: parse + check.  Returns NULL when diagnostics were added. */
 tl_program *tl_load_program(tl_arena *arena, const char *text, size_t len, const tl_define *defs,

@@ -846,35 +846,81 @@ static void parse_params(P *p, json_t *v) {
   }
 }
 
-static void parse_kernel(P *p, json_t *k) {
+/* "workspaces": global buffers that are not parameters (proto/tile-ir-v1.md
+ * 3.1), appended to params after the parameters as tensors marked
+ * .workspace, so that every stage after this one sees them as tensors. */
+static void parse_workspaces(P *p, json_t *v) {
+  if (!json_is_array(v) || json_array_size(v) > TL_MAX_WORKSPACES) {
+    ERR("/workspaces", "'workspaces' must be a list of at most %d workspace buffers", TL_MAX_WORKSPACES);
+    return;
+  }
+  tl_program *prog = p->prog;
+  size_t n = json_array_size(v);
+  tl_sym **all = tl_arena_alloc(p->arena, sizeof(tl_sym *) * ((size_t)prog->nparams + n + 1));
+  for (int i = 0; i < prog->nparams; i++)
+    all[i] = prog->params[i];
+  prog->params = all;
+  for (size_t i = 0; i < n; i++) {
+    json_t *wv = json_array_get(v, i);
+    const char *wp = tl_ptr_index(p->arena, "/workspaces", (int)i);
+    if (!json_is_object(wv)) {
+      ERR(wp, "a workspace must be an object, not %s", json_kind(wv));
+      continue;
+    }
+    static const char *const fields[] = {"name", "dtype", "shape", NULL};
+    check_fields(p, wv, wp, "a workspace", fields);
+    const char *name = get_string(p, wv, "name", wp, "a workspace", true);
+    tl_dtype dt = TL_INT32;
+    bool okd = get_dtype(p, wv, wp, "a workspace", &dt);
+    json_t *shape = need(p, wv, "shape", wp, "a workspace");
+    if (!name || !check_ident(p, name, tl_ptr_key(p->arena, wp, "name"), "workspace name") || !okd || !shape)
+      continue;
+    tl_sym *s = new_sym(p, name, SYM_TENSOR, wp);
+    s->dtype = dt;
+    s->type = (tl_type)dt;
+    s->scope = SCOPE_GLOBAL;
+    s->align = 256; /* the launcher's placement (proto/kernel-meta.md 6) */
+    s->workspace = true;
+    s->ndim = get_expr_list(p, shape, tl_ptr_key(p->arena, wp, "shape"), "'shape'", TL_MAX_DIMS, s->shape);
+    if (s->ndim < 0)
+      continue;
+    s->param_index = prog->nparams;
+    prog->params[prog->nparams++] = s;
+    prog->nworkspaces++;
+  }
+}
+
+/* One kernel object at kp ("/kernel", or "/kernels/I" of several). */
+static void parse_kernel(P *p, json_t *k, const char *kp) {
+#define KP(f) tl_ptr_key(p->arena, kp, f)
   if (!json_is_object(k)) {
-    ERR("/kernel", "'kernel' must be an object, not %s", json_kind(k));
+    ERR(kp, "%s must be an object, not %s", strcmp(kp, "/kernel") ? "a kernel" : "'kernel'", json_kind(k));
     return;
   }
   static const char *const fields[] = {"grid", "threads", "block_vars", "cluster", "persistent", "body", NULL};
-  check_fields(p, k, "/kernel", "'kernel'", fields);
+  check_fields(p, k, kp, "'kernel'", fields);
   tl_program *prog = p->prog;
-  json_t *grid = need(p, k, "grid", "/kernel", "'kernel'");
+  json_t *grid = need(p, k, "grid", kp, "'kernel'");
   if (grid)
-    prog->ngrid = get_expr_list(p, grid, "/kernel/grid", "'grid'", 3, prog->grid);
-  json_t *threads = need(p, k, "threads", "/kernel", "'kernel'");
+    prog->ngrid = get_expr_list(p, grid, KP("grid"), "'grid'", 3, prog->grid);
+  json_t *threads = need(p, k, "threads", kp, "'kernel'");
   if (threads) {
     if (json_is_array(threads))
-      prog->nthreads_dims = get_expr_list(p, threads, "/kernel/threads", "'threads'", 3, prog->threads_expr);
-    else if ((prog->threads_expr[0] = expr_value(p, threads, "/kernel/threads")))
+      prog->nthreads_dims = get_expr_list(p, threads, KP("threads"), "'threads'", 3, prog->threads_expr);
+    else if ((prog->threads_expr[0] = expr_value(p, threads, KP("threads"))))
       prog->nthreads_dims = 1;
   }
-  json_t *bv = need(p, k, "block_vars", "/kernel", "'kernel'");
+  json_t *bv = need(p, k, "block_vars", kp, "'kernel'");
   if (bv) {
     if (!json_is_array(bv) || json_array_size(bv) == 0 || json_array_size(bv) > 3)
-      ERR("/kernel/block_vars", "'block_vars' must be a list of 1 to 3 names");
+      ERR(KP("block_vars"), "'block_vars' must be a list of 1 to 3 names");
     else if (prog->ngrid > 0 && json_array_size(bv) != (size_t)prog->ngrid)
-      ERR("/kernel/block_vars", "'block_vars' has %zu names but 'grid' has %d dimensions; give one name per dimension",
+      ERR(KP("block_vars"), "'block_vars' has %zu names but 'grid' has %d dimensions; give one name per dimension",
           json_array_size(bv), prog->ngrid);
     else
       for (size_t i = 0; i < json_array_size(bv); i++) {
         json_t *n = json_array_get(bv, i);
-        const char *np = tl_ptr_index(p->arena, "/kernel/block_vars", (int)i);
+        const char *np = tl_ptr_index(p->arena, KP("block_vars"), (int)i);
         if (!json_is_string(n)) {
           ERR(np, "a block variable must be a name, not %s", json_kind(n));
           continue;
@@ -886,15 +932,15 @@ static void parse_kernel(P *p, json_t *k) {
         prog->block_vars[i]->type = TL_INT32;
       }
   }
-  prog->persistent_expr = get_flag(p, k, "persistent", "/kernel");
+  prog->persistent_expr = get_flag(p, k, "persistent", kp);
   json_t *cl = json_object_get(k, "cluster");
   if (cl) {
     if (!json_is_array(cl) || json_array_size(cl) == 0 || json_array_size(cl) > 3)
-      ERR("/kernel/cluster", "'cluster' must be a list of 1 to 3 positive integers");
+      ERR(KP("cluster"), "'cluster' must be a list of 1 to 3 positive integers");
     else
       for (size_t i = 0; i < json_array_size(cl); i++) {
         json_t *n = json_array_get(cl, i);
-        const char *np = tl_ptr_index(p->arena, "/kernel/cluster", (int)i);
+        const char *np = tl_ptr_index(p->arena, KP("cluster"), (int)i);
         if (!json_is_integer(n)) {
           ERR(np, "a cluster dimension must be a JSON integer from 1 to 16, not %s", json_kind(n));
           continue;
@@ -906,10 +952,11 @@ static void parse_kernel(P *p, json_t *k) {
         prog->cluster[prog->ncluster++] = json_integer_value(n);
       }
   }
-  json_t *body = need(p, k, "body", "/kernel", "'kernel'");
+  json_t *body = need(p, k, "body", kp, "'kernel'");
   if (body)
-    parse_body(p, body, "/kernel/body", &prog->body, 0);
+    parse_body(p, body, KP("body"), &prog->body, 0);
 }
+#undef KP
 
 /* The path from the top-level value down to one value: step i is the
  * member key (or, when key is NULL, the array index) taken at depth i + 1. */
@@ -989,6 +1036,35 @@ static void json_syntax_error(tl_diags *diags, const char *text, size_t len, con
     diags->items[diags->n - 1].line = line;
 }
 
+/* The top level of kernel i of nk (name, constants, params, workspaces)
+ * into prog, which becomes p->prog.  Each kernel of a program has its own
+ * copy (check.c types and folds them in place); the diagnostics of the
+ * copies after the first, which would repeat the first's, are dropped. */
+static void parse_program(P *p, json_t *root, tl_program *prog, int i, int nk) {
+  tl_diags *keep = p->diags, scratch = {.arena = p->arena};
+  bool several = json_object_get(root, "kernels") != NULL;
+  if (i > 0)
+    p->diags = &scratch;
+  prog->arena = p->arena;
+  prog->kernel_index = i;
+  prog->nkernels = nk;
+  prog->kptr = several ? tl_ptr_index(p->arena, "/kernels", i) : "/kernel";
+  p->prog = prog;
+  prog->name = get_string(p, root, "name", "", "the program", true);
+  if (prog->name && check_ident(p, prog->name, "/name", "kernel name"))
+    prog->entry = kernel_symbol(p->arena, several ? tl_arena_printf(p->arena, "%s_%d", prog->name, i) : prog->name);
+  json_t *c = json_object_get(root, "constants");
+  if (c)
+    parse_constants(p, c);
+  json_t *params = need(p, root, "params", "", "the program");
+  if (params)
+    parse_params(p, params);
+  json_t *ws = json_object_get(root, "workspaces");
+  if (ws)
+    parse_workspaces(p, ws);
+  p->diags = keep;
+}
+
 tl_program *tl_parse(tl_arena *arena, const char *text, size_t len, tl_diags *diags) {
   if (len > TL_MAX_PROGRAM_BYTES) {
     tl_diag_add(diags, "", 0, "the program is %zu bytes; the limit is %u", len, TL_MAX_PROGRAM_BYTES);
@@ -1021,7 +1097,7 @@ tl_program *tl_parse(tl_arena *arena, const char *text, size_t len, tl_diags *di
     ERR(deep, "the document is nested more than %d levels deep", TL_MAX_JSON_DEPTH);
     goto done;
   }
-  static const char *const fields[] = {"tlir", "name", "constants", "params", "kernel", NULL};
+  static const char *const fields[] = {"tlir", "name", "constants", "params", "workspaces", "kernel", "kernels", NULL};
   check_fields(p, root, "", "the program", fields);
   json_t *ver = json_object_get(root, "tlir");
   if (!ver)
@@ -1031,18 +1107,29 @@ tl_program *tl_parse(tl_arena *arena, const char *text, size_t len, tl_diags *di
   else if (json_integer_value(ver) != 1)
     ERR("/tlir", "unsupported format version %lld; this compiler reads \"tlir\": 1",
         (long long)json_integer_value(ver));
-  prog->name = get_string(p, root, "name", "", "the program", true);
-  if (prog->name && check_ident(p, prog->name, "/name", "kernel name"))
-    prog->entry = kernel_symbol(p->arena, prog->name);
-  json_t *c = json_object_get(root, "constants");
-  if (c)
-    parse_constants(p, c);
-  json_t *params = need(p, root, "params", "", "the program");
-  if (params)
-    parse_params(p, params);
-  json_t *k = need(p, root, "kernel", "", "the program");
-  if (k)
-    parse_kernel(p, k);
+  json_t *k = json_object_get(root, "kernel"), *ks = json_object_get(root, "kernels");
+  int nk = 1;
+  if (k && ks) {
+    ERR("/kernels", "the program has both 'kernel' and 'kernels'; give one kernel as 'kernel' or a list as 'kernels'");
+    goto done;
+  }
+  if (ks && (!json_is_array(ks) || json_array_size(ks) < 1 || json_array_size(ks) > TL_MAX_KERNELS)) {
+    ERR("/kernels", "'kernels' must be a list of 1 to %d kernels", TL_MAX_KERNELS);
+    goto done;
+  }
+  if (ks)
+    nk = (int)json_array_size(ks);
+  tl_program **link = &prog;
+  for (int i = 0; i < nk; i++) {
+    if (i > 0)
+      *link = tl_arena_alloc(arena, sizeof **link);
+    parse_program(p, root, *link, i, nk);
+    if (ks)
+      parse_kernel(p, json_array_get(ks, (size_t)i), p->prog->kptr);
+    else if ((k = need(p, root, "kernel", "", "the program")))
+      parse_kernel(p, k, "/kernel");
+    link = &(*link)->next;
+  }
 done:
   json_decref(root);
   return diags->n > before ? NULL : prog;
@@ -1053,5 +1140,18 @@ tl_program *tl_load_program(tl_arena *arena, const char *text, size_t len, const
   tl_program *prog = tl_parse(arena, text, len, diags);
   if (!prog)
     return NULL;
-  return tl_check(prog, defs, ndefs, diags) ? prog : NULL;
+  bool ok = true;
+  for (tl_program *k = prog; k; k = k->next) { /* every kernel; the first reports the constants' errors */
+    int before = diags->n;
+    ok &= tl_check(k, defs, ndefs, diags);
+    if (k == prog)
+      continue;
+    size_t n = strlen(k->kptr);
+    int keep = before;
+    for (int i = before; i < diags->n; i++) /* the others only their own */
+      if (strncmp(diags->items[i].pointer, k->kptr, n) == 0 && strchr("/", diags->items[i].pointer[n]))
+        diags->items[keep++] = diags->items[i];
+    diags->n = keep;
+  }
+  return ok && tl_check_kernels(prog, diags) ? prog : NULL;
 }

@@ -136,6 +136,9 @@ char *tl_emit_cuda(tl_arena *a, const tl_program *prog, tl_error *err);
 /* The text in cg's dialect (CUDA C, or HIP C for AMD targets), of a
  * program placed, pipelined and lowered for the same cg. */
 char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_error *err);
+/* Every kernel of prog's list (prog->next...) in one module: one prelude,
+ * then each kernel's entry point in order. */
+char *tl_emit_module(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_error *err);
 
 /* verify.c: does prog keep what the pass `stage` (a name of
  * tl_compile_stages: place, pipeline, overlap, tma, wspec, range, uniform, barrier; the others

@@ -268,13 +268,13 @@ static tl_program *load(const options *o, tl_arena *arena, int *status, char **t
 }
 
 static int find_param(const tl_program *prog, const char *name, const char *opt) {
-  for (int i = 0; i < prog->nparams; i++)
+  for (int i = 0; i < tl_user_params(prog); i++)
     if (strcmp(prog->params[i]->name, name) == 0)
       return i;
   const char *names[TL_MAX_PARAMS];
-  for (int i = 0; i < prog->nparams; i++)
+  for (int i = 0; i < tl_user_params(prog); i++)
     names[i] = prog->params[i]->name;
-  const char *hint = tl_closest(name, names, prog->nparams);
+  const char *hint = tl_closest(name, names, tl_user_params(prog));
   fprintf(stderr, "tlc: %s %s: the kernel has no parameter '%s'%s%s%s\n", opt, name, name,
           hint ? "; did you mean '" : "", hint ? hint : "", hint ? "'?" : "");
   return -1;
@@ -404,7 +404,7 @@ static tl_status run_device(const options *o, tl_program *prog, const char *text
   }
   if ((st = tl_kernel_load_image(h, target, b->binary, b->binary_size, b->meta, &k, err)) != TL_OK)
     goto done;
-  for (int p = 0; p < prog->nparams; p++) {
+  for (int p = 0; p < tl_user_params(prog); p++) {
     const tl_sym *s = prog->params[p];
     if (s->kind == SYM_SCALAR) {
       kargs[p] = s->dtype == TL_FLOAT32 ? tl_arg_float(args[p].scalar.f) : tl_arg_int(args[p].scalar.i);
@@ -428,10 +428,10 @@ static tl_status run_device(const options *o, tl_program *prog, const char *text
     kargs[p] = tl_arg_tensor(dev[p]);
   }
   int64_t grid[3];
-  if ((st = tl_kernel_grid(k, kargs, prog->nparams, grid, err)) != TL_OK)
+  if ((st = tl_kernel_grid(k, kargs, tl_user_params(prog), grid, err)) != TL_OK)
     goto done;
-  if (grid[0] > 0 && grid[1] > 0 && grid[2] > 0) { /* an empty grid runs no block */
-    if ((st = tl_kernel_launch(k, kargs, prog->nparams, NULL, err)) != TL_OK || (st = tl_gpu_sync(h, err)) != TL_OK)
+  if (prog->next || (grid[0] > 0 && grid[1] > 0 && grid[2] > 0)) { /* an empty grid runs no block (the first kernel's: the next may have one) */
+    if ((st = tl_kernel_launch(k, kargs, tl_user_params(prog), NULL, err)) != TL_OK || (st = tl_gpu_sync(h, err)) != TL_OK)
       goto done;
     if (o->time_runs) { /* the outputs are those of the first launch; the timed ones repeat it */
       tl_gpu_event *t0 = NULL, *t1 = NULL;
@@ -439,7 +439,7 @@ static tl_status run_device(const options *o, tl_program *prog, const char *text
       if ((st = tl_gpu_event_create(h, &t0, err)) == TL_OK && (st = tl_gpu_event_create(h, &t1, err)) == TL_OK &&
           (st = tl_gpu_event_record(t0, NULL, err)) == TL_OK) {
         for (int i = 0; i < o->time_runs && st == TL_OK; i++)
-          st = tl_kernel_launch(k, kargs, prog->nparams, NULL, err);
+          st = tl_kernel_launch(k, kargs, tl_user_params(prog), NULL, err);
         if (st == TL_OK && (st = tl_gpu_event_record(t1, NULL, err)) == TL_OK &&
             (st = tl_gpu_sync(h, err)) == TL_OK && (st = tl_gpu_event_elapsed(t0, t1, &ms, err)) == TL_OK)
           printf("time: %.4f ms per launch (mean of %d after one warm-up), %s, %s\n", ms / o->time_runs,
@@ -451,7 +451,7 @@ static tl_status run_device(const options *o, tl_program *prog, const char *text
         goto done;
     }
   }
-  for (int p = 0; p < prog->nparams; p++) {
+  for (int p = 0; p < tl_user_params(prog); p++) {
     tl_dtype dt = prog->params[p]->dtype;
     size_t bytes = (size_t)tl_dtype_bytes(dt, arrays[p].count);
     if (prog->params[p]->kind != SYM_TENSOR)
@@ -471,7 +471,7 @@ static tl_status run_device(const options *o, tl_program *prog, const char *text
   st = TL_OK;
 done:
   tl_kernel_free(k);
-  for (int p = 0; p < prog->nparams; p++)
+  for (int p = 0; p < tl_user_params(prog); p++)
     tl_gpu_free(h, dev[p]);
   tl_build_free(b);
   tl_gpu_close(h);
@@ -613,7 +613,7 @@ static int cmd_run(const options *o) {
     }
     given[p] = true;
   }
-  for (int p = 0; p < prog->nparams; p++)
+  for (int p = 0; p < tl_user_params(prog); p++)
     if (prog->params[p]->kind == SYM_SCALAR && !given[p]) {
       fprintf(stderr, "tlc: scalar parameter '%s' (%s) needs a value: --arg %s=VALUE\n", prog->params[p]->name,
               tl_dtype_name(prog->params[p]->dtype), prog->params[p]->name);
@@ -639,7 +639,7 @@ static int cmd_run(const options *o) {
     }
     given[p] = true;
   }
-  for (int p = 0; p < prog->nparams; p++) {
+  for (int p = 0; p < tl_user_params(prog); p++) {
     tl_sym *s = prog->params[p];
     if (s->kind != SYM_TENSOR)
       continue;

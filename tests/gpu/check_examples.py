@@ -177,6 +177,9 @@ DEQ = {"acc": ("K", ["A"], 0.0)}  # B's 4-bit values are 0..15: their products w
 MATMUL = {"acc": ("k_size", ["a", "b"], 0.0)}
 # tma_colsum: Y[i, j] = sum over the K tiles of X[i, k * block_K + j], float32 adds on both sides
 COLSUM = {"acc": ("(K + block_K - 1) // block_K", ["X"], 0.0)}
+# split_rowsum: Y[i] = the sum of a row of X (N terms), in S column slices written to a workspace by one
+# kernel and added by the next (several kernels, proto/tile-ir-v1.md 4.1)
+ROWSUM = {"acc": ("N", ["X"], 0.0)}
 
 
 def math_fns_ref(x, c):
@@ -411,6 +414,10 @@ CASES = [
     # TMA without swizzle: float32 tiles read by a parallel loop, ragged M and K
     ("../tests/gpu/programs/tma_colsum", {"K": 200}, {"M": 100}, ["Y"], COLSUM),
     ("../tests/gpu/programs/tma_colsum", {"K": 1024, "num_stages": 4}, {"M": 1000}, ["Y"], COLSUM),
+    # two kernels in order sharing a workspace whose shape follows a scalar (m): ragged m, a second size that
+    # grows the kernel handle's workspace; N = 1024 in 8 slices
+    ("../tests/gpu/programs/split_rowsum", {}, {"m": 1000}, ["Y"], ROWSUM),
+    ("../tests/gpu/programs/split_rowsum", {"N": 1024, "S": 8}, {"m": 77}, ["Y"], ROWSUM),
     ("../tests/gpu/programs/gemm_bt", {"M": 256, "N": 256, "K": 1024, "block_N": 64}, {}, ["C"], GEMM),
     # int8 / uint8 -> int32 and float8 gemms on the tensor cores (issue 12): wgmma m64nNk32 on sm_90a, with
     # K tiles of 32, 64 (32- and 64-byte swizzle), 128 and 256 (panels of 128) and 4-warp tiles (two m64

@@ -13,7 +13,10 @@ reference's norm: float32 1e-4 (1e-3 for outputs computed from float16
 intermediates that the GPU may round differently, linear attention's O, and for
 sums of atomic adds in another order, layer norm backward's DGamma, DBeta),
 float16 1e-2, bfloat16 2e-2 (proto/tile-ir-v1.md 8.3: fast exp2/rsqrt,
-any summation order), integers exactly.  Then: a T.dynamic kernel at three
+any summation order), integers exactly.  Then: a program of two kernels
+sharing a workspace with a T.dynamic shape, launched through one kernel
+handle at growing and shrinking sizes (its workspace grown and reused) and
+on a side stream; a T.dynamic kernel at three
 sizes from one compile, a launch on a side stream, the argument checks
 (CPU tensor, wrong dtype, not contiguous), get_kernel_source(), and the
 time of a 4096^3 float16 GEMM against torch.matmul (CUDA events, mean of
@@ -87,6 +90,20 @@ CASES = [
      lambda: load("flash_attention_bwd").flashattn_fwd(1, 2, 256, 64, True, 64, 64), {}),
     ("flash_attention_bwd.flashattn_bwd_preprocess ragged 1x2x200x64",
      lambda: load("flash_attention_bwd").flashattn_bwd_preprocess(1, 2, 200, 64), {}),
+    # dQ atomically added into a float32 tensor laid out by T.annotate_layout (a layout on global memory:
+    # recorded and ignored), then read by the postprocess through the same layout; dS and P are float16
+    # before their gemms, so dQ is held to 1e-3 (one float16 rounding, 2^-11, of some terms, twice over)
+    ("flash_attention_bwd.flashattn_bwd 1x2x256x64",
+     lambda: load("flash_attention_bwd").flashattn_bwd(1, 2, 256, 64, False, 64, 64), {"dQ": 1e-3}),
+    ("flash_attention_bwd.flashattn_bwd causal ragged 1x2x200x64",
+     lambda: load("flash_attention_bwd").flashattn_bwd(1, 2, 200, 64, True, 64, 64), {"dQ": 1e-3}),
+    ("flash_attention_bwd.flashattn_bwd_postprocess ragged 1x2x200x64",
+     lambda: load("flash_attention_bwd").flashattn_bwd_postprocess(1, 2, 200, 64), {}),
+    # two kernels (split, then combine) sharing two workspaces (T.alloc_global)
+    ("flash_decoding 1x4 q128 kv1024 d128",
+     lambda: load("flash_decoding").flashattn(1, 4, 128, 1024, 128, False, 128, 64), {}),
+    ("flash_decoding ragged q100 kv1024 d64, 2x4",
+     lambda: load("flash_decoding").flashattn(2, 4, 100, 1024, 64, False, 64, 64), {}),
     ("rms_norm 256x512", lambda: load("rms_norm").rms_norm(256, 512, 1), {}),
     ("rms_norm ragged 100x300", lambda: load("rms_norm").rms_norm(100, 300, 4), {}),
     ("rms_norm_splitk 256x512", lambda: tlir.compile(load("rms_norm").rms_norm_splitk(256, 512, 1, 128)), {}),
@@ -184,9 +201,56 @@ def _dyn_kernel(block):
     return main
 
 
+@tlir.jit(out_idx=[1])
+def _split_sum_kernel(block):
+    """Two kernels sharing a workspace whose rows follow T.dynamic m: the
+    row sums of X in two column halves, then their sum."""
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def main(X: T.Tensor((m, 2 * DYN_N), "float32"), Y: T.Tensor((m,), "float32")):
+        W = T.alloc_global((2, m), "float32")
+        with T.Kernel(T.ceildiv(m, block), 2, threads=128) as (bx, h):
+            x = T.alloc_fragment((block, DYN_N), "float32")
+            s = T.alloc_fragment((block,), "float32")
+            T.copy(X[bx * block, h * DYN_N], x)
+            T.reduce_sum(x, s, dim=1)
+            T.copy(s, W[h, bx * block])
+        with T.Kernel(T.ceildiv(m, block), threads=128) as bx:
+            w = T.alloc_fragment((2, block), "float32")
+            y = T.alloc_fragment((block,), "float32")
+            T.copy(W[0, bx * block], w)
+            T.reduce_sum(w, y, dim=0)
+            T.copy(y, Y[bx * block])
+    return main
+
+
+def workspace_checks():
+    """One kernel handle launched at growing and shrinking sizes: its
+    workspace allocation is kept, grown (after the device is done with the
+    old one) and reused; on a side stream too."""
+    out = []
+    k = _split_sum_kernel(64)
+    for m in (10, 1000, 100000, 7, 300000):
+        x = torch.randn(m, 2 * DYN_N, device="cuda")
+        y = k(x)
+        torch.cuda.synchronize()
+        ok = y.shape == (m,) and torch.allclose(y, x.sum(1), rtol=1e-5, atol=1e-4)
+        out.append(("two kernels, a workspace of 2 x %d (one handle)" % m, None if ok else "wrong result"))
+    s = torch.cuda.Stream()
+    x = torch.randn(5000, 2 * DYN_N, device="cuda")
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        y = k(x)
+    s.synchronize()
+    ok = torch.allclose(y, x.sum(1), rtol=1e-5, atol=1e-4)
+    out.append(("two kernels and a workspace on a side stream", None if ok else "wrong result"))
+    return out
+
+
 def extra_checks(rng):
     """(name, problem or None) of the checks beyond the examples."""
-    out = []
+    out = workspace_checks()
     k = _dyn_kernel(64)
     for m in (1, 100, 1000):
         x = torch.randn(m, DYN_N, device="cuda")
@@ -260,6 +324,8 @@ EXAMPLE_MAINS = [
     ["flash_attention_fwd.py", "--batch", "2", "--heads", "8", "--seq_len", "1024", "--dim", "128"],
     ["flash_attention_fwd.py", "--batch", "2", "--heads", "8", "--seq_len", "1024", "--dim", "128", "--is_causal"],
     ["topk.py"],
+    ["flash_decoding.py"],
+    ["flash_attention_bwd.py", "--batch", "2", "--h", "8", "--n_ctx", "1024"],
 ]
 
 

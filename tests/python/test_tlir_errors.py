@@ -70,13 +70,9 @@ CASES = [
      "the truth of a tile value ('x[i, j] > 0') is not known while the program is translated: "
      "a Python 'if', 'while', 'and', 'or', 'not', chained comparison or builtin min/max on it; "
      "use T.if_then_else, T.min/T.max, or a Tile IR 'if' (a plain 'if' statement in the kernel)"),
-    ("workspace buffer",
-     "w = T.alloc_global((M, N), 'float32')  # <-",
-     "T.alloc_global: Tile IR v1 has no workspace buffers (global memory allocated by the kernel); "
-     "pass the buffer as a T.Tensor parameter"),
-    ("a second kernel",
+    ("a kernel inside a kernel",
      "with T.Kernel(1, threads=128) as b2:  # <-\n    pass",
-     "a prim_func holds one T.Kernel; Tile IR v1 has one kernel per program"),
+     "T.Kernel inside T.Kernel: a program's kernels run one after another, not nested"),
     ("slice with a step",
      "T.copy(A[0:32:2, 0:N], x)  # <-",
      "a slice with a step ('A[a:b:c]') has no Tile IR form"),
@@ -104,9 +100,14 @@ CASES = [
     ("a Python error in the body",
      "T.copy(A[bx * 32, 0], undefined_name)  # <-",
      "NameError: name 'undefined_name' is not defined"),
-    ("layout on a global tensor",
-     "T.annotate_layout({A: T.Layout((M, N), lambda i, j: (j, i))})  # <-",
-     "T.annotate_layout: 'A' is a global tensor; Tile IR v1 lays out shared buffers only"),
+    ("layout on a global tensor that is not one-to-one",
+     "T.annotate_layout({A: T.Layout((M, N), lambda i, j: (i, j // 2))})  # <-",
+     "T.annotate_layout: the layout of the global tensor 'A' is not one-to-one, so ignoring it would change "
+     "what its readers see"),
+    ("swizzle on a global tensor",
+     "T.annotate_layout({A: T.make_swizzled_layout(A)})  # <-",
+     "T.annotate_layout: 'A' is a global tensor; it takes a T.Layout index map (recorded and ignored by "
+     "Tile IR v1), not a swizzle"),
     # errors that tlc check finds, at the Python line of the statement
     ("an element atomic on a fragment (tlc check)",
      "for i, j in T.Parallel(32, N):\n    T.atomic_max(x[i, j], 2.0)  # <-",

@@ -160,8 +160,7 @@ def flash_fwd(batch, heads, seq, dim, causal, bm, bn):
 
 def flash_bwd_parts(batch, heads, seq, dim, causal, bm, bn):
     """The forward (with the log-sum-exp) and the preprocess kernel of the
-    backward example; its flash_bwd and postprocess kernels need a layout on
-    a global tensor (see BAD below)."""
+    backward example, each checked on its own (flash_bwd runs them all)."""
     m = load("flash_attention_bwd")
     q, kk, v = f16(batch, seq, heads, dim), f16(batch, seq, heads, dim), f16(batch, seq, heads, dim)
     o, lse = m.flashattn_fwd(batch, heads, seq, dim, causal, bm, bn)(q, kk, v)
@@ -172,6 +171,56 @@ def flash_bwd_parts(batch, heads, seq, dim, causal, bm, bn):
     # the kernel multiplies in float16 (o and do are float16 fragments), then sums in float32
     rd = np.einsum("bshd->bhs", (o * do).astype(np.float64))
     return max(e, close("Delta", delta, rd, "float32"))
+
+
+def flash_decoding(batch, heads, seq_q, seq_kv, dim, bm, bn):
+    """Split-KV flash decoding: two kernels in one prim_func (split, then
+    combine) sharing two T.alloc_global workspaces.  The example reads K
+    and V in num_split (4) slices of seq_kv // 4 rows, so seq_kv is a
+    multiple of 4 * bn (it has no mask); seq_q may be ragged."""
+    k = load("flash_decoding").flashattn(batch, heads, seq_q, seq_kv, dim, False, bm, bn)
+    q, kk, v = f16(batch, seq_q, heads, dim), f16(batch, seq_kv, heads, dim), f16(batch, seq_kv, heads, dim)
+    o = k(q, kk, v)
+    return close("Output", o, attention_ref(q, kk, v, False)[0], "float16")
+
+
+def attention_bwd_ref(q, k, v, do, causal):
+    """dQ, dK, dV of softmax(Q K^T / sqrt(d)) V in float64; [batch, seq, heads, dim]."""
+    q, k, v, do = (t.astype(np.float64) for t in (q, k, v, do))
+    sm = 1 / np.sqrt(q.shape[-1])
+    s = np.einsum("bqhd,bkhd->bhqk", q, k) * sm
+    if causal:
+        n = q.shape[1]
+        s = np.where(np.tril(np.ones((n, n), bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    o = np.einsum("bhqk,bkhd->bqhd", p, v)
+    dv = np.einsum("bhqk,bqhd->bkhd", p, do)
+    dp = np.einsum("bqhd,bkhd->bhqk", do, v)
+    ds = p * (dp - np.einsum("bqhd,bqhd->bhq", do, o)[..., None]) * sm
+    return np.einsum("bhqk,bkhd->bqhd", ds, k), np.einsum("bhqk,bqhd->bkhd", ds, q), dv
+
+
+def flash_bwd(batch, heads, seq, dim, causal, bm, bn):
+    """The whole backward example: the forward (lse), the preprocess
+    (Delta), flashattn_bwd (dK, dV, and dQ atomically added into a float32
+    tensor that T.annotate_layout lays out: a layout on global memory,
+    recorded and ignored) and flashattn_bwd_postprocess (dQ to float16,
+    read through the same layout).  dQ, dK and dV come from float16
+    intermediates (P and dS are rounded to float16 before their gemms), so
+    all three are held to the float16 bound."""
+    m = load("flash_attention_bwd")
+    q, kk, v, do = (f16(batch, seq, heads, dim) for _ in range(4))
+    o, lse = m.flashattn_fwd(batch, heads, seq, dim, causal, bm, bn)(q, kk, v)
+    delta = m.flashattn_bwd_preprocess(batch, heads, seq, dim)(o, do)
+    dq = np.zeros((batch, seq, heads, dim), np.float32)  # atomically added to, as the example's caller zeroes it
+    dk = np.full((batch, seq, heads, dim), np.nan, np.float16)
+    dv = np.full((batch, seq, heads, dim), np.nan, np.float16)
+    m.flashattn_bwd(batch, heads, seq, dim, causal, bm, bn)(q, kk, v, do, lse, delta, dq, dk, dv)
+    dq16 = m.flashattn_bwd_postprocess(batch, heads, seq, dim)(dq)
+    rq, rk, rv = attention_bwd_ref(q, kk, v, do, causal)
+    return max(close("dQ (float32)", dq, rq, "float16"), close("dQ_out", dq16, rq, "float16"),
+               close("dK", dk, rk, "float16"), close("dV", dv, rv, "float16"))
 
 
 def topk(M, N, K, blk_m):
@@ -252,6 +301,11 @@ CASES = [
     ("flash_attention_fwd causal ragged seq 100", flash_fwd, (1, 1, 100, 32, True, 64, 32)),
     ("flash_attention_bwd fwd+preprocess 1x2x128x64", flash_bwd_parts, (1, 2, 128, 64, False, 64, 64)),
     ("flash_attention_bwd fwd+preprocess causal ragged 100", flash_bwd_parts, (1, 1, 100, 32, True, 64, 32)),
+    ("flash_decoding 1x2 q64 kv512 d64 (two kernels, workspaces)", flash_decoding, (1, 2, 64, 512, 64, 64, 64)),
+    ("flash_decoding ragged q100 kv256 d32, bn 32", flash_decoding, (2, 1, 100, 256, 32, 64, 32)),
+    ("flash_attention_bwd backward 1x2x128x64 (dQ laid out in global memory)", flash_bwd,
+     (1, 2, 128, 64, False, 64, 64)),
+    ("flash_attention_bwd backward causal ragged 1x1x100x32", flash_bwd, (1, 1, 100, 32, True, 64, 32)),
     ("topk 64x32 k=4", topk, (64, 32, 4, 16)),
     ("topk ragged 37x40 k=6", topk, (37, 40, 6, 16)),
     ("dequant_gemm 64x64x64", dequant_gemm, (64, 64, 64)),
@@ -264,16 +318,6 @@ CASES = [
 # Kernels of the ported examples that need what Tile IR v1 lacks: (example,
 # function, arguments, the error's line in the example, the message).
 BAD = [
-    ("flash_attention_bwd", "flashattn_bwd", (1, 2, 128, 64, False, 64, 64),
-     "T.annotate_layout(",
-     "T.annotate_layout: 'dQ' is a global tensor; Tile IR v1 lays out shared buffers only"),
-    ("flash_attention_bwd", "flashattn_bwd_postprocess", (1, 2, 128, 64),
-     "T.annotate_layout({dQ: make_dq_layout(dQ)})",
-     "T.annotate_layout: 'dQ' is a global tensor; Tile IR v1 lays out shared buffers only"),
-    ("flash_decoding", "flashattn", (1, 2, 64, 256, 64, False, 64, 64),
-     "glse = T.alloc_global(",
-     "T.alloc_global: Tile IR v1 has no workspace buffers (global memory allocated by the "
-     "kernel); pass the buffer as a T.Tensor parameter"),
 ]
 
 

@@ -116,7 +116,38 @@ EOF
 
 # Bad programs: each must be rejected, with an error at the given place (a
 # jsonschema json_path), so that it fails for the reason its name gives.
+# Several kernels sharing workspaces (proto/tile-ir-v1.md 3.1, 4.1).
+cat > "$tmp/good/kernels_workspaces.json" <<'EOF'
+{"tlir": 1, "name": "two", "params": [{"name": "n", "kind": "scalar", "dtype": "int32"},
+                                      {"name": "a", "kind": "tensor", "dtype": "float32", "shape": ["n"]}],
+ "workspaces": [{"name": "w", "dtype": "float32", "shape": ["n", 2], "x-note": 1}],
+ "kernels": [{"grid": [1], "threads": 32, "block_vars": ["bx"], "body": []},
+             {"grid": ["n"], "threads": [32, 2], "block_vars": ["b"], "body": []}]}
+EOF
+
 bad() { cat > "$tmp/bad/$1.json" && printf '%s\n' "$2" > "$tmp/bad/$1.where"; }
+
+bad kernel_and_kernels '$' <<'EOF'
+{"tlir": 1, "name": "k", "params": [],
+ "kernel": {"grid": [1], "threads": 32, "block_vars": ["bx"], "body": []},
+ "kernels": [{"grid": [1], "threads": 32, "block_vars": ["bx"], "body": []}]}
+EOF
+bad kernels_empty '$.kernels' <<'EOF'
+{"tlir": 1, "name": "k", "params": [], "kernels": []}
+EOF
+bad kernels_unknown_field '$.kernels[1]' <<'EOF'
+{"tlir": 1, "name": "k", "params": [],
+ "kernels": [{"grid": [1], "threads": 32, "block_vars": ["bx"], "body": []},
+             {"grid": [1], "threads": 32, "block_vars": ["bx"], "body": [], "stream": 1}]}
+EOF
+bad workspace_with_kind '$.workspaces[0]' <<'EOF'
+{"tlir": 1, "name": "k", "params": [], "workspaces": [{"name": "w", "kind": "tensor", "dtype": "int8", "shape": [4]}],
+ "kernel": {"grid": [1], "threads": 32, "block_vars": ["bx"], "body": []}}
+EOF
+bad workspace_no_shape '$.workspaces[0]' <<'EOF'
+{"tlir": 1, "name": "k", "params": [], "workspaces": [{"name": "w", "dtype": "int8"}],
+ "kernel": {"grid": [1], "threads": 32, "block_vars": ["bx"], "body": []}}
+EOF
 
 bad unknown_field '$.kernel.body[0]' <<'EOF'
 {"tlir": 1, "name": "k", "params": [],

@@ -7,7 +7,9 @@
 # in registers; wgmma on sm_90a for gemm.json as written and every float16/
 # bfloat16 tile shape it serves, with one wgmma-group in flight across K
 # tiles (mma.sync elsewhere), and why not where it cannot;
-# FlashAttention's P packed in registers; and a
+# FlashAttention's P packed in registers; a program of several kernels
+# printed kernel by kernel (one module, an entry point each), and a layout
+# on a global tensor shown ignored; and a
 # wrong stage name and run --target without --device are usage errors.
 # Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
 TLC=${TL_BUILD:-build}/bin/tlc
@@ -281,4 +283,21 @@ for nm in main delete threadIdx tl_x; do
   done
 done
 rm -f "${TMPDIR:-/tmp}/tlc_ir_name.$$.json"
+# several kernels (proto/tile-ir-v1.md 4.1): each printed in turn with its entry, the workspace among the
+# params; one module with both entry points; a layout on a global tensor is shown ignored
+prog=tests/gpu/programs/split_rowsum.json
+ir=$("$TLC" compile $prog --target sm_80 --emit ir) || fail "tlc compile split_rowsum --emit ir"
+for want in "kernel 1 of 2 (/kernels/0, entry split_rowsum_0," "kernel 2 of 2 (/kernels/1, entry split_rowsum_1," \
+            "workspace W: float32 tensor [4, m] align 256 (global memory the launch allocates, not zeroed" \
+            "copy acc[0+:64] -> W[by+:1" "# /kernels/1/body/2"; do
+  printf '%s\n' "$ir" | grep -qF -- "$want" || fail "split_rowsum --emit ir lacks: $want"
+done
+src=$("$TLC" compile $prog --target sm_80 --emit cuda) || fail "tlc compile split_rowsum --emit cuda"
+[ "$(printf '%s\n' "$src" | grep -c '__global__')" = 2 ] || fail "split_rowsum: not two entry points in one module"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["kernels"][1]["body"].insert(0, {"op": "annotate_layout", "layouts": {"X": {"vars": ["i", "j"], "index": ["j", "i"]}}}); d["kernels"][0]["body"].insert(0, {"op": "annotate_layout", "layouts": {"X": {"vars": ["a", "b"], "index": ["b", "a"]}}}); json.dump(d, open(sys.argv[2], "w"))' \
+  $prog "${TMPDIR:-/tmp}/tlc_ir_lay.$$.json"
+ir=$("$TLC" compile "${TMPDIR:-/tmp}/tlc_ir_lay.$$.json" --target sm_80 --emit ir) || fail "a layout on a global tensor"
+rm -f "${TMPDIR:-/tmp}/tlc_ir_lay.$$.json"
+printf '%s\n' "$ir" | grep -qF "annotate_layout X [ignored: a layout on global memory; the tensor stays dense row-major]" ||
+  fail "--emit ir does not show the global layout ignored"
 echo "tlc_ir: ok"

@@ -551,7 +551,8 @@ static void test_tmap_parse(void **state) {
   assert_int_equal(t->enc.box[1], 128);
   tl_meta_free(m);
   static const edit_case cases[] = {
-      {"\"format\": 2", "\"format\": 3", TL_UNSUPPORTED, "format above 2"},
+      {"\"format\": 2", "\"format\": 4", TL_UNSUPPORTED, "format above 3"},
+      {"\"format\": 2", "\"format\": 3", TL_CORRUPT, "format 3 has its tensor maps in its kernels"},
       {"\"format\": 2", "\"format\": 1", TL_CORRUPT, "exactly in format 2"},
       {"\"param\": \"a\"", "\"param\": \"n\"", TL_CORRUPT, "name a tensor"},
       {"\"dtype\": \"float16\", \"rank\"", "\"dtype\": \"bfloat16\", \"rank\"", TL_CORRUPT, "its tensor's, float16"},
@@ -698,6 +699,82 @@ static void test_tmap_compiled(void **state) {
   free(text);
 }
 
+/* Format 3 (proto/kernel-meta.md section 6): a program of two kernels
+ * sharing a workspace whose shape depends on a scalar, compiled for real:
+ * each kernel's entry and launch, the ABI of each (the params, then the
+ * workspace), the workspaces' placement and sizes for a launch, and what a
+ * parser refuses. */
+static void test_kernels_workspaces(void **state) {
+  (void)state;
+  tl_error err;
+  const char *tool;
+  if (!tl_compiler_targets(&tool, &err) || !tl_compiler_target_toolchain("sm_80")) {
+    printf("SKIP: no NVRTC for sm_80 here\n");
+    return;
+  }
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/gpu/programs/split_rowsum.json", src_dir());
+  char *text = read_text(path);
+  assert_non_null(text);
+  tl_compile_request req = {.program = text, .program_len = strlen(text), .target = "sm_80"};
+  tl_arena *arena = tl_arena_new();
+  tl_diags diags = {.arena = arena};
+  tl_build *b = NULL;
+  if (tl_compile(&req, &b, &diags, &err) != TL_OK)
+    fail_msg("split_rowsum: %s", err.message);
+  tl_meta *m = NULL;
+  if (tl_meta_parse(b->meta, &m, &err) != TL_OK)
+    fail_msg("split_rowsum: %s", err.message);
+  assert_int_equal(m->format, 3);
+  assert_int_equal(m->nparams, 3); /* m, X, Y: the caller's */
+  assert_int_equal(m->nkernels, 2);
+  assert_int_equal(m->nworkspaces, 1);
+  assert_string_equal(m->entry, "split_rowsum_0");
+  assert_string_equal(m->kernels[0]->entry, "split_rowsum_0");
+  assert_string_equal(m->kernels[1]->entry, "split_rowsum_1");
+  for (int k = 0; k < 2; k++) { /* each entry takes the params, then the workspace */
+    assert_int_equal(m->kernels[k]->nparams, 4);
+    assert_string_equal(m->kernels[k]->params[3].name, "W");
+    assert_true(m->kernels[k]->params[3].is_tensor);
+    assert_int_equal(m->kernels[k]->params[3].align, 256);
+  }
+  assert_int_equal(m->kernels[0]->block[0], 128);
+  assert_int_equal(m->kernels[1]->block[0], 64);
+  tl_kernel_arg args[3] = {tl_arg_int(200), tl_arg_tensor(0x100000), tl_arg_tensor(0x200000)};
+  uint64_t off[TL_MAX_WORKSPACES], total = 0;
+  assert_int_equal(tl_meta_workspaces(m, args, 3, off, &total, &err), TL_OK);
+  assert_int_equal(off[0], 0);
+  assert_int_equal(total, 3328); /* 4 x 200 float32 = 3200 bytes, to a multiple of 256 */
+  int64_t grid[3];
+  assert_int_equal(tl_meta_grid(m->kernels[0], (tl_kernel_arg[]){args[0], args[1], args[2], tl_arg_tensor(0)}, 4,
+                                grid, &err), TL_OK);
+  assert_int_equal(grid[0], 4);
+  assert_int_equal(grid[1], 4);
+  assert_int_equal(tl_meta_workspaces(m, args, 2, off, &total, &err), TL_INVALID_ARG); /* the caller's count */
+  tl_meta_free(m);
+  /* a top-level tensor_maps, and a kernel that is not an object */
+  json_t *doc = json_loads(b->meta, 0, NULL);
+  json_object_set_new(doc, "tensor_maps", json_array());
+  char *t = json_dumps(doc, 0);
+  assert_int_equal(tl_meta_parse(t, &m, &err), TL_CORRUPT);
+  assert_non_null(strstr(err.message, "format 3 has its tensor maps in its kernels"));
+  free(t);
+  json_object_del(doc, "tensor_maps");
+  json_array_set_new(json_object_get(doc, "kernels"), 1, json_string("k"));
+  t = json_dumps(doc, 0);
+  assert_int_equal(tl_meta_parse(t, &m, &err), TL_CORRUPT);
+  assert_non_null(strstr(err.message, "kernels[1] is not an object"));
+  free(t);
+  json_object_set_new(doc, "format", json_integer(4));
+  t = json_dumps(doc, 0);
+  assert_int_equal(tl_meta_parse(t, &m, &err), TL_UNSUPPORTED);
+  free(t);
+  json_decref(doc);
+  tl_build_free(b);
+  tl_arena_free(arena);
+  free(text);
+}
+
 static void test_targets_run_on(void **state) {
   (void)state;
   static const struct {
@@ -737,6 +814,7 @@ int main(void) {
       cmocka_unit_test(test_tmap_parse),
       cmocka_unit_test(test_tmap_plan),
       cmocka_unit_test(test_tmap_compiled),
+      cmocka_unit_test(test_kernels_workspaces),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

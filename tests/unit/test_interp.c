@@ -12,7 +12,9 @@
  *     thread-level code, masked ifs, per-thread loop bounds, out-of-range
  *     global accesses, run-time errors with their pointer and column,
  *     parallel-loop independence, conversions on store, reduce/cumsum/
- *     atomic_add/gemm variants, and the argument checks of tl_interpret.
+ *     atomic_add/gemm variants, several kernels run in order on workspaces
+ *     that start poisoned (not zeroed), and the argument checks of
+ *     tl_interpret.
  *
  * The random seed comes from the clock and is printed; TL_SEED=N repeats a
  * run.  Files are found under $TL_SRCDIR when it is set, else relative to
@@ -553,6 +555,54 @@ static void tilus_add_one(void **state) {
   set_int(&r, "n", 0);
   alloc_tensors(&r);
   run_ok(&r);
+  free_run(&r);
+}
+
+/* ---- several kernels and workspaces (proto/tile-ir-v1.md 3.1, 4.1) ------------------------ */
+static void kernels_in_order(void **state) {
+  (void)state;
+  /* row sums in 4 column slices into a workspace, then their sum: the second kernel reads what the first wrote */
+  const int64_t ms[] = {200, 77, 64};
+  for (int i = 0; i < 3; i++) {
+    run r;
+    load_file(&r, "tests/gpu/programs/split_rowsum.json", NULL);
+    assert_int_equal(r.prog->nkernels, 2);
+    assert_non_null(r.prog->next);
+    assert_int_equal(r.prog->nworkspaces, 1);
+    assert_int_equal(tl_user_params(r.prog), 3);
+    set_int(&r, "m", ms[i]);
+    alloc_tensors(&r);
+    int px = param(&r, "X"), py = param(&r, "Y");
+    run_ok(&r);
+    double *ref = calloc((size_t)ms[i], sizeof(double));
+    for (int64_t k = 0; k < ms[i] * 512; k++)
+      ref[k / 512] += get(&r, px, (size_t)k);
+    char what[64];
+    snprintf(what, sizeof what, "split_rowsum m=%" PRId64, ms[i]);
+    compare(&r, py, ref, tol_of(TL_FLOAT32), what);
+    free(ref);
+    free_run(&r);
+  }
+  /* a workspace is not zeroed: what no kernel wrote reads as the poison (NaN); the kernels see each other's
+   * writes in order (the third adds 1 to what the second copied) */
+  run r;
+  load_sq(&r, "{'tlir': 1, 'name': 'ws', 'params': [{'name': 'O', 'kind': 'tensor', 'dtype': 'float32', "
+              "'shape': [64]}], 'workspaces': [{'name': 'W', 'dtype': 'float32', 'shape': [64]}], 'kernels': ["
+              "{'grid': [1], 'threads': 32, 'block_vars': ['bx'], 'body': [{'op': 'parallel', 'vars': ['i'], "
+              "'extents': [32], 'body': ['W[i] = 2.0 * i']}]},"
+              "{'grid': [1], 'threads': 32, 'block_vars': ['bx'], 'body': [{'op': 'copy', 'src': 'W', 'dst': 'O'}]},"
+              "{'grid': [2], 'threads': 32, 'block_vars': ['b'], 'body': [{'op': 'parallel', 'vars': ['i'], "
+              "'extents': [32], 'body': ['O[b * 32 + i] += 1.0']}]}]}",
+          NULL);
+  assert_int_equal(r.prog->nkernels, 3);
+  alloc_tensors(&r);
+  run_ok(&r);
+  int po = param(&r, "O");
+  for (int k = 0; k < 64; k++)
+    if (k < 32)
+      assert_true(get(&r, po, (size_t)k) == 2.0 * k + 1);
+    else
+      assert_true(isnan(get(&r, po, (size_t)k)));
   free_run(&r);
 }
 
@@ -1272,6 +1322,7 @@ int main(void) {
       cmocka_unit_test(arithmetic),        cmocka_unit_test(reduce_cumsum),
       cmocka_unit_test(atomic_add),        cmocka_unit_test(gemm_variants),
       cmocka_unit_test(allocation_poison), cmocka_unit_test(tilus_add_one),
+      cmocka_unit_test(kernels_in_order),
       cmocka_unit_test(tilus_matmul),      cmocka_unit_test(gemm_examples),
       cmocka_unit_test(dequant_examples),  cmocka_unit_test(flash_examples),
       cmocka_unit_test(lowp_gemm_examples),

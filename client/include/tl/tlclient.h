@@ -623,7 +623,12 @@ tl_status tl_kernel_load_binary(tl_device *d, const char *target, const void *by
  * with tensor maps (metadata format 2) gets them built for these arguments
  * and passed after them (TL_INVALID_ARG for a tensor they cannot describe:
  * a row pitch not a multiple of 16 bytes, a misaligned pointer, a
- * dimension of 0).  Errors: TL_INVALID_ARG, TL_LIMIT, TL_UNSUPPORTED
+ * dimension of 0).  A program of several kernels or with workspaces
+ * (metadata format 3, proto/kernel-meta.md section 6) takes the program's
+ * params only: the workspaces are allocated on the device (kept by k for
+ * the next launch, grown when one needs more: launch one k on one stream
+ * at a time) and every kernel is launched in order on stream.  Errors:
+ * TL_INVALID_ARG, TL_LIMIT (also workspaces over 16 GiB), TL_UNSUPPORTED
  * (thread-block clusters; tensor maps on a driver without them),
  * TL_DEVICE. */
 tl_status tl_kernel_launch(tl_kernel *k, const tl_kernel_arg *args, int nargs, void *stream,

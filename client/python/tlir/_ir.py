@@ -443,8 +443,10 @@ class Builder:
         self.bodies = []        # stack of statement lists being filled
         self.scopes = []        # stack of sets of names declared there
         self.params = []
-        self.kernel = None      # the T.Kernel record once entered
+        self.kernel = None      # the T.Kernel record being (or last) entered
         self.kernel_done = False
+        self.kernels = []       # every T.Kernel, in order (a program's kernels run one after another)
+        self.workspaces = []    # T.alloc_global buffers
         self.counter = 0
         self.loops = []         # kinds of the loops around the current statement
 

@@ -130,6 +130,10 @@ def _h_name(names, vals):
 
 def _h_assign(name, value, prev):
     b = _ir.builder(required=False)
+    if b is not None and not b.in_kernel() and isinstance(value, Buffer) and any(value is w for w in b.workspaces) \
+            and getattr(value, "provisional", False):
+        b.rename(value, name)  # glse = T.alloc_global(...) before the kernels
+        return value
     if b is None or not b.in_kernel():
         return value
     from .language import LocalVar
@@ -470,7 +474,6 @@ class PrimFunc:
 
     def _document(self, b, dyn):
         lines = {}
-        k = b.kernel
         params = []
         for p in self.params:
             q = {"name": p["name"], "kind": p["kind"], "dtype": p["dtype"]}
@@ -479,17 +482,31 @@ class PrimFunc:
             params.append(q)
         for v in dyn:
             params.append({"name": v.name, "kind": "scalar", "dtype": v.dtype})
+        kerns = [self._kernel(k, "/kernels/%d" % i if len(b.kernels) > 1 else "/kernel", lines)
+                 for i, k in enumerate(b.kernels)]
+        doc = {"tlir": 1, "name": self.name,
+               "x-source": "%s:%d (tlir)" % (_shown_path(self.file), self.line),
+               "params": params}
+        if b.workspaces:
+            doc["workspaces"] = [{"name": w.name, "dtype": w.dtype, "shape": [_val(d) for d in w.shape]}
+                                 for w in b.workspaces]
+        if len(kerns) > 1:
+            doc["kernels"] = kerns
+        else:
+            doc["kernel"] = kerns[0]
+        return doc, lines
+
+    @staticmethod
+    def _kernel(k, ptr, lines):
+        """One T.Kernel as a Tile IR kernel object at JSON Pointer ptr."""
         kern = {"grid": [_val(g) for g in k.grid],
                 "threads": [_val(t) for t in k.threads] if isinstance(k.threads, list) else _val(k.threads),
                 "block_vars": [v.name for v in k.vars]}
         if k.cluster is not None:
             kern["cluster"] = k.cluster
-        kern["body"] = _body(k.body, "/kernel/body", lines)
-        lines["/kernel"] = k.loc
-        doc = {"tlir": 1, "name": self.name,
-               "x-source": "%s:%d (tlir)" % (_shown_path(self.file), self.line),
-               "params": params, "kernel": kern}
-        return doc, lines
+        kern["body"] = _body(k.body, ptr + "/body", lines)
+        lines[ptr] = k.loc
+        return kern
 
     def script(self):
         return _ir.dumps(self.doc)

@@ -71,8 +71,8 @@ class Kernel:
     """with T.Kernel(gx[, gy[, gz]], threads=N) as bx / (bx, by[, bz])."""
     def __init__(self, *grid, threads=128, prelude=None, is_cpu=False, cluster_dims=None, **kw):
         b = builder()
-        if b.kernel is not None:
-            raise error("a prim_func holds one T.Kernel; Tile IR v1 has one kernel per program")
+        if b.in_kernel():
+            raise error("T.Kernel inside T.Kernel: a program's kernels run one after another, not nested")
         if not 1 <= len(grid) <= 3:
             raise error("T.Kernel takes 1 to 3 grid extents, not %d" % len(grid))
         if prelude is not None:
@@ -89,6 +89,8 @@ class Kernel:
     def __enter__(self):
         b = builder()
         b.kernel = self
+        b.kernel_done = False
+        b.kernels.append(self)
         self.body = []
         b.push(self.body)
         self.vars = []
@@ -688,15 +690,57 @@ def make_swizzled_layout(buffer, *args, **kwargs):
     return SWIZZLE
 
 
+def _check_global_layout(buf, lay):
+    """A layout on a global tensor (TileLang's dQ in flash attention's
+    backward) changes only where its elements live; Tile IR v1 records it
+    and keeps the tensor dense and row-major.  Every kernel that reads the
+    tensor through the same layout then reads the same values as
+    TileLang's; that holds when the map is one-to-one (checked here, on the
+    tensor's shape, with NumPy)."""
+    if not isinstance(lay, Layout):
+        raise error("T.annotate_layout: '%s' is a global tensor; it takes a T.Layout index map (recorded and "
+                    "ignored by Tile IR v1), not a swizzle" % buf.name)
+    if not all(isinstance(d, int) for d in buf.shape):
+        raise error("T.annotate_layout: '%s' has a dynamic shape, so tlir cannot check that its layout is "
+                    "one-to-one (which ignoring a layout on global memory needs)" % buf.name)
+    try:
+        import numpy as np
+    except ImportError:
+        raise error("T.annotate_layout on the global tensor '%s' needs NumPy to check that the layout is "
+                    "one-to-one" % buf.name) from None
+    n = 1
+    for d in buf.shape:
+        n *= d
+    if n == 0:
+        return
+    try:
+        idx = [np.asarray(x, np.int64).ravel() for x in
+               np.broadcast_arrays(*lay.fn(*np.indices(buf.shape, dtype=np.int64)))]
+    except Exception as e:  # noqa: BLE001 - a map that NumPy cannot evaluate
+        raise error("T.annotate_layout: the layout of the global tensor '%s' cannot be checked with NumPy "
+                    "(%s: %s)" % (buf.name, type(e).__name__, e)) from None
+    key = np.zeros(idx[0].shape if idx else (n,), np.int64)
+    for x in idx:
+        lo, hi = int(x.min()), int(x.max())
+        if lo < 0:
+            raise error("T.annotate_layout: the layout of the global tensor '%s' gives a negative index" % buf.name)
+        key = key * (hi + 1) + x
+    if key.size != n or np.unique(key).size != n:
+        raise error("T.annotate_layout: the layout of the global tensor '%s' is not one-to-one, so ignoring it "
+                    "would change what its readers see" % buf.name)
+
+
 def annotate_layout(layout_map):
     b = builder()
     out = {}
     for buf, lay in layout_map.items():
         if not isinstance(buf, _ir.Buffer):
             raise error("T.annotate_layout: the keys are buffers, not %s" % type(buf).__name__)
-        if buf.scope != "shared":
-            raise error("T.annotate_layout: '%s' is a %s; Tile IR v1 lays out shared buffers only"
-                        % (buf.name, "global tensor" if buf.scope == "global" else buf.scope + " buffer"))
+        if buf.scope == "global":
+            _check_global_layout(buf, lay)
+        elif buf.scope != "shared":
+            raise error("T.annotate_layout: '%s' is a %s buffer; Tile IR v1 lays out shared buffers (and records "
+                        "index maps of global tensors)" % (buf.name, buf.scope))
         if lay is SWIZZLE:
             out[buf] = "swizzle"
         elif isinstance(lay, Layout):
@@ -898,9 +942,21 @@ def disable_warp_group_reg_alloc():
     """As no_set_max_nreg."""
 
 
-def alloc_global(shape, dtype):
-    raise error("T.alloc_global: Tile IR v1 has no workspace buffers (global memory allocated "
-                "by the kernel); pass the buffer as a T.Tensor parameter")
+def alloc_global(shape, dtype, scope="global"):
+    """A workspace buffer (Tile IR's "workspaces"): global memory that the
+    runtime allocates for each launch (not zeroed, as TileLang's), shared by
+    the program's kernels, which run in order."""
+    b = builder()
+    shape = _shape(shape, "T.alloc_global")
+    buf = _ir.Buffer("workspace", shape, dtype_name(dtype), "global")
+    keep = b.scopes
+    b.scopes = b.scopes[:1]  # the kernel scope: every kernel sees it
+    try:
+        b.declare(buf, b.auto_name("workspace"))
+    finally:
+        b.scopes = keep
+    b.workspaces.append(buf)
+    return buf
 
 
 print = _print  # noqa: A001  (TileLang's T.print; defined last: this module uses no builtin print)
