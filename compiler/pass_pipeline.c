@@ -262,6 +262,28 @@ static bool rotatable(P *p, const tl_stmt *loop, const tl_sym *buf, const tl_stm
   return !used_outside(p->top, loop, buf);
 }
 
+/* A copy (statement `at` of loop's body) that can load one iteration
+ * ahead into the other of two copies of its destination: its source reads
+ * only the loop variable and values fixed before the loop, it writes the
+ * whole destination, which nothing before it in the body touches, nothing
+ * after it writes, and nothing outside the loop uses. */
+static bool copy_rotatable(P *p, const tl_stmt *loop, int at) {
+  const tl_body *b = &loop->body;
+  const tl_stmt *c = b->items[at];
+  const tl_sym *dst = c->dst->sym;
+  for (int d = 0; d < c->src->ndim; d++)
+    if (!only_loop_var(c->src->lo[d], loop))
+      return false;
+  for (int d = 0; d < c->dst->ndim; d++) /* the whole buffer: its other copy holds nothing older */
+    if ((c->dst->lo[d] && !(c->dst->lo[d]->kind == E_CONST && c->dst->lo[d]->val.i == 0)) ||
+        c->dst->ext[d] != dst->dims[d])
+      return false;
+  for (int j = 0; j < b->n; j++)
+    if (j != at && (j < at ? stmt_touches(b->items[j], dst) : stmt_writes(b->items[j], dst)))
+      return false;
+  return !used_outside(p->top, loop, dst);
+}
+
 /* ---- copies prefetched through registers ---------------------------------------------
  * A copy of the loop from a tensor into shared memory that cp.async
  * cannot move -- a column of scales, one 2-byte element per row -- would
@@ -292,17 +314,7 @@ static bool reg_prefetchable(P *p, const tl_stmt *loop, int at) {
     n *= c->dst->ext[d];
   if (n > TL_REG_PREFETCH * threads)
     return false;
-  for (int d = 0; d < c->src->ndim; d++)
-    if (!only_loop_var(c->src->lo[d], loop))
-      return false;
-  for (int d = 0; d < c->dst->ndim; d++) /* the whole buffer: its other copy holds nothing older */
-    if ((c->dst->lo[d] && !(c->dst->lo[d]->kind == E_CONST && c->dst->lo[d]->val.i == 0)) ||
-        c->dst->ext[d] != dst->dims[d])
-      return false;
-  for (int j = 0; j < b->n; j++)
-    if (j != at && (j < at ? stmt_touches(b->items[j], dst) : stmt_writes(b->items[j], dst)))
-      return false;
-  return !used_outside(p->top, loop, dst);
+  return copy_rotatable(p, loop, at);
 }
 
 static tl_walk_act find_wgmma(tl_stmt *s, void *n) {
@@ -524,20 +536,10 @@ static bool lag_loadable(P *p, const tl_stmt *loop, const tl_stmt *g, int at) {
   if (src->kind != SYM_TENSOR || !in_regs(dst) || dst == g->C || dst->packed || dst->stages > 1 ||
       dst->per_thread > TL_LAG_LOAD || tl_dtype_is_packed(src->dtype))
     return false;
-  for (int d = 0; d < c->src->ndim; d++)
-    if (!only_loop_var(c->src->lo[d], loop))
-      return false;
-  for (int d = 0; d < c->dst->ndim; d++) /* the whole fragment: its other copy holds nothing older */
-    if ((c->dst->lo[d] && !(c->dst->lo[d]->kind == E_CONST && c->dst->lo[d]->val.i == 0)) ||
-        c->dst->ext[d] != dst->dims[d])
-      return false;
-  for (int j = 0; j < b->n; j++)
-    if (j != at && (j < at ? stmt_touches(b->items[j], dst) : stmt_writes(b->items[j], dst)))
-      return false;
   for (int j = 0; j < b->n; j++)
     if (stmt_writes(b->items[j], src))
       return false;
-  return !used_outside(p->top, loop, dst);
+  return copy_rotatable(p, loop, at);
 }
 
 static void pipeline_loop(P *p, tl_stmt *loop) {
