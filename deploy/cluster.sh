@@ -194,7 +194,7 @@ stop)
   for v in $(sed -n 's/^\(.*_PID\)=.*/\1/p' "$DIR/cluster.env"); do
     eval "p=\$$v"
     for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
-    kill -9 "$p" 2>/dev/null
+    kill -9 "$p" 2>/dev/null || :
   done
   ;;
 *) usage ;;
