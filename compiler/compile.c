@@ -9,7 +9,9 @@
  *   front()                the target (tl_target_parse: target.c, one table),
  *                          its toolchain (the table below), the options,
  *                          parse + check (tl_load_program: parse.c, expr.c,
- *                          check.c) and the build key (manifest_of, here)
+ *                          check.c) and the build key (keyed, manifest_of,
+ *                          here; tl_compile_key_as keys for a given compiler
+ *                          identity and toolchain without opening one)
  *   tl_pass_place_for      pass_place.c: registers or shared memory per buffer
  *   tl_pass_pipeline_for   pass_pipeline.c: cp.async, software pipelining
  *   tl_pass_overlap        pass_overlap.c: a gemm on wgmma issued one iteration
@@ -250,7 +252,7 @@ static tl_status parse_options(const char *text, options *o, json_t **canon, tl_
 /* ---- the build key ------------------------------------------------------------------- */
 /* The key manifest: everything a build depends on, one item per line. */
 static char *manifest_of(const tl_compile_request *req, const tl_program *prog, json_t *options_canon,
-                         const char *desc) {
+                         const char *compiler, const char *desc) {
   json_t *doc = json_loadb(req->program, req->program_len, JSON_REJECT_DUPLICATES, NULL);
   if (!doc)
     return NULL;
@@ -268,7 +270,7 @@ static char *manifest_of(const tl_compile_request *req, const tl_program *prog, 
   if (m)
     snprintf(m, n,
              "tl-build-key 1\ncompiler %s\ntoolchain %s\ntarget %s\noptions %s\nconstants %s\nprogram %s\n",
-             tl_compiler_id, desc, req->target, o, c, p);
+             compiler, desc, req->target, o, c, p);
   free(p);
   free(c);
   free(o);
@@ -276,6 +278,10 @@ static char *manifest_of(const tl_compile_request *req, const tl_program *prog, 
   json_decref(consts);
   return m;
 }
+
+static tl_status keyed(const tl_compile_request *req, const char *compiler, const char *desc, tl_arena *arena,
+                       tl_program **prog, options *opt, char key[65], char **manifest, tl_diags *diags,
+                       tl_error *err);
 
 /* Parses, checks and keys a request.  On success *prog lives in arena and
  * *desc is the description of the toolchain that builds for the target,
@@ -300,8 +306,17 @@ static tl_status front(const tl_compile_request *req, tl_arena *arena, tl_progra
                         req->target, open_state[tc].desc);
   }
   *desc = open_state[tc].desc;
+  return keyed(req, tl_compiler_id, *desc, arena, prog, opt, key, manifest, diags, err);
+}
+
+/* The options, the program loaded with the request's overrides, and the key
+ * and manifest of the build by the compiler whose identity is compiler with
+ * the toolchain described by desc. */
+static tl_status keyed(const tl_compile_request *req, const char *compiler, const char *desc, tl_arena *arena,
+                       tl_program **prog, options *opt, char key[65], char **manifest, tl_diags *diags,
+                       tl_error *err) {
   json_t *ocanon = NULL;
-  st = parse_options(req->options_json, opt, &ocanon, err);
+  tl_status st = parse_options(req->options_json, opt, &ocanon, err);
   if (st != TL_OK)
     return st;
   int before = diags->n;
@@ -312,7 +327,7 @@ static tl_status front(const tl_compile_request *req, tl_arena *arena, tl_progra
     return tl_error_set(err, json_error ? TL_BAD_JSON : TL_BAD_PROGRAM, "%s",
                         json_error ? "malformed JSON" : "the program is invalid; see the diagnostics");
   }
-  char *m = manifest_of(req, *prog, ocanon, *desc);
+  char *m = manifest_of(req, *prog, ocanon, compiler, desc);
   json_decref(ocanon);
   if (!m)
     return tl_error_set(err, TL_NOMEM, "out of memory");
@@ -332,6 +347,25 @@ tl_status tl_compile_key(const tl_compile_request *req, char key[65], char **man
   const char *desc;
   tl_target t;
   tl_status st = front(req, arena, &prog, &opt, key, manifest, &desc, &t, diags, err);
+  tl_arena_free(arena);
+  return st;
+}
+
+tl_status tl_compile_key_as(const tl_compile_request *req, const char *compiler, const char *toolchain, char key[65],
+                            char **manifest, tl_diags *diags, tl_error *err) {
+  tl_error_clear(err);
+  if (!compiler || !*compiler || !toolchain || !*toolchain || strchr(compiler, '\n') || strchr(toolchain, '\n'))
+    return tl_error_set(err, TL_INVALID_ARG, "tl_compile_key_as: the compiler and the toolchain are one line each");
+  if (!req->target)
+    return tl_error_set(err, TL_UNSUPPORTED, "no target given");
+  tl_target t;
+  tl_status st = tl_target_parse(req->target, &t, err);
+  if (st != TL_OK)
+    return err ? (err->code = TL_UNSUPPORTED) : TL_UNSUPPORTED;
+  tl_arena *arena = tl_arena_new();
+  tl_program *prog;
+  options opt;
+  st = keyed(req, compiler, toolchain, arena, &prog, &opt, key, manifest, diags, err);
   tl_arena_free(arena);
   return st;
 }

@@ -1,6 +1,6 @@
 /*
  * test_compile.c - unit tests of libtlcompiler's public API (tlcompiler.h):
- * tl_compile, tl_compile_key and tl_compiler_targets, run on the real
+ * tl_compile, tl_compile_key (and tl_compile_key_as) and tl_compiler_targets, run on the real
  * examples with the installed NVRTC.
  *
  * What the issue's CI asks for (no GPU there): every example program
@@ -1020,6 +1020,39 @@ static void test_key_changes(void **state) {
   free(m);
   free(text);
   json_decref(copy);
+
+  /* tl_compile_key_as: with this compiler and the target's toolchain, the
+   * key and manifest of tl_compile_key; another compiler's identity or
+   * toolchain, the same manifest but for that line (and another key) */
+  char *m0 = NULL, *ma = NULL;
+  tl_define dd = {"block_n", "64"};
+  assert_int_equal(key_of(x->text, x->len, &dd, 1, "sm_80", "{\"debug\": true}", k0, &m0), TL_OK);
+  tl_compile_request req = {.program = x->text, .program_len = x->len, .defines = &dd, .ndefines = 1,
+                            .target = "sm_80", .options_json = "{\"debug\": true}"};
+  tl_diags dg = {.arena = tl_arena_new()};
+  tl_error err;
+  const char *desc = tl_compiler_target_toolchain("sm_80");
+  assert_non_null(desc);
+  assert_int_equal(tl_compile_key_as(&req, tl_compiler_id, desc, k, &ma, &dg, &err), TL_OK);
+  assert_string_equal(k, k0);
+  assert_string_equal(ma, m0);
+  free(ma);
+  assert_int_equal(tl_compile_key_as(&req, "tlc 0.0.9+0123456789abcdef", desc, k, &ma, &dg, &err), TL_OK);
+  assert_string_not_equal(k, k0);
+  assert_non_null(strstr(ma, "\ncompiler tlc 0.0.9+0123456789abcdef\n"));
+  assert_string_equal(strstr(ma, "\ntoolchain "), strstr(m0, "\ntoolchain "));
+  free(ma);
+  assert_int_equal(tl_compile_key_as(&req, tl_compiler_id, "NVRTC 99.0 (elsewhere)", k, &ma, &dg, &err), TL_OK);
+  assert_string_not_equal(k, k0);
+  assert_non_null(strstr(ma, "\ntoolchain NVRTC 99.0 (elsewhere)\ntarget sm_80\n"));
+  free(ma);
+  ma = NULL;
+  assert_int_equal(tl_compile_key_as(&req, "two\nlines", desc, k, &ma, &dg, &err), TL_INVALID_ARG);
+  req.target = "sm_1";
+  assert_int_equal(tl_compile_key_as(&req, tl_compiler_id, desc, k, &ma, &dg, &err), TL_UNSUPPORTED);
+  assert_null(ma);
+  free(m0);
+  tl_arena_free(dg.arena);
 }
 
 /* The parameter ABI (proto/kernel-meta.md): every scalar dtype and a
