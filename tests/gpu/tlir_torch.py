@@ -119,6 +119,22 @@ CASES = [
      lambda: load("mamba_chunk_scan").chunk_scan_fwd(2, 512, 256, 1, 4, 64, 128, 64, 64, 64, 128, 2, 128), {}),
     ("mamba_chunk_scan ragged seqlen 300, 2 groups",
      lambda: load("mamba_chunk_scan").chunk_scan_fwd(1, 300, 64, 2, 4, 64, 64, 64, 64, 64, 64, 2, 128), {}),
+    # the block mask read in the pipelined loop's `if` (a fragment tlir holds in shared memory); random
+    # masks: a row without a kept block is 0/0 = NaN in both
+    ("block_sparse_attn causal 2x4x256x64",
+     lambda: load("block_sparse_attn").blocksparse_flashattn(2, 4, 256, 64, 4, is_causal=True), {}),
+    ("block_sparse_attn 1x2x512x128", lambda: load("block_sparse_attn").blocksparse_flashattn(1, 2, 512, 128, 8, False), {}),
+    ("block_sparse_attn causal ragged seq 200",
+     lambda: load("block_sparse_attn").blocksparse_flashattn(1, 2, 200, 64, 4, is_causal=True), {}),
+    # on an H100 check_hopper() is true: T.c2d_im2col (tlir's parallel loop); the filter through a view
+    ("convolution 2x16x16x64 -> 128, 3x3",
+     lambda: load("convolution").convolution(2, 64, 16, 16, 128, 3, 1, 1, 1, 64, 128, 32, 3, 256), {}),
+    ("convolution ragged 3x9x7x24 -> 40, stride 2, dilation 2",
+     lambda: load("convolution").convolution(3, 24, 9, 7, 40, 3, 2, 2, 1, 64, 64, 32, 2, 128), {}),
+    ("blocksparse_gemm 512x512x512",
+     lambda: load("blocksparse_gemm").blocksparse_matmul(512, 512, 512, 128, 128, 32, 2, 128, True), {}),
+    ("blocksparse_gemm ragged 200x136x96",
+     lambda: load("blocksparse_gemm").blocksparse_matmul(200, 136, 96, 64, 64, 32, 2, 128, False), {}),
 ]
 
 TORCH_DT = {"bool": torch.bool, "int8": torch.int8, "int32": torch.int32, "int64": torch.int64,
@@ -326,6 +342,9 @@ EXAMPLE_MAINS = [
     ["topk.py"],
     ["flash_decoding.py"],
     ["flash_attention_bwd.py", "--batch", "2", "--h", "8", "--n_ctx", "1024"],
+    ["block_sparse_attn.py"],
+    ["convolution.py"],
+    ["blocksparse_gemm.py"],
 ]
 
 

@@ -263,6 +263,30 @@ def views(m):
     return main
 
 
+@tilelang.jit(out_idx=[2, 3])
+def frag_reads(m, n, bm=16):
+    @T.prim_func
+    def main(X: T.Tensor((m, n), "float32"), F: T.Tensor((m,), "int32"), Y: T.Tensor((m, n), "float32"),
+             C: T.Tensor((T.ceildiv(m, bm),), "int32")):
+        with T.Kernel(T.ceildiv(m, bm), threads=64) as bx:
+            flags = T.alloc_fragment((bm,), "int32")  # read by thread-level code: held in shared memory
+            tile = T.alloc_shared((1, n), "float32")
+            total = T.alloc_var("int32")
+            T.copy(F[bx * bm], flags)
+            total = 0
+            for r in T.serial(bm):
+                total += flags[r]  # a fragment element read in a serial loop
+                if flags[r] != 0:  # ... and in an if that holds tile operators
+                    T.copy(X[bx * bm + r, 0], tile)
+                else:
+                    T.fill(tile, -1.0)
+                T.copy(tile, Y[bx * bm + r, 0])
+            tx = T.get_thread_binding()
+            if tx == 0:
+                C[bx] = total
+    return main
+
+
 @tilelang.jit(out_idx=[2])
 def nested(m, n):
     @T.prim_func
@@ -455,6 +479,16 @@ def axpy_strided(n, step):
           np.array_equal(yv, np.where(x > 0, x * 2, np.where(x < -1, -1, x)).astype(np.float32))
           and np.array_equal(lv, np.where((x[:, 0] > 0) & (cnt > 1), x[:, 0], cnt).astype(np.float32)),
           json.dumps(kv.func.doc["kernel"]["body"]))
+    kf = seed.frag_reads(40, 24)
+    xf = rng.standard_normal((40, 24)).astype(np.float32)
+    ff = rng.integers(0, 2, 40).astype(np.int32)
+    yf, cf = kf(xf, ff)
+    alloc = [st for st in kf.func.doc["kernel"]["body"] if isinstance(st, dict) and st.get("name") == "flags"]
+    check("a fragment read by thread-level code (a serial loop, an if holding tile operators) is held in "
+          "shared memory", alloc and alloc[0]["op"] == "alloc_shared" and "x-tlir" in alloc[0]
+          and np.array_equal(yf, np.where(ff[:, None] != 0, xf, -1).astype(np.float32))
+          and np.array_equal(cf, np.add.reduceat(ff, np.arange(0, 40, 16))),
+          json.dumps(kf.func.doc["kernel"]["body"][:3]))
     kw = seed.views(40)
     xi = rng.integers(-128, 128, (40, 64)).astype(np.int8)
     wi = rng.integers(0, 256, (16, 8)).astype(np.uint8)

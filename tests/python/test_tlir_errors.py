@@ -116,9 +116,10 @@ CASES = [
      "T.atomic_max(B[bx * 32, 0], x)  # <-",
      "T.atomic_max of a region: Tile IR has element atomic max only; write it as a T.Parallel loop of "
      "element T.atomic_max calls"),
-    ("if on a fragment value (tlc check)",
-     "if x[0, 0] > 0:  # <-\n    T.clear(s)",
-     "fragment 'x' is read by thread-level code; fragments are only read and written by tile "
+    ("if on a gemm accumulator's value (tlc check)",
+     "c = T.alloc_fragment((32, 32), 'float32')\nt = T.alloc_shared((32, 32), 'float16')\nT.gemm(t, t, c)\n"
+     "if c[0, 0] > 0:  # <-\n    T.clear(s)",
+     "fragment 'c' is read by thread-level code; fragments are only read and written by tile "
      "operators and parallel loops (each element lives in one thread's registers); test it in a parallel loop, or "
      "copy it to a shared buffer and read that"),
     ("T.Parallel inside a T.Parallel body whose let reads what the body then writes",

@@ -284,6 +284,66 @@ def mamba_chunk_scan(batch, seqlen, chunk, ngroups, nheads, headdim, dstate):
     return close("Output", out, ref[:, :seqlen], "float16")
 
 
+
+def block_sparse_attn(B, H, S, D, causal):
+    """Flash attention over the key blocks a mask keeps (the mask read in a
+    `T.Pipelined` loop's thread-level `if`, from a fragment tlir holds in
+    shared memory); the example's mask: the top 2 blocks of each row of
+    random scores, block 0 always among them, lower-triangular."""
+    ds = -(-S // 64)
+    k = load("block_sparse_attn").blocksparse_flashattn(B, H, S, D, ds, is_causal=causal)
+    q, kk, v = f16(B, H, S, D), f16(B, H, S, D), f16(B, H, S, D)
+    x = rng.standard_normal((B, H, ds, ds))
+    x[..., 0] = 100
+    mask = np.zeros((B, H, ds, ds), bool)
+    np.put_along_axis(mask, np.argsort(-x, -1)[..., :2], True, -1)
+    mask = np.tril(mask)
+    o = k(q, kk, v, mask)
+    full = np.kron(mask.astype(np.float64), np.ones((64, 64)))[..., :S, :S] > 0
+    if causal:
+        full &= np.tril(np.ones((S, S), bool))
+    s = np.einsum("bhsd,bhtd->bhst", q.astype(np.float64), kk.astype(np.float64)) / np.sqrt(D)
+    s = np.where(full, s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = np.einsum("bhst,bhtd->bhsd", p / p.sum(-1, keepdims=True), v.astype(np.float64))
+    return close("Output", o, ref, "float16")
+
+
+def convolution(N, C, H, W, F, K, S, D, P, bm, bn, bk, hopper):
+    """The implicit-GEMM convolution: with hopper, its `T.c2d_im2col` (TMA's
+    im2col load in TileLang), else its own T.Parallel im2col loop; the
+    filter read through `T.Tensor(shape, dtype, kernel.data)` (a view)."""
+    m = load("convolution")
+    m.check_hopper = lambda: hopper  # the example asks PyTorch which GPU it runs on
+    k = m.convolution(N, C, H, W, F, K, S, D, P, bm, bn, bk, 2, 128)
+    a, b = f16(N, H, W, C), f16(K, K, C, F)
+    out = k(a, b)
+    OH, OW = (H + 2 * P - D * (K - 1) - 1) // S + 1, (W + 2 * P - D * (K - 1) - 1) // S + 1
+    ap = np.zeros((N, H + 2 * P, W + 2 * P, C))
+    ap[:, P:P + H, P:P + W] = a
+    ref = np.zeros((N, OH, OW, F))
+    for kh in range(K):
+        for kw in range(K):
+            ref += ap[:, kh * D: kh * D + S * (OH - 1) + 1: S, kw * D: kw * D + S * (OW - 1) + 1: S] @ b[kh, kw]
+    return close("out", out, ref, "float16")
+
+
+def blocksparse_gemm(M, N, K, bm, bn, bk):
+    """C = A B over the K blocks a boolean mask of (M // bm, N // bn, K // bk)
+    keeps (a global element read in a thread-level `if` around the
+    pipelined loop's copies and gemm); a block row or column past the mask
+    reads false (a global element outside its tensor reads as 0) and stays 0."""
+    k = load("blocksparse_gemm").blocksparse_matmul(M, N, K, bm, bn, bk, 2, 128, True)
+    a, b = f16(M, K), f16(K, N)
+    mask = rng.random((M // bm, N // bn, K // bk)) > 0.5
+    c = k(a, b, mask)
+    ref = np.zeros((M, N))
+    for i, j, kb in zip(*np.nonzero(mask)):
+        ref[i * bm:(i + 1) * bm, j * bn:(j + 1) * bn] += (a[i * bm:(i + 1) * bm, kb * bk:(kb + 1) * bk].astype(np.float64)
+                                                          @ b[kb * bk:(kb + 1) * bk, j * bn:(j + 1) * bn])
+    return close("C", c, ref, "float16")
+
+
 CASES = [
     ("gemm 128x128x64", gemm, (128, 128, 64, 64, 64, 32)),
     ("gemm ragged 100x72x40", gemm, (100, 72, 40, 64, 64, 32)),
@@ -313,6 +373,16 @@ CASES = [
     ("linear_attention_fwd 1x128x2x64", linear_attention, (1, 128, 2, 64)),
     ("mamba_chunk_scan 1x128 (2 chunks), 2 heads", mamba_chunk_scan, (1, 128, 64, 1, 2, 64, 64)),
     ("mamba_chunk_scan ragged seqlen 100, 2 groups", mamba_chunk_scan, (1, 100, 64, 2, 4, 64, 64)),
+    ("block_sparse_attn causal 1x2x128x64", block_sparse_attn, (1, 2, 128, 64, True)),
+    ("block_sparse_attn 1x1x192x32", block_sparse_attn, (1, 1, 192, 32, False)),
+    ("block_sparse_attn causal ragged seq 100", block_sparse_attn, (1, 1, 100, 64, True)),
+    ("convolution 1x8x8x16 -> 16, 3x3 (T.Parallel im2col)", convolution, (1, 16, 8, 8, 16, 3, 1, 1, 1, 64, 64, 32, False)),
+    ("convolution ragged 2x7x9x8 -> 24, stride 2 (T.c2d_im2col)", convolution,
+     (2, 8, 7, 9, 24, 3, 2, 1, 1, 32, 64, 32, True)),
+    ("convolution ragged 1x6x5x24 -> 40, dilation 2, pad 2 (T.c2d_im2col)", convolution,
+     (1, 24, 6, 5, 40, 3, 1, 2, 2, 64, 32, 32, True)),
+    ("blocksparse_gemm 128x128x128", blocksparse_gemm, (128, 128, 128, 64, 64, 32)),
+    ("blocksparse_gemm ragged 100x72x96 (past the mask: zero)", blocksparse_gemm, (100, 72, 96, 64, 32, 32)),
 ]
 
 # Kernels of the ported examples that need what Tile IR v1 lacks: (example,

@@ -361,6 +361,12 @@ class Buffer:
     def __bool__(self):
         return True
 
+    @property
+    def data(self):
+        """B.data: B's memory, for TileLang's T.Tensor(shape, dtype, B.data)
+        (a view of B)."""
+        return BufferData(self)
+
     def __iter__(self):
         raise error("buffer '%s' cannot be iterated in Python" % self.name)
 
@@ -369,6 +375,12 @@ class Buffer:
 
     def render(self):
         return self.name
+
+
+class BufferData:
+    """B.data: the memory of buffer B, usable only as T.Tensor's data."""
+    def __init__(self, buf):
+        self.buf = buf
 
 
 class Assign:

@@ -377,7 +377,7 @@ class PrimFunc:
     declared Python parameters in order (name, kind, dtype, shape)."""
 
     def __init__(self, fn, name=None, scope=None):
-        from .language import Tensor
+        from .language import Tensor, share_thread_read_fragments
         self.fn = fn
         self.name = _ir.clean_name(name or fn.__name__)
         self.file = fn.__code__.co_filename
@@ -435,6 +435,8 @@ class PrimFunc:
                 _ir.set_builder(old)
             if b.kernel is None:
                 raise TlirError("the prim_func has no 'with T.Kernel(...)'", self.file, self.line)
+            for k in b.kernels:
+                share_thread_read_fragments(k.body)
             self.doc, self.lines = self._document(b, dyn)
         except TlirError:
             raise

@@ -30,7 +30,17 @@ globals()["bool"] = bool_
 # ---- parameter annotations -------------------------------------------------
 
 class Tensor:
-    """T.Tensor(shape, dtype) / T.Buffer(shape, dtype): a tensor parameter."""
+    """T.Tensor(shape, dtype) / T.Buffer(shape, dtype): a tensor parameter;
+    T.Tensor(shape, dtype, B.data) in a kernel: a view of B (T.view)."""
+    def __new__(cls, shape, dtype="float32", *args, **kwargs):
+        data = args[0] if args else kwargs.get("data")
+        if data is None:
+            return super().__new__(cls)
+        if not isinstance(data, _ir.BufferData):
+            raise error("T.Tensor(shape, dtype, data): data must be a buffer's .data (a view of that "
+                        "buffer), not %r" % (data,))
+        return _view(data.buf, shape, dtype, "T.Tensor(shape, dtype, %s.data)" % data.buf.name)
+
     def __init__(self, shape, dtype="float32", *args, **kwargs):
         if isinstance(shape, (int, Expr)):
             shape = (shape,)
@@ -172,6 +182,64 @@ def _walk(x, fn):
         _walk(x.lhs, fn), _walk(x.value, fn)
     elif isinstance(x, _AtomicElem):
         _walk(x.dst, fn), _walk(x.value, fn)
+
+
+# statements whose operands are regions and whole buffers (tile operators,
+# allocations, layouts): they read fragments as tile operators may
+_REGION_OPS = {"copy", "fill", "clear", "gemm", "reduce", "cumsum", "cummax", "cummin", "atomic_add",
+               "annotate_layout", "use_swizzle", "view", "alloc_shared", "alloc_fragment", "alloc_local",
+               "alloc_var", "sync_threads"}
+
+
+def share_thread_read_fragments(body):
+    """TileLang's `if mask[k] != 0:` on a fragment `mask` in thread-level
+    code (outside T.Parallel) reads one element in every thread; TileLang
+    gives such a fragment a layout replicated in every thread.  Tile IR's
+    fragments are read only by tile operators and parallel loops (5.3), so
+    a fragment whose element thread-level code reads is allocated in shared
+    memory instead: the same values for every reader (barriers are placed
+    for shared buffers, 9.1), and a read of a shared element is
+    block-uniform, so such an `if` may hold tile operators.  A fragment
+    that is a T.gemm accumulator must stay a fragment: its thread-level read
+    is left for tlc check to refuse, with the way around it."""
+    reads, accum, allocs = set(), set(), {}
+
+    def see(stmts, par):
+        for x in stmts:
+            x = getattr(x, "op", x) if isinstance(x, _AtomicElem) else x
+            if isinstance(x, _ir.Assign):
+                if not par:
+                    note(x.value)
+                    note(x.lhs.idx if isinstance(x.lhs, _ir.Load) else [])
+                continue
+            if not isinstance(x, Stmt):
+                continue
+            op = x["op"]
+            if op == "gemm":
+                accum.add(x["C"])
+            if op == "alloc_fragment":
+                allocs[x["name"].name] = x
+            if op in _REGION_OPS:
+                continue
+            for k, v in x.items():
+                if k in ("body", "then", "else"):
+                    see(v, par or op == "parallel")
+                elif not par:
+                    note(v)
+
+    def note(v):
+        _walk(v, lambda e: reads.add(e.buf.name) if isinstance(e, _ir.Load) and e.buf.scope == "fragment"
+              else None)
+
+    see(body, False)
+    for name in reads:
+        st = allocs.get(name)
+        if st is None or name in accum:
+            continue
+        st["op"] = "alloc_shared"
+        st["name"].scope = "shared"
+        st["x-tlir"] = ("T.alloc_fragment in shared memory: thread-level code (outside T.Parallel) "
+                        "reads its elements")
 
 
 def _written(stmts):
@@ -486,6 +554,45 @@ def copy(src, dst, **hints):
     _options.copy_hints(hints)
     builder().emit(Stmt("copy", src=region_text(src, "T.copy source"),
                         dst=region_text(dst, "T.copy destination")))
+
+
+def c2d_im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_policy=None):
+    """T.c2d_im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad):
+    TileLang's im2col load of a 2-D convolution (a TMA im2col copy on
+    Hopper) as the parallel loop it computes: img is an N x H x W x C
+    tensor, col a block_M x block_K shared (or fragment) tile; row i is the
+    output pixel p = nhw_step * block_M + i (n, oh, ow in row-major order),
+    column j the filter element q = c_step * block_K + j (kh, kw, c in
+    row-major order), and col[i, j] = img[n, oh * stride - pad + kh *
+    dilation, ow * stride - pad + kw * dilation, c], 0 outside the image
+    (as TMA's out-of-bounds fill)."""
+    what = "T.c2d_im2col"
+    if not isinstance(img, _ir.Buffer) or img.scope != "global" or img.ndim != 4:
+        raise error("%s: the image must be a 4-D (N, H, W, C) global tensor" % what)
+    if not isinstance(col, _ir.Buffer) or col.scope not in ("shared", "fragment") or col.ndim != 2:
+        raise error("%s: the column tile must be a whole 2-D shared or fragment buffer" % what)
+    if img.dtype != col.dtype:
+        raise error("%s: the image is %s but the column tile %s; TileLang's im2col copies without "
+                    "converting" % (what, img.dtype, col.dtype))
+    for name, v in (("kernel", kernel), ("stride", stride), ("dilation", dilation), ("pad", pad)):
+        if _ir.is_sym(v) or not isinstance(v, int) or v < (0 if name == "pad" else 1):
+            raise error("%s: %s must be a Python integer (%s), not %r"
+                        % (what, name, ">= 0" if name == "pad" else ">= 1", v))
+    if eviction_policy not in (None, "evict_normal", "evict_first", "evict_last"):
+        raise error("%s: eviction_policy %r is not one of evict_normal, evict_first, evict_last"
+                    % (what, eviction_policy))
+    nb, h, w, c = img.shape
+    oh = (h + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+    ow = (w + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+    bm, bk = col.shape
+    for i, j in Parallel(bm, bk):
+        p = nhw_step * bm + i
+        q = c_step * bk + j
+        n = p // (oh * ow)
+        hh = p % (oh * ow) // ow * stride - pad + q // (kernel * c) * dilation
+        ww = p % ow * stride - pad + q // c % kernel * dilation
+        inside = And(And(And(hh >= 0, ww >= 0), And(hh < h, ww < w)), n < nb)
+        col[i, j] = if_then_else(inside, img[n, hh, ww, q % c], 0)
 
 
 def fill(buffer, value):
@@ -890,7 +997,7 @@ _MISSING = {
     "Fragment": "fragment layouts", "Scope": "scopes", "while_loop": "while loops",
     "Persistent": "persistent loops", "ws": "warp specialization",
     "alloc_barrier": "barriers", "barrier_wait": "barriers", "mbarrier_wait_parity": "barriers",
-    "c2d_im2col": "im2col", "tma_copy": "explicit TMA copies", "alloc_tmem": "tensor memory",
+    "tma_copy": "explicit TMA copies", "alloc_tmem": "tensor memory",
     "StridedTensor": "strided tensors", "gemm_sp": "sparse gemm", "wgmma_gemm": "raw wgmma",
     "shfl_xor": "warp shuffles", "shfl_down": "warp shuffles", "shfl_up": "warp shuffles",
     "empty": "eager-style outputs (T.empty)",
