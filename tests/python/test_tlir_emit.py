@@ -263,6 +263,24 @@ def views(m):
     return main
 
 
+@tilelang.jit(out_idx=[1, 2])
+def views_in_loops(m):
+    @T.prim_func
+    def main(X: T.Tensor((m, 32), "float32"), Y: T.Tensor((m, 32), "float32"), Z: T.Tensor((m, 32), "int32")):
+        with T.Kernel(T.ceildiv(m, 16), threads=64) as bx:
+            s = T.alloc_shared((16, 32), "float32")
+            T.copy(X[bx * 16, 0], s)
+            for kk in T.serial(3):
+                flat = T.reshape(s, (512,))  # a view inside a loop: recorded in the kernel's body
+                for i in T.Parallel(512):
+                    flat[i] = flat[i] * 2 + kk
+            T.copy(s, Y[bx * 16, 0])
+            for i, j in T.Parallel(16, 32):
+                bits = T.view(X, (m, 32), dtype="int32")  # ... and inside a parallel loop
+                Z[bx * 16 + i, j] = bits[bx * 16 + i, j]
+    return main
+
+
 @tilelang.jit(out_idx=[2, 3])
 def frag_reads(m, n, bm=16):
     @T.prim_func
@@ -479,6 +497,14 @@ def axpy_strided(n, step):
           np.array_equal(yv, np.where(x > 0, x * 2, np.where(x < -1, -1, x)).astype(np.float32))
           and np.array_equal(lv, np.where((x[:, 0] > 0) & (cnt > 1), x[:, 0], cnt).astype(np.float32)),
           json.dumps(kv.func.doc["kernel"]["body"]))
+    kvl = seed.views_in_loops(40)
+    xv = rng.standard_normal((40, 32)).astype(np.float32)
+    yv, zv = kvl(xv)
+    body = kvl.func.doc["kernel"]["body"]
+    check("T.reshape inside a serial loop and T.view inside a T.Parallel loop stand in the kernel's body",
+          [st["op"] for st in body if isinstance(st, dict) and st["op"] == "view"] == ["view", "view"]
+          and np.array_equal(yv, ((xv * 2 + 0) * 2 + 1) * 2 + 2) and np.array_equal(zv, xv.view(np.int32)),
+          json.dumps(body))
     kf = seed.frag_reads(40, 24)
     xf = rng.standard_normal((40, 24)).astype(np.float32)
     ff = rng.integers(0, 2, 40).astype(np.int32)

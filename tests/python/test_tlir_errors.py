@@ -142,6 +142,19 @@ CASES = [
      "v = T.view(x, dtype='int32')  # <-",
      "T.view: 'x' is a fragment buffer; Tile IR views alias global tensors and shared buffers only "
      "(fragment and local elements live in registers)"),
+    ("T.view inside a loop of a buffer allocated in that loop",
+     "for kk in T.serial(2):\n    t = T.alloc_shared((32, N), 'float32')\n    v = T.view(t, dtype='int32')  # <-",
+     "T.view of 't' inside a loop or if: 't' is allocated there too; Tile IR views stand in the kernel's "
+     "body, so allocate 't' at the kernel's top level"),
+    ("T.reshape inside a loop with a shape of the loop's variable",
+     "for kk in T.serial(2):\n    v = T.reshape(A, (M * N // (kk + 1), kk + 1))  # <-",
+     "T.reshape inside a loop or if: its shape uses 'kk', a value of that loop or if; a view's shape is fixed "
+     "for the whole kernel"),
+    ("a view as a gemm operand (tlc check)",
+     "h = T.alloc_shared((32 * 32,), 'float16')\nt = T.reshape(h, (32, 32))\n"
+     "c = T.alloc_fragment((32, 32), 'float32')\nT.gemm(t, t, c)  # <-",
+     "gemm's A 't' is a view; a gemm operand is laid out in shared memory as the gemm chooses, so it cannot "
+     "share its memory with a view"),
     ("T.reshape that changes the size (tlc check)",
      "v = T.reshape(s, (32, 32))  # <-",
      "the view 'v' is float32[32, 32], 4096 bytes, but 's' is float32[32, 64], 8192 bytes; a view keeps the "

@@ -488,7 +488,9 @@ class Builder:
         saved = self.scopes
         # the name must be free in the scope it was declared in and above
         idx = next(i for i, x in enumerate(self.scopes) if x is s) if any(x is s for x in self.scopes) else None
-        if idx is not None:
+        # (a view hoisted to the kernel's body from a loop, language._view,
+        # must also be free where it was written: keep every scope)
+        if idx is not None and not getattr(obj, "hoisted", False):
             self.scopes = self.scopes[: idx + 1]
         try:
             obj.name = self.fresh(want)

@@ -515,13 +515,37 @@ def _view(src, shape, dtype, what):
     shp = _shape(shape, what) if shape is not None else list(src.shape)
     dt = dtype_name(dtype) if dtype is not None else src.dtype
     buf = _ir.Buffer(src.scope, shp, dt, src.scope)
-    b.declare(buf, b.auto_name("view"))
     fields = {"name": buf, "src": src}
     if shape is not None:
         fields["shape"] = shp
     if dtype is not None:
         fields["dtype"] = dt
-    b.emit(Stmt("view", **fields))
+    st = Stmt("view", **fields)
+    if len(b.bodies) == 1:
+        b.declare(buf, b.auto_name("view"))
+        b.emit(st)
+        return buf
+    # Inside a loop or if: a Tile IR view stands in the kernel's body (5.4).
+    # A view only names memory (no copy, nothing done where it stands), so
+    # it is recorded before the kernel-level statement that holds this
+    # point: the same meaning, if what it views and its shape are known
+    # there.
+    top = b.scopes[1]  # the kernel's scope (scopes[0]: the parameters)
+    if getattr(src, "scope_set", None) not in (b.scopes[0], top):
+        raise error("%s of '%s' inside a loop or if: '%s' is allocated there too; Tile IR views stand in the "
+                    "kernel's body, so allocate '%s' at the kernel's top level" % (what, src.name, src.name,
+                                                                                   src.name))
+    inner = []
+    _walk(shp, lambda x: inner.append(x.name) if isinstance(x, Var) and getattr(x, "scope_set", top)
+          not in (b.scopes[0], top) else None)
+    if inner:
+        raise error("%s inside a loop or if: its shape uses '%s', a value of that loop or if; a view's shape "
+                    "is fixed for the whole kernel" % (what, inner[0]))
+    buf.name = b.fresh(b.auto_name("view"))
+    top.add(buf.name)
+    buf.scope_set, buf.hoisted = top, True
+    body = b.kernel.body
+    body.insert(len(body) - 1, st)
     return buf
 
 
