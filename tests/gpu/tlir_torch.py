@@ -59,6 +59,19 @@ if not torch.cuda.is_available():
 import tlir  # noqa: E402
 import tlir.language as T  # noqa: E402
 from test_tlir_examples import load  # noqa: E402
+from test_tlir_readme import load_quickstart  # noqa: E402
+
+_quickstart = []
+
+
+def readme():
+    """The README's Python quick start, run once (its own NumPy check through
+    the interpreter included); its matmul_splitk is then run on the GPU."""
+    if not _quickstart:
+        d = tempfile.mkdtemp(prefix="tlir-readme-")
+        _quickstart.append(load_quickstart(d))
+    return _quickstart[0]
+
 
 TOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2}
 
@@ -131,6 +144,10 @@ CASES = [
      lambda: load("convolution").convolution(2, 64, 16, 16, 128, 3, 1, 1, 1, 64, 128, 32, 3, 256), {}),
     ("convolution ragged 3x9x7x24 -> 40, stride 2, dilation 2",
      lambda: load("convolution").convolution(3, 24, 9, 7, 40, 3, 2, 2, 1, 64, 64, 32, 2, 128), {}),
+    # the README's Python quick start: a split-K GEMM, two kernels sharing a float32 workspace
+    ("README split-K GEMM 512x384x1024, 4 splits", lambda: readme().matmul_splitk(512, 384, 1024, 128, 128, 32, 4), {}),
+    ("README split-K GEMM ragged 300x200x1000, 3 splits",
+     lambda: readme().matmul_splitk(300, 200, 1000, 128, 128, 32, 3), {}),
     ("blocksparse_gemm 512x512x512",
      lambda: load("blocksparse_gemm").blocksparse_matmul(512, 512, 512, 128, 128, 32, 2, 128, True), {}),
     ("blocksparse_gemm ragged 200x136x96",
