@@ -144,6 +144,16 @@ CASES = [
      lambda: load("convolution").convolution(2, 64, 16, 16, 128, 3, 1, 1, 1, 64, 128, 32, 3, 256), {}),
     ("convolution ragged 3x9x7x24 -> 40, stride 2, dilation 2",
      lambda: load("convolution").convolution(3, 24, 9, 7, 40, 3, 2, 2, 1, 64, 64, 32, 2, 128), {}),
+    # MLA decoding: one KV head for 64 query heads; the split form is two kernels with two workspaces
+    ("mla_decode 2x64 heads, kv 512, d256+64", lambda: load("mla_decode").flashattn(2, 64, 1, 512, 256, 64, 64, 64, 1,
+                                                                                  (256 + 64) ** -0.5), {}),
+    ("mla_decode 2x64 heads, kv 1024, d256+64, 4 splits",
+     lambda: load("mla_decode").flashattn(2, 64, 1, 1024, 256, 64, 64, 64, 4, (256 + 64) ** -0.5), {}),
+    # GEMV as thread-level code: local buffers, shared partial sums added by every thread (element atomics)
+    ("gemv naive_gemv 1024x1024", lambda: load("gemv").naive_gemv(1024, 1024, 128, 128), {}),
+    ("gemv naive_splitk_gemv ragged 1000x1000", lambda: load("gemv").naive_splitk_gemv(1000, 1000, 32, 32), {}),
+    ("gemv splitk_gemv ragged 1000x1000", lambda: load("gemv").splitk_gemv(1000, 1000, 32, 32, 4), {}),
+    ("gemv splitk_gemv_vectorized 1024x2048", lambda: load("gemv").splitk_gemv_vectorized(1024, 2048, 32, 8), {}),
     # the README's Python quick start: a split-K GEMM, two kernels sharing a float32 workspace
     ("README split-K GEMM 512x384x1024, 4 splits", lambda: readme().matmul_splitk(512, 384, 1024, 128, 128, 32, 4), {}),
     ("README split-K GEMM ragged 300x200x1000, 3 splits",

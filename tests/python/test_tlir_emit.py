@@ -263,6 +263,24 @@ def views(m):
     return main
 
 
+@tilelang.jit(out_idx=[1])
+def local_fills(n):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, 64), threads=64) as bx:
+            tx = T.get_thread_binding()
+            acc = T.alloc_local((2, 3), "float32")
+            cnt = T.alloc_var("int32")
+            T.fill(acc, 0.5)  # every element, in every thread
+            T.clear(cnt)
+            for i in T.serial(2):
+                for j in T.serial(3):
+                    acc[i, j] += X[bx * 64 + tx]
+                    cnt += 1
+            Y[bx * 64 + tx] = acc[1, 2] + cnt.astype("float32")
+    return main
+
+
 @tilelang.jit(out_idx=[1, 2])
 def views_in_loops(m):
     @T.prim_func
@@ -497,6 +515,10 @@ def axpy_strided(n, step):
           np.array_equal(yv, np.where(x > 0, x * 2, np.where(x < -1, -1, x)).astype(np.float32))
           and np.array_equal(lv, np.where((x[:, 0] > 0) & (cnt > 1), x[:, 0], cnt).astype(np.float32)),
           json.dumps(kv.func.doc["kernel"]["body"]))
+    kl = seed.local_fills(100)
+    xl = rng.standard_normal(100).astype(np.float32)
+    check("T.fill / T.clear of a local buffer and of an alloc_var: per-thread assignments; .astype",
+          np.array_equal(kl(xl), xl + np.float32(0.5) + np.float32(6)), json.dumps(kl.func.doc["kernel"]["body"]))
     kvl = seed.views_in_loops(40)
     xv = rng.standard_normal((40, 32)).astype(np.float32)
     yv, zv = kvl(xv)

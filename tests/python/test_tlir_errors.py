@@ -89,8 +89,8 @@ CASES = [
      "T.gemm A must be a whole buffer in Tile IR v1 (gemm operands are not regions); "
      "allocate a tile of the operand's shape"),
     ("local buffer as a tile operand",
-     "l = T.alloc_local((4,), 'float32')\nT.fill(l, 0)  # <-",
-     "T.fill destination: a local buffer ('l') cannot be a tile operator's operand"),
+     "l = T.alloc_local((4,), 'float32')\nT.copy(l, s)  # <-",
+     "T.copy source: a local buffer ('l') cannot be a tile operator's operand"),
     ("infinite Python float",
      "T.fill(x, float('-inf'))  # <-",
      "the Python float -inf has no Tile IR literal; use T.infinity(dtype)"),

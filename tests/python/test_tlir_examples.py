@@ -344,6 +344,32 @@ def blocksparse_gemm(M, N, K, bm, bn, bk):
     return close("C", c, ref, "float16")
 
 
+def gemv(fn, N, K, *blocks):
+    """A GEMV (C = B A) written as thread-level code: each thread's products
+    in a local buffer (T.clear of it, .astype), the split-K variants'
+    partial sums added into a shared buffer by every thread
+    (T.atomic_add(C_shared[tn], C_accum[0]): an element atomic each)."""
+    k = getattr(load("gemv"), fn)(N, K, *blocks)
+    a, b = f16(K), f16(N, K)
+    return close("C", k(a, b), b.astype(np.float64) @ a.astype(np.float64), "float16")
+
+
+def mla_decode(B, H, S, dim, pe, bn, bh, splits):
+    """DeepSeek MLA decoding (one KV head shared by all query heads; its
+    split form is two kernels and two workspaces): the slices
+    `kv_start:kv_end` of two lets, whose extent tlc check folds once tlir
+    writes the lets' values there."""
+    scale = (dim + pe) ** -0.5
+    k = load("mla_decode").flashattn(B, H, 1, S, dim, pe, bn, bh, splits, scale)
+    q, q_pe, kv, k_pe = f16(B, H, dim), f16(B, H, pe), f16(B, S, 1, dim), f16(B, S, 1, pe)
+    o = k(q, q_pe, kv, k_pe)
+    s = (np.einsum("bhd,bsd->bhs", q.astype(np.float64), kv[:, :, 0].astype(np.float64))
+         + np.einsum("bhd,bsd->bhs", q_pe.astype(np.float64), k_pe[:, :, 0].astype(np.float64))) * scale
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = np.einsum("bhs,bsd->bhd", p / p.sum(-1, keepdims=True), kv[:, :, 0].astype(np.float64))
+    return close("Output", o, ref, "float16")
+
+
 CASES = [
     ("gemm 128x128x64", gemm, (128, 128, 64, 64, 64, 32)),
     ("gemm ragged 100x72x40", gemm, (100, 72, 40, 64, 64, 32)),
@@ -381,6 +407,14 @@ CASES = [
      (2, 8, 7, 9, 24, 3, 2, 1, 1, 32, 64, 32, True)),
     ("convolution ragged 1x6x5x24 -> 40, dilation 2, pad 2 (T.c2d_im2col)", convolution,
      (1, 24, 6, 5, 40, 3, 1, 2, 2, 64, 32, 32, True)),
+    ("gemv naive_gemv 256x256", gemv, ("naive_gemv", 256, 256, 128, 128)),
+    ("gemv naive_gemv ragged 200x300", gemv, ("naive_gemv", 200, 300, 128, 128)),
+    ("gemv naive_splitk_gemv ragged 100x300", gemv, ("naive_splitk_gemv", 100, 300, 32, 32)),
+    ("gemv splitk_gemv ragged 100x300", gemv, ("splitk_gemv", 100, 300, 32, 32, 4)),
+    ("gemv splitk_gemv_vectorized ragged 100x320", gemv, ("splitk_gemv_vectorized", 100, 320, 32, 8)),
+    ("mla_decode 1x16 heads, kv 256, d64+32 (one kernel)", mla_decode, (1, 16, 256, 64, 32, 32, 16, 1)),
+    ("mla_decode 2x32 heads, kv 256, d64+32, 2 splits (two kernels, workspaces)", mla_decode,
+     (2, 32, 256, 64, 32, 32, 16, 2)),
     ("blocksparse_gemm 128x128x128", blocksparse_gemm, (128, 128, 128, 64, 64, 32)),
     ("blocksparse_gemm ragged 100x72x96 (past the mask: zero)", blocksparse_gemm, (100, 72, 96, 64, 32, 32)),
 ]
@@ -388,6 +422,14 @@ CASES = [
 # Kernels of the ported examples that need what Tile IR v1 lacks: (example,
 # function, arguments, the error's line in the example, the message).
 BAD = [
+    ("gemv", "splitk_gemv_vectorized_tvm", (64, 64, 32, 8), "with T.attr(",
+     "T.attr: Tile IR v1 has no TVM attributes (T.attr; with T.tvm_thread_allreduce, a sum across threads: add "
+     "the threads' values into a shared buffer with T.atomic_add instead)"),
+    ("gemv", "get_autotuned_kernel", (64, 64, 32, 8), "with T.attr(",
+     "T.attr: Tile IR v1 has no TVM attributes (T.attr; with T.tvm_thread_allreduce, a sum across threads: add "
+     "the threads' values into a shared buffer with T.atomic_add instead)"),
+    ("gemv", "gemv_alloc_reducer", (64, 64), "o_reducer = T.alloc_reducer(",
+     "T.alloc_reducer: Tile IR v1 has no reducer buffers"),
 ]
 
 

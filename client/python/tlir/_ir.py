@@ -197,6 +197,10 @@ class Expr:
         raise error("'@' has no Tile IR form; use T.gemm on buffers")
     __rmatmul__ = __matmul__
 
+    def astype(self, dtype):
+        """TVM's PrimExpr.astype: the value converted (T.cast)."""
+        return Call(dtype_name(dtype), [self])
+
     def __neg__(self): return Unary("-", self)
     def __pos__(self): return self
     def __invert__(self): return Unary("~", self)
@@ -283,6 +287,34 @@ class Load(Expr):
         return "%s[%s]" % (self.buf.name, ", ".join(render(i) for i in self.idx)), P_PRIM
 
 
+def pure_value(x):
+    """x with every let it names replaced by the let's value, when that is
+    made of constants, block, loop and scalar names and such lets only (no
+    buffer element, no alloc_var: values that may change between the let
+    and the use); else x itself.  A slice `kv_start:kv_end` of two lets so
+    becomes `a + k * n:a + (k + 1) * n`, whose extent tlc check can fold."""
+    def sub(e):
+        if isinstance(e, Var):
+            if e.kind != "let":
+                return e if e.kind in ("block", "loop", "scalar", "dynamic") else None
+            v = getattr(e, "value", None)
+            return None if v is None else sub(v)
+        if isinstance(e, BinOp):
+            a, b = sub(e.a), sub(e.b)
+            return None if a is None or b is None else BinOp(e.op, a, b)
+        if isinstance(e, Unary):
+            a = sub(e.a)
+            return None if a is None else Unary(e.op, a)
+        if isinstance(e, Call):
+            args = [sub(a) for a in e.args]
+            return None if any(a is None for a in args) else Call(e.fn, args)
+        if isinstance(e, Expr):
+            return None
+        return e  # a Python number or dtype
+    r = sub(x)
+    return x if r is None else r
+
+
 class Region:
     """B[a:b, i, :]: a slice region (an operand of a tile operator)."""
     def __init__(self, buf, items):
@@ -292,8 +324,8 @@ class Region:
         out = []
         for it in self.items:
             if isinstance(it, slice):
-                lo = "" if it.start is None else render(it.start)
-                hi = "" if it.stop is None else render(it.stop)
+                lo = "" if it.start is None else render(pure_value(it.start))
+                hi = "" if it.stop is None else render(pure_value(it.stop))
                 out.append(lo + ":" + hi)
             else:
                 out.append(render(it))

@@ -147,7 +147,7 @@ def _h_assign(name, value, prev):
     if isinstance(value, Expr) and not isinstance(value, Var):
         v = Var(name, "let")
         b.declare(v, name)
-        v.provisional = False
+        v.provisional, v.value = False, value  # (_ir.pure_value reads it)
         b.emit(Stmt("let", name=v, value=value))
         return v
     return value

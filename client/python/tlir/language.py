@@ -619,12 +619,41 @@ def c2d_im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, evicti
         col[i, j] = if_then_else(inside, img[n, hh, ww, q % c], 0)
 
 
+def _fill_local(x, value):
+    """T.fill / T.clear of a per-thread buffer (T.alloc_local) or scalar
+    (T.alloc_var): TileLang stores every element in the thread that runs
+    it, so this is an assignment (an unrolled loop of them for a buffer),
+    thread-level code as written.  True when x is such a buffer."""
+    if isinstance(x, LocalVar):
+        builder().emit(_ir.Assign(x, value))
+        return True
+    if not (isinstance(x, _ir.Buffer) and x.scope == "local"):
+        return False
+    names = ["i", "j", "k", "l", "m", "n", "o", "p"][: x.ndim]
+    gens = []
+
+    def nest(d, idx):
+        if d == x.ndim:
+            x[tuple(idx)] = value
+            return
+        g = _loop("unroll", [names[d]], {"extent": x.shape[d]})
+        gens.append(g)
+        v = next(g)
+        nest(d + 1, idx + [v])
+        next(g, None)  # the loop's body is done: close it
+
+    nest(0, [])
+    return True
+
+
 def fill(buffer, value):
-    builder().emit(Stmt("fill", dst=region_text(buffer, "T.fill destination"), value=value))
+    if not _fill_local(buffer, value):
+        builder().emit(Stmt("fill", dst=region_text(buffer, "T.fill destination"), value=value))
 
 
 def clear(buffer):
-    builder().emit(Stmt("clear", dst=region_text(buffer, "T.clear destination")))
+    if not _fill_local(buffer, 0):
+        builder().emit(Stmt("clear", dst=region_text(buffer, "T.clear destination")))
 
 
 class GemmWarpPolicy:
@@ -737,14 +766,17 @@ def _atomic_elem(kind, dst, value, return_prev):
 def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
     b = builder()
     elem = isinstance(dst, _ir.Load) and not isinstance(value, (_ir.Buffer, Region))
-    if elem and "parallel" in b.loops:
-        if return_prev:
-            return _atomic_elem("add", dst, value, True)
+    if elem and "parallel" in b.loops and not return_prev:
         b.emit(_AtomicElem(dst, value))  # lifted to a tile operator when the loop ends, if it can be
         return None
+    if elem:
+        # an element and a value: TileLang's AtomicAdd of one element, in
+        # thread-level code by every thread that runs it (gemv's
+        # T.atomic_add(C_shared[tn], C_accum[0])), as Tile IR's atomic
+        return _atomic_elem("add", dst, value, return_prev)
     if return_prev:
-        raise error("T.atomic_add(return_prev=True) outside T.Parallel: Tile IR's tile atomic_add (once per "
-                    "block) returns nothing; put the element atomic in a T.Parallel loop")
+        raise error("T.atomic_add(return_prev=True) of a region: Tile IR's tile atomic_add returns nothing; "
+                    "write it as element atomics")
     d = region_text(dst, "T.atomic_add destination")
     if isinstance(value, (_ir.Buffer, Region)):
         builder().emit(Stmt("atomic_add", dst=d, src=region_text(value, "T.atomic_add source")))
@@ -1015,6 +1047,9 @@ def Not(a):
 _MISSING = {
     "atan": "function atan", "exp10": "function exp10",
     "alloc_reducer": "reducer buffers", "finalize_reducer": "reducer buffers",
+    "attr": "TVM attributes (T.attr; with T.tvm_thread_allreduce, a sum across threads: add the threads' "
+            "values into a shared buffer with T.atomic_add instead)",
+    "tvm_thread_allreduce": "thread all-reduce intrinsic", "comm_reducer": "TVM reducers",
     "atomic_addx2": "vector atomics",
     "atomic_addx4": "vector atomics", "call_extern": "calls of external functions",
     "import_source": "inline C source", "ptx": "inline PTX", "call_intrin": "intrinsic calls",
