@@ -28,6 +28,9 @@ temporary database).
 
     /opt/torch/.venv/bin/python tests/gpu/tlir_torch.py [--only REGEX] [--server] [--seed N]
 
+(--only: the cases and the examples' mains whose names match REGEX; no
+other checks, no timing.)
+
 Needs build/bin/tlc and build/lib/libtlclient.so.0 (or TL_TLC,
 TL_LIBTLCLIENT).  Prints one line per case and "N passed, N failed"; exits
 1 if any failed, 77 without a GPU or PyTorch.
@@ -375,10 +378,12 @@ EXAMPLE_MAINS = [
 ]
 
 
-def run_example_mains():
+def run_example_mains(only=""):
     out = []
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "client", "python"))
     for argv in EXAMPLE_MAINS:
+        if not re.search(only, " ".join(argv)):
+            continue
         name = "examples/tilelang/" + " ".join(argv) + " (its own main)"
         t = time.time()
         try:
@@ -386,6 +391,8 @@ def run_example_mains():
                                capture_output=True, text=True, timeout=600)
             tail = "\n".join((r.stdout + r.stderr).strip().split("\n")[-6:])
             problem = None if r.returncode == 0 else "exit %d:\n%s" % (r.returncode, tail)
+            if problem is None and "\u274c" in r.stdout:  # some examples print a red cross and exit 0
+                problem = "it printed a failure:\n%s" % tail
             if problem is None:
                 print("      %s: %s" % (argv[0], " | ".join(l for l in r.stdout.split("\n")
                                                           if "ms" in l or "TFlops" in l or "pass" in l.lower())[:300]))
@@ -447,16 +454,16 @@ def main():
                 else:
                     npass += 1
                     print("PASS  [%s] %s  (%.1fs)" % (label, name, time.time() - t))
-        if not o.only:
-            for name, problem in extra_checks(rng) + run_example_mains():
-                if problem:
-                    nfail += 1
-                    print("FAIL  %s: %s" % (name, problem))
-                else:
-                    npass += 1
-                    print("PASS  %s" % name)
-            if not o.no_bench:
-                bench()
+        # with --only: the example mains whose command line matches it, and no more
+        for name, problem in (extra_checks(rng) if not o.only else []) + run_example_mains(o.only):
+            if problem:
+                nfail += 1
+                print("FAIL  %s: %s" % (name, problem))
+            else:
+                npass += 1
+                print("PASS  %s" % name)
+        if not o.only and not o.no_bench:
+            bench()
     finally:
         if srv:
             srv.terminate()
