@@ -323,6 +323,18 @@ def frag_reads(m, n, bm=16):
     return main
 
 
+@tilelang.jit(out_idx=[1])
+def frag_too_big(m=256, n=256):
+    @T.prim_func
+    def main(A: T.Tensor((m, n), "float32"), B: T.Tensor((m,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((m, n), "float32")  # 256 KiB once held in shared memory
+            T.copy(A, x)
+            if x[0, 0] > 0:
+                T.copy(A[0, 0:m], B)
+    return main
+
+
 @tilelang.jit(out_idx=[2])
 def nested(m, n):
     @T.prim_func
@@ -537,6 +549,15 @@ def axpy_strided(n, step):
           and np.array_equal(yf, np.where(ff[:, None] != 0, xf, -1).astype(np.float32))
           and np.array_equal(cf, np.add.reduceat(ff, np.arange(0, 40, 16))),
           json.dumps(kf.func.doc["kernel"]["body"][:3]))
+    try:
+        seed.frag_too_big().get_kernel_source("sm_90a")
+        check("a fragment too big for shared memory once moved there: the error says why it is there", False,
+              "no error")
+    except tlir.TlirError as ex:
+        check("a fragment too big for shared memory once moved there: the error says why it is there",
+              ex.message.startswith("the kernel needs 262144 bytes of shared memory per block")
+              and ex.message.endswith("(tlir: T.alloc_fragment in shared memory: thread-level code (outside "
+                                      "T.Parallel) reads its elements)"), ex.message)
     kw = seed.views(40)
     xi = rng.integers(-128, 128, (40, 64)).astype(np.int8)
     wi = rng.integers(0, 256, (16, 8)).astype(np.uint8)

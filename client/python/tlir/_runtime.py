@@ -61,6 +61,9 @@ class TlcError(TlirError):
             if ":" in ptr:
                 ptr, col = ptr.rsplit(":", 1)
             file, line = func.locate(ptr)
+            note = func.note(ptr)
+            if note:
+                msg = "%s (tlir: %s)" % (msg, note)
             first = first or (file, line, msg)
             self.lines.append("%s:%s: error: %s (Tile IR %s%s)" % (
                 file, line, msg, ptr or "/", (", column " + col) if col else ""))

@@ -513,6 +513,20 @@ class PrimFunc:
     def script(self):
         return _ir.dumps(self.doc)
 
+    def note(self, pointer):
+        """The `x-tlir` note of the statement at a JSON Pointer (what tlir
+        made of the Python there, when that is not what was written), or
+        None."""
+        x = self.doc
+        for part in [p for p in pointer.split("/") if p]:
+            if isinstance(x, list) and part.isdigit() and int(part) < len(x):
+                x = x[int(part)]
+            elif isinstance(x, dict) and part in x:
+                x = x[part]
+            else:
+                return None
+        return x.get("x-tlir") if isinstance(x, dict) else None
+
     def locate(self, pointer):
         """(file, line) of the statement holding a JSON Pointer."""
         p = pointer
