@@ -309,6 +309,7 @@ def frag_reads(m, n, bm=16):
             tile = T.alloc_shared((1, n), "float32")
             total = T.alloc_var("int32")
             T.copy(F[bx * bm], flags)
+            first = T.alloc_var("int32", init=flags[0])  # ... read by an alloc_var's init
             total = 0
             for r in T.serial(bm):
                 total += flags[r]  # a fragment element read in a serial loop
@@ -319,7 +320,7 @@ def frag_reads(m, n, bm=16):
                 T.copy(tile, Y[bx * bm + r, 0])
             tx = T.get_thread_binding()
             if tx == 0:
-                C[bx] = total
+                C[bx] = total + 100 * first
     return main
 
 
@@ -547,7 +548,7 @@ def axpy_strided(n, step):
     check("a fragment read by thread-level code (a serial loop, an if holding tile operators) is held in "
           "shared memory", alloc and alloc[0]["op"] == "alloc_shared" and "x-tlir" in alloc[0]
           and np.array_equal(yf, np.where(ff[:, None] != 0, xf, -1).astype(np.float32))
-          and np.array_equal(cf, np.add.reduceat(ff, np.arange(0, 40, 16))),
+          and np.array_equal(cf, np.add.reduceat(ff, np.arange(0, 40, 16)) + 100 * ff[0:40:16]),
           json.dumps(kf.func.doc["kernel"]["body"][:3]))
     try:
         seed.frag_too_big().get_kernel_source("sm_90a")

@@ -187,8 +187,7 @@ def _walk(x, fn):
 # statements whose operands are regions and whole buffers (tile operators,
 # allocations, layouts): they read fragments as tile operators may
 _REGION_OPS = {"copy", "fill", "clear", "gemm", "reduce", "cumsum", "cummax", "cummin", "atomic_add",
-               "annotate_layout", "use_swizzle", "view", "alloc_shared", "alloc_fragment", "alloc_local",
-               "alloc_var", "sync_threads"}
+               "annotate_layout", "use_swizzle", "view", "alloc_shared", "alloc_fragment", "alloc_local"}
 
 
 def share_thread_read_fragments(body):
