@@ -152,6 +152,11 @@ CASES = [
                                                                                   (256 + 64) ** -0.5), {}),
     ("mla_decode 2x64 heads, kv 1024, d256+64, 4 splits",
      lambda: load("mla_decode").flashattn(2, 64, 1, 1024, 256, 64, 64, 64, 4, (256 + 64) ** -0.5), {}),
+    # grouped GEMM: the block's group found by a loop of assignments to a T.alloc_var (held in shared memory)
+    ("grouped_gemm_fwd groups 64, 128, 256", lambda: load("grouped_gemm_fwd").grouped_gemm((64, 128, 256), 512, 512,
+                                                                                           64, 64, 64), {}),
+    ("grouped_gemm_fwd ragged groups 63, 1, 200", lambda: load("grouped_gemm_fwd").grouped_gemm((63, 1, 200), 520, 200,
+                                                                                               64, 128, 64, 2, 256), {}),
     # GEMV as thread-level code: local buffers, shared partial sums added by every thread (element atomics)
     ("gemv naive_gemv 1024x1024", lambda: load("gemv").naive_gemv(1024, 1024, 128, 128), {}),
     ("gemv naive_splitk_gemv ragged 1000x1000", lambda: load("gemv").naive_splitk_gemv(1000, 1000, 32, 32), {}),
@@ -375,6 +380,7 @@ EXAMPLE_MAINS = [
     ["block_sparse_attn.py"],
     ["convolution.py"],
     ["blocksparse_gemm.py"],
+    ["grouped_gemm_fwd.py"],
 ]
 
 

@@ -325,6 +325,33 @@ def frag_reads(m, n, bm=16):
 
 
 @tilelang.jit(out_idx=[1])
+def var_regions(m, n=16):
+    @T.prim_func
+    def main(X: T.Tensor((m, n), "float32"), Y: T.Tensor((16, n), "float32"), R: T.Tensor((2,), "int32")):
+        with T.Kernel(2, threads=64) as bx:
+            row = T.alloc_var("int32", init=bx * 8)
+            s = T.alloc_shared((8, n), "float32")
+            for k in T.serial(2):
+                row += R[k]  # assignments in a block-level loop
+            T.copy(X[row, 0], s)  # a region uses the alloc_var: held in shared memory
+            T.copy(s, Y[bx * 8, 0])
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def var_fill(m=64):
+    @T.prim_func
+    def main(X: T.Tensor((m,), "float32"), Y: T.Tensor((m,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            v = T.alloc_var("float32")
+            v = X[0] * 2
+            f = T.alloc_fragment((m,), "float32")
+            T.fill(f, v)  # a tile operator's value: the alloc_var is held in shared memory
+            T.copy(f, Y)
+    return main
+
+
+@tilelang.jit(out_idx=[1])
 def frag_too_big(m=256, n=256):
     @T.prim_func
     def main(A: T.Tensor((m, n), "float32"), B: T.Tensor((m,), "float32")):
@@ -550,6 +577,16 @@ def axpy_strided(n, step):
           and np.array_equal(yf, np.where(ff[:, None] != 0, xf, -1).astype(np.float32))
           and np.array_equal(cf, np.add.reduceat(ff, np.arange(0, 40, 16)) + 100 * ff[0:40:16]),
           json.dumps(kf.func.doc["kernel"]["body"][:3]))
+    kr = seed.var_regions(40)
+    xr = rng.standard_normal((40, 16)).astype(np.float32)
+    yr = kr(xr, np.array([3, 5], np.int32))
+    vr = [st for st in kr.func.doc["kernel"]["body"] if isinstance(st, dict) and st.get("name") == "row"]
+    check("an alloc_var that a tile operator's region uses is held in shared memory (its init and assignments "
+          "parallel loops of one iteration)", vr and vr[0]["op"] == "alloc_shared" and "init" not in vr[0]
+          and np.array_equal(yr, np.concatenate([xr[8:16], xr[16:24]])), json.dumps(kr.func.doc["kernel"]["body"]))
+    xf2 = rng.standard_normal(64).astype(np.float32)
+    check("an alloc_var as T.fill's value is held in shared memory", np.array_equal(seed.var_fill()(xf2),
+                                                                                 np.full(64, xf2[0] * 2, np.float32)))
     try:
         seed.frag_too_big().get_kernel_source("sm_90a")
         check("a fragment too big for shared memory once moved there: the error says why it is there", False,

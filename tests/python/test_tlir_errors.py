@@ -155,6 +155,12 @@ CASES = [
      "c = T.alloc_fragment((32, 32), 'float32')\nT.gemm(t, t, c)  # <-",
      "gemm's A 't' is a view; a gemm operand is laid out in shared memory as the gemm chooses, so it cannot "
      "share its memory with a view"),
+    ("an alloc_var a region uses, assigned in per-thread code (tlc check)",
+     "v = T.alloc_var('int32')\ntx = T.get_thread_binding()\nif tx == 0:\n    v = 1  # <-\nT.copy(A[v * 32, 0], x)",
+     "'parallel' sits under the if at /kernel/body/5 whose condition depends on the thread; tile operators, "
+     "parallel loops, shared/fragment allocations and sync_threads need the same control path in every thread "
+     "(tlir: T.alloc_var in shared memory: a tile operator's region uses it, so it must be the same in every "
+     "thread; each assignment is a parallel loop of one iteration)"),
     ("T.reshape that changes the size (tlc check)",
      "v = T.reshape(s, (32, 32))  # <-",
      "the view 'v' is float32[32, 32], 4096 bytes, but 's' is float32[32, 64], 8192 bytes; a view keeps the "

@@ -370,6 +370,22 @@ def mla_decode(B, H, S, dim, pe, bn, bh, splits):
     return close("Output", o, ref, "float16")
 
 
+def grouped_gemm(sizes, K, N, bm, bn, bk):
+    """C_g = A_g B_g for groups of rows of A (MoE-style); each block finds
+    its group by a loop of assignments to a T.alloc_var that its copies'
+    regions then use: tlir holds that variable in shared memory (one value
+    for the block).  Group sizes not multiples of block_M."""
+    import math
+    k = load("grouped_gemm_fwd").grouped_gemm(tuple(sizes), K, N, bm, bn, bk)
+    offs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
+    padded = np.concatenate([[0], np.cumsum([math.ceil(n / bm) * bm for n in sizes])[:-1]]).astype(np.int32)
+    a, b = f16(sum(sizes), K), f16(len(sizes), K, N)
+    c = k(a, b, np.array(sizes, np.int32), offs, padded)
+    ref = np.concatenate([a[o:o + n].astype(np.float64) @ b[g].astype(np.float64)
+                          for g, (o, n) in enumerate(zip(offs, sizes))])
+    return close("C", c, ref, "float16")
+
+
 CASES = [
     ("gemm 128x128x64", gemm, (128, 128, 64, 64, 64, 32)),
     ("gemm ragged 100x72x40", gemm, (100, 72, 40, 64, 64, 32)),
@@ -415,6 +431,8 @@ CASES = [
     ("mla_decode 1x16 heads, kv 256, d64+32 (one kernel)", mla_decode, (1, 16, 256, 64, 32, 32, 16, 1)),
     ("mla_decode 2x32 heads, kv 256, d64+32, 2 splits (two kernels, workspaces)", mla_decode,
      (2, 32, 256, 64, 32, 32, 16, 2)),
+    ("grouped_gemm_fwd groups 64, 128 (whole blocks)", grouped_gemm, ((64, 128), 64, 64, 64, 64, 32)),
+    ("grouped_gemm_fwd ragged groups 10, 130, 1; N 72, K 40", grouped_gemm, ((10, 130, 1), 40, 72, 64, 32, 32)),
     ("blocksparse_gemm 128x128x128", blocksparse_gemm, (128, 128, 128, 64, 64, 32)),
     ("blocksparse_gemm ragged 100x72x96 (past the mask: zero)", blocksparse_gemm, (100, 72, 96, 64, 32, 32)),
 ]

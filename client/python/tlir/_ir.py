@@ -423,7 +423,34 @@ class Assign:
         self.lhs, self.value = lhs, value
 
 
+def share_vars(x):
+    """Every T.alloc_var that x (a region or an element) uses, itself or
+    through lets, held in shared memory: a tile operator's region must be
+    block-uniform (language.LocalVar.share)."""
+    if isinstance(x, Region):
+        for it in x.items:
+            for y in ((it.start, it.stop) if isinstance(it, slice) else (it,)):
+                share_vars(y)
+    elif isinstance(x, Load):
+        for y in x.idx:
+            share_vars(y)
+    elif isinstance(x, BinOp):
+        share_vars(x.a)
+        share_vars(x.b)
+    elif isinstance(x, Unary):
+        share_vars(x.a)
+    elif isinstance(x, Call):
+        for y in x.args:
+            share_vars(y)
+    elif isinstance(x, Var):
+        if hasattr(x, "share"):
+            x.share()
+        elif getattr(x, "value", None) is not None:
+            share_vars(x.value)
+
+
 def region_text(x, what):
+    share_vars(x)
     if isinstance(x, Buffer):
         if x.scope == "local" or x.scope == "var":
             raise error("%s: a local buffer ('%s') cannot be a tile operator's operand" % (what, x.name))

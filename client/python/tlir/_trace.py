@@ -139,7 +139,7 @@ def _h_assign(name, value, prev):
     from .language import LocalVar
     if isinstance(prev, LocalVar) and not isinstance(value, (Buffer, LocalVar)) \
             and getattr(prev, "scope_set", None) is not None and b.visible(prev.name):
-        b.emit(_ir.Assign(prev, value))
+        prev.assign(value)
         return prev
     if isinstance(value, (Var, Buffer)) and getattr(value, "provisional", False):
         b.rename(value, name)
@@ -547,9 +547,9 @@ def _shown_path(p):
 def _val(x):
     """A field value: Python literals stay JSON literals, tile values become
     expression strings."""
-    if isinstance(x, (Var, Buffer)):
+    if isinstance(x, Buffer):
         return x.name
-    if isinstance(x, Expr):
+    if isinstance(x, Expr):  # a var's name, or x[0] for an alloc_var held in shared memory
         return _ir.render(x)
     if isinstance(x, _ir.DType):
         return x.name
@@ -573,7 +573,7 @@ def _body(stmts, ptr, lines):
         p = "%s/%d" % (ptr, i)
         lines[p] = st.loc
         if isinstance(st, _ir.Assign):
-            lhs = st.lhs.name if isinstance(st.lhs, Var) else _ir.render(st.lhs)
+            lhs = _ir.render(st.lhs)  # a var's name (x[0] for one held in shared memory) or an element
             out.append("%s = %s" % (lhs, _ir.render(st.value)))
             continue
         o = {}
@@ -582,6 +582,8 @@ def _body(stmts, ptr, lines):
                 o[k] = _body(v, p + "/" + k, lines)
             elif k == "vars":
                 o[k] = [x.name for x in v]
+            elif k in ("name", "var", "old") and isinstance(v, Var):  # what the statement declares
+                o[k] = v.name
             else:
                 o[k] = _val(v)
         out.append(o)

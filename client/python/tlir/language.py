@@ -560,15 +560,72 @@ def reshape(src, shape):
 
 
 class LocalVar(Var):
-    """T.alloc_var: a per-thread mutable scalar; `x = value` assigns it."""
+    """T.alloc_var: a per-thread mutable scalar; `x = value` assigns it
+    (assign()).  One that a tile operator's region or fill value uses (grouped GEMM's
+    `cur_batch_idx`, found by a loop of assignments) must be block-uniform,
+    which Tile IR never holds an alloc_var to be (5.3); TileLang's programs
+    assign such a variable the same value in every thread, so tlir then
+    holds it in shared memory instead (share()): an element every thread
+    reads, block-uniform (5.3), each assignment a parallel loop of one
+    iteration (one store, for the whole block).  An assignment that is not
+    block-level (under an `if` on the thread, in a parallel loop) then gets
+    tlc check's error for a parallel loop there, with the reason appended."""
+    NOTE = ("T.alloc_var in shared memory: a tile operator's region uses it, so it must be the same in every "
+            "thread; each assignment is a parallel loop of one iteration")
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.shared, self.alloc, self.assigns = False, None, []
+
+    def render(self):
+        return (self.name + "[0]" if self.shared else self.name), _ir.P_PRIM
+
+    def assign(self, value):
+        b = builder()
+        a = _ir.Assign(self, value)
+        a.loc = _ir.user_location()
+        st = self._one(a) if self.shared else a
+        b.emit(st)
+        self.assigns.append((b.bodies[-1], st))
+
+    @staticmethod
+    def _one(a):
+        """`x[0] = value` as a parallel loop of one iteration."""
+        b = builder()
+        v = Var("_tlir_i", "loop")
+        v.name = "_tlir_i%d" % b.counter
+        b.counter += 1
+        st = Stmt("parallel", vars=[v], extents=[1], body=[a])
+        st.loc = a.loc
+        st["x-tlir"] = LocalVar.NOTE
+        return st
+
+    def share(self):
+        if self.shared or self.alloc is None:
+            return
+        self.shared = True
+        parent, st = self.alloc
+        st["op"], st["shape"], st["x-tlir"] = "alloc_shared", [1], LocalVar.NOTE
+        init = st.pop("init", None)
+        if init is not None:
+            a = _ir.Assign(self, init)
+            a.loc = st.loc
+            parent.insert(next(i for i, x in enumerate(parent) if x is st) + 1, self._one(a))
+        for parent, a in self.assigns:
+            at = next((i for i, x in enumerate(parent) if x is a), None)
+            if at is not None:
+                parent[at] = self._one(a)
 
 
 def alloc_var(dtype, init=None, scope="local.var"):
     b = builder()
     v = LocalVar("var", "alloc_var", dtype_name(dtype))
     b.declare(v, b.auto_name("var"))
-    b.emit(Stmt("alloc_var", name=v, dtype=v.dtype, init=init))
+    st = Stmt("alloc_var", name=v, dtype=v.dtype, init=init)
+    b.emit(st)
+    v.alloc = (b.bodies[-1], st)
     return v
+
 
 
 # ---- tile operators ---------------------------------------------------------
@@ -624,7 +681,7 @@ def _fill_local(x, value):
     it, so this is an assignment (an unrolled loop of them for a buffer),
     thread-level code as written.  True when x is such a buffer."""
     if isinstance(x, LocalVar):
-        builder().emit(_ir.Assign(x, value))
+        x.assign(value)
         return True
     if not (isinstance(x, _ir.Buffer) and x.scope == "local"):
         return False
@@ -647,6 +704,7 @@ def _fill_local(x, value):
 
 def fill(buffer, value):
     if not _fill_local(buffer, value):
+        _ir.share_vars(value)  # a tile operator's value is block-uniform too
         builder().emit(Stmt("fill", dst=region_text(buffer, "T.fill destination"), value=value))
 
 
