@@ -67,6 +67,15 @@ from test_tlir_readme import load_quickstart  # noqa: E402
 _quickstart = []
 
 
+def grouped(sizes, K, N, block_M, *rest):
+    """examples/tilelang/grouped_gemm_fwd.py's kernel, with its group sizes,
+    offsets and offsets padded to block_M (construct_inputs)."""
+    k = load("grouped_gemm_fwd").grouped_gemm(tuple(sizes), K, N, block_M, *rest)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
+    padded = np.concatenate([[0], np.cumsum([-(-n // block_M) * block_M for n in sizes])[:-1]]).astype(np.int32)
+    return k, {"batch_sizes": np.array(sizes, np.int32), "batch_offsets": offsets, "batch_padded_offsets": padded}
+
+
 def readme():
     """The README's Python quick start, run once (its own NumPy check through
     the interpreter included); its matmul_splitk is then run on the GPU."""
@@ -152,11 +161,10 @@ CASES = [
                                                                                   (256 + 64) ** -0.5), {}),
     ("mla_decode 2x64 heads, kv 1024, d256+64, 4 splits",
      lambda: load("mla_decode").flashattn(2, 64, 1, 1024, 256, 64, 64, 64, 4, (256 + 64) ** -0.5), {}),
-    # grouped GEMM: the block's group found by a loop of assignments to a T.alloc_var (held in shared memory)
-    ("grouped_gemm_fwd groups 64, 128, 256", lambda: load("grouped_gemm_fwd").grouped_gemm((64, 128, 256), 512, 512,
-                                                                                           64, 64, 64), {}),
-    ("grouped_gemm_fwd ragged groups 63, 1, 200", lambda: load("grouped_gemm_fwd").grouped_gemm((63, 1, 200), 520, 200,
-                                                                                               64, 128, 64, 2, 256), {}),
+    # grouped GEMM: the block's group found by a loop of assignments to a T.alloc_var (held in shared memory);
+    # the group sizes and offsets are the example's, not random
+    ("grouped_gemm_fwd groups 64, 128, 256", lambda: grouped((64, 128, 256), 512, 512, 64, 64, 64), {}),
+    ("grouped_gemm_fwd ragged groups 63, 1, 200", lambda: grouped((63, 1, 200), 520, 200, 64, 128, 64, 2, 256), {}),
     # GEMV as thread-level code: local buffers, shared partial sums added by every thread (element atomics)
     ("gemv naive_gemv 1024x1024", lambda: load("gemv").naive_gemv(1024, 1024, 128, 128), {}),
     ("gemv naive_splitk_gemv ragged 1000x1000", lambda: load("gemv").naive_splitk_gemv(1000, 1000, 32, 32), {}),
@@ -177,8 +185,9 @@ TORCH_DT = {"bool": torch.bool, "int8": torch.int8, "int32": torch.int32, "int64
             "float64": torch.float64, "uint8": torch.uint8}
 
 
-def inputs(kernel, rng):
-    """One (numpy, torch) pair per non-output parameter: the same values."""
+def inputs(kernel, rng, given=None):
+    """One (numpy, torch) pair per non-output parameter: the same values
+    (random, or given[name] for the parameters a case gives)."""
     out = []
     for i, p in enumerate(kernel.func.params):
         if i in kernel.out_idx:
@@ -187,7 +196,10 @@ def inputs(kernel, rng):
             raise ValueError("scalar parameter '%s': the cases here have tensors only" % p["name"])
         shape = kernel.func.doc["params"][i]["shape"]
         dt = p["dtype"]
-        if dt.startswith("float") or dt == "bfloat16":
+        if given and p["name"] in given:
+            n = given[p["name"]]
+            t = torch.from_numpy(n.copy())
+        elif dt.startswith("float") or dt == "bfloat16":
             x = rng.standard_normal(shape).astype(np.float32) * 0.5
             t = torch.from_numpy(x).to(TORCH_DT[dt])
             n = t.float().numpy() if dt == "bfloat16" else t.numpy().copy()
@@ -218,7 +230,10 @@ def compare(name, got, ref, dtype, tol):
 
 def run_case(name, make, tols, rng):
     k = make()
-    pairs = inputs(k, rng)
+    given = None
+    if isinstance(k, tuple):  # (kernel, {parameter: the values it must have})
+        k, given = k
+    pairs = inputs(k, rng, given)
     ref = k(*[n for n, _ in pairs])  # interpreter; in-place params updated in the numpy arrays
     got = k(*[t for _, t in pairs])
     torch.cuda.synchronize()
