@@ -487,6 +487,7 @@ typedef struct tl_srv_proc {
 /* How long a new worker may take to start (load NVRTC, warm it) before
  * its first job's own time-out starts. */
 #define TL_SRV_WORKER_START_S 60
+#define TL_SRV_KILL_WAIT_S 10 /* seconds a killed worker's processes get to die */
 
 typedef struct tl_srv_proc_opts {
   const char *exe;          /* this program's path (/proc/self/exe read at start) */
@@ -513,7 +514,9 @@ tl_status tl_srv_proc_run(tl_srv_proc *p, const tl_srv_job *job, double timeout_
  * it started), and reaps it; a no-op when none. */
 void tl_srv_proc_kill(tl_srv_proc *p);
 /* Kills every process of session sid (a worker's pid; the worker may be
- * gone already, leaving orphans). */
+ * gone already, leaving orphans) and waits until each has died, at most
+ * TL_SRV_KILL_WAIT_S (a process stuck in the kernel: then it says so on
+ * standard error). */
 void tl_srv_proc_kill_session(int sid);
 /* Warms NVRTC: one compile of a one-line kernel for the first NVIDIA
  * target of targets (a NULL-terminated list, or NULL), so that NVRTC's

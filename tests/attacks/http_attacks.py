@@ -677,6 +677,20 @@ def post(path, body, timeout=60.0):
     return codes[0] if codes else 0
 
 
+def post_and_look(srv, body):
+    """Posts a compile and, once answered, looks for what it left running:
+    (the status, [(pid, name)] of the live processes re-parented to this
+    one, a subreaper).  The server answers 504 after what it killed has
+    died (a zombie here, not listed); what was not killed runs on, and is
+    killed and reaped after being listed."""
+    status = post("/v1/compile", body)
+    left = [c for c in children() if c[0] != srv.proc.pid]
+    for pid, _ in left:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    return status, left
+
+
 def orphans():
     """A compile that times out while clang runs (an AMD target) leaves no
     process behind.  This process becomes a child subreaper, so whatever the
@@ -698,24 +712,60 @@ def orphans():
             skip("orphans", "the server found no clang, so no AMD compile runs clang to be "
                  "killed (apt-get install clang-19 lld-19)")
             return
-        status = post("/v1/compile", body)
-        # the server answers 504 after what it killed has died (a zombie,
-        # re-parented to this process); a clang that was not killed runs on
-        left = [c for c in children() if c[0] != srv.proc.pid]
-        for pid, _ in children():
-            if pid != srv.proc.pid:
-                try:
-                    os.waitpid(pid, os.WNOHANG)
-                except ChildProcessError:
-                    pass
+        status, left = post_and_look(srv, body)
         check(status == 504, "an AMD compile past --compile-timeout gets 504", str(status))
         check(not left, "no process of the timed-out compile is left running", str(left))
-        for pid, _ in left:  # tidy up after a failure
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
         check(healthz() == 200, "healthz after the compile time-out")
+    orphans_slow_death(body)
 
 
+# TL_CLANG for orphans_slow_death: clang itself for its probes (--version,
+# -fsyntax-only); for a compile (-c), a tool that starts a child holding
+# SIZE bytes of memory, says so in READY and hangs.  A process of 768 MiB
+# takes 0.1 to 0.3 s to die after SIGKILL (its memory is freed first).
+HANG_TOOL = r"""#!%(python)s
+import os, sys, time
+if "-c" not in sys.argv[1:]:
+    os.execv(%(clang)r, [%(clang)r] + sys.argv[1:])
+r, w = os.pipe()
+if os.fork() == 0:
+    x = bytearray(%(size)d)
+    x[::4096] = b"\1" * len(x[::4096])  # every page resident
+    os.write(w, b"r")
+    time.sleep(600)
+    os._exit(0)
+os.close(w)
+if os.read(r, 1) == b"r":
+    open(%(ready)r, "w").close()
+time.sleep(600)
+"""
+
+
+def orphans_slow_death(body):
+    """The processes of a timed-out compile are dead, not only signalled,
+    when the 504 is sent: a tool's child that takes a while to die (768 MiB
+    to free) is waited for."""
+    clang = None
+    for name in ("clang-19", "clang-20", "clang-18", "clang"):
+        clang = shutil.which(name)
+        if clang:
+            break
+    tmp = tempfile.mkdtemp()
+    tool, ready = os.path.join(tmp, "clang"), os.path.join(tmp, "ready")
+    with open(tool, "w") as f:
+        f.write(HANG_TOOL % {"python": sys.executable, "clang": clang, "size": 768 << 20, "ready": ready})
+    os.chmod(tool, 0o755)
+    try:
+        with Server("--compile-timeout", "3", env={"TL_CLANG": tool}) as srv:
+            status, left = post_and_look(srv, body)
+            if not os.path.exists(ready):
+                check(False, "a tool's child holding 768 MiB was started before the time-out",
+                      "the machine is too slow for 3 s: %d" % status)
+            check(status == 504, "a compile whose tool hangs gets 504", str(status))
+            check(not left, "a killed tool's child that takes a while to die is dead before the 504",
+                  str(left))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 def readyz():
     """GET /readyz: (status, the JSON body or {})."""
