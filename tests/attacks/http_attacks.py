@@ -571,10 +571,11 @@ def budget_attacks():
     check(metric('tlserverd_connections_cut_total{reason="body_rate"}') == 4,
           "/metrics counts the 4 trickled bodies under body_rate")
 
-    # 2. four bodies at 1.5 to 3 times the floor: the floor keeps them all;
-    #    a request refused room makes the slowest be cut, and its retry fits
+    # 2. four bodies at 2 to 5 times the floor: the floor keeps them all
+    #    (a sender stalled by a loaded machine catches up); a request refused
+    #    room makes the slowest be cut, and its retry fits
     floor = 16 << 10
-    att = open_bodies([floor * 3 // 2, floor * 2, floor * 5 // 2, floor * 3])
+    att = open_bodies([floor * 2, floor * 3, floor * 4, floor * 5])
     time.sleep(1.5)  # past --pressure-timeout: they may be cut from now on
     first = upload(500000)
     check(first == 503, "a body that does not fit next to bodies at the floor gets 503 (Retry-After)",
@@ -594,7 +595,7 @@ def budget_attacks():
     deadline = time.time() + 5
     while metric("tlserverd_request_body_bytes") != 0 and time.time() < deadline:
         time.sleep(0.1)
-    att = open_bodies([floor * 2] * 4)
+    att = open_bodies([floor * 3] * 4)
     time.sleep(2.5)
     cut = att.stop()
     check(not any(cut), "bodies at the floor that nobody waits behind are kept", str(cut))
