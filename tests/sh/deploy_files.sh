@@ -56,7 +56,7 @@ def check(ok, what, detail=""):
 
 def skip(what, why):
     print("skipped: %s: %s" % (what, why))
-    skips.append(what)
+    skips.append("%s (%s)" % (what, why))
 
 
 tmp = tempfile.mkdtemp(prefix="tl-deploy-")

@@ -13,7 +13,7 @@
 # byte).
 # Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
 TLC=${TL_BUILD:-build}/bin/tlc
-if ! "$TLC" targets >/dev/null 2>&1; then
+if ! "$TLC" targets 2>/dev/null | grep -q '^sm_80 '; then # NVRTC, not just an AMD toolchain
   echo "no NVRTC here: tlc compile cannot run" >&2
   exit 77
 fi
