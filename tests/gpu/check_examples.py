@@ -536,6 +536,16 @@ CASES = [
                            "group_size": 64}, {}, ["C"], W4A16),
     ("gemm_w4a16_narrow", {"M": 64, "N": 128, "K": 768, "block_M": 64, "block_N": 32, "block_K": 256,
                            "num_stages": 3}, {}, ["C"], W4A16),
+    # split along K, then the runs' float32 sums added by a second kernel: ragged N and K, runs wholly past K
+    # (split_k 8 of 9 K tiles), runs starting inside a scale group (group_size 80), 64 rows on wgmma
+    ("gemm_w4a16_splitk", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk", {"M": 13, "N": 200, "K": 650, "split_k": 3}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk", {"M": 3, "N": 160, "K": 1030, "split_k": 8}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk", {"M": 5, "N": 136, "K": 650, "block_K": 64, "group_size": 80, "split_k": 3}, {}, ["C"],
+     W4A16),
+    ("gemm_w4a16_splitk", {"M": 64, "N": 256, "K": 1024, "block_M": 64, "num_stages": 2}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk", {"M": 20, "N": 96, "K": 768, "block_N": 32, "threads": 64, "block_K": 256,
+                           "num_stages": 3, "split_k": 2}, {}, ["C"], W4A16),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 1}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 7}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 300}, ["c"], MATMUL),
