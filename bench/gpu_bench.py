@@ -325,10 +325,12 @@ def W4A16_CONFIGS(M):
     if M <= 16:
         cfgs += [(NW, {}), (NW, {"block_K": 256}), (NW, {"block_N": 32, "threads": 64, "block_K": 256}),
                  (NW, {"block_N": 16, "threads": 32, "block_K": 256})]
-        cfgs += [(SK, {"split_k": sk}) for sk in (2, 4, 8)]
-        cfgs += [(SK, {"block_K": 256, "num_stages": 3, "split_k": 4}), (SK, {"block_N": 32, "threads": 64, "split_k": 4}),
+        # wider N tiles: each warp's A fragments serve more columns of weights
+        cfgs += [(SK, {"split_k": sk}) for sk in (4, 8)]
+        cfgs += [(SK, {"block_K": 256, "num_stages": 3, "split_k": 4}),
                  (SK, {"block_N": 128, "split_k": 4}), (SK, {"block_N": 128, "split_k": 8}),
-                 (SK, {"block_N": 128, "threads": 256, "split_k": 8})]
+                 (SK, {"block_N": 128, "threads": 256, "split_k": 8}), (SK, {"block_N": 128, "block_K": 64, "split_k": 8}),
+                 (SK, {"block_N": 256, "block_K": 64, "split_k": 8}), (SK, {"block_N": 256, "block_K": 64, "split_k": 16})]
     if M <= 64:
         cfgs += [(NW, {"block_M": 64}), (NW, {"block_M": 64, "block_K": 256, "num_stages": 3}),
                  (NW, {"block_M": 64, "block_N": 32, "block_K": 256, "num_stages": 3})]

@@ -546,6 +546,8 @@ CASES = [
     ("gemm_w4a16_splitk", {"M": 64, "N": 256, "K": 1024, "block_M": 64, "num_stages": 2}, {}, ["C"], W4A16),
     ("gemm_w4a16_splitk", {"M": 20, "N": 96, "K": 768, "block_N": 32, "threads": 64, "block_K": 256,
                            "num_stages": 3, "split_k": 2}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk", {"M": 2, "N": 300, "K": 1000, "block_N": 128, "block_K": 64, "split_k": 8}, {}, ["C"],
+     W4A16),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 1}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 7}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 300}, ["c"], MATMUL),
