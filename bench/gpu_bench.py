@@ -310,13 +310,15 @@ def W4A16_CONFIGS(M):
     written and with the earlier choices, then, for small M,
     examples/gemm_w4a16_narrow.json (N tiles of 64, 32 or 16: 128 to 512
     blocks for N = 8192; the block's scales copied once; K tiles of 128 or
-    256) with 16 rows on mma.sync up to M = 16 and 64 rows on wgmma, and
-    gemm_w4a16.json with narrow tiles, and examples/gemm_w4a16_splitk.json
-    (the narrow program with K split in 2 to 8 runs, then a kernel adding
-    the runs' float32 sums); for large M gemm_w4a16.json with 64 rows or
-    256 columns and the narrow program with wide tiles."""
+    256) with 16 rows on mma.sync up to M = 16 and 64 rows on wgmma,
+    examples/gemm_w4a16_splitk.json (the narrow program with K split in 4
+    to 16 runs, then a kernel adding the runs' float32 sums) and
+    examples/gemm_w4a16_splitk_t.json (the same computing C^T: the
+    dequantized weights wgmma's 64-row operand, the activations 8 to 64
+    columns); for large M gemm_w4a16.json with 64 rows or 256 columns and
+    the narrow program with wide tiles."""
     W, NW = "examples/gemm_w4a16.json", "examples/gemm_w4a16_narrow.json"
-    SK = "examples/gemm_w4a16_splitk.json"
+    SK, ST = "examples/gemm_w4a16_splitk.json", "examples/gemm_w4a16_splitk_t.json"
     cfgs = [(W, {}), (W, {"block_K": 128})]
     if M > 64:
         cfgs += [(W, {"block_M": 64, "threads": 128}), (W, {"block_N": 256, "num_stages": 3}),
@@ -325,19 +327,19 @@ def W4A16_CONFIGS(M):
     if M <= 16:
         cfgs += [(NW, {}), (NW, {"block_K": 256}), (NW, {"block_N": 32, "threads": 64, "block_K": 256}),
                  (NW, {"block_N": 16, "threads": 32, "block_K": 256})]
-        # wider N tiles: each warp's A fragments serve more columns of weights
-        cfgs += [(SK, {"split_k": sk}) for sk in (4, 8)]
-        cfgs += [(SK, {"block_K": 256, "num_stages": 3, "split_k": 4}),
-                 (SK, {"block_N": 128, "split_k": 4}), (SK, {"block_N": 128, "split_k": 8}),
-                 (SK, {"block_N": 128, "threads": 256, "split_k": 8}), (SK, {"block_N": 128, "block_K": 64, "split_k": 8}),
-                 (SK, {"block_N": 256, "block_K": 64, "split_k": 8}), (SK, {"block_N": 256, "block_K": 64, "split_k": 16})]
+        # split along K; wider N tiles: each warp's A fragments serve more columns of weights
+        cfgs += [(SK, {"split_k": 8}), (SK, {"block_N": 128, "split_k": 8}),
+                 (SK, {"block_N": 256, "block_K": 64, "split_k": 8})]
     if M <= 64:
         cfgs += [(NW, {"block_M": 64}), (NW, {"block_M": 64, "block_K": 256, "num_stages": 3}),
                  (NW, {"block_M": 64, "block_N": 32, "block_K": 256, "num_stages": 3})]
-        # split along K (split_k times the blocks streaming weights; a second kernel adds the float32 sums)
-        cfgs += [(SK, {"block_M": 64, "num_stages": 2, "split_k": sk}) for sk in (2, 4)]
-        cfgs += [(SK, {"block_M": 64, "block_K": 64, "num_stages": 3, "split_k": 4}),
-                 (SK, {"block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 2, "split_k": 4})]
+        if M > 16:
+            cfgs += [(SK, {"block_M": 64, "block_K": 64, "num_stages": 3, "split_k": 4})]
+        # C^T: the activations' columns rounded up to 8, 16, 32 or 64
+        bm = {"block_M": next(b for b in (8, 16, 32, 64) if b >= M)}
+        cfgs += [(ST, dict(bm, split_k=4)), (ST, dict(bm, split_k=8)),
+                 (ST, dict(bm, block_K=64, num_stages=4, split_k=8)), (ST, dict(bm, block_K=64, num_stages=4, split_k=16)),
+                 (ST, dict(bm, block_N=128, block_K=64, num_stages=4, split_k=8))]
     else:  # large M: the narrow program's scales copied once, with gemm_w4a16's tiles
         cfgs += [(NW, {"block_M": 128, "block_N": 128, "block_K": 64, "threads": 256, "num_stages": 3}),
                  (NW, {"block_M": 128, "block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3})]
