@@ -552,7 +552,7 @@ CASES = [
     # the second kernel turning the sums through shared memory: ragged M, N and K, runs past K and inside a group
     ("gemm_w4a16_splitk_t", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
     ("gemm_w4a16_splitk_t", {"M": 13, "N": 200, "K": 650, "block_M": 16, "split_k": 3}, {}, ["C"], W4A16),
-    ("gemm_w4a16_splitk_t", {"M": 3, "N": 160, "K": 1030, "split_k": 8}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk_t", {"M": 3, "N": 160, "K": 1030, "block_M": 8, "split_k": 8}, {}, ["C"], W4A16),
     ("gemm_w4a16_splitk_t", {"M": 5, "N": 136, "K": 650, "block_K": 64, "group_size": 80, "split_k": 3}, {}, ["C"],
      W4A16),
     ("gemm_w4a16_splitk_t", {"M": 64, "N": 256, "K": 1024, "block_M": 64, "block_K": 64, "num_stages": 4}, {}, ["C"],

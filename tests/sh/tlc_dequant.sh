@@ -39,7 +39,7 @@ ir $NW --target sm_80 -D M=1 -D block_K=256 | grep -qF '[32 at a time' || fail "
 SK=examples/gemm_w4a16_splitk.json
 ir $SK --target sm_90a -D M=1 | grep -qF '[32 at a time' || fail "$SK: not 32 at a time"
 # C^T: the dequantized tile is wgmma's first operand, and rotates
-out=$(ir examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=1)
+out=$(ir examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=1 -D block_M=8)
 printf '%s\n' "$out" | grep -qF '[32 at a time' || fail "splitk_t: not 32 at a time"
 printf '%s\n' "$out" | grep 'gemm B_dequant x A_shared' | grep -qF 'wgmma m64nNk16' || fail "splitk_t: the gemm is not on wgmma"
 printf '%s\n' "$out" | grep -qF 'B_dequant rotates' || fail "splitk_t: B_dequant does not rotate"
