@@ -323,7 +323,9 @@ def W4A16_CONFIGS(M):
     if M > 64:
         cfgs += [(W, {"block_M": 64, "threads": 128}), (W, {"block_N": 256, "num_stages": 3}),
                  (W, {"num_stages": 3}), (W, {"num_stages": 4}), (W, {"block_N": 256, "num_stages": 4}),
-                 (W, {"block_K": 32, "num_stages": 3}), (W, {"block_K": 32, "num_stages": 4})]
+                 (W, {"block_K": 32, "num_stages": 3}), (W, {"block_K": 32, "num_stages": 4}),
+                 # 256 rows: each dequantized tile serves twice the rows (half the dequantizing per FLOP)
+                 (W, {"block_M": 256, "threads": 256}), (W, {"block_M": 256, "threads": 256, "block_K": 32, "num_stages": 3})]
     if M <= 16:
         cfgs += [(NW, {}), (NW, {"block_K": 256}), (NW, {"block_N": 32, "threads": 64, "block_K": 256}),
                  (NW, {"block_N": 16, "threads": 32, "block_K": 256})]

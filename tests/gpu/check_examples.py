@@ -522,6 +522,8 @@ CASES = [
                     "num_stages": 4}, {}, ["C"], W4A16),
     ("gemm_w4a16", {"M": 70, "N": 200, "K": 640, "block_M": 64, "block_N": 64, "block_K": 128, "threads": 128,
                     "num_stages": 4}, {}, ["C"], W4A16),
+    # 256 rows on two warpgroups (each dequantized tile serves them all), ragged M, N and K
+    ("gemm_w4a16", {"M": 300, "N": 200, "K": 640, "block_M": 256, "threads": 256}, {}, ["C"], W4A16),
     # small M with the block's scales copied once (M = 1 on mma.sync, 64 rows on wgmma with the dequantized
     # tile rotating, ragged N and K, a scale group of 64)
     ("gemm_w4a16_narrow", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
