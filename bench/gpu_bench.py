@@ -331,7 +331,9 @@ def W4A16_CONFIGS(M):
                  (NW, {"block_N": 16, "threads": 32, "block_K": 256})]
         # split along K; wider N tiles: each warp's A fragments serve more columns of weights
         cfgs += [(SK, {"split_k": 8}), (SK, {"block_N": 128, "split_k": 8}),
-                 (SK, {"block_N": 256, "block_K": 64, "split_k": 8})]
+                 (SK, {"block_N": 128, "num_stages": 3, "split_k": 8}),
+                 (SK, {"block_N": 128, "threads": 256, "num_stages": 3, "split_k": 8}),
+                 (SK, {"block_K": 256, "num_stages": 2, "split_k": 8})]
     if M <= 64:
         cfgs += [(NW, {"block_M": 64}), (NW, {"block_M": 64, "block_K": 256, "num_stages": 3}),
                  (NW, {"block_M": 64, "block_N": 32, "block_K": 256, "num_stages": 3})]
@@ -339,9 +341,11 @@ def W4A16_CONFIGS(M):
             cfgs += [(SK, {"block_M": 64, "block_K": 64, "num_stages": 3, "split_k": 4})]
         # C^T: the activations' columns rounded up to 8, 16, 32 or 64
         bm = {"block_M": next(b for b in (8, 16, 32, 64) if b >= M)}
-        cfgs += [(ST, dict(bm, split_k=4)), (ST, dict(bm, split_k=8)),
-                 (ST, dict(bm, block_K=64, num_stages=4, split_k=8)), (ST, dict(bm, block_K=64, num_stages=4, split_k=16)),
-                 (ST, dict(bm, block_N=128, block_K=64, num_stages=4, split_k=8))]
+        cfgs += [(ST, dict(bm, block_K=64, num_stages=4, split_k=8)), (ST, dict(bm, block_K=64, num_stages=4, split_k=16)),
+                 (ST, dict(bm, block_N=128, threads=256, block_K=64, num_stages=4, split_k=8)),
+                 (ST, dict(bm, block_K=128, num_stages=2, split_k=8))]
+        if M > 16:  # 128 rows of weights per block: half the activation tiles' reads per weight
+            cfgs += [(ST, dict(bm, block_N=128, threads=256, block_K=64, num_stages=3, split_k=4))]
     else:  # large M: the narrow program's scales copied once, with gemm_w4a16's tiles
         cfgs += [(NW, {"block_M": 128, "block_N": 128, "block_K": 64, "threads": 256, "num_stages": 3}),
                  (NW, {"block_M": 128, "block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3})]

@@ -550,6 +550,8 @@ CASES = [
                            "num_stages": 3, "split_k": 2}, {}, ["C"], W4A16),
     ("gemm_w4a16_splitk", {"M": 2, "N": 300, "K": 1000, "block_N": 128, "block_K": 64, "split_k": 8}, {}, ["C"],
      W4A16),
+    ("gemm_w4a16_splitk", {"M": 7, "N": 300, "K": 1000, "block_N": 128, "threads": 256, "num_stages": 3,
+                           "split_k": 8}, {}, ["C"], W4A16),
     # the same computing C^T (the dequantized weights wgmma's 64-row operand, the activations 8 to 64 columns),
     # the second kernel turning the sums through shared memory: ragged M, N and K, runs past K and inside a group
     ("gemm_w4a16_splitk_t", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
@@ -561,6 +563,8 @@ CASES = [
      W4A16),
     ("gemm_w4a16_splitk_t", {"M": 20, "N": 300, "K": 1000, "block_M": 32, "block_N": 128, "block_K": 64,
                              "num_stages": 4, "split_k": 8}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk_t", {"M": 40, "N": 300, "K": 1000, "block_M": 64, "block_N": 128, "threads": 256,
+                             "block_K": 64, "num_stages": 3, "split_k": 4}, {}, ["C"], W4A16),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 1}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 7}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 300}, ["c"], MATMUL),
