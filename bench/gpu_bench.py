@@ -331,10 +331,8 @@ def W4A16_CONFIGS(M):
                  (NW, {"block_N": 16, "threads": 32, "block_K": 256})]
         # split along K; wider N tiles: each warp's A fragments serve more columns of weights
         cfgs += [(SK, {"split_k": 8}), (SK, {"block_N": 128, "split_k": 8}),
-                 (SK, {"block_N": 128, "num_stages": 3, "split_k": 8}),
                  (SK, {"block_N": 128, "threads": 256, "num_stages": 3, "split_k": 8}),
-                 (SK, {"block_K": 256, "num_stages": 2, "split_k": 8}),
-                 (SK, {"block_N": 128, "block_K": 64, "num_stages": 4, "split_k": 8}), (SK, {"block_N": 128, "split_k": 16})]
+                 (SK, {"block_N": 128, "block_K": 64, "num_stages": 4, "split_k": 8})]
     if M <= 64:
         cfgs += [(NW, {"block_M": 64}), (NW, {"block_M": 64, "block_K": 256, "num_stages": 3}),
                  (NW, {"block_M": 64, "block_N": 32, "block_K": 256, "num_stages": 3})]
