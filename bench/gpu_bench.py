@@ -80,7 +80,10 @@ def checked(what, dev, ref, L, absref, extra=0.0, dtype="float16"):
 
 # tile configurations tried: examples/gemm.json as written (128 threads: wgmma on sm_90a, two m64n128
 # instructions per k16 step), then through -D
-GEMM_CONFIGS = [("examples/gemm.json", {}), ("examples/gemm.json", {"block_K": 64}),
+# (as written: 2 K tiles of 32 a stage, compiler/pass_kgroup.c; gemm_raster with k_group=1 is the same kernel with one
+# tile a stage, num_stages=2 the grouped one with a stage less)
+GEMM_CONFIGS = [("examples/gemm.json", {}), ("bench/programs/gemm_raster.json", {"k_group": 1}),
+                ("examples/gemm.json", {"num_stages": 2}), ("examples/gemm.json", {"block_K": 64}),
                 ("examples/gemm.json", {"block_K": 32, "num_stages": 4}),
                 ("examples/gemm.json", {"block_K": 64, "num_stages": 4}),
                 ("examples/gemm.json", {"block_N": 256, "block_K": 64}),
