@@ -780,7 +780,8 @@ void tl_dump_program(const tl_program *prog, void *fp) {
   else if ((prog->lowered & TL_RAN_RASTER) && prog->reverse_x)
     fputs("blocks: x in reverse (the blocks with the most loop iterations first)\n", f);
   else if (prog->lowered & TL_RAN_RASTER)
-    fputs("blocks: in grid order\n", f);
+    fprintf(f, "blocks: in grid order%s%s%s\n", prog->raster_why ? " (the compiler's choice: " : "",
+            prog->raster_why ? prog->raster_why : "", prog->raster_why ? ")" : "");
   static const tl_walker w = {.pre = dump_stmt, .enter_body = dump_enter, .leave_body = dump_leave};
   dumper d = {.f = f, .a = a, .lowered = prog->lowered, .prog = prog};
   tl_walk((tl_body *)&prog->body, &w, &d); /* the walk changes nothing */

@@ -807,6 +807,7 @@ typedef struct tl_program {
   bool raster_column;    /* stripes of block columns, walked row by row */
   bool reverse_x;        /* no stripes: the blocks take the x block variable in reverse (heaviest first) */
   bool raster_chosen;    /* the stripes are pass_raster.c's choice for a gemm (no use_swizzle given) */
+  const char *raster_why; /* a gemm's grid that pass_raster.c would stripe but leaves in grid order: why */
   unsigned lowered;      /* the analyses of pass.h that ran (TL_RAN_ bits); tl_emit needs all */
 } tl_program;
 

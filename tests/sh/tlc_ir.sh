@@ -272,9 +272,15 @@ printf '%s\n' "$dump" | grep -qF "barriers: marked 'barrier' below, each after f
 # raster: use_swizzle's stripes, or the grid order
 dump=$("$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
 printf '%s\n' "$dump" | grep -qF "blocks: rasterized in stripes of 10 block rows" || fail "--dump raster lacks the stripes"
-dump=$("$TLC" compile examples/gemm.json --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
+dump=$("$TLC" compile examples/gemm.json -D M=4096 -D N=4096 --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
 printf '%s\n' "$dump" | grep -qF "blocks: rasterized in stripes of 8 block rows (the compiler's choice: a gemm's A and B tiles are copied by different block variables, and no use_swizzle is given)" ||
   fail "--dump raster of gemm.json: not the compiler's stripes (its gemm's tiles by by and bx, no use_swizzle)"
+# at 1024 x 1024 its 64 blocks run in one wave: no stripes; a dynamic M (gemm_dyn) keeps them
+"$TLC" compile examples/gemm.json --target sm_80 --emit ir |
+  grep -qF "blocks: in grid order (the compiler's choice: a constant grid of 64 blocks, at most the 132 of one wave)" ||
+  fail "gemm.json at 1024: stripes for one wave"
+"$TLC" compile tests/gpu/programs/gemm_dyn.json -D N=256 --target sm_80 --emit ir | grep -qF "blocks: rasterized in stripes of 8" ||
+  fail "gemm_dyn (dynamic M): no stripes"
 python3 -c 'import json, sys; d = json.load(open("examples/gemm.json")); d["kernel"]["body"].insert(3, {"op": "use_swizzle", "panel_size": 8, "enable": False}); json.dump(d, open(sys.argv[1], "w"))' "$tmp/noswz.json"
 "$TLC" compile "$tmp/noswz.json" --target sm_80 --emit ir | grep -qF "blocks: in grid order" ||
   fail "a use_swizzle with enable false does not keep the grid order"
