@@ -347,6 +347,8 @@ def ours(tlc, prog, defs, ins, outs, reps, args=None):
         raise RuntimeError(f"{' '.join(cmd[:3])} ran past {RUN_TIMEOUT} s")
     if r.returncode:
         raise RuntimeError(f"{' '.join(cmd[:3])} exited {r.returncode}: {r.stderr.strip()[-600:]}")
+    for w in [l for l in r.stderr.splitlines() if ": warning: " in l][:2]:  # e.g. C too large for registers
+        print(f"  {w}")
     line = [l for l in r.stdout.splitlines() if l.startswith("time:")][0]
     return float(line.split()[1])
 
