@@ -83,7 +83,10 @@ def checked(what, dev, ref, L, absref, extra=0.0, dtype="float16"):
 
 # tile configurations tried: examples/gemm.json as written (128 threads: wgmma on sm_90a, two m64n128
 # instructions per k16 step), then through -D
-GEMM_CONFIGS = [("examples/gemm.json", {}), ("examples/gemm.json", {"block_K": 64}),
+# (as written: 2 K tiles of 32 a stage, compiler/pass_kgroup.c; gemm_raster with k_group=1 is the same kernel with one
+# tile a stage, num_stages=2 the grouped one with a stage less)
+GEMM_CONFIGS = [("examples/gemm.json", {}), ("bench/programs/gemm_raster.json", {"k_group": 1}),
+                ("examples/gemm.json", {"num_stages": 2}), ("examples/gemm.json", {"block_K": 64}),
                 ("examples/gemm.json", {"block_K": 32, "num_stages": 4}),
                 ("examples/gemm.json", {"block_K": 64, "num_stages": 4}),
                 ("examples/gemm.json", {"block_N": 256, "block_K": 64}),
@@ -367,6 +370,8 @@ def ours(tlc, prog, defs, ins, outs, reps, args=None):
         raise RuntimeError(f"{' '.join(cmd[:3])} ran past {RUN_TIMEOUT} s")
     if r.returncode:
         raise RuntimeError(f"{' '.join(cmd[:3])} exited {r.returncode}: {r.stderr.strip()[-600:]}")
+    for w in [l for l in r.stderr.splitlines() if ": warning: " in l][:2]:  # e.g. C too large for registers
+        print(f"  {w}")
     line = [l for l in r.stdout.splitlines() if l.startswith("time:")][0]
     return float(line.split()[1])
 
@@ -523,6 +528,7 @@ def main():
             best = (None, float("nan"), "every configuration FAILED")
         ms_ours, err = best[0], best[1]
         ms_cublas = cuda_time(lambda: torch.matmul(A, B))
+        print(f"  cuBLAS {n}: {ms_cublas:.3f} ms, {flops / ms_cublas / 1e9:.1f} TFLOP/s")  # beside ours, as it goes
         ms_tri = None
         if tri:
             Ct = torch.empty(n, n, device="cuda", dtype=torch.float16)

@@ -12,6 +12,8 @@
  *                          check.c) and the build key (keyed, manifest_of,
  *                          here; tl_compile_key_as keys for a given compiler
  *                          identity and toolchain without opening one)
+ *   tl_pass_kgroup         pass_kgroup.c: several consecutive K tiles per stage
+ *                          of a pipelined gemm loop whose K tiles are narrow
  *   tl_pass_place_for      pass_place.c: registers or shared memory per buffer
  *   tl_pass_pipeline_for   pass_pipeline.c: cp.async, software pipelining
  *   tl_pass_overlap        pass_overlap.c: a gemm on wgmma issued one iteration
@@ -592,6 +594,7 @@ void tl_toolchain_out_free(tl_toolchain_out *o) {
  * the verifier checks each (verify.c says what it checks after which). */
 const tl_stage_info tl_compile_stages[] = {
     {"check", "parse and check (parse.c, check.c): names resolved, types, constants folded"},
+    {"kgroup", "pass_kgroup.c: several consecutive K tiles per stage of a pipelined gemm loop whose tiles are narrow"},
     {"place", "pass_place.c: registers or shared memory for every buffer, gemms on the matrix cores"},
     {"pipeline", "pass_pipeline.c: cp.async copies, software-pipelined loops, shared memory offsets"},
     {"overlap", "pass_overlap.c: a gemm on wgmma issued one iteration late (FlashAttention-3's overlap)"},
@@ -637,7 +640,10 @@ static tl_status lower(const tl_compile_request *req, tl_program *prog, const tl
   tl_target t = *tp;
   tl_codegen cg = *cgp;
   tl_status st;
-  if ((st = after(req, "check", prog, &cg, err)) != TL_OK ||
+  if ((st = after(req, "check", prog, &cg, err)) != TL_OK)
+    return st;
+  tl_pass_kgroup(prog, t.smem_bytes, &cg);
+  if ((st = after(req, "kgroup", prog, &cg, err)) != TL_OK ||
       (st = tl_pass_place_for(prog, t.smem_bytes, &cg, err)) != TL_OK ||
       (st = after(req, "place", prog, &cg, err)) != TL_OK ||
       (st = tl_pass_pipeline_for(prog, t.smem_bytes, &cg, err)) != TL_OK ||

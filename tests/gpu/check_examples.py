@@ -409,6 +409,20 @@ CASES = [
     ("../tests/gpu/programs/gemm_dyn", {"N": 512, "K": 1024, "num_stages": 8}, {"M": 384}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_dyn", {"K": 200, "use_tma": "false"}, {"M": 1000}, ["C"], GEMM),
     ("gemm", {"M": 200, "N": 136, "K": 72, "block_M": 64, "block_K": 64}, {}, ["C"], GEMM),
+    # several K tiles a stage (compiler/pass_kgroup.c): gemm_dyn_k's K is a scalar, so the loop over groups
+    # of 2 tiles is followed by a serial loop of the last tile when ceildiv(K, 32) is odd (1050: 33 tiles,
+    # the last ragged; 16: no group at all; 1000: 32 tiles, the last ragged one inside a group, its box
+    # past K read as zeros); k_group 1 keeps one tile a stage; examples/gemm.json at K = 72 has 3 tiles (a
+    # constant extent: one group and one last tile), int8 at K = 416 with 32-wide tiles groups 4 (13 tiles)
+    ("../tests/gpu/programs/gemm_dyn_k", {"M": 1000, "N": 1100}, {"K": 1050}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_k", {"M": 300, "N": 136}, {"K": 1000}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_k", {"M": 200, "N": 256}, {"K": 16}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_k", {"M": 257, "N": 300, "threads": 256}, {"K": 4000}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_k", {"M": 1000, "N": 1100, "k_group": 1}, {"K": 1050}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_k", {"M": 256, "N": 512, "threads": 256, "num_stages": 2, "k_group": 4},
+     {"K": 2080}, ["C"], GEMM),
+    ("gemm", {"M": 1000, "N": 1100, "K": 72}, {}, ["C"], GEMM),
+    ("gemm", {"M": 300, "N": 136, "K": 1000}, {}, ["C"], GEMM),
     # mma.sync (4 warps) reading A's 128-byte rows, brought by TMA in the same swizzle; B on cp.async
     ("../bench/programs/gemm_raster", {"M": 1000, "N": 1024, "K": 200, "block_K": 64}, {}, ["C"], GEMM),
     # TMA without swizzle: float32 tiles read by a parallel loop, ragged M and K

@@ -24,7 +24,7 @@ for want in "__cluster_dims__(2, 1, 1) __launch_bounds__(384, 1)" \
             "const int v_bx = (int)(tl_rem / tl_rows) * 2 + (int)(blockIdx.x % 2u);" \
             "const unsigned tl_lin = (blockIdx.x / 2u) + blockIdx.y * (gridDim.x / 2u);" \
             "mbarrier.init.shared::cta.b64 [%0], 16;" \
-            'mapa.shared::cluster.u32 tl_ra, %0, %1;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, [tl_ra];' \
+            'mapa.shared::cluster.u32 tl_ra, %0, %1;\nmbarrier.arrive.shared::cluster.b64 _, [tl_ra];' \
             'bytes.multicast::cluster [%0], [%1, {%4, %5}], [%2], %3;" :: "r"(tl_smem_addr(s_A_shared) + 0u + tl_crank * 8192u)' \
             '"h"((unsigned short)0x3), "r"((int)(((int)(v_k * ((int)64LL))))), "r"((int)((((int)(v_by * ((int)128LL)))) + (int)tl_crank * 64))'; do
   printf '%s\n' "$src" | grep -qF -- "$want" || tl_fail "the sm_90a source lacks: $want"

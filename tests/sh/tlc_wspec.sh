@@ -89,9 +89,10 @@ for off in "--target sm_90a -D warp_specialize=false" "--target sm_90" "--target
 done
 "$TLC" compile $G --target sm_90a -D warp_specialize=false --emit ir |
   grep -qF '[not warp-specialized: its pipelined loop says "warp_specialize": false]' || tl_fail "warp_specialize=false: why not"
-# examples/gemm.json as written: A's rows of 64 bytes in the 64-byte swizzle on TMA too; 128 accumulators a
-# thread leave room for two blocks per SM (128 registers at entry, 216 after setmaxnreg)
-ir=$("$TLC" compile examples/gemm.json --target sm_90a --emit ir) || tl_fail "gemm.json: --emit ir"
+# examples/gemm.json with one K tile a stage (k_group 1, bench/programs/gemm_raster.json): A's rows of 64 bytes
+# in the 64-byte swizzle on TMA too; 128 accumulators a thread leave room for two blocks per SM (128
+# registers at entry, 216 after setmaxnreg)
+ir=$("$TLC" compile bench/programs/gemm_raster.json -D k_group=1 --target sm_90a --emit ir) || tl_fail "gemm.json: --emit ir"
 for want in "tensor map 0: A, box [32, 128] (innermost first), swizzle 64B" "[warp-specialized" \
             "producer warpgroup: 128 threads after the program's; 2 blocks per SM; setmaxnreg 40 / 216"; do
   printf '%s\n' "$ir" | grep -qF -- "$want" || tl_fail "gemm.json: --emit ir lacks: $want"
