@@ -329,6 +329,10 @@ FP8_GEMM = {"acc": ("K", ["A", "B"], 0.0, tolerance.U_DEV_FP8)}
 # 128 products plus K / 128 float32 adds), and the sums of |terms| come
 # from |A|, |B| and |scales|
 FP8_SCALED = {"acc": ("K", ["A", "B", "scale_a", "scale_b"], 0.0, tolerance.U_DEV_FP8)}
+# per-tensor scales (examples/gemm_fp8.json, torch._scaled_mm's operation): one K-long sum on the tensor
+# cores (14 bits), then two float32 roundings on each side (scale_a * scale_b, and the sum times that):
+# L = K + 2 covers them
+FP8_PER_TENSOR = {"acc": ("K + 2", ["A", "B", "scale_a", "scale_b"], 0.0, tolerance.U_DEV_FP8)}
 # Flash attention: Output = sum_j P_ij V_j / l_i with P = exp2(s - max) in
 # float32, rounded to float16 for the P @ V gemm (acc_s_cast).  Its sums:
 # seq_len products P V, seq_len / block_N rescales of the accumulator and
@@ -437,6 +441,29 @@ CASES = [
     # A stored [K, M] and B [K, N]: mma.sync with operands packed byte by byte
     ("../tests/gpu/programs/gemm_int8_kmkn", {"M": 1000, "N": 1100, "K": 208}, {}, ["C"]),
     ("../tests/gpu/programs/gemm_int8_kmkn", {"M": 130, "N": 257, "K": 336, "block_K": 64}, {}, ["C"]),
+    # float8 with per-tensor scales: 128 x 128 tiles as written, 128 x 256 and 256 x 128 (two consumer
+    # warpgroups of 64 x 256 / 128 x 128), one warpgroup, K tiles of 64 and ragged M, N, K (K not a multiple
+    # of the K tile: TMA's zero fill), bfloat16 and float32 C, and bench/programs' copy with TMA stores,
+    # without persistent blocks, without the producer warpgroup and with cp.async copies
+    ("gemm_fp8", {"M": 256, "N": 256, "K": 256}, {}, ["C"], FP8_PER_TENSOR),
+    ("gemm_fp8", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"], FP8_PER_TENSOR),
+    ("gemm_fp8", {"M": 1000, "N": 1100, "K": 336, "block_N": 256}, {}, ["C"], FP8_PER_TENSOR),
+    ("gemm_fp8", {"M": 520, "N": 300, "K": 640, "block_M": 256}, {}, ["C"], FP8_PER_TENSOR),
+    ("gemm_fp8", {"M": 130, "N": 257, "K": 1024, "threads": 128, "block_N": 64}, {}, ["C"], FP8_PER_TENSOR),
+    ("gemm_fp8", {"M": 300, "N": 200, "K": 416, "block_K": 64, "num_stages": 4}, {}, ["C"], FP8_PER_TENSOR),
+    ("../tests/gpu/programs/gemm_fp8_bf16out", {"M": 1000, "N": 1100, "K": 336, "block_N": 256}, {}, ["C"],
+     FP8_PER_TENSOR),
+    ("../tests/gpu/programs/gemm_fp8_f32out", {"M": 300, "N": 500, "K": 208}, {}, ["C"], FP8_PER_TENSOR),
+    ("../bench/programs/gemm_fp8_raster", {"M": 1000, "N": 1100, "K": 336, "block_N": 256, "tma_store": "true"}, {},
+     ["C"], FP8_PER_TENSOR),
+    ("../bench/programs/gemm_fp8_raster", {"M": 1800, "N": 1500, "K": 384, "block_N": 256, "persistent": "false"},
+     {}, ["C"], FP8_PER_TENSOR),
+    ("../bench/programs/gemm_fp8_raster", {"M": 1000, "N": 1100, "K": 200, "block_N": 256,
+                                           "warp_specialize": "false"}, {}, ["C"], FP8_PER_TENSOR),
+    ("../bench/programs/gemm_fp8_raster", {"M": 1000, "N": 1100, "K": 200, "use_tma": "false"}, {}, ["C"],
+     FP8_PER_TENSOR),
+    ("../bench/programs/gemm_fp8_raster", {"M": 1000, "N": 1100, "K": 336, "block_M": 256, "threads": 512}, {}, ["C"],
+     FP8_PER_TENSOR),
     ("gemm_fp8_blockscaled", {"M": 256, "N": 256, "K": 256}, {}, ["C"], FP8_SCALED),
     ("gemm_fp8_blockscaled", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"], FP8_SCALED),
     ("gemm_fp8_blockscaled", {"M": 130, "N": 257, "K": 1024}, {}, ["C"], FP8_SCALED),
