@@ -191,14 +191,17 @@ FP8_TAGS = {FP8_EARLY: "early scales:", FP8_RASTER: "raster:"}
 # the float8 gemm with per-tensor scales (torch._scaled_mm's operation, one float32 accumulator): the example
 # as written (128 x 128 tiles, two consumer warpgroups of 64 x 128), 128 x 256 (two of 64 x 256: 128 float32
 # accumulators a thread) and 256 x 128 tiles, and bench/programs' copy with its choices as constants (block
-# rasterization's panel, the epilogue through TMA stores, persistent blocks, the producer warpgroup)
+# rasterization's panel, the epilogue through TMA stores, persistent blocks, the producer warpgroup, clusters of
+# two blocks along M sharing B's tile by TMA multicast, or along N sharing A's)
 FP8_PLAIN, FP8_PLAIN_RASTER = "examples/gemm_fp8.json", "bench/programs/gemm_fp8_raster.json"
 LOWP_FP8_PLAIN_CONFIGS = [(FP8_PLAIN, {}), (FP8_PLAIN, {"block_N": 256}), (FP8_PLAIN, {"block_M": 256}),
                           (FP8_PLAIN_RASTER, {"block_N": 256, "tma_store": "true"}),
                           (FP8_PLAIN_RASTER, {"block_N": 256, "panel": 16}),
                           (FP8_PLAIN_RASTER, {"block_N": 256, "persistent": "false"}),
                           (FP8_PLAIN_RASTER, {"block_N": 256, "warp_specialize": "false"}),
-                          (FP8_PLAIN_RASTER, {"block_M": 256, "threads": 512})]
+                          (FP8_PLAIN_RASTER, {"block_M": 256, "threads": 512}),
+                          (FP8_PLAIN_RASTER, {"block_N": 256, "cluster_y": 2}),
+                          (FP8_PLAIN_RASTER, {"block_N": 256, "cluster_x": 2})]
 FP8_PLAIN_TAGS = {FP8_PLAIN: "", FP8_PLAIN_RASTER: "raster:"}
 
 

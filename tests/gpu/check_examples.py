@@ -444,7 +444,8 @@ CASES = [
     # float8 with per-tensor scales: 128 x 128 tiles as written, 128 x 256 and 256 x 128 (two consumer
     # warpgroups of 64 x 256 / 128 x 128), one warpgroup, K tiles of 64 and ragged M, N, K (K not a multiple
     # of the K tile: TMA's zero fill), bfloat16 and float32 C, and bench/programs' copy with TMA stores,
-    # without persistent blocks, without the producer warpgroup and with cp.async copies
+    # without persistent blocks, without the producer warpgroup, with cp.async copies and in clusters of two
+    # (B's tile multicast along M, A's along N; an odd count of block rows and columns)
     ("gemm_fp8", {"M": 256, "N": 256, "K": 256}, {}, ["C"], FP8_PER_TENSOR),
     ("gemm_fp8", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"], FP8_PER_TENSOR),
     ("gemm_fp8", {"M": 1000, "N": 1100, "K": 336, "block_N": 256}, {}, ["C"], FP8_PER_TENSOR),
@@ -464,6 +465,9 @@ CASES = [
      FP8_PER_TENSOR),
     ("../bench/programs/gemm_fp8_raster", {"M": 1000, "N": 1100, "K": 336, "block_M": 256, "threads": 512}, {}, ["C"],
      FP8_PER_TENSOR),
+    ("../bench/programs/gemm_fp8_raster", {"M": 1000, "N": 1100, "K": 336, "block_N": 256, "cluster_y": 2}, {}, ["C"],
+     FP8_PER_TENSOR),
+    ("../bench/programs/gemm_fp8_raster", {"M": 900, "N": 1100, "K": 200, "cluster_x": 2}, {}, ["C"], FP8_PER_TENSOR),
     ("gemm_fp8_blockscaled", {"M": 256, "N": 256, "K": 256}, {}, ["C"], FP8_SCALED),
     ("gemm_fp8_blockscaled", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"], FP8_SCALED),
     ("gemm_fp8_blockscaled", {"M": 130, "N": 257, "K": 1024}, {}, ["C"], FP8_SCALED),
