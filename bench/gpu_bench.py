@@ -56,7 +56,12 @@ the same float8 inputs within the bound of float32 accumulation plus the
 float16 rounding of the output (fp8_bound); --lowp-only runs just these,
 --fp8-only only the float8 ones (with --quick: at 4096 only; --fp8-sizes
 N,N... at those sizes; --fp8-filter REGEX only the configurations whose
-printed tag matches).
+printed tag matches).  The float8_e4m3 gemm with per-tensor scales
+(examples/gemm_fp8.json and bench/programs/gemm_fp8_raster.json, float16
+out: torch._scaled_mm's own operation) against torch._scaled_mm with the
+same scales, by default (use_fast_accum=False) and with use_fast_accum=True
+(one accumulator over all of K, as ours), checked within fp8_bound with
+one K-long block (--fp8-kinds plain or blockscaled: only that kind).
 Prints a table and writes bench.json under --out.
 """
 import argparse, json, os, re, subprocess, sys, tempfile, time
@@ -183,25 +188,43 @@ LOWP_INT8_CONFIGS = [{}, {"block_N": 256}, {"num_stages": 4}, {"threads": 128}, 
 FP8_PROG, FP8_EARLY = "examples/gemm_fp8_blockscaled.json", "bench/programs/gemm_fp8_blockscaled_early.json"
 FP8_RASTER = "bench/programs/gemm_fp8_blockscaled_raster.json"
 # (with warp_specialize false, persistent false, late false: the loop without a producer warpgroup, one block
-# per tile, the promotion in place instead of one iteration late)
+# per tile, the promotion in place instead of one iteration late; tma_store true: the epilogue through TMA stores)
 LOWP_FP8_CONFIGS = [(FP8_PROG, {}), (FP8_PROG, {"num_stages": 4}), (FP8_RASTER, {}), (FP8_RASTER, {"panel": 16}),
                     (FP8_RASTER, {"num_stages": 4}), (FP8_RASTER, {"num_stages": 5}),
                     (FP8_RASTER, {"warp_specialize": "false"}), (FP8_RASTER, {"persistent": "false"}),
-                    (FP8_RASTER, {"late": "false"}), (FP8_RASTER, {"late": "false", "num_stages": 4}), (FP8_EARLY, {})]
+                    (FP8_RASTER, {"late": "false"}), (FP8_RASTER, {"late": "false", "num_stages": 4}), (FP8_EARLY, {}),
+                    (FP8_RASTER, {"tma_store": "true"}), (FP8_RASTER, {"tma_store": "true", "panel": 16})]
 FP8_TAGS = {FP8_EARLY: "early scales:", FP8_RASTER: "raster:"}
+# the float8 gemm with per-tensor scales (torch._scaled_mm's operation, one float32 accumulator): the example
+# as written (128 x 128 tiles, two consumer warpgroups of 64 x 128), 128 x 256 (two of 64 x 256: 128 float32
+# accumulators a thread), and bench/programs' copy with its choices as constants: the epilogue through TMA
+# stores (C's tile staged in shared memory, 128 bytes of columns at a time: the fastest on the H100, 1351 and
+# 1399 TFLOP/s at 4096^3 and 8192^3 against 1163 and 1286 with plain stores,
+# bench/gpu-bench-2026-11-25-h100-fp8-pertensor-r1.log), in 128 x 256 and 256 x 128 tiles and in stripes of
+# 16 block rows (clusters of two with TMA multicast ran at half the speed there, 608 against 1163 at 4096^3,
+# as the float16 gemm's do: not timed here; -D cluster_y=2 or cluster_x=2 on the raster program tries them)
+FP8_PLAIN, FP8_PLAIN_RASTER = "examples/gemm_fp8.json", "bench/programs/gemm_fp8_raster.json"
+LOWP_FP8_PLAIN_CONFIGS = [(FP8_PLAIN, {}), (FP8_PLAIN, {"block_N": 256}),
+                          (FP8_PLAIN_RASTER, {"block_N": 256, "tma_store": "true"}),
+                          (FP8_PLAIN_RASTER, {"block_M": 256, "tma_store": "true"}),
+                          (FP8_PLAIN_RASTER, {"block_N": 256, "tma_store": "true", "panel": 16})]
+FP8_PLAIN_TAGS = {FP8_PLAIN: "", FP8_PLAIN_RASTER: "raster:"}
 
 
-def fp8_bound(S, absref, K, u_block=2.0 ** -24):
+def fp8_bound(S, absref, K, u_block=2.0 ** -24, block=128):
     """The largest |ours - ref| the arithmetic allows, per element: both
-    sides sum each 128-long K block of exact float8 products (at most 128
-    roundings of u_block each: float32's 2^-24) and then add K / 128 scaled
-    block sums in float32 (K / 128 + 2 roundings of 2^-24), each relative to
+    sides sum each `block`-long K block of exact float8 products (at most
+    `block` roundings of u_block each: float32's 2^-24) and then add
+    ceildiv(K, block) scaled block sums in float32 (ceildiv(K, block) + 2
+    roundings of 2^-24: the adds and the scales' products), each relative to
     S, the sum of the absolute scaled products, on each side; ours then
     rounds to float16 (half an ulp: 2^-11 relative, or 2^-25 absolute below
-    float16's normal range).  Hopper's float8 tensor cores are reported
-    (DeepGEMM) to keep about 14 bits while they accumulate: with u_block =
-    2^-13 (14 bits, and a factor 2) the bound allows that too."""
-    per_side = 128 * u_block + (K // 128 + 2) * 2.0 ** -24
+    float16's normal range).  DeepGEMM's block scales: block = 128; the
+    per-tensor scales of examples/gemm_fp8.json: block = K (one K-long sum
+    scaled once).  Hopper's float8 tensor cores are reported (DeepGEMM) to
+    keep about 14 bits while they accumulate: with u_block = 2^-13 (14 bits,
+    and a factor 2) the bound allows that too."""
+    per_side = block * u_block + (-(-K // block) + 2) * 2.0 ** -24
     return 2 * per_side * S + torch.maximum(absref * 2.0 ** -11, torch.full_like(absref, 2.0 ** -25))
 
 
@@ -248,9 +271,14 @@ def int8_rows(a, work, rows, res):
 
 def fp8_rows(a, work, rows, res):
     sizes = [int(x) for x in a.fp8_sizes.split(",")] if a.fp8_sizes else [4096] if a.quick else [4096, 8192]
+    kinds = a.fp8_kinds.split(",")
     for n in sizes:
         A = (torch.randn(n, n, device="cuda") * 4).to(torch.float8_e4m3fn)
         B = (torch.randn(n, n, device="cuda") * 4).to(torch.float8_e4m3fn)  # [N, K]
+        if "plain" in kinds:
+            fp8_plain_rows(a, work, rows, res, n, A, B)
+        if "blockscaled" not in kinds:
+            continue
         kb = n // 128
         sa = torch.rand(n, kb, device="cuda") * 1.5 + 0.5
         sb = torch.rand(kb, kb, device="cuda") * 1.5 + 0.5
@@ -283,12 +311,7 @@ def fp8_rows(a, work, rows, res):
                 print(f"  fp8 gemm {n} {prog} {cfg}: FAIL: {str(ex).strip()[-400:]}")
                 continue
             C = torch.from_numpy(np.load(f"{work}/Cf.npy")).cuda().float()
-            worst = (torch.abs(C - ref) / bound).max().item()
-            worst14 = (torch.abs(C - ref) / bound14).max().item()
-            e_ = (torch.linalg.norm(C - ref) / torch.linalg.norm(ref)).item()
-            verdict = ("within the float32 bound" if worst <= 1 else
-                       "past the float32 bound, within the 14-bit accumulation one" if worst14 <= 1 else
-                       "FAIL: past both bounds (not timed)")
+            worst, worst14, e_, verdict = fp8_check(C, ref, bound, bound14)
             print(f"  fp8 gemm {n} [{tag}]: {ms:.3f} ms, {flops / ms / 1e9:.1f} TFLOP/s, rel err {e_:.2e}, "
                   f"worst |err| / bound {worst:.3f} (14-bit: {worst14:.3f}): {verdict}")
             res.setdefault("lowp_configs", []).append({"case": "fp8", "n": n, "config": tag, "ms": ms, "rel_err": e_,
@@ -303,6 +326,73 @@ def fp8_rows(a, work, rows, res):
         rows.append((f"gemm fp8 e4m3 blockscaled {n} [{best[2] if best else 'WRONG'}]", best and best[0], ms_ref, None,
                      tf(best and best[0]), tf(ms_ref), None, best[1] if best else float("nan")))
         del A, B, Af, Bf, ref, bound, bound14
+
+
+def fp8_check(C, ref, bound, bound14):
+    """(worst |C - ref| / bound, the same with the 14-bit bound, the relative
+    error, the verdict) of a float8 gemm's output C."""
+    worst = (torch.abs(C - ref) / bound).max().item()
+    worst14 = (torch.abs(C - ref) / bound14).max().item()
+    e_ = (torch.linalg.norm(C - ref) / torch.linalg.norm(ref)).item()
+    verdict = ("within the float32 bound" if worst <= 1 else
+               "past the float32 bound, within the 14-bit accumulation one" if worst14 <= 1 else
+               "FAIL: past both bounds (not timed)")
+    return worst, worst14, e_, verdict
+
+
+def fp8_plain_rows(a, work, rows, res, n, A, B):
+    """examples/gemm_fp8.json (per-tensor scales, one float32 accumulator
+    over all of K, float16 out) against torch._scaled_mm with the same
+    scales, both its default (use_fast_accum=False: cuBLASLt promotes its
+    sums) and use_fast_accum=True (the tensor cores' accumulator over all of
+    K, as ours); each checked first against the float32 product of the same
+    float8 inputs within fp8_bound with one K-long block (and cuBLAS's two
+    outputs' errors printed beside, for comparison)."""
+    sa, sb = 0.5 + torch.rand((), device="cuda"), 0.5 + torch.rand((), device="cuda")
+    for name, t in (("Af", A.view(torch.uint8)), ("Bf", B.view(torch.uint8)), ("sa1", sa.reshape(1)),
+                    ("sb1", sb.reshape(1))):
+        np.save(f"{work}/{name}.npy", t.cpu().numpy())
+    Af, Bf = A.float(), B.float()
+    ref = (Af @ Bf.t()) * (sa * sb)
+    S = (Af.abs() @ Bf.abs().t()) * (sa * sb)
+    bound, bound14 = fp8_bound(S, ref.abs(), n, block=n), fp8_bound(S, ref.abs(), n, 2.0 ** -13, block=n)
+    del S, Af, Bf
+    flops = 2 * n ** 3
+    mm = lambda fast: torch._scaled_mm(A, B.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float16,
+                                       use_fast_accum=fast)
+    for fast in (False, True):
+        w, w14, e_, verdict = fp8_check(mm(fast).float(), ref, bound, bound14)
+        print(f"  fp8 per-tensor {n} [torch._scaled_mm use_fast_accum={fast}]: rel err {e_:.2e}, "
+              f"worst |err| / bound {w:.3f} (14-bit: {w14:.3f}): {verdict}")
+    best = None
+    for prog, cfg in LOWP_FP8_PLAIN_CONFIGS:
+        tag = "per-tensor:" + FP8_PLAIN_TAGS[prog] + (",".join(f"{k}={v}" for k, v in cfg.items()) or "as written")
+        if a.fp8_filter and not re.search(a.fp8_filter, tag):
+            continue
+        defs = dict({"M": n, "N": n, "K": n}, **cfg)
+        try:
+            ms = ours(a.tlc, prog, defs, {"A": f"{work}/Af.npy", "B": f"{work}/Bf.npy", "scale_a": f"{work}/sa1.npy",
+                                          "scale_b": f"{work}/sb1.npy"}, {"C": f"{work}/Cf.npy"}, 10)
+        except RuntimeError as ex:
+            print(f"  fp8 gemm {n} {prog} {cfg}: FAIL: {str(ex).strip()[-400:]}")
+            continue
+        w, w14, e_, verdict = fp8_check(torch.from_numpy(np.load(f"{work}/Cf.npy")).cuda().float(), ref, bound, bound14)
+        print(f"  fp8 gemm {n} [{tag}]: {ms:.3f} ms, {flops / ms / 1e9:.1f} TFLOP/s, rel err {e_:.2e}, "
+              f"worst |err| / bound {w:.3f} (14-bit: {w14:.3f}): {verdict}")
+        res.setdefault("lowp_configs", []).append({"case": "fp8 per-tensor", "n": n, "config": tag, "ms": ms,
+                                                   "rel_err": e_, "err_over_bound": w, "err_over_bound_14bit": w14})
+        if w14 > 1:
+            failures.append(f"FAIL fp8 gemm {n} [{tag}]: worst |err| / 14-bit bound {w14:.3f}")
+            continue
+        if best is None or ms < best[0]:
+            best = (ms, e_, tag)
+    tf = lambda ms: flops / ms / 1e9 if ms else None
+    for fast in (False, True):
+        ms_ref = cuda_time(lambda: mm(fast))
+        rows.append((f"gemm fp8 e4m3 {n} [{best[2] if best else 'WRONG'}] vs _scaled_mm"
+                     f"{' fast_accum' if fast else ''}", best and best[0], ms_ref, None,
+                     tf(best and best[0]), tf(ms_ref), None, best[1] if best else float("nan")))
+    del ref, bound, bound14
 
 
 RUN_TIMEOUT = float(os.environ.get("TL_RUN_TIMEOUT", 120))  # seconds for one `tlc run --device` (compile, copies, runs)
@@ -452,6 +542,8 @@ def main():
     ap.add_argument("--w4a16-filter", default=None, metavar="REGEX",
                     help="only the W4A16 configurations whose tag (program:constants, as printed) matches")
     ap.add_argument("--fp8-only", action="store_true", help="only the float8 rows (issue 12; --quick: 4096 only)")
+    ap.add_argument("--fp8-kinds", default="plain,blockscaled", metavar="KIND,KIND",
+                    help="the float8 gemms timed: plain (examples/gemm_fp8.json, per-tensor scales), blockscaled")
     ap.add_argument("--fp8-sizes", default="", metavar="N,N", help="the float8 rows' sizes (M = N = K), e.g. 8192")
     ap.add_argument("--fp8-filter", default=None, metavar="REGEX",
                     help="only the float8 configurations whose tag (as printed, e.g. 'raster:num_stages=4') matches")

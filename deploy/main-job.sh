@@ -90,7 +90,7 @@ small_sizes() {
   DEFS=()
   ARGS=()
   case $1 in
-    gemm|gemm_nt|gemm_swizzle|dequant_gemm|dequant_gemm_threads|dequant_gemm_uint4|dequant_gemm_threads_uint4|gemm_int8|gemm_fp8_blockscaled)
+    gemm|gemm_nt|gemm_swizzle|dequant_gemm|dequant_gemm_threads|dequant_gemm_uint4|dequant_gemm_threads_uint4|gemm_int8|gemm_fp8_blockscaled|gemm_fp8)
       DEFS=(-D M=256 -D N=256 -D K=256) ;;
     gemm_w4a16)
       DEFS=(-D M=200 -D N=256 -D K=384) ;;

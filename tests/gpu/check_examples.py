@@ -24,7 +24,7 @@ compiles): a kernel that hangs fails its case and the run goes on.  Prints
 one line per case and a last line "N passed, N failed"; exits 1 if any
 failed, 77 if there is no GPU.
 
-    python3 tests/gpu/check_examples.py [--tlc build/bin/tlc] [--only REGEX] [--sanitize]
+    python3 tests/gpu/check_examples.py [--tlc build/bin/tlc] [--only REGEX] [--only-case REGEX] [--sanitize]
                                         [--timeout S] [--interp-timeout S] [--interpret-only]
                                         [--target T]   (T: e.g. compute_75, the portable paths of sm_75)
 
@@ -329,6 +329,10 @@ FP8_GEMM = {"acc": ("K", ["A", "B"], 0.0, tolerance.U_DEV_FP8)}
 # 128 products plus K / 128 float32 adds), and the sums of |terms| come
 # from |A|, |B| and |scales|
 FP8_SCALED = {"acc": ("K", ["A", "B", "scale_a", "scale_b"], 0.0, tolerance.U_DEV_FP8)}
+# per-tensor scales (examples/gemm_fp8.json, torch._scaled_mm's operation): one K-long sum on the tensor
+# cores (14 bits), then two float32 roundings on each side (scale_a * scale_b, and the sum times that):
+# L = K + 2 covers them
+FP8_PER_TENSOR = {"acc": ("K + 2", ["A", "B", "scale_a", "scale_b"], 0.0, tolerance.U_DEV_FP8)}
 # Flash attention: Output = sum_j P_ij V_j / l_i with P = exp2(s - max) in
 # float32, rounded to float16 for the P @ V gemm (acc_s_cast).  Its sums:
 # seq_len products P V, seq_len / block_N rescales of the accumulator and
@@ -451,6 +455,39 @@ CASES = [
     # A stored [K, M] and B [K, N]: mma.sync with operands packed byte by byte
     ("../tests/gpu/programs/gemm_int8_kmkn", {"M": 1000, "N": 1100, "K": 208}, {}, ["C"]),
     ("../tests/gpu/programs/gemm_int8_kmkn", {"M": 130, "N": 257, "K": 336, "block_K": 64}, {}, ["C"]),
+    # float8 with per-tensor scales: 128 x 128 tiles as written, 128 x 256 and 256 x 128 (two consumer
+    # warpgroups of 64 x 256 / 128 x 128), one warpgroup, K tiles of 64 and ragged M, N, K (K not a multiple
+    # of the K tile: TMA's zero fill), bfloat16 and float32 C, and bench/programs' copy with TMA stores,
+    # without persistent blocks, without the producer warpgroup, with cp.async copies and in clusters of two
+    # (B's tile multicast along M, A's along N; an odd count of block rows and columns)
+    ("gemm_fp8", {"M": 256, "N": 256, "K": 256}, {}, ["C"], FP8_PER_TENSOR),
+    ("gemm_fp8", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"], FP8_PER_TENSOR),
+    ("gemm_fp8", {"M": 1000, "N": 1100, "K": 336, "block_N": 256}, {}, ["C"], FP8_PER_TENSOR),
+    ("gemm_fp8", {"M": 520, "N": 300, "K": 640, "block_M": 256}, {}, ["C"], FP8_PER_TENSOR),
+    ("gemm_fp8", {"M": 130, "N": 257, "K": 1024, "threads": 128, "block_N": 64}, {}, ["C"], FP8_PER_TENSOR),
+    ("gemm_fp8", {"M": 300, "N": 200, "K": 416, "block_K": 64, "num_stages": 4}, {}, ["C"], FP8_PER_TENSOR),
+    ("../tests/gpu/programs/gemm_fp8_bf16out", {"M": 1000, "N": 1100, "K": 336, "block_N": 256}, {}, ["C"],
+     FP8_PER_TENSOR),
+    ("../tests/gpu/programs/gemm_fp8_f32out", {"M": 300, "N": 500, "K": 208}, {}, ["C"], FP8_PER_TENSOR),
+    ("../bench/programs/gemm_fp8_raster", {"M": 1000, "N": 1100, "K": 336, "block_N": 256, "tma_store": "true"}, {},
+     ["C"], FP8_PER_TENSOR),
+    ("../bench/programs/gemm_fp8_raster", {"M": 1800, "N": 1500, "K": 384, "block_N": 256, "persistent": "false"},
+     {}, ["C"], FP8_PER_TENSOR),
+    ("../bench/programs/gemm_fp8_raster", {"M": 1000, "N": 1100, "K": 200, "block_N": 256,
+                                           "warp_specialize": "false"}, {}, ["C"], FP8_PER_TENSOR),
+    ("../bench/programs/gemm_fp8_raster", {"M": 1000, "N": 1100, "K": 200, "use_tma": "false"}, {}, ["C"],
+     FP8_PER_TENSOR),
+    ("../bench/programs/gemm_fp8_raster", {"M": 1000, "N": 1100, "K": 336, "block_M": 256, "threads": 512}, {}, ["C"],
+     FP8_PER_TENSOR),
+    ("../bench/programs/gemm_fp8_raster", {"M": 1000, "N": 1100, "K": 336, "block_N": 256, "cluster_y": 2}, {}, ["C"],
+     FP8_PER_TENSOR),
+    ("../bench/programs/gemm_fp8_raster", {"M": 900, "N": 1100, "K": 200, "cluster_x": 2}, {}, ["C"], FP8_PER_TENSOR),
+    # the fastest on the H100: TMA stores of C's tile, with persistent blocks walking 120 tiles (their staging
+    # reused from tile to tile), 256 x 128 tiles, and K not a multiple of the K tile
+    ("../bench/programs/gemm_fp8_raster", {"M": 1800, "N": 1500, "K": 384, "block_N": 256, "tma_store": "true"}, {},
+     ["C"], FP8_PER_TENSOR),
+    ("../bench/programs/gemm_fp8_raster", {"M": 1000, "N": 700, "K": 200, "block_M": 256, "tma_store": "true",
+                                           "panel": 16}, {}, ["C"], FP8_PER_TENSOR),
     ("gemm_fp8_blockscaled", {"M": 256, "N": 256, "K": 256}, {}, ["C"], FP8_SCALED),
     ("gemm_fp8_blockscaled", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"], FP8_SCALED),
     ("gemm_fp8_blockscaled", {"M": 130, "N": 257, "K": 1024}, {}, ["C"], FP8_SCALED),
@@ -482,6 +519,11 @@ CASES = [
      FP8_SCALED),
     ("../bench/programs/gemm_fp8_blockscaled_raster", {"M": 1800, "N": 1500, "K": 384, "persistent": "false"}, {},
      ["C"], FP8_SCALED),
+    # its epilogue through TMA stores (persistent blocks reusing the staging from tile to tile)
+    ("../bench/programs/gemm_fp8_blockscaled_raster", {"M": 1800, "N": 1500, "K": 384, "tma_store": "true"}, {},
+     ["C"], FP8_SCALED),
+    ("../bench/programs/gemm_fp8_blockscaled_raster", {"M": 1000, "N": 1100, "K": 640, "panel": 4, "tma_store": "true"},
+     {}, ["C"], FP8_SCALED),
     ("../bench/programs/gemm_fp8_blockscaled_raster", {"M": 1000, "N": 1100, "K": 640, "late": "false"}, {}, ["C"],
      FP8_SCALED),
     ("gemm_fp8_blockscaled", {"M": 300, "N": 200, "K": 1152}, {}, ["C"], FP8_SCALED),
@@ -742,6 +784,9 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--sanitize", action="store_true", help="run the device side under compute-sanitizer")
     ap.add_argument("--only", default=None, help="run only the cases whose example name matches this regex")
+    ap.add_argument("--only-case", default=None, metavar="REGEX",
+                    help="only the cases whose printed label (name and constants, e.g. 'gemm_fp8 M=256 N=256 K=256') "
+                         "matches")
     ap.add_argument("--timeout", type=float, default=120,
                     help="seconds each GPU run (tlc run --device) may take before it is killed and fails its case")
     ap.add_argument("--interp-timeout", type=float, default=900,
@@ -773,6 +818,8 @@ def main():
         dflags = sum([["-D", f"{k}={v}"] for k, v in defs.items()], [])
         aflags = sum([["--arg", f"{k}={v}"] for k, v in args.items()], [])
         label = f"{name} {' '.join(f'{k}={v}' for k, v in {**defs, **args}.items())}"
+        if a.only_case and not re.search(a.only_case, label):
+            continue
         # shapes and dtypes from the metadata of a compile at these constants
         r, _ = run([a.tlc, "compile", prog, "--target", "compute_80", "--emit", "meta"] + dflags, a.interp_timeout)
         if r.returncode:

@@ -66,6 +66,26 @@ for t in sm_89 sm_120; do
     "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"
 done
 expect $f8 sm_86 "[per-element: the target has no mma.sync with float8 operands (sm_89 and later)]" -
+# the float8 gemm with per-tensor scales (torch._scaled_mm's operation): one
+# accumulator, in 128 x 128 tiles as written and 128 x 256 ones (two consumer
+# warpgroups of m64n256, 128 float32 accumulators a thread, no spills), the
+# bfloat16 and float32 outputs, and the bench's copy with TMA stores
+pt=examples/gemm_fp8.json
+expect $pt sm_90a "gemm A_shared x B_shared^T -> C_local [wgmma m64nNk32 f32.e4m3.e4m3]" \
+  "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"
+expect $pt sm_90a "[1 x m64n256 per warpgroup and k32 step" "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3" \
+  -D block_N=256
+expect $pt sm_89 "gemm A_shared x B_shared^T -> C_local [mma.sync m16n8k32 f32.e4m3.e4m3]" \
+  "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"
+for out in bf16out f32out; do
+  expect tests/gpu/programs/gemm_fp8_$out.json sm_90a "[1 x m64n256 per warpgroup and k32 step" \
+    "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3" -D block_N=256
+done
+expect bench/programs/gemm_fp8_raster.json sm_90a "[TMA store: staged in shared memory" \
+  "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3" -D block_N=256 -D tma_store=true
+"$TLC" compile $pt --target sm_90a --emit ir -D block_N=256 |
+  grep -qF "alloc C_local: fragment float32[128, 256] in registers, mma layout, 128 per thread" ||
+  fail "$pt block_N=256: C is not 128 registers a thread in the mma layout"
 # DeepGEMM's promotion: both accumulators in registers, in the mma layout, with
 # scale_a's rows as a row vector (in registers under wgmma's one warp along N),
 # or read from the tensor element by element in the loop

@@ -350,12 +350,37 @@ static void example_gemm_fp8(const char *M, const char *N, const char *K) {
   free_run(&r);
 }
 
+/* The float8 gemm with per-tensor scales (torch._scaled_mm's operation):
+ * C = (A B^T) * scale_a[0] * scale_b[0], rounded to C's float16. */
+static void example_gemm_fp8_per_tensor(const char *M, const char *N, const char *K) {
+  run r;
+  load_mnk(&r, "examples/gemm_fp8.json", M, N, K);
+  int pa = param(&r, "A"), pb = param(&r, "B"), psa = param(&r, "scale_a"), psb = param(&r, "scale_b"),
+      pc = param(&r, "C");
+  int64_t m = r.shape[pc][0], n = r.shape[pc][1], k = r.shape[pa][1];
+  run_ok(&r);
+  double *ref = malloc(sizeof(double) * (size_t)(m * n)), s = get(&r, psa, 0) * get(&r, psb, 0);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double acc = 0;
+      for (int64_t q = 0; q < k; q++)
+        acc += get(&r, pa, (size_t)(i * k + q)) * get(&r, pb, (size_t)(j * k + q));
+      ref[i * n + j] = acc * s;
+    }
+  char what[128];
+  snprintf(what, sizeof what, "examples/gemm_fp8.json M=%s N=%s K=%s", M, N, K);
+  compare(&r, pc, ref, tol_of(TL_FLOAT16), what);
+  free(ref);
+  free_run(&r);
+}
+
 static void lowp_gemm_examples(void **state) {
   (void)state;
   const char *sizes[][3] = {{"200", "136", "72"}, {"256", "256", "256"}, {"1", "1", "1"}, {"130", "257", "300"}};
   for (int i = 0; i < 4; i++) {
     example_gemm_int8(sizes[i][0], sizes[i][1], sizes[i][2]);
     example_gemm_fp8(sizes[i][0], sizes[i][1], sizes[i][2]);
+    example_gemm_fp8_per_tensor(sizes[i][0], sizes[i][1], sizes[i][2]);
   }
 }
 
