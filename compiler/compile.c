@@ -7,9 +7,13 @@
  * is one hop from here to the file that does the work:
  *
  *   front()                the target (tl_target_parse: target.c, one table),
- *                          its toolchain (the table below), the options,
- *                          parse + check (tl_load_program: parse.c, expr.c,
- *                          check.c) and the build key (manifest_of, here)
+ *                          the options, parse + check (tl_load_program:
+ *                          parse.c, expr.c, check.c), the back end (NVIDIA:
+ *                          emit_ptx.c when the option backend allows it and
+ *                          the program, lowered here by the passes below, is
+ *                          in its subset; else emit_cuda.c), its toolchain
+ *                          (nvJitLink, or the table below) and the build
+ *                          key (manifest_of, here: it names the back end)
  *   tl_pass_place_for      pass_place.c: registers or shared memory per buffer
  *   tl_pass_pipeline_for   pass_pipeline.c: cp.async, software pipelining
  *   tl_pass_overlap        pass_overlap.c: a gemm on wgmma issued one iteration
@@ -29,7 +33,11 @@
  *   tl_pass_barrier        pass_barrier.c: where the block barriers go
  *   tl_pass_raster         pass_raster.c: the blocks' order for use_swizzle, or
  *                          heaviest first where the work grows with bx
- *   tl_emit                emit_cuda.c: CUDA C or HIP C (its dialect table)
+ *   after("emit")          the back end chosen, and why not PTX (--dump emit)
+ *   tl_emit                emit_cuda.c: CUDA C or HIP C (its dialect table),
+ *                          or tl_emit_ptx (emit_ptx.c: PTX, run in front())
+ *                          assembled by tl_nvjitlink_assemble (nvjitlink.c),
+ *                          NVRTC never opened
  *   tc->compile, inspect   the toolchain of the target's vendor (toolchain.h):
  *                          tl_toolchain_nvrtc (nvrtc.c: cubin or PTX; the
  *                          binary read back by cubin.c) or tl_toolchain_amdgpu
@@ -61,6 +69,7 @@
 #include "target.h"
 #include "toolchain.h"
 #include "dlutil.h"
+#include "nvjitlink.h"
 #include "tlcompiler.h"
 
 /* ---- the toolchains, opened once ------------------------------------------------- */
@@ -235,9 +244,19 @@ static tl_status parse_options(const char *text, options *o, json_t **canon, tl_
         return tl_error_set_at(err, TL_INVALID_ARG, "/options/fast_compile", 0,
                                "fast_compile is \"min\", \"mid\" or \"max\"");
       }
+    } else if (strcmp(key, "backend") == 0) {
+      static const char *const modes[] = {"auto", "cuda", "ptx"}; /* the string lives as long as *canon */
+      const char *l = json_string_value(v);
+      for (size_t i = 0; l && !o->backend && i < sizeof modes / sizeof *modes; i++)
+        if (strcmp(l, modes[i]) == 0)
+          o->backend = modes[i];
+      if (!o->backend) {
+        json_decref(obj);
+        return tl_error_set_at(err, TL_INVALID_ARG, "/options/backend", 0, "backend is \"auto\", \"cuda\" or \"ptx\"");
+      }
     } else {
       tl_status st = tl_error_set(err, TL_INVALID_ARG,
-                                  "unknown option '%s'; the options are max_registers, debug and fast_compile",
+                                  "unknown option '%s'; the options are max_registers, debug, fast_compile and backend",
                                   key); /* before the decref: key belongs to obj */
       json_decref(obj);
       return st;
@@ -250,7 +269,7 @@ static tl_status parse_options(const char *text, options *o, json_t **canon, tl_
 /* ---- the build key ------------------------------------------------------------------- */
 /* The key manifest: everything a build depends on, one item per line. */
 static char *manifest_of(const tl_compile_request *req, const tl_program *prog, json_t *options_canon,
-                         const char *desc) {
+                         const char *desc, const char *backend) {
   json_t *doc = json_loadb(req->program, req->program_len, JSON_REJECT_DUPLICATES, NULL);
   if (!doc)
     return NULL;
@@ -267,8 +286,8 @@ static char *manifest_of(const tl_compile_request *req, const tl_program *prog, 
   char *m = malloc(n);
   if (m)
     snprintf(m, n,
-             "tl-build-key 1\ncompiler %s\ntoolchain %s\ntarget %s\noptions %s\nconstants %s\nprogram %s\n",
-             tl_compiler_id, desc, req->target, o, c, p);
+             "tl-build-key 1\ncompiler %s\ntoolchain %s\nbackend %s\ntarget %s\noptions %s\nconstants %s\nprogram %s\n",
+             tl_compiler_id, desc, backend, req->target, o, c, p);
   free(p);
   free(c);
   free(o);
@@ -277,33 +296,86 @@ static char *manifest_of(const tl_compile_request *req, const tl_program *prog, 
   return m;
 }
 
-/* Parses, checks and keys a request.  On success *prog lives in arena and
+/* The assembler of the PTX back end, opened once, when first needed. */
+static pthread_once_t jl_once = PTHREAD_ONCE_INIT;
+static tl_nvjitlink *jl;
+static tl_error jl_err;
+static char jl_desc[600];
+
+static void jl_open(void) {
+  if (tl_nvjitlink_open(&jl, &jl_err) == TL_OK)
+    tl_nvjitlink_describe(jl, jl_desc, sizeof jl_desc);
+}
+
+/* The back end front() chose for an NVIDIA target. */
+typedef struct chosen {
+  bool ptx;             /* emit_ptx.c (and nvJitLink for a cubin), else emit_cuda.c and the vendor's toolchain */
+  const char *why_not;  /* an NVIDIA target built the CUDA way: why not by emit_ptx.c (arena or static), or NULL */
+  const char *text;     /* ptx: the PTX module */
+  bool lowered;         /* the passes ran already (front ran them to choose) */
+} chosen;
+
+static tl_status lower(const tl_compile_request *req, tl_program *prog, const tl_target *tp, const tl_codegen *cgp,
+                       tl_diags *diags, tl_error *err);
+
+/* The back end asked for: the request's, else the options', else
+ * TL_BACKEND, else "auto". */
+static tl_status backend_mode(const tl_compile_request *req, const options *opt, const char **mode, tl_error *err) {
+  const char *m = req->backend ? req->backend : opt->backend ? opt->backend : getenv("TL_BACKEND");
+  if (!m || !*m)
+    m = "auto";
+  if (strcmp(m, "auto") && strcmp(m, "cuda") && strcmp(m, "ptx"))
+    return tl_error_set(err, TL_INVALID_ARG, "backend '%.32s': the back ends are auto, cuda and ptx", m);
+  *mode = m;
+  return TL_OK;
+}
+
+/* Parses, checks and keys a request, and for an NVIDIA target chooses the
+ * back end: emit_ptx.c when the mode allows it and the program, lowered
+ * here by the passes, is in its subset (then NVRTC is never opened), else
+ * emit_cuda.c (*ch says why not PTX).  A program the passes refuse is
+ * their error, or when keying (tl_compile_key, which reports no pass's
+ * error) keyed as a CUDA build.  On success *prog lives in arena and
  * *desc is the description of the toolchain that builds for the target,
  * *target the target (target.h). */
 static tl_status front(const tl_compile_request *req, tl_arena *arena, tl_program **prog, options *opt, char key[65],
-                       char **manifest, const char **desc, tl_target *target, tl_diags *diags, tl_error *err) {
+                       char **manifest, const char **desc, tl_target *target, tl_diags *diags, bool no_lag,
+                       bool keying, chosen *ch, tl_error *err) {
   tl_error_clear(err);
+  memset(ch, 0, sizeof *ch);
   if (!req->target)
     return tl_error_set(err, TL_UNSUPPORTED, "no target given");
   tl_status st = tl_target_parse(req->target, target, err);
   if (st != TL_OK) /* malformed or unknown: the target is not offered (tlcompiler.h) */
     return err ? (err->code = TL_UNSUPPORTED) : TL_UNSUPPORTED;
-  size_t tc = toolchain_of(target);
-  void *h = toolchain_handle(tc, err);
-  if (!h)
-    return err ? err->code : TL_NO_TOOLCHAIN;
-  if (!toolchains[tc]->accepts(h, req->target)) {
-    const char *why = toolchains[tc]->refusal(h, req->target);
-    if (why)
-      return tl_error_set(err, TL_UNSUPPORTED, "target '%.64s' is not offered here: %s", req->target, why);
-    return tl_error_set(err, TL_UNSUPPORTED, "target '%.64s' is not offered here (see the toolchain's targets: %s)",
-                        req->target, open_state[tc].desc);
-  }
-  *desc = open_state[tc].desc;
   json_t *ocanon = NULL;
   st = parse_options(req->options_json, opt, &ocanon, err);
-  if (st != TL_OK)
+  const char *mode = "cuda";
+  if (st == TL_OK && target->vendor == TL_VENDOR_NVIDIA)
+    st = backend_mode(req, opt, &mode, err);
+  if (st != TL_OK) {
+    json_decref(ocanon);
     return st;
+  }
+  bool try_ptx = false;
+  if (strcmp(mode, "cuda") != 0) {
+    const char *why = NULL;
+    if (!tl_ptx_target_ok(target, &why))
+      ;
+    else if (target->binary == TL_BINARY_CUBIN && (pthread_once(&jl_once, jl_open), !jl))
+      why = tl_arena_printf(arena, "%s", jl_err.message);
+    else if (opt->debug)
+      why = "the PTX back end has no line information (the option debug)";
+    else if (opt->fast_compile)
+      why = "fast_compile is an option of NVRTC";
+    else
+      try_ptx = true;
+    ch->why_not = why;
+    if (!try_ptx && strcmp(mode, "ptx") == 0) {
+      json_decref(ocanon);
+      return tl_error_set(err, TL_UNSUPPORTED, "backend ptx for %s: %s", target->name, why);
+    }
+  }
   int before = diags->n;
   *prog = tl_load_program(arena, req->program, req->program_len, req->defines, req->ndefines, diags);
   if (!*prog) {
@@ -312,7 +384,64 @@ static tl_status front(const tl_compile_request *req, tl_arena *arena, tl_progra
     return tl_error_set(err, json_error ? TL_BAD_JSON : TL_BAD_PROGRAM, "%s",
                         json_error ? "malformed JSON" : "the program is invalid; see the diagnostics");
   }
-  char *m = manifest_of(req, *prog, ocanon, *desc);
+  if (try_ptx) { /* lower, then try the PTX back end */
+    tl_codegen cg = tl_codegen_of(target);
+    tl_error e;
+    tl_error_clear(&e);
+    int nd = diags->n;
+    for (tl_program *k = *prog; k && !e.code; k = k->next) {
+      k->no_wg_lag = no_lag;
+      k->max_registers = opt->max_registers;
+      lower(req, k, target, &cg, diags, &e);
+    }
+    if (e.code && !keying) { /* the passes refuse the program (more shared memory than the target has, ...) */
+      json_decref(ocanon);
+      if (err)
+        *err = e;
+      return e.code;
+    }
+    if (e.code) {
+      /* tl_compile_key answers for a program the passes refuse, as before the back ends were
+       * chosen by them: keyed as a CUDA build (tl_compile reports the passes' error) */
+      diags->n = nd;
+      ch->why_not = tl_arena_printf(arena, "the passes: %s", e.message);
+      if (strcmp(mode, "ptx") == 0) {
+        json_decref(ocanon);
+        return tl_error_set_at(err, e.code, e.pointer, e.column, "%s", e.message);
+      }
+    } else {
+      ch->lowered = true;
+      ch->text = tl_emit_ptx(arena, *prog, target, &e);
+      ch->ptx = ch->text != NULL;
+      if (!ch->ptx) {
+        ch->why_not = tl_arena_printf(arena, "%s%s%s", e.pointer, e.pointer[0] ? ": " : "", e.message);
+        if (strcmp(mode, "ptx") == 0) {
+          json_decref(ocanon);
+          return tl_error_set_at(err, TL_UNSUPPORTED, e.pointer, 0, "backend ptx: %s", e.message);
+        }
+      }
+    }
+  }
+  if (ch->ptx) {
+    *desc = target->binary == TL_BINARY_CUBIN ? jl_desc : "tlc emit_ptx.c (PTX ISA 8.0)";
+  } else {
+    size_t tc = toolchain_of(target);
+    void *h = toolchain_handle(tc, err);
+    if (!h) {
+      json_decref(ocanon);
+      return err ? err->code : TL_NO_TOOLCHAIN;
+    }
+    if (!toolchains[tc]->accepts(h, req->target)) {
+      json_decref(ocanon);
+      const char *why = toolchains[tc]->refusal(h, req->target);
+      if (why)
+        return tl_error_set(err, TL_UNSUPPORTED, "target '%.64s' is not offered here: %s", req->target, why);
+      return tl_error_set(err, TL_UNSUPPORTED, "target '%.64s' is not offered here (see the toolchain's targets: %s)",
+                          req->target, open_state[tc].desc);
+    }
+    *desc = open_state[tc].desc;
+  }
+  char *m = manifest_of(req, *prog, ocanon, *desc, ch->ptx ? "ptx" : "cuda");
   json_decref(ocanon);
   if (!m)
     return tl_error_set(err, TL_NOMEM, "out of memory");
@@ -331,7 +460,8 @@ tl_status tl_compile_key(const tl_compile_request *req, char key[65], char **man
   options opt;
   const char *desc;
   tl_target t;
-  tl_status st = front(req, arena, &prog, &opt, key, manifest, &desc, &t, diags, err);
+  chosen ch;
+  tl_status st = front(req, arena, &prog, &opt, key, manifest, &desc, &t, diags, false, true, &ch, err);
   tl_arena_free(arena);
   return st;
 }
@@ -527,6 +657,11 @@ static char *metadata(tl_arena *a, const tl_program *prog, const char *target, c
   json_object_set_new(ver, "toolchain", json_string(toolchain_desc));
   json_object_set_new(m, "versions", ver);
   json_object_set_new(m, "compile_ms", json_real(ms));
+  if (prog->backend) { /* NVIDIA: which back end made the binary, and why not the PTX one */
+    json_object_set_new(m, "backend", json_string(prog->backend));
+    if (prog->backend_why)
+      json_object_set_new(m, "backend_why_not_ptx", json_string(prog->backend_why));
+  }
   json_object_set_new(m, "log", json_string(log ? log : ""));
   char *text = json_dumps(m, JSON_INDENT(1) | JSON_SORT_KEYS);
   json_decref(m);
@@ -569,6 +704,7 @@ const tl_stage_info tl_compile_stages[] = {
     {"uniform", "pass_uniform.c: affine comparisons in parallel loops decided once per tile where they can be"},
     {"barrier", "pass_barrier.c: where the block barriers go"},
     {"raster", "pass_raster.c: the order of the blocks (use_swizzle)"},
+    {"emit", "the back end chosen for an NVIDIA target: emit_ptx.c (nvJitLink) or emit_cuda.c (NVRTC), and why not PTX"},
     {NULL, NULL},
 };
 
@@ -653,31 +789,46 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
   tl_toolchain_out built = {0};
   bool no_lag = false;
 again:;
-  tl_status st = front(req, arena, &prog, &opt, key, &manifest, &desc, &t, diags, err);
+  chosen ch;
+  tl_status st = front(req, arena, &prog, &opt, key, &manifest, &desc, &t, diags, no_lag, false, &ch, err);
   if (st != TL_OK)
     goto done;
   tl_codegen cg = tl_codegen_of(&t);
   const tl_toolchain_ops *tc = toolchains[toolchain_of(&t)];
-  void *th = toolchain_handle(toolchain_of(&t), NULL); /* open: front checked it */
-  for (tl_program *k = prog; k; k = k->next) {
+  void *th = ch.ptx ? NULL : toolchain_handle(toolchain_of(&t), NULL); /* open: front checked it */
+  for (tl_program *k = prog; k && !ch.lowered; k = k->next) {
     k->no_wg_lag = no_lag;
     k->max_registers = opt.max_registers;
     if ((st = lower(req, k, &t, &cg, diags, err)) != TL_OK)
       goto done;
   }
-  char *src = tl_emit_module(arena, prog, &cg, err);
+  for (tl_program *k = prog; k; k = k->next) {
+    k->backend = t.vendor != TL_VENDOR_NVIDIA ? NULL : ch.ptx ? "ptx" : "cuda";
+    k->backend_why = ch.why_not;
+    if ((st = after(req, "emit", k, &cg, err)) != TL_OK)
+      goto done;
+  }
+  char *src = ch.ptx ? (char *)ch.text : tl_emit_module(arena, prog, &cg, err);
   if (!src) {
     st = err ? err->code : TL_UNSUPPORTED;
     goto done;
   }
   if (!req->source_only) {
-    if ((st = tc->compile(th, src, &t, &opt, &built, err)) != TL_OK)
+    if (ch.ptx && t.binary == TL_BINARY_CUBIN)
+      st = tl_nvjitlink_assemble(jl, src, t.name, opt.max_registers, &built, err);
+    else if (ch.ptx) /* compute_: the PTX is the binary */
+      st = (built.code = (unsigned char *)dup(src)) && (built.log = dup(""))
+               ? (built.size = strlen(src), TL_OK)
+               : tl_error_set(err, TL_NOMEM, "out of memory");
+    else
+      st = tc->compile(th, src, &t, &opt, &built, err);
+    if (st != TL_OK)
       goto done;
     res = json_array(); /* each kernel's resources, in order */
     bool spilled_lag = false;
     for (tl_program *k = prog; k; k = k->next) {
       json_t *r = NULL;
-      if ((st = tc->inspect(th, &t, &built, k->entry, k->nparams, &r, err)) != TL_OK)
+      if ((st = (ch.ptx ? tl_nv_cubin_resources : tc->inspect)(th, &t, &built, k->entry, k->nparams, &r, err)) != TL_OK)
         goto done;
       json_array_append_new(res, r);
       spilled_lag |= !no_lag && has_wg_lag(&k->body) &&

@@ -797,6 +797,9 @@ typedef struct tl_program {
   bool reverse_x;        /* no stripes: the blocks take the x block variable in reverse (heaviest first) */
   bool raster_chosen;    /* the stripes are pass_raster.c's choice for a gemm (no use_swizzle given) */
   unsigned lowered;      /* the analyses of pass.h that ran (TL_RAN_ bits); tl_emit needs all */
+  /* before the "emit" stage (compile.c), an NVIDIA target: the back end that builds the program,
+   * "ptx" (emit_ptx.c) or "cuda" (emit_cuda.c), and why not "ptx" (NULL: not asked, or it is) */
+  const char *backend, *backend_why;
 } tl_program;
 
 /* The analyses between pass_pipeline and the emitter (pass.h), as bits of

@@ -828,8 +828,8 @@ static tl_status nv_compile(void *h, const char *src, const tl_target *t, const 
  * record of the cubin holds, from ptxas's report, which every cubin NVRTC
  * built has in its log now that NVRTC's own cache is off (nvrtc.h).  None
  * for PTX. */
-static tl_status nv_inspect(void *h, const tl_target *t, const tl_toolchain_out *b, const char *kernel, int nparams,
-                            json_t **resources, tl_error *err) {
+tl_status tl_nv_cubin_resources(void *h, const tl_target *t, const tl_toolchain_out *b, const char *kernel, int nparams,
+                                json_t **resources, tl_error *err) {
   (void)h, (void)nparams; /* a cubin's records do not count the arguments */
   json_t *res = json_object();
   if (t->binary == TL_BINARY_CUBIN) {
@@ -872,5 +872,5 @@ const tl_toolchain_ops tl_toolchain_nvrtc = {
     .accepts = nv_accepts,
     .refusal = nv_refusal,
     .compile = nv_compile,
-    .inspect = nv_inspect,
+    .inspect = tl_nv_cubin_resources,
 };

@@ -80,6 +80,8 @@ typedef struct tl_compile_request {
   void *dump_user;
   bool source_only;         /* stop after generating the source: the build has target, key, manifest
                                and source, no binary, artifact or metadata (tlc --emit cuda|hip|ir) */
+  const char *backend;      /* NVIDIA targets: "auto", "cuda" or "ptx"; NULL: the options' "backend",
+                               else the environment's TL_BACKEND, else "auto" (tlc --backend) */
   bool verify;              /* run the verifier (verify.c) after each pass, as TL_VERIFY=1 in the
                                environment does: a broken promise of a pass is TL_INTERNAL naming
                                the pass and the statement's pointer */

@@ -654,7 +654,12 @@ static void check_meta(const example *x, const tl_define *defs, int nd, const ch
   assert_memory_equal(id + strlen("tlc " TL_COMPILER_VERSION "+"), tl_compiler_digest, 16);
   assert_int_equal(strspn(tl_compiler_digest, "0123456789abcdef"), 64);
   assert_int_equal(strlen(tl_compiler_digest), 64);
-  assert_string_equal(json_string_value(json_object_get(ver, "toolchain")), tl_compiler_target_toolchain(target));
+  const char *backend = json_string_value(json_object_get(m, "backend"));
+  if (backend && strcmp(backend, "ptx") == 0) /* emit_ptx.c, and nvJitLink for a cubin */
+    assert_true(strncmp(json_string_value(json_object_get(ver, "toolchain")), is_sm(target) ? "nvJitLink " : "tlc emit_ptx",
+                        10) == 0);
+  else
+    assert_string_equal(json_string_value(json_object_get(ver, "toolchain")), tl_compiler_target_toolchain(target));
   assert_true(json_is_number(json_object_get(m, "compile_ms")));
   assert_true(json_number_value(json_object_get(m, "compile_ms")) >= 0);
   assert_true(json_is_string(json_object_get(m, "log")));
@@ -671,7 +676,8 @@ static void check_build(const example *x, const tl_define *defs, int nd, const c
   assert_hex64(b->key);
   assert_non_null(b->manifest);
   assert_non_null(b->source);
-  assert_non_null(strstr(b->source, "__global__"));
+  /* CUDA C, or PTX from the PTX back end (compile.c: the manifest says which) */
+  assert_non_null(strstr(b->source, strstr(b->manifest, "\nbackend ptx\n") ? ".visible .entry" : "__global__"));
   assert_non_null(strstr(b->source, entry));
   assert_non_null(b->log);
   assert_true(b->compile_ms >= 0);
@@ -1010,6 +1016,25 @@ static void test_key_changes(void **state) {
   key_ok(x, NULL, 0, "sm_80", "{\"fast_compile\": \"mid\"}", k2);
   assert_string_not_equal(k, k0);
   assert_string_not_equal(k, k2);
+
+  /* the back end (compile.c): tilus_add_one is in emit_ptx.c's subset, so "auto" builds it as PTX
+   * through nvJitLink where that is here; the key says which back end made the binary */
+  char *mp, *mc;
+  assert_int_equal(key_of(x->text, x->len, NULL, 0, "sm_80", NULL, k, &mp), TL_OK);
+  setenv("TL_BACKEND", "cuda", 1);
+  assert_int_equal(key_of(x->text, x->len, NULL, 0, "sm_80", NULL, k2, &mc), TL_OK);
+  unsetenv("TL_BACKEND");
+  assert_non_null(strstr(mc, "\nbackend cuda\n"));
+  if (strstr(mp, "\nbackend ptx\n"))
+    assert_string_not_equal(k, k2);
+  else
+    print_message("no nvJitLink here: %s", mp);
+  free(mp);
+  free(mc);
+  verbose_keys = false;
+  assert_int_equal(key_of(x->text, x->len, NULL, 0, "sm_80", "{\"backend\": \"nvcc\"}", k, &mp), TL_INVALID_ARG);
+  assert_int_equal(key_of(x->text, x->len, NULL, 0, "sm_75", "{\"backend\": \"ptx\"}", k, &mp), TL_UNSUPPORTED);
+  verbose_keys = true;
 
   /* the program: renaming the kernel changes the key */
   json_t *copy = json_deep_copy(x->doc);
@@ -1364,6 +1389,7 @@ static void test_without_nvrtc(void **state) {
     close(fd[0]);
     close(fd[1]);
     setenv("TL_NVRTC", "/nonexistent/libnvrtc.so.13", 1);
+    setenv("TL_NVJITLINK", "/nonexistent/libnvJitLink.so.13", 1); /* nor the PTX back end's assembler */
     setenv("TL_CLANG", "/nonexistent/clang-19", 1); /* and no AMD toolchain: none at all */
     setenv("TL_HIPRTC", "/nonexistent/libhiprtc.so.6", 1);
     setenv(CHILD_ENV, "1", 1);

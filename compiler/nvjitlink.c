@@ -1,0 +1,194 @@
+/*
+ * nvjitlink.c - PTX to cubin through nvJitLink (nvjitlink.h): the assembler
+ * of the direct PTX back end (emit_ptx.c), opened with dlopen as NVRTC is,
+ * so that a compile on that path never loads NVRTC.
+ */
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "dlutil.h"
+#include "nvjitlink.h"
+
+typedef void *jl_handle;
+typedef int (*fn_create)(jl_handle *, unsigned, const char **);
+typedef int (*fn_destroy)(jl_handle *);
+typedef int (*fn_add)(jl_handle, int, const void *, size_t, const char *);
+typedef int (*fn_complete)(jl_handle);
+typedef int (*fn_size)(jl_handle, size_t *);
+typedef int (*fn_get)(jl_handle, void *);
+typedef int (*fn_version)(unsigned *, unsigned *);
+
+struct tl_nvjitlink {
+  void *lib;
+  char library[PATH_MAX];
+  unsigned major, minor;
+  fn_create Create;
+  fn_destroy Destroy;
+  fn_add AddData;
+  fn_complete Complete;
+  fn_size CubinSize, ErrorLogSize, InfoLogSize;
+  fn_get Cubin, ErrorLog, InfoLog;
+  fn_version Version;
+};
+
+enum { JL_INPUT_PTX = 2 }; /* NVJITLINK_INPUT_PTX (nvJitLink.h) */
+
+static const char *resolve(tl_nvjitlink *h) {
+#define REQ(field, sym)                                                                                        \
+  do {                                                                                                         \
+    *(void **)&h->field = dlsym(h->lib, sym);                                                                  \
+    if (!h->field)                                                                                             \
+      return sym;                                                                                              \
+  } while (0)
+  REQ(Create, "nvJitLinkCreate");
+  REQ(Destroy, "nvJitLinkDestroy");
+  REQ(AddData, "nvJitLinkAddData");
+  REQ(Complete, "nvJitLinkComplete");
+  REQ(CubinSize, "nvJitLinkGetLinkedCubinSize");
+  REQ(Cubin, "nvJitLinkGetLinkedCubin");
+  REQ(ErrorLogSize, "nvJitLinkGetErrorLogSize");
+  REQ(ErrorLog, "nvJitLinkGetErrorLog");
+  REQ(InfoLogSize, "nvJitLinkGetInfoLogSize");
+  REQ(InfoLog, "nvJitLinkGetInfoLog");
+  REQ(Version, "nvJitLinkVersion");
+#undef REQ
+  return NULL;
+}
+
+static int try_open(tl_nvjitlink *h, const char *path, char *tried, size_t cap) {
+  h->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h->lib) {
+    tl_appendf(tried, cap, "%s%s (%s)", *tried ? ", " : "", path, tl_dl_reason(dlerror()));
+    return 0;
+  }
+  const char *missing = resolve(h);
+  if (missing) {
+    tl_appendf(tried, cap, "%s%s (lacks %s)", *tried ? ", " : "", path, missing);
+    dlclose(h->lib);
+    h->lib = NULL;
+    return 0;
+  }
+  void *pin = dlopen(path, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE); /* stays mapped, as NVRTC */
+  if (pin)
+    dlclose(pin);
+  snprintf(h->library, sizeof h->library, "%s", path);
+  return 1;
+}
+
+static const char *const names[] = {"libnvJitLink.so.13", "libnvJitLink.so.12"};
+#define NNAMES (sizeof names / sizeof *names)
+
+static int try_dir(tl_nvjitlink *h, const char *dir, char *tried, size_t cap) {
+  for (size_t i = 0; i < NNAMES; i++) {
+    char path[PATH_MAX];
+    int n = snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    if (n > 0 && (size_t)n < sizeof path && try_open(h, path, tried, cap))
+      return 1;
+  }
+  return 0;
+}
+
+tl_status tl_nvjitlink_open(tl_nvjitlink **out, tl_error *err) {
+  *out = NULL;
+  tl_nvjitlink *h = calloc(1, sizeof *h);
+  if (!h)
+    return tl_error_set(err, TL_NOMEM, "out of memory opening nvJitLink");
+  char tried[768] = "";
+  int ok = 0;
+  const char *env = getenv("TL_NVJITLINK");
+  if (env) {
+    struct stat sb;
+    if (*env && stat(env, &sb) == 0 && S_ISDIR(sb.st_mode))
+      ok = try_dir(h, env, tried, sizeof tried);
+    else if (*env)
+      ok = try_open(h, env, tried, sizeof tried);
+    else
+      tl_appendf(tried, sizeof tried, "TL_NVJITLINK is set but empty");
+  } else {
+    for (size_t i = 0; i < NNAMES && !ok; i++)
+      ok = try_open(h, names[i], tried, sizeof tried);
+    if (!ok)
+      ok = try_dir(h, "/usr/local/cuda/lib64", tried, sizeof tried);
+  }
+  if (!ok) {
+    free(h);
+    return tl_error_set(err, TL_NO_TOOLCHAIN, "nvJitLink is not available: tried %s", tried);
+  }
+  if (h->Version(&h->major, &h->minor) != 0) {
+    dlclose(h->lib);
+    free(h);
+    return tl_error_set(err, TL_NO_TOOLCHAIN, "nvJitLinkVersion failed");
+  }
+  *out = h;
+  return TL_OK;
+}
+
+void tl_nvjitlink_describe(const tl_nvjitlink *h, char *buf, size_t cap) {
+  snprintf(buf, cap, "nvJitLink %u.%u (%s)", h->major, h->minor, h->library);
+}
+
+/* One of nvJitLink's logs, malloc'd ("" when empty or unreadable). */
+static char *get_log(tl_nvjitlink *h, jl_handle j, fn_size size, fn_get get) {
+  size_t n = 0;
+  if (size(j, &n) != 0 || n > TL_NVJITLINK_MAX_LOG)
+    n = 0;
+  char *log = calloc(n + 1, 1);
+  if (log && n && get(j, log) != 0)
+    log[0] = 0;
+  (void)h;
+  return log;
+}
+
+tl_status tl_nvjitlink_assemble(tl_nvjitlink *h, const char *ptx, const char *arch, int max_registers,
+                                tl_toolchain_out *out, tl_error *err) {
+  memset(out, 0, sizeof *out);
+  size_t len = strlen(ptx);
+  if (len > TL_NVJITLINK_MAX_PTX)
+    return tl_error_set(err, TL_TOO_LARGE, "PTX of %zu bytes; nvJitLink takes at most %u", len, TL_NVJITLINK_MAX_PTX);
+  char a[48], reg[48];
+  snprintf(a, sizeof a, "-arch=%s", arch);
+  const char *opts[4] = {a, "-O3", "-Xptxas=-v", NULL};
+  unsigned nopts = 3;
+  if (max_registers) {
+    snprintf(reg, sizeof reg, "-maxrregcount=%d", max_registers);
+    opts[nopts++] = reg;
+  }
+  jl_handle j = NULL;
+  int r = h->Create(&j, nopts, opts);
+  if (r != 0)
+    return tl_error_set(err, TL_TOOLCHAIN, "nvJitLinkCreate failed (%d) for %s", r, arch);
+  tl_status st = TL_OK;
+  r = h->AddData(j, JL_INPUT_PTX, ptx, len + 1, "kernel.ptx");
+  if (r == 0)
+    r = h->Complete(j);
+  char *info = get_log(h, j, h->InfoLogSize, h->InfoLog);
+  char *elog = get_log(h, j, h->ErrorLogSize, h->ErrorLog);
+  size_t n = 0;
+  if (r == 0 && (h->CubinSize(j, &n) != 0 || n == 0 || n > TL_NVJITLINK_MAX_CUBIN))
+    r = -1;
+  if (r == 0 && !(out->code = malloc(n)))
+    st = tl_error_set(err, TL_NOMEM, "out of memory");
+  else if (r == 0 && h->Cubin(j, out->code) != 0)
+    r = -1;
+  if (r != 0 && st == TL_OK)
+    st = tl_error_set(err, TL_TOOLCHAIN, "nvJitLink failed to assemble the PTX for %s (%d): %.900s", arch, r,
+                      elog && *elog ? elog : info ? info : "");
+  if (st == TL_OK)
+    out->size = n;
+  else {
+    free(out->code);
+    out->code = NULL;
+  }
+  size_t il = info ? strlen(info) : 0, el = elog ? strlen(elog) : 0;
+  out->log = malloc(il + el + 1);
+  if (out->log)
+    snprintf(out->log, il + el + 1, "%s%s", info ? info : "", elog ? elog : "");
+  free(info);
+  free(elog);
+  h->Destroy(&j);
+  return st;
+}
