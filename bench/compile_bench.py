@@ -52,7 +52,8 @@ examples/tilus_add_one.json (the targets of bench/compile.md):
 
   (p) the direct PTX back end against the CUDA one (compiler/emit_ptx.c,
       nvJitLink; issue 10), for the programs of its subset (PTX_PROGRAMS:
-      tilus_add_one and the element-wise test programs): `tlc compile
+      tilus_add_one, the element-wise test programs, top-k and the int32
+      row reductions in a serial loop): `tlc compile
       --backend ptx` and `--backend cuda` as fresh processes (wall and CPU
       medians, interleaved), and cold compiles in a warm worker with the
       options {"backend": "ptx"} and {"backend": "cuda"} (compile_ms
@@ -66,7 +67,8 @@ import argparse, json, os, shutil, socket, statistics, subprocess, sys, tempfile
 EXAMPLES = ["gemm", "flash_attention", "tilus_add_one"]
 # (p): programs the PTX back end builds (paths from the repository's root)
 PTX_PROGRAMS = ["examples/tilus_add_one.json", "tests/golden/scale_add.json", "tests/gpu/programs/ptx_elementwise.json",
-                "tests/gpu/programs/ptx_guard.json"]
+                "tests/gpu/programs/ptx_guard.json", "tests/gpu/programs/topk.json",
+                "tests/gpu/programs/serial_int_reduce.json"]
 WARM_PROGRAM = "gemm_nt"
 # Targets of bench/compile.md: a cold compile in a warm worker at most this
 # fraction of Triton's first call; `tlc compile` as a fresh process at most 0.3x.

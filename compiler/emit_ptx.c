@@ -85,6 +85,12 @@ typedef struct {
   const tl_sym *owner;      /* the register fragment whose elements the current loop visits, or NULL */
   int64_t r;                /* its local index, when owner */
   bool in_par;              /* inside a parallel loop */
+  const char *fill_value;   /* the value of the fill being emitted */
+  struct {                  /* the start registers of the regions of the statement being emitted, computed once
+                               before its loop over elements (hoist_region) */
+    const tl_region *r;
+    const char *lo[TL_MAX_DIMS];
+  } hoisted[2];
 } P;
 
 #define S(...) tl_arena_printf(p->a, __VA_ARGS__)
@@ -222,6 +228,8 @@ static const char *constant(P *p, const tl_expr *x, tl_type to) {
       fail(p, x->pointer, "the PTX back end does not convert %s to %s", tl_type_name(from), tl_type_name(to));
       return d;
     }
+    if (from == TL_FLOAT32) /* a float32 constant is a float (emit_cuda.c's literal), then rounded */
+      v = (double)(float)v;
     float f = (to == TL_FLOAT16 || to == TL_BFLOAT16) ? (float)tl_round_to((tl_dtype)to, v) : (float)v;
     if (from == TL_TY_UINT && to == TL_FLOAT32)
       f = (float)x->val.i; /* (float)(long long): one rounding */
@@ -734,12 +742,49 @@ static const char **decode(P *p, const char *e, const int64_t *ext, int n) {
   return v;
 }
 
+/* The indices over extents ext of e = b + r, where b is a multiple of P
+ * (a 32-bit register, bq its indices) and 0 <= r < P: from the innermost
+ * dimension out, with S the product of the extents passed, a dimension
+ * whose S * X divides P holds (r / S) % X (b's index there is 0), and at the
+ * first whose S * X is a multiple of P the index is b's plus r / S, with no
+ * carry into the dimensions above, which keep b's; otherwise e is decoded.
+ * Exact for every b and r as stated; the common case, P elements of one
+ * row, is b's row and column plus r, which ptxas need not divide for. */
+static const char **decode_from(P *p, const char *e, const char *const *bq, int64_t P_, int64_t r, const int64_t *ext,
+                                 int n) {
+  const char **v = tl_arena_alloc(p->a, sizeof(char *) * (size_t)(n + 1));
+  int64_t S = 1;
+  int d = n - 1;
+  for (; d >= 0; d--) {
+    int64_t X = ext[d];
+    if (P_ % (S * X) == 0) {
+      v[d] = nr(p, CR);
+      ins(p, "mov.b32 %s, %" PRId64, v[d], (r / S) % X);
+      S *= X;
+      continue;
+    }
+    if ((S * X) % P_ == 0) {
+      if (r / S == 0) {
+        v[d] = bq[d];
+      } else {
+        v[d] = nr(p, CR);
+        ins(p, "add.s32 %s, %s, %" PRId64, v[d], bq[d], r / S);
+      }
+      for (int k = d - 1; k >= 0; k--)
+        v[k] = bq[k];
+      return v;
+    }
+    return decode(p, e, ext, n);
+  }
+  return v; /* every dimension divides P: one element set per thread (b's indices are all 0) */
+}
+
 /* Per-dimension indices (64-bit) of region r at squeezed indices q (32-bit). */
 static const char **region_idx(P *p, const tl_region *r, const char *const *q) {
   const char **idx = tl_arena_alloc(p->a, sizeof(char *) * TL_MAX_DIMS);
-  int k = 0;
+  int k = 0, h = p->hoisted[0].r == r ? 0 : p->hoisted[1].r == r ? 1 : -1;
   for (int d = 0; d < r->ndim; d++) {
-    const char *lo = r->lo[d] ? ex_to(p, r->lo[d], TL_INT64) : NULL;
+    const char *lo = h >= 0 ? p->hoisted[h].lo[d] : r->lo[d] ? ex_to(p, r->lo[d], TL_INT64) : NULL;
     if (r->ext[d] == 1) {
       idx[d] = lo ? lo : "0";
       if (!lo) {
@@ -759,6 +804,23 @@ static const char **region_idx(P *p, const tl_region *r, const char *const *q) {
   }
   return idx;
 }
+
+/* Computes the starts of a tile operator's regions once, before its loop
+ * over elements (they do not depend on the element); region_idx then uses
+ * them.  Undone by unhoist. */
+static void hoist(P *p, const tl_region *a, const tl_region *b) {
+  const tl_region *rs[2] = {a, b};
+  for (int i = 0; i < 2; i++) {
+    p->hoisted[i].r = NULL;
+    if (!rs[i])
+      continue;
+    for (int d = 0; d < rs[i]->ndim; d++)
+      p->hoisted[i].lo[d] = rs[i]->lo[d] ? ex_to(p, rs[i]->lo[d], TL_INT64) : NULL;
+    p->hoisted[i].r = rs[i];
+  }
+}
+
+static void unhoist(P *p) { p->hoisted[0].r = p->hoisted[1].r = NULL; }
 
 static int squeezed(const tl_region *r, int64_t *out) {
   int m = 0;
@@ -787,10 +849,15 @@ static void for_elements(P *p, const tl_sym *owner, const int64_t *ext, int n, v
     const tl_sym *saved = p->owner;
     int64_t saved_r = p->r;
     p->owner = owner;
+    /* the thread's first element b = tid * P, decoded once: element b + r (r < P) is decoded
+     * from b's indices with constants where P and the extents allow (decode_from) */
+    const char *b = nr(p, CR);
+    ins(p, "mul.lo.s32 %s, %s, %" PRId64, b, p->tid, owner->per_thread);
+    const char **bq = decode(p, b, ext, n);
     for (int64_t r = 0; r < owner->per_thread && !p->failed; r++) {
       p->r = r;
       const char *e = nr(p, CR);
-      ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %" PRId64, e, p->tid, owner->per_thread, r);
+      ins(p, "add.s32 %s, %s, %" PRId64, e, b, r);
       int skip = -1;
       if (!covers) {
         const char *g = nr(p, CP);
@@ -798,7 +865,7 @@ static void for_elements(P *p, const tl_sym *owner, const int64_t *ext, int n, v
         ins(p, "setp.ge.s32 %s, %s, %" PRId64, g, e, total);
         ins(p, "@%s bra L%d", g, skip);
       }
-      visit(p, what, e, decode(p, e, ext, n));
+      visit(p, what, e, decode_from(p, e, bq, owner->per_thread, r, ext, n));
       if (skip >= 0)
         ins(p, "L%d:", skip);
     }
@@ -873,9 +940,8 @@ static void visit_copy(P *p, const void *what, const char *e, const char *const 
 static void visit_fill(P *p, const void *what, const char *e, const char *const *q) {
   (void)e;
   const tl_stmt *s = what;
-  const char *v = ex_to(p, s->value, (tl_type)s->dst->sym->dtype);
   if (!p->failed)
-    region_write(p, s->dst, q, v, s->pointer);
+    region_write(p, s->dst, q, p->fill_value, s->pointer);
 }
 
 static void visit_parallel(P *p, const void *what, const char *e, const char *const *q) {
@@ -897,13 +963,19 @@ static void op_copy(P *p, const tl_stmt *s) {
   int64_t ext[TL_MAX_DIMS] = {0};
   int n = squeezed(s->dst, ext);
   const tl_region *o = reg_region(s->dst) ? s->dst : reg_region(s->src);
+  hoist(p, s->src, s->dst);
   for_elements(p, o ? o->sym : NULL, ext, n, visit_copy, s, s->pointer);
+  unhoist(p);
 }
 
 static void op_fill(P *p, const tl_stmt *s) {
   int64_t ext[TL_MAX_DIMS] = {0};
   int n = squeezed(s->dst, ext);
+  const char *v = ex_to(p, s->value, (tl_type)s->dst->sym->dtype); /* once: a fill's value is the tile's */
+  p->fill_value = v;
+  hoist(p, s->dst, NULL);
   for_elements(p, reg_region(s->dst) ? s->dst->sym : NULL, ext, n, visit_fill, s, s->pointer);
+  unhoist(p);
 }
 
 static void op_parallel(P *p, const tl_stmt *s) {
@@ -1049,7 +1121,9 @@ static void op_reduce(P *p, const tl_stmt *s) {
   barrier(p);
   int64_t dext[TL_MAX_DIMS] = {0};
   int dn = squeezed(s->dst, dext);
+  hoist(p, s->dst, NULL);
   for_elements(p, reg_region(s->dst) ? s->dst->sym : NULL, dext, dn, visit_partial, &rc, s->pointer);
+  unhoist(p);
 }
 
 static void emit_assign(P *p, const tl_stmt *s) {

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include "dlutil.h"
 #include "nvjitlink.h"
 
@@ -59,7 +58,8 @@ static const char *resolve(tl_nvjitlink *h) {
   return NULL;
 }
 
-static int try_open(tl_nvjitlink *h, const char *path, char *tried, size_t cap) {
+static int try_open(void *ctx, const char *path, char *tried, size_t cap) {
+  tl_nvjitlink *h = ctx;
   h->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h->lib) {
     tl_appendf(tried, cap, "%s%s (%s)", *tried ? ", " : "", path, tl_dl_reason(dlerror()));
@@ -82,39 +82,13 @@ static int try_open(tl_nvjitlink *h, const char *path, char *tried, size_t cap) 
 static const char *const names[] = {"libnvJitLink.so.13", "libnvJitLink.so.12"};
 #define NNAMES (sizeof names / sizeof *names)
 
-static int try_dir(tl_nvjitlink *h, const char *dir, char *tried, size_t cap) {
-  for (size_t i = 0; i < NNAMES; i++) {
-    char path[PATH_MAX];
-    int n = snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-    if (n > 0 && (size_t)n < sizeof path && try_open(h, path, tried, cap))
-      return 1;
-  }
-  return 0;
-}
-
 tl_status tl_nvjitlink_open(tl_nvjitlink **out, tl_error *err) {
   *out = NULL;
   tl_nvjitlink *h = calloc(1, sizeof *h);
   if (!h)
     return tl_error_set(err, TL_NOMEM, "out of memory opening nvJitLink");
   char tried[768] = "";
-  int ok = 0;
-  const char *env = getenv("TL_NVJITLINK");
-  if (env) {
-    struct stat sb;
-    if (*env && stat(env, &sb) == 0 && S_ISDIR(sb.st_mode))
-      ok = try_dir(h, env, tried, sizeof tried);
-    else if (*env)
-      ok = try_open(h, env, tried, sizeof tried);
-    else
-      tl_appendf(tried, sizeof tried, "TL_NVJITLINK is set but empty");
-  } else {
-    for (size_t i = 0; i < NNAMES && !ok; i++)
-      ok = try_open(h, names[i], tried, sizeof tried);
-    if (!ok)
-      ok = try_dir(h, "/usr/local/cuda/lib64", tried, sizeof tried);
-  }
-  if (!ok) {
+  if (!tl_dl_search("TL_NVJITLINK", names, NNAMES, "/usr/local/cuda/lib64", try_open, h, tried, sizeof tried)) {
     free(h);
     return tl_error_set(err, TL_NO_TOOLCHAIN, "nvJitLink is not available: tried %s", tried);
   }
