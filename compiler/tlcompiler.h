@@ -88,7 +88,11 @@ typedef struct tl_compile_request {
 } tl_compile_request;
 
 /* Parses and checks the program and computes the build key and manifest
- * (malloc'd, caller frees) without generating code.  Invalid programs give
+ * (malloc'd, caller frees) without building a binary.  For an NVIDIA
+ * target whose back end may be the PTX one (the option backend, compile.c),
+ * it also runs the passes and emit_ptx.c to learn which back end builds the
+ * program, which the key names (a program the passes refuse is keyed as a
+ * CUDA build; tl_compile reports their error).  Invalid programs give
  * TL_BAD_PROGRAM with the diagnostics in *diags (diags->arena must be set);
  * malformed JSON gives TL_BAD_JSON; a target that is malformed, not in the
  * target table (target.h) or not offered by its toolchain TL_UNSUPPORTED;
