@@ -15,34 +15,45 @@
  * Keeps: the program (it only reads it).
  *
  * The subset (everything else is refused, never approximated):
- *   - one kernel, no workspaces, views, shared memory, tensor maps,
- *     clusters, producer warpgroup or block rasterization stripes;
- *   - dtypes: tensors of float32, float16, bfloat16 and int32; scalar
- *     parameters of those (not 16-bit), int64 and bool; values of bool,
- *     int32, int64 and the three floats (16-bit floats computed in float32
- *     and rounded after each operation, as emit_cuda.c does);
- *   - register fragments of the blocked layout (thread t owns flat elements
- *     [t*P, t*P+P)), at most TL_PTX_MAX_PER_THREAD elements a thread, each
- *     element a register of its own;
- *   - statements: alloc of such fragments, alloc_var, let, assignment (to a
- *     fragment's own element, a tensor element, a variable), copy between
- *     tensors and fragments, fill, parallel (by the owner of the fragment
- *     its body indexes, unrolled over the owner's elements, or
- *     cooperatively, element e by thread e mod T, as a loop), serial,
- *     unroll and vectorized loops (emitted as loops: ptxas unrolls what
- *     pays), if, sync_threads, the layout and swizzle hints;
- *   - expressions: + - * on the integers (wrapping), + - * / on floats
- *     (IEEE, rounded to nearest even: .rn, never contracted), & | ^ on
- *     integers and bools, comparisons (unordered != as C's), and/or/not,
- *     casts among the dtypes above (float to integer truncating and
- *     saturating, NaN to 0, as cvt.rzi does and tl_f2i32 specifies), min,
- *     max, abs, clamp, fma, sqrt (exact: sqrt.rn), floor, ceil, trunc,
- *     exp2 (ex2.approx.ftz, the CUDA path's tl_ex2f: tile-ir-v1.md 8.3),
- *     if_then_else, isnan, isinf.  Not yet: // and % on integers, shifts,
- *     exp, log, tanh and the other library functions (their CUDA
- *     sequences are exact to 1-2 ulp; PTX's approximate forms are not
+ *   - one kernel, no workspaces, views, tensor maps, clusters, producer
+ *     warpgroup or block rasterization stripes;
+ *   - dtypes: tensors, buffers and fragments of float32, float16, bfloat16
+ *     and int32; scalar parameters of float32, int32, int64 and bool;
+ *     values of bool, int32, int64 and the three floats (16-bit floats
+ *     computed in float32 and rounded after each operation, as
+ *     emit_cuda.c does);
+ *   - buffers: register fragments of the blocked layout (thread t owns flat
+ *     elements [t*P, t*P+P)), at most TL_PTX_MAX_PER_THREAD elements a
+ *     thread, each element a register of its own; shared buffers (and
+ *     fragments pass_place.c put in shared memory) stored row-major, one
+ *     stage, in the block's dynamic shared memory; local arrays (4 bytes an
+ *     element, as computed);
+ *   - statements: alloc, alloc_var, let, assignment (to a fragment's own
+ *     element, a tensor, shared or local element, a variable; a thread-level
+ *     store into a shared buffer that its value or indices read, which
+ *     emit_cuda.c makes lock-step, is refused), copy and fill between
+ *     tensors, shared buffers, local arrays and fragments (element by
+ *     element), reduce of a blocked fragment by rows (pass_place.c's
+ *     by_rows: warp shuffles and the shared scratch, as emit_cuda.c),
+ *     parallel (by the owner of the fragment its body indexes, unrolled over
+ *     the owner's elements, or cooperatively, element e by thread e mod T,
+ *     as a loop), serial, unroll and vectorized loops (emitted as loops:
+ *     ptxas unrolls what pays), if, sync_threads, the layout and swizzle
+ *     hints;
+ *   - expressions: + - * on the integers (wrapping), // % and ceildiv on
+ *     them (Python's, 0 for a divisor 0, as emit_cuda.c's tl_fdiv, tl_fmod,
+ *     tl_cdiv), + - * / // on floats (IEEE, rounded to nearest even: .rn,
+ *     never contracted), & | ^ on integers and bools, comparisons
+ *     (unordered != as C's), and/or/not, casts among the types above (float
+ *     to integer truncating and saturating, NaN to 0, as cvt.rzi does and
+ *     tl_f2i32 specifies), min, max, abs, clamp, fma, sqrt (exact: sqrt.rn),
+ *     floor, ceil, trunc, exp2 (ex2.approx.ftz, the CUDA path's tl_ex2f:
+ *     tile-ir-v1.md 8.3), if_then_else, isnan, isinf, thread_binding.  Not
+ *     yet: shifts, exp, log, tanh and the other library functions (their
+ *     CUDA sequences are exact to 1-2 ulp; PTX's approximate forms are not
  *     within every bound of the specification), unsigned and 8/16-bit
- *     integers, float64.
+ *     integers, float64, atomics, cumsum, gemm, cp.async and pipelined
+ *     loops.
  * Global reads outside a tensor give 0 and writes outside are dropped, as
  * in emit_cuda.c; a dimension pass_range.c proved inside keeps no guard.
  *
@@ -617,6 +628,48 @@ static bool in_smem(const tl_sym *s) {
   return s->kind == SYM_BUFFER && (s->scope == SCOPE_SHARED || (s->scope == SCOPE_FRAGMENT && !s->in_regs));
 }
 
+/* Is s a local array (alloc_local): per-thread memory holding each element
+ * as the value it is computed in (float for the float types, int32), as
+ * emit_cuda.c's l_NAME arrays do? */
+static bool in_local(const tl_sym *s) { return s->kind == SYM_BUFFER && s->scope == SCOPE_LOCAL; }
+
+/* The local address (64-bit) of element idx of local array s: row-major
+ * in 32-bit arithmetic, 4 bytes an element. */
+static const char *local_addr(P *p, const tl_sym *s, const char *const *idx) {
+  const char *o = nr(p, CR);
+  ins(p, "cvt.u32.u64 %s, %s", o, idx[0]);
+  for (int d = 1; d < s->ndim; d++) {
+    const char *w = nr(p, CR), *m = nr(p, CR);
+    ins(p, "cvt.u32.u64 %s, %s", w, idx[d]);
+    ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", m, o, s->dims[d], w);
+    o = m;
+  }
+  const char *b = nr(p, CD), *ad = nr(p, CD);
+  ins(p, "mov.u64 %s, l%d", b, s->slot);
+  ins(p, "mad.wide.s32 %s, %s, 4, %s", ad, o, b);
+  return ad;
+}
+
+static const char *local_load(P *p, const tl_sym *s, const char *const *idx) {
+  const char *d = nr(p, s->dtype == TL_INT32 ? CR : CF);
+  ins(p, "ld.local.%s %s, [%s]", s->dtype == TL_INT32 ? "b32" : "f32", d, local_addr(p, s, idx));
+  return d;
+}
+
+static void local_store(P *p, const tl_sym *s, const char *const *idx, const char *v) {
+  ins(p, "st.local.%s [%s], %s", s->dtype == TL_INT32 ? "b32" : "f32", local_addr(p, s, idx), v);
+}
+
+static tl_walk_act reads_fn(tl_expr *x, tl_stmt *st, void *b) {
+  (void)st;
+  return x->kind == E_INDEX && x->sym == b ? TL_WALK_STOP : TL_WALK_GO;
+}
+
+/* Does expression x read buffer b? */
+static bool reads(const tl_expr *x, const tl_sym *b) {
+  return tl_walk_expr((tl_expr *)x, reads_fn, NULL, (void *)b) == TL_WALK_STOP;
+}
+
 /* The shared address (32-bit) of element idx (64-bit registers) of shared
  * buffer s: row-major in 32-bit arithmetic, as emit_cuda.c's offset() (a
  * block's buffer holds fewer than 2^31 elements); no guard, as there. */
@@ -676,6 +729,8 @@ static const char *ex(P *p, const tl_expr *x) {
     }
     if (in_smem(s))
       return load_at(p, "shared", s->dtype, smem_addr(p, s, index_regs(p, x)), NULL);
+    if (in_local(s))
+      return local_load(p, s, index_regs(p, x));
     if (s->kind != SYM_TENSOR) {
       fail(p, x->pointer, "the PTX back end reads only tensors, shared buffers and register fragments, not '%s'",
            s->name);
@@ -900,6 +955,8 @@ static const char *region_read(P *p, const tl_region *r, const char *const *q, c
     return frag_reg(p, r->sym, pointer, "read");
   if (in_smem(r->sym))
     return load_at(p, "shared", r->sym->dtype, smem_addr(p, r->sym, region_idx(p, r, q)), NULL);
+  if (in_local(r->sym))
+    return local_load(p, r->sym, region_idx(p, r, q));
   if (r->sym->kind != SYM_TENSOR) {
     fail(p, pointer, "the PTX back end copies only between tensors, shared buffers and register fragments, not '%s'",
          r->sym->name);
@@ -917,6 +974,10 @@ static void region_write(P *p, const tl_region *r, const char *const *q, const c
   }
   if (in_smem(r->sym)) {
     store_at(p, "shared", r->sym->dtype, smem_addr(p, r->sym, region_idx(p, r, q)), NULL, v);
+    return;
+  }
+  if (in_local(r->sym)) {
+    local_store(p, r->sym, region_idx(p, r, q), v);
     return;
   }
   if (r->sym->kind != SYM_TENSOR) {
@@ -1145,17 +1206,23 @@ static void emit_assign(P *p, const tl_stmt *s) {
       ins(p, "mov.%s %s, %s", b->dtype == TL_INT32 ? "b32" : "f32", d, x);
     return;
   }
-  if (in_smem(b) && !p->in_par) /* emit_cuda.c makes such a thread-level store lock-step */
-    return fail(p, s->pointer, "the PTX back end writes shared buffer '%s' only in parallel loops", b->name);
-  if (b->kind != SYM_TENSOR && !in_smem(b))
-    return fail(p, s->pointer, "the PTX back end writes only tensors, shared buffers, register fragments and "
-                               "variables, not '%s'", b->name);
+  bool self_read = reads(s->value, b);
+  for (int i = 0; i < l->nargs; i++)
+    self_read |= reads(l->args[i], b);
+  if (in_smem(b) && !p->in_par && self_read) /* emit_cuda.c makes such a thread-level store lock-step */
+    return fail(p, s->pointer, "the PTX back end has no lock-step store into shared buffer '%s' (it reads the "
+                               "buffer it writes outside a parallel loop)", b->name);
+  if (b->kind != SYM_TENSOR && !in_smem(b) && !in_local(b))
+    return fail(p, s->pointer, "the PTX back end writes only tensors, shared buffers, local arrays, register "
+                               "fragments and variables, not '%s'", b->name);
   const char *x = ex_to(p, s->value, (tl_type)b->dtype);
   const char **idx = index_regs(p, l);
   if (p->failed)
     return;
   if (in_smem(b))
     store_at(p, "shared", b->dtype, smem_addr(p, b, idx), NULL, x);
+  else if (in_local(b))
+    local_store(p, b, idx, x);
   else
     store(p, b, idx, NULL, x);
 }
@@ -1284,7 +1351,10 @@ static void check_program(P *p) {
     if (in_smem(s) && (s->swizzled || s->wgmma_op || s->tma_dst || s->rotates || s->stages > 1 || s->layout ||
                        s->viewed || s->smem_offset < 0))
       return fail(p, s->pointer, "the PTX back end holds shared buffers only row-major, one stage, not '%s'", s->name);
-    if (!in_smem(s) && (!in_regs(s) || s->reg_layout != TL_LAYOUT_BLOCKED || s->packed || s->stages > 1))
+    if (in_local(s) && (s->layout || s->viewed))
+      return fail(p, s->pointer, "the PTX back end has no layouts or views of local array '%s'", s->name);
+    if (!in_smem(s) && !in_local(s) &&
+        (!in_regs(s) || s->reg_layout != TL_LAYOUT_BLOCKED || s->packed || s->stages > 1))
       return fail(p, s->pointer, "the PTX back end holds only shared buffers and register fragments of the blocked "
                                  "layout, not '%s'", s->name);
     if (!elem_ok(s->dtype))
@@ -1409,6 +1479,8 @@ char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, tl_er
       put(p, S("\t.reg %s %s<%d>;\n", cls_decl[c], cls_prefix[c], p->nreg[c]));
   for (int i = 0; i < prog->nbuffer_slots; i++) {
     const tl_sym *s = prog->buffer_syms[i];
+    if (in_local(s)) /* 4 bytes an element (float or int32, as computed) */
+      put(p, S("\t.local .align 4 .b8 l%d[%" PRId64 "]; // %s\n", s->slot, 4 * product(s->dims, s->ndim), s->name));
     if (!in_regs(s))
       continue;
     put(p, S("\t.reg %s %%fr%d_<%" PRId64 ">; // %s\n", s->dtype == TL_INT32 ? ".b32" : ".f32", s->slot, s->per_thread,
