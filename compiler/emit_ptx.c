@@ -35,6 +35,8 @@
  *     tensors, shared buffers, local arrays and fragments (element by
  *     element), reduce of a blocked fragment by rows (pass_place.c's
  *     by_rows: warp shuffles and the shared scratch, as emit_cuda.c),
+ *     cumsum, cummax and cummin (each element folds its prefix in a loop;
+ *     a register fragment source through the shared scratch),
  *     parallel (by the owner of the fragment its body indexes, unrolled over
  *     the owner's elements, or cooperatively, element e by thread e mod T,
  *     as a loop), serial, unroll and vectorized loops (emitted as loops:
@@ -52,8 +54,8 @@
  *     yet: shifts, exp, log, tanh and the other library functions (their
  *     CUDA sequences are exact to 1-2 ulp; PTX's approximate forms are not
  *     within every bound of the specification), unsigned and 8/16-bit
- *     integers, float64, atomics, cumsum, gemm, cp.async and pipelined
- *     loops.
+ *     integers, float64, atomics, reductions other than by rows, gemm,
+ *     cp.async and pipelined loops.
  * Global reads outside a tensor give 0 and writes outside are dropped, as
  * in emit_cuda.c; a dimension pass_range.c proved inside keeps no guard.
  *
@@ -1187,6 +1189,98 @@ static void op_reduce(P *p, const tl_stmt *s) {
   unhoist(p);
 }
 
+/* ---- cumsum, cummax, cummin (emit_cuda.c's op_cumsum) ------------------------------------------------ */
+/* A register fragment source is first stored whole into the shared scratch
+ * (float32, or int64 for int32), then every element of the destination (by
+ * its owner, or cooperatively) folds its prefix (its suffix, reverse) along
+ * the dimension, in a loop. */
+typedef struct {
+  const tl_stmt *s;
+  int c;          /* the accumulator's class */
+  bool spilled;   /* the source is in the scratch */
+} scan_ctx;
+
+static void visit_spill(P *p, const void *what, const char *e, const char *const *q) {
+  (void)q;
+  const scan_ctx *sc = what;
+  const tl_sym *src = sc->s->src->sym;
+  tl_type at = sc->c == CF ? TL_FLOAT32 : TL_INT64;
+  const char *v = conv(p, S("%%fr%d_%" PRId64, src->slot, p->r), (tl_type)src->dtype, at, sc->s->pointer);
+  ins(p, "st.shared.%s [%s], %s", sc->c == CF ? "f32" : "b64", part_addr(p, sc->c, e), v);
+}
+
+static void visit_scan(P *p, const void *what, const char *e, const char *const *dq) {
+  const scan_ctx *sc = what;
+  const tl_stmt *s = sc->s;
+  const tl_region *src = s->src;
+  tl_type at = sc->c == CF ? TL_FLOAT32 : TL_INT64;
+  int64_t ext[TL_MAX_DIMS];
+  for (int d = 0; d < src->ndim; d++)
+    ext[d] = src->ext[d];
+  const char **full = decode(p, e, ext, src->ndim);
+  const char *acc = red_identity(p, s->reduce_type, sc->c);
+  const char *k = nr(p, CR), *g = nr(p, CP);
+  int top = new_label(p), end = new_label(p);
+  if (s->reverse)
+    ins(p, "mov.b32 %s, %s", k, full[s->dim]);
+  else
+    ins(p, "mov.b32 %s, 0", k);
+  ins(p, "L%d:", top);
+  if (s->reverse)
+    ins(p, "setp.ge.s32 %s, %s, %" PRId64, g, k, src->ext[s->dim]);
+  else
+    ins(p, "setp.gt.s32 %s, %s, %s", g, k, full[s->dim]);
+  ins(p, "@%s bra L%d", g, end);
+  const char *sq[TL_MAX_DIMS];
+  int m = 0;
+  for (int d = 0; d < src->ndim; d++)
+    if (src->ext[d] != 1)
+      sq[m++] = d == s->dim ? k : full[d];
+  const char *v;
+  if (sc->spilled) { /* the element's row-major offset in the fragment, in the scratch */
+    const char **idx = region_idx(p, src, sq);
+    const char *o = nr(p, CR);
+    ins(p, "cvt.u32.u64 %s, %s", o, idx[0]);
+    for (int d = 1; d < src->sym->ndim; d++) {
+      const char *w = nr(p, CR), *mm = nr(p, CR);
+      ins(p, "cvt.u32.u64 %s, %s", w, idx[d]);
+      ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", mm, o, src->sym->dims[d], w);
+      o = mm;
+    }
+    v = nr(p, sc->c);
+    ins(p, "ld.shared.%s %s, [%s]", sc->c == CF ? "f32" : "b64", v, part_addr(p, sc->c, o));
+  } else {
+    v = region_read(p, src, sq, s->pointer);
+    if (!v)
+      return;
+    v = conv(p, v, (tl_type)src->sym->dtype, at, s->pointer);
+  }
+  const char *y = red_step(p, s->reduce_type, sc->c, acc, v);
+  ins(p, "mov.%s %s, %s", sc->c == CF ? "f32" : "b64", acc, y); /* the accumulator is assigned again */
+  ins(p, "add.s32 %s, %s, 1", k, k);
+  ins(p, "bra L%d", top);
+  ins(p, "L%d:", end);
+  region_write(p, s->dst, dq, conv(p, acc, at, (tl_type)s->dst->sym->dtype, s->pointer), s->pointer);
+}
+
+static void op_cumsum(P *p, const tl_stmt *s) {
+  const tl_sym *src = s->src->sym;
+  scan_ctx sc = {.s = s, .c = tl_dtype_is_float(src->dtype) ? CF : CD, .spilled = in_regs(src)};
+  if (sc.spilled) {
+    if (!p->smem)
+      return fail(p, s->pointer, "the PTX back end scans a register fragment only through the shared scratch");
+    for_elements(p, src, src->dims, src->ndim, visit_spill, &sc, s->pointer);
+    barrier(p);
+  }
+  int64_t dext[TL_MAX_DIMS] = {0};
+  int dn = squeezed(s->dst, dext);
+  hoist(p, s->src, s->dst);
+  for_elements(p, reg_region(s->dst) ? s->dst->sym : NULL, dext, dn, visit_scan, &sc, s->pointer);
+  unhoist(p);
+  if (sc.spilled)
+    barrier(p);
+}
+
 static void emit_assign(P *p, const tl_stmt *s) {
   const tl_expr *l = s->lhs;
   if (l->kind == E_NAME) {
@@ -1281,6 +1375,7 @@ static void emit_stmt(P *p, const tl_stmt *s) {
   case S_COPY: op_copy(p, s); return;
   case S_FILL: op_fill(p, s); return;
   case S_REDUCE: op_reduce(p, s); return;
+  case S_CUMSUM: op_cumsum(p, s); return;
   case S_PARALLEL: op_parallel(p, s); return;
   case S_SYNC_THREADS: barrier(p); return;
   case S_ANNOTATE_LAYOUT:

@@ -5,7 +5,8 @@
 #     ("backend ptx") gives PTX that ptxas assembles for sm_80 and sm_90a,
 #     and the programs known to be in its subset are (tilus_add_one, the
 #     scale_add golden, tests/gpu/programs/ptx_*.json, top-k and the int32
-#     row reductions in a serial loop, the thread_transpose golden); a
+#     row reductions in a serial loop, the thread_transpose and row_stats
+#     goldens); a
 #     program outside
 #     it says why not (the first statement outside, with its pointer), in
 #     --emit ir and in the metadata;
@@ -49,7 +50,7 @@ for f in examples/*.json tests/golden/*.json tests/gpu/programs/*.json tests/gpu
 done
 for f in examples/tilus_add_one.json tests/golden/scale_add.json tests/gpu/programs/ptx_elementwise.json \
          tests/gpu/programs/ptx_guard.json tests/gpu/programs/topk.json tests/gpu/programs/serial_int_reduce.json \
-         tests/golden/thread_transpose.json; do
+         tests/golden/thread_transpose.json tests/golden/row_stats.json; do
   "$TLC" compile "$f" --target sm_80 --emit ir | grep -q '^backend ptx$' || fail "$f is not built by the PTX back end"
 done
 echo "ok: $n programs built by the PTX back end assemble with ptxas for sm_80 and sm_90a"
