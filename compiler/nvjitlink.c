@@ -34,7 +34,8 @@ struct tl_nvjitlink {
   fn_version Version;
 };
 
-enum { JL_INPUT_PTX = 2 }; /* NVJITLINK_INPUT_PTX (nvJitLink.h) */
+enum { JL_INPUT_PTX = 2 };            /* NVJITLINK_INPUT_PTX (nvJitLink.h) */
+enum { JL_UNRECOGNIZED_OPTION = 1 };  /* NVJITLINK_ERROR_UNRECOGNIZED_OPTION */
 
 static const char *resolve(tl_nvjitlink *h) {
 #define REQ(field, sym)                                                                                        \
@@ -125,14 +126,22 @@ tl_status tl_nvjitlink_assemble(tl_nvjitlink *h, const char *ptx, const char *ar
     return tl_error_set(err, TL_TOO_LARGE, "PTX of %zu bytes; nvJitLink takes at most %u", len, TL_NVJITLINK_MAX_PTX);
   char a[48], reg[48];
   snprintf(a, sizeof a, "-arch=%s", arch);
-  const char *opts[4] = {a, "-O3", "-Xptxas=-v", NULL};
-  unsigned nopts = 3;
+  /* -no-cache: nvJitLink's own cache would open libcuda.so.1 and call cuInit in every compiling
+   * process (its strings: "no cuInit so no cache"), as NVRTC's did (bench/compile.md): on a
+   * machine with a GPU that start costs ~100 ms a fresh process, and the service keeps one
+   * cache of its own.  An nvJitLink that does not know the option is asked again without. */
+  const char *opts[5] = {a, "-O3", "-Xptxas=-v", "-no-cache", NULL};
+  unsigned nopts = 4;
   if (max_registers) {
     snprintf(reg, sizeof reg, "-maxrregcount=%d", max_registers);
     opts[nopts++] = reg;
   }
   jl_handle j = NULL;
   int r = h->Create(&j, nopts, opts);
+  if (r == JL_UNRECOGNIZED_OPTION) {
+    opts[3] = opts[--nopts]; /* without -no-cache */
+    r = h->Create(&j, nopts, opts);
+  }
   if (r != 0)
     return tl_error_set(err, TL_TOOLCHAIN, "nvJitLinkCreate failed (%d) for %s", r, arch);
   tl_status st = TL_OK;

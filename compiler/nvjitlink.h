@@ -29,8 +29,9 @@ typedef struct tl_nvjitlink tl_nvjitlink;
 tl_status tl_nvjitlink_open(tl_nvjitlink **out, tl_error *err);
 /* "nvJitLink 13.0 (libnvJitLink.so.13)" into buf. */
 void tl_nvjitlink_describe(const tl_nvjitlink *h, char *buf, size_t cap);
-/* Assembles ptx for arch ("sm_90a") at -O3 with ptxas verbose (and
- * -maxrregcount when max_registers is not 0) into out (free it with
+/* Assembles ptx for arch ("sm_90a") at -O3 with ptxas verbose, without
+ * nvJitLink's own cache (-no-cache: it would start the CUDA driver), and
+ * -maxrregcount when max_registers is not 0, into out (free it with
  * tl_toolchain_out_free in every case: on failure it holds the log).
  * TL_TOOLCHAIN with the start of the error log when nvJitLink fails,
  * TL_TOO_LARGE, TL_NOMEM. */

@@ -10,8 +10,9 @@ fragment loaded, updated by a parallel loop and stored, or a cooperative
 parallel loop reading and writing the tensors; the updates are random
 expression trees of the operations the subset takes (+ - * / min max abs
 sqrt floor ceil trunc clamp if_then_else comparisons, casts through
-float16 and bfloat16, int32 + - * & | ^ // % ceildiv (divisors 0 and -1
-included) and float to int32 truncation).
+float16 and bfloat16, int32 + - * & | ^ // % ceildiv (odd divisors: the
+interpreter reports a division by zero as an error; -1 included) and float
+to int32 truncation).
 No fma or exp2: the interpreter's fma rounds twice and exp2 is approximate
 on the GPU, and both would make exact comparison unsound.  Every operation
 the generator draws is exactly rounded in IEEE arithmetic (one rounding to
@@ -84,10 +85,11 @@ class Gen:
         if d <= 0 or self.rng.random() < 0.3:
             return self.leaf_i()
         k = self.rng.randrange(5)
-        if k < 3:
-            return f"({self.i(d - 1)} {self.rng.choice(['+', '-', '*', '&', '|', '^', '//', '%'])} {self.i(d - 1)})"
+        if k < 3:  # a divisor is odd (x | 1): never 0, which the interpreter reports as an error; -1 stays
+            op = self.rng.choice(['+', '-', '*', '&', '|', '^', '//', '%'])
+            return f"({self.i(d - 1)} {op} {self.i(d - 1) if op not in ('//', '%') else f'({self.i(d - 1)} | 1)'})"
         if k == 3:
-            return f"ceildiv({self.i(d - 1)}, {self.i(d - 1)})"
+            return f"ceildiv({self.i(d - 1)}, ({self.i(d - 1)} | 1))"
         return f"int32(clamp({self.f(d - 1)}, -1000.0, 1000.0))"
 
 

@@ -10,7 +10,8 @@
 #     program outside
 #     it says why not (the first statement outside, with its pointer), in
 #     --emit ir and in the metadata;
-#   - a compile on that path never loads NVRTC (the loader's trace), and its
+#   - a compile on that path never loads NVRTC nor libcuda (the loader's
+#     trace: nvJitLink's own cache is off), and its
 #     metadata has every resource figure (ptxas's report through nvJitLink);
 #     with NVRTC hidden (TL_NVRTC pointing nowhere) it still compiles;
 #   - bad input: --backend ptx for a program outside the subset or a target
@@ -72,6 +73,10 @@ LD_DEBUG=libs LD_DEBUG_OUTPUT="$tmp/ld" "$TLC" compile examples/tilus_add_one.js
 grep -q 'find library=libnvJitLink' "$tmp/ld".[0-9]* || fail "the loader trace does not show nvJitLink being opened"
 if grep -l 'libnvrtc' "$tmp/ld".[0-9]* >/dev/null; then
   fail "a compile on the PTX path asked the loader for NVRTC: $(grep -h 'libnvrtc' "$tmp/ld".[0-9]* | head -3)"
+fi
+# nor the CUDA driver: nvJitLink's own cache would start it (compiler/nvjitlink.c: -no-cache)
+if grep -l 'libcuda\.so' "$tmp/ld".[0-9]* >/dev/null; then
+  fail "a compile on the PTX path asked the loader for libcuda: $(grep -h 'libcuda\.so' "$tmp/ld".[0-9]* | head -3)"
 fi
 "$TLC" compile examples/tilus_add_one.json --target sm_90a --emit meta >"$tmp/m.json" || fail "--emit meta"
 for k in registers stack_frame_bytes spill_store_bytes spill_load_bytes param_offsets; do
