@@ -31,6 +31,9 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "attacks"))
+import tlprocs  # noqa: E402
+
 ap = argparse.ArgumentParser()
 ap.add_argument("--server", default=os.path.join(ROOT, "build", "bin", "tlserverd"))
 ap.add_argument("--connections", type=int, default=1100)
@@ -44,18 +47,7 @@ args = ap.parse_args()
 def healthz(port):
     t0 = time.time()
     try:
-        s = socket.socket()
-        s.settimeout(5)
-        s.bind(("127.0.0.2", 0))
-        s.connect(("127.0.0.1", port))
-        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        out = b""
-        while True:
-            c = s.recv(4096)
-            if not c:
-                break
-            out += c
-        s.close()
+        out = tlprocs.http_get(port, "/healthz", "127.0.0.2")
         return (time.time() - t0) if out.startswith(b"HTTP/1.1 200") else None
     except OSError:
         return None

@@ -236,6 +236,7 @@ struct tl_cache {
   int slots_used;
   int64_t pending_hits, pending_misses;
   int64_t last_flush_mono;  /* CLOCK_MONOTONIC ms of the last write attempt */
+  int64_t commits;          /* write transactions committed (tl_cache_commits) */
 };
 
 /* ==== helpers ============================================================= */
@@ -374,6 +375,7 @@ static tl_status write_txn(tl_cache *c, const char *what, txn_fn fn, void *arg, 
         }
         if (rc == SQLITE_DONE) {
           sqlite3_reset(s);
+          c->commits++;
           return TL_OK;
         }
         st = sql_fail(c, rc, what, err);
@@ -1277,27 +1279,45 @@ static tl_status check_note(const char *name, const char *value, tl_error *err) 
   return TL_OK;
 }
 
-typedef struct note_arg {
-  const char *name, *value;
-} note_arg;
+typedef struct notes_arg {
+  int n;
+  const char *const *names, *const *values;
+} notes_arg;
 
-static tl_status txn_note(tl_cache *c, void *arg, tl_error *err) {
-  note_arg *a = arg;
-  sqlite3_stmt *s = use(c, ST_NOTE_PUT);
-  sqlite3_bind_text(s, 1, a->name, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 2, a->value, -1, SQLITE_STATIC);
-  return exec_done(c, s, "note", err);
+static tl_status txn_notes(tl_cache *c, void *arg, tl_error *err) {
+  notes_arg *a = arg;
+  tl_status st = TL_OK;
+  for (int i = 0; i < a->n && st == TL_OK; i++) {
+    sqlite3_stmt *s = use(c, ST_NOTE_PUT);
+    sqlite3_bind_text(s, 1, a->names[i], -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, a->values[i], -1, SQLITE_STATIC);
+    st = exec_done(c, s, "note", err);
+  }
+  return st;
+}
+
+tl_status tl_cache_notes_set(tl_cache *c, int n, const char *const names[], const char *const values[],
+                             tl_error *err) {
+  if (!c || n < 0 || (n > 0 && (!names || !values)))
+    return tl_error_set(err, TL_INVALID_ARG, "cache: notes without a handle, names or values");
+  for (int i = 0; i < n; i++) {
+    if (!values[i])
+      return tl_error_set(err, TL_INVALID_ARG, "cache: note without a value");
+    tl_status st = check_note(names[i], values[i], err);
+    if (st != TL_OK)
+      return st;
+  }
+  if (n == 0)
+    return TL_OK;
+  notes_arg a = {n, names, values};
+  return write_txn(c, "note", txn_notes, &a, err);
 }
 
 tl_status tl_cache_note_set(tl_cache *c, const char *name, const char *value, tl_error *err) {
-  if (!c || !value)
-    return tl_error_set(err, TL_INVALID_ARG, "cache: note without a handle or value");
-  tl_status st = check_note(name, value, err);
-  if (st != TL_OK)
-    return st;
-  note_arg a = {name, value};
-  return write_txn(c, "note", txn_note, &a, err);
+  return tl_cache_notes_set(c, 1, &name, &value, err);
 }
+
+int64_t tl_cache_commits(const tl_cache *c) { return c ? c->commits : 0; }
 
 tl_status tl_cache_note_get(tl_cache *c, const char *name, char **value, tl_error *err) {
   if (value)

@@ -227,8 +227,18 @@ tl_status tl_cache_remove(tl_cache *cache, const char *key, tl_error *err);
  * not builds: not listed, counted, verified or evicted.
  * tl_cache_note_set replaces the value of name (TL_INVALID_ARG,
  * TL_TOO_LARGE, TL_BUSY, TL_IO).  tl_cache_note_get gives a malloc'd copy
- * in *value (free()), or TL_NOT_FOUND. */
+ * in *value (free()), or TL_NOT_FOUND.  tl_cache_notes_set replaces n of
+ * them in one transaction (one commit for all: the server's status page
+ * saves its 64 slots so), all or none: every name and value is checked
+ * first, and a failure writes none. */
 tl_status tl_cache_note_set(tl_cache *cache, const char *name, const char *value, tl_error *err);
+tl_status tl_cache_notes_set(tl_cache *cache, int n, const char *const names[], const char *const values[],
+                             tl_error *err);
 tl_status tl_cache_note_get(tl_cache *cache, const char *name, char **value, tl_error *err);
+
+/* Write transactions this handle committed since it was opened (a build
+ * stored, a note or a batch of notes, an eviction step, a flush of access
+ * times): what tests and benchmarks count commits with.  0 for NULL. */
+int64_t tl_cache_commits(const tl_cache *cache);
 
 #endif

@@ -10,15 +10,21 @@
  * is a bundle request.  So import and create are loops over the entries of
  * one side, writing the other; nothing is trusted that a hash does not
  * cover (tl_bundle_parse checks a bundle whole, tl_cache_get_artifact
- * re-hashes the bytes it reads).  A bundle pushed to a server (POST
+ * re-hashes the bytes it reads).  A build stored from a compile has a
+ * placeholder for its manifest (fetch.c: the compile answer has none); its
+ * manifest is rebuilt here from the request that names it and the
+ * toolchain of its metadata (tl_compile_key_as), kept only when its SHA-256
+ * is the build's key, and asked of the server otherwise.  A bundle pushed to a server (POST
  * /v1/bundles) is checked here whole first, then sent as it is.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include "../cache/tlbundle.h"
+#include "../compiler/tlcompiler.h"
 #include "../proto/tl_hash.h"
 #include "internal.h"
 
@@ -199,11 +205,95 @@ static bool by_compiler(const char *manifest, const char *id) {
   return p && strncmp(p + 10, id, n) == 0 && p[10 + n] == '\n';
 }
 
-/* Adds the build of key (its bytes re-hashed by the cache; its manifest
- * from the server when the cache holds a placeholder).  False when it is
- * left out (logged). */
-static bool add_build(tl_client *c, tl_cache *cache, tl_bundle_writer *w, const char *key, const char *compiler,
-                      tl_error *err, bool *fatal) {
+/* The line of text after "\nNAME " (or at its start), as a copy; NULL
+ * when it has none. */
+static char *line_of(const char *text, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = text; p; p = strchr(p, '\n')) {
+    p += *p == '\n';
+    if (strncmp(p, name, n) == 0 && p[n] == ' ') {
+      const char *end = strchr(p + n + 1, '\n');
+      return end ? strndup(p + n + 1, (size_t)(end - p - n - 1)) : NULL;
+    }
+  }
+  return NULL;
+}
+
+/* The manifest of the build key rebuilt here, with no server and no
+ * toolchain, from a request of l that names the build (its whole request
+ * text: compiler, target, options, constants, program) and the toolchain in
+ * the build's metadata: malloc'd when its SHA-256 is key, else NULL (no
+ * such request, one kept without its program, a compiler that folds the
+ * constants otherwise than this one's checker). */
+static char *manifest_from_request(tl_client *c, const clist *l, const char *key, const char *metadata) {
+  size_t am = strlen(TL_CLIENT_ALIAS_MAGIC);
+  json_t *meta = json_loads(metadata, 0, NULL);
+  const char *toolchain = json_string_value(json_object_get(json_object_get(meta, "versions"), "toolchain"));
+  char *found = NULL;
+  for (int i = 0; toolchain && !found && i < l->n; i++) {
+    const centry *e = &l->e[i];
+    if (strncmp(e->manifest, TL_CLIENT_ALIAS_MAGIC, am) != 0 || strncmp(e->manifest + am, "build ", 6) != 0 ||
+        strncmp(e->manifest + am + 6, key, 64) != 0)
+      continue;
+    char *text = tl_alias_request_text(e->manifest, e->key);
+    char *compiler = text ? line_of(text, "compiler") : NULL, *target = text ? line_of(text, "target") : NULL;
+    char *options = text ? line_of(text, "options") : NULL, *consts = text ? line_of(text, "constants") : NULL;
+    char *program = text ? line_of(text, "program") : NULL;
+    json_t *cj = consts ? json_loads(consts, 0, NULL) : NULL;
+    tl_define defs[TL_CLIENT_DEFINES_MAX];
+    char *values[TL_CLIENT_DEFINES_MAX];
+    int nd = 0;
+    bool ok = compiler && target && options && program && json_is_object(cj) &&
+              json_object_size(cj) <= TL_CLIENT_DEFINES_MAX;
+    const char *name;
+    json_t *v;
+    json_object_foreach(ok ? cj : NULL, name, v) {
+      if (!(values[nd] = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT))) {
+        ok = false;
+        break;
+      }
+      defs[nd] = (tl_define){name, values[nd]};
+      nd++;
+    }
+    if (ok) {
+      /* the back end asked for (the key's backend line): the metadata's, for NVIDIA targets */
+      const char *backend = json_string_value(json_object_get(meta, "backend_requested"));
+      tl_compile_request req = {.program = program, .program_len = strlen(program), .defines = defs,
+                                .ndefines = nd, .target = target, .options_json = options,
+                                .backend = backend ? backend : "cuda"};
+      tl_arena *arena = tl_arena_new();
+      tl_diags diags = {.arena = arena};
+      char got[65], *m = NULL;
+      tl_error ke;
+      tl_status st = tl_compile_key_as(&req, compiler, toolchain, got, &m, &diags, &ke);
+      if (st == TL_OK && strcmp(got, key) == 0)
+        found = m;
+      else {
+        tl_clog(c, "bundle: the manifest of %s cannot be rebuilt from the request %s (%s); asking the server", key,
+                e->key, st == TL_OK ? "it gives another key: another compiler's checker?" : ke.message);
+        free(m);
+      }
+      tl_arena_free(arena);
+    }
+    for (int k = 0; k < nd; k++)
+      free(values[k]);
+    json_decref(cj);
+    free(compiler);
+    free(target);
+    free(options);
+    free(consts);
+    free(program);
+    free(text);
+  }
+  json_decref(meta);
+  return found;
+}
+
+/* Adds the build of key (its bytes re-hashed by the cache; where the cache
+ * holds a placeholder for its manifest, the manifest rebuilt from a request
+ * of l, else the server's).  False when it is left out (logged). */
+static bool add_build(tl_client *c, tl_cache *cache, const clist *l, tl_bundle_writer *w, const char *key,
+                      const char *compiler, tl_error *err, bool *fatal) {
   tl_cache_build *b = NULL;
   void *bytes = NULL;
   size_t n = 0;
@@ -214,7 +304,8 @@ static bool add_build(tl_client *c, tl_cache *cache, tl_bundle_writer *w, const 
   }
   char *manifest = NULL;
   bool ok = true;
-  if (strncmp(b->manifest, TL_BUILD_MANIFEST_MAGIC, strlen(TL_BUILD_MANIFEST_MAGIC)) != 0) {
+  if (strncmp(b->manifest, TL_BUILD_MANIFEST_MAGIC, strlen(TL_BUILD_MANIFEST_MAGIC)) != 0 &&
+      !(manifest = manifest_from_request(c, l, key, b->metadata))) {
     if (tl_client_build_manifest(c, key, &manifest, NULL, &e) != TL_OK) {
       tl_clog(c, "bundle: left out the build %s (%s): the local cache has no manifest of it and the server gives "
                  "none: %s", key, b->target, e.message);
@@ -270,7 +361,7 @@ tl_status tl_client_bundle_create(tl_client *c, const char *path, const char *co
   size_t am = strlen(TL_CLIENT_ALIAS_MAGIC);
   /* the builds, then the requests that name them */
   for (int i = 0; i < l.n && st == TL_OK && !fatal; i++)
-    if (strncmp(l.e[i].manifest, TL_CLIENT_ALIAS_MAGIC, am) != 0 && !add_build(c, cache, w, l.e[i].key, id, err, &fatal))
+    if (strncmp(l.e[i].manifest, TL_CLIENT_ALIAS_MAGIC, am) != 0 && !add_build(c, cache, &l, w, l.e[i].key, id, err, &fatal))
       skipped++;
   for (int i = 0; i < l.n && st == TL_OK && !fatal; i++) {
     const centry *e = &l.e[i];
@@ -292,7 +383,7 @@ tl_status tl_client_bundle_create(tl_client *c, const char *path, const char *co
        * or another compiler's): try it once more, then leave the request out */
       tl_status bs = TL_OK;
       if (tl_bundle_writer_add_request(w, text, build, &ee) != TL_OK) {
-        if (tl_hex_is_sha256(build) && add_build(c, cache, w, build, id, err, &fatal))
+        if (tl_hex_is_sha256(build) && add_build(c, cache, &l, w, build, id, err, &fatal))
           bs = tl_bundle_writer_add_request(w, text, build, &ee);
         else
           bs = TL_INVALID_ARG;

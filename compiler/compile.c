@@ -7,13 +7,17 @@
  * is one hop from here to the file that does the work:
  *
  *   front()                the target (tl_target_parse: target.c, one table),
- *                          the options, parse + check (tl_load_program:
- *                          parse.c, expr.c, check.c), the back end (NVIDIA:
- *                          emit_ptx.c when the option backend allows it and
- *                          the program, lowered here by the passes below, is
- *                          in its subset; else emit_cuda.c), its toolchain
- *                          (nvJitLink, or the table below) and the build
- *                          key (manifest_of, here: it names the back end)
+ *                          the options, the back end asked for and how it
+ *                          goes (plan_of: NVIDIA may try emit_ptx.c, decided
+ *                          from the target and options, never by lowering),
+ *                          parse + check (tl_load_program: parse.c, expr.c,
+ *                          check.c) and the build key (keyed, manifest_of,
+ *                          here: it names the back end asked for and the
+ *                          toolchains that may build; tl_compile_key_as keys
+ *                          for a given compiler identity and toolchain
+ *                          without opening one)
+ *   tl_pass_kgroup         pass_kgroup.c: several consecutive K tiles per stage
+ *                          of a pipelined gemm loop whose K tiles are narrow
  *   tl_pass_place_for      pass_place.c: registers or shared memory per buffer
  *   tl_pass_pipeline_for   pass_pipeline.c: cp.async, software pipelining
  *   tl_pass_overlap        pass_overlap.c: a gemm on wgmma issued one iteration
@@ -35,9 +39,11 @@
  *                          heaviest first where the work grows with bx
  *   after("emit")          the back end chosen, and why not PTX (--dump emit)
  *   tl_emit                emit_cuda.c: CUDA C or HIP C (its dialect table),
- *                          or tl_emit_ptx (emit_ptx.c: PTX, run in front())
- *                          assembled by tl_nvjitlink_assemble (nvjitlink.c),
- *                          NVRTC never opened
+ *                          or, where plan_of tries it, tl_emit_ptx
+ *                          (emit_ptx.c: PTX) assembled by
+ *                          tl_nvjitlink_assemble (nvjitlink.c), NVRTC not
+ *                          used; a program outside its subset goes to
+ *                          emit_cuda.c in mode auto, fails in mode ptx
  *   tc->compile, inspect   the toolchain of the target's vendor (toolchain.h):
  *                          tl_toolchain_nvrtc (nvrtc.c: cubin or PTX; the
  *                          binary read back by cubin.c) or tl_toolchain_amdgpu
@@ -267,9 +273,14 @@ static tl_status parse_options(const char *text, options *o, json_t **canon, tl_
 }
 
 /* ---- the build key ------------------------------------------------------------------- */
-/* The key manifest: everything a build depends on, one item per line. */
+/* The key manifest: everything a build depends on, one item per line; mode
+ * is the back end asked for (backend_mode), not the one chosen: the key is
+ * made without lowering the program, so that a caller (tlserverd's HTTP
+ * thread) never runs the passes, and the choice is a function of what the
+ * manifest names (the program, target and options, the compiler, and the
+ * toolchain line, which names nvJitLink where it may assemble). */
 static char *manifest_of(const tl_compile_request *req, const tl_program *prog, json_t *options_canon,
-                         const char *desc, const char *backend) {
+                         const char *compiler, const char *desc, const char *mode) {
   json_t *doc = json_loadb(req->program, req->program_len, JSON_REJECT_DUPLICATES, NULL);
   if (!doc)
     return NULL;
@@ -282,99 +293,128 @@ static char *manifest_of(const tl_compile_request *req, const tl_program *prog, 
     json_object_set_new(consts, c->name, v);
   }
   char *p = tl_json_canonical(doc), *c = tl_json_canonical(consts), *o = tl_json_canonical(options_canon);
-  size_t n = strlen(p) + strlen(c) + strlen(o) + strlen(req->target) + strlen(desc) + 256;
+  size_t n = strlen(p) + strlen(c) + strlen(o) + strlen(req->target) + strlen(compiler) + strlen(desc) + 256;
   char *m = malloc(n);
   if (m)
     snprintf(m, n,
              "tl-build-key 1\ncompiler %s\ntoolchain %s\nbackend %s\ntarget %s\noptions %s\nconstants %s\nprogram %s\n",
-             tl_compiler_id, desc, backend, req->target, o, c, p);
+             compiler, desc, mode, req->target, o, c, p);
   free(p);
   free(c);
   free(o);
-  json_decref(doc);
   json_decref(consts);
+  json_decref(doc);
   return m;
 }
 
-/* The assembler of the PTX back end, opened once, when first needed. */
+/* The assembler of the PTX back end, opened once, when first needed, and
+ * the toolchain line of a build NVRTC or it may make (the two joined). */
 static pthread_once_t jl_once = PTHREAD_ONCE_INIT;
 static tl_nvjitlink *jl;
 static tl_error jl_err;
 static char jl_desc[600];
+static char nv_jl_desc[sizeof open_state[0].desc + sizeof jl_desc + 8];
 
 static void jl_open(void) {
   if (tl_nvjitlink_open(&jl, &jl_err) == TL_OK)
     tl_nvjitlink_describe(jl, jl_desc, sizeof jl_desc);
 }
 
-/* The back end front() chose for an NVIDIA target. */
-typedef struct chosen {
-  bool ptx;             /* emit_ptx.c (and nvJitLink for a cubin), else emit_cuda.c and the vendor's toolchain */
-  const char *why_not;  /* an NVIDIA target built the CUDA way: why not by emit_ptx.c (arena or static), or NULL */
-  const char *text;     /* ptx: the PTX module */
-  bool lowered;         /* the passes ran already (front ran them to choose) */
-} chosen;
-
-static tl_status lower(const tl_compile_request *req, tl_program *prog, const tl_target *tp, const tl_codegen *cgp,
-                       tl_diags *diags, tl_error *err);
-
 /* The back end asked for: the request's, else the options', else
- * TL_BACKEND, else "auto". */
-static tl_status backend_mode(const tl_compile_request *req, const options *opt, const char **mode, tl_error *err) {
+ * TL_BACKEND, else "auto"; "cuda" (emit_cuda.c) for a target not NVIDIA's. */
+static tl_status backend_mode(const tl_compile_request *req, const options *opt, const tl_target *t, const char **mode,
+                              tl_error *err) {
   const char *m = req->backend ? req->backend : opt->backend ? opt->backend : getenv("TL_BACKEND");
   if (!m || !*m)
     m = "auto";
   if (strcmp(m, "auto") && strcmp(m, "cuda") && strcmp(m, "ptx"))
     return tl_error_set(err, TL_INVALID_ARG, "backend '%.32s': the back ends are auto, cuda and ptx", m);
-  *mode = m;
+  *mode = t->vendor == TL_VENDOR_NVIDIA ? m : "cuda";
   return TL_OK;
 }
 
-/* Parses, checks and keys a request, and for an NVIDIA target chooses the
- * back end: emit_ptx.c when the mode allows it and the program, lowered
- * here by the passes, is in its subset (then NVRTC is never opened), else
- * emit_cuda.c (*ch says why not PTX).  A program the passes refuse is
- * their error, or when keying (tl_compile_key, which reports no pass's
- * error) keyed as a CUDA build.  On success *prog lives in arena and
- * *desc is the description of the toolchain that builds for the target,
- * *target the target (target.h). */
-static tl_status front(const tl_compile_request *req, tl_arena *arena, tl_program **prog, options *opt, char key[65],
-                       char **manifest, const char **desc, tl_target *target, tl_diags *diags, bool no_lag,
-                       bool keying, chosen *ch, tl_error *err) {
-  tl_error_clear(err);
-  memset(ch, 0, sizeof *ch);
-  if (!req->target)
-    return tl_error_set(err, TL_UNSUPPORTED, "no target given");
-  tl_status st = tl_target_parse(req->target, target, err);
-  if (st != TL_OK) /* malformed or unknown: the target is not offered (tlcompiler.h) */
-    return err ? (err->code = TL_UNSUPPORTED) : TL_UNSUPPORTED;
-  json_t *ocanon = NULL;
-  st = parse_options(req->options_json, opt, &ocanon, err);
-  const char *mode = "cuda";
-  if (st == TL_OK && target->vendor == TL_VENDOR_NVIDIA)
-    st = backend_mode(req, opt, &mode, err);
-  if (st != TL_OK) {
-    json_decref(ocanon);
-    return st;
+/* How a build goes, decided from the target, the options and the mode
+ * alone (the program not lowered): whether emit_ptx.c is tried, the
+ * vendor's toolchain where it is open and offers the target, and the key's
+ * toolchain line: the vendor's toolchain's description, nvJitLink's where
+ * it may assemble the PTX (the two joined by "; " when either may build),
+ * "tlc emit_ptx.c (PTX ISA 8.0)" for PTX that nothing assembles. */
+typedef struct plan {
+  const char *mode;    /* auto, cuda or ptx (backend_mode) */
+  bool try_ptx;        /* tl_compile lowers, then tries emit_ptx.c */
+  const char *why_not; /* an NVIDIA target not tried in PTX: why (arena or static), or NULL */
+  void *th;            /* the vendor's toolchain, NULL where it is absent, refuses the target or mode is ptx */
+  tl_error th_err;     /* why th is NULL */
+  const char *desc;    /* the toolchain line (static) */
+} plan;
+
+static tl_status plan_of(const tl_target *t, const options *opt, const char *mode, tl_arena *arena, plan *p,
+                         tl_error *err) {
+  memset(p, 0, sizeof *p);
+  p->mode = mode;
+  size_t tc = toolchain_of(t);
+  if (strcmp(mode, "ptx") == 0)
+    tl_error_set(&p->th_err, TL_UNSUPPORTED, "backend ptx: NVRTC is not used");
+  else if ((p->th = toolchain_handle(tc, &p->th_err)) && !toolchains[tc]->accepts(p->th, t->name)) {
+    const char *why = toolchains[tc]->refusal(p->th, t->name);
+    if (why)
+      tl_error_set(&p->th_err, TL_UNSUPPORTED, "target '%.64s' is not offered here: %s", t->name, why);
+    else
+      tl_error_set(&p->th_err, TL_UNSUPPORTED, "target '%.64s' is not offered here (see the toolchain's targets: %s)",
+                   t->name, open_state[tc].desc);
+    p->th = NULL;
   }
-  bool try_ptx = false;
   if (strcmp(mode, "cuda") != 0) {
     const char *why = NULL;
-    if (!tl_ptx_target_ok(target, &why))
+    if (!tl_ptx_target_ok(t, &why))
       ;
-    else if (target->binary == TL_BINARY_CUBIN && (pthread_once(&jl_once, jl_open), !jl))
+    else if (t->binary == TL_BINARY_CUBIN && (pthread_once(&jl_once, jl_open), !jl))
       why = tl_arena_printf(arena, "%s", jl_err.message);
     else if (opt->debug)
       why = "the PTX back end has no line information (the option debug)";
     else if (opt->fast_compile)
       why = "fast_compile is an option of NVRTC";
     else
-      try_ptx = true;
-    ch->why_not = why;
-    if (!try_ptx && strcmp(mode, "ptx") == 0) {
-      json_decref(ocanon);
-      return tl_error_set(err, TL_UNSUPPORTED, "backend ptx for %s: %s", target->name, why);
-    }
+      p->try_ptx = true;
+    p->why_not = why;
+    if (!p->try_ptx && strcmp(mode, "ptx") == 0)
+      return tl_error_set(err, TL_UNSUPPORTED, "backend ptx for %s: %s", t->name, why);
+  }
+  if (!p->th && !p->try_ptx) {
+    if (err)
+      *err = p->th_err;
+    return p->th_err.code;
+  }
+  bool assembles = p->try_ptx && t->binary == TL_BINARY_CUBIN;
+  if (p->th && assembles) {
+    pthread_mutex_lock(&open_lock);
+    if (!nv_jl_desc[0])
+      snprintf(nv_jl_desc, sizeof nv_jl_desc, "%s; %s", open_state[tc].desc, jl_desc);
+    pthread_mutex_unlock(&open_lock);
+    p->desc = nv_jl_desc;
+  } else {
+    p->desc = p->th ? open_state[tc].desc : assembles ? jl_desc : "tlc emit_ptx.c (PTX ISA 8.0)";
+  }
+  return TL_OK;
+}
+
+/* The options, the back end asked for, the program loaded with the
+ * request's overrides, and the key and manifest of the build by the
+ * compiler whose identity is compiler with the toolchain described by desc,
+ * or where desc is NULL the toolchain here (plan_of: *p). */
+static tl_status keyed(const tl_compile_request *req, const tl_target *t, const char *compiler, const char *desc,
+                       tl_arena *arena, tl_program **prog, options *opt, char key[65], char **manifest, plan *p,
+                       tl_diags *diags, tl_error *err) {
+  json_t *ocanon = NULL;
+  const char *mode = NULL;
+  tl_status st = parse_options(req->options_json, opt, &ocanon, err);
+  if (st == TL_OK)
+    st = backend_mode(req, opt, t, &mode, err);
+  if (st == TL_OK && !desc && (st = plan_of(t, opt, mode, arena, p, err)) == TL_OK)
+    desc = p->desc;
+  if (st != TL_OK) {
+    json_decref(ocanon);
+    return st;
   }
   int before = diags->n;
   *prog = tl_load_program(arena, req->program, req->program_len, req->defines, req->ndefines, diags);
@@ -384,64 +424,7 @@ static tl_status front(const tl_compile_request *req, tl_arena *arena, tl_progra
     return tl_error_set(err, json_error ? TL_BAD_JSON : TL_BAD_PROGRAM, "%s",
                         json_error ? "malformed JSON" : "the program is invalid; see the diagnostics");
   }
-  if (try_ptx) { /* lower, then try the PTX back end */
-    tl_codegen cg = tl_codegen_of(target);
-    tl_error e;
-    tl_error_clear(&e);
-    int nd = diags->n;
-    for (tl_program *k = *prog; k && !e.code; k = k->next) {
-      k->no_wg_lag = no_lag;
-      k->max_registers = opt->max_registers;
-      lower(req, k, target, &cg, diags, &e);
-    }
-    if (e.code && !keying) { /* the passes refuse the program (more shared memory than the target has, ...) */
-      json_decref(ocanon);
-      if (err)
-        *err = e;
-      return e.code;
-    }
-    if (e.code) {
-      /* tl_compile_key answers for a program the passes refuse, as before the back ends were
-       * chosen by them: keyed as a CUDA build (tl_compile reports the passes' error) */
-      diags->n = nd;
-      ch->why_not = tl_arena_printf(arena, "the passes: %s", e.message);
-      if (strcmp(mode, "ptx") == 0) {
-        json_decref(ocanon);
-        return tl_error_set_at(err, e.code, e.pointer, e.column, "%s", e.message);
-      }
-    } else {
-      ch->lowered = true;
-      ch->text = tl_emit_ptx(arena, *prog, target, &e);
-      ch->ptx = ch->text != NULL;
-      if (!ch->ptx) {
-        ch->why_not = tl_arena_printf(arena, "%s%s%s", e.pointer, e.pointer[0] ? ": " : "", e.message);
-        if (strcmp(mode, "ptx") == 0) {
-          json_decref(ocanon);
-          return tl_error_set_at(err, TL_UNSUPPORTED, e.pointer, 0, "backend ptx: %s", e.message);
-        }
-      }
-    }
-  }
-  if (ch->ptx) {
-    *desc = target->binary == TL_BINARY_CUBIN ? jl_desc : "tlc emit_ptx.c (PTX ISA 8.0)";
-  } else {
-    size_t tc = toolchain_of(target);
-    void *h = toolchain_handle(tc, err);
-    if (!h) {
-      json_decref(ocanon);
-      return err ? err->code : TL_NO_TOOLCHAIN;
-    }
-    if (!toolchains[tc]->accepts(h, req->target)) {
-      json_decref(ocanon);
-      const char *why = toolchains[tc]->refusal(h, req->target);
-      if (why)
-        return tl_error_set(err, TL_UNSUPPORTED, "target '%.64s' is not offered here: %s", req->target, why);
-      return tl_error_set(err, TL_UNSUPPORTED, "target '%.64s' is not offered here (see the toolchain's targets: %s)",
-                          req->target, open_state[tc].desc);
-    }
-    *desc = open_state[tc].desc;
-  }
-  char *m = manifest_of(req, *prog, ocanon, *desc, ch->ptx ? "ptx" : "cuda");
+  char *m = manifest_of(req, *prog, ocanon, compiler, desc, mode);
   json_decref(ocanon);
   if (!m)
     return tl_error_set(err, TL_NOMEM, "out of memory");
@@ -454,14 +437,48 @@ static tl_status front(const tl_compile_request *req, tl_arena *arena, tl_progra
   return TL_OK;
 }
 
+/* Parses, checks and keys a request, and plans its build (plan_of: *p),
+ * the program not lowered.  On success *prog lives in arena and *target is
+ * the target (target.h). */
+static tl_status front(const tl_compile_request *req, tl_arena *arena, tl_program **prog, options *opt, char key[65],
+                       char **manifest, tl_target *target, plan *p, tl_diags *diags, tl_error *err) {
+  tl_error_clear(err);
+  memset(p, 0, sizeof *p);
+  if (!req->target)
+    return tl_error_set(err, TL_UNSUPPORTED, "no target given");
+  tl_status st = tl_target_parse(req->target, target, err);
+  if (st != TL_OK) /* malformed or unknown: the target is not offered (tlcompiler.h) */
+    return err ? (err->code = TL_UNSUPPORTED) : TL_UNSUPPORTED;
+  return keyed(req, target, tl_compiler_id, NULL, arena, prog, opt, key, manifest, p, diags, err);
+}
+
 tl_status tl_compile_key(const tl_compile_request *req, char key[65], char **manifest, tl_diags *diags, tl_error *err) {
   tl_arena *arena = tl_arena_new();
   tl_program *prog;
   options opt;
-  const char *desc;
   tl_target t;
-  chosen ch;
-  tl_status st = front(req, arena, &prog, &opt, key, manifest, &desc, &t, diags, false, true, &ch, err);
+  plan p;
+  tl_status st = front(req, arena, &prog, &opt, key, manifest, &t, &p, diags, err);
+  tl_arena_free(arena);
+  return st;
+}
+
+tl_status tl_compile_key_as(const tl_compile_request *req, const char *compiler, const char *toolchain, char key[65],
+                            char **manifest, tl_diags *diags, tl_error *err) {
+  tl_error_clear(err);
+  if (!compiler || !*compiler || !toolchain || !*toolchain || strchr(compiler, '\n') || strchr(toolchain, '\n'))
+    return tl_error_set(err, TL_INVALID_ARG, "tl_compile_key_as: the compiler and the toolchain are one line each");
+  if (!req->target)
+    return tl_error_set(err, TL_UNSUPPORTED, "no target given");
+  tl_target t;
+  tl_status st = tl_target_parse(req->target, &t, err);
+  if (st != TL_OK)
+    return err ? (err->code = TL_UNSUPPORTED) : TL_UNSUPPORTED;
+  tl_arena *arena = tl_arena_new();
+  tl_program *prog;
+  options opt;
+  plan p;
+  st = keyed(req, &t, compiler, toolchain, arena, &prog, &opt, key, manifest, &p, diags, err);
   tl_arena_free(arena);
   return st;
 }
@@ -657,8 +674,9 @@ static char *metadata(tl_arena *a, const tl_program *prog, const char *target, c
   json_object_set_new(ver, "toolchain", json_string(toolchain_desc));
   json_object_set_new(m, "versions", ver);
   json_object_set_new(m, "compile_ms", json_real(ms));
-  if (prog->backend) { /* NVIDIA: which back end made the binary, and why not the PTX one */
+  if (prog->backend) { /* NVIDIA: which back end made the binary, the one asked for, and why not the PTX one */
     json_object_set_new(m, "backend", json_string(prog->backend));
+    json_object_set_new(m, "backend_requested", json_string(prog->backend_mode));
     if (prog->backend_why)
       json_object_set_new(m, "backend_why_not_ptx", json_string(prog->backend_why));
   }
@@ -693,6 +711,7 @@ void tl_toolchain_out_free(tl_toolchain_out *o) {
  * the verifier checks each (verify.c says what it checks after which). */
 const tl_stage_info tl_compile_stages[] = {
     {"check", "parse and check (parse.c, check.c): names resolved, types, constants folded"},
+    {"kgroup", "pass_kgroup.c: several consecutive K tiles per stage of a pipelined gemm loop whose tiles are narrow"},
     {"place", "pass_place.c: registers or shared memory for every buffer, gemms on the matrix cores"},
     {"pipeline", "pass_pipeline.c: cp.async copies, software-pipelined loops, shared memory offsets"},
     {"overlap", "pass_overlap.c: a gemm on wgmma issued one iteration late (FlashAttention-3's overlap)"},
@@ -739,7 +758,10 @@ static tl_status lower(const tl_compile_request *req, tl_program *prog, const tl
   tl_target t = *tp;
   tl_codegen cg = *cgp;
   tl_status st;
-  if ((st = after(req, "check", prog, &cg, err)) != TL_OK ||
+  if ((st = after(req, "check", prog, &cg, err)) != TL_OK)
+    return st;
+  tl_pass_kgroup(prog, t.smem_bytes, &cg);
+  if ((st = after(req, "kgroup", prog, &cg, err)) != TL_OK ||
       (st = tl_pass_place_for(prog, t.smem_bytes, &cg, err)) != TL_OK ||
       (st = after(req, "place", prog, &cg, err)) != TL_OK ||
       (st = tl_pass_pipeline_for(prog, t.smem_bytes, &cg, err)) != TL_OK ||
@@ -789,46 +811,62 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
   tl_toolchain_out built = {0};
   bool no_lag = false;
 again:;
-  chosen ch;
-  tl_status st = front(req, arena, &prog, &opt, key, &manifest, &desc, &t, diags, no_lag, false, &ch, err);
+  plan p;
+  tl_status st = front(req, arena, &prog, &opt, key, &manifest, &t, &p, diags, err);
   if (st != TL_OK)
     goto done;
+  desc = p.desc;
   tl_codegen cg = tl_codegen_of(&t);
   const tl_toolchain_ops *tc = toolchains[toolchain_of(&t)];
-  void *th = ch.ptx ? NULL : toolchain_handle(toolchain_of(&t), NULL); /* open: front checked it */
-  for (tl_program *k = prog; k && !ch.lowered; k = k->next) {
+  for (tl_program *k = prog; k; k = k->next) {
     k->no_wg_lag = no_lag;
     k->max_registers = opt.max_registers;
     if ((st = lower(req, k, &t, &cg, diags, err)) != TL_OK)
       goto done;
   }
+  const char *why_not = p.why_not, *src = NULL;
+  if (p.try_ptx) {
+    tl_error e;
+    tl_error_clear(&e);
+    if (!(src = tl_emit_ptx(arena, prog, &t, &e)) && strcmp(p.mode, "ptx") == 0) {
+      st = tl_error_set_at(err, TL_UNSUPPORTED, e.pointer, 0, "backend ptx: %s", e.message);
+      goto done;
+    }
+    if (!src)
+      why_not = tl_arena_printf(arena, "%s%s%s", e.pointer, e.pointer[0] ? ": " : "", e.message);
+    if (!src && !p.th) { /* auto without the vendor's toolchain: only PTX could build it */
+      st = tl_error_set(err, p.th_err.code, "%s (and not by the PTX back end: %s)", p.th_err.message, why_not);
+      goto done;
+    }
+  }
+  bool ptx = src != NULL;
   for (tl_program *k = prog; k; k = k->next) {
-    k->backend = t.vendor != TL_VENDOR_NVIDIA ? NULL : ch.ptx ? "ptx" : "cuda";
-    k->backend_why = ch.why_not;
+    k->backend = t.vendor != TL_VENDOR_NVIDIA ? NULL : ptx ? "ptx" : "cuda";
+    k->backend_mode = t.vendor != TL_VENDOR_NVIDIA ? NULL : p.mode;
+    k->backend_why = ptx ? NULL : why_not;
     if ((st = after(req, "emit", k, &cg, err)) != TL_OK)
       goto done;
   }
-  char *src = ch.ptx ? (char *)ch.text : tl_emit_module(arena, prog, &cg, err);
-  if (!src) {
+  if (!ptx && !(src = tl_emit_module(arena, prog, &cg, err))) {
     st = err ? err->code : TL_UNSUPPORTED;
     goto done;
   }
   if (!req->source_only) {
-    if (ch.ptx && t.binary == TL_BINARY_CUBIN)
+    if (ptx && t.binary == TL_BINARY_CUBIN)
       st = tl_nvjitlink_assemble(jl, src, t.name, opt.max_registers, &built, err);
-    else if (ch.ptx) /* compute_: the PTX is the binary */
+    else if (ptx) /* compute_: the PTX is the binary */
       st = (built.code = (unsigned char *)dup(src)) && (built.log = dup(""))
                ? (built.size = strlen(src), TL_OK)
                : tl_error_set(err, TL_NOMEM, "out of memory");
     else
-      st = tc->compile(th, src, &t, &opt, &built, err);
+      st = tc->compile(p.th, src, &t, &opt, &built, err);
     if (st != TL_OK)
       goto done;
     res = json_array(); /* each kernel's resources, in order */
     bool spilled_lag = false;
     for (tl_program *k = prog; k; k = k->next) {
       json_t *r = NULL;
-      if ((st = (ch.ptx ? tl_nv_cubin_resources : tc->inspect)(th, &t, &built, k->entry, k->nparams, &r, err)) != TL_OK)
+      if ((st = (ptx ? tl_nv_cubin_resources : tc->inspect)(p.th, &t, &built, k->entry, k->nparams, &r, err)) != TL_OK)
         goto done;
       json_array_append_new(res, r);
       spilled_lag |= !no_lag && has_wg_lag(&k->body) &&

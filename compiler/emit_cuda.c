@@ -2929,10 +2929,16 @@ static void emit_producer(E *e) {
 static void release_stage(E *e, const tl_stmt *s, const char *stage) {
   const char *arrive = S("asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(%s) : \"memory\");",
                          empty_of(e, s, stage));
-  if (s->mcast) /* in every block of the cluster: their producers multicast into this one's stage */
+  /* in every block of the cluster: their producers multicast into this one's stage.  Where only wgmma reads
+   * the stages, its groups are complete here (wgmma.wait_group), so the arrival orders nothing else and is
+   * the default .release.cta one (as CUTLASS's ClusterBarrier::arrive); .release.cluster, which orders the
+   * thread's earlier accesses at cluster scope first (a fence per warp and iteration), stays where the body
+   * reads the stages otherwise (wspec_threads) */
+  if (s->mcast)
     arrive = S("for (unsigned tl_r = 0; tl_r < %" PRId64 "u; tl_r++) asm volatile(\"{\\n.reg .b32 tl_ra;\\n"
-               "mapa.shared::cluster.u32 tl_ra, %%0, %%1;\\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, "
-               "[tl_ra];\\n}\" :: \"r\"(%s), \"r\"(tl_r) : \"memory\");", e->prog->cl_size, empty_of(e, s, stage));
+               "mapa.shared::cluster.u32 tl_ra, %%0, %%1;\\nmbarrier.arrive%s.shared::cluster.b64 _, "
+               "[tl_ra];\\n}\" :: \"r\"(%s), \"r\"(tl_r) : \"memory\");", e->prog->cl_size,
+               s->wspec_threads ? ".release.cluster" : "", empty_of(e, s, stage));
   if (s->wspec_threads) {
     line(e, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
     line(e, "%s", arrive);

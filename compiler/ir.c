@@ -664,6 +664,14 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
               (long long)d->prog->cl[1], (long long)d->prog->cl[2], s->wspec ? ", each stage freed in every block" : "");
     else if (s->cluster_why)
       fprintf(f, " [no multicast across a cluster: %s]", s->cluster_why);
+    if (s->kgroup && s->kgroup_tail)
+      fprintf(f, " [the last K tiles that do not fill a group of %d, one at a time]", s->kgroup);
+    else if (s->kgroup)
+      fprintf(f, " [K tiles grouped: %d consecutive tiles a stage, one box and mbarrier per stage, one wgmma group "
+              "over them (%s)%s]", s->kgroup, s->k_group ? "the loop's \"k_group\"" :
+              "the compiler's choice: the tiles were under 128 bytes in K", s->kgroup_rest ? "; the last tiles after the loop" : "");
+    else if (s->kgroup_why)
+      fprintf(f, " [K tiles not grouped: %s]", s->kgroup_why);
     dump_range(f, s->var, ranged);
     break;
   }
@@ -775,7 +783,8 @@ void tl_dump_program(const tl_program *prog, void *fp) {
   else if ((prog->lowered & TL_RAN_RASTER) && prog->reverse_x)
     fputs("blocks: x in reverse (the blocks with the most loop iterations first)\n", f);
   else if (prog->lowered & TL_RAN_RASTER)
-    fputs("blocks: in grid order\n", f);
+    fprintf(f, "blocks: in grid order%s%s%s\n", prog->raster_why ? " (the compiler's choice: " : "",
+            prog->raster_why ? prog->raster_why : "", prog->raster_why ? ")" : "");
   static const tl_walker w = {.pre = dump_stmt, .enter_body = dump_enter, .leave_body = dump_leave};
   dumper d = {.f = f, .a = a, .lowered = prog->lowered, .prog = prog};
   tl_walk((tl_body *)&prog->body, &w, &d); /* the walk changes nothing */

@@ -460,7 +460,7 @@ unsigned tl_stmt_kind_flags(tl_stmt_kind k);
   X(OP_ATOMIC_ADD, "atomic_add", S_ATOMIC_ADD, "op", "dst", "src", "value")                                \
   X(OP_PARALLEL, "parallel", S_PARALLEL, "op", "vars", "extents", "body")                                  \
   X(OP_PIPELINED, "pipelined", S_LOOP, "op", "var", "extent", "start", "num_stages", "tma",                        \
-    "warp_specialize", "order", "stage", "overlap", "cluster", "body")                                                                                   \
+    "warp_specialize", "order", "stage", "overlap", "cluster", "k_group", "body")                                                                                   \
   X(OP_SERIAL, "serial", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
   X(OP_UNROLL, "unroll", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
   X(OP_VECTORIZED, "vectorized", S_LOOP, "op", "var", "extent", "start", "step", "body")                   \
@@ -483,7 +483,7 @@ typedef enum tl_stmt_op {
 } tl_stmt_op;
 
 #define TL_MAX_MSG 256     /* characters of a print or device_assert "msg" */
-#define TL_MAX_OP_FIELDS 13 /* the most fields a row of TL_STMT_OPS lists, and its NULL */
+#define TL_MAX_OP_FIELDS 14 /* the most fields a row of TL_STMT_OPS lists, and its NULL */
 typedef struct tl_stmt_op_info {
   const char *name;                          /* as written in "op" */
   tl_stmt_kind kind;
@@ -662,6 +662,16 @@ struct tl_stmt {
   const char *cluster_why; /* after pass_cluster: on a tma loop, why its copies are not multicast (or why
                           its "cluster" is not used); on a tma copy of a multicast loop, why it is not */
   int overlap;         /* pipelined: "overlap": 1 true, 0 false, -1 not given (pass_overlap.c decides) */
+  int64_t k_group;     /* pipelined: "k_group": the K tiles a stage holds (1: one), 0 not given
+                          (pass_kgroup.c decides) */
+  int kgroup;          /* after pass_kgroup: on a pipelined loop, the consecutive K tiles each iteration
+                          (stage) now holds (its copies' boxes and buffers g times wider in K), 0 when
+                          not grouped; on kgroup_tail, the g of the loop it follows */
+  struct tl_stmt *kgroup_rest; /* after pass_kgroup, a grouped loop: the serial loop after it that runs
+                          the last tiles (its extent mod g) one at a time, or NULL */
+  bool kgroup_tail;    /* after pass_kgroup: that serial loop */
+  const char *kgroup_why; /* after pass_kgroup, a pipelined loop with K tiles under 128 bytes that is not
+                          grouped: why not (for --emit ir) */
   bool barrier_before; /* after pass_barrier: a block barrier goes just before the statement */
   bool barrier_end;    /* after pass_barrier: a serial loop ends each iteration with a barrier */
 
@@ -692,7 +702,8 @@ struct tl_stmt {
    * (each may be NULL when absent): JSON booleans/integers or constant
    * expression strings. */
   struct {
-    tl_expr *trans_a, *trans_b, *clear_accum, *k_pack, *dim, *clear, *reverse, *num_stages, *enable, *tma, *wspec, *overlap;
+    tl_expr *trans_a, *trans_b, *clear_accum, *k_pack, *dim, *clear, *reverse, *num_stages, *enable, *tma, *wspec, *overlap,
+        *k_group;
     tl_expr *cluster[3];
   } raw;
   const char *reduce_type_name, *policy_name, *order_name; /* parsed strings */
@@ -796,10 +807,12 @@ typedef struct tl_program {
   bool raster_column;    /* stripes of block columns, walked row by row */
   bool reverse_x;        /* no stripes: the blocks take the x block variable in reverse (heaviest first) */
   bool raster_chosen;    /* the stripes are pass_raster.c's choice for a gemm (no use_swizzle given) */
+  const char *raster_why; /* a gemm's grid that pass_raster.c would stripe but leaves in grid order: why */
   unsigned lowered;      /* the analyses of pass.h that ran (TL_RAN_ bits); tl_emit needs all */
   /* before the "emit" stage (compile.c), an NVIDIA target: the back end that builds the program,
-   * "ptx" (emit_ptx.c) or "cuda" (emit_cuda.c), and why not "ptx" (NULL: not asked, or it is) */
-  const char *backend, *backend_why;
+   * "ptx" (emit_ptx.c) or "cuda" (emit_cuda.c), the one asked for ("auto", "cuda" or "ptx": the
+   * build key's), and why not "ptx" (NULL: not asked, or it is) */
+  const char *backend, *backend_mode, *backend_why;
 } tl_program;
 
 /* The analyses between pass_pipeline and the emitter (pass.h), as bits of

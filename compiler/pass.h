@@ -36,6 +36,14 @@ tl_codegen tl_codegen_of(const tl_target *t);
  * TL_INVALID_ARG or TL_UNSUPPORTED for a target name it does not know. */
 tl_status tl_codegen_for(const char *target, tl_codegen *cg, int64_t *smem_limit, tl_error *err);
 
+/* pass_kgroup.c: a pipelined loop of tile copies and gemms whose K tiles
+ * are under 128 bytes holds several consecutive ones per stage (wider
+ * buffers and boxes, a loop over groups, and a serial loop of the last
+ * tiles that do not fill one), where cg's target has wgmma and TMA and
+ * the stages fit in smem_limit bytes; tl_stmt.kgroup, kgroup_rest,
+ * kgroup_tail, kgroup_why. */
+void tl_pass_kgroup(tl_program *prog, int64_t smem_limit, const tl_codegen *cg);
+
 /* The most elements a thread holds of a register fragment (pass_place.c):
  * a larger fragment lives in shared memory (tl_warn_target says so). */
 #define TL_MAX_REG_ELEMS 128

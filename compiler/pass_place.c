@@ -838,10 +838,16 @@ static bool mentions(tl_expr *x, const tl_sym *v) {
  * (j0 a multiple of 8): free of j, or (X + j) // C (X + j or j alone) with
  * X a multiple of 8 and C a positive multiple of 8 (the groups of 8 then
  * never straddle a multiple of C)?  A scale read S[n, (k * block_K + j) //
- * group_size] is such an index. */
+ * group_size] is such an index, and so is one less the first group of a
+ * block's run of K (gemm_w4a16_splitk.json: such an index plus or minus
+ * a value free of j). */
 static bool group_const(tl_expr *i, const tl_sym *j) {
   if (!mentions(i, j))
     return true;
+  if (i->kind == E_BINARY && (i->op == '+' || i->op == '-'))
+    for (int k = 0; k < 2; k++)
+      if (!mentions(i->args[1 - k], j))
+        return group_const(i->args[k], j);
   if (i->kind != E_BINARY || i->op != OP_FLOORDIV || i->args[1]->kind != E_CONST || i->args[1]->val.i <= 0 ||
       i->args[1]->val.i % 8)
     return false;

@@ -25,7 +25,10 @@
  * are copied from tensors, A's tile chosen by one of x and y and not the
  * other, B's the other way round) gets stripes of TL_RASTER_PANEL block
  * rows (raster_chosen): without them the blocks running at once read a
- * whole row of B's tiles each, with them a few of A's and B's.  Measured
+ * whole row of B's tiles each, with them a few of A's and B's.  Not where
+ * the grid is constant and of at most TL_RASTER_WAVE blocks: they all run
+ * in one wave (on a GPU of that many SMs), so no order reads a tile less
+ * often (raster_why says so).  Measured
  * on an H100 (bench/gpu-bench-2026-11-25-h100-final.log: examples/gemm.json
  * with block_K = 64 against bench/programs/gemm_raster.json, whose only
  * difference in the emitted code is these stripes): 559 to 608 TFLOP/s at
@@ -34,7 +37,8 @@
  * Needs: a checked, pipelined program (use_swizzle's panel_size folded to a
  * constant; the copies prefetched).
  * Produces: tl_program.raster_panel (0: grid order), raster_column,
- *           raster_chosen and reverse_x; TL_RAN_RASTER in tl_program.lowered.
+ *           raster_chosen, raster_why and reverse_x; TL_RAN_RASTER in
+ *           tl_program.lowered.
  * Keeps: everything else.
  */
 #include "ir.h"
@@ -79,6 +83,20 @@ static int grows(const tl_expr *x, const tl_sym *v) {
 }
 
 #define TL_RASTER_PANEL 8 /* block rows a stripe (Triton's and TileLang's GROUP_M) */
+
+#define TL_RASTER_WAVE 132 /* blocks that run at once at least (an H100 SXM's SMs, one block each) */
+
+/* The blocks of prog's grid when it is constant and at most TL_RASTER_WAVE
+ * (they all run at once, each tile read once whatever their order), else 0. */
+static int64_t one_wave(const tl_program *prog) {
+  int64_t n = 1;
+  for (int i = 0; i < prog->ngrid; i++) {
+    if (prog->grid[i]->kind != E_CONST)
+      return 0;
+    n *= prog->grid[i]->val.i;
+  }
+  return n <= TL_RASTER_WAVE ? n : 0;
+}
 
 /* Does x use block variable v, directly or through lets? */
 static bool uses(const tl_expr *x, const tl_sym *v) {
@@ -148,10 +166,17 @@ void tl_pass_raster(tl_program *prog) {
     if (s->kind == S_LOOP && s->extent->kind != E_CONST && grows(s->extent, prog->block_vars[0]) == 1)
       prog->reverse_x = true;
   }
+  prog->raster_why = NULL;
   if (!given && !prog->reverse_x && prog->ngrid >= 2 && prog->block_vars[0] && prog->block_vars[1] &&
       gemm_tiled(prog)) {
-    prog->raster_panel = TL_RASTER_PANEL;
-    prog->raster_chosen = true;
+    int64_t blocks = one_wave(prog);
+    if (blocks) {
+      prog->raster_why = tl_arena_printf(prog->arena, "a constant grid of %lld blocks, at most the %d of one wave",
+                                         (long long)blocks, TL_RASTER_WAVE);
+    } else {
+      prog->raster_panel = TL_RASTER_PANEL;
+      prog->raster_chosen = true;
+    }
   }
   prog->lowered |= TL_RAN_RASTER;
 }

@@ -374,6 +374,7 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
   /* a cluster's blocks start together; a persistent block is no cluster's (pass_cluster.c): measured on an
    * H100, clusters of 2 walking the tiles ran at half the speed of the kernel without clusters (326 against
    * 684 TFLOP/s, 4096^3), and so did clusters of one block a tile (328 against 671: bench/README.md), so the
-   * cause is the clustered kernel's, not the tile walk's; the simpler schedule stays */
+   * cause was the clustered kernel's, not the tile walk's: its stages freed by release.cluster arrivals
+   * (emit_cuda.c's release_stage; with release.cta ones, 637.5 against 666.9); the simpler schedule stays */
   prog->persistent = !prog->no_persistent && prog->cl_size == 1;
 }

@@ -386,6 +386,16 @@ static tl_status compile_with(const options *o, const char *text, size_t len, co
   return st;
 }
 
+/* The metadata's warnings (proto/kernel-meta.md), as FILE:POINTER: warning: MESSAGE. */
+static void print_warnings(const options *o, const tl_build *b) {
+  json_t *m = b->meta ? json_loads(b->meta, 0, NULL) : NULL, *w;
+  size_t i;
+  json_array_foreach(json_object_get(m, "warnings"), i, w)
+    fprintf(stderr, "%s:%s: warning: %s\n", o->file, json_string_value(json_object_get(w, "pointer")),
+            json_string_value(json_object_get(w, "message")));
+  json_decref(m);
+}
+
 /* Compiles for the GPU, copies the tensors there, launches once through
  * libtlclient's launcher (client/launch.h: the binary's metadata gives the
  * grid, block and shared memory, as in an application), and copies every
@@ -420,6 +430,7 @@ static tl_status run_device(const options *o, tl_program *prog, const char *text
     st = tl_error_set(err, TL_TOOLCHAIN, "compiling for %s failed (above)", target);
     goto done;
   }
+  print_warnings(o, b); /* a fragment too large for registers runs, hundreds of times slower: say so */
   if ((st = tl_kernel_load_image(h, target, b->binary, b->binary_size, b->meta, &k, err)) != TL_OK)
     goto done;
   for (int p = 0; p < tl_user_params(prog); p++) {
@@ -510,16 +521,6 @@ static int write_out(const char *path, const void *data, size_t n) {
     return 2;
   }
   return 0;
-}
-
-/* The metadata's warnings (proto/kernel-meta.md), as FILE:POINTER: warning: MESSAGE. */
-static void print_warnings(const options *o, const tl_build *b) {
-  json_t *m = b->meta ? json_loads(b->meta, 0, NULL) : NULL, *w;
-  size_t i;
-  json_array_foreach(json_object_get(m, "warnings"), i, w)
-    fprintf(stderr, "%s:%s: warning: %s\n", o->file, json_string_value(json_object_get(w, "pointer")),
-            json_string_value(json_object_get(w, "message")));
-  json_decref(m);
 }
 
 static int cmd_compile(const options *o) {

@@ -5,6 +5,8 @@
  *
  *   tl_compile_key()   parse + check + the build key (cheap: no code
  *                      generation), so a caller can look in a cache first;
+ *   tl_compile_key_as() the same for a given compiler identity and
+ *                      toolchain, opening no toolchain;
  *   tl_compile()       the whole pipeline: parse, check, passes, CUDA C and
  *                      NVRTC (cubin, PTX) or HIP C and hiprtc/clang (HSACO,
  *                      for gfx targets); gives the binary and its metadata.
@@ -88,17 +90,32 @@ typedef struct tl_compile_request {
 } tl_compile_request;
 
 /* Parses and checks the program and computes the build key and manifest
- * (malloc'd, caller frees) without building a binary.  For an NVIDIA
- * target whose back end may be the PTX one (the option backend, compile.c),
- * it also runs the passes and emit_ptx.c to learn which back end builds the
- * program, which the key names (a program the passes refuse is keyed as a
- * CUDA build; tl_compile reports their error).  Invalid programs give
+ * (malloc'd, caller frees) without building a binary: no pass runs, so it
+ * is cheap and safe in a server's own thread.  The key names the back end
+ * asked for (req->backend; "auto", "cuda" or "ptx", compile.c) and, for an
+ * NVIDIA target that the PTX back end may build, nvJitLink's identity
+ * beside NVRTC's on its toolchain line; tl_compile chooses the back end by
+ * lowering (the metadata's backend says which).  Invalid programs give
  * TL_BAD_PROGRAM with the diagnostics in *diags (diags->arena must be set);
  * malformed JSON gives TL_BAD_JSON; a target that is malformed, not in the
  * target table (target.h) or not offered by its toolchain TL_UNSUPPORTED;
  * no toolchain for the target (NVRTC, or hiprtc/clang for gfx) TL_NO_TOOLCHAIN. */
 tl_status tl_compile_key(const tl_compile_request *req, char key[65], char **manifest, tl_diags *diags,
                          tl_error *err);
+
+/* The key and manifest of req as the compiler whose identity is compiler
+ * (a manifest's "compiler" line, such as another version's) built it with
+ * the toolchain described by toolchain (its "toolchain" line, a build's
+ * versions.toolchain), opening no toolchain: how a client rebuilds the
+ * manifest of a build it has the request and metadata of, where NVRTC is
+ * missing.  Only this compiler's parser and checker run, so the caller
+ * compares the key with the build's (another compiler may fold constants
+ * otherwise).  For an NVIDIA target set req->backend to the build's
+ * metadata's backend_requested (the key names the back end asked for).
+ * Failures as tl_compile_key's, with no TL_NO_TOOLCHAIN, and a target that
+ * is not in the target table TL_UNSUPPORTED. */
+tl_status tl_compile_key_as(const tl_compile_request *req, const char *compiler, const char *toolchain, char key[65],
+                            char **manifest, tl_diags *diags, tl_error *err);
 
 /* The whole pipeline.  On success *out is a new tl_build.  Failures as
  * for tl_compile_key, plus, when the program needs what the target lacks

@@ -22,6 +22,15 @@
 #   URLs, comma-separated, for tlclient --server) HAPROXY_PORT HAPROXY_PID
 # and DIR/*.log hold each process's log.  stop kills everything listed.
 #
+# No passwords: everything listens on 127.0.0.1 for a demo and the tests
+# (Redis with a password: README "Clusters", the units and deploy/k8s).
+#
+# How this file was checked: tests/sh/cluster.sh runs it (start,
+# add-replica, redis-start, stop, --haproxy) with a real redis-server,
+# tlserverd and haproxy; the haproxy configuration it
+# writes is checked with `haproxy -c` before haproxy starts; and it was run
+# from a fresh `git clone` after `make` (README "Clusters").
+#
 # Exit status: 0 done, 1 a process did not start (its log is printed), 2 usage.
 
 set -uo pipefail
@@ -120,6 +129,8 @@ haproxy_start() {
       echo "  server r$k 127.0.0.1:$p check inter 1s fall 2 rise 1"
     done
   } >"$DIR/haproxy.cfg"
+  haproxy -c -q -f "$DIR/haproxy.cfg" >>"$DIR/haproxy.log" 2>&1 ||
+    { tail -n 20 "$DIR/haproxy.log" >&2; die "haproxy -c refused $DIR/haproxy.cfg"; }
   haproxy -db -f "$DIR/haproxy.cfg" </dev/null >>"$DIR/haproxy.log" 2>&1 &
   setenv HAPROXY_PID $!
   setenv HAPROXY_PORT "$HAPROXY_PORT"
@@ -183,7 +194,7 @@ stop)
   for v in $(sed -n 's/^\(.*_PID\)=.*/\1/p' "$DIR/cluster.env"); do
     eval "p=\$$v"
     for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
-    kill -9 "$p" 2>/dev/null
+    kill -9 "$p" 2>/dev/null || :
   done
   ;;
 *) usage ;;

@@ -13,8 +13,8 @@
  *   GET  /v1/tunings/KEY       a tuning record
  *
  * POST /v1/compile, per target: tl_compile_key (parse + check + key, in
- * the daemon: it is cheap and builds no binary; for NVIDIA targets it also
- * runs the passes to learn the back end, compiler/compile.c) -> cache
+ * the daemon: it is cheap, runs no pass and builds no binary; the key names
+ * the back end asked for, the worker chooses one, compiler/compile.c) -> cache
  * lookup by key ->
  * a hit is answered from the cache; misses go to the compile pool as one
  * all-or-nothing submission (single-flight there) and the connection is

@@ -29,12 +29,26 @@
  * --pressure-timeout it must have averaged --min-body-rate (default 64 KiB
  * a second) since its start, or the connection is cut: bodies trickled
  * from many addresses would otherwise hold every slot for the body
- * time-out.  An attacker must now send that rate on every connection it
- * holds, and a body announced with Content-Length reserves its whole size
- * from --max-body-total, so lasting the body time-out at the floor costs
- * it --min-body-rate x --body-timeout of that budget (3.75 MiB at the
- * defaults, 34 such bodies in 128 MiB); a client that uploads at a
- * normal rate never comes near the floor.
+ * time-out.  The floor applies too while the request bodies in flight hold
+ * more than 3/4 of --max-body-total (a few trickled bodies announcing a
+ * large Content-Length would otherwise hold the whole budget, and every
+ * other upload would get 503, without any pressure on the connections).
+ *
+ * The floor alone does not free the budget from bodies sent at exactly
+ * its rate: a body announced with Content-Length reserves its whole size
+ * from --max-body-total at its start, so 34 bodies of 3.75 MiB sent at 64
+ * KiB a second (about 18 Mbit/s in all) would hold the default 128 MiB for the
+ * body time-out, and every other upload would get 503 meanwhile.  So the
+ * budget is shared as Redis shares its clients' memory (maxmemory-clients
+ * evicts clients to make room): when a request is refused for room
+ * (http.c calls tl_srv_conns_body_refused with its size), the next sweep
+ * cuts the slowest bodies (the lowest average rate since their start,
+ * among those in BODY for longer than --pressure-timeout) until what is
+ * left holds at most 3/4 of --max-body-total and leaves the refused size
+ * free, so the client's retry after its Retry-After fits.  Whoever holds
+ * the budget must keep ahead of the others' rate, not only of the floor;
+ * a fast upload (done within --pressure-timeout) is never cut, and a body
+ * nobody else waits for is never cut for room.
  *
  * A thread looks at every connection twice a second (ten times a second
  * under pressure) and cuts the overdue ones with shutdown(2): libmicrohttpd then sees the end of the stream and
@@ -61,6 +75,7 @@ struct tl_srv_conn {
   int64_t since_us;
   _Atomic int64_t body_bytes; /* of the body, since the phase BODY began (counted without the
                                  list's lock: it is on every upload's path) */
+  _Atomic int64_t reserved;   /* bytes of --max-body-total its request holds */
   bool cut;
 };
 
@@ -70,6 +85,9 @@ struct tl_srv_conns {
   tl_srv_conn list; /* sentinel of a circular list */
   int open;          /* connections in the list */
   int pressure_at;   /* open connections from which the pressure limits apply; 0: never */
+  int64_t budget_at; /* body bytes held above which they apply (3/4 of --max-body-total) */
+  int64_t budget;    /* --max-body-total */
+  int64_t wanted;    /* the largest request refused for room since the last sweep; 0: none */
   int64_t limit_us[TL_CONN_PHASE_COUNT_]; /* 0: none */
   int64_t pressure_us;   /* --pressure-timeout */
   int64_t min_body_rate; /* --min-body-rate, bytes a second; 0: none */
@@ -97,16 +115,57 @@ static bool body_too_slow(const tl_srv_conns *cs, const tl_srv_conn *c, int64_t 
          (double)atomic_load(&c->body_bytes) < (double)cs->min_body_rate * (double)t * 1e-6;
 }
 
+/* Cuts c, for reason why; *held less what its close will free. */
+static void cut(tl_srv_conns *cs, tl_srv_conn *c, int why, int64_t *held) {
+  c->cut = true;
+  shutdown(c->fd, SHUT_RDWR);
+  *held -= atomic_load(&c->reserved);
+  if (cs->metrics)
+    atomic_fetch_add(&cs->metrics->connections_cut[why], 1);
+}
+
+/* The budget's eviction: cuts the slowest bodies past --pressure-timeout
+ * (lowest average rate first) until the others hold at most
+ * min(budget_at, budget - wanted) bytes. */
+static void make_room(tl_srv_conns *cs, int64_t now, int64_t held, int64_t wanted) {
+  int64_t target = cs->budget - wanted < cs->budget_at ? cs->budget - wanted : cs->budget_at;
+  while (held > target) {
+    tl_srv_conn *slowest = NULL;
+    double slowest_rate = 0;
+    for (tl_srv_conn *c = cs->list.next; c != &cs->list; c = c->next) {
+      int64_t t = now - c->since_us;
+      if (c->cut || c->fd < 0 || c->phase != TL_CONN_BODY || t <= cs->pressure_us ||
+          atomic_load(&c->reserved) <= 0)
+        continue;
+      double rate = (double)atomic_load(&c->body_bytes) / (double)t;
+      if (!slowest || rate < slowest_rate) {
+        slowest = c;
+        slowest_rate = rate;
+      }
+    }
+    if (!slowest)
+      return; /* only young bodies hold it: the refused client's retry may find room */
+    cut(cs, slowest, TL_CONN_CUT_BODY_BUDGET, &held);
+  }
+}
+
 /* Cuts the overdue connections; true when under pressure. */
 static bool sweep(tl_srv_conns *cs) {
   int64_t now = tl_srv_now_us();
   pthread_mutex_lock(&cs->mu);
-  bool pressure = cs->pressure_at > 0 && cs->open >= cs->pressure_at;
+  int64_t wanted = cs->wanted;
+  cs->wanted = 0;
+  int64_t held = cs->metrics ? atomic_load(&cs->metrics->body_bytes) : 0;
+  for (tl_srv_conn *c = cs->list.next; c != &cs->list; c = c->next)
+    if (c->cut) /* its close will free it */
+      held -= atomic_load(&c->reserved);
+  bool slots = cs->pressure_at > 0 && cs->open >= cs->pressure_at; /* pressure on the connections */
+  bool pressure = slots || (cs->budget_at > 0 && held > cs->budget_at); /* or on the body budget */
   for (tl_srv_conn *c = cs->list.next; c != &cs->list; c = c->next) {
     if (c->cut || c->fd < 0)
       continue;
     int64_t limit = cs->limit_us[c->phase];
-    if (pressure && (c->phase == TL_CONN_HEAD || c->phase == TL_CONN_IDLE) &&
+    if (slots && (c->phase == TL_CONN_HEAD || c->phase == TL_CONN_IDLE) &&
         (limit == 0 || limit > cs->pressure_us))
       limit = cs->pressure_us;
     int why = c->phase;
@@ -118,11 +177,10 @@ static bool sweep(tl_srv_conns *cs) {
       else
         continue;
     }
-    c->cut = true;
-    shutdown(c->fd, SHUT_RDWR);
-    if (cs->metrics)
-      atomic_fetch_add(&cs->metrics->connections_cut[why], 1);
+    cut(cs, c, why, &held);
   }
+  if (wanted > 0)
+    make_room(cs, now, held, wanted);
   pthread_mutex_unlock(&cs->mu);
   return pressure;
 }
@@ -163,6 +221,8 @@ tl_srv_conns *tl_srv_conns_new(const tl_srv_config *cfg, tl_srv_metrics *metrics
   cs->pressure_us = (int64_t)(cfg->pressure_timeout * 1e6);
   cs->min_body_rate = cfg->min_body_rate;
   cs->pressure_at = cfg->max_connections > 0 ? (cfg->max_connections * 3 + 3) / 4 : 0;
+  cs->budget = cfg->max_body_total;
+  cs->budget_at = cfg->max_body_total / 4 * 3;
   cs->metrics = metrics;
   if (pthread_create(&cs->thread, NULL, sweep_main, cs) != 0) {
     tl_srv_conns_free(cs);
@@ -232,4 +292,20 @@ void tl_srv_conn_body_bytes(tl_srv_conns *cs, tl_srv_conn *c, size_t n) {
   (void)cs;
   if (c)
     atomic_fetch_add(&c->body_bytes, (int64_t)n);
+}
+
+void tl_srv_conn_body_reserved(tl_srv_conns *cs, tl_srv_conn *c, int64_t delta) {
+  (void)cs;
+  if (c)
+    atomic_fetch_add(&c->reserved, delta);
+}
+
+void tl_srv_conns_body_refused(tl_srv_conns *cs, int64_t bytes) {
+  if (!cs)
+    return;
+  pthread_mutex_lock(&cs->mu);
+  if (bytes > cs->wanted)
+    cs->wanted = bytes;
+  pthread_cond_signal(&cs->cv); /* sweep now */
+  pthread_mutex_unlock(&cs->mu);
 }

@@ -298,6 +298,13 @@ static const char *framing_error(tl_srv_req *r, const char *version, int *status
   return NULL;
 }
 
+/* The connection's deadline record (conns.c), or NULL. */
+static tl_srv_conn *conn_of(struct MHD_Connection *conn) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return ci ? ci->socket_context : NULL;
+}
+
 /* ==== the budget of bodies in flight ================================================
  * Every byte of request body the server holds (collected or about to be, up
  * to the request's end) is counted against --max-body-total, so that many
@@ -313,14 +320,17 @@ static bool body_reserve(tl_srv_req *r, size_t cap) {
   if (atomic_fetch_add(&s->metrics.body_bytes, more) + more > s->cfg.max_body_total) {
     atomic_fetch_sub(&s->metrics.body_bytes, more);
     atomic_fetch_add(&s->metrics.bodies_refused, 1);
+    tl_srv_conns_body_refused(s->conns, more);
     return false;
   }
   r->body_reserved += more;
+  tl_srv_conn_body_reserved(s->conns, conn_of(r->conn), more);
   return true;
 }
 
 static void body_release(tl_srv_req *r) {
   atomic_fetch_sub(&r->srv->metrics.body_bytes, r->body_reserved);
+  tl_srv_conn_body_reserved(r->srv->conns, conn_of(r->conn), -r->body_reserved);
   r->body_reserved = 0;
   free(r->body);
   r->body = NULL;
@@ -338,13 +348,6 @@ static int respond_body_busy(tl_srv_req *r) {
 }
 
 /* ==== libmicrohttpd callbacks ======================================================== */
-
-/* The connection's deadline record (conns.c), or NULL. */
-static tl_srv_conn *conn_of(struct MHD_Connection *conn) {
-  const union MHD_ConnectionInfo *ci =
-      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-  return ci ? ci->socket_context : NULL;
-}
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe) {

@@ -256,13 +256,16 @@ void tl_srv_metrics_render(const tl_srv_metrics *mc, const tl_srv_metrics_extra 
                      "past a deadline (--header-timeout or, under pressure, --pressure-timeout: "
                      "head; --body-timeout: body; the idle time-out plus the header time-out, or "
                      "under pressure --pressure-timeout: idle), half-closed by the client, or "
-                     "whose body fell behind --min-body-rate under pressure (body_rate).\n"
+                     "whose body fell behind --min-body-rate under pressure (body_rate), or whose body "
+                     "was the slowest when another request needed room in --max-body-total "
+                     "(body_budget).\n"
                      "# TYPE tlserverd_connections_cut_total counter\n");
   for (int p = 0; p < TL_CONN_CUT_COUNT_; p++)
     if (p != TL_CONN_BUSY)
       tl_srv_buf_printf(b, "tlserverd_connections_cut_total{reason=\"%s\"} %lld\n",
                         p < TL_CONN_PHASE_COUNT_       ? tl_srv_conn_phase_name(p)
                         : p == TL_CONN_CUT_HALF_CLOSED ? "half_closed"
-                                                       : "body_rate",
+                        : p == TL_CONN_CUT_BODY_RATE   ? "body_rate"
+                                                       : "body_budget",
                         GET(m->connections_cut[p]));
 }

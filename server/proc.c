@@ -24,7 +24,9 @@
  * the tool overruns), so killing the worker's group alone would leave them
  * running as orphans, outside --workers and --compile-timeout.  When the
  * daemon kills a worker (time-out, cancel, a confused worker, shutdown) or
- * finds one dead, it kills every process of that session.
+ * finds one dead, it kills every process of that session and waits until
+ * each has died before it answers (a compile's 504 comes after its clang
+ * is gone, not while a SIGKILLed clang still frees its memory).
  *
  * Limits in the worker: RLIMIT_AS (--worker-memory), RLIMIT_CORE 0 (no core
  * files from aborted compiles), and per job RLIMIT_CPU set to the CPU time
@@ -60,6 +62,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <jansson.h>
@@ -545,44 +548,86 @@ tl_status tl_srv_proc_spawn(const tl_srv_proc_opts *o, tl_srv_proc *p, tl_error 
   return TL_OK;
 }
 
+/* Sends SIGKILL to every live process of session sid and opens a pidfd on
+ * each (up to nfd of them, into fds).  Returns how many were alive, or -1
+ * when /proc cannot be read. */
+static int kill_members(int sid, int *fds, int nfd, int *nopen) {
+  *nopen = 0;
+  DIR *d = opendir("/proc");
+  if (!d)
+    return -1;
+  int alive = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    char *end;
+    long pid = strtol(de->d_name, &end, 10);
+    if (*end || pid <= 0)
+      continue;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+      continue;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *rp = strrchr(buf, ')'); /* after the command name, which may hold anything */
+    char state;
+    int ppid, pgrp, session;
+    if (!rp || sscanf(rp + 1, " %c %d %d %d", &state, &ppid, &pgrp, &session) != 4 || session != sid ||
+        state == 'Z' || state == 'X')
+      continue;
+    alive++;
+    int pfd = -1;
+#ifdef SYS_pidfd_open
+    pfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+#endif
+#ifdef SYS_pidfd_send_signal
+    if (pfd < 0 || syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) != 0)
+#endif
+      kill((pid_t)pid, SIGKILL);
+    if (pfd >= 0 && *nopen < nfd)
+      fds[(*nopen)++] = pfd;
+    else if (pfd >= 0)
+      close(pfd);
+  }
+  closedir(d);
+  return alive;
+}
+
 void tl_srv_proc_kill_session(int sid) {
   if (sid <= 0)
     return;
   kill(-sid, SIGKILL);
-  /* The members in other process groups: a session id stays allocated while
-   * any member lives, so the id names only this worker's processes. */
-  for (int round = 0; round < 10; round++) {
-    int alive = 0;
-    DIR *d = opendir("/proc");
-    if (!d)
+  /* The members in other process groups (the tools' groups): a session id
+   * stays allocated while any member lives, so the id names only this
+   * worker's processes.  Each one killed is waited for until it has died
+   * (its pidfd becomes readable then), not only signalled: a SIGKILLed
+   * clang of a few hundred MiB takes tens of milliseconds to die, more on
+   * a loaded machine, and until then it still runs, outside --workers.
+   * Then the session is looked at again (a member may have started a child
+   * meanwhile), until none is alive. */
+  int64_t deadline = tl_srv_now_us() + (int64_t)TL_SRV_KILL_WAIT_S * 1000000;
+  for (;;) {
+    int fds[64], nopen;
+    int alive = kill_members(sid, fds, 64, &nopen);
+    if (alive <= 0)
       return;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-      char *end;
-      long pid = strtol(de->d_name, &end, 10);
-      if (*end || pid <= 0)
-        continue;
-      char path[64], buf[512];
-      snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-      FILE *f = fopen(path, "r");
-      if (!f)
-        continue;
-      size_t n = fread(buf, 1, sizeof buf - 1, f);
-      fclose(f);
-      buf[n] = 0;
-      const char *rp = strrchr(buf, ')'); /* after the command name, which may hold anything */
-      char state;
-      int ppid, pgrp, session;
-      if (rp && sscanf(rp + 1, " %c %d %d %d", &state, &ppid, &pgrp, &session) == 4 &&
-          session == sid && state != 'Z' && state != 'X') {
-        kill((pid_t)pid, SIGKILL);
-        alive++;
-      }
+    for (int i = 0; i < nopen; i++) {
+      int64_t left_ms = (deadline - tl_srv_now_us()) / 1000;
+      struct pollfd pf = {fds[i], POLLIN, 0};
+      if (left_ms > 0)
+        while (poll(&pf, 1, (int)left_ms) < 0 && errno == EINTR)
+          ;
+      close(fds[i]);
     }
-    closedir(d);
-    if (!alive)
+    if (tl_srv_now_us() > deadline) {
+      fprintf(stderr, "tlserverd: %d process(es) of worker session %d still alive %d s after SIGKILL\n",
+              alive, sid, TL_SRV_KILL_WAIT_S);
       return;
-    usleep(2000); /* let the signals land, then look again */
+    }
+    if (nopen < alive)
+      usleep(2000); /* without pidfds: let the signals land, then look again */
   }
 }
 

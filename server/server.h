@@ -284,8 +284,14 @@ typedef enum tl_srv_conn_phase {
 
 /* Why conns.c cut a connection: past the deadline of its phase (the first
  * TL_CONN_PHASE_COUNT_ values, a phase each), the client had closed its
- * side, or its body fell behind --min-body-rate under pressure. */
-enum { TL_CONN_CUT_HALF_CLOSED = TL_CONN_PHASE_COUNT_, TL_CONN_CUT_BODY_RATE, TL_CONN_CUT_COUNT_ };
+ * side, its body fell behind --min-body-rate under pressure, or its body
+ * was the slowest when another request needed room in --max-body-total. */
+enum {
+  TL_CONN_CUT_HALF_CLOSED = TL_CONN_PHASE_COUNT_,
+  TL_CONN_CUT_BODY_RATE,
+  TL_CONN_CUT_BODY_BUDGET,
+  TL_CONN_CUT_COUNT_
+};
 
 #define TL_SRV_HTTP_CODES 20 /* distinct statuses counted; others go to the last slot */
 #define TL_SRV_COMPILE_BUCKETS 14
@@ -351,8 +357,9 @@ typedef struct tl_srv_conn tl_srv_conn;
 
 /* Starts the sweeping thread, with the deadlines of cfg: --header-timeout,
  * --body-timeout, --idle-timeout, and under pressure (from 3/4 of
- * --max-connections open) --pressure-timeout and --min-body-rate.  NULL
- * on no memory. */
+ * --max-connections open) --pressure-timeout and --min-body-rate, the
+ * latter also while bodies hold over 3/4 of --max-body-total.  NULL on no
+ * memory. */
 tl_srv_conns *tl_srv_conns_new(const tl_srv_config *cfg, tl_srv_metrics *metrics);
 void tl_srv_conns_free(tl_srv_conns *cs); /* after every connection closed; accepts NULL */
 /* A connection accepted on fd, in phase HEAD; NULL on no memory (then it has
@@ -364,6 +371,12 @@ void tl_srv_conn_closed(tl_srv_conns *cs, tl_srv_conn *c);
 void tl_srv_conn_enter(tl_srv_conns *cs, tl_srv_conn *c, tl_srv_conn_phase p);
 /* n more bytes of the request's body came in (for --min-body-rate). */
 void tl_srv_conn_body_bytes(tl_srv_conns *cs, tl_srv_conn *c, size_t n);
+/* The request on c holds delta more bytes of --max-body-total (less when
+ * negative). */
+void tl_srv_conn_body_reserved(tl_srv_conns *cs, tl_srv_conn *c, int64_t delta);
+/* A request was refused room for bytes of body in --max-body-total: the
+ * sweep cuts the slowest bodies to make room for its retry (conns.c). */
+void tl_srv_conns_body_refused(tl_srv_conns *cs, int64_t bytes);
 const char *tl_srv_conn_phase_name(tl_srv_conn_phase p);
 
 /* ==== handles.c: tl_cache handles for threads ===================================
@@ -474,6 +487,7 @@ typedef struct tl_srv_proc {
 /* How long a new worker may take to start (load NVRTC, warm it) before
  * its first job's own time-out starts. */
 #define TL_SRV_WORKER_START_S 60
+#define TL_SRV_KILL_WAIT_S 10 /* seconds a killed worker's processes get to die */
 
 typedef struct tl_srv_proc_opts {
   const char *exe;          /* this program's path (/proc/self/exe read at start) */
@@ -500,7 +514,9 @@ tl_status tl_srv_proc_run(tl_srv_proc *p, const tl_srv_job *job, double timeout_
  * it started), and reaps it; a no-op when none. */
 void tl_srv_proc_kill(tl_srv_proc *p);
 /* Kills every process of session sid (a worker's pid; the worker may be
- * gone already, leaving orphans). */
+ * gone already, leaving orphans) and waits until each has died, at most
+ * TL_SRV_KILL_WAIT_S (a process stuck in the kernel: then it says so on
+ * standard error). */
 void tl_srv_proc_kill_session(int sid);
 /* Warms NVRTC: one compile of a one-line kernel for the first NVIDIA
  * target of targets (a NULL-terminated list, or NULL) through the CUDA back

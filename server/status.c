@@ -26,7 +26,8 @@
  * outcomes of POST /v1/compile, kept in memory and saved in the cache
  * database (a note per slot, "status recent N", each at most
  * TL_CACHE_NOTE_MAX bytes: diagnostics that do not fit are left out) by
- * the background thread once a second and at the stop, so a restart shows
+ * the background thread once a second and at the stop, the slots changed
+ * since the last save in one transaction, so a restart shows
  * them again (what a crash leaves unsaved: at most the last second's).  The
  * source of a build is not stored: it is generated again from the build's
  * manifest (program, constants, target, options) by this server's
@@ -247,24 +248,37 @@ int tl_srv_recent_load(tl_srv_recent *r, tl_cache *c) {
 void tl_srv_recent_save(tl_srv_recent *r, tl_cache *c) {
   if (!r || !c)
     return;
-  for (int i = 0; i < TL_SRV_RECENT; i++) {
-    pthread_mutex_lock(&r->mu);
-    bool dirty = r->dirty[i];
-    recent_entry e = r->e[i];
-    r->dirty[i] = false;
-    pthread_mutex_unlock(&r->mu);
-    if (!dirty)
-      continue;
-    char name[32], *text = entry_json(&e);
-    snprintf(name, sizeof name, RECENT_NOTE, i);
-    /* an entry that cannot be written empties its slot there; a busy database is tried again */
-    if (tl_cache_note_set(c, name, text ? text : "{}", NULL) != TL_OK) {
-      pthread_mutex_lock(&r->mu); /* the next save tries again, unless the slot changed meanwhile (dirty anyway) */
-      r->dirty[i] = true;
-      pthread_mutex_unlock(&r->mu);
+  /* the dirty slots copied under the lock, their JSON made outside it, and
+   * all of them written in one transaction (one commit, not one per slot) */
+  recent_entry *e = malloc(TL_SRV_RECENT * sizeof *e);
+  if (!e)
+    return; /* left dirty for the next save */
+  int slot[TL_SRV_RECENT], n = 0;
+  pthread_mutex_lock(&r->mu);
+  for (int i = 0; i < TL_SRV_RECENT; i++)
+    if (r->dirty[i]) {
+      e[n] = r->e[i];
+      slot[n++] = i;
+      r->dirty[i] = false;
     }
-    free(text);
+  pthread_mutex_unlock(&r->mu);
+  char names[TL_SRV_RECENT][32], *texts[TL_SRV_RECENT];
+  const char *np[TL_SRV_RECENT], *vp[TL_SRV_RECENT];
+  for (int k = 0; k < n; k++) {
+    snprintf(names[k], sizeof names[k], RECENT_NOTE, slot[k]);
+    texts[k] = entry_json(&e[k]);
+    np[k] = names[k];
+    vp[k] = texts[k] ? texts[k] : "{}"; /* an entry that cannot be written empties its slot there */
   }
+  if (n && tl_cache_notes_set(c, n, np, vp, NULL) != TL_OK) {
+    pthread_mutex_lock(&r->mu); /* a busy database: the next save tries again (a slot changed meanwhile is dirty anyway) */
+    for (int k = 0; k < n; k++)
+      r->dirty[slot[k]] = true;
+    pthread_mutex_unlock(&r->mu);
+  }
+  for (int k = 0; k < n; k++)
+    free(texts[k]);
+  free(e);
 }
 
 /* ==== HTML pieces ======================================================================= */

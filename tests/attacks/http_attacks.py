@@ -4,7 +4,7 @@ of its machine, each with the answer it must get, and a check that the
 server keeps serving a normal client during and after each one.
 
 Usage: http_attacks.py TLSERVERD GROUP...
-  GROUP: framing, slow, pressure, slowbodies, bodies, orphans (attacks); ready (/readyz without a
+  GROUP: framing, slow, pressure, slowbodies, budget, bodies, orphans (attacks); ready (/readyz without a
   toolchain, with a read-only database folder, on a full disk)
 
 Each group starts its own server (TLSERVERD, with the group's limits) on a
@@ -484,6 +484,125 @@ def slowbodies_attacks():
         s.close()
 
 
+def budget():
+    # 1 MiB bodies, 4 MiB for all of them (under pressure from 3 MiB held), a
+    # floor of 16 KiB/s, 30 s for a body; few connections, so only the body
+    # budget can put the server under pressure.
+    with Server("--max-body", "1M", "--max-body-total", "4M", "--min-body-rate", "16K",
+                "--body-timeout", "30", "--header-timeout", "10", "--idle-timeout", "30"):
+        budget_attacks()
+
+
+class Sender:
+    """Sends body bytes on socks from a thread: rates[i] bytes a second on
+    socks[i], in ticks of 0.125 s, until stop() or the socket is cut."""
+
+    def __init__(self, socks, rates):
+        import threading
+        self.socks, self.rates, self.sent = socks, rates, [0] * len(socks)
+        self.cut = [False] * len(socks)
+        self.done = threading.Event()
+        self.t0 = time.time()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.done.wait(0.125):
+            t = time.time() - self.t0
+            for i, s in enumerate(self.socks):
+                n = int(self.rates[i] * t) - self.sent[i]  # keep to the rate on average
+                if self.cut[i] or n <= 0:
+                    continue
+                try:
+                    s.sendall(b" " * n)
+                    self.sent[i] += n
+                except OSError:
+                    self.cut[i] = True
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        for i, s in enumerate(self.socks):
+            if not self.cut[i] and not still_open([s]):
+                self.cut[i] = True
+            s.close()
+        return self.cut
+
+
+def budget_attacks():
+    """Bodies that hold --max-body-total without putting --max-connections
+    under pressure: trickled ones are cut by --min-body-rate once they hold
+    more than 3/4 of it, and ones sent at or above the floor are cut,
+    slowest first, as soon as another request is refused room, so that
+    its retry fits; a normal client is served meanwhile."""
+    L = 1000000  # 4 of them hold 95% of 4 MiB; a 5th does not fit
+    head = (b"POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n")
+
+    def open_bodies(rates):
+        socks = []
+        for i in range(len(rates)):
+            s = connect("127.0.2.%d" % (i + 1), timeout=5)
+            s.sendall(head % L)
+            socks.append(s)
+        return Sender(socks, rates)
+
+    def upload(size):
+        """A normal client's compile request of size bytes (not JSON: 400 when read
+        whole), from 127.0.0.2: its status."""
+        try:
+            codes, _, _ = exchange(head % size + b" " * size, 10.0, "127.0.0.2")
+        except OSError:
+            return 0
+        return codes[0] if codes else 0
+
+    # 1. four bodies trickled at 8 bytes a second: over 3/4 of the budget, so
+    #    the floor applies although only 4 connections are open
+    att = open_bodies([8, 8, 8, 8])
+    time.sleep(0.3)
+    check(upload(500000) == 503, "a body that does not fit next to the trickled ones gets 503")
+    check(healthz() == 200, "healthz while trickled bodies hold the body budget")
+    time.sleep(2.7)
+    status = upload(500000)  # the attackers' sockets are still open
+    cut = att.stop()
+    check(all(cut), "trickled bodies holding over 3/4 of --max-body-total are cut by --min-body-rate "
+          "(the body time-out is 30 s)", "%d of 4 cut after 3 s" % sum(cut))
+    check(status == 400, "the budget is free again once the trickled bodies were cut", str(status))
+    check(metric('tlserverd_connections_cut_total{reason="body_rate"}') == 4,
+          "/metrics counts the 4 trickled bodies under body_rate")
+
+    # 2. four bodies at 2 to 5 times the floor: the floor keeps them all
+    #    (a sender stalled by a loaded machine catches up); a request refused
+    #    room makes the slowest be cut, and its retry fits
+    floor = 16 << 10
+    att = open_bodies([floor * 2, floor * 3, floor * 4, floor * 5])
+    time.sleep(1.5)  # past --pressure-timeout: they may be cut from now on
+    first = upload(500000)
+    check(first == 503, "a body that does not fit next to bodies at the floor gets 503 (Retry-After)",
+          str(first))
+    time.sleep(1.0)  # the client waits its Retry-After
+    retry = upload(500000)
+    check(retry == 400, "its retry is read whole: the slowest body was cut to make room", str(retry))
+    check(healthz() == 200, "healthz while bodies at the floor hold the budget")
+    cut = att.stop()
+    check(cut == [True, False, False, False], "only the slowest body was cut (one was enough)",
+          str(cut))
+    check(metric('tlserverd_connections_cut_total{reason="body_budget"}') == 1,
+          "/metrics counts it under body_budget")
+
+    # 3. without a request waiting for room nothing is cut for it (once the
+    #    bodies of 2. are released: a new one refused room would ask for it)
+    deadline = time.time() + 5
+    while metric("tlserverd_request_body_bytes") != 0 and time.time() < deadline:
+        time.sleep(0.1)
+    att = open_bodies([floor * 3] * 4)
+    time.sleep(2.5)
+    cut = att.stop()
+    check(not any(cut), "bodies at the floor that nobody waits behind are kept", str(cut))
+    check(metric('tlserverd_connections_cut_total{reason="body_budget"}') == 1,
+          "/metrics: no more cut under body_budget")
+
+
 def rss_kib(pid):
     for line in open("/proc/%d/status" % pid):
         if line.startswith("VmRSS:"):
@@ -559,6 +678,20 @@ def post(path, body, timeout=60.0):
     return codes[0] if codes else 0
 
 
+def post_and_look(srv, body):
+    """Posts a compile and, once answered, looks for what it left running:
+    (the status, [(pid, name)] of the live processes re-parented to this
+    one, a subreaper).  The server answers 504 after what it killed has
+    died (a zombie here, not listed); what was not killed runs on, and is
+    killed and reaped after being listed."""
+    status = post("/v1/compile", body)
+    left = [c for c in children() if c[0] != srv.proc.pid]
+    for pid, _ in left:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    return status, left
+
+
 def orphans():
     """A compile that times out while clang runs (an AMD target) leaves no
     process behind.  This process becomes a child subreaper, so whatever the
@@ -580,22 +713,60 @@ def orphans():
             skip("orphans", "the server found no clang, so no AMD compile runs clang to be "
                  "killed (apt-get install clang-19 lld-19)")
             return
-        status = post("/v1/compile", body)
-        # the server answers 504 after what it killed has died (a zombie,
-        # re-parented to this process); a clang that was not killed runs on
-        left = [c for c in children() if c[0] != srv.proc.pid]
-        for pid, _ in children():
-            if pid != srv.proc.pid:
-                try:
-                    os.waitpid(pid, os.WNOHANG)
-                except ChildProcessError:
-                    pass
+        status, left = post_and_look(srv, body)
         check(status == 504, "an AMD compile past --compile-timeout gets 504", str(status))
         check(not left, "no process of the timed-out compile is left running", str(left))
-        for pid, _ in left:  # tidy up after a failure
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
         check(healthz() == 200, "healthz after the compile time-out")
+    orphans_slow_death(body)
+
+
+# TL_CLANG for orphans_slow_death: clang itself for its probes (--version,
+# -fsyntax-only); for a compile (-c), a tool that starts a child holding
+# SIZE bytes of memory, says so in READY and hangs.  A process of 768 MiB
+# takes 0.1 to 0.3 s to die after SIGKILL (its memory is freed first).
+HANG_TOOL = r"""#!%(python)s
+import os, sys, time
+if "-c" not in sys.argv[1:]:
+    os.execv(%(clang)r, [%(clang)r] + sys.argv[1:])
+r, w = os.pipe()
+if os.fork() == 0:
+    x = bytearray(%(size)d)
+    x[::4096] = b"\1" * len(x[::4096])  # every page resident
+    os.write(w, b"r")
+    time.sleep(600)
+    os._exit(0)
+os.close(w)
+if os.read(r, 1) == b"r":
+    open(%(ready)r, "w").close()
+time.sleep(600)
+"""
+
+
+def orphans_slow_death(body):
+    """The processes of a timed-out compile are dead, not only signalled,
+    when the 504 is sent: a tool's child that takes a while to die (768 MiB
+    to free) is waited for."""
+    clang = None
+    for name in ("clang-19", "clang-20", "clang-18", "clang"):
+        clang = shutil.which(name)
+        if clang:
+            break
+    tmp = tempfile.mkdtemp()
+    tool, ready = os.path.join(tmp, "clang"), os.path.join(tmp, "ready")
+    with open(tool, "w") as f:
+        f.write(HANG_TOOL % {"python": sys.executable, "clang": clang, "size": 768 << 20, "ready": ready})
+    os.chmod(tool, 0o755)
+    try:
+        with Server("--compile-timeout", "3", env={"TL_CLANG": tool}) as srv:
+            status, left = post_and_look(srv, body)
+            if not os.path.exists(ready):
+                check(False, "a tool's child holding 768 MiB was started before the time-out",
+                      "the machine is too slow for 3 s: %d" % status)
+            check(status == 504, "a compile whose tool hangs gets 504", str(status))
+            check(not left, "a killed tool's child that takes a while to die is dead before the 504",
+                  str(left))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 def readyz():
     """GET /readyz: (status, the JSON body or {})."""
@@ -735,7 +906,7 @@ def ready_full_disk():
 def main():
     for g in GROUPS:
         {"framing": framing, "slow": slow, "pressure": pressure, "slowbodies": slowbodies,
-         "bodies": bodies,
+         "budget": budget, "bodies": bodies,
          "orphans": orphans, "ready": ready}[g]()
     print("http_attacks.py: %s" % ("%d failed" % failures if failures else
                                    "all passed, %d skipped" % len(skips) if skips else

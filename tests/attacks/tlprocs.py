@@ -48,6 +48,26 @@ def start_server(server, folder, name, args=(), env=None, wrap=(), db=None):
     return proc, int(open(port_file).read()), log
 
 
+def http_get(port, path, src="127.0.0.1", timeout=5.0):
+    """GET path of the server on 127.0.0.1:port from address src, with
+    Connection: close: the answer's bytes, head and body (OSError when the
+    connection fails)."""
+    s = socket.socket()
+    try:
+        s.settimeout(timeout)
+        s.bind((src, 0))
+        s.connect(("127.0.0.1", port))
+        s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path.encode())
+        out = b""
+        while True:
+            c = s.recv(65536)
+            if not c:
+                return out
+            out += c
+    finally:
+        s.close()
+
+
 def stop(proc, seconds=20):
     """Stops a process: SIGTERM, then SIGKILL after `seconds`; waits for it."""
     proc.terminate()

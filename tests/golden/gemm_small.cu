@@ -218,12 +218,8 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
   const long long g_B_d1 = (long long)(((long long)256LL)); (void)g_B_d1;
   const long long g_C_d0 = (long long)(((long long)256LL)); (void)g_C_d0;
   const long long g_C_d1 = (long long)(((long long)256LL)); (void)g_C_d1;
-  const unsigned tl_gx = gridDim.x, tl_gy = gridDim.y;
-  const unsigned tl_lin = blockIdx.x + blockIdx.y * gridDim.x;
-  const unsigned tl_pan = tl_lin / (8u * tl_gx), tl_rem = tl_lin % (8u * tl_gx);
-  const unsigned tl_rows = tl_gy - tl_pan * 8u < 8u ? tl_gy - tl_pan * 8u : 8u;
-  const int v_bx = (int)(tl_rem / tl_rows);
-  const int v_by = (int)(tl_pan * 8u + tl_rem % tl_rows);
+  const int v_bx = (int)blockIdx.x;
+  const int v_by = (int)blockIdx.y;
   extern __shared__ __align__(128) unsigned char tl_smem[];
   unsigned short *const tl_base_A_shared = (unsigned short *)(tl_smem + 0);
   unsigned short *const s_A_shared = tl_base_A_shared; (void)s_A_shared;

@@ -492,12 +492,8 @@ extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_si
   const long long g_B_d1 = (long long)(((long long)256LL)); (void)g_B_d1;
   const long long g_C_d0 = (long long)(((long long)256LL)); (void)g_C_d0;
   const long long g_C_d1 = (long long)(((long long)256LL)); (void)g_C_d1;
-  const unsigned tl_gx = tl_num_groups(0), tl_gy = tl_num_groups(1);
-  const unsigned tl_lin = __builtin_amdgcn_workgroup_id_x() + __builtin_amdgcn_workgroup_id_y() * tl_num_groups(0);
-  const unsigned tl_pan = tl_lin / (8u * tl_gx), tl_rem = tl_lin % (8u * tl_gx);
-  const unsigned tl_rows = tl_gy - tl_pan * 8u < 8u ? tl_gy - tl_pan * 8u : 8u;
-  const int v_bx = (int)(tl_rem / tl_rows);
-  const int v_by = (int)(tl_pan * 8u + tl_rem % tl_rows);
+  const int v_bx = (int)__builtin_amdgcn_workgroup_id_x();
+  const int v_by = (int)__builtin_amdgcn_workgroup_id_y();
   extern __attribute__((shared)) __attribute__((aligned(128))) unsigned char tl_smem[];
   unsigned short *const tl_base_A_shared = (unsigned short *)(tl_smem + 0);
   unsigned short *const s_A_shared = tl_base_A_shared; (void)s_A_shared;

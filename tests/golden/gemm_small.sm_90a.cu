@@ -249,12 +249,8 @@ extern "C" __global__ void __launch_bounds__(256, 4) gemm_small(unsigned short *
       unsigned long long tl_pit = 0; /* iterations issued, over the tiles */
       for (long long tl_tile = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z); tl_tile < tl_ntiles; tl_tile += (long long)gridDim.x * gridDim.y * gridDim.z) {
         const unsigned tl_b0 = (unsigned)(tl_tile % tl_tg0), tl_b1 = (unsigned)(tl_tile / tl_tg0 % tl_tg1), tl_b2 = (unsigned)(tl_tile / (tl_tg0 * tl_tg1)); (void)tl_b1; (void)tl_b2;
-        const unsigned tl_gx = (unsigned)tl_tg0, tl_gy = (unsigned)tl_tg1;
-        const unsigned tl_lin = tl_b0 + tl_b1 * (unsigned)tl_tg0;
-        const unsigned tl_pan = tl_lin / (8u * tl_gx), tl_rem = tl_lin % (8u * tl_gx);
-        const unsigned tl_rows = tl_gy - tl_pan * 8u < 8u ? tl_gy - tl_pan * 8u : 8u;
-        const int v_bx = (int)(tl_rem / tl_rows);
-        const int v_by = (int)(tl_pan * 8u + tl_rem % tl_rows);
+        const int v_bx = (int)tl_b0;
+        const int v_by = (int)tl_b1;
         const long long tl_pn = (long long)(((int)8LL)), tl_ps = (long long)(((int)0LL));
         for (long long tl_f = 0; tl_f < tl_pn; tl_f++, tl_pit++) {
           const int tl_st = (int)(tl_pit % 3);
@@ -275,12 +271,8 @@ extern "C" __global__ void __launch_bounds__(256, 4) gemm_small(unsigned short *
   unsigned long long tl_cit = 0; /* iterations waited for, over the tiles */
   for (long long tl_tile = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z); tl_tile < tl_ntiles; tl_tile += (long long)gridDim.x * gridDim.y * gridDim.z) {
     const unsigned tl_b0 = (unsigned)(tl_tile % tl_tg0), tl_b1 = (unsigned)(tl_tile / tl_tg0 % tl_tg1), tl_b2 = (unsigned)(tl_tile / (tl_tg0 * tl_tg1)); (void)tl_b1; (void)tl_b2;
-    const unsigned tl_gx = (unsigned)tl_tg0, tl_gy = (unsigned)tl_tg1;
-    const unsigned tl_lin = tl_b0 + tl_b1 * (unsigned)tl_tg0;
-    const unsigned tl_pan = tl_lin / (8u * tl_gx), tl_rem = tl_lin % (8u * tl_gx);
-    const unsigned tl_rows = tl_gy - tl_pan * 8u < 8u ? tl_gy - tl_pan * 8u : 8u;
-    const int v_bx = (int)(tl_rem / tl_rows);
-    const int v_by = (int)(tl_pan * 8u + tl_rem % tl_rows);
+    const int v_bx = (int)tl_b0;
+    const int v_by = (int)tl_b1;
     {
       const float tl_v = (0x0p+0f);
       #pragma unroll

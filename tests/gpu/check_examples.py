@@ -415,6 +415,20 @@ CASES = [
     ("../tests/gpu/programs/gemm_dyn", {"N": 512, "K": 1024, "num_stages": 8}, {"M": 384}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_dyn", {"K": 200, "use_tma": "false"}, {"M": 1000}, ["C"], GEMM),
     ("gemm", {"M": 200, "N": 136, "K": 72, "block_M": 64, "block_K": 64}, {}, ["C"], GEMM),
+    # several K tiles a stage (compiler/pass_kgroup.c): gemm_dyn_k's K is a scalar, so the loop over groups
+    # of 2 tiles is followed by a serial loop of the last tile when ceildiv(K, 32) is odd (1050: 33 tiles,
+    # the last ragged; 16: no group at all; 1000: 32 tiles, the last ragged one inside a group, its box
+    # past K read as zeros); k_group 1 keeps one tile a stage; examples/gemm.json at K = 72 has 3 tiles (a
+    # constant extent: one group and one last tile), int8 at K = 416 with 32-wide tiles groups 4 (13 tiles)
+    ("../tests/gpu/programs/gemm_dyn_k", {"M": 1000, "N": 1100}, {"K": 1050}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_k", {"M": 300, "N": 136}, {"K": 1000}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_k", {"M": 200, "N": 256}, {"K": 16}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_k", {"M": 257, "N": 300, "threads": 256}, {"K": 4000}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_k", {"M": 1000, "N": 1100, "k_group": 1}, {"K": 1050}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_k", {"M": 256, "N": 512, "threads": 256, "num_stages": 2, "k_group": 4},
+     {"K": 2080}, ["C"], GEMM),
+    ("gemm", {"M": 1000, "N": 1100, "K": 72}, {}, ["C"], GEMM),
+    ("gemm", {"M": 300, "N": 136, "K": 1000}, {}, ["C"], GEMM),
     # mma.sync (4 warps) reading A's 128-byte rows, brought by TMA in the same swizzle; B on cp.async
     ("../bench/programs/gemm_raster", {"M": 1000, "N": 1024, "K": 200, "block_K": 64}, {}, ["C"], GEMM),
     # TMA without swizzle: float32 tiles read by a parallel loop, ragged M and K
@@ -528,6 +542,8 @@ CASES = [
                     "num_stages": 4}, {}, ["C"], W4A16),
     ("gemm_w4a16", {"M": 70, "N": 200, "K": 640, "block_M": 64, "block_N": 64, "block_K": 128, "threads": 128,
                     "num_stages": 4}, {}, ["C"], W4A16),
+    # 256 rows on two warpgroups (each dequantized tile serves them all), ragged M, N and K
+    ("gemm_w4a16", {"M": 300, "N": 200, "K": 640, "block_M": 256, "threads": 256}, {}, ["C"], W4A16),
     # small M with the block's scales copied once (M = 1 on mma.sync, 64 rows on wgmma with the dequantized
     # tile rotating, ragged N and K, a scale group of 64)
     ("gemm_w4a16_narrow", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
@@ -542,6 +558,33 @@ CASES = [
                            "group_size": 64}, {}, ["C"], W4A16),
     ("gemm_w4a16_narrow", {"M": 64, "N": 128, "K": 768, "block_M": 64, "block_N": 32, "block_K": 256,
                            "num_stages": 3}, {}, ["C"], W4A16),
+    # split along K, then the runs' float32 sums added by a second kernel: ragged N and K, runs wholly past K
+    # (split_k 8 of 9 K tiles), runs starting inside a scale group (group_size 80), 64 rows on wgmma
+    ("gemm_w4a16_splitk", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk", {"M": 13, "N": 200, "K": 650, "split_k": 3}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk", {"M": 3, "N": 160, "K": 1030, "split_k": 8}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk", {"M": 5, "N": 136, "K": 650, "block_K": 64, "group_size": 80, "split_k": 3}, {}, ["C"],
+     W4A16),
+    ("gemm_w4a16_splitk", {"M": 64, "N": 256, "K": 1024, "block_M": 64, "num_stages": 2}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk", {"M": 20, "N": 96, "K": 768, "block_N": 32, "threads": 64, "block_K": 256,
+                           "num_stages": 3, "split_k": 2}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk", {"M": 2, "N": 300, "K": 1000, "block_N": 128, "block_K": 64, "split_k": 8}, {}, ["C"],
+     W4A16),
+    ("gemm_w4a16_splitk", {"M": 7, "N": 300, "K": 1000, "block_N": 128, "threads": 256, "num_stages": 3,
+                           "split_k": 8}, {}, ["C"], W4A16),
+    # the same computing C^T (the dequantized weights wgmma's 64-row operand, the activations 8 to 64 columns),
+    # the second kernel turning the sums through shared memory: ragged M, N and K, runs past K and inside a group
+    ("gemm_w4a16_splitk_t", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk_t", {"M": 13, "N": 200, "K": 650, "block_M": 16, "split_k": 3}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk_t", {"M": 3, "N": 160, "K": 1030, "block_M": 8, "split_k": 8}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk_t", {"M": 5, "N": 136, "K": 650, "block_K": 64, "group_size": 80, "split_k": 3}, {}, ["C"],
+     W4A16),
+    ("gemm_w4a16_splitk_t", {"M": 64, "N": 256, "K": 1024, "block_M": 64, "block_K": 64, "num_stages": 4}, {}, ["C"],
+     W4A16),
+    ("gemm_w4a16_splitk_t", {"M": 20, "N": 300, "K": 1000, "block_M": 32, "block_N": 128, "block_K": 64,
+                             "num_stages": 4, "split_k": 8}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk_t", {"M": 40, "N": 300, "K": 1000, "block_M": 64, "block_N": 128, "threads": 256,
+                             "block_K": 64, "num_stages": 3, "split_k": 4}, {}, ["C"], W4A16),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 1}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 7}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 300}, ["c"], MATMUL),

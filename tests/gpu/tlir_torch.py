@@ -28,6 +28,9 @@ temporary database).
 
     /opt/torch/.venv/bin/python tests/gpu/tlir_torch.py [--only REGEX] [--server] [--seed N]
 
+(--only: the cases and the examples' mains whose names match REGEX; no
+other checks, no timing.)
+
 Needs build/bin/tlc and build/lib/libtlclient.so.0 (or TL_TLC,
 TL_LIBTLCLIENT).  Prints one line per case and "N passed, N failed"; exits
 1 if any failed, 77 without a GPU or PyTorch.
@@ -59,6 +62,28 @@ if not torch.cuda.is_available():
 import tlir  # noqa: E402
 import tlir.language as T  # noqa: E402
 from test_tlir_examples import load  # noqa: E402
+from test_tlir_readme import load_quickstart  # noqa: E402
+
+_quickstart = []
+
+
+def grouped(sizes, K, N, block_M, *rest):
+    """examples/tilelang/grouped_gemm_fwd.py's kernel, with its group sizes,
+    offsets and offsets padded to block_M (construct_inputs)."""
+    k = load("grouped_gemm_fwd").grouped_gemm(tuple(sizes), K, N, block_M, *rest)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
+    padded = np.concatenate([[0], np.cumsum([-(-n // block_M) * block_M for n in sizes])[:-1]]).astype(np.int32)
+    return k, {"batch_sizes": np.array(sizes, np.int32), "batch_offsets": offsets, "batch_padded_offsets": padded}
+
+
+def readme():
+    """The README's Python quick start, run once (its own NumPy check through
+    the interpreter included); its matmul_splitk is then run on the GPU."""
+    if not _quickstart:
+        d = tempfile.mkdtemp(prefix="tlir-readme-")
+        _quickstart.append(load_quickstart(d))
+    return _quickstart[0]
+
 
 TOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2}
 
@@ -119,6 +144,40 @@ CASES = [
      lambda: load("mamba_chunk_scan").chunk_scan_fwd(2, 512, 256, 1, 4, 64, 128, 64, 64, 64, 128, 2, 128), {}),
     ("mamba_chunk_scan ragged seqlen 300, 2 groups",
      lambda: load("mamba_chunk_scan").chunk_scan_fwd(1, 300, 64, 2, 4, 64, 64, 64, 64, 64, 64, 2, 128), {}),
+    # the block mask read in the pipelined loop's `if` (a fragment tlir holds in shared memory); random
+    # masks: a row without a kept block is 0/0 = NaN in both
+    ("block_sparse_attn causal 2x4x256x64",
+     lambda: load("block_sparse_attn").blocksparse_flashattn(2, 4, 256, 64, 4, is_causal=True), {}),
+    ("block_sparse_attn 1x2x512x128", lambda: load("block_sparse_attn").blocksparse_flashattn(1, 2, 512, 128, 8, False), {}),
+    ("block_sparse_attn causal ragged seq 200",
+     lambda: load("block_sparse_attn").blocksparse_flashattn(1, 2, 200, 64, 4, is_causal=True), {}),
+    # on an H100 check_hopper() is true: T.c2d_im2col (tlir's parallel loop); the filter through a view
+    ("convolution 2x16x16x64 -> 128, 3x3",
+     lambda: load("convolution").convolution(2, 64, 16, 16, 128, 3, 1, 1, 1, 64, 128, 32, 3, 256), {}),
+    ("convolution ragged 3x9x7x24 -> 40, stride 2, dilation 2",
+     lambda: load("convolution").convolution(3, 24, 9, 7, 40, 3, 2, 2, 1, 64, 64, 32, 2, 128), {}),
+    # MLA decoding: one KV head for 64 query heads; the split form is two kernels with two workspaces
+    ("mla_decode 2x64 heads, kv 512, d256+64", lambda: load("mla_decode").flashattn(2, 64, 1, 512, 256, 64, 64, 64, 1,
+                                                                                  (256 + 64) ** -0.5), {}),
+    ("mla_decode 2x64 heads, kv 1024, d256+64, 4 splits",
+     lambda: load("mla_decode").flashattn(2, 64, 1, 1024, 256, 64, 64, 64, 4, (256 + 64) ** -0.5), {}),
+    # grouped GEMM: the block's group found by a loop of assignments to a T.alloc_var (held in shared memory);
+    # the group sizes and offsets are the example's, not random
+    ("grouped_gemm_fwd groups 64, 128, 256", lambda: grouped((64, 128, 256), 512, 512, 64, 64, 64), {}),
+    ("grouped_gemm_fwd ragged groups 63, 1, 200", lambda: grouped((63, 1, 200), 520, 200, 64, 128, 64, 2, 256), {}),
+    # GEMV as thread-level code: local buffers, shared partial sums added by every thread (element atomics)
+    ("gemv naive_gemv 1024x1024", lambda: load("gemv").naive_gemv(1024, 1024, 128, 128), {}),
+    ("gemv naive_splitk_gemv ragged 1000x1000", lambda: load("gemv").naive_splitk_gemv(1000, 1000, 32, 32), {}),
+    ("gemv splitk_gemv ragged 1000x1000", lambda: load("gemv").splitk_gemv(1000, 1000, 32, 32, 4), {}),
+    ("gemv splitk_gemv_vectorized 1024x2048", lambda: load("gemv").splitk_gemv_vectorized(1024, 2048, 32, 8), {}),
+    # the README's Python quick start: a split-K GEMM, two kernels sharing a float32 workspace
+    ("README split-K GEMM 512x384x1024, 4 splits", lambda: readme().matmul_splitk(512, 384, 1024, 128, 128, 32, 4), {}),
+    ("README split-K GEMM ragged 300x200x1000, 3 splits",
+     lambda: readme().matmul_splitk(300, 200, 1000, 128, 128, 32, 3), {}),
+    ("blocksparse_gemm 512x512x512",
+     lambda: load("blocksparse_gemm").blocksparse_matmul(512, 512, 512, 128, 128, 32, 2, 128, True), {}),
+    ("blocksparse_gemm ragged 200x136x96",
+     lambda: load("blocksparse_gemm").blocksparse_matmul(200, 136, 96, 64, 64, 32, 2, 128, False), {}),
 ]
 
 TORCH_DT = {"bool": torch.bool, "int8": torch.int8, "int32": torch.int32, "int64": torch.int64,
@@ -126,8 +185,9 @@ TORCH_DT = {"bool": torch.bool, "int8": torch.int8, "int32": torch.int32, "int64
             "float64": torch.float64, "uint8": torch.uint8}
 
 
-def inputs(kernel, rng):
-    """One (numpy, torch) pair per non-output parameter: the same values."""
+def inputs(kernel, rng, given=None):
+    """One (numpy, torch) pair per non-output parameter: the same values
+    (random, or given[name] for the parameters a case gives)."""
     out = []
     for i, p in enumerate(kernel.func.params):
         if i in kernel.out_idx:
@@ -136,7 +196,10 @@ def inputs(kernel, rng):
             raise ValueError("scalar parameter '%s': the cases here have tensors only" % p["name"])
         shape = kernel.func.doc["params"][i]["shape"]
         dt = p["dtype"]
-        if dt.startswith("float") or dt == "bfloat16":
+        if given and p["name"] in given:
+            n = given[p["name"]]
+            t = torch.from_numpy(n.copy())
+        elif dt.startswith("float") or dt == "bfloat16":
             x = rng.standard_normal(shape).astype(np.float32) * 0.5
             t = torch.from_numpy(x).to(TORCH_DT[dt])
             n = t.float().numpy() if dt == "bfloat16" else t.numpy().copy()
@@ -167,7 +230,10 @@ def compare(name, got, ref, dtype, tol):
 
 def run_case(name, make, tols, rng):
     k = make()
-    pairs = inputs(k, rng)
+    given = None
+    if isinstance(k, tuple):  # (kernel, {parameter: the values it must have})
+        k, given = k
+    pairs = inputs(k, rng, given)
     ref = k(*[n for n, _ in pairs])  # interpreter; in-place params updated in the numpy arrays
     got = k(*[t for _, t in pairs])
     torch.cuda.synchronize()
@@ -326,13 +392,19 @@ EXAMPLE_MAINS = [
     ["topk.py"],
     ["flash_decoding.py"],
     ["flash_attention_bwd.py", "--batch", "2", "--h", "8", "--n_ctx", "1024"],
+    ["block_sparse_attn.py"],
+    ["convolution.py"],
+    ["blocksparse_gemm.py"],
+    ["grouped_gemm_fwd.py"],
 ]
 
 
-def run_example_mains():
+def run_example_mains(only=""):
     out = []
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "client", "python"))
     for argv in EXAMPLE_MAINS:
+        if not re.search(only, " ".join(argv)):
+            continue
         name = "examples/tilelang/" + " ".join(argv) + " (its own main)"
         t = time.time()
         try:
@@ -340,6 +412,8 @@ def run_example_mains():
                                capture_output=True, text=True, timeout=600)
             tail = "\n".join((r.stdout + r.stderr).strip().split("\n")[-6:])
             problem = None if r.returncode == 0 else "exit %d:\n%s" % (r.returncode, tail)
+            if problem is None and "\u274c" in r.stdout:  # some examples print a red cross and exit 0
+                problem = "it printed a failure:\n%s" % tail
             if problem is None:
                 print("      %s: %s" % (argv[0], " | ".join(l for l in r.stdout.split("\n")
                                                           if "ms" in l or "TFlops" in l or "pass" in l.lower())[:300]))
@@ -401,16 +475,16 @@ def main():
                 else:
                     npass += 1
                     print("PASS  [%s] %s  (%.1fs)" % (label, name, time.time() - t))
-        if not o.only:
-            for name, problem in extra_checks(rng) + run_example_mains():
-                if problem:
-                    nfail += 1
-                    print("FAIL  %s: %s" % (name, problem))
-                else:
-                    npass += 1
-                    print("PASS  %s" % name)
-            if not o.no_bench:
-                bench()
+        # with --only: the example mains whose command line matches it, and no more
+        for name, problem in (extra_checks(rng) if not o.only else []) + run_example_mains(o.only):
+            if problem:
+                nfail += 1
+                print("FAIL  %s: %s" % (name, problem))
+            else:
+                npass += 1
+                print("PASS  %s" % name)
+        if not o.only and not o.no_bench:
+            bench()
     finally:
         if srv:
             srv.terminate()

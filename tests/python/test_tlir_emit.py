@@ -263,6 +263,106 @@ def views(m):
     return main
 
 
+@tilelang.jit(out_idx=[1])
+def local_fills(n):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, 64), threads=64) as bx:
+            tx = T.get_thread_binding()
+            acc = T.alloc_local((2, 3), "float32")
+            cnt = T.alloc_var("int32")
+            T.fill(acc, 0.5)  # every element, in every thread
+            T.clear(cnt)
+            for i in T.serial(2):
+                for j in T.serial(3):
+                    acc[i, j] += X[bx * 64 + tx]
+                    cnt += 1
+            Y[bx * 64 + tx] = acc[1, 2] + cnt.astype("float32")
+    return main
+
+
+@tilelang.jit(out_idx=[1, 2])
+def views_in_loops(m):
+    @T.prim_func
+    def main(X: T.Tensor((m, 32), "float32"), Y: T.Tensor((m, 32), "float32"), Z: T.Tensor((m, 32), "int32")):
+        with T.Kernel(T.ceildiv(m, 16), threads=64) as bx:
+            s = T.alloc_shared((16, 32), "float32")
+            T.copy(X[bx * 16, 0], s)
+            for kk in T.serial(3):
+                flat = T.reshape(s, (512,))  # a view inside a loop: recorded in the kernel's body
+                for i in T.Parallel(512):
+                    flat[i] = flat[i] * 2 + kk
+            T.copy(s, Y[bx * 16, 0])
+            for i, j in T.Parallel(16, 32):
+                bits = T.view(X, (m, 32), dtype="int32")  # ... and inside a parallel loop
+                Z[bx * 16 + i, j] = bits[bx * 16 + i, j]
+    return main
+
+
+@tilelang.jit(out_idx=[2, 3])
+def frag_reads(m, n, bm=16):
+    @T.prim_func
+    def main(X: T.Tensor((m, n), "float32"), F: T.Tensor((m,), "int32"), Y: T.Tensor((m, n), "float32"),
+             C: T.Tensor((T.ceildiv(m, bm),), "int32")):
+        with T.Kernel(T.ceildiv(m, bm), threads=64) as bx:
+            flags = T.alloc_fragment((bm,), "int32")  # read by thread-level code: held in shared memory
+            tile = T.alloc_shared((1, n), "float32")
+            total = T.alloc_var("int32")
+            T.copy(F[bx * bm], flags)
+            first = T.alloc_var("int32", init=flags[0])  # ... read by an alloc_var's init
+            total = 0
+            for r in T.serial(bm):
+                total += flags[r]  # a fragment element read in a serial loop
+                if flags[r] != 0:  # ... and in an if that holds tile operators
+                    T.copy(X[bx * bm + r, 0], tile)
+                else:
+                    T.fill(tile, -1.0)
+                T.copy(tile, Y[bx * bm + r, 0])
+            tx = T.get_thread_binding()
+            if tx == 0:
+                C[bx] = total + 100 * first
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def var_regions(m, n=16):
+    @T.prim_func
+    def main(X: T.Tensor((m, n), "float32"), Y: T.Tensor((16, n), "float32"), R: T.Tensor((2,), "int32")):
+        with T.Kernel(2, threads=64) as bx:
+            row = T.alloc_var("int32", init=bx * 8)
+            s = T.alloc_shared((8, n), "float32")
+            for k in T.serial(2):
+                row += R[k]  # assignments in a block-level loop
+            T.copy(X[row, 0], s)  # a region uses the alloc_var: held in shared memory
+            T.copy(s, Y[bx * 8, 0])
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def var_fill(m=64):
+    @T.prim_func
+    def main(X: T.Tensor((m,), "float32"), Y: T.Tensor((m,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            v = T.alloc_var("float32")
+            v = X[0] * 2
+            f = T.alloc_fragment((m,), "float32")
+            T.fill(f, v)  # a tile operator's value: the alloc_var is held in shared memory
+            T.copy(f, Y)
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def frag_too_big(m=256, n=256):
+    @T.prim_func
+    def main(A: T.Tensor((m, n), "float32"), B: T.Tensor((m,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((m, n), "float32")  # 256 KiB once held in shared memory
+            T.copy(A, x)
+            if x[0, 0] > 0:
+                T.copy(A[0, 0:m], B)
+    return main
+
+
 @tilelang.jit(out_idx=[2])
 def nested(m, n):
     @T.prim_func
@@ -455,6 +555,47 @@ def axpy_strided(n, step):
           np.array_equal(yv, np.where(x > 0, x * 2, np.where(x < -1, -1, x)).astype(np.float32))
           and np.array_equal(lv, np.where((x[:, 0] > 0) & (cnt > 1), x[:, 0], cnt).astype(np.float32)),
           json.dumps(kv.func.doc["kernel"]["body"]))
+    kl = seed.local_fills(100)
+    xl = rng.standard_normal(100).astype(np.float32)
+    check("T.fill / T.clear of a local buffer and of an alloc_var: per-thread assignments; .astype",
+          np.array_equal(kl(xl), xl + np.float32(0.5) + np.float32(6)), json.dumps(kl.func.doc["kernel"]["body"]))
+    kvl = seed.views_in_loops(40)
+    xv = rng.standard_normal((40, 32)).astype(np.float32)
+    yv, zv = kvl(xv)
+    body = kvl.func.doc["kernel"]["body"]
+    check("T.reshape inside a serial loop and T.view inside a T.Parallel loop stand in the kernel's body",
+          [st["op"] for st in body if isinstance(st, dict) and st["op"] == "view"] == ["view", "view"]
+          and np.array_equal(yv, ((xv * 2 + 0) * 2 + 1) * 2 + 2) and np.array_equal(zv, xv.view(np.int32)),
+          json.dumps(body))
+    kf = seed.frag_reads(40, 24)
+    xf = rng.standard_normal((40, 24)).astype(np.float32)
+    ff = rng.integers(0, 2, 40).astype(np.int32)
+    yf, cf = kf(xf, ff)
+    alloc = [st for st in kf.func.doc["kernel"]["body"] if isinstance(st, dict) and st.get("name") == "flags"]
+    check("a fragment read by thread-level code (a serial loop, an if holding tile operators) is held in "
+          "shared memory", alloc and alloc[0]["op"] == "alloc_shared" and "x-tlir" in alloc[0]
+          and np.array_equal(yf, np.where(ff[:, None] != 0, xf, -1).astype(np.float32))
+          and np.array_equal(cf, np.add.reduceat(ff, np.arange(0, 40, 16)) + 100 * ff[0:40:16]),
+          json.dumps(kf.func.doc["kernel"]["body"][:3]))
+    kr = seed.var_regions(40)
+    xr = rng.standard_normal((40, 16)).astype(np.float32)
+    yr = kr(xr, np.array([3, 5], np.int32))
+    vr = [st for st in kr.func.doc["kernel"]["body"] if isinstance(st, dict) and st.get("name") == "row"]
+    check("an alloc_var that a tile operator's region uses is held in shared memory (its init and assignments "
+          "parallel loops of one iteration)", vr and vr[0]["op"] == "alloc_shared" and "init" not in vr[0]
+          and np.array_equal(yr, np.concatenate([xr[8:16], xr[16:24]])), json.dumps(kr.func.doc["kernel"]["body"]))
+    xf2 = rng.standard_normal(64).astype(np.float32)
+    check("an alloc_var as T.fill's value is held in shared memory", np.array_equal(seed.var_fill()(xf2),
+                                                                                 np.full(64, xf2[0] * 2, np.float32)))
+    try:
+        seed.frag_too_big().get_kernel_source("sm_90a")
+        check("a fragment too big for shared memory once moved there: the error says why it is there", False,
+              "no error")
+    except tlir.TlirError as ex:
+        check("a fragment too big for shared memory once moved there: the error says why it is there",
+              ex.message.startswith("the kernel needs 262144 bytes of shared memory per block")
+              and ex.message.endswith("(tlir: T.alloc_fragment in shared memory: thread-level code (outside "
+                                      "T.Parallel) reads its elements)"), ex.message)
     kw = seed.views(40)
     xi = rng.integers(-128, 128, (40, 64)).astype(np.int8)
     wi = rng.integers(0, 256, (16, 8)).astype(np.uint8)

@@ -89,8 +89,8 @@ CASES = [
      "T.gemm A must be a whole buffer in Tile IR v1 (gemm operands are not regions); "
      "allocate a tile of the operand's shape"),
     ("local buffer as a tile operand",
-     "l = T.alloc_local((4,), 'float32')\nT.fill(l, 0)  # <-",
-     "T.fill destination: a local buffer ('l') cannot be a tile operator's operand"),
+     "l = T.alloc_local((4,), 'float32')\nT.copy(l, s)  # <-",
+     "T.copy source: a local buffer ('l') cannot be a tile operator's operand"),
     ("infinite Python float",
      "T.fill(x, float('-inf'))  # <-",
      "the Python float -inf has no Tile IR literal; use T.infinity(dtype)"),
@@ -116,9 +116,10 @@ CASES = [
      "T.atomic_max(B[bx * 32, 0], x)  # <-",
      "T.atomic_max of a region: Tile IR has element atomic max only; write it as a T.Parallel loop of "
      "element T.atomic_max calls"),
-    ("if on a fragment value (tlc check)",
-     "if x[0, 0] > 0:  # <-\n    T.clear(s)",
-     "fragment 'x' is read by thread-level code; fragments are only read and written by tile "
+    ("if on a gemm accumulator's value (tlc check)",
+     "c = T.alloc_fragment((32, 32), 'float32')\nt = T.alloc_shared((32, 32), 'float16')\nT.gemm(t, t, c)\n"
+     "if c[0, 0] > 0:  # <-\n    T.clear(s)",
+     "fragment 'c' is read by thread-level code; fragments are only read and written by tile "
      "operators and parallel loops (each element lives in one thread's registers); test it in a parallel loop, or "
      "copy it to a shared buffer and read that"),
     ("T.Parallel inside a T.Parallel body whose let reads what the body then writes",
@@ -141,6 +142,25 @@ CASES = [
      "v = T.view(x, dtype='int32')  # <-",
      "T.view: 'x' is a fragment buffer; Tile IR views alias global tensors and shared buffers only "
      "(fragment and local elements live in registers)"),
+    ("T.view inside a loop of a buffer allocated in that loop",
+     "for kk in T.serial(2):\n    t = T.alloc_shared((32, N), 'float32')\n    v = T.view(t, dtype='int32')  # <-",
+     "T.view of 't' inside a loop or if: 't' is allocated there too; Tile IR views stand in the kernel's "
+     "body, so allocate 't' at the kernel's top level"),
+    ("T.reshape inside a loop with a shape of the loop's variable",
+     "for kk in T.serial(2):\n    v = T.reshape(A, (M * N // (kk + 1), kk + 1))  # <-",
+     "T.reshape inside a loop or if: its shape uses 'kk', a value of that loop or if; a view's shape is fixed "
+     "for the whole kernel"),
+    ("a view as a gemm operand (tlc check)",
+     "h = T.alloc_shared((32 * 32,), 'float16')\nt = T.reshape(h, (32, 32))\n"
+     "c = T.alloc_fragment((32, 32), 'float32')\nT.gemm(t, t, c)  # <-",
+     "gemm's A 't' is a view; a gemm operand is laid out in shared memory as the gemm chooses, so it cannot "
+     "share its memory with a view"),
+    ("an alloc_var a region uses, assigned in per-thread code (tlc check)",
+     "v = T.alloc_var('int32')\ntx = T.get_thread_binding()\nif tx == 0:\n    v = 1  # <-\nT.copy(A[v * 32, 0], x)",
+     "'parallel' sits under the if at /kernel/body/5 whose condition depends on the thread; tile operators, "
+     "parallel loops, shared/fragment allocations and sync_threads need the same control path in every thread "
+     "(tlir: T.alloc_var in shared memory: a tile operator's region uses it, so it must be the same in every "
+     "thread; each assignment is a parallel loop of one iteration)"),
     ("T.reshape that changes the size (tlc check)",
      "v = T.reshape(s, (32, 32))  # <-",
      "the view 'v' is float32[32, 32], 4096 bytes, but 's' is float32[32, 64], 8192 bytes; a view keeps the "

@@ -284,6 +284,108 @@ def mamba_chunk_scan(batch, seqlen, chunk, ngroups, nheads, headdim, dstate):
     return close("Output", out, ref[:, :seqlen], "float16")
 
 
+
+def block_sparse_attn(B, H, S, D, causal):
+    """Flash attention over the key blocks a mask keeps (the mask read in a
+    `T.Pipelined` loop's thread-level `if`, from a fragment tlir holds in
+    shared memory); the example's mask: the top 2 blocks of each row of
+    random scores, block 0 always among them, lower-triangular."""
+    ds = -(-S // 64)
+    k = load("block_sparse_attn").blocksparse_flashattn(B, H, S, D, ds, is_causal=causal)
+    q, kk, v = f16(B, H, S, D), f16(B, H, S, D), f16(B, H, S, D)
+    x = rng.standard_normal((B, H, ds, ds))
+    x[..., 0] = 100
+    mask = np.zeros((B, H, ds, ds), bool)
+    np.put_along_axis(mask, np.argsort(-x, -1)[..., :2], True, -1)
+    mask = np.tril(mask)
+    o = k(q, kk, v, mask)
+    full = np.kron(mask.astype(np.float64), np.ones((64, 64)))[..., :S, :S] > 0
+    if causal:
+        full &= np.tril(np.ones((S, S), bool))
+    s = np.einsum("bhsd,bhtd->bhst", q.astype(np.float64), kk.astype(np.float64)) / np.sqrt(D)
+    s = np.where(full, s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = np.einsum("bhst,bhtd->bhsd", p / p.sum(-1, keepdims=True), v.astype(np.float64))
+    return close("Output", o, ref, "float16")
+
+
+def convolution(N, C, H, W, F, K, S, D, P, bm, bn, bk, hopper):
+    """The implicit-GEMM convolution: with hopper, its `T.c2d_im2col` (TMA's
+    im2col load in TileLang), else its own T.Parallel im2col loop; the
+    filter read through `T.Tensor(shape, dtype, kernel.data)` (a view)."""
+    m = load("convolution")
+    m.check_hopper = lambda: hopper  # the example asks PyTorch which GPU it runs on
+    k = m.convolution(N, C, H, W, F, K, S, D, P, bm, bn, bk, 2, 128)
+    a, b = f16(N, H, W, C), f16(K, K, C, F)
+    out = k(a, b)
+    OH, OW = (H + 2 * P - D * (K - 1) - 1) // S + 1, (W + 2 * P - D * (K - 1) - 1) // S + 1
+    ap = np.zeros((N, H + 2 * P, W + 2 * P, C))
+    ap[:, P:P + H, P:P + W] = a
+    ref = np.zeros((N, OH, OW, F))
+    for kh in range(K):
+        for kw in range(K):
+            ref += ap[:, kh * D: kh * D + S * (OH - 1) + 1: S, kw * D: kw * D + S * (OW - 1) + 1: S] @ b[kh, kw]
+    return close("out", out, ref, "float16")
+
+
+def blocksparse_gemm(M, N, K, bm, bn, bk):
+    """C = A B over the K blocks a boolean mask of (M // bm, N // bn, K // bk)
+    keeps (a global element read in a thread-level `if` around the
+    pipelined loop's copies and gemm); a block row or column past the mask
+    reads false (a global element outside its tensor reads as 0) and stays 0."""
+    k = load("blocksparse_gemm").blocksparse_matmul(M, N, K, bm, bn, bk, 2, 128, True)
+    a, b = f16(M, K), f16(K, N)
+    mask = rng.random((M // bm, N // bn, K // bk)) > 0.5
+    c = k(a, b, mask)
+    ref = np.zeros((M, N))
+    for i, j, kb in zip(*np.nonzero(mask)):
+        ref[i * bm:(i + 1) * bm, j * bn:(j + 1) * bn] += (a[i * bm:(i + 1) * bm, kb * bk:(kb + 1) * bk].astype(np.float64)
+                                                          @ b[kb * bk:(kb + 1) * bk, j * bn:(j + 1) * bn])
+    return close("C", c, ref, "float16")
+
+
+def gemv(fn, N, K, *blocks):
+    """A GEMV (C = B A) written as thread-level code: each thread's products
+    in a local buffer (T.clear of it, .astype), the split-K variants'
+    partial sums added into a shared buffer by every thread
+    (T.atomic_add(C_shared[tn], C_accum[0]): an element atomic each)."""
+    k = getattr(load("gemv"), fn)(N, K, *blocks)
+    a, b = f16(K), f16(N, K)
+    return close("C", k(a, b), b.astype(np.float64) @ a.astype(np.float64), "float16")
+
+
+def mla_decode(B, H, S, dim, pe, bn, bh, splits):
+    """DeepSeek MLA decoding (one KV head shared by all query heads; its
+    split form is two kernels and two workspaces): the slices
+    `kv_start:kv_end` of two lets, whose extent tlc check folds once tlir
+    writes the lets' values there."""
+    scale = (dim + pe) ** -0.5
+    k = load("mla_decode").flashattn(B, H, 1, S, dim, pe, bn, bh, splits, scale)
+    q, q_pe, kv, k_pe = f16(B, H, dim), f16(B, H, pe), f16(B, S, 1, dim), f16(B, S, 1, pe)
+    o = k(q, q_pe, kv, k_pe)
+    s = (np.einsum("bhd,bsd->bhs", q.astype(np.float64), kv[:, :, 0].astype(np.float64))
+         + np.einsum("bhd,bsd->bhs", q_pe.astype(np.float64), k_pe[:, :, 0].astype(np.float64))) * scale
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = np.einsum("bhs,bsd->bhd", p / p.sum(-1, keepdims=True), kv[:, :, 0].astype(np.float64))
+    return close("Output", o, ref, "float16")
+
+
+def grouped_gemm(sizes, K, N, bm, bn, bk):
+    """C_g = A_g B_g for groups of rows of A (MoE-style); each block finds
+    its group by a loop of assignments to a T.alloc_var that its copies'
+    regions then use: tlir holds that variable in shared memory (one value
+    for the block).  Group sizes not multiples of block_M."""
+    import math
+    k = load("grouped_gemm_fwd").grouped_gemm(tuple(sizes), K, N, bm, bn, bk)
+    offs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
+    padded = np.concatenate([[0], np.cumsum([math.ceil(n / bm) * bm for n in sizes])[:-1]]).astype(np.int32)
+    a, b = f16(sum(sizes), K), f16(len(sizes), K, N)
+    c = k(a, b, np.array(sizes, np.int32), offs, padded)
+    ref = np.concatenate([a[o:o + n].astype(np.float64) @ b[g].astype(np.float64)
+                          for g, (o, n) in enumerate(zip(offs, sizes))])
+    return close("C", c, ref, "float16")
+
+
 CASES = [
     ("gemm 128x128x64", gemm, (128, 128, 64, 64, 64, 32)),
     ("gemm ragged 100x72x40", gemm, (100, 72, 40, 64, 64, 32)),
@@ -313,11 +415,39 @@ CASES = [
     ("linear_attention_fwd 1x128x2x64", linear_attention, (1, 128, 2, 64)),
     ("mamba_chunk_scan 1x128 (2 chunks), 2 heads", mamba_chunk_scan, (1, 128, 64, 1, 2, 64, 64)),
     ("mamba_chunk_scan ragged seqlen 100, 2 groups", mamba_chunk_scan, (1, 100, 64, 2, 4, 64, 64)),
+    ("block_sparse_attn causal 1x2x128x64", block_sparse_attn, (1, 2, 128, 64, True)),
+    ("block_sparse_attn 1x1x192x32", block_sparse_attn, (1, 1, 192, 32, False)),
+    ("block_sparse_attn causal ragged seq 100", block_sparse_attn, (1, 1, 100, 64, True)),
+    ("convolution 1x8x8x16 -> 16, 3x3 (T.Parallel im2col)", convolution, (1, 16, 8, 8, 16, 3, 1, 1, 1, 64, 64, 32, False)),
+    ("convolution ragged 2x7x9x8 -> 24, stride 2 (T.c2d_im2col)", convolution,
+     (2, 8, 7, 9, 24, 3, 2, 1, 1, 32, 64, 32, True)),
+    ("convolution ragged 1x6x5x24 -> 40, dilation 2, pad 2 (T.c2d_im2col)", convolution,
+     (1, 24, 6, 5, 40, 3, 1, 2, 2, 64, 32, 32, True)),
+    ("gemv naive_gemv 256x256", gemv, ("naive_gemv", 256, 256, 128, 128)),
+    ("gemv naive_gemv ragged 200x300", gemv, ("naive_gemv", 200, 300, 128, 128)),
+    ("gemv naive_splitk_gemv ragged 100x300", gemv, ("naive_splitk_gemv", 100, 300, 32, 32)),
+    ("gemv splitk_gemv ragged 100x300", gemv, ("splitk_gemv", 100, 300, 32, 32, 4)),
+    ("gemv splitk_gemv_vectorized ragged 100x320", gemv, ("splitk_gemv_vectorized", 100, 320, 32, 8)),
+    ("mla_decode 1x16 heads, kv 256, d64+32 (one kernel)", mla_decode, (1, 16, 256, 64, 32, 32, 16, 1)),
+    ("mla_decode 2x32 heads, kv 256, d64+32, 2 splits (two kernels, workspaces)", mla_decode,
+     (2, 32, 256, 64, 32, 32, 16, 2)),
+    ("grouped_gemm_fwd groups 64, 128 (whole blocks)", grouped_gemm, ((64, 128), 64, 64, 64, 64, 32)),
+    ("grouped_gemm_fwd ragged groups 10, 130, 1; N 72, K 40", grouped_gemm, ((10, 130, 1), 40, 72, 64, 32, 32)),
+    ("blocksparse_gemm 128x128x128", blocksparse_gemm, (128, 128, 128, 64, 64, 32)),
+    ("blocksparse_gemm ragged 100x72x96 (past the mask: zero)", blocksparse_gemm, (100, 72, 96, 64, 32, 32)),
 ]
 
 # Kernels of the ported examples that need what Tile IR v1 lacks: (example,
 # function, arguments, the error's line in the example, the message).
 BAD = [
+    ("gemv", "splitk_gemv_vectorized_tvm", (64, 64, 32, 8), "with T.attr(",
+     "T.attr: Tile IR v1 has no TVM attributes (T.attr; with T.tvm_thread_allreduce, a sum across threads: add "
+     "the threads' values into a shared buffer with T.atomic_add instead)"),
+    ("gemv", "get_autotuned_kernel", (64, 64, 32, 8), "with T.attr(",
+     "T.attr: Tile IR v1 has no TVM attributes (T.attr; with T.tvm_thread_allreduce, a sum across threads: add "
+     "the threads' values into a shared buffer with T.atomic_add instead)"),
+    ("gemv", "gemv_alloc_reducer", (64, 64), "o_reducer = T.alloc_reducer(",
+     "T.alloc_reducer: Tile IR v1 has no reducer buffers"),
 ]
 
 

@@ -6,13 +6,17 @@
 #
 #  1. `tlclient bundle create FILE PATTERN --target ...` (a prebuild into a
 #     temporary cache): ls, ls --json, verify; `bundle create --from-cache`
-#     of a local cache that `tlclient compile -o` filled (manifests fetched
-#     from the server) has the same builds
+#     of a local cache that `tlclient compile -o` filled (its builds stored
+#     with placeholders for their manifests) has the same builds
 #  2. the server stopped and NVRTC hidden: the application starts from the
 #     bundle (TL_CLIENT_BUNDLE, and --bundle) for sm_80 and sm_90 with an
 #     empty local cache, "from bundle"; a build the bundle lacks fails
 #     naming what is missing; `bundle import` into a fresh cache, then an
-#     --offline start from it
+#     --offline start from it; `bundle create --from-cache` of the cache
+#     compile -o filled gives the same bundle with no server (the manifests
+#     rebuilt from the requests, each checked against its build key), and a
+#     build whose rebuilt manifest does not hash to its key (its metadata's
+#     toolchain altered) is left out, saying why
 #  3. bad bundles through the command line: truncated, a byte flipped, not a
 #     bundle, another version: each refused with its exact message (by
 #     verify, import and the application), nothing imported
@@ -72,7 +76,7 @@ assert d["version"] == 1 and d["compiler"] == sys.argv[2], d
 assert sorted(b["target"] for b in d["builds"]) == ["sm_80", "sm_90"], d
 assert all(r["program"] == "matmul" for r in d["requests"]) and len(d["requests"]) == 2, d
 EOF
-# from a local cache that compile -o filled: the manifests come from the server
+# from a local cache that compile -o filled: the manifests rebuilt from the requests
 "$CLIENT" compile examples/gemm.json --target sm_80,sm_90 $DEFS -o "$TMP/bin" >"$TMP/out" 2>&1 && ok ||
   bad "compile -o: $(cat "$TMP/out")"
 "$CLIENT" bundle create "$TMP/fromcache.tlb" --from-cache >"$TMP/out" 2>&1 && ok ||
@@ -93,6 +97,28 @@ has "$TMP/out" "needs --from-cache, or patterns and --target" "create without so
 # ---- 2. offline start from the bundle, NVRTC hidden -------------------------------------------
 stop
 export TL_NVRTC="$TMP/no-such-libnvrtc.so"
+# --from-cache with no server and no NVRTC: the placeholders' manifests rebuilt from the requests
+TL_CLIENT_CACHE="$TMP/user.db" "$CLIENT" -v bundle create "$TMP/offline.tlb" --from-cache >"$TMP/out" 2>&1 && ok ||
+  bad "create --from-cache offline: $(cat "$TMP/out")"
+has "$TMP/out" "2 builds, 2 requests, 2 binaries by $ID from $TMP/user.db" "--from-cache offline says what it wrote"
+grep -q "asking the server\|left out" "$TMP/out" && bad "--from-cache offline: $(cat "$TMP/out")" || ok
+"$CLIENT" bundle ls "$TMP/offline.tlb" | sort >"$TMP/ls3"
+[ "$(grep -v '^#' "$TMP/ls1")" = "$(grep -v '^#' "$TMP/ls3")" ] && ok ||
+  bad "--from-cache offline gives other entries: $(diff "$TMP/ls1" "$TMP/ls3")"
+cp "$TMP/user.db" "$TMP/altered.db"
+python3 - "$TMP/altered.db" <<'EOF' && ok || bad "altering the toolchain in a copy of the cache"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+n = db.execute("UPDATE builds SET metadata = replace(metadata, '\"NVRTC ', '\"NVRTC 0.') "
+               "WHERE target = 'sm_80' AND manifest LIKE 'tl-client-build 1%'").rowcount
+db.commit()
+assert n == 1, n
+EOF
+TL_CLIENT_CACHE="$TMP/altered.db" "$CLIENT" -v bundle create "$TMP/altered.tlb" --from-cache >"$TMP/out" 2>&1 && ok ||
+  bad "create --from-cache of the altered cache: $(cat "$TMP/out")"
+has "$TMP/out" "it gives another key: another compiler's checker?); asking the server" "a rebuilt manifest is checked"
+has "$TMP/out" "the local cache has no manifest of it and the server gives none" "then the server is asked"
+has "$TMP/out" "1 builds, 1 requests, 1 binaries by $ID" "the build is left out, and its request"
 export TL_CLIENT_CACHE="$TMP/empty.db"
 for arch in 80 90; do
   TL_CLIENT_BUNDLE="$TMP/rel.tlb" "$APP" --arch $arch --size 128 >"$TMP/app" 2>&1 && ok ||

@@ -77,11 +77,19 @@ tl_built() {
   done
 }
 
-# tl_need_nvrtc WHAT: skips the test, saying WHAT cannot be done, unless
-# tlc offers sm_80 (NVRTC, not just an AMD toolchain).
+# tl_need_target TARGET WHAT: skips the test, saying WHAT cannot be done,
+# unless tlc offers TARGET (sm_90a, compute_80: NVRTC; gfx942: hiprtc or
+# clang), as `tlc targets` lists it.
+tl_need_target() {
+  case $1 in gfx*) _tc="no AMD toolchain for $1" ;; *) _tc="no NVRTC here" ;; esac
+  "$TL_BUILD/bin/tlc" targets 2>/dev/null | grep -q "^$1 " ||
+    tl_skip "$_tc, $2 ($("$TL_BUILD/bin/tlc" targets 2>&1 | head -n 1))"
+}
+
+# tl_need_nvrtc WHAT: tl_need_target sm_80 WHAT (NVRTC, not just an AMD
+# toolchain).
 tl_need_nvrtc() {
-  "$TL_BUILD/bin/tlc" targets 2>/dev/null | grep -q '^sm_80 ' ||
-    tl_skip "no NVRTC here, $1 ($("$TL_BUILD/bin/tlc" targets 2>&1 | head -n 1))"
+  tl_need_target sm_80 "$1"
 }
 
 # tl_target: prints the target to compile for: sm_80 with NVRTC, else the

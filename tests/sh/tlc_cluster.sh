@@ -12,39 +12,37 @@
 # that is not whole clusters, sm_80 and a kernel whose loop says [1] keep
 # their copies unicast, and `--emit ir` says why.
 # Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
-TLC=${TL_BUILD:-build}/bin/tlc
-if ! "$TLC" targets 2>/dev/null | grep -q '^sm_90a '; then # NVRTC, not just an AMD toolchain
-  echo "no NVRTC here: tlc compile cannot run" >&2
-  exit 77
-fi
-fail() { echo "FAIL: $*"; exit 1; }
-tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
+cd "$(dirname "$0")/../.." || exit 1
+. tests/sh/lib.sh
+tl_init tlc_cluster.sh
+tl_need_target sm_90a "tlc compile cannot run"
+TLC=$TL_BUILD/bin/tlc
 G="tests/gpu/programs/gemm_cluster.json -D M=1000 -D N=1000 -D K=200"
-src=$("$TLC" compile $G --target sm_90a --emit cuda) || fail "--emit cuda for sm_90a"
+src=$("$TLC" compile $G --target sm_90a --emit cuda) || tl_fail "--emit cuda for sm_90a"
 for want in "__cluster_dims__(2, 1, 1) __launch_bounds__(384, 1)" \
             'unsigned tl_crank; asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(tl_crank));' \
             "const int v_bx = (int)(tl_rem / tl_rows) * 2 + (int)(blockIdx.x % 2u);" \
             "const unsigned tl_lin = (blockIdx.x / 2u) + blockIdx.y * (gridDim.x / 2u);" \
             "mbarrier.init.shared::cta.b64 [%0], 16;" \
-            'mapa.shared::cluster.u32 tl_ra, %0, %1;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, [tl_ra];' \
+            'mapa.shared::cluster.u32 tl_ra, %0, %1;\nmbarrier.arrive.shared::cluster.b64 _, [tl_ra];' \
             'bytes.multicast::cluster [%0], [%1, {%4, %5}], [%2], %3;" :: "r"(tl_smem_addr(s_A_shared) + 0u + tl_crank * 8192u)' \
             '"h"((unsigned short)0x3), "r"((int)(((int)(v_k * ((int)64LL))))), "r"((int)((((int)(v_by * ((int)128LL)))) + (int)tl_crank * 64))'; do
-  printf '%s\n' "$src" | grep -qF -- "$want" || fail "the sm_90a source lacks: $want"
+  printf '%s\n' "$src" | grep -qF -- "$want" || tl_fail "the sm_90a source lacks: $want"
 done
 # B (its source uses bx) is unicast: 4 panels, each a plain bulk tensor copy
-[ "$(printf '%s\n' "$src" | grep -c 'multicast::cluster')" = 1 ] || fail "not one multicast copy (A's)"
+[ "$(printf '%s\n' "$src" | grep -c 'multicast::cluster')" = 1 ] || tl_fail "not one multicast copy (A's)"
 # a cluster barrier after the mbarriers' init, in the producer before it returns and at the kernel's end
-[ "$(printf '%s\n' "$src" | grep -c 'barrier.cluster.arrive.release')" = 3 ] || fail "not 3 cluster barriers"
-printf '%s\n' "$src" | grep -q "tl_tile" && fail "a clustered kernel is persistent"
-"$TLC" compile $G --target sm_90a --emit ptx -o "$tmp/k.ptx" 2>/dev/null || fail "--emit ptx for sm_90a"
+[ "$(printf '%s\n' "$src" | grep -c 'barrier.cluster.arrive.release')" = 3 ] || tl_fail "not 3 cluster barriers"
+printf '%s\n' "$src" | grep -q "tl_tile" && tl_fail "a clustered kernel is persistent"
+"$TLC" compile $G --target sm_90a --emit ptx -o "$TMP/k.ptx" 2>/dev/null || tl_fail "--emit ptx for sm_90a"
 for want in "multicast::cluster" "barrier.cluster.arrive.release" "barrier.cluster.wait.acquire" "mapa.shared::cluster.u32" \
             "%cluster_ctarank" ".explicitcluster" ".reqnctapercluster 2, 1, 1" ".maxntid 384, 1, 1" "wgmma.mma_async"; do
-  grep -qF -- "$want" "$tmp/k.ptx" || fail "the sm_90a PTX lacks: $want"
+  grep -qF -- "$want" "$TMP/k.ptx" || tl_fail "the sm_90a PTX lacks: $want"
 done
-"$TLC" compile $G --target sm_90a --emit meta > "$tmp/m.json" || fail "--emit meta"
-"$TLC" compile $G -D cluster_x=1 -D cluster_y=2 -D M=900 --target sm_90a --emit meta > "$tmp/my.json" ||
-  fail "--emit meta, cluster_y=2"
-python3 - "$tmp/m.json" "$tmp/my.json" <<'PY' || fail "the metadata of the clustered kernels"
+"$TLC" compile $G --target sm_90a --emit meta > "$TMP/m.json" || tl_fail "--emit meta"
+"$TLC" compile $G -D cluster_x=1 -D cluster_y=2 -D M=900 --target sm_90a --emit meta > "$TMP/my.json" ||
+  tl_fail "--emit meta, cluster_y=2"
+python3 - "$TMP/m.json" "$TMP/my.json" <<'PY' || tl_fail "the metadata of the clustered kernels"
 import json, sys
 m = json.load(open(sys.argv[1]))
 assert m["launch"]["cluster"] == [2] and m["launch"]["grid"] == [4, 8] and "persistent" not in m["launch"], m["launch"]
@@ -56,35 +54,35 @@ assert m["launch"]["cluster"] == [1, 2] and m["launch"]["grid"] == [4, 8], m["la
 boxes = [(t["param"], t["box"]) for t in m["tensor_maps"]]
 assert boxes == [("A", [64, 128]), ("B", [64, 32])], boxes  # B's half box: 32 of its 64 K rows
 PY
-ir=$("$TLC" compile $G --target sm_90a --emit ir) || fail "--emit ir"
+ir=$("$TLC" compile $G --target sm_90a --emit ir) || tl_fail "--emit ir"
 for want in "[thread-block cluster 2x1x1: copies multicast, each stage freed in every block]" \
             "[multicast: each block of a cluster of 2 copies 1/2 of the box into every block]" \
             "[not multicast: its source depends on bx, which differs between the blocks of a cluster]"; do
-  printf '%s\n' "$ir" | grep -qF -- "$want" || fail "--emit ir lacks: $want"
+  printf '%s\n' "$ir" | grep -qF -- "$want" || tl_fail "--emit ir lacks: $want"
 done
 "$TLC" compile $G --target sm_90a --emit cuda --dump cluster 2>&1 >/dev/null | grep -qF "# IR after cluster" ||
-  fail "--dump cluster"
+  tl_fail "--dump cluster"
 # without the producer warpgroup: every iteration opens with a cluster barrier, and the loop is between two
-src=$("$TLC" compile $G -D warp_specialize=false --target sm_90a --emit cuda) || fail "warp_specialize=false"
+src=$("$TLC" compile $G -D warp_specialize=false --target sm_90a --emit cuda) || tl_fail "warp_specialize=false"
 printf '%s\n' "$src" | grep -A2 -F 'for (long long tl_c0 = 0; tl_c0 < tl_n0; tl_c0++) {' |
-  grep -qF 'barrier.cluster.arrive.release' || fail "warp_specialize=false: the iteration's barrier is not the cluster's"
+  grep -qF 'barrier.cluster.arrive.release' || tl_fail "warp_specialize=false: the iteration's barrier is not the cluster's"
 [ "$(printf '%s\n' "$src" | grep -c 'barrier.cluster.arrive.release')" = 5 ] ||
-  fail "warp_specialize=false: not 5 cluster barriers (init, before, in and after the loop, the end)"
+  tl_fail "warp_specialize=false: not 5 cluster barriers (init, before, in and after the loop, the end)"
 # four blocks along N: a quarter of A's rows each
 "$TLC" compile $G -D cluster_x=4 --target sm_90a --emit cuda | grep -qF '"h"((unsigned short)0xf)' ||
-  fail "cluster_x=4: not a mask of 4 blocks"
+  tl_fail "cluster_x=4: not a mask of 4 blocks"
 # refusals: 5 blocks along N (no whole clusters), sm_80 (no TMA), a kernel's cluster that the loop declines
 ir=$("$TLC" compile tests/gpu/programs/gemm_cluster.json -D M=1000 -D N=1100 -D K=200 --target sm_90a --emit ir) ||
-  fail "N=1100: --emit ir"
+  tl_fail "N=1100: --emit ir"
 printf '%s\n' "$ir" | grep -qF "[no multicast across a cluster: grid dimension 0 is not a constant multiple of 2 (the launch could not form whole clusters)]" ||
-  fail "N=1100: the refusal"
+  tl_fail "N=1100: the refusal"
 "$TLC" compile tests/gpu/programs/gemm_cluster.json -D M=1000 -D N=1100 -D K=200 --target sm_90a --emit meta |
   python3 -c 'import json, sys; l = json.load(sys.stdin)["launch"]; assert "cluster" not in l and l["persistent"] == 1, l' ||
-  fail "N=1100: a cluster in the metadata, or not persistent again"
+  tl_fail "N=1100: a cluster in the metadata, or not persistent again"
 "$TLC" compile $G --target sm_80 --emit ir | grep -qF "[no multicast across a cluster: the target has no Tensor Memory Accelerator (sm_90 and later)]" ||
-  fail "sm_80: the refusal"
-"$TLC" compile $G --target sm_80 --emit cuda | grep -q "__cluster_dims__" && fail "sm_80: a cluster"
-python3 - tests/gpu/programs/gemm_cluster.json "$tmp/k.json" <<'PY'
+  tl_fail "sm_80: the refusal"
+"$TLC" compile $G --target sm_80 --emit cuda | grep -q "__cluster_dims__" && tl_fail "sm_80: a cluster"
+python3 - tests/gpu/programs/gemm_cluster.json "$TMP/k.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 p["kernel"]["cluster"] = [2, 1]
@@ -93,10 +91,10 @@ for s in p["kernel"]["body"]:
         s["cluster"] = [1]
 json.dump(p, open(sys.argv[2], "w"))
 PY
-out=$("$TLC" compile "$tmp/k.json" -D M=1000 -D N=1000 -D K=200 --target sm_90a --emit ir) || fail "kernel cluster: --emit ir"
+out=$("$TLC" compile "$TMP/k.json" -D M=1000 -D N=1000 -D K=200 --target sm_90a --emit ir) || tl_fail "kernel cluster: --emit ir"
 printf '%s\n' "$out" | grep -qF '[no multicast across a cluster: its "cluster" is one block (its copies stay unicast)]' ||
-  fail "kernel cluster, loop [1]: the refusal"
-src=$("$TLC" compile "$tmp/k.json" -D M=1000 -D N=1000 -D K=200 --target sm_90a --emit cuda) || fail "kernel cluster: cuda"
-printf '%s\n' "$src" | grep -qF "__cluster_dims__(2, 1, 1)" || fail "kernel cluster: not launched in clusters"
-printf '%s\n' "$src" | grep -q "multicast" && fail "kernel cluster, loop [1]: a multicast copy"
+  tl_fail "kernel cluster, loop [1]: the refusal"
+src=$("$TLC" compile "$TMP/k.json" -D M=1000 -D N=1000 -D K=200 --target sm_90a --emit cuda) || tl_fail "kernel cluster: cuda"
+printf '%s\n' "$src" | grep -qF "__cluster_dims__(2, 1, 1)" || tl_fail "kernel cluster: not launched in clusters"
+printf '%s\n' "$src" | grep -q "multicast" && tl_fail "kernel cluster, loop [1]: a multicast copy"
 exit 0

@@ -12,7 +12,7 @@
 # registers.  The exact conversion tables are test_dtype's.
 # Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
 TLC=${TL_BUILD:-build}/bin/tlc
-if ! "$TLC" targets >/dev/null 2>&1; then
+if ! "$TLC" targets 2>/dev/null | grep -q '^sm_80 '; then # NVRTC, not just an AMD toolchain
   echo "no NVRTC here: tlc compile cannot run" >&2
   exit 77
 fi
@@ -35,6 +35,17 @@ done
 ir $NW --target sm_80 -D M=1 | grep -qF '[32 at a time' || fail "$NW: not 32 at a time"
 # a K tile over several scale groups: the scale S_block[i, (k * block_K + j) // group_size] is read per 8 of j
 ir $NW --target sm_80 -D M=1 -D block_K=256 | grep -qF '[32 at a time' || fail "$NW block_K=256: not 32 at a time"
+# split along K: the scale's index less the first group of the block's run, still per 8 of j
+SK=examples/gemm_w4a16_splitk.json
+ir $SK --target sm_90a -D M=1 | grep -qF '[32 at a time' || fail "$SK: not 32 at a time"
+# C^T: the dequantized tile is wgmma's first operand, and rotates
+out=$(ir examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=1 -D block_M=8)
+printf '%s\n' "$out" | grep -qF '[32 at a time' || fail "splitk_t: not 32 at a time"
+printf '%s\n' "$out" | grep 'gemm B_dequant x A_shared' | grep -qF 'wgmma m64nNk16' || fail "splitk_t: the gemm is not on wgmma"
+printf '%s\n' "$out" | grep -qF 'B_dequant rotates' || fail "splitk_t: B_dequant does not rotate"
+sed 's|// group_size - g0]|// group_size - j]|' $SK >"$tmp/gj.json"
+grep -qF -- '- j]' "$tmp/gj.json" || fail "$SK: the sed found no scale index"
+ir "$tmp/gj.json" --target sm_90a -D M=1 | grep -q '\[[0-9]* at a time' && fail "a scale index less j was paired"
 sed 's|(k \* block_K + j) // group_size|(k * block_K + j) // 12|' $NW >"$tmp/g12.json"
 ir "$tmp/g12.json" --target sm_80 -D M=1 | grep -q '\[[0-9]* at a time' && fail "a scale index that changes within 8 of j was paired"
 

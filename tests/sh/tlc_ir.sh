@@ -27,16 +27,19 @@ for want in "gemm A_shared x B_shared -> C_local [mma.sync m16n8k16]" \
 done
 # examples/gemm.json as written (4 warps, 128 x 128 x 32) on wgmma on sm_90a: two m64n128 instructions per
 # warpgroup and k16 step (a warp holds rows of both: the row tiles interleave), A's 32-wide rows in the 64-byte
-# swizzle (a TMA copy too), one wgmma-group left in flight across K tiles (one stage more, copies still 2 ahead),
-# drained at the end
-ir=$("$TLC" compile examples/gemm.json --target sm_90a --emit ir) || fail "tlc compile gemm.json sm_90a --emit ir"
+# swizzle (a TMA copy too) with one K tile a stage (k_group 1: bench/programs/gemm_raster.json; as written the
+# stage holds two, tests/sh/tlc_kgroup.sh), one wgmma-group left in flight across K tiles (one stage more,
+# copies still 2 ahead), drained at the end
+ir=$("$TLC" compile bench/programs/gemm_raster.json -D k_group=1 --target sm_90a --emit ir) ||
+  fail "tlc compile gemm.json sm_90a --emit ir"
 for want in "gemm A_shared x B_shared -> C_local [wgmma m64nNk16] [2 x m64n128 per warpgroup and k16 step, wait_group 1" \
             "[software pipelined] [4 stages, copies 2 ahead, wgmma groups drained at the end]" \
             "alloc C_local: fragment float32[128, 128] in registers, mma layout, 128 per thread (warps 4x1, tiles 2x16, row tiles interleaved)" \
             "alloc A_shared: shared float16[128, 32] in shared memory at 0, 4 stages, swizzled"; do
   printf '%s\n' "$ir" | grep -qF -- "$want" || fail "gemm.json on sm_90a: --emit ir lacks: $want"
 done
-src=$("$TLC" compile examples/gemm.json --target sm_90a --emit cuda) || fail "tlc compile gemm.json sm_90a --emit cuda"
+src=$("$TLC" compile bench/programs/gemm_raster.json -D k_group=1 --target sm_90a --emit cuda) ||
+  fail "tlc compile gemm.json sm_90a --emit cuda"
 for want in "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" "wgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 1;" \
             "wgmma.wait_group.sync.aligned 0;" "wgmma.fence.sync.aligned;" "fence.proxy.async.shared::cta" \
             "tl_wgdesc(tl_sa + (tl_wr + 64u) * 64u + (unsigned)(tl_k) * 32u, 16u, 512u, 2u)" \
@@ -60,18 +63,26 @@ for t in sm_90 compute_90; do
     fail "$t does not say that ${t}a has wgmma"
 done
 # every float16/bfloat16 tile shape wgmma serves: 64 x 64, 128 x 128 (4 warps), 128 x 256 (8 warps; N = 256),
-# 64 x 256 and 256 x 128; K tiles of 16, 32, 64, 128 (32-, 64-, 128-byte swizzle, panels of 64); B N-major and K-major
+# 64 x 256 and 256 x 128; K tiles of 16, 32, 64, 128 (32-, 64-, 128-byte swizzle, panels of 64); B N-major and K-major;
+# one K tile a stage (k_group 1: compiler/pass_kgroup.c would hold the narrow ones 2 or 4 a stage)
+tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
+for p in gemm_dyn_m gemm_dyn_m_bt gemm_dyn_m_bf16 gemm_dyn_m_bf16_bt; do
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
+for s in d["kernel"]["body"]:
+    if s["op"] == "pipelined": s["k_group"] = 1
+json.dump(d, open(sys.argv[2], "w"))' tests/gpu/programs/$p.json "$tmp/$p.json" || fail "$p: k_group 1"
+done
 for p in gemm_dyn_m gemm_dyn_m_bt gemm_dyn_m_bf16 gemm_dyn_m_bf16_bt; do
   ty=f16; case $p in *bf16*) ty=bf16;; esac
   for c in "64 64 32 128 2" "128 128 32 128 2" "128 128 64 128 1" "128 256 64 256 1" "128 128 16 128 3" \
            "128 128 128 256 1" "64 256 32 128 2" "256 128 32 256 2"; do
     set -- $c
     d="-D block_M=$1 -D block_N=$2 -D block_K=$3 -D threads=$4"
-    ir=$("$TLC" compile tests/gpu/programs/$p.json $d --target sm_90a --emit ir) || fail "$p $c: --emit ir"
+    ir=$("$TLC" compile "$tmp/$p.json" $d --target sm_90a --emit ir) || fail "$p $c: --emit ir"
     mi=$(( $1 / ($4 / 2) ))
     printf '%s\n' "$ir" | grep -qF -- "[wgmma m64nNk16] [$mi x m64n$2 per warpgroup and k16 step, wait_group 1:" ||
       fail "$p $c: not on wgmma with a group in flight: $(printf '%s\n' "$ir" | grep 'gemm A_')"
-    src=$("$TLC" compile tests/gpu/programs/$p.json $d --target sm_90a --emit cuda) || fail "$p $c: --emit cuda"
+    src=$("$TLC" compile "$tmp/$p.json" $d --target sm_90a --emit cuda) || fail "$p $c: --emit cuda"
     for want in "wgmma.mma_async.sync.aligned.m64n$2k16.f32.$ty.$ty" "wgmma.wait_group.sync.aligned 1;" \
                 "wgmma.wait_group.sync.aligned 0;" "u, $5u);"; do
       printf '%s\n' "$src" | grep -qF -- "$want" || fail "$p $c: the source lacks: $want"
@@ -94,7 +105,6 @@ for c in "examples/gemm_nt.json|C is not a float32 fragment in registers" \
   printf '%s\n' "$ir" | grep -qF -- "[not wgmma: $why" || fail "$args: --emit ir does not say: $why"
 done
 # a gemm whose C another statement of the K loop touches waits for 0: its accumulator is read
-tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
 python3 - "$tmp/touch.json" <<'PY' || fail "could not write the variant whose loop reads C"
 import json, sys
 p = json.load(open("tests/gpu/programs/gemm_dyn_m.json"))
@@ -239,7 +249,7 @@ printf '%s\n' "$dump" | grep -qF "[cp.async" && fail "--dump place shows cp.asyn
 [ $? -eq 2 ] || fail "run --target without --device must exit 2"
 # every stage `tlc compile --help` lists can be dumped, in pipeline order
 stages=$("$TLC" compile --help | awk '/^  [a-z]+ /{print $1}')
-[ "$(echo $stages)" = "check place pipeline overlap tma cluster wspec store range uniform barrier raster emit" ] || fail "tlc compile --help lists: $(echo $stages)"
+[ "$(echo $stages)" = "check kgroup place pipeline overlap tma cluster wspec store range uniform barrier raster emit" ] || fail "tlc compile --help lists: $(echo $stages)"
 dumps=$(for s in $stages; do "$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --dump $s 2>&1 >/dev/null |
         head -1; done)
 [ "$dumps" = "$(for s in $stages; do echo "# IR after $s"; done)" ] || fail "not every stage dumps: $dumps"
@@ -262,15 +272,21 @@ printf '%s\n' "$dump" | grep -qF "barriers: marked 'barrier' below, each after f
 # raster: use_swizzle's stripes, or the grid order
 dump=$("$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
 printf '%s\n' "$dump" | grep -qF "blocks: rasterized in stripes of 10 block rows" || fail "--dump raster lacks the stripes"
-dump=$("$TLC" compile examples/gemm.json --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
+dump=$("$TLC" compile examples/gemm.json -D M=4096 -D N=4096 --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
 printf '%s\n' "$dump" | grep -qF "blocks: rasterized in stripes of 8 block rows (the compiler's choice: a gemm's A and B tiles are copied by different block variables, and no use_swizzle is given)" ||
   fail "--dump raster of gemm.json: not the compiler's stripes (its gemm's tiles by by and bx, no use_swizzle)"
+# at 1024 x 1024 its 64 blocks run in one wave: no stripes; a dynamic M (gemm_dyn) keeps them
+"$TLC" compile examples/gemm.json --target sm_80 --emit ir |
+  grep -qF "blocks: in grid order (the compiler's choice: a constant grid of 64 blocks, at most the 132 of one wave)" ||
+  fail "gemm.json at 1024: stripes for one wave"
+"$TLC" compile tests/gpu/programs/gemm_dyn.json -D N=256 --target sm_80 --emit ir | grep -qF "blocks: rasterized in stripes of 8" ||
+  fail "gemm_dyn (dynamic M): no stripes"
 python3 -c 'import json, sys; d = json.load(open("examples/gemm.json")); d["kernel"]["body"].insert(3, {"op": "use_swizzle", "panel_size": 8, "enable": False}); json.dump(d, open(sys.argv[1], "w"))' "$tmp/noswz.json"
 "$TLC" compile "$tmp/noswz.json" --target sm_80 --emit ir | grep -qF "blocks: in grid order" ||
   fail "a use_swizzle with enable false does not keep the grid order"
 dump=$("$TLC" compile examples/flash_attention.json --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
 printf '%s\n' "$dump" | grep -qF "blocks: in grid order" || fail "--dump raster of flash_attention.json is not the grid order"
-"$TLC" compile examples/gemm.json --target sm_80 --dump lowering 2>&1 >/dev/null | grep -qF "the stages are check, place, pipeline, overlap, tma, cluster, wspec, store, range, uniform, barrier, raster and emit" ||
+"$TLC" compile examples/gemm.json --target sm_80 --dump lowering 2>&1 >/dev/null | grep -qF "the stages are check, kgroup, place, pipeline, overlap, tma, cluster, wspec, store, range, uniform, barrier, raster and emit" ||
   fail "a wrong --dump does not list the stages"
 # a kernel named like a C++ word (TileLang names its kernels main) is built
 # under the symbol tl_k_NAME, and the metadata's entry says so

@@ -10,8 +10,9 @@
 #     program outside
 #     it says why not (the first statement outside, with its pointer), in
 #     --emit ir and in the metadata;
-#   - a compile on that path never loads NVRTC nor libcuda (the loader's
-#     trace: nvJitLink's own cache is off), and its
+#   - a compile with --backend ptx never loads NVRTC nor libcuda (the
+#     loader's trace: nvJitLink's own cache is off; in mode auto NVRTC is
+#     opened for its identity, which the build key names), and its
 #     metadata has every resource figure (ptxas's report through nvJitLink);
 #     with NVRTC hidden (TL_NVRTC pointing nowhere) it still compiles;
 #   - bad input: --backend ptx for a program outside the subset or a target
@@ -67,8 +68,8 @@ grep -q '"backend_why_not_ptx": "/kernel: the PTX back end has no ' "$tmp/m.json
 "$TLC" compile examples/tilus_add_one.json --target sm_90a --emit ir --backend cuda | grep -q '^backend cuda$' ||
   fail "--backend cuda does not force the CUDA back end"
 
-# the PTX path never opens NVRTC, and its metadata has every resource figure
-LD_DEBUG=libs LD_DEBUG_OUTPUT="$tmp/ld" "$TLC" compile examples/tilus_add_one.json --target sm_90a -o "$tmp/a.cubin" \
+# --backend ptx never opens NVRTC, and its metadata has every resource figure
+LD_DEBUG=libs LD_DEBUG_OUTPUT="$tmp/ld" "$TLC" compile examples/tilus_add_one.json --target sm_90a --backend ptx -o "$tmp/a.cubin" \
   >"$tmp/out" 2>&1 || fail "tlc compile tilus_add_one sm_90a: $(cat "$tmp/out")"
 grep -q 'find library=libnvJitLink' "$tmp/ld".[0-9]* || fail "the loader trace does not show nvJitLink being opened"
 if grep -l 'libnvrtc' "$tmp/ld".[0-9]* >/dev/null; then
@@ -83,10 +84,14 @@ for k in registers stack_frame_bytes spill_store_bytes spill_load_bytes param_of
   grep -q "\"$k\": [0-9\[]" "$tmp/m.json" || fail "the PTX path's metadata lacks $k"
 done
 grep -q '"backend": "ptx"' "$tmp/m.json" || fail "the metadata lacks \"backend\": \"ptx\""
-grep -q '"toolchain": "nvJitLink ' "$tmp/m.json" || fail "the metadata's toolchain is not nvJitLink"
+grep -q '"backend_requested": "auto"' "$tmp/m.json" || fail "the metadata lacks \"backend_requested\": \"auto\""
+# the toolchain line (the build key's) in mode auto names both NVRTC and nvJitLink, in mode ptx nvJitLink only
+grep -q '"toolchain": "NVRTC [^"]*; nvJitLink ' "$tmp/m.json" || fail "mode auto: the toolchain is not NVRTC; nvJitLink"
+"$TLC" compile examples/tilus_add_one.json --target sm_90a --backend ptx --emit meta | grep -q '"toolchain": "nvJitLink ' ||
+  fail "--backend ptx: the metadata's toolchain is not nvJitLink"
 TL_NVRTC=/nonexistent/libnvrtc.so.13 "$TLC" compile examples/tilus_add_one.json --target sm_80 -o "$tmp/b.cubin" \
   2>"$tmp/err" || fail "the PTX path needs NVRTC: $(cat "$tmp/err")"
-echo "ok: the PTX path opens nvJitLink, never NVRTC, and reports registers and spills"
+echo "ok: --backend ptx opens nvJitLink, never NVRTC, and reports registers and spills"
 
 # bad input
 bad() { # EXPECTED-TEXT COMMAND...: fails with status 1 or 2 and the text on standard error

@@ -10,15 +10,13 @@
 # "tma": true, on sm_80, and for rows that are not whole panels the copy
 # stays as it was, and `--emit ir` says why.
 # Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
-TLC=${TL_BUILD:-build}/bin/tlc
-if ! "$TLC" targets 2>/dev/null | grep -q '^sm_90a '; then # NVRTC, not just an AMD toolchain
-  echo "no NVRTC here: tlc compile cannot run" >&2
-  exit 77
-fi
-fail() { echo "FAIL: $*"; exit 1; }
-tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
+cd "$(dirname "$0")/../.." || exit 1
+. tests/sh/lib.sh
+tl_init tlc_store.sh
+tl_need_target sm_90a "tlc compile cannot run"
+TLC=$TL_BUILD/bin/tlc
 G="tests/gpu/programs/gemm_cluster.json -D M=1000 -D N=1000 -D K=200 -D cluster_x=1 -D tma_store=true"
-src=$("$TLC" compile $G --target sm_90a --emit cuda) || fail "--emit cuda for sm_90a"
+src=$("$TLC" compile $G --target sm_90a --emit cuda) || tl_fail "--emit cuda for sm_90a"
 for want in "const unsigned tl_stg = tl_smem_addr(tl_smem + 197632);" \
             "const int tl_y0 = (int)(((int)(v_by * ((int)128LL)))), tl_x0 = (int)(((int)(v_bx * ((int)256LL))));" \
             "if (tl_col / 64u == 3u) {" \
@@ -26,18 +24,18 @@ for want in "const unsigned tl_stg = tl_smem_addr(tl_smem + 197632);" \
             'asm volatile("st.shared.b32 [%0], %1;" :: "r"(tl_a), "r"((unsigned)(unsigned short)(tl_f2h(tl_rh(r_C_local[tl_r]))) | ((unsigned)(unsigned short)(tl_f2h(tl_rh(r_C_local[tl_r + 1]))) << 16)) : "memory");' \
             '"l"((unsigned long long)&tl_tmap2), "r"(tl_x0 + 192), "r"(tl_y0), "r"(tl_stg) : "memory");' \
             'if (tl_tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");'; do
-  printf '%s\n' "$src" | grep -qF -- "$want" || fail "the sm_90a source lacks: $want"
+  printf '%s\n' "$src" | grep -qF -- "$want" || tl_fail "the sm_90a source lacks: $want"
 done
 [ "$(printf '%s\n' "$src" | grep -c 'cp.async.bulk.tensor.2d.global.shared::cta.bulk_group')" = 4 ] ||
-  fail "not 4 panel stores (256 float16 columns)"
-[ "$(printf '%s\n' "$src" | grep -c 'cp.async.bulk.wait_group.read 0;')" = 3 ] || fail "not 3 waits between panels"
-"$TLC" compile $G --target sm_90a --emit ptx -o "$tmp/k.ptx" 2>/dev/null || fail "--emit ptx"
+  tl_fail "not 4 panel stores (256 float16 columns)"
+[ "$(printf '%s\n' "$src" | grep -c 'cp.async.bulk.wait_group.read 0;')" = 3 ] || tl_fail "not 3 waits between panels"
+"$TLC" compile $G --target sm_90a --emit ptx -o "$TMP/k.ptx" 2>/dev/null || tl_fail "--emit ptx"
 for want in "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" "cp.async.bulk.commit_group" \
             "cp.async.bulk.wait_group.read 0" "cp.async.bulk.wait_group 0" "st.shared.b32"; do
-  grep -qF -- "$want" "$tmp/k.ptx" || fail "the sm_90a PTX lacks: $want"
+  grep -qF -- "$want" "$TMP/k.ptx" || tl_fail "the sm_90a PTX lacks: $want"
 done
-"$TLC" compile $G --target sm_90a --emit meta > "$tmp/m.json" || fail "--emit meta"
-python3 - "$tmp/m.json" <<'PY' || fail "the metadata"
+"$TLC" compile $G --target sm_90a --emit meta > "$TMP/m.json" || tl_fail "--emit meta"
+python3 - "$TMP/m.json" <<'PY' || tl_fail "the metadata"
 import json, sys
 m = json.load(open(sys.argv[1]))
 maps = [(t["param"], t["box"], t["swizzle"]) for t in m["tensor_maps"]]
@@ -46,13 +44,13 @@ assert maps == [("A", [64, 128], "128B"), ("B", [64, 64], "128B"), ("C", [64, 12
 assert m["launch"]["dynamic_shared_bytes"] == 197632 + 128 * 128, m["launch"]
 assert m["resources"]["spill_store_bytes"] == 0, m["resources"]
 PY
-ir=$("$TLC" compile $G --target sm_90a --emit ir) || fail "--emit ir"
+ir=$("$TLC" compile $G --target sm_90a --emit ir) || tl_fail "--emit ir"
 printf '%s\n' "$ir" | grep -qF "[TMA store: staged in shared memory, 128-byte panels, each a bulk tensor copy through tensor map 2]" ||
-  fail "--emit ir lacks the TMA store"
-"$TLC" compile $G --target sm_90a --emit cuda --dump store 2>&1 >/dev/null | grep -qF "# IR after store" || fail "--dump store"
+  tl_fail "--emit ir lacks the TMA store"
+"$TLC" compile $G --target sm_90a --emit cuda --dump store 2>&1 >/dev/null | grep -qF "# IR after store" || tl_fail "--dump store"
 # not asked; sm_80; rows of 64 bytes (block_N = 32)
-"$TLC" compile $G -D tma_store=false --target sm_90a --emit cuda | grep -q "bulk_group" && fail "tma_store=false: a TMA store"
-"$TLC" compile $G --target sm_80 --emit cuda | grep -q "bulk_group" && fail "sm_80: a TMA store"
+"$TLC" compile $G -D tma_store=false --target sm_90a --emit cuda | grep -q "bulk_group" && tl_fail "tma_store=false: a TMA store"
+"$TLC" compile $G --target sm_80 --emit cuda | grep -q "bulk_group" && tl_fail "sm_80: a TMA store"
 "$TLC" compile $G -D block_N=32 --target sm_90a --emit ir |
-  grep -qF "[not a TMA store: its rows of 64 bytes are not whole 128-byte panels]" || fail "block_N=32: the refusal"
+  grep -qF "[not a TMA store: its rows of 64 bytes are not whole 128-byte panels]" || tl_fail "block_N=32: the refusal"
 exit 0

@@ -10,13 +10,11 @@
 # copies), as does a loop with "tma": false; a dynamic dimension enters a
 # map as an expression over the scalar parameters.
 # Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
-TLC=${TL_BUILD:-build}/bin/tlc
-if ! "$TLC" targets 2>/dev/null | grep -q '^sm_90a '; then # NVRTC, not just an AMD toolchain
-  echo "no NVRTC here: tlc compile cannot run" >&2
-  exit 77
-fi
-fail() { echo "FAIL: $*"; exit 1; }
-tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
+cd "$(dirname "$0")/../.." || exit 1
+. tests/sh/lib.sh
+tl_init tlc_tma.sh
+tl_need_target sm_90a "tlc compile cannot run"
+TLC=$TL_BUILD/bin/tlc
 DYN=tests/gpu/programs/gemm_dyn.json
 # the GEMMs on wgmma: the example at 64 x 64 tiles of 4 warps, the bench
 # program and the dynamic-M program at 8 warps, B K-major (gemm_bt)
@@ -24,26 +22,26 @@ set -- "examples/gemm.json -D block_M=64 -D block_K=64" \
        "bench/programs/gemm_raster.json -D block_K=64 -D threads=256" \
        "$DYN" "tests/gpu/programs/gemm_bt.json"
 for g in "$@"; do
-  src=$("$TLC" compile $g --target sm_90a --emit cuda) || fail "$g: --emit cuda for sm_90a"
+  src=$("$TLC" compile $g --target sm_90a --emit cuda) || tl_fail "$g: --emit cuda for sm_90a"
   for want in "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes" \
               "mbarrier.try_wait.parity.shared::cta.b64" "mbarrier.arrive.expect_tx.shared::cta.b64" \
               "mbarrier.init.shared::cta.b64" "const __grid_constant__ tl_tensor_map tl_tmap0"; do
-    printf '%s\n' "$src" | grep -qF -- "$want" || fail "$g: the sm_90a source lacks: $want"
+    printf '%s\n' "$src" | grep -qF -- "$want" || tl_fail "$g: the sm_90a source lacks: $want"
   done
-  "$TLC" compile $g --target sm_90a --emit ptx -o "$tmp/k.ptx" 2>/dev/null || fail "$g: --emit ptx for sm_90a"
+  "$TLC" compile $g --target sm_90a --emit ptx -o "$TMP/k.ptx" 2>/dev/null || tl_fail "$g: --emit ptx for sm_90a"
   for want in "cp.async.bulk.tensor.2d" "mbarrier.try_wait.parity" ".param .align 64 .b8"; do
-    grep -qF -- "$want" "$tmp/k.ptx" || fail "$g: the sm_90a PTX lacks: $want"
+    grep -qF -- "$want" "$TMP/k.ptx" || tl_fail "$g: the sm_90a PTX lacks: $want"
   done
   for t in sm_80 sm_75; do
-    src=$("$TLC" compile $g --target $t --emit cuda) || fail "$g: --emit cuda for $t"
-    printf '%s\n' "$src" | grep -q "cp.async.bulk\|mbarrier\|tl_tensor_map" && fail "$g: $t uses TMA"
-    [ $t = sm_80 ] && { printf '%s\n' "$src" | grep -qF "cp.async.cg.shared.global" || fail "$g: sm_80 lost cp.async"; }
+    src=$("$TLC" compile $g --target $t --emit cuda) || tl_fail "$g: --emit cuda for $t"
+    printf '%s\n' "$src" | grep -q "cp.async.bulk\|mbarrier\|tl_tensor_map" && tl_fail "$g: $t uses TMA"
+    [ $t = sm_80 ] && { printf '%s\n' "$src" | grep -qF "cp.async.cg.shared.global" || tl_fail "$g: sm_80 lost cp.async"; }
   done
 done
 # the metadata: format 2, each map as the compiler decided it, at the
 # offsets of the cubin (checked against the PTX's parameter list too)
-"$TLC" compile $DYN --target sm_90a -D N=136 -D K=72 --emit meta > "$tmp/m.json" || fail "--emit meta for sm_90a"
-python3 - "$tmp/m.json" <<'PY' || fail "the metadata's tensor maps"
+"$TLC" compile $DYN --target sm_90a -D N=136 -D K=72 --emit meta > "$TMP/m.json" || tl_fail "--emit meta for sm_90a"
+python3 - "$TMP/m.json" <<'PY' || tl_fail "the metadata's tensor maps"
 import json, sys
 m = json.load(open(sys.argv[1]))
 assert m["format"] == 2, m["format"]
@@ -60,61 +58,61 @@ assert len(offs) == len(m["params"]) + 2, offs
 assert [t["offset"] for t in maps] == offs[-2:], (maps, offs)
 assert all(o % 16 == 0 for o in offs[-2:]) and offs[-1] - offs[-2] == 128, offs
 PY
-"$TLC" compile $DYN --target compute_90a --emit meta > "$tmp/p.json" || fail "--emit meta for compute_90a"
+"$TLC" compile $DYN --target compute_90a --emit meta > "$TMP/p.json" || tl_fail "--emit meta for compute_90a"
 python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); t=m["tensor_maps"]; assert m["format"] == 2 and len(t) == 2 and all("offset" not in x for x in t), t' \
-  "$tmp/p.json" || fail "PTX metadata: the maps, without offsets (the driver lays PTX parameters out)"
-"$TLC" compile $DYN --target sm_80 --emit meta > "$tmp/q.json" || fail "--emit meta for sm_80"
-python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); assert m["format"] == 1 and "tensor_maps" not in m' "$tmp/q.json" ||
-  fail "sm_80 metadata is not format 1 without tensor maps"
+  "$TMP/p.json" || tl_fail "PTX metadata: the maps, without offsets (the driver lays PTX parameters out)"
+"$TLC" compile $DYN --target sm_80 --emit meta > "$TMP/q.json" || tl_fail "--emit meta for sm_80"
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); assert m["format"] == 1 and "tensor_maps" not in m' "$TMP/q.json" ||
+  tl_fail "sm_80 metadata is not format 1 without tensor maps"
 # --emit ir: which copies, which maps, which mbarriers (4 full, and 4 empty
 # ones of the warp-specialized loop: tests/sh/tlc_wspec.sh), and why not
-ir=$("$TLC" compile $DYN --target sm_90a --emit ir) || fail "--emit ir"
+ir=$("$TLC" compile $DYN --target sm_90a --emit ir) || tl_fail "--emit ir"
 for want in "tensor map 0: A, box [64, 128] (innermost first), swizzle 128B, out of bounds reads zero" \
             "tensor map 1: B, box [64, 64] (innermost first), swizzle 128B" "mbarriers: 8 at " \
             "[software pipelined] [4 stages, copies 2 ahead, wgmma groups drained at the end] [mbarriers 0..3]" \
             "-> A_shared[0+:128, 0+:64] [TMA: cp.async.bulk.tensor, tensor map 0, prefetched]"; do
-  printf '%s\n' "$ir" | grep -qF -- "$want" || fail "--emit ir lacks: $want"
+  printf '%s\n' "$ir" | grep -qF -- "$want" || tl_fail "--emit ir lacks: $want"
 done
-ir=$("$TLC" compile $DYN -D use_tma=false --target sm_90a --emit ir) || fail "--emit ir with use_tma=false"
+ir=$("$TLC" compile $DYN -D use_tma=false --target sm_90a --emit ir) || tl_fail "--emit ir with use_tma=false"
 printf '%s\n' "$ir" | grep -qF '[cp.async, prefetched] [not TMA: its pipelined loop says "tma": false]' ||
-  fail "\"tma\": false does not keep cp.async"
-printf '%s\n' "$ir" | grep -q "tensor map" && fail "\"tma\": false still has tensor maps"
-src=$("$TLC" compile $DYN -D use_tma=false --target sm_90a --emit cuda) || fail "--emit cuda with use_tma=false"
-printf '%s\n' "$src" | grep -q "cp.async.bulk\|mbarrier" && fail "\"tma\": false still uses TMA"
+  tl_fail "\"tma\": false does not keep cp.async"
+printf '%s\n' "$ir" | grep -q "tensor map" && tl_fail "\"tma\": false still has tensor maps"
+src=$("$TLC" compile $DYN -D use_tma=false --target sm_90a --emit cuda) || tl_fail "--emit cuda with use_tma=false"
+printf '%s\n' "$src" | grep -q "cp.async.bulk\|mbarrier" && tl_fail "\"tma\": false still uses TMA"
 # sm_90 (no wgmma): mma.sync reads A's 128-byte rows in the same swizzle, so A is TMA; B's 256-byte rows are not
-ir=$("$TLC" compile $DYN --target sm_90 --emit ir) || fail "--emit ir for sm_90"
-printf '%s\n' "$ir" | grep -qF -- "-> A_shared[0+:128, 0+:64] [TMA" || fail "sm_90: A is not TMA"
+ir=$("$TLC" compile $DYN --target sm_90 --emit ir) || tl_fail "--emit ir for sm_90"
+printf '%s\n' "$ir" | grep -qF -- "-> A_shared[0+:128, 0+:64] [TMA" || tl_fail "sm_90: A is not TMA"
 printf '%s\n' "$ir" | grep -qF "[not TMA: the buffer's swizzle (rows of 256 bytes) is not one a tensor map writes]" ||
-  fail "sm_90: B's reason is missing"
+  tl_fail "sm_90: B's reason is missing"
 # a row-major buffer (read by a parallel loop, float32): a map without swizzle
-ir=$("$TLC" compile tests/gpu/programs/tma_colsum.json -D K=200 --target sm_90a --emit ir) || fail "--emit ir of tma_colsum"
+ir=$("$TLC" compile tests/gpu/programs/tma_colsum.json -D K=200 --target sm_90a --emit ir) || tl_fail "--emit ir of tma_colsum"
 for want in "tensor map 0: X, box [64, 32] (innermost first), swizzle none" \
             "-> X_shared[0+:32, 0+:64] [TMA: cp.async.bulk.tensor, tensor map 0, prefetched]"; do
-  printf '%s\n' "$ir" | grep -qF -- "$want" || fail "tma_colsum: --emit ir lacks: $want"
+  printf '%s\n' "$ir" | grep -qF -- "$want" || tl_fail "tma_colsum: --emit ir lacks: $want"
 done
-"$TLC" compile tests/gpu/programs/tma_colsum.json -D K=200 --target sm_90a --emit meta > "$tmp/c.json" || fail "tma_colsum meta"
+"$TLC" compile tests/gpu/programs/tma_colsum.json -D K=200 --target sm_90a --emit meta > "$TMP/c.json" || tl_fail "tma_colsum meta"
 python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["tensor_maps"][0]; assert (t["dtype"], t["swizzle"], t["global_strides"]) == ("float32", "none", [800]), t' \
-  "$tmp/c.json" || fail "tma_colsum: the map is not float32, unswizzled, 800-byte rows"
+  "$TMP/c.json" || tl_fail "tma_colsum: the map is not float32, unswizzled, 800-byte rows"
 # a dynamic K: A's innermost dimension is dynamic (no cp.async, so no
 # TMA: its row pitch is unknown), B's row pitch N * 2 is fixed; its map
 # takes K from the arguments
-python3 - "$DYN" "$tmp/k.json" <<'PY' || fail "could not write the dynamic-K variant"
+python3 - "$DYN" "$TMP/k.json" <<'PY' || tl_fail "could not write the dynamic-K variant"
 import json, sys
 p = json.load(open(sys.argv[1]))
 del p["constants"]["K"]
 p["params"].insert(1, {"name": "K", "kind": "scalar", "dtype": "int32"})
 json.dump(p, open(sys.argv[2], "w"))
 PY
-ir=$("$TLC" compile "$tmp/k.json" --target sm_90a --emit ir) || fail "--emit ir of the dynamic-K variant"
-printf '%s\n' "$ir" | grep -qF -- "-> A_shared[0+:128, 0+:64] (block)" || fail "dynamic K: A is not a plain copy"
-printf '%s\n' "$ir" | grep -qF -- "-> B_shared[0+:64, 0+:128] [TMA" || fail "dynamic K: B is not TMA"
-"$TLC" compile "$tmp/k.json" --target sm_90a --emit meta > "$tmp/k.meta" || fail "--emit meta of the dynamic-K variant"
+ir=$("$TLC" compile "$TMP/k.json" --target sm_90a --emit ir) || tl_fail "--emit ir of the dynamic-K variant"
+printf '%s\n' "$ir" | grep -qF -- "-> A_shared[0+:128, 0+:64] (block)" || tl_fail "dynamic K: A is not a plain copy"
+printf '%s\n' "$ir" | grep -qF -- "-> B_shared[0+:64, 0+:128] [TMA" || tl_fail "dynamic K: B is not TMA"
+"$TLC" compile "$TMP/k.json" --target sm_90a --emit meta > "$TMP/k.meta" || tl_fail "--emit meta of the dynamic-K variant"
 python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["tensor_maps"]; assert [(x["param"], x["global_dims"]) for x in t] == [("B", [1024, "K"])], t' \
-  "$tmp/k.meta" || fail "dynamic K: B's map does not take K from the arguments"
+  "$TMP/k.meta" || tl_fail "dynamic K: B's map does not take K from the arguments"
 # packed sub-byte tiles (uint4 weights) keep cp.async: a tensor map moves
 # whole-byte elements, and its map would count a uint4 as a byte
-ir=$("$TLC" compile examples/gemm_w4a16.json --target sm_90a --emit ir) || fail "--emit ir of gemm_w4a16"
+ir=$("$TLC" compile examples/gemm_w4a16.json --target sm_90a --emit ir) || tl_fail "--emit ir of gemm_w4a16"
 printf '%s\n' "$ir" | grep -F -- "-> B_shared" | grep -qF "[not TMA: uint4 elements are packed 2 to a byte" ||
-  fail "gemm_w4a16: the uint4 tile is not refused TMA with the reason"
-printf '%s\n' "$ir" | grep -F -- "-> A_shared" | grep -qF "[TMA" || fail "gemm_w4a16: the float16 tile is not TMA"
+  tl_fail "gemm_w4a16: the uint4 tile is not refused TMA with the reason"
+printf '%s\n' "$ir" | grep -F -- "-> A_shared" | grep -qF "[TMA" || tl_fail "gemm_w4a16: the float16 tile is not TMA"
 echo "tlc_tma: ok"

@@ -12,35 +12,33 @@
 # wspec` say which loop and why not the others; a fragment too large for
 # registers is a warning on standard error and in the metadata.
 # Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
-TLC=${TL_BUILD:-build}/bin/tlc
-if ! "$TLC" targets 2>/dev/null | grep -q '^sm_90a '; then # NVRTC, not just an AMD toolchain
-  echo "no NVRTC here: tlc compile cannot run" >&2
-  exit 77
-fi
-fail() { echo "FAIL: $*"; exit 1; }
-tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
+cd "$(dirname "$0")/../.." || exit 1
+. tests/sh/lib.sh
+tl_init tlc_wspec.sh
+tl_need_target sm_90a "tlc compile cannot run"
+TLC=$TL_BUILD/bin/tlc
 G="bench/programs/gemm_raster.json -D block_N=256 -D block_K=64 -D threads=256"
-src=$("$TLC" compile $G --target sm_90a --emit cuda) || fail "--emit cuda for sm_90a"
+src=$("$TLC" compile $G --target sm_90a --emit cuda) || tl_fail "--emit cuda for sm_90a"
 for want in "__launch_bounds__(384, 1)" "if (tl_tid >= 256) {" "setmaxnreg.dec.sync.aligned.u32 40;" \
             "setmaxnreg.inc.sync.aligned.u32 232;" 'asm volatile("bar.sync 1, 256;" ::: "memory");' \
             "mbarrier.init.shared::cta.b64 [%0], 8;" "mbarrier.arrive.shared::cta.b64 _, [%0];" \
             "if (tl_pit >= 4) tl_mbar_wait(tl_mbar + 8u * (unsigned)(4 + (tl_st)), (unsigned)(tl_pit / 4 - 1) & 1u);"; do
-  printf '%s\n' "$src" | grep -qF -- "$want" || fail "the sm_90a source lacks: $want"
+  printf '%s\n' "$src" | grep -qF -- "$want" || tl_fail "the sm_90a source lacks: $want"
 done
 # the copies are the producer's alone: issued once in the source, after its branch opens
 n=$(printf '%s\n' "$src" | grep -c "cp.async.bulk.tensor")
-[ "$n" = 5 ] || fail "the source issues $n bulk tensor copies, not the producer's 5 (A, B's 4 panels)"
+[ "$n" = 5 ] || tl_fail "the source issues $n bulk tensor copies, not the producer's 5 (A, B's 4 panels)"
 printf '%s\n' "$src" | awk '/if \(tl_tid >= 256\)/ {p = 1} /cp.async.bulk.tensor/ && !p {bad = 1} END {exit bad}' ||
-  fail "a bulk tensor copy outside the producer's branch"
+  tl_fail "a bulk tensor copy outside the producer's branch"
 printf '%s\n' "$src" | grep -q "__syncthreads" && [ "$(printf '%s\n' "$src" | grep -c __syncthreads)" != 1 ] &&
-  fail "more than the one block-wide barrier before the producer's branch"
-"$TLC" compile $G --target sm_90a --emit ptx -o "$tmp/k.ptx" 2>/dev/null || fail "--emit ptx for sm_90a"
+  tl_fail "more than the one block-wide barrier before the producer's branch"
+"$TLC" compile $G --target sm_90a --emit ptx -o "$TMP/k.ptx" 2>/dev/null || tl_fail "--emit ptx for sm_90a"
 for want in "setmaxnreg.inc.sync.aligned.u32 232" "setmaxnreg.dec.sync.aligned.u32 40" "cp.async.bulk.tensor.2d" \
             "bar.sync 1, 256" "wgmma.mma_async"; do
-  grep -qF -- "$want" "$tmp/k.ptx" || fail "the sm_90a PTX lacks: $want"
+  grep -qF -- "$want" "$TMP/k.ptx" || tl_fail "the sm_90a PTX lacks: $want"
 done
-"$TLC" compile $G --target sm_90a --emit meta > "$tmp/m.json" || fail "--emit meta"
-python3 - "$tmp/m.json" <<'PY' || fail "the metadata of the warp-specialized kernel"
+"$TLC" compile $G --target sm_90a --emit meta > "$TMP/m.json" || tl_fail "--emit meta"
+python3 - "$TMP/m.json" <<'PY' || tl_fail "the metadata of the warp-specialized kernel"
 import json, sys
 m = json.load(open(sys.argv[1]))
 assert m["launch"]["block"] == [384, 1, 1] and m["launch"]["producer_threads"] == 128, m["launch"]
@@ -49,59 +47,60 @@ r = m["resources"]
 assert r["registers"] == 168 and r["spill_store_bytes"] == 0, r  # 65536 / 384 at entry; 232 after setmaxnreg
 assert "warnings" not in m, m["warnings"]
 PY
-ir=$("$TLC" compile $G --target sm_90a --emit ir) || fail "--emit ir"
+ir=$("$TLC" compile $G --target sm_90a --emit ir) || tl_fail "--emit ir"
 for want in "[warp-specialized: a producer warpgroup issues the copies; stages freed on mbarriers 4..7, 1 iteration later]" \
             "producer warpgroup: 128 threads after the program's; 1 blocks per SM; setmaxnreg 40 / 232" "mbarriers: 8 at "; do
-  printf '%s\n' "$ir" | grep -qF -- "$want" || fail "--emit ir lacks: $want"
+  printf '%s\n' "$ir" | grep -qF -- "$want" || tl_fail "--emit ir lacks: $want"
 done
 "$TLC" compile $G --target sm_90a --emit cuda --dump wspec 2>&1 >/dev/null | grep -qF "# IR after wspec" ||
-  fail "--dump wspec"
+  tl_fail "--dump wspec"
 # persistent: producer and program's threads each walk the tiles from the block's linear index, the
 # iterations counted over the tiles (stages and phases go on); "persistent": false keeps a block per tile
 tiles='for (long long tl_tile = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z); tl_tile < tl_ntiles; tl_tile += (long long)gridDim.x * gridDim.y * gridDim.z) {'
-[ "$(printf '%s\n' "$src" | grep -cF -- "$tiles")" = 2 ] || fail "persistent: not two tile loops"
+[ "$(printf '%s\n' "$src" | grep -cF -- "$tiles")" = 2 ] || tl_fail "persistent: not two tile loops"
 for want in "tl_mbar_wait(tl_mbar + 8u * (unsigned)(0 + ((int)(tl_g % 4))), (unsigned)(tl_g / 4) & 1u);" \
             "tl_cit += (unsigned long long)tl_n0;" "for (long long tl_j = tl_n0 > 1 ? tl_n0 - 1 : 0; tl_j < tl_n0; tl_j++)"; do
-  printf '%s\n' "$src" | grep -qF -- "$want" || fail "persistent: the source lacks: $want"
+  printf '%s\n' "$src" | grep -qF -- "$want" || tl_fail "persistent: the source lacks: $want"
 done
-src=$("$TLC" compile $G --target sm_90a -D persistent=false --emit cuda) || fail "persistent=false: --emit cuda"
-printf '%s\n' "$src" | grep -q "tl_tile" && fail "persistent=false: tile loops"
-printf '%s\n' "$src" | grep -qF "setmaxnreg.inc" || fail "persistent=false: not warp-specialized"
+src=$("$TLC" compile $G --target sm_90a -D persistent=false --emit cuda) || tl_fail "persistent=false: --emit cuda"
+printf '%s\n' "$src" | grep -q "tl_tile" && tl_fail "persistent=false: tile loops"
+printf '%s\n' "$src" | grep -qF "setmaxnreg.inc" || tl_fail "persistent=false: not warp-specialized"
 "$TLC" compile $G --target sm_90a -D persistent=false --emit meta | grep -q '"persistent"' &&
-  fail "persistent=false: launch.persistent in the metadata"
+  tl_fail "persistent=false: launch.persistent in the metadata"
 # a body that reads the stages itself (a parallel loop, not wgmma): every thread frees the stage, after a
 # proxy fence (its generic reads before the async proxy's next copy), on an mbarrier of T arrivals
 src=$("$TLC" compile tests/gpu/programs/tma_colsum.json -D K=1024 -D num_stages=4 --target sm_90a --emit cuda) ||
-  fail "tma_colsum: --emit cuda"
-printf '%s\n' "$src" | grep -qF "mbarrier.init.shared::cta.b64 [%0], 128;" || fail "tma_colsum: not 128 arrivals a phase"
+  tl_fail "tma_colsum: --emit cuda"
+printf '%s\n' "$src" | grep -qF "mbarrier.init.shared::cta.b64 [%0], 128;" || tl_fail "tma_colsum: not 128 arrivals a phase"
 printf '%s\n' "$src" | grep -A1 -F 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory");' |
-  grep -qF 'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];"' || fail "tma_colsum: no fence before the arrival"
-printf '%s\n' "$src" | grep -q "__syncwarp" && fail "tma_colsum: a warp's arrival"
+  grep -qF 'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];"' || tl_fail "tma_colsum: no fence before the arrival"
+printf '%s\n' "$src" | grep -q "__syncwarp" && tl_fail "tma_colsum: a warp's arrival"
 # an m64n256 wgmma on 4 warps: 128 accumulators and the instruction's own registers must fit the registers at
 # entry (ptxas allocates it there, whatever setmaxnreg gives): one block per SM, not two of 128 registers
 D="tests/gpu/programs/gemm_dyn_m.json -D N=256 -D K=32 -D block_M=64 -D block_N=256"
-"$TLC" compile $D --target sm_90a -o "$tmp/n256.cubin" 2>/dev/null || fail "m64n256 on 4 warps does not compile"
+"$TLC" compile $D --target sm_90a -o "$TMP/n256.cubin" 2>/dev/null || tl_fail "m64n256 on 4 warps does not compile"
 "$TLC" compile $D --target sm_90a --emit ir | grep -qF "producer warpgroup: 128 threads after the program's; 1 blocks per SM" ||
-  fail "m64n256 on 4 warps: not one block per SM"
+  tl_fail "m64n256 on 4 warps: not one block per SM"
 # turned off, and targets without setmaxnreg: the loop as before
 for off in "--target sm_90a -D warp_specialize=false" "--target sm_90" "--target sm_80"; do
-  src=$("$TLC" compile $G $off --emit cuda) || fail "--emit cuda $off"
-  printf '%s\n' "$src" | grep -q "setmaxnreg\|bar.sync 1\|tl_tid >= 256" && fail "$off: warp-specialized"
-  "$TLC" compile $G $off --emit meta | grep -q producer_threads && fail "$off: producer_threads in the metadata"
+  src=$("$TLC" compile $G $off --emit cuda) || tl_fail "--emit cuda $off"
+  printf '%s\n' "$src" | grep -q "setmaxnreg\|bar.sync 1\|tl_tid >= 256" && tl_fail "$off: warp-specialized"
+  "$TLC" compile $G $off --emit meta | grep -q producer_threads && tl_fail "$off: producer_threads in the metadata"
 done
 "$TLC" compile $G --target sm_90a -D warp_specialize=false --emit ir |
-  grep -qF '[not warp-specialized: its pipelined loop says "warp_specialize": false]' || fail "warp_specialize=false: why not"
-# examples/gemm.json as written: A's rows of 64 bytes in the 64-byte swizzle on TMA too; 128 accumulators a
-# thread leave room for two blocks per SM (128 registers at entry, 216 after setmaxnreg)
-ir=$("$TLC" compile examples/gemm.json --target sm_90a --emit ir) || fail "gemm.json: --emit ir"
+  grep -qF '[not warp-specialized: its pipelined loop says "warp_specialize": false]' || tl_fail "warp_specialize=false: why not"
+# examples/gemm.json with one K tile a stage (k_group 1, bench/programs/gemm_raster.json): A's rows of 64 bytes
+# in the 64-byte swizzle on TMA too; 128 accumulators a thread leave room for two blocks per SM (128
+# registers at entry, 216 after setmaxnreg)
+ir=$("$TLC" compile bench/programs/gemm_raster.json -D k_group=1 --target sm_90a --emit ir) || tl_fail "gemm.json: --emit ir"
 for want in "tensor map 0: A, box [32, 128] (innermost first), swizzle 64B" "[warp-specialized" \
             "producer warpgroup: 128 threads after the program's; 2 blocks per SM; setmaxnreg 40 / 216"; do
-  printf '%s\n' "$ir" | grep -qF -- "$want" || fail "gemm.json: --emit ir lacks: $want"
+  printf '%s\n' "$ir" | grep -qF -- "$want" || tl_fail "gemm.json: --emit ir lacks: $want"
 done
 "$TLC" compile $G -D use_tma=false --target sm_90a --emit ir | grep -qF "[warp-specialized" &&
-  fail "a loop on cp.async is warp-specialized"
+  tl_fail "a loop on cp.async is warp-specialized"
 # a let of the kernel's body in the copies' coordinates: the producer evaluates it too
-python3 - bench/programs/gemm_raster.json "$tmp" <<'PY' || fail "making the let and var programs"
+python3 - bench/programs/gemm_raster.json "$TMP" <<'PY' || tl_fail "making the let and var programs"
 import json, sys
 p = json.load(open(sys.argv[1]))
 body = p["kernel"]["body"]
@@ -114,38 +113,38 @@ p["params"].append({"name": "Off", "kind": "tensor", "dtype": "int32", "shape": 
 body[i]["value"] = "by * block_M + Off[0]"
 json.dump(p, open(sys.argv[2] + "/var.json", "w"))
 PY
-src=$("$TLC" compile "$tmp/let.json" -D block_K=64 -D threads=256 --target sm_90a --emit cuda) || fail "let: --emit cuda"
+src=$("$TLC" compile "$TMP/let.json" -D block_K=64 -D threads=256 --target sm_90a --emit cuda) || tl_fail "let: --emit cuda"
 printf '%s\n' "$src" | awk '/if \(tl_tid == 256\)/ {p = 1} p && /v_row0 =/ {ok = 1} END {exit !ok}' ||
-  fail "let: the producer does not evaluate row0"
-"$TLC" compile "$tmp/let.json" -D block_K=64 -D threads=256 --target sm_90a -o "$tmp/let.cubin" 2>/dev/null ||
-  fail "let: cubin"
+  tl_fail "let: the producer does not evaluate row0"
+"$TLC" compile "$TMP/let.json" -D block_K=64 -D threads=256 --target sm_90a -o "$TMP/let.cubin" 2>/dev/null ||
+  tl_fail "let: cubin"
 # a row read from a tensor: A's copy is not prefetched and stays the program's threads' (cp.async, in
 # the loop), B's is the producer's; A_shared is rewritten by the next iteration: a barrier ends each one
-ir=$("$TLC" compile "$tmp/var.json" -D block_K=64 -D threads=256 --target sm_90a --emit ir) || fail "var: --emit ir"
-printf '%s\n' "$ir" | grep -qF "[warp-specialized" || fail "var: not warp-specialized"
+ir=$("$TLC" compile "$TMP/var.json" -D block_K=64 -D threads=256 --target sm_90a --emit ir) || tl_fail "var: --emit ir"
+printf '%s\n' "$ir" | grep -qF "[warp-specialized" || tl_fail "var: not warp-specialized"
 printf '%s\n' "$ir" | grep -qF -- "-> A_shared[0+:128, 0+:64] [cp.async] [not TMA: not a copy that a pipelined loop prefetches]" ||
-  fail "var: A's copy"
-src=$("$TLC" compile "$tmp/var.json" -D block_K=64 -D threads=256 --target sm_90a --emit cuda) || fail "var: --emit cuda"
+  tl_fail "var: A's copy"
+src=$("$TLC" compile "$TMP/var.json" -D block_K=64 -D threads=256 --target sm_90a --emit cuda) || tl_fail "var: --emit cuda"
 printf '%s\n' "$src" | awk '/tl_c0 < tl_n0/ {p = 1} p && /cp.async.cg.shared.global/ {c = 1}
                             p && c && /wgmma.commit_group/ {w = 1} p && w && /bar.sync 1, 256/ {ok = 1} END {exit !ok}' ||
-  fail "var: A's cp.async in the loop, then the gemm, then a barrier ending the iteration"
+  tl_fail "var: A's cp.async in the loop, then the gemm, then a barrier ending the iteration"
 # int8 weights dequantized into a tile that rotates through two copies (the gemm's group of iteration c
 # pending while c + 1 writes the other): B goes by TMA, the loop gets a producer warpgroup, and its
 # iterations rotate the tile as without one
 w8=tests/gpu/programs/gemm_w8a16.json
 "$TLC" compile $w8 --target sm_90a --emit ir | grep -F "loop pipelined" | grep -qF "[warp-specialized" ||
-  fail "$w8: not warp-specialized"
-src=$("$TLC" compile $w8 --target sm_90a --emit cuda) || fail "$w8: --emit cuda"
+  tl_fail "$w8: not warp-specialized"
+src=$("$TLC" compile $w8 --target sm_90a --emit cuda) || tl_fail "$w8: --emit cuda"
 printf '%s\n' "$src" | grep -qF "unsigned short *const s_B_dequant = tl_base_B_dequant + (long long)(tl_c0 % 2) * 8192LL;" ||
-  fail "$w8: the warp-specialized loop does not rotate the dequantized tile"
+  tl_fail "$w8: the warp-specialized loop does not rotate the dequantized tile"
 # the register cliff: 128 x 256 float32 accumulators on 128 threads
-err=$("$TLC" compile examples/gemm.json -D block_N=256 -D block_K=64 --target sm_90a -o "$tmp/c.cubin" 2>&1) ||
-  fail "gemm.json block_N=256: compile"
+err=$("$TLC" compile examples/gemm.json -D block_N=256 -D block_K=64 --target sm_90a -o "$TMP/c.cubin" 2>&1) ||
+  tl_fail "gemm.json block_N=256: compile"
 printf '%s\n' "$err" | grep -qF "examples/gemm.json:/kernel/body/2: warning: fragment 'C_local' takes 256 elements a thread (128 threads), more than the 128 a thread keeps in registers: it lives in shared memory and its gemm runs element by element, off the matrix cores (hundreds of times slower); 256 threads or a smaller tile would keep it in registers" ||
-  fail "no register-cliff warning on stderr: $err"
+  tl_fail "no register-cliff warning on stderr: $err"
 "$TLC" compile examples/gemm.json -D block_N=256 -D block_K=64 --target sm_90a --emit meta 2>/dev/null |
   python3 -c 'import json,sys; w=json.load(sys.stdin)["warnings"]; assert len(w) == 1 and w[0]["pointer"] == "/kernel/body/2", w' ||
-  fail "no register-cliff warning in the metadata"
-err=$("$TLC" compile examples/gemm.json --target sm_90a -o "$tmp/d.cubin" 2>&1) || fail "gemm.json: compile"
-printf '%s\n' "$err" | grep -q "warning" && fail "gemm.json as written warns: $err"
+  tl_fail "no register-cliff warning in the metadata"
+err=$("$TLC" compile examples/gemm.json --target sm_90a -o "$TMP/d.cubin" 2>&1) || tl_fail "gemm.json: compile"
+printf '%s\n' "$err" | grep -q "warning" && tl_fail "gemm.json as written warns: $err"
 exit 0

@@ -682,24 +682,37 @@ static void check_amd_build(const ex_job *j, json_t *doc) {
   tl_error err;
   if (tl_hsaco_inspect(b->binary, b->binary_size, &hi, &err) != TL_OK)
     fail_msg("%s/%s: %s", j->name, j->target, err.message);
-  const char *entry = json_string_value(json_object_get(doc, "name"));
-  const tl_hsaco_kernel *k = tl_hsaco_find(&hi, entry);
-  if (!k)
-    fail_msg("%s/%s: the code object has no kernel %s", j->name, j->target, entry);
+  /* a program of several kernels or with workspaces has the entries NAME_0, NAME_1, ..., each taking the
+   * params and then one pointer per workspace (kernel-meta.md section 6) */
+  const char *name = json_string_value(json_object_get(doc, "name"));
+  json_t *kernels = json_object_get(doc, "kernels"), *ws = json_object_get(doc, "workspaces");
+  size_t nk = kernels ? json_array_size(kernels) : 1, nws = ws ? json_array_size(ws) : 0;
+  char entry[300];
+  const tl_hsaco_kernel *k = NULL;
   json_t *params = json_object_get(doc, "params");
-  assert_int_equal(k->nexplicit, json_array_size(params));
-  uint32_t off = 0;
-  for (size_t i = 0; i < k->nexplicit; i++) {
-    uint32_t size;
-    const char *kind;
-    abi_of(json_array_get(params, i), &size, &kind);
-    off = (off + size - 1) / size * size; /* C's layout: each at a multiple of its size */
-    if (k->args[i].size != size || k->args[i].offset != off || strcmp(k->args[i].value_kind, kind) != 0)
-      fail_msg("%s/%s: argument %zu is %s of %u bytes at %u, the ABI says %s of %u at %u", j->name, j->target, i,
-               k->args[i].value_kind, k->args[i].size, k->args[i].offset, kind, size, off);
-    off += size;
+  for (size_t ki = nk; ki-- > 0;) { /* the first kernel last: k is its for the metadata's checks */
+    if (kernels || ws)
+      snprintf(entry, sizeof entry, "%s_%zu", name, ki);
+    else
+      snprintf(entry, sizeof entry, "%s", name);
+    k = tl_hsaco_find(&hi, entry);
+    if (!k)
+      fail_msg("%s/%s: the code object has no kernel %s", j->name, j->target, entry);
+    assert_int_equal(k->nexplicit, json_array_size(params) + nws);
+    uint32_t off = 0;
+    for (size_t i = 0; i < k->nexplicit; i++) {
+      uint32_t size = 8;
+      const char *kind = "global_buffer";
+      if (i < json_array_size(params))
+        abi_of(json_array_get(params, i), &size, &kind);
+      off = (off + size - 1) / size * size; /* C's layout: each at a multiple of its size */
+      if (k->args[i].size != size || k->args[i].offset != off || strcmp(k->args[i].value_kind, kind) != 0)
+        fail_msg("%s/%s %s: argument %zu is %s of %u bytes at %u, the ABI says %s of %u at %u", j->name, j->target,
+                 entry, i, k->args[i].value_kind, k->args[i].size, k->args[i].offset, kind, size, off);
+      off += size;
+    }
+    assert_int_equal(k->wavefront_size, t->warp);
   }
-  assert_int_equal(k->wavefront_size, t->warp);
   /* our metadata */
   json_t *m = json_loads(b->meta, 0, NULL);
   assert_non_null(m);

@@ -739,6 +739,30 @@ static void test_notes(void **state) {
   tl_cache_stats stats;
   assert_int_equal(tl_cache_get_stats(c, &stats, &err), TL_OK);
   assert_int_equal(stats.builds, 0); /* notes are not builds */
+  /* several notes in one transaction: one commit; all or none */
+  const char *names[3] = {"n1", "n2", "compiler http://a"}, *values[3] = {"one", "two", "three"};
+  int64_t commits = tl_cache_commits(c);
+  assert_int_equal(tl_cache_notes_set(c, 3, names, values, &err), TL_OK);
+  assert_int_equal(tl_cache_commits(c), commits + 1);
+  assert_int_equal(tl_cache_note_set(c, "n3", "x", &err), TL_OK);
+  assert_int_equal(tl_cache_commits(c), commits + 2);
+  assert_int_equal(tl_cache_notes_set(c, 0, NULL, NULL, &err), TL_OK); /* nothing: no transaction */
+  assert_int_equal(tl_cache_commits(c), commits + 2);
+  const char *bad_names[2] = {"n1", ""}, *bad_values[2] = {"changed", "x"};
+  assert_int_equal(tl_cache_notes_set(c, 2, bad_names, bad_values, &err), TL_INVALID_ARG);
+  const char *big_values[2] = {"changed", big};
+  const char *big_names[2] = {"n1", "n2"};
+  big[TL_CACHE_NOTE_MAX] = 'x';
+  assert_int_equal(tl_cache_notes_set(c, 2, big_names, big_values, &err), TL_TOO_LARGE);
+  assert_int_equal(tl_cache_commits(c), commits + 2);
+  assert_int_equal(tl_cache_note_get(c, "n1", &v, &err), TL_OK);
+  assert_string_equal(v, "one"); /* neither batch wrote its first note */
+  free(v);
+  assert_int_equal(tl_cache_note_get(c, "compiler http://a", &v, &err), TL_OK);
+  assert_string_equal(v, "three");
+  free(v);
+  assert_int_equal(tl_cache_notes_set(c, -1, names, values, &err), TL_INVALID_ARG);
+  assert_int_equal(tl_cache_commits(NULL), 0);
   tl_cache_close(c);
   /* a database of schema version 1 (before notes) is migrated */
   raw_exec(f->path, "DROP TABLE notes; PRAGMA user_version = 1");

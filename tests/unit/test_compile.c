@@ -1,6 +1,6 @@
 /*
  * test_compile.c - unit tests of libtlcompiler's public API (tlcompiler.h):
- * tl_compile, tl_compile_key and tl_compiler_targets, run on the real
+ * tl_compile, tl_compile_key (and tl_compile_key_as) and tl_compiler_targets, run on the real
  * examples with the installed NVRTC.
  *
  * What the issue's CI asks for (no GPU there): every example program
@@ -537,6 +537,84 @@ static void check_expr_entry(tl_arena *a, const char *what, const json_t *got, c
   assert_true(compared > 0);
 }
 
+/* The entry point of kernel KI of program DOC: its name, or NAME_KI in a program of several kernels or with
+ * workspaces (proto/kernel-meta.md section 6). */
+static void entry_of(const json_t *doc, size_t ki, char *out, size_t n) {
+  const char *name = json_string_value(json_object_get(doc, "name"));
+  if (json_object_get(doc, "kernels") || json_object_get(doc, "workspaces"))
+    snprintf(out, n, "%s_%zu", name, ki);
+  else
+    snprintf(out, n, "%s", name);
+}
+
+/* One kernel's launch and resources in the metadata (mk: the metadata, or its kernels[I]) against the
+ * program's kernel object and, for cubins, the kernel ENTRY in the binary. */
+static void check_kernel_meta(const example *x, const char *target, tl_arena *a, env *base, json_t *pparams,
+                              const json_t *kernel, const json_t *mk, const char *entry, const tl_cubin_info *ci) {
+  /* launch configuration */
+  json_t *launch = json_object_get(mk, "launch");
+  assert_true(json_is_object(launch));
+  json_t *grid = json_object_get(launch, "grid"), *pgrid = json_object_get(kernel, "grid");
+  assert_true(json_is_array(grid));
+  assert_int_equal(json_array_size(grid), json_array_size(pgrid));
+  for (size_t i = 0; i < json_array_size(grid); i++) {
+    char what[128];
+    snprintf(what, sizeof what, "%s/%s: launch.grid[%zu]", x->name, target, i);
+    check_expr_entry(a, what, json_array_get(grid, i), json_array_get(pgrid, i), pparams, base);
+  }
+  json_t *block = json_object_get(launch, "block"), *pthreads = json_object_get(kernel, "threads");
+  assert_true(json_is_array(block));
+  assert_int_equal(json_array_size(block), 3);
+  int64_t total = 1;
+  for (size_t i = 0; i < 3; i++) {
+    json_t *bi = json_array_get(block, i);
+    assert_true(json_is_integer(bi));
+    assert_true(json_integer_value(bi) >= 1);
+    total *= json_integer_value(bi);
+    const json_t *want_j = json_is_array(pthreads) ? json_array_get(pthreads, i) : i == 0 ? pthreads : NULL;
+    int64_t want = 1;
+    /* in x, a warp-specialized kernel's producer warpgroup too (pass_wspec.c; sm_90a, compute_90a) */
+    json_int_t producer = i == 0 ? json_integer_value(json_object_get(launch, "producer_threads")) : 0;
+    assert_true(producer == 0 || (producer == 128 && strstr(target, "_90a")));
+    if (!want_j || eval_json(a, want_j, base, &want))
+      assert_int_equal(json_integer_value(bi), want + producer);
+  }
+  assert_in_range(total, 1, 1024);
+  json_t *dyn = json_object_get(launch, "dynamic_shared_bytes");
+  assert_true(json_is_integer(dyn));
+  bool all = true;
+  int64_t lower = shared_lower_bound(a, json_object_get(kernel, "body"), base, &all);
+  if (json_integer_value(dyn) < lower)
+    fail_msg("%s/%s: dynamic_shared_bytes %lld is less than the program's alloc_shared bytes %lld", x->name, target,
+             (long long)json_integer_value(dyn), (long long)lower);
+  assert_in_range(json_integer_value(dyn), 0, 232448);
+  json_t *pcluster = json_object_get(kernel, "cluster");
+  if (pcluster)
+    assert_true(json_equal(json_object_get(launch, "cluster"), pcluster));
+
+  /* resources: for cubins, the figures of the kernel in the binary */
+  json_t *res = json_object_get(mk, "resources");
+  assert_true(json_is_object(res));
+  if (ci) {
+    const tl_cubin_kernel *k = tl_cubin_find(ci, entry);
+    assert_non_null(k);
+    assert_true(json_is_integer(json_object_get(res, "registers")));
+    assert_int_equal(json_integer_value(json_object_get(res, "registers")), k->registers);
+    assert_int_equal(json_integer_value(json_object_get(res, "local_bytes")), k->local_bytes);
+    assert_int_equal(json_integer_value(json_object_get(res, "static_shared_bytes")), k->shared_bytes);
+    static const char *const spills[] = {"spill_store_bytes", "spill_load_bytes", "stack_frame_bytes"};
+    for (int i = 0; i < 3; i++) {
+      json_t *s = json_object_get(res, spills[i]);
+      assert_true(json_is_integer(s));
+      assert_true(json_integer_value(s) >= 0);
+    }
+    /* the stack frame is the cubin's own record, whatever the log says */
+    assert_int_equal(json_integer_value(json_object_get(res, "stack_frame_bytes")), k->local_bytes);
+  } else {
+    assert_null(json_object_get(res, "registers"));
+  }
+}
+
 static void check_meta(const example *x, const tl_define *defs, int nd, const char *target, const tl_build *b,
                        const tl_cubin_info *ci) {
   json_error_t jerr;
@@ -547,12 +625,20 @@ static void check_meta(const example *x, const tl_define *defs, int nd, const ch
   tl_arena *a = tl_arena_new();
   env base;
   program_env(a, x->doc, defs, nd, &base);
-  const json_t *doc = x->doc, *kernel = json_object_get(doc, "kernel");
-  const char *entry = json_string_value(json_object_get(doc, "name"));
+  const json_t *doc = x->doc;
+  /* a program of several kernels, or with workspaces: format 3, the entries NAME_0, NAME_1, ..., the
+   * metadata's kernels[I] each (its entry, launch and resources), its entry, launch and resources the
+   * first kernel's (proto/kernel-meta.md section 6) */
+  json_t *pkernels = json_object_get(doc, "kernels");
+  bool multi = pkernels || json_object_get(doc, "workspaces");
+  size_t nk = pkernels ? json_array_size(pkernels) : 1;
+  char entry[300];
+  entry_of(doc, 0, entry, sizeof entry);
 
-  /* format 2 exactly when the kernel takes tensor maps (proto/kernel-meta.md) */
+  /* format 2 exactly when the kernel takes tensor maps, 3 for several kernels (proto/kernel-meta.md) */
   assert_true(json_is_integer(json_object_get(m, "format")));
-  assert_int_equal(json_integer_value(json_object_get(m, "format")), json_object_get(m, "tensor_maps") ? 2 : 1);
+  assert_int_equal(json_integer_value(json_object_get(m, "format")),
+                   multi ? 3 : json_object_get(m, "tensor_maps") ? 2 : 1);
   assert_string_equal(json_string_value(json_object_get(m, "entry")), entry);
   assert_string_equal(json_string_value(json_object_get(m, "target")), target);
   assert_string_equal(json_string_value(json_object_get(m, "binary")), is_sm(target) ? "cubin" : "ptx");
@@ -583,67 +669,22 @@ static void check_meta(const example *x, const tl_define *defs, int nd, const ch
     }
   }
 
-  /* launch configuration */
-  json_t *launch = json_object_get(m, "launch");
-  assert_true(json_is_object(launch));
-  json_t *grid = json_object_get(launch, "grid"), *pgrid = json_object_get(kernel, "grid");
-  assert_true(json_is_array(grid));
-  assert_int_equal(json_array_size(grid), json_array_size(pgrid));
-  for (size_t i = 0; i < json_array_size(grid); i++) {
-    char what[128];
-    snprintf(what, sizeof what, "%s/%s: launch.grid[%zu]", x->name, target, i);
-    check_expr_entry(a, what, json_array_get(grid, i), json_array_get(pgrid, i), pparams, &base);
-  }
-  json_t *block = json_object_get(launch, "block"), *pthreads = json_object_get(kernel, "threads");
-  assert_true(json_is_array(block));
-  assert_int_equal(json_array_size(block), 3);
-  int64_t total = 1;
-  for (size_t i = 0; i < 3; i++) {
-    json_t *bi = json_array_get(block, i);
-    assert_true(json_is_integer(bi));
-    assert_true(json_integer_value(bi) >= 1);
-    total *= json_integer_value(bi);
-    const json_t *want_j = json_is_array(pthreads) ? json_array_get(pthreads, i) : i == 0 ? pthreads : NULL;
-    int64_t want = 1;
-    /* in x, a warp-specialized kernel's producer warpgroup too (pass_wspec.c; sm_90a, compute_90a) */
-    json_int_t producer = i == 0 ? json_integer_value(json_object_get(launch, "producer_threads")) : 0;
-    assert_true(producer == 0 || (producer == 128 && strstr(target, "_90a")));
-    if (!want_j || eval_json(a, want_j, &base, &want))
-      assert_int_equal(json_integer_value(bi), want + producer);
-  }
-  assert_in_range(total, 1, 1024);
-  json_t *dyn = json_object_get(launch, "dynamic_shared_bytes");
-  assert_true(json_is_integer(dyn));
-  bool all = true;
-  int64_t lower = shared_lower_bound(a, json_object_get(kernel, "body"), &base, &all);
-  if (json_integer_value(dyn) < lower)
-    fail_msg("%s/%s: dynamic_shared_bytes %lld is less than the program's alloc_shared bytes %lld", x->name, target,
-             (long long)json_integer_value(dyn), (long long)lower);
-  assert_in_range(json_integer_value(dyn), 0, 232448);
-  json_t *pcluster = json_object_get(kernel, "cluster");
-  if (pcluster)
-    assert_true(json_equal(json_object_get(launch, "cluster"), pcluster));
-
-  /* resources: for cubins, the figures of the kernel in the binary */
-  json_t *res = json_object_get(m, "resources");
-  assert_true(json_is_object(res));
-  if (ci) {
-    const tl_cubin_kernel *k = tl_cubin_find(ci, entry);
-    assert_non_null(k);
-    assert_true(json_is_integer(json_object_get(res, "registers")));
-    assert_int_equal(json_integer_value(json_object_get(res, "registers")), k->registers);
-    assert_int_equal(json_integer_value(json_object_get(res, "local_bytes")), k->local_bytes);
-    assert_int_equal(json_integer_value(json_object_get(res, "static_shared_bytes")), k->shared_bytes);
-    static const char *const spills[] = {"spill_store_bytes", "spill_load_bytes", "stack_frame_bytes"};
-    for (int i = 0; i < 3; i++) {
-      json_t *s = json_object_get(res, spills[i]);
-      assert_true(json_is_integer(s));
-      assert_true(json_integer_value(s) >= 0);
-    }
-    /* the stack frame is the cubin's own record, whatever the log says */
-    assert_int_equal(json_integer_value(json_object_get(res, "stack_frame_bytes")), k->local_bytes);
+  json_t *mkernels = json_object_get(m, "kernels");
+  if (multi) {
+    assert_true(json_is_array(mkernels));
+    assert_int_equal(json_array_size(mkernels), nk);
+    assert_true(json_equal(json_object_get(m, "launch"), json_object_get(json_array_get(mkernels, 0), "launch")));
+    assert_true(json_equal(json_object_get(m, "resources"), json_object_get(json_array_get(mkernels, 0), "resources")));
   } else {
-    assert_null(json_object_get(res, "registers"));
+    assert_null(mkernels);
+  }
+  for (size_t ki = 0; ki < nk; ki++) {
+    const json_t *kernel = pkernels ? json_array_get(pkernels, ki) : json_object_get(doc, "kernel");
+    const json_t *mk = multi ? json_array_get(mkernels, ki) : m;
+    entry_of(doc, ki, entry, sizeof entry);
+    if (multi)
+      assert_string_equal(json_string_value(json_object_get(mk, "entry")), entry);
+    check_kernel_meta(x, target, a, &base, pparams, kernel, mk, entry, ci);
   }
 
   json_t *ver = json_object_get(m, "versions");
@@ -654,12 +695,18 @@ static void check_meta(const example *x, const tl_define *defs, int nd, const ch
   assert_memory_equal(id + strlen("tlc " TL_COMPILER_VERSION "+"), tl_compiler_digest, 16);
   assert_int_equal(strspn(tl_compiler_digest, "0123456789abcdef"), 64);
   assert_int_equal(strlen(tl_compiler_digest), 64);
+  /* the key's toolchain line: the vendor's toolchain where it may build, then nvJitLink's where it may
+   * assemble the PTX back end's cubin; the back end asked for beside the one chosen (NVIDIA) */
   const char *backend = json_string_value(json_object_get(m, "backend"));
+  const char *tool = json_string_value(json_object_get(ver, "toolchain")), *vendor = tl_compiler_target_toolchain(target);
+  assert_non_null(tool);
+  assert_int_equal(!backend, !json_object_get(m, "backend_requested"));
   if (backend && strcmp(backend, "ptx") == 0) /* emit_ptx.c, and nvJitLink for a cubin */
-    assert_true(strncmp(json_string_value(json_object_get(ver, "toolchain")), is_sm(target) ? "nvJitLink " : "tlc emit_ptx",
-                        10) == 0);
+    assert_true(is_sm(target) ? strstr(tool, "nvJitLink ") != NULL
+                              : strcmp(tool, vendor) == 0 || strcmp(tool, "tlc emit_ptx.c (PTX ISA 8.0)") == 0);
   else
-    assert_string_equal(json_string_value(json_object_get(ver, "toolchain")), tl_compiler_target_toolchain(target));
+    assert_true(strncmp(tool, vendor, strlen(vendor)) == 0 &&
+                (!tool[strlen(vendor)] || strncmp(tool + strlen(vendor), "; nvJitLink ", 12) == 0));
   assert_true(json_is_number(json_object_get(m, "compile_ms")));
   assert_true(json_number_value(json_object_get(m, "compile_ms")) >= 0);
   assert_true(json_is_string(json_object_get(m, "log")));
@@ -670,14 +717,18 @@ static void check_meta(const example *x, const tl_define *defs, int nd, const ch
 /* Everything a successful build must satisfy. */
 static void check_build(const example *x, const tl_define *defs, int nd, const char *target, const char *options,
                         const tl_build *b) {
-  const char *entry = json_string_value(json_object_get(x->doc, "name"));
+  char entry[300];
+  entry_of(x->doc, 0, entry, sizeof entry);
   assert_non_null(b);
   assert_string_equal(b->target, target);
   assert_hex64(b->key);
   assert_non_null(b->manifest);
   assert_non_null(b->source);
-  /* CUDA C, or PTX from the PTX back end (compile.c: the manifest says which) */
-  assert_non_null(strstr(b->source, strstr(b->manifest, "\nbackend ptx\n") ? ".visible .entry" : "__global__"));
+  /* CUDA C, or PTX from the PTX back end (compile.c: the metadata says which) */
+  json_t *bm = b->meta ? json_loads(b->meta, 0, NULL) : NULL;
+  const char *chosen = json_string_value(json_object_get(bm, "backend"));
+  assert_non_null(strstr(b->source, chosen && strcmp(chosen, "ptx") == 0 ? ".visible .entry" : "__global__"));
+  json_decref(bm);
   assert_non_null(strstr(b->source, entry));
   assert_non_null(b->log);
   assert_true(b->compile_ms >= 0);
@@ -726,7 +777,7 @@ static void check_build(const example *x, const tl_define *defs, int nd, const c
     /* PTX: .target sm_NN and .entry NAME( */
     char *ptx = strndup((const char *)b->binary, b->binary_size);
     assert_non_null(ptx);
-    char want[64];
+    char want[320];
     snprintf(want, sizeof want, "\n.target sm_%s", target + strlen("compute_"));
     const char *t = strstr(ptx, want);
     if (!t || !(t[strlen(want)] == '\n' || t[strlen(want)] == ',' || t[strlen(want)] == ' '))
@@ -1017,17 +1068,18 @@ static void test_key_changes(void **state) {
   assert_string_not_equal(k, k0);
   assert_string_not_equal(k, k2);
 
-  /* the back end (compile.c): tilus_add_one is in emit_ptx.c's subset, so "auto" builds it as PTX
-   * through nvJitLink where that is here; the key says which back end made the binary */
+  /* the back end (compile.c): the key names the one asked for, and for an NVIDIA target that may be
+   * built by the PTX back end nvJitLink's identity beside NVRTC's (it is chosen when building) */
   char *mp, *mc;
   assert_int_equal(key_of(x->text, x->len, NULL, 0, "sm_80", NULL, k, &mp), TL_OK);
   setenv("TL_BACKEND", "cuda", 1);
   assert_int_equal(key_of(x->text, x->len, NULL, 0, "sm_80", NULL, k2, &mc), TL_OK);
   unsetenv("TL_BACKEND");
   assert_non_null(strstr(mc, "\nbackend cuda\n"));
-  if (strstr(mp, "\nbackend ptx\n"))
-    assert_string_not_equal(k, k2);
-  else
+  assert_non_null(strstr(mp, "\nbackend auto\n"));
+  assert_string_not_equal(k, k2);
+  assert_null(strstr(mc, "nvJitLink "));
+  if (!strstr(mp, "; nvJitLink "))
     print_message("no nvJitLink here: %s", mp);
   free(mp);
   free(mc);
@@ -1045,6 +1097,60 @@ static void test_key_changes(void **state) {
   free(m);
   free(text);
   json_decref(copy);
+
+  /* tl_compile_key_as: with this compiler and the target's toolchain, the
+   * key and manifest of tl_compile_key; another compiler's identity or
+   * toolchain, the same manifest but for that line (and another key) */
+  char *m0 = NULL, *ma = NULL;
+  tl_define dd = {"block_n", "64"};
+  assert_int_equal(key_of(x->text, x->len, &dd, 1, "sm_80", "{\"debug\": true}", k0, &m0), TL_OK);
+  tl_compile_request req = {.program = x->text, .program_len = x->len, .defines = &dd, .ndefines = 1,
+                            .target = "sm_80", .options_json = "{\"debug\": true}"};
+  tl_diags dg = {.arena = tl_arena_new()};
+  tl_error err;
+  const char *desc = tl_compiler_target_toolchain("sm_80");
+  assert_non_null(desc);
+  assert_int_equal(tl_compile_key_as(&req, tl_compiler_id, desc, k, &ma, &dg, &err), TL_OK);
+  assert_string_equal(k, k0);
+  assert_string_equal(ma, m0);
+  free(ma);
+  assert_int_equal(tl_compile_key_as(&req, "tlc 0.0.9+0123456789abcdef", desc, k, &ma, &dg, &err), TL_OK);
+  assert_string_not_equal(k, k0);
+  assert_non_null(strstr(ma, "\ncompiler tlc 0.0.9+0123456789abcdef\n"));
+  assert_string_equal(strstr(ma, "\ntoolchain "), strstr(m0, "\ntoolchain "));
+  free(ma);
+  assert_int_equal(tl_compile_key_as(&req, tl_compiler_id, "NVRTC 99.0 (elsewhere)", k, &ma, &dg, &err), TL_OK);
+  assert_string_not_equal(k, k0);
+  assert_non_null(strstr(ma, "\ntoolchain NVRTC 99.0 (elsewhere)\nbackend auto\ntarget sm_80\n"));
+  free(ma);
+  ma = NULL;
+  /* ... and for a build the PTX back end made (auto: tilus_add_one is in its subset), the key of
+   * tl_compile from its metadata's compiler, toolchain and back end asked for */
+  tl_compile_request rq = {.program = x->text, .program_len = x->len, .target = "sm_80"};
+  tl_build *b = NULL;
+  assert_int_equal(tl_compile(&rq, &b, &dg, &err), TL_OK);
+  json_t *bm = json_loads(b->meta, 0, NULL);
+  json_t *ver = json_object_get(bm, "versions");
+  if (strcmp(json_string_value(json_object_get(bm, "backend")), "ptx") != 0)
+    print_message("built by %s here: %s\n", json_string_value(json_object_get(bm, "backend")),
+                  json_string_value(json_object_get(bm, "backend_why_not_ptx")));
+  rq.backend = json_string_value(json_object_get(bm, "backend_requested"));
+  assert_string_equal(rq.backend, "auto");
+  assert_int_equal(tl_compile_key_as(&rq, json_string_value(json_object_get(ver, "compiler")),
+                                     json_string_value(json_object_get(ver, "toolchain")), k, &ma, &dg, &err),
+                   TL_OK);
+  assert_string_equal(k, b->key);
+  assert_string_equal(ma, b->manifest);
+  free(ma);
+  ma = NULL;
+  json_decref(bm);
+  tl_build_free(b);
+  assert_int_equal(tl_compile_key_as(&req, "two\nlines", desc, k, &ma, &dg, &err), TL_INVALID_ARG);
+  req.target = "sm_1";
+  assert_int_equal(tl_compile_key_as(&req, tl_compiler_id, desc, k, &ma, &dg, &err), TL_UNSUPPORTED);
+  assert_null(ma);
+  free(m0);
+  tl_arena_free(dg.arena);
 }
 
 /* The parameter ABI (proto/kernel-meta.md): every scalar dtype and a

@@ -5,7 +5,7 @@
  * tests/golden/ holds small programs (NAME.json) and the source the back end
  * gave for each when it was last reviewed (NAME.cu).  This test runs the
  * pipeline as tl_compile does up to code generation, without NVRTC --
- * tl_load_program, tl_pass_place, tl_pass_pipeline with the largest shared
+ * tl_load_program, (tl_pass_kgroup for a named target,) tl_pass_place, tl_pass_pipeline with the largest shared
  * memory of any target (232448 bytes, sm_90/sm_100), tl_pass_tma (for a
  * named target), tl_pass_range, tl_pass_barrier, tl_pass_raster,
  * tl_emit_cuda, the verifier (verify.c) after each pass -- and
@@ -141,7 +141,8 @@ static const struct {
   const char *name, *target;
 } extra[] = {
     {"gemm_small", "gfx1201"}, /* WMMA with gfx12's operand and accumulator layouts */
-    {"gemm_small", "sm_90a"},  /* wgmma: one warpgroup, a group in flight across K tiles, the 64-byte swizzle on TMA;
+    {"gemm_small", "sm_90a"},  /* wgmma: one warpgroup, a group in flight across K tiles, the 64-byte swizzle on TMA
+                                  ("k_group": 1: one K tile of 32 a stage, tests/sh/tlc_kgroup.sh has the groups);
                                   warp-specialized and persistent (pass_wspec.c) */
 };
 #define NEXTRA (int)(sizeof extra / sizeof *extra)
@@ -175,6 +176,12 @@ static tl_status lower(tl_program *prog, const tl_codegen *cg, int64_t smem, tl_
 /* Runs the front end and the back end up to CUDA C (target NULL) or HIP C
  * for target; the text is malloc'd.  NULL (with a message printed) when a
  * stage fails. */
+/* tl_pass_kgroup, as tl_compile runs it before pass_place (it cannot fail). */
+static bool kgroup(tl_program *prog, int64_t smem, const tl_codegen *cg) {
+  tl_pass_kgroup(prog, smem, cg);
+  return true;
+}
+
 static char *emit(const char *name, const char *target) {
   char path[4400];
   snprintf(path, sizeof path, "%s/%s.json", dir, name);
@@ -197,7 +204,7 @@ static char *emit(const char *name, const char *target) {
   } else if (!target && (tl_pass_place(prog, SMEM_LIMIT, &err) != TL_OK ||
                          tl_pass_pipeline(prog, SMEM_LIMIT, &err) != TL_OK)) {
     print_message("%s: a pass failed: %s: %s\n", path, tl_status_name(err.code), err.message);
-  } else if (target && (tl_codegen_for(target, &cg, &lds, &err) != TL_OK ||
+  } else if (target && (tl_codegen_for(target, &cg, &lds, &err) != TL_OK || !kgroup(prog, lds, &cg) ||
                      tl_pass_place_for(prog, lds, &cg, &err) != TL_OK ||
                      tl_pass_pipeline_for(prog, lds, &cg, &err) != TL_OK)) {
     print_message("%s: a pass failed for %s: %s: %s\n", path, target, tl_status_name(err.code), err.message);

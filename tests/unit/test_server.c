@@ -3,8 +3,9 @@
  * duration and address parsing, the Range / If-None-Match / Content-Type
  * parsers, the JSON depth scan, the text buffer, the command line, the
  * tokens file and the bearer check, the metrics text, the in-memory
- * artifact cache's bounds, the shared tier's URLs and hash ring, and the
- * compile workers' warm-up compile.  The server as a whole is tested by
+ * artifact cache's bounds, the shared tier's URLs and hash ring, the
+ * compile workers' warm-up compile, and the status page's recent outcomes
+ * saved in the cache database (one commit per save).  The server as a whole is tested by
  * test_server_e2e.c and tests/sh/server_*.sh.
  */
 #include <stdarg.h>
@@ -16,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include "../../cache/tlcache.h"
 #include "../../compiler/tlcompiler.h"
 #include "../../server/server.h"
 #include "../../proto/tl_hash.h"
@@ -450,6 +453,69 @@ static void test_tier_ring(void **state) {
   tl_srv_tier_free(r3);
 }
 
+/* The recent outcomes of the status page: a save writes every slot changed
+ * since the last one in one transaction (one commit for all 64, none when
+ * nothing changed), and a fresh ring reads them back. */
+static void test_recent_save(void **state) {
+  (void)state;
+  char dir[] = "/tmp/tl-test-recent-XXXXXX", path[64], name[32];
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/cache.db", dir);
+  tl_cache *c = NULL;
+  tl_error err;
+  assert_int_equal(tl_cache_open(path, NULL, &c, &err), TL_OK);
+  tl_srv_recent *r = tl_srv_recent_new(), *r2 = tl_srv_recent_new();
+  tl_srv_result *ok = tl_srv_result_new(), *bad = tl_srv_result_error(TL_BAD_PROGRAM, "the program is invalid");
+  assert_non_null(r);
+  assert_non_null(r2);
+  assert_non_null(ok);
+  assert_non_null(bad);
+  snprintf(ok->key, sizeof ok->key, "%064d", 1);
+  snprintf(ok->artifact, sizeof ok->artifact, "%064d", 2);
+  ok->size = 3368;
+  int total = TL_SRV_RECENT + 8;
+  for (int i = 0; i < total; i++) {
+    snprintf(name, sizeof name, "prog%d", i);
+    tl_srv_recent_add(r, name, "sm_80", i % 5 ? ok : bad);
+  }
+  int64_t before = tl_cache_commits(c);
+  tl_srv_recent_save(r, c);
+  assert_int_equal(tl_cache_commits(c), before + 1); /* 64 slots changed: one commit */
+  tl_srv_recent_save(r, c);
+  assert_int_equal(tl_cache_commits(c), before + 1); /* nothing changed: none */
+  for (int i = 0; i < 3; i++) {
+    snprintf(name, sizeof name, "prog%d", total + i);
+    tl_srv_recent_add(r, name, "sm_90a", ok);
+  }
+  tl_srv_recent_save(r, c);
+  assert_int_equal(tl_cache_commits(c), before + 2);
+  /* every slot is there: the newest outcomes, none of the first ones */
+  int found_new = 0;
+  for (int i = 0; i < TL_SRV_RECENT; i++) {
+    char note[32], *v = NULL;
+    snprintf(note, sizeof note, "status recent %d", i);
+    assert_int_equal(tl_cache_note_get(c, note, &v, &err), TL_OK);
+    found_new += strstr(v, "\"prog74\"") != NULL || strstr(v, "\"prog73\"") != NULL;
+    assert_null(strstr(v, "\"prog0\""));
+    free(v);
+  }
+  assert_int_equal(found_new, 2);
+  assert_int_equal(tl_srv_recent_load(r2, c), TL_SRV_RECENT);
+  tl_srv_recent_save(r2, c); /* loaded slots are saved again, in their order: one commit */
+  assert_int_equal(tl_cache_commits(c), before + 3);
+  tl_srv_result_unref(ok);
+  tl_srv_result_unref(bad);
+  tl_srv_recent_free(r);
+  tl_srv_recent_free(r2);
+  tl_cache_close(c);
+  for (const char *suffix = ""; suffix; suffix = *suffix == 0 ? "-wal" : strcmp(suffix, "-wal") == 0 ? "-shm" : NULL) {
+    char f[80];
+    snprintf(f, sizeof f, "%s%s", path, suffix);
+    unlink(f);
+  }
+  assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_size),
@@ -463,6 +529,7 @@ int main(void) {
       cmocka_unit_test(test_artmem),
       cmocka_unit_test(test_worker_warm),
       cmocka_unit_test(test_tier_ring),
+      cmocka_unit_test(test_recent_save),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

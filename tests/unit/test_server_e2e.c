@@ -190,6 +190,14 @@ static int server_stop(server *s, int sig) {
     if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
       track(s->pid, false);
       s->pid = 0;
+      if (sig == SIGTERM && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        /* the caller fails on this; show why the server did not exit cleanly */
+        char cmd[700];
+        snprintf(cmd, sizeof cmd, "tail -n 20 '%s/server.log' >&2", s->dir);
+        fprintf(stderr, "tlserverd ended with status %#x after SIGTERM; its log ends:\n", status);
+        if (system(cmd) != 0)
+          fprintf(stderr, "(cannot show %s/server.log)\n", s->dir);
+      }
       return status;
     }
     sleep_ms(10);

@@ -373,8 +373,10 @@ tl_status tl_client_bundle_import(tl_client *c, const char *path, tl_bundle_coun
  * compiler (NULL: the server's, as tl_client_compiler_id gives it) and of
  * every request key naming one of them, to path (through path.tmp and a
  * rename).  A build stored without its key manifest (one that came from a
- * compile answer) gets it from the server (GET /v1/kernels/KEY); when the
- * server cannot give it, or its bytes are damaged, or a request entry was
+ * compile answer) gets it rebuilt from a request entry naming it and the
+ * toolchain of its metadata (tl_compile_key_as), kept when it hashes to
+ * the build's key, else from the server (GET /v1/kernels/KEY); when
+ * neither gives it, or its bytes are damaged, or a request entry was
  * stored by an older client without its program, the entry is left out
  * and counted in skipped (the log says which and why).  Errors:
  * TL_INVALID_ARG without a local cache or compiler identity, TL_NOT_FOUND

@@ -14,7 +14,8 @@ from ._ir import TlirError
 from ._runtime import JITKernel, Profiler, TlcError, check, find_tlc  # noqa: F401
 from ._trace import PrimFunc
 
-from . import autotuner, intrinsics, layout, testing, tvm  # noqa: F401
+from . import autotuner, intrinsics, layout, testing, tvm, utils  # noqa: F401
+from .utils.tensor import TensorSupplyType  # noqa: F401
 from .autotuner import autotune  # noqa: F401
 
 __version__ = "0.1.0"
@@ -96,6 +97,3 @@ class PassConfigKey:
     TL_DISABLE_DATA_RACE_CHECK = "tl.disable_data_race_check"
     TL_ENABLE_AGGRESSIVE_SHARED_MEMORY_MERGE = "tl.enable_aggressive_shared_memory_merge"
 
-
-class TensorSupplyType:
-    Integer, Uniform, Normal, Randn, Zero, One, Auto = range(7)

@@ -197,6 +197,10 @@ class Expr:
         raise error("'@' has no Tile IR form; use T.gemm on buffers")
     __rmatmul__ = __matmul__
 
+    def astype(self, dtype):
+        """TVM's PrimExpr.astype: the value converted (T.cast)."""
+        return Call(dtype_name(dtype), [self])
+
     def __neg__(self): return Unary("-", self)
     def __pos__(self): return self
     def __invert__(self): return Unary("~", self)
@@ -283,6 +287,34 @@ class Load(Expr):
         return "%s[%s]" % (self.buf.name, ", ".join(render(i) for i in self.idx)), P_PRIM
 
 
+def pure_value(x):
+    """x with every let it names replaced by the let's value, when that is
+    made of constants, block, loop and scalar names and such lets only (no
+    buffer element, no alloc_var: values that may change between the let
+    and the use); else x itself.  A slice `kv_start:kv_end` of two lets so
+    becomes `a + k * n:a + (k + 1) * n`, whose extent tlc check can fold."""
+    def sub(e):
+        if isinstance(e, Var):
+            if e.kind != "let":
+                return e if e.kind in ("block", "loop", "scalar", "dynamic") else None
+            v = getattr(e, "value", None)
+            return None if v is None else sub(v)
+        if isinstance(e, BinOp):
+            a, b = sub(e.a), sub(e.b)
+            return None if a is None or b is None else BinOp(e.op, a, b)
+        if isinstance(e, Unary):
+            a = sub(e.a)
+            return None if a is None else Unary(e.op, a)
+        if isinstance(e, Call):
+            args = [sub(a) for a in e.args]
+            return None if any(a is None for a in args) else Call(e.fn, args)
+        if isinstance(e, Expr):
+            return None
+        return e  # a Python number or dtype
+    r = sub(x)
+    return x if r is None else r
+
+
 class Region:
     """B[a:b, i, :]: a slice region (an operand of a tile operator)."""
     def __init__(self, buf, items):
@@ -292,8 +324,8 @@ class Region:
         out = []
         for it in self.items:
             if isinstance(it, slice):
-                lo = "" if it.start is None else render(it.start)
-                hi = "" if it.stop is None else render(it.stop)
+                lo = "" if it.start is None else render(pure_value(it.start))
+                hi = "" if it.stop is None else render(pure_value(it.stop))
                 out.append(lo + ":" + hi)
             else:
                 out.append(render(it))
@@ -361,6 +393,12 @@ class Buffer:
     def __bool__(self):
         return True
 
+    @property
+    def data(self):
+        """B.data: B's memory, for TileLang's T.Tensor(shape, dtype, B.data)
+        (a view of B)."""
+        return BufferData(self)
+
     def __iter__(self):
         raise error("buffer '%s' cannot be iterated in Python" % self.name)
 
@@ -371,6 +409,12 @@ class Buffer:
         return self.name
 
 
+class BufferData:
+    """B.data: the memory of buffer B, usable only as T.Tensor's data."""
+    def __init__(self, buf):
+        self.buf = buf
+
+
 class Assign:
     """A statement string 'LHS = EXPR'."""
     def __init__(self, lhs, value):
@@ -379,7 +423,34 @@ class Assign:
         self.lhs, self.value = lhs, value
 
 
+def share_vars(x):
+    """Every T.alloc_var that x (a region or an element) uses, itself or
+    through lets, held in shared memory: a tile operator's region must be
+    block-uniform (language.LocalVar.share)."""
+    if isinstance(x, Region):
+        for it in x.items:
+            for y in ((it.start, it.stop) if isinstance(it, slice) else (it,)):
+                share_vars(y)
+    elif isinstance(x, Load):
+        for y in x.idx:
+            share_vars(y)
+    elif isinstance(x, BinOp):
+        share_vars(x.a)
+        share_vars(x.b)
+    elif isinstance(x, Unary):
+        share_vars(x.a)
+    elif isinstance(x, Call):
+        for y in x.args:
+            share_vars(y)
+    elif isinstance(x, Var):
+        if hasattr(x, "share"):
+            x.share()
+        elif getattr(x, "value", None) is not None:
+            share_vars(x.value)
+
+
 def region_text(x, what):
+    share_vars(x)
     if isinstance(x, Buffer):
         if x.scope == "local" or x.scope == "var":
             raise error("%s: a local buffer ('%s') cannot be a tile operator's operand" % (what, x.name))
@@ -476,7 +547,9 @@ class Builder:
         saved = self.scopes
         # the name must be free in the scope it was declared in and above
         idx = next(i for i, x in enumerate(self.scopes) if x is s) if any(x is s for x in self.scopes) else None
-        if idx is not None:
+        # (a view hoisted to the kernel's body from a loop, language._view,
+        # must also be free where it was written: keep every scope)
+        if idx is not None and not getattr(obj, "hoisted", False):
             self.scopes = self.scopes[: idx + 1]
         try:
             obj.name = self.fresh(want)

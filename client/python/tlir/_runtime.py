@@ -20,6 +20,7 @@ import time
 
 from ._ir import TlirError
 from ._trace import PrimFunc
+from .utils.tensor import TensorSupplyType, make_array
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -60,6 +61,9 @@ class TlcError(TlirError):
             if ":" in ptr:
                 ptr, col = ptr.rsplit(":", 1)
             file, line = func.locate(ptr)
+            note = func.note(ptr)
+            if note:
+                msg = "%s (tlir: %s)" % (msg, note)
             first = first or (file, line, msg)
             self.lines.append("%s:%s: error: %s (Tile IR %s%s)" % (
                 file, line, msg, ptr or "/", (", column " + col) if col else ""))
@@ -150,7 +154,7 @@ class JITKernel:
         return [self]
 
     def get_profiler(self, tensor_supply_type=None):
-        return Profiler(self, self.func.params, self.out_idx)
+        return Profiler(self, self.func.params, self.out_idx, tensor_supply_type)
 
     def script(self):
         return self.func.script()
@@ -270,6 +274,7 @@ class Profiler:
         else:
             k = JITKernel(mod, result_idx)
         self.kernel = k
+        self.supply_type = supply_type if supply_type is not None else TensorSupplyType.Auto
 
     def __call__(self, *args):
         return self.kernel(*args)
@@ -291,17 +296,10 @@ class Profiler:
                     raise TlirError("the profiler needs constant shapes; '%s' has '%s'" % (p["py"], d))
                 shape.append(d)
             dt = p["dtype"]
-            if dt.startswith("float") or dt == "bfloat16":
-                a = rng.standard_normal(shape).astype(np.float32)
-            elif dt == "bool":
-                a = rng.integers(0, 2, shape).astype(bool)
-            else:
-                a = rng.integers(-8, 8, shape).astype(dt)
+            a = make_array(shape, dt, self.supply_type, rng)
             if torch is not None:
                 from ._torch import torch_dtype
                 a = torch.from_numpy(a).to(torch_dtype(dt)).cuda()
-            elif dt in ("float16", "float64"):
-                a = a.astype(dt)
             args.append(a)
         return args
 

@@ -139,7 +139,7 @@ def _h_assign(name, value, prev):
     from .language import LocalVar
     if isinstance(prev, LocalVar) and not isinstance(value, (Buffer, LocalVar)) \
             and getattr(prev, "scope_set", None) is not None and b.visible(prev.name):
-        b.emit(_ir.Assign(prev, value))
+        prev.assign(value)
         return prev
     if isinstance(value, (Var, Buffer)) and getattr(value, "provisional", False):
         b.rename(value, name)
@@ -147,7 +147,7 @@ def _h_assign(name, value, prev):
     if isinstance(value, Expr) and not isinstance(value, Var):
         v = Var(name, "let")
         b.declare(v, name)
-        v.provisional = False
+        v.provisional, v.value = False, value  # (_ir.pure_value reads it)
         b.emit(Stmt("let", name=v, value=value))
         return v
     return value
@@ -377,7 +377,7 @@ class PrimFunc:
     declared Python parameters in order (name, kind, dtype, shape)."""
 
     def __init__(self, fn, name=None, scope=None):
-        from .language import Tensor
+        from .language import Tensor, share_thread_read_fragments
         self.fn = fn
         self.name = _ir.clean_name(name or fn.__name__)
         self.file = fn.__code__.co_filename
@@ -435,6 +435,8 @@ class PrimFunc:
                 _ir.set_builder(old)
             if b.kernel is None:
                 raise TlirError("the prim_func has no 'with T.Kernel(...)'", self.file, self.line)
+            for k in b.kernels:
+                share_thread_read_fragments(k.body)
             self.doc, self.lines = self._document(b, dyn)
         except TlirError:
             raise
@@ -511,6 +513,20 @@ class PrimFunc:
     def script(self):
         return _ir.dumps(self.doc)
 
+    def note(self, pointer):
+        """The `x-tlir` note of the statement at a JSON Pointer (what tlir
+        made of the Python there, when that is not what was written), or
+        None."""
+        x = self.doc
+        for part in [p for p in pointer.split("/") if p]:
+            if isinstance(x, list) and part.isdigit() and int(part) < len(x):
+                x = x[int(part)]
+            elif isinstance(x, dict) and part in x:
+                x = x[part]
+            else:
+                return None
+        return x.get("x-tlir") if isinstance(x, dict) else None
+
     def locate(self, pointer):
         """(file, line) of the statement holding a JSON Pointer."""
         p = pointer
@@ -531,9 +547,9 @@ def _shown_path(p):
 def _val(x):
     """A field value: Python literals stay JSON literals, tile values become
     expression strings."""
-    if isinstance(x, (Var, Buffer)):
+    if isinstance(x, Buffer):
         return x.name
-    if isinstance(x, Expr):
+    if isinstance(x, Expr):  # a var's name, or x[0] for an alloc_var held in shared memory
         return _ir.render(x)
     if isinstance(x, _ir.DType):
         return x.name
@@ -557,7 +573,7 @@ def _body(stmts, ptr, lines):
         p = "%s/%d" % (ptr, i)
         lines[p] = st.loc
         if isinstance(st, _ir.Assign):
-            lhs = st.lhs.name if isinstance(st.lhs, Var) else _ir.render(st.lhs)
+            lhs = _ir.render(st.lhs)  # a var's name (x[0] for one held in shared memory) or an element
             out.append("%s = %s" % (lhs, _ir.render(st.value)))
             continue
         o = {}
@@ -566,6 +582,8 @@ def _body(stmts, ptr, lines):
                 o[k] = _body(v, p + "/" + k, lines)
             elif k == "vars":
                 o[k] = [x.name for x in v]
+            elif k in ("name", "var", "old") and isinstance(v, Var):  # what the statement declares
+                o[k] = v.name
             else:
                 o[k] = _val(v)
         out.append(o)

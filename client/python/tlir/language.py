@@ -30,7 +30,17 @@ globals()["bool"] = bool_
 # ---- parameter annotations -------------------------------------------------
 
 class Tensor:
-    """T.Tensor(shape, dtype) / T.Buffer(shape, dtype): a tensor parameter."""
+    """T.Tensor(shape, dtype) / T.Buffer(shape, dtype): a tensor parameter;
+    T.Tensor(shape, dtype, B.data) in a kernel: a view of B (T.view)."""
+    def __new__(cls, shape, dtype="float32", *args, **kwargs):
+        data = args[0] if args else kwargs.get("data")
+        if data is None:
+            return super().__new__(cls)
+        if not isinstance(data, _ir.BufferData):
+            raise error("T.Tensor(shape, dtype, data): data must be a buffer's .data (a view of that "
+                        "buffer), not %r" % (data,))
+        return _view(data.buf, shape, dtype, "T.Tensor(shape, dtype, %s.data)" % data.buf.name)
+
     def __init__(self, shape, dtype="float32", *args, **kwargs):
         if isinstance(shape, (int, Expr)):
             shape = (shape,)
@@ -172,6 +182,63 @@ def _walk(x, fn):
         _walk(x.lhs, fn), _walk(x.value, fn)
     elif isinstance(x, _AtomicElem):
         _walk(x.dst, fn), _walk(x.value, fn)
+
+
+# statements whose operands are regions and whole buffers (tile operators,
+# allocations, layouts): they read fragments as tile operators may
+_REGION_OPS = {"copy", "fill", "clear", "gemm", "reduce", "cumsum", "cummax", "cummin", "atomic_add",
+               "annotate_layout", "use_swizzle", "view", "alloc_shared", "alloc_fragment", "alloc_local"}
+
+
+def share_thread_read_fragments(body):
+    """TileLang's `if mask[k] != 0:` on a fragment `mask` in thread-level
+    code (outside T.Parallel) reads one element in every thread; TileLang
+    gives such a fragment a layout replicated in every thread.  Tile IR's
+    fragments are read only by tile operators and parallel loops (5.3), so
+    a fragment whose element thread-level code reads is allocated in shared
+    memory instead: the same values for every reader (barriers are placed
+    for shared buffers, 9.1), and a read of a shared element is
+    block-uniform, so such an `if` may hold tile operators.  A fragment
+    that is a T.gemm accumulator must stay a fragment: its thread-level read
+    is left for tlc check to refuse, with the way around it."""
+    reads, accum, allocs = set(), set(), {}
+
+    def see(stmts, par):
+        for x in stmts:
+            x = getattr(x, "op", x) if isinstance(x, _AtomicElem) else x
+            if isinstance(x, _ir.Assign):
+                if not par:
+                    note(x.value)
+                    note(x.lhs.idx if isinstance(x.lhs, _ir.Load) else [])
+                continue
+            if not isinstance(x, Stmt):
+                continue
+            op = x["op"]
+            if op == "gemm":
+                accum.add(x["C"])
+            if op == "alloc_fragment":
+                allocs[x["name"].name] = x
+            if op in _REGION_OPS:
+                continue
+            for k, v in x.items():
+                if k in ("body", "then", "else"):
+                    see(v, par or op == "parallel")
+                elif not par:
+                    note(v)
+
+    def note(v):
+        _walk(v, lambda e: reads.add(e.buf.name) if isinstance(e, _ir.Load) and e.buf.scope == "fragment"
+              else None)
+
+    see(body, False)
+    for name in reads:
+        st = allocs.get(name)
+        if st is None or name in accum:
+            continue
+        st["op"] = "alloc_shared"
+        st["name"].scope = "shared"
+        st["x-tlir"] = ("T.alloc_fragment in shared memory: thread-level code (outside T.Parallel) "
+                        "reads its elements")
 
 
 def _written(stmts):
@@ -447,13 +514,37 @@ def _view(src, shape, dtype, what):
     shp = _shape(shape, what) if shape is not None else list(src.shape)
     dt = dtype_name(dtype) if dtype is not None else src.dtype
     buf = _ir.Buffer(src.scope, shp, dt, src.scope)
-    b.declare(buf, b.auto_name("view"))
     fields = {"name": buf, "src": src}
     if shape is not None:
         fields["shape"] = shp
     if dtype is not None:
         fields["dtype"] = dt
-    b.emit(Stmt("view", **fields))
+    st = Stmt("view", **fields)
+    if len(b.bodies) == 1:
+        b.declare(buf, b.auto_name("view"))
+        b.emit(st)
+        return buf
+    # Inside a loop or if: a Tile IR view stands in the kernel's body (5.4).
+    # A view only names memory (no copy, nothing done where it stands), so
+    # it is recorded before the kernel-level statement that holds this
+    # point: the same meaning, if what it views and its shape are known
+    # there.
+    top = b.scopes[1]  # the kernel's scope (scopes[0]: the parameters)
+    if getattr(src, "scope_set", None) not in (b.scopes[0], top):
+        raise error("%s of '%s' inside a loop or if: '%s' is allocated there too; Tile IR views stand in the "
+                    "kernel's body, so allocate '%s' at the kernel's top level" % (what, src.name, src.name,
+                                                                                   src.name))
+    inner = []
+    _walk(shp, lambda x: inner.append(x.name) if isinstance(x, Var) and getattr(x, "scope_set", top)
+          not in (b.scopes[0], top) else None)
+    if inner:
+        raise error("%s inside a loop or if: its shape uses '%s', a value of that loop or if; a view's shape "
+                    "is fixed for the whole kernel" % (what, inner[0]))
+    buf.name = b.fresh(b.auto_name("view"))
+    top.add(buf.name)
+    buf.scope_set, buf.hoisted = top, True
+    body = b.kernel.body
+    body.insert(len(body) - 1, st)
     return buf
 
 
@@ -469,15 +560,72 @@ def reshape(src, shape):
 
 
 class LocalVar(Var):
-    """T.alloc_var: a per-thread mutable scalar; `x = value` assigns it."""
+    """T.alloc_var: a per-thread mutable scalar; `x = value` assigns it
+    (assign()).  One that a tile operator's region or fill value uses (grouped GEMM's
+    `cur_batch_idx`, found by a loop of assignments) must be block-uniform,
+    which Tile IR never holds an alloc_var to be (5.3); TileLang's programs
+    assign such a variable the same value in every thread, so tlir then
+    holds it in shared memory instead (share()): an element every thread
+    reads, block-uniform (5.3), each assignment a parallel loop of one
+    iteration (one store, for the whole block).  An assignment that is not
+    block-level (under an `if` on the thread, in a parallel loop) then gets
+    tlc check's error for a parallel loop there, with the reason appended."""
+    NOTE = ("T.alloc_var in shared memory: a tile operator's region uses it, so it must be the same in every "
+            "thread; each assignment is a parallel loop of one iteration")
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.shared, self.alloc, self.assigns = False, None, []
+
+    def render(self):
+        return (self.name + "[0]" if self.shared else self.name), _ir.P_PRIM
+
+    def assign(self, value):
+        b = builder()
+        a = _ir.Assign(self, value)
+        a.loc = _ir.user_location()
+        st = self._one(a) if self.shared else a
+        b.emit(st)
+        self.assigns.append((b.bodies[-1], st))
+
+    @staticmethod
+    def _one(a):
+        """`x[0] = value` as a parallel loop of one iteration."""
+        b = builder()
+        v = Var("_tlir_i", "loop")
+        v.name = "_tlir_i%d" % b.counter
+        b.counter += 1
+        st = Stmt("parallel", vars=[v], extents=[1], body=[a])
+        st.loc = a.loc
+        st["x-tlir"] = LocalVar.NOTE
+        return st
+
+    def share(self):
+        if self.shared or self.alloc is None:
+            return
+        self.shared = True
+        parent, st = self.alloc
+        st["op"], st["shape"], st["x-tlir"] = "alloc_shared", [1], LocalVar.NOTE
+        init = st.pop("init", None)
+        if init is not None:
+            a = _ir.Assign(self, init)
+            a.loc = st.loc
+            parent.insert(next(i for i, x in enumerate(parent) if x is st) + 1, self._one(a))
+        for parent, a in self.assigns:
+            at = next((i for i, x in enumerate(parent) if x is a), None)
+            if at is not None:
+                parent[at] = self._one(a)
 
 
 def alloc_var(dtype, init=None, scope="local.var"):
     b = builder()
     v = LocalVar("var", "alloc_var", dtype_name(dtype))
     b.declare(v, b.auto_name("var"))
-    b.emit(Stmt("alloc_var", name=v, dtype=v.dtype, init=init))
+    st = Stmt("alloc_var", name=v, dtype=v.dtype, init=init)
+    b.emit(st)
+    v.alloc = (b.bodies[-1], st)
     return v
+
 
 
 # ---- tile operators ---------------------------------------------------------
@@ -488,12 +636,81 @@ def copy(src, dst, **hints):
                         dst=region_text(dst, "T.copy destination")))
 
 
+def c2d_im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_policy=None):
+    """T.c2d_im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad):
+    TileLang's im2col load of a 2-D convolution (a TMA im2col copy on
+    Hopper) as the parallel loop it computes: img is an N x H x W x C
+    tensor, col a block_M x block_K shared (or fragment) tile; row i is the
+    output pixel p = nhw_step * block_M + i (n, oh, ow in row-major order),
+    column j the filter element q = c_step * block_K + j (kh, kw, c in
+    row-major order), and col[i, j] = img[n, oh * stride - pad + kh *
+    dilation, ow * stride - pad + kw * dilation, c], 0 outside the image
+    (as TMA's out-of-bounds fill)."""
+    what = "T.c2d_im2col"
+    if not isinstance(img, _ir.Buffer) or img.scope != "global" or img.ndim != 4:
+        raise error("%s: the image must be a 4-D (N, H, W, C) global tensor" % what)
+    if not isinstance(col, _ir.Buffer) or col.scope not in ("shared", "fragment") or col.ndim != 2:
+        raise error("%s: the column tile must be a whole 2-D shared or fragment buffer" % what)
+    if img.dtype != col.dtype:
+        raise error("%s: the image is %s but the column tile %s; TileLang's im2col copies without "
+                    "converting" % (what, img.dtype, col.dtype))
+    for name, v in (("kernel", kernel), ("stride", stride), ("dilation", dilation), ("pad", pad)):
+        if _ir.is_sym(v) or not isinstance(v, int) or v < (0 if name == "pad" else 1):
+            raise error("%s: %s must be a Python integer (%s), not %r"
+                        % (what, name, ">= 0" if name == "pad" else ">= 1", v))
+    if eviction_policy not in (None, "evict_normal", "evict_first", "evict_last"):
+        raise error("%s: eviction_policy %r is not one of evict_normal, evict_first, evict_last"
+                    % (what, eviction_policy))
+    nb, h, w, c = img.shape
+    oh = (h + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+    ow = (w + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+    bm, bk = col.shape
+    for i, j in Parallel(bm, bk):
+        p = nhw_step * bm + i
+        q = c_step * bk + j
+        n = p // (oh * ow)
+        hh = p % (oh * ow) // ow * stride - pad + q // (kernel * c) * dilation
+        ww = p % ow * stride - pad + q // c % kernel * dilation
+        inside = And(And(And(hh >= 0, ww >= 0), And(hh < h, ww < w)), n < nb)
+        col[i, j] = if_then_else(inside, img[n, hh, ww, q % c], 0)
+
+
+def _fill_local(x, value):
+    """T.fill / T.clear of a per-thread buffer (T.alloc_local) or scalar
+    (T.alloc_var): TileLang stores every element in the thread that runs
+    it, so this is an assignment (an unrolled loop of them for a buffer),
+    thread-level code as written.  True when x is such a buffer."""
+    if isinstance(x, LocalVar):
+        x.assign(value)
+        return True
+    if not (isinstance(x, _ir.Buffer) and x.scope == "local"):
+        return False
+    names = ["i", "j", "k", "l", "m", "n", "o", "p"][: x.ndim]
+    gens = []
+
+    def nest(d, idx):
+        if d == x.ndim:
+            x[tuple(idx)] = value
+            return
+        g = _loop("unroll", [names[d]], {"extent": x.shape[d]})
+        gens.append(g)
+        v = next(g)
+        nest(d + 1, idx + [v])
+        next(g, None)  # the loop's body is done: close it
+
+    nest(0, [])
+    return True
+
+
 def fill(buffer, value):
-    builder().emit(Stmt("fill", dst=region_text(buffer, "T.fill destination"), value=value))
+    if not _fill_local(buffer, value):
+        _ir.share_vars(value)  # a tile operator's value is block-uniform too
+        builder().emit(Stmt("fill", dst=region_text(buffer, "T.fill destination"), value=value))
 
 
 def clear(buffer):
-    builder().emit(Stmt("clear", dst=region_text(buffer, "T.clear destination")))
+    if not _fill_local(buffer, 0):
+        builder().emit(Stmt("clear", dst=region_text(buffer, "T.clear destination")))
 
 
 class GemmWarpPolicy:
@@ -606,14 +823,17 @@ def _atomic_elem(kind, dst, value, return_prev):
 def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
     b = builder()
     elem = isinstance(dst, _ir.Load) and not isinstance(value, (_ir.Buffer, Region))
-    if elem and "parallel" in b.loops:
-        if return_prev:
-            return _atomic_elem("add", dst, value, True)
+    if elem and "parallel" in b.loops and not return_prev:
         b.emit(_AtomicElem(dst, value))  # lifted to a tile operator when the loop ends, if it can be
         return None
+    if elem:
+        # an element and a value: TileLang's AtomicAdd of one element, in
+        # thread-level code by every thread that runs it (gemv's
+        # T.atomic_add(C_shared[tn], C_accum[0])), as Tile IR's atomic
+        return _atomic_elem("add", dst, value, return_prev)
     if return_prev:
-        raise error("T.atomic_add(return_prev=True) outside T.Parallel: Tile IR's tile atomic_add (once per "
-                    "block) returns nothing; put the element atomic in a T.Parallel loop")
+        raise error("T.atomic_add(return_prev=True) of a region: Tile IR's tile atomic_add returns nothing; "
+                    "write it as element atomics")
     d = region_text(dst, "T.atomic_add destination")
     if isinstance(value, (_ir.Buffer, Region)):
         builder().emit(Stmt("atomic_add", dst=d, src=region_text(value, "T.atomic_add source")))
@@ -884,13 +1104,16 @@ def Not(a):
 _MISSING = {
     "atan": "function atan", "exp10": "function exp10",
     "alloc_reducer": "reducer buffers", "finalize_reducer": "reducer buffers",
+    "attr": "TVM attributes (T.attr; with T.tvm_thread_allreduce, a sum across threads: add the threads' "
+            "values into a shared buffer with T.atomic_add instead)",
+    "tvm_thread_allreduce": "thread all-reduce intrinsic", "comm_reducer": "TVM reducers",
     "atomic_addx2": "vector atomics",
     "atomic_addx4": "vector atomics", "call_extern": "calls of external functions",
     "import_source": "inline C source", "ptx": "inline PTX", "call_intrin": "intrinsic calls",
     "Fragment": "fragment layouts", "Scope": "scopes", "while_loop": "while loops",
     "Persistent": "persistent loops", "ws": "warp specialization",
     "alloc_barrier": "barriers", "barrier_wait": "barriers", "mbarrier_wait_parity": "barriers",
-    "c2d_im2col": "im2col", "tma_copy": "explicit TMA copies", "alloc_tmem": "tensor memory",
+    "tma_copy": "explicit TMA copies", "alloc_tmem": "tensor memory",
     "StridedTensor": "strided tensors", "gemm_sp": "sparse gemm", "wgmma_gemm": "raw wgmma",
     "shfl_xor": "warp shuffles", "shfl_down": "warp shuffles", "shfl_up": "warp shuffles",
     "empty": "eager-style outputs (T.empty)",

@@ -1,0 +1,1 @@
+"""tlir.utils: TileLang's tilelang.utils names that its examples import."""
