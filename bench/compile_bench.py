@@ -4,7 +4,7 @@ side by side in one run on one machine.
 
     python3 bench/compile_bench.py OUTDIR [--tlc build/bin/tlc] [--tlserverd build/bin/tlserverd]
                                    [--target sm_90a] [-n N] [--python PY] [--no-triton]
-                                   [--multi-targets T,T,...] [--only-multi]
+                                   [--multi-targets T,T,...] [--only-multi] [--backends-only]
 
 Measures, for examples/gemm.json, examples/flash_attention.json and
 examples/tilus_add_one.json (the targets of bench/compile.md):
@@ -50,12 +50,25 @@ examples/tilus_add_one.json (the targets of bench/compile.md):
       interpreter that has them (default: /opt/torch/.venv/bin/python when it
       exists, else this one); --no-triton skips (c).
 
+  (p) the direct PTX back end against the CUDA one (compiler/emit_ptx.c,
+      nvJitLink; issue 10), for the programs of its subset (PTX_PROGRAMS:
+      tilus_add_one, the element-wise test programs, top-k and the int32
+      row reductions in a serial loop): `tlc compile
+      --backend ptx` and `--backend cuda` as fresh processes (wall and CPU
+      medians, interleaved), and cold compiles in a warm worker with the
+      options {"backend": "ptx"} and {"backend": "cuda"} (compile_ms
+      medians; a fresh nonce each).  --backends-only runs this part alone.
+
 Prints a table with the ratios to Triton's first call and writes
 OUTDIR/compile-bench.json and OUTDIR/compile-bench.log.
 """
 import argparse, json, os, shutil, socket, statistics, subprocess, sys, tempfile, time, urllib.request
 
 EXAMPLES = ["gemm", "flash_attention", "tilus_add_one"]
+# (p): programs the PTX back end builds (paths from the repository's root)
+PTX_PROGRAMS = ["examples/tilus_add_one.json", "tests/golden/scale_add.json", "tests/gpu/programs/ptx_elementwise.json",
+                "tests/gpu/programs/ptx_guard.json", "tests/gpu/programs/topk.json",
+                "tests/gpu/programs/serial_int_reduce.json"]
 WARM_PROGRAM = "gemm_nt"
 # Targets of bench/compile.md: a cold compile in a warm worker at most this
 # fraction of Triton's first call; `tlc compile` as a fresh process at most 0.3x.
@@ -76,21 +89,22 @@ def median(xs):
 
 
 def program_with_nonce(root, name, nonce):
-    with open(os.path.join(root, "examples", name + ".json")) as f:
+    with open(os.path.join(root, name if name.endswith(".json") else os.path.join("examples", name + ".json"))) as f:
         prog = json.load(f)
     prog.setdefault("constants", {})["bench_nonce"] = nonce
     return prog
 
 
 # ---- (a) tlc compile as a fresh process ------------------------------------------------
-def fresh_tlc(tlc, root, name, target, n, tmp):
+def fresh_tlc(tlc, root, name, target, n, tmp, extra=()):
     """Wall and CPU milliseconds of N fresh `tlc compile` processes."""
     times, cpu = [], []
+    path = os.path.join(root, name if name.endswith(".json") else os.path.join("examples", name + ".json"))
     for i in range(n):
-        out = os.path.join(tmp, "%s.%d.bin" % (name, i))
+        out = os.path.join(tmp, "%s.%d.bin" % (os.path.basename(name), i))
         t0 = time.perf_counter()
-        p = subprocess.Popen([tlc, "compile", os.path.join(root, "examples", name + ".json"), "--target", target,
-                              "-o", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        p = subprocess.Popen([tlc, "compile", path, "--target", target, "-o", out] + list(extra),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         err = p.stderr.read()
         p.stderr.close()
         _, status, ru = os.wait4(p.pid, 0)
@@ -180,18 +194,19 @@ def check_ptxas_ran(name, r0):
                          "(NVRTC's own cache answered?)" % name)
 
 
-def server_compiles(tlserverd, root, target, n, tmp, worker_memory=None):
+def server_compiles(tlserverd, root, target, n, tmp, worker_memory=None, programs=EXAMPLES, options=None):
     srv, port, logf = start_server(tlserverd, tmp, worker_memory)
     res = {}
+    extra = {"options": options} if options else {}
     try:
         doc, wall = post(port, {"program": program_with_nonce(root, WARM_PROGRAM, 0), "targets": [target]})
         log("  warm-up: %s %s, server %.1f ms, wall %.1f ms" % (WARM_PROGRAM, target,
                                                               doc["results"][0]["compile_ms"], wall))
         nonce = 1
-        for name in EXAMPLES:
+        for name in programs:
             server_ms, wall_ms = [], []
             for _ in range(n):
-                doc, wall = post(port, {"program": program_with_nonce(root, name, nonce), "targets": [target]})
+                doc, wall = post(port, dict(extra, program=program_with_nonce(root, name, nonce), targets=[target]))
                 nonce += 1
                 r0 = doc["results"][0]
                 if r0.get("cached"):
@@ -281,6 +296,31 @@ def ratio(x, y):
     return "%.3f" % (x / y) if x is not None and y else "-"
 
 
+def backends_part(a, root, tmp, res):
+    """(p) The PTX back end against the CUDA one: fresh tlc and warm worker."""
+    log("(p) the PTX back end (emit_ptx.c + nvJitLink) against the CUDA one (emit_cuda.c + NVRTC), %s" % a.target)
+    out = res.setdefault("backends", {})
+    for name in PTX_PROGRAMS:
+        e = out.setdefault(name, {})
+        for i in range(a.n):  # interleaved, one run of each at a time
+            for b in ("ptx", "cuda"):
+                t, cpu = fresh_tlc(a.tlc, root, name, a.target, 1, tmp, ["--backend", b])
+                e.setdefault("fresh_tlc_ms_" + b, []).extend(t)
+                e.setdefault("fresh_tlc_cpu_ms_" + b, []).extend(cpu)
+    for b in ("ptx", "cuda"):
+        srv = server_compiles(a.tlserverd, root, a.target, a.n, tmp, programs=PTX_PROGRAMS, options={"backend": b})
+        for name in PTX_PROGRAMS:
+            out[name]["server_ms_" + b] = srv[name]["server_ms"]
+            out[name]["wall_ms_" + b] = srv[name]["wall_ms"]
+    log("%-40s %12s %12s %12s %12s %12s %12s" % ("program (medians, ms)", "fresh ptx", "fresh cuda", "cpu ptx",
+                                                "cpu cuda", "worker ptx", "worker cuda"))
+    for name in PTX_PROGRAMS:
+        e = out[name]
+        log("%-40s %12.1f %12.1f %12.1f %12.1f %12.1f %12.1f" % (
+            name, median(e["fresh_tlc_ms_ptx"]), median(e["fresh_tlc_ms_cuda"]), median(e["fresh_tlc_cpu_ms_ptx"]),
+            median(e["fresh_tlc_cpu_ms_cuda"]), median(e["server_ms_ptx"]), median(e["server_ms_cuda"])))
+
+
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -296,6 +336,7 @@ def main():
     ap.add_argument("--multi-targets", default="sm_90a,sm_80,sm_89",
                     help="the targets of part (m), a request for several at once (comma-separated; '' skips it)")
     ap.add_argument("--only-multi", action="store_true", help="only part (m)")
+    ap.add_argument("--backends-only", action="store_true", help="only part (p): the PTX back end against the CUDA one")
     a = ap.parse_args()
     if a.n < 1:
         ap.error("-n must be at least 1")
@@ -313,6 +354,13 @@ def main():
         log("tlc: %s" % ver)
         res = {"host": host, "cpus": os.cpu_count(), "target": a.target, "n": a.n, "tlc_version": ver,
                "examples": {}}
+        if a.backends_only:
+            backends_part(a, root, tmp, res)
+            with open(os.path.join(a.outdir, "compile-bench.json"), "w") as f:
+                json.dump(res, f, indent=1)
+            with open(os.path.join(a.outdir, "compile-bench.log"), "w") as f:
+                f.write("\n".join(LOG) + "\n")
+            return
         mt = [t for t in a.multi_targets.split(",") if t]
         if mt:
             log("(m) examples/gemm.json for %s in one request: one worker, then %d" % (",".join(mt), len(mt)))
@@ -354,6 +402,7 @@ def main():
             log("  %-16s server median %7.1f ms, wall median %7.1f ms  (server: %s)" % (
                 name, median(srv[name]["server_ms"]), median(srv[name]["wall_ms"]),
                 " ".join("%.0f" % x for x in srv[name]["server_ms"])))
+        backends_part(a, root, tmp, res)
         tri = {}
         if not a.no_triton:
             log("(c) Triton's first-call compile of a matmul (%s)" % a.python)

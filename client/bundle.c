@@ -256,8 +256,11 @@ static char *manifest_from_request(tl_client *c, const clist *l, const char *key
       nd++;
     }
     if (ok) {
+      /* the back end asked for (the key's backend line): the metadata's, for NVIDIA targets */
+      const char *backend = json_string_value(json_object_get(meta, "backend_requested"));
       tl_compile_request req = {.program = program, .program_len = strlen(program), .defines = defs,
-                                .ndefines = nd, .target = target, .options_json = options};
+                                .ndefines = nd, .target = target, .options_json = options,
+                                .backend = backend ? backend : "cuda"};
       tl_arena *arena = tl_arena_new();
       tl_diags diags = {.arena = arena};
       char got[65], *m = NULL;

@@ -7,11 +7,15 @@
  * is one hop from here to the file that does the work:
  *
  *   front()                the target (tl_target_parse: target.c, one table),
- *                          its toolchain (the table below), the options,
+ *                          the options, the back end asked for and how it
+ *                          goes (plan_of: NVIDIA may try emit_ptx.c, decided
+ *                          from the target and options, never by lowering),
  *                          parse + check (tl_load_program: parse.c, expr.c,
  *                          check.c) and the build key (keyed, manifest_of,
- *                          here; tl_compile_key_as keys for a given compiler
- *                          identity and toolchain without opening one)
+ *                          here: it names the back end asked for and the
+ *                          toolchains that may build; tl_compile_key_as keys
+ *                          for a given compiler identity and toolchain
+ *                          without opening one)
  *   tl_pass_kgroup         pass_kgroup.c: several consecutive K tiles per stage
  *                          of a pipelined gemm loop whose K tiles are narrow
  *   tl_pass_place_for      pass_place.c: registers or shared memory per buffer
@@ -33,7 +37,13 @@
  *   tl_pass_barrier        pass_barrier.c: where the block barriers go
  *   tl_pass_raster         pass_raster.c: the blocks' order for use_swizzle, or
  *                          heaviest first where the work grows with bx
- *   tl_emit                emit_cuda.c: CUDA C or HIP C (its dialect table)
+ *   after("emit")          the back end chosen, and why not PTX (--dump emit)
+ *   tl_emit                emit_cuda.c: CUDA C or HIP C (its dialect table),
+ *                          or, where plan_of tries it, tl_emit_ptx
+ *                          (emit_ptx.c: PTX) assembled by
+ *                          tl_nvjitlink_assemble (nvjitlink.c), NVRTC not
+ *                          used; a program outside its subset goes to
+ *                          emit_cuda.c in mode auto, fails in mode ptx
  *   tc->compile, inspect   the toolchain of the target's vendor (toolchain.h):
  *                          tl_toolchain_nvrtc (nvrtc.c: cubin or PTX; the
  *                          binary read back by cubin.c) or tl_toolchain_amdgpu
@@ -65,6 +75,7 @@
 #include "target.h"
 #include "toolchain.h"
 #include "dlutil.h"
+#include "nvjitlink.h"
 #include "tlcompiler.h"
 
 /* ---- the toolchains, opened once ------------------------------------------------- */
@@ -239,9 +250,19 @@ static tl_status parse_options(const char *text, options *o, json_t **canon, tl_
         return tl_error_set_at(err, TL_INVALID_ARG, "/options/fast_compile", 0,
                                "fast_compile is \"min\", \"mid\" or \"max\"");
       }
+    } else if (strcmp(key, "backend") == 0) {
+      static const char *const modes[] = {"auto", "cuda", "ptx"}; /* the string lives as long as *canon */
+      const char *l = json_string_value(v);
+      for (size_t i = 0; l && !o->backend && i < sizeof modes / sizeof *modes; i++)
+        if (strcmp(l, modes[i]) == 0)
+          o->backend = modes[i];
+      if (!o->backend) {
+        json_decref(obj);
+        return tl_error_set_at(err, TL_INVALID_ARG, "/options/backend", 0, "backend is \"auto\", \"cuda\" or \"ptx\"");
+      }
     } else {
       tl_status st = tl_error_set(err, TL_INVALID_ARG,
-                                  "unknown option '%s'; the options are max_registers, debug and fast_compile",
+                                  "unknown option '%s'; the options are max_registers, debug, fast_compile and backend",
                                   key); /* before the decref: key belongs to obj */
       json_decref(obj);
       return st;
@@ -252,9 +273,14 @@ static tl_status parse_options(const char *text, options *o, json_t **canon, tl_
 }
 
 /* ---- the build key ------------------------------------------------------------------- */
-/* The key manifest: everything a build depends on, one item per line. */
+/* The key manifest: everything a build depends on, one item per line; mode
+ * is the back end asked for (backend_mode), not the one chosen: the key is
+ * made without lowering the program, so that a caller (tlserverd's HTTP
+ * thread) never runs the passes, and the choice is a function of what the
+ * manifest names (the program, target and options, the compiler, and the
+ * toolchain line, which names nvJitLink where it may assemble). */
 static char *manifest_of(const tl_compile_request *req, const tl_program *prog, json_t *options_canon,
-                         const char *compiler, const char *desc) {
+                         const char *compiler, const char *desc, const char *mode) {
   json_t *doc = json_loadb(req->program, req->program_len, JSON_REJECT_DUPLICATES, NULL);
   if (!doc)
     return NULL;
@@ -267,60 +293,129 @@ static char *manifest_of(const tl_compile_request *req, const tl_program *prog, 
     json_object_set_new(consts, c->name, v);
   }
   char *p = tl_json_canonical(doc), *c = tl_json_canonical(consts), *o = tl_json_canonical(options_canon);
-  size_t n = strlen(p) + strlen(c) + strlen(o) + strlen(req->target) + strlen(desc) + 256;
+  size_t n = strlen(p) + strlen(c) + strlen(o) + strlen(req->target) + strlen(compiler) + strlen(desc) + 256;
   char *m = malloc(n);
   if (m)
     snprintf(m, n,
-             "tl-build-key 1\ncompiler %s\ntoolchain %s\ntarget %s\noptions %s\nconstants %s\nprogram %s\n",
-             compiler, desc, req->target, o, c, p);
+             "tl-build-key 1\ncompiler %s\ntoolchain %s\nbackend %s\ntarget %s\noptions %s\nconstants %s\nprogram %s\n",
+             compiler, desc, mode, req->target, o, c, p);
   free(p);
   free(c);
   free(o);
-  json_decref(doc);
   json_decref(consts);
+  json_decref(doc);
   return m;
 }
 
-static tl_status keyed(const tl_compile_request *req, const char *compiler, const char *desc, tl_arena *arena,
-                       tl_program **prog, options *opt, char key[65], char **manifest, tl_diags *diags,
-                       tl_error *err);
+/* The assembler of the PTX back end, opened once, when first needed, and
+ * the toolchain line of a build NVRTC or it may make (the two joined). */
+static pthread_once_t jl_once = PTHREAD_ONCE_INIT;
+static tl_nvjitlink *jl;
+static tl_error jl_err;
+static char jl_desc[600];
+static char nv_jl_desc[sizeof open_state[0].desc + sizeof jl_desc + 8];
 
-/* Parses, checks and keys a request.  On success *prog lives in arena and
- * *desc is the description of the toolchain that builds for the target,
- * *target the target (target.h). */
-static tl_status front(const tl_compile_request *req, tl_arena *arena, tl_program **prog, options *opt, char key[65],
-                       char **manifest, const char **desc, tl_target *target, tl_diags *diags, tl_error *err) {
-  tl_error_clear(err);
-  if (!req->target)
-    return tl_error_set(err, TL_UNSUPPORTED, "no target given");
-  tl_status st = tl_target_parse(req->target, target, err);
-  if (st != TL_OK) /* malformed or unknown: the target is not offered (tlcompiler.h) */
-    return err ? (err->code = TL_UNSUPPORTED) : TL_UNSUPPORTED;
-  size_t tc = toolchain_of(target);
-  void *h = toolchain_handle(tc, err);
-  if (!h)
-    return err ? err->code : TL_NO_TOOLCHAIN;
-  if (!toolchains[tc]->accepts(h, req->target)) {
-    const char *why = toolchains[tc]->refusal(h, req->target);
-    if (why)
-      return tl_error_set(err, TL_UNSUPPORTED, "target '%.64s' is not offered here: %s", req->target, why);
-    return tl_error_set(err, TL_UNSUPPORTED, "target '%.64s' is not offered here (see the toolchain's targets: %s)",
-                        req->target, open_state[tc].desc);
-  }
-  *desc = open_state[tc].desc;
-  return keyed(req, tl_compiler_id, *desc, arena, prog, opt, key, manifest, diags, err);
+static void jl_open(void) {
+  if (tl_nvjitlink_open(&jl, &jl_err) == TL_OK)
+    tl_nvjitlink_describe(jl, jl_desc, sizeof jl_desc);
 }
 
-/* The options, the program loaded with the request's overrides, and the key
- * and manifest of the build by the compiler whose identity is compiler with
- * the toolchain described by desc. */
-static tl_status keyed(const tl_compile_request *req, const char *compiler, const char *desc, tl_arena *arena,
-                       tl_program **prog, options *opt, char key[65], char **manifest, tl_diags *diags,
-                       tl_error *err) {
+/* The back end asked for: the request's, else the options', else
+ * TL_BACKEND, else "auto"; "cuda" (emit_cuda.c) for a target not NVIDIA's. */
+static tl_status backend_mode(const tl_compile_request *req, const options *opt, const tl_target *t, const char **mode,
+                              tl_error *err) {
+  const char *m = req->backend ? req->backend : opt->backend ? opt->backend : getenv("TL_BACKEND");
+  if (!m || !*m)
+    m = "auto";
+  if (strcmp(m, "auto") && strcmp(m, "cuda") && strcmp(m, "ptx"))
+    return tl_error_set(err, TL_INVALID_ARG, "backend '%.32s': the back ends are auto, cuda and ptx", m);
+  *mode = t->vendor == TL_VENDOR_NVIDIA ? m : "cuda";
+  return TL_OK;
+}
+
+/* How a build goes, decided from the target, the options and the mode
+ * alone (the program not lowered): whether emit_ptx.c is tried, the
+ * vendor's toolchain where it is open and offers the target, and the key's
+ * toolchain line: the vendor's toolchain's description, nvJitLink's where
+ * it may assemble the PTX (the two joined by "; " when either may build),
+ * "tlc emit_ptx.c (PTX ISA 8.0)" for PTX that nothing assembles. */
+typedef struct plan {
+  const char *mode;    /* auto, cuda or ptx (backend_mode) */
+  bool try_ptx;        /* tl_compile lowers, then tries emit_ptx.c */
+  const char *why_not; /* an NVIDIA target not tried in PTX: why (arena or static), or NULL */
+  void *th;            /* the vendor's toolchain, NULL where it is absent, refuses the target or mode is ptx */
+  tl_error th_err;     /* why th is NULL */
+  const char *desc;    /* the toolchain line (static) */
+} plan;
+
+static tl_status plan_of(const tl_target *t, const options *opt, const char *mode, tl_arena *arena, plan *p,
+                         tl_error *err) {
+  memset(p, 0, sizeof *p);
+  p->mode = mode;
+  size_t tc = toolchain_of(t);
+  if (strcmp(mode, "ptx") == 0)
+    tl_error_set(&p->th_err, TL_UNSUPPORTED, "backend ptx: NVRTC is not used");
+  else if ((p->th = toolchain_handle(tc, &p->th_err)) && !toolchains[tc]->accepts(p->th, t->name)) {
+    const char *why = toolchains[tc]->refusal(p->th, t->name);
+    if (why)
+      tl_error_set(&p->th_err, TL_UNSUPPORTED, "target '%.64s' is not offered here: %s", t->name, why);
+    else
+      tl_error_set(&p->th_err, TL_UNSUPPORTED, "target '%.64s' is not offered here (see the toolchain's targets: %s)",
+                   t->name, open_state[tc].desc);
+    p->th = NULL;
+  }
+  if (strcmp(mode, "cuda") != 0) {
+    const char *why = NULL;
+    if (!tl_ptx_target_ok(t, &why))
+      ;
+    else if (t->binary == TL_BINARY_CUBIN && (pthread_once(&jl_once, jl_open), !jl))
+      why = tl_arena_printf(arena, "%s", jl_err.message);
+    else if (opt->debug)
+      why = "the PTX back end has no line information (the option debug)";
+    else if (opt->fast_compile)
+      why = "fast_compile is an option of NVRTC";
+    else
+      p->try_ptx = true;
+    p->why_not = why;
+    if (!p->try_ptx && strcmp(mode, "ptx") == 0)
+      return tl_error_set(err, TL_UNSUPPORTED, "backend ptx for %s: %s", t->name, why);
+  }
+  if (!p->th && !p->try_ptx) {
+    if (err)
+      *err = p->th_err;
+    return p->th_err.code;
+  }
+  bool assembles = p->try_ptx && t->binary == TL_BINARY_CUBIN;
+  if (p->th && assembles) {
+    pthread_mutex_lock(&open_lock);
+    if (!nv_jl_desc[0])
+      snprintf(nv_jl_desc, sizeof nv_jl_desc, "%s; %s", open_state[tc].desc, jl_desc);
+    pthread_mutex_unlock(&open_lock);
+    p->desc = nv_jl_desc;
+  } else {
+    p->desc = p->th ? open_state[tc].desc : assembles ? jl_desc : "tlc emit_ptx.c (PTX ISA 8.0)";
+  }
+  return TL_OK;
+}
+
+/* The options, the back end asked for, the program loaded with the
+ * request's overrides, and the key and manifest of the build by the
+ * compiler whose identity is compiler with the toolchain described by desc,
+ * or where desc is NULL the toolchain here (plan_of: *p). */
+static tl_status keyed(const tl_compile_request *req, const tl_target *t, const char *compiler, const char *desc,
+                       tl_arena *arena, tl_program **prog, options *opt, char key[65], char **manifest, plan *p,
+                       tl_diags *diags, tl_error *err) {
   json_t *ocanon = NULL;
+  const char *mode = NULL;
   tl_status st = parse_options(req->options_json, opt, &ocanon, err);
-  if (st != TL_OK)
+  if (st == TL_OK)
+    st = backend_mode(req, opt, t, &mode, err);
+  if (st == TL_OK && !desc && (st = plan_of(t, opt, mode, arena, p, err)) == TL_OK)
+    desc = p->desc;
+  if (st != TL_OK) {
+    json_decref(ocanon);
     return st;
+  }
   int before = diags->n;
   *prog = tl_load_program(arena, req->program, req->program_len, req->defines, req->ndefines, diags);
   if (!*prog) {
@@ -329,7 +424,7 @@ static tl_status keyed(const tl_compile_request *req, const char *compiler, cons
     return tl_error_set(err, json_error ? TL_BAD_JSON : TL_BAD_PROGRAM, "%s",
                         json_error ? "malformed JSON" : "the program is invalid; see the diagnostics");
   }
-  char *m = manifest_of(req, *prog, ocanon, compiler, desc);
+  char *m = manifest_of(req, *prog, ocanon, compiler, desc, mode);
   json_decref(ocanon);
   if (!m)
     return tl_error_set(err, TL_NOMEM, "out of memory");
@@ -342,13 +437,28 @@ static tl_status keyed(const tl_compile_request *req, const char *compiler, cons
   return TL_OK;
 }
 
+/* Parses, checks and keys a request, and plans its build (plan_of: *p),
+ * the program not lowered.  On success *prog lives in arena and *target is
+ * the target (target.h). */
+static tl_status front(const tl_compile_request *req, tl_arena *arena, tl_program **prog, options *opt, char key[65],
+                       char **manifest, tl_target *target, plan *p, tl_diags *diags, tl_error *err) {
+  tl_error_clear(err);
+  memset(p, 0, sizeof *p);
+  if (!req->target)
+    return tl_error_set(err, TL_UNSUPPORTED, "no target given");
+  tl_status st = tl_target_parse(req->target, target, err);
+  if (st != TL_OK) /* malformed or unknown: the target is not offered (tlcompiler.h) */
+    return err ? (err->code = TL_UNSUPPORTED) : TL_UNSUPPORTED;
+  return keyed(req, target, tl_compiler_id, NULL, arena, prog, opt, key, manifest, p, diags, err);
+}
+
 tl_status tl_compile_key(const tl_compile_request *req, char key[65], char **manifest, tl_diags *diags, tl_error *err) {
   tl_arena *arena = tl_arena_new();
   tl_program *prog;
   options opt;
-  const char *desc;
   tl_target t;
-  tl_status st = front(req, arena, &prog, &opt, key, manifest, &desc, &t, diags, err);
+  plan p;
+  tl_status st = front(req, arena, &prog, &opt, key, manifest, &t, &p, diags, err);
   tl_arena_free(arena);
   return st;
 }
@@ -367,7 +477,8 @@ tl_status tl_compile_key_as(const tl_compile_request *req, const char *compiler,
   tl_arena *arena = tl_arena_new();
   tl_program *prog;
   options opt;
-  st = keyed(req, compiler, toolchain, arena, &prog, &opt, key, manifest, diags, err);
+  plan p;
+  st = keyed(req, &t, compiler, toolchain, arena, &prog, &opt, key, manifest, &p, diags, err);
   tl_arena_free(arena);
   return st;
 }
@@ -563,6 +674,12 @@ static char *metadata(tl_arena *a, const tl_program *prog, const char *target, c
   json_object_set_new(ver, "toolchain", json_string(toolchain_desc));
   json_object_set_new(m, "versions", ver);
   json_object_set_new(m, "compile_ms", json_real(ms));
+  if (prog->backend) { /* NVIDIA: which back end made the binary, the one asked for, and why not the PTX one */
+    json_object_set_new(m, "backend", json_string(prog->backend));
+    json_object_set_new(m, "backend_requested", json_string(prog->backend_mode));
+    if (prog->backend_why)
+      json_object_set_new(m, "backend_why_not_ptx", json_string(prog->backend_why));
+  }
   json_object_set_new(m, "log", json_string(log ? log : ""));
   char *text = json_dumps(m, JSON_INDENT(1) | JSON_SORT_KEYS);
   json_decref(m);
@@ -606,6 +723,7 @@ const tl_stage_info tl_compile_stages[] = {
     {"uniform", "pass_uniform.c: affine comparisons in parallel loops decided once per tile where they can be"},
     {"barrier", "pass_barrier.c: where the block barriers go"},
     {"raster", "pass_raster.c: the order of the blocks (use_swizzle)"},
+    {"emit", "the back end chosen for an NVIDIA target: emit_ptx.c (nvJitLink) or emit_cuda.c (NVRTC), and why not PTX"},
     {NULL, NULL},
 };
 
@@ -693,31 +811,62 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
   tl_toolchain_out built = {0};
   bool no_lag = false;
 again:;
-  tl_status st = front(req, arena, &prog, &opt, key, &manifest, &desc, &t, diags, err);
+  plan p;
+  tl_status st = front(req, arena, &prog, &opt, key, &manifest, &t, &p, diags, err);
   if (st != TL_OK)
     goto done;
+  desc = p.desc;
   tl_codegen cg = tl_codegen_of(&t);
   const tl_toolchain_ops *tc = toolchains[toolchain_of(&t)];
-  void *th = toolchain_handle(toolchain_of(&t), NULL); /* open: front checked it */
   for (tl_program *k = prog; k; k = k->next) {
     k->no_wg_lag = no_lag;
     k->max_registers = opt.max_registers;
     if ((st = lower(req, k, &t, &cg, diags, err)) != TL_OK)
       goto done;
   }
-  char *src = tl_emit_module(arena, prog, &cg, err);
-  if (!src) {
+  const char *why_not = p.why_not, *src = NULL;
+  if (p.try_ptx) {
+    tl_error e;
+    tl_error_clear(&e);
+    if (!(src = tl_emit_ptx(arena, prog, &t, &e)) && strcmp(p.mode, "ptx") == 0) {
+      st = tl_error_set_at(err, TL_UNSUPPORTED, e.pointer, 0, "backend ptx: %s", e.message);
+      goto done;
+    }
+    if (!src)
+      why_not = tl_arena_printf(arena, "%s%s%s", e.pointer, e.pointer[0] ? ": " : "", e.message);
+    if (!src && !p.th) { /* auto without the vendor's toolchain: only PTX could build it */
+      st = tl_error_set(err, p.th_err.code, "%s (and not by the PTX back end: %s)", p.th_err.message, why_not);
+      goto done;
+    }
+  }
+  bool ptx = src != NULL;
+  for (tl_program *k = prog; k; k = k->next) {
+    k->backend = t.vendor != TL_VENDOR_NVIDIA ? NULL : ptx ? "ptx" : "cuda";
+    k->backend_mode = t.vendor != TL_VENDOR_NVIDIA ? NULL : p.mode;
+    k->backend_why = ptx ? NULL : why_not;
+    if ((st = after(req, "emit", k, &cg, err)) != TL_OK)
+      goto done;
+  }
+  if (!ptx && !(src = tl_emit_module(arena, prog, &cg, err))) {
     st = err ? err->code : TL_UNSUPPORTED;
     goto done;
   }
   if (!req->source_only) {
-    if ((st = tc->compile(th, src, &t, &opt, &built, err)) != TL_OK)
+    if (ptx && t.binary == TL_BINARY_CUBIN)
+      st = tl_nvjitlink_assemble(jl, src, t.name, opt.max_registers, &built, err);
+    else if (ptx) /* compute_: the PTX is the binary */
+      st = (built.code = (unsigned char *)dup(src)) && (built.log = dup(""))
+               ? (built.size = strlen(src), TL_OK)
+               : tl_error_set(err, TL_NOMEM, "out of memory");
+    else
+      st = tc->compile(p.th, src, &t, &opt, &built, err);
+    if (st != TL_OK)
       goto done;
     res = json_array(); /* each kernel's resources, in order */
     bool spilled_lag = false;
     for (tl_program *k = prog; k; k = k->next) {
       json_t *r = NULL;
-      if ((st = tc->inspect(th, &t, &built, k->entry, k->nparams, &r, err)) != TL_OK)
+      if ((st = (ptx ? tl_nv_cubin_resources : tc->inspect)(p.th, &t, &built, k->entry, k->nparams, &r, err)) != TL_OK)
         goto done;
       json_array_append_new(res, r);
       spilled_lag |= !no_lag && has_wg_lag(&k->body) &&

@@ -1988,38 +1988,6 @@ static void emit_body(E *e, const tl_body *b, bool uniform);
 static void emit_stmt(E *e, const tl_stmt *s, bool uniform);
 static void emit_pipelined(E *e, const tl_stmt *s);
 
-/* The register fragment whose elements a parallel body's iterations are
- * (the first it indexes other than by rows). */
-static const tl_sym *par_owner(const tl_expr *x, bool two_d) {
-  if (!x)
-    return NULL;
-  if (x->kind == E_INDEX && x->sym->kind == SYM_BUFFER && x->sym->scope == SCOPE_FRAGMENT && x->sym->in_regs &&
-      !(two_d && x->sym->reg_layout == TL_LAYOUT_MMA_ROWS))
-    return x->sym;
-  for (int i = 0; i < x->nargs; i++) {
-    const tl_sym *s = par_owner(x->args[i], two_d);
-    if (s)
-      return s;
-  }
-  return NULL;
-}
-
-static const tl_sym *body_owner(const tl_body *b, bool two_d) {
-  for (int i = 0; i < b->n; i++) {
-    const tl_stmt *s = b->items[i];
-    const tl_sym *o = par_owner(s->lhs, two_d);
-    if (!o)
-      o = par_owner(s->value, two_d);
-    if (!o)
-      o = body_owner(&s->body, two_d);
-    if (!o)
-      o = body_owner(&s->else_body, two_d);
-    if (o)
-      return o;
-  }
-  return NULL;
-}
-
 /* ---- a dequantizing parallel loop, 8 to 32 elements at a time (pass_place.c: dequant_loop) ---- */
 /* The packed reads of a vec_dequant loop's value, in the order vex meets
  * them, and the pair being computed. */
@@ -2223,7 +2191,7 @@ static void op_parallel(E *e, const tl_stmt *s) {
   int64_t ext[TL_MAX_DIMS] = {0};
   for (int i = 0; i < s->nvars; i++)
     ext[i] = s->extents[i]->val.i;
-  const tl_sym *owner = body_owner(&s->body, s->nvars == 2);
+  const tl_sym *owner = tl_body_owner(&s->body, s->nvars == 2);
   open_loop(e, owner, product(ext, s->nvars));
   const char **q = loop_idx(e, owner, ext, s->nvars, "tl_p");
   for (int i = 0; i < s->nvars; i++)

@@ -734,6 +734,9 @@ void tl_dump_program(const tl_program *prog, void *fp) {
     fprintf(f, "%s%s", i ? ", " : "", tl_expr_str(a, prog->grid[i]));
   fprintf(f, "), dynamic shared memory %lld bytes (scratch %lld at %lld)\n", (long long)prog->smem_bytes,
           (long long)prog->scratch_bytes, (long long)prog->scratch_offset);
+  if (prog->backend) /* from the "emit" stage on (compile.c) */
+    fprintf(f, "backend %s%s%s\n", prog->backend, prog->backend_why ? ", not ptx: " : "",
+            prog->backend_why ? prog->backend_why : "");
   for (int i = 0; i < prog->nparams; i++) {
     const tl_sym *s = prog->params[i];
     fprintf(f, "%s %s: %s", s->workspace ? "workspace" : "param", s->name, tl_dtype_name(s->dtype));
@@ -785,4 +788,35 @@ void tl_dump_program(const tl_program *prog, void *fp) {
   static const tl_walker w = {.pre = dump_stmt, .enter_body = dump_enter, .leave_body = dump_leave};
   dumper d = {.f = f, .a = a, .lowered = prog->lowered, .prog = prog};
   tl_walk((tl_body *)&prog->body, &w, &d); /* the walk changes nothing */
+}
+
+/* The first register fragment x indexes (other than by rows, when two_d). */
+static const tl_sym *par_owner(const tl_expr *x, bool two_d) {
+  if (!x)
+    return NULL;
+  if (x->kind == E_INDEX && x->sym->kind == SYM_BUFFER && x->sym->scope == SCOPE_FRAGMENT && x->sym->in_regs &&
+      !(two_d && x->sym->reg_layout == TL_LAYOUT_MMA_ROWS))
+    return x->sym;
+  for (int i = 0; i < x->nargs; i++) {
+    const tl_sym *s = par_owner(x->args[i], two_d);
+    if (s)
+      return s;
+  }
+  return NULL;
+}
+
+const tl_sym *tl_body_owner(const tl_body *b, bool two_d) {
+  for (int i = 0; i < b->n; i++) {
+    const tl_stmt *s = b->items[i];
+    const tl_sym *o = par_owner(s->lhs, two_d);
+    if (!o)
+      o = par_owner(s->value, two_d);
+    if (!o)
+      o = tl_body_owner(&s->body, two_d);
+    if (!o)
+      o = tl_body_owner(&s->else_body, two_d);
+    if (o)
+      return o;
+  }
+  return NULL;
 }

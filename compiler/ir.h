@@ -809,6 +809,10 @@ typedef struct tl_program {
   bool raster_chosen;    /* the stripes are pass_raster.c's choice for a gemm (no use_swizzle given) */
   const char *raster_why; /* a gemm's grid that pass_raster.c would stripe but leaves in grid order: why */
   unsigned lowered;      /* the analyses of pass.h that ran (TL_RAN_ bits); tl_emit needs all */
+  /* before the "emit" stage (compile.c), an NVIDIA target: the back end that builds the program,
+   * "ptx" (emit_ptx.c) or "cuda" (emit_cuda.c), the one asked for ("auto", "cuda" or "ptx": the
+   * build key's), and why not "ptx" (NULL: not asked, or it is) */
+  const char *backend, *backend_mode, *backend_why;
 } tl_program;
 
 /* The analyses between pass_pipeline and the emitter (pass.h), as bits of

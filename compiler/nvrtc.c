@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "dlutil.h"
@@ -303,7 +302,8 @@ static const char *resolve(tl_nvrtc *h) {
 
 /* Tries one candidate; on success h->lib is set.  Appends what happened to
  * `tried` otherwise. */
-static int try_open(tl_nvrtc *h, const char *path, char *tried, size_t cap) {
+static int try_open(void *ctx, const char *path, char *tried, size_t cap) {
+  tl_nvrtc *h = ctx;
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     tl_appendf(tried, cap, "%s%s (%s)", *tried ? ", " : "", path, tl_dl_reason(dlerror()));
@@ -329,19 +329,6 @@ static int try_open(tl_nvrtc *h, const char *path, char *tried, size_t cap) {
 static const char *const nvrtc_names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11"};
 #define NNAMES (sizeof nvrtc_names / sizeof *nvrtc_names)
 
-/* Tries each library name inside dir. */
-static int try_dir(tl_nvrtc *h, const char *dir, char *tried, size_t cap) {
-  for (size_t i = 0; i < NNAMES; i++) {
-    char path[PATH_MAX];
-    int n = snprintf(path, sizeof path, "%s/%s", dir, nvrtc_names[i]);
-    if (n < 0 || (size_t)n >= sizeof path)
-      continue;
-    if (try_open(h, path, tried, cap))
-      return 1;
-  }
-  return 0;
-}
-
 tl_status tl_nvrtc_open(tl_nvrtc **out, tl_error *err) {
   if (!out)
     return tl_error_set(err, TL_INVALID_ARG, "tl_nvrtc_open: NULL argument");
@@ -350,23 +337,7 @@ tl_status tl_nvrtc_open(tl_nvrtc **out, tl_error *err) {
   if (!h)
     return tl_error_set(err, TL_NOMEM, "out of memory opening NVRTC");
   char tried[768] = "";
-  int ok = 0;
-  const char *env = getenv("TL_NVRTC");
-  if (env) {
-    struct stat sb;
-    if (*env && stat(env, &sb) == 0 && S_ISDIR(sb.st_mode))
-      ok = try_dir(h, env, tried, sizeof tried);
-    else if (*env)
-      ok = try_open(h, env, tried, sizeof tried);
-    else
-      tl_appendf(tried, sizeof tried, "TL_NVRTC is set but empty");
-  } else {
-    for (size_t i = 0; i < NNAMES && !ok; i++)
-      ok = try_open(h, nvrtc_names[i], tried, sizeof tried);
-    if (!ok)
-      ok = try_dir(h, "/usr/local/cuda/lib64", tried, sizeof tried);
-  }
-  if (!ok) {
+  if (!tl_dl_search("TL_NVRTC", nvrtc_names, NNAMES, "/usr/local/cuda/lib64", try_open, h, tried, sizeof tried)) {
     free(h);
     return tl_error_set(err, TL_NO_TOOLCHAIN,
                         "NVRTC is not available: tried %s; install the CUDA Toolkit's NVRTC "
@@ -828,8 +799,8 @@ static tl_status nv_compile(void *h, const char *src, const tl_target *t, const 
  * record of the cubin holds, from ptxas's report, which every cubin NVRTC
  * built has in its log now that NVRTC's own cache is off (nvrtc.h).  None
  * for PTX. */
-static tl_status nv_inspect(void *h, const tl_target *t, const tl_toolchain_out *b, const char *kernel, int nparams,
-                            json_t **resources, tl_error *err) {
+tl_status tl_nv_cubin_resources(void *h, const tl_target *t, const tl_toolchain_out *b, const char *kernel, int nparams,
+                                json_t **resources, tl_error *err) {
   (void)h, (void)nparams; /* a cubin's records do not count the arguments */
   json_t *res = json_object();
   if (t->binary == TL_BINARY_CUBIN) {
@@ -872,5 +843,5 @@ const tl_toolchain_ops tl_toolchain_nvrtc = {
     .accepts = nv_accepts,
     .refusal = nv_refusal,
     .compile = nv_compile,
-    .inspect = nv_inspect,
+    .inspect = tl_nv_cubin_resources,
 };

@@ -148,6 +148,20 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
  * then each kernel's entry point in order. */
 char *tl_emit_module(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_error *err);
 
+/* The register fragment whose elements a parallel loop's iterations are:
+ * the first its body b indexes (other than by rows of an mma layout when
+ * the loop has two variables, two_d), or NULL (then the loop runs
+ * cooperatively) (ir.c; emit_cuda.c and emit_ptx.c iterate by it). */
+const tl_sym *tl_body_owner(const tl_body *b, bool two_d);
+/* emit_ptx.c: the PTX text of a program placed and lowered as for
+ * tl_emit, for target t, when every statement is in its subset (the file's
+ * header lists it); else NULL with *err TL_UNSUPPORTED naming the first
+ * statement outside it (its pointer in err->pointer).  It only prints. */
+#define TL_PTX_MAX_PER_THREAD 64 /* elements of one register fragment a thread holds */
+char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, tl_error *err);
+/* Can emit_ptx.c build for t (sm_80 to sm_90a cubins)?  If not, *why says so. */
+bool tl_ptx_target_ok(const tl_target *t, const char **why);
+
 /* verify.c: does prog keep what the pass `stage` (a name of
  * tl_compile_stages: place, pipeline, overlap, tma, wspec, range, uniform, barrier; the others
  * promise nothing checked) promises, for cg's target?  TL_OK, or TL_INTERNAL with

@@ -29,7 +29,9 @@ static const char usage[] =
     "usage: tlc check PROGRAM.json [-D NAME=VALUE]...\n"
     "       tlc compile PROGRAM.json --target TARGET [-D NAME=VALUE]... [-o FILE]\n"
     "               [--emit cuda|ptx|cubin|hip|hsaco|meta|ir] [--dump STAGE] [--options JSON]\n"
-    "       tlc run PROGRAM.json (--interpret | --device cuda[:N] [--target T] [--time N] [--options JSON])\n"
+    "               [--backend auto|cuda|ptx]\n"
+    "       tlc run PROGRAM.json (--interpret | --device cuda[:N] [--target T] [--time N] [--options JSON]\n"
+    "               [--backend auto|cuda|ptx])\n"
     "               [-D NAME=VALUE]...\n"
     "               [--arg NAME=VALUE]... [--in NAME=FILE.npy]... [--out NAME=FILE.npy]...\n"
     "       tlc targets\n"
@@ -56,6 +58,9 @@ static const char usage[] =
     "-D NAME=VALUE      override constant NAME (a number or true/false; it keeps its kind)\n"
     "--options JSON     compiler options, as a compile request's: {\"max_registers\": 128}, {\"debug\": true},\n"
     "                   {\"fast_compile\": \"min\"} (NVRTC's --Ofast-compile: min, mid or max)\n"
+    "--backend B        NVIDIA targets: auto (default; or TL_BACKEND): our PTX assembled by nvJitLink\n"
+    "                   when every statement is in emit_ptx.c's subset, else CUDA C through NVRTC\n"
+    "                   (--emit ir and the metadata say which, and why not PTX); cuda or ptx force one\n"
     "--arg NAME=VALUE   value of scalar parameter NAME\n"
     "--in NAME=FILE     tensor NAME from a .npy file (tensors not given start as NaN, or bytes 0xA5)\n"
     "--out NAME=FILE    write tensor NAME to a .npy file after the run\n";
@@ -67,7 +72,7 @@ typedef struct {
 typedef struct {
   const char *cmd, *file;
   bool interpret;
-  const char *device, *target, *output, *emit, *dump, *options_json;
+  const char *device, *target, *output, *emit, *dump, *options_json, *backend;
   int time_runs; /* run --device --time N: time N launches after one warm-up */
   kv defs[MAX_OPTS], args[MAX_OPTS], ins[MAX_OPTS], outs[MAX_OPTS];
   int ndefs, nargs, nins, nouts;
@@ -106,6 +111,7 @@ static bool stage_known(const char *name) {
 static int compile_help(void) {
   printf("usage: tlc compile PROGRAM.json --target TARGET [-D NAME=VALUE]... [-o FILE]\n"
          "               [--emit cuda|ptx|cubin|hip|hsaco|meta|ir] [--dump STAGE] [--options JSON]\n"
+         "               [--backend auto|cuda|ptx]\n"
          "\n"
          "--emit ir prints the program after the last stage; --dump STAGE prints it after\n"
          "STAGE on standard error.  The stages, in pipeline order (then the emitter, then\n"
@@ -138,10 +144,12 @@ static int parse_options(int argc, char **argv, options *o) {
       o->time_runs = atoi(argv[++i]);
       continue;
     } else if (strcmp(a, "--device") == 0 || strcmp(a, "--target") == 0 || strcmp(a, "-o") == 0 ||
-               strcmp(a, "--emit") == 0 || strcmp(a, "--dump") == 0 || strcmp(a, "--options") == 0) {
+               strcmp(a, "--emit") == 0 || strcmp(a, "--dump") == 0 || strcmp(a, "--options") == 0 ||
+               strcmp(a, "--backend") == 0) {
       if (i + 1 >= argc)
         return usage_error("'%s' needs a value", a);
       const char **slot = strcmp(a, "--dump") == 0      ? &o->dump
+                          : strcmp(a, "--backend") == 0 ? &o->backend
                           : strcmp(a, "--options") == 0 ? &o->options_json
                           : a[2] == 'd'                 ? &o->device
                           : a[2] == 't'                 ? &o->target
@@ -178,6 +186,10 @@ static int parse_options(int argc, char **argv, options *o) {
     return usage_error("%s", "--time goes with run --device");
   if (o->options_json && !compile && !o->device)
     return usage_error("%s", "--options goes with compile and run --device");
+  if (o->backend && !compile && !o->device)
+    return usage_error("%s", "--backend goes with compile and run --device");
+  if (o->backend && strcmp(o->backend, "auto") && strcmp(o->backend, "cuda") && strcmp(o->backend, "ptx"))
+    return usage_error("--backend %s: the back ends are auto, cuda and ptx", o->backend);
   if (!run && (o->nargs || o->nins || o->nouts || o->interpret || o->device))
     return usage_error("'%s' does not take --arg, --in, --out, --interpret or --device", o->cmd);
   if (!compile && (o->output || o->emit || o->dump || (o->target && !o->device)))
@@ -350,12 +362,18 @@ static tl_status compile_with(const options *o, const char *text, size_t len, co
     defs[i] = defs_of(o, i);
   dump_ctx dc = {.o = o};
   bool ir = o->emit && strcmp(o->emit, "ir") == 0;
+  /* --emit cuda prints the CUDA C, which only the CUDA back end makes */
+  const char *backend = o->emit && strcmp(o->emit, "cuda") == 0 ? "cuda" : o->backend;
+  if (o->backend && strcmp(o->backend, "cuda") != 0 && o->emit && strcmp(o->emit, "cuda") == 0) {
+    fprintf(stderr, "tlc: --emit cuda prints what the CUDA back end makes, not --backend %s\n", o->backend);
+    return TL_INVALID_ARG;
+  }
   if (ir && !(dc.ir_out = o->output ? fopen(o->output, "w") : stdout)) {
     fprintf(stderr, "tlc: cannot write '%s': %s\n", o->output, strerror(errno));
     return TL_IO;
   }
   tl_compile_request req = {.program = text, .program_len = len, .defines = defs, .ndefines = o->ndefs,
-                            .target = target, .options_json = o->options_json, .dump = dump_stage, .dump_user = &dc,
+                            .target = target, .options_json = o->options_json, .backend = backend, .dump = dump_stage, .dump_user = &dc,
                             /* the source and the IR need no toolchain run */
                             .source_only = o->emit && (ir || strcmp(o->emit, "cuda") == 0 || strcmp(o->emit, "hip") == 0)};
   tl_diags d = {.arena = arena};

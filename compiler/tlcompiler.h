@@ -82,13 +82,20 @@ typedef struct tl_compile_request {
   void *dump_user;
   bool source_only;         /* stop after generating the source: the build has target, key, manifest
                                and source, no binary, artifact or metadata (tlc --emit cuda|hip|ir) */
+  const char *backend;      /* NVIDIA targets: "auto", "cuda" or "ptx"; NULL: the options' "backend",
+                               else the environment's TL_BACKEND, else "auto" (tlc --backend) */
   bool verify;              /* run the verifier (verify.c) after each pass, as TL_VERIFY=1 in the
                                environment does: a broken promise of a pass is TL_INTERNAL naming
                                the pass and the statement's pointer */
 } tl_compile_request;
 
 /* Parses and checks the program and computes the build key and manifest
- * (malloc'd, caller frees) without generating code.  Invalid programs give
+ * (malloc'd, caller frees) without building a binary: no pass runs, so it
+ * is cheap and safe in a server's own thread.  The key names the back end
+ * asked for (req->backend; "auto", "cuda" or "ptx", compile.c) and, for an
+ * NVIDIA target that the PTX back end may build, nvJitLink's identity
+ * beside NVRTC's on its toolchain line; tl_compile chooses the back end by
+ * lowering (the metadata's backend says which).  Invalid programs give
  * TL_BAD_PROGRAM with the diagnostics in *diags (diags->arena must be set);
  * malformed JSON gives TL_BAD_JSON; a target that is malformed, not in the
  * target table (target.h) or not offered by its toolchain TL_UNSUPPORTED;
@@ -103,8 +110,10 @@ tl_status tl_compile_key(const tl_compile_request *req, char key[65], char **man
  * manifest of a build it has the request and metadata of, where NVRTC is
  * missing.  Only this compiler's parser and checker run, so the caller
  * compares the key with the build's (another compiler may fold constants
- * otherwise).  Failures as tl_compile_key's, with no TL_NO_TOOLCHAIN, and a
- * target that is not in the target table TL_UNSUPPORTED. */
+ * otherwise).  For an NVIDIA target set req->backend to the build's
+ * metadata's backend_requested (the key names the back end asked for).
+ * Failures as tl_compile_key's, with no TL_NO_TOOLCHAIN, and a target that
+ * is not in the target table TL_UNSUPPORTED. */
 tl_status tl_compile_key_as(const tl_compile_request *req, const char *compiler, const char *toolchain, char key[65],
                             char **manifest, tl_diags *diags, tl_error *err);
 

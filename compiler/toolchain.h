@@ -21,6 +21,7 @@ typedef struct tl_toolchain_opts {
   int max_registers;        /* 0: the toolchain's choice */
   bool debug;               /* line info in the binary */
   const char *fast_compile; /* NULL, or NVRTC's --Ofast-compile level: "min", "mid", "max" */
+  const char *backend;      /* NVIDIA: "auto", "cuda" or "ptx" (compile.c chooses the back end by it) */
 } tl_toolchain_opts;
 
 /* What one compile gives: the binary and the toolchain's log, malloc'd. */
@@ -61,5 +62,12 @@ extern const tl_toolchain_ops tl_toolchain_nvrtc;  /* nvrtc.c */
 extern const tl_toolchain_ops tl_toolchain_amdgpu; /* amdgpu.c */
 
 void tl_toolchain_out_free(tl_toolchain_out *o);
+
+/* The resources of an NVIDIA build (nvrtc.c): a cubin's own records and
+ * ptxas's verbose report in built->log (spills); nothing for PTX.  The
+ * inspect of tl_toolchain_nvrtc, and of the PTX back end's builds (h is
+ * not used). */
+tl_status tl_nv_cubin_resources(void *h, const tl_target *t, const tl_toolchain_out *built, const char *kernel,
+                                int nparams, json_t **resources, tl_error *err);
 
 #endif

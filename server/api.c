@@ -13,7 +13,9 @@
  *   GET  /v1/tunings/KEY       a tuning record
  *
  * POST /v1/compile, per target: tl_compile_key (parse + check + key, in
- * the daemon: it is cheap and generates no code) -> cache lookup by key ->
+ * the daemon: it is cheap, runs no pass and builds no binary; the key names
+ * the back end asked for, the worker chooses one, compiler/compile.c) -> cache
+ * lookup by key ->
  * a hit is answered from the cache; misses go to the compile pool as one
  * all-or-nothing submission (single-flight there) and the connection is
  * suspended until every result is in; the worker thread publishes each

@@ -10,7 +10,8 @@
  * /proc/self/fd/N, so that a binary installed over it meanwhile cannot give
  * the daemon workers of another compiler version (whose build keys would
  * differ).  Workers are long-lived: NVRTC is loaded with dlopen, probed and
- * warmed by one tiny compile once per worker, before its first job (about
+ * warmed by one tiny compile once per worker, before its first job (and
+ * nvJitLink, the PTX back end's assembler, by a second one) (about
  * 0.4 s, see bench/server.md), not once per compile.
  * A worker that dies or overruns its time is killed and reaped, and a new
  * one is started at once.  Why exec rather than fork: the daemon is multi-threaded, and a
@@ -419,19 +420,31 @@ tl_status tl_srv_worker_warm(const char *const *targets, char *target, size_t ta
       "\"extents\": [128], \"body\": [\"a[i] = a[i] + 1.0\"]}]}}";
   if (target_size)
     target[0] = 0;
+  /* NVRTC (the CUDA back end) for the first NVIDIA target, then nvJitLink (the PTX back end,
+   * compiler/emit_ptx.c) for the first target that back end takes, where it is here */
+  tl_status st = TL_OK;
+  bool cuda_done = false;
   for (size_t i = 0; targets && targets[i]; i++) {
     if (strncmp(targets[i], "sm_", 3) != 0)
       continue;
-    snprintf(target, target_size, "%s", targets[i]);
-    tl_compile_request req = {.program = kernel, .program_len = sizeof kernel - 1, .target = targets[i]};
+    if (!cuda_done)
+      snprintf(target, target_size, "%s", targets[i]);
+    tl_compile_request req = {.program = kernel, .program_len = sizeof kernel - 1, .target = targets[i],
+                              .backend = cuda_done ? "ptx" : "cuda"};
     tl_diags diags = {.arena = tl_arena_new()};
     tl_build *b = NULL;
-    tl_status st = tl_compile(&req, &b, &diags, err);
+    tl_error e;
+    tl_status r = tl_compile(&req, &b, &diags, cuda_done ? &e : err);
     tl_build_free(b);
     tl_arena_free(diags.arena);
-    return st;
+    if (!cuda_done) {
+      st = r;
+      cuda_done = true;
+    } else if (r == TL_OK || r != TL_UNSUPPORTED) {
+      break; /* warmed, or the PTX back end cannot run here (no nvJitLink): nothing to warm */
+    }
   }
-  return TL_OK;
+  return st;
 }
 
 int tl_srv_worker_main(int fd, const tl_srv_proc_opts *o) {

@@ -519,7 +519,9 @@ void tl_srv_proc_kill(tl_srv_proc *p);
  * standard error). */
 void tl_srv_proc_kill_session(int sid);
 /* Warms NVRTC: one compile of a one-line kernel for the first NVIDIA
- * target of targets (a NULL-terminated list, or NULL), so that NVRTC's
+ * target of targets (a NULL-terminated list, or NULL) through the CUDA back
+ * end, then one through the PTX back end (nvJitLink) for the first target
+ * it takes (its failure is not reported: nvJitLink may be missing), so that NVRTC's
  * lazily started parts (front end, NVVM, ptxas) start before a worker's
  * first job instead of inside it (bench/compile.md).  *target gets the
  * target compiled for ("" when none: AMD targets need no warming, clang

@@ -27,6 +27,12 @@ failed, 77 if there is no GPU.
     python3 tests/gpu/check_examples.py [--tlc build/bin/tlc] [--only REGEX] [--only-case REGEX] [--sanitize]
                                         [--timeout S] [--interp-timeout S] [--interpret-only]
                                         [--target T]   (T: e.g. compute_75, the portable paths of sm_75)
+                                        [--backends auto,cuda,ptx]
+
+--backends runs each case's device side once per back end named (tlc
+--backend; default auto): ptx only for the cases whose metadata says the
+PTX back end builds them (compiler/emit_ptx.c's subset), so
+`--backends ptx,cuda` compares both back ends with the interpreter.
 
 --interpret-only needs no GPU (NVRTC only, for the metadata): it runs the
 interpreter half of every selected case and checks it against the NumPy
@@ -731,6 +737,12 @@ CASES += [("../tests/gpu/programs/if_values", {}, {"M": m}, ["C", "R", "L", "L2"
 CASES += [("../tests/gpu/programs/views", {}, {"n": n}, ["Y", "Z", "S"], {"ref": views_ref, "acc": ("64", ["F"], 0.0)})
           for n in (1, 37, 300)]
 
+# the direct PTX back end (compiler/emit_ptx.c, issue 10): programs of its subset, ragged sizes; with
+# --backends ptx,cuda each runs on both back ends against the interpreter
+CASES += [("../tests/gpu/programs/ptx_elementwise", {}, {"M": m, "N": n, "alpha": al, "flag": fl}, ["O", "P", "Q", "H"])
+          for m, n, al, fl in ((1, 1, 1.5, "true"), (37, 100, -0.75, "false"), (300, 1000, 2.0, "true"))]
+CASES += [("../tests/gpu/programs/ptx_guard", {}, {"n": n, "off": 0}, ["y", "z"]) for n in (1, 199, 201, 5000)]
+
 # print and device_assert on the GPU: the assertion holds, one line is printed
 # (NVIDIA: this script runs CUDA only; AMD targets compile print with buffered printf)
 CASES += [("../tests/gpu/nvidia/print_assert", {}, {"n": n}, ["Y"]) for n in (1, 1000)]
@@ -778,6 +790,43 @@ def run(cmd, timeout):
     return r, time.time() - t0
 
 
+def device_case(a, prog, target, backend, dflags, aflags, inflags, dev_out, outs, work, base, meta, absrefs, opts,
+                acc_L, cenv, label, t1):
+    """The device side of one case on one back end: (passed, failed) counts."""
+    passed = failed = 0
+    for f in (f.split("=", 1)[1] for f in dev_out):
+        if os.path.exists(f):
+            os.remove(f)
+    dev_cmd = [a.tlc, "run", prog, "--device", "cuda"] + (["--target", target] if target else []) + \
+        ([] if backend == "auto" else ["--backend", backend]) + dflags + aflags + inflags + \
+        sum([["--out", o] for o in dev_out], [])
+    if a.sanitize:
+        dev_cmd = ["compute-sanitizer", "--error-exitcode", "3", "--tool", "memcheck"] + dev_cmd
+    r2, t2 = run(dev_cmd, a.timeout * (10 if a.sanitize else 1))
+    if r2.returncode:
+        print(f"FAIL {label}: device rc={r2.returncode} {r2.stderr.strip()[-600:]}")
+        return 0, 1
+    for o in outs:
+        ref = np.load(f"{work}/{base}.{o}.ref.npy")
+        dev = np.load(f"{work}/{base}.{o}.dev.npy")
+        dt = [p["dtype"] for p in meta["params"] if p["name"] == o][0]
+        absref = absrefs.get(o)
+        if dt == "bfloat16":  # .npy holds the bit patterns (an absref from NumPy is float64 already)
+            ref, dev, absref = (x if x is None or x.dtype.kind not in "ui" else
+                                np.left_shift(x.astype(np.uint32), 16).view(np.float32) for x in (ref, dev, absref))
+        extra = opts["acc"][2] if "acc" in opts else 0.0
+        if isinstance(extra, str):  # an expression over the constants (GEMM_F16ACC)
+            extra = float(eval(extra, {"__builtins__": {}, "gamma": tolerance.gamma,
+                                       "ceildiv": lambda a, b: -(-a // b)}, cenv))
+        u_dev = opts["acc"][3] if len(opts.get("acc", ())) > 3 else 2 * tolerance.U32
+        good, why = tolerance.compare(dev, ref, dt, acc_L, absref, extra, u_dev)
+        print(f"{'ok  ' if good else 'FAIL'} {label} {o}: {why}"
+              f"{f' (sums of {acc_L} terms)' if acc_L else ''}, interp {t1:.2f}s, device {t2:.2f}s")
+        passed += good
+        failed += not good
+    return passed, failed
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tlc", default="build/bin/tlc")
@@ -795,7 +844,13 @@ def main():
                     help="no GPU: run the interpreter half and the NumPy references only")
     ap.add_argument("--target", default=None,
                     help="build for this target instead of the GPU's own (e.g. compute_75: sm_75's portable paths)")
+    ap.add_argument("--backends", default="auto",
+                    help="comma-separated back ends to run each case's device side on (auto, cuda, ptx: "
+                         "tlc --backend); ptx skips the cases outside the PTX back end's subset")
     a = ap.parse_args()
+    backends = [b for b in a.backends.split(",") if b]
+    if any(b not in ("auto", "cuda", "ptx") for b in backends):
+        ap.error(f"--backends {a.backends}: the back ends are auto, cuda and ptx")
     if not a.interpret_only:
         probe, _ = run([a.tlc, "run", "examples/tilus_add_one.json", "--device", "cuda", "--arg", "n=1"], a.timeout)
         if "no CUDA" in probe.stderr:
@@ -892,32 +947,14 @@ def main():
                 continue
             absrefs = {o: np.load(f"{work}/{base}.{o}.absref.npy") for o in outs}
         target = opts.get("target", a.target)
-        dev_cmd = [a.tlc, "run", prog, "--device", "cuda"] + (["--target", target] if target else []) + dflags + aflags + inflags + sum([["--out", o] for o in dev_out], [])
-        if a.sanitize:
-            dev_cmd = ["compute-sanitizer", "--error-exitcode", "3", "--tool", "memcheck"] + dev_cmd
-        r2, t2 = run(dev_cmd, a.timeout * (10 if a.sanitize else 1))
-        if r2.returncode:
-            print(f"FAIL {label}: device rc={r2.returncode} {r2.stderr.strip()[-600:]}")
-            failed += 1
-            continue
-        for o in outs:
-            ref = np.load(f"{work}/{base}.{o}.ref.npy")
-            dev = np.load(f"{work}/{base}.{o}.dev.npy")
-            dt = [p["dtype"] for p in meta["params"] if p["name"] == o][0]
-            absref = absrefs.get(o)
-            if dt == "bfloat16":  # .npy holds the bit patterns (an absref from NumPy is float64 already)
-                ref, dev, absref = (x if x is None or x.dtype.kind not in "ui" else
-                                    np.left_shift(x.astype(np.uint32), 16).view(np.float32) for x in (ref, dev, absref))
-            extra = opts["acc"][2] if "acc" in opts else 0.0
-            if isinstance(extra, str):  # an expression over the constants (GEMM_F16ACC)
-                extra = float(eval(extra, {"__builtins__": {}, "gamma": tolerance.gamma,
-                                           "ceildiv": lambda a, b: -(-a // b)}, cenv))
-            u_dev = opts["acc"][3] if len(opts.get("acc", ())) > 3 else 2 * tolerance.U32
-            good, why = tolerance.compare(dev, ref, dt, acc_L, absref, extra, u_dev)
-            print(f"{'ok  ' if good else 'FAIL'} {label} {o}: {why}"
-                  f"{f' (sums of {acc_L} terms)' if acc_L else ''}, interp {t1:.2f}s, device {t2:.2f}s")
-            passed += good
-            failed += not good
+        for backend in backends:
+            if backend == "ptx" and meta.get("backend") != "ptx":
+                continue  # outside the PTX back end's subset: meta["backend_why_not_ptx"] says why
+            blabel = label if backends == ["auto"] else f"{label} [{backend}]"
+            ok, bad = device_case(a, prog, target, backend, dflags, aflags, inflags, dev_out, outs, work, base,
+                                  meta, absrefs, opts, acc_L, cenv if "acc" in opts else {}, blabel, t1)
+            passed += ok
+            failed += bad
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

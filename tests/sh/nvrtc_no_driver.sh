@@ -36,7 +36,7 @@ run() { # NAME COMMAND...: runs with the loader's trace in $tmp/NAME.PID
 }
 run targets "$TLC" targets
 run cubin "$TLC" compile examples/gemm.json --target sm_90a -o "$tmp/gemm.cubin"
-run ptx "$TLC" compile examples/tilus_add_one.json --target compute_90a --emit ptx -o "$tmp/add_one.ptx"
+run ptx "$TLC" compile examples/tilus_add_one.json --target compute_90a --emit ptx --backend cuda -o "$tmp/add_one.ptx"
 # the resource figures of the cubin are all there: ptxas ran and reported
 meta=$("$TLC" compile examples/gemm.json --target sm_90a --emit meta) || fail "tlc compile --emit meta"
 for k in registers stack_frame_bytes spill_store_bytes spill_load_bytes; do

@@ -163,7 +163,8 @@ try:
     check('href="%s/source"' % key in bhtml, "the build page links the source")
     st, h, page = http(port, "GET", "/status/builds/%s/source" % key)
     shtml = page.decode("utf-8")
-    check(st == 200 and ("__global__" in shtml or "amdgpu" in shtml.lower()), "the generated source", shtml[-500:])
+    check(st == 200 and ("__global__" in shtml or ".visible .entry" in shtml or "amdgpu" in shtml.lower()),
+          "the generated source (CUDA C, PTX from the PTX back end, or HIP C)", shtml[-500:])
     st, _, metrics = http(port, "GET", "/metrics")
     check(b'tlserverd_status_sources_total{outcome="ok"} 1\n' in metrics, "the source was generated in a worker",
           [l for l in metrics.decode().splitlines() if "sources" in l])

@@ -22,7 +22,8 @@
 #     cache), then B's from the local cache; offline it uses B's (the
 #     identity it remembered); A back on the same database: A's again
 #  4. prebuild --fetch into a fresh local cache, server stopped, NVRTC
-#     hidden (TL_NVRTC naming a file that does not exist): the application
+#     hidden (TL_NVRTC naming a file that does not exist, and nvJitLink
+#     by TL_NVJITLINK, which the PTX back end would use): the application
 #     starts from the local cache; a request the cache lacks fails saying
 #     so, offline, without naming a server to ask
 #  5. tlclient compile -o names an AMD code object NAME.gfxNNN.hsaco (when
@@ -173,6 +174,7 @@ export TL_CLIENT_CACHE="$TMP/prebuilt.db"
 [ "$(grep -c request "$TMP/ls")" = 2 ] && ok || bad "prebuild --fetch stored no request entries: $(cat "$TMP/ls")"
 stop "$PID_A"
 export TL_NVRTC="$TMP/no-such-libnvrtc.so"
+export TL_NVJITLINK="$TMP/no-such-libnvJitLink.so" # nor the PTX back end's assembler (compiler/nvjitlink.c)
 "$TL_BUILD/bin/tlc" compile examples/tilus_add_one.json --target sm_80 -o "$TMP/x.cubin" >"$TMP/t" 2>&1 &&
   bad "TL_NVRTC did not hide NVRTC" || ok
 has "$TMP/t" "NVRTC is not available" "TL_NVRTC hides NVRTC"

@@ -695,7 +695,18 @@ static void check_meta(const example *x, const tl_define *defs, int nd, const ch
   assert_memory_equal(id + strlen("tlc " TL_COMPILER_VERSION "+"), tl_compiler_digest, 16);
   assert_int_equal(strspn(tl_compiler_digest, "0123456789abcdef"), 64);
   assert_int_equal(strlen(tl_compiler_digest), 64);
-  assert_string_equal(json_string_value(json_object_get(ver, "toolchain")), tl_compiler_target_toolchain(target));
+  /* the key's toolchain line: the vendor's toolchain where it may build, then nvJitLink's where it may
+   * assemble the PTX back end's cubin; the back end asked for beside the one chosen (NVIDIA) */
+  const char *backend = json_string_value(json_object_get(m, "backend"));
+  const char *tool = json_string_value(json_object_get(ver, "toolchain")), *vendor = tl_compiler_target_toolchain(target);
+  assert_non_null(tool);
+  assert_int_equal(!backend, !json_object_get(m, "backend_requested"));
+  if (backend && strcmp(backend, "ptx") == 0) /* emit_ptx.c, and nvJitLink for a cubin */
+    assert_true(is_sm(target) ? strstr(tool, "nvJitLink ") != NULL
+                              : strcmp(tool, vendor) == 0 || strcmp(tool, "tlc emit_ptx.c (PTX ISA 8.0)") == 0);
+  else
+    assert_true(strncmp(tool, vendor, strlen(vendor)) == 0 &&
+                (!tool[strlen(vendor)] || strncmp(tool + strlen(vendor), "; nvJitLink ", 12) == 0));
   assert_true(json_is_number(json_object_get(m, "compile_ms")));
   assert_true(json_number_value(json_object_get(m, "compile_ms")) >= 0);
   assert_true(json_is_string(json_object_get(m, "log")));
@@ -713,7 +724,11 @@ static void check_build(const example *x, const tl_define *defs, int nd, const c
   assert_hex64(b->key);
   assert_non_null(b->manifest);
   assert_non_null(b->source);
-  assert_non_null(strstr(b->source, "__global__"));
+  /* CUDA C, or PTX from the PTX back end (compile.c: the metadata says which) */
+  json_t *bm = b->meta ? json_loads(b->meta, 0, NULL) : NULL;
+  const char *chosen = json_string_value(json_object_get(bm, "backend"));
+  assert_non_null(strstr(b->source, chosen && strcmp(chosen, "ptx") == 0 ? ".visible .entry" : "__global__"));
+  json_decref(bm);
   assert_non_null(strstr(b->source, entry));
   assert_non_null(b->log);
   assert_true(b->compile_ms >= 0);
@@ -1053,6 +1068,26 @@ static void test_key_changes(void **state) {
   assert_string_not_equal(k, k0);
   assert_string_not_equal(k, k2);
 
+  /* the back end (compile.c): the key names the one asked for, and for an NVIDIA target that may be
+   * built by the PTX back end nvJitLink's identity beside NVRTC's (it is chosen when building) */
+  char *mp, *mc;
+  assert_int_equal(key_of(x->text, x->len, NULL, 0, "sm_80", NULL, k, &mp), TL_OK);
+  setenv("TL_BACKEND", "cuda", 1);
+  assert_int_equal(key_of(x->text, x->len, NULL, 0, "sm_80", NULL, k2, &mc), TL_OK);
+  unsetenv("TL_BACKEND");
+  assert_non_null(strstr(mc, "\nbackend cuda\n"));
+  assert_non_null(strstr(mp, "\nbackend auto\n"));
+  assert_string_not_equal(k, k2);
+  assert_null(strstr(mc, "nvJitLink "));
+  if (!strstr(mp, "; nvJitLink "))
+    print_message("no nvJitLink here: %s", mp);
+  free(mp);
+  free(mc);
+  verbose_keys = false;
+  assert_int_equal(key_of(x->text, x->len, NULL, 0, "sm_80", "{\"backend\": \"nvcc\"}", k, &mp), TL_INVALID_ARG);
+  assert_int_equal(key_of(x->text, x->len, NULL, 0, "sm_75", "{\"backend\": \"ptx\"}", k, &mp), TL_UNSUPPORTED);
+  verbose_keys = true;
+
   /* the program: renaming the kernel changes the key */
   json_t *copy = json_deep_copy(x->doc);
   json_object_set_new(copy, "name", json_string("add_one_renamed"));
@@ -1086,9 +1121,30 @@ static void test_key_changes(void **state) {
   free(ma);
   assert_int_equal(tl_compile_key_as(&req, tl_compiler_id, "NVRTC 99.0 (elsewhere)", k, &ma, &dg, &err), TL_OK);
   assert_string_not_equal(k, k0);
-  assert_non_null(strstr(ma, "\ntoolchain NVRTC 99.0 (elsewhere)\ntarget sm_80\n"));
+  assert_non_null(strstr(ma, "\ntoolchain NVRTC 99.0 (elsewhere)\nbackend auto\ntarget sm_80\n"));
   free(ma);
   ma = NULL;
+  /* ... and for a build the PTX back end made (auto: tilus_add_one is in its subset), the key of
+   * tl_compile from its metadata's compiler, toolchain and back end asked for */
+  tl_compile_request rq = {.program = x->text, .program_len = x->len, .target = "sm_80"};
+  tl_build *b = NULL;
+  assert_int_equal(tl_compile(&rq, &b, &dg, &err), TL_OK);
+  json_t *bm = json_loads(b->meta, 0, NULL);
+  json_t *ver = json_object_get(bm, "versions");
+  if (strcmp(json_string_value(json_object_get(bm, "backend")), "ptx") != 0)
+    print_message("built by %s here: %s\n", json_string_value(json_object_get(bm, "backend")),
+                  json_string_value(json_object_get(bm, "backend_why_not_ptx")));
+  rq.backend = json_string_value(json_object_get(bm, "backend_requested"));
+  assert_string_equal(rq.backend, "auto");
+  assert_int_equal(tl_compile_key_as(&rq, json_string_value(json_object_get(ver, "compiler")),
+                                     json_string_value(json_object_get(ver, "toolchain")), k, &ma, &dg, &err),
+                   TL_OK);
+  assert_string_equal(k, b->key);
+  assert_string_equal(ma, b->manifest);
+  free(ma);
+  ma = NULL;
+  json_decref(bm);
+  tl_build_free(b);
   assert_int_equal(tl_compile_key_as(&req, "two\nlines", desc, k, &ma, &dg, &err), TL_INVALID_ARG);
   req.target = "sm_1";
   assert_int_equal(tl_compile_key_as(&req, tl_compiler_id, desc, k, &ma, &dg, &err), TL_UNSUPPORTED);
@@ -1439,6 +1495,7 @@ static void test_without_nvrtc(void **state) {
     close(fd[0]);
     close(fd[1]);
     setenv("TL_NVRTC", "/nonexistent/libnvrtc.so.13", 1);
+    setenv("TL_NVJITLINK", "/nonexistent/libnvJitLink.so.13", 1); /* nor the PTX back end's assembler */
     setenv("TL_CLANG", "/nonexistent/clang-19", 1); /* and no AMD toolchain: none at all */
     setenv("TL_HIPRTC", "/nonexistent/libhiprtc.so.6", 1);
     setenv(CHILD_ENV, "1", 1);

@@ -1,0 +1,1587 @@
+/*
+ * emit_ptx.c - the direct PTX generator: a placed and lowered program to
+ * the PTX text of one kernel, which nvJitLink assembles (nvjitlink.c)
+ * without NVRTC (bench/compile.md: NVRTC's load, front end and NVVM are
+ * most of a small kernel's compile).
+ *
+ * Needs: a program after every pass of tl_compile (pass_place.c: where
+ * buffers live; pass_range.c: which bounds guards are proven; pass_barrier.c:
+ * where the barriers go; pass_raster.c: the blocks' order), for an NVIDIA
+ * target of tl_ptx_target_ok (sm_80 to sm_90a).
+ * Produces: the PTX text (ISA 8.0), or NULL with *err (TL_UNSUPPORTED, the
+ * pointer of the first statement or expression outside the subset and what
+ * it is): the caller then builds the program through emit_cuda.c and NVRTC
+ * (compile.c: the back end's choice, with that message as the reason).
+ * Keeps: the program (it only reads it).
+ *
+ * The subset (everything else is refused, never approximated):
+ *   - one kernel, no workspaces, views, tensor maps, clusters, producer
+ *     warpgroup or block rasterization stripes;
+ *   - dtypes: tensors, buffers and fragments of float32, float16, bfloat16
+ *     and int32; scalar parameters of float32, int32, int64 and bool;
+ *     values of bool, int32, int64 and the three floats (16-bit floats
+ *     computed in float32 and rounded after each operation, as
+ *     emit_cuda.c does);
+ *   - buffers: register fragments of the blocked layout (thread t owns flat
+ *     elements [t*P, t*P+P)), at most TL_PTX_MAX_PER_THREAD elements a
+ *     thread, each element a register of its own; shared buffers (and
+ *     fragments pass_place.c put in shared memory) stored row-major, one
+ *     stage, in the block's dynamic shared memory; local arrays (4 bytes an
+ *     element, as computed);
+ *   - statements: alloc, alloc_var, let, assignment (to a fragment's own
+ *     element, a tensor, shared or local element, a variable; a thread-level
+ *     store into a shared buffer that its value or indices read, which
+ *     emit_cuda.c makes lock-step, is refused), copy and fill between
+ *     tensors, shared buffers, local arrays and fragments (element by
+ *     element), reduce of a blocked fragment by rows (pass_place.c's
+ *     by_rows: warp shuffles and the shared scratch, as emit_cuda.c),
+ *     cumsum, cummax and cummin (each element folds its prefix in a loop;
+ *     a register fragment source through the shared scratch),
+ *     parallel (by the owner of the fragment its body indexes, unrolled over
+ *     the owner's elements, or cooperatively, element e by thread e mod T,
+ *     as a loop), serial, unroll and vectorized loops (emitted as loops:
+ *     ptxas unrolls what pays), if, sync_threads, the layout and swizzle
+ *     hints;
+ *   - expressions: + - * on the integers (wrapping), // % and ceildiv on
+ *     them (Python's, 0 for a divisor 0, as emit_cuda.c's tl_fdiv, tl_fmod,
+ *     tl_cdiv), + - * / // on floats (IEEE, rounded to nearest even: .rn,
+ *     never contracted), & | ^ on integers and bools, comparisons
+ *     (unordered != as C's), and/or/not, casts among the types above (float
+ *     to integer truncating and saturating, NaN to 0, as cvt.rzi does and
+ *     tl_f2i32 specifies), min, max, abs, clamp, fma, sqrt (exact: sqrt.rn),
+ *     floor, ceil, trunc, exp2 (ex2.approx.ftz, the CUDA path's tl_ex2f:
+ *     tile-ir-v1.md 8.3), if_then_else, isnan, isinf, thread_binding.  Not
+ *     yet: shifts, exp, log, tanh and the other library functions (their
+ *     CUDA sequences are exact to 1-2 ulp; PTX's approximate forms are not
+ *     within every bound of the specification), unsigned and 8/16-bit
+ *     integers, float64, atomics, reductions other than by rows, gemm,
+ *     cp.async and pipelined loops.
+ * Global reads outside a tensor give 0 and writes outside are dropped, as
+ * in emit_cuda.c; a dimension pass_range.c proved inside keeps no guard.
+ *
+ * Registers are virtual and never reused (PTX allows any number; ptxas
+ * allocates), except a variable's (alloc_var), a loop's counter and a
+ * fragment element's, which are assigned again.  Generation is
+ * deterministic.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "ir.h"
+#include "pass.h"
+
+#define TL_PTX_STR_(x) #x
+#define TL_PTX_STR(x) TL_PTX_STR_(x)
+
+/* Register classes: predicate, 32-bit integer, 64-bit integer, float32, 16-bit. */
+enum { CP, CR, CD, CF, CH, NCLASS };
+static const char *const cls_prefix[NCLASS] = {"%p", "%r", "%rd", "%f", "%h"};
+static const char *const cls_decl[NCLASS] = {".pred", ".b32", ".b64", ".f32", ".b16"};
+
+typedef struct {
+  tl_arena *a;
+  const tl_program *prog;
+  tl_error *err;
+  bool failed;
+  char *buf;
+  size_t len, cap;
+  int nreg[NCLASS];
+  int label;
+  int64_t T;
+  const char *tid;          /* %r: the thread's index in the block */
+  const char *smem;         /* %r: the shared address of the block's dynamic shared memory, or NULL */
+  const char **val;         /* by value slot: the register holding the symbol's value */
+  const char **base;        /* by param index: a tensor's global address (%rd) */
+  const char *(*dims)[TL_MAX_DIMS]; /* by param index: a tensor's extents (%rd) */
+  const tl_sym *owner;      /* the register fragment whose elements the current loop visits, or NULL */
+  int64_t r;                /* its local index, when owner */
+  bool in_par;              /* inside a parallel loop */
+  const char *fill_value;   /* the value of the fill being emitted */
+  struct {                  /* the start registers of the regions of the statement being emitted, computed once
+                               before its loop over elements (hoist_region) */
+    const tl_region *r;
+    const char *lo[TL_MAX_DIMS];
+  } hoisted[2];
+} P;
+
+#define S(...) tl_arena_printf(p->a, __VA_ARGS__)
+
+/* ---- output ---------------------------------------------------------------------------- */
+static void put(P *p, const char *s) {
+  size_t n = strlen(s);
+  if (p->len + n + 1 > p->cap) {
+    size_t cap = p->cap ? p->cap * 2 : 1 << 14;
+    while (cap < p->len + n + 1)
+      cap *= 2;
+    char *nb = tl_arena_alloc(p->a, cap);
+    if (p->len)
+      memcpy(nb, p->buf, p->len);
+    p->buf = nb;
+    p->cap = cap;
+  }
+  memcpy(p->buf + p->len, s, n + 1);
+  p->len += n;
+}
+
+/* One instruction (or label, when fmt ends in ':'), indented. */
+static void ins(P *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ins(P *p, const char *fmt, ...) {
+  char tmp[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  size_t n = strlen(tmp);
+  bool label = n && tmp[n - 1] == ':';
+  put(p, label ? "" : "\t");
+  put(p, tmp);
+  put(p, label ? "\n" : ";\n");
+}
+
+static void fail(P *p, const char *pointer, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(P *p, const char *pointer, const char *fmt, ...) {
+  if (p->failed)
+    return;
+  p->failed = true;
+  va_list ap;
+  va_start(ap, fmt);
+  tl_error_setv(p->err, TL_UNSUPPORTED, fmt, ap);
+  va_end(ap);
+  if (p->err && pointer)
+    snprintf(p->err->pointer, sizeof p->err->pointer, "%s", pointer);
+}
+
+static const char *nr(P *p, int c) {
+  if (c < 0 || c >= NCLASS) /* a class-less type: failed already */
+    c = CR;
+  return S("%s%d", cls_prefix[c], p->nreg[c]++);
+}
+static int new_label(P *p) { return p->label++; }
+
+/* ---- types ------------------------------------------------------------------------------- */
+static bool is_float(tl_type t) { return t == TL_FLOAT32 || t == TL_FLOAT16 || t == TL_BFLOAT16; }
+
+/* The class of registers a value of type t lives in, or -1 outside the subset. */
+static int cls_of(tl_type t) {
+  switch (t) {
+  case TL_BOOL: return CP;
+  case TL_INT32: return CR;
+  case TL_INT64: case TL_TY_UINT: return CD;
+  case TL_FLOAT32: case TL_FLOAT16: case TL_BFLOAT16: return CF;
+  default: return -1;
+  }
+}
+
+/* Is t a dtype a tensor or fragment element of the subset may have? */
+static bool elem_ok(tl_dtype t) { return t == TL_FLOAT32 || t == TL_FLOAT16 || t == TL_BFLOAT16 || t == TL_INT32; }
+
+static bool need_cls(P *p, tl_type t, const char *pointer) {
+  if (cls_of(t) >= 0)
+    return true;
+  fail(p, pointer, "the PTX back end has no values of type %s", tl_type_name(t));
+  return false;
+}
+
+/* Rounds float register x to 16-bit float type t (nothing for float32). */
+static const char *round_to(P *p, tl_type t, const char *x) {
+  if (t != TL_FLOAT16 && t != TL_BFLOAT16)
+    return x;
+  const char *h = nr(p, CH), *y = nr(p, CF);
+  if (t == TL_FLOAT16) {
+    ins(p, "cvt.rn.f16.f32 %s, %s", h, x);
+    ins(p, "cvt.f32.f16 %s, %s", y, h);
+  } else {
+    const char *w = nr(p, CR);
+    ins(p, "cvt.rn.bf16.f32 %s, %s", h, x);
+    ins(p, "cvt.u32.u16 %s, %s", w, h);
+    ins(p, "shl.b32 %s, %s, 16", w, w);
+    ins(p, "mov.b32 %s, %s", y, w);
+  }
+  return y;
+}
+
+/* A float32 immediate. */
+static const char *fimm(P *p, float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return S("0f%08" PRIX32, u);
+}
+
+/* A register holding constant v of type t (a typed or untyped constant's
+ * value, as emit_cuda.c's literal() and conv() give it). */
+static const char *constant(P *p, const tl_expr *x, tl_type to) {
+  tl_type from = x->type;
+  int c = cls_of(to);
+  const char *d = nr(p, c < 0 ? CR : c);
+  bool ffrom = from == TL_TY_UREAL || is_float(from) || from == TL_FLOAT64;
+  switch (c) {
+  case CP:
+    ins(p, "setp.ne.u32 %s, %d, 0", d, ffrom ? x->val.f != 0 : x->val.i != 0);
+    return d;
+  case CR:
+    if (ffrom) /* a float constant to int32: truncating, saturating, NaN to 0 (tl_f2i32) */
+      ins(p, "mov.b32 %s, %" PRId32, d,
+          x->val.f != x->val.f ? 0 : x->val.f <= -2147483648.0 ? INT32_MIN : x->val.f >= 2147483647.0 ? INT32_MAX
+                                                                         : (int32_t)x->val.f);
+    else
+      ins(p, "mov.b32 %s, %" PRId32, d, (int32_t)(uint32_t)x->val.u);
+    return d;
+  case CD:
+    if (ffrom) {
+      fail(p, x->pointer, "the PTX back end does not convert a real constant to a 64-bit integer");
+      return d;
+    }
+    ins(p, "mov.b64 %s, %" PRId64, d, x->val.i);
+    return d;
+  case CF: {
+    double v = ffrom ? x->val.f : from == TL_BOOL ? (double)(x->val.i != 0) : (double)x->val.i;
+    if (!ffrom && from != TL_BOOL && (from != TL_INT32 || to != TL_FLOAT32) && from != TL_TY_UINT) {
+      fail(p, x->pointer, "the PTX back end does not convert %s to %s", tl_type_name(from), tl_type_name(to));
+      return d;
+    }
+    if (from == TL_FLOAT32) /* a float32 constant is a float (emit_cuda.c's literal), then rounded */
+      v = (double)(float)v;
+    float f = (to == TL_FLOAT16 || to == TL_BFLOAT16) ? (float)tl_round_to((tl_dtype)to, v) : (float)v;
+    if (from == TL_TY_UINT && to == TL_FLOAT32)
+      f = (float)x->val.i; /* (float)(long long): one rounding */
+    ins(p, "mov.f32 %s, %s", d, fimm(p, f));
+    return d;
+  }
+  default:
+    fail(p, x->pointer, "the PTX back end has no values of type %s", tl_type_name(to));
+    return d;
+  }
+}
+
+/* Converts register x of type `from` to type `to` (emit_cuda.c's conv()). */
+static const char *conv(P *p, const char *x, tl_type from, tl_type to, const char *pointer) {
+  if (from == to || (from == TL_TY_UINT && to == TL_INT64) || (from == TL_INT64 && to == TL_TY_UINT))
+    return x;
+  int cf = cls_of(from), ct = cls_of(to);
+  if (cf < 0 || ct < 0) {
+    fail(p, pointer, "the PTX back end has no values of type %s", tl_type_name(cf < 0 ? from : to));
+    return x;
+  }
+  const char *d = nr(p, ct);
+  switch (ct) {
+  case CP:
+    if (cf == CP)
+      return x;
+    if (cf == CF)
+      ins(p, "setp.neu.f32 %s, %s, 0f00000000", d, x); /* C's != : true for NaN */
+    else
+      ins(p, "setp.ne.%s %s, %s, 0", cf == CR ? "s32" : "s64", d, x);
+    return d;
+  case CR:
+    if (cf == CP)
+      ins(p, "selp.b32 %s, 1, 0, %s", d, x);
+    else if (cf == CD)
+      ins(p, "cvt.u32.u64 %s, %s", d, x); /* the low 32 bits, as C's (int) */
+    else
+      ins(p, "cvt.rzi.s32.f32 %s, %s", d, x); /* truncates, saturates, NaN to 0 (tl_f2i32) */
+    return d;
+  case CD:
+    if (cf == CP)
+      ins(p, "selp.b64 %s, 1, 0, %s", d, x);
+    else if (cf == CR)
+      ins(p, "cvt.s64.s32 %s, %s", d, x);
+    else
+      ins(p, "cvt.rzi.s64.f32 %s, %s", d, x); /* tl_f2i64 */
+    return d;
+  case CF:
+    if (cf == CF) /* float to float: a 16-bit type rounds (from is never wider than float32 here) */
+      return round_to(p, to, x);
+    if (cf == CP) {
+      ins(p, "selp.f32 %s, 0f3F800000, 0f00000000, %s", d, x);
+      return d;
+    }
+    if (to != TL_FLOAT32) { /* emit_cuda.c rounds an int32 or int64 through a double (round to odd) */
+      fail(p, pointer, "the PTX back end does not convert %s to %s", tl_type_name(from), tl_type_name(to));
+      return x;
+    }
+    ins(p, "cvt.rn.f32.%s %s, %s", cf == CR ? "s32" : "s64", d, x);
+    return d;
+  }
+  return x;
+}
+
+/* ---- expressions --------------------------------------------------------------------------- */
+static const char *ex(P *p, const tl_expr *x);
+
+/* The value of x converted to type `to`; an untyped constant is made in `to` directly. */
+static const char *ex_to(P *p, const tl_expr *x, tl_type to) {
+  if (x->kind == E_CONST)
+    return constant(p, x, to);
+  return conv(p, ex(p, x), x->type, to, x->pointer);
+}
+
+static bool is_cmp(int op) { return op == '<' || op == '>' || op == OP_LE || op == OP_GE || op == OP_EQ || op == OP_NE; }
+
+static tl_type common(tl_type a, tl_type b) {
+  if (a == b)
+    return a;
+  if (a == TL_TY_UINT || a == TL_TY_UREAL)
+    return b == TL_TY_UINT || b == TL_TY_UREAL ? (a == TL_TY_UREAL || b == TL_TY_UREAL ? TL_TY_UREAL : TL_TY_UINT) : b;
+  if (b == TL_TY_UINT || b == TL_TY_UREAL)
+    return a;
+  return (tl_type)tl_common_dtype((tl_dtype)a, (tl_dtype)b);
+}
+
+static const char *ityp(int c) { return c == CR ? "s32" : "s64"; }
+static const char *btyp(int c) { return c == CR ? "b32" : "b64"; }
+
+enum { TL_PTX_CEILDIV = 1 }; /* idiv's op for ceildiv (not an operator's code) */
+
+/* Python's a // b, a % b and ceildiv(a, b) on signed integers of class c,
+ * as emit_cuda.c's tl_fdiv, tl_fmod and tl_cdiv (prelude_cuda.h): 0 for b
+ * == 0; for b == -1 the quotient -a (wrapping) and the remainder 0;
+ * otherwise the truncated quotient moved down (//) or up (ceildiv) when the
+ * division is inexact and the signs differ (agree), and the remainder
+ * taking b's sign. */
+static const char *idiv(P *p, int c, int op, const char *a, const char *b) {
+  const char *ty = ityp(c), *bt = btyp(c), *zero = nr(p, CP), *m1 = nr(p, CP), *b1 = nr(p, c), *q = nr(p, c),
+             *r = nr(p, c), *d = nr(p, c);
+  ins(p, "setp.eq.%s %s, %s, 0", ty, zero, b);
+  ins(p, "setp.eq.%s %s, %s, -1", ty, m1, b);
+  ins(p, "selp.%s %s, 1, %s, %s", bt, b1, b, zero); /* b itself, or 1 where b is 0 or -1 (no trap, no overflow) */
+  ins(p, "selp.%s %s, 1, %s, %s", bt, b1, b1, m1);
+  ins(p, "div.%s %s, %s, %s", ty, q, a, b1);
+  ins(p, "rem.%s %s, %s, %s", ty, r, a, b1);
+  const char *inexact = nr(p, CP), *an = nr(p, CP), *bn = nr(p, CP), *k = nr(p, CP);
+  ins(p, "setp.ne.%s %s, %s, 0", ty, inexact, r);
+  ins(p, "setp.lt.%s %s, %s, 0", ty, an, op == '%' ? r : a);
+  ins(p, "setp.lt.%s %s, %s, 0", ty, bn, b);
+  ins(p, "xor.pred %s, %s, %s", k, an, bn); /* signs differ */
+  if (op == TL_PTX_CEILDIV)
+    ins(p, "not.pred %s, %s", k, k); /* signs agree */
+  ins(p, "and.pred %s, %s, %s", k, k, inexact);
+  if (op == '%') {
+    const char *rb = nr(p, c);
+    ins(p, "add.%s %s, %s, %s", ty, rb, r, b);
+    ins(p, "selp.%s %s, %s, %s, %s", bt, d, rb, r, k);
+    ins(p, "selp.%s %s, 0, %s, %s", bt, d, d, m1);
+  } else {
+    const char *qa = nr(p, c), *na = nr(p, c);
+    ins(p, "add.%s %s, %s, %s", ty, qa, q, op == OP_FLOORDIV ? "-1" : "1");
+    ins(p, "selp.%s %s, %s, %s, %s", bt, d, qa, q, k);
+    ins(p, "neg.%s %s, %s", ty, na, a);
+    ins(p, "selp.%s %s, %s, %s, %s", bt, d, na, d, m1);
+  }
+  ins(p, "selp.%s %s, 0, %s, %s", bt, d, d, zero);
+  return d;
+}
+
+static const char *ex_binary(P *p, const tl_expr *x) {
+  const tl_expr *l = x->args[0], *r = x->args[1];
+  int op = x->op;
+  if (op == OP_AND || op == OP_OR) {
+    const char *a = ex_to(p, l, TL_BOOL), *b = ex_to(p, r, TL_BOOL), *d = nr(p, CP);
+    ins(p, "%s.pred %s, %s, %s", op == OP_AND ? "and" : "or", d, a, b);
+    return d;
+  }
+  if (is_cmp(op)) {
+    tl_type ct = common(l->type, r->type);
+    if (ct == TL_TY_UREAL)
+      ct = TL_FLOAT32;
+    if (!need_cls(p, ct, x->pointer))
+      return "%p0";
+    const char *a = ex_to(p, l, ct), *b = ex_to(p, r, ct), *d = nr(p, CP);
+    int c = cls_of(ct);
+    if (c == CP) {
+      if (op != OP_EQ && op != OP_NE) {
+        fail(p, x->pointer, "the PTX back end compares bools only with == and !=");
+        return d;
+      }
+      ins(p, "xor.pred %s, %s, %s", d, a, b);
+      if (op == OP_EQ)
+        ins(p, "not.pred %s, %s", d, d);
+      return d;
+    }
+    const char *cmp = op == '<' ? "lt" : op == '>' ? "gt" : op == OP_LE ? "le" : op == OP_GE ? "ge" : op == OP_EQ ? "eq"
+                                                                                                          : (c == CF ? "neu" : "ne");
+    ins(p, "setp.%s.%s %s, %s, %s", cmp, c == CF ? "f32" : ityp(c), d, a, b);
+    return d;
+  }
+  tl_type t = x->type;
+  if (!need_cls(p, t, x->pointer))
+    return "%r0";
+  int c = cls_of(t);
+  if (c == CF && (op == '+' || op == '-' || op == '*' || op == '/' || op == OP_FLOORDIV)) {
+    const char *a = ex_to(p, l, t), *b = ex_to(p, r, t), *d = nr(p, CF);
+    static const char *const name[] = {['+'] = "add", ['-'] = "sub", ['*'] = "mul", ['/'] = "div"};
+    ins(p, "%s.rn.f32 %s, %s, %s", name[op == OP_FLOORDIV ? '/' : op], d, a, b);
+    if (op == OP_FLOORDIV) { /* floorf(a / b) */
+      const char *f = nr(p, CF);
+      ins(p, "cvt.rmi.f32.f32 %s, %s", f, d);
+      d = f;
+    }
+    return round_to(p, t, d);
+  }
+  if (c == CP && (op == '&' || op == '|' || op == '^')) {
+    const char *a = ex_to(p, l, t), *b = ex_to(p, r, t), *d = nr(p, CP);
+    ins(p, "%s.pred %s, %s, %s", op == '&' ? "and" : op == '|' ? "or" : "xor", d, a, b);
+    return d;
+  }
+  if (c == CR || c == CD) {
+    const char *name = op == '+' ? "add" : op == '-' ? "sub" : op == '*' ? "mul.lo" : op == '&' ? "and" : op == '|' ? "or"
+                                                                                          : op == '^' ? "xor" : NULL;
+    if (op == OP_FLOORDIV || op == '%')
+      return idiv(p, c, op, ex_to(p, l, t), ex_to(p, r, t));
+    if (name) { /* wrapping, as emit_cuda.c's unsigned arithmetic */
+      const char *a = ex_to(p, l, t), *b = ex_to(p, r, t), *d = nr(p, c);
+      bool bits = op == '&' || op == '|' || op == '^';
+      ins(p, "%s.%s %s, %s, %s", name, bits ? btyp(c) : ityp(c), d, a, b);
+      return d;
+    }
+  }
+  fail(p, x->pointer, "the PTX back end has no operator '%s' on %s yet", tl_op_text(op), tl_type_name(t));
+  return nr(p, c);
+}
+
+static const char *ex_call(P *p, const tl_expr *x) {
+  tl_type t = x->type;
+  tl_expr *const *a = x->args;
+  int c = cls_of(t);
+  switch (x->fn) {
+  case FN_CAST:
+    if (!need_cls(p, (tl_type)x->dtype_arg, x->pointer))
+      return "%r0";
+    return ex_to(p, a[0], (tl_type)x->dtype_arg);
+  case FN_IF_THEN_ELSE: {
+    if (!need_cls(p, t, x->pointer))
+      return "%r0";
+    const char *k = ex_to(p, a[0], TL_BOOL), *u = ex_to(p, a[1], t), *v = ex_to(p, a[2], t), *d = nr(p, c);
+    if (c == CP) { /* (k and u) or (not k and v) */
+      const char *m = nr(p, CP), *n = nr(p, CP);
+      ins(p, "and.pred %s, %s, %s", m, k, u);
+      ins(p, "not.pred %s, %s", n, k);
+      ins(p, "and.pred %s, %s, %s", n, n, v);
+      ins(p, "or.pred %s, %s, %s", d, m, n);
+    } else {
+      ins(p, "selp.%s %s, %s, %s, %s", c == CF ? "f32" : btyp(c), d, u, v, k);
+    }
+    return d;
+  }
+  case FN_MIN:
+  case FN_MAX:
+  case FN_CLAMP: {
+    if (c != CF && c != CR && c != CD) {
+      fail(p, x->pointer, "the PTX back end has no %s of %s", tl_fn_name(x->fn), tl_type_name(t));
+      return "%r0";
+    }
+    const char *ty = c == CF ? "f32" : ityp(c); /* min.f32/max.f32 return the other operand of a NaN, as fminf */
+    const char *u = ex_to(p, a[0], t), *v = ex_to(p, a[1], t), *d = nr(p, c);
+    ins(p, "%s.%s %s, %s, %s", x->fn == FN_MIN ? "min" : "max", ty, d, u, v);
+    if (x->fn == FN_CLAMP) { /* min(max(x, lo), hi) */
+      const char *h = ex_to(p, a[2], t), *e = nr(p, c);
+      ins(p, "min.%s %s, %s, %s", ty, e, d, h);
+      d = e;
+    }
+    return d;
+  }
+  case FN_ABS: {
+    if (c != CF && c != CR && c != CD) {
+      fail(p, x->pointer, "the PTX back end has no abs of %s", tl_type_name(t));
+      return "%r0";
+    }
+    const char *u = ex_to(p, a[0], t), *d = nr(p, c);
+    ins(p, "abs.%s %s, %s", c == CF ? "f32" : ityp(c), d, u); /* abs.s32 of INT32_MIN wraps, as tl_abs_i32 */
+    return d;
+  }
+  case FN_SQRT: case FN_EXP2: case FN_FLOOR: case FN_CEIL: case FN_TRUNC: case FN_FMA: {
+    if (c != CF) {
+      fail(p, x->pointer, "the PTX back end has no %s of %s", tl_fn_name(x->fn), tl_type_name(t));
+      return "%f0";
+    }
+    const char *u = ex_to(p, a[0], t), *d = nr(p, CF);
+    switch (x->fn) {
+    case FN_SQRT: ins(p, "sqrt.rn.f32 %s, %s", d, u); break;
+    case FN_EXP2: ins(p, "ex2.approx.ftz.f32 %s, %s", d, u); break; /* emit_cuda.c's tl_ex2f */
+    case FN_FLOOR: ins(p, "cvt.rmi.f32.f32 %s, %s", d, u); break;
+    case FN_CEIL: ins(p, "cvt.rpi.f32.f32 %s, %s", d, u); break;
+    case FN_TRUNC: ins(p, "cvt.rzi.f32.f32 %s, %s", d, u); break;
+    default: {
+      const char *v = ex_to(p, a[1], t), *w = ex_to(p, a[2], t);
+      ins(p, "fma.rn.f32 %s, %s, %s, %s", d, u, v, w);
+    }
+    }
+    return round_to(p, t, d);
+  }
+  case FN_CEILDIV:
+    if (c != CR && c != CD) {
+      fail(p, x->pointer, "the PTX back end has no ceildiv of %s", tl_type_name(t));
+      return "%r0";
+    }
+    return idiv(p, c, TL_PTX_CEILDIV, ex_to(p, a[0], t), ex_to(p, a[1], t));
+  case FN_THREAD_BINDING: { /* (int)threadIdx.{x,y,z} */
+    const char *d = nr(p, CR);
+    ins(p, "mov.u32 %s, %%tid.%c", d, "xyz"[a[0]->val.i & 3]);
+    return d;
+  }
+  case FN_ISNAN:
+  case FN_ISINF: {
+    tl_type at = a[0]->type;
+    const char *d = nr(p, CP);
+    if (!is_float(at) && at != TL_TY_UREAL) { /* an integer is never NaN or infinite */
+      ex(p, a[0]);
+      ins(p, "setp.ne.u32 %s, 0, 0", d);
+      return d;
+    }
+    const char *u = ex_to(p, a[0], TL_FLOAT32);
+    if (x->fn == FN_ISNAN) {
+      ins(p, "setp.nan.f32 %s, %s, %s", d, u, u);
+    } else {
+      const char *m = nr(p, CF);
+      ins(p, "abs.f32 %s, %s", m, u);
+      ins(p, "setp.eq.f32 %s, %s, 0f7F800000", d, m);
+    }
+    return d;
+  }
+  default:
+    fail(p, x->pointer, "the PTX back end has no function %s yet", tl_fn_name(x->fn));
+    return "%r0";
+  }
+}
+
+/* ---- tensor elements ---------------------------------------------------------------------------- */
+/* The global address of element idx (64-bit registers) of tensor s and,
+ * in *guard, the predicate of its bounds guard over the dimensions not in
+ * `inside` (NULL: none), or NULL when every dimension is proven. */
+static const char *address(P *p, const tl_sym *s, const char *const *idx, const bool *inside, const char **guard) {
+  const char *o = idx[0], *g = NULL;
+  for (int d = 0; d < s->ndim; d++) {
+    if (d > 0) {
+      const char *m = nr(p, CD);
+      ins(p, "mad.lo.s64 %s, %s, %s, %s", m, o, p->dims[s->param_index][d], idx[d]);
+      o = m;
+    }
+    if (inside && inside[d])
+      continue;
+    const char *q = nr(p, CP); /* (unsigned) idx < extent: also false for a negative index */
+    ins(p, "setp.lt.u64 %s, %s, %s", q, idx[d], p->dims[s->param_index][d]);
+    if (g) {
+      const char *b = nr(p, CP);
+      ins(p, "and.pred %s, %s, %s", b, g, q);
+      q = b;
+    }
+    g = q;
+  }
+  const char *ad = nr(p, CD);
+  ins(p, "mad.lo.s64 %s, %s, %d, %s", ad, o, (int)tl_dtype_size(s->dtype), p->base[s->param_index]);
+  *guard = g;
+  return ad;
+}
+
+/* Loads an element of dtype t at address ad of state space sp ("global",
+ * "shared"), predicated by guard g (0 where it is false), as a value of t. */
+static const char *load_at(P *p, const char *sp, tl_dtype t, const char *ad, const char *g) {
+  const char *pre = g ? S("@%s ", g) : "";
+  if (t == TL_FLOAT32 || t == TL_INT32) {
+    int c = t == TL_FLOAT32 ? CF : CR;
+    const char *d = nr(p, c);
+    if (g)
+      ins(p, "mov.b32 %s, 0", d);
+    ins(p, "%sld.%s.%s %s, [%s]", pre, sp, c == CF ? "f32" : "b32", d, ad);
+    return d;
+  }
+  const char *h = nr(p, CH), *d = nr(p, CF);
+  if (g)
+    ins(p, "mov.b16 %s, 0", h);
+  ins(p, "%sld.%s.b16 %s, [%s]", pre, sp, h, ad);
+  if (t == TL_FLOAT16) {
+    ins(p, "cvt.f32.f16 %s, %s", d, h);
+  } else { /* bfloat16: its bits are float32's upper half */
+    const char *w = nr(p, CR);
+    ins(p, "cvt.u32.u16 %s, %s", w, h);
+    ins(p, "shl.b32 %s, %s, 16", w, w);
+    ins(p, "mov.b32 %s, %s", d, w);
+  }
+  return d;
+}
+
+/* Stores v (a value of dtype t) at address ad of state space sp, predicated by g. */
+static void store_at(P *p, const char *sp, tl_dtype t, const char *ad, const char *g, const char *v) {
+  const char *pre = g ? S("@%s ", g) : "";
+  if (t == TL_FLOAT32 || t == TL_INT32) {
+    ins(p, "%sst.%s.%s [%s], %s", pre, sp, t == TL_FLOAT32 ? "f32" : "b32", ad, v);
+    return;
+  }
+  const char *h = nr(p, CH);
+  ins(p, "cvt.rn.%s.f32 %s, %s", t == TL_FLOAT16 ? "f16" : "bf16", h, v);
+  ins(p, "%sst.%s.b16 [%s], %s", pre, sp, ad, h);
+}
+
+/* Loads element idx of tensor s (0 outside it) as a value of its dtype. */
+static const char *load(P *p, const tl_sym *s, const char *const *idx, const bool *inside) {
+  const char *g, *ad = address(p, s, idx, inside, &g);
+  return load_at(p, "global", s->dtype, ad, g);
+}
+
+/* Stores v (a value of s's dtype) at element idx of tensor s (nothing outside it). */
+static void store(P *p, const tl_sym *s, const char *const *idx, const bool *inside, const char *v) {
+  const char *g, *ad = address(p, s, idx, inside, &g);
+  store_at(p, "global", s->dtype, ad, g, v);
+}
+
+/* Is s a buffer in shared memory: a shared tile, or a fragment pass_place.c put there? */
+static bool in_smem(const tl_sym *s) {
+  return s->kind == SYM_BUFFER && (s->scope == SCOPE_SHARED || (s->scope == SCOPE_FRAGMENT && !s->in_regs));
+}
+
+/* Is s a local array (alloc_local): per-thread memory holding each element
+ * as the value it is computed in (float for the float types, int32), as
+ * emit_cuda.c's l_NAME arrays do? */
+static bool in_local(const tl_sym *s) { return s->kind == SYM_BUFFER && s->scope == SCOPE_LOCAL; }
+
+/* The local address (64-bit) of element idx of local array s: row-major
+ * in 32-bit arithmetic, 4 bytes an element. */
+static const char *local_addr(P *p, const tl_sym *s, const char *const *idx) {
+  const char *o = nr(p, CR);
+  ins(p, "cvt.u32.u64 %s, %s", o, idx[0]);
+  for (int d = 1; d < s->ndim; d++) {
+    const char *w = nr(p, CR), *m = nr(p, CR);
+    ins(p, "cvt.u32.u64 %s, %s", w, idx[d]);
+    ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", m, o, s->dims[d], w);
+    o = m;
+  }
+  const char *b = nr(p, CD), *ad = nr(p, CD);
+  ins(p, "mov.u64 %s, l%d", b, s->slot);
+  ins(p, "mad.wide.s32 %s, %s, 4, %s", ad, o, b);
+  return ad;
+}
+
+static const char *local_load(P *p, const tl_sym *s, const char *const *idx) {
+  const char *d = nr(p, s->dtype == TL_INT32 ? CR : CF);
+  ins(p, "ld.local.%s %s, [%s]", s->dtype == TL_INT32 ? "b32" : "f32", d, local_addr(p, s, idx));
+  return d;
+}
+
+static void local_store(P *p, const tl_sym *s, const char *const *idx, const char *v) {
+  ins(p, "st.local.%s [%s], %s", s->dtype == TL_INT32 ? "b32" : "f32", local_addr(p, s, idx), v);
+}
+
+static tl_walk_act reads_fn(tl_expr *x, tl_stmt *st, void *b) {
+  (void)st;
+  return x->kind == E_INDEX && x->sym == b ? TL_WALK_STOP : TL_WALK_GO;
+}
+
+/* Does expression x read buffer b? */
+static bool reads(const tl_expr *x, const tl_sym *b) {
+  return tl_walk_expr((tl_expr *)x, reads_fn, NULL, (void *)b) == TL_WALK_STOP;
+}
+
+/* The shared address (32-bit) of element idx (64-bit registers) of shared
+ * buffer s: row-major in 32-bit arithmetic, as emit_cuda.c's offset() (a
+ * block's buffer holds fewer than 2^31 elements); no guard, as there. */
+static const char *smem_addr(P *p, const tl_sym *s, const char *const *idx) {
+  const char *o = nr(p, CR);
+  ins(p, "cvt.u32.u64 %s, %s", o, idx[0]);
+  for (int d = 1; d < s->ndim; d++) {
+    const char *w = nr(p, CR), *m = nr(p, CR);
+    ins(p, "cvt.u32.u64 %s, %s", w, idx[d]);
+    ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", m, o, s->dims[d], w);
+    o = m;
+  }
+  const char *ad = nr(p, CR), *b = nr(p, CR);
+  ins(p, "add.s32 %s, %s, %" PRId64, b, p->smem, s->smem_offset);
+  ins(p, "mad.lo.s32 %s, %s, %d, %s", ad, o, (int)tl_dtype_size(s->dtype), b);
+  return ad;
+}
+
+/* Is s a register fragment (the only buffers of the subset)? */
+static bool in_regs(const tl_sym *s) { return s->kind == SYM_BUFFER && s->scope == SCOPE_FRAGMENT && s->in_regs; }
+
+/* The register of element (the current owner's local index) of fragment s, or NULL after fail. */
+static const char *frag_reg(P *p, const tl_sym *s, const char *pointer, const char *what) {
+  if (!p->owner || !tl_same_reg_layout(p->owner, s)) {
+    fail(p, pointer, "register fragment '%s' is %s where its elements are not the thread's own", s->name, what);
+    return NULL;
+  }
+  return S("%%fr%d_%" PRId64, s->slot, p->r);
+}
+
+static const char **index_regs(P *p, const tl_expr *x) {
+  const char **idx = tl_arena_alloc(p->a, sizeof(char *) * TL_MAX_DIMS);
+  for (int d = 0; d < x->nargs; d++)
+    idx[d] = ex_to(p, x->args[d], TL_INT64);
+  return idx;
+}
+
+static const char *ex(P *p, const tl_expr *x) {
+  if (p->failed)
+    return "%r0";
+  switch (x->kind) {
+  case E_CONST:
+    if (x->type == TL_TY_UREAL)
+      return constant(p, x, TL_FLOAT32); /* as a float operand would take it */
+    return constant(p, x, x->type);
+  case E_NAME: {
+    const char *v = x->sym->slot >= 0 ? p->val[x->sym->slot] : NULL;
+    if (!v)
+      fail(p, x->pointer, "the PTX back end has no value for '%s' here", x->sym->name);
+    return v ? v : "%r0";
+  }
+  case E_INDEX: {
+    const tl_sym *s = x->sym;
+    if (in_regs(s)) {
+      const char *r = frag_reg(p, s, x->pointer, "read");
+      return r ? r : "%r0";
+    }
+    if (in_smem(s))
+      return load_at(p, "shared", s->dtype, smem_addr(p, s, index_regs(p, x)), NULL);
+    if (in_local(s))
+      return local_load(p, s, index_regs(p, x));
+    if (s->kind != SYM_TENSOR) {
+      fail(p, x->pointer, "the PTX back end reads only tensors, shared buffers and register fragments, not '%s'",
+           s->name);
+      return "%r0";
+    }
+    return load(p, s, index_regs(p, x), NULL);
+  }
+  case E_UNARY: {
+    const tl_expr *a = x->args[0];
+    if (x->op == OP_NOT) {
+      const char *u = ex_to(p, a, TL_BOOL), *d = nr(p, CP);
+      ins(p, "not.pred %s, %s", d, u);
+      return d;
+    }
+    if (!need_cls(p, x->type, x->pointer))
+      return "%r0";
+    int c = cls_of(x->type);
+    const char *u = ex_to(p, a, x->type), *d = nr(p, c);
+    if (c == CP) {
+      fail(p, x->pointer, "the PTX back end has no unary '%c' on bool", x->op);
+      return d;
+    }
+    if (x->op == '~') {
+      if (c == CF) {
+        fail(p, x->pointer, "'~' on %s", tl_type_name(x->type));
+        return d;
+      }
+      ins(p, "not.%s %s, %s", btyp(c), d, u);
+    } else {
+      ins(p, "neg.%s %s, %s", c == CF ? "f32" : ityp(c), d, u);
+    }
+    return d;
+  }
+  case E_BINARY:
+    return ex_binary(p, x);
+  case E_CALL:
+    return ex_call(p, x);
+  }
+  return "%r0";
+}
+
+/* ---- iteration ------------------------------------------------------------------------------------ */
+static int64_t product(const int64_t *ext, int n) {
+  int64_t v = 1;
+  for (int i = 0; i < n; i++)
+    v *= ext[i];
+  return v;
+}
+
+/* The indices (32-bit registers) over extents ext of flat index e (a 32-bit register). */
+static const char **decode(P *p, const char *e, const int64_t *ext, int n) {
+  const char **v = tl_arena_alloc(p->a, sizeof(char *) * (size_t)(n + 1));
+  int64_t stride = 1;
+  for (int d = n - 1; d >= 0; d--) {
+    const char *q = e;
+    if (stride != 1) {
+      q = nr(p, CR);
+      ins(p, "div.u32 %s, %s, %" PRId64, q, e, stride);
+    }
+    v[d] = nr(p, CR);
+    ins(p, "rem.u32 %s, %s, %" PRId64, v[d], q, ext[d]);
+    stride *= ext[d];
+  }
+  return v;
+}
+
+/* The indices over extents ext of e = b + r, where b is a multiple of P
+ * (a 32-bit register, bq its indices) and 0 <= r < P: from the innermost
+ * dimension out, with S the product of the extents passed, a dimension
+ * whose S * X divides P holds (r / S) % X (b's index there is 0), and at the
+ * first whose S * X is a multiple of P the index is b's plus r / S, with no
+ * carry into the dimensions above, which keep b's; otherwise e is decoded.
+ * Exact for every b and r as stated; the common case, P elements of one
+ * row, is b's row and column plus r, which ptxas need not divide for. */
+static const char **decode_from(P *p, const char *e, const char *const *bq, int64_t P_, int64_t r, const int64_t *ext,
+                                 int n) {
+  const char **v = tl_arena_alloc(p->a, sizeof(char *) * (size_t)(n + 1));
+  int64_t S = 1;
+  int d = n - 1;
+  for (; d >= 0; d--) {
+    int64_t X = ext[d];
+    if (P_ % (S * X) == 0) {
+      v[d] = nr(p, CR);
+      ins(p, "mov.b32 %s, %" PRId64, v[d], (r / S) % X);
+      S *= X;
+      continue;
+    }
+    if ((S * X) % P_ == 0) {
+      if (r / S == 0) {
+        v[d] = bq[d];
+      } else {
+        v[d] = nr(p, CR);
+        ins(p, "add.s32 %s, %s, %" PRId64, v[d], bq[d], r / S);
+      }
+      for (int k = d - 1; k >= 0; k--)
+        v[k] = bq[k];
+      return v;
+    }
+    return decode(p, e, ext, n);
+  }
+  return v; /* every dimension divides P: one element set per thread (b's indices are all 0) */
+}
+
+/* Per-dimension indices (64-bit) of region r at squeezed indices q (32-bit). */
+static const char **region_idx(P *p, const tl_region *r, const char *const *q) {
+  const char **idx = tl_arena_alloc(p->a, sizeof(char *) * TL_MAX_DIMS);
+  int k = 0, h = p->hoisted[0].r == r ? 0 : p->hoisted[1].r == r ? 1 : -1;
+  for (int d = 0; d < r->ndim; d++) {
+    const char *lo = h >= 0 ? p->hoisted[h].lo[d] : r->lo[d] ? ex_to(p, r->lo[d], TL_INT64) : NULL;
+    if (r->ext[d] == 1) {
+      idx[d] = lo ? lo : "0";
+      if (!lo) {
+        idx[d] = nr(p, CD);
+        ins(p, "mov.b64 %s, 0", idx[d]);
+      }
+      continue;
+    }
+    const char *w = nr(p, CD);
+    ins(p, "cvt.s64.s32 %s, %s", w, q[k++]);
+    if (lo) {
+      const char *s = nr(p, CD);
+      ins(p, "add.s64 %s, %s, %s", s, lo, w);
+      w = s;
+    }
+    idx[d] = w;
+  }
+  return idx;
+}
+
+/* Computes the starts of a tile operator's regions once, before its loop
+ * over elements (they do not depend on the element); region_idx then uses
+ * them.  Undone by unhoist. */
+static void hoist(P *p, const tl_region *a, const tl_region *b) {
+  const tl_region *rs[2] = {a, b};
+  for (int i = 0; i < 2; i++) {
+    p->hoisted[i].r = NULL;
+    if (!rs[i])
+      continue;
+    for (int d = 0; d < rs[i]->ndim; d++)
+      p->hoisted[i].lo[d] = rs[i]->lo[d] ? ex_to(p, rs[i]->lo[d], TL_INT64) : NULL;
+    p->hoisted[i].r = rs[i];
+  }
+}
+
+static void unhoist(P *p) { p->hoisted[0].r = p->hoisted[1].r = NULL; }
+
+static int squeezed(const tl_region *r, int64_t *out) {
+  int m = 0;
+  for (int d = 0; d < r->ndim; d++)
+    if (r->ext[d] != 1)
+      out[m++] = r->ext[d];
+  return m;
+}
+
+/* One visit of an element: the body callback of for_elements, with the
+ * decoded indices of the element over ext. */
+typedef void (*visit_fn)(P *p, const void *what, const char *e, const char *const *q);
+
+/* Runs visit for each element of `total` (over extents ext[0..n-1]) that this
+ * thread handles: the elements owner holds (unrolled over its local
+ * indices), or every T-th from the thread's index (a loop). */
+static void for_elements(P *p, const tl_sym *owner, const int64_t *ext, int n, visit_fn visit, const void *what,
+                         const char *pointer) {
+  int64_t total = product(ext, n);
+  if (total >= INT32_MAX) {
+    fail(p, pointer, "the PTX back end iterates over fewer than 2^31 elements");
+    return;
+  }
+  if (owner) {
+    bool covers = total >= product(owner->dims, owner->ndim) && owner->per_thread * p->T <= total;
+    const tl_sym *saved = p->owner;
+    int64_t saved_r = p->r;
+    p->owner = owner;
+    /* the thread's first element b = tid * P, decoded once: element b + r (r < P) is decoded
+     * from b's indices with constants where P and the extents allow (decode_from) */
+    const char *b = nr(p, CR);
+    ins(p, "mul.lo.s32 %s, %s, %" PRId64, b, p->tid, owner->per_thread);
+    const char **bq = decode(p, b, ext, n);
+    for (int64_t r = 0; r < owner->per_thread && !p->failed; r++) {
+      p->r = r;
+      const char *e = nr(p, CR);
+      ins(p, "add.s32 %s, %s, %" PRId64, e, b, r);
+      int skip = -1;
+      if (!covers) {
+        const char *g = nr(p, CP);
+        skip = new_label(p);
+        ins(p, "setp.ge.s32 %s, %s, %" PRId64, g, e, total);
+        ins(p, "@%s bra L%d", g, skip);
+      }
+      visit(p, what, e, decode_from(p, e, bq, owner->per_thread, r, ext, n));
+      if (skip >= 0)
+        ins(p, "L%d:", skip);
+    }
+    p->owner = saved;
+    p->r = saved_r;
+    return;
+  }
+  int top = new_label(p), end = new_label(p);
+  const char *e = nr(p, CR), *g = nr(p, CP);
+  const tl_sym *saved = p->owner;
+  p->owner = NULL;
+  ins(p, "mov.b32 %s, %s", e, p->tid);
+  ins(p, "L%d:", top);
+  ins(p, "setp.ge.s32 %s, %s, %" PRId64, g, e, total);
+  ins(p, "@%s bra L%d", g, end);
+  visit(p, what, e, decode(p, e, ext, n));
+  ins(p, "add.s32 %s, %s, %" PRId64, e, e, p->T);
+  ins(p, "bra L%d", top);
+  ins(p, "L%d:", end);
+  p->owner = saved;
+}
+
+/* ---- statements ------------------------------------------------------------------------------------ */
+static void emit_body(P *p, const tl_body *b);
+static void barrier(P *p);
+
+static const tl_region *reg_region(const tl_region *r) { return r && in_regs(r->sym) ? r : NULL; }
+
+/* Reads element q of region r as a value of its dtype. */
+static const char *region_read(P *p, const tl_region *r, const char *const *q, const char *pointer) {
+  if (in_regs(r->sym))
+    return frag_reg(p, r->sym, pointer, "read");
+  if (in_smem(r->sym))
+    return load_at(p, "shared", r->sym->dtype, smem_addr(p, r->sym, region_idx(p, r, q)), NULL);
+  if (in_local(r->sym))
+    return local_load(p, r->sym, region_idx(p, r, q));
+  if (r->sym->kind != SYM_TENSOR) {
+    fail(p, pointer, "the PTX back end copies only between tensors, shared buffers and register fragments, not '%s'",
+         r->sym->name);
+    return NULL;
+  }
+  return load(p, r->sym, region_idx(p, r, q), r->inside);
+}
+
+static void region_write(P *p, const tl_region *r, const char *const *q, const char *v, const char *pointer) {
+  if (in_regs(r->sym)) {
+    const char *d = frag_reg(p, r->sym, pointer, "written");
+    if (d)
+      ins(p, "mov.%s %s, %s", r->sym->dtype == TL_INT32 ? "b32" : "f32", d, v);
+    return;
+  }
+  if (in_smem(r->sym)) {
+    store_at(p, "shared", r->sym->dtype, smem_addr(p, r->sym, region_idx(p, r, q)), NULL, v);
+    return;
+  }
+  if (in_local(r->sym)) {
+    local_store(p, r->sym, region_idx(p, r, q), v);
+    return;
+  }
+  if (r->sym->kind != SYM_TENSOR) {
+    fail(p, pointer, "the PTX back end copies only between tensors, shared buffers and register fragments, not '%s'",
+         r->sym->name);
+    return;
+  }
+  store(p, r->sym, region_idx(p, r, q), r->inside, v);
+}
+
+static void visit_copy(P *p, const void *what, const char *e, const char *const *q) {
+  (void)e;
+  const tl_stmt *s = what;
+  const char *v = region_read(p, s->src, q, s->pointer);
+  if (v)
+    v = conv(p, v, (tl_type)s->src->sym->dtype, (tl_type)s->dst->sym->dtype, s->pointer);
+  if (v && !p->failed)
+    region_write(p, s->dst, q, v, s->pointer);
+}
+
+static void visit_fill(P *p, const void *what, const char *e, const char *const *q) {
+  (void)e;
+  const tl_stmt *s = what;
+  if (!p->failed)
+    region_write(p, s->dst, q, p->fill_value, s->pointer);
+}
+
+static void visit_parallel(P *p, const void *what, const char *e, const char *const *q) {
+  (void)e;
+  const tl_stmt *s = what;
+  for (int i = 0; i < s->nvars; i++)
+    p->val[s->vars[i]->slot] = q[i];
+  bool saved = p->in_par;
+  p->in_par = true;
+  emit_body(p, &s->body);
+  p->in_par = saved;
+}
+
+static void op_copy(P *p, const tl_stmt *s) {
+  if (s->tma_store || s->byte_copy || s->async_copy || s->prefetch || s->reg_prefetch || s->lag_load) {
+    fail(p, s->pointer, "the PTX back end has no asynchronous, bulk or packed copies");
+    return;
+  }
+  int64_t ext[TL_MAX_DIMS] = {0};
+  int n = squeezed(s->dst, ext);
+  const tl_region *o = reg_region(s->dst) ? s->dst : reg_region(s->src);
+  hoist(p, s->src, s->dst);
+  for_elements(p, o ? o->sym : NULL, ext, n, visit_copy, s, s->pointer);
+  unhoist(p);
+}
+
+static void op_fill(P *p, const tl_stmt *s) {
+  int64_t ext[TL_MAX_DIMS] = {0};
+  int n = squeezed(s->dst, ext);
+  const char *v = ex_to(p, s->value, (tl_type)s->dst->sym->dtype); /* once: a fill's value is the tile's */
+  p->fill_value = v;
+  hoist(p, s->dst, NULL);
+  for_elements(p, reg_region(s->dst) ? s->dst->sym : NULL, ext, n, visit_fill, s, s->pointer);
+  unhoist(p);
+}
+
+static void op_parallel(P *p, const tl_stmt *s) {
+  if (s->vec_dequant) {
+    fail(p, s->pointer, "the PTX back end has no dequantizing parallel loops");
+    return;
+  }
+  if (p->in_par) {
+    fail(p, s->pointer, "a parallel loop inside a parallel loop");
+    return;
+  }
+  int64_t ext[TL_MAX_DIMS] = {0};
+  for (int i = 0; i < s->nvars; i++)
+    ext[i] = s->extents[i]->val.i;
+  /* pass_uniform.c's copies of the loop (uni_all, uni_none) are the same loop
+   * specialized; the loop itself is correct everywhere */
+  for_elements(p, tl_body_owner(&s->body, s->nvars == 2), ext, s->nvars, visit_parallel, s, s->pointer);
+}
+
+/* ---- reductions of a register fragment along its rows (pass_place.c: by_rows) ---------------------- */
+/* emit_cuda.c's op_reduce_rows for the blocked layout: each thread folds its
+ * elements of a row, the threads of a row (a power of two up to 32) combine
+ * by warp shuffles, one of them leaves the row's value in the shared scratch,
+ * and after a barrier each element of the destination takes its row's. */
+typedef struct {
+  const tl_stmt *s;
+  int c;             /* the accumulator's class: CF (float32) or CD (int64) */
+  tl_reduce_type comb;
+} red_ctx;
+
+static const char *red_identity(P *p, tl_reduce_type rt, int c) {
+  const char *d = nr(p, c);
+  if (c == CF)
+    ins(p, "mov.f32 %s, %s", d, rt == RED_MAX ? "0fFF800000" : rt == RED_MIN ? "0f7F800000" : "0f00000000");
+  else
+    ins(p, "mov.b64 %s, %s", d, rt == RED_MAX ? "-9223372036854775808" : rt == RED_MIN ? "9223372036854775807"
+                                : rt == RED_BITAND ? "-1" : "0");
+  return d;
+}
+
+/* combine(a, x) for rt (x already of the accumulator's class). */
+static const char *red_step(P *p, tl_reduce_type rt, int c, const char *a, const char *x) {
+  const char *ty = c == CF ? "f32" : "s64";
+  if (rt == RED_ABSSUM || rt == RED_ABSMAX) {
+    const char *y = nr(p, c);
+    ins(p, "abs.%s %s, %s", ty, y, x); /* abs.s64 of INT64_MIN wraps, as tl_abs_i64 */
+    x = y;
+  }
+  const char *d = nr(p, c);
+  switch (rt) {
+  case RED_SUM: case RED_ABSSUM: ins(p, c == CF ? "add.rn.f32 %s, %s, %s" : "add.s64 %s, %s, %s", d, a, x); break;
+  case RED_MAX: case RED_ABSMAX: ins(p, "max.%s %s, %s, %s", ty, d, a, x); break; /* fmaxf: the non-NaN one */
+  case RED_MIN: ins(p, "min.%s %s, %s, %s", ty, d, a, x); break;
+  case RED_BITAND: ins(p, "and.b64 %s, %s, %s", d, a, x); break;
+  case RED_BITOR: ins(p, "or.b64 %s, %s, %s", d, a, x); break;
+  case RED_BITXOR: ins(p, "xor.b64 %s, %s, %s", d, a, x); break;
+  }
+  return d;
+}
+
+/* The value of lane (this lane ^ off) of acc: every lane of the warp runs it. */
+static const char *shfl_xor(P *p, int c, const char *acc, int64_t off) {
+  const char *d = nr(p, c);
+  if (c == CF) {
+    ins(p, "shfl.sync.bfly.b32 %s, %s, %" PRId64 ", 31, -1", d, acc, off);
+    return d;
+  }
+  const char *lo = nr(p, CR), *hi = nr(p, CR), *plo = nr(p, CR), *phi = nr(p, CR);
+  ins(p, "mov.b64 {%s, %s}, %s", lo, hi, acc);
+  ins(p, "shfl.sync.bfly.b32 %s, %s, %" PRId64 ", 31, -1", plo, lo, off);
+  ins(p, "shfl.sync.bfly.b32 %s, %s, %" PRId64 ", 31, -1", phi, hi, off);
+  ins(p, "mov.b64 %s, {%s, %s}", d, plo, phi);
+  return d;
+}
+
+/* The shared address of row r (a 32-bit register) of the scratch's partials. */
+static const char *part_addr(P *p, int c, const char *r) {
+  const char *b = nr(p, CR), *ad = nr(p, CR);
+  ins(p, "add.s32 %s, %s, %" PRId64, b, p->smem, p->prog->scratch_offset);
+  ins(p, "mad.lo.s32 %s, %s, %d, %s", ad, r, c == CF ? 4 : 8, b);
+  return ad;
+}
+
+static void visit_partial(P *p, const void *what, const char *e, const char *const *q) {
+  const red_ctx *rc = what;
+  const tl_stmt *s = rc->s;
+  const tl_sym *d = s->dst->sym;
+  const char *acc = nr(p, rc->c);
+  ins(p, "ld.shared.%s %s, [%s]", rc->c == CF ? "f32" : "b64", acc, part_addr(p, rc->c, e));
+  tl_type at = rc->c == CF ? TL_FLOAT32 : TL_INT64;
+  if (!s->clear) { /* combine with the old value */
+    const char *old = region_read(p, s->dst, q, s->pointer);
+    if (!old)
+      return;
+    acc = red_step(p, rc->comb, rc->c, conv(p, old, (tl_type)d->dtype, at, s->pointer), acc);
+  }
+  region_write(p, s->dst, q, conv(p, acc, at, (tl_type)d->dtype, s->pointer), s->pointer);
+}
+
+static void op_reduce(P *p, const tl_stmt *s) {
+  const tl_sym *src = s->src->sym;
+  if (!tl_reduce_by_rows(s) || !in_regs(src) || src->reg_layout != TL_LAYOUT_BLOCKED || !p->smem)
+    return fail(p, s->pointer, "the PTX back end reduces only register fragments of the blocked layout by rows");
+  red_ctx rc = {.s = s, .c = tl_dtype_is_float(src->dtype) ? CF : CD,
+                .comb = s->reduce_type == RED_ABSSUM ? RED_SUM : s->reduce_type == RED_ABSMAX ? RED_MAX : s->reduce_type};
+  tl_type at = rc.c == CF ? TL_FLOAT32 : TL_INT64;
+  int64_t n = src->dims[src->ndim - 1], per = src->per_thread, size = product(src->dims, src->ndim), rows = size / n;
+  if (n % per == 0) {
+    int64_t g = n / per; /* threads per row, a power of two up to 32 */
+    const char *acc = red_identity(p, s->reduce_type, rc.c);
+    for (int64_t r = 0; r < per; r++) {
+      const char *e = nr(p, CR), *in = nr(p, CP), *x = S("%%fr%d_%" PRId64, src->slot, r);
+      ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %" PRId64, e, p->tid, per, r);
+      ins(p, "setp.lt.s32 %s, %s, %" PRId64, in, e, size);
+      const char *y = red_step(p, s->reduce_type, rc.c, acc, conv(p, x, (tl_type)src->dtype, at, s->pointer));
+      const char *z = nr(p, rc.c);
+      ins(p, "selp.%s %s, %s, %s, %s", rc.c == CF ? "f32" : "b64", z, y, acc, in);
+      acc = z;
+    }
+    for (int64_t off = g / 2; off >= 1; off /= 2)
+      acc = red_step(p, rc.comb, rc.c, acc, shfl_xor(p, rc.c, acc, off));
+    const char *lead = nr(p, CR), *row = nr(p, CR), *k = nr(p, CP), *ok = nr(p, CP), *w = nr(p, CR);
+    ins(p, "rem.u32 %s, %s, %" PRId64, lead, p->tid, g);
+    ins(p, "mul.lo.s32 %s, %s, %" PRId64, w, p->tid, per);
+    ins(p, "div.u32 %s, %s, %" PRId64, row, w, n);
+    ins(p, "setp.eq.s32 %s, %s, 0", k, lead);
+    ins(p, "setp.lt.s32 %s, %s, %" PRId64, ok, row, rows);
+    ins(p, "and.pred %s, %s, %s", k, k, ok);
+    ins(p, "@%s st.shared.%s [%s], %s", k, rc.c == CF ? "f32" : "b64", part_addr(p, rc.c, row), acc);
+  } else { /* each thread holds whole rows */
+    int64_t rpt = per / n;
+    for (int64_t w = 0; w < rpt; w++) {
+      const char *row = nr(p, CR), *ok = nr(p, CP);
+      ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %" PRId64, row, p->tid, rpt, w);
+      ins(p, "setp.lt.s32 %s, %s, %" PRId64, ok, row, rows);
+      const char *acc = red_identity(p, s->reduce_type, rc.c);
+      for (int64_t c = 0; c < n; c++)
+        acc = red_step(p, s->reduce_type, rc.c, acc,
+                       conv(p, S("%%fr%d_%" PRId64, src->slot, w * n + c), (tl_type)src->dtype, at, s->pointer));
+      ins(p, "@%s st.shared.%s [%s], %s", ok, rc.c == CF ? "f32" : "b64", part_addr(p, rc.c, row), acc);
+    }
+  }
+  barrier(p);
+  int64_t dext[TL_MAX_DIMS] = {0};
+  int dn = squeezed(s->dst, dext);
+  hoist(p, s->dst, NULL);
+  for_elements(p, reg_region(s->dst) ? s->dst->sym : NULL, dext, dn, visit_partial, &rc, s->pointer);
+  unhoist(p);
+}
+
+/* ---- cumsum, cummax, cummin (emit_cuda.c's op_cumsum) ------------------------------------------------ */
+/* A register fragment source is first stored whole into the shared scratch
+ * (float32, or int64 for int32), then every element of the destination (by
+ * its owner, or cooperatively) folds its prefix (its suffix, reverse) along
+ * the dimension, in a loop. */
+typedef struct {
+  const tl_stmt *s;
+  int c;          /* the accumulator's class */
+  bool spilled;   /* the source is in the scratch */
+} scan_ctx;
+
+static void visit_spill(P *p, const void *what, const char *e, const char *const *q) {
+  (void)q;
+  const scan_ctx *sc = what;
+  const tl_sym *src = sc->s->src->sym;
+  tl_type at = sc->c == CF ? TL_FLOAT32 : TL_INT64;
+  const char *v = conv(p, S("%%fr%d_%" PRId64, src->slot, p->r), (tl_type)src->dtype, at, sc->s->pointer);
+  ins(p, "st.shared.%s [%s], %s", sc->c == CF ? "f32" : "b64", part_addr(p, sc->c, e), v);
+}
+
+static void visit_scan(P *p, const void *what, const char *e, const char *const *dq) {
+  const scan_ctx *sc = what;
+  const tl_stmt *s = sc->s;
+  const tl_region *src = s->src;
+  tl_type at = sc->c == CF ? TL_FLOAT32 : TL_INT64;
+  int64_t ext[TL_MAX_DIMS];
+  for (int d = 0; d < src->ndim; d++)
+    ext[d] = src->ext[d];
+  const char **full = decode(p, e, ext, src->ndim);
+  const char *acc = red_identity(p, s->reduce_type, sc->c);
+  const char *k = nr(p, CR), *g = nr(p, CP);
+  int top = new_label(p), end = new_label(p);
+  if (s->reverse)
+    ins(p, "mov.b32 %s, %s", k, full[s->dim]);
+  else
+    ins(p, "mov.b32 %s, 0", k);
+  ins(p, "L%d:", top);
+  if (s->reverse)
+    ins(p, "setp.ge.s32 %s, %s, %" PRId64, g, k, src->ext[s->dim]);
+  else
+    ins(p, "setp.gt.s32 %s, %s, %s", g, k, full[s->dim]);
+  ins(p, "@%s bra L%d", g, end);
+  const char *sq[TL_MAX_DIMS];
+  int m = 0;
+  for (int d = 0; d < src->ndim; d++)
+    if (src->ext[d] != 1)
+      sq[m++] = d == s->dim ? k : full[d];
+  const char *v;
+  if (sc->spilled) { /* the element's row-major offset in the fragment, in the scratch */
+    const char **idx = region_idx(p, src, sq);
+    const char *o = nr(p, CR);
+    ins(p, "cvt.u32.u64 %s, %s", o, idx[0]);
+    for (int d = 1; d < src->sym->ndim; d++) {
+      const char *w = nr(p, CR), *mm = nr(p, CR);
+      ins(p, "cvt.u32.u64 %s, %s", w, idx[d]);
+      ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", mm, o, src->sym->dims[d], w);
+      o = mm;
+    }
+    v = nr(p, sc->c);
+    ins(p, "ld.shared.%s %s, [%s]", sc->c == CF ? "f32" : "b64", v, part_addr(p, sc->c, o));
+  } else {
+    v = region_read(p, src, sq, s->pointer);
+    if (!v)
+      return;
+    v = conv(p, v, (tl_type)src->sym->dtype, at, s->pointer);
+  }
+  const char *y = red_step(p, s->reduce_type, sc->c, acc, v);
+  ins(p, "mov.%s %s, %s", sc->c == CF ? "f32" : "b64", acc, y); /* the accumulator is assigned again */
+  ins(p, "add.s32 %s, %s, 1", k, k);
+  ins(p, "bra L%d", top);
+  ins(p, "L%d:", end);
+  region_write(p, s->dst, dq, conv(p, acc, at, (tl_type)s->dst->sym->dtype, s->pointer), s->pointer);
+}
+
+static void op_cumsum(P *p, const tl_stmt *s) {
+  const tl_sym *src = s->src->sym;
+  scan_ctx sc = {.s = s, .c = tl_dtype_is_float(src->dtype) ? CF : CD, .spilled = in_regs(src)};
+  if (sc.spilled) {
+    if (!p->smem)
+      return fail(p, s->pointer, "the PTX back end scans a register fragment only through the shared scratch");
+    for_elements(p, src, src->dims, src->ndim, visit_spill, &sc, s->pointer);
+    barrier(p);
+  }
+  int64_t dext[TL_MAX_DIMS] = {0};
+  int dn = squeezed(s->dst, dext);
+  hoist(p, s->src, s->dst);
+  for_elements(p, reg_region(s->dst) ? s->dst->sym : NULL, dext, dn, visit_scan, &sc, s->pointer);
+  unhoist(p);
+  if (sc.spilled)
+    barrier(p);
+}
+
+static void emit_assign(P *p, const tl_stmt *s) {
+  const tl_expr *l = s->lhs;
+  if (l->kind == E_NAME) {
+    const tl_sym *v = l->sym;
+    if (!need_cls(p, v->type, s->pointer) || !p->val[v->slot])
+      return fail(p, s->pointer, "the PTX back end has no variable '%s' here", v->name);
+    const char *x = ex_to(p, s->value, v->type);
+    ins(p, "mov.%s %s, %s", cls_of(v->type) == CP ? "pred" : cls_of(v->type) == CD ? "b64" : cls_of(v->type) == CF ? "f32" : "b32",
+        p->val[v->slot], x);
+    return;
+  }
+  const tl_sym *b = l->sym;
+  if (in_regs(b)) {
+    const char *x = ex_to(p, s->value, (tl_type)b->dtype);
+    const char *d = frag_reg(p, b, s->pointer, "written");
+    if (d && !p->failed)
+      ins(p, "mov.%s %s, %s", b->dtype == TL_INT32 ? "b32" : "f32", d, x);
+    return;
+  }
+  bool self_read = reads(s->value, b);
+  for (int i = 0; i < l->nargs; i++)
+    self_read |= reads(l->args[i], b);
+  if (in_smem(b) && !p->in_par && self_read) /* emit_cuda.c makes such a thread-level store lock-step */
+    return fail(p, s->pointer, "the PTX back end has no lock-step store into shared buffer '%s' (it reads the "
+                               "buffer it writes outside a parallel loop)", b->name);
+  if (b->kind != SYM_TENSOR && !in_smem(b) && !in_local(b))
+    return fail(p, s->pointer, "the PTX back end writes only tensors, shared buffers, local arrays, register "
+                               "fragments and variables, not '%s'", b->name);
+  const char *x = ex_to(p, s->value, (tl_type)b->dtype);
+  const char **idx = index_regs(p, l);
+  if (p->failed)
+    return;
+  if (in_smem(b))
+    store_at(p, "shared", b->dtype, smem_addr(p, b, idx), NULL, x);
+  else if (in_local(b))
+    local_store(p, b, idx, x);
+  else
+    store(p, b, idx, NULL, x);
+}
+
+static void barrier(P *p) { ins(p, "bar.sync 0"); }
+
+static void emit_loop(P *p, const tl_stmt *s) {
+  if (s->pipe || s->loop_kind == LOOP_PIPELINED)
+    return fail(p, s->pointer, "the PTX back end has no pipelined loops");
+  const char *n = ex_to(p, s->extent, TL_INT64), *st = ex_to(p, s->start, TL_INT64), *dd = ex_to(p, s->step, TL_INT64);
+  const char *c = nr(p, CD), *g = nr(p, CP);
+  int top = new_label(p), end = new_label(p);
+  ins(p, "mov.b64 %s, 0", c);
+  ins(p, "L%d:", top);
+  ins(p, "setp.ge.s64 %s, %s, %s", g, c, n);
+  ins(p, "@%s bra L%d", g, end);
+  const char *i = nr(p, CD), *v = nr(p, CR);
+  ins(p, "mad.lo.s64 %s, %s, %s, %s", i, c, dd, st);
+  ins(p, "cvt.u32.u64 %s, %s", v, i); /* (int)(start + c * step) */
+  p->val[s->var->slot] = v;
+  emit_body(p, &s->body);
+  if (s->barrier_end)
+    barrier(p);
+  ins(p, "add.s64 %s, %s, 1", c, c);
+  ins(p, "bra L%d", top);
+  ins(p, "L%d:", end);
+}
+
+static void emit_stmt(P *p, const tl_stmt *s) {
+  if (s->barrier_before)
+    barrier(p);
+  switch (s->kind) {
+  case S_ALLOC:
+    return; /* checked and declared at the top */
+  case S_ALLOC_VAR: {
+    const tl_sym *v = s->sym;
+    if (!need_cls(p, (tl_type)v->dtype, s->pointer))
+      return;
+    int c = cls_of((tl_type)v->dtype);
+    const char *r = nr(p, c);
+    if (s->value)
+      ins(p, "mov.%s %s, %s", c == CP ? "pred" : c == CD ? "b64" : c == CF ? "f32" : "b32", r,
+          ex_to(p, s->value, (tl_type)v->dtype));
+    else if (c == CP)
+      ins(p, "setp.ne.u32 %s, 0, 0", r);
+    else
+      ins(p, "mov.%s %s, 0", c == CD ? "b64" : "b32", r);
+    p->val[v->slot] = r;
+    return;
+  }
+  case S_LET:
+    if (need_cls(p, s->sym->type, s->pointer))
+      p->val[s->sym->slot] = s->value->kind == E_CONST ? ex_to(p, s->value, s->sym->type) : ex(p, s->value);
+    return;
+  case S_ASSIGN: emit_assign(p, s); return;
+  case S_COPY: op_copy(p, s); return;
+  case S_FILL: op_fill(p, s); return;
+  case S_REDUCE: op_reduce(p, s); return;
+  case S_CUMSUM: op_cumsum(p, s); return;
+  case S_PARALLEL: op_parallel(p, s); return;
+  case S_SYNC_THREADS: barrier(p); return;
+  case S_ANNOTATE_LAYOUT:
+  case S_USE_SWIZZLE:
+    return; /* hints: no effect on results */
+  case S_IF: {
+    if (s->value->kind == E_CONST) {
+      bool take = s->value->type == TL_TY_UREAL || is_float(s->value->type) ? s->value->val.f != 0 : s->value->val.i != 0;
+      emit_body(p, take ? &s->body : &s->else_body);
+      return;
+    }
+    const char *k = ex_to(p, s->value, TL_BOOL);
+    int els = new_label(p), end = new_label(p);
+    ins(p, "@!%s bra L%d", k, els);
+    emit_body(p, &s->body);
+    ins(p, "bra L%d", end);
+    ins(p, "L%d:", els);
+    if (s->has_else)
+      emit_body(p, &s->else_body);
+    ins(p, "L%d:", end);
+    return;
+  }
+  case S_LOOP: emit_loop(p, s); return;
+  default:
+    fail(p, s->pointer, "the PTX back end has no '%s' statement yet", s->op_name ? s->op_name : tl_stmt_kind_name(s->kind));
+  }
+}
+
+static void emit_body(P *p, const tl_body *b) {
+  for (int i = 0; i < b->n && !p->failed; i++)
+    emit_stmt(p, b->items[i]);
+}
+
+/* ---- the kernel ------------------------------------------------------------------------------------ */
+bool tl_ptx_target_ok(const tl_target *t, const char **why) {
+  if (t->vendor != TL_VENDOR_NVIDIA || t->arch < 80 || t->arch > 90 || t->variant == 'f') {
+    *why = "the PTX back end builds for sm_80 to sm_90a (and compute_80 to compute_90a)";
+    return false;
+  }
+  return true;
+}
+
+/* What the program as a whole must be (the statements are checked as they are emitted). */
+static void check_program(P *p) {
+  const tl_program *g = p->prog;
+  const char *why = g->nkernels > 1          ? "programs of several kernels"
+                    : g->nworkspaces         ? "workspace buffers"
+                    : g->nviews              ? "views"
+                    : g->ntmaps || g->nmbar  ? "bulk tensor copies"
+                    : g->cl_size > 1         ? "thread-block clusters"
+                    : g->wspec_threads || g->persistent ? "a producer warpgroup"
+                    : g->raster_panel        ? "block rasterization (use_swizzle)"
+                    : g->fence_async         ? "wgmma"
+                                             : NULL;
+  if (why)
+    return fail(p, g->kptr, "the PTX back end has no %s yet", why);
+  for (int i = 0; i < g->nparams; i++) {
+    const tl_sym *s = g->params[i];
+    bool ok = s->kind == SYM_TENSOR ? elem_ok(s->dtype)
+                                    : s->dtype == TL_INT32 || s->dtype == TL_INT64 || s->dtype == TL_FLOAT32 ||
+                                          s->dtype == TL_BOOL;
+    if (!ok)
+      return fail(p, s->pointer, "the PTX back end has no %s parameters of %s yet",
+                  s->kind == SYM_TENSOR ? "tensor" : "scalar", tl_dtype_name(s->dtype));
+  }
+  for (int i = 0; i < g->nbuffer_slots; i++) {
+    const tl_sym *s = g->buffer_syms[i];
+    if (in_smem(s) && (s->swizzled || s->wgmma_op || s->tma_dst || s->rotates || s->stages > 1 || s->layout ||
+                       s->viewed || s->smem_offset < 0))
+      return fail(p, s->pointer, "the PTX back end holds shared buffers only row-major, one stage, not '%s'", s->name);
+    if (in_local(s) && (s->layout || s->viewed))
+      return fail(p, s->pointer, "the PTX back end has no layouts or views of local array '%s'", s->name);
+    if (!in_smem(s) && !in_local(s) &&
+        (!in_regs(s) || s->reg_layout != TL_LAYOUT_BLOCKED || s->packed || s->stages > 1))
+      return fail(p, s->pointer, "the PTX back end holds only shared buffers and register fragments of the blocked "
+                                 "layout, not '%s'", s->name);
+    if (!elem_ok(s->dtype))
+      return fail(p, s->pointer, "the PTX back end has no fragments of %s yet", tl_dtype_name(s->dtype));
+    if (in_regs(s) && s->per_thread > TL_PTX_MAX_PER_THREAD)
+      return fail(p, s->pointer, "fragment '%s' holds %" PRId64 " elements a thread; the PTX back end takes at most %d",
+                  s->name, s->per_thread, TL_PTX_MAX_PER_THREAD);
+  }
+}
+
+static const char *ptx_param_type(const tl_sym *s) {
+  if (s->kind == SYM_TENSOR)
+    return ".u64";
+  switch (s->dtype) {
+  case TL_BOOL: return ".u8";
+  case TL_INT64: return ".u64";
+  case TL_FLOAT32: return ".f32";
+  default: return ".u32";
+  }
+}
+
+char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, tl_error *err) {
+  P pp = {.a = a, .prog = prog, .err = err}, *p = &pp;
+  const char *why;
+  if (!tl_ptx_target_ok(t, &why)) {
+    fail(p, NULL, "%s, not %s", why, t->name);
+    return NULL;
+  }
+  p->T = prog->threads[0] * prog->threads[1] * prog->threads[2];
+  check_program(p);
+  if (p->failed)
+    return NULL;
+  p->val = tl_arena_alloc(a, sizeof(char *) * (size_t)(prog->nvalue_slots + 1));
+  p->base = tl_arena_alloc(a, sizeof(char *) * (size_t)(prog->nparams + 1));
+  p->dims = tl_arena_alloc(a, sizeof *p->dims * (size_t)(prog->nparams + 1));
+  /* the thread's index and the parameters */
+  p->tid = nr(p, CR);
+  ins(p, "mov.u32 %s, %%tid.x", p->tid);
+  if (p->T != prog->threads[0]) {
+    const char *y = nr(p, CR), *z = nr(p, CR), *t2 = nr(p, CR);
+    ins(p, "mov.u32 %s, %%tid.y", y);
+    ins(p, "mov.u32 %s, %%tid.z", z);
+    ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", t2, z, prog->threads[1], y);
+    ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", t2, t2, prog->threads[0], p->tid);
+    p->tid = t2;
+  }
+  if (prog->smem_bytes > 0) {
+    p->smem = nr(p, CR);
+    ins(p, "mov.u32 %s, tl_smem", p->smem);
+  }
+  for (int i = 0; i < prog->nparams; i++) {
+    const tl_sym *s = prog->params[i];
+    if (s->kind == SYM_TENSOR) {
+      const char *g = nr(p, CD), *b = nr(p, CD);
+      ins(p, "ld.param.u64 %s, [%s_param_%d]", g, prog->entry, i);
+      ins(p, "cvta.to.global.u64 %s, %s", b, g);
+      p->base[i] = b;
+      continue;
+    }
+    int c = cls_of((tl_type)s->dtype);
+    const char *v = nr(p, c);
+    if (c == CP) {
+      const char *w = nr(p, CR);
+      ins(p, "ld.param.u8 %s, [%s_param_%d]", w, prog->entry, i);
+      ins(p, "setp.ne.u32 %s, %s, 0", v, w);
+    } else {
+      ins(p, "ld.param%s %s, [%s_param_%d]", ptx_param_type(s), v, prog->entry, i);
+    }
+    p->val[s->slot] = v;
+  }
+  for (int i = 0; i < prog->nparams && !p->failed; i++) {
+    const tl_sym *s = prog->params[i];
+    if (s->kind == SYM_TENSOR)
+      for (int d = 0; d < s->ndim; d++)
+        p->dims[i][d] = ex_to(p, s->shape[d], TL_INT64);
+  }
+  /* the block variables: in grid order, or the x one reversed (heaviest first: pass_raster.c) */
+  static const char *const ax = "xyz";
+  for (int i = 0; i < 3; i++) {
+    const tl_sym *v = prog->block_vars[i];
+    if (!v)
+      continue;
+    const char *r = nr(p, CR);
+    ins(p, "mov.u32 %s, %%ctaid.%c", r, ax[i]);
+    if (i == 0 && prog->reverse_x) {
+      const char *n = nr(p, CR), *q = nr(p, CR);
+      ins(p, "mov.u32 %s, %%nctaid.x", n);
+      ins(p, "sub.s32 %s, %s, 1", n, n);
+      ins(p, "sub.s32 %s, %s, %s", q, n, r);
+      r = q;
+    }
+    p->val[v->slot] = r;
+  }
+  emit_body(p, &prog->body);
+  if (p->failed)
+    return NULL;
+  ins(p, "ret");
+  char *body = p->buf;
+  p->buf = NULL;
+  p->len = p->cap = 0;
+  /* the module */
+  put(p, "//\n// generated by tlc (emit_ptx.c); do not edit\n//\n");
+  put(p, ".version 8.0\n");
+  put(p, S(".target sm_%d%s\n.address_size 64\n\n", t->arch, t->variant == 'a' ? "a" : ""));
+#ifdef TL_PRELUDE_MARK /* a build option that changes every binary, as in prelude_cuda.h (tests/sh/upgrade.sh) */
+  put(p, ".visible .global .align 4 .u32 tl_prelude_mark = " TL_PTX_STR(TL_PRELUDE_MARK) ";\n\n");
+#endif
+  if (prog->smem_bytes > 0) /* the block's dynamic shared memory (the launch gives its size) */
+    put(p, ".extern .shared .align 128 .b8 tl_smem[];\n\n");
+  put(p, S(".visible .entry %s(", prog->entry));
+  for (int i = 0; i < prog->nparams; i++)
+    put(p, S("%s\n\t.param %s %s_param_%d", i ? "," : "", ptx_param_type(prog->params[i]), prog->entry, i));
+  put(p, prog->nparams ? "\n)\n" : ")\n");
+  /* a register cap given as an option replaces the launch bounds, as in emit_cuda.c */
+  if (prog->max_registers)
+    put(p, S(".maxnreg %d\n", prog->max_registers));
+  else
+    put(p, S(".maxntid %" PRId64 ", 1, 1\n", p->T));
+  put(p, "{\n");
+  for (int c = 0; c < NCLASS; c++)
+    if (p->nreg[c])
+      put(p, S("\t.reg %s %s<%d>;\n", cls_decl[c], cls_prefix[c], p->nreg[c]));
+  for (int i = 0; i < prog->nbuffer_slots; i++) {
+    const tl_sym *s = prog->buffer_syms[i];
+    if (in_local(s)) /* 4 bytes an element (float or int32, as computed) */
+      put(p, S("\t.local .align 4 .b8 l%d[%" PRId64 "]; // %s\n", s->slot, 4 * product(s->dims, s->ndim), s->name));
+    if (!in_regs(s))
+      continue;
+    put(p, S("\t.reg %s %%fr%d_<%" PRId64 ">; // %s\n", s->dtype == TL_INT32 ? ".b32" : ".f32", s->slot, s->per_thread,
+             s->name));
+  }
+  put(p, body);
+  put(p, "}\n");
+  return p->buf;
+}
