@@ -97,8 +97,7 @@ typedef struct {
   tl_error *err;
   const dialect *d;
   bool failed;
-  char *buf;
-  size_t len, cap;
+  tl_text out;
   int indent;
   int64_t T;               /* threads per block */
   const tl_stmt *par;      /* the parallel loop being emitted, or NULL */
@@ -117,19 +116,7 @@ typedef struct {
 
 /* ---- output ---------------------------------------------------------------------- */
 static void put(E *e, const char *s) {
-  size_t n = strlen(s);
-  if (e->len + n + 1 > e->cap) {
-    size_t cap = e->cap ? e->cap * 2 : 1 << 16;
-    while (cap < e->len + n + 1)
-      cap *= 2;
-    char *nb = tl_arena_alloc(e->a, cap);
-    if (e->len)
-      memcpy(nb, e->buf, e->len);
-    e->buf = nb;
-    e->cap = cap;
-  }
-  memcpy(e->buf + e->len, s, n + 1);
-  e->len += n;
+  tl_text_put(e->a, &e->out, s);
 }
 
 static void line(E *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -3455,5 +3442,5 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
     cluster_barrier(e);
   e->indent--;
   line(e, "}");
-  return e->failed ? NULL : e->buf;
+  return e->failed ? NULL : e->out.buf;
 }

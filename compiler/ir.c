@@ -67,7 +67,7 @@ char *tl_arena_strndup(tl_arena *a, const char *s, size_t n) {
 
 char *tl_arena_strdup(tl_arena *a, const char *s) { return tl_arena_strndup(a, s, strlen(s)); }
 
-static char *arena_vprintf(tl_arena *a, const char *fmt, va_list ap) {
+char *tl_arena_vprintf(tl_arena *a, const char *fmt, va_list ap) {
   va_list ap2;
   va_copy(ap2, ap);
   int n = vsnprintf(NULL, 0, fmt, ap2);
@@ -80,9 +80,25 @@ static char *arena_vprintf(tl_arena *a, const char *fmt, va_list ap) {
 char *tl_arena_printf(tl_arena *a, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  char *p = arena_vprintf(a, fmt, ap);
+  char *p = tl_arena_vprintf(a, fmt, ap);
   va_end(ap);
   return p;
+}
+
+void tl_text_put(tl_arena *a, tl_text *t, const char *s) {
+  size_t n = strlen(s);
+  if (t->len + n + 1 > t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 1 << 14;
+    while (cap < t->len + n + 1)
+      cap *= 2;
+    char *nb = tl_arena_alloc(a, cap);
+    if (t->len)
+      memcpy(nb, t->buf, t->len);
+    t->buf = nb;
+    t->cap = cap;
+  }
+  memcpy(t->buf + t->len, s, n + 1);
+  t->len += n;
 }
 
 void tl_vec_push(tl_arena *a, tl_vec *v, void *item) {
@@ -117,7 +133,7 @@ void tl_diag_add(tl_diags *d, const char *pointer, int column, const char *fmt, 
   g->pointer = pointer ? tl_arena_strdup(d->arena, pointer) : NULL;
   g->line = 0;
   g->column = column;
-  g->message = arena_vprintf(d->arena, fmt, ap);
+  g->message = tl_arena_vprintf(d->arena, fmt, ap);
   va_end(ap);
 }
 

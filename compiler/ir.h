@@ -18,6 +18,7 @@
 #define TL_IR_H
 
 #include <stdbool.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "dtype.h"
@@ -50,6 +51,13 @@ void *tl_arena_alloc(tl_arena *a, size_t n);
 char *tl_arena_strdup(tl_arena *a, const char *s);
 char *tl_arena_strndup(tl_arena *a, const char *s, size_t n);
 char *tl_arena_printf(tl_arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+char *tl_arena_vprintf(tl_arena *a, const char *fmt, va_list ap);
+/* Text grown in an arena, always NUL-terminated (the emitters' output). */
+typedef struct tl_text {
+  char *buf;
+  size_t len, cap;
+} tl_text;
+void tl_text_put(tl_arena *a, tl_text *t, const char *s);
 /* Growable array of pointers in an arena. */
 typedef struct tl_vec {
   void **items;
