@@ -96,7 +96,8 @@ def main():
     for setup in a.setups.split(","):
         replicas = 1 if setup == "one" else 3
         d = tempfile.mkdtemp(prefix="tlbench-")
-        flags = ["--workers", str(a.workers), "--log-format", "off"]
+        # the jobs all come from 127.0.0.1 (through haproxy too): no per-address share
+        flags = ["--workers", str(a.workers), "--log-format", "off", "--max-compiles-per-client", "0"]
         try:
             subprocess.run([os.path.join(ROOT, "deploy", "cluster.sh"), "start", d, "--replicas",
                             str(replicas)] + ([] if setup == "three-tier" else ["--no-tier"]) +

@@ -144,7 +144,9 @@ def start_server(tlserverd, tmp, worker_memory=None, workers=1):
     logf = open(os.path.join(tmp, "tlserverd.log"), "w")
     extra = ["--worker-memory", worker_memory] if worker_memory else []
     srv = subprocess.Popen([tlserverd, "--listen", "127.0.0.1:%d" % port, "--db", os.path.join(db, "cache.db"),
-                            "--workers", str(workers)] + extra, stdout=logf, stderr=subprocess.STDOUT)
+                            "--workers", str(workers),
+                            # one client measuring: all its targets at once, as before the share
+                            "--max-compiles-per-client", "0"] + extra, stdout=logf, stderr=subprocess.STDOUT)
     deadline = time.time() + 60
     while True:
         try:

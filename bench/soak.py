@@ -11,7 +11,8 @@ It starts TLSERVERD (default build/bin/tlserverd) on a free loopback port
 with its cache in a temporary folder, small limits (--workers 2,
 --compile-timeout 4, --max-body 1M, --max-body-total 8M, --header-timeout 2,
 --body-timeout 3, --memory-cache 4M: a bound on the in-memory artifact
-cache, which this traffic fills by about 160 KiB a minute)
+cache, which this traffic fills by about 160 KiB a minute;
+--max-compiles-per-client 0: every client here is one address)
 and its test hooks on, and runs these clients at once,
 each in its own thread, for M minutes (default 20):
 
@@ -492,7 +493,8 @@ def main():
                   os.path.join(DB_DIR, "cache.db"), "--workers", "2", "--compile-timeout", "4",
                   "--max-body", "1M", "--max-body-total", "8M", "--header-timeout", "2",
                   "--body-timeout", "3", "--memory-cache", "4M", "--log-format", "off",
-                  "--test-hooks"] + tier
+                  # every client here is 127.0.0.1: no per-address share of the workers
+                  "--max-compiles-per-client", "0", "--test-hooks"] + tier
     srv = subprocess.Popen(cmd, stderr=log, env=env)
     for _ in range(1500):
         if os.path.exists(port_file) or srv.poll() is not None:

@@ -796,6 +796,11 @@ static int cmd_info(const cmdline *o, tl_client *c) {
            json_number_value(json_object_get(lim, "compile_timeout_s")),
            (long long)json_integer_value(json_object_get(lim, "max_body_bytes")),
            (long long)json_integer_value(json_object_get(lim, "max_targets")));
+    if (json_object_get(lim, "max_program_statements")) /* older servers lack them */
+      printf("             a client: %lld compiles running, %lld waiting (0: no limit); %lld statements a program\n",
+             (long long)json_integer_value(json_object_get(lim, "max_compiles_per_client")),
+             (long long)json_integer_value(json_object_get(lim, "max_queued_per_client")),
+             (long long)json_integer_value(json_object_get(lim, "max_program_statements")));
     printf("security     tokens %s, TLS %s\n", json_is_true(json_object_get(doc, "auth")) ? "on" : "off",
            json_is_true(json_object_get(doc, "tls")) ? "on" : "off");
     json_decref(doc);

@@ -424,6 +424,12 @@ static tl_status keyed(const tl_compile_request *req, const tl_target *t, const 
     return tl_error_set(err, json_error ? TL_BAD_JSON : TL_BAD_PROGRAM, "%s",
                         json_error ? "malformed JSON" : "the program is invalid; see the diagnostics");
   }
+  if (req->max_statements > 0 && (*prog)->nstmts > req->max_statements) {
+    json_decref(ocanon);
+    return tl_error_set(err, TL_TOO_LARGE,
+                        "the program has %d statements (nested ones included); at most %d are compiled here",
+                        (*prog)->nstmts, req->max_statements);
+  }
   char *m = manifest_of(req, *prog, ocanon, compiler, desc, mode);
   json_decref(ocanon);
   if (!m)

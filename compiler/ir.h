@@ -777,6 +777,8 @@ typedef struct tl_program {
   tl_expr *persistent_expr; /* "persistent" (parsed), or NULL */
   bool no_persistent;  /* after check: "persistent": false */
   tl_body body;
+  int nstmts;          /* the first kernel's: the statements of every kernel, nested ones included (the
+                          parser's count, at most TL_MAX_STMTS; tl_compile_request.max_statements) */
   /* after check */
   int nvalue_slots;
   int nbuffer_slots;

@@ -1133,6 +1133,7 @@ tl_program *tl_parse(tl_arena *arena, const char *text, size_t len, tl_diags *di
   }
 done:
   json_decref(root);
+  prog->nstmts = p->nstmts;
   return diags->n > before ? NULL : prog;
 }
 

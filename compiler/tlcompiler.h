@@ -87,6 +87,9 @@ typedef struct tl_compile_request {
   bool verify;              /* run the verifier (verify.c) after each pass, as TL_VERIFY=1 in the
                                environment does: a broken promise of a pass is TL_INTERNAL naming
                                the pass and the statement's pointer */
+  int max_statements;       /* > 0: a program of more statements (every kernel's, nested ones included,
+                               as the parser counts them) is refused with TL_TOO_LARGE before any pass
+                               runs (tlserverd --max-program-statements; 0: TL_MAX_STMTS alone) */
 } tl_compile_request;
 
 /* Parses and checks the program and computes the build key and manifest
@@ -99,7 +102,8 @@ typedef struct tl_compile_request {
  * TL_BAD_PROGRAM with the diagnostics in *diags (diags->arena must be set);
  * malformed JSON gives TL_BAD_JSON; a target that is malformed, not in the
  * target table (target.h) or not offered by its toolchain TL_UNSUPPORTED;
- * no toolchain for the target (NVRTC, or hiprtc/clang for gfx) TL_NO_TOOLCHAIN. */
+ * no toolchain for the target (NVRTC, or hiprtc/clang for gfx) TL_NO_TOOLCHAIN; a
+ * program past req->max_statements TL_TOO_LARGE. */
 tl_status tl_compile_key(const tl_compile_request *req, char key[65], char **manifest, tl_diags *diags,
                          tl_error *err);
 

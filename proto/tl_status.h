@@ -37,7 +37,8 @@
   X(INTERNAL,    "internal_error",     500, "internal error")                  \
   X(METHOD_NOT_ALLOWED, "method_not_allowed", 405, "method not allowed")       \
   X(MEDIA_TYPE,  "unsupported_media_type", 415, "unsupported media type")      \
-  X(RANGE,       "range_not_satisfiable", 416, "range not satisfiable")
+  X(RANGE,       "range_not_satisfiable", 416, "range not satisfiable")     \
+  X(TOO_MANY,    "too_many_requests",  429, "too many requests from this client; retry later")
 
 typedef enum tl_status {
 #define TL_STATUS_ENUM_(name, wire, http, msg) TL_##name,

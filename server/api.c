@@ -164,10 +164,14 @@ static int get_info(tl_srv_req *r) {
                     "}, \"limits\": {\"max_body_bytes\": %lld, \"max_header_bytes\": %lld, "
                     "\"max_json_depth\": %d, \"max_targets\": %d, \"max_diagnostics\": %d, "
                     "\"max_connections\": %d, \"compile_timeout_s\": %g, \"workers\": %d, "
-                    "\"queue\": %d, \"cache_max_bytes\": %lld}, \"auth\": %s, \"tls\": %s}\n",
+                    "\"queue\": %d, \"max_compiles_per_client\": %d, \"max_queued_per_client\": %d, "
+                    "\"max_program_statements\": %d, "
+                    "\"cache_max_bytes\": %lld}, \"auth\": %s, \"tls\": %s}\n",
                     (long long)c->max_body, (long long)c->max_header, TL_SRV_JSON_DEPTH,
                     TL_SRV_MAX_TARGETS, TL_SRV_MAX_DIAGS, c->max_connections, c->compile_timeout,
-                    c->workers, c->queue, (long long)c->cache_max_bytes,
+                    c->workers, c->queue, c->max_compiles_per_client,
+                    c->max_compiles_per_client ? TL_SRV_QUEUE_SHARE(c->queue) : 0, c->max_program_statements,
+                    (long long)c->cache_max_bytes,
                     s->auth ? "true" : "false", c->tls_cert ? "true" : "false");
   return tl_srv_respond_json(r, 200, &b);
 }
@@ -971,8 +975,9 @@ static bool parse_request(tl_srv_req *r, parsed *p, int *rc) {
 }
 
 static bool fill_job(tl_srv_job *j, const parsed *p, const char *target, const char *key,
-                     char *manifest) {
+                     char *manifest, const char *client) {
   memcpy(j->key, key, 65);
+  snprintf(j->client, sizeof j->client, "%s", client);
   j->manifest = manifest;
   j->program_len = strlen(p->program);
   j->program = strdup(p->program);
@@ -1018,6 +1023,8 @@ static int post_compile(tl_srv_req *r) {
   tl_error err;
   tl_cache *cache = NULL;
   bool oom = false;
+  char client[TL_SRV_CLIENT_MAX];
+  tl_srv_client_addr(r->conn, client);
 
   for (int i = 0; i < c->ntargets && !oom; i++) {
     const char *t = json_string_value(json_array_get(targets, i));
@@ -1032,6 +1039,7 @@ static int post_compile(tl_srv_req *r) {
         .ndefines = p.ndefs,
         .target = t,
         .options_json = p.options,
+        .max_statements = s->cfg.max_program_statements,
     };
     char key[65] = {0};
     char *manifest = NULL;
@@ -1042,6 +1050,10 @@ static int post_compile(tl_srv_req *r) {
     if (st != TL_OK) {
       if (err.code == TL_OK)
         tl_error_set(&err, st, "%s", tl_strerror(st));
+      size_t n = strlen(err.message);
+      if (st == TL_TOO_LARGE) /* the only one tl_compile_key gives: past max_statements */
+        snprintf(err.message + n, sizeof err.message - n,
+                 " (tlserverd --max-program-statements; GET /v1/info: limits.max_program_statements)");
       c->results[i] = key_error(&err, &diags);
       tl_arena_free(diags.arena);
       free(manifest);
@@ -1071,7 +1083,7 @@ static int post_compile(tl_srv_req *r) {
       continue;
     }
     atomic_fetch_add(&s->metrics.cache_misses, 1);
-    if (!fill_job(&jobs[njobs], &p, t, key, manifest)) {
+    if (!fill_job(&jobs[njobs], &p, t, key, manifest, client)) {
       tl_srv_job_clear(&jobs[njobs]);
       oom = true;
       break;

@@ -45,6 +45,25 @@ static const char usage_text[] =
     "                          requests get 503 with Retry-After (default 64)\n"
     "  --compile-timeout SEC   a compile running longer is killed, with every process it\n"
     "                          started (clang, ld.lld): 504 (default 120)\n"
+    "  --max-compiles-per-client N\n"
+    "                          compiles that one client address (keyed as for\n"
+    "                          --max-connections-per-ip) may have running at\n"
+    "                          once; its others wait while other clients'\n"
+    "                          compiles take the free workers, at most half of\n"
+    "                          --queue of them: a request that would make more\n"
+    "                          wait gets 429 with Retry-After (unless the client\n"
+    "                          has none: one request may name more targets).\n"
+    "                          Joining a compile another request started costs\n"
+    "                          nothing.  Default: --workers less one (at least\n"
+    "                          1), so one client cannot hold every worker; 0: no\n"
+    "                          limit (behind a proxy every client has the\n"
+    "                          proxy's address)\n"
+    "  --max-program-statements N\n"
+    "                          a program of more statements (every kernel's,\n"
+    "                          nested ones included) is refused with 413 before\n"
+    "                          it is compiled (default 2000, from 1 to 65536;\n"
+    "                          NVRTC's time grows faster than the program: 2000\n"
+    "                          took 30 s here, 10000 over 300 s; bench/soak.md)\n"
     "  --source-timeout SEC    a build's source generated again for the status page\n"
     "                          (/status/builds/KEY/source, in a compile worker) running\n"
     "                          longer is stopped: a 504 page (default 10; at most\n"
@@ -225,6 +244,7 @@ void tl_srv_config_defaults(tl_srv_config *cfg) {
   cfg->cache_max_bytes = (int64_t)8 << 30;
   cfg->workers = cpu_count();
   cfg->queue = 64;
+  cfg->max_program_statements = TL_SRV_PROGRAM_STATEMENTS; /* max_compiles_per_client: tl_srv_config_parse */
   cfg->threads = cpu_count();
   cfg->max_connections = 1024;
   cfg->max_connections_per_ip = 64;
@@ -254,7 +274,7 @@ void tl_srv_config_defaults(tl_srv_config *cfg) {
 /* Flags that take a value. */
 typedef enum {
   F_LISTEN, F_PORT_FILE, F_DB, F_CACHE_MAX, F_MEMCACHE, F_MEMCACHE_TTL, F_WORKERS, F_QUEUE,
-  F_TIMEOUT, F_SOURCE_TIMEOUT, F_WORKER_MEM, F_THREADS, F_MAXCONN, F_MAXCONN_IP, F_HEADER_TIMEOUT,
+  F_TIMEOUT, F_SOURCE_TIMEOUT, F_MAX_CLIENT_COMPILES, F_MAX_STATEMENTS, F_WORKER_MEM, F_THREADS, F_MAXCONN, F_MAXCONN_IP, F_HEADER_TIMEOUT,
   F_BODY_TIMEOUT, F_PRESSURE_TIMEOUT, F_MIN_BODY_RATE, F_MAXBODY, F_MAXBODY_TOTAL, F_MAXBUNDLE, F_MAXHEADER,
   F_IDLE, F_TOKENS,
   F_TLS_CERT, F_TLS_KEY, F_LOG_FORMAT, F_GRACE, F_WORKER_FD,
@@ -278,6 +298,8 @@ static const struct {
     {"--queue", F_QUEUE, true},
     {"--compile-timeout", F_TIMEOUT, true},
     {"--source-timeout", F_SOURCE_TIMEOUT, true},
+    {"--max-compiles-per-client", F_MAX_CLIENT_COMPILES, true},
+    {"--max-program-statements", F_MAX_STATEMENTS, true},
     {"--worker-memory", F_WORKER_MEM, true},
     {"--threads", F_THREADS, true},
     {"--max-connections", F_MAXCONN, true},
@@ -364,6 +386,15 @@ static tl_status apply(tl_srv_config *c, flag_id id, const char *flag, const cha
     if (!tl_srv_parse_seconds(v, &sec) || sec < 0.01)
       return bad(err, flag, v, "a duration of at least 10ms");
     c->compile_timeout = sec;
+    return TL_OK;
+  case F_MAX_CLIENT_COMPILES:
+    if (!tl_srv_parse_int(v, 0, TL_SRV_MAX_WORKERS + TL_SRV_MAX_QUEUE, &c->max_compiles_per_client))
+      return bad(err, flag, v, "a number from 0 to 100256");
+    c->max_compiles_per_client_given = true;
+    return TL_OK;
+  case F_MAX_STATEMENTS:
+    if (!tl_srv_parse_int(v, 1, 65536, &c->max_program_statements))
+      return bad(err, flag, v, "a number from 1 to 65536");
     return TL_OK;
   case F_SOURCE_TIMEOUT:
     if (!tl_srv_parse_seconds(v, &sec) || sec < 0.01)
@@ -543,6 +574,8 @@ tl_status tl_srv_config_parse(tl_srv_config *cfg, int argc, char **argv, bool *h
     return tl_error_set(err, TL_INVALID_ARG,
                         "--max-body-total (%lld) must be larger than --max-bundle (%lld)",
                         (long long)cfg->max_body_total, (long long)cfg->max_bundle);
+  if (!cfg->max_compiles_per_client_given)
+    cfg->max_compiles_per_client = cfg->workers > 1 ? cfg->workers - 1 : 1;
   if (cfg->allow_anonymous_read && !cfg->tokens_file)
     return tl_error_set(err, TL_INVALID_ARG,
                         "--allow-anonymous-read needs --tokens (without it everything is open)");

@@ -116,7 +116,7 @@ int tl_srv_respond_json(tl_srv_req *r, int status, tl_srv_buf *b) {
   MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
   if (r->close)
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
-  if (status == 503)
+  if (status == 503 || status == 429)
     MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
   if (status == 401)
     MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"tlserverd\"");
@@ -165,23 +165,28 @@ static void log_escape(tl_srv_buf *b, const char *s) {
   }
 }
 
+void tl_srv_client_addr(struct MHD_Connection *conn, char out[TL_SRV_CLIENT_MAX]) {
+  out[0] = 0;
+  const union MHD_ConnectionInfo *ci =
+      conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
+  if (!ci || !ci->client_addr)
+    return;
+  const struct sockaddr *sa = ci->client_addr;
+  if (sa->sa_family == AF_INET)
+    inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, out, TL_SRV_CLIENT_MAX);
+  else if (sa->sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, out, TL_SRV_CLIENT_MAX);
+}
+
 static void log_request(tl_srv *s, tl_srv_req *r, int64_t us) {
   if (s->cfg.log_format == TL_LOG_OFF)
     return;
   char when[32];
   tl_srv_format_time(tl_srv_wall_ms(), when);
-  char remote[INET6_ADDRSTRLEN] = "-";
-  const union MHD_ConnectionInfo *ci =
-      r->conn ? MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
-  if (ci && ci->client_addr) {
-    const struct sockaddr *sa = ci->client_addr;
-    if (sa->sa_family == AF_INET)
-      inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, remote,
-                sizeof remote);
-    else if (sa->sa_family == AF_INET6)
-      inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, remote,
-                sizeof remote);
-  }
+  char remote[TL_SRV_CLIENT_MAX];
+  tl_srv_client_addr(r->conn, remote);
+  if (!remote[0])
+    strcpy(remote, "-");
   const char *keys = r->keys.len ? r->keys.data : "-";
   tl_srv_buf b = {0};
   if (s->cfg.log_format == TL_LOG_JSON) {
@@ -852,6 +857,7 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
                .test_hooks = cfg->test_hooks},
       .workers = cfg->workers,
       .queue = cfg->queue,
+      .max_per_client = cfg->max_compiles_per_client,
       .compile_timeout = cfg->compile_timeout,
       .source_timeout = cfg->source_timeout < cfg->compile_timeout ? cfg->source_timeout : cfg->compile_timeout,
       .db_path = cfg->db_path,

@@ -16,7 +16,7 @@
 #include "server.h"
 
 static const int http_codes[TL_SRV_HTTP_CODES - 1] = {
-    200, 206, 304, 400, 401, 403, 404, 405, 411, 413, 415, 416, 422, 431, 500, 501, 502, 503, 504,
+    200, 206, 304, 400, 401, 403, 404, 405, 411, 413, 415, 416, 422, 429, 431, 500, 501, 502, 503, 504,
 };
 
 static const double compile_buckets[TL_SRV_COMPILE_BUCKETS] = {
@@ -236,6 +236,9 @@ void tl_srv_metrics_render(const tl_srv_metrics *mc, const tl_srv_metrics_extra 
           GET(m->rechecked_hits));
   counter(b, "tlserverd_overloaded_total", "Compile requests refused because the queue was full.",
           GET(m->overloaded));
+  counter(b, "tlserverd_client_limited_total",
+          "Compile requests refused with 429: their client had --max-compiles-per-client in flight.",
+          GET(m->client_limited));
   counter(b, "tlserverd_worker_spawns_total", "Compile worker processes started.",
           GET(m->worker_spawns));
   gauge(b, "tlserverd_compile_queue_depth", "Compiles waiting for a worker.",

@@ -34,6 +34,17 @@
  * by --source-timeout, never looked up in or published to a cache, and at
  * most TL_SRV_SOURCE_FLIGHTS of them are queued or running at once, so
  * status pages cannot take the workers from compiles.
+ *
+ * A client's share (--max-compiles-per-client, N; 0: none): the compile
+ * flights a client address started (tl_srv_job.client; a join starts none)
+ * are counted per address, queued and running.  A thread takes from the
+ * queue the first flight whose client runs fewer than N, so a client's
+ * flights past N wait while other clients' take the free workers; and a
+ * submission that would give its client more than N + queue/2 flights
+ * (TL_SRV_QUEUE_SHARE: half the queue waiting) is refused (TL_TOO_MANY:
+ * 429), unless the client has none (one request may name more targets).
+ * Together one client holds at most N workers and half the queue (or one
+ * request's targets), however long its programs take to compile.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -53,8 +64,16 @@ typedef struct waiter {
   int index;
 } waiter;
 
+/* One client address with compile flights queued or running (freed at none). */
+typedef struct client {
+  char addr[TL_SRV_CLIENT_MAX];
+  int flights, running;
+  struct client *next;
+} client;
+
 typedef struct flight {
   tl_srv_job job;
+  client *cl;           /* the client that started it; NULL: not counted (a source, no address, no limit) */
   waiter *w;
   int nw, capw;
   struct flight *hnext; /* map chain */
@@ -80,6 +99,7 @@ struct tl_srv_pool {
   pthread_cond_t work;  /* a flight was queued, or stopping */
   pthread_cond_t idle;  /* a running flight ended */
   flight *map[NBUCKETS];
+  client *clients[NBUCKETS];
   flight *qhead, *qtail;
   int queued, running;
   int sources;          /* source flights queued or running */
@@ -100,6 +120,55 @@ static flight *map_find(tl_srv_pool *p, const char *key, bool source) {
   for (flight *f = p->map[bucket_of(key)]; f; f = f->hnext)
     if (memcmp(f->job.key, key, 64) == 0 && f->job.source == source)
       return f;
+  return NULL;
+}
+
+static unsigned client_bucket(const char *addr) {
+  unsigned h = 2166136261u; /* FNV-1a */
+  for (; *addr; addr++)
+    h = (h ^ (unsigned char)*addr) * 16777619u;
+  return h % NBUCKETS;
+}
+
+static client *client_find(tl_srv_pool *p, const char *addr) {
+  for (client *c = p->clients[client_bucket(addr)]; c; c = c->next)
+    if (strcmp(c->addr, addr) == 0)
+      return c;
+  return NULL;
+}
+
+/* A flight of cl ended (or was cancelled before it ran). */
+static void client_done(tl_srv_pool *p, client *cl, bool ran) {
+  if (!cl)
+    return;
+  cl->running -= ran;
+  if (--cl->flights > 0)
+    return;
+  client **pp = &p->clients[client_bucket(cl->addr)];
+  while (*pp && *pp != cl)
+    pp = &(*pp)->next;
+  if (*pp)
+    *pp = cl->next;
+  free(cl);
+}
+
+/* Takes the first queued flight whose client is under its share, or NULL. */
+static flight *queue_take(tl_srv_pool *p) {
+  flight *prev = NULL;
+  for (flight *f = p->qhead; f; prev = f, f = f->qnext) {
+    if (f->cl && f->cl->running >= p->o.max_per_client)
+      continue;
+    if (prev)
+      prev->qnext = f->qnext;
+    else
+      p->qhead = f->qnext;
+    if (p->qtail == f)
+      p->qtail = prev;
+    f->qnext = NULL;
+    if (f->cl)
+      f->cl->running++;
+    return f;
+  }
   return NULL;
 }
 
@@ -331,16 +400,13 @@ static void *slot_main(void *arg) {
     fprintf(stderr, "tlserverd: %s\n", err.message);
   for (;;) {
     pthread_mutex_lock(&p->mu);
-    while (!p->qhead && !p->stopping)
+    flight *f;
+    while (!(f = queue_take(p)) && !p->stopping)
       pthread_cond_wait(&p->work, &p->mu);
-    flight *f = p->qhead;
     if (!f) {
       pthread_mutex_unlock(&p->mu);
       break;
     }
-    p->qhead = f->qnext;
-    if (!p->qhead)
-      p->qtail = NULL;
     p->queued--;
     p->running++;
     atomic_fetch_sub(&p->o.metrics->queue_depth, 1);
@@ -356,6 +422,10 @@ static void *slot_main(void *arg) {
     map_remove(p, f);
     p->running--;
     p->sources -= f->job.source;
+    if (f->cl) { /* its client's next flight may run now */
+      client_done(p, f->cl, true);
+      pthread_cond_broadcast(&p->work);
+    }
     pthread_cond_broadcast(&p->idle);
     pthread_mutex_unlock(&p->mu);
     if (res)
@@ -441,13 +511,27 @@ tl_status tl_srv_pool_submit(tl_srv_pool *p, tl_srv_job *jobs, const int *indexe
     st = tl_error_set(err, TL_BUSY, "the server is shutting down");
     goto out;
   }
-  int need = 0, need_sources = 0;
+  int need = 0, need_sources = 0, need_client = 0;
   for (int i = 0; i < n; i++) {
     bool dup = map_find(p, jobs[i].key, jobs[i].source) != NULL;
     for (int k = 0; k < i && !dup; k++)
       dup = memcmp(jobs[k].key, jobs[i].key, 64) == 0 && jobs[k].source == jobs[i].source;
     need += !dup;
     need_sources += !dup && jobs[i].source;
+    need_client += !dup && !jobs[i].source && jobs[i].client[0] && p->o.max_per_client > 0;
+  }
+  client *cl = need_client ? client_find(p, jobs[0].client) : NULL;
+  int waiting_share = TL_SRV_QUEUE_SHARE(p->o.queue);
+  if (cl && cl->flights + need_client > p->o.max_per_client + waiting_share) {
+    atomic_fetch_add(&p->o.metrics->client_limited, 1);
+    st = tl_error_set(err, TL_TOO_MANY,
+                      "this client (%s) has %d compile%s queued or running and this request would start %d "
+                      "more; a client may have %d running and %d waiting (--max-compiles-per-client and half "
+                      "of --queue; GET /v1/info: limits.max_compiles_per_client, "
+                      "limits.max_queued_per_client); retry when one has ended",
+                      cl->addr, cl->flights, cl->flights == 1 ? "" : "s", need_client, p->o.max_per_client,
+                      waiting_share);
+    goto out;
   }
   if (need_sources > 0 && p->sources + need_sources > TL_SRV_SOURCE_FLIGHTS) {
     atomic_fetch_add(&p->o.metrics->overloaded, 1);
@@ -481,6 +565,17 @@ tl_status tl_srv_pool_submit(tl_srv_pool *p, tl_srv_job *jobs, const int *indexe
     fresh[i] = NULL;
     f->job = jobs[i];
     memset(&jobs[i], 0, sizeof jobs[i]);
+    if (need_client && !f->job.source) {
+      if (!cl && (cl = calloc(1, sizeof *cl))) {
+        memcpy(cl->addr, f->job.client, sizeof cl->addr);
+        unsigned cb = client_bucket(cl->addr);
+        cl->next = p->clients[cb];
+        p->clients[cb] = cl;
+      }
+      if (cl) /* (without memory for it, the flight is not counted) */
+        cl->flights++;
+      f->cl = cl;
+    }
     p->sources += f->job.source;
     unsigned b = bucket_of(f->job.key);
     f->hnext = p->map[b];
@@ -516,6 +611,7 @@ void tl_srv_pool_shutdown(tl_srv_pool *p, double grace_s) {
   for (flight *f = cancelled; f; f = f->qnext) {
     map_remove(p, f);
     p->sources -= f->job.source;
+    client_done(p, f->cl, false);
   }
   atomic_fetch_sub(&p->o.metrics->queue_depth, p->queued);
   p->qhead = p->qtail = NULL;

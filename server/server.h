@@ -68,6 +68,9 @@
 #define TL_SRV_TIER_ENTRY_MAX ((int64_t)512 << 20) /* Redis's own limit on a string */
 #define TL_SRV_SOURCE_MAX ((size_t)4 << 20) /* bytes of a build's source shown by /status/builds/KEY/source */
 #define TL_SRV_SOURCE_FLIGHTS 2        /* sources generated (queued or running) at once in the compile pool */
+#define TL_SRV_CLIENT_MAX 46           /* bytes of a client's address as text (INET6_ADDRSTRLEN), with NUL */
+#define TL_SRV_PROGRAM_STATEMENTS 2000 /* --max-program-statements' default (bench/soak.md: NVRTC's time) */
+#define TL_SRV_QUEUE_SHARE(queue) ((queue) / 2) /* compiles one client may have waiting (pool.c) */
 
 /* ==== util.c: a growable text buffer ========================================= */
 typedef struct tl_srv_buf {
@@ -143,6 +146,9 @@ typedef struct tl_srv_config {
   int64_t cache_max_bytes;     /* 0: no cap */
   int workers;                 /* compile worker processes */
   int queue;                   /* compile jobs waiting for a worker */
+  int max_compiles_per_client; /* compiles one client address has running (and half --queue waiting); 0: no limit */
+  bool max_compiles_per_client_given; /* else --workers less one (at least 1), set by tl_srv_config_parse */
+  int max_program_statements;  /* a program with more is refused before compiling (413) */
   int threads;                 /* HTTP threads */
   int max_connections;
   int max_connections_per_ip;  /* 0: no limit */
@@ -293,7 +299,7 @@ enum {
   TL_CONN_CUT_COUNT_
 };
 
-#define TL_SRV_HTTP_CODES 20 /* distinct statuses counted; others go to the last slot */
+#define TL_SRV_HTTP_CODES 21 /* distinct statuses counted; others go to the last slot */
 #define TL_SRV_COMPILE_BUCKETS 14
 
 typedef struct tl_srv_metrics {
@@ -309,6 +315,7 @@ typedef struct tl_srv_metrics {
   atomic_llong singleflight_joins;
   atomic_llong rechecked_hits;       /* a queued compile found in the cache by its worker thread */
   atomic_llong overloaded;           /* compile requests refused with 503 */
+  atomic_llong client_limited;       /* compile requests refused with 429 (--max-compiles-per-client) */
   atomic_llong evictions;
   atomic_llong worker_spawns;
   atomic_llong publish_failures;
@@ -465,6 +472,8 @@ tl_srv_result *tl_srv_result_error(tl_status code, const char *fmt, ...)
 typedef struct tl_srv_job {
   char key[65];
   bool source;
+  char client[TL_SRV_CLIENT_MAX]; /* the address of the client that asked ("": none), for
+                                     --max-compiles-per-client (pool.c) */
   char *manifest;           /* the key manifest (stored with the build) */
   char *program;            /* JSON text */
   size_t program_len;
@@ -608,6 +617,7 @@ typedef struct tl_srv_pool tl_srv_pool;
 typedef struct tl_srv_pool_opts {
   tl_srv_proc_opts proc;
   int workers, queue;
+  int max_per_client;       /* --max-compiles-per-client (0: no limit) */
   double compile_timeout;
   double source_timeout;    /* a source job's bound (at most compile_timeout) */
   const char *db_path;
@@ -727,6 +737,9 @@ typedef struct tl_srv_req {
   tl_srv_compile *compile;
 } tl_srv_req;
 
+/* The address of conn's client as text (what --max-connections-per-ip and
+ * --max-compiles-per-client count by); "" when unknown. */
+void tl_srv_client_addr(struct MHD_Connection *conn, char out[TL_SRV_CLIENT_MAX]);
 /* Queues resp (consuming the caller's reference) with status; bytes is the
  * body size for the log and metrics. */
 int tl_srv_respond(tl_srv_req *r, int status, struct MHD_Response *resp, int64_t bytes);

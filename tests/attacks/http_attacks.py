@@ -4,7 +4,7 @@ of its machine, each with the answer it must get, and a check that the
 server keeps serving a normal client during and after each one.
 
 Usage: http_attacks.py TLSERVERD GROUP...
-  GROUP: framing, slow, pressure, slowbodies, budget, bodies, orphans (attacks); ready (/readyz without a
+  GROUP: framing, slow, pressure, slowbodies, budget, bodies, orphans, share, size (attacks); ready (/readyz without a
   toolchain, with a read-only database folder, on a full disk)
 
 Each group starts its own server (TLSERVERD, with the group's limits) on a
@@ -768,6 +768,166 @@ def orphans_slow_death(body):
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
+
+# ---- a client's share of the compile workers, and the program-size limit -------------
+
+def info():
+    """GET /v1/info from the normal client: the JSON body, or {}."""
+    _, body = get("/v1/info")
+    try:
+        return json.loads(body)
+    except ValueError:
+        return {}
+
+
+def compile_body(prog, targets):
+    return json.dumps({"program": prog, "targets": targets}).encode()
+
+
+def post_from(src, body, timeout):
+    """POSTs a compile request from address src and reads the answer: (status
+    or 0 when none came within the time-out, headers as a lower-case dict,
+    the JSON body or {}, the socket, still open when no answer came)."""
+    s = connect(src, timeout)
+    s.sendall(b"POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+    out = b""
+    try:
+        while True:
+            c = s.recv(65536)
+            if not c:
+                break
+            out += c
+    except (socket.timeout, ConnectionResetError):
+        pass
+    head, _, rest = out.partition(b"\r\n\r\n")
+    if not head[9:12].isdigit():
+        return 0, {}, {}, s
+    s.close()
+    hdrs = {}
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        hdrs[k.strip().lower().decode()] = v.strip().decode()
+    try:
+        doc = json.loads(rest)
+    except ValueError:
+        doc = {}
+    return int(head[9:12]), hdrs, doc, None
+
+
+def wait_metric(name, want, seconds=15.0):
+    """Polls /metrics until series `name` is `want`; returns its last value."""
+    deadline = time.time() + seconds
+    while True:
+        v = metric(name)
+        if v == want or time.time() > deadline:
+            return v
+        time.sleep(0.2)
+
+
+def share():
+    """One client address cannot hold every compile worker: with --workers 3
+    (so --max-compiles-per-client defaults to 2) and --queue 4 (half of it:
+    2 may wait), compiles that never end (the test hook TL_TEST_HANG_ON, as
+    a 10,000-statement program holds a worker for NVRTC's minutes) from one
+    address run at most 2 at a time, another client's compile is answered
+    meanwhile, and a request that would make more than 2 wait gets 429 with
+    Retry-After and an error naming the limits."""
+    prog = json.load(open("examples/tilus_add_one.json"))
+    hang = dict(prog, name="hang")
+    socks = []
+    with Server("--workers", "3", "--queue", "4", "--compile-timeout", "60", "--shutdown-grace", "1",
+                "--test-hooks", env={"TL_TEST_HANG_ON": "hang"}):
+        doc = info()
+        limits = doc.get("limits", {})
+        check(limits.get("max_compiles_per_client") == 2 and limits.get("max_queued_per_client") == 2,
+              "/v1/info: limits.max_compiles_per_client is --workers less one, max_queued_per_client "
+              "half of --queue", json.dumps(limits))
+        t = doc.get("targets", [])
+        if len(t) < 7:
+            skip("share", "the server offers %d targets, 7 are needed (no NVRTC here?)" % len(t))
+            return
+        # (who, targets of a hanging program, the answer it must get: 0 = none within 1.5 s,
+        # the compile queued or running)
+        table = [
+            ("127.0.0.3", [t[0], t[1], t[2]], 0, "a request of 3 compiles: 2 run, 1 waits"),
+            ("127.0.0.3", [t[3], t[4]], 429, "2 more would make 3 of that client's wait"),
+            ("127.0.0.3", [t[3]], 0, "1 more makes 2 wait: its share of the queue"),
+            ("127.0.0.3", [t[4]], 429, "past its share of the queue"),
+            ("127.0.0.3", [t[0]], 0, "joining a compile in flight costs no share"),
+            ("127.0.0.1", [t[5]], 0, "another client's first compile"),
+            ("127.0.0.1", [t[6]], 0, "and its second"),
+        ]
+        for i, (src, targets, want, what) in enumerate(table):
+            status, hdrs, body, sock = post_from(src, compile_body(hang, targets), 1.5)
+            if sock:
+                socks.append(sock)
+            err = body.get("error", {})
+            if want == 429:
+                check(status == 429 and hdrs.get("retry-after") == "1" and err.get("code") == "too_many_requests"
+                      and "--max-compiles-per-client" in err.get("message", "") and "--queue" in err.get("message", "")
+                      and src in err.get("message", ""),
+                      "%s: 429, Retry-After: 1, too_many_requests naming the limit and the client" % what,
+                      "%d %s %s" % (status, hdrs.get("retry-after"), json.dumps(err)[:300]))
+            else:
+                check(status == 0, "%s: queued or running (no answer)" % what, "%d %s" % (status, json.dumps(err)[:300]))
+            if i == 0:
+                running = wait_metric("tlserverd_compiles_running", 2)
+                time.sleep(1)  # a third would have started by now
+                running = metric("tlserverd_compiles_running")
+                check(running == 2 and metric("tlserverd_compile_queue_depth") == 1,
+                      "its 3 compiles: 2 run, 1 waits, one worker is left for the others",
+                      "running %s, queued %s" % (running, metric("tlserverd_compile_queue_depth")))
+                t0 = time.time()
+                status, _, body, sock = post_from("127.0.0.2", compile_body(prog, [t[0]]), 25)
+                check(status == 200, "meanwhile another client's compile is answered",
+                      "%d in %.1f s %s" % (status, time.time() - t0, json.dumps(body)[:300]))
+        check(metric("tlserverd_client_limited_total") == 2, "/metrics: tlserverd_client_limited_total 2",
+              str(metric("tlserverd_client_limited_total")))
+        check(healthz() == 200, "healthz while one client holds its share")
+    for sock in socks:
+        sock.close()
+
+
+def size():
+    """A program past --max-program-statements is refused with 413 before it
+    is compiled (bench/long_program.py: every statement counts, nested ones
+    too), and /v1/info says the limit."""
+    sys.path.insert(0, "bench")
+    import long_program
+    with Server("--max-program-statements", "50"):
+        doc = info()
+        check(doc.get("limits", {}).get("max_program_statements") == 50,
+              "/v1/info: limits.max_program_statements 50", json.dumps(doc.get("limits", {})))
+        t = doc.get("targets", [])
+        if not t:
+            skip("size", "the server offers no target (no toolchain here)")
+            return
+        table = [(51, 413, "51 statements"), (50, 200, "50 statements")]
+        for n, want, what in table:
+            status, _, body, _ = post_from("127.0.0.2", compile_body(long_program.program(n), [t[0]]), 60)
+            err = body.get("error", {})
+            if want == 413:
+                check(status == 413 and err.get("code") == "too_large" and
+                      "has %d statements" % n in err.get("message", "") and "at most 50" in err.get("message", "")
+                      and "--max-program-statements" in err.get("message", ""),
+                      "%s with a limit of 50: 413 too_large naming the limit" % what,
+                      "%d %s" % (status, json.dumps(err)[:300]))
+            else:
+                check(status == want, "%s with a limit of 50: %d" % (what, want), "%d %s" % (status, json.dumps(err)[:300]))
+    with Server():
+        check(info().get("limits", {}).get("max_program_statements") == 2000,
+              "/v1/info: limits.max_program_statements defaults to 2000")
+        t0 = time.time()
+        status, _, body, _ = post_from("127.0.0.2", compile_body(long_program.program(10000), [t[0]]), 60)
+        secs = time.time() - t0
+        msg = body.get("error", {}).get("message", "")
+        check(status == 413 and "at most 2000 are compiled" in msg and secs < 10,
+              "10,000 statements (NVRTC: over 300 s) at the defaults: 413 at once, no worker held",
+              "%d in %.1f s %s" % (status, secs, json.dumps(body.get("error", {}))[:300]))
+        check(healthz() == 200, "healthz after the refused program")
+
+
 def readyz():
     """GET /readyz: (status, the JSON body or {})."""
     status, body = get("/readyz")
@@ -907,7 +1067,7 @@ def main():
     for g in GROUPS:
         {"framing": framing, "slow": slow, "pressure": pressure, "slowbodies": slowbodies,
          "budget": budget, "bodies": bodies,
-         "orphans": orphans, "ready": ready}[g]()
+         "orphans": orphans, "share": share, "size": size, "ready": ready}[g]()
     print("http_attacks.py: %s" % ("%d failed" % failures if failures else
                                    "all passed, %d skipped" % len(skips) if skips else
                                    "all passed"))

@@ -586,7 +586,9 @@ static void test_busy(void **state) {
   NEED_TOOLCHAIN();
   server busy;
   server_start(&busy, "busy", NULL,
-               (const char *const[]){"--workers", "1", "--queue", "0", "--test-hooks", "--compile-timeout", "3", NULL},
+               (const char *const[]){"--workers", "1", "--queue", "0", "--test-hooks", "--compile-timeout", "3",
+                                     "--max-compiles-per-client", "0", /* the full queue's 503, not the share's 429 */
+                                     NULL},
                (const char *const[]){"TL_TEST_HANG_ON=hangme", NULL});
   hang_arg h = {.url = busy.url};
   pthread_t th;

@@ -173,12 +173,25 @@ static void test_config(void **state) {
   assert_true(c.compile_timeout == 2.5);
   assert_int_equal(c.log_format, TL_LOG_JSON);
   assert_false(c.test_hooks); /* argc 13 stops before it */
+  assert_int_equal(c.max_compiles_per_client, 2); /* --workers less one */
+  assert_int_equal(c.max_program_statements, 2000);
+  char *a3[] = {"tlserverd", "--db=/tmp/x.db", "--workers", "1", "--max-program-statements=10", NULL};
+  tl_srv_config_defaults(&c);
+  assert_int_equal(tl_srv_config_parse(&c, 5, a3, &help, &version, &err), TL_OK);
+  assert_int_equal(c.max_compiles_per_client, 1); /* at least one */
+  assert_int_equal(c.max_program_statements, 10);
+  char *a4[] = {"tlserverd", "--db=/tmp/x.db", "--max-compiles-per-client", "0", "--workers", "8", NULL};
+  tl_srv_config_defaults(&c);
+  assert_int_equal(tl_srv_config_parse(&c, 6, a4, &help, &version, &err), TL_OK);
+  assert_int_equal(c.max_compiles_per_client, 0); /* given: no limit, whatever --workers */
 
   const char *bad[][3] = {
       {"--workers", "0", NULL},     {"--workers", "x", NULL},  {"--nope", NULL, NULL},
       {"--max-body", "0", NULL},    {"--log-format", "xml", NULL},
       {"--listen", "nowhere", NULL}, {"--tls-cert", "a.pem", NULL},
       {"--allow-anonymous-read", NULL, NULL}, {"--help=1", NULL, NULL}, {"--db", NULL, NULL},
+      {"--max-compiles-per-client", "-1", NULL}, {"--max-compiles-per-client", "x", NULL},
+      {"--max-program-statements", "0", NULL}, {"--max-program-statements", "65537", NULL},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     tl_srv_config_defaults(&c);
@@ -197,7 +210,8 @@ static void test_config(void **state) {
                          "--max-body", "--compile-timeout", "--log-format", "--threads",
                          "--max-connections", "--max-header-bytes", "--idle-timeout",
                          "--shutdown-grace", "--worker-memory", "--memory-cache",
-                         "--memory-cache-ttl", "--port-file", "--test-hooks", "--version"};
+                         "--memory-cache-ttl", "--port-file", "--test-hooks", "--version",
+                         "--max-compiles-per-client", "--max-program-statements"};
   for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
     assert_non_null(strstr(tl_srv_usage(), flags[i]));
 }

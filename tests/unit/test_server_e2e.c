@@ -446,7 +446,9 @@ static int group_setup(void **state) {
   snprintf(tmp_root, sizeof tmp_root, "/tmp/tl-server-e2e-XXXXXX");
   if (!mkdtemp(tmp_root))
     return -1;
-  const char *flags[] = {"--workers", "2", NULL};
+  /* every request of this test comes from one address, several at once:
+   * no per-client share (http_attacks.py's "share" group tests it) */
+  const char *flags[] = {"--workers", "2", "--max-compiles-per-client", "0", NULL};
   server_start(&main_srv, "main", NULL, flags, NULL);
   no_toolchain = !have_toolchain(&main_srv);
   if (no_toolchain)
@@ -862,6 +864,7 @@ static void test_isolation(void **state) {
   NEED_TOOLCHAIN();
   server s;
   const char *flags[] = {"--workers", "1", "--queue", "0", "--compile-timeout", "3",
+                         "--max-compiles-per-client", "0", /* the full queue's 503, not the share's 429 */
                          "--test-hooks", NULL};
   const char *env[] = {"TL_TEST_CRASH_ON=crash_probe", "TL_TEST_HANG_ON=hang_probe", NULL};
   server_start(&s, "isolation", NULL, flags, env);
