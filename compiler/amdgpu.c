@@ -31,6 +31,7 @@
 
 #include "dlutil.h"
 #include "amdgpu.h"
+#include "procs.h"
 #include "hsaco.h"
 #include "toolchain.h"
 
@@ -280,7 +281,9 @@ static tl_status spawn(char *const argv[], int out_fd, const char *tmpdir, pid_t
 }
 
 /* Waits for pid until deadline (now_ms() clock).  On time-out kills its
- * process group and answers TL_TIMEOUT.  *status is waitpid's. */
+ * process group, waits until every member has died (clang -cc1 under the
+ * clang driver too, not only pid: procs.h), reaps pid and answers
+ * TL_TIMEOUT.  *status is waitpid's. */
 static tl_status await(pid_t pid, double deadline, const char *what, int *status, tl_error *err) {
 #ifdef SYS_pidfd_open
   int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -302,12 +305,16 @@ static tl_status await(pid_t pid, double deadline, const char *what, int *status
     }
     double left = deadline - now_ms();
     if (left <= 0) {
-      kill(-pid, SIGKILL);
+      /* pid stays a zombie until reaped below, so the group's id names only its members */
+      int alive = tl_procs_kill_wait(pid, TL_PROCS_GROUP, TL_AMDGPU_KILL_WAIT_MS);
       kill(pid, SIGKILL);
       while (waitpid(pid, status, 0) < 0 && errno == EINTR)
         ;
       if (pfd >= 0)
         close(pfd);
+      if (alive > 0)
+        return tl_error_set(err, TL_TIMEOUT, "%s ran out of its time limit and was stopped, but %d of its "
+                            "processes were still alive %d ms after SIGKILL", what, alive, TL_AMDGPU_KILL_WAIT_MS);
       return tl_error_set(err, TL_TIMEOUT, "%s ran out of its time limit and was stopped", what);
     }
     if (pfd >= 0) {

@@ -49,7 +49,6 @@
  * part, at most TL_SRV_SOURCE_MAX bytes (checked on both sides).
  */
 #define _GNU_SOURCE /* POSIX_SPAWN_SETSID */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -62,11 +61,11 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <jansson.h>
 #include "server.h"
+#include "../compiler/procs.h"
 #include "../compiler/tlcompiler.h"
 #include "../proto/tl_hash.h"
 
@@ -548,87 +547,18 @@ tl_status tl_srv_proc_spawn(const tl_srv_proc_opts *o, tl_srv_proc *p, tl_error 
   return TL_OK;
 }
 
-/* Sends SIGKILL to every live process of session sid and opens a pidfd on
- * each (up to nfd of them, into fds).  Returns how many were alive, or -1
- * when /proc cannot be read. */
-static int kill_members(int sid, int *fds, int nfd, int *nopen) {
-  *nopen = 0;
-  DIR *d = opendir("/proc");
-  if (!d)
-    return -1;
-  int alive = 0;
-  struct dirent *de;
-  while ((de = readdir(d)) != NULL) {
-    char *end;
-    long pid = strtol(de->d_name, &end, 10);
-    if (*end || pid <= 0)
-      continue;
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-      continue;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *rp = strrchr(buf, ')'); /* after the command name, which may hold anything */
-    char state;
-    int ppid, pgrp, session;
-    if (!rp || sscanf(rp + 1, " %c %d %d %d", &state, &ppid, &pgrp, &session) != 4 || session != sid ||
-        state == 'Z' || state == 'X')
-      continue;
-    alive++;
-    int pfd = -1;
-#ifdef SYS_pidfd_open
-    pfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
-#endif
-#ifdef SYS_pidfd_send_signal
-    if (pfd < 0 || syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) != 0)
-#endif
-      kill((pid_t)pid, SIGKILL);
-    if (pfd >= 0 && *nopen < nfd)
-      fds[(*nopen)++] = pfd;
-    else if (pfd >= 0)
-      close(pfd);
-  }
-  closedir(d);
-  return alive;
-}
-
 void tl_srv_proc_kill_session(int sid) {
   if (sid <= 0)
     return;
-  kill(-sid, SIGKILL);
-  /* The members in other process groups (the tools' groups): a session id
-   * stays allocated while any member lives, so the id names only this
-   * worker's processes.  Each one killed is waited for until it has died
-   * (its pidfd becomes readable then), not only signalled: a SIGKILLed
-   * clang of a few hundred MiB takes tens of milliseconds to die, more on
-   * a loaded machine, and until then it still runs, outside --workers.
-   * Then the session is looked at again (a member may have started a child
-   * meanwhile), until none is alive. */
-  int64_t deadline = tl_srv_now_us() + (int64_t)TL_SRV_KILL_WAIT_S * 1000000;
-  for (;;) {
-    int fds[64], nopen;
-    int alive = kill_members(sid, fds, 64, &nopen);
-    if (alive <= 0)
-      return;
-    for (int i = 0; i < nopen; i++) {
-      int64_t left_ms = (deadline - tl_srv_now_us()) / 1000;
-      struct pollfd pf = {fds[i], POLLIN, 0};
-      if (left_ms > 0)
-        while (poll(&pf, 1, (int)left_ms) < 0 && errno == EINTR)
-          ;
-      close(fds[i]);
-    }
-    if (tl_srv_now_us() > deadline) {
-      fprintf(stderr, "tlserverd: %d process(es) of worker session %d still alive %d s after SIGKILL\n",
-              alive, sid, TL_SRV_KILL_WAIT_S);
-      return;
-    }
-    if (nopen < alive)
-      usleep(2000); /* without pidfds: let the signals land, then look again */
-  }
+  /* Every member, in the worker's group or the tools' own groups (a session
+   * id stays allocated while any member lives, so it names only this
+   * worker's processes), waited for until it has died, not only signalled
+   * (compiler/procs.h): until then a killed clang still runs, outside
+   * --workers. */
+  int alive = tl_procs_kill_wait(sid, TL_PROCS_SESSION, (long)TL_SRV_KILL_WAIT_S * 1000);
+  if (alive > 0)
+    fprintf(stderr, "tlserverd: %d process(es) of worker session %d still alive %d s after SIGKILL\n",
+            alive, sid, TL_SRV_KILL_WAIT_S);
 }
 
 /* Reaps the worker after its socket failed or it was killed; says how it ended. */

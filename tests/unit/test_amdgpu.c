@@ -2,7 +2,8 @@
  * test_amdgpu.c - unit tests of the AMD toolchain driver (compiler/amdgpu.c):
  * finding the toolchain, the targets it accepts, compiling real HIP C to
  * code objects with the installed clang and ld.lld, its failures (syntax
- * errors, bad targets, the time limit), the private temporary directory,
+ * errors, bad targets, the time limit, which ends every process of the
+ * tool's group), the private temporary directory,
  * offload bundles, and llvm-objdump; then the AMD back end as a whole
  * (tl_compile for gfx targets): every example program compiles for gfx90a,
  * gfx942 and gfx1100, and for gfx1201 where the toolchain accepts it (clang
@@ -38,6 +39,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +53,7 @@
 #include "tlcompiler.h"
 
 #define CHILD_ENV "TL_TEST_AMDGPU_CHILD"
-#define TOOLCHAIN_TEST_COUNT 12 /* the tests in TOOLCHAIN_TESTS (main) */
+#define TOOLCHAIN_TEST_COUNT 13 /* the tests in TOOLCHAIN_TESTS (main) */
 
 static tl_amdgpu *amd; /* NULL when no AMD toolchain is found */
 static char amd_missing[TL_ERROR_MESSAGE_MAX];
@@ -455,6 +457,106 @@ static void test_tmpdir_and_timeout(void **state) {
   closedir(d);
   rmdir(dir);
   assert_int_equal(left, 0);
+}
+
+/* The time limit ends the whole group, not only its leader: a tool whose
+ * child (as clang -cc1 is the clang driver's) holds 768 MiB, and so takes
+ * 0.1 to 0.3 s to die after SIGKILL, is dead when tl_amdgpu_compile answers
+ * TL_TIMEOUT.  The tool is a script named as TL_CLANG: clang itself for the
+ * probes, and for a compile (-c) this program in its HOG_ENV mode, started
+ * in the background, and a wait. */
+#define HOG_ENV "TL_TEST_AMDGPU_HOG"
+#define HOG_BYTES ((size_t)768 << 20)
+
+static int hog_main(const char *pidfile) {
+  char *p = malloc(HOG_BYTES);
+  if (!p)
+    return 1;
+  for (size_t i = 0; i < HOG_BYTES; i += 4096) /* every page resident */
+    p[i] = 1;
+  char tmp[PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%s.tmp", pidfile);
+  FILE *f = fopen(tmp, "w");
+  if (!f)
+    return 1;
+  fprintf(f, "%d\n", (int)getpid());
+  fclose(f);
+  rename(tmp, pidfile);
+  for (;;)
+    pause();
+}
+
+/* 1 when process pid runs (exists and is not a zombie). */
+static int process_runs(int pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *rp = strrchr(buf, ')');
+  return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+static void test_timeout_kills_the_group(void **state) {
+  (void)state;
+  NEED_AMD();
+  if (tl_amdgpu_toolchain_kind(amd) != TL_AMDGPU_CLANG) {
+    printf("skipping: hiprtc runs in-process (no tool to time out)\n");
+    skip();
+  }
+  const char *desc = tl_amdgpu_description(amd), *lp = strrchr(desc, '('), *rp = strrchr(desc, ')');
+  assert_true(lp && rp && rp > lp + 1);
+  char clang[PATH_MAX], self[PATH_MAX], tool[PATH_MAX], pidfile[PATH_MAX];
+  snprintf(clang, sizeof clang, "%.*s", (int)(rp - lp - 1), lp + 1);
+  ssize_t sn = readlink("/proc/self/exe", self, sizeof self - 1);
+  assert_true(sn > 0);
+  self[sn] = 0;
+  char dir[] = "/tmp/test_amdgpu-hog-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  snprintf(tool, sizeof tool, "%s/clang", dir);
+  snprintf(pidfile, sizeof pidfile, "%s/hog.pid", dir);
+  FILE *f = fopen(tool, "w");
+  assert_non_null(f);
+  fprintf(f, "#!/bin/sh\ncase \" $* \" in *\" -c \"*) ;; *) exec '%s' \"$@\" ;; esac\n"
+             "%s='%s' '%s' &\nwait\n", clang, HOG_ENV, pidfile, self);
+  fclose(f);
+  chmod(tool, 0755);
+  char *old = getenv("TL_CLANG") ? strdup(getenv("TL_CLANG")) : NULL;
+  setenv("TL_CLANG", tool, 1);
+  tl_amdgpu *h = NULL;
+  tl_error err;
+  tl_status st = tl_amdgpu_open(&h, &err);
+  if (old)
+    setenv("TL_CLANG", old, 1);
+  else
+    unsetenv("TL_CLANG");
+  free(old);
+  assert_int_equal(st, TL_OK);
+  tl_amdgpu_set_timeout(h, 3000);
+  tl_amdgpu_result r = {0};
+  st = tl_amdgpu_compile(h, add_one_src, "gfx90a", &r, &err);
+  tl_amdgpu_result_free(&r);
+  tl_amdgpu_close(h);
+  int pid = 0;
+  f = fopen(pidfile, "r");
+  if (f) {
+    if (fscanf(f, "%d", &pid) != 1)
+      pid = 0;
+    fclose(f);
+  }
+  int runs = pid > 0 && process_runs(pid);
+  if (runs)
+    kill(pid, SIGKILL);
+  unlink(pidfile);
+  unlink(tool);
+  rmdir(dir);
+  print_message("time-out: %s; the tool's child %d %s\n", err.message, pid, runs ? "still ran" : "had died");
+  assert_int_equal(st, TL_TIMEOUT);
+  assert_true(pid > 0); /* the child had its memory before the limit (else the machine is too slow for 3 s) */
+  assert_false(runs);
 }
 
 /* clang's own offload bundle for two targets: each entry found, and each
@@ -1123,7 +1225,8 @@ int main(void) {
 #define TOOLCHAIN_TESTS                                                                            \
   cmocka_unit_test(test_open_and_targets), cmocka_unit_test(test_compile_targets),                \
       cmocka_unit_test(test_syntax_error), cmocka_unit_test(test_bad_target),                      \
-      cmocka_unit_test(test_tmpdir_and_timeout), cmocka_unit_test(test_bundle_from_clang),         \
+      cmocka_unit_test(test_tmpdir_and_timeout), cmocka_unit_test(test_timeout_kills_the_group),   \
+      cmocka_unit_test(test_bundle_from_clang),                                                    \
       cmocka_unit_test(test_disassemble), cmocka_unit_test(test_threads),                          \
       cmocka_unit_test(test_examples), cmocka_unit_test(test_gemm_matrix_cores),                  \
       cmocka_unit_test(test_prelude_math), cmocka_unit_test(test_tlc)
@@ -1136,6 +1239,8 @@ int main(void) {
       cmocka_unit_test(test_no_toolchain),
       cmocka_unit_test(test_bundle_damage), TOOLCHAIN_TESTS,
   };
+  if (getenv(HOG_ENV))
+    return hog_main(getenv(HOG_ENV));
   if (getenv(CHILD_ENV))
     return cmocka_run_group_tests(child_tests, group_setup, group_teardown);
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
