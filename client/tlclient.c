@@ -1528,9 +1528,12 @@ out:
 #define EXPLAIN_CANDIDATES_MAX 256 /* local cache entries whose manifest explain asks the server for */
 #define MANIFEST_MAGIC "tl-build-key 1\n"
 
-/* The fields of a key manifest (proto/kernel-meta.md section 4), in order. */
-static const char *const manifest_fields[] = {"compiler", "toolchain", "target", "options", "constants", "program"};
-enum { MF_COMPILER, MF_TOOLCHAIN, MF_TARGET, MF_OPTIONS, MF_CONSTANTS, MF_PROGRAM, MF_COUNT };
+/* The fields of a key manifest (proto/kernel-meta.md section 4), in order;
+ * "backend" (the back end asked for) is absent from the manifests of
+ * compilers before the PTX back end: such a manifest reads "-" there. */
+static const char *const manifest_fields[] = {"compiler", "toolchain", "backend", "target",
+                                              "options",  "constants", "program"};
+enum { MF_COMPILER, MF_TOOLCHAIN, MF_BACKEND, MF_TARGET, MF_OPTIONS, MF_CONSTANTS, MF_PROGRAM, MF_COUNT };
 
 typedef struct manifest {
   char *text;
@@ -1558,6 +1561,8 @@ static bool manifest_parse(char *text, const char *key, manifest *m) {
       if (strncmp(l, manifest_fields[f], n) == 0 && l[n] == ' ')
         m->field[f] = l + n + 1;
     }
+  if (!m->field[MF_BACKEND])
+    m->field[MF_BACKEND] = "-";
   for (int f = 0; f < MF_COUNT; f++)
     if (!m->field[f])
       return false;
@@ -1598,8 +1603,8 @@ static int constants_diff(const char *here, const char *there, char *out, size_t
 }
 
 /* How far a cached build is from the request: lower is nearer; another
- * program weighs most, then the constants, the target, the options, and the
- * compiler and toolchain least. */
+ * program weighs most, then the constants, the target, the options, the
+ * back end asked for, and the compiler and toolchain least. */
 static long manifest_distance(const manifest *want, const manifest *have) {
   long d = 0;
   char buf[8];
@@ -1613,6 +1618,7 @@ static long manifest_distance(const manifest *want, const manifest *have) {
   d += 100L * constants_diff(want->field[MF_CONSTANTS], have->field[MF_CONSTANTS], buf, sizeof buf);
   d += strcmp(want->field[MF_TARGET], have->field[MF_TARGET]) != 0 ? 50 : 0;
   d += strcmp(want->field[MF_OPTIONS], have->field[MF_OPTIONS]) != 0 ? 20 : 0;
+  d += strcmp(want->field[MF_BACKEND], have->field[MF_BACKEND]) != 0 ? 10 : 0;
   d += strcmp(want->field[MF_COMPILER], have->field[MF_COMPILER]) != 0 ? 2 : 0;
   d += strcmp(want->field[MF_TOOLCHAIN], have->field[MF_TOOLCHAIN]) != 0 ? 1 : 0;
   return d;
@@ -1648,6 +1654,7 @@ static void print_differences(const manifest *want, const manifest *have) {
   static const struct { int f; const char *why; } plain[] = {
       {MF_TARGET, "built for another target"},
       {MF_OPTIONS, "built with other compiler options"},
+      {MF_BACKEND, "another back end asked for: the option backend, or TL_BACKEND"},
       {MF_COMPILER, "built by another compiler"},
       {MF_TOOLCHAIN, "built with another toolchain"},
   };

@@ -37,6 +37,9 @@
  *   tl_pass_barrier        pass_barrier.c: where the block barriers go
  *   tl_pass_raster         pass_raster.c: the blocks' order for use_swizzle, or
  *                          heaviest first where the work grows with bx
+ *   tl_pass_split          pass_split.c: a long kernel's top level cut into
+ *                          regions, each a noinline function (build_split:
+ *                          NVRTC's PTX assembled by nvJitLink)
  *   after("emit")          the back end chosen, and why not PTX (--dump emit)
  *   tl_emit                emit_cuda.c: CUDA C or HIP C (its dialect table),
  *                          or, where plan_of tries it, tl_emit_ptx
@@ -250,6 +253,13 @@ static tl_status parse_options(const char *text, options *o, json_t **canon, tl_
         return tl_error_set_at(err, TL_INVALID_ARG, "/options/fast_compile", 0,
                                "fast_compile is \"min\", \"mid\" or \"max\"");
       }
+    } else if (strcmp(key, "split_statements") == 0) {
+      if (!json_is_integer(v) || json_integer_value(v) < 2 || json_integer_value(v) > TL_SPLIT_MAX_STATEMENTS) {
+        json_decref(obj);
+        return tl_error_set_at(err, TL_INVALID_ARG, "/options/split_statements", 0,
+                               "split_statements is an integer from 2 to %d", TL_SPLIT_MAX_STATEMENTS);
+      }
+      o->split_statements = (int)json_integer_value(v);
     } else if (strcmp(key, "backend") == 0) {
       static const char *const modes[] = {"auto", "cuda", "ptx"}; /* the string lives as long as *canon */
       const char *l = json_string_value(v);
@@ -262,7 +272,8 @@ static tl_status parse_options(const char *text, options *o, json_t **canon, tl_
       }
     } else {
       tl_status st = tl_error_set(err, TL_INVALID_ARG,
-                                  "unknown option '%s'; the options are max_registers, debug, fast_compile and backend",
+                                  "unknown option '%s'; the options are max_registers, debug, fast_compile, backend and "
+                                  "split_statements",
                                   key); /* before the decref: key belongs to obj */
       json_decref(obj);
       return st;
@@ -318,6 +329,13 @@ static char nv_jl_desc[sizeof open_state[0].desc + sizeof jl_desc + 8];
 static void jl_open(void) {
   if (tl_nvjitlink_open(&jl, &jl_err) == TL_OK)
     tl_nvjitlink_describe(jl, jl_desc, sizeof jl_desc);
+}
+
+const char *tl_compiler_nvjitlink(const char **why) {
+  pthread_once(&jl_once, jl_open);
+  if (!jl && why)
+    *why = jl_err.message;
+  return jl ? jl_desc : NULL;
 }
 
 /* The back end asked for: the request's, else the options', else
@@ -613,6 +631,9 @@ static json_t *kernel_json(tl_arena *a, const tl_program *prog, json_t *res) {
     json_object_set_new(launch, "cluster", cl);
   }
   json_object_set_new(m, "launch", launch);
+  if (prog->nregions && prog->backend && strcmp(prog->backend, "cuda") == 0) /* pass_split.c */
+    json_object_set_new(m, "regions", json_pack("{s:i, s:I}", "count", prog->nregions, "statements",
+                                                (json_int_t)prog->nstatements));
   /* warnings: tl_warn_target's, and ptxas's spills */
   json_t *warn = json_array();
   for (int i = 0; i < prog->warnings.n; i++)
@@ -729,6 +750,7 @@ const tl_stage_info tl_compile_stages[] = {
     {"uniform", "pass_uniform.c: affine comparisons in parallel loops decided once per tile where they can be"},
     {"barrier", "pass_barrier.c: where the block barriers go"},
     {"raster", "pass_raster.c: the order of the blocks (use_swizzle)"},
+    {"split", "pass_split.c: a long kernel's top level cut into regions, each a function of its own"},
     {"emit", "the back end chosen for an NVIDIA target: emit_ptx.c (nvJitLink) or emit_cuda.c (NVRTC), and why not PTX"},
     {NULL, NULL},
 };
@@ -757,7 +779,51 @@ static bool has_wg_lag(tl_body *b) {
   return tl_walk(b, &w, NULL) == TL_WALK_STOP;
 }
 
-/* The passes for one kernel, from place to raster (the stages after
+/* Is prog, emitted by emit_cuda.c for NVIDIA target t, built in two steps
+ * (build_split)?  When pass_split.c cut some kernel into regions, t is a
+ * cubin, nvJitLink is here and NVRTC's fast_compile is not asked for (it
+ * would apply to NVVM alone). */
+static bool split_build(const tl_program *prog, const tl_target *t, const options *opt) {
+  bool regions = false;
+  for (const tl_program *k = prog; k; k = k->next)
+    regions |= k->nregions > 0;
+  return regions && t->vendor == TL_VENDOR_NVIDIA && t->binary == TL_BINARY_CUBIN && !opt->fast_compile &&
+         (pthread_once(&jl_once, jl_open), jl != NULL);
+}
+
+/* A program whose kernels pass_split.c cut into regions: NVRTC makes PTX
+ * (for t's compute_ target), nvJitLink assembles it.  ptxas inside NVRTC
+ * would inline every region's function into the kernel again (each is
+ * called once), taking the time that grows faster than the kernel's
+ * length; nvJitLink assembles each function of the PTX apart
+ * (bench/compile.md).  The log holds both tools' logs. */
+static tl_status build_split(const tl_toolchain_ops *tc, void *th, const char *src, const tl_target *t,
+                             const options *opt, tl_toolchain_out *out, tl_error *err) {
+  char name[TL_TARGET_NAME_MAX + 8];
+  tl_target pt;
+  snprintf(name, sizeof name, "compute_%s", t->name + 3); /* "sm_90a" -> "compute_90a" */
+  tl_status st = tl_target_parse(name, &pt, err);
+  tl_toolchain_out ptx = {0};
+  if (st == TL_OK)
+    st = tc->compile(th, src, &pt, opt, &ptx, err);
+  if (st == TL_OK)
+    st = tl_nvjitlink_assemble(jl, (const char *)ptx.code, t->name, opt->max_registers, out, err);
+  if (st == TL_OK) {
+    size_t n = strlen(ptx.log ? ptx.log : "") + strlen(out->log ? out->log : "") + 1;
+    char *log = malloc(n);
+    if (!log) {
+      st = tl_error_set(err, TL_NOMEM, "out of memory");
+    } else {
+      snprintf(log, n, "%s%s", ptx.log ? ptx.log : "", out->log ? out->log : "");
+      free(out->log);
+      out->log = log;
+    }
+  }
+  tl_toolchain_out_free(&ptx);
+  return st;
+}
+
+/* The passes for one kernel, from place to split (the stages after
  * "check" of tl_compile_stages), each followed by after(). */
 static tl_status lower(const tl_compile_request *req, tl_program *prog, const tl_target *tp, const tl_codegen *cgp,
                        tl_diags *diags, tl_error *err) {
@@ -797,7 +863,10 @@ static tl_status lower(const tl_compile_request *req, tl_program *prog, const tl
       (st = after(req, "barrier", prog, &cg, err)) != TL_OK)
     return st;
   tl_pass_raster(prog);
-  return after(req, "raster", prog, &cg, err);
+  if ((st = after(req, "raster", prog, &cg, err)) != TL_OK)
+    return st;
+  tl_pass_split(prog, &cg);
+  return after(req, "split", prog, &cg, err);
 }
 
 tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *diags, tl_error *err) {
@@ -827,6 +896,7 @@ again:;
   for (tl_program *k = prog; k; k = k->next) {
     k->no_wg_lag = no_lag;
     k->max_registers = opt.max_registers;
+    k->split_statements = opt.split_statements ? opt.split_statements : TL_SPLIT_MIN_STATEMENTS;
     if ((st = lower(req, k, &t, &cg, diags, err)) != TL_OK)
       goto done;
   }
@@ -845,7 +915,7 @@ again:;
       goto done;
     }
   }
-  bool ptx = src != NULL;
+  bool ptx = src != NULL, split = false;
   for (tl_program *k = prog; k; k = k->next) {
     k->backend = t.vendor != TL_VENDOR_NVIDIA ? NULL : ptx ? "ptx" : "cuda";
     k->backend_mode = t.vendor != TL_VENDOR_NVIDIA ? NULL : p.mode;
@@ -864,6 +934,8 @@ again:;
       st = (built.code = (unsigned char *)dup(src)) && (built.log = dup(""))
                ? (built.size = strlen(src), TL_OK)
                : tl_error_set(err, TL_NOMEM, "out of memory");
+    else if ((split = split_build(prog, &t, &opt)))
+      st = build_split(tc, p.th, src, &t, &opt, &built, err);
     else
       st = tc->compile(p.th, src, &t, &opt, &built, err);
     if (st != TL_OK)
@@ -872,7 +944,8 @@ again:;
     bool spilled_lag = false;
     for (tl_program *k = prog; k; k = k->next) {
       json_t *r = NULL;
-      if ((st = (ptx ? tl_nv_cubin_resources : tc->inspect)(p.th, &t, &built, k->entry, k->nparams, &r, err)) != TL_OK)
+      if ((st = (ptx || split ? tl_nv_cubin_resources : tc->inspect)(p.th, &t, &built, k->entry, k->nparams, &r,
+                                                                        err)) != TL_OK)
         goto done;
       json_array_append_new(res, r);
       spilled_lag |= !no_lag && has_wg_lag(&k->body) &&

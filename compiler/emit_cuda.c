@@ -1973,6 +1973,7 @@ static bool reads_buffer(const tl_expr *x, const tl_sym *b) {
 
 static void emit_body(E *e, const tl_body *b, bool uniform);
 static void emit_stmt(E *e, const tl_stmt *s, bool uniform);
+static void region_pointer(E *e, const tl_sym *b);
 static void emit_pipelined(E *e, const tl_stmt *s);
 
 /* ---- a dequantizing parallel loop, 8 to 32 elements at a time (pass_place.c: dequant_loop) ---- */
@@ -2344,6 +2345,7 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
       for (int d = 0; d < s->sym->ndim; d++)
         n *= s->sym->dims[d];
       line(e, "%s l_%s[%" PRId64 "];", crep((tl_type)s->sym->dtype), s->sym->name, n);
+      region_pointer(e, s->sym);
     }
     return; /* shared and fragments are declared at the top */
   case S_VIEW:
@@ -3311,6 +3313,89 @@ static void emit_body(E *e, const tl_body *b, bool uniform) {
     emit_stmt(e, b->items[i], uniform);
 }
 
+/* ---- regions (pass_split.c) ---------------------------------------------------------------- */
+/* How buffer b, a register fragment or a local buffer, is declared: its
+ * element type, its name's prefix and its elements a thread holds. */
+static const char *held(E *e, const tl_sym *b, const char **prefix, int64_t *n) {
+  (void)e;
+  *prefix = b->scope == SCOPE_LOCAL ? "l_" : "r_";
+  if (b->scope == SCOPE_LOCAL) {
+    *n = 1;
+    for (int d = 0; d < b->ndim; d++)
+      *n *= b->dims[d];
+  } else {
+    *n = b->packed ? b->per_thread / 2 : b->per_thread;
+  }
+  return b->scope == SCOPE_FRAGMENT && b->packed ? "unsigned" : crep((tl_type)b->dtype);
+}
+
+/* A region of the kernel's top level that pass_split.c marked: a noinline
+ * lambda called once.  The register fragments and local buffers it uses
+ * are copied into local arrays of the same names as it starts (through the
+ * pointers tl_rp_X the kernel declares next to them) and back as it ends,
+ * so that the region works on registers. */
+static void emit_region(E *e, const tl_body *b, int from, int to) {
+  const tl_stmt *first = b->items[from];
+  for (int i = from; i < to; i++) /* its lets, computed before it (pass_split.c: hoistable) */
+    if (b->items[i]->kind == S_LET)
+      emit_stmt(e, b->items[i], true);
+  line(e, "{ /* region %d (pass_split.c) */", first->region);
+  e->indent++;
+  line(e, "auto tl_region = [&]() __noinline__ {");
+  e->indent++;
+  for (int i = 0; i < first->nregion_frags; i++) {
+    const tl_sym *f = first->region_frags[i];
+    const char *prefix;
+    int64_t n;
+    const char *t = held(e, f, &prefix, &n);
+    line(e, "%s %s%s[%" PRId64 "];", t, prefix, f->name, n);
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++) %s%s[tl_i] = tl_rp_%s[tl_i];", n, prefix, f->name, f->name);
+  }
+  for (int i = from; i < to && !e->failed; i++)
+    if (b->items[i]->kind != S_LET)
+      emit_stmt(e, b->items[i], true);
+  for (int i = 0; i < first->nregion_frags; i++) {
+    const tl_sym *f = first->region_frags[i];
+    const char *prefix;
+    int64_t n;
+    held(e, f, &prefix, &n);
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++) tl_rp_%s[tl_i] = %s%s[tl_i];", n, f->name, prefix, f->name);
+  }
+  e->indent--;
+  line(e, "};");
+  line(e, "tl_region();");
+  e->indent--;
+  line(e, "}");
+}
+
+/* The pointer through which regions reach buffer b (pass_split.c), declared next to it. */
+static void region_pointer(E *e, const tl_sym *b) {
+  const char *prefix;
+  int64_t n;
+  const char *t = held(e, b, &prefix, &n);
+  if (b->region_used)
+    line(e, "%s *const tl_rp_%s = %s%s;", t, b->name, prefix, b->name);
+}
+
+/* The kernel's top level: its statements, the regions pass_split.c
+ * marked each in its own noinline function. */
+static void emit_top(E *e, const tl_body *b) {
+  for (int i = 0; i < b->n && !e->failed;) {
+    int r = b->items[i]->region, j = i + 1;
+    if (!r) {
+      emit_stmt(e, b->items[i], true);
+      i++;
+      continue;
+    }
+    while (j < b->n && b->items[j]->region == r)
+      j++;
+    emit_region(e, b, i, j);
+    i = j;
+  }
+}
+
 /* ---- the kernel --------------------------------------------------------------------------- */
 static void declare_buffers(E *e) {
   const tl_program *p = e->prog;
@@ -3326,6 +3411,8 @@ static void declare_buffers(E *e) {
       line(e, "%s r_%s_lag[2][%" PRId64 "];", crep((tl_type)s->dtype), s->name, s->per_thread);
     else if (s->scope == SCOPE_FRAGMENT && s->in_regs)
       line(e, "%s r_%s[%" PRId64 "];", crep((tl_type)s->dtype), s->name, s->per_thread);
+    if (s->scope == SCOPE_FRAGMENT && s->in_regs)
+      region_pointer(e, s);
     else {
       line(e, "%s *const tl_base_%s = (%s *)(tl_smem + %" PRId64 ");", srep(s->dtype), s->name, srep(s->dtype),
            s->smem_offset);
@@ -3433,7 +3520,7 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
   emit_producer(e);
   if (prog->persistent)
     open_tiles(e);
-  emit_body(e, &prog->body, true);
+  emit_top(e, &prog->body);
   if (prog->persistent) { /* the next tile's statements after this one's */
     barrier_line(e);
     close_tiles(e);

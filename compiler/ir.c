@@ -543,6 +543,8 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
   FILE *f = d->f;
   tl_arena *a = d->a;
   bool ranged = d->lowered & TL_RAN_RANGE;
+  if ((d->lowered & TL_RAN_SPLIT) && s->region && s->region_frags) /* a region's first statement (pass_split.c) */
+    fprintf(f, "region %d: a function of its own\n", s->region);
   if ((d->lowered & TL_RAN_BARRIER) && s->barrier_before)
     fprintf(f, "%*sbarrier\n", d->depth * 2, "");
   fprintf(f, "%*s%s", d->depth * 2, "", tl_stmt_kind_name(s->kind));
@@ -801,6 +803,14 @@ void tl_dump_program(const tl_program *prog, void *fp) {
   else if (prog->lowered & TL_RAN_RASTER)
     fprintf(f, "blocks: in grid order%s%s%s\n", prog->raster_why ? " (the compiler's choice: " : "",
             prog->raster_why ? prog->raster_why : "", prog->raster_why ? ")" : "");
+  if ((prog->lowered & TL_RAN_SPLIT) && prog->nregions)
+    fprintf(f, "regions: %d runs of the top level's statements emitted as functions of their own (the kernel has "
+               "%lld statements, at least %lld: compile time linear in its length; bench/compile.md)\n",
+            prog->nregions, (long long)prog->nstatements,
+            (long long)(prog->split_statements ? prog->split_statements : TL_SPLIT_MIN_STATEMENTS));
+  else if ((prog->lowered & TL_RAN_SPLIT) && prog->split_why)
+    fprintf(f, "regions: none, the kernel of %lld statements is one function: %s\n", (long long)prog->nstatements,
+            prog->split_why);
   static const tl_walker w = {.pre = dump_stmt, .enter_body = dump_enter, .leave_body = dump_leave};
   dumper d = {.f = f, .a = a, .lowered = prog->lowered, .prog = prog};
   tl_walk((tl_body *)&prog->body, &w, &d); /* the walk changes nothing */

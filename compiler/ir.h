@@ -197,6 +197,8 @@ typedef struct tl_sym {
   bool has_range;              /* after pass_range: the value of a block, loop or let variable
                                   lies in [rlo, rhi] */
   int64_t rlo, rhi;
+  bool region_used;            /* after pass_split: a register fragment or local buffer of the
+                                  kernel's top level that some region copies in and out */
 } tl_sym;
 
 /* TL_LAYOUT_MMA_ROWS: a 1-D fragment indexed by the rows of an mma-layout
@@ -680,6 +682,11 @@ struct tl_stmt {
   bool kgroup_tail;    /* after pass_kgroup: that serial loop */
   const char *kgroup_why; /* after pass_kgroup, a pipelined loop with K tiles under 128 bytes that is not
                           grouped: why not (for --emit ir) */
+  int region;          /* after pass_split, a statement of the kernel's top level: the region (1, 2, ...)
+                          it belongs to, 0 for none; a region's statements are consecutive */
+  struct tl_sym **region_frags; /* after pass_split, the first statement of a region: the register
+                          fragments and local buffers the region uses (copied in and out) */
+  int nregion_frags;
   bool barrier_before; /* after pass_barrier: a block barrier goes just before the statement */
   bool barrier_end;    /* after pass_barrier: a serial loop ends each iteration with a barrier */
 
@@ -818,6 +825,13 @@ typedef struct tl_program {
   bool reverse_x;        /* no stripes: the blocks take the x block variable in reverse (heaviest first) */
   bool raster_chosen;    /* the stripes are pass_raster.c's choice for a gemm (no use_swizzle given) */
   const char *raster_why; /* a gemm's grid that pass_raster.c would stripe but leaves in grid order: why */
+  /* after pass_split: the statements of the kernel (nested ones counted), the regions of its top
+   * level emitted as functions of their own (0: none), and why none (NULL: the kernel has fewer
+   * than TL_SPLIT_MIN_STATEMENTS statements) */
+  int64_t split_statements; /* before pass_split: its threshold (compile.c: the option, or TL_SPLIT_MIN_STATEMENTS) */
+  int64_t nstatements;
+  int nregions;
+  const char *split_why;
   unsigned lowered;      /* the analyses of pass.h that ran (TL_RAN_ bits); tl_emit needs all */
   /* before the "emit" stage (compile.c), an NVIDIA target: the back end that builds the program,
    * "ptx" (emit_ptx.c) or "cuda" (emit_cuda.c), the one asked for ("auto", "cuda" or "ptx": the
@@ -827,7 +841,14 @@ typedef struct tl_program {
 
 /* The analyses between pass_pipeline and the emitter (pass.h), as bits of
  * tl_program.lowered. */
-enum { TL_RAN_RANGE = 1, TL_RAN_BARRIER = 2, TL_RAN_RASTER = 4, TL_RAN_ALL = 7, TL_RAN_PIPELINE = 8 };
+/* pass_split.c: a kernel of at least this many statements (nested ones counted; the compile
+ * option split_statements, at most TL_SPLIT_MAX_STATEMENTS, says another number) has runs of
+ * about TL_SPLIT_REGION_STATEMENTS statements of its top level emitted as functions of their own */
+#define TL_SPLIT_MIN_STATEMENTS 1024
+#define TL_SPLIT_MAX_STATEMENTS 1000000
+#define TL_SPLIT_REGION_STATEMENTS 16
+
+enum { TL_RAN_RANGE = 1, TL_RAN_BARRIER = 2, TL_RAN_RASTER = 4, TL_RAN_ALL = 7, TL_RAN_PIPELINE = 8, TL_RAN_SPLIT = 16 };
 
 /* A constant override: -D NAME=VALUE on the command line, or one member of
  * a compile request's "constants".  value is JSON text of a number or a

@@ -133,6 +133,13 @@ bool tl_reduce_in_quads(const tl_stmt *s);
 /* May x differ between the threads of a block (thread_binding, alloc_var
  * values, local buffers) (pass_barrier.c)? */
 bool tl_expr_varying(const tl_expr *x);
+/* pass_split.c: a kernel of at least TL_SPLIT_MIN_STATEMENTS statements
+ * (nested ones counted) has its top level cut into regions of about
+ * TL_SPLIT_REGION_STATEMENTS statements, each emitted as a function of its
+ * own (NVIDIA targets), so that NVRTC's and ptxas's time grows linearly
+ * with the kernel (tl_program.nregions, split_why; tl_stmt.region). */
+void tl_pass_split(tl_program *prog, const tl_codegen *cg);
+
 /* pass_raster.c: the order of the blocks for use_swizzle
  * (tl_program.raster_panel, raster_column). */
 void tl_pass_raster(tl_program *prog);

@@ -53,11 +53,13 @@ static const char usage[] =
     "           launches it N more times and prints the mean time per launch\n"
     "targets    list the targets the installed toolchains offer, each with its binary, warp size,\n"
     "           shared memory per block, features and toolchain, then (# not offered) the\n"
-    "           known AMD targets the toolchain refuses, and why\n"
+    "           known AMD targets the toolchain refuses, and why; the second line says whether\n"
+    "           nvJitLink, the PTX back end's assembler, is here\n"
     "\n"
     "-D NAME=VALUE      override constant NAME (a number or true/false; it keeps its kind)\n"
     "--options JSON     compiler options, as a compile request's: {\"max_registers\": 128}, {\"debug\": true},\n"
-    "                   {\"fast_compile\": \"min\"} (NVRTC's --Ofast-compile: min, mid or max)\n"
+    "                   {\"fast_compile\": \"min\"} (NVRTC's --Ofast-compile: min, mid or max),\n"
+    "                   {\"split_statements\": 1024} (a kernel that long is cut into regions: pass_split.c)\n"
     "--backend B        NVIDIA targets: auto (default; or TL_BACKEND): our PTX assembled by nvJitLink\n"
     "                   when every statement is in emit_ptx.c's subset, else CUDA C through NVRTC\n"
     "                   (--emit ir and the metadata say which, and why not PTX); cuda or ptx force one\n"
@@ -585,6 +587,11 @@ static int cmd_targets(void) {
     return 1;
   }
   printf("# %s\n", desc);
+  const char *why = NULL, *jl = tl_compiler_nvjitlink(&why);
+  if (jl)
+    printf("# %s: assembles the PTX back end's PTX for sm_ targets (--backend)\n", jl);
+  else
+    printf("# no nvJitLink: the PTX back end makes PTX (compute_ targets) only: %s\n", why);
   printf("%-12s %-6s %4s %13s %-58s %s\n", "# target", "binary", "warp", "shared-memory", "features", "toolchain");
   for (; *list; list++) {
     const char *by = tl_compiler_target_toolchain(*list);

@@ -141,6 +141,10 @@ void tl_build_free(tl_build *b); /* accepts NULL */
  * target (then *err says why, TL_NO_TOOLCHAIN naming both).  The first
  * call opens and probes the toolchains (a fraction of a second). */
 const char *const *tl_compiler_targets(const char **toolchain, tl_error *err);
+/* The assembler of the PTX back end (and of pass_split.c's builds):
+ * "nvJitLink 13.0 (libnvJitLink.so.13)", opened once; NULL when it is not
+ * found, with *why (when why is not NULL) saying what was tried. */
+const char *tl_compiler_nvjitlink(const char **why);
 
 /* The description of the toolchain that offers target ("sm_90a": the
  * NVRTC's, "gfx942": the AMD one's), or NULL when none does.  Owned by the

@@ -22,6 +22,7 @@ typedef struct tl_toolchain_opts {
   bool debug;               /* line info in the binary */
   const char *fast_compile; /* NULL, or NVRTC's --Ofast-compile level: "min", "mid", "max" */
   const char *backend;      /* NVIDIA: "auto", "cuda" or "ptx" (compile.c chooses the back end by it) */
+  int split_statements;     /* 0, or the fewest statements of a kernel pass_split.c cuts (compile.c) */
 } tl_toolchain_opts;
 
 /* What one compile gives: the binary and the toolchain's log, malloc'd. */

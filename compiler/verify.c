@@ -60,6 +60,14 @@
  *             the producer warpgroup exactly then, after a one-dimensional
  *             block of whole warpgroups; setmaxnreg counts that the
  *             instruction takes (verify_wspec);
+ *   split:    regions only on statements of the kernel's top level, each
+ *             region a run of consecutive statements numbered 1, 2, ...
+ *             in order (its first statement listing the fragments it
+ *             copies), as many as nregions, only in a kernel of at least
+ *             its threshold of statements on a CUDA-dialect target; no
+ *             region holds an alloc, alloc_var or view of the top level, a
+ *             let with a barrier before it, a pipelined loop, a gemm on
+ *             wgmma or a bulk tensor copy (verify_split);
  * check and raster promise nothing the verifier checks.
  *
  * The barrier check reuses pass_barrier.c's access model (which buffers a
@@ -1140,6 +1148,51 @@ static void verify_wspec(V *v) {
                                        "pass_wspec.c promises%s", "", NULL);
 }
 
+/* ---- split ------------------------------------------------------------------------------ */
+/* Does s hold state that a function boundary would cut (pass_split.c)? */
+static bool async_state(const tl_stmt *s) {
+  return (s->kind == S_LOOP && (s->pipe || s->loop_kind == LOOP_PIPELINED)) || (s->kind == S_GEMM && s->use_wgmma) ||
+         (s->kind == S_COPY && (s->tma || s->tma_store));
+}
+
+/* A statement inside a body: never marked (tl_walker.pre). */
+static tl_walk_act split_unmarked(tl_stmt *s, void *user) {
+  return s->region ? fail(user, s->pointer, "a statement inside a body is in a region%s", "", NULL) : TL_WALK_GO;
+}
+
+/* A statement inside a region's body: unmarked, and no state across the function (tl_walker.pre). */
+static tl_walk_act split_inner(tl_stmt *s, void *user) {
+  if (async_state(s))
+    return fail(user, s->pointer, "a region holds a pipelined loop, a gemm on wgmma or a bulk tensor copy%s", "",
+                NULL);
+  return split_unmarked(s, user);
+}
+
+static void verify_split(V *v) {
+  const tl_program *p = v->prog;
+  const tl_body *b = &p->body;
+  int last = 0;
+  static const tl_walker unmarked = {.pre = split_unmarked}, inner = {.pre = split_inner};
+  for (int i = 0; i < b->n && !v->failed; i++) {
+    tl_stmt *s = b->items[i];
+    bool first = s->region && (i == 0 || b->items[i - 1]->region != s->region);
+    if (s->region && (first ? s->region != last + 1 || !s->region_frags : s->region_frags != NULL))
+      fail(v, s->pointer, "the regions are not runs of consecutive statements numbered in order%s", "", NULL);
+    else if (s->region && (s->kind == S_ALLOC || s->kind == S_ALLOC_VAR || s->kind == S_VIEW ||
+                           (s->kind == S_LET && s->barrier_before)))
+      fail(v, s->pointer, "a region holds a declaration the statements after it use%s", "", NULL);
+    else if (s->region && async_state(s))
+      split_inner(s, v);
+    last = s->region ? s->region : last;
+    for (int k = 0; k < 2 && !v->failed; k++) /* its bodies: no marks; in a region, no state across the function */
+      tl_walk(k ? &s->else_body : &s->body, s->region ? &inner : &unmarked, v);
+  }
+  if (!v->failed && last != p->nregions)
+    fail(v, "", "nregions does not count the regions%s", "", NULL);
+  else if (!v->failed && last && (p->nstatements < p->split_statements || v->cg->dialect != TL_DIALECT_CUDA))
+    fail(v, "", "regions in a kernel under its threshold or for a target that is not NVIDIA's%s", "", NULL);
+}
+
 /* ---- the entry point ---------------------------------------------------------------- */
 tl_status tl_verify(const tl_program *prog, const char *stage, const tl_codegen *cg, tl_error *err) {
   V v = {.prog = prog, .cg = cg, .stage = stage, .err = err};
@@ -1164,6 +1217,11 @@ tl_status tl_verify(const tl_program *prog, const char *stage, const tl_codegen 
       fail(&v, "", "the pass did not mark the program ranged", NULL, NULL);
     else if (verify_block_ranges(&v))
       tl_walk(body, &w, &v);
+  } else if (strcmp(stage, "split") == 0) {
+    if (!(prog->lowered & TL_RAN_SPLIT))
+      fail(&v, "", "the pass did not mark the program split%s", "", NULL);
+    else
+      verify_split(&v);
   } else if (strcmp(stage, "barrier") == 0) {
     if (!(prog->lowered & TL_RAN_BARRIER))
       fail(&v, "", "the pass did not mark the program's barriers placed", NULL, NULL);

@@ -116,23 +116,29 @@ static int get_readyz(tl_srv_req *r) {
   return tl_srv_respond_json(r, ready ? 200 : 503, &b);
 }
 
+/* `, "KEY": "VALUE"`, or `, "KEY": null, "KEY_error": "WHY"` when value is NULL. */
+static void str_or_why(tl_srv_buf *b, const char *key, const char *value, const char *why) {
+  tl_srv_buf_printf(b, ", \"%s\": ", key);
+  if (value) {
+    tl_srv_buf_puts(b, "\"");
+    tl_srv_buf_json_str(b, value);
+  } else {
+    tl_srv_buf_printf(b, "null, \"%s_error\": \"", key);
+    tl_srv_buf_json_str(b, why);
+  }
+  tl_srv_buf_puts(b, "\"");
+}
+
 static int get_info(tl_srv_req *r) {
   tl_srv *s = r->srv;
   const tl_srv_config *c = &s->cfg;
   tl_srv_buf b = {0};
   tl_srv_buf_printf(&b,
                     "{\"name\": \"tlserverd\", \"version\": \"" TL_SERVER_VERSION "\", \"compiler_version\": \""
-                    TL_COMPILER_VERSION "\", \"compiler\": \"%s\", \"compiler_digest\": \"%s\", \"toolchain\": ",
+                    TL_COMPILER_VERSION "\", \"compiler\": \"%s\", \"compiler_digest\": \"%s\"",
                     tl_compiler_id, tl_compiler_digest);
-  if (s->toolchain) {
-    tl_srv_buf_puts(&b, "\"");
-    tl_srv_buf_json_str(&b, s->toolchain);
-    tl_srv_buf_puts(&b, "\"");
-  } else {
-    tl_srv_buf_puts(&b, "null, \"toolchain_error\": \"");
-    tl_srv_buf_json_str(&b, s->toolchain_error);
-    tl_srv_buf_puts(&b, "\"");
-  }
+  str_or_why(&b, "toolchain", s->toolchain, s->toolchain_error);
+  str_or_why(&b, "nvjitlink", s->nvjitlink, s->nvjitlink_error); /* the PTX back end's assembler */
   tl_srv_buf_puts(&b, ", \"targets\": [");
   for (int i = 0; s->targets && s->targets[i]; i++) {
     tl_srv_buf_puts(&b, i ? ", \"" : "\"");

@@ -807,6 +807,9 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
   s->targets = tl_compiler_targets(&s->toolchain, &terr);
   if (!s->targets)
     snprintf(s->toolchain_error, sizeof s->toolchain_error, "%s", terr.message);
+  const char *jl_why = NULL; /* nvJitLink, the PTX back end's assembler (loaded here once, as NVRTC) */
+  if (!(s->nvjitlink = tl_compiler_nvjitlink(&jl_why)))
+    snprintf(s->nvjitlink_error, sizeof s->nvjitlink_error, "%s", jl_why ? jl_why : "not found");
 
   /* the cache */
   s->cache_opts.max_bytes = cfg->cache_max_bytes;

@@ -694,6 +694,8 @@ typedef struct tl_srv {
   const char *const *targets; /* offered by the compiler; NULL when no toolchain */
   const char *toolchain;
   char toolchain_error[TL_ERROR_MESSAGE_MAX];
+  const char *nvjitlink;      /* the PTX back end's assembler, or NULL (then nvjitlink_error) */
+  char nvjitlink_error[TL_ERROR_MESSAGE_MAX];
   atomic_bool draining;
   atomic_int active;          /* requests begun and not yet completed */
   int64_t start_us;

@@ -27,7 +27,12 @@ failed, 77 if there is no GPU.
     python3 tests/gpu/check_examples.py [--tlc build/bin/tlc] [--only REGEX] [--only-case REGEX] [--sanitize]
                                         [--timeout S] [--interp-timeout S] [--interpret-only]
                                         [--target T]   (T: e.g. compute_75, the portable paths of sm_75)
-                                        [--backends auto,cuda,ptx]
+                                        [--backends auto,cuda,ptx] [--options JSON]
+
+--options passes compiler options to each case's device build (tlc run
+--options), e.g. '{"split_statements": 2}' to run every program with its
+top level cut into noinline regions (compiler/pass_split.c), as kernels of
+1024 statements and more are.
 
 --backends runs each case's device side once per back end named (tlc
 --backend; default auto): ptx only for the cases whose metadata says the
@@ -798,7 +803,8 @@ def device_case(a, prog, target, backend, dflags, aflags, inflags, dev_out, outs
         if os.path.exists(f):
             os.remove(f)
     dev_cmd = [a.tlc, "run", prog, "--device", "cuda"] + (["--target", target] if target else []) + \
-        ([] if backend == "auto" else ["--backend", backend]) + dflags + aflags + inflags + \
+        ([] if backend == "auto" else ["--backend", backend]) + (["--options", a.options] if a.options else []) + \
+        dflags + aflags + inflags + \
         sum([["--out", o] for o in dev_out], [])
     if a.sanitize:
         dev_cmd = ["compute-sanitizer", "--error-exitcode", "3", "--tool", "memcheck"] + dev_cmd
@@ -847,6 +853,8 @@ def main():
     ap.add_argument("--backends", default="auto",
                     help="comma-separated back ends to run each case's device side on (auto, cuda, ptx: "
                          "tlc --backend); ptx skips the cases outside the PTX back end's subset")
+    ap.add_argument("--options", default=None, metavar="JSON",
+                    help="compiler options for the device builds (tlc run --options), e.g. '{\"split_statements\": 2}'")
     a = ap.parse_args()
     backends = [b for b in a.backends.split(",") if b]
     if any(b not in ("auto", "cuda", "ptx") for b in backends):

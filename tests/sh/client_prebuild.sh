@@ -16,7 +16,7 @@
 #     that matches nothing: exit 2; a program without the constant is built
 #     once, with a note
 #  6. explain: a hit (the key that prebuild reported, and its manifest), a
-#     KEY, a miss after changing a constant and after changing the target
+#     KEY, a miss after changing a constant, the target and the back end asked for
 #     (each names only the input that differs), usage errors
 #
 # Exit status: 0 pass, 1 fail, 77 skipped (no NVRTC, or no python3 with jsonschema).
@@ -138,6 +138,7 @@ run_client 0 "explain a hit" explain examples/tilus_add_one.json --target sm_80 
 has "$TMP/out" "key      $KEY" "explain computes the server's key"
 has "$TMP/out" "status   hit" "explain a hit"
 has "$TMP/out" "constants  {\"block_n\":64}" "explain prints the manifest"
+has "$TMP/out" "backend    auto" "explain prints the manifest's backend line"
 run_client 0 "explain a key" explain "$KEY"
 has "$TMP/out" "build $KEY" "explain KEY"
 has "$TMP/out" "target     sm_80" "explain KEY prints the manifest"
@@ -148,6 +149,11 @@ hasnt "$TMP/out" "target:" "explain names only what differs"
 run_client 1 "explain a miss: another target" explain examples/tilus_add_one.json --target sm_90 -D block_n=64
 has "$TMP/out" "target: sm_90 here, the cache has sm_80 (built for another target)" "explain names the target"
 hasnt "$TMP/out" "constants:" "explain names only the target"
+export TL_BACKEND=cuda # the back end asked for: the key's backend line, and nothing else, differs
+run_client 1 "explain a miss: another back end" explain examples/tilus_add_one.json --target sm_80 -D block_n=64
+unset TL_BACKEND
+has "$TMP/out" "backend: cuda here, the cache has auto (another back end asked for" "explain names the back end"
+hasnt "$TMP/out" "options:" "explain names only the back end"
 run_client 1 "explain an unknown key" explain 0000000000000000000000000000000000000000000000000000000000000000
 has "$TMP/err" "has no build with key" "explain an unknown key"
 run_client 2 "explain without --target" explain examples/tilus_add_one.json

@@ -249,7 +249,7 @@ printf '%s\n' "$dump" | grep -qF "[cp.async" && fail "--dump place shows cp.asyn
 [ $? -eq 2 ] || fail "run --target without --device must exit 2"
 # every stage `tlc compile --help` lists can be dumped, in pipeline order
 stages=$("$TLC" compile --help | awk '/^  [a-z]+ /{print $1}')
-[ "$(echo $stages)" = "check kgroup place pipeline overlap tma cluster wspec store range uniform barrier raster emit" ] || fail "tlc compile --help lists: $(echo $stages)"
+[ "$(echo $stages)" = "check kgroup place pipeline overlap tma cluster wspec store range uniform barrier raster split emit" ] || fail "tlc compile --help lists: $(echo $stages)"
 dumps=$(for s in $stages; do "$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --dump $s 2>&1 >/dev/null |
         head -1; done)
 [ "$dumps" = "$(for s in $stages; do echo "# IR after $s"; done)" ] || fail "not every stage dumps: $dumps"
@@ -286,7 +286,7 @@ python3 -c 'import json, sys; d = json.load(open("examples/gemm.json")); d["kern
   fail "a use_swizzle with enable false does not keep the grid order"
 dump=$("$TLC" compile examples/flash_attention.json --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
 printf '%s\n' "$dump" | grep -qF "blocks: in grid order" || fail "--dump raster of flash_attention.json is not the grid order"
-"$TLC" compile examples/gemm.json --target sm_80 --dump lowering 2>&1 >/dev/null | grep -qF "the stages are check, kgroup, place, pipeline, overlap, tma, cluster, wspec, store, range, uniform, barrier, raster and emit" ||
+"$TLC" compile examples/gemm.json --target sm_80 --dump lowering 2>&1 >/dev/null | grep -qF "the stages are check, kgroup, place, pipeline, overlap, tma, cluster, wspec, store, range, uniform, barrier, raster, split and emit" ||
   fail "a wrong --dump does not list the stages"
 # a kernel named like a C++ word (TileLang names its kernels main) is built
 # under the symbol tl_k_NAME, and the metadata's entry says so
@@ -316,4 +316,9 @@ ir=$("$TLC" compile "${TMPDIR:-/tmp}/tlc_ir_lay.$$.json" --target sm_80 --emit i
 rm -f "${TMPDIR:-/tmp}/tlc_ir_lay.$$.json"
 printf '%s\n' "$ir" | grep -qF "annotate_layout X [ignored: a layout on global memory; the tensor stays dense row-major]" ||
   fail "--emit ir does not show the global layout ignored"
+# tlc targets names the PTX back end's assembler next to the toolchains, or says that it is missing
+"$TLC" targets | grep -qE '^# (nvJitLink [0-9]+\.[0-9]+ \(.*\): assembles the PTX|no nvJitLink: )' ||
+  fail "tlc targets does not say whether nvJitLink is here: $("$TLC" targets | head -n 3)"
+TL_NVJITLINK=/nonexistent/libnvJitLink.so "$TLC" targets | grep -qF '# no nvJitLink: the PTX back end makes PTX (compute_ targets) only: nvJitLink is not available: tried /nonexistent/libnvJitLink.so' ||
+  fail "tlc targets does not say that nvJitLink is missing"
 echo "tlc_ir: ok"

@@ -30,7 +30,9 @@
  *   not_offered       /v1/info's targets_not_offered names the known AMD
  *                     targets the toolchain refuses (gfx950 with clang 19),
  *                     each with the reason this test's own process finds;
- *                     a compile request for one is refused with it
+ *                     a compile request for one is refused with it;
+ *                     /v1/info's nvjitlink is the PTX back end's assembler
+ *                     this process finds (or null, with nvjitlink_error)
  *
  * Skips (exit 0 with a message) when the server has no toolchain (NVRTC).
  * Environment: TL_BUILD (default build), TL_SRCDIR (default .).
@@ -768,6 +770,16 @@ static void test_not_offered(void **state) {
     json_array_foreach(offered, i, t) assert_string_not_equal(json_string_value(t), refused[n]);
   }
   assert_int_equal(json_object_size(no), n);
+  /* the PTX back end's assembler, as the compiler here finds it (the server has the same environment) */
+  const char *jl_why = NULL, *jl = tl_compiler_nvjitlink(&jl_why);
+  json_t *njl = json_object_get(j, "nvjitlink");
+  if (jl) {
+    assert_string_equal(json_string_value(njl), jl);
+    assert_null(json_object_get(j, "nvjitlink_error"));
+  } else {
+    assert_true(njl && json_is_null(njl));
+    assert_string_equal(json_string_value(json_object_get(j, "nvjitlink_error")), jl_why);
+  }
   json_decref(j);
   resp_free(&r);
   const char *why = tl_compiler_target_refusal("gfx950");

@@ -141,6 +141,33 @@ static void caught(job *j, const char *stage, const char *pointer) {
   assert_non_null(strstr(err.message, want));
 }
 
+/* pass_split.c on a small kernel with a threshold of 2 statements: its
+ * four statements after the alloc make one region; the verifier catches a
+ * region not numbered in order, a statement inside a body marked, and a
+ * wrong count. */
+static void regions_broken(void **state) {
+  (void)state;
+  job j;
+  run_passes(&j, small_text, NULL, NULL, 0, "sm_80");
+  j.prog->split_statements = 2;
+  tl_pass_split(j.prog, &j.cg);
+  tl_error err = {0};
+  assert_int_equal(tl_verify(j.prog, "split", &j.cg, &err), TL_OK);
+  assert_int_equal(j.prog->nregions, 1);
+  tl_stmt *last = stmt_at(j.prog, "/kernel/body/4"), *inner = stmt_at(j.prog, "/kernel/body/3/body/0");
+  assert_int_equal(stmt_at(j.prog, "/kernel/body/0")->region, 0);
+  assert_int_equal(last->region, 1);
+  last->region = 2; /* a second region without its list of fragments, and not counted */
+  caught(&j, "split", "/kernel/body/4");
+  last->region = 1;
+  inner->region = 1;
+  caught(&j, "split", "/kernel/body/3/body/0");
+  inner->region = 0;
+  j.prog->nregions = 2;
+  caught(&j, "split", "");
+  job_free(&j);
+}
+
 /* pass_uniform.c on parallel loops whose one statement assigns a constant
  * or a plain expression (no comparison to split): it leaves them alone (it
  * read the arguments of a call that a constant does not have, and crashed). */
@@ -692,7 +719,7 @@ int main(void) {
       cmocka_unit_test(wgmma_pending_rule),       cmocka_unit_test(wgmma_lag_rule),
       cmocka_unit_test(wgmma_accumulator_interleaved),
       cmocka_unit_test(tma_maps_and_mbarriers),   cmocka_unit_test(packed_shared_bytes),
-      cmocka_unit_test(wspec_producer),
+      cmocka_unit_test(wspec_producer),           cmocka_unit_test(regions_broken),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
