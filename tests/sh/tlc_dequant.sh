@@ -9,7 +9,8 @@
 # keep the scalar path; a wgmma gemm reading the dequantized tile rotates
 # it and keeps its group in flight (wait_group 1), and one that clears its
 # accumulator does not; the column of scales is prefetched through
-# registers.  The exact conversion tables are test_dtype's.
+# registers.  The exact conversion tables are test_dtype's.  tlc run's
+# --flush-l2 (the benchmark's cold timing) is refused without --time.
 # Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
 TLC=${TL_BUILD:-build}/bin/tlc
 if ! "$TLC" targets 2>/dev/null | grep -q '^sm_80 '; then # NVRTC, not just an AMD toolchain
@@ -21,6 +22,12 @@ tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
 W=examples/gemm_w4a16.json NW=examples/gemm_w4a16_narrow.json G=tests/golden/dequant_pairs.json
 
 ir() { "$TLC" compile "$@" --emit ir || fail "--emit ir $*"; }
+
+# the W4A16 benchmark's cold timing (tlc run --time N --flush-l2): only with --time
+"$TLC" run $W --interpret --flush-l2 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc = 2 ] && grep -qF -- '--flush-l2 goes with --time N' "$tmp/err" || fail "--flush-l2 without --time: exit $rc: $(cat "$tmp/err")"
+"$TLC" run $W --device cuda --flush-l2 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc = 2 ] && grep -qF -- '--flush-l2 goes with --time N' "$tmp/err" || fail "--flush-l2 without --time: exit $rc: $(cat "$tmp/err")"
 ptx() { "$TLC" compile "$@" --emit ptx -o "$tmp/k.ptx" 2>/dev/null || fail "--emit ptx $*"; }
 has() { grep -qF -- "$1" "$tmp/k.ptx" || fail "$2: the PTX lacks $1"; }
 
