@@ -475,6 +475,19 @@ static tl_type common(tl_type a, tl_type b) {
   return (tl_type)tl_common_dtype((tl_dtype)a, (tl_dtype)b);
 }
 
+/* k where x is the integer constant 2^k (k < 63), else -1. */
+static int pow2_const(const tl_expr *x) {
+  if (x->kind != E_CONST || is_f(x->type) || x->type == TL_BOOL)
+    return -1;
+  unsigned long long v = is_unsigned_i(x->type) ? x->val.u : x->val.i > 0 ? (unsigned long long)x->val.i : 0;
+  if (v == 0 || (v & (v - 1)) || v >= 1ULL << 63)
+    return -1;
+  int k = 0;
+  while (v >> k != 1)
+    k++;
+  return k;
+}
+
 static const char *ex_binary(E *e, const tl_expr *x) {
   const tl_expr *l = x->args[0], *r = x->args[1];
   int op = x->op;
@@ -520,8 +533,22 @@ static const char *ex_binary(E *e, const tl_expr *x) {
       return S("((%s)((%s)(%s) %c (%s)(%s)))", crep(t), u, a, op, u, b);
     }
     return S("((%s)(%s %c %s))", crep(t), a, op, b);
-  case OP_FLOORDIV: return S("tl_fdiv_%s(%s, %s)", int_sfx(t), a, b);
-  case '%': return S("tl_fmod_%s(%s, %s)", int_sfx(t), a, b);
+  case OP_FLOORDIV: case '%': {
+    bool wide = t == TL_INT64 || t == TL_UINT64 || t == TL_TY_UINT;
+    int k = pow2_const(r);
+    /* by 2^k: Python's floor division is the arithmetic shift, and its
+     * remainder (of the divisor's sign) the low k bits, for every dividend */
+    if (k >= 0 && (wide || k < 31))
+      return op == '%' ? S("((%s)((%s) & %#llx%s))", crep(t), a, (1ULL << k) - 1, wide ? "LL" : "")
+                       : S("((%s)((%s) >> %d))", crep(t), a, k);
+    /* a dividend that cannot be negative (pass_range.c) and a positive
+     * constant divisor: C's truncating / and % are Python's */
+    if (l->has_range && l->rlo >= 0 && r->kind == E_CONST && !is_f(r->type) && r->type != TL_BOOL &&
+        !is_unsigned_i(r->type) && r->val.i > 0 && (t == TL_INT32 || t == TL_INT64) && (wide || r->val.i < INT32_MAX))
+      return S("((%s)((%s)(%s) %c %lld%s))", crep(t), wide ? "unsigned long long" : "unsigned", a,
+               op == '%' ? '%' : '/', (long long)r->val.i, wide ? "ULL" : "u");
+    return S("tl_f%s_%s(%s, %s)", op == '%' ? "mod" : "div", int_sfx(t), a, b);
+  }
   case '&': case '|': case '^': return S("((%s)(%s %c %s))", crep(t), a, op, b);
   }
   fail(e, x->pointer, "operator '%s' on %s", tl_op_text(op), tl_type_name(t));
@@ -818,6 +845,19 @@ static bool owner_covers(const E *e, const tl_sym *s, int64_t total) {
   return s->reg_layout != TL_LAYOUT_BLOCKED || s->per_thread * e->T <= total;
 }
 
+/* Opens the loop in which thread tl_tid takes elements tl_e = tl_tid,
+ * tl_tid + T, ... below total (int).  Where T divides total it counts the
+ * thread's total / T elements from 0, so that the toolchain sees a constant
+ * trip count (every thread that runs the program's statements has tl_tid
+ * below T: a producer warpgroup's threads return before them). */
+static void coop_for(E *e, int64_t total) {
+  if (total % e->T == 0)
+    line(e, "for (int tl_ci = 0; tl_ci < %" PRId64 "; tl_ci++) { const int tl_e = tl_tid + tl_ci * %" PRId64 ";",
+         total / e->T, e->T);
+  else
+    line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", total, e->T);
+}
+
 static void open_loop(E *e, const tl_sym *owner, int64_t total) {
   if (owner) {
     line(e, "#pragma unroll");
@@ -826,7 +866,7 @@ static void open_loop(E *e, const tl_sym *owner, int64_t total) {
     line(e, "const int tl_e = %s;", elem_of(e, owner, "tl_r"));
     line(e, owner_covers(e, owner, total) ? "{" : "if (tl_e < %" PRId64 ") {", total);
   } else if (total < INT32_MAX) {
-    line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", total, e->T);
+    coop_for(e, total);
   } else {
     line(e, "for (long long tl_e = tl_tid; tl_e < %" PRId64 "LL; tl_e += %" PRId64 "LL) {", total, e->T);
   }
@@ -887,7 +927,7 @@ static void vector_loop(E *e, const tl_region *src, const tl_region *dst, int64_
   int64_t total = product(ext, n);
   if (pragma)
     line(e, "%s", pragma);
-  line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", total, e->T);
+  coop_for(e, total);
   e->indent++;
   const char **q = decode(e, "tl_e", ext, n, "tl_q");
   const char *q2[TL_MAX_DIMS];
@@ -895,6 +935,17 @@ static void vector_loop(E *e, const tl_region *src, const tl_region *dst, int64_
     q2[i] = i == n - 1 ? S("(%s * %" PRId64 "LL)", q[i], v) : q[i];
   *si = region_idx(e, src, q2);
   *di = region_idx(e, dst, q2);
+}
+
+/* The byte of packed element `off` (per elements a byte: 2, 4 or 8): a
+ * shift, since the offsets dereferenced are never negative (a tensor's
+ * are taken only inside it). */
+static const char *packed_byte(E *e, const char *off, int64_t per) {
+  int k = 0;
+  while ((1LL << k) < per)
+    k++;
+  assert((1LL << k) == per);
+  return S("(%s) >> %d", off, k);
 }
 
 /* A copy from a tensor into shared memory in 16-byte cp.async chunks
@@ -918,8 +969,8 @@ static void emit_async_copy(E *e, const tl_stmt *s) {
   line(e, "const bool tl_in = %s;", in_bounds(e, src->sym, si));
   const char *so = offset(e, src->sym, si), *dof = offset(e, dst->sym, di);
   if (per > 1) { /* a packed dtype: the byte of the element */
-    so = S("(%s) / %d", so, per);
-    dof = S("(%s) / %d", dof, per);
+    so = packed_byte(e, so, per);
+    dof = packed_byte(e, dof, per);
   }
   line(e, "const %s *tl_g = tl_in ? &g_%s[%s] : g_%s;", srep(src->sym->dtype), src->sym->name, so, src->sym->name);
   line(e, "asm volatile(\"cp.async.cg.shared.global [%%0], [%%1], 16, %%2;\" :: \"r\"(tl_smem_addr(&s_%s[%s])), "
@@ -1033,13 +1084,12 @@ static void op_copy_packed(E *e, const tl_stmt *s, int w) {
   const char **si, **di;
   vector_loop(e, src, dst, v, NULL, &si, &di);
   const char *vt = S("tl_v%d", w); /* prelude_subbyte.h */
-  const char *sp = S("*(const %s *)&%s[(%s) / %" PRId64 "]", vt, storage(e, src->sym), offset(e, src->sym, si), v / w);
+  const char *sp = S("*(const %s *)&%s[%s]", vt, storage(e, src->sym), packed_byte(e, offset(e, src->sym, si), v / w));
   if (src->sym->kind == SYM_TENSOR)
     line(e, "const %s tl_b = %s ? %s : %s{};", vt, in_bounds(e, src->sym, si), sp, vt);
   else
     line(e, "const %s tl_b = %s;", vt, sp);
-  const char *st = S("*(%s *)&%s[(%s) / %" PRId64 "] = tl_b;", vt, storage(e, dst->sym), offset(e, dst->sym, di),
-                     v / w);
+  const char *st = S("*(%s *)&%s[%s] = tl_b;", vt, storage(e, dst->sym), packed_byte(e, offset(e, dst->sym, di), v / w));
   if (dst->sym->kind == SYM_TENSOR)
     line(e, "if (%s) %s", in_bounds(e, dst->sym, di), st);
   else
@@ -1982,6 +2032,8 @@ typedef struct {
   const tl_expr *reads[16];
   int n, at, pair;
   bool bf16; /* the pairs are bfloat16 (else float16) */
+  const tl_expr *once[16]; /* tl_stmt.vec_once: the other reads, each read once as tl_r<k> */
+  int nonce;
 } vec_state;
 
 /* The C type of a load of n bytes (1 to 16) of packed elements. */
@@ -1996,6 +2048,11 @@ static void vec_reads(const tl_expr *x, vec_state *v) {
   if (is_packed_cast(x)) {
     assert(v->n < 16);
     v->reads[v->n++] = x;
+    return;
+  }
+  if (x->kind == E_INDEX) { /* the value's other reads (pass_place.c: vec_f16 reads no index of one) */
+    if (v->nonce < 16)
+      v->once[v->nonce++] = x;
     return;
   }
   for (int i = 0; i < x->nargs; i++)
@@ -2055,6 +2112,9 @@ static const char *vex(E *e, const tl_expr *x, vec_state *v) {
     return S("0x%08xu", h | h << 16);
   }
   case E_INDEX:
+    for (int k = 0; k < v->nonce; k++)
+      if (v->once[k] == x)
+        return S("tl_r%d", k);
     return S("((unsigned)%s * 0x10001u)", read_bits16(e, x->sym, index_codes(e, x)));
   case E_UNARY:
     return S("(%s ^ 0x80008000u)", vex(e, x->args[0], v));
@@ -2088,7 +2148,7 @@ static void op_parallel_vec(E *e, const tl_stmt *s) {
   int64_t total = product(ext, n);
   if (total <= 8 * e->T)
     line(e, "#pragma unroll");
-  line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", total, e->T);
+  coop_for(e, total);
   e->indent++;
   const char **q = decode(e, "tl_e", ext, n, "tl_p");
   for (int i = 0; i < n; i++)
@@ -2102,11 +2162,17 @@ static void op_parallel_vec(E *e, const tl_stmt *s) {
     const tl_expr *r = v.reads[k]->args[0];
     const tl_sym *P = r->sym;
     int bits = tl_dtype_bits(P->dtype);
-    line(e, "const %s tl_w%d = *(const %s *)&%s[(%s) / %d];", load_type(G * bits / 8), k, load_type(G * bits / 8),
-         storage(e, P), offset(e, P, index_codes(e, r)), 8 / bits);
+    line(e, "const %s tl_w%d = *(const %s *)&%s[%s];", load_type(G * bits / 8), k, load_type(G * bits / 8),
+         storage(e, P), packed_byte(e, offset(e, P, index_codes(e, r)), 8 / bits));
   }
   const char *j = vname(e, s->vars[n - 1]);
   line(e, "const int tl_jb = %s;", j);
+  /* the same for all G (tl_stmt.vec_once): read once, at the first */
+  int nonce = v.nonce;
+  v.nonce = 0;
+  if (s->vec_once && nonce <= 16)
+    for (; v.nonce < nonce; v.nonce++)
+      line(e, "const unsigned tl_r%d = %s;", v.nonce, vex(e, v.once[v.nonce], &v));
   for (int sub = 0; sub < G / 8; sub++) {
     line(e, "{");
     e->indent++;
