@@ -45,7 +45,8 @@ weight (q - 8) * s is one float16 rounding of a product exact in float32,
 the same weight torch multiplies by, so the products are exact in float32
 and only the K float32 sums differ (`--w4a16-only` runs just these rows;
 `--w4a16-m M,M...` only those M, `--w4a16-filter REGEX` only the
-configurations whose printed tag matches); every row gives float16 cuBLAS's time
+configurations whose printed tag matches, `--w4a16-config
+[M@]PROGRAM:NAME=V,...` (repeatable) those configurations instead); every row gives float16 cuBLAS's time
 for the same shape and how many times faster ours is, the issue's targets
 being 2.5x at M = 1 to 64 and 0.9x at M = 4096.
 Low precision (issue 12): int8 x int8 -> int32 (M = N = K = 8192; examples/gemm_int8.json)
@@ -471,6 +472,20 @@ def W4A16_CONFIGS(M):
     return cfgs
 
 
+def w4a16_given(specs, M):
+    """--w4a16-config's configurations for M: [M@]PROGRAM:NAME=V,... (PROGRAM
+    the name of an example, examples/PROGRAM.json; values kept as text)."""
+    out = []
+    for spec in specs:
+        at, _, rest = spec.rpartition("@")
+        if at and int(at) != M:
+            continue
+        prog, _, kv = rest.partition(":")
+        cfg = dict(x.split("=", 1) for x in kv.split(",") if x)
+        out.append((f"examples/{prog}.json", {k: int(v) if v.lstrip("-").isdigit() else v for k, v in cfg.items()}))
+    return out
+
+
 def ours(tlc, prog, defs, ins, outs, reps, args=None, flush=False):
     cmd = [tlc, "run", prog, "--device", "cuda", "--time", str(reps)] + (["--flush-l2"] if flush else [])
     for k, v in defs.items():
@@ -566,6 +581,9 @@ def main():
     ap.add_argument("--lowp-only", action="store_true", help="only the int8 and float8 rows (issue 12)")
     ap.add_argument("--w4a16-only", action="store_true", help="only the W4A16 rows (issue 12)")
     ap.add_argument("--w4a16-m", default="", metavar="M,M", help="the W4A16 rows' M (default 1,16,64,4096)")
+    ap.add_argument("--w4a16-config", action="append", default=[], metavar="[M@]PROGRAM:NAME=V,...",
+                    help="time this configuration (examples/PROGRAM.json with those -D values; with M@, only at that "
+                         "M) instead of the built-in list; repeatable")
     ap.add_argument("--w4a16-filter", default=None, metavar="REGEX",
                     help="only the W4A16 configurations whose tag (program:constants, as printed) matches")
     ap.add_argument("--fp8-only", action="store_true", help="only the float8 rows (issue 12; --quick: 4096 only)")
@@ -705,7 +723,7 @@ def main():
         best = None
         # float16 cuBLAS, the same shape, with a cold L2 as ours: each row's ratio
         ms_torch = cuda_time_cold(lambda: torch.matmul(A, W.t()))
-        for prog, cfg in W4A16_CONFIGS(M):
+        for prog, cfg in (w4a16_given(a.w4a16_config, M) if a.w4a16_config else W4A16_CONFIGS(M)):
             tag = os.path.basename(prog)[:-5] + ":" + (",".join(f"{k}={v}" for k, v in cfg.items()) or "as written")
             if a.w4a16_filter and not re.search(a.w4a16_filter, tag):
                 continue
