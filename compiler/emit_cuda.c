@@ -112,6 +112,9 @@ typedef struct {
                               warpgroup (pass_wspec.c) the named barrier 1 of T threads */
   const tl_stmt *pipe;     /* the pipelined loop being emitted, or NULL */
   int pipe_id;             /* its uid (tl_cN, tl_nN) */
+  const tl_stmt *early;    /* a pipelined loop whose first copies were issued before the statements
+                              ahead of it (early_prologue), or NULL */
+  int early_id;            /* its uid */
 } E;
 
 /* ---- output ---------------------------------------------------------------------- */
@@ -2024,6 +2027,7 @@ static bool reads_buffer(const tl_expr *x, const tl_sym *b) {
 static void emit_body(E *e, const tl_body *b, bool uniform);
 static void emit_stmt(E *e, const tl_stmt *s, bool uniform);
 static void emit_pipelined(E *e, const tl_stmt *s);
+static void emit_prologue(E *e, const tl_stmt *s, int id);
 
 /* ---- a dequantizing parallel loop, 8 to 32 elements at a time (pass_place.c: dequant_loop) ---- */
 /* The packed reads of a vec_dequant loop's value, in the order vex meets
@@ -3310,21 +3314,17 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
     emit_wspec_loop(e, s);
     return;
   }
-  int64_t D = s->pipe_ahead;
-  int id = e->uid++;
+  bool early = e->early == s; /* its prologue is out already (emit_body) */
+  int id = early ? e->early_id : e->uid++;
   bool cp = has_cp_async(s);
   if (s->mcast) /* the other blocks of the cluster done with what shares the stages' memory */
     cluster_barrier(e);
   line(e, "{");
   e->indent++;
-  line(e, "const long long tl_n%d = (long long)(%s), tl_s%d = (long long)(%s);", id, ex(e, s->extent), id,
-       ex(e, s->start));
-  line(e, "#pragma unroll");
-  line(e, "for (int tl_st = 0; tl_st < %" PRId64 "; tl_st++) {", D);
-  e->indent++;
-  prefetch_iteration(e, s, id, "tl_st", "tl_st");
-  e->indent--;
-  line(e, "}");
+  if (early)
+    e->early = NULL;
+  else
+    emit_prologue(e, s, id);
   reg_prefetches(e, s, id, 0);
   const char *c = S("tl_c%d", id);
   const tl_stmt *outer = e->pipe; /* for a late gemm (pass_overlap.c) */
@@ -3372,9 +3372,107 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
     barrier_line(e);
 }
 
+/* ---- a pipelined loop's first copies, issued early ---------------------------------------------
+ * The prologue of pipelined loop L (the copies of its first pipe_ahead
+ * iterations) goes before the statements ahead of L in its body where
+ * these only move data between buffers by plain loads and stores, or fill
+ * them: copies that are not cp.async or bulk tensor copies and write no
+ * tensor, fills, and allocations of shared or fragment buffers (declared at
+ * the kernel's top); none of the buffers they touch is written by L's
+ * prefetched copies, has a view, or shares shared memory with what those
+ * write (every stage).  Then the loads of those statements (a column of
+ * group scales read before the loop, gemm_w4a16_splitk.json) wait on memory
+ * together with L's first tiles instead of before them.  Results never
+ * change: the prefetched copies read tensors nothing writes in between, and
+ * write stages nothing touches in between.  Not for loops with a producer
+ * warpgroup, multicast copies or a late tail (their prologues differ). */
+static bool smem_overlap(const tl_sym *a, const tl_sym *b) {
+  if (a->smem_offset < 0 || b->smem_offset < 0)
+    return false;
+  int64_t na = 1, nb = 1;
+  for (int d = 0; d < a->ndim; d++)
+    na *= a->dims[d];
+  for (int d = 0; d < b->ndim; d++)
+    nb *= b->dims[d];
+  na = (int64_t)tl_dtype_bytes(a->dtype, (uint64_t)na) * (a->stages > 1 ? a->stages : 1);
+  nb = (int64_t)tl_dtype_bytes(b->dtype, (uint64_t)nb) * (b->stages > 1 ? b->stages : 1);
+  return a->smem_offset < b->smem_offset + nb && b->smem_offset < a->smem_offset + na;
+}
+
+/* May the prologue of L pass over buffer x (a copy's source or
+ * destination, a fill's destination)? */
+static bool early_passes(const tl_stmt *L, const tl_sym *x) {
+  if (x->kind == SYM_TENSOR)
+    return true; /* read: the caller refuses tensors written */
+  if (x->view_of || x->viewed || x->scope == SCOPE_LOCAL)
+    return false;
+  for (int i = 0; i < L->body.n; i++) {
+    const tl_stmt *c = L->body.items[i];
+    if (!c->prefetch)
+      continue;
+    const tl_sym *d = c->dst->sym;
+    if (d == x || (x->scope == SCOPE_SHARED && smem_overlap(x, d)) ||
+        (x->scope == SCOPE_FRAGMENT && !x->in_regs && smem_overlap(x, d)))
+      return false;
+  }
+  return true;
+}
+
+/* The first statement of b, at or before j, before which pipelined loop
+ * b->items[j]'s prologue can be issued (j: not earlier). */
+static int early_prologue(const tl_body *b, int j) {
+  const tl_stmt *L = b->items[j];
+  if (L->kind != S_LOOP || !L->pipe || L->wspec || L->mcast || L->wg_lag || L->pipe_ahead < 1)
+    return j;
+  int i = j;
+  while (i > 0) {
+    const tl_stmt *s = b->items[i - 1];
+    bool ok = false;
+    if (s->kind == S_ALLOC)
+      ok = s->sym->scope != SCOPE_LOCAL;
+    else if (s->kind == S_COPY)
+      ok = !s->async_copy && !s->tma && !s->prefetch && !s->tma_store && s->dst->sym->kind != SYM_TENSOR &&
+           early_passes(L, s->src->sym) && early_passes(L, s->dst->sym);
+    else if (s->kind == S_FILL)
+      ok = s->dst->sym->kind != SYM_TENSOR && early_passes(L, s->dst->sym);
+    if (!ok)
+      break;
+    i--;
+  }
+  /* only where a statement that loads from memory is passed: else nothing waits less */
+  for (int k = i; k < j; k++)
+    if (b->items[k]->kind == S_COPY && b->items[k]->src->sym->kind == SYM_TENSOR)
+      return i;
+  return j;
+}
+
+static void emit_prologue(E *e, const tl_stmt *s, int id) {
+  line(e, "const long long tl_n%d = (long long)(%s), tl_s%d = (long long)(%s);", id, ex(e, s->extent), id,
+       ex(e, s->start));
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_st = 0; tl_st < %" PRId64 "; tl_st++) {", s->pipe_ahead);
+  e->indent++;
+  prefetch_iteration(e, s, id, "tl_st", "tl_st");
+  e->indent--;
+  line(e, "}");
+}
+
 static void emit_body(E *e, const tl_body *b, bool uniform) {
-  for (int i = 0; i < b->n && !e->failed; i++)
+  int early_at = -1, early_loop = -1; /* statement index, pipelined loop index */
+  for (int j = 0; j < b->n; j++)
+    if (!e->early && (early_at = early_prologue(b, j)) < j) {
+      early_loop = j;
+      break;
+    }
+  for (int i = 0; i < b->n && !e->failed; i++) {
+    if (i == early_at && early_loop > i) {
+      e->early = b->items[early_loop];
+      e->early_id = e->uid++;
+      line(e, "/* the first copies of the pipelined loop below, issued before the statements ahead of it */");
+      emit_prologue(e, e->early, e->early_id);
+    }
     emit_stmt(e, b->items[i], uniform);
+  }
 }
 
 /* ---- the kernel --------------------------------------------------------------------------- */

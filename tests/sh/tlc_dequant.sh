@@ -13,7 +13,8 @@
 # --flush-l2 (the benchmark's cold timing) is refused without --time.
 # A scale that a whole vector of 16 or 32 shares is read once for them, the
 # scale's group (a floor division by a power of two) is a shift, and a
-# cooperative loop whose threads divide its elements has a constant count.
+# cooperative loop whose threads divide its elements has a constant count;
+# the loop's first copies go before the scales' loads ahead of it.
 # Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
 TLC=${TL_BUILD:-build}/bin/tlc
 if ! "$TLC" targets 2>/dev/null | grep -q '^sm_80 '; then # NVRTC, not just an AMD toolchain
@@ -55,6 +56,12 @@ ir $SK --target sm_90a -D M=1 -D group_size=80 -D block_K=64 | grep -q 'once for
 "$TLC" compile $SK --target sm_90a -D M=1 --emit cuda -o "$tmp/sk.cu" || fail "$SK --emit cuda"
 grep -q 'tl_fdiv_i32(\|tl_fdiv_i64(' "$tmp/sk.cu" && fail "$SK: a floor division by a power of two is not a shift"
 grep -qF ') >> 7)' "$tmp/sk.cu" || fail "$SK: the scale's group is not a shift by 7"
+# the loop's first tiles are copied before the column of scales is loaded (emit_cuda.c: early_prologue),
+# and a gemm with nothing loaded ahead of its loop keeps its prologue in place
+awk '/first copies of the pipelined loop below/ {p = NR} /s_S_block\[/ && !s {s = NR} END {exit !(p && s && p < s)}' "$tmp/sk.cu" ||
+  fail "$SK: the loop's first copies are not issued before the scales' loads"
+"$TLC" compile examples/gemm.json --target sm_90a --emit cuda | grep -q 'first copies of the pipelined loop below' &&
+  fail "examples/gemm.json: a prologue moved with no load ahead of its loop"
 # each thread's share of a cooperative loop counted from 0 (a constant trip count)
 grep -qF 'for (int tl_ci = 0; tl_ci < ' "$tmp/sk.cu" || fail "$SK: no cooperative loop counts its trips from 0"
 # C^T: the dequantized tile is wgmma's first operand, and rotates
