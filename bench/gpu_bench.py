@@ -35,12 +35,18 @@ examples/gemm_w4a16.json, uint4 weights with float16 scales per 128 along
 K; M = 1, 16, 64, 4096 with N = K = 8192; examples/gemm_w4a16_narrow.json and
 examples/gemm_w4a16_splitk.json at M up to 64) against torch.matmul of float16
 A and the dequantized float16 weight of the same shape, each of ours checked
-first against that product with the GEMM's bound: the kernel's dequantized
+first against that product with the GEMM's bound, both then timed with a
+cold L2 (`tlc run --time N --flush-l2`, cuda_time_cold: each launch timed
+alone after 256 MiB written, since the 32 MiB of packed weights would
+otherwise stay in the H100's 50 MB L2 between launches), each row with the
+bytes it must move (packed weights, scales, A and C once) per second and
+that as a fraction of the H100's 3.35 TB/s: the kernel's dequantized
 weight (q - 8) * s is one float16 rounding of a product exact in float32,
 the same weight torch multiplies by, so the products are exact in float32
 and only the K float32 sums differ (`--w4a16-only` runs just these rows;
 `--w4a16-m M,M...` only those M, `--w4a16-filter REGEX` only the
-configurations whose printed tag matches); every row gives float16 cuBLAS's time
+configurations whose printed tag matches, `--w4a16-config
+[M@]PROGRAM:NAME=V,...` (repeatable) those configurations instead); every row gives float16 cuBLAS's time
 for the same shape and how many times faster ours is, the issue's targets
 being 2.5x at M = 1 to 64 and 0.9x at M = 4096.
 Low precision (issue 12): int8 x int8 -> int32 (M = N = K = 8192; examples/gemm_int8.json)
@@ -131,6 +137,28 @@ GEMM_CONFIGS = [("examples/gemm.json", {}), ("bench/programs/gemm_raster.json", 
 BF16_PROG = "tests/gpu/programs/gemm_dyn_m_bf16.json"
 GEMM_BF16_CONFIGS = [{}, {"block_K": 64}, {"block_K": 64, "num_stages": 4}, {"block_N": 256, "block_K": 64, "threads": 256},
                      {"block_M": 256, "block_K": 64, "threads": 256}]
+
+
+FLUSH_BYTES = 256 << 20  # what `tlc run --time N --flush-l2` writes before each timed launch (compiler/tlc.c)
+
+
+def cuda_time_cold(fn, reps=20):
+    """fn's mean time with a cold L2, timed as `tlc run --time N
+    --flush-l2` times ours: each call alone between two events, after
+    FLUSH_BYTES of device memory written (not timed) on the same stream,
+    so that it finds none of its data in the L2 (the H100's 50 MB would
+    otherwise keep the 32 MB of an 8192^2 float16 weight between calls)."""
+    buf = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    fn()
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for i, (s, e) in enumerate(ev):
+        buf.fill_(i & 0xff)
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return sum(s.elapsed_time(e) for s, e in ev) / reps
 
 
 def cuda_time(fn, reps=20):
@@ -444,8 +472,22 @@ def W4A16_CONFIGS(M):
     return cfgs
 
 
-def ours(tlc, prog, defs, ins, outs, reps, args=None):
-    cmd = [tlc, "run", prog, "--device", "cuda", "--time", str(reps)]
+def w4a16_given(specs, M):
+    """--w4a16-config's configurations for M: [M@]PROGRAM:NAME=V,... (PROGRAM
+    the name of an example, examples/PROGRAM.json; values kept as text)."""
+    out = []
+    for spec in specs:
+        at, _, rest = spec.rpartition("@")
+        if at and int(at) != M:
+            continue
+        prog, _, kv = rest.partition(":")
+        cfg = dict(x.split("=", 1) for x in kv.split(",") if x)
+        out.append((f"examples/{prog}.json", {k: int(v) if v.lstrip("-").isdigit() else v for k, v in cfg.items()}))
+    return out
+
+
+def ours(tlc, prog, defs, ins, outs, reps, args=None, flush=False):
+    cmd = [tlc, "run", prog, "--device", "cuda", "--time", str(reps)] + (["--flush-l2"] if flush else [])
     for k, v in defs.items():
         cmd += ["-D", f"{k}={v}"]
     for k, v in (args or {}).items():
@@ -539,6 +581,9 @@ def main():
     ap.add_argument("--lowp-only", action="store_true", help="only the int8 and float8 rows (issue 12)")
     ap.add_argument("--w4a16-only", action="store_true", help="only the W4A16 rows (issue 12)")
     ap.add_argument("--w4a16-m", default="", metavar="M,M", help="the W4A16 rows' M (default 1,16,64,4096)")
+    ap.add_argument("--w4a16-config", action="append", default=[], metavar="[M@]PROGRAM:NAME=V,...",
+                    help="time this configuration (examples/PROGRAM.json with those -D values; with M@, only at that "
+                         "M) instead of the built-in list; repeatable")
     ap.add_argument("--w4a16-filter", default=None, metavar="REGEX",
                     help="only the W4A16 configurations whose tag (program:constants, as printed) matches")
     ap.add_argument("--fp8-only", action="store_true", help="only the float8 rows (issue 12; --quick: 4096 only)")
@@ -676,15 +721,16 @@ def main():
         absref = A.float().abs() @ W.float().abs().t()
         flops = 2 * M * N * K
         best = None
-        ms_torch = cuda_time(lambda: torch.matmul(A, W.t()))  # float16 cuBLAS, the same shape: each row's ratio
-        for prog, cfg in W4A16_CONFIGS(M):
+        # float16 cuBLAS, the same shape, with a cold L2 as ours: each row's ratio
+        ms_torch = cuda_time_cold(lambda: torch.matmul(A, W.t()))
+        for prog, cfg in (w4a16_given(a.w4a16_config, M) if a.w4a16_config else W4A16_CONFIGS(M)):
             tag = os.path.basename(prog)[:-5] + ":" + (",".join(f"{k}={v}" for k, v in cfg.items()) or "as written")
             if a.w4a16_filter and not re.search(a.w4a16_filter, tag):
                 continue
             defs = dict({"M": M, "N": N, "K": K, "group_size": G}, **cfg)
             ms = ours_or_fail(f"w4a16 M={M} [{cfg}]", a.tlc, prog, defs,
                               {"A": f"{work}/Aw.npy", "B": f"{work}/Bq.npy", "S": f"{work}/Sc.npy"},
-                              {"C": f"{work}/Cw.npy"}, 20)
+                              {"C": f"{work}/Cw.npy"}, 20, flush=True)
             if ms is None:
                 continue
             C = torch.from_numpy(np.load(f"{work}/Cw.npy")).cuda().float()
@@ -694,8 +740,9 @@ def main():
             ok = checked(f"w4a16 M={M} [{tag}]", C, ref, K, absref)
             # the bytes a W4A16 GEMM must move at least: packed weights, scales, A and C once each
             tbs = (N * K // 2 + N * (K // G) * 2 + M * K * 2 + M * N * 2) / (ms * 1e-3) / 1e12
-            print(f"  w4a16 M={M} N={N} K={K} [{tag}]: {ms:.3f} ms, {tbs:.2f} TB/s ({tbs / 3.35:.0%} of the H100's "
-                  f"3.35), cuBLAS float16 {ms_torch:.3f} ms, {ms_torch / ms:.2f}x it, rel err {e_:.2e} "
+            tbs_torch = (N * K * 2 + M * K * 2 + M * N * 2) / (ms_torch * 1e-3) / 1e12  # its float16 weight
+            print(f"  w4a16 M={M} N={N} K={K} [{tag}]: {ms:.4f} ms, {tbs:.2f} TB/s ({tbs / 3.35:.0%} of the H100's "
+                  f"3.35), cuBLAS float16 {ms_torch:.4f} ms ({tbs_torch:.2f} TB/s), {ms_torch / ms:.2f}x it, rel err {e_:.2e} "
                   f"{'ok' if ok else 'FAIL'}")
             res.setdefault("w4a16_configs", []).append({"M": M, "config": tag, "ms": ms, "rel_err": e_, "ok": ok,
                                                         "tb_per_s": tbs, "cublas_ms": ms_torch,

@@ -112,6 +112,9 @@ typedef struct {
                               warpgroup (pass_wspec.c) the named barrier 1 of T threads */
   const tl_stmt *pipe;     /* the pipelined loop being emitted, or NULL */
   int pipe_id;             /* its uid (tl_cN, tl_nN) */
+  const tl_stmt *early;    /* a pipelined loop whose first copies were issued before the statements
+                              ahead of it (early_prologue), or NULL */
+  int early_id;            /* its uid */
 } E;
 
 /* ---- output ---------------------------------------------------------------------- */
@@ -475,6 +478,19 @@ static tl_type common(tl_type a, tl_type b) {
   return (tl_type)tl_common_dtype((tl_dtype)a, (tl_dtype)b);
 }
 
+/* k where x is the integer constant 2^k (k < 63), else -1. */
+static int pow2_const(const tl_expr *x) {
+  if (x->kind != E_CONST || is_f(x->type) || x->type == TL_BOOL)
+    return -1;
+  unsigned long long v = is_unsigned_i(x->type) ? x->val.u : x->val.i > 0 ? (unsigned long long)x->val.i : 0;
+  if (v == 0 || (v & (v - 1)) || v >= 1ULL << 63)
+    return -1;
+  int k = 0;
+  while (v >> k != 1)
+    k++;
+  return k;
+}
+
 static const char *ex_binary(E *e, const tl_expr *x) {
   const tl_expr *l = x->args[0], *r = x->args[1];
   int op = x->op;
@@ -520,8 +536,22 @@ static const char *ex_binary(E *e, const tl_expr *x) {
       return S("((%s)((%s)(%s) %c (%s)(%s)))", crep(t), u, a, op, u, b);
     }
     return S("((%s)(%s %c %s))", crep(t), a, op, b);
-  case OP_FLOORDIV: return S("tl_fdiv_%s(%s, %s)", int_sfx(t), a, b);
-  case '%': return S("tl_fmod_%s(%s, %s)", int_sfx(t), a, b);
+  case OP_FLOORDIV: case '%': {
+    bool wide = t == TL_INT64 || t == TL_UINT64 || t == TL_TY_UINT;
+    int k = pow2_const(r);
+    /* by 2^k: Python's floor division is the arithmetic shift, and its
+     * remainder (of the divisor's sign) the low k bits, for every dividend */
+    if (k >= 0 && (wide || k < 31))
+      return op == '%' ? S("((%s)((%s) & %#llx%s))", crep(t), a, (1ULL << k) - 1, wide ? "LL" : "")
+                       : S("((%s)((%s) >> %d))", crep(t), a, k);
+    /* a dividend that cannot be negative (pass_range.c) and a positive
+     * constant divisor: C's truncating / and % are Python's */
+    if (l->has_range && l->rlo >= 0 && r->kind == E_CONST && !is_f(r->type) && r->type != TL_BOOL &&
+        !is_unsigned_i(r->type) && r->val.i > 0 && (t == TL_INT32 || t == TL_INT64) && (wide || r->val.i < INT32_MAX))
+      return S("((%s)((%s)(%s) %c %lld%s))", crep(t), wide ? "unsigned long long" : "unsigned", a,
+               op == '%' ? '%' : '/', (long long)r->val.i, wide ? "ULL" : "u");
+    return S("tl_f%s_%s(%s, %s)", op == '%' ? "mod" : "div", int_sfx(t), a, b);
+  }
   case '&': case '|': case '^': return S("((%s)(%s %c %s))", crep(t), a, op, b);
   }
   fail(e, x->pointer, "operator '%s' on %s", tl_op_text(op), tl_type_name(t));
@@ -818,6 +848,19 @@ static bool owner_covers(const E *e, const tl_sym *s, int64_t total) {
   return s->reg_layout != TL_LAYOUT_BLOCKED || s->per_thread * e->T <= total;
 }
 
+/* Opens the loop in which thread tl_tid takes elements tl_e = tl_tid,
+ * tl_tid + T, ... below total (int).  Where T divides total it counts the
+ * thread's total / T elements from 0, so that the toolchain sees a constant
+ * trip count (every thread that runs the program's statements has tl_tid
+ * below T: a producer warpgroup's threads return before them). */
+static void coop_for(E *e, int64_t total) {
+  if (total % e->T == 0)
+    line(e, "for (int tl_ci = 0; tl_ci < %" PRId64 "; tl_ci++) { const int tl_e = tl_tid + tl_ci * %" PRId64 ";",
+         total / e->T, e->T);
+  else
+    line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", total, e->T);
+}
+
 static void open_loop(E *e, const tl_sym *owner, int64_t total) {
   if (owner) {
     line(e, "#pragma unroll");
@@ -826,7 +869,7 @@ static void open_loop(E *e, const tl_sym *owner, int64_t total) {
     line(e, "const int tl_e = %s;", elem_of(e, owner, "tl_r"));
     line(e, owner_covers(e, owner, total) ? "{" : "if (tl_e < %" PRId64 ") {", total);
   } else if (total < INT32_MAX) {
-    line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", total, e->T);
+    coop_for(e, total);
   } else {
     line(e, "for (long long tl_e = tl_tid; tl_e < %" PRId64 "LL; tl_e += %" PRId64 "LL) {", total, e->T);
   }
@@ -887,7 +930,7 @@ static void vector_loop(E *e, const tl_region *src, const tl_region *dst, int64_
   int64_t total = product(ext, n);
   if (pragma)
     line(e, "%s", pragma);
-  line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", total, e->T);
+  coop_for(e, total);
   e->indent++;
   const char **q = decode(e, "tl_e", ext, n, "tl_q");
   const char *q2[TL_MAX_DIMS];
@@ -895,6 +938,17 @@ static void vector_loop(E *e, const tl_region *src, const tl_region *dst, int64_
     q2[i] = i == n - 1 ? S("(%s * %" PRId64 "LL)", q[i], v) : q[i];
   *si = region_idx(e, src, q2);
   *di = region_idx(e, dst, q2);
+}
+
+/* The byte of packed element `off` (per elements a byte: 2, 4 or 8): a
+ * shift, since the offsets dereferenced are never negative (a tensor's
+ * are taken only inside it). */
+static const char *packed_byte(E *e, const char *off, int64_t per) {
+  int k = 0;
+  while ((1LL << k) < per)
+    k++;
+  assert((1LL << k) == per);
+  return S("(%s) >> %d", off, k);
 }
 
 /* A copy from a tensor into shared memory in 16-byte cp.async chunks
@@ -918,8 +972,8 @@ static void emit_async_copy(E *e, const tl_stmt *s) {
   line(e, "const bool tl_in = %s;", in_bounds(e, src->sym, si));
   const char *so = offset(e, src->sym, si), *dof = offset(e, dst->sym, di);
   if (per > 1) { /* a packed dtype: the byte of the element */
-    so = S("(%s) / %d", so, per);
-    dof = S("(%s) / %d", dof, per);
+    so = packed_byte(e, so, per);
+    dof = packed_byte(e, dof, per);
   }
   line(e, "const %s *tl_g = tl_in ? &g_%s[%s] : g_%s;", srep(src->sym->dtype), src->sym->name, so, src->sym->name);
   line(e, "asm volatile(\"cp.async.cg.shared.global [%%0], [%%1], 16, %%2;\" :: \"r\"(tl_smem_addr(&s_%s[%s])), "
@@ -1033,13 +1087,12 @@ static void op_copy_packed(E *e, const tl_stmt *s, int w) {
   const char **si, **di;
   vector_loop(e, src, dst, v, NULL, &si, &di);
   const char *vt = S("tl_v%d", w); /* prelude_subbyte.h */
-  const char *sp = S("*(const %s *)&%s[(%s) / %" PRId64 "]", vt, storage(e, src->sym), offset(e, src->sym, si), v / w);
+  const char *sp = S("*(const %s *)&%s[%s]", vt, storage(e, src->sym), packed_byte(e, offset(e, src->sym, si), v / w));
   if (src->sym->kind == SYM_TENSOR)
     line(e, "const %s tl_b = %s ? %s : %s{};", vt, in_bounds(e, src->sym, si), sp, vt);
   else
     line(e, "const %s tl_b = %s;", vt, sp);
-  const char *st = S("*(%s *)&%s[(%s) / %" PRId64 "] = tl_b;", vt, storage(e, dst->sym), offset(e, dst->sym, di),
-                     v / w);
+  const char *st = S("*(%s *)&%s[%s] = tl_b;", vt, storage(e, dst->sym), packed_byte(e, offset(e, dst->sym, di), v / w));
   if (dst->sym->kind == SYM_TENSOR)
     line(e, "if (%s) %s", in_bounds(e, dst->sym, di), st);
   else
@@ -1975,6 +2028,7 @@ static void emit_body(E *e, const tl_body *b, bool uniform);
 static void emit_stmt(E *e, const tl_stmt *s, bool uniform);
 static void region_pointer(E *e, const tl_sym *b);
 static void emit_pipelined(E *e, const tl_stmt *s);
+static void emit_prologue(E *e, const tl_stmt *s, int id);
 
 /* ---- a dequantizing parallel loop, 8 to 32 elements at a time (pass_place.c: dequant_loop) ---- */
 /* The packed reads of a vec_dequant loop's value, in the order vex meets
@@ -1983,6 +2037,8 @@ typedef struct {
   const tl_expr *reads[16];
   int n, at, pair;
   bool bf16; /* the pairs are bfloat16 (else float16) */
+  const tl_expr *once[16]; /* tl_stmt.vec_once: the other reads, each read once as tl_r<k> */
+  int nonce;
 } vec_state;
 
 /* The C type of a load of n bytes (1 to 16) of packed elements. */
@@ -1997,6 +2053,11 @@ static void vec_reads(const tl_expr *x, vec_state *v) {
   if (is_packed_cast(x)) {
     assert(v->n < 16);
     v->reads[v->n++] = x;
+    return;
+  }
+  if (x->kind == E_INDEX) { /* the value's other reads (pass_place.c: vec_f16 reads no index of one) */
+    if (v->nonce < 16)
+      v->once[v->nonce++] = x;
     return;
   }
   for (int i = 0; i < x->nargs; i++)
@@ -2056,6 +2117,9 @@ static const char *vex(E *e, const tl_expr *x, vec_state *v) {
     return S("0x%08xu", h | h << 16);
   }
   case E_INDEX:
+    for (int k = 0; k < v->nonce; k++)
+      if (v->once[k] == x)
+        return S("tl_r%d", k);
     return S("((unsigned)%s * 0x10001u)", read_bits16(e, x->sym, index_codes(e, x)));
   case E_UNARY:
     return S("(%s ^ 0x80008000u)", vex(e, x->args[0], v));
@@ -2089,7 +2153,7 @@ static void op_parallel_vec(E *e, const tl_stmt *s) {
   int64_t total = product(ext, n);
   if (total <= 8 * e->T)
     line(e, "#pragma unroll");
-  line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", total, e->T);
+  coop_for(e, total);
   e->indent++;
   const char **q = decode(e, "tl_e", ext, n, "tl_p");
   for (int i = 0; i < n; i++)
@@ -2103,11 +2167,17 @@ static void op_parallel_vec(E *e, const tl_stmt *s) {
     const tl_expr *r = v.reads[k]->args[0];
     const tl_sym *P = r->sym;
     int bits = tl_dtype_bits(P->dtype);
-    line(e, "const %s tl_w%d = *(const %s *)&%s[(%s) / %d];", load_type(G * bits / 8), k, load_type(G * bits / 8),
-         storage(e, P), offset(e, P, index_codes(e, r)), 8 / bits);
+    line(e, "const %s tl_w%d = *(const %s *)&%s[%s];", load_type(G * bits / 8), k, load_type(G * bits / 8),
+         storage(e, P), packed_byte(e, offset(e, P, index_codes(e, r)), 8 / bits));
   }
   const char *j = vname(e, s->vars[n - 1]);
   line(e, "const int tl_jb = %s;", j);
+  /* the same for all G (tl_stmt.vec_once): read once, at the first */
+  int nonce = v.nonce;
+  v.nonce = 0;
+  if (s->vec_once && nonce <= 16)
+    for (; v.nonce < nonce; v.nonce++)
+      line(e, "const unsigned tl_r%d = %s;", v.nonce, vex(e, v.once[v.nonce], &v));
   for (int sub = 0; sub < G / 8; sub++) {
     line(e, "{");
     e->indent++;
@@ -3246,21 +3316,17 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
     emit_wspec_loop(e, s);
     return;
   }
-  int64_t D = s->pipe_ahead;
-  int id = e->uid++;
+  bool early = e->early == s; /* its prologue is out already (emit_body) */
+  int id = early ? e->early_id : e->uid++;
   bool cp = has_cp_async(s);
   if (s->mcast) /* the other blocks of the cluster done with what shares the stages' memory */
     cluster_barrier(e);
   line(e, "{");
   e->indent++;
-  line(e, "const long long tl_n%d = (long long)(%s), tl_s%d = (long long)(%s);", id, ex(e, s->extent), id,
-       ex(e, s->start));
-  line(e, "#pragma unroll");
-  line(e, "for (int tl_st = 0; tl_st < %" PRId64 "; tl_st++) {", D);
-  e->indent++;
-  prefetch_iteration(e, s, id, "tl_st", "tl_st");
-  e->indent--;
-  line(e, "}");
+  if (early)
+    e->early = NULL;
+  else
+    emit_prologue(e, s, id);
   reg_prefetches(e, s, id, 0);
   const char *c = S("tl_c%d", id);
   const tl_stmt *outer = e->pipe; /* for a late gemm (pass_overlap.c) */
@@ -3308,9 +3374,107 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
     barrier_line(e);
 }
 
+/* ---- a pipelined loop's first copies, issued early ---------------------------------------------
+ * The prologue of pipelined loop L (the copies of its first pipe_ahead
+ * iterations) goes before the statements ahead of L in its body where
+ * these only move data between buffers by plain loads and stores, or fill
+ * them: copies that are not cp.async or bulk tensor copies and write no
+ * tensor, fills, and allocations of shared or fragment buffers (declared at
+ * the kernel's top); none of the buffers they touch is written by L's
+ * prefetched copies, has a view, or shares shared memory with what those
+ * write (every stage).  Then the loads of those statements (a column of
+ * group scales read before the loop, gemm_w4a16_splitk.json) wait on memory
+ * together with L's first tiles instead of before them.  Results never
+ * change: the prefetched copies read tensors nothing writes in between, and
+ * write stages nothing touches in between.  Not for loops with a producer
+ * warpgroup, multicast copies or a late tail (their prologues differ). */
+static bool smem_overlap(const tl_sym *a, const tl_sym *b) {
+  if (a->smem_offset < 0 || b->smem_offset < 0)
+    return false;
+  int64_t na = 1, nb = 1;
+  for (int d = 0; d < a->ndim; d++)
+    na *= a->dims[d];
+  for (int d = 0; d < b->ndim; d++)
+    nb *= b->dims[d];
+  na = (int64_t)tl_dtype_bytes(a->dtype, (uint64_t)na) * (a->stages > 1 ? a->stages : 1);
+  nb = (int64_t)tl_dtype_bytes(b->dtype, (uint64_t)nb) * (b->stages > 1 ? b->stages : 1);
+  return a->smem_offset < b->smem_offset + nb && b->smem_offset < a->smem_offset + na;
+}
+
+/* May the prologue of L pass over buffer x (a copy's source or
+ * destination, a fill's destination)? */
+static bool early_passes(const tl_stmt *L, const tl_sym *x) {
+  if (x->kind == SYM_TENSOR)
+    return true; /* read: the caller refuses tensors written */
+  if (x->view_of || x->viewed || x->scope == SCOPE_LOCAL)
+    return false;
+  for (int i = 0; i < L->body.n; i++) {
+    const tl_stmt *c = L->body.items[i];
+    if (!c->prefetch)
+      continue;
+    const tl_sym *d = c->dst->sym;
+    if (d == x || (x->scope == SCOPE_SHARED && smem_overlap(x, d)) ||
+        (x->scope == SCOPE_FRAGMENT && !x->in_regs && smem_overlap(x, d)))
+      return false;
+  }
+  return true;
+}
+
+/* The first statement of b, at or before j, before which pipelined loop
+ * b->items[j]'s prologue can be issued (j: not earlier). */
+static int early_prologue(const tl_body *b, int j) {
+  const tl_stmt *L = b->items[j];
+  if (L->kind != S_LOOP || !L->pipe || L->wspec || L->mcast || L->wg_lag || L->pipe_ahead < 1)
+    return j;
+  int i = j;
+  while (i > 0) {
+    const tl_stmt *s = b->items[i - 1];
+    bool ok = false;
+    if (s->kind == S_ALLOC)
+      ok = s->sym->scope != SCOPE_LOCAL;
+    else if (s->kind == S_COPY)
+      ok = !s->async_copy && !s->tma && !s->prefetch && !s->tma_store && s->dst->sym->kind != SYM_TENSOR &&
+           early_passes(L, s->src->sym) && early_passes(L, s->dst->sym);
+    else if (s->kind == S_FILL)
+      ok = s->dst->sym->kind != SYM_TENSOR && early_passes(L, s->dst->sym);
+    if (!ok)
+      break;
+    i--;
+  }
+  /* only where a statement that loads from memory is passed: else nothing waits less */
+  for (int k = i; k < j; k++)
+    if (b->items[k]->kind == S_COPY && b->items[k]->src->sym->kind == SYM_TENSOR)
+      return i;
+  return j;
+}
+
+static void emit_prologue(E *e, const tl_stmt *s, int id) {
+  line(e, "const long long tl_n%d = (long long)(%s), tl_s%d = (long long)(%s);", id, ex(e, s->extent), id,
+       ex(e, s->start));
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_st = 0; tl_st < %" PRId64 "; tl_st++) {", s->pipe_ahead);
+  e->indent++;
+  prefetch_iteration(e, s, id, "tl_st", "tl_st");
+  e->indent--;
+  line(e, "}");
+}
+
 static void emit_body(E *e, const tl_body *b, bool uniform) {
-  for (int i = 0; i < b->n && !e->failed; i++)
+  int early_at = -1, early_loop = -1; /* statement index, pipelined loop index */
+  for (int j = 0; j < b->n; j++)
+    if (!e->early && (early_at = early_prologue(b, j)) < j) {
+      early_loop = j;
+      break;
+    }
+  for (int i = 0; i < b->n && !e->failed; i++) {
+    if (i == early_at && early_loop > i) {
+      e->early = b->items[early_loop];
+      e->early_id = e->uid++;
+      line(e, "/* the first copies of the pipelined loop below, issued before the statements ahead of it */");
+      emit_prologue(e, e->early, e->early_id);
+    }
     emit_stmt(e, b->items[i], uniform);
+  }
 }
 
 /* ---- regions (pass_split.c) ---------------------------------------------------------------- */

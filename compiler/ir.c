@@ -649,8 +649,8 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
       fprintf(f, "%s%s < %s", i ? ", " : "", s->vars[i]->name, tl_expr_str(a, s->extents[i]));
     fputs(")", f);
     if (s->vec_dequant)
-      fprintf(f, " [%d at a time: packed words to 16-bit float pairs, paired arithmetic, 16-byte stores]",
-              s->vec_dequant);
+      fprintf(f, " [%d at a time: packed words to 16-bit float pairs, paired arithmetic, 16-byte stores%s]",
+              s->vec_dequant, s->vec_once ? ", the other reads once for all of them" : "");
     break;
   case S_LOOP: {
     static const char *const kinds[] = {"serial", "unroll", "vectorized", "pipelined"};

@@ -624,6 +624,8 @@ struct tl_stmt {
                           16 bytes), converted 8 elements at a time to 16-bit float pairs (prmt, lop3,
                           fma.f16x2), the arithmetic on pairs (f16x2, bf16x2), each 8 results stored as
                           one 16-byte vector (pass_place.c: dequant_loop says when) */
+  bool vec_once;       /* after pass_place, a vec_dequant loop of 16 or 32: its other reads (a group's scale)
+                          are the same for all of them, and read once per 16 or 32 (pass_place.c: vec_once) */
   bool prefetch;       /* after pass_pipeline: issued ahead by its pipelined loop */
   bool reg_prefetch;   /* after pass_pipeline: a copy from a tensor into a shared buffer of a software-
                           pipelined loop that cp.async cannot move (elements not in 16-byte chunks, such

@@ -841,15 +841,15 @@ static bool mentions(tl_expr *x, const tl_sym *v) {
  * group_size] is such an index, and so is one less the first group of a
  * block's run of K (gemm_w4a16_splitk.json: such an index plus or minus
  * a value free of j). */
-static bool group_const(tl_expr *i, const tl_sym *j) {
+static bool group_const_m(tl_expr *i, const tl_sym *j, int64_t m) {
   if (!mentions(i, j))
     return true;
   if (i->kind == E_BINARY && (i->op == '+' || i->op == '-'))
     for (int k = 0; k < 2; k++)
       if (!mentions(i->args[1 - k], j))
-        return group_const(i->args[k], j);
+        return group_const_m(i->args[k], j, m);
   if (i->kind != E_BINARY || i->op != OP_FLOORDIV || i->args[1]->kind != E_CONST || i->args[1]->val.i <= 0 ||
-      i->args[1]->val.i % 8)
+      i->args[1]->val.i % m)
     return false;
   tl_expr *l = i->args[0];
   if (l->kind == E_NAME && l->sym == j)
@@ -858,10 +858,31 @@ static bool group_const(tl_expr *i, const tl_sym *j) {
     return false;
   for (int k = 0; k < 2; k++) {
     tl_expr *v = l->args[k], *x = l->args[1 - k];
-    if (v->kind == E_NAME && v->sym == j && !mentions(x, j) && tl_multiple_of(x, 8))
+    if (v->kind == E_NAME && v->sym == j && !mentions(x, j) && tl_multiple_of(x, m))
       return true;
   }
   return false;
+}
+
+static bool group_const(tl_expr *i, const tl_sym *j) { return group_const_m(i, j, 8); }
+
+/* Are the reads of x outside its packed casts the same for the g values
+ * of j in every aligned group of g (their indices free of j, or group_const
+ * with g for 8)?  Then a vec_dequant loop of g at a time reads them once
+ * per g (tl_stmt.vec_once). */
+static bool vec_once(tl_expr *x, const tl_sym *j, int64_t g) {
+  if (x->kind == E_CALL && x->fn == FN_CAST && x->args[0]->kind == E_INDEX && tl_dtype_is_packed(x->args[0]->sym->dtype))
+    return true;
+  if (x->kind == E_INDEX) {
+    for (int d = 0; d < x->nargs; d++)
+      if (!group_const_m(x->args[d], j, g))
+        return false;
+    return true;
+  }
+  for (int k = 0; k < x->nargs; k++)
+    if (!vec_once(x->args[k], j, g))
+      return false;
+  return true;
 }
 
 /* Is x an element of shared buffer or tensor whose indices do not use j
@@ -971,8 +992,10 @@ typedef struct {
 
 static tl_walk_act mark_dequant(tl_stmt *s, void *user) {
   const dq_ctx *c = user;
-  if (s->kind == S_PARALLEL)
+  if (s->kind == S_PARALLEL) {
     s->vec_dequant = c->cg->dialect == TL_DIALECT_CUDA ? dequant_loop(s, c->cg->mma, c->threads) : 0;
+    s->vec_once = s->vec_dequant > 8 && vec_once(s->body.items[0]->value, s->vars[s->nvars - 1], s->vec_dequant);
+  }
   return TL_WALK_GO;
 }
 

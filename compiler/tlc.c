@@ -30,8 +30,8 @@ static const char usage[] =
     "       tlc compile PROGRAM.json --target TARGET [-D NAME=VALUE]... [-o FILE]\n"
     "               [--emit cuda|ptx|cubin|hip|hsaco|meta|ir] [--dump STAGE] [--options JSON]\n"
     "               [--backend auto|cuda|ptx]\n"
-    "       tlc run PROGRAM.json (--interpret | --device cuda[:N] [--target T] [--time N] [--options JSON]\n"
-    "               [--backend auto|cuda|ptx])\n"
+    "       tlc run PROGRAM.json (--interpret | --device cuda[:N] [--target T] [--time N [--flush-l2]]\n"
+    "               [--options JSON] [--backend auto|cuda|ptx])\n"
     "               [-D NAME=VALUE]...\n"
     "               [--arg NAME=VALUE]... [--in NAME=FILE.npy]... [--out NAME=FILE.npy]...\n"
     "       tlc targets\n"
@@ -50,7 +50,10 @@ static const char usage[] =
     "run        run a program on the CPU with the reference interpreter (--interpret), or\n"
     "           compile it for the GPU found and run it there (--device cuda, cuda:N; --target T\n"
     "           builds for T instead, e.g. compute_75 to run sm_75's code paths as PTX); --time N\n"
-    "           launches it N more times and prints the mean time per launch\n"
+    "           launches it N more times and prints the mean time per launch; with --flush-l2\n"
+    "           each of the N is timed alone, after writing 256 MiB of device memory so that\n"
+    "           it finds none of its data in the L2 cache (the cold time of a weight-streaming\n"
+    "           kernel; without it, data that fits the L2 stays there between launches)\n"
     "targets    list the targets the installed toolchains offer, each with its binary, warp size,\n"
     "           shared memory per block, features and toolchain, then (# not offered) the\n"
     "           known AMD targets the toolchain refuses, and why; the second line says whether\n"
@@ -76,6 +79,7 @@ typedef struct {
   bool interpret;
   const char *device, *target, *output, *emit, *dump, *options_json, *backend;
   int time_runs; /* run --device --time N: time N launches after one warm-up */
+  bool flush_l2;  /* --flush-l2: each timed launch alone, after TL_FLUSH_BYTES written (tlc.c: time_launches) */
   kv defs[MAX_OPTS], args[MAX_OPTS], ins[MAX_OPTS], outs[MAX_OPTS];
   int ndefs, nargs, nins, nouts;
 } options;
@@ -140,6 +144,9 @@ static int parse_options(int argc, char **argv, options *o) {
     } else if (strcmp(a, "--interpret") == 0) {
       o->interpret = true;
       continue;
+    } else if (strcmp(a, "--flush-l2") == 0) {
+      o->flush_l2 = true;
+      continue;
     } else if (strcmp(a, "--time") == 0) {
       if (i + 1 >= argc || atoi(argv[i + 1]) < 1 || atoi(argv[i + 1]) > 100000)
         return usage_error("%s", "--time needs a number of launches from 1 to 100000");
@@ -186,6 +193,8 @@ static int parse_options(int argc, char **argv, options *o) {
   bool run = strcmp(o->cmd, "run") == 0, compile = strcmp(o->cmd, "compile") == 0;
   if (o->time_runs && !o->device)
     return usage_error("%s", "--time goes with run --device");
+  if (o->flush_l2 && !o->time_runs)
+    return usage_error("%s", "--flush-l2 goes with --time N");
   if (o->options_json && !compile && !o->device)
     return usage_error("%s", "--options goes with compile and run --device");
   if (o->backend && !compile && !o->device)
@@ -398,6 +407,56 @@ static void print_warnings(const options *o, const tl_build *b) {
   json_decref(m);
 }
 
+/* The bytes --flush-l2 writes before each timed launch: 5 times the
+ * H100's 50 MB L2 (a GPU whose last-level cache holds more, such as the
+ * 256 MB Infinity Cache of an MI300, keeps part of the data: the time is
+ * then not all cold). */
+#define TL_FLUSH_BYTES ((size_t)256 << 20)
+
+/* run --device --time N: N launches after the warm-up.  Without
+ * --flush-l2 they run back to back between two events, and the mean is
+ * printed.  With it, each launch is timed alone between two events, after
+ * a write of TL_FLUSH_BYTES (tl_gpu_memset8, queued ahead of it on the
+ * same stream and not timed), which evicts whatever the launch before
+ * left in the L2: the mean and the least of the N are printed. */
+static tl_status time_launches(const options *o, tl_gpu *h, tl_kernel *k, tl_kernel_arg *kargs, int nargs,
+                               const char *target, tl_error *err) {
+  tl_gpu_event *t0 = NULL, *t1 = NULL;
+  tl_gpu_ptr flush = 0;
+  float ms = 0, sum = 0, least = 0;
+  tl_status st = TL_OK;
+  if (o->flush_l2)
+    st = tl_gpu_alloc(h, TL_FLUSH_BYTES, &flush, err);
+  if (st == TL_OK && (st = tl_gpu_event_create(h, &t0, err)) == TL_OK)
+    st = tl_gpu_event_create(h, &t1, err);
+  int runs = o->flush_l2 ? o->time_runs : 1, per = o->flush_l2 ? 1 : o->time_runs;
+  for (int r = 0; r < runs && st == TL_OK; r++) {
+    if (o->flush_l2)
+      st = tl_gpu_memset8(h, flush, (unsigned char)r, TL_FLUSH_BYTES, err);
+    if (st == TL_OK)
+      st = tl_gpu_event_record(t0, NULL, err);
+    for (int i = 0; i < per && st == TL_OK; i++)
+      st = tl_kernel_launch(k, kargs, nargs, NULL, err);
+    if (st == TL_OK && (st = tl_gpu_event_record(t1, NULL, err)) == TL_OK && (st = tl_gpu_sync(h, err)) == TL_OK &&
+        (st = tl_gpu_event_elapsed(t0, t1, &ms, err)) == TL_OK) {
+      least = r == 0 || ms < least ? ms : least;
+      sum += ms;
+    }
+  }
+  if (st == TL_OK && o->flush_l2)
+    printf("time: %.4f ms per launch (mean of %d after one warm-up, each timed alone after %zu MiB written to "
+           "flush the L2; least %.4f), %s, %s\n",
+           sum / o->time_runs, o->time_runs, TL_FLUSH_BYTES >> 20, least, target, tl_gpu_device_info(h)->name);
+  else if (st == TL_OK)
+    printf("time: %.4f ms per launch (mean of %d after one warm-up), %s, %s\n", sum / o->time_runs, o->time_runs,
+           target, tl_gpu_device_info(h)->name);
+  tl_gpu_event_destroy(t0);
+  tl_gpu_event_destroy(t1);
+  if (flush)
+    tl_gpu_free(h, flush);
+  return st;
+}
+
 /* Compiles for the GPU, copies the tensors there, launches once through
  * libtlclient's launcher (client/launch.h: the binary's metadata gives the
  * grid, block and shared memory, as in an application), and copies every
@@ -464,23 +523,9 @@ static tl_status run_device(const options *o, tl_program *prog, const char *text
   if (prog->next || (grid[0] > 0 && grid[1] > 0 && grid[2] > 0)) { /* an empty grid runs no block (the first kernel's: the next may have one) */
     if ((st = tl_kernel_launch(k, kargs, tl_user_params(prog), NULL, err)) != TL_OK || (st = tl_gpu_sync(h, err)) != TL_OK)
       goto done;
-    if (o->time_runs) { /* the outputs are those of the first launch; the timed ones repeat it */
-      tl_gpu_event *t0 = NULL, *t1 = NULL;
-      float ms = 0;
-      if ((st = tl_gpu_event_create(h, &t0, err)) == TL_OK && (st = tl_gpu_event_create(h, &t1, err)) == TL_OK &&
-          (st = tl_gpu_event_record(t0, NULL, err)) == TL_OK) {
-        for (int i = 0; i < o->time_runs && st == TL_OK; i++)
-          st = tl_kernel_launch(k, kargs, tl_user_params(prog), NULL, err);
-        if (st == TL_OK && (st = tl_gpu_event_record(t1, NULL, err)) == TL_OK &&
-            (st = tl_gpu_sync(h, err)) == TL_OK && (st = tl_gpu_event_elapsed(t0, t1, &ms, err)) == TL_OK)
-          printf("time: %.4f ms per launch (mean of %d after one warm-up), %s, %s\n", ms / o->time_runs,
-                 o->time_runs, target, tl_gpu_device_info(h)->name);
-      }
-      tl_gpu_event_destroy(t0);
-      tl_gpu_event_destroy(t1);
-      if (st != TL_OK)
-        goto done;
-    }
+    /* the outputs are those of the first launch; the timed ones repeat it */
+    if (o->time_runs && (st = time_launches(o, h, k, kargs, tl_user_params(prog), target, err)) != TL_OK)
+      goto done;
   }
   for (int p = 0; p < tl_user_params(prog); p++) {
     tl_dtype dt = prog->params[p]->dtype;

@@ -245,8 +245,8 @@ extern "C" __global__ void __launch_bounds__(64) dequant_pairs(int p_m, unsigned
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 2u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 2u) % 16u); (void)tl_q0;
     const bool tl_in = true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_W4_d0;
-    const unsigned char *tl_g = tl_in ? &g_W4[(((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_W4_d1 + ((long long)(((int)0LL)) + (tl_q1 * 32LL))) / 2] : g_W4;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_W4s[(((int)(0LL + tl_q0)) * 64 + (int)(0LL + (tl_q1 * 32LL))) / 2])), "l"(tl_g), "r"(tl_in ? 16 : 0));
+    const unsigned char *tl_g = tl_in ? &g_W4[(((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_W4_d1 + ((long long)(((int)0LL)) + (tl_q1 * 32LL))) >> 1] : g_W4;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_W4s[(((int)(0LL + tl_q0)) * 64 + (int)(0LL + (tl_q1 * 32LL))) >> 1])), "l"(tl_g), "r"(tl_in ? 16 : 0));
   }
   asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
   #pragma unroll
@@ -254,26 +254,27 @@ extern "C" __global__ void __launch_bounds__(64) dequant_pairs(int p_m, unsigned
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 1u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 1u) % 16u); (void)tl_q0;
     const bool tl_in = true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_W2_d0;
-    const unsigned char *tl_g = tl_in ? &g_W2[(((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_W2_d1 + ((long long)(((int)0LL)) + (tl_q1 * 64LL))) / 4] : g_W2;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_W2s[(((int)(0LL + tl_q0)) * 64 + (int)(0LL + (tl_q1 * 64LL))) / 4])), "l"(tl_g), "r"(tl_in ? 16 : 0));
+    const unsigned char *tl_g = tl_in ? &g_W2[(((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_W2_d1 + ((long long)(((int)0LL)) + (tl_q1 * 64LL))) >> 2] : g_W2;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_W2s[(((int)(0LL + tl_q0)) * 64 + (int)(0LL + (tl_q1 * 64LL))) >> 2])), "l"(tl_g), "r"(tl_in ? 16 : 0));
   }
   asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
   __syncthreads();
   #pragma unroll
-  for (int tl_e = tl_tid; tl_e < 64; tl_e += 64) {
+  for (int tl_ci = 0; tl_ci < 1; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
     const int tl_p1 = (int)(((unsigned)tl_e / 1u) % 4u); (void)tl_p1;
     const int tl_p0 = (int)(((unsigned)tl_e / 4u) % 16u); (void)tl_p0;
     const int v_i = (int)tl_p0;
     const int v_j = (int)tl_p1 * 16;
-    const unsigned long long tl_w0 = *(const unsigned long long *)&s_W4s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 2];
+    const unsigned long long tl_w0 = *(const unsigned long long *)&s_W4s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) >> 1];
     const int tl_jb = v_j;
+    const unsigned tl_r0 = ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u);
     {
       const int v_j = tl_jb + 0; (void)v_j;
       const unsigned tl_x0 = (unsigned)(tl_w0 >> 0);
-      const unsigned tl_h0 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
-      const unsigned tl_h1 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
-      const unsigned tl_h2 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
-      const unsigned tl_h3 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h0 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h1 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h2 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h3 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
       tl_v16 tl_o;
       tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;
       tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;
@@ -282,10 +283,10 @@ extern "C" __global__ void __launch_bounds__(64) dequant_pairs(int p_m, unsigned
     {
       const int v_j = tl_jb + 8; (void)v_j;
       const unsigned tl_x0 = (unsigned)(tl_w0 >> 32);
-      const unsigned tl_h0 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
-      const unsigned tl_h1 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
-      const unsigned tl_h2 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
-      const unsigned tl_h3 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), ((unsigned)(true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))] : (unsigned short)0) * 0x10001u)) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h0 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h1 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h2 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h3 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
       tl_v16 tl_o;
       tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;
       tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;
@@ -293,14 +294,14 @@ extern "C" __global__ void __launch_bounds__(64) dequant_pairs(int p_m, unsigned
     }
   }
   #pragma unroll
-  for (int tl_e = tl_tid; tl_e < 64; tl_e += 64) {
+  for (int tl_ci = 0; tl_ci < 1; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
     const int tl_p1 = (int)(((unsigned)tl_e / 1u) % 4u); (void)tl_p1;
     const int tl_p0 = (int)(((unsigned)tl_e / 4u) % 16u); (void)tl_p0;
     const int v_i = (int)tl_p0;
     const int v_j = (int)tl_p1 * 16;
-    const unsigned tl_w0 = *(const unsigned *)&s_W2s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 4];
-    const unsigned long long tl_w1 = *(const unsigned long long *)&s_W4s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 2];
-    const unsigned tl_w2 = *(const unsigned *)&s_W2s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 4];
+    const unsigned tl_w0 = *(const unsigned *)&s_W2s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) >> 2];
+    const unsigned long long tl_w1 = *(const unsigned long long *)&s_W4s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) >> 1];
+    const unsigned tl_w2 = *(const unsigned *)&s_W2s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) >> 2];
     const int tl_jb = v_j;
     {
       const int v_j = tl_jb + 0; (void)v_j;
@@ -331,7 +332,7 @@ extern "C" __global__ void __launch_bounds__(64) dequant_pairs(int p_m, unsigned
       *(tl_v16 *)&s_D2[((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))] = tl_o;
     }
   }
-  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 64) {
+  for (int tl_ci = 0; tl_ci < 16; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
     const int tl_p1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_p1;
     const int tl_p0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_p0;
     const int v_i = (int)tl_p0;
@@ -339,13 +340,13 @@ extern "C" __global__ void __launch_bounds__(64) dequant_pairs(int p_m, unsigned
     s_D3[((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))] = tl_f2h(tl_rh((((float)(((signed char)tl_ldp(s_W4s, ((int)((long long)(v_i))) * 64 + (int)((long long)(v_j)), 4, 1)))) * tl_rh(tl_d2f_odd((double)(v_j))))));
   }
   #pragma unroll
-  for (int tl_e = tl_tid; tl_e < 64; tl_e += 64) {
+  for (int tl_ci = 0; tl_ci < 1; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
     const int tl_p1 = (int)(((unsigned)tl_e / 1u) % 4u); (void)tl_p1;
     const int tl_p0 = (int)(((unsigned)tl_e / 4u) % 16u); (void)tl_p0;
     const int v_i = (int)tl_p0;
     const int v_j = (int)tl_p1 * 16;
-    const unsigned long long tl_w0 = *(const unsigned long long *)&s_W4s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 2];
-    const unsigned tl_w1 = *(const unsigned *)&s_W2s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) / 4];
+    const unsigned long long tl_w0 = *(const unsigned long long *)&s_W4s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) >> 1];
+    const unsigned tl_w1 = *(const unsigned *)&s_W2s[(((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))) >> 2];
     const int tl_jb = v_j;
     {
       const int v_j = tl_jb + 0; (void)v_j;
@@ -375,22 +376,22 @@ extern "C" __global__ void __launch_bounds__(64) dequant_pairs(int p_m, unsigned
     }
   }
   __syncthreads();
-  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 64) {
+  for (int tl_ci = 0; tl_ci < 16; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
     if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O1_d0) g_O1[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O1_d1 + ((long long)(((int)0LL)) + tl_q1)] = tl_f2h(tl_h2f(s_D1[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)]));
   }
-  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 64) {
+  for (int tl_ci = 0; tl_ci < 16; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
     if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O2_d0) g_O2[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O2_d1 + ((long long)(((int)0LL)) + tl_q1)] = tl_f2h(tl_h2f(s_D2[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)]));
   }
-  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 64) {
+  for (int tl_ci = 0; tl_ci < 16; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
     if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O3_d0) g_O3[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O3_d1 + ((long long)(((int)0LL)) + tl_q1)] = tl_f2h(tl_h2f(s_D3[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)]));
   }
-  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 64) {
+  for (int tl_ci = 0; tl_ci < 16; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
     if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O4_d0) g_O4[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O4_d1 + ((long long)(((int)0LL)) + tl_q1)] = tl_f2bf(tl_bf2f(s_D4[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)]));

@@ -517,38 +517,38 @@ extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_si
   for (int tl_e = tl_tid; tl_e < 32; tl_e += 64) {
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 2u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 2u) % 16u); (void)tl_q0;
-    const tl_v16 tl_b = true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_W4_d0 ? *(const tl_v16 *)&g_W4[(((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_W4_d1 + ((long long)(((int)0LL)) + (tl_q1 * 32LL))) / 2] : tl_v16{};
-    *(tl_v16 *)&s_W4s[(((int)(0LL + tl_q0)) * 64 + (int)(0LL + (tl_q1 * 32LL))) / 2] = tl_b;
+    const tl_v16 tl_b = true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_W4_d0 ? *(const tl_v16 *)&g_W4[(((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_W4_d1 + ((long long)(((int)0LL)) + (tl_q1 * 32LL))) >> 1] : tl_v16{};
+    *(tl_v16 *)&s_W4s[(((int)(0LL + tl_q0)) * 64 + (int)(0LL + (tl_q1 * 32LL))) >> 1] = tl_b;
   }
   for (int tl_e = tl_tid; tl_e < 16; tl_e += 64) {
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 1u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 1u) % 16u); (void)tl_q0;
-    const tl_v16 tl_b = true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_W2_d0 ? *(const tl_v16 *)&g_W2[(((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_W2_d1 + ((long long)(((int)0LL)) + (tl_q1 * 64LL))) / 4] : tl_v16{};
-    *(tl_v16 *)&s_W2s[(((int)(0LL + tl_q0)) * 64 + (int)(0LL + (tl_q1 * 64LL))) / 4] = tl_b;
+    const tl_v16 tl_b = true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_W2_d0 ? *(const tl_v16 *)&g_W2[(((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_W2_d1 + ((long long)(((int)0LL)) + (tl_q1 * 64LL))) >> 2] : tl_v16{};
+    *(tl_v16 *)&s_W2s[(((int)(0LL + tl_q0)) * 64 + (int)(0LL + (tl_q1 * 64LL))) >> 2] = tl_b;
   }
   tl_syncthreads();
-  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 64) {
+  for (int tl_ci = 0; tl_ci < 16; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
     const int tl_p1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_p1;
     const int tl_p0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_p0;
     const int v_i = (int)tl_p0;
     const int v_j = (int)tl_p1;
     s_D1[((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))] = tl_f2h(tl_rh(((-(tl_rh((((float)(((signed char)tl_ldp(s_W4s, ((int)((long long)(v_i))) * 64 + (int)((long long)(v_j)), 4, 1)))) * (true && (unsigned long long)((long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))) < (unsigned long long)g_S_d0 ? tl_h2f(g_S[(long long)(((int)((unsigned)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + (unsigned)(v_i))))]) : (float)0))))) + (0x1p-1f))));
   }
-  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 64) {
+  for (int tl_ci = 0; tl_ci < 16; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
     const int tl_p1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_p1;
     const int tl_p0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_p0;
     const int v_i = (int)tl_p0;
     const int v_j = (int)tl_p1;
     s_D2[((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))] = tl_f2h(tl_rh((tl_rh((((float)(((signed char)tl_ldp(s_W2s, ((int)((long long)(v_i))) * 64 + (int)((long long)(v_j)), 2, 1)))) * ((float)(((signed char)tl_ldp(s_W4s, ((int)((long long)(v_i))) * 64 + (int)((long long)(v_j)), 4, 1)))))) - tl_rh((((float)(((signed char)tl_ldp(s_W2s, ((int)((long long)(v_i))) * 64 + (int)((long long)(v_j)), 2, 1)))) * (0x1.8p+1f))))));
   }
-  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 64) {
+  for (int tl_ci = 0; tl_ci < 16; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
     const int tl_p1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_p1;
     const int tl_p0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_p0;
     const int v_i = (int)tl_p0;
     const int v_j = (int)tl_p1;
     s_D3[((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))] = tl_f2h(tl_rh((((float)(((signed char)tl_ldp(s_W4s, ((int)((long long)(v_i))) * 64 + (int)((long long)(v_j)), 4, 1)))) * tl_rh(tl_d2f_odd((double)(v_j))))));
   }
-  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 64) {
+  for (int tl_ci = 0; tl_ci < 16; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
     const int tl_p1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_p1;
     const int tl_p0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_p0;
     const int v_i = (int)tl_p0;
@@ -556,22 +556,22 @@ extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_si
     s_D4[((int)((long long)(v_i))) * 64 + (int)((long long)(v_j))] = tl_f2bf(tl_rbf((tl_rbf((((float)(((signed char)tl_ldp(s_W4s, ((int)((long long)(v_i))) * 64 + (int)((long long)(v_j)), 4, 1)))) * (0x1.8p-2f))) - ((float)(((signed char)tl_ldp(s_W2s, ((int)((long long)(v_i))) * 64 + (int)((long long)(v_j)), 2, 1)))))));
   }
   tl_syncthreads();
-  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 64) {
+  for (int tl_ci = 0; tl_ci < 16; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
     if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O1_d0) g_O1[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O1_d1 + ((long long)(((int)0LL)) + tl_q1)] = tl_f2h(tl_h2f(s_D1[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)]));
   }
-  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 64) {
+  for (int tl_ci = 0; tl_ci < 16; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
     if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O2_d0) g_O2[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O2_d1 + ((long long)(((int)0LL)) + tl_q1)] = tl_f2h(tl_h2f(s_D2[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)]));
   }
-  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 64) {
+  for (int tl_ci = 0; tl_ci < 16; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
     if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O3_d0) g_O3[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O3_d1 + ((long long)(((int)0LL)) + tl_q1)] = tl_f2h(tl_h2f(s_D3[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)]));
   }
-  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 64) {
+  for (int tl_ci = 0; tl_ci < 16; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
     if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O4_d0) g_O4[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O4_d1 + ((long long)(((int)0LL)) + tl_q1)] = tl_f2bf(tl_bf2f(s_D4[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)]));

@@ -247,7 +247,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
         unsigned short *const s_A_shared = tl_base_A_shared + (long long)(tl_st) * 2048LL; (void)s_A_shared;
         unsigned short *const s_B_shared = tl_base_B_shared + (long long)(tl_st) * 2048LL; (void)s_B_shared;
         #pragma unroll
-        for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
+        for (int tl_ci = 0; tl_ci < 2; tl_ci++) { const int tl_e = tl_tid + tl_ci * 128;
           const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 4u); (void)tl_q1;
           const int tl_q0 = (int)(((unsigned)tl_e / 4u) % 64u); (void)tl_q0;
           const bool tl_in = true;
@@ -255,7 +255,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
           asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_A_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 4, 2, 7)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
         }
         #pragma unroll
-        for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
+        for (int tl_ci = 0; tl_ci < 2; tl_ci++) { const int tl_e = tl_tid + tl_ci * 128;
           const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 8u); (void)tl_q1;
           const int tl_q0 = (int)(((unsigned)tl_e / 8u) % 32u); (void)tl_q0;
           const bool tl_in = true;
@@ -275,7 +275,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
           unsigned short *const s_A_shared = tl_base_A_shared + (long long)(tl_f % 2) * 2048LL; (void)s_A_shared;
           unsigned short *const s_B_shared = tl_base_B_shared + (long long)(tl_f % 2) * 2048LL; (void)s_B_shared;
           #pragma unroll
-          for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
+          for (int tl_ci = 0; tl_ci < 2; tl_ci++) { const int tl_e = tl_tid + tl_ci * 128;
             const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 4u); (void)tl_q1;
             const int tl_q0 = (int)(((unsigned)tl_e / 4u) % 64u); (void)tl_q0;
             const bool tl_in = true;
@@ -283,7 +283,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_A_shared[tl_swz((int)(0LL + tl_q0), (int)(0LL + (tl_q1 * 8LL)), 4, 2, 7)])), "l"(tl_g), "r"(tl_in ? 16 : 0));
           }
           #pragma unroll
-          for (int tl_e = tl_tid; tl_e < 256; tl_e += 128) {
+          for (int tl_ci = 0; tl_ci < 2; tl_ci++) { const int tl_e = tl_tid + tl_ci * 128;
             const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 8u); (void)tl_q1;
             const int tl_q0 = (int)(((unsigned)tl_e / 8u) % 32u); (void)tl_q0;
             const bool tl_in = true;

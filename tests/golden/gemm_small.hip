@@ -517,12 +517,12 @@ extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_si
     const long long tl_s0 = (long long)(((int)0LL)), tl_d0 = (long long)(((int)1LL));
     for (long long tl_c0 = 0; tl_c0 < tl_n0; tl_c0++) {
       const int v_k = (int)(tl_s0 + tl_c0 * tl_d0);
-      for (int tl_e = tl_tid; tl_e < 2048; tl_e += 128) {
+      for (int tl_ci = 0; tl_ci < 16; tl_ci++) { const int tl_e = tl_tid + tl_ci * 128;
         const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 32u); (void)tl_q1;
         const int tl_q0 = (int)(((unsigned)tl_e / 32u) % 64u); (void)tl_q0;
         s_A_shared[((int)(0LL + tl_q0)) * 32 + (int)(0LL + tl_q1)] = tl_f2h((true ? tl_h2f(g_A[((long long)(((int)(v_by * ((int)64LL)))) + tl_q0) * g_A_d1 + ((long long)(((int)(v_k * ((int)32LL)))) + tl_q1)]) : (float)0));
       }
-      for (int tl_e = tl_tid; tl_e < 2048; tl_e += 128) {
+      for (int tl_ci = 0; tl_ci < 16; tl_ci++) { const int tl_e = tl_tid + tl_ci * 128;
         const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
         const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 32u); (void)tl_q0;
         s_B_shared[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)] = tl_f2h((true ? tl_h2f(g_B[((long long)(((int)(v_k * ((int)32LL)))) + tl_q0) * g_B_d1 + ((long long)(((int)(v_bx * ((int)64LL)))) + tl_q1)]) : (float)0));

@@ -233,18 +233,18 @@ extern "C" __global__ void __launch_bounds__(128) packed_w4(int p_m, unsigned ch
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 2u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 2u) % 16u); (void)tl_q0;
     const bool tl_in = true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_W_d0;
-    const unsigned char *tl_g = tl_in ? &g_W[(((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_W_d1 + ((long long)(((int)0LL)) + (tl_q1 * 32LL))) / 2] : g_W;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_Ws[(((int)(0LL + tl_q0)) * 64 + (int)(0LL + (tl_q1 * 32LL))) / 2])), "l"(tl_g), "r"(tl_in ? 16 : 0));
+    const unsigned char *tl_g = tl_in ? &g_W[(((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_W_d1 + ((long long)(((int)0LL)) + (tl_q1 * 32LL))) >> 1] : g_W;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(&s_Ws[(((int)(0LL + tl_q0)) * 64 + (int)(0LL + (tl_q1 * 32LL))) >> 1])), "l"(tl_g), "r"(tl_in ? 16 : 0));
   }
   asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
   __syncthreads();
   for (int tl_e = tl_tid; tl_e < 32; tl_e += 128) {
     const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 2u); (void)tl_q1;
     const int tl_q0 = (int)(((unsigned)tl_e / 2u) % 16u); (void)tl_q0;
-    const tl_v16 tl_b = *(const tl_v16 *)&s_Ws[(((int)(0LL + tl_q0)) * 64 + (int)(0LL + (tl_q1 * 32LL))) / 2];
-    if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_Wc_d0) *(tl_v16 *)&g_Wc[(((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_Wc_d1 + ((long long)(((int)0LL)) + (tl_q1 * 32LL))) / 2] = tl_b;
+    const tl_v16 tl_b = *(const tl_v16 *)&s_Ws[(((int)(0LL + tl_q0)) * 64 + (int)(0LL + (tl_q1 * 32LL))) >> 1];
+    if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_Wc_d0) *(tl_v16 *)&g_Wc[(((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_Wc_d1 + ((long long)(((int)0LL)) + (tl_q1 * 32LL))) >> 1] = tl_b;
   }
-  for (int tl_e = tl_tid; tl_e < 1024; tl_e += 128) {
+  for (int tl_ci = 0; tl_ci < 8; tl_ci++) { const int tl_e = tl_tid + tl_ci * 128;
     const int tl_p1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_p1;
     const int tl_p0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_p0;
     const int v_i = (int)tl_p0;

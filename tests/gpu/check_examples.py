@@ -316,6 +316,26 @@ def views_ref(x, c):
     return {"Y": X.view(np.int32), "Z": Z, "S": S}
 
 
+def int_divmod_ref(x, c):
+    """tests/gpu/programs/int_divmod.json in NumPy: // and % are Python's
+    (floor_divide and mod: the quotient rounded down, the remainder of the
+    divisor's sign); int32 sums wrap, int64 ones too (y is J * 1000003)."""
+    with np.errstate(over="ignore"):
+        xi = x["I"].astype(np.int32)
+        y = x["J"].astype(np.int64) * np.int64(1000003)
+        g = np.arange(xi.shape[0], dtype=np.int32)
+        w = lambda v: v.astype(np.int64).astype(np.int32)  # int32 wrap of exact int64 sums
+        x64 = xi.astype(np.int64)
+        Q = w(x64 // 8 - x64 // 1024 * 3 + x64 * 7 + x64 // 2 * 11)
+        R = w(x64 % 16 + x64 % 2 * 100 + x64 % 1024 * 1000)
+        big = np.int64(4611686018427387904)
+        Q64 = y // 4096 + y // 2 * 3 + y // big
+        R64 = y % 64 + y % big
+        g64 = g.astype(np.int64)
+        U = w(g64 // 3 + g64 % 7 * 1000 + (g64 + 5) // 10 * 100000)
+    return {"Q": Q, "R": R, "Q64": Q64, "R64": R64, "U": U}
+
+
 def w4a16_abs(x, c):
     """gemm_w4a16's sums of |terms|: |A| @ |W|^T with W[n, k] = float16((B[n, k]
     - 8) * S[n, k // group_size]), the dequantized weight both sides multiply
@@ -747,6 +767,11 @@ CASES += [("../tests/gpu/programs/views", {}, {"n": n}, ["Y", "Z", "S"], {"ref":
 CASES += [("../tests/gpu/programs/ptx_elementwise", {}, {"M": m, "N": n, "alpha": al, "flag": fl}, ["O", "P", "Q", "H"])
           for m, n, al, fl in ((1, 1, 1.5, "true"), (37, 100, -0.75, "false"), (300, 1000, 2.0, "true"))]
 CASES += [("../tests/gpu/programs/ptx_guard", {}, {"n": n, "off": 0}, ["y", "z"]) for n in (1, 199, 201, 5000)]
+
+# integer // and % by powers of two (a shift and a mask) and, of dividends that cannot be negative, by other
+# constants (C's / and %), against the interpreter exactly; negative dividends, n ragged
+CASES += [("../tests/gpu/programs/int_divmod", {}, {"n": n}, ["Q", "R", "Q64", "R64", "U"], {"ref": int_divmod_ref})
+          for n in (1, 300, 5000)]
 
 # print and device_assert on the GPU: the assertion holds, one line is printed
 # (NVIDIA: this script runs CUDA only; AMD targets compile print with buffered printf)

@@ -5,7 +5,7 @@
 # math functions, element atomics, bitwise reductions and scans, and if on
 # fragment and local values, views (math_fns.json, atomics.json, scans.json,
 # if_values.json, views.json; issue
-# 13), with no GPU:
+# 13), and integer // and % (int_divmod.json, Python's rounding), with no GPU:
 #   /usr/bin/python3 tests/gpu/check_examples.py --interpret-only --only ...
 # runs every such case of tests/gpu/check_examples.py through
 # `tlc run --interpret` and compares the outputs with the NumPy references
@@ -24,7 +24,7 @@ if ! "$PY" -c 'import numpy' 2>/dev/null; then
   echo "no NumPy for $PY (apt-get install python3-numpy)" >&2
   exit 77
 fi
-out=$("$PY" tests/gpu/check_examples.py --tlc "$TLC" --interpret-only --only 'tests/gpu/programs/(topk|serial_|math_fns|atomics|scans|if_values|views)' 2>&1)
+out=$("$PY" tests/gpu/check_examples.py --tlc "$TLC" --interpret-only --only 'tests/gpu/programs/(topk|serial_|math_fns|atomics|scans|if_values|views|int_divmod)' 2>&1)
 rc=$?
 printf '%s\n' "$out"
 [ $rc -eq 0 ] || { echo "FAIL: check_examples.py --interpret-only exited $rc"; exit 1; }

@@ -9,7 +9,12 @@
 # keep the scalar path; a wgmma gemm reading the dequantized tile rotates
 # it and keeps its group in flight (wait_group 1), and one that clears its
 # accumulator does not; the column of scales is prefetched through
-# registers.  The exact conversion tables are test_dtype's.
+# registers.  The exact conversion tables are test_dtype's.  tlc run's
+# --flush-l2 (the benchmark's cold timing) is refused without --time.
+# A scale that a whole vector of 16 or 32 shares is read once for them, the
+# scale's group (a floor division by a power of two) is a shift, and a
+# cooperative loop whose threads divide its elements has a constant count;
+# the loop's first copies go before the scales' loads ahead of it.
 # Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
 TLC=${TL_BUILD:-build}/bin/tlc
 if ! "$TLC" targets 2>/dev/null | grep -q '^sm_80 '; then # NVRTC, not just an AMD toolchain
@@ -21,6 +26,12 @@ tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
 W=examples/gemm_w4a16.json NW=examples/gemm_w4a16_narrow.json G=tests/golden/dequant_pairs.json
 
 ir() { "$TLC" compile "$@" --emit ir || fail "--emit ir $*"; }
+
+# the W4A16 benchmark's cold timing (tlc run --time N --flush-l2): only with --time
+"$TLC" run $W --interpret --flush-l2 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc = 2 ] && grep -qF -- '--flush-l2 goes with --time N' "$tmp/err" || fail "--flush-l2 without --time: exit $rc: $(cat "$tmp/err")"
+"$TLC" run $W --device cuda --flush-l2 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc = 2 ] && grep -qF -- '--flush-l2 goes with --time N' "$tmp/err" || fail "--flush-l2 without --time: exit $rc: $(cat "$tmp/err")"
 ptx() { "$TLC" compile "$@" --emit ptx -o "$tmp/k.ptx" 2>/dev/null || fail "--emit ptx $*"; }
 has() { grep -qF -- "$1" "$tmp/k.ptx" || fail "$2: the PTX lacks $1"; }
 
@@ -38,6 +49,21 @@ ir $NW --target sm_80 -D M=1 -D block_K=256 | grep -qF '[32 at a time' || fail "
 # split along K: the scale's index less the first group of the block's run, still per 8 of j
 SK=examples/gemm_w4a16_splitk.json
 ir $SK --target sm_90a -D M=1 | grep -qF '[32 at a time' || fail "$SK: not 32 at a time"
+# a group of 128 holds each 32: the scale is read once per 32 (vec_once); groups of 80 do not (per 8)
+ir $SK --target sm_90a -D M=1 | grep -qF 'the other reads once for all of them]' || fail "$SK: the scale is not read once per 32"
+ir $SK --target sm_90a -D M=1 -D group_size=80 -D block_K=64 | grep -q 'once for all' && fail "$SK group_size=80: a scale read once per 32"
+# the scale's group (X + j) // 128 is a shift, the packed element's byte too: no floor-division helper left
+"$TLC" compile $SK --target sm_90a -D M=1 --emit cuda -o "$tmp/sk.cu" || fail "$SK --emit cuda"
+grep -q 'tl_fdiv_i32(\|tl_fdiv_i64(' "$tmp/sk.cu" && fail "$SK: a floor division by a power of two is not a shift"
+grep -qF ') >> 7)' "$tmp/sk.cu" || fail "$SK: the scale's group is not a shift by 7"
+# the loop's first tiles are copied before the column of scales is loaded (emit_cuda.c: early_prologue),
+# and a gemm with nothing loaded ahead of its loop keeps its prologue in place
+awk '/first copies of the pipelined loop below/ {p = NR} /s_S_block\[/ && !s {s = NR} END {exit !(p && s && p < s)}' "$tmp/sk.cu" ||
+  fail "$SK: the loop's first copies are not issued before the scales' loads"
+"$TLC" compile examples/gemm.json --target sm_90a --emit cuda | grep -q 'first copies of the pipelined loop below' &&
+  fail "examples/gemm.json: a prologue moved with no load ahead of its loop"
+# each thread's share of a cooperative loop counted from 0 (a constant trip count)
+grep -qF 'for (int tl_ci = 0; tl_ci < ' "$tmp/sk.cu" || fail "$SK: no cooperative loop counts its trips from 0"
 # C^T: the dequantized tile is wgmma's first operand, and rotates
 out=$(ir examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=1 -D block_M=8)
 printf '%s\n' "$out" | grep -qF '[32 at a time' || fail "splitk_t: not 32 at a time"
