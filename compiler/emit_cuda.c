@@ -112,6 +112,7 @@ typedef struct {
                               warpgroup (pass_wspec.c) the named barrier 1 of T threads */
   const tl_stmt *pipe;     /* the pipelined loop being emitted, or NULL */
   int pipe_id;             /* its uid (tl_cN, tl_nN) */
+  int pp_wg;               /* in the body of a ping-pong loop (pass_wspec.c): the program's warpgroups, else 0 */
 } E;
 
 /* ---- output ---------------------------------------------------------------------- */
@@ -1431,21 +1432,57 @@ static void wgmma_issue_late(E *e, const tl_stmt *g, const char *iter) {
   line(e, "}");
 }
 
+/* Warpgroup ping-pong (pass_wspec.c's pingpong; FlashAttention-3's
+ * scheduler barriers): in the body of such a loop, warpgroup w of the
+ * program's W issues each gemm on wgmma in its turn: it waits on named
+ * barrier PP_BAR + w (bar.sync, 128 threads of 256) until warpgroup w - 1
+ * (mod W) has issued its, issues and commits, then lets warpgroup w + 1 go
+ * (bar.arrive on PP_BAR + w + 1, the other 128).  The tensor cores then run
+ * one warpgroup's gemm after the other's instead of interleaving their
+ * instructions, so one warpgroup's softmax runs while the next one's gemm
+ * does, rather than every warpgroup's at once.  Every warpgroup issues the
+ * same gemms in the same order (a gemm is a statement of the whole block,
+ * under block-uniform conditions only), so the turns pair up: before the
+ * loop warpgroup W - 1 gives warpgroup 0 its first turn, and after it
+ * warpgroup 0 takes the turn left over, so that each barrier has seen as
+ * many arrivals as waits whatever the trips (none included).  Only the
+ * order of issue changes, never a result.  Barrier 1 is the program's
+ * threads' (emit_wspec), 0 the block's. */
+#define PP_BAR 2
+static void pp_turn_wait(E *e) {
+  if (e->pp_wg)
+    line(e, "asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(%d + (int)tl_tid / 128) : \"memory\");", PP_BAR);
+}
+
+static void pp_turn_pass(E *e) {
+  if (e->pp_wg)
+    line(e, "asm volatile(\"bar.arrive %%0, 256;\" :: \"r\"(%d + ((int)tl_tid / 128 + 1) %% %d) : \"memory\");", PP_BAR,
+         e->pp_wg);
+}
+
 static void op_gemm_wgmma(E *e, const tl_stmt *s) {
+  pp_turn_wait(e);
   wgmma_issue(e, s);
   if (s->ov_gemm) { /* pass_overlap.c: the previous iteration's late gemm (an empty group in the first), then
                      * wait for this one alone */
     wgmma_close(e);
     line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
     line(e, "if (tl_c%d > 0)", e->pipe_id);
-    wgmma_issue_late(e, s->ov_gemm, S("tl_c%d - 1", e->pipe_id));
+    /* a wspec loop's stages go on from tile to tile: iteration c's is tl_g = tl_cit + c's */
+    wgmma_issue_late(e, s->ov_gemm, e->pipe->wspec ? "tl_g - 1" : S("tl_c%d - 1", e->pipe_id));
     line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
+    pp_turn_pass(e); /* the two gemms are one turn */
     wgmma_wait(e, s->C, 1);
     pin_regs(e, s->C);
     return;
   }
-  line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\\n\\twgmma.wait_group.sync.aligned %d;\" ::: \"memory\");",
-       s->wg_pending);
+  if (e->pp_wg) {
+    line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
+    pp_turn_pass(e);
+    line(e, "asm volatile(\"wgmma.wait_group.sync.aligned %d;\" ::: \"memory\");", s->wg_pending);
+  } else
+    line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\\n\\twgmma.wait_group.sync.aligned %d;\" ::: \"memory\");",
+         s->wg_pending);
   if (!s->wg_pending)
     pin_regs(e, s->C);
   wgmma_close(e);
@@ -3188,6 +3225,14 @@ static void emit_wspec_loop(E *e, const tl_stmt *s) {
     line(e, "if (tl_n%d > 0 && tl_n%d %% %d == 0)", id, id, s->wg_lag);
     emit_lag_tail(e, s, id, S("tl_n%d - 1", id), 1);
   } else {
+    const tl_stmt *outer = e->pipe; /* for a late gemm (pass_overlap.c) */
+    int outer_id = e->pipe_id, W = (int)(e->T / 128);
+    e->pipe = s;
+    e->pipe_id = id;
+    if (s->pingpong) { /* warpgroup 0's first turn (pp_turn_wait) */
+      line(e, "if ((int)tl_tid / 128 == %d) asm volatile(\"bar.arrive %d, 256;\" ::: \"memory\");", W - 1, PP_BAR);
+      e->pp_wg = W;
+    }
     line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
     e->indent++;
     line(e, "const unsigned long long tl_g = tl_cit + (unsigned long long)tl_c%d;", id);
@@ -3198,9 +3243,15 @@ static void emit_wspec_loop(E *e, const tl_stmt *s) {
     /* the rotating buffers too (pass_pipeline.c: a pending group reads copy c % 2 while iteration c + 1
      * writes the other; copies prefetched through registers are copied in place here) */
     rotate_pointers(e, s, S("tl_c%d %% 2", id));
-    for (int i = 0; i < s->body.n && !e->failed; i++)
-      if (!s->body.items[i]->prefetch)
-        emit_stmt(e, s->body.items[i], true);
+    for (int i = 0; i < s->body.n && !e->failed; i++) {
+      const tl_stmt *b = s->body.items[i];
+      if (s->ov_gemm && b == s->ov_wait) /* the late gemm (pass_overlap.c), before what conflicts with it */
+        wgmma_wait(e, s->ov_gemm->C, 0);
+      if (!b->prefetch)
+        emit_stmt(e, b, true);
+    }
+    if (s->ov_gemm && !s->ov_wait)
+      wgmma_wait(e, s->ov_gemm->C, 0);
     if (s->barrier_end) /* the next iteration conflicts with this one (pass_barrier.c) */
       barrier_line(e);
     line(e, "%s{", lag ? S("if (tl_c%d >= %d) ", id, lag) : "");
@@ -3210,6 +3261,21 @@ static void emit_wspec_loop(E *e, const tl_stmt *s) {
     line(e, "}");
     e->indent--;
     line(e, "}");
+    if (s->pingpong) { /* the turn left over */
+      e->pp_wg = 0;
+      line(e, "if ((int)tl_tid / 128 == 0) asm volatile(\"bar.sync %d, 256;\" ::: \"memory\");", PP_BAR);
+    }
+    if (s->ov_gemm) { /* the last iteration's late gemm (pass_overlap.c), before its stage is freed */
+      line(e, "if (tl_n%d > 0) {", id);
+      e->indent++;
+      wgmma_issue_late(e, s->ov_gemm, S("tl_cit + (unsigned long long)(tl_n%d - 1)", id));
+      line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
+      wgmma_wait(e, s->ov_gemm->C, 0);
+      e->indent--;
+      line(e, "}");
+    }
+    e->pipe = outer;
+    e->pipe_id = outer_id;
     drain_wgmma(e, s);
   }
   if (lag) { /* the stages of the last iterations, their groups done: the producer may be on the next tile */

@@ -13,7 +13,11 @@
  * threads); wspec_why on every other tma loop, saying why not (`--emit ir`
  * prints it); wspec on the lets of the kernel's body before the loop that
  * the producer evaluates too; then the shared-memory layout again
- * (tl_pass_smem).  Keeps:
+ * (tl_pass_smem); pingpong on the chosen loop (pingpong_why when not: the
+ * loop says "pingpong": false, the program's threads are one warpgroup, its
+ * tail runs one iteration late, no gemm of the body runs on wgmma, or,
+ * unless the loop says "pingpong": true, only one does): its warpgroups
+ * take turns issuing the body's gemms (emit_cuda.c's pp_turn_wait).  Keeps:
  * everything else; results never change (the same copies land in the
  * same stages before the same iterations read them).
  *
@@ -39,7 +43,11 @@
  * wait for its stage, frees the stage of c - 1 (the gemm of c - 1 is done
  * once wait_group 1 returns; its tail touches no shared memory) and runs
  * the tail of c - 1; its second copies of registers count among the
- * fragments, with TL_WSPEC_LAG_SPARE more.
+ * fragments, with TL_WSPEC_LAG_SPARE more.  A loop with a gemm issued one
+ * iteration late (pass_overlap.c's ov_gemm: P V of iteration c - 1 after
+ * Q K^T of c) frees the stage of c - 1 at the end of iteration c
+ * (wspec_lag 1: that gemm read it, and was waited for in c), and the last
+ * stage once the loop's last late gemm, issued after it, is done.
  *
  * Persistent: unless the kernel says "persistent": false (or is launched
  * in thread-block clusters: tl_program.cl_size, pass_cluster.c), the kernel is persistent too
@@ -203,8 +211,6 @@ static const char *why_not(tl_program *prog, tl_stmt *loop, int i, int ntma) {
   int64_t T = prog->threads[0] * prog->threads[1] * prog->threads[2];
   if (loop->no_wspec)
     return "its pipelined loop says \"warp_specialize\": false";
-  if (loop->ov_gemm)
-    return "the loop issues a gemm one iteration late (pass_overlap.c), which the producer's loop does not model";
   if (ntma > 1)
     return "the kernel has more than one loop of bulk tensor copies";
   if (i < 0)
@@ -293,7 +299,35 @@ static tl_walk_act reset(tl_stmt *s, void *user) {
   s->wspec_empty = 0;
   s->wspec_lag = 0;
   s->wspec_threads = false;
+  s->pingpong = false;
+  s->pingpong_why = NULL;
   return TL_WALK_GO;
+}
+
+static tl_walk_act count_wgmma(tl_stmt *s, void *user) {
+  if (s->kind == S_GEMM && s->use_wgmma)
+    ++*(int *)user;
+  return TL_WALK_GO;
+}
+
+/* Why the program's warpgroups do not take turns issuing the gemms of wspec
+ * loop (see the header), or NULL. */
+static const char *pingpong_why(const tl_program *prog, const tl_stmt *loop) {
+  int64_t T = prog->threads[0];
+  int n = 0;
+  tl_walk((tl_body *)&loop->body, &(tl_walker){.pre = count_wgmma}, &n);
+  if (loop->pingpong_req == 0)
+    return "the loop says \"pingpong\": false";
+  if (T / WSPEC_THREADS < 2)
+    return "the program's threads are one warpgroup";
+  if (loop->wg_lag)
+    return "its gemm's tail runs one iteration late (the turns follow the body's order)";
+  if (n == 0)
+    return "no gemm of its body runs on wgmma";
+  if (n < 2 && loop->pingpong_req < 0)
+    return "its body holds one gemm on wgmma (by default the turns are taken where two or more leave work "
+           "between them, as attention's do; \"pingpong\": true asks)";
+  return NULL;
 }
 
 /* The wgmma groups left in flight after an iteration of loop: a stage is
@@ -351,7 +385,7 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
   int64_t before = prog->smem_bytes;
   chosen->wspec = true;
   chosen->wspec_empty = nmbar;
-  chosen->wspec_lag = lag_of(chosen);
+  chosen->wspec_lag = chosen->ov_gemm ? 1 : lag_of(chosen); /* a late gemm reads its stage one iteration on */
   for (int j = 0; j < chosen->body.n; j++) {
     tl_stmt *b = chosen->body.items[j];
     S st = {.loop = chosen};
@@ -377,4 +411,6 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
    * cause was the clustered kernel's, not the tile walk's: its stages freed by release.cluster arrivals
    * (emit_cuda.c's release_stage; with release.cta ones, 637.5 against 666.9); the simpler schedule stays */
   prog->persistent = !prog->no_persistent && prog->cl_size == 1;
+  chosen->pingpong_why = pingpong_why(prog, chosen);
+  chosen->pingpong = !chosen->pingpong_why;
 }
