@@ -792,6 +792,8 @@ typedef struct tl_program {
   int max_registers;     /* compile option: registers per thread (0: the toolchain's choice) */
   bool no_wg_lag;        /* set by tl_compile before the passes: no pipelined loop runs its tail one
                             iteration late (pass_pipeline.c's lag_gemm); its build with it spilled */
+  bool no_tight_wspec;   /* set by tl_compile before the passes: pass_wspec gives a producer warpgroup only its
+                            usual register budget; its build with the tight one spilled */
   /* after pass_tma: the tensor maps the kernel takes after its params, and
    * its mbarriers (8 bytes each, in shared memory at mbar_offset) */
   int ntmaps;
@@ -804,6 +806,7 @@ typedef struct tl_program {
   int wspec_regs[2];     /* setmaxnreg: registers per thread of the producer, of the program's threads
                             (0: none, the block's launch registers stay) */
   int wspec_blocks;      /* blocks per SM the launch bounds ask for (the registers at entry follow) */
+  bool wspec_tight;      /* after pass_wspec: the producer's budget is the tight one (pass_wspec.c) */
   bool persistent;       /* after pass_wspec: a persistent kernel: at most wspec_blocks blocks per SM
                             walk the grid's tiles (the blocks of the program's grid) in order */
   /* after tl_check_target: what makes the kernel far slower than it could

@@ -76,7 +76,10 @@
  *   - the register fragments, and TL_WSPEC_SPARE more, fit in what
  *     setmaxnreg leaves the program's threads (65536 registers per SM, for
  *     as many blocks as shared memory holds or fewer, minus the producer's
- *     40 a thread), and the registers at entry hold the largest wgmma
+ *     40 a thread), or else (the tight budget: tl_program.wspec_tight; not
+ *     for a loop with a late tail, nor once a build with it spilled) the
+ *     fragments and TL_WSPEC_TIGHT_SPARE more fit beside a producer of 24;
+ *     the registers at entry hold the largest wgmma
  *     instruction (inst_regs); no register cap is given (--max-registers);
  *   - the S more mbarriers fit in the block's shared memory.
  */
@@ -91,6 +94,11 @@
 #define SM_SMEM 233472      /* shared memory per SM (sm_90: 228 KiB; each block also takes 1 KiB) */
 #define TL_WSPEC_SPARE 40   /* registers a thread needs besides its fragments (addresses, indices,
                                descriptors): the program's threads must get that many more */
+#define WSPEC_TIGHT_PRODUCER_REGS 24 /* the tight budget: the fewest setmaxnreg gives (CUTLASS's and
+                               FlashAttention-3's producers take 24 to 32) */
+#define TL_WSPEC_TIGHT_SPARE 16 /* ... and its registers besides the fragments: FlashAttention at d64 in
+                               3 warpgroups of 64 x 128 (138 in fragments) builds without spills at 160
+                               (32 bytes spilled at 152 with P V issued late) */
 #define TL_WSPEC_LAG_SPARE 32 /* the same for a loop with a late tail (pass_pipeline.c's lag_gemm): its
                                loads are in fragments and lets counted already, the rest its scaling's
                                temporaries (the 128 x 128 float8 tile of examples/ at 4096: 216
@@ -245,22 +253,30 @@ static const char *why_not(tl_program *prog, tl_stmt *loop, int i, int ntma) {
    * threads would get too few registers; a block starts with R registers a
    * thread (ptxas takes the most that __launch_bounds__(T + 128, B) allows),
    * then the producer gives up R - 40 and the program's threads take them */
-  int64_t words = tl_reg_words(prog) + lag_words(prog), inst = inst_regs(prog);
-  int64_t need = (words + (loop->wg_lag ? TL_WSPEC_LAG_SPARE : TL_WSPEC_SPARE) + 7) / 8 * 8;
-  int64_t B = SM_SMEM / (prog->smem_bytes + 1024), R = 0, C = 0;
-  for (B = B < 1 ? 1 : B; B >= 1; B--) {
-    R = SM_REGS / (B * (T + WSPEC_THREADS)) / 8 * 8;
-    R = R > 255 ? 255 : R;
-    C = ((T + WSPEC_THREADS) * R - WSPEC_THREADS * WSPEC_PRODUCER_REGS) / T / 8 * 8;
-    C = C > MAX_REGS ? MAX_REGS : C;
-    if (C >= need && R >= WSPEC_PRODUCER_REGS && R >= inst)
+  /* the usual budget first; where it does not fit, the tight one (a loop without a late tail, unless its
+   * build spilled: tl_compile builds again with no_tight_wspec) */
+  int64_t words = tl_reg_words(prog) + lag_words(prog), inst = inst_regs(prog), B = 0, R = 0, C = 0, P = 0;
+  for (int tight = 0; tight < 2 && B < 1; tight++) {
+    if (tight && (loop->wg_lag || prog->no_tight_wspec))
       break;
+    int64_t spare = tight ? TL_WSPEC_TIGHT_SPARE : loop->wg_lag ? TL_WSPEC_LAG_SPARE : TL_WSPEC_SPARE;
+    int64_t need = (words + spare + 7) / 8 * 8;
+    P = tight ? WSPEC_TIGHT_PRODUCER_REGS : WSPEC_PRODUCER_REGS;
+    for (B = SM_SMEM / (prog->smem_bytes + 1024), B = B < 1 ? 1 : B; B >= 1; B--) {
+      R = SM_REGS / (B * (T + WSPEC_THREADS)) / 8 * 8;
+      R = R > 255 ? 255 : R;
+      C = ((T + WSPEC_THREADS) * R - WSPEC_THREADS * P) / T / 8 * 8;
+      C = C > MAX_REGS ? MAX_REGS : C;
+      if (C >= need && R >= P && R >= inst)
+        break;
+    }
+    prog->wspec_tight = tight && B >= 1;
   }
   if (B < 1)
     return tl_arena_printf(a, "its register fragments take %lld registers a thread, and a producer warpgroup would "
                            "leave at most %lld", (long long)words, (long long)C);
   prog->wspec_blocks = (int)B;
-  prog->wspec_regs[0] = WSPEC_PRODUCER_REGS;
+  prog->wspec_regs[0] = (int)P;
   prog->wspec_regs[1] = C > R ? (int)C : 0; /* 0: no setmaxnreg (R is as much as the program's threads can get) */
   return NULL;
 }
@@ -356,6 +372,7 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
   prog->wspec_threads = 0;
   prog->wspec_regs[0] = prog->wspec_regs[1] = 0;
   prog->wspec_blocks = 0;
+  prog->wspec_tight = false;
   prog->persistent = false;
   if (!cg->wgmma || !cg->tma || !prog->nmbar)
     return;
@@ -402,6 +419,7 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
     prog->nmbar = nmbar;
     prog->wspec_threads = 0;
     prog->wspec_regs[0] = prog->wspec_regs[1] = 0;
+    prog->wspec_tight = false;
     tl_pass_smem(prog);
     return;
   }

@@ -172,6 +172,24 @@ sed 's/"num_stages": "num_stages",/"num_stages": "num_stages", "pingpong": "is_c
 "$TLC" compile $G --target sm_90a --emit ir | grep -F "loop pipelined" | grep -qF "[no ping-pong: its body holds one gemm on wgmma" ||
   tl_fail "GEMM: --emit ir does not say why no ping-pong"
 "$TLC" compile $G --target sm_90a --emit cuda | grep -qF "bar.arrive" && tl_fail "GEMM: turns taken by default"
+# the tight register budget (pass_wspec.c): d64 attention in 3 warpgroups of 64 x 128 (138 registers in
+# fragments) gets its producer with 24 registers a thread, 160 for the others, and builds without spills;
+# a build on that budget that spills is built again without the producer (and the log says so)
+F3="$F -D dim=64 -D block_M=192 -D threads=384"
+"$TLC" compile $F3 --target sm_90a --emit ir | grep -qF "producer warpgroup: 128 threads after the program's; 1 blocks per SM; setmaxnreg 24 / 160" ||
+  tl_fail "d64 in 3 warpgroups: not on the tight budget"
+"$TLC" compile $F3 -D overlap=true --target sm_90a --emit meta | python3 -c '
+import json, sys
+m = json.load(sys.stdin)
+assert m["launch"]["producer_threads"] == 128 and m["resources"]["spill_store_bytes"] == 0, (m["launch"], m["resources"])
+assert "setmaxnreg.dec.sync.aligned.u32 24" not in m["log"] and "tight" not in m["log"], m["log"]' ||
+  tl_fail "d64 in 3 warpgroups: the tight build"
+"$TLC" compile $F -D block_M=192 -D block_N=88 -D threads=384 -D overlap=true --target sm_90a --emit meta | python3 -c '
+import json, sys
+m = json.load(sys.stdin)
+assert "producer_threads" not in m["launch"], m["launch"]
+assert "tlc: the build with a producer warpgroup on its tight register budget spilled registers; built again without it" in m["log"], m["log"]' ||
+  tl_fail "a tight build that spills is not built again without the producer"
 # the register cliff: 128 x 256 float32 accumulators on 128 threads
 err=$("$TLC" compile examples/gemm.json -D block_N=256 -D block_K=64 --target sm_90a -o "$TMP/c.cubin" 2>&1) ||
   tl_fail "gemm.json block_N=256: compile"
