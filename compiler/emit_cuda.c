@@ -113,6 +113,7 @@ typedef struct {
   const tl_stmt *pipe;     /* the pipelined loop being emitted, or NULL */
   int pipe_id;             /* its uid (tl_cN, tl_nN) */
   int pp_wg;               /* in the body of a ping-pong loop (pass_wspec.c): the program's warpgroups, else 0 */
+  tl_vec folded;           /* fills folded into the gemm after them, then those gemms (fold_fills) */
 } E;
 
 /* ---- output ---------------------------------------------------------------------- */
@@ -1079,8 +1080,54 @@ static void op_copy(E *e, const tl_stmt *s) {
   close_loop(e, owner);
 }
 
+/* Zeros written into a gemm's C right before the gemm, on wgmma, issues
+ * as the gemm's first k step with scale-d false (D = A B, as clear_accum
+ * does) instead: the fill, a whole-buffer fill of zeros in the same body
+ * as the gemm and just before it (or a constant if whose side taken is
+ * that fill alone: flash attention's mask or clear), is not emitted.  The
+ * same results, with C's registers not written twice; a gemm one iteration
+ * late (pass_overlap.c) keeps the order written.  fold_fills finds the
+ * pairs before the kernel is emitted. */
+static const tl_stmt *zero_fill(const tl_stmt *s) {
+  if (s->kind == S_IF && s->value->kind == E_CONST) {
+    bool take = is_f(s->value->type) ? s->value->val.f != 0 : s->value->val.i != 0;
+    const tl_body *b = take ? &s->body : &s->else_body;
+    return b->n == 1 ? zero_fill(b->items[0]) : NULL;
+  }
+  if (s->kind != S_FILL || s->value->kind != E_CONST ||
+      (is_f(s->value->type) ? s->value->val.f != 0 : s->value->val.i != 0))
+    return NULL;
+  int64_t ext[TL_MAX_DIMS] = {0}, all = 1;
+  for (int d = 0; d < s->dst->sym->ndim; d++)
+    all *= s->dst->sym->dims[d];
+  return product(ext, squeezed(s->dst, ext)) == all ? s : NULL;
+}
+
+static void fold_fills(E *e, const tl_body *b) {
+  for (int i = 0; i < b->n; i++) {
+    const tl_stmt *s = b->items[i], *f = i + 1 < b->n ? zero_fill(s) : NULL, *g = f ? b->items[i + 1] : NULL;
+    if (g && g->kind == S_GEMM && g->use_wgmma && !g->ov_late && !g->clear_accum && g->C == f->dst->sym) {
+      tl_vec_push(e->a, &e->folded, (void *)f);
+      tl_vec_push(e->a, &e->folded, (void *)g);
+    }
+    if (tl_stmt_kind_flags(s->kind) & TL_KIND_BODY)
+      fold_fills(e, &s->body);
+    if (tl_stmt_kind_flags(s->kind) & TL_KIND_ELSE)
+      fold_fills(e, &s->else_body);
+  }
+}
+
+static bool folded(const E *e, const tl_stmt *s) {
+  for (int i = 0; i < e->folded.n; i++)
+    if (e->folded.items[i] == s)
+      return true;
+  return false;
+}
+
 static void op_fill(E *e, const tl_stmt *s) {
   const tl_region *dst = s->dst;
+  if (folded(e, s)) /* the gemm after it clears C (fold_fills) */
+    return;
   line(e, "{");
   e->indent++;
   line(e, "const %s tl_v = %s;", crep((tl_type)dst->sym->dtype),
@@ -1391,13 +1438,14 @@ static void wgmma_issue(E *e, const tl_stmt *s) {
               "k%d.%s.%s.%s {%s}, {%%%" PRId64 ",%%%" PRId64 ",%%%" PRId64 ",%%%" PRId64 "}, %%%" PRId64 ", p%s;\\n}\" : %s : "
               "\"r\"(tl_ai[0]), \"r\"(tl_ai[1]), \"r\"(tl_ai[2]), \"r\"(tl_ai[3]), \"l\"(tl_db), \"r\"(%s) : \"memory\");",
            nacc + 5, N, kstep, cty, ty, ty, regs, nacc, nacc + 1, nacc + 2, nacc + 3, nacc + 4, tail, outs,
-           s->clear_accum ? "tl_k" : "1");
+           s->clear_accum || folded(e, s) ? "tl_k" : "1");
     } else {
       line(e, "const unsigned long long tl_da = %s;", kmajor_desc(e, A, "tl_sa", S("tl_wr + %" PRId64 "u", i * NW * 16), "tl_k"));
       line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\nwgmma.mma_async.sync.aligned.m64n%" PRId64
               "k%d.%s.%s.%s {%s}, %%%" PRId64 ", %%%" PRId64 ", p%s;\\n}\" : %s : \"l\"(tl_da), \"l\"(tl_db), \"r\"(%s) : "
               "\"memory\");",
-           nacc + 2, N, kstep, cty, ty, ty, regs, nacc, nacc + 1, tail, outs, s->clear_accum ? "tl_k" : "1");
+           nacc + 2, N, kstep, cty, ty, ty, regs, nacc, nacc + 1, tail, outs,
+           s->clear_accum || folded(e, s) ? "tl_k" : "1");
     }
     e->indent--;
     line(e, "}");
@@ -3434,6 +3482,7 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
   e->d = cg->dialect == TL_DIALECT_HIP ? &dialect_hip : &dialect_cuda;
   e->barrier = e->d->barrier;
   e->T = prog->threads[0] * prog->threads[1] * prog->threads[2];
+  fold_fills(e, &prog->body);
   assert((prog->lowered & TL_RAN_ALL) == TL_RAN_ALL); /* pass_range, pass_barrier, pass_raster ran */
   if (prog->kernel_index == 0) /* the module's prelude, before its first kernel (tl_emit_module) */
     emit_prelude(e);

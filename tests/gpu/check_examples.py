@@ -654,6 +654,10 @@ CASES = [
     ("flash_attention", dict(FA, seq_len=333, dim=128, overlap="true", is_causal="true"), {}, ["Output"], FLASH),
     ("flash_attention", dict(FA, seq_len=300, dim=64, block_M=192, block_N=64, threads=384, overlap="true",
                              is_causal="true"), {}, ["Output"], FLASH),
+    # three warpgroups of 64 x 128 at head dim 64: the producer on pass_wspec.c's tight register budget
+    ("flash_attention", dict(FA, seq_len=300, dim=64, block_M=192, threads=384), {}, ["Output"], FLASH),
+    ("flash_attention", dict(FA, seq_len=333, dim=64, block_M=192, threads=384, overlap="true", is_causal="true"), {},
+     ["Output"], FLASH),
     ("../tests/gpu/programs/flash_attention_bf16", dict(FA, seq_len=256, dim=128), {}, ["Output"], FLASH_BF16),
     ("../tests/gpu/programs/flash_attention_bf16", dict(FA, seq_len=300, dim=64, is_causal="true"), {}, ["Output"],
      FLASH_BF16),

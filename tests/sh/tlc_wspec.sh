@@ -160,6 +160,14 @@ for args in "-D dim=64:2" "-D dim=64 -D block_M=192 -D block_N=64 -D threads=384
     grep -qF "[ping-pong: the warpgroups take turns issuing the body's gemms on wgmma, named barriers 2..$((W + 1))]" ||
     tl_fail "flash $a: --emit ir does not say ping-pong"
 done
+# emit_cuda.c's fold_fills: the clear of S before Q K^T (the constant if's side taken) is the gemm's first
+# k step with scale-d false; the causal mask is no fill of zeros and stays
+src=$("$TLC" compile $F -D dim=64 --target sm_90a --emit cuda) || tl_fail "flash d64: --emit cuda"
+[ "$(printf '%s\n' "$src" | grep -cF '"l"(tl_da), "l"(tl_db), "r"(tl_k) : "memory");')" = 1 ] ||
+  tl_fail "flash: Q K^T does not clear S on its first k step"
+printf '%s\n' "$src" | grep -qF "r_acc_s[tl_r] = tl_v;" && tl_fail "flash: S still cleared before Q K^T"
+"$TLC" compile $F -D is_causal=true --target sm_90a --emit cuda | grep -qF '"r"(tl_k) : "memory");' &&
+  tl_fail "causal flash: Q K^T clears S after the mask"
 sed 's/"num_stages": "num_stages",/"num_stages": "num_stages", "pingpong": "is_causal",/' $F > "$TMP/fpp.json"
 "$TLC" compile "$TMP/fpp.json" -D dim=64 --target sm_90a --emit ir | grep -F "loop pipelined" |
   grep -qF "[no ping-pong: the loop says \"pingpong\": false]" || tl_fail "\"pingpong\": false: --emit ir"
