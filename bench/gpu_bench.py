@@ -17,10 +17,11 @@ specialization), torch.matmul
 (cuBLAS) and a Triton matmul (float16 only).  FlashAttention forward (batch 4, heads 32,
 seq 4096, dim 128, causal and not): ours (examples/flash_attention.json)
 and torch's scaled_dot_product_attention with the flash backend, and the
-same at head dim 64, at seq 1024 (batch 16) and at seq 16384 (batch 1):
-FLASH_SHAPES; `--flash-only [--flash-shapes B,H,S,D;...]` runs just these
+same at head dim 64, at seq 1024 (batch 16) and at seq 16384 (batch 1, head
+dims 128 and 64): FLASH_SHAPES; `--flash-only [--flash-shapes B,H,S,D;...]` runs just these
 rows and writes bench-flash.json (`--flash-program P` and `--flash-defs
-N=V,...` time another program of the same parameters, or other tiles).  Each of
+N=V,...` time another program of the same parameters, or other tiles;
+`--flash-defs 'A;B'` times each set of constants against one torch time).  Each of
 ours is first checked against torch on the same inputs, element by element
 with the bound of tests/gpu/tolerance.py (2 ulps of float16 plus the float32
 sums' error for the reduction length: K for a GEMM, 2 seq_len and float16
@@ -518,8 +519,10 @@ def ours_or_fail(what, *a, **kw):
 
 
 # flash attention shapes (batch, heads, seq_len, dim), each causal and not: the day's figure first, then
-# head dim 64, a short and a long sequence with the batch adjusted (--quick: b1 h8 s2048 d128 alone)
-FLASH_SHAPES = [(4, 32, 4096, 128), (4, 32, 4096, 64), (16, 32, 1024, 128), (1, 32, 16384, 128)]
+# head dim 64, a short and a long sequence with the batch adjusted, the long one at both head dims
+# (--quick: b1 h8 s2048 d128 alone)
+FLASH_SHAPES = [(4, 32, 4096, 128), (4, 32, 4096, 64), (16, 32, 1024, 128), (1, 32, 16384, 128),
+                (1, 32, 16384, 64)]
 
 
 def flash_rows(a, work, rows, shapes):
@@ -532,12 +535,7 @@ def flash_rows(a, work, rows, shapes):
             np.save(f"{work}/{name}.npy", t.cpu().numpy())
         for causal in (False, True):
             flops = 4 * Bz * H * S * S * D // (2 if causal else 1)
-            defs = {"batch": Bz, "heads": H, "seq_len": S, "dim": D, "is_causal": "true" if causal else "false"}
-            defs.update(dict(kv.split("=", 1) for kv in a.flash_defs.split(",") if kv))
-            what = f"flash fwd {'causal' if causal else 'full'} b{Bz} h{H} s{S} d{D}"
-            ms_ours = ours_or_fail(what, a.tlc, a.flash_program, defs,
-                                   {"Q": f"{work}/Q.npy", "K": f"{work}/K.npy", "V": f"{work}/V.npy"},
-                                   {"Output": f"{work}/O.npy"}, 5)
+            base = f"flash fwd {'causal' if causal else 'full'} b{Bz} h{H} s{S} d{D}"
             qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
             with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                 ms_torch = cuda_time(lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt,
@@ -545,18 +543,26 @@ def flash_rows(a, work, rows, shapes):
                 ref = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).transpose(1, 2)
                 absref = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt.abs(),
                                                                           is_causal=causal).transpose(1, 2)
-            err = float("nan")
-            if ms_ours is not None:
-                O = torch.from_numpy(np.load(f"{work}/O.npy")).cuda()
-                err = (torch.linalg.norm(O.float() - ref.float()) / torch.linalg.norm(ref.float())).item()
-                # the bound of check_examples.py's FLASH: sums of 2 seq_len terms, P rounded to float16
-                if not checked(what, O, ref, 2 * S, absref.float(), 2 * U16):
-                    ms_ours = None
             tf = lambda ms: flops / ms / 1e9 if ms else None
-            rows.append((what, ms_ours, ms_torch, None, tf(ms_ours), tf(ms_torch), None, err))
-            if a.flash_only:
-                print(f"{what:42s} ours {tf(ms_ours) or 0:.1f} TF, torch flash {tf(ms_torch):.1f} TF, "
-                      f"ratio {(tf(ms_ours) or 0) / tf(ms_torch):.3f}, rel err {err:.2e}", flush=True)
+            variants = a.flash_defs.split(";")  # each checked and timed against the same torch time
+            for var in variants:
+                defs = {"batch": Bz, "heads": H, "seq_len": S, "dim": D, "is_causal": "true" if causal else "false"}
+                defs.update(dict(kv.split("=", 1) for kv in var.split(",") if kv))
+                what = base + (f" [{var or 'as written'}]" if len(variants) > 1 else "")
+                ms_ours = ours_or_fail(what, a.tlc, a.flash_program, defs,
+                                       {"Q": f"{work}/Q.npy", "K": f"{work}/K.npy", "V": f"{work}/V.npy"},
+                                       {"Output": f"{work}/O.npy"}, 5)
+                err = float("nan")
+                if ms_ours is not None:
+                    O = torch.from_numpy(np.load(f"{work}/O.npy")).cuda()
+                    err = (torch.linalg.norm(O.float() - ref.float()) / torch.linalg.norm(ref.float())).item()
+                    # the bound of check_examples.py's FLASH: sums of 2 seq_len terms, P rounded to float16
+                    if not checked(what, O, ref, 2 * S, absref.float(), 2 * U16):
+                        ms_ours = None
+                rows.append((what, ms_ours, ms_torch, None, tf(ms_ours), tf(ms_torch), None, err))
+                if a.flash_only:
+                    print(f"{what:42s} ours {tf(ms_ours) or 0:.1f} TF, torch flash {tf(ms_torch):.1f} TF, "
+                          f"ratio {(tf(ms_ours) or 0) / tf(ms_torch):.3f}, rel err {err:.2e}", flush=True)
         del q, k, v, ref, absref
 
 
@@ -601,7 +607,9 @@ def main():
                     help="with --flash-only: the shapes B,H,S,D;B,H,S,D... instead of FLASH_SHAPES")
     ap.add_argument("--flash-program", default="examples/flash_attention.json",
                     help="the flash attention program timed (the same parameters and constants)")
-    ap.add_argument("--flash-defs", default="", help="more constants for it: NAME=VALUE,NAME=VALUE...")
+    ap.add_argument("--flash-defs", default="",
+                    help="more constants for it: NAME=VALUE,NAME=VALUE...; several such sets separated by ';' "
+                         "(an empty one: as written) are each checked and timed, against one torch time")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False  # the references sum in float32
     dev = torch.cuda.get_device_name()

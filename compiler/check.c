@@ -2433,6 +2433,7 @@ static tl_walk_act check_stmt(tl_stmt *s, void *user) {
     s->no_tma = !const_bool(c, s->raw.tma, "'tma'", true);
     s->no_wspec = !const_bool(c, s->raw.wspec, "'warp_specialize'", true);
     s->overlap = s->raw.overlap ? const_bool(c, s->raw.overlap, "'overlap'", true) : -1;
+    s->pingpong_req = s->raw.pingpong ? const_bool(c, s->raw.pingpong, "'pingpong'", true) : -1;
     int64_t kg = 0;
     s->k_group = s->raw.k_group && const_int(c, s->raw.k_group, "'k_group'", 0, 8, &kg) ? kg : 0;
     for (int i = 0; i < s->ncl_req; i++) {

@@ -55,7 +55,10 @@
  *                          iteration late (pass_pipeline.c's lag_gemm: its
  *                          register estimate cannot see the emitted code's
  *                          temporaries) is built once more, from the start,
- *                          without it (tl_program.no_wg_lag)
+ *                          without it (tl_program.no_wg_lag), and one that
+ *                          spills with pass_wspec.c's tight register budget
+ *                          for its producer warpgroup, without that
+ *                          (tl_program.no_tight_wspec)
  *   metadata()             here: proto/kernel-meta.md
  *
  * After each stage, after() hands the program to the request's dump hook
@@ -884,7 +887,7 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
   tl_build *b = NULL;
   tl_target t;
   tl_toolchain_out built = {0};
-  bool no_lag = false;
+  bool no_lag = false, no_tight = false;
 again:;
   plan p;
   tl_status st = front(req, arena, &prog, &opt, key, &manifest, &t, &p, diags, err);
@@ -895,6 +898,7 @@ again:;
   const tl_toolchain_ops *tc = toolchains[toolchain_of(&t)];
   for (tl_program *k = prog; k; k = k->next) {
     k->no_wg_lag = no_lag;
+    k->no_tight_wspec = no_tight;
     k->max_registers = opt.max_registers;
     k->split_statements = opt.split_statements ? opt.split_statements : TL_SPLIT_MIN_STATEMENTS;
     if ((st = lower(req, k, &t, &cg, diags, err)) != TL_OK)
@@ -941,18 +945,19 @@ again:;
     if (st != TL_OK)
       goto done;
     res = json_array(); /* each kernel's resources, in order */
-    bool spilled_lag = false;
+    bool spilled_lag = false, spilled_tight = false;
     for (tl_program *k = prog; k; k = k->next) {
       json_t *r = NULL;
       if ((st = (ptx || split ? tl_nv_cubin_resources : tc->inspect)(p.th, &t, &built, k->entry, k->nparams, &r,
                                                                         err)) != TL_OK)
         goto done;
       json_array_append_new(res, r);
-      spilled_lag |= !no_lag && has_wg_lag(&k->body) &&
-                     json_integer_value(json_object_get(r, "spill_store_bytes")) +
-                             json_integer_value(json_object_get(r, "spill_load_bytes")) > 0;
+      bool spilled = json_integer_value(json_object_get(r, "spill_store_bytes")) +
+                         json_integer_value(json_object_get(r, "spill_load_bytes")) > 0;
+      spilled_lag |= spilled && !no_lag && has_wg_lag(&k->body);
+      spilled_tight |= spilled && !no_tight && k->wspec_tight;
     }
-    if (spilled_lag) {
+    if (spilled_lag || spilled_tight) {
       /* the accumulators' second copy left too few registers: build again without it */
       tl_toolchain_out_free(&built);
       json_decref(res);
@@ -961,7 +966,8 @@ again:;
       manifest = NULL;
       tl_arena_free(arena);
       arena = tl_arena_new();
-      no_lag = true;
+      no_lag |= spilled_lag;
+      no_tight |= spilled_tight;
       goto again;
     }
     static const char *const binaries[] = {"cubin", "ptx", "hsaco"};
@@ -972,6 +978,12 @@ again:;
     if (no_lag) { /* say why the loop's tail is not late, as --emit ir cannot */
       char *l = tl_arena_printf(arena, "tlc: the first build, with a pipelined loop's tail one iteration late, "
                                        "spilled registers; built again without\n%s", log ? log : "");
+      free(log);
+      log = dup(l);
+    }
+    if (no_tight) { /* the same for the producer warpgroup's tight register budget (pass_wspec.c) */
+      char *l = tl_arena_printf(arena, "tlc: the build with a producer warpgroup on its tight register budget "
+                                       "spilled registers; built again without it\n%s", log ? log : "");
       free(log);
       log = dup(l);
     }

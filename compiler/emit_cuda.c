@@ -115,6 +115,8 @@ typedef struct {
   const tl_stmt *early;    /* a pipelined loop whose first copies were issued before the statements
                               ahead of it (early_prologue), or NULL */
   int early_id;            /* its uid */
+  int pp_wg;               /* in the body of a ping-pong loop (pass_wspec.c): the program's warpgroups, else 0 */
+  tl_vec folded;           /* fills folded into the gemm after them, then those gemms (fold_fills) */
 } E;
 
 /* ---- output ---------------------------------------------------------------------- */
@@ -1131,8 +1133,54 @@ static void op_copy(E *e, const tl_stmt *s) {
   close_loop(e, owner);
 }
 
+/* Zeros written into a gemm's C right before the gemm, on wgmma, issues
+ * as the gemm's first k step with scale-d false (D = A B, as clear_accum
+ * does) instead: the fill, a whole-buffer fill of zeros in the same body
+ * as the gemm and just before it (or a constant if whose side taken is
+ * that fill alone: flash attention's mask or clear), is not emitted.  The
+ * same results, with C's registers not written twice; a gemm one iteration
+ * late (pass_overlap.c) keeps the order written.  fold_fills finds the
+ * pairs before the kernel is emitted. */
+static const tl_stmt *zero_fill(const tl_stmt *s) {
+  if (s->kind == S_IF && s->value->kind == E_CONST) {
+    bool take = is_f(s->value->type) ? s->value->val.f != 0 : s->value->val.i != 0;
+    const tl_body *b = take ? &s->body : &s->else_body;
+    return b->n == 1 ? zero_fill(b->items[0]) : NULL;
+  }
+  if (s->kind != S_FILL || s->value->kind != E_CONST ||
+      (is_f(s->value->type) ? s->value->val.f != 0 : s->value->val.i != 0))
+    return NULL;
+  int64_t ext[TL_MAX_DIMS] = {0}, all = 1;
+  for (int d = 0; d < s->dst->sym->ndim; d++)
+    all *= s->dst->sym->dims[d];
+  return product(ext, squeezed(s->dst, ext)) == all ? s : NULL;
+}
+
+static void fold_fills(E *e, const tl_body *b) {
+  for (int i = 0; i < b->n; i++) {
+    const tl_stmt *s = b->items[i], *f = i + 1 < b->n ? zero_fill(s) : NULL, *g = f ? b->items[i + 1] : NULL;
+    if (g && g->kind == S_GEMM && g->use_wgmma && !g->ov_late && !g->clear_accum && g->C == f->dst->sym) {
+      tl_vec_push(e->a, &e->folded, (void *)f);
+      tl_vec_push(e->a, &e->folded, (void *)g);
+    }
+    if (tl_stmt_kind_flags(s->kind) & TL_KIND_BODY)
+      fold_fills(e, &s->body);
+    if (tl_stmt_kind_flags(s->kind) & TL_KIND_ELSE)
+      fold_fills(e, &s->else_body);
+  }
+}
+
+static bool folded(const E *e, const tl_stmt *s) {
+  for (int i = 0; i < e->folded.n; i++)
+    if (e->folded.items[i] == s)
+      return true;
+  return false;
+}
+
 static void op_fill(E *e, const tl_stmt *s) {
   const tl_region *dst = s->dst;
+  if (folded(e, s)) /* the gemm after it clears C (fold_fills) */
+    return;
   line(e, "{");
   e->indent++;
   line(e, "const %s tl_v = %s;", crep((tl_type)dst->sym->dtype),
@@ -1443,13 +1491,14 @@ static void wgmma_issue(E *e, const tl_stmt *s) {
               "k%d.%s.%s.%s {%s}, {%%%" PRId64 ",%%%" PRId64 ",%%%" PRId64 ",%%%" PRId64 "}, %%%" PRId64 ", p%s;\\n}\" : %s : "
               "\"r\"(tl_ai[0]), \"r\"(tl_ai[1]), \"r\"(tl_ai[2]), \"r\"(tl_ai[3]), \"l\"(tl_db), \"r\"(%s) : \"memory\");",
            nacc + 5, N, kstep, cty, ty, ty, regs, nacc, nacc + 1, nacc + 2, nacc + 3, nacc + 4, tail, outs,
-           s->clear_accum ? "tl_k" : "1");
+           s->clear_accum || folded(e, s) ? "tl_k" : "1");
     } else {
       line(e, "const unsigned long long tl_da = %s;", kmajor_desc(e, A, "tl_sa", S("tl_wr + %" PRId64 "u", i * NW * 16), "tl_k"));
       line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\nwgmma.mma_async.sync.aligned.m64n%" PRId64
               "k%d.%s.%s.%s {%s}, %%%" PRId64 ", %%%" PRId64 ", p%s;\\n}\" : %s : \"l\"(tl_da), \"l\"(tl_db), \"r\"(%s) : "
               "\"memory\");",
-           nacc + 2, N, kstep, cty, ty, ty, regs, nacc, nacc + 1, tail, outs, s->clear_accum ? "tl_k" : "1");
+           nacc + 2, N, kstep, cty, ty, ty, regs, nacc, nacc + 1, tail, outs,
+           s->clear_accum || folded(e, s) ? "tl_k" : "1");
     }
     e->indent--;
     line(e, "}");
@@ -1484,21 +1533,57 @@ static void wgmma_issue_late(E *e, const tl_stmt *g, const char *iter) {
   line(e, "}");
 }
 
+/* Warpgroup ping-pong (pass_wspec.c's pingpong; FlashAttention-3's
+ * scheduler barriers): in the body of such a loop, warpgroup w of the
+ * program's W issues each gemm on wgmma in its turn: it waits on named
+ * barrier PP_BAR + w (bar.sync, 128 threads of 256) until warpgroup w - 1
+ * (mod W) has issued its, issues and commits, then lets warpgroup w + 1 go
+ * (bar.arrive on PP_BAR + w + 1, the other 128).  The tensor cores then run
+ * one warpgroup's gemm after the other's instead of interleaving their
+ * instructions, so one warpgroup's softmax runs while the next one's gemm
+ * does, rather than every warpgroup's at once.  Every warpgroup issues the
+ * same gemms in the same order (a gemm is a statement of the whole block,
+ * under block-uniform conditions only), so the turns pair up: before the
+ * loop warpgroup W - 1 gives warpgroup 0 its first turn, and after it
+ * warpgroup 0 takes the turn left over, so that each barrier has seen as
+ * many arrivals as waits whatever the trips (none included).  Only the
+ * order of issue changes, never a result.  Barrier 1 is the program's
+ * threads' (emit_wspec), 0 the block's. */
+#define PP_BAR 2
+static void pp_turn_wait(E *e) {
+  if (e->pp_wg)
+    line(e, "asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(%d + (int)tl_tid / 128) : \"memory\");", PP_BAR);
+}
+
+static void pp_turn_pass(E *e) {
+  if (e->pp_wg)
+    line(e, "asm volatile(\"bar.arrive %%0, 256;\" :: \"r\"(%d + ((int)tl_tid / 128 + 1) %% %d) : \"memory\");", PP_BAR,
+         e->pp_wg);
+}
+
 static void op_gemm_wgmma(E *e, const tl_stmt *s) {
+  pp_turn_wait(e);
   wgmma_issue(e, s);
   if (s->ov_gemm) { /* pass_overlap.c: the previous iteration's late gemm (an empty group in the first), then
                      * wait for this one alone */
     wgmma_close(e);
     line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
     line(e, "if (tl_c%d > 0)", e->pipe_id);
-    wgmma_issue_late(e, s->ov_gemm, S("tl_c%d - 1", e->pipe_id));
+    /* a wspec loop's stages go on from tile to tile: iteration c's is tl_g = tl_cit + c's */
+    wgmma_issue_late(e, s->ov_gemm, e->pipe->wspec ? "tl_g - 1" : S("tl_c%d - 1", e->pipe_id));
     line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
+    pp_turn_pass(e); /* the two gemms are one turn */
     wgmma_wait(e, s->C, 1);
     pin_regs(e, s->C);
     return;
   }
-  line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\\n\\twgmma.wait_group.sync.aligned %d;\" ::: \"memory\");",
-       s->wg_pending);
+  if (e->pp_wg) {
+    line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
+    pp_turn_pass(e);
+    line(e, "asm volatile(\"wgmma.wait_group.sync.aligned %d;\" ::: \"memory\");", s->wg_pending);
+  } else
+    line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\\n\\twgmma.wait_group.sync.aligned %d;\" ::: \"memory\");",
+         s->wg_pending);
   if (!s->wg_pending)
     pin_regs(e, s->C);
   wgmma_close(e);
@@ -3260,6 +3345,14 @@ static void emit_wspec_loop(E *e, const tl_stmt *s) {
     line(e, "if (tl_n%d > 0 && tl_n%d %% %d == 0)", id, id, s->wg_lag);
     emit_lag_tail(e, s, id, S("tl_n%d - 1", id), 1);
   } else {
+    const tl_stmt *outer = e->pipe; /* for a late gemm (pass_overlap.c) */
+    int outer_id = e->pipe_id, W = (int)(e->T / 128);
+    e->pipe = s;
+    e->pipe_id = id;
+    if (s->pingpong) { /* warpgroup 0's first turn (pp_turn_wait) */
+      line(e, "if ((int)tl_tid / 128 == %d) asm volatile(\"bar.arrive %d, 256;\" ::: \"memory\");", W - 1, PP_BAR);
+      e->pp_wg = W;
+    }
     line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
     e->indent++;
     line(e, "const unsigned long long tl_g = tl_cit + (unsigned long long)tl_c%d;", id);
@@ -3270,9 +3363,15 @@ static void emit_wspec_loop(E *e, const tl_stmt *s) {
     /* the rotating buffers too (pass_pipeline.c: a pending group reads copy c % 2 while iteration c + 1
      * writes the other; copies prefetched through registers are copied in place here) */
     rotate_pointers(e, s, S("tl_c%d %% 2", id));
-    for (int i = 0; i < s->body.n && !e->failed; i++)
-      if (!s->body.items[i]->prefetch)
-        emit_stmt(e, s->body.items[i], true);
+    for (int i = 0; i < s->body.n && !e->failed; i++) {
+      const tl_stmt *b = s->body.items[i];
+      if (s->ov_gemm && b == s->ov_wait) /* the late gemm (pass_overlap.c), before what conflicts with it */
+        wgmma_wait(e, s->ov_gemm->C, 0);
+      if (!b->prefetch)
+        emit_stmt(e, b, true);
+    }
+    if (s->ov_gemm && !s->ov_wait)
+      wgmma_wait(e, s->ov_gemm->C, 0);
     if (s->barrier_end) /* the next iteration conflicts with this one (pass_barrier.c) */
       barrier_line(e);
     line(e, "%s{", lag ? S("if (tl_c%d >= %d) ", id, lag) : "");
@@ -3282,6 +3381,21 @@ static void emit_wspec_loop(E *e, const tl_stmt *s) {
     line(e, "}");
     e->indent--;
     line(e, "}");
+    if (s->pingpong) { /* the turn left over */
+      e->pp_wg = 0;
+      line(e, "if ((int)tl_tid / 128 == 0) asm volatile(\"bar.sync %d, 256;\" ::: \"memory\");", PP_BAR);
+    }
+    if (s->ov_gemm) { /* the last iteration's late gemm (pass_overlap.c), before its stage is freed */
+      line(e, "if (tl_n%d > 0) {", id);
+      e->indent++;
+      wgmma_issue_late(e, s->ov_gemm, S("tl_cit + (unsigned long long)(tl_n%d - 1)", id));
+      line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
+      wgmma_wait(e, s->ov_gemm->C, 0);
+      e->indent--;
+      line(e, "}");
+    }
+    e->pipe = outer;
+    e->pipe_id = outer_id;
     drain_wgmma(e, s);
   }
   if (lag) { /* the stages of the last iterations, their groups done: the producer may be on the next tile */
@@ -3619,6 +3733,7 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
   e->d = cg->dialect == TL_DIALECT_HIP ? &dialect_hip : &dialect_cuda;
   e->barrier = e->d->barrier;
   e->T = prog->threads[0] * prog->threads[1] * prog->threads[2];
+  fold_fills(e, &prog->body);
   assert((prog->lowered & TL_RAN_ALL) == TL_RAN_ALL); /* pass_range, pass_barrier, pass_raster ran */
   if (prog->kernel_index == 0) /* the module's prelude, before its first kernel (tl_emit_module) */
     emit_prelude(e);

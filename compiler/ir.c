@@ -677,6 +677,13 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
               s->wspec_lag == 1 ? "" : "s");
     if (s->wspec_why)
       fprintf(f, " [not warp-specialized: %s]", s->wspec_why);
+    if (s->pingpong)
+      fprintf(f, " [ping-pong: the warpgroups take turns issuing the body's gemms on wgmma, named barriers 2..%lld]",
+              (long long)(1 + d->prog->threads[0] / 128));
+    else if (s->pingpong_why)
+      fprintf(f, " [no ping-pong: %s]", s->pingpong_why);
+    else if (s->pingpong_req == 1)
+      fprintf(f, " [no ping-pong: the loop is not warp-specialized]");
     if (s->mcast)
       fprintf(f, " [thread-block cluster %lldx%lldx%lld: copies multicast%s]", (long long)d->prog->cl[0],
               (long long)d->prog->cl[1], (long long)d->prog->cl[2], s->wspec ? ", each stage freed in every block" : "");

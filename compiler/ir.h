@@ -470,7 +470,7 @@ unsigned tl_stmt_kind_flags(tl_stmt_kind k);
   X(OP_ATOMIC_ADD, "atomic_add", S_ATOMIC_ADD, "op", "dst", "src", "value")                                \
   X(OP_PARALLEL, "parallel", S_PARALLEL, "op", "vars", "extents", "body")                                  \
   X(OP_PIPELINED, "pipelined", S_LOOP, "op", "var", "extent", "start", "num_stages", "tma",                        \
-    "warp_specialize", "order", "stage", "overlap", "cluster", "k_group", "body")                                                                                   \
+    "warp_specialize", "order", "stage", "overlap", "pingpong", "cluster", "k_group", "body")                                                                                \
   X(OP_SERIAL, "serial", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
   X(OP_UNROLL, "unroll", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
   X(OP_VECTORIZED, "vectorized", S_LOOP, "op", "var", "extent", "start", "step", "body")                   \
@@ -493,7 +493,7 @@ typedef enum tl_stmt_op {
 } tl_stmt_op;
 
 #define TL_MAX_MSG 256     /* characters of a print or device_assert "msg" */
-#define TL_MAX_OP_FIELDS 14 /* the most fields a row of TL_STMT_OPS lists, and its NULL */
+#define TL_MAX_OP_FIELDS 15 /* the most fields a row of TL_STMT_OPS lists, and its NULL */
 typedef struct tl_stmt_op_info {
   const char *name;                          /* as written in "op" */
   tl_stmt_kind kind;
@@ -660,6 +660,10 @@ struct tl_stmt {
                           groups its gemms leave in flight) */
   const char *wspec_why; /* after pass_wspec, on a target that could: why a tma loop is not (static
                           text or the program's arena) */
+  int pingpong_req;    /* pipelined: "pingpong": 1 true, 0 false, -1 not given (pass_wspec.c decides) */
+  bool pingpong;       /* after pass_wspec, a wspec loop: the program's warpgroups take turns issuing the
+                          body's gemms on wgmma (named barriers; FlashAttention-3's scheduler barriers) */
+  const char *pingpong_why; /* after pass_wspec, a wspec loop that does not: why (static text) */
   bool store_asked;    /* copy: "tma": true (a TMA store of a register fragment's tile: pass_store.c) */
   bool tma_store;      /* after pass_store: that copy is staged in shared memory, 128-byte panels, each stored
                           by one bulk tensor copy through tensor map store_map */
@@ -720,7 +724,7 @@ struct tl_stmt {
    * expression strings. */
   struct {
     tl_expr *trans_a, *trans_b, *clear_accum, *k_pack, *dim, *clear, *reverse, *num_stages, *enable, *tma, *wspec, *overlap,
-        *k_group;
+        *k_group, *pingpong;
     tl_expr *cluster[3];
   } raw;
   const char *reduce_type_name, *policy_name, *order_name; /* parsed strings */
@@ -799,6 +803,8 @@ typedef struct tl_program {
   int max_registers;     /* compile option: registers per thread (0: the toolchain's choice) */
   bool no_wg_lag;        /* set by tl_compile before the passes: no pipelined loop runs its tail one
                             iteration late (pass_pipeline.c's lag_gemm); its build with it spilled */
+  bool no_tight_wspec;   /* set by tl_compile before the passes: pass_wspec gives a producer warpgroup only its
+                            usual register budget; its build with the tight one spilled */
   /* after pass_tma: the tensor maps the kernel takes after its params, and
    * its mbarriers (8 bytes each, in shared memory at mbar_offset) */
   int ntmaps;
@@ -811,6 +817,7 @@ typedef struct tl_program {
   int wspec_regs[2];     /* setmaxnreg: registers per thread of the producer, of the program's threads
                             (0: none, the block's launch registers stay) */
   int wspec_blocks;      /* blocks per SM the launch bounds ask for (the registers at entry follow) */
+  bool wspec_tight;      /* after pass_wspec: the producer's budget is the tight one (pass_wspec.c) */
   bool persistent;       /* after pass_wspec: a persistent kernel: at most wspec_blocks blocks per SM
                             walk the grid's tiles (the blocks of the program's grid) in order */
   /* after tl_check_target: what makes the kernel far slower than it could

@@ -580,6 +580,7 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
       s->raw.tma = get_flag(p, v, "tma", ptr);
       s->raw.wspec = get_flag(p, v, "warp_specialize", ptr);
       s->raw.overlap = get_flag(p, v, "overlap", ptr);
+      s->raw.pingpong = get_flag(p, v, "pingpong", ptr);
       s->raw.k_group = get_int_field(p, v, "k_group", ptr, false, what);
       json_t *cl = json_object_get(v, "cluster");
       if (cl) {

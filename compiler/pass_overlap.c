@@ -8,7 +8,10 @@
  * slower: 467 against 513 TFLOP/s with 8 warps and 128 x 128 tiles (the
  * other warpgroup's gemms already run during one's softmax, and every
  * iteration starts with a block barrier), 365 against 376 with one
- * warpgroup and 64 x 128 tiles.
+ * warpgroup and 64 x 128 tiles.  Under a producer warpgroup (pass_wspec.c,
+ * which frees each stage one iteration later for it) with the warpgroups
+ * taking turns at their gemms, it was faster: 577 against 545 TFLOP/s at
+ * d128, 393 against 373 at d64 (bench/README.md), and the example asks.
  *
  * Needs: a placed and pipelined program (pass_place, pass_pipeline).
  * Produces: on a software-pipelined loop with "overlap": true whose body holds two gemms on

@@ -13,7 +13,11 @@
  * threads); wspec_why on every other tma loop, saying why not (`--emit ir`
  * prints it); wspec on the lets of the kernel's body before the loop that
  * the producer evaluates too; then the shared-memory layout again
- * (tl_pass_smem).  Keeps:
+ * (tl_pass_smem); pingpong on the chosen loop (pingpong_why when not: the
+ * loop says "pingpong": false, the program's threads are one warpgroup, its
+ * tail runs one iteration late, no gemm of the body runs on wgmma, or,
+ * unless the loop says "pingpong": true, only one does): its warpgroups
+ * take turns issuing the body's gemms (emit_cuda.c's pp_turn_wait).  Keeps:
  * everything else; results never change (the same copies land in the
  * same stages before the same iterations read them).
  *
@@ -39,7 +43,11 @@
  * wait for its stage, frees the stage of c - 1 (the gemm of c - 1 is done
  * once wait_group 1 returns; its tail touches no shared memory) and runs
  * the tail of c - 1; its second copies of registers count among the
- * fragments, with TL_WSPEC_LAG_SPARE more.
+ * fragments, with TL_WSPEC_LAG_SPARE more.  A loop with a gemm issued one
+ * iteration late (pass_overlap.c's ov_gemm: P V of iteration c - 1 after
+ * Q K^T of c) frees the stage of c - 1 at the end of iteration c
+ * (wspec_lag 1: that gemm read it, and was waited for in c), and the last
+ * stage once the loop's last late gemm, issued after it, is done.
  *
  * Persistent: unless the kernel says "persistent": false (or is launched
  * in thread-block clusters: tl_program.cl_size, pass_cluster.c), the kernel is persistent too
@@ -68,7 +76,10 @@
  *   - the register fragments, and TL_WSPEC_SPARE more, fit in what
  *     setmaxnreg leaves the program's threads (65536 registers per SM, for
  *     as many blocks as shared memory holds or fewer, minus the producer's
- *     40 a thread), and the registers at entry hold the largest wgmma
+ *     40 a thread), or else (the tight budget: tl_program.wspec_tight; not
+ *     for a loop with a late tail, nor once a build with it spilled) the
+ *     fragments and TL_WSPEC_TIGHT_SPARE more fit beside a producer of 24;
+ *     the registers at entry hold the largest wgmma
  *     instruction (inst_regs); no register cap is given (--max-registers);
  *   - the S more mbarriers fit in the block's shared memory.
  */
@@ -83,6 +94,11 @@
 #define SM_SMEM 233472      /* shared memory per SM (sm_90: 228 KiB; each block also takes 1 KiB) */
 #define TL_WSPEC_SPARE 40   /* registers a thread needs besides its fragments (addresses, indices,
                                descriptors): the program's threads must get that many more */
+#define WSPEC_TIGHT_PRODUCER_REGS 24 /* the tight budget: the fewest setmaxnreg gives (CUTLASS's and
+                               FlashAttention-3's producers take 24 to 32) */
+#define TL_WSPEC_TIGHT_SPARE 16 /* ... and its registers besides the fragments: FlashAttention at d64 in
+                               3 warpgroups of 64 x 128 (138 in fragments) builds without spills at 160
+                               (32 bytes spilled at 152 with P V issued late) */
 #define TL_WSPEC_LAG_SPARE 32 /* the same for a loop with a late tail (pass_pipeline.c's lag_gemm): its
                                loads are in fragments and lets counted already, the rest its scaling's
                                temporaries (the 128 x 128 float8 tile of examples/ at 4096: 216
@@ -203,8 +219,6 @@ static const char *why_not(tl_program *prog, tl_stmt *loop, int i, int ntma) {
   int64_t T = prog->threads[0] * prog->threads[1] * prog->threads[2];
   if (loop->no_wspec)
     return "its pipelined loop says \"warp_specialize\": false";
-  if (loop->ov_gemm)
-    return "the loop issues a gemm one iteration late (pass_overlap.c), which the producer's loop does not model";
   if (ntma > 1)
     return "the kernel has more than one loop of bulk tensor copies";
   if (i < 0)
@@ -239,22 +253,30 @@ static const char *why_not(tl_program *prog, tl_stmt *loop, int i, int ntma) {
    * threads would get too few registers; a block starts with R registers a
    * thread (ptxas takes the most that __launch_bounds__(T + 128, B) allows),
    * then the producer gives up R - 40 and the program's threads take them */
-  int64_t words = tl_reg_words(prog) + lag_words(prog), inst = inst_regs(prog);
-  int64_t need = (words + (loop->wg_lag ? TL_WSPEC_LAG_SPARE : TL_WSPEC_SPARE) + 7) / 8 * 8;
-  int64_t B = SM_SMEM / (prog->smem_bytes + 1024), R = 0, C = 0;
-  for (B = B < 1 ? 1 : B; B >= 1; B--) {
-    R = SM_REGS / (B * (T + WSPEC_THREADS)) / 8 * 8;
-    R = R > 255 ? 255 : R;
-    C = ((T + WSPEC_THREADS) * R - WSPEC_THREADS * WSPEC_PRODUCER_REGS) / T / 8 * 8;
-    C = C > MAX_REGS ? MAX_REGS : C;
-    if (C >= need && R >= WSPEC_PRODUCER_REGS && R >= inst)
+  /* the usual budget first; where it does not fit, the tight one (a loop without a late tail, unless its
+   * build spilled: tl_compile builds again with no_tight_wspec) */
+  int64_t words = tl_reg_words(prog) + lag_words(prog), inst = inst_regs(prog), B = 0, R = 0, C = 0, P = 0;
+  for (int tight = 0; tight < 2 && B < 1; tight++) {
+    if (tight && (loop->wg_lag || prog->no_tight_wspec))
       break;
+    int64_t spare = tight ? TL_WSPEC_TIGHT_SPARE : loop->wg_lag ? TL_WSPEC_LAG_SPARE : TL_WSPEC_SPARE;
+    int64_t need = (words + spare + 7) / 8 * 8;
+    P = tight ? WSPEC_TIGHT_PRODUCER_REGS : WSPEC_PRODUCER_REGS;
+    for (B = SM_SMEM / (prog->smem_bytes + 1024), B = B < 1 ? 1 : B; B >= 1; B--) {
+      R = SM_REGS / (B * (T + WSPEC_THREADS)) / 8 * 8;
+      R = R > 255 ? 255 : R;
+      C = ((T + WSPEC_THREADS) * R - WSPEC_THREADS * P) / T / 8 * 8;
+      C = C > MAX_REGS ? MAX_REGS : C;
+      if (C >= need && R >= P && R >= inst)
+        break;
+    }
+    prog->wspec_tight = tight && B >= 1;
   }
   if (B < 1)
     return tl_arena_printf(a, "its register fragments take %lld registers a thread, and a producer warpgroup would "
                            "leave at most %lld", (long long)words, (long long)C);
   prog->wspec_blocks = (int)B;
-  prog->wspec_regs[0] = WSPEC_PRODUCER_REGS;
+  prog->wspec_regs[0] = (int)P;
   prog->wspec_regs[1] = C > R ? (int)C : 0; /* 0: no setmaxnreg (R is as much as the program's threads can get) */
   return NULL;
 }
@@ -293,7 +315,35 @@ static tl_walk_act reset(tl_stmt *s, void *user) {
   s->wspec_empty = 0;
   s->wspec_lag = 0;
   s->wspec_threads = false;
+  s->pingpong = false;
+  s->pingpong_why = NULL;
   return TL_WALK_GO;
+}
+
+static tl_walk_act count_wgmma(tl_stmt *s, void *user) {
+  if (s->kind == S_GEMM && s->use_wgmma)
+    ++*(int *)user;
+  return TL_WALK_GO;
+}
+
+/* Why the program's warpgroups do not take turns issuing the gemms of wspec
+ * loop (see the header), or NULL. */
+static const char *pingpong_why(const tl_program *prog, const tl_stmt *loop) {
+  int64_t T = prog->threads[0];
+  int n = 0;
+  tl_walk((tl_body *)&loop->body, &(tl_walker){.pre = count_wgmma}, &n);
+  if (loop->pingpong_req == 0)
+    return "the loop says \"pingpong\": false";
+  if (T / WSPEC_THREADS < 2)
+    return "the program's threads are one warpgroup";
+  if (loop->wg_lag)
+    return "its gemm's tail runs one iteration late (the turns follow the body's order)";
+  if (n == 0)
+    return "no gemm of its body runs on wgmma";
+  if (n < 2 && loop->pingpong_req < 0)
+    return "its body holds one gemm on wgmma (by default the turns are taken where two or more leave work "
+           "between them, as attention's do; \"pingpong\": true asks)";
+  return NULL;
 }
 
 /* The wgmma groups left in flight after an iteration of loop: a stage is
@@ -322,6 +372,7 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
   prog->wspec_threads = 0;
   prog->wspec_regs[0] = prog->wspec_regs[1] = 0;
   prog->wspec_blocks = 0;
+  prog->wspec_tight = false;
   prog->persistent = false;
   if (!cg->wgmma || !cg->tma || !prog->nmbar)
     return;
@@ -351,7 +402,7 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
   int64_t before = prog->smem_bytes;
   chosen->wspec = true;
   chosen->wspec_empty = nmbar;
-  chosen->wspec_lag = lag_of(chosen);
+  chosen->wspec_lag = chosen->ov_gemm ? 1 : lag_of(chosen); /* a late gemm reads its stage one iteration on */
   for (int j = 0; j < chosen->body.n; j++) {
     tl_stmt *b = chosen->body.items[j];
     S st = {.loop = chosen};
@@ -368,6 +419,7 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
     prog->nmbar = nmbar;
     prog->wspec_threads = 0;
     prog->wspec_regs[0] = prog->wspec_regs[1] = 0;
+    prog->wspec_tight = false;
     tl_pass_smem(prog);
     return;
   }
@@ -377,4 +429,6 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
    * cause was the clustered kernel's, not the tile walk's: its stages freed by release.cluster arrivals
    * (emit_cuda.c's release_stage; with release.cta ones, 637.5 against 666.9); the simpler schedule stays */
   prog->persistent = !prog->no_persistent && prog->cl_size == 1;
+  chosen->pingpong_why = pingpong_why(prog, chosen);
+  chosen->pingpong = !chosen->pingpong_why;
 }

@@ -670,6 +670,19 @@ CASES = [
     ("flash_attention", dict(FA, seq_len=200, dim=128, block_M=64, threads=128, is_causal="true"), {}, ["Output"],
      FLASH),
     ("flash_attention", dict(FA, seq_len=256, dim=256, block_N=64), {}, ["Output"], FLASH),
+    # warpgroups taking turns at their gemms (pass_wspec.c's ping-pong) with three of them, ragged
+    ("flash_attention", dict(FA, seq_len=300, dim=64, block_M=192, block_N=64, threads=384), {}, ["Output"], FLASH),
+    ("flash_attention", dict(FA, seq_len=333, dim=64, block_M=192, block_N=64, threads=384, is_causal="true"), {},
+     ["Output"], FLASH),
+    # P V issued one iteration late (pass_overlap.c) in the warp-specialized loop: stages freed one iteration on
+    ("flash_attention", dict(FA, seq_len=300, dim=64, overlap="true"), {}, ["Output"], FLASH),
+    ("flash_attention", dict(FA, seq_len=333, dim=128, overlap="true", is_causal="true"), {}, ["Output"], FLASH),
+    ("flash_attention", dict(FA, seq_len=300, dim=64, block_M=192, block_N=64, threads=384, overlap="true",
+                             is_causal="true"), {}, ["Output"], FLASH),
+    # three warpgroups of 64 x 128 at head dim 64: the producer on pass_wspec.c's tight register budget
+    ("flash_attention", dict(FA, seq_len=300, dim=64, block_M=192, threads=384), {}, ["Output"], FLASH),
+    ("flash_attention", dict(FA, seq_len=333, dim=64, block_M=192, threads=384, overlap="true", is_causal="true"), {},
+     ["Output"], FLASH),
     ("../tests/gpu/programs/flash_attention_bf16", dict(FA, seq_len=256, dim=128), {}, ["Output"], FLASH_BF16),
     ("../tests/gpu/programs/flash_attention_bf16", dict(FA, seq_len=300, dim=64, is_causal="true"), {}, ["Output"],
      FLASH_BF16),

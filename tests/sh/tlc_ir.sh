@@ -163,12 +163,28 @@ order=$(printf '%s\n' "$ir" | grep -oE "# /kernel/body/17/body/[0-9]+$" | sed 's
 [ "$order" = "0 1 2 3 4 5 6 7 8 10 13 14 9 11 12 " ] || fail "flash's loop body is not reordered for the overlap: $order"
 src=$("$TLC" compile "$tmp/ovt.json" --target sm_90a --emit cuda) || fail "flash with overlap true --emit cuda"
 for want in "if (tl_c0 > 0)" "asm volatile(\"wgmma.wait_group.sync.aligned 1;\" ::: \"memory\");" "if (tl_n0 > 0) {" \
-            "tl_base_V_shared + (long long)((tl_c0 - 1) % 3) * 16384LL"; do
+            "tl_base_V_shared + (long long)((tl_g - 1) % 3) * 16384LL" \
+            "tl_base_V_shared + (long long)((tl_cit + (unsigned long long)(tl_n0 - 1)) % 3) * 16384LL"; do
   printf '%s\n' "$src" | grep -qF -- "$want" || fail "the overlapped flash source lacks: $want"
 done
-"$TLC" compile examples/flash_attention.json --target sm_90a --emit ir | grep -q "one iteration late" &&
+# warp-specialized too (the stages go on from tile to tile: the late gemm's is tl_g - 1's), each stage freed
+# one iteration later, the last after the loop's last late gemm; without the producer, the loop's own count
+printf '%s\n' "$ir" | grep -qF "[warp-specialized: a producer warpgroup issues the copies; stages freed on mbarriers 3..5, 1 iteration later]" ||
+  fail "flash with overlap true: not warp-specialized with stages freed 1 iteration later"
+printf '%s\n' "$src" | awk '/if \(tl_n0 > 0\) \{/ {l = 1} l && /wgmma.wait_group.sync.aligned 0/ {w = 1}
+                            w && /tl_j < tl_n0/ {ok = 1} END {exit !ok}' ||
+  fail "flash with overlap true: the last stage freed before the last late gemm is done"
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["kernel"]["body"][17]["warp_specialize"]=False; json.dump(p, open(sys.argv[2], "w"))' \
+  "$tmp/ovt.json" "$tmp/ovn.json"
+"$TLC" compile "$tmp/ovn.json" --target sm_90a --emit cuda | grep -qF "tl_base_V_shared + (long long)((tl_c0 - 1) % 3) * 16384LL" ||
+  fail "flash with overlap true, no producer: the late gemm's stage"
+# the example asks for it (its constant overlap, true); a loop that does not say is not overlapped
+"$TLC" compile examples/flash_attention.json --target sm_90a --emit ir | grep -q "one iteration late" ||
+  fail "flash as written does not issue P V late"
+python3 -c 'import json,sys; p=json.load(open("examples/flash_attention.json")); del p["kernel"]["body"][17]["overlap"]; json.dump(p, open(sys.argv[1], "w"))' "$tmp/ovd.json"
+"$TLC" compile "$tmp/ovd.json" --target sm_90a --emit ir | grep -q "one iteration late" &&
   fail "flash with 8 warps issues P V late without being asked"
-"$TLC" compile examples/flash_attention.json -D threads=128 -D block_M=64 --target sm_90a --emit ir |
+"$TLC" compile "$tmp/ovd.json" -D threads=128 -D block_M=64 --target sm_90a --emit ir |
   grep -q "one iteration late" && fail "flash with one warpgroup issues P V late without being asked"
 "$TLC" compile "$tmp/ovt.json" -D threads=128 -D block_M=64 --target sm_90a --emit ir | grep -q "one iteration late" ||
   fail "flash with one warpgroup and overlap true does not issue P V late"

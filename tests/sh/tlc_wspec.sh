@@ -137,6 +137,69 @@ w8=tests/gpu/programs/gemm_w8a16.json
 src=$("$TLC" compile $w8 --target sm_90a --emit cuda) || tl_fail "$w8: --emit cuda"
 printf '%s\n' "$src" | grep -qF "unsigned short *const s_B_dequant = tl_base_B_dequant + (long long)(tl_c0 % 2) * 8192LL;" ||
   tl_fail "$w8: the warp-specialized loop does not rotate the dequantized tile"
+# warpgroup ping-pong (pass_wspec.c's pingpong, emit_cuda.c's pp_turn_*): flash attention's two gemms
+# on 2 (3) warpgroups: each gemm's issue waits on barrier 2 + w and then lets warpgroup w + 1 go; the
+# last warpgroup gives the first its first turn before the loop, the first takes the one left after it;
+# "pingpong": false, and a GEMM's one gemm (by default), do not
+F=examples/flash_attention.json
+# (with P V issued late, the example's default, both gemms are one turn)
+for args in "-D dim=64 -D block_M=128 -D threads=256 -D overlap=false:2:2" "-D dim=64 -D block_M=192 -D block_N=64 -D threads=384 -D overlap=false:3:2" \
+            "-D dim=128 -D is_causal=true -D overlap=false:2:2" "-D dim=64:3:1" "-D dim=128:2:1"; do
+  N=${args##*:}; a=${args%:*}; W=${a##*:}; a=${a%:*}
+  src=$("$TLC" compile $F $a --target sm_90a --emit cuda) || tl_fail "flash $a: --emit cuda"
+  for want in "if ((int)tl_tid / 128 == $((W - 1))) asm volatile(\"bar.arrive 2, 256;\" ::: \"memory\");" \
+              "if ((int)tl_tid / 128 == 0) asm volatile(\"bar.sync 2, 256;\" ::: \"memory\");"; do
+    printf '%s\n' "$src" | grep -qF -- "$want" || tl_fail "flash $a: the source lacks: $want"
+  done
+  [ "$(printf '%s\n' "$src" | grep -cF 'asm volatile("bar.sync %0, 256;" :: "r"(2 + (int)tl_tid / 128) : "memory");')" = $N ] ||
+    tl_fail "flash $a: not $N turns"
+  [ "$(printf '%s\n' "$src" | grep -cF "asm volatile(\"bar.arrive %0, 256;\" :: \"r\"(2 + ((int)tl_tid / 128 + 1) % $W) : \"memory\");")" = $N ] ||
+    tl_fail "flash $a: not $N turns passed on"
+  printf '%s\n' "$src" | awk '/bar.sync %0, 256/ {t = 1} t && /wgmma.mma_async/ {m = 1} m && /wgmma.commit_group/ {c = 1}
+                              c && /bar.arrive %0, 256/ {a = 1} a && /wgmma.wait_group.sync.aligned [01];/ {ok = 1} END {exit !ok}' ||
+    tl_fail "flash $a: not wait for the turn, issue, commit, pass the turn, wait for the gemm"
+  "$TLC" compile $F $a --target sm_90a --emit ir | grep -F "loop pipelined" |
+    grep -qF "[ping-pong: the warpgroups take turns issuing the body's gemms on wgmma, named barriers 2..$((W + 1))]" ||
+    tl_fail "flash $a: --emit ir does not say ping-pong"
+done
+# emit_cuda.c's fold_fills: the clear of S before Q K^T (the constant if's side taken) is the gemm's first
+# k step with scale-d false; the causal mask is no fill of zeros and stays
+src=$("$TLC" compile $F -D dim=64 --target sm_90a --emit cuda) || tl_fail "flash d64: --emit cuda"
+[ "$(printf '%s\n' "$src" | grep -cF '"l"(tl_da), "l"(tl_db), "r"(tl_k) : "memory");')" = 1 ] ||
+  tl_fail "flash: Q K^T does not clear S on its first k step"
+printf '%s\n' "$src" | grep -qF "r_acc_s[tl_r] = tl_v;" && tl_fail "flash: S still cleared before Q K^T"
+"$TLC" compile $F -D is_causal=true --target sm_90a --emit cuda | grep -qF '"r"(tl_k) : "memory");' &&
+  tl_fail "causal flash: Q K^T clears S after the mask"
+sed 's/"num_stages": "num_stages",/"num_stages": "num_stages", "pingpong": "is_causal",/' $F > "$TMP/fpp.json"
+"$TLC" compile "$TMP/fpp.json" -D dim=64 --target sm_90a --emit ir | grep -F "loop pipelined" |
+  grep -qF "[no ping-pong: the loop says \"pingpong\": false]" || tl_fail "\"pingpong\": false: --emit ir"
+"$TLC" compile "$TMP/fpp.json" -D dim=64 --target sm_90a --emit cuda | grep -qF "bar.arrive" &&
+  tl_fail "\"pingpong\": false: turns taken"
+"$TLC" compile "$TMP/fpp.json" -D dim=64 -D is_causal=true --target sm_90a --emit cuda | grep -qF "bar.arrive" ||
+  tl_fail "\"pingpong\": true (a constant expression): no turns"
+"$TLC" compile $F -D dim=64 -D block_M=64 -D threads=128 --target sm_90a --emit ir | grep -F "loop pipelined" |
+  grep -qF "[no ping-pong: the program's threads are one warpgroup]" || tl_fail "one warpgroup: --emit ir"
+"$TLC" compile $G --target sm_90a --emit ir | grep -F "loop pipelined" | grep -qF "[no ping-pong: its body holds one gemm on wgmma" ||
+  tl_fail "GEMM: --emit ir does not say why no ping-pong"
+"$TLC" compile $G --target sm_90a --emit cuda | grep -qF "bar.arrive" && tl_fail "GEMM: turns taken by default"
+# the tight register budget (pass_wspec.c): d64 attention in 3 warpgroups of 64 x 128 (138 registers in
+# fragments) gets its producer with 24 registers a thread, 160 for the others, and builds without spills;
+# a build on that budget that spills is built again without the producer (and the log says so)
+F3="$F -D dim=64 -D block_M=192 -D threads=384"
+"$TLC" compile $F3 --target sm_90a --emit ir | grep -qF "producer warpgroup: 128 threads after the program's; 1 blocks per SM; setmaxnreg 24 / 160" ||
+  tl_fail "d64 in 3 warpgroups: not on the tight budget"
+"$TLC" compile $F3 -D overlap=true --target sm_90a --emit meta | python3 -c '
+import json, sys
+m = json.load(sys.stdin)
+assert m["launch"]["producer_threads"] == 128 and m["resources"]["spill_store_bytes"] == 0, (m["launch"], m["resources"])
+assert "setmaxnreg.dec.sync.aligned.u32 24" not in m["log"] and "tight" not in m["log"], m["log"]' ||
+  tl_fail "d64 in 3 warpgroups: the tight build"
+"$TLC" compile $F -D block_M=192 -D block_N=88 -D threads=384 -D overlap=true --target sm_90a --emit meta | python3 -c '
+import json, sys
+m = json.load(sys.stdin)
+assert "producer_threads" not in m["launch"], m["launch"]
+assert "tlc: the build with a producer warpgroup on its tight register budget spilled registers; built again without it" in m["log"], m["log"]' ||
+  tl_fail "a tight build that spills is not built again without the producer"
 # the register cliff: 128 x 256 float32 accumulators on 128 threads
 err=$("$TLC" compile examples/gemm.json -D block_N=256 -D block_K=64 --target sm_90a -o "$TMP/c.cubin" 2>&1) ||
   tl_fail "gemm.json block_N=256: compile"
