@@ -780,7 +780,13 @@ void tl_dump_program(const tl_program *prog, void *fp) {
   if (prog->wspec_threads)
     fprintf(f, "producer warpgroup: %lld threads after the program's; %d blocks per SM; setmaxnreg %d / %d%s\n",
             (long long)prog->wspec_threads, prog->wspec_blocks, prog->wspec_regs[0], prog->wspec_regs[1],
-            prog->persistent ? "; persistent: the blocks started walk the grid's tiles" : "");
+            !prog->persistent ? ""
+            : !(prog->lowered & TL_RAN_BARRIER) ? "; persistent: the blocks started walk the grid's tiles"
+            : prog->tile_barrier ? "; persistent: the blocks started walk the grid's tiles, a barrier between tiles "
+                                   "(their shared memory conflicts)"
+                                 : "; persistent: the blocks started walk the grid's tiles, no barrier between "
+                                   "tiles (only the stages' mbarriers: one warpgroup's epilogue runs beside "
+                                   "another's next gemm)");
   if (prog->lowered & TL_RAN_RANGE)
     for (int i = 0; i < 3; i++)
       if (prog->block_vars[i]) {

@@ -810,6 +810,8 @@ typedef struct tl_program {
   bool fence_async;      /* some gemm runs on wgmma: every barrier is preceded by
                             fence.proxy.async, making the threads' shared-memory writes
                             visible to it */
+  bool tile_barrier;     /* a persistent kernel: a barrier between one tile's statements and the next's
+                            (their shared memory conflicts; else none) */
   /* after pass_raster: block rasterization (use_swizzle) */
   int64_t raster_panel;  /* stripes of this many block rows (columns); 0: blocks in grid order */
   bool raster_column;    /* stripes of block columns, walked row by row */

@@ -41,7 +41,7 @@ done
 src=$("$TLC" compile bench/programs/gemm_raster.json -D k_group=1 --target sm_90a --emit cuda) ||
   fail "tlc compile gemm.json sm_90a --emit cuda"
 for want in "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" "wgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 1;" \
-            "wgmma.wait_group.sync.aligned 0;" "wgmma.fence.sync.aligned;" "fence.proxy.async.shared::cta" \
+            "wgmma.wait_group.sync.aligned 0;" "wgmma.fence.sync.aligned;" \
             "tl_wgdesc(tl_sa + (tl_wr + 64u) * 64u + (unsigned)(tl_k) * 32u, 16u, 512u, 2u)" \
             "tl_wgdesc(tl_sb + tl_k * 2048u, 4096u, 1024u, 1u)" "cp.async.bulk.tensor.2d"; do
   printf '%s\n' "$src" | grep -qF -- "$want" || fail "gemm.json's wgmma source lacks: $want"
@@ -49,6 +49,11 @@ done
 # the wait for 0 comes after the K loop, before its barrier, and nowhere inside it
 printf '%s\n' "$src" | awk '/wgmma.wait_group.sync.aligned 0;/{z=NR} /wgmma.wait_group.sync.aligned 1;/{o=NR} END{exit !(o && z > o)}' ||
   fail "gemm.json: wait_group 0 is not after the K loop's wait_group 1"
+# persistent and warp-specialized: no block barrier after the K loop or between tiles (pass_barrier.c), and
+# the epilogue in 8-byte chunks, lane pairs exchanging halves (whole 32-byte sectors a quad)
+printf '%s\n' "$src" | grep -q "bar.sync" && fail "gemm_raster: a block barrier after the K loop or between tiles"
+printf '%s\n' "$src" | grep -qF "__shfl_xor_sync(0xffffffffu, tl_s, 1);" || fail "gemm_raster: no lane-pair exchange"
+printf '%s\n' "$src" | grep -qF "if (true) *(uint2 *)&tl_gp[" || fail "gemm_raster: the epilogue stores no 8-byte chunks"
 meta=$("$TLC" compile examples/gemm.json --target sm_90a --emit meta) || fail "gemm.json does not build for sm_90a"
 printf '%s\n' "$meta" | grep -q "serialized" && fail "ptxas serializes gemm.json's wgmma: $(printf '%s\n' "$meta" | grep -o 'C75[^\\]*')"
 printf '%s\n' "$meta" | grep -q '"spill_store_bytes": 0' || fail "gemm.json spills on sm_90a"
@@ -120,7 +125,7 @@ printf '%s\n' "$ir" | grep -q "drained" && fail "a loop whose gemm waits for 0 d
 src=$("$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 --target sm_90a --emit cuda) ||
   fail "tlc compile gemm_raster --emit cuda"
 for want in "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" "wgmma.wait_group.sync.aligned 1;" \
-            "fence.proxy.async.shared::cta" "tl_wgdesc(tl_sb + tl_k * 2048u, 8192u, 1024u, 1u)"; do
+            "tl_wgdesc(tl_sb + tl_k * 2048u, 8192u, 1024u, 1u)"; do
   printf '%s\n' "$src" | grep -qF -- "$want" || fail "the wgmma source lacks: $want"
 done
 "$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 --target sm_90a -o "${TMPDIR:-/tmp}/tlc_ir_wg.$$.cubin" 2>/dev/null ||

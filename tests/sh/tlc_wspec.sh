@@ -20,11 +20,13 @@ TLC=$TL_BUILD/bin/tlc
 G="bench/programs/gemm_raster.json -D block_N=256 -D block_K=64 -D threads=256"
 src=$("$TLC" compile $G --target sm_90a --emit cuda) || tl_fail "--emit cuda for sm_90a"
 for want in "__launch_bounds__(384, 1)" "if (tl_tid >= 256) {" "setmaxnreg.dec.sync.aligned.u32 40;" \
-            "setmaxnreg.inc.sync.aligned.u32 232;" 'asm volatile("bar.sync 1, 256;" ::: "memory");' \
+            "setmaxnreg.inc.sync.aligned.u32 232;" \
             "mbarrier.init.shared::cta.b64 [%0], 8;" "mbarrier.arrive.shared::cta.b64 _, [%0];" \
             "if (tl_pit >= 4) tl_mbar_wait(tl_mbar + 8u * (unsigned)(4 + (tl_st)), (unsigned)(tl_pit / 4 - 1) & 1u);"; do
   printf '%s\n' "$src" | grep -qF -- "$want" || tl_fail "the sm_90a source lacks: $want"
 done
+# no barrier of the program's threads: none after the loop, none between tiles (pass_barrier.c)
+printf '%s\n' "$src" | grep -q "bar.sync" && tl_fail "a named barrier after the K loop or between tiles"
 # the copies are the producer's alone: issued once in the source, after its branch opens
 n=$(printf '%s\n' "$src" | grep -c "cp.async.bulk.tensor")
 [ "$n" = 5 ] || tl_fail "the source issues $n bulk tensor copies, not the producer's 5 (A, B's 4 panels)"
@@ -34,7 +36,7 @@ printf '%s\n' "$src" | grep -q "__syncthreads" && [ "$(printf '%s\n' "$src" | gr
   tl_fail "more than the one block-wide barrier before the producer's branch"
 "$TLC" compile $G --target sm_90a --emit ptx -o "$TMP/k.ptx" 2>/dev/null || tl_fail "--emit ptx for sm_90a"
 for want in "setmaxnreg.inc.sync.aligned.u32 232" "setmaxnreg.dec.sync.aligned.u32 40" "cp.async.bulk.tensor.2d" \
-            "bar.sync 1, 256" "wgmma.mma_async"; do
+            "wgmma.mma_async"; do
   grep -qF -- "$want" "$TMP/k.ptx" || tl_fail "the sm_90a PTX lacks: $want"
 done
 "$TLC" compile $G --target sm_90a --emit meta > "$TMP/m.json" || tl_fail "--emit meta"
