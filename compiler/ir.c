@@ -750,6 +750,14 @@ void tl_dump_program(const tl_program *prog, void *fp) {
     fprintf(f, "%s%s", i ? ", " : "", tl_expr_str(a, prog->grid[i]));
   fprintf(f, "), dynamic shared memory %lld bytes (scratch %lld at %lld)\n", (long long)prog->smem_bytes,
           (long long)prog->scratch_bytes, (long long)prog->scratch_offset);
+  if (prog->threads_asked)
+    fprintf(f, "threads: %lld, not the program's %lld (pass_threads.c: at those a gemm's C would not fit in "
+               "registers and the gemm would run off the matrix cores; nothing in the program depends on its "
+               "thread count)\n",
+            (long long)prog->threads[0], (long long)prog->threads_asked);
+  else if (prog->threads_why)
+    fprintf(f, "threads: the program's, though a gemm's C does not fit in registers at those (pass_threads.c "
+               "does not grow them: %s)\n", prog->threads_why);
   if (prog->backend) /* from the "emit" stage on (compile.c) */
     fprintf(f, "backend %s%s%s\n", prog->backend, prog->backend_why ? ", not ptx: " : "",
             prog->backend_why ? prog->backend_why : "");

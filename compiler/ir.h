@@ -766,7 +766,10 @@ typedef struct tl_program {
   tl_expr *grid[3];
   tl_expr *threads_expr[3];
   int nthreads_dims;
-  int64_t threads[3];  /* after check: folded (missing dims are 1) */
+  int64_t threads[3];  /* after check: folded (missing dims are 1); pass_threads.c may grow threads[0] */
+  int64_t threads_asked; /* after pass_threads: the program's threads[0] where it grew them, else 0 */
+  const char *threads_why; /* after pass_threads: a gemm's C too large for registers, and why the threads
+                              stay the program's (or NULL) */
   tl_sym *block_vars[3];
   int ncluster;
   int64_t cluster[3];  /* the kernel's "cluster" (1s where not given) */

@@ -385,6 +385,9 @@ CASES = [
     ("../bench/programs/gemm_raster", {"M": 2000, "N": 2100, "K": 200, "block_K": 64, "threads": 256}, {}, ["C"],
      GEMM),
     ("gemm", {"M": 2000, "N": 2100, "K": 72}, {}, ["C"], GEMM),
+    # block_N=256 at the example's 128 threads: 256 accumulators a thread, so pass_threads.c runs the block on
+    # 256 (two warpgroups of m64n256 on sm_90a, 8 warps of mma.sync elsewhere)
+    ("gemm", {"M": 1000, "N": 1100, "K": 200, "block_N": 256, "block_K": 64}, {}, ["C"], GEMM),
     # thread-block clusters with TMA multicast (compiler/pass_cluster.c): A's tile multicast across 2 (4) blocks
     # along N, B's across 2 along M; with the producer warpgroup (each stage freed in every block of the cluster)
     # and without (a cluster barrier each iteration); ragged M and K (a block's half of A's box wholly past M at

@@ -139,13 +139,23 @@ w8=tests/gpu/programs/gemm_w8a16.json
 src=$("$TLC" compile $w8 --target sm_90a --emit cuda) || tl_fail "$w8: --emit cuda"
 printf '%s\n' "$src" | grep -qF "unsigned short *const s_B_dequant = tl_base_B_dequant + (long long)(tl_c0 % 2) * 8192LL;" ||
   tl_fail "$w8: the warp-specialized loop does not rotate the dequantized tile"
-# the register cliff: 128 x 256 float32 accumulators on 128 threads
-err=$("$TLC" compile examples/gemm.json -D block_N=256 -D block_K=64 --target sm_90a -o "$TMP/c.cubin" 2>&1) ||
-  tl_fail "gemm.json block_N=256: compile"
-printf '%s\n' "$err" | grep -qF "examples/gemm.json:/kernel/body/2: warning: fragment 'C_local' takes 256 elements a thread (128 threads), more than the 128 a thread keeps in registers: it lives in shared memory and its gemm runs element by element, off the matrix cores (hundreds of times slower); 256 threads or a smaller tile would keep it in registers" ||
+# the register cliff: 128 x 256 float32 accumulators on 128 threads; nothing in gemm.json names a thread, so
+# pass_threads.c runs it on 256 (two warpgroups of m64n256), with no warning
+ir=$("$TLC" compile examples/gemm.json -D block_N=256 -D block_K=64 --target sm_90a --emit ir 2>"$TMP/err") ||
+  tl_fail "gemm.json block_N=256: --emit ir"
+printf '%s\n' "$ir" | grep -qF "kernel matmul: threads 256 x 1 x 1" || tl_fail "block_N=256: not grown to 256 threads"
+printf '%s\n' "$ir" | grep -qF "threads: 256, not the program's 128 (pass_threads.c:" || tl_fail "block_N=256: no threads line"
+printf '%s\n' "$ir" | grep -qF "alloc C_local: fragment float32[128, 256] in registers" || tl_fail "block_N=256: C not in registers"
+printf '%s\n' "$ir" | grep -qF "[wgmma m64nNk16]" || tl_fail "block_N=256: the gemm is not on wgmma"
+grep -q "warning" "$TMP/err" && tl_fail "gemm.json block_N=256 warns: $(cat "$TMP/err")"
+# a program that names its threads keeps them: the warning, and why the compiler did not grow them
+sed '0,/"body": \[/s||"body": [{"op": "let", "name": "tx", "value": "thread_binding(0)"}, |' examples/gemm.json > "$TMP/tx.json"
+err=$("$TLC" compile "$TMP/tx.json" -D block_N=256 -D block_K=64 --target sm_90a -o "$TMP/c.cubin" 2>&1) ||
+  tl_fail "gemm.json with a thread_binding, block_N=256: compile: $err"
+printf '%s\n' "$err" | grep -qF "/kernel/body/3: warning: fragment 'C_local' takes 256 elements a thread (128 threads), more than the 128 a thread keeps in registers: it lives in shared memory and its gemm runs element by element, off the matrix cores (hundreds of times slower); 256 threads or a smaller tile would keep it in registers (the compiler keeps the program's: it names a thread (thread_binding))" ||
   tl_fail "no register-cliff warning on stderr: $err"
-"$TLC" compile examples/gemm.json -D block_N=256 -D block_K=64 --target sm_90a --emit meta 2>/dev/null |
-  python3 -c 'import json,sys; w=json.load(sys.stdin)["warnings"]; assert len(w) == 1 and w[0]["pointer"] == "/kernel/body/2", w' ||
+"$TLC" compile "$TMP/tx.json" -D block_N=256 -D block_K=64 --target sm_90a --emit meta 2>/dev/null |
+  python3 -c 'import json,sys; w=json.load(sys.stdin)["warnings"]; assert len(w) == 1 and w[0]["pointer"] == "/kernel/body/3", w' ||
   tl_fail "no register-cliff warning in the metadata"
 err=$("$TLC" compile examples/gemm.json --target sm_90a -o "$TMP/d.cubin" 2>&1) || tl_fail "gemm.json: compile"
 printf '%s\n' "$err" | grep -q "warning" && tl_fail "gemm.json as written warns: $err"
