@@ -2585,16 +2585,25 @@ static void emit_tma_copy(E *e, const tl_stmt *s) {
 static void emit_tma_store(E *e, const tl_stmt *s) {
   const tl_sym *f = s->src->sym, *t = s->dst->sym;
   int64_t es = (int64_t)tl_dtype_size(t->dtype), pc = 128 / es, panels = f->dims[1] / pc;
-  bool pairs = es == 2;
+  bool pairs = es == 2, two = e->prog->epi_buffers == 2;
   line(e, "{");
   e->indent++;
-  line(e, "const unsigned tl_stg = tl_smem_addr(tl_smem + %" PRId64 ");", e->prog->epi_offset);
+  line(e, "const unsigned tl_stg0 = tl_smem_addr(tl_smem + %" PRId64 ");", e->prog->epi_offset);
   line(e, "const int tl_y0 = (int)(%s), tl_x0 = (int)(%s);", s->dst->lo[0] ? ex(e, s->dst->lo[0]) : "0",
        s->dst->lo[1] ? ex(e, s->dst->lo[1]) : "0");
   for (int64_t p = 0; p < panels; p++) {
-    if (p) {
-      line(e, "if (tl_tid == 0) asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");");
+    line(e, "{");
+    e->indent++;
+    if (two) { /* the half the store two panels back read: free once that store has read it */
+      line(e, "if (tl_tid == 0) asm volatile(\"cp.async.bulk.wait_group.read 1;\" ::: \"memory\");");
       barrier_line(e);
+      line(e, "const unsigned tl_stg = tl_stg0 + (tl_epi & 1u) * %" PRId64 "u;", e->prog->epi_bytes / 2);
+    } else {
+      if (p) {
+        line(e, "if (tl_tid == 0) asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");");
+        barrier_line(e);
+      }
+      line(e, "const unsigned tl_stg = tl_stg0;");
     }
     line(e, "#pragma unroll");
     line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r += %d) {", f->per_thread, pairs ? 2 : 1);
@@ -2632,11 +2641,26 @@ static void emit_tma_store(E *e, const tl_stmt *s) {
     line(e, "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");");
     e->indent--;
     line(e, "}");
+    if (two)
+      line(e, "tl_epi++;");
+    e->indent--;
+    line(e, "}");
+  }
+  if (s->store_async) { /* the kernel's last statement: the kernel waits for the stores before it exits */
+    e->indent--;
+    line(e, "}");
+    return;
   }
   line(e, "if (tl_tid == 0) asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\");");
   e->indent--;
   line(e, "}");
   barrier_line(e);
+}
+
+/* Whether the kernel's last statement is a TMA store whose stores it does
+ * not wait for (pass_store.c: store_async). */
+static bool async_store_last(const tl_program *p) {
+  return p->body.n && p->body.items[p->body.n - 1]->store_async;
 }
 
 /* A barrier of every thread of the cluster (pass_cluster.c), ordering
@@ -3502,6 +3526,8 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
   }
   declare_buffers(e);
   declare_mbarriers(e);
+  if (prog->epi_buffers == 2) /* the TMA stores' panels so far: the staging half of the next (emit_tma_store) */
+    line(e, "unsigned tl_epi = 0; (void)tl_epi;");
   emit_producer(e);
   if (prog->persistent)
     open_tiles(e);
@@ -3511,6 +3537,8 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
       barrier_line(e);
     close_tiles(e);
   }
+  if (async_store_last(prog)) /* the shared memory its bulk stores read stays the block's until they are done */
+    line(e, "if (tl_tid == 0) asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\");");
   if (multicasts(prog)) /* no block exits while another may still copy into it or arrive on its mbarriers */
     cluster_barrier(e);
   e->indent--;

@@ -587,8 +587,11 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     if (s->tma_why)
       fprintf(f, " [not TMA: %s]", s->tma_why);
     if (s->tma_store)
-      fprintf(f, " [TMA store: staged in shared memory, 128-byte panels, each a bulk tensor copy through tensor map %d]",
-              s->store_map);
+      fprintf(f, " [TMA store: staged in shared memory, 128-byte panels, each a bulk tensor copy through tensor map "
+                 "%d%s%s]",
+              s->store_map, d->prog->epi_buffers == 2 ? ", two panels staged, one filled while the other is stored" : "",
+              s->store_async ? ", the last ones not waited for (the kernel's last statement: its threads go on to "
+                               "the next tile)" : "");
     else if (s->store_why)
       fprintf(f, " [not a TMA store: %s]", s->store_why);
     if (s->mcast)

@@ -660,6 +660,8 @@ struct tl_stmt {
   bool tma_store;      /* after pass_store: that copy is staged in shared memory, 128-byte panels, each stored
                           by one bulk tensor copy through tensor map store_map */
   int store_map;       /* tma_store copy: index in tl_program.tmaps */
+  bool store_async;    /* after pass_store: a tma_store copy that ends the kernel's body: its last stores are
+                          not waited for (the kernel waits for them before it exits) */
   const char *store_why; /* after pass_store, a copy that asked on a target with TMA: why it is not a TMA store */
   int ncl_req;         /* pipelined: entries of its "cluster" (0: not given) */
   int64_t cl_req[3];   /* ... after check: the thread-block cluster shape it asks for, each 1 to 16 */
@@ -798,6 +800,8 @@ typedef struct tl_program {
   int nmbar;
   int64_t mbar_offset;
   int64_t epi_offset, epi_bytes; /* after pass_store: the staging buffer of its TMA stores (0 bytes: none) */
+  int epi_buffers;       /* after pass_store: panels the staging buffer holds, 1 or 2 (each filled while the
+                            other's store reads it) */
   /* after pass_wspec: a producer warpgroup (wspec loops) */
   int64_t wspec_threads; /* threads the launch adds after the program's (128), or 0 */
   int wspec_regs[2];     /* setmaxnreg: registers per thread of the producer, of the program's threads

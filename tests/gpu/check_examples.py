@@ -384,6 +384,9 @@ CASES = [
                                        "threads": 256}, {}, ["C"], GEMM),
     ("../bench/programs/gemm_raster", {"M": 2000, "N": 2100, "K": 200, "block_K": 64, "threads": 256}, {}, ["C"],
      GEMM),
+    # the same with TMA stores: two staged panels, the last tile's stores not waited for before the next tile
+    ("../bench/programs/gemm_raster", {"M": 3000, "N": 2000, "K": 136, "block_K": 64, "block_N": 256,
+                                       "threads": 256, "tma_store": "true"}, {}, ["C"], GEMM),
     ("gemm", {"M": 2000, "N": 2100, "K": 72}, {}, ["C"], GEMM),
     # block_N=256 at the example's 128 threads: 256 accumulators a thread, so pass_threads.c runs the block on
     # 256 (two warpgroups of m64n256 on sm_90a, 8 warps of mma.sync elsewhere)
