@@ -574,6 +574,8 @@ CASES = [
     # bfloat16 with more tiles than an H100's persistent launch has blocks (two or more tiles a block)
     ("../tests/gpu/programs/gemm_dyn_m_bf16", {"N": 2048, "K": 136, "block_N": 256, "block_K": 64, "threads": 256},
      {"M": 2500}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m_bf16", {"N": 2048, "K": 136, "block_N": 256, "block_K": 64, "threads": 256,
+                                               "tma_store": "true"}, {"M": 2500}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_dyn_m_bf16_bt", {"N": 256, "K": 160}, {"M": 300}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_dyn_m_bf16_bt", {"N": 136, "K": 48, "block_K": 16}, {"M": 130}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_dyn_m_bf16_bt", {"N": 256, "K": 384, "block_K": 128, "threads": 256}, {"M": 256},
