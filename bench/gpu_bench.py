@@ -137,7 +137,8 @@ GEMM_CONFIGS = [("examples/gemm.json", {}), ("bench/programs/gemm_raster.json", 
 # bfloat16: the same kernel with bfloat16 operands and C (M is its scalar argument)
 BF16_PROG = "tests/gpu/programs/gemm_dyn_m_bf16.json"
 GEMM_BF16_CONFIGS = [{}, {"block_K": 64}, {"block_K": 64, "num_stages": 4}, {"block_N": 256, "block_K": 64, "threads": 256},
-                     {"block_M": 256, "block_K": 64, "threads": 256}]
+                     {"block_M": 256, "block_K": 64, "threads": 256},
+                     {"block_N": 256, "block_K": 64, "threads": 256, "tma_store": "true"}]
 
 
 FLUSH_BYTES = 256 << 20  # what `tlc run --time N --flush-l2` writes before each timed launch (compiler/tlc.c)

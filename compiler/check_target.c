@@ -68,7 +68,8 @@ tl_status tl_check_target(const tl_program *prog, const tl_target *t, tl_diags *
  * program one constant away from a fast one (block_N = 256 on 128 threads:
  * 256 float32 accumulators a thread) ran 400 times slower with nothing
  * said.  Results stay right, so it is a warning, with the threads that
- * would bring it into registers. */
+ * would bring it into registers (pass_threads.c grows them itself where
+ * the program allows; the warning then says why it did not). */
 static tl_walk_act gemm_into(tl_stmt *s, void *user) {
   const tl_sym **c = user;
   if (s->kind == S_GEMM && s->C == *c && !s->use_mma && !s->use_amd_mma) {
@@ -91,9 +92,10 @@ void tl_warn_target(tl_program *prog) {
     tl_walk(&prog->body, &(tl_walker){.pre = gemm_into}, &c);
     tl_diag_add(&prog->warnings, s->pointer ? s->pointer : "", 0,
                 "fragment '%s' takes %lld elements a thread (%lld threads), more than the %d a thread keeps in "
-                "registers: it lives in shared memory%s; %lld threads or a smaller tile would keep it in registers",
+                "registers: it lives in shared memory%s; %lld threads or a smaller tile would keep it in registers%s%s%s",
                 s->name, (long long)s->per_thread, (long long)T, TL_MAX_REG_ELEMS,
                 c ? "" : " and its gemm runs element by element, off the matrix cores (hundreds of times slower)",
-                (long long)(fit > 1024 ? 1024 : fit));
+                (long long)(fit > 1024 ? 1024 : fit), prog->threads_why ? " (the compiler keeps the program's: " : "",
+                prog->threads_why ? prog->threads_why : "", prog->threads_why ? ")" : "");
   }
 }

@@ -16,6 +16,8 @@
  *                          toolchains that may build; tl_compile_key_as keys
  *                          for a given compiler identity and toolchain
  *                          without opening one)
+ *   tl_pass_threads        pass_threads.c: the block's threads grown where a
+ *                          gemm's C would not fit in registers
  *   tl_pass_kgroup         pass_kgroup.c: several consecutive K tiles per stage
  *                          of a pipelined gemm loop whose K tiles are narrow
  *   tl_pass_place_for      pass_place.c: registers or shared memory per buffer
@@ -741,6 +743,7 @@ void tl_toolchain_out_free(tl_toolchain_out *o) {
  * the verifier checks each (verify.c says what it checks after which). */
 const tl_stage_info tl_compile_stages[] = {
     {"check", "parse and check (parse.c, check.c): names resolved, types, constants folded"},
+    {"threads", "pass_threads.c: the block's threads grown where a gemm's C would not fit in registers"},
     {"kgroup", "pass_kgroup.c: several consecutive K tiles per stage of a pipelined gemm loop whose tiles are narrow"},
     {"place", "pass_place.c: registers or shared memory for every buffer, gemms on the matrix cores"},
     {"pipeline", "pass_pipeline.c: cp.async copies, software-pipelined loops, shared memory offsets"},
@@ -834,6 +837,9 @@ static tl_status lower(const tl_compile_request *req, tl_program *prog, const tl
   tl_codegen cg = *cgp;
   tl_status st;
   if ((st = after(req, "check", prog, &cg, err)) != TL_OK)
+    return st;
+  tl_pass_threads(prog, &cg);
+  if ((st = after(req, "threads", prog, &cg, err)) != TL_OK)
     return st;
   tl_pass_kgroup(prog, t.smem_bytes, &cg);
   if ((st = after(req, "kgroup", prog, &cg, err)) != TL_OK ||

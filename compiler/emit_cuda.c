@@ -1008,11 +1008,96 @@ static bool copy_pairs_ok(const tl_stmt *s) {
   return tl_multiple_of(dst->lo[last], 2) && (d->kind != SYM_TENSOR || d->align >= 4);
 }
 
+/* The pair of halves of registers r and r + 1 of fragment f as one
+ * 32-bit word, converted to d's dtype (a C expression); float to half
+ * pairs in one cvt.rn.f16x2.f32 (tl_f2h2) where `f2h2`: the same rounding
+ * as one at a time, and after a wgmma, where rounding through tl_rh (half,
+ * back to float, then half) made ptxas serialize the gemm's wgmma-groups
+ * (C7514: "non wgmma instructions reading accumulator registers"). */
+static const char *half_pair(E *e, const tl_sym *f, const tl_sym *d, const char *r, bool f2h2) {
+  if (f2h2 && d->dtype == TL_FLOAT16 && f->dtype == TL_FLOAT32)
+    return S("tl_f2h2(r_%s[%s], r_%s[%s + 1])", f->name, r, f->name, r);
+  const char *pk = d->dtype == TL_BFLOAT16 ? "tl_f2bf" : "tl_f2h";
+  const char *lo = conv(e, S("r_%s[%s]", f->name, r), (tl_type)f->dtype, (tl_type)d->dtype);
+  const char *hi = conv(e, S("r_%s[%s + 1]", f->name, r), (tl_type)f->dtype, (tl_type)d->dtype);
+  return S("(unsigned)%s(%s) | ((unsigned)%s(%s) << 16)", pk, lo, pk, hi);
+}
+
+/* A store of value (of C type `type`) from the register whose index is
+ * tl_r into copy s's destination tensor at tl_gp (the thread's part of the
+ * address, computed before the loop: mma_row_col_split's split[0] and
+ * split[2] as tl_t0 and tl_t1) plus the register's part, where the
+ * element is inside the tensor. */
+static void hoisted_store(E *e, const tl_stmt *s, const char *split[4], const char *type, const char *value) {
+  const tl_sym *d = s->dst->sym;
+  line(e, "const int tl_q0 = (int)(%s), tl_q1 = (int)(%s);", split[1], split[3]);
+  const char *full[2] = {"tl_t0 + tl_q0", "tl_t1 + tl_q1"};
+  const char **idx = region_idx(e, s->dst, full); /* for the guard */
+  const char *rel[TL_MAX_DIMS];
+  for (int k = 0, i = 0; i < d->ndim; i++)
+    rel[i] = s->dst->ext[i] == 1 ? "0LL" : (k++ ? "(long long)tl_q1" : "(long long)tl_q0");
+  line(e, "if (%s) *(%s *)&tl_gp[%s] = %s;", in_bounds(e, d, idx), type, offset(e, d, rel), value);
+}
+
+/* Whether op_copy_quads can store copy s (op_copy_pairs's, into a tensor,
+ * from the whole fragment) as 8-byte chunks of 4 columns: a thread's
+ * column groups come in pairs (mma_ni even), every warp is whole and every
+ * thread runs the copy (a shuffle between lane pairs), and the tensor's
+ * rows and the tile's first column are multiples of 4 elements (a chunk is
+ * wholly inside or outside the tensor, and 8-byte aligned). */
+static bool copy_quads_ok(const E *e, const tl_stmt *s, bool uniform) {
+  const tl_sym *f = reg_of(s->src), *d = s->dst->sym;
+  int last = s->dst->ndim - 1;
+  int64_t ext[TL_MAX_DIMS];
+  return uniform && e->d == &dialect_cuda && e->T % 32 == 0 && f && f->reg_layout == TL_LAYOUT_MMA &&
+         f->mma_ni % 2 == 0 && d->kind == SYM_TENSOR && squeezed(s->dst, ext) == 2 && ext[0] == f->dims[0] &&
+         ext[1] == f->dims[1] && d->dims[last] > 0 && d->dims[last] % 4 == 0 && d->align >= 8 &&
+         tl_multiple_of(s->dst->lo[last], 4);
+}
+
+/* op_copy_pairs's stores as full 32-byte sectors: of a thread's column
+ * groups 2m and 2m + 1 (8 columns each, two of them the thread's), lane
+ * 2i keeps its pair of group 2m and takes lane 2i + 1's (4 neighbouring
+ * columns), lane 2i + 1 the same of group 2m + 1, and each stores them as
+ * one 8-byte chunk: a quad of lanes writes 16 neighbouring columns of a row
+ * (32 bytes) where op_copy_pairs's store wrote 8, half of two sectors.
+ * One shuffle per chunk; the store instructions halve. */
+static void op_copy_quads(E *e, const tl_stmt *s) {
+  const tl_sym *f = reg_of(s->src), *d = s->dst->sym;
+  const char *split[4] = {0};
+  mma_row_col_split(e, f, "tl_r", split);
+  line(e, "{");
+  e->indent++;
+  /* the thread's first column: its pair's, rounded down to the lane pair's, plus 8 on the odd lane */
+  line(e, "const unsigned tl_t0 = %s, tl_t1 = (%s) - ((unsigned)tl_tid & 1u) * 2u + ((unsigned)tl_tid & 1u) * 8u;",
+       split[0], split[2]);
+  line(e, "const bool tl_odd = (tl_tid & 1) != 0;");
+  const char *tq[2] = {"tl_t0", "tl_t1"};
+  line(e, "%s *const tl_gp = &%s[%s];", srep(d->dtype), storage(e, d), offset(e, d, region_idx(e, s->dst, tq)));
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_r8 = 0; tl_r8 < %" PRId64 "; tl_r8 += 8) {", f->per_thread);
+  e->indent++;
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_h = 0; tl_h < 4; tl_h += 2) {");
+  e->indent++;
+  line(e, "const int tl_r = tl_r8 + tl_h;");
+  bool f2h2 = true; /* the CUDA dialect (copy_quads_ok) */
+  line(e, "const unsigned tl_a = %s, tl_b = %s;", half_pair(e, f, d, "tl_r", f2h2), half_pair(e, f, d, "tl_r + 4", f2h2));
+  line(e, "const unsigned tl_s = tl_odd ? tl_a : tl_b;"); /* the shuffle a whole statement (tests/sh/collectives.py) */
+  line(e, "const unsigned tl_x = __shfl_xor_sync(0xffffffffu, tl_s, 1);");
+  hoisted_store(e, s, split, "uint2", "make_uint2(tl_odd ? tl_x : tl_a, tl_odd ? tl_b : tl_x)");
+  e->indent--;
+  line(e, "}");
+  e->indent--;
+  line(e, "}");
+  e->indent--;
+  line(e, "}");
+}
+
 static void op_copy_pairs(E *e, const tl_stmt *s) {
   const tl_sym *f = reg_of(s->src), *d = s->dst->sym;
   int64_t ext[TL_MAX_DIMS] = {0};
   int n = squeezed(s->dst, ext);
-  const char *pk = d->dtype == TL_BFLOAT16 ? "tl_f2bf" : "tl_f2h";
   /* Into a tensor, from the whole of an mma-layout fragment: the thread's
    * part of the address is computed once, before the loop, and each trip
    * adds its register's part (a tensor's offset is linear in the indices).
@@ -1034,17 +1119,7 @@ static void op_copy_pairs(E *e, const tl_stmt *s) {
   line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r += 2) {", f->per_thread);
   e->indent++;
   bool packed = d->kind == SYM_BUFFER && d->packed;
-  /* float to half pairs in one cvt.rn.f16x2.f32: the same rounding as one
-   * at a time, and after a wgmma, where rounding through tl_rh (half, back
-   * to float, then half) made ptxas serialize the gemm's wgmma-groups
-   * (C7514: "non wgmma instructions reading accumulator registers") */
-  if ((packed || e->d == &dialect_cuda) && d->dtype == TL_FLOAT16 && f->dtype == TL_FLOAT32) {
-    line(e, "const unsigned tl_pair = tl_f2h2(r_%s[tl_r], r_%s[tl_r + 1]);", f->name, f->name);
-  } else {
-    const char *lo = conv(e, S("r_%s[tl_r]", f->name), (tl_type)f->dtype, (tl_type)d->dtype);
-    const char *hi = conv(e, S("r_%s[tl_r + 1]", f->name), (tl_type)f->dtype, (tl_type)d->dtype);
-    line(e, "const unsigned tl_pair = (unsigned)%s(%s) | ((unsigned)%s(%s) << 16);", pk, lo, pk, hi);
-  }
+  line(e, "const unsigned tl_pair = %s;", half_pair(e, f, d, "tl_r", packed || e->d == &dialect_cuda));
   if (packed) { /* same layout: word tl_r / 2 */
     line(e, "r_%s[tl_r / 2] = tl_pair;", d->name);
     e->indent--;
@@ -1052,13 +1127,7 @@ static void op_copy_pairs(E *e, const tl_stmt *s) {
     return;
   }
   if (hoist) {
-    line(e, "const int tl_q0 = (int)(%s), tl_q1 = (int)(%s);", split[1], split[3]);
-    const char *full[2] = {"tl_t0 + tl_q0", "tl_t1 + tl_q1"};
-    const char **idx = region_idx(e, s->dst, full); /* for the guard */
-    const char *rel[TL_MAX_DIMS];
-    for (int k = 0, i = 0; i < d->ndim; i++)
-      rel[i] = s->dst->ext[i] == 1 ? "0LL" : (k++ ? "(long long)tl_q1" : "(long long)tl_q0");
-    line(e, "if (%s) *(unsigned *)&tl_gp[%s] = tl_pair;", in_bounds(e, d, idx), offset(e, d, rel));
+    hoisted_store(e, s, split, "unsigned", "tl_pair");
     e->indent--;
     line(e, "}");
     e->indent--;
@@ -1104,7 +1173,7 @@ static void op_copy_packed(E *e, const tl_stmt *s, int w) {
 }
 
 static void emit_tma_store(E *e, const tl_stmt *s);
-static void op_copy(E *e, const tl_stmt *s) {
+static void op_copy(E *e, const tl_stmt *s, bool uniform) {
   const tl_region *src = s->src, *dst = s->dst;
   if (s->tma_store) {
     emit_tma_store(e, s);
@@ -1117,6 +1186,10 @@ static void op_copy(E *e, const tl_stmt *s) {
   if (s->async_copy) {
     emit_async_copy(e, s);
     line(e, "asm volatile(\"cp.async.commit_group;\\n\\tcp.async.wait_group 0;\" ::: \"memory\");");
+    return;
+  }
+  if (copy_pairs_ok(s) && copy_quads_ok(e, s, uniform)) {
+    op_copy_quads(e, s);
     return;
   }
   if (copy_pairs_ok(s)) {
@@ -2519,7 +2592,7 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
   case S_ASSIGN: emit_assign(e, s, uniform); break;
   case S_ATOMIC: emit_atomic(e, s); break;
   case S_PRINT: case S_ASSERT: emit_print(e, s); break;
-  case S_COPY: op_copy(e, s); break;
+  case S_COPY: op_copy(e, s, uniform); break;
   case S_FILL: op_fill(e, s); break;
   case S_GEMM:
     if (!s->ov_late) /* a late gemm is issued after its loop's other gemm, one iteration on */
@@ -2669,16 +2742,25 @@ static void emit_tma_copy(E *e, const tl_stmt *s) {
 static void emit_tma_store(E *e, const tl_stmt *s) {
   const tl_sym *f = s->src->sym, *t = s->dst->sym;
   int64_t es = (int64_t)tl_dtype_size(t->dtype), pc = 128 / es, panels = f->dims[1] / pc;
-  bool pairs = es == 2;
+  bool pairs = es == 2, two = e->prog->epi_buffers == 2;
   line(e, "{");
   e->indent++;
-  line(e, "const unsigned tl_stg = tl_smem_addr(tl_smem + %" PRId64 ");", e->prog->epi_offset);
+  line(e, "const unsigned tl_stg0 = tl_smem_addr(tl_smem + %" PRId64 ");", e->prog->epi_offset);
   line(e, "const int tl_y0 = (int)(%s), tl_x0 = (int)(%s);", s->dst->lo[0] ? ex(e, s->dst->lo[0]) : "0",
        s->dst->lo[1] ? ex(e, s->dst->lo[1]) : "0");
   for (int64_t p = 0; p < panels; p++) {
-    if (p) {
-      line(e, "if (tl_tid == 0) asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");");
+    line(e, "{");
+    e->indent++;
+    if (two) { /* the half the store two panels back read: free once that store has read it */
+      line(e, "if (tl_tid == 0) asm volatile(\"cp.async.bulk.wait_group.read 1;\" ::: \"memory\");");
       barrier_line(e);
+      line(e, "const unsigned tl_stg = tl_stg0 + (tl_epi & 1u) * %" PRId64 "u;", e->prog->epi_bytes / 2);
+    } else {
+      if (p) {
+        line(e, "if (tl_tid == 0) asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");");
+        barrier_line(e);
+      }
+      line(e, "const unsigned tl_stg = tl_stg0;");
     }
     line(e, "#pragma unroll");
     line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r += %d) {", f->per_thread, pairs ? 2 : 1);
@@ -2716,11 +2798,26 @@ static void emit_tma_store(E *e, const tl_stmt *s) {
     line(e, "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");");
     e->indent--;
     line(e, "}");
+    if (two)
+      line(e, "tl_epi++;");
+    e->indent--;
+    line(e, "}");
+  }
+  if (s->store_async) { /* the kernel's last statement: the kernel waits for the stores before it exits */
+    e->indent--;
+    line(e, "}");
+    return;
   }
   line(e, "if (tl_tid == 0) asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\");");
   e->indent--;
   line(e, "}");
   barrier_line(e);
+}
+
+/* Whether the kernel's last statement is a TMA store whose stores it does
+ * not wait for (pass_store.c: store_async). */
+static bool async_store_last(const tl_program *p) {
+  return p->body.n && p->body.items[p->body.n - 1]->store_async;
 }
 
 /* A barrier of every thread of the cluster (pass_cluster.c), ordering
@@ -2899,7 +2996,7 @@ static void reg_prefetches(E *e, const tl_stmt *loop, int id, int at) {
     if (at == 0) {
       line(e, "const int %s = (int)(tl_s%d); (void)%s;", var, id, var);
       rotate_pointer(e, c->dst->sym, "0");
-      op_copy(e, c);
+      op_copy(e, c, false);
     } else if (at == 1) {
       line(e, "const int %s = (int)(tl_s%d + tl_c%d + 1); (void)%s;", var, id, id, var);
       reg_prefetch_elems(e, c, i, true);
@@ -3408,7 +3505,6 @@ static void emit_wspec_loop(E *e, const tl_stmt *s) {
   line(e, "tl_cit += (unsigned long long)tl_n%d;", id);
   e->indent--;
   line(e, "}");
-  barrier_line(e);
 }
 
 /* A pipelined loop (pass_pipeline.c): its prefetched copies run
@@ -3796,14 +3892,19 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
   }
   declare_buffers(e);
   declare_mbarriers(e);
+  if (prog->epi_buffers == 2) /* the TMA stores' panels so far: the staging half of the next (emit_tma_store) */
+    line(e, "unsigned tl_epi = 0; (void)tl_epi;");
   emit_producer(e);
   if (prog->persistent)
     open_tiles(e);
   emit_top(e, &prog->body);
-  if (prog->persistent) { /* the next tile's statements after this one's */
-    barrier_line(e);
+  if (prog->persistent) { /* the next tile's statements after this one's, after a barrier where needed */
+    if (prog->tile_barrier)
+      barrier_line(e);
     close_tiles(e);
   }
+  if (async_store_last(prog)) /* the shared memory its bulk stores read stays the block's until they are done */
+    line(e, "if (tl_tid == 0) asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\");");
   if (multicasts(prog)) /* no block exits while another may still copy into it or arrive on its mbarriers */
     cluster_barrier(e);
   e->indent--;

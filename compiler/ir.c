@@ -589,8 +589,11 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     if (s->tma_why)
       fprintf(f, " [not TMA: %s]", s->tma_why);
     if (s->tma_store)
-      fprintf(f, " [TMA store: staged in shared memory, 128-byte panels, each a bulk tensor copy through tensor map %d]",
-              s->store_map);
+      fprintf(f, " [TMA store: staged in shared memory, 128-byte panels, each a bulk tensor copy through tensor map "
+                 "%d%s%s]",
+              s->store_map, d->prog->epi_buffers == 2 ? ", two panels staged, one filled while the other is stored" : "",
+              s->store_async ? ", the last ones not waited for (the kernel's last statement: its threads go on to "
+                               "the next tile)" : "");
     else if (s->store_why)
       fprintf(f, " [not a TMA store: %s]", s->store_why);
     if (s->mcast)
@@ -759,6 +762,14 @@ void tl_dump_program(const tl_program *prog, void *fp) {
     fprintf(f, "%s%s", i ? ", " : "", tl_expr_str(a, prog->grid[i]));
   fprintf(f, "), dynamic shared memory %lld bytes (scratch %lld at %lld)\n", (long long)prog->smem_bytes,
           (long long)prog->scratch_bytes, (long long)prog->scratch_offset);
+  if (prog->threads_asked)
+    fprintf(f, "threads: %lld, not the program's %lld (pass_threads.c: at those a gemm's C would not fit in "
+               "registers and the gemm would run off the matrix cores; nothing in the program depends on its "
+               "thread count)\n",
+            (long long)prog->threads[0], (long long)prog->threads_asked);
+  else if (prog->threads_why)
+    fprintf(f, "threads: the program's, though a gemm's C does not fit in registers at those (pass_threads.c "
+               "does not grow them: %s)\n", prog->threads_why);
   if (prog->backend) /* from the "emit" stage on (compile.c) */
     fprintf(f, "backend %s%s%s\n", prog->backend, prog->backend_why ? ", not ptx: " : "",
             prog->backend_why ? prog->backend_why : "");
@@ -789,7 +800,13 @@ void tl_dump_program(const tl_program *prog, void *fp) {
   if (prog->wspec_threads)
     fprintf(f, "producer warpgroup: %lld threads after the program's; %d blocks per SM; setmaxnreg %d / %d%s\n",
             (long long)prog->wspec_threads, prog->wspec_blocks, prog->wspec_regs[0], prog->wspec_regs[1],
-            prog->persistent ? "; persistent: the blocks started walk the grid's tiles" : "");
+            !prog->persistent ? ""
+            : !(prog->lowered & TL_RAN_BARRIER) ? "; persistent: the blocks started walk the grid's tiles"
+            : prog->tile_barrier ? "; persistent: the blocks started walk the grid's tiles, a barrier between tiles "
+                                   "(their shared memory conflicts)"
+                                 : "; persistent: the blocks started walk the grid's tiles, no barrier between "
+                                   "tiles (only the stages' mbarriers: one warpgroup's epilogue runs beside "
+                                   "another's next gemm)");
   if (prog->lowered & TL_RAN_RANGE)
     for (int i = 0; i < 3; i++)
       if (prog->block_vars[i]) {

@@ -668,6 +668,8 @@ struct tl_stmt {
   bool tma_store;      /* after pass_store: that copy is staged in shared memory, 128-byte panels, each stored
                           by one bulk tensor copy through tensor map store_map */
   int store_map;       /* tma_store copy: index in tl_program.tmaps */
+  bool store_async;    /* after pass_store: a tma_store copy that ends the kernel's body: its last stores are
+                          not waited for (the kernel waits for them before it exits) */
   const char *store_why; /* after pass_store, a copy that asked on a target with TMA: why it is not a TMA store */
   int ncl_req;         /* pipelined: entries of its "cluster" (0: not given) */
   int64_t cl_req[3];   /* ... after check: the thread-block cluster shape it asks for, each 1 to 16 */
@@ -779,7 +781,10 @@ typedef struct tl_program {
   tl_expr *grid[3];
   tl_expr *threads_expr[3];
   int nthreads_dims;
-  int64_t threads[3];  /* after check: folded (missing dims are 1) */
+  int64_t threads[3];  /* after check: folded (missing dims are 1); pass_threads.c may grow threads[0] */
+  int64_t threads_asked; /* after pass_threads: the program's threads[0] where it grew them, else 0 */
+  const char *threads_why; /* after pass_threads: a gemm's C too large for registers, and why the threads
+                              stay the program's (or NULL) */
   tl_sym *block_vars[3];
   int ncluster;
   int64_t cluster[3];  /* the kernel's "cluster" (1s where not given) */
@@ -812,6 +817,8 @@ typedef struct tl_program {
   int nmbar;
   int64_t mbar_offset;
   int64_t epi_offset, epi_bytes; /* after pass_store: the staging buffer of its TMA stores (0 bytes: none) */
+  int epi_buffers;       /* after pass_store: panels the staging buffer holds, 1 or 2 (each filled while the
+                            other's store reads it) */
   /* after pass_wspec: a producer warpgroup (wspec loops) */
   int64_t wspec_threads; /* threads the launch adds after the program's (128), or 0 */
   int wspec_regs[2];     /* setmaxnreg: registers per thread of the producer, of the program's threads
@@ -828,6 +835,8 @@ typedef struct tl_program {
   bool fence_async;      /* some gemm runs on wgmma: every barrier is preceded by
                             fence.proxy.async, making the threads' shared-memory writes
                             visible to it */
+  bool tile_barrier;     /* a persistent kernel: a barrier between one tile's statements and the next's
+                            (their shared memory conflicts; else none) */
   /* after pass_raster: block rasterization (use_swizzle) */
   int64_t raster_panel;  /* stripes of this many block rows (columns); 0: blocks in grid order */
   bool raster_column;    /* stripes of block columns, walked row by row */

@@ -48,6 +48,13 @@ void tl_pass_kgroup(tl_program *prog, int64_t smem_limit, const tl_codegen *cg);
  * a larger fragment lives in shared memory (tl_warn_target says so). */
 #define TL_MAX_REG_ELEMS 128
 
+/* pass_threads.c: where a gemm's C would take more than TL_MAX_REG_ELEMS
+ * elements a thread and the program's results cannot depend on its thread
+ * count, doubles the block's threads (up to TL_THREADS_GROWN_MAX) until it
+ * fits; tl_program.threads_asked, threads_why. */
+#define TL_THREADS_GROWN_MAX 256
+void tl_pass_threads(tl_program *prog, const tl_codegen *cg);
+
 /* pass_place.c: registers or shared memory for every buffer, for a target
  * with smem_limit bytes of shared memory per block.  tl_pass_place is
  * tl_pass_place_for with tl_codegen_cuda. */

@@ -18,8 +18,11 @@
  * pipelined loop starts with a barrier when anything is pending and its
  * iterations each start with one (emit_cuda.c prints those), except a
  * warp-specialized one (pass_wspec.c), whose copies synchronize on
- * mbarriers: the rest of its body is walked as a serial loop's, with a
- * barrier after it.  A conflict
+ * mbarriers: the rest of its body is walked as a serial loop's, with no
+ * barrier after it (the consumer warpgroups of a persistent kernel then run
+ * on into the next tile apart, one's epilogue beside the other's gemm); a
+ * persistent kernel's tiles are separated by a barrier only where the
+ * shared memory they use asks for one (tile_barrier).  A conflict
  * inside thread-dependent control, where no barrier can be placed, is an
  * error.  The barriers inside one tile operator's lowering (the exchanges
  * of a reduction through the scratch, a lock-step assignment) are the
@@ -31,7 +34,8 @@
  * Needs: a placed and pipelined program (pass_place, pass_pipeline): what
  *        lives in registers, which reductions exchange through the scratch,
  *        which loops are software pipelined, which gemms run on wgmma.
- * Produces: tl_stmt.barrier_before and barrier_end, tl_program.fence_async,
+ * Produces: tl_stmt.barrier_before and barrier_end, tl_program.fence_async
+ *        and tile_barrier (tile_barrier below),
  *        TL_RAN_BARRIER in tl_program.lowered; or TL_UNSUPPORTED with the
  *        statement's pointer for a dependency under thread-dependent control.
  * Keeps: everything else.
@@ -283,7 +287,8 @@ static void walk_stmt(B *b, tl_stmt *s, bool uniform) {
     access before = copy_access(b->a, &b->pend), body = {0};
     /* a warp-specialized loop (pass_wspec.c): the producer's copies wait
      * for their stages, and are waited for, on mbarriers; the rest of the
-     * body runs as a serial loop's, and a barrier follows the loop */
+     * body runs as a serial loop's (no barrier after it: a statement that
+     * conflicts with what it leaves pending gets its own) */
     for (int i = 0; i < s->body.n; i++)
       if (!(s->wspec && s->body.items[i]->prefetch))
         collect(b->a, &body, s->body.items[i]);
@@ -296,10 +301,6 @@ static void walk_stmt(B *b, tl_stmt *s, bool uniform) {
       barrier(b);
     }
     merge(b->a, &b->pend, &before); /* the loop may run no iteration */
-    if (s->wspec) { /* the barrier after the loop (emit_cuda.c) */
-      barrier(b);
-      return;
-    }
     if (inner) {
       /* After the loop, what was pending before it (no iteration) and what
        * the body leaves pending (nothing when each iteration ends with a
@@ -335,12 +336,54 @@ static bool uses_wgmma(const tl_body *b) {
   return false;
 }
 
+/* The shared-memory part of what pend holds conflicts with what a holds?
+ * (Global tensors are left out: see tile_barrier.) */
+static bool conflicts_shared(tl_arena *ar, const access *pend, const access *a) {
+  access p = {0}, x = {0};
+  for (int k = 0; k < 2; k++) {
+    const tl_vec *from[2] = {k ? &a->r : &pend->r, k ? &a->w : &pend->w};
+    access *to = k ? &x : &p;
+    for (int j = 0; j < 2; j++)
+      for (int i = 0; i < from[j]->n; i++)
+        if (((const tl_sym *)from[j]->items[i])->kind != SYM_TENSOR)
+          add(ar, j ? &to->w : &to->r, from[j]->items[i]);
+  }
+  return conflicts(&p, &x);
+}
+
+/* A persistent kernel (pass_wspec.c) runs the body once per tile: the next
+ * tile's statements need a barrier after this one's only where they touch
+ * shared memory (or the scratch) in conflict with what the body leaves
+ * pending.  Global tensors do not count: two tiles are two blocks of the
+ * program's grid, which never depend on each other (proto/tile-ir-v1.md),
+ * and the copies of a warp-specialized loop synchronize on its mbarriers
+ * across tiles as within one.  Where no barrier is needed, the next tile
+ * starts from what pend holds, which conflicts with nothing the body does,
+ * so the body's own barriers serve every tile (as a serial loop's). */
+static bool tile_barrier(B *b, const tl_body *body) {
+  access all = {0};
+  for (int i = 0; i < body->n; i++) {
+    const tl_stmt *s = body->items[i];
+    if (s->kind == S_LOOP && s->wspec) {
+      expr_reads(b->a, &all, s->start);
+      expr_reads(b->a, &all, s->extent);
+      for (int j = 0; j < s->body.n; j++)
+        if (!s->body.items[j]->prefetch)
+          collect(b->a, &all, s->body.items[j]);
+    } else {
+      collect(b->a, &all, s);
+    }
+  }
+  return conflicts_shared(b->a, &b->pend, &all);
+}
+
 tl_status tl_pass_barrier(tl_program *prog, tl_error *err) {
   B b = {.a = prog->arena, .err = err};
   prog->fence_async = uses_wgmma(&prog->body);
   walk_body(&b, &prog->body, true);
   if (b.failed)
     return TL_UNSUPPORTED;
+  prog->tile_barrier = prog->persistent && tile_barrier(&b, &prog->body);
   prog->lowered |= TL_RAN_BARRIER;
   return TL_OK;
 }

@@ -6,8 +6,9 @@
  * and later).  Produces: tma_store on the copies that ask ("tma": true)
  * and qualify, each with store_map, the tensor map of one 128-byte panel
  * of its tile (128-byte swizzle, added to tl_program.tmaps);
- * tl_program.epi_bytes, the staging buffer they share (one panel of the
- * largest tile: rows x 128 bytes; tl_pass_smem puts it after the
+ * tl_program.epi_bytes, the staging buffer they share (epi_buffers
+ * panels of the largest tile, two where they fit in shared memory, else
+ * one: rows x 128 bytes each; tl_pass_smem puts it after the
  * mbarriers, so it never shares memory with a pipeline's stages, also in
  * a persistent kernel whose producer fills the next tile's stages while
  * the program's threads store); store_why on the other copies that ask,
@@ -21,9 +22,17 @@
  * 128 bytes of columns, every thread writes its elements of the panel
  * into the staging buffer in the 128-byte swizzle (conflict-free for the
  * mma layout), a proxy fence and a block barrier make them the async
- * proxy's, and one thread stores the panel with a bulk tensor copy; the
- * next panel waits until that copy has read the buffer, and the statement
- * ends when the last has completed.
+ * proxy's, and one thread stores the panel with a bulk tensor copy.  With
+ * one panel staged, the next panel waits until that copy has read the
+ * buffer, and the statement ends when the last has completed.  With two,
+ * panels alternate between them (a count of the kernel's panels picks the
+ * half), each filled once the store two panels back has read it, so that
+ * a panel is written while the one before is stored; the statement ends
+ * when its stores are complete, except where it is the last of the
+ * kernel's body (store_async): its threads go on (the next tile of a
+ * persistent kernel) while the stores run, and the kernel waits for them
+ * before it exits.  Nothing after it in the tile touches the tensor, and
+ * another tile is another block of the grid.
  *
  * A copy qualifies when:
  *   - it says "tma": true (off by default: not yet measured against the
@@ -73,6 +82,7 @@ static const char *why_not(tl_program *prog, const tl_stmt *s) {
 static tl_walk_act reset(tl_stmt *s, void *user) {
   (void)user;
   s->tma_store = false;
+  s->store_async = false;
   s->store_map = -1;
   s->store_why = NULL;
   return TL_WALK_GO;
@@ -81,6 +91,7 @@ static tl_walk_act reset(tl_stmt *s, void *user) {
 void tl_pass_store(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
   tl_walk(&prog->body, &(tl_walker){.pre = reset}, NULL);
   prog->epi_bytes = 0;
+  prog->epi_buffers = 0;
   if (!cg->tma)
     return;
   int64_t bytes = 0, before = prog->smem_bytes;
@@ -111,8 +122,17 @@ void tl_pass_store(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
   }
   if (!bytes)
     return;
-  prog->epi_bytes = bytes;
+  /* two panels where they fit, else one */
+  prog->epi_buffers = 2;
+  prog->epi_bytes = 2 * bytes;
   tl_pass_smem(prog);
+  if (prog->smem_bytes > smem_limit && prog->smem_bytes > before) {
+    prog->epi_buffers = 1;
+    prog->epi_bytes = bytes;
+    tl_pass_smem(prog);
+  }
+  tl_stmt *last = prog->body.items[prog->body.n - 1];
+  last->store_async = last->tma_store && prog->epi_buffers == 2;
   if (prog->smem_bytes > smem_limit && prog->smem_bytes > before) {
     for (int i = 0; i < prog->body.n; i++)
       if (prog->body.items[i]->tma_store) {
@@ -121,6 +141,8 @@ void tl_pass_store(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
       }
     prog->ntmaps = ntmaps;
     prog->epi_bytes = 0;
+    prog->epi_buffers = 0;
+    last->store_async = false;
     tl_pass_smem(prog);
   }
 }

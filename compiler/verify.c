@@ -51,8 +51,10 @@
  *             write) since the last barrier is separated from it by a
  *             barrier, or lies in the same parallel loop (the same
  *             thread's elements); no barrier sits under thread-dependent
- *             control or inside a parallel loop; fence_async is set exactly
- *             when a gemm runs on wgmma.
+ *             control or inside a parallel loop (a persistent kernel's
+ *             next tile counts as following this one, with a barrier
+ *             between only where tile_barrier says, shared memory alone);
+ *             fence_async is set exactly when a gemm runs on wgmma.
  *   wspec:    the shared buffers and mbarriers as after pipeline; at most
  *             one warp-specialized loop, a tma loop of the kernel's body all
  *             of whose prefetched copies are bulk tensor copies, with one
@@ -882,6 +884,16 @@ typedef struct {
 
 static effect stmt_effect(Bv *b, tl_stmt *s);
 
+/* A warp-specialized loop's body as the program's threads run it: without
+ * the producer's copies (they wait and are waited for on mbarriers). */
+static tl_body consumer_body(Bv *b, const tl_stmt *s) {
+  tl_body rest = {.items = tl_arena_alloc(b->v->prog->arena, sizeof(tl_stmt *) * (size_t)(s->body.n + 1))};
+  for (int i = 0; i < s->body.n; i++)
+    if (!s->body.items[i]->prefetch)
+      rest.items[rest.n++] = s->body.items[i];
+  return rest;
+}
+
 /* a, then c. */
 static effect then(Bv *b, effect a, effect c) {
   effect r = {a.passes && c.passes, c.passes ? a.adds : fresh(b)};
@@ -923,12 +935,13 @@ static effect stmt_effect(Bv *b, tl_stmt *s) {
   case S_LOOP:
     if (!uniform_control(s)) {
       e.adds = accesses(b, s);
-    } else if (s->pipe) { /* a barrier after the loop */
+    } else if (s->pipe && !s->wspec) { /* a barrier after the loop */
       e = cleared;
     } else { /* zero or more iterations, each ending with what the body leaves (or a barrier) */
       e.adds = control(b, s);
+      tl_body body = s->wspec ? consumer_body(b, s) : s->body;
       if (!s->barrier_end)
-        join(b, e.adds, body_effect(b, &s->body).adds);
+        join(b, e.adds, body_effect(b, &body).adds);
     }
     break;
   default:
@@ -1023,18 +1036,15 @@ static void run_stmt(Bv *b, tl_stmt *s) {
       return;
     }
     access_now(b, s, control(b, s));
-    if (s->wspec) { /* the producer's copies wait and are waited for on mbarriers: the rest as a serial loop's body */
-      tl_body rest = {.items = tl_arena_alloc(b->v->prog->arena, sizeof(tl_stmt *) * (size_t)(s->body.n + 1))};
-      for (int i = 0; i < s->body.n; i++)
-        if (!s->body.items[i]->prefetch)
-          rest.items[rest.n++] = s->body.items[i];
+    if (s->wspec) { /* the producer's copies wait and are waited for on mbarriers: the rest as a serial loop's */
+      tl_body rest = consumer_body(b, s);
       touched after = copy_of(b, b->pend);
       if (!s->barrier_end)
         join(b, b->pend, body_effect(b, &rest).adds);
       run_body(b, &rest);
-      clear(b, b->pend); /* a barrier after the loop */
-      join(b, after, b->pend);
-      clear(b, after);
+      if (s->barrier_end)
+        clear(b, b->pend);
+      join(b, after, b->pend); /* no barrier after the loop */
       b->pend = after;
       return;
     }
@@ -1097,6 +1107,21 @@ static void verify_barriers(V *v) {
   Bv b = {.v = v, .n = p->nbuffer_slots + p->nparams + 1};
   b.pend = fresh(&b);
   run_body(&b, &p->body);
+  if (!p->persistent || p->tile_barrier)
+    return;
+  /* A persistent kernel's tiles with no barrier between them: each next
+   * tile from what the ones before leave in shared memory (global tensors
+   * left out: tiles are blocks of the grid, which never depend on each
+   * other), until that stops growing (the checks are monotone). */
+  touched start = fresh(&b);
+  for (int round = 0; !v->failed; round++) {
+    for (int i = 0; i < p->nparams; i++)
+      b.pend.r[p->nbuffer_slots + i] = b.pend.w[p->nbuffer_slots + i] = false;
+    if (!join(&b, start, b.pend) && round)
+      return;
+    b.pend = copy_of(&b, start);
+    run_body(&b, &p->body);
+  }
 }
 
 /* ---- wspec ---------------------------------------------------------------------------- */

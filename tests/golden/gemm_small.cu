@@ -331,13 +331,20 @@ extern "C" __global__ void __launch_bounds__(128) gemm_small(unsigned short *__r
   }
   __syncthreads();
   {
-    const unsigned tl_t0 = ((unsigned)tl_tid / 32u / 2u) * 32u + ((unsigned)tl_tid % 32u) / 4u, tl_t1 = ((unsigned)tl_tid / 32u % 2u) * 32u + ((unsigned)tl_tid % 4u) * 2u;
+    const unsigned tl_t0 = ((unsigned)tl_tid / 32u / 2u) * 32u + ((unsigned)tl_tid % 32u) / 4u, tl_t1 = (((unsigned)tl_tid / 32u % 2u) * 32u + ((unsigned)tl_tid % 4u) * 2u) - ((unsigned)tl_tid & 1u) * 2u + ((unsigned)tl_tid & 1u) * 8u;
+    const bool tl_odd = (tl_tid & 1) != 0;
     unsigned short *const tl_gp = &g_C[((long long)(((int)(v_by * ((int)64LL)))) + tl_t0) * g_C_d1 + ((long long)(((int)(v_bx * ((int)64LL)))) + tl_t1)];
     #pragma unroll
-    for (int tl_r = 0; tl_r < 32; tl_r += 2) {
-      const unsigned tl_pair = tl_f2h2(r_C_local[tl_r], r_C_local[tl_r + 1]);
-      const int tl_q0 = (int)(((unsigned)(tl_r) / 16u) * 16u + (((unsigned)(tl_r) % 4u) / 2u) * 8u), tl_q1 = (int)((((unsigned)(tl_r) / 4u) % 4u) * 8u + ((unsigned)(tl_r) % 2u));
-      if (true) *(unsigned *)&tl_gp[((long long)tl_q0) * g_C_d1 + ((long long)tl_q1)] = tl_pair;
+    for (int tl_r8 = 0; tl_r8 < 32; tl_r8 += 8) {
+      #pragma unroll
+      for (int tl_h = 0; tl_h < 4; tl_h += 2) {
+        const int tl_r = tl_r8 + tl_h;
+        const unsigned tl_a = tl_f2h2(r_C_local[tl_r], r_C_local[tl_r + 1]), tl_b = tl_f2h2(r_C_local[tl_r + 4], r_C_local[tl_r + 4 + 1]);
+        const unsigned tl_s = tl_odd ? tl_a : tl_b;
+        const unsigned tl_x = __shfl_xor_sync(0xffffffffu, tl_s, 1);
+        const int tl_q0 = (int)(((unsigned)(tl_r) / 16u) * 16u + (((unsigned)(tl_r) % 4u) / 2u) * 8u), tl_q1 = (int)((((unsigned)(tl_r) / 4u) % 4u) * 8u + ((unsigned)(tl_r) % 2u));
+        if (true) *(uint2 *)&tl_gp[((long long)tl_q0) * g_C_d1 + ((long long)tl_q1)] = make_uint2(tl_odd ? tl_x : tl_a, tl_odd ? tl_b : tl_x);
+      }
     }
   }
 }

@@ -403,6 +403,19 @@ CASES = [
     ("../bench/programs/gemm_raster", {"M": 1000, "N": 1100, "K": 200, "block_K": 64, "block_M": 256, "threads": 512},
      {}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_wspec_let", {"M": 1000, "N": 1100, "K": 1000}, {}, ["C"], GEMM),
+    # more tiles than the persistent launch starts blocks (132 SMs on an H100): each block runs two or more
+    # tiles, its warpgroups on into the next tile apart (no barrier between tiles: pass_barrier.c)
+    ("../bench/programs/gemm_raster", {"M": 3000, "N": 2000, "K": 136, "block_K": 64, "block_N": 256,
+                                       "threads": 256}, {}, ["C"], GEMM),
+    ("../bench/programs/gemm_raster", {"M": 2000, "N": 2100, "K": 200, "block_K": 64, "threads": 256}, {}, ["C"],
+     GEMM),
+    # the same with TMA stores: two staged panels, the last tile's stores not waited for before the next tile
+    ("../bench/programs/gemm_raster", {"M": 3000, "N": 2000, "K": 136, "block_K": 64, "block_N": 256,
+                                       "threads": 256, "tma_store": "true"}, {}, ["C"], GEMM),
+    ("gemm", {"M": 2000, "N": 2100, "K": 72}, {}, ["C"], GEMM),
+    # block_N=256 at the example's 128 threads: 256 accumulators a thread, so pass_threads.c runs the block on
+    # 256 (two warpgroups of m64n256 on sm_90a, 8 warps of mma.sync elsewhere)
+    ("gemm", {"M": 1000, "N": 1100, "K": 200, "block_N": 256, "block_K": 64}, {}, ["C"], GEMM),
     # thread-block clusters with TMA multicast (compiler/pass_cluster.c): A's tile multicast across 2 (4) blocks
     # along N, B's across 2 along M; with the producer warpgroup (each stage freed in every block of the cluster)
     # and without (a cluster barrier each iteration); ragged M and K (a block's half of A's box wholly past M at
@@ -583,6 +596,11 @@ CASES = [
     ("../tests/gpu/programs/gemm_dyn_m_bf16", {"N": 256, "K": 160}, {"M": 300}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_dyn_m_bf16", {"N": 512, "K": 64, "block_N": 256, "threads": 256}, {"M": 257}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_dyn_m_bf16", {"N": 192, "K": 96, "block_M": 64, "block_N": 64}, {"M": 100}, ["C"], GEMM),
+    # bfloat16 with more tiles than an H100's persistent launch has blocks (two or more tiles a block)
+    ("../tests/gpu/programs/gemm_dyn_m_bf16", {"N": 2048, "K": 136, "block_N": 256, "block_K": 64, "threads": 256},
+     {"M": 2500}, ["C"], GEMM),
+    ("../tests/gpu/programs/gemm_dyn_m_bf16", {"N": 2048, "K": 136, "block_N": 256, "block_K": 64, "threads": 256,
+                                               "tma_store": "true"}, {"M": 2500}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_dyn_m_bf16_bt", {"N": 256, "K": 160}, {"M": 300}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_dyn_m_bf16_bt", {"N": 136, "K": 48, "block_K": 16}, {"M": 130}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_dyn_m_bf16_bt", {"N": 256, "K": 384, "block_K": 128, "threads": 256}, {"M": 256},
@@ -666,6 +684,9 @@ CASES = [
     # with 64-wide K tiles keeps P.V on mma.sync (P cannot stay in registers)
     ("flash_attention", dict(FA, seq_len=300, dim=64), {}, ["Output"], FLASH),
     ("flash_attention", dict(FA, seq_len=256, dim=128, block_N=64), {}, ["Output"], FLASH),
+    # more tiles than the persistent launch starts blocks on an H100 (132 SMs, one block each): no barrier
+    # after the warp-specialized loop, one between tiles (pass_barrier.c)
+    ("flash_attention", dict(FA, heads=70, seq_len=256, dim=64), {}, ["Output"], FLASH),
     ("flash_attention", dict(FA, seq_len=300, dim=128, block_N=64, is_causal="true"), {}, ["Output"], FLASH),
     ("flash_attention", dict(FA, seq_len=200, dim=128, block_M=64, threads=128, is_causal="true"), {}, ["Output"],
      FLASH),

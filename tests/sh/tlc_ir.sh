@@ -41,7 +41,7 @@ done
 src=$("$TLC" compile bench/programs/gemm_raster.json -D k_group=1 --target sm_90a --emit cuda) ||
   fail "tlc compile gemm.json sm_90a --emit cuda"
 for want in "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" "wgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 1;" \
-            "wgmma.wait_group.sync.aligned 0;" "wgmma.fence.sync.aligned;" "fence.proxy.async.shared::cta" \
+            "wgmma.wait_group.sync.aligned 0;" "wgmma.fence.sync.aligned;" \
             "tl_wgdesc(tl_sa + (tl_wr + 64u) * 64u + (unsigned)(tl_k) * 32u, 16u, 512u, 2u)" \
             "tl_wgdesc(tl_sb + tl_k * 2048u, 4096u, 1024u, 1u)" "cp.async.bulk.tensor.2d"; do
   printf '%s\n' "$src" | grep -qF -- "$want" || fail "gemm.json's wgmma source lacks: $want"
@@ -49,6 +49,11 @@ done
 # the wait for 0 comes after the K loop, before its barrier, and nowhere inside it
 printf '%s\n' "$src" | awk '/wgmma.wait_group.sync.aligned 0;/{z=NR} /wgmma.wait_group.sync.aligned 1;/{o=NR} END{exit !(o && z > o)}' ||
   fail "gemm.json: wait_group 0 is not after the K loop's wait_group 1"
+# persistent and warp-specialized: no block barrier after the K loop or between tiles (pass_barrier.c), and
+# the epilogue in 8-byte chunks, lane pairs exchanging halves (whole 32-byte sectors a quad)
+printf '%s\n' "$src" | grep -q "bar.sync" && fail "gemm_raster: a block barrier after the K loop or between tiles"
+printf '%s\n' "$src" | grep -qF "__shfl_xor_sync(0xffffffffu, tl_s, 1);" || fail "gemm_raster: no lane-pair exchange"
+printf '%s\n' "$src" | grep -qF "if (true) *(uint2 *)&tl_gp[" || fail "gemm_raster: the epilogue stores no 8-byte chunks"
 meta=$("$TLC" compile examples/gemm.json --target sm_90a --emit meta) || fail "gemm.json does not build for sm_90a"
 printf '%s\n' "$meta" | grep -q "serialized" && fail "ptxas serializes gemm.json's wgmma: $(printf '%s\n' "$meta" | grep -o 'C75[^\\]*')"
 printf '%s\n' "$meta" | grep -q '"spill_store_bytes": 0' || fail "gemm.json spills on sm_90a"
@@ -94,9 +99,11 @@ for p in gemm_dyn_m gemm_dyn_m_bt gemm_dyn_m_bf16 gemm_dyn_m_bf16_bt; do
   printf '%s\n' "$meta" | grep -q "serialized" && fail "ptxas serializes $p's wgmma"
   printf '%s\n' "$meta" | grep -q '"spill_store_bytes": 0' || fail "$p spills at 128 x 256"
 done
-# and says why not where it cannot
+# and says why not where it cannot (a program that names a thread keeps its 128 threads: pass_threads.c)
+sed '0,/"body": \[/s||"body": [{"op": "let", "name": "tx", "value": "thread_binding(0)"}, |' \
+  tests/gpu/programs/gemm_dyn_m.json > "$tmp/dyn_tx.json"
 for c in "examples/gemm_nt.json|C is not a float32 fragment in registers" \
-         "tests/gpu/programs/gemm_dyn_m.json -D block_N=256|C would take 256 accumulators per thread" \
+         "$tmp/dyn_tx.json -D block_N=256|C would take 256 accumulators per thread" \
          "tests/gpu/programs/gemm_dyn_m.json -D threads=64 -D block_M=64 -D block_N=64|the block is not whole warpgroups" \
          "tests/gpu/programs/gemm_dyn_m.json -D block_N=32|an N-major B ([K, N]) is stored as panels of 64 columns" \
          "tests/gpu/programs/gemm_dyn_m.json -D block_K=48|the K tile is 48"; do
@@ -120,7 +127,7 @@ printf '%s\n' "$ir" | grep -q "drained" && fail "a loop whose gemm waits for 0 d
 src=$("$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 --target sm_90a --emit cuda) ||
   fail "tlc compile gemm_raster --emit cuda"
 for want in "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" "wgmma.wait_group.sync.aligned 1;" \
-            "fence.proxy.async.shared::cta" "tl_wgdesc(tl_sb + tl_k * 2048u, 8192u, 1024u, 1u)"; do
+            "tl_wgdesc(tl_sb + tl_k * 2048u, 8192u, 1024u, 1u)"; do
   printf '%s\n' "$src" | grep -qF -- "$want" || fail "the wgmma source lacks: $want"
 done
 "$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 --target sm_90a -o "${TMPDIR:-/tmp}/tlc_ir_wg.$$.cubin" 2>/dev/null ||
@@ -265,7 +272,7 @@ printf '%s\n' "$dump" | grep -qF "[cp.async" && fail "--dump place shows cp.asyn
 [ $? -eq 2 ] || fail "run --target without --device must exit 2"
 # every stage `tlc compile --help` lists can be dumped, in pipeline order
 stages=$("$TLC" compile --help | awk '/^  [a-z]+ /{print $1}')
-[ "$(echo $stages)" = "check kgroup place pipeline overlap tma cluster wspec store range uniform barrier raster split emit" ] || fail "tlc compile --help lists: $(echo $stages)"
+[ "$(echo $stages)" = "check threads kgroup place pipeline overlap tma cluster wspec store range uniform barrier raster split emit" ] || fail "tlc compile --help lists: $(echo $stages)"
 dumps=$(for s in $stages; do "$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --dump $s 2>&1 >/dev/null |
         head -1; done)
 [ "$dumps" = "$(for s in $stages; do echo "# IR after $s"; done)" ] || fail "not every stage dumps: $dumps"
@@ -302,7 +309,7 @@ python3 -c 'import json, sys; d = json.load(open("examples/gemm.json")); d["kern
   fail "a use_swizzle with enable false does not keep the grid order"
 dump=$("$TLC" compile examples/flash_attention.json --target sm_80 --emit cuda --dump raster 2>&1 >/dev/null)
 printf '%s\n' "$dump" | grep -qF "blocks: in grid order" || fail "--dump raster of flash_attention.json is not the grid order"
-"$TLC" compile examples/gemm.json --target sm_80 --dump lowering 2>&1 >/dev/null | grep -qF "the stages are check, kgroup, place, pipeline, overlap, tma, cluster, wspec, store, range, uniform, barrier, raster, split and emit" ||
+"$TLC" compile examples/gemm.json --target sm_80 --dump lowering 2>&1 >/dev/null | grep -qF "the stages are check, threads, kgroup, place, pipeline, overlap, tma, cluster, wspec, store, range, uniform, barrier, raster, split and emit" ||
   fail "a wrong --dump does not list the stages"
 # a kernel named like a C++ word (TileLang names its kernels main) is built
 # under the symbol tl_k_NAME, and the metadata's entry says so

@@ -5,8 +5,11 @@
 # 128-byte panel of columns at a time, in the 128-byte swizzle in a buffer
 # after the mbarriers (never a pipeline stage's memory), each panel stored
 # by one bulk tensor copy through a tensor map of its own (the box: 64
-# float16 columns by the tile's rows), the next panel after the last has
-# been read, the statement done when the last is complete; without
+# float16 columns by the tile's rows); two panels staged where they fit
+# (each filled once the store two panels back has read it; the kernel's
+# last statement does not wait for its stores, the kernel does before it
+# exits), else one (the next panel after the last has been read, the
+# statement done when the last is complete); without
 # "tma": true, on sm_80, and for rows that are not whole panels the copy
 # stays as it was, and `--emit ir` says why.
 # Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
@@ -17,7 +20,8 @@ tl_need_target sm_90a "tlc compile cannot run"
 TLC=$TL_BUILD/bin/tlc
 G="tests/gpu/programs/gemm_cluster.json -D M=1000 -D N=1000 -D K=200 -D cluster_x=1 -D tma_store=true"
 src=$("$TLC" compile $G --target sm_90a --emit cuda) || tl_fail "--emit cuda for sm_90a"
-for want in "const unsigned tl_stg = tl_smem_addr(tl_smem + 197632);" \
+for want in "const unsigned tl_stg0 = tl_smem_addr(tl_smem + 197632);" \
+            "const unsigned tl_stg = tl_stg0 + (tl_epi & 1u) * 16384u;" "unsigned tl_epi = 0; (void)tl_epi;" \
             "const int tl_y0 = (int)(((int)(v_by * ((int)128LL)))), tl_x0 = (int)(((int)(v_bx * ((int)256LL))));" \
             "if (tl_col / 64u == 3u) {" \
             "const unsigned tl_a = tl_stg + tl_row * 128u + (((tl_b / 16u) ^ (tl_row % 8u)) * 16u) + tl_b % 16u;" \
@@ -28,10 +32,14 @@ for want in "const unsigned tl_stg = tl_smem_addr(tl_smem + 197632);" \
 done
 [ "$(printf '%s\n' "$src" | grep -c 'cp.async.bulk.tensor.2d.global.shared::cta.bulk_group')" = 4 ] ||
   tl_fail "not 4 panel stores (256 float16 columns)"
-[ "$(printf '%s\n' "$src" | grep -c 'cp.async.bulk.wait_group.read 0;')" = 3 ] || tl_fail "not 3 waits between panels"
+[ "$(printf '%s\n' "$src" | grep -c 'cp.async.bulk.wait_group.read 1;')" = 4 ] || tl_fail "not 4 waits for a staged half"
+[ "$(printf '%s\n' "$src" | grep -c 'cp.async.bulk.wait_group 0;')" = 1 ] || tl_fail "not one wait for the stores at the end"
+# that wait is the kernel's last statement, after the tile loop
+printf '%s\n' "$src" | awk '/cp.async.bulk.wait_group 0;/ {w = NR} END {exit !(w && NR - w <= 3)}' ||
+  tl_fail "the wait for the stores is not at the kernel's end"
 "$TLC" compile $G --target sm_90a --emit ptx -o "$TMP/k.ptx" 2>/dev/null || tl_fail "--emit ptx"
 for want in "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" "cp.async.bulk.commit_group" \
-            "cp.async.bulk.wait_group.read 0" "cp.async.bulk.wait_group 0" "st.shared.b32"; do
+            "cp.async.bulk.wait_group.read 1" "cp.async.bulk.wait_group 0" "st.shared.b32"; do
   grep -qF -- "$want" "$TMP/k.ptx" || tl_fail "the sm_90a PTX lacks: $want"
 done
 "$TLC" compile $G --target sm_90a --emit meta > "$TMP/m.json" || tl_fail "--emit meta"
@@ -40,13 +48,22 @@ import json, sys
 m = json.load(open(sys.argv[1]))
 maps = [(t["param"], t["box"], t["swizzle"]) for t in m["tensor_maps"]]
 assert maps == [("A", [64, 128], "128B"), ("B", [64, 64], "128B"), ("C", [64, 128], "128B")], maps
-# the stages (4 x 48 KiB), 8 mbarriers, then the staging buffer at the next KiB: 128 rows of 128 bytes
-assert m["launch"]["dynamic_shared_bytes"] == 197632 + 128 * 128, m["launch"]
+# the stages (4 x 48 KiB), 8 mbarriers, then the staging buffer at the next KiB: two panels of 128 rows of 128 bytes
+assert m["launch"]["dynamic_shared_bytes"] == 197632 + 2 * 128 * 128, m["launch"]
 assert m["resources"]["spill_store_bytes"] == 0, m["resources"]
 PY
 ir=$("$TLC" compile $G --target sm_90a --emit ir) || tl_fail "--emit ir"
-printf '%s\n' "$ir" | grep -qF "[TMA store: staged in shared memory, 128-byte panels, each a bulk tensor copy through tensor map 2]" ||
+printf '%s\n' "$ir" | grep -qF "[TMA store: staged in shared memory, 128-byte panels, each a bulk tensor copy through tensor map 2, two panels staged, one filled while the other is stored, the last ones not waited for (the kernel's last statement: its threads go on to the next tile)]" ||
   tl_fail "--emit ir lacks the TMA store"
+# 256 x 256 tiles in 3 stages of 64 KiB: room for one staged panel of 256 rows, not two: each panel waits for
+# the one before to be read, and the statement for its stores
+G1="$G -D block_M=256 -D threads=512 -D num_stages=2"
+src=$("$TLC" compile $G1 --target sm_90a --emit cuda) || tl_fail "one panel: --emit cuda"
+printf '%s\n' "$src" | grep -q "tl_epi" && tl_fail "one panel: a count of staged halves"
+[ "$(printf '%s\n' "$src" | grep -c 'cp.async.bulk.wait_group.read 0;')" = 3 ] || tl_fail "one panel: not 3 waits between panels"
+[ "$(printf '%s\n' "$src" | grep -c 'cp.async.bulk.wait_group 0;')" = 1 ] || tl_fail "one panel: not one wait for the stores"
+"$TLC" compile $G1 --target sm_90a --emit ir | grep -qF "[TMA store: staged in shared memory, 128-byte panels, each a bulk tensor copy through tensor map 2]" ||
+  tl_fail "one panel: --emit ir"
 "$TLC" compile $G --target sm_90a --emit cuda --dump store 2>&1 >/dev/null | grep -qF "# IR after store" || tl_fail "--dump store"
 # not asked; sm_80; rows of 64 bytes (block_N = 32)
 "$TLC" compile $G -D tma_store=false --target sm_90a --emit cuda | grep -q "bulk_group" && tl_fail "tma_store=false: a TMA store"

@@ -20,11 +20,13 @@ TLC=$TL_BUILD/bin/tlc
 G="bench/programs/gemm_raster.json -D block_N=256 -D block_K=64 -D threads=256"
 src=$("$TLC" compile $G --target sm_90a --emit cuda) || tl_fail "--emit cuda for sm_90a"
 for want in "__launch_bounds__(384, 1)" "if (tl_tid >= 256) {" "setmaxnreg.dec.sync.aligned.u32 40;" \
-            "setmaxnreg.inc.sync.aligned.u32 232;" 'asm volatile("bar.sync 1, 256;" ::: "memory");' \
+            "setmaxnreg.inc.sync.aligned.u32 232;" \
             "mbarrier.init.shared::cta.b64 [%0], 8;" "mbarrier.arrive.shared::cta.b64 _, [%0];" \
             "if (tl_pit >= 4) tl_mbar_wait(tl_mbar + 8u * (unsigned)(4 + (tl_st)), (unsigned)(tl_pit / 4 - 1) & 1u);"; do
   printf '%s\n' "$src" | grep -qF -- "$want" || tl_fail "the sm_90a source lacks: $want"
 done
+# no barrier of the program's threads: none after the loop, none between tiles (pass_barrier.c)
+printf '%s\n' "$src" | grep -q "bar.sync" && tl_fail "a named barrier after the K loop or between tiles"
 # the copies are the producer's alone: issued once in the source, after its branch opens
 n=$(printf '%s\n' "$src" | grep -c "cp.async.bulk.tensor")
 [ "$n" = 5 ] || tl_fail "the source issues $n bulk tensor copies, not the producer's 5 (A, B's 4 panels)"
@@ -34,7 +36,7 @@ printf '%s\n' "$src" | grep -q "__syncthreads" && [ "$(printf '%s\n' "$src" | gr
   tl_fail "more than the one block-wide barrier before the producer's branch"
 "$TLC" compile $G --target sm_90a --emit ptx -o "$TMP/k.ptx" 2>/dev/null || tl_fail "--emit ptx for sm_90a"
 for want in "setmaxnreg.inc.sync.aligned.u32 232" "setmaxnreg.dec.sync.aligned.u32 40" "cp.async.bulk.tensor.2d" \
-            "bar.sync 1, 256" "wgmma.mma_async"; do
+            "wgmma.mma_async"; do
   grep -qF -- "$want" "$TMP/k.ptx" || tl_fail "the sm_90a PTX lacks: $want"
 done
 "$TLC" compile $G --target sm_90a --emit meta > "$TMP/m.json" || tl_fail "--emit meta"
@@ -200,13 +202,23 @@ m = json.load(sys.stdin)
 assert "producer_threads" not in m["launch"], m["launch"]
 assert "tlc: the build with a producer warpgroup on its tight register budget spilled registers; built again without it" in m["log"], m["log"]' ||
   tl_fail "a tight build that spills is not built again without the producer"
-# the register cliff: 128 x 256 float32 accumulators on 128 threads
-err=$("$TLC" compile examples/gemm.json -D block_N=256 -D block_K=64 --target sm_90a -o "$TMP/c.cubin" 2>&1) ||
-  tl_fail "gemm.json block_N=256: compile"
-printf '%s\n' "$err" | grep -qF "examples/gemm.json:/kernel/body/2: warning: fragment 'C_local' takes 256 elements a thread (128 threads), more than the 128 a thread keeps in registers: it lives in shared memory and its gemm runs element by element, off the matrix cores (hundreds of times slower); 256 threads or a smaller tile would keep it in registers" ||
+# the register cliff: 128 x 256 float32 accumulators on 128 threads; nothing in gemm.json names a thread, so
+# pass_threads.c runs it on 256 (two warpgroups of m64n256), with no warning
+ir=$("$TLC" compile examples/gemm.json -D block_N=256 -D block_K=64 --target sm_90a --emit ir 2>"$TMP/err") ||
+  tl_fail "gemm.json block_N=256: --emit ir"
+printf '%s\n' "$ir" | grep -qF "kernel matmul: threads 256 x 1 x 1" || tl_fail "block_N=256: not grown to 256 threads"
+printf '%s\n' "$ir" | grep -qF "threads: 256, not the program's 128 (pass_threads.c:" || tl_fail "block_N=256: no threads line"
+printf '%s\n' "$ir" | grep -qF "alloc C_local: fragment float32[128, 256] in registers" || tl_fail "block_N=256: C not in registers"
+printf '%s\n' "$ir" | grep -qF "[wgmma m64nNk16]" || tl_fail "block_N=256: the gemm is not on wgmma"
+grep -q "warning" "$TMP/err" && tl_fail "gemm.json block_N=256 warns: $(cat "$TMP/err")"
+# a program that names its threads keeps them: the warning, and why the compiler did not grow them
+sed '0,/"body": \[/s||"body": [{"op": "let", "name": "tx", "value": "thread_binding(0)"}, |' examples/gemm.json > "$TMP/tx.json"
+err=$("$TLC" compile "$TMP/tx.json" -D block_N=256 -D block_K=64 --target sm_90a -o "$TMP/c.cubin" 2>&1) ||
+  tl_fail "gemm.json with a thread_binding, block_N=256: compile: $err"
+printf '%s\n' "$err" | grep -qF "/kernel/body/3: warning: fragment 'C_local' takes 256 elements a thread (128 threads), more than the 128 a thread keeps in registers: it lives in shared memory and its gemm runs element by element, off the matrix cores (hundreds of times slower); 256 threads or a smaller tile would keep it in registers (the compiler keeps the program's: it names a thread (thread_binding))" ||
   tl_fail "no register-cliff warning on stderr: $err"
-"$TLC" compile examples/gemm.json -D block_N=256 -D block_K=64 --target sm_90a --emit meta 2>/dev/null |
-  python3 -c 'import json,sys; w=json.load(sys.stdin)["warnings"]; assert len(w) == 1 and w[0]["pointer"] == "/kernel/body/2", w' ||
+"$TLC" compile "$TMP/tx.json" -D block_N=256 -D block_K=64 --target sm_90a --emit meta 2>/dev/null |
+  python3 -c 'import json,sys; w=json.load(sys.stdin)["warnings"]; assert len(w) == 1 and w[0]["pointer"] == "/kernel/body/3", w' ||
   tl_fail "no register-cliff warning in the metadata"
 err=$("$TLC" compile examples/gemm.json --target sm_90a -o "$TMP/d.cubin" 2>&1) || tl_fail "gemm.json: compile"
 printf '%s\n' "$err" | grep -q "warning" && tl_fail "gemm.json as written warns: $err"

@@ -547,6 +547,32 @@ static void wspec_producer(void **state) {
   job_free(&j);
 }
 
+/* A persistent kernel (pass_wspec.c) gets no barrier after its
+ * warp-specialized loop, and one between tiles only where its shared
+ * memory asks (pass_barrier.c): none for the gemm (stages on mbarriers,
+ * the epilogue from registers), one for flash attention (the next tile
+ * rewrites shared buffers the last one read); without it the verifier,
+ * running the next tile after this one, catches the conflict. */
+static void persistent_tile_barrier(void **state) {
+  (void)state;
+  job j;
+  tl_define d[] = {{"block_K", "64"}};
+  run_passes(&j, NULL, "gemm", d, 1, "sm_90a");
+  tl_stmt *copy, *loop = pipe_loop(&j, &copy);
+  assert_true(j.prog->persistent && loop->wspec && !j.prog->tile_barrier);
+  for (int i = 0; i < j.prog->body.n; i++)
+    assert_false(j.prog->body.items[i]->barrier_before);
+  job_free(&j);
+  run_passes(&j, NULL, "flash_attention", NULL, 0, "sm_90a");
+  assert_true(j.prog->persistent && j.prog->tile_barrier);
+  j.prog->tile_barrier = false;
+  tl_error err = {0};
+  assert_int_equal(tl_verify(j.prog, "barrier", &j.cg, &err), TL_INTERNAL);
+  print_message("caught: %s: %s\n", err.pointer, err.message);
+  assert_non_null(strstr(err.message, "verifier: after barrier: "));
+  job_free(&j);
+}
+
 /* A uint4 tile takes half a byte per element in shared memory. */
 static void packed_shared_bytes(void **state) {
   (void)state;
@@ -720,6 +746,7 @@ int main(void) {
       cmocka_unit_test(wgmma_accumulator_interleaved),
       cmocka_unit_test(tma_maps_and_mbarriers),   cmocka_unit_test(packed_shared_bytes),
       cmocka_unit_test(wspec_producer),           cmocka_unit_test(regions_broken),
+      cmocka_unit_test(persistent_tile_barrier),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
