@@ -25,11 +25,12 @@
  *     persistent kernel or not, its gemm on
  *     wgmma with A and B in shared memory (float16 or bfloat16 operands,
  *     a float32 accumulator in registers, groups left in flight and
- *     drained after the loop), the blocks in grid order, reversed or in
- *     rasterization stripes (pass_raster.c); not yet: loops without a
- *     producer warpgroup (cp.async, or TMA with per-stage waits by the
- *     consumers), wg_lag loops, overlapped gemms, A from registers,
- *     8-bit operands, int32 accumulators, mma.sync;
+ *     drained after the loop; 8-bit operands, int8/uint8 into an int32
+ *     accumulator, their tensors and buffers only copied in bulk), the
+ *     blocks in grid order, reversed or in rasterization stripes
+ *     (pass_raster.c); not yet: loops without a producer warpgroup
+ *     (cp.async, or TMA with per-stage waits by the consumers), wg_lag
+ *     loops, overlapped gemms, A from registers, mma.sync;
  *   - dtypes: tensors, buffers and fragments of float32, float16, bfloat16
  *     and int32; scalar parameters of float32, int32, int64 and bool;
  *     values of bool, int32, int64 and the three floats (16-bit floats
@@ -201,6 +202,10 @@ static int cls_of(tl_type t) {
 
 /* Is t a dtype a tensor or fragment element of the subset may have? */
 static bool elem_ok(tl_dtype t) { return t == TL_FLOAT32 || t == TL_FLOAT16 || t == TL_BFLOAT16 || t == TL_INT32; }
+
+/* Is t an 8-bit wgmma operand type?  Tensors and shared buffers of one are only copied by bulk tensor
+ * copies and read by wgmma (address and smem_addr refuse them element by element). */
+static bool mma8(tl_dtype t) { return t == TL_FLOAT8_E4M3 || t == TL_FLOAT8_E5M2 || t == TL_INT8 || t == TL_UINT8; }
 
 static bool need_cls(P *p, tl_type t, const char *pointer) {
   if (cls_of(t) >= 0)
@@ -575,6 +580,12 @@ static const char *ex_call(P *p, const tl_expr *x) {
  * in *guard, the predicate of its bounds guard over the dimensions not in
  * `inside` (NULL: none), or NULL when every dimension is proven. */
 static const char *address(P *p, const tl_sym *s, const char *const *idx, const bool *inside, const char **guard) {
+  if (!elem_ok(s->dtype)) {
+    fail(p, p->cur ? p->cur->pointer : NULL, "the PTX back end reads and writes no %s tensor element by element "
+         "('%s': its bulk tensor copies and wgmma take it)", tl_dtype_name(s->dtype), s->name);
+    *guard = NULL;
+    return "%rd0";
+  }
   const char *o = idx[0], *g = NULL;
   for (int d = 0; d < s->ndim; d++) {
     if (d > 0) {
@@ -702,7 +713,7 @@ static bool reads(const tl_expr *x, const tl_sym *b) {
  * block's buffer holds fewer than 2^31 elements); no guard, as there. */
 static const char *smem_addr(P *p, const tl_sym *s, const char *const *idx) {
   if (s->swizzled || s->wgmma_op || s->tma_dst || s->rotates || s->stages > 1 || s->layout || s->viewed ||
-      s->smem_offset < 0) {
+      s->smem_offset < 0 || !elem_ok(s->dtype)) {
     fail(p, p->cur ? p->cur->pointer : NULL, "the PTX back end reads and writes element by element only shared "
          "buffers stored row-major in one stage, not '%s' (its bulk tensor copies and wgmma take the others)", s->name);
     return "%r0";
@@ -1595,8 +1606,8 @@ static void op_copy_acc(P *p, const tl_stmt *s) {
     if (r->ext[i] != 1)
       *(dr < 0 ? &dr : &dc) = i;
   int64_t es = (int64_t)tl_dtype_size(d->dtype);
-  bool pairs = es == 2 && dc == d->ndim - 1 && d->dims[dc] >= 0 && d->dims[dc] % 2 == 0 && tl_multiple_of(r->lo[dc], 2) &&
-               d->align >= 4;
+  bool pairs = es == 2 && dc == d->ndim - 1 && d->dims[dc] >= 0 && d->dims[dc] % 2 == 0 &&
+               tl_multiple_of(r->lo[dc], 2) && d->align >= 4;
   const char *tr, *tc;
   mma_thread_parts(p, f, &tr, &tc);
   const char *tq[2] = {tr, tc};
@@ -1832,7 +1843,8 @@ static int64_t tma_bytes(const tl_stmt *loop) {
  * mode `mode` (emit_cuda.c's tl_wgdesc). */
 static const char *wgdesc(P *p, const char *addr, int64_t lbo, int64_t sbo, int mode) {
   const char *m = nr(p, CR), *w = nr(p, CD), *d = nr(p, CD);
-  uint64_t hi = ((uint64_t)((lbo >> 4) & 0x3fff) << 16) | ((uint64_t)((sbo >> 4) & 0x3fff) << 32) | ((uint64_t)mode << 62);
+  uint64_t hi = ((uint64_t)((lbo >> 4) & 0x3fff) << 16) | ((uint64_t)((sbo >> 4) & 0x3fff) << 32) |
+                ((uint64_t)mode << 62);
   ins(p, "and.b32 %s, %s, 262143", m, addr);
   ins(p, "shr.u32 %s, %s, 4", m, m);
   ins(p, "cvt.u64.u32 %s, %s", w, m);
@@ -1840,8 +1852,9 @@ static const char *wgdesc(P *p, const char *addr, int64_t lbo, int64_t sbo, int 
   return d;
 }
 
-/* The byte offset of k16 step k from row 0 of K-major wgmma operand X ([rows, K] in the swizzle of its row
- * width W: emit_cuda.c's kmajor_desc): k * 32 within rows of up to 128 bytes, else in panel k / 4. */
+/* The byte offset of k16 step k (a k32 step of 8-bit operands: 32 bytes too) from row 0 of K-major wgmma
+ * operand X ([rows, K] in the swizzle of its row width W: emit_cuda.c's kmajor_desc): k * 32 within rows
+ * of up to 128 bytes, else in panel k / 4. */
 static int64_t kmajor_off(const tl_sym *X, int64_t k) {
   int64_t Kb = X->dims[1] * (int64_t)tl_dtype_size(X->dtype);
   return Kb > 128 ? (k / 4) * X->dims[0] * 128 + (k % 4) * 32 : k * 32;
@@ -1869,15 +1882,17 @@ static void op_gemm(P *p, const tl_stmt *s) {
   const char *why = !s->use_wgmma  ? "gemms off wgmma (mma.sync, FMA)"
                     : s->a_regs    ? "wgmma with A from registers"
                     : s->ov_gemm   ? "overlapped gemms (pass_overlap.c)"
-                    : A->dtype != B->dtype || (A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16)
-                        ? "wgmma of other than float16 or bfloat16 operands"
-                    : !in_regs(C) || C->reg_layout != TL_LAYOUT_MMA || C->dtype != TL_FLOAT32 || C->stages > 1
-                        ? "wgmma accumulators other than one float32 fragment in registers"
+                    : A->dtype != B->dtype || !tl_mma_ptx_type(A->dtype) ? "wgmma of operands of two types"
+                    : !in_regs(C) || C->reg_layout != TL_LAYOUT_MMA || C->stages > 1 ||
+                        C->dtype != (A->dtype == TL_INT8 || A->dtype == TL_UINT8 ? TL_INT32 : TL_FLOAT32)
+                        ? "wgmma accumulators other than one fragment in registers (float32, int32 for integers)"
                     : A->rotates || B->rotates || !in_smem(A) || !in_smem(B) ? "rotating wgmma operands"
                                                                           : NULL;
   if (why)
     return fail(p, s->pointer, "the PTX back end has no %s yet", why);
-  int64_t K = A->dims[1], N = C->dims[1], nacc = N / 2, MI = C->mma_mi, NW = C->mma_wm, kstep = 16;
+  int es = (int)tl_dtype_size(A->dtype);
+  bool ints = C->dtype == TL_INT32;
+  int64_t K = A->dims[1], N = C->dims[1], nacc = N / 2, MI = C->mma_mi, NW = C->mma_wm, kstep = es == 1 ? 32 : 16;
   int64_t Wa = kmajor_width(A);
   const char *sa = buf_addr(p, A), *sb = buf_addr(p, B);
   const char *wg = nr(p, CR), *ab = nr(p, CR);
@@ -1890,8 +1905,8 @@ static void op_gemm(P *p, const tl_stmt *s) {
   ins(p, "setp.ne.u32 %s, 1, 0", one);
   if (zero)
     ins(p, "setp.ne.u32 %s, 0, 0", zero);
-  const char *ty = tl_mma_ptx_type(A->dtype), *cty = tl_mma_ptx_type(TL_FLOAT32);
-  const char *tail = tl_ptx_wgmma_tail(p->a, (int)tl_dtype_size(A->dtype), false, false, s->trans_b);
+  const char *ty = tl_mma_ptx_type(A->dtype), *cty = tl_mma_ptx_type(ints ? TL_INT32 : TL_FLOAT32);
+  const char *tail = tl_ptx_wgmma_tail(p->a, es, ints, false, s->trans_b);
   ins(p, "wgmma.fence.sync.aligned");
   p->wgmma = true;
   for (int64_t k = 0; k < K / kstep; k++) {
@@ -2178,13 +2193,14 @@ static void check_program(P *p) {
                     : g->wspec_regs[1]       ? "setmaxnreg (nvJitLink compiles PTX as relocatable code, where ptxas "
                                                "ignores it: C7504, and the consumers would keep the launch's registers)"
                     : (g->ntmaps || g->nmbar) && !wspec_of(g) ? "bulk tensor copies but by a producer warpgroup"
-                    : g->wspec_threads && g->threads[0] != g->threads[0] * g->threads[1] * g->threads[2] ? "a producer warpgroup beside a block of several dimensions"
+                    : g->wspec_threads && g->threads[1] * g->threads[2] != 1
+                        ? "a producer warpgroup beside a block of several dimensions"
                                              : NULL;
   if (why)
     return fail(p, g->kptr, "the PTX back end has no %s yet", why);
   for (int i = 0; i < g->nparams; i++) {
     const tl_sym *s = g->params[i];
-    bool ok = s->kind == SYM_TENSOR ? elem_ok(s->dtype)
+    bool ok = s->kind == SYM_TENSOR ? elem_ok(s->dtype) || (mma8(s->dtype) && p->prog->fence_async)
                                     : s->dtype == TL_INT32 || s->dtype == TL_INT64 || s->dtype == TL_FLOAT32 ||
                                           s->dtype == TL_BOOL;
     if (!ok)
@@ -2202,7 +2218,7 @@ static void check_program(P *p) {
          s->stages > 1))
       return fail(p, s->pointer, "the PTX back end holds only shared buffers and register fragments of the blocked "
                                  "and mma layouts, not '%s'", s->name);
-    if (!elem_ok(s->dtype))
+    if (!elem_ok(s->dtype) && !(in_smem(s) && mma8(s->dtype)))
       return fail(p, s->pointer, "the PTX back end has no fragments of %s yet", tl_dtype_name(s->dtype));
     if (in_regs(s) && s->reg_layout == TL_LAYOUT_MMA && (s->per_thread > TL_PTX_MAX_ACC || s->ndim != 2))
       return fail(p, s->pointer, "fragment '%s' holds %" PRId64 " elements a thread; the PTX back end takes mma-layout "

@@ -7,7 +7,8 @@
 #     scale_add golden, tests/gpu/programs/ptx_*.json, top-k and the int32
 #     row reductions in a serial loop, the thread_transpose and row_stats
 #     goldens, and on sm_90a the wgmma gemms: examples/gemm.json, dynamic M,
-#     bfloat16, B transposed, rasterized; not with setmaxnreg, which ptxas
+#     bfloat16, B transposed, rasterized, float8 and uint8 with one consumer
+#     warpgroup; not with setmaxnreg, which ptxas
 #     ignores in nvJitLink's relocatable code);
 #     a program outside it says why not (the first statement outside, with
 #     its pointer), in --emit ir and in the metadata;
@@ -97,6 +98,10 @@ gemm_case examples/gemm.json -D M=300 -D N=136 -D K=1000
 gemm_case tests/gpu/programs/gemm_dyn_m_bf16.json
 gemm_case tests/gpu/programs/gemm_dyn_m_bt.json -D N=200 -D K=96 -D block_K=64
 gemm_case bench/programs/gemm_raster.json -D M=1000 -D N=1024 -D K=200 -D block_K=64
+gemm_case tests/gpu/programs/gemm_fp8_f32out.json -D M=300 -D N=500 -D K=208 -D threads=128
+grep -qF 'wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3' "$tmp/p.ptx" || fail "gemm_fp8_f32out: no e4m3 wgmma"
+gemm_case tests/gpu/programs/gemm_uint8.json -D M=1000 -D N=1100 -D K=208 -D threads=128
+grep -qF 'wgmma.mma_async.sync.aligned.m64n128k32.s32.u8.u8' "$tmp/p.ptx" || fail "gemm_uint8: no u8 wgmma"
 # a kernel with setmaxnreg stays on the CUDA path, and says why
 "$TLC" compile bench/programs/gemm_raster.json --target sm_90a --emit ir -D threads=256 | grep -qF \
   'backend cuda, not ptx: /kernel: the PTX back end has no setmaxnreg (nvJitLink compiles PTX as relocatable code' ||
