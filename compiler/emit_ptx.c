@@ -28,9 +28,12 @@
  *     drained after the loop; 8-bit operands, int8/uint8 into an int32
  *     accumulator, their tensors and buffers only copied in bulk), the
  *     blocks in grid order, reversed or in rasterization stripes
- *     (pass_raster.c); not yet: loops without a producer warpgroup
- *     (cp.async, or TMA with per-stage waits by the consumers), wg_lag
- *     loops, overlapped gemms, A from registers, mma.sync;
+ *     (pass_raster.c); a cp.async copy of 16-byte chunks from a tensor
+ *     into a (swizzled) shared buffer outside a pipelined loop (the last K
+ *     tiles of a loop whose tiles pass_kgroup.c grouped); not yet: loops
+ *     without a producer warpgroup (cp.async, or TMA with per-stage waits
+ *     by the consumers), wg_lag loops, overlapped gemms, A from
+ *     registers, mma.sync;
  *   - dtypes: tensors, buffers and fragments of float32, float16, bfloat16
  *     and int32; scalar parameters of float32, int32, int64 and bool;
  *     values of bool, int32, int64 and the three floats (16-bit floats
@@ -73,7 +76,8 @@
  *     CUDA sequences are exact to 1-2 ulp; PTX's approximate forms are not
  *     within every bound of the specification), unsigned and 8/16-bit
  *     integers, float64, atomics, reductions other than by rows (and of
- *     mma-layout fragments), gemms but the wgmma ones above, cp.async.
+ *     mma-layout fragments), gemms but the wgmma ones above, cp.async
+ *     but the copies above.
  * Global reads outside a tensor give 0 and writes outside are dropped, as
  * in emit_cuda.c; a dimension pass_range.c proved inside keeps no guard.
  *
@@ -1066,6 +1070,7 @@ static bool acc_copy(const tl_stmt *s);
 static void op_copy_acc(P *p, const tl_stmt *s);
 static void op_gemm(P *p, const tl_stmt *s);
 static void wspec_loop(P *p, const tl_stmt *s);
+static const char *buf_addr(P *p, const tl_sym *b);
 static const tl_stmt *wspec_of(const tl_program *g);
 
 static const tl_region *reg_region(const tl_region *r) { return r && in_regs(r->sym) ? r : NULL; }
@@ -1137,7 +1142,141 @@ static void visit_parallel(P *p, const void *what, const char *e, const char *co
   p->in_par = saved;
 }
 
+/* ---- a copy from a tensor into shared memory in 16-byte cp.async chunks (emit_cuda.c's emit_async_copy) ---- */
+/* The element offset (a 32-bit register) of row, column (32-bit registers) in swizzled shared buffer s, as
+ * emit_cuda.c's offset() and its prelude's tl_swz: 16-byte chunk (row * cpr + column / 8) of the row's
+ * line with its low 3 bits XORed with (row / rpk) & mask, counted in 16-bit elements (a byte buffer's
+ * column c is byte c & 1 of 16-bit element c / 2); a wgmma operand of rows over 128 bytes is panels of
+ * 128 bytes of columns, each [rows, 128 / es] in the 128-byte swizzle. */
+static const char *swz(P *p, const char *row, const char *col, int64_t cpr, int64_t rpk, int64_t mask) {
+  const char *g = nr(p, CR), *c8 = nr(p, CR), *key = nr(p, CR), *lo = nr(p, CR), *hi = nr(p, CR), *c7 = nr(p, CR);
+  const char *o = nr(p, CR);
+  ins(p, "shr.u32 %s, %s, 3", c8, col);
+  ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", g, row, cpr, c8);
+  ins(p, "div.u32 %s, %s, %" PRId64, key, row, rpk);
+  ins(p, "and.b32 %s, %s, %" PRId64, key, key, mask);
+  ins(p, "and.b32 %s, %s, 7", lo, g);
+  ins(p, "xor.b32 %s, %s, %s", lo, lo, key);
+  ins(p, "and.b32 %s, %s, -8", hi, g);
+  ins(p, "or.b32 %s, %s, %s", hi, hi, lo);
+  ins(p, "and.b32 %s, %s, 7", c7, col);
+  ins(p, "shl.b32 %s, %s, 3", o, hi);
+  ins(p, "or.b32 %s, %s, %s", o, o, c7);
+  return o;
+}
+
+static const char *swz_offset(P *p, const tl_sym *s, const char *row, const char *col) {
+  int64_t es = (int64_t)tl_dtype_size(s->dtype), cpr = s->dims[1] * es / 16, rpk = cpr >= 8 ? 1 : 8 / cpr;
+  int64_t mask = s->wgmma_op && cpr < 8 ? cpr - 1 : 7;
+  const char *pan = NULL;
+  if (s->wgmma_op && s->dims[1] * es > 128) { /* panel col / pc at (col / pc) * rows * pc elements */
+    int64_t pc = 128 / es;
+    const char *k = nr(p, CR), *c = nr(p, CR);
+    pan = nr(p, CR);
+    ins(p, "div.u32 %s, %s, %" PRId64, k, col, pc);
+    ins(p, "rem.u32 %s, %s, %" PRId64, c, col, pc);
+    ins(p, "mul.lo.s32 %s, %s, %" PRId64, pan, k, s->dims[0] * pc);
+    col = c;
+    cpr = 8;
+    rpk = 1;
+    mask = 7;
+  }
+  const char *o;
+  if (es == 1) { /* 16-bit element col / 2, byte col & 1 */
+    const char *h = nr(p, CR), *b = nr(p, CR);
+    ins(p, "shr.u32 %s, %s, 1", h, col);
+    ins(p, "and.b32 %s, %s, 1", b, col);
+    o = nr(p, CR);
+    ins(p, "shl.b32 %s, %s, 1", o, swz(p, row, h, cpr, rpk, mask));
+    ins(p, "or.b32 %s, %s, %s", o, o, b);
+  } else {
+    o = swz(p, row, col, cpr, rpk, mask);
+  }
+  if (pan) {
+    const char *t = nr(p, CR);
+    ins(p, "add.s32 %s, %s, %s", t, o, pan);
+    o = t;
+  }
+  return o;
+}
+
+/* A cp.async copy (pass_pipeline.c says when it is exact) outside a pipelined loop: each thread every T-th
+ * 16-byte chunk, a chunk outside the tensor zero-filled (source size 0, from the tensor's start), then
+ * the thread's group waited for; the barriers pass_barrier.c placed order it for the other threads. */
+static void op_async_copy(P *p, const tl_stmt *s) {
+  const tl_region *src = s->src, *dst = s->dst;
+  const tl_sym *t = src->sym, *b = dst->sym;
+  int64_t es = (int64_t)tl_dtype_size(b->dtype), ext[TL_MAX_DIMS] = {0};
+  int n = squeezed(dst, ext);
+  const char *why = t->kind != SYM_TENSOR || !in_smem(b) || t->dtype != b->dtype ? "cp.async copies other than "
+                                                                                   "from a tensor into shared memory"
+                    : b->stages > 1 || b->rotates || b->layout || b->viewed ? "cp.async into a staged or laid-out buffer"
+                    : (es != 1 && es != 2) || (b->swizzled && (b->ndim != 2 || n != 2))
+                        ? "cp.async of other than 8- or 16-bit elements into a swizzled buffer of 2 dimensions"
+                    : ext[n - 1] % (16 / es) ? "cp.async of rows of other than whole 16-byte chunks"
+                                             : NULL;
+  if (why)
+    return fail(p, s->pointer, "the PTX back end has no %s yet", why);
+  int64_t v = 16 / es;
+  int64_t cext[TL_MAX_DIMS];
+  for (int i = 0; i < n; i++)
+    cext[i] = i == n - 1 ? ext[i] / v : ext[i];
+  int64_t total = product(cext, n);
+  hoist(p, src, dst);
+  const char *e = nr(p, CR), *q = nr(p, CP), *base = buf_addr(p, b);
+  int top = new_label(p), end = new_label(p);
+  ins(p, "mov.b32 %s, %s", e, p->tid);
+  ins(p, "L%d:", top);
+  ins(p, "setp.ge.s32 %s, %s, %" PRId64, q, e, total);
+  ins(p, "@%s bra L%d", q, end);
+  const char **cq = decode(p, e, cext, n), *vq[TL_MAX_DIMS];
+  for (int i = 0; i < n; i++) {
+    vq[i] = cq[i];
+    if (i == n - 1) {
+      vq[i] = nr(p, CR);
+      ins(p, "mul.lo.s32 %s, %s, %" PRId64, vq[i], cq[i], v);
+    }
+  }
+  const char *g, *ad = address(p, t, region_idx(p, src, vq), src->inside, &g);
+  const char **di = region_idx(p, dst, vq), *off;
+  const char *d32[TL_MAX_DIMS];
+  for (int i = 0; i < b->ndim; i++) {
+    d32[i] = nr(p, CR);
+    ins(p, "cvt.u32.u64 %s, %s", d32[i], di[i]);
+  }
+  if (b->swizzled) {
+    off = swz_offset(p, b, d32[0], d32[1]);
+  } else {
+    off = d32[0];
+    for (int i = 1; i < b->ndim; i++) {
+      const char *m = nr(p, CR);
+      ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", m, off, b->dims[i], d32[i]);
+      off = m;
+    }
+  }
+  const char *sa = nr(p, CR);
+  ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", sa, off, es, base);
+  if (g) { /* outside: no bytes read, from an address inside */
+    const char *a2 = nr(p, CD), *sz = nr(p, CR);
+    ins(p, "selp.b64 %s, %s, %s, %s", a2, ad, p->base[t->param_index], g);
+    ins(p, "selp.b32 %s, 16, 0, %s", sz, g);
+    ins(p, "cp.async.cg.shared.global [%s], [%s], 16, %s", sa, a2, sz);
+  } else {
+    ins(p, "cp.async.cg.shared.global [%s], [%s], 16", sa, ad);
+  }
+  ins(p, "add.s32 %s, %s, %" PRId64, e, e, p->T);
+  ins(p, "bra L%d", top);
+  ins(p, "L%d:", end);
+  unhoist(p);
+  ins(p, "cp.async.commit_group");
+  ins(p, "cp.async.wait_group 0");
+}
+
 static void op_copy(P *p, const tl_stmt *s) {
+  if (s->async_copy && !s->prefetch && !s->reg_prefetch && !s->lag_load && !s->tma_store && !s->byte_copy) {
+    op_async_copy(p, s);
+    return;
+  }
   if (s->tma_store || s->byte_copy || s->async_copy || s->prefetch || s->reg_prefetch || s->lag_load) {
     fail(p, s->pointer, "the PTX back end has no asynchronous, bulk or packed copies");
     return;

@@ -7,8 +7,8 @@
 #     scale_add golden, tests/gpu/programs/ptx_*.json, top-k and the int32
 #     row reductions in a serial loop, the thread_transpose and row_stats
 #     goldens, and on sm_90a the wgmma gemms: examples/gemm.json, dynamic M,
-#     bfloat16, B transposed, rasterized, float8 and uint8 with one consumer
-#     warpgroup; not with setmaxnreg, which ptxas
+#     bfloat16, B transposed, rasterized, K tiles grouped with a last one
+#     on cp.async, float8 and uint8 with one consumer warpgroup; not with setmaxnreg, which ptxas
 #     ignores in nvJitLink's relocatable code);
 #     a program outside it says why not (the first statement outside, with
 #     its pointer), in --emit ir and in the metadata;
@@ -98,6 +98,8 @@ gemm_case examples/gemm.json -D M=300 -D N=136 -D K=1000
 gemm_case tests/gpu/programs/gemm_dyn_m_bf16.json
 gemm_case tests/gpu/programs/gemm_dyn_m_bt.json -D N=200 -D K=96 -D block_K=64
 gemm_case bench/programs/gemm_raster.json -D M=1000 -D N=1024 -D K=200 -D block_K=64
+gemm_case tests/gpu/programs/gemm_dyn_m_bf16.json -D N=256 -D K=160
+grep -qF 'cp.async.cg.shared.global' "$tmp/p.ptx" || fail "gemm_dyn_m_bf16 K=160: no cp.async for the last K tile"
 gemm_case tests/gpu/programs/gemm_fp8_f32out.json -D M=300 -D N=500 -D K=208 -D threads=128
 grep -qF 'wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3' "$tmp/p.ptx" || fail "gemm_fp8_f32out: no e4m3 wgmma"
 gemm_case tests/gpu/programs/gemm_uint8.json -D M=1000 -D N=1100 -D K=208 -D threads=128
