@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ir.h"
+#include "ptxform.h"
 #include "pass.h"
 #include "prelude_cuda.h"
 #include "prelude_hip.h"
@@ -1548,7 +1549,7 @@ static void wgmma_issue(E *e, const tl_stmt *s) {
     line(e, "const unsigned long long tl_db = tl_wgdesc(tl_sb + tl_k * 2048u, %" PRId64 "u, 1024u, 1u);", B->dims[0] * 128);
   /* the operands after scale-d: 16-bit: scale A, scale B, transpose A (not with A from registers), transpose
    * B; float8: the scales */
-  const char *tail = es == 2 ? S(", 1, 1%s, %d", s->a_regs ? "" : ", 0", s->trans_b ? 0 : 1) : ints ? "" : ", 1, 1";
+  const char *tail = tl_ptx_wgmma_tail(e->a, es, ints, s->a_regs, s->trans_b);
   const char *regs = "";
   for (int64_t q = 0; q < nacc; q++)
     regs = S("%s%s%%%" PRId64, regs, q ? "," : "", q);
@@ -1560,18 +1561,17 @@ static void wgmma_issue(E *e, const tl_stmt *s) {
     e->indent++;
     if (s->a_regs) { /* A's registers of instruction i: %nacc .. %nacc+3 */
       line(e, "const unsigned *const tl_ai = tl_a[tl_k][%" PRId64 "];", i);
-      line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\nwgmma.mma_async.sync.aligned.m64n%" PRId64
-              "k%d.%s.%s.%s {%s}, {%%%" PRId64 ",%%%" PRId64 ",%%%" PRId64 ",%%%" PRId64 "}, %%%" PRId64 ", p%s;\\n}\" : %s : "
+      const char *ar = S("{%%%" PRId64 ",%%%" PRId64 ",%%%" PRId64 ",%%%" PRId64 "}", nacc, nacc + 1, nacc + 2, nacc + 3);
+      line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\n%s;\\n}\" : %s : "
               "\"r\"(tl_ai[0]), \"r\"(tl_ai[1]), \"r\"(tl_ai[2]), \"r\"(tl_ai[3]), \"l\"(tl_db), \"r\"(%s) : \"memory\");",
-           nacc + 5, N, kstep, cty, ty, ty, regs, nacc, nacc + 1, nacc + 2, nacc + 3, nacc + 4, tail, outs,
+           nacc + 5, tl_ptx_wgmma(e->a, N, kstep, cty, ty, regs, ar, S("%%%" PRId64, nacc + 4), "p", tail), outs,
            s->clear_accum || folded(e, s) ? "tl_k" : "1");
     } else {
       line(e, "const unsigned long long tl_da = %s;", kmajor_desc(e, A, "tl_sa", S("tl_wr + %" PRId64 "u", i * NW * 16), "tl_k"));
-      line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\nwgmma.mma_async.sync.aligned.m64n%" PRId64
-              "k%d.%s.%s.%s {%s}, %%%" PRId64 ", %%%" PRId64 ", p%s;\\n}\" : %s : \"l\"(tl_da), \"l\"(tl_db), \"r\"(%s) : "
-              "\"memory\");",
-           nacc + 2, N, kstep, cty, ty, ty, regs, nacc, nacc + 1, tail, outs,
-           s->clear_accum || folded(e, s) ? "tl_k" : "1");
+      line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\n%s;\\n}\" : %s : \"l\"(tl_da), "
+              "\"l\"(tl_db), \"r\"(%s) : \"memory\");",
+           nacc + 2, tl_ptx_wgmma(e->a, N, kstep, cty, ty, regs, S("%%%" PRId64, nacc), S("%%%" PRId64, nacc + 1), "p", tail),
+           outs, s->clear_accum || folded(e, s) ? "tl_k" : "1");
     }
     e->indent--;
     line(e, "}");
@@ -2664,15 +2664,17 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
 /* What a kernel with bulk tensor copies needs besides the prelude: the
  * tensor map type of its parameters (CUtensorMap: 128 opaque bytes,
  * 64-byte aligned) and the wait on an mbarrier's phase. */
-static const char tma_prelude[] =
-    "typedef struct __attribute__((aligned(64))) { unsigned long long tl_q[16]; } tl_tensor_map;\n"
-    "TL_DEV void tl_mbar_wait(unsigned bar, unsigned parity) {\n"
-    "  unsigned done;\n"
-    "  do {\n"
-    "    asm volatile(\"{\\n.reg .pred p;\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\\nselp.u32 %0, 1, 0, p;\\n}\"\n"
-    "                 : \"=r\"(done) : \"r\"(bar), \"r\"(parity) : \"memory\");\n"
-    "  } while (!done);\n"
-    "}\n";
+static const char *tma_prelude(E *e) {
+  return S("typedef struct __attribute__((aligned(64))) { unsigned long long tl_q[16]; } tl_tensor_map;\n"
+           "TL_DEV void tl_mbar_wait(unsigned bar, unsigned parity) {\n"
+           "  unsigned done;\n"
+           "  do {\n"
+           "    asm volatile(\"{\\n.reg .pred p;\\n%s;\\nselp.u32 %%0, 1, 0, p;\\n}\"\n"
+           "                 : \"=r\"(done) : \"r\"(bar), \"r\"(parity) : \"memory\");\n"
+           "  } while (!done);\n"
+           "}\n",
+           tl_ptx_mbar_try_wait(e->a, "p", "%1", "%2"));
+}
 
 /* Bytes one stage of a TMA loop's copies brings: their buffers, whole. */
 static int64_t tma_stage_bytes(const tl_stmt *loop) {
@@ -2721,10 +2723,9 @@ static void emit_tma_copy(E *e, const tl_stmt *s) {
       ops = S("%s, \"r\"((int)(%s))", ops, lo);
     }
     const char *mask = s->mcast ? S(", \"h\"((unsigned short)%#llx)", (1ull << n) - 1) : ""; /* every block of the cluster */
-    line(e, "asm volatile(\"cp.async.bulk.tensor.%dd.shared::cluster.global.mbarrier::complete_tx::bytes%s [%%0], [%%1, {%s}], "
-            "[%%2]%s;\" :: \"r\"(tl_smem_addr(s_%s) + %" PRId64 "u%s), \"l\"((unsigned long long)&tl_tmap%d), \"r\"(tl_mb)%s%s : "
-            "\"memory\");",
-         m->rank, s->mcast ? ".multicast::cluster" : "", coords, s->mcast ? ", %3" : "", b->name,
+    line(e, "asm volatile(\"%s;\" :: \"r\"(tl_smem_addr(s_%s) + %" PRId64 "u%s), \"l\"((unsigned long long)&tl_tmap%d), "
+            "\"r\"(tl_mb)%s%s : \"memory\");",
+         tl_ptx_tma_load(e->a, m->rank, "%0", "%1", coords, "%2", s->mcast ? "%3" : NULL), b->name,
          p * panel_elems * (int64_t)tl_dtype_size(b->dtype), off, s->tma_map, mask, ops);
   }
 }
@@ -2872,11 +2873,11 @@ static void declare_mbarriers(E *e) {
         arrivals *= p->cl_size;
     }
   line(e, "for (int tl_i = 0; tl_i < %d; tl_i++)", nfull);
-  line(e, "  asm volatile(\"mbarrier.init.shared::cta.b64 [%%0], 1;\" :: \"r\"(tl_mbar + 8u * (unsigned)tl_i) : \"memory\");");
+  line(e, "  asm volatile(\"%s;\" :: \"r\"(tl_mbar + 8u * (unsigned)tl_i) : \"memory\");", tl_ptx_mbar_init(e->a, "%0", "1"));
   if (nempty) {
     line(e, "for (int tl_i = %d; tl_i < %d; tl_i++)", nfull, nfull + nempty);
-    line(e, "  asm volatile(\"mbarrier.init.shared::cta.b64 [%%0], %" PRId64 ";\" :: \"r\"(tl_mbar + 8u * (unsigned)tl_i) : "
-            "\"memory\");", arrivals);
+    line(e, "  asm volatile(\"%s;\" :: \"r\"(tl_mbar + 8u * (unsigned)tl_i) : \"memory\");",
+         tl_ptx_mbar_init(e->a, "%0", S("%" PRId64, arrivals)));
   }
   line(e, "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");");
   e->indent--;
@@ -2916,9 +2917,8 @@ static void stage_pointers(E *e, const tl_stmt *loop, const char *stage) {
  * bytes they bring. */
 static void tma_copies(E *e, const tl_stmt *loop, const char *stage) {
   line(e, "const unsigned tl_mb = %s;", mbar_of(e, loop, stage));
-  line(e, "asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;\" :: \"r\"(tl_mb), \"r\"(%" PRId64
-          "u) : \"memory\");",
-       tma_stage_bytes(loop));
+  line(e, "asm volatile(\"%s;\" :: \"r\"(tl_mb), \"r\"(%" PRId64 "u) : \"memory\");",
+       tl_ptx_expect_tx(e->a, "%0", "%1"), tma_stage_bytes(loop));
   for (int i = 0; i < loop->body.n; i++)
     if (loop->body.items[i]->prefetch && loop->body.items[i]->tma)
       emit_tma_copy(e, loop->body.items[i]);
@@ -3168,7 +3168,7 @@ static void emit_producer(E *e) {
  * the body reads the stage otherwise (wspec_threads), each thread after a
  * proxy fence, its generic reads before the async proxy's next copy. */
 static void release_stage(E *e, const tl_stmt *s, const char *stage) {
-  const char *arrive = S("asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(%s) : \"memory\");",
+  const char *arrive = S("asm volatile(\"%s;\" :: \"r\"(%s) : \"memory\");", tl_ptx_mbar_arrive(e->a, "%0"),
                          empty_of(e, s, stage));
   /* in every block of the cluster: their producers multicast into this one's stage.  Where only wgmma reads
    * the stages, its groups are complete here (wgmma.wait_group), so the arrival orders nothing else and is
@@ -3803,7 +3803,7 @@ static void emit_prelude(E *e) {
   for (const tl_program *k = e->prog; k; k = k->next)
     tmaps |= k->ntmaps > 0;
   if (tmaps)
-    put(e, tma_prelude);
+    put(e, tma_prelude(e));
   put(e, "\n");
 }
 

@@ -15,8 +15,25 @@
  * Keeps: the program (it only reads it).
  *
  * The subset (everything else is refused, never approximated):
- *   - one kernel, no workspaces, views, tensor maps, clusters, producer
- *     warpgroup or block rasterization stripes;
+ *   - one kernel, no workspaces, views, clusters or TMA stores;
+ *   - on sm_90a, the gemms pass_place.c puts on wgmma as the passes lower
+ *     them (emit_cuda.c's forms, their instructions shared through
+ *     ptxform.c): a pipelined loop whose bulk tensor copies a producer
+ *     warpgroup issues (pass_wspec.c: mbarrier expect-tx and try-wait
+ *     phase loops, the stages freed one or more iterations
+ *     late; no setmaxnreg: see check_program), over the tiles of a
+ *     persistent kernel or not, its gemm on
+ *     wgmma with A and B in shared memory (float16 or bfloat16 operands,
+ *     a float32 accumulator in registers, groups left in flight and
+ *     drained after the loop; 8-bit operands, int8/uint8 into an int32
+ *     accumulator, their tensors and buffers only copied in bulk), the
+ *     blocks in grid order, reversed or in rasterization stripes
+ *     (pass_raster.c); a cp.async copy of 16-byte chunks from a tensor
+ *     into a (swizzled) shared buffer outside a pipelined loop (the last K
+ *     tiles of a loop whose tiles pass_kgroup.c grouped); not yet: loops
+ *     without a producer warpgroup (cp.async, or TMA with per-stage waits
+ *     by the consumers), wg_lag loops, overlapped gemms, A from
+ *     registers, mma.sync;
  *   - dtypes: tensors, buffers and fragments of float32, float16, bfloat16
  *     and int32; scalar parameters of float32, int32, int64 and bool;
  *     values of bool, int32, int64 and the three floats (16-bit floats
@@ -24,10 +41,14 @@
  *     emit_cuda.c does);
  *   - buffers: register fragments of the blocked layout (thread t owns flat
  *     elements [t*P, t*P+P)), at most TL_PTX_MAX_PER_THREAD elements a
- *     thread, each element a register of its own; shared buffers (and
- *     fragments pass_place.c put in shared memory) stored row-major, one
- *     stage, in the block's dynamic shared memory; local arrays (4 bytes an
- *     element, as computed);
+ *     thread, and of the mma layout (wgmma's accumulator: an element's
+ *     indices are a register of the thread plus a constant of the local
+ *     index), at most TL_PTX_MAX_ACC, each element a register of its own;
+ *     shared buffers (and fragments pass_place.c put in shared memory) in
+ *     the block's dynamic shared memory, read and written element by
+ *     element when stored row-major in one stage (the swizzled, staged
+ *     operands of bulk tensor copies and wgmma only by those); local
+ *     arrays (4 bytes an element, as computed);
  *   - statements: alloc, alloc_var, let, assignment (to a fragment's own
  *     element, a tensor, shared or local element, a variable; a thread-level
  *     store into a shared buffer that its value or indices read, which
@@ -54,15 +75,19 @@
  *     yet: shifts, exp, log, tanh and the other library functions (their
  *     CUDA sequences are exact to 1-2 ulp; PTX's approximate forms are not
  *     within every bound of the specification), unsigned and 8/16-bit
- *     integers, float64, atomics, reductions other than by rows, gemm,
- *     cp.async and pipelined loops.
+ *     integers, float64, atomics, reductions other than by rows (and of
+ *     mma-layout fragments), gemms but the wgmma ones above, cp.async
+ *     but the copies above.
  * Global reads outside a tensor give 0 and writes outside are dropped, as
  * in emit_cuda.c; a dimension pass_range.c proved inside keeps no guard.
  *
  * Registers are virtual and never reused (PTX allows any number; ptxas
  * allocates), except a variable's (alloc_var), a loop's counter and a
  * fragment element's, which are assigned again.  Generation is
- * deterministic.
+ * deterministic.  ptxas is the only optimizer, so the fragment loops are
+ * unrolled with constant register names, a copy of an accumulator into a
+ * tensor stores at constant offsets from one address per thread, and a
+ * wgmma's descriptors are two registers plus constants.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -71,6 +96,7 @@
 #include <string.h>
 #include "ir.h"
 #include "pass.h"
+#include "ptxform.h"
 
 #define TL_PTX_STR_(x) #x
 #define TL_PTX_STR(x) TL_PTX_STR_(x)
@@ -103,6 +129,18 @@ typedef struct {
     const tl_region *r;
     const char *lo[TL_MAX_DIMS];
   } hoisted[2];
+  const tl_stmt *cur;       /* the statement being emitted (for the pointer of a failure) */
+  const char *bar;          /* the block barrier: bar.sync 0, or the program's threads' named barrier 1 beside a
+                               producer warpgroup */
+  /* the tensor-core forms (sm_90a) */
+  const char *mbar;         /* %r: the shared address of the mbarriers, or NULL */
+  const char *tmap[TL_MAX_TMAPS]; /* %rd: the generic address of each tensor map parameter */
+  const char **stage;       /* by buffer slot: %r, the shared address of the pipeline stage the iteration uses */
+  const char *cit;          /* %rd: the consumer's wspec iterations waited for, over the tiles */
+  const char *lane0;        /* %p: the thread is its warp's first */
+  const char *tg[3], *ntiles; /* %rd: a persistent kernel's grid of tiles, and their number */
+  bool wgmma;               /* a wgmma was emitted */
+  const char *call;         /* the first instruction emitted that ptxas makes a subroutine call, or NULL */
 } P;
 
 #define S(...) tl_arena_printf(p->a, __VA_ARGS__)
@@ -121,6 +159,12 @@ static void ins(P *p, const char *fmt, ...) {
   va_end(ap);
   size_t n = strlen(tmp);
   bool label = n && tmp[n - 1] == ':';
+  /* instructions ptxas implements as subroutine calls: in the relocatable code nvJitLink compiles, a call
+   * serializes every wgmma of the function (ptxas C7509), which tl_emit_ptx refuses */
+  static const char *const calls[] = {"div.rn.f", "sqrt.rn.f", "rcp.rn.f", "div.s64", "div.u64", "rem.s64", "rem.u64"};
+  for (size_t i = 0; i < sizeof calls / sizeof *calls && !p->call; i++)
+    if (strncmp(tmp, calls[i], strlen(calls[i])) == 0 || (tmp[0] == '@' && strstr(tmp, calls[i])))
+      p->call = tmp;
   put(p, label ? "" : "\t");
   put(p, tmp);
   put(p, label ? "\n" : ";\n");
@@ -162,6 +206,10 @@ static int cls_of(tl_type t) {
 
 /* Is t a dtype a tensor or fragment element of the subset may have? */
 static bool elem_ok(tl_dtype t) { return t == TL_FLOAT32 || t == TL_FLOAT16 || t == TL_BFLOAT16 || t == TL_INT32; }
+
+/* Is t an 8-bit wgmma operand type?  Tensors and shared buffers of one are only copied by bulk tensor
+ * copies and read by wgmma (address and smem_addr refuse them element by element). */
+static bool mma8(tl_dtype t) { return t == TL_FLOAT8_E4M3 || t == TL_FLOAT8_E5M2 || t == TL_INT8 || t == TL_UINT8; }
 
 static bool need_cls(P *p, tl_type t, const char *pointer) {
   if (cls_of(t) >= 0)
@@ -536,6 +584,12 @@ static const char *ex_call(P *p, const tl_expr *x) {
  * in *guard, the predicate of its bounds guard over the dimensions not in
  * `inside` (NULL: none), or NULL when every dimension is proven. */
 static const char *address(P *p, const tl_sym *s, const char *const *idx, const bool *inside, const char **guard) {
+  if (!elem_ok(s->dtype)) {
+    fail(p, p->cur ? p->cur->pointer : NULL, "the PTX back end reads and writes no %s tensor element by element "
+         "('%s': its bulk tensor copies and wgmma take it)", tl_dtype_name(s->dtype), s->name);
+    *guard = NULL;
+    return "%rd0";
+  }
   const char *o = idx[0], *g = NULL;
   for (int d = 0; d < s->ndim; d++) {
     if (d > 0) {
@@ -662,6 +716,12 @@ static bool reads(const tl_expr *x, const tl_sym *b) {
  * buffer s: row-major in 32-bit arithmetic, as emit_cuda.c's offset() (a
  * block's buffer holds fewer than 2^31 elements); no guard, as there. */
 static const char *smem_addr(P *p, const tl_sym *s, const char *const *idx) {
+  if (s->swizzled || s->wgmma_op || s->tma_dst || s->rotates || s->stages > 1 || s->layout || s->viewed ||
+      s->smem_offset < 0 || !elem_ok(s->dtype)) {
+    fail(p, p->cur ? p->cur->pointer : NULL, "the PTX back end reads and writes element by element only shared "
+         "buffers stored row-major in one stage, not '%s' (its bulk tensor copies and wgmma take the others)", s->name);
+    return "%r0";
+  }
   const char *o = nr(p, CR);
   ins(p, "cvt.u32.u64 %s, %s", o, idx[0]);
   for (int d = 1; d < s->ndim; d++) {
@@ -877,6 +937,68 @@ static int squeezed(const tl_region *r, int64_t *out) {
  * decoded indices of the element over ext. */
 typedef void (*visit_fn)(P *p, const void *what, const char *e, const char *const *q);
 
+/* ---- the mma layout (wgmma's accumulator; ir.h: tl_mma_row_strides) ---- */
+/* The row and the column of the element a thread holds at local index r of
+ * mma-layout fragment s, each the sum of a part of the thread (*tr, *tc:
+ * registers, computed here) and a part of r (mma_crow, mma_ccol: constants),
+ * as emit_cuda.c's mma_row_col_split: every index of an unrolled loop over
+ * the fragment is a register plus a constant. */
+static void mma_thread_parts(P *p, const tl_sym *s, const char **tr, const char **tc) {
+  int64_t ws, ts;
+  tl_mma_row_strides(s, &ws, &ts);
+  const char *w = nr(p, CR), *wm = nr(p, CR), *wn = nr(p, CR), *l = nr(p, CR), *lq = nr(p, CR), *lr = nr(p, CR);
+  const char *a = nr(p, CR), *b = nr(p, CR);
+  ins(p, "shr.u32 %s, %s, 5", w, p->tid);
+  ins(p, "div.u32 %s, %s, %d", wm, w, s->mma_wn);
+  ins(p, "rem.u32 %s, %s, %d", wn, w, s->mma_wn);
+  ins(p, "and.b32 %s, %s, 31", l, p->tid);
+  ins(p, "shr.u32 %s, %s, 2", lq, l);
+  ins(p, "and.b32 %s, %s, 3", lr, l);
+  ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", a, wm, ws, lq);
+  ins(p, "shl.b32 %s, %s, 1", lr, lr);
+  ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", b, wn, s->mma_ni * 8, lr);
+  *tr = a;
+  *tc = b;
+}
+
+static int64_t mma_crow(const tl_sym *s, int64_t r) {
+  int64_t ws, ts;
+  tl_mma_row_strides(s, &ws, &ts);
+  return (r / (s->mma_ni * 4)) * ts + ((r % 4) / 2) * 8;
+}
+
+static int64_t mma_ccol(const tl_sym *s, int64_t r) { return ((r / 4) % s->mma_ni) * 8 + r % 2; }
+
+/* for_elements over the whole of mma-layout fragment owner: unrolled over
+ * its local indices, each element's indices the thread's part plus a
+ * constant (the layout tiles the fragment exactly: no element is outside). */
+static void mma_elements(P *p, const tl_sym *owner, const int64_t *ext, int n, visit_fn visit, const void *what,
+                         const char *pointer) {
+  if (owner->ndim != 2 || n != 2 || ext[0] != owner->dims[0] || ext[1] != owner->dims[1]) {
+    fail(p, pointer, "the PTX back end visits the elements of mma-layout fragment '%s' only over its whole shape",
+         owner->name);
+    return;
+  }
+  const char *tr, *tc;
+  mma_thread_parts(p, owner, &tr, &tc);
+  const tl_sym *saved = p->owner;
+  int64_t saved_r = p->r;
+  p->owner = owner;
+  for (int64_t r = 0; r < owner->per_thread && !p->failed; r++) {
+    p->r = r;
+    const char **q = tl_arena_alloc(p->a, sizeof(char *) * 2);
+    q[0] = nr(p, CR);
+    q[1] = nr(p, CR);
+    ins(p, "add.s32 %s, %s, %" PRId64, q[0], tr, mma_crow(owner, r));
+    ins(p, "add.s32 %s, %s, %" PRId64, q[1], tc, mma_ccol(owner, r));
+    const char *e = nr(p, CR); /* the flat index, for a visit that wants it */
+    ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", e, q[0], ext[1], q[1]);
+    visit(p, what, e, q);
+  }
+  p->owner = saved;
+  p->r = saved_r;
+}
+
 /* Runs visit for each element of `total` (over extents ext[0..n-1]) that this
  * thread handles: the elements owner holds (unrolled over its local
  * indices), or every T-th from the thread's index (a loop). */
@@ -885,6 +1007,15 @@ static void for_elements(P *p, const tl_sym *owner, const int64_t *ext, int n, v
   int64_t total = product(ext, n);
   if (total >= INT32_MAX) {
     fail(p, pointer, "the PTX back end iterates over fewer than 2^31 elements");
+    return;
+  }
+  if (owner && owner->reg_layout == TL_LAYOUT_MMA) {
+    mma_elements(p, owner, ext, n, visit, what, pointer);
+    return;
+  }
+  if (owner && owner->reg_layout != TL_LAYOUT_BLOCKED) {
+    fail(p, pointer, "the PTX back end visits the elements of register fragments of the blocked and mma layouts only, "
+                     "not '%s'", owner->name);
     return;
   }
   if (owner) {
@@ -933,7 +1064,14 @@ static void for_elements(P *p, const tl_sym *owner, const int64_t *ext, int n, v
 
 /* ---- statements ------------------------------------------------------------------------------------ */
 static void emit_body(P *p, const tl_body *b);
+static void emit_stmt(P *p, const tl_stmt *s);
 static void barrier(P *p);
+static bool acc_copy(const tl_stmt *s);
+static void op_copy_acc(P *p, const tl_stmt *s);
+static void op_gemm(P *p, const tl_stmt *s);
+static void wspec_loop(P *p, const tl_stmt *s);
+static const char *buf_addr(P *p, const tl_sym *b);
+static const tl_stmt *wspec_of(const tl_program *g);
 
 static const tl_region *reg_region(const tl_region *r) { return r && in_regs(r->sym) ? r : NULL; }
 
@@ -1004,9 +1142,147 @@ static void visit_parallel(P *p, const void *what, const char *e, const char *co
   p->in_par = saved;
 }
 
+/* ---- a copy from a tensor into shared memory in 16-byte cp.async chunks (emit_cuda.c's emit_async_copy) ---- */
+/* The element offset (a 32-bit register) of row, column (32-bit registers) in swizzled shared buffer s, as
+ * emit_cuda.c's offset() and its prelude's tl_swz: 16-byte chunk (row * cpr + column / 8) of the row's
+ * line with its low 3 bits XORed with (row / rpk) & mask, counted in 16-bit elements (a byte buffer's
+ * column c is byte c & 1 of 16-bit element c / 2); a wgmma operand of rows over 128 bytes is panels of
+ * 128 bytes of columns, each [rows, 128 / es] in the 128-byte swizzle. */
+static const char *swz(P *p, const char *row, const char *col, int64_t cpr, int64_t rpk, int64_t mask) {
+  const char *g = nr(p, CR), *c8 = nr(p, CR), *key = nr(p, CR), *lo = nr(p, CR), *hi = nr(p, CR), *c7 = nr(p, CR);
+  const char *o = nr(p, CR);
+  ins(p, "shr.u32 %s, %s, 3", c8, col);
+  ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", g, row, cpr, c8);
+  ins(p, "div.u32 %s, %s, %" PRId64, key, row, rpk);
+  ins(p, "and.b32 %s, %s, %" PRId64, key, key, mask);
+  ins(p, "and.b32 %s, %s, 7", lo, g);
+  ins(p, "xor.b32 %s, %s, %s", lo, lo, key);
+  ins(p, "and.b32 %s, %s, -8", hi, g);
+  ins(p, "or.b32 %s, %s, %s", hi, hi, lo);
+  ins(p, "and.b32 %s, %s, 7", c7, col);
+  ins(p, "shl.b32 %s, %s, 3", o, hi);
+  ins(p, "or.b32 %s, %s, %s", o, o, c7);
+  return o;
+}
+
+static const char *swz_offset(P *p, const tl_sym *s, const char *row, const char *col) {
+  int64_t es = (int64_t)tl_dtype_size(s->dtype), cpr = s->dims[1] * es / 16, rpk = cpr >= 8 ? 1 : 8 / cpr;
+  int64_t mask = s->wgmma_op && cpr < 8 ? cpr - 1 : 7;
+  const char *pan = NULL;
+  if (s->wgmma_op && s->dims[1] * es > 128) { /* panel col / pc at (col / pc) * rows * pc elements */
+    int64_t pc = 128 / es;
+    const char *k = nr(p, CR), *c = nr(p, CR);
+    pan = nr(p, CR);
+    ins(p, "div.u32 %s, %s, %" PRId64, k, col, pc);
+    ins(p, "rem.u32 %s, %s, %" PRId64, c, col, pc);
+    ins(p, "mul.lo.s32 %s, %s, %" PRId64, pan, k, s->dims[0] * pc);
+    col = c;
+    cpr = 8;
+    rpk = 1;
+    mask = 7;
+  }
+  const char *o;
+  if (es == 1) { /* 16-bit element col / 2, byte col & 1 */
+    const char *h = nr(p, CR), *b = nr(p, CR);
+    ins(p, "shr.u32 %s, %s, 1", h, col);
+    ins(p, "and.b32 %s, %s, 1", b, col);
+    o = nr(p, CR);
+    ins(p, "shl.b32 %s, %s, 1", o, swz(p, row, h, cpr, rpk, mask));
+    ins(p, "or.b32 %s, %s, %s", o, o, b);
+  } else {
+    o = swz(p, row, col, cpr, rpk, mask);
+  }
+  if (pan) {
+    const char *t = nr(p, CR);
+    ins(p, "add.s32 %s, %s, %s", t, o, pan);
+    o = t;
+  }
+  return o;
+}
+
+/* A cp.async copy (pass_pipeline.c says when it is exact) outside a pipelined loop: each thread every T-th
+ * 16-byte chunk, a chunk outside the tensor zero-filled (source size 0, from the tensor's start), then
+ * the thread's group waited for; the barriers pass_barrier.c placed order it for the other threads. */
+static void op_async_copy(P *p, const tl_stmt *s) {
+  const tl_region *src = s->src, *dst = s->dst;
+  const tl_sym *t = src->sym, *b = dst->sym;
+  int64_t es = (int64_t)tl_dtype_size(b->dtype), ext[TL_MAX_DIMS] = {0};
+  int n = squeezed(dst, ext);
+  const char *why = t->kind != SYM_TENSOR || !in_smem(b) || t->dtype != b->dtype ? "cp.async copies other than "
+                                                                                   "from a tensor into shared memory"
+                    : b->stages > 1 || b->rotates || b->layout || b->viewed ? "cp.async into a staged or laid-out buffer"
+                    : (es != 1 && es != 2) || (b->swizzled && (b->ndim != 2 || n != 2))
+                        ? "cp.async of other than 8- or 16-bit elements into a swizzled buffer of 2 dimensions"
+                    : ext[n - 1] % (16 / es) ? "cp.async of rows of other than whole 16-byte chunks"
+                                             : NULL;
+  if (why)
+    return fail(p, s->pointer, "the PTX back end has no %s yet", why);
+  int64_t v = 16 / es;
+  int64_t cext[TL_MAX_DIMS];
+  for (int i = 0; i < n; i++)
+    cext[i] = i == n - 1 ? ext[i] / v : ext[i];
+  int64_t total = product(cext, n);
+  hoist(p, src, dst);
+  const char *e = nr(p, CR), *q = nr(p, CP), *base = buf_addr(p, b);
+  int top = new_label(p), end = new_label(p);
+  ins(p, "mov.b32 %s, %s", e, p->tid);
+  ins(p, "L%d:", top);
+  ins(p, "setp.ge.s32 %s, %s, %" PRId64, q, e, total);
+  ins(p, "@%s bra L%d", q, end);
+  const char **cq = decode(p, e, cext, n), *vq[TL_MAX_DIMS];
+  for (int i = 0; i < n; i++) {
+    vq[i] = cq[i];
+    if (i == n - 1) {
+      vq[i] = nr(p, CR);
+      ins(p, "mul.lo.s32 %s, %s, %" PRId64, vq[i], cq[i], v);
+    }
+  }
+  const char *g, *ad = address(p, t, region_idx(p, src, vq), src->inside, &g);
+  const char **di = region_idx(p, dst, vq), *off;
+  const char *d32[TL_MAX_DIMS];
+  for (int i = 0; i < b->ndim; i++) {
+    d32[i] = nr(p, CR);
+    ins(p, "cvt.u32.u64 %s, %s", d32[i], di[i]);
+  }
+  if (b->swizzled) {
+    off = swz_offset(p, b, d32[0], d32[1]);
+  } else {
+    off = d32[0];
+    for (int i = 1; i < b->ndim; i++) {
+      const char *m = nr(p, CR);
+      ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", m, off, b->dims[i], d32[i]);
+      off = m;
+    }
+  }
+  const char *sa = nr(p, CR);
+  ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", sa, off, es, base);
+  if (g) { /* outside: no bytes read, from an address inside */
+    const char *a2 = nr(p, CD), *sz = nr(p, CR);
+    ins(p, "selp.b64 %s, %s, %s, %s", a2, ad, p->base[t->param_index], g);
+    ins(p, "selp.b32 %s, 16, 0, %s", sz, g);
+    ins(p, "cp.async.cg.shared.global [%s], [%s], 16, %s", sa, a2, sz);
+  } else {
+    ins(p, "cp.async.cg.shared.global [%s], [%s], 16", sa, ad);
+  }
+  ins(p, "add.s32 %s, %s, %" PRId64, e, e, p->T);
+  ins(p, "bra L%d", top);
+  ins(p, "L%d:", end);
+  unhoist(p);
+  ins(p, "cp.async.commit_group");
+  ins(p, "cp.async.wait_group 0");
+}
+
 static void op_copy(P *p, const tl_stmt *s) {
+  if (s->async_copy && !s->prefetch && !s->reg_prefetch && !s->lag_load && !s->tma_store && !s->byte_copy) {
+    op_async_copy(p, s);
+    return;
+  }
   if (s->tma_store || s->byte_copy || s->async_copy || s->prefetch || s->reg_prefetch || s->lag_load) {
     fail(p, s->pointer, "the PTX back end has no asynchronous, bulk or packed copies");
+    return;
+  }
+  if (acc_copy(s)) {
+    op_copy_acc(p, s);
     return;
   }
   int64_t ext[TL_MAX_DIMS] = {0};
@@ -1022,6 +1298,12 @@ static void op_fill(P *p, const tl_stmt *s) {
   int n = squeezed(s->dst, ext);
   const char *v = ex_to(p, s->value, (tl_type)s->dst->sym->dtype); /* once: a fill's value is the tile's */
   p->fill_value = v;
+  const tl_sym *f = s->dst->sym;
+  if (in_regs(f) && f->reg_layout == TL_LAYOUT_MMA && n == 2 && ext[0] == f->dims[0] && ext[1] == f->dims[1]) {
+    for (int64_t r = 0; r < f->per_thread; r++) /* every register of the fragment: no index needed */
+      ins(p, "mov.%s %%fr%d_%" PRId64 ", %s", f->dtype == TL_INT32 ? "b32" : "f32", f->slot, r, v);
+    return;
+  }
   hoist(p, s->dst, NULL);
   for_elements(p, reg_region(s->dst) ? s->dst->sym : NULL, ext, n, visit_fill, s, s->pointer);
   unhoist(p);
@@ -1126,8 +1408,10 @@ static void visit_partial(P *p, const void *what, const char *e, const char *con
 
 static void op_reduce(P *p, const tl_stmt *s) {
   const tl_sym *src = s->src->sym;
-  if (!tl_reduce_by_rows(s) || !in_regs(src) || src->reg_layout != TL_LAYOUT_BLOCKED || !p->smem)
-    return fail(p, s->pointer, "the PTX back end reduces only register fragments of the blocked layout by rows");
+  if (!tl_reduce_by_rows(s) || !in_regs(src) || src->reg_layout != TL_LAYOUT_BLOCKED || !p->smem ||
+      (in_regs(s->dst->sym) && s->dst->sym->reg_layout != TL_LAYOUT_BLOCKED))
+    return fail(p, s->pointer, "the PTX back end reduces only register fragments of the blocked layout by rows, "
+                               "into the blocked layout");
   red_ctx rc = {.s = s, .c = tl_dtype_is_float(src->dtype) ? CF : CD,
                 .comb = s->reduce_type == RED_ABSSUM ? RED_SUM : s->reduce_type == RED_ABSMAX ? RED_MAX : s->reduce_type};
   tl_type at = rc.c == CF ? TL_FLOAT32 : TL_INT64;
@@ -1251,6 +1535,9 @@ static void visit_scan(P *p, const void *what, const char *e, const char *const 
 
 static void op_cumsum(P *p, const tl_stmt *s) {
   const tl_sym *src = s->src->sym;
+  if ((in_regs(src) && src->reg_layout != TL_LAYOUT_BLOCKED) ||
+      (in_regs(s->dst->sym) && s->dst->sym->reg_layout != TL_LAYOUT_BLOCKED))
+    return fail(p, s->pointer, "the PTX back end scans register fragments of the blocked layout only");
   scan_ctx sc = {.s = s, .c = tl_dtype_is_float(src->dtype) ? CF : CD, .spilled = in_regs(src)};
   if (sc.spilled) {
     if (!p->smem)
@@ -1307,31 +1594,66 @@ static void emit_assign(P *p, const tl_stmt *s) {
     store(p, b, idx, NULL, x);
 }
 
-static void barrier(P *p) { ins(p, "bar.sync 0"); }
+/* The block barrier (the program's threads' beside a producer warpgroup), after fence.proxy.async where a
+ * gemm runs on wgmma (pass_barrier.c: the threads' shared-memory writes visible to its async proxy). */
+static void barrier(P *p) {
+  if (p->prog->fence_async)
+    ins(p, "fence.proxy.async.shared::cta");
+  ins(p, "%s", p->bar);
+}
+
+/* A counted loop: register c (64-bit) from `from` while below n (64-bit registers or immediates), the
+ * body after loop_open, closed by loop_close. */
+typedef struct {
+  const char *c;
+  int top, end;
+} counted;
+
+static counted loop_open(P *p, const char *from, const char *n) {
+  counted k = {nr(p, CD), new_label(p), new_label(p)};
+  const char *q = nr(p, CP);
+  ins(p, "mov.b64 %s, %s", k.c, from);
+  ins(p, "L%d:", k.top);
+  ins(p, "setp.ge.s64 %s, %s, %s", q, k.c, n);
+  ins(p, "@%s bra L%d", q, k.end);
+  return k;
+}
+
+static void loop_close(P *p, counted k) {
+  ins(p, "add.s64 %s, %s, 1", k.c, k.c);
+  ins(p, "bra L%d", k.top);
+  ins(p, "L%d:", k.end);
+}
 
 static void emit_loop(P *p, const tl_stmt *s) {
-  if (s->pipe || s->loop_kind == LOOP_PIPELINED)
-    return fail(p, s->pointer, "the PTX back end has no pipelined loops");
+  if (s->pipe || s->loop_kind == LOOP_PIPELINED) {
+    const char *why = !s->pipe || !s->tma || !s->wspec ? "pipelined loops other than bulk tensor copies issued by a "
+                                                          "producer warpgroup"
+                      : s->wg_lag                    ? "pipelined loops that run their tail an iteration late (wg_lag)"
+                      : s->mcast                     ? "multicast copies"
+                      : s->wspec_threads             ? "pipelined loops whose body reads the stages but through wgmma"
+                      : s->ov_gemm                   ? "overlapped gemms (pass_overlap.c)"
+                                                     : NULL;
+    if (!why && (!p->cit || s != wspec_of(p->prog)))
+      why = "producer warpgroups of a loop inside another statement";
+    if (why)
+      return fail(p, s->pointer, "the PTX back end has no %s yet", why);
+    return wspec_loop(p, s);
+  }
   const char *n = ex_to(p, s->extent, TL_INT64), *st = ex_to(p, s->start, TL_INT64), *dd = ex_to(p, s->step, TL_INT64);
-  const char *c = nr(p, CD), *g = nr(p, CP);
-  int top = new_label(p), end = new_label(p);
-  ins(p, "mov.b64 %s, 0", c);
-  ins(p, "L%d:", top);
-  ins(p, "setp.ge.s64 %s, %s, %s", g, c, n);
-  ins(p, "@%s bra L%d", g, end);
+  counted k = loop_open(p, "0", n);
   const char *i = nr(p, CD), *v = nr(p, CR);
-  ins(p, "mad.lo.s64 %s, %s, %s, %s", i, c, dd, st);
+  ins(p, "mad.lo.s64 %s, %s, %s, %s", i, k.c, dd, st);
   ins(p, "cvt.u32.u64 %s, %s", v, i); /* (int)(start + c * step) */
   p->val[s->var->slot] = v;
   emit_body(p, &s->body);
   if (s->barrier_end)
     barrier(p);
-  ins(p, "add.s64 %s, %s, 1", c, c);
-  ins(p, "bra L%d", top);
-  ins(p, "L%d:", end);
+  loop_close(p, k);
 }
 
 static void emit_stmt(P *p, const tl_stmt *s) {
+  p->cur = s;
   if (s->barrier_before)
     barrier(p);
   switch (s->kind) {
@@ -1385,6 +1707,7 @@ static void emit_stmt(P *p, const tl_stmt *s) {
     return;
   }
   case S_LOOP: emit_loop(p, s); return;
+  case S_GEMM: op_gemm(p, s); return;
   default:
     fail(p, s->pointer, "the PTX back end has no '%s' statement yet", s->op_name ? s->op_name : tl_stmt_kind_name(s->kind));
   }
@@ -1393,6 +1716,600 @@ static void emit_stmt(P *p, const tl_stmt *s) {
 static void emit_body(P *p, const tl_body *b) {
   for (int i = 0; i < b->n && !p->failed; i++)
     emit_stmt(p, b->items[i]);
+}
+
+/* ---- an mma-layout fragment into a tensor ------------------------------------------------------- */
+/* A copy of the whole of mma-layout fragment f into a tensor (emit_cuda.c's
+ * op_copy_pairs): the thread's address computed once, each element stored
+ * at a constant offset from it (a register per distinct row offset where
+ * the tensor's extents are not constants), a pair of 16-bit elements at a
+ * time where the columns are the tensor's last dimension, start even and
+ * the row length is even (converted with one cvt.rn.f16x2/bf16x2.f32, the
+ * same rounding as one at a time), under the guards pass_range.c kept (a
+ * pair is wholly inside or outside). */
+static bool acc_copy(const tl_stmt *s) {
+  const tl_sym *f = s->src->sym, *d = s->dst->sym;
+  int64_t ext[TL_MAX_DIMS];
+  return in_regs(f) && f->reg_layout == TL_LAYOUT_MMA && f->ndim == 2 && d->kind == SYM_TENSOR &&
+         squeezed(s->dst, ext) == 2 && ext[0] == f->dims[0] && ext[1] == f->dims[1];
+}
+
+/* The constant value of tensor s's extent d, or -1. */
+static int64_t const_dim(const tl_sym *s, int d) { return s->shape[d]->kind == E_CONST ? s->shape[d]->val.i : -1; }
+
+static void op_copy_acc(P *p, const tl_stmt *s) {
+  const tl_sym *f = s->src->sym, *d = s->dst->sym;
+  const tl_region *r = s->dst;
+  int dr = -1, dc = -1;
+  for (int i = 0; i < r->ndim; i++)
+    if (r->ext[i] != 1)
+      *(dr < 0 ? &dr : &dc) = i;
+  int64_t es = (int64_t)tl_dtype_size(d->dtype);
+  bool pairs = es == 2 && dc == d->ndim - 1 && d->dims[dc] >= 0 && d->dims[dc] % 2 == 0 &&
+               tl_multiple_of(r->lo[dc], 2) && d->align >= 4;
+  const char *tr, *tc;
+  mma_thread_parts(p, f, &tr, &tc);
+  const char *tq[2] = {tr, tc};
+  const char **idx = region_idx(p, r, tq);
+  bool all[TL_MAX_DIMS];
+  for (int i = 0; i < TL_MAX_DIMS; i++)
+    all[i] = true;
+  const char *g0, *base = address(p, d, idx, all, &g0);
+  /* the guards of the dimensions not proven inside: the squeezed ones once, the rows' and columns' per offset */
+  const char *gt = NULL;
+  for (int i = 0; i < d->ndim; i++)
+    if (i != dr && i != dc && !r->inside[i]) {
+      const char *q = nr(p, CP);
+      ins(p, "setp.lt.u64 %s, %s, %s", q, idx[i], p->dims[d->param_index][i]);
+      if (gt)
+        ins(p, "and.pred %s, %s, %s", q, q, gt);
+      gt = q;
+    }
+  /* the strides (elements) of the rows' and the columns' dimensions: constants where the extents are */
+  int64_t cs[2] = {1, 1};
+  const char *rs[2] = {NULL, NULL};
+  int dd[2] = {dr, dc};
+  for (int k = 0; k < 2; k++)
+    for (int i = dd[k] + 1; i < d->ndim; i++) {
+      int64_t c = const_dim(d, i);
+      if (c >= 0 && !rs[k]) {
+        cs[k] *= c;
+        continue;
+      }
+      const char *m = nr(p, CD);
+      if (rs[k])
+        ins(p, "mul.lo.s64 %s, %s, %s", m, rs[k], p->dims[d->param_index][i]);
+      else
+        ins(p, "mul.lo.s64 %s, %s, %" PRId64, m, p->dims[d->param_index][i], cs[k]);
+      rs[k] = m;
+    }
+  /* per distinct row or column offset: its byte offset register (or constant) and guard */
+  const char *roff[2][TL_PTX_MAX_ACC], *rg[2][TL_PTX_MAX_ACC];
+  int64_t rkey[2][TL_PTX_MAX_ACC];
+  int nk[2] = {0, 0};
+  for (int64_t e = 0; e < f->per_thread && !p->failed; e += pairs ? 2 : 1) {
+    int64_t c[2] = {mma_crow(f, e), mma_ccol(f, e)};
+    const char *off[2], *g[2];
+    for (int k = 0; k < 2; k++) {
+      int j = 0;
+      while (j < nk[k] && rkey[k][j] != c[k])
+        j++;
+      if (j == nk[k]) { /* a new offset */
+        rkey[k][j] = c[k];
+        roff[k][j] = NULL;
+        if (rs[k]) {
+          const char *m = nr(p, CD);
+          ins(p, "mul.lo.s64 %s, %s, %" PRId64, m, rs[k], c[k] * es);
+          roff[k][j] = m;
+        }
+        rg[k][j] = NULL;
+        if (!r->inside[dd[k]]) {
+          const char *x = nr(p, CD), *q = nr(p, CP);
+          ins(p, "add.s64 %s, %s, %" PRId64, x, idx[dd[k]], c[k]);
+          ins(p, "setp.lt.u64 %s, %s, %s", q, x, p->dims[d->param_index][dd[k]]);
+          rg[k][j] = q;
+        }
+        nk[k]++;
+      }
+      off[k] = roff[k][j];
+      g[k] = rg[k][j];
+    }
+    int64_t imm = (rs[0] ? 0 : c[0] * cs[0] * es) + (rs[1] ? 0 : c[1] * cs[1] * es);
+    const char *ad = base;
+    for (int k = 0; k < 2; k++)
+      if (off[k]) {
+        const char *a2 = nr(p, CD);
+        ins(p, "add.s64 %s, %s, %s", a2, ad, off[k]);
+        ad = a2;
+      }
+    const char *gs[3] = {gt, g[0], g[1]}, *gg = NULL;
+    for (int k = 0; k < 3; k++)
+      if (gs[k] && !gg) {
+        gg = gs[k];
+      } else if (gs[k]) {
+        const char *q = nr(p, CP);
+        ins(p, "and.pred %s, %s, %s", q, gg, gs[k]);
+        gg = q;
+      }
+    const char *pre = gg ? S("@%s ", gg) : "";
+    const char *at = imm ? S("%s+%" PRId64, ad, imm) : ad;
+    if (pairs) {
+      const char *w = nr(p, CR);
+      ins(p, "cvt.rn.%s.f32 %s, %%fr%d_%" PRId64 ", %%fr%d_%" PRId64, d->dtype == TL_BFLOAT16 ? "bf16x2" : "f16x2", w,
+          f->slot, e + 1, f->slot, e);
+      ins(p, "%sst.global.b32 [%s], %s", pre, at, w);
+    } else {
+      const char *v = conv(p, S("%%fr%d_%" PRId64, f->slot, e), (tl_type)f->dtype, (tl_type)d->dtype, s->pointer);
+      store_at(p, "global", d->dtype, at, gg, v);
+    }
+  }
+}
+
+/* ---- the tensor-core forms (sm_90a): mbarriers, bulk tensor copies, wgmma, the producer warpgroup --------- */
+/* The shared address of mbarrier i + the stage in register st (or NULL). */
+static const char *mbar_at(P *p, int i, const char *st) {
+  const char *a = nr(p, CR);
+  if (st)
+    ins(p, "mad.lo.s32 %s, %s, 8, %s", a, st, p->mbar);
+  else
+    ins(p, "mov.u32 %s, %s", a, p->mbar);
+  if (i)
+    ins(p, "add.s32 %s, %s, %d", a, a, 8 * i);
+  return a;
+}
+
+/* Waits until the mbarrier at shared address bar completes the phase of parity par (a register). */
+static void mbar_wait(P *p, const char *bar, const char *par) {
+  int top = new_label(p);
+  const char *q = nr(p, CP);
+  ins(p, "L%d:", top);
+  ins(p, "mbarrier.try_wait.parity.shared::cta.b64 %s, [%s], %s", q, bar, par);
+  ins(p, "@!%s bra L%d", q, top);
+}
+
+/* q = n / d and r = n % d (64-bit registers) of 64-bit unsigned register n and constant d >= 1, without a
+ * division (a 64-bit one is a subroutine call: see ins): a shift and a mask for a power of two, else
+ * Granlund and Montgomery's multiply (PLDI 1994, figure 4.1: m = floor(2^64 (2^l - d) / d) + 1 with
+ * 2^(l-1) < d <= 2^l, q = (t + ((n - t) >> 1)) >> (l - 1) with t = mulhi(m, n)), exact for every n. */
+static void udiv64c(P *p, const char *n, uint64_t d, const char **q, const char **r) {
+  *q = nr(p, CD);
+  *r = nr(p, CD);
+  if ((d & (d - 1)) == 0) {
+    int k = 0;
+    while ((1ull << k) < d)
+      k++;
+    ins(p, "shr.b64 %s, %s, %d", *q, n, k);
+    ins(p, "and.b64 %s, %s, %" PRIu64, *r, n, d - 1);
+    return;
+  }
+  int l = 0;
+  while ((1ull << l) < d)
+    l++;
+  uint64_t m = (uint64_t)((((unsigned __int128)((1ull << l) - d)) << 64) / d) + 1;
+  const char *t = nr(p, CD), *u = nr(p, CD), *qd = nr(p, CD);
+  ins(p, "mul.hi.u64 %s, %s, %" PRIu64, t, n, m);
+  ins(p, "sub.s64 %s, %s, %s", u, n, t);
+  ins(p, "shr.b64 %s, %s, 1", u, u);
+  ins(p, "add.s64 %s, %s, %s", u, u, t);
+  ins(p, "shr.b64 %s, %s, %d", *q, u, l - 1);
+  ins(p, "mul.lo.s64 %s, %s, %" PRIu64, qd, *q, d);
+  ins(p, "sub.s64 %s, %s, %s", *r, n, qd);
+}
+
+/* x % S and (x / S) & 1 of a 64-bit register x, as 32-bit registers. */
+static void stage_parity(P *p, const char *x, int64_t S_, const char **st, const char **par) {
+  const char *m, *q;
+  udiv64c(p, x, (uint64_t)S_, &q, &m);
+  *st = nr(p, CR);
+  ins(p, "cvt.u32.u64 %s, %s", *st, m);
+  if (par) {
+    *par = nr(p, CR);
+    ins(p, "cvt.u32.u64 %s, %s", *par, q);
+    ins(p, "and.b32 %s, %s, 1", *par, *par);
+  }
+}
+
+/* The bytes of one stage of buffer b. */
+static int64_t buf_bytes(const tl_sym *b) { return product(b->dims, b->ndim) * (int64_t)tl_dtype_size(b->dtype); }
+
+/* Points the buffers of loop's prefetched copies at stage st (a register): p->stage. */
+static void stage_addrs(P *p, const tl_stmt *loop, const char *st) {
+  for (int i = 0; i < loop->body.n; i++) {
+    const tl_stmt *c = loop->body.items[i];
+    if (!c->prefetch)
+      continue;
+    const tl_sym *b = c->dst->sym;
+    const char *a = nr(p, CR), *o = nr(p, CR);
+    ins(p, "add.s32 %s, %s, %" PRId64, o, p->smem, b->smem_offset);
+    ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", a, st, buf_bytes(b), o);
+    p->stage[b->slot] = a;
+  }
+}
+
+/* The shared address of buffer b's stage in use (its only one outside a pipelined loop). */
+static const char *buf_addr(P *p, const tl_sym *b) {
+  if (p->stage[b->slot])
+    return p->stage[b->slot];
+  const char *o = nr(p, CR);
+  ins(p, "add.s32 %s, %s, %" PRId64, o, p->smem, b->smem_offset);
+  return o;
+}
+
+/* The bulk tensor copies of TMA copy s into its buffer's stage, completing
+ * on the mbarrier at mb (emit_cuda.c's emit_tma_copy, without multicast):
+ * one per 128-byte panel of a swizzled buffer. */
+static void tma_copy(P *p, const tl_stmt *s, const char *mb) {
+  const tl_tmap *m = &p->prog->tmaps[s->tma_map];
+  const tl_region *src = s->src;
+  const tl_sym *b = s->dst->sym;
+  int64_t panels = m->swizzle ? b->dims[b->ndim - 1] / m->box[0] : 1, panel_bytes = buf_bytes(b) / panels;
+  const char *lo[TL_TMAP_RANK_MAX];
+  for (int i = 0; i < m->rank; i++) {
+    int d = m->rank - 1 - i;
+    lo[i] = src->lo[d] ? ex_to(p, src->lo[d], TL_INT32) : "0";
+    if (!src->lo[d]) {
+      lo[i] = nr(p, CR);
+      ins(p, "mov.b32 %s, 0", lo[i]);
+    }
+  }
+  const char *dst = buf_addr(p, b);
+  for (int64_t k = 0; k < panels; k++) {
+    const char *coords = "";
+    for (int i = 0; i < m->rank; i++) {
+      const char *c = lo[i];
+      if (i == 0 && k) {
+        c = nr(p, CR);
+        ins(p, "add.s32 %s, %s, %" PRId64, c, lo[i], m->box[0] * k);
+      }
+      coords = S("%s%s%s", coords, i ? ", " : "", c);
+    }
+    const char *at = k ? S("%s+%" PRId64, dst, k * panel_bytes) : dst;
+    ins(p, "%s", tl_ptx_tma_load(p->a, m->rank, at, p->tmap[s->tma_map], coords, mb, NULL));
+  }
+}
+
+/* Bytes one stage of a TMA loop's copies brings: their buffers, whole (emit_cuda.c's tma_stage_bytes). */
+static int64_t tma_bytes(const tl_stmt *loop) {
+  int64_t n = 0;
+  for (int i = 0; i < loop->body.n; i++)
+    if (loop->body.items[i]->prefetch && loop->body.items[i]->tma)
+      n += buf_bytes(loop->body.items[i]->dst->sym);
+  return n;
+}
+
+/* Register d (64-bit): the wgmma matrix descriptor of shared address addr
+ * (a register) with leading and stride byte offsets lbo, sbo and swizzle
+ * mode `mode` (emit_cuda.c's tl_wgdesc). */
+static const char *wgdesc(P *p, const char *addr, int64_t lbo, int64_t sbo, int mode) {
+  const char *m = nr(p, CR), *w = nr(p, CD), *d = nr(p, CD);
+  uint64_t hi = ((uint64_t)((lbo >> 4) & 0x3fff) << 16) | ((uint64_t)((sbo >> 4) & 0x3fff) << 32) |
+                ((uint64_t)mode << 62);
+  ins(p, "and.b32 %s, %s, 262143", m, addr);
+  ins(p, "shr.u32 %s, %s, 4", m, m);
+  ins(p, "cvt.u64.u32 %s, %s", w, m);
+  ins(p, "or.b64 %s, %s, 0x%016" PRIx64 "U", d, w, hi);
+  return d;
+}
+
+/* The byte offset of k16 step k (a k32 step of 8-bit operands: 32 bytes too) from row 0 of K-major wgmma
+ * operand X ([rows, K] in the swizzle of its row width W: emit_cuda.c's kmajor_desc): k * 32 within rows
+ * of up to 128 bytes, else in panel k / 4. */
+static int64_t kmajor_off(const tl_sym *X, int64_t k) {
+  int64_t Kb = X->dims[1] * (int64_t)tl_dtype_size(X->dtype);
+  return Kb > 128 ? (k / 4) * X->dims[0] * 128 + (k % 4) * 32 : k * 32;
+}
+
+static int64_t kmajor_width(const tl_sym *X) {
+  int64_t Kb = X->dims[1] * (int64_t)tl_dtype_size(X->dtype);
+  return Kb < 128 ? Kb : 128;
+}
+
+static int swz_mode(int64_t W) { return W == 128 ? 1 : W == 64 ? 2 : 3; }
+
+/* A gemm on wgmma (emit_cuda.c's wgmma_issue and op_gemm_wgmma, A and B
+ * from shared memory; the PTX ISA's ordering rules are stated there): the
+ * matrix descriptors of the thread's warpgroup's rows of A and of B are
+ * computed once, each instruction's is one of them plus a constant (the
+ * address field, (address & 0x3ffff) >> 4, never carries: the operands lie
+ * in the block's shared memory, under 2^18 bytes, at 16-byte multiples);
+ * the accumulators are C's registers; per k16 step the mma_mi instructions
+ * of the warpgroup's row tiles, then one wgmma-group, waited for until
+ * wg_pending groups are in flight.  A gemm that clears C has scale-d false
+ * in its first k step. */
+static void op_gemm(P *p, const tl_stmt *s) {
+  const tl_sym *A = s->A, *B = s->B, *C = s->C;
+  const char *why = !s->use_wgmma  ? "gemms off wgmma (mma.sync, FMA)"
+                    : s->a_regs    ? "wgmma with A from registers"
+                    : s->ov_gemm   ? "overlapped gemms (pass_overlap.c)"
+                    : A->dtype != B->dtype || !tl_mma_ptx_type(A->dtype) ? "wgmma of operands of two types"
+                    : !in_regs(C) || C->reg_layout != TL_LAYOUT_MMA || C->stages > 1 ||
+                        C->dtype != (A->dtype == TL_INT8 || A->dtype == TL_UINT8 ? TL_INT32 : TL_FLOAT32)
+                        ? "wgmma accumulators other than one fragment in registers (float32, int32 for integers)"
+                    : A->rotates || B->rotates || !in_smem(A) || !in_smem(B) ? "rotating wgmma operands"
+                                                                          : NULL;
+  if (why)
+    return fail(p, s->pointer, "the PTX back end has no %s yet", why);
+  int es = (int)tl_dtype_size(A->dtype);
+  bool ints = C->dtype == TL_INT32;
+  int64_t K = A->dims[1], N = C->dims[1], nacc = N / 2, MI = C->mma_mi, NW = C->mma_wm, kstep = es == 1 ? 32 : 16;
+  int64_t Wa = kmajor_width(A);
+  const char *sa = buf_addr(p, A), *sb = buf_addr(p, B);
+  const char *wg = nr(p, CR), *ab = nr(p, CR);
+  ins(p, "shr.u32 %s, %s, 7", wg, p->tid); /* the warpgroup: rows [64 wg, +64) of each instruction's tile */
+  ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", ab, wg, 64 * Wa, sa);
+  const char *da0 = wgdesc(p, ab, 16, 8 * Wa, swz_mode(Wa));
+  const char *db0 = s->trans_b ? wgdesc(p, sb, 16, 8 * kmajor_width(B), swz_mode(kmajor_width(B)))
+                               : wgdesc(p, sb, B->dims[0] * 128, 1024, 1);
+  const char *one = nr(p, CP), *zero = s->clear_accum ? nr(p, CP) : NULL;
+  ins(p, "setp.ne.u32 %s, 1, 0", one);
+  if (zero)
+    ins(p, "setp.ne.u32 %s, 0, 0", zero);
+  const char *ty = tl_mma_ptx_type(A->dtype), *cty = tl_mma_ptx_type(ints ? TL_INT32 : TL_FLOAT32);
+  const char *tail = tl_ptx_wgmma_tail(p->a, es, ints, false, s->trans_b);
+  ins(p, "wgmma.fence.sync.aligned");
+  p->wgmma = true;
+  for (int64_t k = 0; k < K / kstep; k++) {
+    int64_t ob = s->trans_b ? kmajor_off(B, k) : k * 2048;
+    const char *db = db0;
+    if (ob) {
+      db = nr(p, CD);
+      ins(p, "add.s64 %s, %s, %" PRId64, db, db0, ob >> 4);
+    }
+    for (int64_t i = 0; i < MI; i++) {
+      int64_t oa = i * NW * 16 * Wa + kmajor_off(A, k);
+      const char *da = da0;
+      if (oa) {
+        da = nr(p, CD);
+        ins(p, "add.s64 %s, %s, %" PRId64, da, da0, oa >> 4);
+      }
+      const char *acc = "";
+      for (int64_t q = 0; q < nacc; q++)
+        acc = S("%s%s%%fr%d_%" PRId64, acc, q ? "," : "", C->slot, i * nacc + q);
+      ins(p, "%s", tl_ptx_wgmma(p->a, N, (int)kstep, cty, ty, acc, da, db, k == 0 && zero ? zero : one, tail));
+    }
+  }
+  ins(p, "wgmma.commit_group.sync.aligned");
+  ins(p, "wgmma.wait_group.sync.aligned %d", s->wg_pending);
+}
+
+/* Frees stage st (a register) of wspec loop s: each warp, its reads done
+ * (wgmma's, by the wait for their group), arrives on the stage's "free"
+ * mbarrier once (emit_cuda.c's release_stage). */
+static void release_stage(P *p, const tl_stmt *s, const char *st) {
+  const char *bar = mbar_at(p, s->wspec_empty, st);
+  ins(p, "bar.warp.sync -1");
+  ins(p, "@%s %s", p->lane0, tl_ptx_mbar_arrive(p->a, bar));
+}
+
+/* The kernel's wspec loop (pass_wspec.c), or NULL. */
+static const tl_stmt *wspec_of(const tl_program *g) {
+  for (int i = 0; i < g->body.n; i++)
+    if (g->body.items[i]->kind == S_LOOP && g->body.items[i]->wspec)
+      return g->body.items[i];
+  return NULL;
+}
+
+/* A wspec loop's consumer side (emit_cuda.c's emit_wspec_loop without
+ * wg_lag): iteration c (g = the iterations waited for before it, over the
+ * tiles, plus c) waits for its stage's full mbarrier in phase g / S,
+ * points the prefetched buffers at stage g % S, runs the body's other
+ * statements and frees the stage of iteration c - lag; after the loop, its
+ * gemm's groups done, the stages of the last lag iterations. */
+static void wspec_loop(P *p, const tl_stmt *s) {
+  int64_t S_ = s->pipe_stages, lag = s->wspec_lag;
+  const char *n = ex_to(p, s->extent, TL_INT64), *st0 = ex_to(p, s->start, TL_INT64);
+  counted k = loop_open(p, "0", n);
+  const char *c = k.c, *g = nr(p, CD), *stg, *par;
+  ins(p, "add.s64 %s, %s, %s", g, p->cit, c);
+  stage_parity(p, g, S_, &stg, &par);
+  mbar_wait(p, mbar_at(p, s->mbar, stg), par);
+  const char *i = nr(p, CD), *v = nr(p, CR);
+  ins(p, "add.s64 %s, %s, %s", i, st0, c);
+  ins(p, "cvt.u32.u64 %s, %s", v, i);
+  p->val[s->var->slot] = v;
+  stage_addrs(p, s, stg);
+  for (int k = 0; k < s->body.n && !p->failed; k++)
+    if (!s->body.items[k]->prefetch)
+      emit_stmt(p, s->body.items[k]);
+  if (s->barrier_end)
+    barrier(p);
+  if (lag) {
+    int skip = new_label(p);
+    const char *q2 = nr(p, CP), *gl = nr(p, CD), *sl;
+    ins(p, "setp.lt.s64 %s, %s, %" PRId64, q2, c, lag);
+    ins(p, "@%s bra L%d", q2, skip);
+    ins(p, "sub.s64 %s, %s, %" PRId64, gl, g, lag);
+    stage_parity(p, gl, S_, &sl, NULL);
+    release_stage(p, s, sl);
+    ins(p, "L%d:", skip);
+  }
+  loop_close(p, k);
+  if (s->wg_drain)
+    ins(p, "wgmma.wait_group.sync.aligned 0");
+  if (lag) { /* the stages of the last iterations, their groups done: the producer may be on the next tile */
+    const char *j0 = nr(p, CD), *gj = nr(p, CD), *sj;
+    ins(p, "sub.s64 %s, %s, %" PRId64, j0, n, lag);
+    ins(p, "max.s64 %s, %s, 0", j0, j0);
+    counted j = loop_open(p, j0, n);
+    ins(p, "add.s64 %s, %s, %s", gj, p->cit, j.c);
+    stage_parity(p, gj, S_, &sj, NULL);
+    release_stage(p, s, sj);
+    loop_close(p, j);
+  }
+  ins(p, "add.s64 %s, %s, %s", p->cit, p->cit, n);
+  for (int k = 0; k < s->body.n; k++)
+    if (s->body.items[k]->prefetch)
+      p->stage[s->body.items[k]->dst->sym->slot] = NULL;
+  barrier(p);
+}
+
+/* A persistent kernel's walk over the grid's tiles (emit_cuda.c's open_tiles): from the block's linear
+ * index, every (blocks started)-th; the block variables of each tile.  Closed by close_tiles. */
+typedef struct {
+  const char *tile, *step;
+  int top, end;
+} tiles;
+
+/* The block variables of block bid[] (32-bit registers, per axis) of a grid of nb[] blocks, in the order of
+ * pass_raster.c (emit_cuda.c's block_vars, without clusters): in grid order, the x one reversed (heaviest
+ * first), or in stripes of raster_panel block rows (columns), walked column by column (row by row). */
+static void block_vars(P *p, const char *const *bid, const char *const *nb) {
+  const tl_program *g = p->prog;
+  const char *v[3] = {bid[0], bid[1], bid[2]};
+  if (g->raster_panel) {
+    int64_t panel = g->raster_panel;
+    int a = g->raster_column ? 1 : 0, o = 1 - a; /* a: the axis walked within a stripe */
+    const char *lin = nr(p, CR), *pan = nr(p, CR), *rem = nr(p, CR), *span = nr(p, CR), *left = nr(p, CR);
+    const char *rows = nr(p, CR), *va = nr(p, CR), *vo = nr(p, CR), *m = nr(p, CR);
+    ins(p, "mad.lo.s32 %s, %s, %s, %s", lin, bid[o], nb[a], bid[a]);
+    ins(p, "mul.lo.s32 %s, %s, %" PRId64, span, nb[a], panel);
+    ins(p, "div.u32 %s, %s, %s", pan, lin, span);
+    ins(p, "rem.u32 %s, %s, %s", rem, lin, span);
+    ins(p, "mul.lo.s32 %s, %s, %" PRId64, m, pan, panel);
+    ins(p, "sub.s32 %s, %s, %s", left, nb[o], m);
+    ins(p, "min.u32 %s, %s, %" PRId64, rows, left, panel);
+    ins(p, "div.u32 %s, %s, %s", va, rem, rows);
+    ins(p, "rem.u32 %s, %s, %s", vo, rem, rows);
+    ins(p, "add.s32 %s, %s, %s", vo, vo, m);
+    v[a] = va;
+    v[o] = vo;
+  } else if (g->reverse_x) { /* heaviest first (pass_raster.c) */
+    const char *q = nr(p, CR);
+    ins(p, "sub.s32 %s, %s, %s", q, nb[0], bid[0]);
+    ins(p, "sub.s32 %s, %s, 1", q, q);
+    v[0] = q;
+  }
+  for (int i = 0; i < 3; i++)
+    if (g->block_vars[i])
+      p->val[g->block_vars[i]->slot] = v[i];
+}
+
+static tiles open_tiles(P *p) {
+  tiles t = {.tile = nr(p, CD), .step = nr(p, CD), .top = new_label(p), .end = new_label(p)};
+  const char *c[3], *n[3];
+  static const char *const ax = "xyz";
+  for (int i = 0; i < 3; i++) {
+    const char *r = nr(p, CR), *nn = nr(p, CR);
+    ins(p, "mov.u32 %s, %%ctaid.%c", r, ax[i]);
+    ins(p, "mov.u32 %s, %%nctaid.%c", nn, ax[i]);
+    c[i] = nr(p, CD);
+    n[i] = nr(p, CD);
+    ins(p, "cvt.u64.u32 %s, %s", c[i], r);
+    ins(p, "cvt.u64.u32 %s, %s", n[i], nn);
+  }
+  const char *m = nr(p, CD);
+  ins(p, "mad.lo.s64 %s, %s, %s, %s", m, n[1], c[2], c[1]);
+  ins(p, "mad.lo.s64 %s, %s, %s, %s", t.tile, n[0], m, c[0]);
+  ins(p, "mul.lo.s64 %s, %s, %s", t.step, n[0], n[1]);
+  ins(p, "mul.lo.s64 %s, %s, %s", t.step, t.step, n[2]);
+  const char *q = nr(p, CP);
+  ins(p, "L%d:", t.top);
+  ins(p, "setp.ge.s64 %s, %s, %s", q, t.tile, p->ntiles);
+  ins(p, "@%s bra L%d", q, t.end);
+  /* in 32 bits (tl_emit_ptx traps on a grid of 2^32 tiles or more): a 64-bit division is a call (ins) */
+  const char *t32 = nr(p, CR), *d1 = nr(p, CR), *b32[3] = {nr(p, CR), nr(p, CR), nr(p, CR)}, *n32[3];
+  for (int i = 0; i < 3; i++) {
+    n32[i] = nr(p, CR);
+    ins(p, "cvt.u32.u64 %s, %s", n32[i], p->tg[i]);
+  }
+  ins(p, "cvt.u32.u64 %s, %s", t32, t.tile);
+  ins(p, "rem.u32 %s, %s, %s", b32[0], t32, n32[0]);
+  ins(p, "div.u32 %s, %s, %s", d1, t32, n32[0]);
+  ins(p, "rem.u32 %s, %s, %s", b32[1], d1, n32[1]);
+  ins(p, "div.u32 %s, %s, %s", b32[2], d1, n32[1]);
+  block_vars(p, b32, n32);
+  return t;
+}
+
+static void close_tiles(P *p, tiles t) {
+  ins(p, "add.s64 %s, %s, %s", t.tile, t.tile, t.step);
+  ins(p, "bra L%d", t.top);
+  ins(p, "L%d:", t.end);
+}
+
+/* The mbarriers, made ready by thread 0 before any copy (emit_cuda.c's
+ * declare_mbarriers): one arrival completes a "full" phase (the thread that
+ * expects the bytes), one per warp of the program's threads a wspec loop's
+ * "free" one. */
+static void init_mbarriers(P *p) {
+  const tl_program *g = p->prog;
+  const tl_stmt *w = wspec_of(g);
+  int nfull = w ? w->wspec_empty : g->nmbar, nempty = w ? (int)w->pipe_stages : 0;
+  const char *q = nr(p, CP);
+  int skip = new_label(p);
+  p->mbar = nr(p, CR);
+  ins(p, "add.s32 %s, %s, %" PRId64, p->mbar, p->smem, g->mbar_offset);
+  ins(p, "setp.ne.u32 %s, %s, 0", q, p->tid);
+  ins(p, "@%s bra L%d", q, skip);
+  for (int i = 0; i < nfull + nempty; i++)
+    ins(p, "%s", tl_ptx_mbar_init(p->a, S("%s+%d", p->mbar, 8 * i), i < nfull ? "1" : S("%" PRId64, p->T / 32)));
+  ins(p, "fence.mbarrier_init.release.cluster");
+  ins(p, "L%d:", skip);
+  ins(p, "bar.sync 0");
+}
+
+/* The producer warpgroup, threads T to T+127 (emit_cuda.c's emit_producer):
+ * it gives up registers, and its first thread evaluates the lets the copies
+ * use and walks the wspec loop's iterations, over the tiles of a
+ * persistent kernel: iteration f waits until iteration f - S has freed its
+ * stage, then expects the stage's bytes on its full mbarrier and issues the
+ * copies.  The program's threads then take the registers, and the named
+ * barrier 1 of their T threads as their block barrier. */
+static void producer(P *p) {
+  const tl_program *g = p->prog;
+  const tl_stmt *loop = wspec_of(g);
+  if (!loop)
+    return;
+  int64_t S_ = loop->pipe_stages;
+  int cons = new_label(p), out = new_label(p);
+  const char *q = nr(p, CP);
+  ins(p, "setp.lt.u32 %s, %s, %" PRId64, q, p->tid, p->T);
+  ins(p, "@%s bra L%d", q, cons);
+  const char *q1 = nr(p, CP);
+  ins(p, "setp.ne.u32 %s, %s, %" PRId64, q1, p->tid, p->T);
+  ins(p, "@%s bra L%d", q1, out);
+  const char *pit = nr(p, CD);
+  ins(p, "mov.b64 %s, 0", pit);
+  tiles t = {0};
+  if (g->persistent)
+    t = open_tiles(p);
+  for (int i = 0; g->body.items[i] != loop && !p->failed; i++)
+    if (g->body.items[i]->kind == S_LET && g->body.items[i]->wspec)
+      emit_stmt(p, g->body.items[i]);
+  const char *n = ex_to(p, loop->extent, TL_INT64), *st0 = ex_to(p, loop->start, TL_INT64);
+  counted k = loop_open(p, "0", n);
+  const char *f = k.c;
+  int nowait = new_label(p);
+  const char *stg, *par, *qw = nr(p, CP), *pw = nr(p, CR);
+  stage_parity(p, pit, S_, &stg, &par);
+  ins(p, "setp.lt.u64 %s, %s, %" PRId64, qw, pit, S_);
+  ins(p, "@%s bra L%d", qw, nowait);
+  ins(p, "xor.b32 %s, %s, 1", pw, par); /* phase pit / S - 1 of the stage's free mbarrier */
+  mbar_wait(p, mbar_at(p, loop->wspec_empty, stg), pw);
+  ins(p, "L%d:", nowait);
+  const char *i = nr(p, CD), *v = nr(p, CR);
+  ins(p, "add.s64 %s, %s, %s", i, st0, f);
+  ins(p, "cvt.u32.u64 %s, %s", v, i);
+  p->val[loop->var->slot] = v;
+  stage_addrs(p, loop, stg);
+  const char *mb = mbar_at(p, loop->mbar, stg);
+  ins(p, "%s", tl_ptx_expect_tx(p->a, mb, S("%" PRId64, tma_bytes(loop))));
+  for (int k = 0; k < loop->body.n && !p->failed; k++)
+    if (loop->body.items[k]->prefetch && loop->body.items[k]->tma)
+      tma_copy(p, loop->body.items[k], mb);
+  for (int k = 0; k < loop->body.n; k++)
+    if (loop->body.items[k]->prefetch)
+      p->stage[loop->body.items[k]->dst->sym->slot] = NULL;
+  ins(p, "add.s64 %s, %s, 1", pit, pit);
+  loop_close(p, k);
+  if (g->persistent)
+    close_tiles(p, t);
+  ins(p, "L%d:", out);
+  ins(p, "ret");
+  ins(p, "L%d:", cons);
+  p->cit = nr(p, CD);
+  ins(p, "mov.b64 %s, 0", p->cit);
+  p->bar = S("bar.sync 1, %" PRId64, p->T);
 }
 
 /* ---- the kernel ------------------------------------------------------------------------------------ */
@@ -1410,17 +2327,19 @@ static void check_program(P *p) {
   const char *why = g->nkernels > 1          ? "programs of several kernels"
                     : g->nworkspaces         ? "workspace buffers"
                     : g->nviews              ? "views"
-                    : g->ntmaps || g->nmbar  ? "bulk tensor copies"
                     : g->cl_size > 1         ? "thread-block clusters"
-                    : g->wspec_threads || g->persistent ? "a producer warpgroup"
-                    : g->raster_panel        ? "block rasterization (use_swizzle)"
-                    : g->fence_async         ? "wgmma"
+                    : g->epi_bytes           ? "TMA stores"
+                    : g->wspec_regs[1]       ? "setmaxnreg (nvJitLink compiles PTX as relocatable code, where ptxas "
+                                               "ignores it: C7504, and the consumers would keep the launch's registers)"
+                    : (g->ntmaps || g->nmbar) && !wspec_of(g) ? "bulk tensor copies but by a producer warpgroup"
+                    : g->wspec_threads && g->threads[1] * g->threads[2] != 1
+                        ? "a producer warpgroup beside a block of several dimensions"
                                              : NULL;
   if (why)
     return fail(p, g->kptr, "the PTX back end has no %s yet", why);
   for (int i = 0; i < g->nparams; i++) {
     const tl_sym *s = g->params[i];
-    bool ok = s->kind == SYM_TENSOR ? elem_ok(s->dtype)
+    bool ok = s->kind == SYM_TENSOR ? elem_ok(s->dtype) || (mma8(s->dtype) && p->prog->fence_async)
                                     : s->dtype == TL_INT32 || s->dtype == TL_INT64 || s->dtype == TL_FLOAT32 ||
                                           s->dtype == TL_BOOL;
     if (!ok)
@@ -1429,18 +2348,21 @@ static void check_program(P *p) {
   }
   for (int i = 0; i < g->nbuffer_slots; i++) {
     const tl_sym *s = g->buffer_syms[i];
-    if (in_smem(s) && (s->swizzled || s->wgmma_op || s->tma_dst || s->rotates || s->stages > 1 || s->layout ||
-                       s->viewed || s->smem_offset < 0))
-      return fail(p, s->pointer, "the PTX back end holds shared buffers only row-major, one stage, not '%s'", s->name);
+    if (in_smem(s) && (s->rotates || s->viewed || s->smem_offset < 0))
+      return fail(p, s->pointer, "the PTX back end has no rotating or viewed shared buffers, as '%s'", s->name);
     if (in_local(s) && (s->layout || s->viewed))
       return fail(p, s->pointer, "the PTX back end has no layouts or views of local array '%s'", s->name);
     if (!in_smem(s) && !in_local(s) &&
-        (!in_regs(s) || s->reg_layout != TL_LAYOUT_BLOCKED || s->packed || s->stages > 1))
+        (!in_regs(s) || (s->reg_layout != TL_LAYOUT_BLOCKED && s->reg_layout != TL_LAYOUT_MMA) || s->packed ||
+         s->stages > 1))
       return fail(p, s->pointer, "the PTX back end holds only shared buffers and register fragments of the blocked "
-                                 "layout, not '%s'", s->name);
-    if (!elem_ok(s->dtype))
+                                 "and mma layouts, not '%s'", s->name);
+    if (!elem_ok(s->dtype) && !(in_smem(s) && mma8(s->dtype)))
       return fail(p, s->pointer, "the PTX back end has no fragments of %s yet", tl_dtype_name(s->dtype));
-    if (in_regs(s) && s->per_thread > TL_PTX_MAX_PER_THREAD)
+    if (in_regs(s) && s->reg_layout == TL_LAYOUT_MMA && (s->per_thread > TL_PTX_MAX_ACC || s->ndim != 2))
+      return fail(p, s->pointer, "fragment '%s' holds %" PRId64 " elements a thread; the PTX back end takes mma-layout "
+                  "fragments of 2 dimensions and at most %d", s->name, s->per_thread, TL_PTX_MAX_ACC);
+    if (in_regs(s) && s->reg_layout == TL_LAYOUT_BLOCKED && s->per_thread > TL_PTX_MAX_PER_THREAD)
       return fail(p, s->pointer, "fragment '%s' holds %" PRId64 " elements a thread; the PTX back end takes at most %d",
                   s->name, s->per_thread, TL_PTX_MAX_PER_THREAD);
   }
@@ -1471,6 +2393,8 @@ char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, tl_er
   p->val = tl_arena_alloc(a, sizeof(char *) * (size_t)(prog->nvalue_slots + 1));
   p->base = tl_arena_alloc(a, sizeof(char *) * (size_t)(prog->nparams + 1));
   p->dims = tl_arena_alloc(a, sizeof *p->dims * (size_t)(prog->nparams + 1));
+  p->stage = tl_arena_alloc(a, sizeof(char *) * (size_t)(prog->nbuffer_slots + 1));
+  p->bar = "bar.sync 0";
   /* the thread's index and the parameters */
   p->tid = nr(p, CR);
   ins(p, "mov.u32 %s, %%tid.x", p->tid);
@@ -1506,30 +2430,68 @@ char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, tl_er
     }
     p->val[s->slot] = v;
   }
+  for (int i = 0; i < prog->ntmaps; i++) { /* the tensor maps' generic addresses (they are __grid_constant__) */
+    const char *m = nr(p, CD);
+    p->tmap[i] = nr(p, CD);
+    ins(p, "mov.b64 %s, %s_param_%d", m, prog->entry, prog->nparams + i);
+    ins(p, "cvta.param.u64 %s, %s", p->tmap[i], m);
+  }
   for (int i = 0; i < prog->nparams && !p->failed; i++) {
     const tl_sym *s = prog->params[i];
     if (s->kind == SYM_TENSOR)
       for (int d = 0; d < s->ndim; d++)
         p->dims[i][d] = ex_to(p, s->shape[d], TL_INT64);
   }
-  /* the block variables: in grid order, or the x one reversed (heaviest first: pass_raster.c) */
-  static const char *const ax = "xyz";
-  for (int i = 0; i < 3; i++) {
-    const tl_sym *v = prog->block_vars[i];
-    if (!v)
-      continue;
-    const char *r = nr(p, CR);
-    ins(p, "mov.u32 %s, %%ctaid.%c", r, ax[i]);
-    if (i == 0 && prog->reverse_x) {
-      const char *n = nr(p, CR), *q = nr(p, CR);
-      ins(p, "mov.u32 %s, %%nctaid.x", n);
-      ins(p, "sub.s32 %s, %s, 1", n, n);
-      ins(p, "sub.s32 %s, %s, %s", q, n, r);
-      r = q;
+  if (prog->persistent) { /* the grid's tiles (pass_wspec.c): the launch starts fewer blocks */
+    for (int i = 0; i < 3; i++) {
+      if (i < prog->ngrid) {
+        p->tg[i] = ex_to(p, prog->grid[i], TL_INT64);
+      } else {
+        p->tg[i] = nr(p, CD);
+        ins(p, "mov.b64 %s, 1", p->tg[i]);
+      }
     }
-    p->val[v->slot] = r;
+    p->ntiles = nr(p, CD);
+    ins(p, "mul.lo.s64 %s, %s, %s", p->ntiles, p->tg[0], p->tg[1]);
+    ins(p, "mul.lo.s64 %s, %s, %s", p->ntiles, p->ntiles, p->tg[2]);
+    /* the named limit of open_tiles' 32-bit tile arithmetic: a grid of 2^32 tiles or more (its C alone
+     * would be 2^32 tiles of 16 x 8 elements at least) stops the kernel instead of walking wrong tiles */
+    const char *big = nr(p, CP);
+    ins(p, "setp.gt.u64 %s, %s, 4294967295", big, p->ntiles);
+    ins(p, "@%s trap", big);
   }
+  if (!prog->persistent) { /* the block variables (the producer's copies use them too) */
+    static const char *const ax = "xyz";
+    const char *b[3], *nb[3];
+    for (int i = 0; i < 3; i++) {
+      b[i] = nr(p, CR);
+      nb[i] = nr(p, CR);
+      ins(p, "mov.u32 %s, %%ctaid.%c", b[i], ax[i]);
+      ins(p, "mov.u32 %s, %%nctaid.%c", nb[i], ax[i]);
+    }
+    block_vars(p, b, nb);
+  }
+  if (prog->nmbar)
+    init_mbarriers(p);
+  producer(p);
+  { /* the warp's first thread (the one that arrives for its warp) */
+    const char *l = nr(p, CR);
+    p->lane0 = nr(p, CP);
+    ins(p, "and.b32 %s, %s, 31", l, p->tid);
+    ins(p, "setp.eq.u32 %s, %s, 0", p->lane0, l);
+  }
+  tiles tl = {0};
+  if (prog->persistent)
+    tl = open_tiles(p);
   emit_body(p, &prog->body);
+  if (prog->persistent) { /* the next tile's statements after this one's */
+    barrier(p);
+    close_tiles(p, tl);
+  }
+  if (!p->failed && p->wgmma && p->call)
+    fail(p, prog->kptr, "the PTX back end leaves kernels with wgmma and '%s' to the CUDA one: ptxas makes that "
+                        "instruction a subroutine call, which in nvJitLink's relocatable code serializes the wgmma "
+                        "(C7509)", p->call);
   if (p->failed)
     return NULL;
   ins(p, "ret");
@@ -1547,9 +2509,15 @@ char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, tl_er
   put(p, S(".visible .entry %s(", prog->entry));
   for (int i = 0; i < prog->nparams; i++)
     put(p, S("%s\n\t.param %s %s_param_%d", i ? "," : "", ptx_param_type(prog->params[i]), prog->entry, i));
-  put(p, prog->nparams ? "\n)\n" : ")\n");
-  /* a register cap given as an option replaces the launch bounds, as in emit_cuda.c */
-  if (prog->max_registers)
+  for (int i = 0; i < prog->ntmaps; i++) /* the tensor maps (pass_tma.c) after them: CUtensorMap, 128 bytes */
+    put(p, S("%s\n\t.param .align 64 .b8 %s_param_%d[128]", prog->nparams + i ? "," : "", prog->entry,
+             prog->nparams + i));
+  put(p, prog->nparams + prog->ntmaps ? "\n)\n" : ")\n");
+  /* a register cap given as an option replaces the launch bounds, as in emit_cuda.c, but beside a producer
+   * warpgroup, whose launch bounds give the registers at entry (pass_wspec.c) */
+  if (prog->wspec_threads)
+    put(p, S(".maxntid %" PRId64 ", 1, 1\n.minnctapersm %d\n", p->T + prog->wspec_threads, prog->wspec_blocks));
+  else if (prog->max_registers)
     put(p, S(".maxnreg %d\n", prog->max_registers));
   else
     put(p, S(".maxntid %" PRId64 ", 1, 1\n", p->T));

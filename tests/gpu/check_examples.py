@@ -510,6 +510,11 @@ CASES = [
     ("gemm_fp8", {"M": 520, "N": 300, "K": 640, "block_M": 256}, {}, ["C"], FP8_PER_TENSOR),
     ("gemm_fp8", {"M": 130, "N": 257, "K": 1024, "threads": 128, "block_N": 64}, {}, ["C"], FP8_PER_TENSOR),
     ("gemm_fp8", {"M": 300, "N": 200, "K": 416, "block_K": 64, "num_stages": 4}, {}, ["C"], FP8_PER_TENSOR),
+    # one consumer warpgroup and no setmaxnreg: the PTX back end's 8-bit wgmma (--backends ptx,cuda)
+    ("gemm_fp8", {"M": 1000, "N": 1100, "K": 200, "threads": 128}, {}, ["C"], FP8_PER_TENSOR),
+    ("../tests/gpu/programs/gemm_fp8_f32out", {"M": 300, "N": 500, "K": 208, "threads": 128}, {}, ["C"],
+     FP8_PER_TENSOR),
+    ("../tests/gpu/programs/gemm_uint8", {"M": 1000, "N": 1100, "K": 208, "threads": 128}, {}, ["C"]),
     ("../tests/gpu/programs/gemm_fp8_bf16out", {"M": 1000, "N": 1100, "K": 336, "block_N": 256}, {}, ["C"],
      FP8_PER_TENSOR),
     ("../tests/gpu/programs/gemm_fp8_f32out", {"M": 300, "N": 500, "K": 208}, {}, ["C"], FP8_PER_TENSOR),
