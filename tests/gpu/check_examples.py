@@ -859,6 +859,27 @@ def run(cmd, timeout):
     return r, time.time() - t0
 
 
+def device_target():
+    """The target `tlc run --device cuda` builds for on this machine's GPU (sm_90a on
+    compute capability 9.0, else sm_XY), or None where nvidia-smi cannot say."""
+    try:
+        cc = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                            capture_output=True, text=True, timeout=30).stdout.split()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+    t = "sm_" + cc.replace(".", "")
+    return t + "a" if t == "sm_90" else t
+
+
+def ptx_meta(a, prog, target, dflags):
+    """The metadata of a compile for the target the device side runs (whether the
+    PTX back end takes the case there: the lowering, so the subset, depends on it)."""
+    t = target or a.device_target or "compute_80"
+    r, _ = run([a.tlc, "compile", prog, "--target", t, "--emit", "meta"] + dflags +
+               (["--options", a.options] if a.options else []), a.interp_timeout)
+    return json.loads(r.stdout) if r.returncode == 0 else {}
+
+
 def device_case(a, prog, target, backend, dflags, aflags, inflags, dev_out, outs, work, base, meta, absrefs, opts,
                 acc_L, cenv, label, t1):
     """The device side of one case on one back end: (passed, failed) counts."""
@@ -921,6 +942,7 @@ def main():
                     help="compiler options for the device builds (tlc run --options), e.g. '{\"split_statements\": 2}'")
     a = ap.parse_args()
     backends = [b for b in a.backends.split(",") if b]
+    a.device_target = device_target() if "ptx" in backends else None
     if any(b not in ("auto", "cuda", "ptx") for b in backends):
         ap.error(f"--backends {a.backends}: the back ends are auto, cuda and ptx")
     if not a.interpret_only:
@@ -1020,8 +1042,8 @@ def main():
             absrefs = {o: np.load(f"{work}/{base}.{o}.absref.npy") for o in outs}
         target = opts.get("target", a.target)
         for backend in backends:
-            if backend == "ptx" and meta.get("backend") != "ptx":
-                continue  # outside the PTX back end's subset: meta["backend_why_not_ptx"] says why
+            if backend == "ptx" and ptx_meta(a, prog, target, dflags).get("backend") != "ptx":
+                continue  # outside the PTX back end's subset on this target: its backend_why_not_ptx says why
             blabel = label if backends == ["auto"] else f"{label} [{backend}]"
             ok, bad = device_case(a, prog, target, backend, dflags, aflags, inflags, dev_out, outs, work, base,
                                   meta, absrefs, opts, acc_L, cenv if "acc" in opts else {}, blabel, t1)
