@@ -3756,6 +3756,13 @@ static void region_pointer(E *e, const tl_sym *b) {
 /* The kernel's top level: its statements, the regions pass_split.c
  * marked each in its own noinline function. */
 static void emit_top(E *e, const tl_body *b) {
+  bool cut = false;
+  for (int i = 0; i < b->n && !cut; i++)
+    cut = b->items[i]->region != 0;
+  if (!cut) { /* not cut (pass_split.c): a body as any other, a pipelined loop's early prologue included */
+    emit_body(e, b, true);
+    return;
+  }
   for (int i = 0; i < b->n && !e->failed;) {
     int r = b->items[i]->region, j = i + 1;
     if (!r) {
