@@ -3042,13 +3042,6 @@ static const char *empty_of(E *e, const tl_stmt *loop, const char *stage) {
 }
 
 /* The kernel's wspec loop, or NULL. */
-static const tl_stmt *wspec_loop(const tl_program *p) {
-  for (int i = 0; i < p->body.n; i++)
-    if (p->body.items[i]->kind == S_LOOP && p->body.items[i]->wspec)
-      return p->body.items[i];
-  return NULL;
-}
-
 /* The block variables of block bid[] (C expressions, per axis) of a grid
  * of nb[] blocks, in the raster order of pass_raster.c. */
 static void block_vars(E *e, const char *const *bid0, const char *const *nb0) {
@@ -3120,7 +3113,7 @@ static void close_tiles(E *e) {
  * barrier. */
 static void emit_producer(E *e) {
   const tl_program *p = e->prog;
-  const tl_stmt *loop = wspec_loop(p);
+  const tl_stmt *loop = tl_wspec_loop(p);
   if (!loop)
     return;
   int64_t S = loop->pipe_stages;
@@ -3420,6 +3413,19 @@ static void lag_trips(E *e, const tl_stmt *s, int id, const char *c) {
   line(e, "}");
 }
 
+/* Loop s's last iteration's late gemm (pass_overlap.c: issued one
+ * iteration late, so the loop ends with one still to issue), iteration
+ * `it` (a C expression), committed and waited for. */
+static void late_tail(E *e, const tl_stmt *s, int id, const char *it) {
+  line(e, "if (tl_n%d > 0) {", id);
+  e->indent++;
+  wgmma_issue_late(e, s->ov_gemm, it);
+  line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
+  wgmma_wait(e, s->ov_gemm->C, 0);
+  e->indent--;
+  line(e, "}");
+}
+
 /* The program's side of a wspec loop: iteration c waits for stage c % S's
  * full mbarrier (phase c / S), runs the body, and then frees the stage of
  * iteration c - wspec_lag, whose wgmma groups the body's wgmma.wait_group
@@ -3427,7 +3433,7 @@ static void lag_trips(E *e, const tl_stmt *s, int id, const char *c) {
  * is 1), the iterations run in lag_trips (wspec_lag_iteration frees the
  * stage of c - 1 right after the gemm of c is issued, the tail of c - 1
  * touching no shared memory), and the last tail follows the loop. */
-static void emit_wspec_loop(E *e, const tl_stmt *s) {
+static void emit_tl_wspec_loop(E *e, const tl_stmt *s) {
   int64_t S = s->pipe_stages;
   int id = e->uid++, lag = s->wspec_lag;
   const char *var = vname(e, s->var);
@@ -3482,15 +3488,8 @@ static void emit_wspec_loop(E *e, const tl_stmt *s) {
       e->pp_wg = 0;
       line(e, "if ((int)tl_tid / 128 == 0) asm volatile(\"bar.sync %d, 256;\" ::: \"memory\");", PP_BAR);
     }
-    if (s->ov_gemm) { /* the last iteration's late gemm (pass_overlap.c), before its stage is freed */
-      line(e, "if (tl_n%d > 0) {", id);
-      e->indent++;
-      wgmma_issue_late(e, s->ov_gemm, S("tl_cit + (unsigned long long)(tl_n%d - 1)", id));
-      line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
-      wgmma_wait(e, s->ov_gemm->C, 0);
-      e->indent--;
-      line(e, "}");
-    }
+    if (s->ov_gemm) /* the last iteration's late gemm (pass_overlap.c), before its stage is freed */
+      late_tail(e, s, id, S("tl_cit + (unsigned long long)(tl_n%d - 1)", id));
     e->pipe = outer;
     e->pipe_id = outer_id;
     drain_wgmma(e, s);
@@ -3523,7 +3522,7 @@ static void emit_wspec_loop(E *e, const tl_stmt *s) {
  * previous iteration's tail after its gemm. */
 static void emit_pipelined(E *e, const tl_stmt *s) {
   if (s->wspec) {
-    emit_wspec_loop(e, s);
+    emit_tl_wspec_loop(e, s);
     return;
   }
   bool early = e->early == s; /* its prologue is out already (emit_body) */
@@ -3552,15 +3551,8 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   } else {
     lag_trips(e, s, id, c);
   }
-  if (s->ov_gemm) { /* the last iteration's late gemm (pass_overlap.c) */
-    line(e, "if (tl_n%d > 0) {", id);
-    e->indent++;
-    wgmma_issue_late(e, s->ov_gemm, S("tl_n%d - 1", id));
-    line(e, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
-    wgmma_wait(e, s->ov_gemm->C, 0);
-    e->indent--;
-    line(e, "}");
-  }
+  if (s->ov_gemm) /* the last iteration's late gemm (pass_overlap.c) */
+    late_tail(e, s, id, S("tl_n%d - 1", id));
   e->pipe = outer;
   e->pipe_id = outer_id;
   if (cp)

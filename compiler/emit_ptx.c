@@ -1071,8 +1071,6 @@ static void op_copy_acc(P *p, const tl_stmt *s);
 static void op_gemm(P *p, const tl_stmt *s);
 static void wspec_loop(P *p, const tl_stmt *s);
 static const char *buf_addr(P *p, const tl_sym *b);
-static const tl_stmt *wspec_of(const tl_program *g);
-
 static const tl_region *reg_region(const tl_region *r) { return r && in_regs(r->sym) ? r : NULL; }
 
 /* Reads element q of region r as a value of its dtype. */
@@ -1634,7 +1632,7 @@ static void emit_loop(P *p, const tl_stmt *s) {
                       : s->wspec_threads             ? "pipelined loops whose body reads the stages but through wgmma"
                       : s->ov_gemm                   ? "overlapped gemms (pass_overlap.c)"
                                                      : NULL;
-    if (!why && (!p->cit || s != wspec_of(p->prog)))
+    if (!why && (!p->cit || s != tl_wspec_loop(p->prog)))
       why = "producer warpgroups of a loop inside another statement";
     if (why)
       return fail(p, s->pointer, "the PTX back end has no %s yet", why);
@@ -2082,13 +2080,6 @@ static void release_stage(P *p, const tl_stmt *s, const char *st) {
 }
 
 /* The kernel's wspec loop (pass_wspec.c), or NULL. */
-static const tl_stmt *wspec_of(const tl_program *g) {
-  for (int i = 0; i < g->body.n; i++)
-    if (g->body.items[i]->kind == S_LOOP && g->body.items[i]->wspec)
-      return g->body.items[i];
-  return NULL;
-}
-
 /* A wspec loop's consumer side (emit_cuda.c's emit_wspec_loop without
  * wg_lag): iteration c (g = the iterations waited for before it, over the
  * tiles, plus c) waits for its stage's full mbarrier in phase g / S,
@@ -2233,7 +2224,7 @@ static void close_tiles(P *p, tiles t) {
  * "free" one. */
 static void init_mbarriers(P *p) {
   const tl_program *g = p->prog;
-  const tl_stmt *w = wspec_of(g);
+  const tl_stmt *w = tl_wspec_loop(g);
   int nfull = w ? w->wspec_empty : g->nmbar, nempty = w ? (int)w->pipe_stages : 0;
   const char *q = nr(p, CP);
   int skip = new_label(p);
@@ -2257,7 +2248,7 @@ static void init_mbarriers(P *p) {
  * barrier 1 of their T threads as their block barrier. */
 static void producer(P *p) {
   const tl_program *g = p->prog;
-  const tl_stmt *loop = wspec_of(g);
+  const tl_stmt *loop = tl_wspec_loop(g);
   if (!loop)
     return;
   int64_t S_ = loop->pipe_stages;
@@ -2331,7 +2322,7 @@ static void check_program(P *p) {
                     : g->epi_bytes           ? "TMA stores"
                     : g->wspec_regs[1]       ? "setmaxnreg (nvJitLink compiles PTX as relocatable code, where ptxas "
                                                "ignores it: C7504, and the consumers would keep the launch's registers)"
-                    : (g->ntmaps || g->nmbar) && !wspec_of(g) ? "bulk tensor copies but by a producer warpgroup"
+                    : (g->ntmaps || g->nmbar) && !tl_wspec_loop(g) ? "bulk tensor copies but by a producer warpgroup"
                     : g->wspec_threads && g->threads[1] * g->threads[2] != 1
                         ? "a producer warpgroup beside a block of several dimensions"
                                              : NULL;

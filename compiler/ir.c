@@ -870,3 +870,10 @@ const tl_sym *tl_body_owner(const tl_body *b, bool two_d) {
   }
   return NULL;
 }
+
+const tl_stmt *tl_wspec_loop(const tl_program *p) {
+  for (int i = 0; i < p->body.n; i++)
+    if (p->body.items[i]->kind == S_LOOP && p->body.items[i]->wspec)
+      return p->body.items[i];
+  return NULL;
+}

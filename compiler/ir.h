@@ -857,6 +857,9 @@ typedef struct tl_program {
   const char *backend, *backend_mode, *backend_why;
 } tl_program;
 
+/* The kernel's warp-specialized loop (pass_wspec.c: at its top level), or NULL. */
+const tl_stmt *tl_wspec_loop(const tl_program *p);
+
 /* The analyses between pass_pipeline and the emitter (pass.h), as bits of
  * tl_program.lowered. */
 /* pass_split.c: a kernel of at least this many statements (nested ones counted; the compile
