@@ -675,9 +675,9 @@ static bool in_smem(const tl_sym *s) {
  * emit_cuda.c's l_NAME arrays do? */
 static bool in_local(const tl_sym *s) { return s->kind == SYM_BUFFER && s->scope == SCOPE_LOCAL; }
 
-/* The local address (64-bit) of element idx of local array s: row-major
- * in 32-bit arithmetic, 4 bytes an element. */
-static const char *local_addr(P *p, const tl_sym *s, const char *const *idx) {
+/* The row-major element number (32-bit register) of element idx (64-bit
+ * registers) of buffer s, in 32-bit arithmetic. */
+static const char *row_major(P *p, const tl_sym *s, const char *const *idx) {
   const char *o = nr(p, CR);
   ins(p, "cvt.u32.u64 %s, %s", o, idx[0]);
   for (int d = 1; d < s->ndim; d++) {
@@ -686,6 +686,13 @@ static const char *local_addr(P *p, const tl_sym *s, const char *const *idx) {
     ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", m, o, s->dims[d], w);
     o = m;
   }
+  return o;
+}
+
+/* The local address (64-bit) of element idx of local array s: row-major
+ * (row_major), 4 bytes an element. */
+static const char *local_addr(P *p, const tl_sym *s, const char *const *idx) {
+  const char *o = row_major(p, s, idx);
   const char *b = nr(p, CD), *ad = nr(p, CD);
   ins(p, "mov.u64 %s, l%d", b, s->slot);
   ins(p, "mad.wide.s32 %s, %s, 4, %s", ad, o, b);
@@ -722,14 +729,7 @@ static const char *smem_addr(P *p, const tl_sym *s, const char *const *idx) {
          "buffers stored row-major in one stage, not '%s' (its bulk tensor copies and wgmma take the others)", s->name);
     return "%r0";
   }
-  const char *o = nr(p, CR);
-  ins(p, "cvt.u32.u64 %s, %s", o, idx[0]);
-  for (int d = 1; d < s->ndim; d++) {
-    const char *w = nr(p, CR), *m = nr(p, CR);
-    ins(p, "cvt.u32.u64 %s, %s", w, idx[d]);
-    ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", m, o, s->dims[d], w);
-    o = m;
-  }
+  const char *o = row_major(p, s, idx);
   const char *ad = nr(p, CR), *b = nr(p, CR);
   ins(p, "add.s32 %s, %s, %" PRId64, b, p->smem, s->smem_offset);
   ins(p, "mad.lo.s32 %s, %s, %d, %s", ad, o, (int)tl_dtype_size(s->dtype), b);
