@@ -21,7 +21,8 @@ a NumPy reference (top-k and its relatives, issue 10) also compare the
 interpreter's outputs with it, exactly.  Every `tlc` call runs under a time
 limit (--timeout for the GPU, --interp-timeout for the interpreter and the
 compiles): a kernel that hangs fails its case and the run goes on.  Prints
-one line per case and a last line "N passed, N failed"; exits 1 if any
+one line per case and a last line "N passed, N failed" (and ", N skipped" where --backends ptx
+skips cases outside the PTX back end, each on a "skip" line with the reason); exits 1 if any
 failed, 77 if there is no GPU.
 
     python3 tests/gpu/check_examples.py [--tlc build/bin/tlc] [--only REGEX] [--only-case REGEX] [--sanitize]
@@ -957,7 +958,7 @@ def main():
     print(f"# seed {seed} (TL_SEED={seed} repeats it)")
     rng = np.random.default_rng(seed)
     work = tempfile.mkdtemp(prefix="tlgpu-")
-    passed = failed = 0
+    passed = failed = skipped = 0
     for case in CASES:
         name, defs, args, outs = case[:4]
         opts = case[4] if len(case) > 4 else {}
@@ -1042,14 +1043,18 @@ def main():
             absrefs = {o: np.load(f"{work}/{base}.{o}.absref.npy") for o in outs}
         target = opts.get("target", a.target)
         for backend in backends:
-            if backend == "ptx" and ptx_meta(a, prog, target, dflags).get("backend") != "ptx":
-                continue  # outside the PTX back end's subset on this target: its backend_why_not_ptx says why
+            if backend == "ptx":
+                pm = ptx_meta(a, prog, target, dflags)
+                if pm.get("backend") != "ptx":  # outside the PTX back end's subset on this target
+                    print(f"skip {label} [ptx]: {pm.get('backend_why_not_ptx', 'no metadata')}")
+                    skipped += 1
+                    continue
             blabel = label if backends == ["auto"] else f"{label} [{backend}]"
             ok, bad = device_case(a, prog, target, backend, dflags, aflags, inflags, dev_out, outs, work, base,
                                   meta, absrefs, opts, acc_L, cenv if "acc" in opts else {}, blabel, t1)
             passed += ok
             failed += bad
-    print(f"{passed} passed, {failed} failed")
+    print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped (outside the PTX back end)" if skipped else ""))
     return 1 if failed else 0
 
 
