@@ -1362,6 +1362,16 @@ static void wgmma_issue(E *e, const tl_stmt *s) {
     a_frag_regs(e, A, "tl_a[tl_k][tl_i]", "tl_i", "tl_k * 16");
     e->indent -= 2;
     line(e, "  }");
+    if (s->wg_pending) { /* the previous iteration's group may still read its A registers: the registers this
+                          * group reads are defined only after it completes (asm volatile keeps the order) */
+      line(e, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+      line(e, "#pragma unroll");
+      line(e, "for (int tl_k = 0; tl_k < %" PRId64 "; tl_k++)", K / kstep);
+      line(e, "#pragma unroll");
+      line(e, "  for (int tl_q = 0; tl_q < %" PRId64 "; tl_q++)", MI * 4);
+      line(e, "    asm volatile(\"mov.b32 %%0, %%1;\" : \"=r\"(tl_a[tl_k][tl_q / 4][tl_q %% 4]) : "
+              "\"r\"(tl_a[tl_k][tl_q / 4][tl_q %% 4]));");
+    }
   }
   pin_regs(e, C);
   line(e, "asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
@@ -2133,6 +2143,69 @@ static void op_parallel_vec(E *e, const tl_stmt *s) {
   line(e, "}");
 }
 
+/* A vec_dequant loop into a register fragment D of the mma layout
+ * (vec_dequant 2: pass_place.c's reg_pairs_dst): each thread runs over its
+ * own pairs of elements, local indices r and r + 1 (r even) at columns j
+ * and j + 1 of one row, j = jt + jr even (mma_row_col_split: jt the
+ * thread's part, 2 (lane % 4) plus its warp's columns, a multiple of 8;
+ * jr local index r's part, a multiple of 8, known once the loop is
+ * unrolled).  Each packed operand P (read P[..., j], its other indices free
+ * of j) holds the pair in its aligned group of 8 elements (bits bytes) at
+ * byte (j - j % 8) * bits / 8 of the row; the group is loaded from the
+ * 16-byte chunk holding it where P's rows are whole chunks (the chunk's
+ * address is the same for every pair of the thread's row that it serves,
+ * so the compiler loads it once), else alone; shifted so that elements j
+ * and j + 1 are its first two, vex computes the pair as the loop's value.
+ * A packed D takes it as its word r / 2, an unpacked one as two floats. */
+static void op_parallel_pairs(E *e, const tl_stmt *s) {
+  const tl_stmt *a = s->body.items[0];
+  const tl_sym *D = a->lhs->sym;
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r += 2) {", D->per_thread);
+  e->indent++;
+  const char *parts[4];
+  mma_row_col_split(e, D, "tl_r", parts);
+  const char *i = vname(e, s->vars[0]), *j = vname(e, s->vars[1]);
+  line(e, "const int %s = (int)(%s + %s); (void)%s;", i, parts[0], parts[1], i);
+  line(e, "const int tl_jt = (int)(%s), tl_jr = (int)(%s);", parts[2], parts[3]);
+  const tl_stmt *saved = e->par;
+  e->par = s;
+  vec_state v = {.bf16 = D->dtype == TL_BFLOAT16};
+  vec_reads(a->value, &v);
+  for (int k = 0; k < v.n; k++) {
+    const tl_expr *r = v.reads[k]->args[0];
+    const tl_sym *P = r->sym;
+    int bits = tl_dtype_bits(P->dtype), per = 8 / bits;
+    line(e, "unsigned tl_x%d;", k);
+    line(e, "{");
+    e->indent++;
+    line(e, "const int %s = 0; /* the row's first element */", j);
+    line(e, "const int tl_gb = (tl_jt / 8 + tl_jr / 8) * %d; /* the group's first byte in the row */", bits);
+    if (P->dims[P->ndim - 1] * bits % 128 == 0) {
+      line(e, "const tl_v16 tl_c = *(const tl_v16 *)&%s[(%s) / %d + tl_gb / 16 * 16];", storage(e, P),
+           offset(e, P, index_codes(e, r)), per);
+      line(e, "tl_x%d = (unsigned)((tl_gb %% 16 < 8 ? tl_c.lo : tl_c.hi) >> (tl_gb %% 8 * 8));", k);
+    } else {
+      line(e, "tl_x%d = (unsigned)*(const %s *)&%s[(%s) / %d + tl_gb];", k, load_type(bits), storage(e, P),
+           offset(e, P, index_codes(e, r)), per);
+    }
+    line(e, "tl_x%d >>= (unsigned)(tl_jt %% 8) * %du;", k, bits);
+    e->indent--;
+    line(e, "}");
+  }
+  line(e, "const int %s = tl_jt + tl_jr; (void)%s;", j, j);
+  v.at = v.pair = 0;
+  line(e, "const unsigned tl_h = %s;", vex(e, a->value, &v));
+  if (D->packed)
+    line(e, "r_%s[tl_r / 2] = tl_h;", D->name);
+  else
+    line(e, "r_%s[tl_r] = %s((unsigned short)tl_h); r_%s[tl_r + 1] = %s((unsigned short)(tl_h >> 16));", D->name,
+         v.bf16 ? "tl_bf2f" : "tl_h2f", D->name, v.bf16 ? "tl_bf2f" : "tl_h2f");
+  e->par = saved;
+  e->indent--;
+  line(e, "}");
+}
+
 /* A parallel loop that chooses by an affine comparison (pass_uniform.c):
  * the comparison at the point where it is hardest to satisfy, and at the
  * easiest, pick the loop without it when it holds everywhere or nowhere. */
@@ -2171,6 +2244,10 @@ static void op_parallel_uniform(E *e, const tl_stmt *s) {
 }
 
 static void op_parallel(E *e, const tl_stmt *s) {
+  if (s->vec_dequant == 2) {
+    op_parallel_pairs(e, s);
+    return;
+  }
   if (s->vec_dequant) {
     op_parallel_vec(e, s);
     return;

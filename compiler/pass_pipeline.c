@@ -190,7 +190,10 @@ static bool used_outside(const tl_body *b, const tl_stmt *loop, const tl_sym *bu
  * does not clear C (writing C's registers with a group pending), C is
  * touched by no other statement of the loop, and A and B are both buffers
  * the loop prefetches (written by nothing but the loop's own copies) or
- * rotates (below).  The
+ * rotates (below), or A is a register fragment (a_regs: the emitter then
+ * waits for the pending group before it defines the registers the next
+ * group reads, after the statements that compute A have run beside the
+ * pending group: emit_cuda.c's wgmma_issue).  The
  * loop then waits for the last group as it ends (wg_drain: wait_group 0,
  * before the barrier that follows every pipelined loop), so whatever
  * comes after it (the epilogue reading C) sees finished accumulators.
@@ -336,7 +339,7 @@ static tl_stmt *async_gemm(const tl_stmt *loop) {
       g = b->items[i];
   if (n != 1 || !g || g->clear_accum)
     return NULL;
-  bool a = g->A->rotates, bb = g->B->rotates;
+  bool a = g->A->rotates || g->a_regs, bb = g->B->rotates;
   for (int i = 0; i < b->n; i++) {
     const tl_stmt *c = b->items[i];
     if (c->prefetch && c->dst->sym == g->A)
