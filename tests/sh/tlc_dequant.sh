@@ -92,6 +92,11 @@ for d in "" "-D block_M=256 -D block_N=128 -D threads=256" "-D block_N=256 -D th
   grep -q 'wgmma.mma_async.sync.aligned.m64n[0-9]*k16.f32.f16.f16 {[^}]*}, {%r' "$tmp/k.ptx" || fail "$T $d: no wgmma with A from registers"
   grep -q 'st.shared.v2.u64' "$tmp/k.ptx" && fail "$T $d: the dequantized tile went through shared memory"
 done
+# the epilogue C_shared[j, i] = Ct_local[i, j] converts the accumulators in pairs (one at a time, ptxas
+# serialized the gemm's wgmma: C7514) and stores the halves transposed
+"$TLC" compile $T --target sm_90a --emit cuda >"$tmp/t.cu" || fail "$T: --emit cuda"
+grep -qF 'const unsigned tl_pair = tl_f2h2(r_Ct_local[tl_r], r_Ct_local[tl_r + 1]);' "$tmp/t.cu" || fail "$T: no pair conversion"
+grep -qF '= (unsigned short)(tl_pair >> 16);' "$tmp/t.cu" || fail "$T: no store of the pair's high half"
 # bfloat16 weights: the pairs in bfloat16
 sed -e 's/"name": "B_frag", "shape": \["block_N", "block_K"\], "dtype": "float16"/"name": "B_frag", "shape": ["block_N", "block_K"], "dtype": "bfloat16"/' \
     -e 's/"name": "A", "kind": "tensor", "dtype": "float16"/"name": "A", "kind": "tensor", "dtype": "bfloat16"/' \
