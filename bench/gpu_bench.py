@@ -471,6 +471,12 @@ def W4A16_CONFIGS(M):
     else:  # large M: the narrow program's scales copied once, with gemm_w4a16's tiles
         cfgs += [(NW, {"block_M": 128, "block_N": 128, "block_K": 64, "threads": 256, "num_stages": 3}),
                  (NW, {"block_M": 128, "block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3})]
+        # C^T with the dequantized weights wgmma's A from registers (Machete's form): 128 or 256 rows of weights
+        # by 128 or 256 columns of activations
+        T = "examples/gemm_w4a16_t.json"
+        T2 = {"block_N": 128, "threads": 256}
+        cfgs += [(T, dict(T2, block_M=256)), (T, T2), (T, dict(T2, block_N=256)), (T, dict(T2, block_K=128)),
+                 (T, {"block_M": 256}), (T, dict(T2, block_M=256, num_stages=2))]
     return cfgs
 
 

@@ -1173,6 +1173,49 @@ static void op_copy_packed(E *e, const tl_stmt *s, int w) {
   line(e, "}");
 }
 
+/* The bytes (16, 8 or 4) a copy from a shared buffer into a tensor of the
+ * same (whole-byte) dtype may store at once, or 0: its innermost extent on
+ * both sides is the copy's innermost dimension and a multiple of the vector,
+ * both starts are multiples of it, the buffer's rows (in any swizzle, which
+ * moves aligned 16-byte chunks whole) and the tensor's (a constant
+ * innermost dimension) hold whole vectors, and the tensor's base is aligned
+ * to them: a vector then lies wholly inside or wholly outside the tensor,
+ * and its elements are contiguous on both sides (the mirror of
+ * pass_pipeline.c's can_async). */
+static int store_vec_bytes(const tl_stmt *s) {
+  const tl_region *src = s->src, *dst = s->dst;
+  const tl_sym *b = src->sym, *t = dst->sym;
+  if (b->kind != SYM_BUFFER || b->scope != SCOPE_SHARED || t->kind != SYM_TENSOR || b->dtype != t->dtype ||
+      tl_dtype_is_packed(b->dtype) || (b->layout && !b->layout->swizzle) || b->view_of || b->viewed)
+    return 0;
+  int64_t es = (int64_t)tl_dtype_size(b->dtype);
+  int ls = src->ndim - 1, ld = dst->ndim - 1;
+  if (src->ext[ls] != dst->ext[ld] || src->ext[ls] == 1 || t->dims[ld] < 0)
+    return 0;
+  for (int w = 16; w >= 4 && w >= 2 * es; w /= 2) {
+    int64_t v = w / es;
+    if (src->ext[ls] % v == 0 && b->dims[ls] % v == 0 && t->dims[ld] % v == 0 && tl_multiple_of(src->lo[ls], v) &&
+        tl_multiple_of(dst->lo[ld], v) && t->align >= w)
+      return w;
+  }
+  return 0;
+}
+
+/* A copy store_vec_bytes allows, w bytes at a time (each vector stored
+ * when it lies inside the tensor). */
+static void op_copy_store_vec(E *e, const tl_stmt *s, int w) {
+  const tl_region *src = s->src, *dst = s->dst;
+  int64_t v = w / (int64_t)tl_dtype_size(src->sym->dtype), ext[TL_MAX_DIMS] = {0};
+  int n = squeezed(dst, ext);
+  const char **si, **di;
+  vector_loop(e, src, dst, v, product(ext, n) / v / e->T <= 16 ? "#pragma unroll" : "#pragma unroll 1", &si, &di);
+  const char *ty = w == 16 ? "tl_v16" : w == 8 ? "tl_v8" : "tl_v4";
+  line(e, "if (%s) *(%s *)&g_%s[%s] = *(const %s *)&s_%s[%s];", in_bounds(e, dst->sym, di), ty, dst->sym->name,
+       offset(e, dst->sym, di), ty, src->sym->name, offset(e, src->sym, si));
+  e->indent--;
+  line(e, "}");
+}
+
 static void emit_tma_store(E *e, const tl_stmt *s);
 static void op_copy(E *e, const tl_stmt *s, bool uniform) {
   const tl_region *src = s->src, *dst = s->dst;
@@ -1195,6 +1238,11 @@ static void op_copy(E *e, const tl_stmt *s, bool uniform) {
   }
   if (copy_pairs_ok(s)) {
     op_copy_pairs(e, s);
+    return;
+  }
+  int w = store_vec_bytes(s);
+  if (w) {
+    op_copy_store_vec(e, s, w);
     return;
   }
   int64_t ext[TL_MAX_DIMS] = {0};
@@ -2362,6 +2410,70 @@ static void op_parallel_vec(E *e, const tl_stmt *s) {
   line(e, "}");
 }
 
+/* A vec_dequant loop into a register fragment D of the mma layout
+ * (vec_dequant 2: pass_place.c's reg_pairs_dst): each thread runs over its
+ * own pairs of elements, local indices r and r + 1 (r even) at columns j
+ * and j + 1 of one row, j = jt + jr even (mma_row_col_split: jt the
+ * thread's part, 2 (lane % 4) plus its warp's columns, a multiple of 8;
+ * jr local index r's part, a multiple of 8, known once the loop is
+ * unrolled).  Each packed operand P (read P[..., j], its other indices free
+ * of j) holds the pair in its aligned group of 8 elements (bits bytes) at
+ * byte (j - j % 8) * bits / 8 of the row; the group is loaded from the
+ * 16-byte chunk holding it where P's rows are whole chunks (the chunk's
+ * address is the same for every pair of the thread's row that it serves,
+ * so the compiler loads it once), else alone; shifted so that elements j
+ * and j + 1 are its first two, vex computes the pair as the loop's value.
+ * A packed D takes it as its word r / 2, an unpacked one as two floats. */
+static void op_parallel_pairs(E *e, const tl_stmt *s) {
+  const tl_stmt *a = s->body.items[0];
+  const tl_sym *D = a->lhs->sym;
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r += 2) {", D->per_thread);
+  e->indent++;
+  const char *parts[4];
+  mma_row_col_split(e, D, "tl_r", parts);
+  const char *i = vname(e, s->vars[0]), *j = vname(e, s->vars[1]);
+  line(e, "const int %s = (int)(%s + %s); (void)%s;", i, parts[0], parts[1], i);
+  line(e, "const int tl_jt = (int)(%s), tl_jr = (int)(%s);", parts[2], parts[3]);
+  const tl_stmt *saved = e->par;
+  e->par = s;
+  vec_state v = {.bf16 = D->dtype == TL_BFLOAT16};
+  vec_reads(a->value, &v);
+  v.nonce = 0; /* the other reads in place: every pair has its own row (no vec_once) */
+  for (int k = 0; k < v.n; k++) {
+    const tl_expr *r = v.reads[k]->args[0];
+    const tl_sym *P = r->sym;
+    int bits = tl_dtype_bits(P->dtype), per = 8 / bits;
+    line(e, "unsigned tl_x%d;", k);
+    line(e, "{");
+    e->indent++;
+    line(e, "const int %s = 0; /* the row's first element */", j);
+    line(e, "const int tl_gb = (tl_jt / 8 + tl_jr / 8) * %d; /* the group's first byte in the row */", bits);
+    if (P->dims[P->ndim - 1] * bits % 128 == 0) {
+      line(e, "const tl_v16 tl_c = *(const tl_v16 *)&%s[(%s) / %d + tl_gb / 16 * 16];", storage(e, P),
+           offset(e, P, index_codes(e, r)), per);
+      line(e, "tl_x%d = (unsigned)((tl_gb %% 16 < 8 ? tl_c.lo : tl_c.hi) >> (tl_gb %% 8 * 8));", k);
+    } else {
+      line(e, "tl_x%d = (unsigned)*(const %s *)&%s[(%s) / %d + tl_gb];", k, load_type(bits), storage(e, P),
+           offset(e, P, index_codes(e, r)), per);
+    }
+    line(e, "tl_x%d >>= (unsigned)(tl_jt %% 8) * %du;", k, bits);
+    e->indent--;
+    line(e, "}");
+  }
+  line(e, "const int %s = tl_jt + tl_jr; (void)%s;", j, j);
+  v.at = v.pair = 0;
+  line(e, "const unsigned tl_h = %s;", vex(e, a->value, &v));
+  if (D->packed)
+    line(e, "r_%s[tl_r / 2] = tl_h;", D->name);
+  else
+    line(e, "r_%s[tl_r] = %s((unsigned short)tl_h); r_%s[tl_r + 1] = %s((unsigned short)(tl_h >> 16));", D->name,
+         v.bf16 ? "tl_bf2f" : "tl_h2f", D->name, v.bf16 ? "tl_bf2f" : "tl_h2f");
+  e->par = saved;
+  e->indent--;
+  line(e, "}");
+}
+
 /* A parallel loop that chooses by an affine comparison (pass_uniform.c):
  * the comparison at the point where it is hardest to satisfy, and at the
  * easiest, pick the loop without it when it holds everywhere or nowhere. */
@@ -2399,7 +2511,63 @@ static void op_parallel_uniform(E *e, const tl_stmt *s) {
   line(e, "}");
 }
 
+/* A parallel loop over a float32 register fragment F of the mma layout whose
+ * one assignment stores F[i, j] (its own element) into a float16 element of
+ * a shared buffer or tensor (an epilogue turning a gemm's C^T back through
+ * shared memory, gemm_w4a16_t.json): each thread converts its elements two
+ * at a time (local indices r and r + 1, cvt.rn.f16x2.f32, the same rounding
+ * as one at a time) and stores the halves where the loop puts them.  Read
+ * one at a time, a gemm's accumulators made ptxas serialize its wgmma
+ * (C7514: "non wgmma instructions reading accumulator registers"). */
+static bool pair_store_ok(const E *e, const tl_stmt *s, const tl_sym *F) {
+  if (e->d != &dialect_cuda || !F || F->reg_layout != TL_LAYOUT_MMA || F->ndim != 2 || F->dtype != TL_FLOAT32 ||
+      s->nvars != 2 || s->body.n != 1 || s->body.items[0]->kind != S_ASSIGN || s->body.items[0]->assign_op)
+    return false;
+  const tl_expr *l = s->body.items[0]->lhs, *v = s->body.items[0]->value;
+  if (l->kind != E_INDEX || l->sym->dtype != TL_FLOAT16 || (l->sym->kind == SYM_BUFFER && l->sym->scope != SCOPE_SHARED))
+    return false;
+  if (v->kind != E_INDEX || v->sym != F || v->nargs != 2)
+    return false;
+  for (int d = 0; d < 2; d++)
+    if (v->args[d]->kind != E_NAME || v->args[d]->sym != s->vars[d] || s->extents[d]->val.i != F->dims[d])
+      return false;
+  return true;
+}
+
+static void op_parallel_pair_store(E *e, const tl_stmt *s, const tl_sym *F) {
+  const tl_expr *l = s->body.items[0]->lhs;
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r += 2) {", F->per_thread);
+  e->indent++;
+  line(e, "const unsigned tl_pair = tl_f2h2(r_%s[tl_r], r_%s[tl_r + 1]);", F->name, F->name);
+  const tl_stmt *saved = e->par;
+  e->par = s;
+  for (int k = 0; k < 2; k++) {
+    const char *row, *col;
+    mma_row_col(e, F, k ? "(tl_r + 1)" : "tl_r", &row, &col);
+    line(e, "{");
+    e->indent++;
+    line(e, "const int %s = (int)(%s); (void)%s;", vname(e, s->vars[0]), row, vname(e, s->vars[0]));
+    line(e, "const int %s = (int)(%s); (void)%s;", vname(e, s->vars[1]), col, vname(e, s->vars[1]));
+    const char **idx = index_codes(e, l);
+    const char *st = S("%s[%s] = (unsigned short)(tl_pair >> %d);", storage(e, l->sym), offset(e, l->sym, idx), 16 * k);
+    if (l->sym->kind == SYM_TENSOR)
+      line(e, "if (%s) %s", in_bounds(e, l->sym, idx), st);
+    else
+      line(e, "%s", st);
+    e->indent--;
+    line(e, "}");
+  }
+  e->par = saved;
+  e->indent--;
+  line(e, "}");
+}
+
 static void op_parallel(E *e, const tl_stmt *s) {
+  if (s->vec_dequant == 2) {
+    op_parallel_pairs(e, s);
+    return;
+  }
   if (s->vec_dequant) {
     op_parallel_vec(e, s);
     return;
@@ -2408,6 +2576,10 @@ static void op_parallel(E *e, const tl_stmt *s) {
   for (int i = 0; i < s->nvars; i++)
     ext[i] = s->extents[i]->val.i;
   const tl_sym *owner = tl_body_owner(&s->body, s->nvars == 2);
+  if (pair_store_ok(e, s, owner)) {
+    op_parallel_pair_store(e, s, owner);
+    return;
+  }
   open_loop(e, owner, product(ext, s->nvars));
   const char **q = loop_idx(e, owner, ext, s->nvars, "tl_p");
   for (int i = 0; i < s->nvars; i++)
@@ -2501,8 +2673,14 @@ static void emit_assign(E *e, const tl_stmt *s, bool uniform) {
     return;
   }
   const tl_sym *b = l->sym;
-  const char *v = conv(e, ex(e, s->value), s->value->type, (tl_type)b->dtype);
-  if (b->kind == SYM_BUFFER && b->scope == SCOPE_FRAGMENT && b->in_regs) {
+  bool in_regs = b->kind == SYM_BUFFER && b->scope == SCOPE_FRAGMENT && b->in_regs;
+  /* a float32 value stored as float16 or bfloat16 is rounded once, by the store's conversion (write_elem):
+   * rounding it in float first (tl_rh) gives the same bits, and after a wgmma made ptxas serialize the gemm's
+   * wgmma-groups (C7514: "non wgmma instructions reading accumulator registers") */
+  bool store_rounds = !in_regs && s->value->type == TL_FLOAT32 && (b->dtype == TL_FLOAT16 || b->dtype == TL_BFLOAT16) &&
+                      !(b->kind == SYM_BUFFER && b->scope == SCOPE_LOCAL);
+  const char *v = store_rounds ? ex(e, s->value) : conv(e, ex(e, s->value), s->value->type, (tl_type)b->dtype);
+  if (in_regs) {
     if (!e->par || !same_layout(e->par_owner, b)) {
       fail(e, s->pointer, "register fragment '%s' is written where its elements are not the thread's own", b->name);
       return;

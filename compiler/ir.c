@@ -651,7 +651,10 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     for (int i = 0; i < s->nvars; i++)
       fprintf(f, "%s%s < %s", i ? ", " : "", s->vars[i]->name, tl_expr_str(a, s->extents[i]));
     fputs(")", f);
-    if (s->vec_dequant)
+    if (s->vec_dequant == 2)
+      fputs(" [2 at a time: each thread's pairs of its register fragment, packed words to 16-bit float pairs, "
+            "paired arithmetic]", f);
+    else if (s->vec_dequant)
       fprintf(f, " [%d at a time: packed words to 16-bit float pairs, paired arithmetic, 16-byte stores%s]",
               s->vec_dequant, s->vec_once ? ", the other reads once for all of them" : "");
     break;

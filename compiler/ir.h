@@ -623,7 +623,8 @@ struct tl_stmt {
                           run at a time (8, 16 or 32): each packed sub-byte operand read as one load (up to
                           16 bytes), converted 8 elements at a time to 16-bit float pairs (prmt, lop3,
                           fma.f16x2), the arithmetic on pairs (f16x2, bf16x2), each 8 results stored as
-                          one 16-byte vector (pass_place.c: dequant_loop says when) */
+                          one 16-byte vector; 2: into a register fragment, each thread its own pairs
+                          of elements (pass_place.c: dequant_loop says when) */
   bool vec_once;       /* after pass_place, a vec_dequant loop of 16 or 32: its other reads (a group's scale)
                           are the same for all of them, and read once per 16 or 32 (pass_place.c: vec_once) */
   bool prefetch;       /* after pass_pipeline: issued ahead by its pipelined loop */

@@ -190,7 +190,9 @@ static bool used_outside(const tl_body *b, const tl_stmt *loop, const tl_sym *bu
  * does not clear C (writing C's registers with a group pending), C is
  * touched by no other statement of the loop, and A and B are both buffers
  * the loop prefetches (written by nothing but the loop's own copies) or
- * rotates (below).  The
+ * rotates (below).  (A register fragment A computed by the loop does not
+ * qualify: kept in flight so, gemm_w4a16_t.json with two warpgroups gave
+ * wrong results on an H100, bench/gpu-w4a16-2026-11-25-h100-w7big-r2.log.)  The
  * loop then waits for the last group as it ends (wg_drain: wait_group 0,
  * before the barrier that follows every pipelined loop), so whatever
  * comes after it (the epilogue reading C) sees finished accumulators.

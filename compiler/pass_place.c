@@ -26,7 +26,9 @@
  * Register fragments that share parallel loops or copies with C take the
  * same layout when they have its shape and are demoted to shared memory
  * otherwise (a loop's iterations must run on the thread that owns their
- * elements).  The operands A and B are stored
+ * elements); a register fragment A that nothing else gives a layout takes
+ * C's rows over K (adopt_a_layout), which keeps it in registers for the
+ * gemm (resolve_gemm_a).  The operands A and B are stored
  * swizzled (bank-conflict free for ldmatrix) when their rows allow it.
  * Only where the target has mma.sync (tl_codegen.mma).  Where it has wgmma
  * (sm_90a), a gemm whose shape choose_wgmma accepts takes that instead,
@@ -65,6 +67,7 @@ typedef struct {
   bool changed;     /* unify_all, resolve_gemm_a: something changed in this walk */
   int64_t smem_limit; /* resolve_gemm_a */
   bool rs_refused;  /* resolve_gemm_a: a gemm on wgmma lost its A from registers (tl_stmt.rs_refused) */
+  const tl_codegen *cg; /* the target's code generation (resolve_gemm_a: mark_packed) */
 } P;
 
 /* Is x a read V[i] of a 1-D fragment by the first variable of a 2-D
@@ -571,11 +574,37 @@ static bool unify(tl_sym **g, int n) {
   return changed;
 }
 
+/* A register fragment A of a gemm on the matrix cores that no statement
+ * has given a layout yet (written by parallel loops over its own elements:
+ * the dequantized weights of gemm_w4a16_t.json) takes the layout that
+ * resolve_gemm_a keeps in registers: C's rows (C in the mma layout with one
+ * warp along N) over K, mma_ni = K / 8 tiles of 8 columns.  The loops that
+ * write it then run on the threads that hold its elements.  Returns whether
+ * A changed. */
+static bool adopt_a_layout(tl_stmt *s) {
+  tl_sym *A = s->A;
+  const tl_sym *C = s->C;
+  if (!A->in_regs || A->scope != SCOPE_FRAGMENT || A->reg_layout != TL_LAYOUT_BLOCKED || s->trans_a ||
+      A->ndim != 2 || !C->in_regs || C->reg_layout != TL_LAYOUT_MMA || C->mma_wn != 1 ||
+      A->dims[0] != C->dims[0] || A->dims[1] % 16 || (A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16))
+    return false;
+  A->reg_layout = TL_LAYOUT_MMA;
+  A->mma_wm = C->mma_wm;
+  A->mma_wn = 1;
+  A->mma_mi = C->mma_mi;
+  A->mma_ni = A->dims[1] / 8;
+  A->mma_interleaved = C->mma_interleaved;
+  A->per_thread = A->mma_mi * A->mma_ni * 4;
+  return true;
+}
+
 /* Makes one group agree (tl_walker.pre): a parallel loop's register
  * fragments, a copy's two buffers; drops the matrix-core path of a gemm
  * whose operands left it.  Sets p->changed when anything changed. */
 static tl_walk_act unify_all(tl_stmt *s, void *user) {
   P *p = user;
+  if (s->kind == S_GEMM && s->use_mma)
+    p->changed |= adopt_a_layout(s);
   if (s->kind == S_PARALLEL) {
     tl_vec regs = {0};
     par_body_regs(s, &s->body, &regs, p->prog->arena);
@@ -667,9 +696,22 @@ static tl_walk_act unpack_expr(tl_expr *x, tl_stmt *s, void *user) {
   return TL_WALK_GO;
 }
 
+typedef struct {
+  const tl_codegen *cg;
+  int64_t threads;
+} dq_ctx;
+
+static int dequant_loop(const tl_stmt *s, const dq_ctx *c);
+
 /* Unpacks what statement s uses other than as a packed fragment may be used
- * (tl_walker.pre; every fragment its expressions name: unpack_expr). */
+ * (tl_walker.pre; every fragment its expressions name: unpack_expr).  A
+ * dequantizing loop into a register fragment computes its elements as
+ * pairs (dequant_loop returns 2): its destination stays packed. */
 static tl_walk_act unpack_stmt(tl_stmt *s, void *user) {
+  if (s->kind == S_PARALLEL && dequant_loop(s, user) == 2) {
+    tl_walk_expr(s->body.items[0]->value, unpack_expr, s, NULL);
+    return TL_WALK_SKIP;
+  }
   if (s->kind == S_GEMM) {
     if (!s->use_mma || !s->C->in_regs || s->C->reg_layout != TL_LAYOUT_MMA)
       unpack_sym(s->A);
@@ -694,14 +736,14 @@ static tl_walk_act unpack_stmt(tl_stmt *s, void *user) {
 /* Sets tl_sym.packed on the fragments that qualify (a gemm that may still
  * take A from registers counts as such: when resolve_gemm_a decides
  * otherwise, A leaves the registers and so cannot be packed). */
-static void mark_packed(tl_program *prog) {
+static void mark_packed(tl_program *prog, const dq_ctx *c) {
   for (int i = 0; i < prog->nbuffer_slots; i++) {
     tl_sym *s = prog->buffer_syms[i];
     s->packed = s->scope == SCOPE_FRAGMENT && s->in_regs && s->reg_layout == TL_LAYOUT_MMA && s->ndim == 2 &&
                 (s->dtype == TL_FLOAT16 || s->dtype == TL_BFLOAT16) && s->per_thread % 2 == 0;
   }
   static const tl_walker w = {.pre = unpack_stmt, .expr = unpack_expr};
-  tl_walk(&prog->body, &w, NULL);
+  tl_walk(&prog->body, &w, (void *)c);
 }
 
 /* Bytes of the shared buffers (one stage each) and fragments outside
@@ -724,7 +766,7 @@ static tl_walk_act resolve_gemm_a(tl_stmt *s, void *user) {
     const tl_sym *A = s->A, *C = s->C;
     /* registers, when they leave room, or when shared memory could not
      * hold A besides the rest */
-    mark_packed(prog);
+    mark_packed(prog, &(dq_ctx){p->cg, p->threads});
     bool room = tl_reg_words(prog) <= TL_REG_BUDGET ||
                 smem_floor(prog, (int64_t)tl_dtype_bytes(A->dtype, (uint64_t)elems(A))) > p->smem_limit;
     bool ok = s->use_mma && C->in_regs && A->reg_layout == TL_LAYOUT_MMA && A->mma_wn == 1 &&
@@ -820,6 +862,12 @@ static tl_walk_act swizzle_operands(tl_stmt *s, void *user) {
  * computes, gives the same results, since float32 has more than twice
  * their precision), and D's 8 elements are one 16-byte store (rows a
  * multiple of 8 elements; the swizzles move 16-byte chunks whole).
+ * D may also be a register fragment of the mma layout written by the
+ * loop's variables over its shape (reg_pairs_dst; gemm_w4a16_t.json's
+ * weights for wgmma's A from registers): each thread then computes its own
+ * elements two at a time (they sit in pairs of adjacent columns), each pair
+ * from one load of the packed group of 8 holding it, and D stays packed in
+ * pairs of halves (mark_packed).
  * NVIDIA targets only (inline PTX); everything else keeps the loop's
  * scalar path. */
 static bool mentions(tl_expr *x, const tl_sym *v);
@@ -958,15 +1006,36 @@ static bool vec_f16(tl_expr *x, const tl_sym *j, const tl_sym *D, tl_type t, int
   }
 }
 
-/* The elements a dequantizing loop runs at a time (8, 16 or 32), or 0. */
-static int dequant_loop(const tl_stmt *s, bool bf16, int64_t threads) {
-  if (s->kind != S_PARALLEL || s->body.n != 1 || s->body.items[0]->kind != S_ASSIGN ||
-      s->extents[s->nvars - 1]->val.i % 8)
+/* Is l, the left side of parallel loop s's assignment, an element of a
+ * register fragment in the mma layout indexed by s's two variables in order
+ * over its shape?  Each thread then holds pairs of its elements at columns
+ * j and j + 1, j even (local indices 2r and 2r + 1), and dequant_loop lets
+ * it compute them as pairs: 2 at a time. */
+static bool reg_pairs_dst(const tl_stmt *s, const tl_expr *l) {
+  const tl_sym *D = l->sym;
+  if (D->kind != SYM_BUFFER || D->scope != SCOPE_FRAGMENT || !D->in_regs || D->reg_layout != TL_LAYOUT_MMA ||
+      D->ndim != 2 || s->nvars != 2 || l->nargs != 2)
+    return false;
+  for (int d = 0; d < 2; d++)
+    if (l->args[d]->kind != E_NAME || l->args[d]->sym != s->vars[d] || s->extents[d]->val.i != D->dims[d])
+      return false;
+  return true;
+}
+
+/* The elements a dequantizing loop runs at a time (8, 16 or 32; 2 into a
+ * register fragment: reg_pairs_dst), or 0.  NVIDIA targets only; bfloat16
+ * from sm_80 (where the target has mma.sync). */
+static int dequant_loop(const tl_stmt *s, const dq_ctx *c) {
+  if (c->cg->dialect != TL_DIALECT_CUDA || s->kind != S_PARALLEL || s->body.n != 1 ||
+      s->body.items[0]->kind != S_ASSIGN || s->extents[s->nvars - 1]->val.i % 8)
     return 0;
+  bool bf16 = c->cg->mma;
+  int64_t threads = c->threads;
   const tl_stmt *a = s->body.items[0];
   const tl_sym *j = s->vars[s->nvars - 1];
   tl_expr *l = a->lhs;
-  if (a->assign_op || l->kind != E_INDEX || !vec_elem(l, j, true) || l->sym->kind != SYM_BUFFER)
+  bool regs = l->kind == E_INDEX && reg_pairs_dst(s, l);
+  if (a->assign_op || l->kind != E_INDEX || !(regs || vec_elem(l, j, true)) || l->sym->kind != SYM_BUFFER)
     return 0;
   const tl_sym *D = l->sym;
   tl_type t = (tl_type)D->dtype;
@@ -977,6 +1046,8 @@ static int dequant_loop(const tl_stmt *s, bool bf16, int64_t threads) {
   int npacked = 0, g = 32;
   if (!vec_f16(a->value, j, D, t, &npacked, &g) || npacked == 0)
     return 0;
+  if (regs)
+    return 2;
   int64_t outer = 1, ext = s->extents[s->nvars - 1]->val.i;
   for (int i = 0; i + 1 < s->nvars; i++)
     outer *= s->extents[i]->val.i;
@@ -985,15 +1056,9 @@ static int dequant_loop(const tl_stmt *s, bool bf16, int64_t threads) {
   return g;
 }
 
-typedef struct {
-  const tl_codegen *cg;
-  int64_t threads;
-} dq_ctx;
-
 static tl_walk_act mark_dequant(tl_stmt *s, void *user) {
-  const dq_ctx *c = user;
   if (s->kind == S_PARALLEL) {
-    s->vec_dequant = c->cg->dialect == TL_DIALECT_CUDA ? dequant_loop(s, c->cg->mma, c->threads) : 0;
+    s->vec_dequant = dequant_loop(s, user);
     s->vec_once = s->vec_dequant > 8 && vec_once(s->body.items[0]->value, s->vars[s->nvars - 1], s->vec_dequant);
   }
   return TL_WALK_GO;
@@ -1023,7 +1088,7 @@ tl_status tl_pass_place_for(tl_program *prog, int64_t smem_limit, const tl_codeg
 /* Returns whether a gemm lost its wgmma with A from registers (then placing again gives mma.sync its own
  * tiling). */
 static bool place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bool amd) {
-  P pp = {.prog = prog, .wgmma = cg->wgmma, .int8_mma = cg->int8_mma, .fp8_mma = cg->fp8_mma,
+  P pp = {.prog = prog, .cg = cg, .wgmma = cg->wgmma, .int8_mma = cg->int8_mma, .fp8_mma = cg->fp8_mma,
           .wgmma_variant = cg->wgmma_variant}, *p = &pp;
   p->threads = prog->threads[0] * prog->threads[1] * prog->threads[2];
   for (int i = 0; i < prog->nbuffer_slots; i++) {
@@ -1057,7 +1122,7 @@ static bool place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bo
     tl_walk(&prog->body, &(tl_walker){.pre = resolve_gemm_a}, p);
     changed |= p->changed;
   }
-  mark_packed(prog);
+  mark_packed(prog, &(dq_ctx){cg, p->threads});
   tl_walk(&prog->body, &(tl_walker){.pre = swizzle_operands}, p);
   tl_walk(&prog->body, &(tl_walker){.pre = mark_reduction}, p);
   tl_walk(&prog->body, &(tl_walker){.pre = mark_dequant}, &(dq_ctx){cg, p->threads});

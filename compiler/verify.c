@@ -306,7 +306,7 @@ static tl_walk_act count_wgmma(tl_stmt *s, void *n) {
 
 /* Gemm g at the top of pipelined loop s leaves g->wg_pending wgmma groups
  * in flight across iterations: pass_pipeline.c's conditions (at
- * async_gemm, or for a wg_lag loop at lag_gemm: C cleared by the gemm, in
+ * async_gemm: A and B prefetched or rotating, or A from registers, or for a wg_lag loop at lag_gemm: C cleared by the gemm, in
  * two register copies, read but not written by the statements after it;
  * its lag_load statements lets or copies into two register copies) for
  * that, and its rule pipe_ahead + wg_pending <=

@@ -376,24 +376,28 @@ extern "C" __global__ void __launch_bounds__(64) dequant_pairs(int p_m, unsigned
     }
   }
   __syncthreads();
-  for (int tl_ci = 0; tl_ci < 16; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
-    const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
-    const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
-    if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O1_d0) g_O1[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O1_d1 + ((long long)(((int)0LL)) + tl_q1)] = tl_f2h(tl_h2f(s_D1[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)]));
+  #pragma unroll
+  for (int tl_ci = 0; tl_ci < 2; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
+    const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 8u); (void)tl_q1;
+    const int tl_q0 = (int)(((unsigned)tl_e / 8u) % 16u); (void)tl_q0;
+    if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O1_d0) *(tl_v16 *)&g_O1[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O1_d1 + ((long long)(((int)0LL)) + (tl_q1 * 8LL))] = *(const tl_v16 *)&s_D1[((int)(0LL + tl_q0)) * 64 + (int)(0LL + (tl_q1 * 8LL))];
   }
-  for (int tl_ci = 0; tl_ci < 16; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
-    const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
-    const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
-    if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O2_d0) g_O2[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O2_d1 + ((long long)(((int)0LL)) + tl_q1)] = tl_f2h(tl_h2f(s_D2[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)]));
+  #pragma unroll
+  for (int tl_ci = 0; tl_ci < 2; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
+    const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 8u); (void)tl_q1;
+    const int tl_q0 = (int)(((unsigned)tl_e / 8u) % 16u); (void)tl_q0;
+    if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O2_d0) *(tl_v16 *)&g_O2[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O2_d1 + ((long long)(((int)0LL)) + (tl_q1 * 8LL))] = *(const tl_v16 *)&s_D2[((int)(0LL + tl_q0)) * 64 + (int)(0LL + (tl_q1 * 8LL))];
   }
-  for (int tl_ci = 0; tl_ci < 16; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
-    const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
-    const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
-    if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O3_d0) g_O3[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O3_d1 + ((long long)(((int)0LL)) + tl_q1)] = tl_f2h(tl_h2f(s_D3[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)]));
+  #pragma unroll
+  for (int tl_ci = 0; tl_ci < 2; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
+    const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 8u); (void)tl_q1;
+    const int tl_q0 = (int)(((unsigned)tl_e / 8u) % 16u); (void)tl_q0;
+    if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O3_d0) *(tl_v16 *)&g_O3[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O3_d1 + ((long long)(((int)0LL)) + (tl_q1 * 8LL))] = *(const tl_v16 *)&s_D3[((int)(0LL + tl_q0)) * 64 + (int)(0LL + (tl_q1 * 8LL))];
   }
-  for (int tl_ci = 0; tl_ci < 16; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
-    const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 64u); (void)tl_q1;
-    const int tl_q0 = (int)(((unsigned)tl_e / 64u) % 16u); (void)tl_q0;
-    if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O4_d0) g_O4[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O4_d1 + ((long long)(((int)0LL)) + tl_q1)] = tl_f2bf(tl_bf2f(s_D4[((int)(0LL + tl_q0)) * 64 + (int)(0LL + tl_q1)]));
+  #pragma unroll
+  for (int tl_ci = 0; tl_ci < 2; tl_ci++) { const int tl_e = tl_tid + tl_ci * 64;
+    const int tl_q1 = (int)(((unsigned)tl_e / 1u) % 8u); (void)tl_q1;
+    const int tl_q0 = (int)(((unsigned)tl_e / 8u) % 16u); (void)tl_q0;
+    if (true && (unsigned long long)((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) < (unsigned long long)g_O4_d0) *(tl_v16 *)&g_O4[((long long)(((int)((unsigned)(v_bx) * (unsigned)(((int)16LL))))) + tl_q0) * g_O4_d1 + ((long long)(((int)0LL)) + (tl_q1 * 8LL))] = *(const tl_v16 *)&s_D4[((int)(0LL + tl_q0)) * 64 + (int)(0LL + (tl_q1 * 8LL))];
   }
 }

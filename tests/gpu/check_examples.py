@@ -676,6 +676,19 @@ CASES = [
                              "num_stages": 4, "split_k": 8}, {}, ["C"], W4A16),
     ("gemm_w4a16_splitk_t", {"M": 40, "N": 300, "K": 1000, "block_M": 64, "block_N": 128, "threads": 256,
                              "block_K": 64, "num_stages": 3, "split_k": 4}, {}, ["C"], W4A16),
+    # C^T with the dequantized weights wgmma's A from registers, each thread dequantizing its own pairs: ragged
+    # M, N and K, a scale group of 64, 128 columns, one warpgroup, K tiles of 128, 256 rows (two m64 row tiles
+    # per warpgroup, interleaved)
+    ("gemm_w4a16_t", {"M": 256, "N": 256, "K": 512}, {}, ["C"], W4A16),
+    ("gemm_w4a16_t", {"M": 300, "N": 200, "K": 640, "block_M": 256, "block_N": 128, "threads": 256}, {}, ["C"], W4A16),
+    ("gemm_w4a16_t", {"M": 70, "N": 136, "K": 202}, {}, ["C"], W4A16),
+    ("gemm_w4a16_t", {"M": 100, "N": 300, "K": 384, "group_size": 64, "block_N": 128, "threads": 256}, {}, ["C"],
+     W4A16),
+    ("gemm_w4a16_t", {"M": 200, "N": 256, "K": 512, "block_N": 128, "threads": 256}, {}, ["C"], W4A16),
+    ("gemm_w4a16_t", {"M": 130, "N": 200, "K": 384, "block_M": 256}, {}, ["C"], W4A16),
+    ("gemm_w4a16_t", {"M": 256, "N": 256, "K": 1024, "block_N": 128, "threads": 256, "block_K": 128}, {}, ["C"],
+     W4A16),
+    ("gemm_w4a16_t", {"M": 256, "N": 520, "K": 512, "block_N": 256, "threads": 256}, {}, ["C"], W4A16),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 1}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 7}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 300}, ["c"], MATMUL),

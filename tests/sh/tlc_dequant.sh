@@ -101,4 +101,44 @@ sed 's/"transpose_B": true}/"transpose_B": true, "clear_accum": true}/' $W >"$tm
 out=$(ir "$tmp/clear.json" --target sm_90a)
 printf '%s\n' "$out" | grep -qF 'rotates' && fail "a gemm that clears C rotates its operand"
 printf '%s\n' "$out" | grep 'alloc B_dequant' | grep -qF 'stages' && fail "a gemm that clears C: B_dequant has stages"
-echo "ok: dequant loops paired, converted without cvt, rotating under wgmma"
+
+# C^T with the dequantized weights wgmma's A from registers (gemm_w4a16_t.json): the fragment takes C's rows
+# over K and stays in registers packed in pairs, each thread dequantizes its own pairs (prmt + lop3 + fma.f16x2,
+# no 16-byte stores); the gemm waits for its group at the end of each K tile (kept in flight, two warpgroups gave wrong results on the H100)
+T=examples/gemm_w4a16_t.json
+for d in "" "-D block_M=256 -D block_N=128 -D threads=256" "-D block_N=256 -D threads=256" "-D block_K=128"; do
+  out=$(ir $T --target sm_90a -D M=4096 -D N=8192 -D K=8192 $d)
+  printf '%s\n' "$out" | grep 'alloc B_frag' | grep -qF 'in registers, mma layout' || fail "$T $d: B_frag not in registers"
+  printf '%s\n' "$out" | grep 'alloc B_frag' | grep -qF 'packed in pairs' || fail "$T $d: B_frag not packed"
+  printf '%s\n' "$out" | grep -qF '[2 at a time: each thread' || fail "$T $d: the dequant loop is not on pairs"
+  printf '%s\n' "$out" | grep 'gemm B_frag' | grep -qF '[A in registers]' || fail "$T $d: A not from registers"
+  printf '%s\n' "$out" | grep 'gemm B_frag' | grep -qF 'wait_group 0' || fail "$T $d: the gemm leaves a group in flight"
+  ptx $T --target sm_90a -D M=4096 -D N=8192 -D K=8192 $d
+  for i in prmt.b32 lop3.b32 fma.rn.f16x2 mul.rn.f16x2; do has "$i" "$T $d"; done
+  grep -q 'wgmma.mma_async.sync.aligned.m64n[0-9]*k16.f32.f16.f16 {[^}]*}, {%r' "$tmp/k.ptx" || fail "$T $d: no wgmma with A from registers"
+  grep -q 'st.shared.v2.u64' "$tmp/k.ptx" && fail "$T $d: the dequantized tile went through shared memory"
+done
+# the epilogue C_shared[j, i] = Ct_local[i, j] converts the accumulators in pairs (one at a time, ptxas
+# serialized the gemm's wgmma: C7514) and stores the halves transposed
+"$TLC" compile $T --target sm_90a --emit cuda >"$tmp/t.cu" || fail "$T: --emit cuda"
+grep -qF 'const unsigned tl_pair = tl_f2h2(r_Ct_local[tl_r], r_Ct_local[tl_r + 1]);' "$tmp/t.cu" || fail "$T: no pair conversion"
+grep -qF '= (unsigned short)(tl_pair >> 16);' "$tmp/t.cu" || fail "$T: no store of the pair's high half"
+# bfloat16 weights: the pairs in bfloat16
+sed -e 's/"name": "B_frag", "shape": \["block_N", "block_K"\], "dtype": "float16"/"name": "B_frag", "shape": ["block_N", "block_K"], "dtype": "bfloat16"/' \
+    -e 's/"name": "A", "kind": "tensor", "dtype": "float16"/"name": "A", "kind": "tensor", "dtype": "bfloat16"/' \
+    -e 's/"name": "A_shared", "shape": \["block_M", "block_K"\], "dtype": "float16"/"name": "A_shared", "shape": ["block_M", "block_K"], "dtype": "bfloat16"/' \
+    -e 's/"name": "S", "kind": "tensor", "dtype": "float16"/"name": "S", "kind": "tensor", "dtype": "bfloat16"/' \
+    -e 's/"name": "S_shared", "shape": \["block_N"\], "dtype": "float16"/"name": "S_shared", "shape": ["block_N"], "dtype": "bfloat16"/' \
+    -e 's/(float16(B_shared\[i, j\])/(bfloat16(B_shared[i, j])/' $T >"$tmp/bf.json"
+[ "$(grep -c bfloat16 "$tmp/bf.json")" = 6 ] || fail "the bfloat16 sed missed"
+out=$(ir "$tmp/bf.json" --target sm_90a)
+printf '%s\n' "$out" | grep -qF '[2 at a time: each thread' || fail "bfloat16 $T: the dequant loop is not on pairs"
+ptx "$tmp/bf.json" --target sm_90a
+has fma.rn.bf16x2 "bfloat16 $T"
+# the fragment read elsewhere than by the gemm keeps the scalar path and its floats
+sed 's|{"op": "gemm", "A": "B_frag"|{"op": "parallel", "vars": ["i", "j"], "extents": ["block_N", "block_K"], "body": ["B_frag[i, j] = B_frag[i, j] * 2.0"]}, {"op": "gemm", "A": "B_frag"|' $T >"$tmp/twice.json"
+out=$(ir "$tmp/twice.json" --target sm_90a)
+printf '%s\n' "$out" | grep 'alloc B_frag' | grep -qF 'packed' && fail "a fragment another loop reads is packed"
+printf '%s\n' "$out" | grep -qF '[2 at a time: each thread' || fail "$T read twice: the dequant loop is not on pairs"
+ptx "$tmp/twice.json" --target sm_90a
+echo "ok: dequant loops paired, converted without cvt, rotating under wgmma; pairs into wgmma's A registers"

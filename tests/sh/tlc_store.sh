@@ -70,4 +70,15 @@ printf '%s\n' "$src" | grep -q "tl_epi" && tl_fail "one panel: a count of staged
 "$TLC" compile $G --target sm_80 --emit cuda | grep -q "bulk_group" && tl_fail "sm_80: a TMA store"
 "$TLC" compile $G -D block_N=32 --target sm_90a --emit ir |
   grep -qF "[not a TMA store: its rows of 64 bytes are not whole 128-byte panels]" || tl_fail "block_N=32: the refusal"
+
+# a copy from shared memory into a tensor stores whole vectors (emit_cuda.c's store_vec_bytes): 16 bytes
+# where the tensor's rows hold whole 16-byte vectors, 4 where they hold only whole 4-byte ones, element by
+# element where not even those
+T="examples/gemm_w4a16_t.json -D M=300 -D K=256"
+store() { "$TLC" compile $T -D N=$1 --target $2 --emit cuda | grep 'g_C\[' || tl_fail "N=$1 $2: no store of C"; }
+for t in sm_90a sm_80; do
+  store 200 $t | grep -qF '*(tl_v16 *)&g_C[' || tl_fail "N=200 $t: not 16-byte stores"
+  store 202 $t | grep -qF '*(tl_v4 *)&g_C[' || tl_fail "N=202 $t: not 4-byte stores"
+  store 201 $t | grep -q 'tl_v[0-9]* \*)&g_C\[' && tl_fail "N=201 $t: vectors on rows of 201 elements"
+done
 exit 0
