@@ -1561,6 +1561,40 @@ static const char *kmajor_desc(E *e, const tl_sym *X, const char *base, const ch
  * k32 step is again 32 bytes); they have no transpose or negation
  * operands, and integer ones no scale operands either; the accumulators
  * are int32 for integer operands. */
+/* A gemm on wgmma with A from registers that leaves its group pending
+ * across iterations (pass_pipeline.c's async_gemm): the PTX ISA makes
+ * writing the registers of a pending wgmma's A undefined until a
+ * wgmma.wait_group retires its group, and the registers that group reads
+ * must be none that the next iteration computes its A in meanwhile (the
+ * dequantized weights of gemm_w4a16_t.json, beside the pending group).
+ * NVVM made the two one register (a copy of the computed fragments into
+ * other variables after the wait is coalesced away; 2 of 8 results wrong
+ * on an H100 with two warpgroups, bench/gpu-w4a16-2026-11-25-h100-w7big-
+ * r2.log), and ptxas, which sees a wgmma's registers read where it is
+ * issued, may give them to any value of the next iteration.  So such a
+ * gemm keeps A in an array of its loop (held_a, declared in the loop's
+ * block with zeros: held_a_loop), and each iteration, after its A is
+ * computed and the pending group waited for (wait_group 0), sets the
+ * array to it with selp.b32 from the array's old value or the new one on
+ * a predicate that is never true but that neither compiler can know
+ * (%nsmid, the number of SMs, is 0): the old registers are then read
+ * after the wait, so live from the wgmma that reads them until the group
+ * is retired, and the new ones are defined only after it. */
+static const char *held_a(E *e, const tl_stmt *g) { return S("tl_held_%s_%s", g->A->name, g->C->name); }
+
+/* Declares held_a's array, and the number of SMs, in the block of
+ * pipelined loop s, for its gemm that needs them. */
+static void held_a_loop(E *e, const tl_stmt *s) {
+  for (int i = 0; i < s->body.n; i++) {
+    const tl_stmt *g = s->body.items[i];
+    if (g->kind != S_GEMM || !g->a_regs || !g->wg_pending)
+      continue;
+    line(e, "unsigned %s[%" PRId64 "][%" PRId64 "][4] = {}, tl_nsmid;", held_a(e, g),
+         g->A->dims[1] / (tl_dtype_size(g->A->dtype) == 1 ? 32 : 16), g->C->mma_mi);
+    line(e, "asm volatile(\"mov.u32 %%0, %%%%nsmid;\" : \"=r\"(tl_nsmid));");
+  }
+}
+
 /* (op_gemm_wgmma: everything up to the commit, in a block left open: wgmma_close) */
 static void wgmma_issue(E *e, const tl_stmt *s) {
   const tl_sym *A = s->A, *B = s->B, *C = s->C;
@@ -1575,6 +1609,7 @@ static void wgmma_issue(E *e, const tl_stmt *s) {
   else
     line(e, "const unsigned tl_sa = tl_smem_addr(s_%s), tl_sb = tl_smem_addr(s_%s), tl_wr = (unsigned)tl_tid / 128u * 64u;",
          A->name, B->name);
+  const char *ta = s->a_regs && s->wg_pending ? held_a(e, s) : "tl_a";
   if (s->a_regs) { /* every k step's A fragments, written before the fence (an unpacked A is converted here) */
     line(e, "unsigned tl_a[%" PRId64 "][%" PRId64 "][4];", K / kstep, MI);
     line(e, "#pragma unroll");
@@ -1585,6 +1620,21 @@ static void wgmma_issue(E *e, const tl_stmt *s) {
     a_frag_regs(e, A, "tl_a[tl_k][tl_i]", "tl_i", "tl_k * 16");
     e->indent -= 2;
     line(e, "  }");
+    if (s->wg_pending) { /* into the registers the pending group reads (held_a), once it is done */
+      line(e, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+      line(e, "#pragma unroll");
+      line(e, "for (int tl_k = 0; tl_k < %" PRId64 "; tl_k++)", K / kstep);
+      line(e, "#pragma unroll");
+      line(e, "  for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++) {", MI);
+      line(e, "    unsigned *const tl_h = %s[tl_k][tl_i];", ta);
+      line(e, "    const unsigned *const tl_n = tl_a[tl_k][tl_i];");
+      line(e, "    asm volatile(\"{\\n.reg .pred q;\\nsetp.eq.u32 q, %%12, 0;\\nselp.b32 %%0, %%4, %%8, q;\\n"
+              "selp.b32 %%1, %%5, %%9, q;\\nselp.b32 %%2, %%6, %%10, q;\\nselp.b32 %%3, %%7, %%11, q;\\n}\" : "
+              "\"=r\"(tl_h[0]), \"=r\"(tl_h[1]), \"=r\"(tl_h[2]), \"=r\"(tl_h[3]) : "
+              "\"r\"(tl_h[0]), \"r\"(tl_h[1]), \"r\"(tl_h[2]), \"r\"(tl_h[3]), "
+              "\"r\"(tl_n[0]), \"r\"(tl_n[1]), \"r\"(tl_n[2]), \"r\"(tl_n[3]), \"r\"(tl_nsmid));");
+      line(e, "  }");
+    }
   }
   pin_regs(e, C);
   line(e, "asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
@@ -1608,7 +1658,7 @@ static void wgmma_issue(E *e, const tl_stmt *s) {
     line(e, "{");
     e->indent++;
     if (s->a_regs) { /* A's registers of instruction i: %nacc .. %nacc+3 */
-      line(e, "const unsigned *const tl_ai = tl_a[tl_k][%" PRId64 "];", i);
+      line(e, "const unsigned *const tl_ai = %s[tl_k][%" PRId64 "];", ta, i);
       const char *ar = S("{%%%" PRId64 ",%%%" PRId64 ",%%%" PRId64 ",%%%" PRId64 "}", nacc, nacc + 1, nacc + 2, nacc + 3);
       line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\n%s;\\n}\" : %s : "
               "\"r\"(tl_ai[0]), \"r\"(tl_ai[1]), \"r\"(tl_ai[2]), \"r\"(tl_ai[3]), \"l\"(tl_db), \"r\"(%s) : \"memory\");",
@@ -3619,6 +3669,7 @@ static void emit_tl_wspec_loop(E *e, const tl_stmt *s) {
   e->indent++;
   line(e, "const long long tl_n%d = (long long)(%s), tl_s%d = (long long)(%s);", id, ex(e, s->extent), id,
        ex(e, s->start));
+  held_a_loop(e, s);
   if (s->wg_lag) {
     assert(lag == 1);
     lag_trips(e, s, id, S("tl_c%d", id));
@@ -3714,6 +3765,7 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
     e->early = NULL;
   else
     emit_prologue(e, s, id);
+  held_a_loop(e, s);
   reg_prefetches(e, s, id, 0);
   const char *c = S("tl_c%d", id);
   const tl_stmt *outer = e->pipe; /* for a late gemm (pass_overlap.c) */

@@ -190,9 +190,10 @@ static bool used_outside(const tl_body *b, const tl_stmt *loop, const tl_sym *bu
  * does not clear C (writing C's registers with a group pending), C is
  * touched by no other statement of the loop, and A and B are both buffers
  * the loop prefetches (written by nothing but the loop's own copies) or
- * rotates (below).  (A register fragment A computed by the loop does not
- * qualify: kept in flight so, gemm_w4a16_t.json with two warpgroups gave
- * wrong results on an H100, bench/gpu-w4a16-2026-11-25-h100-w7big-r2.log.)  The
+ * rotates (below), or A is a register fragment (a_regs: the emitter keeps
+ * the registers the pending group reads apart from those the loop computes
+ * A in, and rewrites them only after waiting for that group: emit_cuda.c's
+ * held_a).  The
  * loop then waits for the last group as it ends (wg_drain: wait_group 0,
  * before the barrier that follows every pipelined loop), so whatever
  * comes after it (the epilogue reading C) sees finished accumulators.
@@ -338,7 +339,7 @@ static tl_stmt *async_gemm(const tl_stmt *loop) {
       g = b->items[i];
   if (n != 1 || !g || g->clear_accum)
     return NULL;
-  bool a = g->A->rotates, bb = g->B->rotates;
+  bool a = g->A->rotates || g->a_regs, bb = g->B->rotates;
   for (int i = 0; i < b->n; i++) {
     const tl_stmt *c = b->items[i];
     if (c->prefetch && c->dst->sym == g->A)

@@ -328,7 +328,7 @@ static void check_pending(V *v, const tl_stmt *s, const tl_stmt *g) {
   static const tl_walker w = {.pre = count_wgmma};
   int n = 0;
   tl_walk((tl_body *)&s->body, &w, &n);
-  bool a = g->A->rotates && g->A->stages == 2, b = g->B->rotates && g->B->stages == 2;
+  bool a = (g->A->rotates && g->A->stages == 2) || g->a_regs, b = g->B->rotates && g->B->stages == 2;
   int gi = 0;
   while (s->body.items[gi] != g)
     gi++;

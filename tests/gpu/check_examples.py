@@ -25,7 +25,7 @@ one line per case and a last line "N passed, N failed" (and ", N skipped" where 
 skips cases outside the PTX back end, each on a "skip" line with the reason); exits 1 if any
 failed, 77 if there is no GPU.
 
-    python3 tests/gpu/check_examples.py [--tlc build/bin/tlc] [--only REGEX] [--only-case REGEX] [--sanitize]
+    python3 tests/gpu/check_examples.py [--tlc build/bin/tlc] [--only REGEX] [--only-case REGEX] [--sanitize [--sanitize-tool T]]
                                         [--timeout S] [--interp-timeout S] [--interpret-only]
                                         [--target T]   (T: e.g. compute_75, the portable paths of sm_75)
                                         [--backends auto,cuda,ptx] [--options JSON]
@@ -906,7 +906,7 @@ def device_case(a, prog, target, backend, dflags, aflags, inflags, dev_out, outs
         dflags + aflags + inflags + \
         sum([["--out", o] for o in dev_out], [])
     if a.sanitize:
-        dev_cmd = ["compute-sanitizer", "--error-exitcode", "3", "--tool", "memcheck"] + dev_cmd
+        dev_cmd = ["compute-sanitizer", "--error-exitcode", "3", "--tool", a.sanitize_tool] + dev_cmd
     r2, t2 = run(dev_cmd, a.timeout * (10 if a.sanitize else 1))
     if r2.returncode:
         print(f"FAIL {label}: device rc={r2.returncode} {r2.stderr.strip()[-600:]}")
@@ -937,6 +937,8 @@ def main():
     ap.add_argument("--tlc", default="build/bin/tlc")
     ap.add_argument("--out", default=None)
     ap.add_argument("--sanitize", action="store_true", help="run the device side under compute-sanitizer")
+    ap.add_argument("--sanitize-tool", default="memcheck", choices=["memcheck", "racecheck", "synccheck", "initcheck"],
+                    help="compute-sanitizer's tool for --sanitize (default memcheck)")
     ap.add_argument("--only", default=None, help="run only the cases whose example name matches this regex")
     ap.add_argument("--only-case", default=None, metavar="REGEX",
                     help="only the cases whose printed label (name and constants, e.g. 'gemm_fp8 M=256 N=256 K=256') "

@@ -104,7 +104,8 @@ printf '%s\n' "$out" | grep 'alloc B_dequant' | grep -qF 'stages' && fail "a gem
 
 # C^T with the dequantized weights wgmma's A from registers (gemm_w4a16_t.json): the fragment takes C's rows
 # over K and stays in registers packed in pairs, each thread dequantizes its own pairs (prmt + lop3 + fma.f16x2,
-# no 16-byte stores); the gemm waits for its group at the end of each K tile (kept in flight, two warpgroups gave wrong results on the H100)
+# no 16-byte stores); the group stays in flight, and the registers it reads are set (selp, emit_cuda.c's held_a)
+# only after the next tile's wait, from the fragments computed beside it in other registers
 T=examples/gemm_w4a16_t.json
 for d in "" "-D block_M=256 -D block_N=128 -D threads=256" "-D block_N=256 -D threads=256" "-D block_K=128"; do
   out=$(ir $T --target sm_90a -D M=4096 -D N=8192 -D K=8192 $d)
@@ -112,9 +113,14 @@ for d in "" "-D block_M=256 -D block_N=128 -D threads=256" "-D block_N=256 -D th
   printf '%s\n' "$out" | grep 'alloc B_frag' | grep -qF 'packed in pairs' || fail "$T $d: B_frag not packed"
   printf '%s\n' "$out" | grep -qF '[2 at a time: each thread' || fail "$T $d: the dequant loop is not on pairs"
   printf '%s\n' "$out" | grep 'gemm B_frag' | grep -qF '[A in registers]' || fail "$T $d: A not from registers"
-  printf '%s\n' "$out" | grep 'gemm B_frag' | grep -qF 'wait_group 0' || fail "$T $d: the gemm leaves a group in flight"
+  printf '%s\n' "$out" | grep 'gemm B_frag' | grep -qF 'wait_group 1' || fail "$T $d: the gemm waits for 0"
   ptx $T --target sm_90a -D M=4096 -D N=8192 -D K=8192 $d
-  for i in prmt.b32 lop3.b32 fma.rn.f16x2 mul.rn.f16x2; do has "$i" "$T $d"; done
+  for i in prmt.b32 lop3.b32 fma.rn.f16x2 mul.rn.f16x2 'wgmma.wait_group.sync.aligned 0;' '%nsmid'; do has "$i" "$T $d"; done
+  # every wgmma's A registers: written by a selp after the wait (from their old value on a never-true predicate)
+  awk '/wgmma.wait_group.sync.aligned 0;/ { w = 1 } /^selp.b32 %r[0-9]+, %r[0-9]+, %r[0-9]+, q;/ && w && $2 == $3 { split($2, a, ","); held[a[1]] = 1 }
+       /wgmma.mma_async.*}, {%r/ { s = $0; sub(/.*}, {/, "", s); sub(/}.*/, "", s); n = split(s, r, ",");
+         for (i = 1; i <= n; i++) if (!held[r[i]]) bad = 1 }
+       END { exit bad }' "$tmp/k.ptx" || fail "$T $d: a wgmma reads A registers not set after the wait"
   grep -q 'wgmma.mma_async.sync.aligned.m64n[0-9]*k16.f32.f16.f16 {[^}]*}, {%r' "$tmp/k.ptx" || fail "$T $d: no wgmma with A from registers"
   grep -q 'st.shared.v2.u64' "$tmp/k.ptx" && fail "$T $d: the dequantized tile went through shared memory"
 done
