@@ -118,6 +118,8 @@ typedef struct {
   int early_id;            /* its uid */
   int pp_wg;               /* in the body of a ping-pong loop (pass_wspec.c): the program's warpgroups, else 0 */
   tl_vec folded;           /* fills folded into the gemm after them, then those gemms (fold_fills) */
+  int held;                /* in an iteration of a pipelined loop with held_a's two sets: 1 + the set its
+                              gemm reads, else 0 */
 } E;
 
 /* ---- output ---------------------------------------------------------------------- */
@@ -1567,20 +1569,35 @@ static const char *kmajor_desc(E *e, const tl_sym *X, const char *base, const ch
  * wgmma.wait_group retires its group, and the registers that group reads
  * must be none that the next iteration computes its A in meanwhile (the
  * dequantized weights of gemm_w4a16_t.json, beside the pending group).
- * NVVM made the two one register (a copy of the computed fragments into
- * other variables after the wait is coalesced away; 2 of 8 results wrong
- * on an H100 with two warpgroups, bench/gpu-w4a16-2026-11-25-h100-w7big-
- * r2.log), and ptxas, which sees a wgmma's registers read where it is
- * issued, may give them to any value of the next iteration.  So such a
- * gemm keeps A in an array of its loop (held_a, declared in the loop's
- * block with zeros: held_a_loop), and each iteration, after its A is
- * computed and the pending group waited for (wait_group 0), sets the
- * array to it with selp.b32 from the array's old value or the new one on
- * a predicate that is never true but that neither compiler can know
- * (%nsmid, the number of SMs, is 0): the old registers are then read
- * after the wait, so live from the wgmma that reads them until the group
- * is retired, and the new ones are defined only after it. */
+ * Neither compiler sees to that: NVVM makes a copy of the computed
+ * fragments into other variables after the wait one register with them,
+ * and ptxas, which takes a wgmma's registers as read where it is issued,
+ * gave a copy made after the wait the registers of the values computed
+ * before it (2 of 8 results wrong on an H100 with two warpgroups,
+ * bench/gpu-w4a16-2026-11-25-h100-w7big-r2.log).  So such a gemm keeps A
+ * in two sets of registers of its loop (held_a: [2][k steps][mi][4],
+ * declared in the loop's block with zeros, held_a_loop), iteration c
+ * reading set c % 2 (the loop's body is emitted twice, for even and odd
+ * c: emit_pipelined, emit_tl_wspec_loop).  Iteration c computes its A where it likes, waits
+ * for the pending group (c - 1's, which read set (c - 1) % 2: wait_group
+ * 0), then sets set c % 2 with selp.b32 from the other set's register or
+ * the computed one, on a predicate that is never true but that neither
+ * compiler can know (%nsmid, the number of SMs, is 0).  The other set is
+ * then read after the wait, so live, in registers of its own, from its
+ * definition through the whole of c - 1's pending group, and set c % 2 is
+ * defined only after the wait that retired the last group reading it
+ * (c - 2's, at iteration c - 1); so ptxas keeps the group in flight
+ * (a set defined from itself instead is right too, but ptxas serializes
+ * the loop's wgmma then: C7513). */
 static const char *held_a(E *e, const tl_stmt *g) { return S("tl_held_%s_%s", g->A->name, g->C->name); }
+
+/* Does pipelined loop s hold a gemm that needs held_a? */
+static bool has_held_a(const tl_stmt *s) {
+  for (int i = 0; i < s->body.n; i++)
+    if (s->body.items[i]->kind == S_GEMM && s->body.items[i]->a_regs && s->body.items[i]->wg_pending)
+      return true;
+  return false;
+}
 
 /* Declares held_a's array, and the number of SMs, in the block of
  * pipelined loop s, for its gemm that needs them. */
@@ -1589,7 +1606,7 @@ static void held_a_loop(E *e, const tl_stmt *s) {
     const tl_stmt *g = s->body.items[i];
     if (g->kind != S_GEMM || !g->a_regs || !g->wg_pending)
       continue;
-    line(e, "unsigned %s[%" PRId64 "][%" PRId64 "][4] = {}, tl_nsmid;", held_a(e, g),
+    line(e, "unsigned %s[2][%" PRId64 "][%" PRId64 "][4] = {}, tl_nsmid;", held_a(e, g),
          g->A->dims[1] / (tl_dtype_size(g->A->dtype) == 1 ? 32 : 16), g->C->mma_mi);
     line(e, "asm volatile(\"mov.u32 %%0, %%%%nsmid;\" : \"=r\"(tl_nsmid));");
   }
@@ -1609,7 +1626,8 @@ static void wgmma_issue(E *e, const tl_stmt *s) {
   else
     line(e, "const unsigned tl_sa = tl_smem_addr(s_%s), tl_sb = tl_smem_addr(s_%s), tl_wr = (unsigned)tl_tid / 128u * 64u;",
          A->name, B->name);
-  const char *ta = s->a_regs && s->wg_pending ? held_a(e, s) : "tl_a";
+  int set = e->held ? e->held - 1 : 0, other = e->held ? 1 - set : 0;
+  const char *ta = s->a_regs && s->wg_pending ? S("%s[%d]", held_a(e, s), set) : "tl_a";
   if (s->a_regs) { /* every k step's A fragments, written before the fence (an unpacked A is converted here) */
     line(e, "unsigned tl_a[%" PRId64 "][%" PRId64 "][4];", K / kstep, MI);
     line(e, "#pragma unroll");
@@ -1627,11 +1645,12 @@ static void wgmma_issue(E *e, const tl_stmt *s) {
       line(e, "#pragma unroll");
       line(e, "  for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++) {", MI);
       line(e, "    unsigned *const tl_h = %s[tl_k][tl_i];", ta);
+      line(e, "    const unsigned *const tl_o = %s[%d][tl_k][tl_i];", held_a(e, s), other);
       line(e, "    const unsigned *const tl_n = tl_a[tl_k][tl_i];");
       line(e, "    asm volatile(\"{\\n.reg .pred q;\\nsetp.eq.u32 q, %%12, 0;\\nselp.b32 %%0, %%4, %%8, q;\\n"
               "selp.b32 %%1, %%5, %%9, q;\\nselp.b32 %%2, %%6, %%10, q;\\nselp.b32 %%3, %%7, %%11, q;\\n}\" : "
               "\"=r\"(tl_h[0]), \"=r\"(tl_h[1]), \"=r\"(tl_h[2]), \"=r\"(tl_h[3]) : "
-              "\"r\"(tl_h[0]), \"r\"(tl_h[1]), \"r\"(tl_h[2]), \"r\"(tl_h[3]), "
+              "\"r\"(tl_o[0]), \"r\"(tl_o[1]), \"r\"(tl_o[2]), \"r\"(tl_o[3]), "
               "\"r\"(tl_n[0]), \"r\"(tl_n[1]), \"r\"(tl_n[2]), \"r\"(tl_n[3]), \"r\"(tl_nsmid));");
       line(e, "  }");
     }
@@ -3695,15 +3714,28 @@ static void emit_tl_wspec_loop(E *e, const tl_stmt *s) {
     /* the rotating buffers too (pass_pipeline.c: a pending group reads copy c % 2 while iteration c + 1
      * writes the other; copies prefetched through registers are copied in place here) */
     rotate_pointers(e, s, S("tl_c%d %% 2", id));
-    for (int i = 0; i < s->body.n && !e->failed; i++) {
-      const tl_stmt *b = s->body.items[i];
-      if (s->ov_gemm && b == s->ov_wait) /* the late gemm (pass_overlap.c), before what conflicts with it */
+    int held = e->held, nheld = has_held_a(s) ? 2 : 0; /* the body for even and odd c (held_a's two sets) */
+    for (int p = 0; p < (nheld ? nheld : 1); p++) {
+      if (nheld) {
+        line(e, p ? "} else {" : "if (tl_c%d %% 2 == 0) {", id);
+        e->indent++;
+        e->held = 1 + p;
+      }
+      for (int i = 0; i < s->body.n && !e->failed; i++) {
+        const tl_stmt *b = s->body.items[i];
+        if (s->ov_gemm && b == s->ov_wait) /* the late gemm (pass_overlap.c), before what conflicts with it */
+          wgmma_wait(e, s->ov_gemm->C, 0);
+        if (!b->prefetch)
+          emit_stmt(e, b, true);
+      }
+      if (s->ov_gemm && !s->ov_wait)
         wgmma_wait(e, s->ov_gemm->C, 0);
-      if (!b->prefetch)
-        emit_stmt(e, b, true);
+      if (nheld)
+        e->indent--;
     }
-    if (s->ov_gemm && !s->ov_wait)
-      wgmma_wait(e, s->ov_gemm->C, 0);
+    if (nheld)
+      line(e, "}");
+    e->held = held;
     if (s->barrier_end) /* the next iteration conflicts with this one (pass_barrier.c) */
       barrier_line(e);
     line(e, "%s{", lag ? S("if (tl_c%d >= %d) ", id, lag) : "");
@@ -3772,7 +3804,22 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   int outer_id = e->pipe_id;
   e->pipe = s;
   e->pipe_id = id;
-  if (!s->wg_lag) {
+  if (!s->wg_lag && has_held_a(s)) { /* the body for even and for odd iterations (held_a's two sets) */
+    int held = e->held;
+    line(e, "for (long long %s = 0; %s < tl_n%d; %s++) {", c, c, id, c);
+    e->indent++;
+    for (int p = 0; p < 2; p++) {
+      line(e, p ? "} else {" : "if (%s %% 2 == 0) {", c);
+      e->indent++;
+      e->held = 1 + p;
+      emit_iteration(e, s, id, c, -1);
+      e->indent--;
+    }
+    line(e, "}");
+    e->held = held;
+    e->indent--;
+    line(e, "}");
+  } else if (!s->wg_lag) {
     line(e, "for (long long %s = 0; %s < tl_n%d; %s++) {", c, c, id, c);
     e->indent++;
     emit_iteration(e, s, id, c, -1);

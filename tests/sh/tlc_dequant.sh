@@ -107,6 +107,7 @@ printf '%s\n' "$out" | grep 'alloc B_dequant' | grep -qF 'stages' && fail "a gem
 # no 16-byte stores); the group stays in flight, and the registers it reads are set (selp, emit_cuda.c's held_a)
 # only after the next tile's wait, from the fragments computed beside it in other registers
 T=examples/gemm_w4a16_t.json
+PTXAS=$(command -v ptxas || echo "${CUDA_HOME:-/usr/local/cuda}/bin/ptxas")
 for d in "" "-D block_M=256 -D block_N=128 -D threads=256" "-D block_N=256 -D threads=256" "-D block_K=128"; do
   out=$(ir $T --target sm_90a -D M=4096 -D N=8192 -D K=8192 $d)
   printf '%s\n' "$out" | grep 'alloc B_frag' | grep -qF 'in registers, mma layout' || fail "$T $d: B_frag not in registers"
@@ -116,11 +117,18 @@ for d in "" "-D block_M=256 -D block_N=128 -D threads=256" "-D block_N=256 -D th
   printf '%s\n' "$out" | grep 'gemm B_frag' | grep -qF 'wait_group 1' || fail "$T $d: the gemm waits for 0"
   ptx $T --target sm_90a -D M=4096 -D N=8192 -D K=8192 $d
   for i in prmt.b32 lop3.b32 fma.rn.f16x2 mul.rn.f16x2 'wgmma.wait_group.sync.aligned 0;' '%nsmid'; do has "$i" "$T $d"; done
-  # every wgmma's A registers: written by a selp after the wait (from their old value on a never-true predicate)
-  awk '/wgmma.wait_group.sync.aligned 0;/ { w = 1 } /^selp.b32 %r[0-9]+, %r[0-9]+, %r[0-9]+, q;/ && w && $2 == $3 { split($2, a, ","); held[a[1]] = 1 }
+  # every wgmma's A registers: written by a selp after the wait, from the other set's registers (themselves
+  # written so) on a never-true predicate, or from the computed ones (emit_cuda.c's held_a)
+  awk '/wgmma.wait_group.sync.aligned 0;/ { w = 1 }
+       /^selp.b32 %r[0-9]+, %r[0-9]+, %r[0-9]+, q;/ && w { d = $2; o = $3; sub(/,/, "", d); sub(/,/, "", o); held[d] = 1; other[o] = 1 }
        /wgmma.mma_async.*}, {%r/ { s = $0; sub(/.*}, {/, "", s); sub(/}.*/, "", s); n = split(s, r, ",");
          for (i = 1; i <= n; i++) if (!held[r[i]]) bad = 1 }
-       END { exit bad }' "$tmp/k.ptx" || fail "$T $d: a wgmma reads A registers not set after the wait"
+       END { for (o in other) if (!held[o]) bad = 1; exit bad || !length(held) }' "$tmp/k.ptx" ||
+    fail "$T $d: a wgmma reads A registers not set after the wait from the other set"
+  if [ -x "$PTXAS" ]; then # and ptxas keeps the group in flight (no C7513: wgmma serialized)
+    "$PTXAS" -arch=sm_90a -v "$tmp/k.ptx" -o "$tmp/k.cubin" >"$tmp/ptxas.txt" 2>&1 || fail "$T $d: ptxas"
+    grep -q 'C75' "$tmp/ptxas.txt" && fail "$T $d: ptxas serializes the wgmma: $(grep C75 "$tmp/ptxas.txt")"
+  fi
   grep -q 'wgmma.mma_async.sync.aligned.m64n[0-9]*k16.f32.f16.f16 {[^}]*}, {%r' "$tmp/k.ptx" || fail "$T $d: no wgmma with A from registers"
   grep -q 'st.shared.v2.u64' "$tmp/k.ptx" && fail "$T $d: the dequantized tile went through shared memory"
 done
