@@ -689,6 +689,13 @@ CASES = [
     ("gemm_w4a16_t", {"M": 256, "N": 256, "K": 1024, "block_N": 128, "threads": 256, "block_K": 128}, {}, ["C"],
      W4A16),
     ("gemm_w4a16_t", {"M": 256, "N": 520, "K": 512, "block_N": 256, "threads": 256}, {}, ["C"], W4A16),
+    # K tiles 7 and 9 (the last even and odd: the loop's body for each parity, emit_cuda.c's held_a); clusters of
+    # 2 along N with the activations multicast, and 3 blocks along N (not a multiple: run without)
+    ("gemm_w4a16_t", {"M": 136, "N": 256, "K": 448, "block_N": 128, "threads": 256}, {}, ["C"], W4A16),
+    ("gemm_w4a16_t", {"M": 136, "N": 128, "K": 576, "block_M": 256, "block_N": 128, "threads": 256}, {}, ["C"], W4A16),
+    ("gemm_w4a16_t", {"M": 300, "N": 512, "K": 640, "block_M": 256, "block_N": 128, "threads": 256, "cluster_n": 2}, {},
+     ["C"], W4A16),
+    ("gemm_w4a16_t", {"M": 200, "N": 300, "K": 384, "block_N": 128, "threads": 256, "cluster_n": 2}, {}, ["C"], W4A16),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 1}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 7}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 300}, ["c"], MATMUL),
