@@ -3682,7 +3682,8 @@ static void late_tail(E *e, const tl_stmt *s, int id, const char *it) {
  * touching no shared memory), and the last tail follows the loop. */
 static void emit_tl_wspec_loop(E *e, const tl_stmt *s) {
   int64_t S = s->pipe_stages;
-  int id = e->uid++, lag = s->wspec_lag;
+  int id = e->uid++, lag = s->wspec_lag, held = e->held;
+  e->held = 0; /* an outer loop's set is not this loop's (held_a) */
   const char *var = vname(e, s->var);
   line(e, "{");
   e->indent++;
@@ -3714,7 +3715,7 @@ static void emit_tl_wspec_loop(E *e, const tl_stmt *s) {
     /* the rotating buffers too (pass_pipeline.c: a pending group reads copy c % 2 while iteration c + 1
      * writes the other; copies prefetched through registers are copied in place here) */
     rotate_pointers(e, s, S("tl_c%d %% 2", id));
-    int held = e->held, nheld = has_held_a(s) ? 2 : 0; /* the body for even and odd c (held_a's two sets) */
+    int nheld = has_held_a(s) ? 2 : 0; /* the body for even and odd c (held_a's two sets) */
     for (int p = 0; p < (nheld ? nheld : 1); p++) {
       if (nheld) {
         line(e, p ? "} else {" : "if (tl_c%d %% 2 == 0) {", id);
@@ -3735,7 +3736,7 @@ static void emit_tl_wspec_loop(E *e, const tl_stmt *s) {
     }
     if (nheld)
       line(e, "}");
-    e->held = held;
+    e->held = 0;
     if (s->barrier_end) /* the next iteration conflicts with this one (pass_barrier.c) */
       barrier_line(e);
     line(e, "%s{", lag ? S("if (tl_c%d >= %d) ", id, lag) : "");
@@ -3765,6 +3766,7 @@ static void emit_tl_wspec_loop(E *e, const tl_stmt *s) {
   line(e, "tl_cit += (unsigned long long)tl_n%d;", id);
   e->indent--;
   line(e, "}");
+  e->held = held;
 }
 
 /* A pipelined loop (pass_pipeline.c): its prefetched copies run
@@ -3804,8 +3806,9 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
   int outer_id = e->pipe_id;
   e->pipe = s;
   e->pipe_id = id;
+  int held = e->held;
+  e->held = 0; /* an outer loop's set is not this loop's (held_a) */
   if (!s->wg_lag && has_held_a(s)) { /* the body for even and for odd iterations (held_a's two sets) */
-    int held = e->held;
     line(e, "for (long long %s = 0; %s < tl_n%d; %s++) {", c, c, id, c);
     e->indent++;
     for (int p = 0; p < 2; p++) {
@@ -3816,7 +3819,7 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
       e->indent--;
     }
     line(e, "}");
-    e->held = held;
+    e->held = 0;
     e->indent--;
     line(e, "}");
   } else if (!s->wg_lag) {
@@ -3851,6 +3854,7 @@ static void emit_pipelined(E *e, const tl_stmt *s) {
     cluster_barrier(e);
   else
     barrier_line(e);
+  e->held = held;
 }
 
 /* ---- a pipelined loop's first copies, issued early ---------------------------------------------
