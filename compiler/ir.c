@@ -626,7 +626,8 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     else
       fprintf(f, " [per-element%s%s]", s->mma_why ? ": " : "", s->mma_why ? s->mma_why : "");
     if (s->a_regs)
-      fputs(" [A in registers]", f);
+      fputs(s->wg_pending ? " [A in registers: set only after the wait for the pending group, in two sets for even "
+                            "and odd iterations of a pipelined loop (emit_cuda.c's held_a)]" : " [A in registers]", f);
     if (s->use_wgmma && s->ov_gemm)
       fprintf(f, " [%lld x m64n%lld per warpgroup and k%d step, then the previous iteration's gemm into %s issued, "
               "wait_group 1]", (long long)s->C->mma_mi, (long long)s->C->dims[1], ks, s->ov_gemm->C->name);

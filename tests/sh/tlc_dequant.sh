@@ -113,7 +113,7 @@ for d in "" "-D block_M=256 -D block_N=128 -D threads=256" "-D block_N=256 -D th
   printf '%s\n' "$out" | grep 'alloc B_frag' | grep -qF 'in registers, mma layout' || fail "$T $d: B_frag not in registers"
   printf '%s\n' "$out" | grep 'alloc B_frag' | grep -qF 'packed in pairs' || fail "$T $d: B_frag not packed"
   printf '%s\n' "$out" | grep -qF '[2 at a time: each thread' || fail "$T $d: the dequant loop is not on pairs"
-  printf '%s\n' "$out" | grep 'gemm B_frag' | grep -qF '[A in registers]' || fail "$T $d: A not from registers"
+  printf '%s\n' "$out" | grep 'gemm B_frag' | grep -qF '[A in registers: set only after the wait' || fail "$T $d: A not from registers after the wait"
   printf '%s\n' "$out" | grep 'gemm B_frag' | grep -qF 'wait_group 1' || fail "$T $d: the gemm waits for 0"
   ptx $T --target sm_90a -D M=4096 -D N=8192 -D K=8192 $d
   for i in prmt.b32 lop3.b32 fma.rn.f16x2 mul.rn.f16x2 'wgmma.wait_group.sync.aligned 0;' '%nsmid'; do has "$i" "$T $d"; done
