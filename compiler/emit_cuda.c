@@ -1011,13 +1011,16 @@ static bool copy_pairs_ok(const tl_stmt *s) {
 
 /* The pair of halves of registers r and r + 1 of fragment f as one
  * 32-bit word, converted to d's dtype (a C expression); float to half
- * pairs in one cvt.rn.f16x2.f32 (tl_f2h2) where `f2h2`: the same rounding
- * as one at a time, and after a wgmma, where rounding through tl_rh (half,
- * back to float, then half) made ptxas serialize the gemm's wgmma-groups
- * (C7514: "non wgmma instructions reading accumulator registers"). */
+ * pairs in one cvt.rn.f16x2.f32 (tl_f2h2) where `f2h2`, and in the CUDA
+ * dialect float to bfloat16 pairs in one cvt.rn.bf16x2.f32 (tl_f2bf2): the
+ * same rounding as one at a time, and after a wgmma, where rounding
+ * through tl_rh (half, back to float, then half) made ptxas serialize the
+ * gemm's wgmma-groups (C7514: "non wgmma instructions reading accumulator
+ * registers"), and tl_rbf then tl_f2bf took a dozen integer instructions
+ * an element in the epilogue. */
 static const char *half_pair(E *e, const tl_sym *f, const tl_sym *d, const char *r, bool f2h2) {
-  if (f2h2 && d->dtype == TL_FLOAT16 && f->dtype == TL_FLOAT32)
-    return S("tl_f2h2(r_%s[%s], r_%s[%s + 1])", f->name, r, f->name, r);
+  if (f2h2 && f->dtype == TL_FLOAT32 && (d->dtype == TL_FLOAT16 || (d->dtype == TL_BFLOAT16 && e->d == &dialect_cuda)))
+    return S("%s(r_%s[%s], r_%s[%s + 1])", d->dtype == TL_FLOAT16 ? "tl_f2h2" : "tl_f2bf2", f->name, r, f->name, r);
   const char *pk = d->dtype == TL_BFLOAT16 ? "tl_f2bf" : "tl_f2h";
   const char *lo = conv(e, S("r_%s[%s]", f->name, r), (tl_type)f->dtype, (tl_type)d->dtype);
   const char *hi = conv(e, S("r_%s[%s + 1]", f->name, r), (tl_type)f->dtype, (tl_type)d->dtype);
@@ -2774,7 +2777,10 @@ static void emit_tma_store(E *e, const tl_stmt *s) {
     line(e, "const unsigned tl_b = (tl_col %% %" PRId64 "u) * %" PRId64 "u;", pc, es);
     line(e, "const unsigned tl_a = tl_stg + tl_row * 128u + (((tl_b / 16u) ^ (tl_row %% 8u)) * 16u) + tl_b %% 16u;");
     const char *v0 = store_conv(e, t->dtype, conv(e, S("r_%s[tl_r]", f->name), (tl_type)f->dtype, (tl_type)t->dtype));
-    if (pairs) {
+    if (pairs && (t->dtype == TL_FLOAT16 || t->dtype == TL_BFLOAT16)) { /* one conversion of both halves (half_pair) */
+      line(e, "asm volatile(\"st.shared.b32 [%%0], %%1;\" :: \"r\"(tl_a), \"r\"((unsigned)(%s)) : \"memory\");",
+           half_pair(e, f, t, "tl_r", true));
+    } else if (pairs) {
       const char *v1 = store_conv(e, t->dtype, conv(e, S("r_%s[tl_r + 1]", f->name), (tl_type)f->dtype, (tl_type)t->dtype));
       line(e, "asm volatile(\"st.shared.b32 [%%0], %%1;\" :: \"r\"(tl_a), \"r\"((unsigned)(unsigned short)(%s) | "
               "((unsigned)(unsigned short)(%s) << 16)) : \"memory\");", v0, v1);

@@ -25,7 +25,7 @@ for want in "const unsigned tl_stg0 = tl_smem_addr(tl_smem + 197632);" \
             "const int tl_y0 = (int)(((int)(v_by * ((int)128LL)))), tl_x0 = (int)(((int)(v_bx * ((int)256LL))));" \
             "if (tl_col / 64u == 3u) {" \
             "const unsigned tl_a = tl_stg + tl_row * 128u + (((tl_b / 16u) ^ (tl_row % 8u)) * 16u) + tl_b % 16u;" \
-            'asm volatile("st.shared.b32 [%0], %1;" :: "r"(tl_a), "r"((unsigned)(unsigned short)(tl_f2h(tl_rh(r_C_local[tl_r]))) | ((unsigned)(unsigned short)(tl_f2h(tl_rh(r_C_local[tl_r + 1]))) << 16)) : "memory");' \
+            'asm volatile("st.shared.b32 [%0], %1;" :: "r"(tl_a), "r"((unsigned)(tl_f2h2(r_C_local[tl_r], r_C_local[tl_r + 1]))) : "memory");' \
             '"l"((unsigned long long)&tl_tmap2), "r"(tl_x0 + 192), "r"(tl_y0), "r"(tl_stg) : "memory");' \
             'if (tl_tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");'; do
   printf '%s\n' "$src" | grep -qF -- "$want" || tl_fail "the sm_90a source lacks: $want"
@@ -42,6 +42,14 @@ for want in "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" "cp.async.bu
             "cp.async.bulk.wait_group.read 1" "cp.async.bulk.wait_group 0" "st.shared.b32"; do
   grep -qF -- "$want" "$TMP/k.ptx" || tl_fail "the sm_90a PTX lacks: $want"
 done
+# bfloat16: each pair of accumulators rounded by one cvt.rn.bf16x2.f32 (tl_f2bf2), not element by element
+B="tests/gpu/programs/gemm_dyn_m_bf16.json -D N=2048 -D K=136 -D block_N=256 -D block_K=64 -D threads=256 -D tma_store=true"
+"$TLC" compile $B --target sm_90a --emit cuda | grep -qF \
+  'asm volatile("st.shared.b32 [%0], %1;" :: "r"(tl_a), "r"((unsigned)(tl_f2bf2(r_C_local[tl_r], r_C_local[tl_r + 1]))) : "memory");' ||
+  tl_fail "bfloat16: the staged pairs are not converted by tl_f2bf2"
+"$TLC" compile $B --target sm_90a --emit ptx -o "$TMP/b.ptx" 2>/dev/null || tl_fail "bfloat16: --emit ptx"
+[ "$(grep -c 'cvt.rn.bf16x2.f32' "$TMP/b.ptx")" = 64 ] || tl_fail "bfloat16: not 64 cvt.rn.bf16x2.f32 (128 accumulators a thread)"
+grep -q 'cvt.rn.bf16.f32' "$TMP/b.ptx" && tl_fail "bfloat16: an element converted alone"
 "$TLC" compile $G --target sm_90a --emit meta > "$TMP/m.json" || tl_fail "--emit meta"
 python3 - "$TMP/m.json" <<'PY' || tl_fail "the metadata"
 import json, sys
