@@ -3,12 +3,15 @@
 flash attention, side by side in one run on one GPU.
 
     python3 bench/gpu_bench.py [--tlc build/bin/tlc] [--out DIR] [--quick] [--gemm-only] [--gemm-filter REGEX]
-                               [--gemm-sizes N,N]
+                               [--gemm-sizes N,N|MxNxK,...]
 
-GEMM float16 and bfloat16 (M = N = K = 4096 and 8192; float32
+GEMM float16 and bfloat16 (M = N = K = 4096 and 8192, or the shapes
+--gemm-sizes names, e.g. 1024,128x8192x8192; float32
 accumulation): ours (examples/gemm.json as written first, then tile
 choices through -D; bfloat16 through tests/gpu/programs/gemm_dyn_m_bf16.json,
-the same program in bfloat16 with M a scalar argument; each through `tlc
+the same program in bfloat16 with M a scalar argument, and
+bench/programs/gemm_raster_bf16.json, bench/programs/gemm_raster.json in
+bfloat16 with every size static; each through `tlc
 run --device --time`; the table's row is the fastest, and every
 configuration's time is printed and kept in bench.json; `--gemm-filter
 REGEX` keeps the configurations whose printed tag matches, e.g.
@@ -134,11 +137,19 @@ GEMM_CONFIGS = [("examples/gemm.json", {}), ("bench/programs/gemm_raster.json", 
                 ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "tma_store": "true"}),
                 ("bench/programs/gemm_raster.json", {"block_N": 256, "block_K": 64, "threads": 256, "cluster_x": 2,
                                                      "tma_store": "true"})]
-# bfloat16: the same kernel with bfloat16 operands and C (M is its scalar argument)
-BF16_PROG = "tests/gpu/programs/gemm_dyn_m_bf16.json"
-GEMM_BF16_CONFIGS = [{}, {"block_K": 64}, {"block_K": 64, "num_stages": 4}, {"block_N": 256, "block_K": 64, "threads": 256},
-                     {"block_M": 256, "block_K": 64, "threads": 256},
-                     {"block_N": 256, "block_K": 64, "threads": 256, "tma_store": "true"}]
+# bfloat16: the same kernel with bfloat16 operands and C, M its scalar argument (BF16_PROG), and
+# bench/programs/gemm_raster.json in bfloat16 (BF16_RASTER, every size static: the float16 rows' kernel)
+BF16_PROG, BF16_RASTER = "tests/gpu/programs/gemm_dyn_m_bf16.json", "bench/programs/gemm_raster_bf16.json"
+GEMM_BF16_CONFIGS = [(BF16_PROG, {}), (BF16_PROG, {"block_K": 64}), (BF16_PROG, {"block_K": 64, "num_stages": 4}),
+                     (BF16_PROG, {"block_N": 256, "block_K": 64, "threads": 256}),
+                     (BF16_PROG, {"block_M": 256, "block_K": 64, "threads": 256}),
+                     (BF16_PROG, {"block_N": 256, "block_K": 64, "threads": 256, "tma_store": "true"}),
+                     (BF16_RASTER, {"block_N": 256, "block_K": 64, "threads": 256}),
+                     (BF16_RASTER, {"block_N": 256, "block_K": 64, "threads": 256, "tma_store": "true"}),
+                     (BF16_RASTER, {"block_N": 256, "block_K": 64, "threads": 256, "tma_store": "true", "panel_size": 4}),
+                     (BF16_RASTER, {"block_N": 256, "block_K": 64, "threads": 256, "tma_store": "true", "panel_size": 16}),
+                     (BF16_RASTER, {"block_N": 256, "block_K": 64, "threads": 256, "tma_store": "true", "cluster_x": 2}),
+                     (BF16_RASTER, {"block_N": 256, "block_K": 64, "threads": 256, "tma_store": "true", "cluster_y": 2})]
 
 
 FLUSH_BYTES = 256 << 20  # what `tlc run --time N --flush-l2` writes before each timed launch (compiler/tlc.c)
@@ -608,7 +619,8 @@ def main():
     ap.add_argument("--fp8-filter", default=None, metavar="REGEX",
                     help="only the float8 configurations whose tag (as printed, e.g. 'raster:num_stages=4') matches")
     ap.add_argument("--gemm-sizes", default=None, metavar="N,N",
-                    help="only these GEMM sizes (M = N = K; default 4096,8192, --quick 4096)")
+                    help="only these GEMM sizes: N for M = N = K, or MxNxK (e.g. 128x8192x8192); "
+                         "default 4096,8192, --quick 4096")
     ap.add_argument("--gemm-filter", default=None, metavar="REGEX",
                     help="only the GEMM configurations whose tag (program:constants, as printed) matches")
     ap.add_argument("--flash-only", action="store_true", help="only the flash attention rows (issue 11)")
@@ -646,32 +658,35 @@ def main():
         tri = triton_matmul()
     except Exception as ex:  # Triton missing: say so
         print(f"triton unavailable: {ex}")
-    sizes = [int(x) for x in a.gemm_sizes.split(",")] if a.gemm_sizes else [4096] if a.quick else [4096, 8192]
-    for n in ([] if a.w4a16_only else sizes):
-        A = torch.randn(n, n, device="cuda", dtype=torch.float16)
-        B = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    sizes = a.gemm_sizes.split(",") if a.gemm_sizes else ["4096"] if a.quick else ["4096", "8192"]
+    for size in ([] if a.w4a16_only else sizes):
+        # N (M = N = K: its rows labelled N, as before) or MxNxK
+        m, n, k = (int(x) for x in size.split("x")) if "x" in size else (int(size),) * 3
+        lbl = size if "x" in size else n
+        A = torch.randn(m, k, device="cuda", dtype=torch.float16)
+        B = torch.randn(k, n, device="cuda", dtype=torch.float16)
         np.save(f"{work}/A.npy", A.cpu().numpy())
         np.save(f"{work}/B.npy", B.cpu().numpy())
-        flops = 2 * n ** 3
+        flops = 2 * m * n * k
         ref = (A.float() @ B.float()).half()  # float32 sums, rounded like ours
         absref = A.float().abs() @ B.float().abs()
         best = written = None
         for prog, cfg in GEMM_CONFIGS:  # the example as written first, then tile choices through -D
-            defs = dict({"M": n, "N": n, "K": n}, **cfg)
-            tag = os.path.basename(prog)[:-5] + ":" + (",".join(f"{k}={v}" for k, v in cfg.items()) or "as written")
+            defs = dict({"M": m, "N": n, "K": k}, **cfg)
+            tag = os.path.basename(prog)[:-5] + ":" + (",".join(f"{c}={v}" for c, v in cfg.items()) or "as written")
             if a.gemm_filter and not re.search(a.gemm_filter, tag):
                 continue
-            ms = ours_or_fail(f"gemm {n} [{tag}]", a.tlc, prog, defs, {"A": f"{work}/A.npy", "B": f"{work}/B.npy"},
+            ms = ours_or_fail(f"gemm {lbl} [{tag}]", a.tlc, prog, defs, {"A": f"{work}/A.npy", "B": f"{work}/B.npy"},
                               {"C": f"{work}/C.npy"}, 10)
             if ms is None:
                 continue
             C = torch.from_numpy(np.load(f"{work}/C.npy")).cuda()
             e_ = (torch.linalg.norm(C.float() - ref.float()) / torch.linalg.norm(ref.float())).item()
-            if not checked(f"gemm {n} [{tag}]", C, ref, n, absref):
-                res.setdefault("gemm_configs", []).append({"n": n, "config": tag, "wrong": True})
+            if not checked(f"gemm {lbl} [{tag}]", C, ref, k, absref):
+                res.setdefault("gemm_configs", []).append({"n": lbl, "config": tag, "wrong": True})
                 continue
-            print(f"  gemm {n} [{tag}]: {ms:.3f} ms, {flops / ms / 1e9:.1f} TFLOP/s, rel err {e_:.2e}")
-            res.setdefault("gemm_configs", []).append({"n": n, "config": tag, "ms": ms, "rel_err": e_})
+            print(f"  gemm {lbl} [{tag}]: {ms:.3f} ms, {flops / ms / 1e9:.1f} TFLOP/s, rel err {e_:.2e}")
+            res.setdefault("gemm_configs", []).append({"n": lbl, "config": tag, "ms": ms, "rel_err": e_})
             if best is None or ms < best[0]:
                 best = (ms, e_, tag)
             if not cfg and prog == "examples/gemm.json":
@@ -682,16 +697,16 @@ def main():
             best = (None, float("nan"), "every configuration FAILED")
         ms_ours, err = best[0], best[1]
         ms_cublas = cuda_time(lambda: torch.matmul(A, B))
-        print(f"  cuBLAS {n}: {ms_cublas:.3f} ms, {flops / ms_cublas / 1e9:.1f} TFLOP/s")  # beside ours, as it goes
+        print(f"  cuBLAS {lbl}: {ms_cublas:.3f} ms, {flops / ms_cublas / 1e9:.1f} TFLOP/s")  # beside ours, as it goes
         ms_tri = None
         if tri:
-            Ct = torch.empty(n, n, device="cuda", dtype=torch.float16)
+            Ct = torch.empty(m, n, device="cuda", dtype=torch.float16)
             ms_tri = cuda_time(lambda: tri(A, B, Ct))
         tf = lambda ms: flops / ms / 1e9 if ms else None
-        rows.append((f"gemm f16 {n} [{best[2]}]", ms_ours, ms_cublas, ms_tri, tf(ms_ours), tf(ms_cublas), tf(ms_tri), err))
+        rows.append((f"gemm f16 {lbl} [{best[2]}]", ms_ours, ms_cublas, ms_tri, tf(ms_ours), tf(ms_cublas), tf(ms_tri), err))
         filtered = a.gemm_filter and not re.search(a.gemm_filter, "gemm:as written")
         if written[2] != best[2] and not filtered:  # examples/gemm.json as written has its own row (unless not run)
-            rows.append((f"gemm f16 {n} [{written[2]}]", written[0], ms_cublas, ms_tri, tf(written[0]), tf(ms_cublas),
+            rows.append((f"gemm f16 {lbl} [{written[2]}]", written[0], ms_cublas, ms_tri, tf(written[0]), tf(ms_cublas),
                          tf(ms_tri), written[1]))
         # bfloat16: inputs as float32 files of bfloat16 values (exact), C back as uint16 bit patterns
         Ab, Bb = A.to(torch.bfloat16), B.to(torch.bfloat16)
@@ -700,29 +715,30 @@ def main():
         refb = Ab.float() @ Bb.float()
         absrefb = Ab.float().abs() @ Bb.float().abs()
         best = None
-        for cfg in GEMM_BF16_CONFIGS:
-            defs = dict({"N": n, "K": n}, **cfg)
-            tag = "gemm_dyn_m_bf16:" + (",".join(f"{k}={v}" for k, v in cfg.items()) or "as written")
+        for prog, cfg in GEMM_BF16_CONFIGS:  # M an argument of BF16_PROG, a constant of the others
+            dyn = prog == BF16_PROG
+            defs = dict({"N": n, "K": k} if dyn else {"M": m, "N": n, "K": k}, **cfg)
+            tag = os.path.basename(prog)[:-5] + ":" + (",".join(f"{c}={v}" for c, v in cfg.items()) or "as written")
             if a.gemm_filter and not re.search(a.gemm_filter, tag):
                 continue
-            ms = ours_or_fail(f"gemm bf16 {n} [{tag}]", a.tlc, BF16_PROG, defs,
-                              {"A": f"{work}/Ab.npy", "B": f"{work}/Bb.npy"}, {"C": f"{work}/Cb.npy"}, 10, {"M": n})
+            ms = ours_or_fail(f"gemm bf16 {lbl} [{tag}]", a.tlc, prog, defs, {"A": f"{work}/Ab.npy", "B": f"{work}/Bb.npy"},
+                              {"C": f"{work}/Cb.npy"}, 10, {"M": m} if dyn else {})
             if ms is None:
                 continue
             C = torch.from_numpy(np.load(f"{work}/Cb.npy").view(np.int16)).view(torch.bfloat16).cuda().float()
             e_ = (torch.linalg.norm(C - refb) / torch.linalg.norm(refb)).item()
             # bfloat16 products are exact in float32: the GEMM's bound in bfloat16's ulps
-            if not checked(f"gemm bf16 {n} [{tag}]", C, refb, n, absrefb, dtype="bfloat16"):
-                res.setdefault("gemm_configs", []).append({"n": n, "dtype": "bfloat16", "config": tag, "wrong": True})
+            if not checked(f"gemm bf16 {lbl} [{tag}]", C, refb, k, absrefb, dtype="bfloat16"):
+                res.setdefault("gemm_configs", []).append({"n": lbl, "dtype": "bfloat16", "config": tag, "wrong": True})
                 continue
-            print(f"  gemm bf16 {n} [{tag}]: {ms:.3f} ms, {flops / ms / 1e9:.1f} TFLOP/s, rel err {e_:.2e}")
-            res.setdefault("gemm_configs", []).append({"n": n, "dtype": "bfloat16", "config": tag, "ms": ms, "rel_err": e_})
+            print(f"  gemm bf16 {lbl} [{tag}]: {ms:.3f} ms, {flops / ms / 1e9:.1f} TFLOP/s, rel err {e_:.2e}")
+            res.setdefault("gemm_configs", []).append({"n": lbl, "dtype": "bfloat16", "config": tag, "ms": ms, "rel_err": e_})
             if best is None or ms < best[0]:
                 best = (ms, e_, tag)
         if best is None:
             best = (None, float("nan"), "every configuration FAILED")
         ms_cublas = cuda_time(lambda: torch.matmul(Ab, Bb))
-        rows.append((f"gemm bf16 {n} [{best[2]}]", best[0], ms_cublas, None, tf(best[0]), tf(ms_cublas), None, best[1]))
+        rows.append((f"gemm bf16 {lbl} [{best[2]}]", best[0], ms_cublas, None, tf(best[0]), tf(ms_cublas), None, best[1]))
     # ---- W4A16: uint4 weights (.npy: one weight per byte), float16 scales per group of 128 along K
     N = K = 8192
     G = 128

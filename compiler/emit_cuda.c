@@ -1013,13 +1013,16 @@ static bool copy_pairs_ok(const tl_stmt *s) {
 
 /* The pair of halves of registers r and r + 1 of fragment f as one
  * 32-bit word, converted to d's dtype (a C expression); float to half
- * pairs in one cvt.rn.f16x2.f32 (tl_f2h2) where `f2h2`: the same rounding
- * as one at a time, and after a wgmma, where rounding through tl_rh (half,
- * back to float, then half) made ptxas serialize the gemm's wgmma-groups
- * (C7514: "non wgmma instructions reading accumulator registers"). */
+ * pairs in one cvt.rn.f16x2.f32 (tl_f2h2) where `f2h2`, and in the CUDA
+ * dialect float to bfloat16 pairs in one cvt.rn.bf16x2.f32 (tl_f2bf2): the
+ * same rounding as one at a time, and after a wgmma, where rounding
+ * through tl_rh (half, back to float, then half) made ptxas serialize the
+ * gemm's wgmma-groups (C7514: "non wgmma instructions reading accumulator
+ * registers"), and tl_rbf then tl_f2bf took a dozen integer instructions
+ * an element in the epilogue. */
 static const char *half_pair(E *e, const tl_sym *f, const tl_sym *d, const char *r, bool f2h2) {
-  if (f2h2 && d->dtype == TL_FLOAT16 && f->dtype == TL_FLOAT32)
-    return S("tl_f2h2(r_%s[%s], r_%s[%s + 1])", f->name, r, f->name, r);
+  if (f2h2 && f->dtype == TL_FLOAT32 && (d->dtype == TL_FLOAT16 || (d->dtype == TL_BFLOAT16 && e->d == &dialect_cuda)))
+    return S("%s(r_%s[%s], r_%s[%s + 1])", d->dtype == TL_FLOAT16 ? "tl_f2h2" : "tl_f2bf2", f->name, r, f->name, r);
   const char *pk = d->dtype == TL_BFLOAT16 ? "tl_f2bf" : "tl_f2h";
   const char *lo = conv(e, S("r_%s[%s]", f->name, r), (tl_type)f->dtype, (tl_type)d->dtype);
   const char *hi = conv(e, S("r_%s[%s + 1]", f->name, r), (tl_type)f->dtype, (tl_type)d->dtype);
@@ -2977,6 +2980,77 @@ static void emit_tma_copy(E *e, const tl_stmt *s) {
   }
 }
 
+/* Panel p of TMA store s (emit_tma_store), tl_stg0, tl_y0 and tl_x0 in
+ * scope: the thread's elements of the panel, or with `pend` the pairs
+ * converted before (tl_pend[], a deferred store: emit_defer_convert),
+ * staged, then stored by one thread. */
+static void tma_store_panel(E *e, const tl_stmt *s, int64_t p, bool pend) {
+  const tl_sym *f = s->src->sym, *t = s->dst->sym;
+  int64_t es = (int64_t)tl_dtype_size(t->dtype), pc = 128 / es;
+  bool pairs = es == 2, two = e->prog->epi_buffers == 2;
+  line(e, "{");
+  e->indent++;
+  if (two) { /* the half the store two panels back read: free once that store has read it */
+    line(e, "if (tl_tid == 0) asm volatile(\"cp.async.bulk.wait_group.read 1;\" ::: \"memory\");");
+    barrier_line(e);
+    line(e, "const unsigned tl_stg = tl_stg0 + (tl_epi & 1u) * %" PRId64 "u;", e->prog->epi_bytes / 2);
+  } else {
+    if (p) {
+      line(e, "if (tl_tid == 0) asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");");
+      barrier_line(e);
+    }
+    line(e, "const unsigned tl_stg = tl_stg0;");
+  }
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r += %d) {", f->per_thread, pairs ? 2 : 1);
+  e->indent++;
+  const char *row, *col;
+  mma_row_col(e, f, "tl_r", &row, &col);
+  line(e, "const unsigned tl_row = %s, tl_col = %s;", row, col);
+  line(e, "if (tl_col / %" PRId64 "u == %" PRId64 "u) {", pc, p);
+  e->indent++;
+  line(e, "const unsigned tl_b = (tl_col %% %" PRId64 "u) * %" PRId64 "u;", pc, es);
+  line(e, "const unsigned tl_a = tl_stg + tl_row * 128u + (((tl_b / 16u) ^ (tl_row %% 8u)) * 16u) + tl_b %% 16u;");
+  const char *v0 = store_conv(e, t->dtype, conv(e, S("r_%s[tl_r]", f->name), (tl_type)f->dtype, (tl_type)t->dtype));
+  if (pairs && (pend || t->dtype == TL_FLOAT16 || t->dtype == TL_BFLOAT16)) { /* one conversion of both halves */
+    line(e, "asm volatile(\"st.shared.b32 [%%0], %%1;\" :: \"r\"(tl_a), \"r\"((unsigned)(%s)) : \"memory\");",
+         pend ? "tl_pend[tl_r / 2]" : half_pair(e, f, t, "tl_r", true));
+  } else if (pairs) {
+    const char *v1 = store_conv(e, t->dtype, conv(e, S("r_%s[tl_r + 1]", f->name), (tl_type)f->dtype, (tl_type)t->dtype));
+    line(e, "asm volatile(\"st.shared.b32 [%%0], %%1;\" :: \"r\"(tl_a), \"r\"((unsigned)(unsigned short)(%s) | "
+            "((unsigned)(unsigned short)(%s) << 16)) : \"memory\");", v0, v1);
+  } else {
+    if (is_f((tl_type)t->dtype) && es == 4) /* its bits */
+      v0 = S("__float_as_uint(%s)", v0);
+    line(e, "asm volatile(\"st.shared.b%d [%%0], %%1;\" :: \"r\"(tl_a), \"%s\"((%s)(%s)) : \"memory\");", (int)(8 * es),
+         es == 4 ? "r" : "h", es == 4 ? "unsigned" : "unsigned short", v0);
+  }
+  e->indent--;
+  line(e, "}");
+  e->indent--;
+  line(e, "}");
+  if (!e->prog->fence_async) /* else barrier_line fences */
+    line(e, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
+  barrier_line(e);
+  line(e, "if (tl_tid == 0) {");
+  e->indent++;
+  line(e, "asm volatile(\"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%%0, {%%1, %%2}], [%%3];\" :: "
+          "\"l\"((unsigned long long)&tl_tmap%d), \"r\"(tl_x0 + %" PRId64 "), \"r\"(tl_y0), \"r\"(tl_stg) : \"memory\");",
+       s->store_map, p * pc);
+  line(e, "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");");
+  e->indent--;
+  line(e, "}");
+  if (two)
+    line(e, "tl_epi++;");
+  e->indent--;
+  line(e, "}");
+}
+
+/* The panels of 128 bytes of TMA store s's tile rows. */
+static int64_t tma_store_panels(const tl_stmt *s) {
+  return s->src->sym->dims[1] / (128 / (int64_t)tl_dtype_size(s->dst->sym->dtype));
+}
+
 /* A TMA store (pass_store.c): for each panel of 128 bytes of the tile's
  * columns, every thread writes its elements of the panel (mma layout:
  * its register index tl_r at row and column mma_row_col; the panel of a
@@ -2986,71 +3060,21 @@ static void emit_tma_copy(E *e, const tl_stmt *s) {
  * reads it), two 16-bit elements at a time; a proxy fence and a barrier
  * hand them to the async proxy; thread 0 stores the panel.  The next
  * panel first waits until that store has read the buffer; the statement
- * ends when the last store is complete. */
+ * ends when the last store is complete.  A deferred store (store_defer)
+ * only converts: emit_defer_convert. */
+static void emit_defer_convert(E *e, const tl_stmt *s);
 static void emit_tma_store(E *e, const tl_stmt *s) {
-  const tl_sym *f = s->src->sym, *t = s->dst->sym;
-  int64_t es = (int64_t)tl_dtype_size(t->dtype), pc = 128 / es, panels = f->dims[1] / pc;
-  bool pairs = es == 2, two = e->prog->epi_buffers == 2;
+  if (s->store_defer) {
+    emit_defer_convert(e, s);
+    return;
+  }
   line(e, "{");
   e->indent++;
   line(e, "const unsigned tl_stg0 = tl_smem_addr(tl_smem + %" PRId64 ");", e->prog->epi_offset);
   line(e, "const int tl_y0 = (int)(%s), tl_x0 = (int)(%s);", s->dst->lo[0] ? ex(e, s->dst->lo[0]) : "0",
        s->dst->lo[1] ? ex(e, s->dst->lo[1]) : "0");
-  for (int64_t p = 0; p < panels; p++) {
-    line(e, "{");
-    e->indent++;
-    if (two) { /* the half the store two panels back read: free once that store has read it */
-      line(e, "if (tl_tid == 0) asm volatile(\"cp.async.bulk.wait_group.read 1;\" ::: \"memory\");");
-      barrier_line(e);
-      line(e, "const unsigned tl_stg = tl_stg0 + (tl_epi & 1u) * %" PRId64 "u;", e->prog->epi_bytes / 2);
-    } else {
-      if (p) {
-        line(e, "if (tl_tid == 0) asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");");
-        barrier_line(e);
-      }
-      line(e, "const unsigned tl_stg = tl_stg0;");
-    }
-    line(e, "#pragma unroll");
-    line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r += %d) {", f->per_thread, pairs ? 2 : 1);
-    e->indent++;
-    const char *row, *col;
-    mma_row_col(e, f, "tl_r", &row, &col);
-    line(e, "const unsigned tl_row = %s, tl_col = %s;", row, col);
-    line(e, "if (tl_col / %" PRId64 "u == %" PRId64 "u) {", pc, p);
-    e->indent++;
-    line(e, "const unsigned tl_b = (tl_col %% %" PRId64 "u) * %" PRId64 "u;", pc, es);
-    line(e, "const unsigned tl_a = tl_stg + tl_row * 128u + (((tl_b / 16u) ^ (tl_row %% 8u)) * 16u) + tl_b %% 16u;");
-    const char *v0 = store_conv(e, t->dtype, conv(e, S("r_%s[tl_r]", f->name), (tl_type)f->dtype, (tl_type)t->dtype));
-    if (pairs) {
-      const char *v1 = store_conv(e, t->dtype, conv(e, S("r_%s[tl_r + 1]", f->name), (tl_type)f->dtype, (tl_type)t->dtype));
-      line(e, "asm volatile(\"st.shared.b32 [%%0], %%1;\" :: \"r\"(tl_a), \"r\"((unsigned)(unsigned short)(%s) | "
-              "((unsigned)(unsigned short)(%s) << 16)) : \"memory\");", v0, v1);
-    } else {
-      if (is_f((tl_type)t->dtype) && es == 4) /* its bits */
-        v0 = S("__float_as_uint(%s)", v0);
-      line(e, "asm volatile(\"st.shared.b%d [%%0], %%1;\" :: \"r\"(tl_a), \"%s\"((%s)(%s)) : \"memory\");", (int)(8 * es),
-           es == 4 ? "r" : "h", es == 4 ? "unsigned" : "unsigned short", v0);
-    }
-    e->indent--;
-    line(e, "}");
-    e->indent--;
-    line(e, "}");
-    if (!e->prog->fence_async) /* else barrier_line fences */
-      line(e, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
-    barrier_line(e);
-    line(e, "if (tl_tid == 0) {");
-    e->indent++;
-    line(e, "asm volatile(\"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%%0, {%%1, %%2}], [%%3];\" :: "
-            "\"l\"((unsigned long long)&tl_tmap%d), \"r\"(tl_x0 + %" PRId64 "), \"r\"(tl_y0), \"r\"(tl_stg) : \"memory\");",
-         s->store_map, p * pc);
-    line(e, "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");");
-    e->indent--;
-    line(e, "}");
-    if (two)
-      line(e, "tl_epi++;");
-    e->indent--;
-    line(e, "}");
-  }
+  for (int64_t p = 0; p < tma_store_panels(s); p++)
+    tma_store_panel(e, s, p, false);
   if (s->store_async) { /* the kernel's last statement: the kernel waits for the stores before it exits */
     e->indent--;
     line(e, "}");
@@ -3060,6 +3084,73 @@ static void emit_tma_store(E *e, const tl_stmt *s) {
   e->indent--;
   line(e, "}");
   barrier_line(e);
+}
+
+/* ---- a deferred TMA store (pass_store.c: store_defer) ---------------------------------------
+ * At the tile's end the fragment's pairs are converted into tl_pend[] (its
+ * accumulators are the next tile's), with the tile's coordinates; the next
+ * tile's wspec loop stages and stores panel p after its iteration p has
+ * issued its gemm (emit_defer_in_loop), so that the tensor cores run while
+ * the panel is written; the panels past its last iteration follow the loop
+ * (emit_defer_after), and the last tile's come after the walk of the tiles
+ * (emit_defer_rest). */
+static const tl_stmt *deferred_store(const tl_program *p) {
+  return p->body.n && p->body.items[p->body.n - 1]->store_defer ? p->body.items[p->body.n - 1] : NULL;
+}
+
+static void emit_defer_decls(E *e) {
+  const tl_stmt *d = deferred_store(e->prog);
+  if (d)
+    line(e, "unsigned tl_pend[%" PRId64 "]; int tl_pend_on = 0, tl_py0 = 0, tl_px0 = 0; /* a deferred store's pairs */",
+         d->src->sym->per_thread / 2);
+}
+
+static void emit_defer_convert(E *e, const tl_stmt *s) {
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r += 2) tl_pend[tl_r / 2] = %s;", s->src->sym->per_thread,
+       half_pair(e, s->src->sym, s->dst->sym, "tl_r", true));
+  line(e, "tl_py0 = (int)(%s); tl_px0 = (int)(%s); tl_pend_on = 1;", s->dst->lo[0] ? ex(e, s->dst->lo[0]) : "0",
+       s->dst->lo[1] ? ex(e, s->dst->lo[1]) : "0");
+}
+
+/* The deferred panels (when tl_pend_on): with id >= 0 panel p where
+ * iteration p of loop id is the current one (`after`: past its last),
+ * else all. */
+static void defer_panels(E *e, const tl_stmt *d, int id, bool after) {
+  line(e, "if (tl_pend_on) {");
+  e->indent++;
+  line(e, "const unsigned tl_stg0 = tl_smem_addr(tl_smem + %" PRId64 ");", e->prog->epi_offset);
+  line(e, "const int tl_y0 = tl_py0, tl_x0 = tl_px0;");
+  for (int64_t p = 0; p < tma_store_panels(d); p++) {
+    if (id >= 0)
+      line(e, after ? "if (tl_n%d <= %" PRId64 ")" : "if (tl_c%d == %" PRId64 ")", id, p);
+    tma_store_panel(e, d, p, true);
+  }
+  e->indent--;
+  line(e, "}");
+}
+
+/* In iteration tl_c<id> of wspec loop s, after its gemm was issued. */
+static void emit_defer_in_loop(E *e, const tl_stmt *s, int id) {
+  const tl_stmt *d = deferred_store(e->prog);
+  if (d && tl_wspec_loop(e->prog) == s)
+    defer_panels(e, d, id, false);
+}
+
+/* After wspec loop s (tl_n<id> iterations): the panels it did not reach. */
+static void emit_defer_after(E *e, const tl_stmt *s, int id) {
+  const tl_stmt *d = deferred_store(e->prog);
+  if (!d || tl_wspec_loop(e->prog) != s)
+    return;
+  defer_panels(e, d, id, true);
+  line(e, "tl_pend_on = 0;");
+}
+
+/* After the walk of the tiles: the last tile's panels. */
+static void emit_defer_rest(E *e) {
+  const tl_stmt *d = deferred_store(e->prog);
+  if (d)
+    defer_panels(e, d, -1, false);
 }
 
 /* Whether the kernel's last statement is a TMA store whose stores it does
@@ -3737,6 +3828,7 @@ static void emit_tl_wspec_loop(E *e, const tl_stmt *s) {
     if (nheld)
       line(e, "}");
     e->held = 0;
+    emit_defer_in_loop(e, s, id); /* the last tile's deferred store, a panel under this iteration's gemm */
     if (s->barrier_end) /* the next iteration conflicts with this one (pass_barrier.c) */
       barrier_line(e);
     line(e, "%s{", lag ? S("if (tl_c%d >= %d) ", id, lag) : "");
@@ -3764,6 +3856,7 @@ static void emit_tl_wspec_loop(E *e, const tl_stmt *s) {
     line(e, "}");
   }
   line(e, "tl_cit += (unsigned long long)tl_n%d;", id);
+  emit_defer_after(e, s, id);
   e->indent--;
   line(e, "}");
   e->held = held;
@@ -4175,6 +4268,7 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
   if (prog->epi_buffers == 2) /* the TMA stores' panels so far: the staging half of the next (emit_tma_store) */
     line(e, "unsigned tl_epi = 0; (void)tl_epi;");
   emit_producer(e);
+  emit_defer_decls(e);
   if (prog->persistent)
     open_tiles(e);
   emit_top(e, &prog->body);
@@ -4183,6 +4277,7 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
       barrier_line(e);
     close_tiles(e);
   }
+  emit_defer_rest(e);
   if (async_store_last(prog)) /* the shared memory its bulk stores read stays the block's until they are done */
     line(e, "if (tl_tid == 0) asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\");");
   if (multicasts(prog)) /* no block exits while another may still copy into it or arrive on its mbarriers */

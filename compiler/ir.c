@@ -596,6 +596,12 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
                                "the next tile)" : "");
     else if (s->store_why)
       fprintf(f, " [not a TMA store: %s]", s->store_why);
+    if (s->store_defer)
+      fputs(" [deferred: converted to pairs in registers at the tile's end; panel p staged and stored once the "
+            "next tile's loop has issued the gemm of its iteration p, the rest after that loop, the last tile's "
+            "after the walk]", f);
+    else if (s->defer_why)
+      fprintf(f, " [not deferred: %s]", s->defer_why);
     if (s->mcast)
       fprintf(f, " [multicast: each block of a cluster of %lld copies 1/%lld of the box into every block]",
               (long long)d->prog->cl_size, (long long)d->prog->cl_size);

@@ -672,6 +672,10 @@ struct tl_stmt {
   bool store_async;    /* after pass_store: a tma_store copy that ends the kernel's body: its last stores are
                           not waited for (the kernel waits for them before it exits) */
   const char *store_why; /* after pass_store, a copy that asked on a target with TMA: why it is not a TMA store */
+  bool store_defer;    /* after pass_store, a store_async copy of a persistent kernel with a wspec loop: its
+                          pairs are converted into registers at the end of the tile and staged and stored
+                          under the next tile's gemms, panel p after that loop's iteration p issued its own */
+  const char *defer_why; /* after pass_store, a store_async copy that is not store_defer: why (static text) */
   int ncl_req;         /* pipelined: entries of its "cluster" (0: not given) */
   int64_t cl_req[3];   /* ... after check: the thread-block cluster shape it asks for, each 1 to 16 */
   bool mcast;          /* after pass_cluster: a tma loop whose copies (some) are multicast across the

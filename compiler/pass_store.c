@@ -12,7 +12,9 @@
  * mbarriers, so it never shares memory with a pipeline's stages, also in
  * a persistent kernel whose producer fills the next tile's stages while
  * the program's threads store); store_why on the other copies that ask,
- * saying why not (`--emit ir` prints it).  Keeps: everything else;
+ * saying why not (`--emit ir` prints it); store_defer on a last store
+ * that qualifies (below), defer_why on one that does not.  Keeps:
+ * everything else;
  * results never change (each panel's elements are the tile's, converted as
  * the copy converts them; a bulk tensor store writes only the elements
  * inside the tensor, which is the "writes outside are dropped" rule of
@@ -33,6 +35,23 @@
  * persistent kernel) while the stores run, and the kernel waits for them
  * before it exits.  Nothing after it in the tile touches the tensor, and
  * another tile is another block of the grid.
+ *
+ * Deferred (store_defer): a store_async copy of a persistent kernel with
+ * a warp-specialized loop (neither ping-pong nor a late gemm; the last
+ * statement comes after it) that stores float32 accumulators as float16
+ * or bfloat16 only converts them, a cvt a pair, into registers (tl_pend)
+ * with the tile's coordinates; the next tile's loop stages and stores
+ * panel p once its iteration p has issued its gemm (the tensor cores busy
+ * with the next tile while the panels are written, where the plain
+ * epilogue left them idle), the panels past that loop's last iteration
+ * after it (so that the statements after the loop see none pending), and
+ * the last tile's after the walk of the tiles.  Panels of every store
+ * keep their order through the staging halves (tl_epi), each waiting, as
+ * before, until the store two panels back has read its half.  The pairs live beside the
+ * fragments through the next loop, so the fragments, the pairs and
+ * DEFER_SPARE registers must fit in the program's threads' setmaxnreg
+ * budget; otherwise, or where a condition fails, defer_why says why and
+ * the epilogue stays as above.
  *
  * A copy qualifies when:
  *   - it says "tma": true (off by default: not yet measured against the
@@ -79,10 +98,38 @@ static const char *why_not(tl_program *prog, const tl_stmt *s) {
   return NULL;
 }
 
+/* Why store_async copy s (the last statement of the body) is not
+ * store_defer, or NULL when it is: see the header. */
+#define DEFER_SPARE 40 /* registers a thread needs besides its fragments (pass_wspec.c's TL_WSPEC_SPARE) */
+#define DEFER_SM_REGS 65536 /* 32-bit registers per SM (sm_90: pass_wspec.c's SM_REGS) */
+static const char *defer_why(const tl_program *prog, const tl_stmt *s) {
+  const tl_sym *f = s->src->sym, *t = s->dst->sym;
+  const tl_stmt *loop = tl_wspec_loop(prog);
+  if (!prog->persistent)
+    return "the kernel is not persistent (no next tile whose gemms it could run under)";
+  if (!loop)
+    return "the kernel has no warp-specialized loop";
+  if (loop->pingpong || loop->wg_lag || loop->ov_gemm)
+    return "its loop takes ping-pong turns or issues a gemm late";
+  if (f->dtype != TL_FLOAT32 || (t->dtype != TL_FLOAT16 && t->dtype != TL_BFLOAT16))
+    return "it does not store float32 accumulators as float16 or bfloat16 (one conversion a pair)";
+  /* the program's threads' registers: setmaxnreg's, else the launch's (pass_wspec.c's R) */
+  int64_t T = prog->threads[0] * prog->threads[1] * prog->threads[2], regs = prog->wspec_regs[1];
+  if (!regs && prog->wspec_blocks > 0)
+    regs = DEFER_SM_REGS / (prog->wspec_blocks * (T + prog->wspec_threads)) / 8 * 8;
+  if (regs > 255)
+    regs = 255;
+  if (tl_reg_words(prog) + f->per_thread / 2 + DEFER_SPARE > regs)
+    return "its converted pairs would not fit in registers beside the fragments";
+  return NULL;
+}
+
 static tl_walk_act reset(tl_stmt *s, void *user) {
   (void)user;
   s->tma_store = false;
   s->store_async = false;
+  s->store_defer = false;
+  s->defer_why = NULL;
   s->store_map = -1;
   s->store_why = NULL;
   return TL_WALK_GO;
@@ -133,6 +180,10 @@ void tl_pass_store(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
   }
   tl_stmt *last = prog->body.items[prog->body.n - 1];
   last->store_async = last->tma_store && prog->epi_buffers == 2;
+  if (last->store_async) {
+    last->defer_why = defer_why(prog, last);
+    last->store_defer = !last->defer_why;
+  }
   if (prog->smem_bytes > smem_limit && prog->smem_bytes > before) {
     for (int i = 0; i < prog->body.n; i++)
       if (prog->body.items[i]->tma_store) {
@@ -142,7 +193,8 @@ void tl_pass_store(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
     prog->ntmaps = ntmaps;
     prog->epi_bytes = 0;
     prog->epi_buffers = 0;
-    last->store_async = false;
+    last->store_async = last->store_defer = false;
+    last->defer_why = NULL;
     tl_pass_smem(prog);
   }
 }

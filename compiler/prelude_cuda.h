@@ -66,6 +66,15 @@ static const char tl_prelude_cuda[] =
     "  return (unsigned short)(u >> 16);\n"
     "}\n"
     "TL_DEV float tl_rbf(float x) { return tl_bf2f(tl_f2bf(x)); }\n"
+    /* two floats rounded to bfloat16 (nearest even), lo in the lower half: one
+     * cvt.rn.bf16x2.f32 from sm_80 (a NaN gives a NaN, not tl_f2bf's bits) */
+    "TL_DEV unsigned tl_f2bf2(float lo, float hi) {\n"
+    "#if __CUDA_ARCH__ >= 800\n"
+    "  unsigned r; asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo)); return r;\n"
+    "#else\n"
+    "  return (unsigned)tl_f2bf(lo) | ((unsigned)tl_f2bf(hi) << 16);\n"
+    "#endif\n"
+    "}\n"
     /* round to odd from double, so that a second rounding to a narrower
      * format is correct */
     "TL_DEV float tl_d2f_odd(double d) {\n"

@@ -35,6 +35,13 @@ TL_DEV unsigned short tl_f2bf(float x) {
   return (unsigned short)(u >> 16);
 }
 TL_DEV float tl_rbf(float x) { return tl_bf2f(tl_f2bf(x)); }
+TL_DEV unsigned tl_f2bf2(float lo, float hi) {
+#if __CUDA_ARCH__ >= 800
+  unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+#else
+  return (unsigned)tl_f2bf(lo) | ((unsigned)tl_f2bf(hi) << 16);
+#endif
+}
 TL_DEV float tl_d2f_odd(double d) {
   float f = __double2float_rz(d);
   if ((double)f != d && d == d) f = __int_as_float(__float_as_int(f) | 1);

@@ -538,6 +538,10 @@ CASES = [
      ["C"], FP8_PER_TENSOR),
     ("../bench/programs/gemm_fp8_raster", {"M": 1000, "N": 700, "K": 200, "block_M": 256, "tma_store": "true",
                                            "panel": 16}, {}, ["C"], FP8_PER_TENSOR),
+    # TMA stores where the rows are whole 16-byte chunks (N = 2048: the cases above have none), 144 tiles, so
+    # that 12 blocks of the H100's 132 run two
+    ("../bench/programs/gemm_fp8_raster", {"M": 2200, "N": 2048, "K": 256, "block_N": 256, "tma_store": "true"}, {},
+     ["C"], FP8_PER_TENSOR),
     ("gemm_fp8_blockscaled", {"M": 256, "N": 256, "K": 256}, {}, ["C"], FP8_SCALED),
     ("gemm_fp8_blockscaled", {"M": 1000, "N": 1100, "K": 200}, {}, ["C"], FP8_SCALED),
     ("gemm_fp8_blockscaled", {"M": 130, "N": 257, "K": 1024}, {}, ["C"], FP8_SCALED),
@@ -607,6 +611,12 @@ CASES = [
      {"M": 2500}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_dyn_m_bf16", {"N": 2048, "K": 136, "block_N": 256, "block_K": 64, "threads": 256,
                                                "tma_store": "true"}, {"M": 2500}, ["C"], GEMM),
+    # bench/programs/gemm_raster_bf16 with TMA stores, K of 5 tiles (more than the 4 panels of a 256-column
+    # tile), two or more tiles a block, ragged M; and K of one tile, 512 tiles (3 or 4 a block on 132 SMs)
+    ("../bench/programs/gemm_raster_bf16", {"M": 3000, "N": 2048, "K": 264, "block_N": 256, "block_K": 64,
+                                            "threads": 256, "tma_store": "true"}, {}, ["C"], GEMM),
+    ("../bench/programs/gemm_raster_bf16", {"M": 4096, "N": 4096, "K": 64, "block_N": 256, "block_K": 64,
+                                            "threads": 256, "tma_store": "true"}, {}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_dyn_m_bf16_bt", {"N": 256, "K": 160}, {"M": 300}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_dyn_m_bf16_bt", {"N": 136, "K": 48, "block_K": 16}, {"M": 130}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_dyn_m_bf16_bt", {"N": 256, "K": 384, "block_K": 128, "threads": 256}, {"M": 256},
