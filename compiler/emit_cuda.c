@@ -3865,6 +3865,14 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
     line(e, "const int tl_tid = (int)(%s + %" PRId64 " * (%s + %" PRId64 " * %s));", e->d->tid[0], prog->threads[0],
          e->d->tid[1], prog->threads[1], e->d->tid[2]);
   line(e, "(void)tl_tid;");
+  /* programmatic dependent launch (compile.c sets the flags on sm_90 and later): the next kernel of the
+   * program may be launched as soon as every block of this one has started, and a kernel after another
+   * waits, before anything else, until that one has ended and its writes are visible, as a launch after
+   * it would (griddepcontrol.wait does nothing where the launch was an ordinary one) */
+  if (prog->pdl_trigger)
+    line(e, "asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");");
+  if (prog->pdl_wait)
+    line(e, "asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");");
   for (int i = 0; i < prog->nparams; i++) {
     const tl_sym *s = prog->params[i];
     if (s->kind == SYM_SCALAR)
