@@ -346,6 +346,8 @@ printf '%s\n' "$src" | awk '/__global__.*split_rowsum_1/ {getline; getline; getl
 "$TLC" compile $prog --target sm_90a --emit meta | python3 -c 'import json,sys; m=json.load(sys.stdin)
 assert [k["launch"].get("programmatic") for k in m["kernels"]] == [None, True], m["kernels"]' ||
   fail "split_rowsum on sm_90a: launch.programmatic not on the second kernel alone"
+"$TLC" compile $prog --target sm_90a --emit ir | grep -qF "(/kernels/1, entry split_rowsum_1, launched after the one before it on the same stream; starts early, waits first for the one before it (programmatic launch))" ||
+  fail "split_rowsum on sm_90a: --emit ir does not say that kernel 2 starts early"
 "$TLC" compile $prog --target gfx942 --emit hip 2>/dev/null | grep -q griddepcontrol && fail "griddepcontrol in HIP C"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["kernels"][1]["body"].insert(0, {"op": "annotate_layout", "layouts": {"X": {"vars": ["i", "j"], "index": ["j", "i"]}}}); d["kernels"][0]["body"].insert(0, {"op": "annotate_layout", "layouts": {"X": {"vars": ["a", "b"], "index": ["b", "a"]}}}); json.dump(d, open(sys.argv[2], "w"))' \
   $prog "${TMPDIR:-/tmp}/tlc_ir_lay.$$.json"
