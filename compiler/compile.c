@@ -933,8 +933,7 @@ again:;
     k->backend = t.vendor != TL_VENDOR_NVIDIA ? NULL : ptx ? "ptx" : "cuda";
     k->backend_mode = t.vendor != TL_VENDOR_NVIDIA ? NULL : p.mode;
     k->backend_why = ptx ? NULL : why_not;
-    k->pdl_trigger = !ptx && cg.pdl && k->next; /* the CUDA C emitter's griddepcontrol (emit_cuda.c: tl_emit) */
-    k->pdl_wait = !ptx && cg.pdl && k != prog;
+    k->pdl_wait = !ptx && cg.pdl && k != prog; /* the CUDA C emitter's griddepcontrol.wait (emit_cuda.c: tl_emit) */
     if ((st = after(req, "emit", k, &cg, err)) != TL_OK)
       goto done;
   }

@@ -152,8 +152,8 @@ tl_status tl_gpu_launch(tl_gpu_func *fn, const unsigned grid[3], const unsigned 
 /* tl_gpu_launch with flags: TL_GPU_LAUNCH_PROGRAMMATIC launches a kernel
  * that waits (griddepcontrol.wait) for the work before it on the stream
  * with programmatic stream serialization (CUDA 12 drivers, sm_90 and
- * later: it may start once every block of the kernel before it has started
- * or triggered it); a runtime without it (HIP, an older CUDA driver)
+ * later: it may start as the last blocks of the kernel before it exit, before
+ * that kernel's end); a runtime without it (HIP, an older CUDA driver)
  * launches it as tl_gpu_launch does, which gives the same results. */
 #define TL_GPU_LAUNCH_PROGRAMMATIC 1u
 tl_status tl_gpu_launch_ex(tl_gpu_func *fn, const unsigned grid[3], const unsigned block[3], unsigned dyn_smem,

@@ -829,7 +829,6 @@ typedef struct tl_program {
                             walk the grid's tiles (the blocks of the program's grid) in order */
   /* set by compile.c before the CUDA C emitter runs (tl_codegen.pdl: sm_90 and later): programmatic
    * dependent launch between the kernels of a program (proto/tile-ir-v1.md 4.1) */
-  bool pdl_trigger;      /* a kernel before another: its blocks let the next kernel launch at their start */
   bool pdl_wait;         /* a kernel after another: its threads wait for that one to end first (griddepcontrol.wait),
                             so the launcher may launch it early (kernel-meta.md launch.programmatic) */
   /* after tl_check_target: what makes the kernel far slower than it could

@@ -334,13 +334,12 @@ done
 src=$("$TLC" compile $prog --target sm_80 --emit cuda) || fail "tlc compile split_rowsum --emit cuda"
 [ "$(printf '%s\n' "$src" | grep -c '__global__')" = 2 ] || fail "split_rowsum: not two entry points in one module"
 printf '%s\n' "$src" | grep -q griddepcontrol && fail "split_rowsum: griddepcontrol on sm_80 (no programmatic launch there)"
-# from sm_90 (proto/tile-ir-v1.md 4.1): kernel 1 lets kernel 2 launch at its start, kernel 2 waits for it
-# first thing, and only kernel 2's metadata says launch.programmatic
+# from sm_90 (proto/tile-ir-v1.md 4.1): kernel 2 waits for kernel 1 first thing (kernel 1 triggers nothing
+# early: kernel 2's blocks would wait beside it), and only kernel 2's metadata says launch.programmatic
 src=$("$TLC" compile $prog --target sm_90a --emit cuda) || fail "tlc compile split_rowsum --target sm_90a --emit cuda"
 printf '%s\n' "$src" | awk '/__global__/ {k++} /griddepcontrol/ {print k ": " $0}' > "${TMPDIR:-/tmp}/tlc_ir_pdl.$$"
 got=$(cat "${TMPDIR:-/tmp}/tlc_ir_pdl.$$"); rm -f "${TMPDIR:-/tmp}/tlc_ir_pdl.$$"
-[ "$got" = '1:   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-2:   asm volatile("griddepcontrol.wait;" ::: "memory");' ] || fail "split_rowsum on sm_90a: griddepcontrol lines: $got"
+[ "$got" = '2:   asm volatile("griddepcontrol.wait;" ::: "memory");' ] || fail "split_rowsum on sm_90a: griddepcontrol lines: $got"
 printf '%s\n' "$src" | awk '/__global__.*split_rowsum_1/ {getline; getline; getline; print}' | grep -qF 'griddepcontrol.wait' ||
   fail "split_rowsum on sm_90a: the second kernel does not wait first thing"
 "$TLC" compile $prog --target sm_90a --emit meta | python3 -c 'import json,sys; m=json.load(sys.stdin)
