@@ -466,12 +466,14 @@ def W4A16_CONFIGS(M):
         # split along K; wider N tiles: each warp's A fragments serve more columns of weights
         cfgs += [(SK, {"split_k": 8}), (SK, {"block_N": 128, "split_k": 8}),
                  (SK, {"block_N": 128, "threads": 256, "num_stages": 3, "split_k": 8}),
-                 (SK, {"block_N": 128, "block_K": 64, "num_stages": 4, "split_k": 8})]
+                 (SK, {"block_N": 128, "block_K": 64, "num_stages": 4, "split_k": 8}),
+                 (SK, {"block_N": 128, "block_K": 64, "num_stages": 3, "split_k": 8})]  # 6 blocks per SM fit
     if M <= 64:
         cfgs += [(NW, {"block_M": 64}), (NW, {"block_M": 64, "block_K": 256, "num_stages": 3}),
                  (NW, {"block_M": 64, "block_N": 32, "block_K": 256, "num_stages": 3})]
         if M > 16:
-            cfgs += [(SK, {"block_M": 64, "block_K": 64, "num_stages": 3, "split_k": 4})]
+            cfgs += [(SK, {"block_M": 64, "block_K": 64, "num_stages": 3, "split_k": 4}),
+                     (SK, {"block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 4, "split_k": 4})]
         # C^T: the activations' columns rounded up to 8, 16, 32 or 64
         bm = {"block_M": next(b for b in (8, 16, 32, 64) if b >= M)}
         cfgs += [(ST, dict(bm, block_K=64, num_stages=4, split_k=8)), (ST, dict(bm, block_K=64, num_stages=4, split_k=16)),

@@ -144,6 +144,8 @@ typedef struct tl_meta {
   int64_t cluster[3];
   int persistent;         /* launch.persistent: at most this many blocks per multiprocessor walk the grid's
                              blocks (tiles); 0: one block per tile */
+  bool programmatic;      /* launch.programmatic: the kernel waits for the one before it (griddepcontrol.wait),
+                             so it is launched with programmatic stream serialization where the driver has it */
   int format;             /* 1, or 2 with tensor maps, or 3 with several kernels and workspaces */
   int ntmaps;
   tl_meta_tmap tmaps[TL_META_TMAPS_MAX];

@@ -83,7 +83,12 @@ static tl_status launch_one(tl_kernel *k, const tl_meta *m, tl_gpu_func *fn, con
   for (int j = 0; j < plan.ntmaps; j++) /* built per launch: the dimensions may be dynamic */
     if ((st = tl_gpu_tensor_map(k->gpu, &plan.tmap_args[j], plan.tmaps[j], err)) != TL_OK)
       return st;
-  return tl_gpu_launch(fn, plan.grid, plan.block, plan.dyn_smem, stream, plan.kargs, err);
+  /* launch.programmatic: the kernel waits for the one before it, so it may start early (TL_PROGRAMMATIC=0
+   * launches it as any other, to compare) */
+  const char *pdl = getenv("TL_PROGRAMMATIC");
+  bool early = m->programmatic && !(pdl && strcmp(pdl, "0") == 0);
+  return tl_gpu_launch_ex(fn, plan.grid, plan.block, plan.dyn_smem, stream, plan.kargs,
+                          early ? TL_GPU_LAUNCH_PROGRAMMATIC : 0, err);
 }
 
 /* Format 3: the workspaces (k's allocation, grown when this launch needs

@@ -494,6 +494,12 @@ tl_status tl_meta_parse(const char *text, tl_meta **out, tl_error *err) {
     goto done;
   }
   m->persistent = pers ? (int)json_integer_value(pers) : 0;
+  json_t *prog = json_object_get(launch, "programmatic");
+  if (prog && !json_is_boolean(prog)) {
+    st = bad(&p, "launch.programmatic must be a boolean");
+    goto done;
+  }
+  m->programmatic = json_is_true(prog);
   st = parse_tmaps(&p, doc);
 done:
   json_decref(doc);

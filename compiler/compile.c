@@ -523,6 +523,7 @@ tl_codegen tl_codegen_of(const tl_target *t) {
       .async_copy = tl_target_has(t, TL_FEATURE(CP_ASYNC)),
       .wgmma = tl_target_has(t, TL_FEATURE(WGMMA)),
       .tma = t->dialect == TL_DIALECT_CUDA && tl_target_has(t, TL_FEATURE(TMA)),
+      .pdl = t->dialect == TL_DIALECT_CUDA && tl_target_has(t, TL_FEATURE(PDL)),
       .amd_matrix = (int)t->amd_matrix,
   };
   if (!cg.wgmma && (t->a_features & TL_FEATURE(WGMMA)))
@@ -628,6 +629,8 @@ static json_t *kernel_json(tl_arena *a, const tl_program *prog, json_t *res) {
     json_object_set_new(launch, "producer_threads", json_integer(prog->wspec_threads));
   if (prog->persistent)
     json_object_set_new(launch, "persistent", json_integer(prog->wspec_blocks));
+  if (prog->pdl_wait) /* it waits for the kernel before it: it may be launched before that one ends */
+    json_object_set_new(launch, "programmatic", json_true());
   if (prog->ncluster || prog->cl_size > 1) { /* the kernel's cluster, or its multicast loop's (pass_cluster.c) */
     json_t *cl = json_array();
     int n = prog->cl_axis + 1 > prog->ncluster ? prog->cl_axis + 1 : prog->ncluster;
@@ -930,6 +933,7 @@ again:;
     k->backend = t.vendor != TL_VENDOR_NVIDIA ? NULL : ptx ? "ptx" : "cuda";
     k->backend_mode = t.vendor != TL_VENDOR_NVIDIA ? NULL : p.mode;
     k->backend_why = ptx ? NULL : why_not;
+    k->pdl_wait = !ptx && cg.pdl && k != prog; /* the CUDA C emitter's griddepcontrol.wait (emit_cuda.c: tl_emit) */
     if ((st = after(req, "emit", k, &cg, err)) != TL_OK)
       goto done;
   }

@@ -13,6 +13,7 @@
  * while cuCtxCreate went through _v2, _v3 and _v4.
  */
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,12 +134,36 @@ typedef CUresult (*cu_tmap_encode_fn)(void *, int, unsigned, void *, const unsig
                                       const unsigned long long *, const unsigned *, const unsigned *, int, int, int,
                                       int);
 
+/* cuLaunchKernelEx (CUDA 12.0 and later; optional: without it a launch
+ * asked to be programmatic is an ordinary one), with cuda.h's
+ * CUlaunchConfig and CUlaunchAttribute (an 8-byte id, a 64-byte value). */
+enum { CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6 };
+typedef struct {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int programmatic_stream_serialization_allowed;
+  } value;
+} cu_launch_attr;
+typedef struct {
+  unsigned grid[3], block[3], shared_bytes;
+  CUstream stream;
+  cu_launch_attr *attrs;
+  unsigned nattrs;
+} cu_launch_config;
+_Static_assert(sizeof(cu_launch_attr) == 72 && offsetof(cu_launch_config, stream) == 32 &&
+                   offsetof(cu_launch_config, nattrs) == 48,
+               "cuda.h's CUlaunchAttribute and CUlaunchConfig layouts");
+typedef CUresult (*cu_launch_ex_fn)(const cu_launch_config *, CUfunction, void **, void **);
+
 typedef struct cu_rt {
   void *lib;
   cu_tmap_encode_fn TensorMapEncodeTiled; /* NULL when the driver lacks it */
+  cu_launch_ex_fn LaunchKernelEx;         /* NULL when the driver lacks it */
   CUdevice dev;
   CUcontext ctx;
-  int arch; /* for messages */
+  int arch; /* for messages, and programmatic launches (sm_90 and later) */
 #define CUDA_FIELD_(field, sym, alt, ret, args) ret(*field) args;
   CUDA_FUNCS(CUDA_FIELD_)
 #undef CUDA_FIELD_
@@ -203,6 +228,7 @@ static tl_status cu_start(cu_rt *h, int ordinal, tl_gpu_device *d, tl_error *err
   if (missing)
     return tl_error_set(err, TL_NO_DEVICE, "no usable CUDA driver (%s lacks %s)", libname, missing);
   *(void **)&h->TensorMapEncodeTiled = dlsym(h->lib, "cuTensorMapEncodeTiled");
+  *(void **)&h->LaunchKernelEx = dlsym(h->lib, "cuLaunchKernelEx");
   CUresult r = h->Init(0);
   if (r == CUDA_ERROR_NO_DEVICE)
     return tl_error_set(err, TL_NO_DEVICE, "no CUDA device");
@@ -394,7 +420,7 @@ static tl_status cu_tensor_map(void *rt, const tl_gpu_tmap *m, void *out, tl_err
 }
 
 static tl_status cu_launch(void *rt, void *fn, const unsigned grid[3], const unsigned block[3], unsigned dyn_smem,
-                           tl_gpu_stream stream, void **args, tl_error *err) {
+                           tl_gpu_stream stream, void **args, unsigned flags, tl_error *err) {
   cu_rt *h = rt;
   tl_status st;
   if (dyn_smem > DEFAULT_DYN_SMEM_LIMIT &&
@@ -402,6 +428,13 @@ static tl_status cu_launch(void *rt, void *fn, const unsigned grid[3], const uns
                                             (int)dyn_smem),
                      err, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")) != TL_OK)
     return st;
+  if ((flags & TL_GPU_LAUNCH_PROGRAMMATIC) && h->LaunchKernelEx && h->arch >= 90) {
+    cu_launch_attr attr = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
+    attr.value.programmatic_stream_serialization_allowed = 1;
+    cu_launch_config c = {{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, dyn_smem, (CUstream)stream,
+                          &attr, 1};
+    return cu_check(h, h->LaunchKernelEx(&c, (CUfunction)fn, args, NULL), err, "cuLaunchKernelEx");
+  }
   return cu_check(h,
                   h->LaunchKernel((CUfunction)fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], dyn_smem,
                                   (CUstream)stream, args, NULL),

@@ -271,6 +271,11 @@ static tl_status launch_checks(const tl_gpu_func *fn, const unsigned grid[3], co
 
 tl_status tl_gpu_launch(tl_gpu_func *fn, const unsigned grid[3], const unsigned block[3], unsigned dyn_smem,
                         tl_gpu_stream stream, void **args, tl_error *err) {
+  return tl_gpu_launch_ex(fn, grid, block, dyn_smem, stream, args, 0, err);
+}
+
+tl_status tl_gpu_launch_ex(tl_gpu_func *fn, const unsigned grid[3], const unsigned block[3], unsigned dyn_smem,
+                           tl_gpu_stream stream, void **args, unsigned flags, tl_error *err) {
   if (!fn || !grid || !block)
     return tl_error_set(err, TL_INVALID_ARG, "tl_gpu_launch: NULL argument");
   tl_status st = launch_checks(fn, grid, block, dyn_smem, err);
@@ -279,7 +284,7 @@ tl_status tl_gpu_launch(tl_gpu_func *fn, const unsigned grid[3], const unsigned 
   tl_gpu *g = fn->mod->g;
   if ((st = bind(g, err)) != TL_OK)
     return st;
-  return g->drv->launch(g->rt, fn->fn, grid, block, dyn_smem, stream, args, err);
+  return g->drv->launch(g->rt, fn->fn, grid, block, dyn_smem, stream, args, flags, err);
 }
 
 tl_status tl_gpu_tensor_map(tl_gpu *g, const tl_gpu_tmap *m, void *out, tl_error *err) {

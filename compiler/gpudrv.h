@@ -149,6 +149,16 @@ tl_status tl_gpu_function_attrs(tl_gpu_func *fn, tl_gpu_func_attrs *out, tl_erro
 tl_status tl_gpu_launch(tl_gpu_func *fn, const unsigned grid[3], const unsigned block[3], unsigned dyn_smem,
                         tl_gpu_stream stream, void **args, tl_error *err);
 
+/* tl_gpu_launch with flags: TL_GPU_LAUNCH_PROGRAMMATIC launches a kernel
+ * that waits (griddepcontrol.wait) for the work before it on the stream
+ * with programmatic stream serialization (CUDA 12 drivers, sm_90 and
+ * later: it may start as the last blocks of the kernel before it exit, before
+ * that kernel's end); a runtime without it (HIP, an older CUDA driver)
+ * launches it as tl_gpu_launch does, which gives the same results. */
+#define TL_GPU_LAUNCH_PROGRAMMATIC 1u
+tl_status tl_gpu_launch_ex(tl_gpu_func *fn, const unsigned grid[3], const unsigned block[3], unsigned dyn_smem,
+                           tl_gpu_stream stream, void **args, unsigned flags, tl_error *err);
+
 /* A tiled tensor map (CUtensorMap: 128 bytes) as cuTensorMapEncodeTiled
  * takes it: dimensions innermost first, the enum values of cuda.h's
  * CUtensorMapDataType, CUtensorMapInterleave, CUtensorMapSwizzle,
@@ -232,7 +242,7 @@ typedef struct tl_gpu_driver {
   /* -1 in *value for an attribute this runtime is not asked for */
   tl_status (*fattr)(void *rt, void *fn, tl_gpu_fattr which, int *value, tl_error *err);
   tl_status (*launch)(void *rt, void *fn, const unsigned grid[3], const unsigned block[3], unsigned dyn_smem,
-                      tl_gpu_stream stream, void **args, tl_error *err);
+                      tl_gpu_stream stream, void **args, unsigned flags, tl_error *err); /* TL_GPU_LAUNCH_* */
   /* NULL for a runtime without tensor maps; TL_UNSUPPORTED when this
    * runtime's library lacks them */
   tl_status (*tensor_map)(void *rt, const tl_gpu_tmap *m, void *out, tl_error *err);

@@ -662,8 +662,9 @@ static tl_status hip_fattr(void *rt, void *fn, tl_gpu_fattr which, int *value, t
 }
 
 static tl_status hip_launch(void *rt, void *fn, const unsigned grid[3], const unsigned block[3], unsigned dyn_smem,
-                            tl_gpu_stream stream, void **args, tl_error *err) {
+                            tl_gpu_stream stream, void **args, unsigned flags, tl_error *err) {
   hip_rt *h = rt;
+  (void)flags; /* no programmatic launch: the stream orders every kernel (the same results) */
   return hip_check(h,
                    h->ModuleLaunchKernel((hipFunction_t)fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                          dyn_smem, (hipStream_t)stream, args, NULL),

@@ -764,8 +764,9 @@ void tl_dump_program(const tl_program *prog, void *fp) {
   FILE *f = fp;
   tl_arena *a = prog->arena;
   if (prog->nkernels > 1)
-    fprintf(f, "kernel %d of %d (%s, entry %s, launched after the one before it on the same stream): ",
-            prog->kernel_index + 1, prog->nkernels, prog->kptr, prog->entry);
+    fprintf(f, "kernel %d of %d (%s, entry %s, launched after the one before it on the same stream%s): ",
+            prog->kernel_index + 1, prog->nkernels, prog->kptr, prog->entry,
+            prog->pdl_wait ? "; starts early, waits first for the one before it (programmatic launch)" : "");
   fprintf(f, "kernel %s: threads %lld x %lld x %lld, grid (", prog->name, (long long)prog->threads[0],
           (long long)prog->threads[1], (long long)prog->threads[2]);
   for (int i = 0; i < prog->ngrid; i++)

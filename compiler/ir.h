@@ -832,6 +832,10 @@ typedef struct tl_program {
   bool wspec_tight;      /* after pass_wspec: the producer's budget is the tight one (pass_wspec.c) */
   bool persistent;       /* after pass_wspec: a persistent kernel: at most wspec_blocks blocks per SM
                             walk the grid's tiles (the blocks of the program's grid) in order */
+  /* set by compile.c before the CUDA C emitter runs (tl_codegen.pdl: sm_90 and later): programmatic
+   * dependent launch between the kernels of a program (proto/tile-ir-v1.md 4.1) */
+  bool pdl_wait;         /* a kernel after another: its threads wait for that one to end first (griddepcontrol.wait),
+                            so the launcher may launch it early (kernel-meta.md launch.programmatic) */
   /* after tl_check_target: what makes the kernel far slower than it could
    * be (a fragment too large for registers), for the metadata's "warnings"
    * and `tlc compile`'s standard error; never an error */

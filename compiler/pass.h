@@ -22,6 +22,7 @@ typedef struct tl_codegen {
   bool fp8_mma;       /* mma.sync m16n8k32 with e4m3/e5m2 operands (with mma: sm_89 and later) */
   bool wgmma;         /* wgmma.mma_async (sm_90a, compute_90a), every operand type of the above */
   bool tma;           /* cp.async.bulk.tensor and mbarrier transactions (sm_90 and later) */
+  bool pdl;           /* griddepcontrol: programmatic dependent launch (CUDA, sm_90 and later) */
   char wgmma_variant[TL_TARGET_NAME_MAX + 1]; /* no wgmma here, but the 'a' variant of the target has it ("sm_90a"
                              for sm_90, "compute_90a" for compute_90; else ""): --emit ir says
                              so at each gemm pass_place.c puts on mma.sync */

@@ -59,6 +59,7 @@ typedef enum tl_amd_matrix {
   X(FP8_MMA, "fp8-mma", "mma.sync m16n8k32 with float8 e4m3/e5m2 operands (sm_89 and later)") \
   X(TMA, "tma", "the tensor memory accelerator, cp.async.bulk.tensor (sm_90 and later)")     \
   X(CLUSTERS, "clusters", "thread-block clusters (sm_90 and later)")                          \
+  X(PDL, "pdl", "programmatic dependent launch, griddepcontrol (sm_90 and later)")          \
   X(WGMMA, "wgmma", "wgmma.mma_async (sm_90a, compute_90a)")
 
 enum {

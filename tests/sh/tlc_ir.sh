@@ -333,6 +333,21 @@ for want in "kernel 1 of 2 (/kernels/0, entry split_rowsum_0," "kernel 2 of 2 (/
 done
 src=$("$TLC" compile $prog --target sm_80 --emit cuda) || fail "tlc compile split_rowsum --emit cuda"
 [ "$(printf '%s\n' "$src" | grep -c '__global__')" = 2 ] || fail "split_rowsum: not two entry points in one module"
+printf '%s\n' "$src" | grep -q griddepcontrol && fail "split_rowsum: griddepcontrol on sm_80 (no programmatic launch there)"
+# from sm_90 (proto/tile-ir-v1.md 4.1): kernel 2 waits for kernel 1 first thing (kernel 1 triggers nothing
+# early: kernel 2's blocks would wait beside it), and only kernel 2's metadata says launch.programmatic
+src=$("$TLC" compile $prog --target sm_90a --emit cuda) || fail "tlc compile split_rowsum --target sm_90a --emit cuda"
+printf '%s\n' "$src" | awk '/__global__/ {k++} /griddepcontrol/ {print k ": " $0}' > "${TMPDIR:-/tmp}/tlc_ir_pdl.$$"
+got=$(cat "${TMPDIR:-/tmp}/tlc_ir_pdl.$$"); rm -f "${TMPDIR:-/tmp}/tlc_ir_pdl.$$"
+[ "$got" = '2:   asm volatile("griddepcontrol.wait;" ::: "memory");' ] || fail "split_rowsum on sm_90a: griddepcontrol lines: $got"
+printf '%s\n' "$src" | awk '/__global__.*split_rowsum_1/ {getline; getline; getline; print}' | grep -qF 'griddepcontrol.wait' ||
+  fail "split_rowsum on sm_90a: the second kernel does not wait first thing"
+"$TLC" compile $prog --target sm_90a --emit meta | python3 -c 'import json,sys; m=json.load(sys.stdin)
+assert [k["launch"].get("programmatic") for k in m["kernels"]] == [None, True], m["kernels"]' ||
+  fail "split_rowsum on sm_90a: launch.programmatic not on the second kernel alone"
+"$TLC" compile $prog --target sm_90a --emit ir | grep -qF "(/kernels/1, entry split_rowsum_1, launched after the one before it on the same stream; starts early, waits first for the one before it (programmatic launch))" ||
+  fail "split_rowsum on sm_90a: --emit ir does not say that kernel 2 starts early"
+"$TLC" compile $prog --target gfx942 --emit hip 2>/dev/null | grep -q griddepcontrol && fail "griddepcontrol in HIP C"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["kernels"][1]["body"].insert(0, {"op": "annotate_layout", "layouts": {"X": {"vars": ["i", "j"], "index": ["j", "i"]}}}); d["kernels"][0]["body"].insert(0, {"op": "annotate_layout", "layouts": {"X": {"vars": ["a", "b"], "index": ["b", "a"]}}}); json.dump(d, open(sys.argv[2], "w"))' \
   $prog "${TMPDIR:-/tmp}/tlc_ir_lay.$$.json"
 ir=$("$TLC" compile "${TMPDIR:-/tmp}/tlc_ir_lay.$$.json" --target sm_80 --emit ir) || fail "a layout on a global tensor"

@@ -420,6 +420,17 @@ static void test_launch_plan_checks(void **state) {
   snprintf(pbuf, sizeof pbuf, "%.*s\"persistent\": 0, %s", (int)(pat - good_meta), good_meta, pat);
   assert_int_equal(tl_meta_parse(pbuf, &m, &err), TL_CORRUPT);
   assert_non_null(strstr(err.message, "launch.persistent"));
+  /* a kernel that waits for the one before it: parsed; not a boolean refused saying so */
+  assert_int_equal(tl_meta_parse(good_meta, &m, &err), TL_OK);
+  assert_false(m->programmatic);
+  tl_meta_free(m);
+  snprintf(pbuf, sizeof pbuf, "%.*s\"programmatic\": true, %s", (int)(pat - good_meta), good_meta, pat);
+  assert_int_equal(tl_meta_parse(pbuf, &m, &err), TL_OK);
+  assert_true(m->programmatic);
+  tl_meta_free(m);
+  snprintf(pbuf, sizeof pbuf, "%.*s\"programmatic\": 1, %s", (int)(pat - good_meta), good_meta, pat);
+  assert_int_equal(tl_meta_parse(pbuf, &m, &err), TL_CORRUPT);
+  assert_non_null(strstr(err.message, "launch.programmatic must be a boolean"));
 
   /* thread-block clusters: the binary fixes them, so a plain launch of whole clusters applies them; a grid
    * that is not whole clusters is refused saying so */

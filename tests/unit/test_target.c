@@ -100,11 +100,11 @@ static void test_features(void **state) {
       {"sm_80", "ldmatrix mma cp.async bf16-mma int8-mma"},
       {"sm_86", "ldmatrix mma cp.async bf16-mma int8-mma"},
       {"sm_89", "ldmatrix mma cp.async bf16-mma int8-mma fp8-mma"},
-      {"sm_90", "ldmatrix mma cp.async bf16-mma int8-mma fp8-mma tma clusters"},
-      {"sm_90a", "ldmatrix mma cp.async bf16-mma int8-mma fp8-mma tma clusters wgmma"},
-      {"compute_90a", "ldmatrix mma cp.async bf16-mma int8-mma fp8-mma tma clusters wgmma"},
-      {"sm_100a", "ldmatrix mma cp.async bf16-mma int8-mma fp8-mma tma clusters"},
-      {"sm_120f", "ldmatrix mma cp.async bf16-mma int8-mma fp8-mma tma clusters"},
+      {"sm_90", "ldmatrix mma cp.async bf16-mma int8-mma fp8-mma tma clusters pdl"},
+      {"sm_90a", "ldmatrix mma cp.async bf16-mma int8-mma fp8-mma tma clusters pdl wgmma"},
+      {"compute_90a", "ldmatrix mma cp.async bf16-mma int8-mma fp8-mma tma clusters pdl wgmma"},
+      {"sm_100a", "ldmatrix mma cp.async bf16-mma int8-mma fp8-mma tma clusters pdl"},
+      {"sm_120f", "ldmatrix mma cp.async bf16-mma int8-mma fp8-mma tma clusters pdl"},
       {"gfx942", "bf16-mma"},
   };
   for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
@@ -170,7 +170,7 @@ static void test_rows(void **state) {
   assert_non_null(j);
   assert_string_equal(j, "{\"vendor\":\"nvidia\",\"arch\":90,\"variant\":\"a\",\"family\":\"Hopper\",\"binary\":"
                          "\"cubin\",\"dialect\":\"cuda\",\"warp\":32,\"features\":[\"ldmatrix\",\"mma\",\"cp.async\","
-                         "\"bf16-mma\",\"int8-mma\",\"fp8-mma\",\"tma\",\"clusters\",\"wgmma\"],\"amd_matrix\":\"none\","
+                         "\"bf16-mma\",\"int8-mma\",\"fp8-mma\",\"tma\",\"clusters\",\"pdl\",\"wgmma\"],\"amd_matrix\":\"none\","
                          "\"shared_bytes\":232448,\"registers_per_thread\":255,\"registers_per_block\":65536}");
   free(j);
 }
