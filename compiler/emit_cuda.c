@@ -3085,16 +3085,34 @@ static void block_vars(E *e, const char *const *bid0, const char *const *nb0) {
 /* A persistent kernel (pass_wspec.c): the grid's tiles, walked by the
  * blocks started, each from its linear index, every (blocks started)-th
  * (so that a launch of the whole grid runs each tile once too); the
- * program's block variables of each.  Closed by close_tiles. */
+ * program's block variables of each.  Where the blocks' work grows with x
+ * (reverse_x, pass_raster.c), the tiles are numbered x slowest (heaviest
+ * first) and walked in rounds of (blocks started) tiles, every other
+ * round in reverse, so that each block's tiles, and so its work, even out
+ * (longest-processing-time-first): numbered x fastest, a block whose
+ * count is a multiple of the grid's x took one x for all its tiles
+ * (bench/README.md: causal attention with 22 x-blocks on 132 SMs ran at
+ * half speed).  Closed by close_tiles. */
 static void open_tiles(E *e) {
   static const char *const bid[3] = {"tl_b0", "tl_b1", "tl_b2"};
   static const char *const nb[3] = {"(unsigned)tl_tg0", "(unsigned)tl_tg1", "(unsigned)tl_tg2"};
   const char *const *b = e->d->bid, *const *n = e->d->nblocks;
-  line(e, "for (long long tl_tile = %s + (long long)%s * (%s + (long long)%s * %s); tl_tile < tl_ntiles; "
-          "tl_tile += (long long)%s * %s * %s) {", b[0], n[0], b[1], n[1], b[2], n[0], n[1], n[2]);
-  e->indent++;
-  line(e, "const unsigned tl_b0 = (unsigned)(tl_tile %% tl_tg0), tl_b1 = (unsigned)(tl_tile / tl_tg0 %% tl_tg1), "
-          "tl_b2 = (unsigned)(tl_tile / (tl_tg0 * tl_tg1)); (void)tl_b1; (void)tl_b2;");
+  if (e->prog->reverse_x && !e->prog->raster_panel) {
+    line(e, "for (long long tl_rnd = 0, tl_nbk = (long long)%s * %s * %s, tl_bl = %s + (long long)%s * (%s + "
+            "(long long)%s * %s); tl_rnd * tl_nbk < tl_ntiles; tl_rnd++) {", n[0], n[1], n[2], b[0], n[0], b[1], n[1],
+         b[2]);
+    e->indent++;
+    line(e, "const long long tl_tile = tl_rnd * tl_nbk + ((tl_rnd & 1) ? tl_nbk - 1 - tl_bl : tl_bl);");
+    line(e, "if (tl_tile >= tl_ntiles) break; /* the last round's */");
+    line(e, "const unsigned tl_b0 = (unsigned)(tl_tile / (tl_tg1 * tl_tg2)), tl_b1 = (unsigned)(tl_tile %% tl_tg1), "
+            "tl_b2 = (unsigned)(tl_tile / tl_tg1 %% tl_tg2); (void)tl_b1; (void)tl_b2;");
+  } else {
+    line(e, "for (long long tl_tile = %s + (long long)%s * (%s + (long long)%s * %s); tl_tile < tl_ntiles; "
+            "tl_tile += (long long)%s * %s * %s) {", b[0], n[0], b[1], n[1], b[2], n[0], n[1], n[2]);
+    e->indent++;
+    line(e, "const unsigned tl_b0 = (unsigned)(tl_tile %% tl_tg0), tl_b1 = (unsigned)(tl_tile / tl_tg0 %% tl_tg1), "
+            "tl_b2 = (unsigned)(tl_tile / (tl_tg0 * tl_tg1)); (void)tl_b1; (void)tl_b2;");
+  }
   block_vars(e, bid, nb);
 }
 
