@@ -825,7 +825,8 @@ void tl_dump_program(const tl_program *prog, void *fp) {
   else if ((prog->lowered & TL_RAN_RASTER) && prog->reverse_x)
     fprintf(f, "blocks: x in reverse (the blocks with the most loop iterations first)%s\n",
             prog->persistent ? "; the persistent blocks walk the tiles x slowest, in rounds, every other one in "
-                               "reverse (CUDA C back end)" : "");
+                               "reverse, where the blocks started are a multiple of the grid's x or hold two tiles "
+                               "of each (y, z) at once (CUDA C back end)" : "");
   else if (prog->lowered & TL_RAN_RASTER)
     fprintf(f, "blocks: in grid order%s%s%s\n", prog->raster_why ? " (the compiler's choice: " : "",
             prog->raster_why ? prog->raster_why : "", prog->raster_why ? ")" : "");
