@@ -24,7 +24,8 @@ same at head dim 64, at seq 1024 (batch 16) and at seq 16384 (batch 1, head
 dims 128 and 64): FLASH_SHAPES; `--flash-only [--flash-shapes B,H,S,D;...]` runs just these
 rows and writes bench-flash.json (`--flash-program P` and `--flash-defs
 N=V,...` time another program of the same parameters, or other tiles;
-`--flash-defs 'A;B'` times each set of constants against one torch time).  Each of
+`--flash-defs 'A;B'` times each set of constants against one torch time;
+`--flash-causal full|causal` only one of the two).  Each of
 ours is first checked against torch on the same inputs, element by element
 with the bound of tests/gpu/tolerance.py (2 ulps of float16 plus the float32
 sums' error for the reduction length: K for a GEMM, 2 seq_len and float16
@@ -555,7 +556,7 @@ def flash_rows(a, work, rows, shapes):
         q, k, v = (torch.randn(Bz, S, H, D, device="cuda", dtype=torch.float16) for _ in range(3))
         for name, t in (("Q", q), ("K", k), ("V", v)):
             np.save(f"{work}/{name}.npy", t.cpu().numpy())
-        for causal in (False, True):
+        for causal in {"both": (False, True), "full": (False,), "causal": (True,)}[a.flash_causal]:
             flops = 4 * Bz * H * S * S * D // (2 if causal else 1)
             base = f"flash fwd {'causal' if causal else 'full'} b{Bz} h{H} s{S} d{D}"
             qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
@@ -628,6 +629,8 @@ def main():
     ap.add_argument("--flash-only", action="store_true", help="only the flash attention rows (issue 11)")
     ap.add_argument("--flash-shapes", default="",
                     help="with --flash-only: the shapes B,H,S,D;B,H,S,D... instead of FLASH_SHAPES")
+    ap.add_argument("--flash-causal", default="both", choices=("both", "full", "causal"),
+                    help="the flash rows: causal and not (default), only full or only causal attention")
     ap.add_argument("--flash-program", default="examples/flash_attention.json",
                     help="the flash attention program timed (the same parameters and constants)")
     ap.add_argument("--flash-defs", default="",

@@ -834,7 +834,10 @@ void tl_dump_program(const tl_program *prog, void *fp) {
             prog->raster_chosen ? " (the compiler's choice: a gemm's A and B tiles are copied by different block "
                                   "variables, and no use_swizzle is given)" : "");
   else if ((prog->lowered & TL_RAN_RASTER) && prog->reverse_x)
-    fputs("blocks: x in reverse (the blocks with the most loop iterations first)\n", f);
+    fprintf(f, "blocks: x in reverse (the blocks with the most loop iterations first)%s\n",
+            prog->persistent ? "; the persistent blocks walk the tiles x slowest, in rounds, every other one in "
+                               "reverse, where the blocks started are a multiple of the grid's x or hold two tiles "
+                               "of each (y, z) at once (CUDA C back end)" : "");
   else if (prog->lowered & TL_RAN_RASTER)
     fprintf(f, "blocks: in grid order%s%s%s\n", prog->raster_why ? " (the compiler's choice: " : "",
             prog->raster_why ? prog->raster_why : "", prog->raster_why ? ")" : "");

@@ -377,9 +377,10 @@ FP8_PER_TENSOR = {"acc": ("K + 2", ["A", "B", "scale_a", "scale_b"], 0.0, tolera
 # factor 2^e: |e| <= 3 dim u sum|q k| scale, with standard normal inputs
 # and dim <= 128 about 3 * 128 * 2^-24 * (0.64 * 128) * 0.128 = 2.4e-4,
 # i.e. P by 1.7e-4 < u16.  extra = 2 u16.
-FLASH = {"acc": ("2 * seq_len", ["V"], 2 * 2.0 ** -11)}
+# Every output is finite ("finite": the interpreter's are checked, as a NaN on both sides would pass).
+FLASH = {"acc": ("2 * seq_len", ["V"], 2 * 2.0 ** -11), "finite": True}
 # the same in bfloat16 (tests/gpu/programs/flash_attention_bf16.json): P rounded to bfloat16, u = 2^-8
-FLASH_BF16 = {"acc": ("2 * seq_len", ["V"], 2 * 2.0 ** -8)}
+FLASH_BF16 = {"acc": ("2 * seq_len", ["V"], 2 * 2.0 ** -8), "finite": True}
 CASES = [
     ("tilus_add_one", {}, {"n": 1}, ["b"]),
     ("tilus_add_one", {}, {"n": 129}, ["b"]),
@@ -740,6 +741,13 @@ CASES = [
     ("flash_attention", dict(FA, seq_len=300, dim=64, block_M=192, threads=384), {}, ["Output"], FLASH),
     ("flash_attention", dict(FA, seq_len=333, dim=64, block_M=192, threads=384, overlap="true", is_causal="true"), {},
      ["Output"], FLASH),
+    # the defaults at head dim 64, causal (192 x 128 on three warpgroups: blocks of 192 rows whose every row is
+    # masked in one K block, which needs the running maximum), and long enough at both head dims that the mask
+    # runs only on the K blocks crossing the diagonal
+    ("flash_attention", dict(FA, seq_len=333, dim=64, is_causal="true"), {}, ["Output"], FLASH),
+    ("flash_attention", dict(FA, seq_len=777, dim=64, is_causal="true"), {}, ["Output"], FLASH),
+    ("flash_attention", dict(FA, seq_len=700, dim=128, is_causal="true"), {}, ["Output"], FLASH),
+    ("flash_attention", dict(FA, seq_len=640, dim=64, block_N=64, is_causal="true"), {}, ["Output"], FLASH),
     ("../tests/gpu/programs/flash_attention_bf16", dict(FA, seq_len=256, dim=128), {}, ["Output"], FLASH_BF16),
     ("../tests/gpu/programs/flash_attention_bf16", dict(FA, seq_len=300, dim=64, is_causal="true"), {}, ["Output"],
      FLASH_BF16),
@@ -1033,6 +1041,13 @@ def main():
             print(f"FAIL {label}: interpret rc={r1.returncode} {r1.stderr.strip()[-600:]}")
             failed += 1
             continue
+        if opts.get("finite"):  # a NaN or inf in the interpreter's outputs is the program's defect, even
+            # where the GPU agrees (compare() passes NaN against NaN)
+            nf = {o: int(np.sum(~np.isfinite(np.load(f"{work}/{base}.{o}.ref.npy")))) for o in outs}
+            if any(nf.values()):
+                print(f"FAIL {label}: the interpreter's outputs are not all finite: {nf}")
+                failed += 1
+                continue
         if "ref" in opts:
             want = opts["ref"](inputs, constants(prog, defs))
             for o in outs:

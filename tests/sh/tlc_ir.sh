@@ -161,13 +161,13 @@ for path, v in zip(sys.argv[1:], (True, False)):
     json.dump(p, open(path, "w"))
 PY
 ir=$("$TLC" compile "$tmp/ovt.json" --target sm_90a --emit ir) || fail "flash with overlap true --emit ir"
-for want in "[3 stages, copies 1 ahead, a gemm issued one iteration late (the last after the loop)] [late gemm waited for before /kernel/body/17/body/9]" \
+for want in "[3 stages, copies 1 ahead, a gemm issued one iteration late (the last after the loop)] [late gemm waited for before /kernel/body/17/body/7]" \
             "gemm Q_shared x K_shared^T -> acc_s [wgmma m64nNk16] [1 x m64n128 per warpgroup and k16 step, then the previous iteration's gemm into acc_o issued, wait_group 1]" \
             "[A in registers] [1 x m64n128 per warpgroup and k16 step, issued in the next iteration after the loop's other gemm on wgmma"; do
   printf '%s\n' "$ir" | grep -qF -- "$want" || fail "flash with overlap true --emit ir lacks: $want"
 done
 order=$(printf '%s\n' "$ir" | grep -oE "# /kernel/body/17/body/[0-9]+$" | sed 's|.*/||' | tr '\n' ' ')
-[ "$order" = "0 1 2 3 4 5 6 7 8 10 13 14 9 11 12 " ] || fail "flash's loop body is not reordered for the overlap: $order"
+[ "$order" = "0 1 2 3 4 5 6 8 11 12 7 9 10 " ] || fail "flash's loop body is not reordered for the overlap: $order"
 src=$("$TLC" compile "$tmp/ovt.json" --target sm_90a --emit cuda) || fail "flash with overlap true --emit cuda"
 for want in "if (tl_c0 > 0)" "asm volatile(\"wgmma.wait_group.sync.aligned 1;\" ::: \"memory\");" "if (tl_n0 > 0) {" \
             "tl_base_V_shared + (long long)((tl_g - 1) % 3) * 16384LL" \
@@ -224,6 +224,16 @@ done
 # pass_raster.c: the causal loop's extent grows with bx, so the blocks take bx in reverse (heaviest first)
 printf '%s\n' "$src" | grep -qF -e "const int v_bx = (int)(gridDim.x - 1u - blockIdx.x);" \
   -e "const int v_bx = (int)((unsigned)tl_tg0 - 1u - tl_b0);" || fail "causal flash: bx not reversed"
+# persistent (pass_wspec.c) and growing with x: where the blocks started are a multiple of the grid's x or
+# hold two tiles of each (y, z), the tiles numbered x slowest, walked in rounds of the blocks started, every
+# other round in reverse (emit_cuda.c's open_tiles); not growing: the grid order, every (blocks started)-th tile
+for want in "const bool tl_lpt = (tl_tg0 > 0 && tl_nbk % tl_tg0 == 0) || tl_tg1 * tl_tg2 * 2 <= tl_nbk;" \
+            "const long long tl_tile = tl_rnd * tl_nbk + ((tl_lpt && (tl_rnd & 1)) ? tl_nbk - 1 - tl_bl : tl_bl);" \
+            "if (tl_tile >= tl_ntiles) break;" "tl_b0 = (unsigned)(tl_lpt ? tl_tile / (tl_tg1 * tl_tg2) : tl_tile % tl_tg0)"; do
+  printf '%s\n' "$src" | grep -qF -- "$want" || fail "causal flash: the persistent tiles' walk lacks: $want"
+done
+"$TLC" compile examples/flash_attention.json --target sm_90a --emit cuda | grep -qF "tl_tile += (long long)gridDim.x" ||
+  fail "flash (not causal): the persistent tiles are not walked in grid order"
 "$TLC" compile examples/flash_attention.json -D is_causal=true --target sm_90a --emit ir | grep -qF "blocks: x in reverse" ||
   fail "causal flash --emit ir: not x in reverse"
 "$TLC" compile examples/flash_attention.json --target sm_90a --emit ir | grep -qF "blocks: in grid order" ||
