@@ -3120,7 +3120,7 @@ static void emit_producer(E *e) {
   line(e, "if (tl_tid >= %" PRId64 ") {", e->T);
   e->indent++;
   if (p->wspec_regs[1])
-    line(e, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %d;\" ::: \"memory\");", p->wspec_regs[0]);
+    line(e, "asm volatile(\"%s;\" ::: \"memory\");", tl_ptx_setmaxnreg(e->a, false, p->wspec_regs[0]));
   line(e, "if (tl_tid == %" PRId64 ") {", e->T);
   e->indent++;
   line(e, "unsigned long long tl_pit = 0; /* iterations issued, over the tiles */");
@@ -3151,7 +3151,7 @@ static void emit_producer(E *e) {
   e->indent--;
   line(e, "}");
   if (p->wspec_regs[1])
-    line(e, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\" ::: \"memory\");", p->wspec_regs[1]);
+    line(e, "asm volatile(\"%s;\" ::: \"memory\");", tl_ptx_setmaxnreg(e->a, true, p->wspec_regs[1]));
   line(e, "unsigned long long tl_cit = 0; /* iterations waited for, over the tiles */");
   e->barrier = S("asm volatile(\"bar.sync 1, %" PRId64 ";\" ::: \"memory\");", e->T);
 }

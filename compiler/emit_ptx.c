@@ -1,6 +1,6 @@
 /*
  * emit_ptx.c - the direct PTX generator: a placed and lowered program to
- * the PTX text of one kernel, which nvJitLink assembles (nvjitlink.c)
+ * the PTX text of one kernel, which nvJitLink (nvjitlink.c) or ptxas (ptxas.c) assembles
  * without NVRTC (bench/compile.md: NVRTC's load, front end and NVVM are
  * most of a small kernel's compile).
  *
@@ -8,7 +8,9 @@
  * buffers live; pass_range.c: which bounds guards are proven; pass_barrier.c:
  * where the barriers go; pass_raster.c: the blocks' order), for an NVIDIA
  * target of tl_ptx_target_ok (sm_80 to sm_90a).
- * Produces: the PTX text (ISA 8.0), or NULL with *err (TL_UNSUPPORTED, the
+ * Produces: the PTX text (ISA 8.0) and whether it must be assembled as a
+ * whole program (ptxas.c, not nvjitlink.c: setmaxnreg, or wgmma beside an
+ * instruction ptxas makes a call), or NULL with *err (TL_UNSUPPORTED, the
  * pointer of the first statement or expression outside the subset and what
  * it is): the caller then builds the program through emit_cuda.c and NVRTC
  * (compile.c: the back end's choice, with that message as the reason).
@@ -21,7 +23,8 @@
  *     ptxform.c): a pipelined loop whose bulk tensor copies a producer
  *     warpgroup issues (pass_wspec.c: mbarrier expect-tx and try-wait
  *     phase loops, the stages freed one or more iterations
- *     late; no setmaxnreg: see check_program), over the tiles of a
+ *     late; with setmaxnreg only where ptxas assembles the PTX whole,
+ *     ptxas.h: *whole), over the tiles of a
  *     persistent kernel or not, its gemm on
  *     wgmma with A and B in shared memory (float16 or bfloat16 operands,
  *     a float32 accumulator in registers, groups left in flight and
@@ -141,6 +144,8 @@ typedef struct {
   const char *tg[3], *ntiles; /* %rd: a persistent kernel's grid of tiles, and their number */
   bool wgmma;               /* a wgmma was emitted */
   const char *call;         /* the first instruction emitted that ptxas makes a subroutine call, or NULL */
+  const char *no_whole;     /* why the PTX cannot be assembled as a whole program (ptxas.h), or NULL */
+  bool whole;               /* it must be: setmaxnreg, or wgmma beside a call */
 } P;
 
 #define S(...) tl_arena_printf(p->a, __VA_ARGS__)
@@ -2256,6 +2261,8 @@ static void producer(P *p) {
   const char *q = nr(p, CP);
   ins(p, "setp.lt.u32 %s, %s, %" PRId64, q, p->tid, p->T);
   ins(p, "@%s bra L%d", q, cons);
+  if (g->wspec_regs[1]) /* the producer warpgroup gives up registers (all its threads: .sync.aligned) */
+    ins(p, "%s", tl_ptx_setmaxnreg(p->a, false, g->wspec_regs[0]));
   const char *q1 = nr(p, CP);
   ins(p, "setp.ne.u32 %s, %s, %" PRId64, q1, p->tid, p->T);
   ins(p, "@%s bra L%d", q1, out);
@@ -2298,6 +2305,8 @@ static void producer(P *p) {
   ins(p, "L%d:", out);
   ins(p, "ret");
   ins(p, "L%d:", cons);
+  if (g->wspec_regs[1]) /* and the program's threads take them */
+    ins(p, "%s", tl_ptx_setmaxnreg(p->a, true, g->wspec_regs[1]));
   p->cit = nr(p, CD);
   ins(p, "mov.b64 %s, 0", p->cit);
   p->bar = S("bar.sync 1, %" PRId64, p->T);
@@ -2320,14 +2329,17 @@ static void check_program(P *p) {
                     : g->nviews              ? "views"
                     : g->cl_size > 1         ? "thread-block clusters"
                     : g->epi_bytes           ? "TMA stores"
-                    : g->wspec_regs[1]       ? "setmaxnreg (nvJitLink compiles PTX as relocatable code, where ptxas "
-                                               "ignores it: C7504, and the consumers would keep the launch's registers)"
+                    : g->wspec_regs[1] && p->no_whole
+                        ? tl_arena_printf(p->a, "setmaxnreg without ptxas (nvJitLink compiles PTX as relocatable "
+                                          "code, where ptxas ignores it: C7504, and the consumers would keep the "
+                                          "launch's registers; ptxas: %s)", p->no_whole)
                     : (g->ntmaps || g->nmbar) && !tl_wspec_loop(g) ? "bulk tensor copies but by a producer warpgroup"
                     : g->wspec_threads && g->threads[1] * g->threads[2] != 1
                         ? "a producer warpgroup beside a block of several dimensions"
                                              : NULL;
   if (why)
     return fail(p, g->kptr, "the PTX back end has no %s yet", why);
+  p->whole = g->wspec_regs[1] != 0;
   for (int i = 0; i < g->nparams; i++) {
     const tl_sym *s = g->params[i];
     bool ok = s->kind == SYM_TENSOR ? elem_ok(s->dtype) || (mma8(s->dtype) && p->prog->fence_async)
@@ -2370,8 +2382,10 @@ static const char *ptx_param_type(const tl_sym *s) {
   }
 }
 
-char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, tl_error *err) {
-  P pp = {.a = a, .prog = prog, .err = err}, *p = &pp;
+char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, const char *no_whole, bool *whole,
+                  tl_error *err) {
+  P pp = {.a = a, .prog = prog, .err = err, .no_whole = no_whole}, *p = &pp;
+  *whole = false;
   const char *why;
   if (!tl_ptx_target_ok(t, &why)) {
     fail(p, NULL, "%s, not %s", why, t->name);
@@ -2479,10 +2493,11 @@ char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, tl_er
     barrier(p);
     close_tiles(p, tl);
   }
-  if (!p->failed && p->wgmma && p->call)
-    fail(p, prog->kptr, "the PTX back end leaves kernels with wgmma and '%s' to the CUDA one: ptxas makes that "
-                        "instruction a subroutine call, which in nvJitLink's relocatable code serializes the wgmma "
-                        "(C7509)", p->call);
+  if (!p->failed && p->wgmma && p->call && p->no_whole)
+    fail(p, prog->kptr, "the PTX back end leaves kernels with wgmma and '%s' to the CUDA one without ptxas (%s): "
+                        "ptxas makes that instruction a subroutine call, which in nvJitLink's relocatable code "
+                        "serializes the wgmma (C7509)", p->call, p->no_whole);
+  p->whole |= p->wgmma && p->call;
   if (p->failed)
     return NULL;
   ins(p, "ret");
@@ -2527,5 +2542,6 @@ char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, tl_er
   }
   put(p, body);
   put(p, "}\n");
+  *whole = p->whole;
   return p->out.buf;
 }

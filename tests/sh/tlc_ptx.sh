@@ -8,8 +8,9 @@
 #     row reductions in a serial loop, the thread_transpose and row_stats
 #     goldens, and on sm_90a the wgmma gemms: examples/gemm.json, dynamic M,
 #     bfloat16, B transposed, rasterized, K tiles grouped with a last one
-#     on cp.async, float8 and uint8 with one consumer warpgroup; not with setmaxnreg, which ptxas
-#     ignores in nvJitLink's relocatable code);
+#     on cp.async, float8 and uint8 with one consumer warpgroup, and with
+#     setmaxnreg, assembled whole by ptxas run as a process (compiler/ptxas.c:
+#     nvJitLink's relocatable code would ignore it, C7504));
 #     a program outside it says why not (the first statement outside, with
 #     its pointer), in --emit ir and in the metadata;
 #   - the gemms' PTX has the tensor-core forms (bulk tensor copies,
@@ -23,6 +24,10 @@
 #     opened for its identity, which the build key names), and its
 #     metadata has every resource figure (ptxas's report through nvJitLink);
 #     with NVRTC hidden (TL_NVRTC pointing nowhere) it still compiles;
+#   - ptxas (the whole-program assembler) named in the toolchain line (the
+#     build key's) and in `tlc targets`; without it (TL_PTXAS pointing
+#     nowhere), or when it fails, a setmaxnreg kernel is built by NVRTC and
+#     says why, and --backend ptx refuses it with the reason;
 #   - bad input: --backend ptx for a program outside the subset or a target
 #     outside sm_80..sm_90a, an unknown back end (option, flag, TL_BACKEND),
 #     --emit cuda with --backend ptx;
@@ -104,11 +109,38 @@ gemm_case tests/gpu/programs/gemm_fp8_f32out.json -D M=300 -D N=500 -D K=208 -D 
 grep -qF 'wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3' "$tmp/p.ptx" || fail "gemm_fp8_f32out: no e4m3 wgmma"
 gemm_case tests/gpu/programs/gemm_uint8.json -D M=1000 -D N=1100 -D K=208 -D threads=128
 grep -qF 'wgmma.mma_async.sync.aligned.m64n128k32.s32.u8.u8' "$tmp/p.ptx" || fail "gemm_uint8: no u8 wgmma"
-# a kernel with setmaxnreg stays on the CUDA path, and says why
-"$TLC" compile bench/programs/gemm_raster.json --target sm_90a --emit ir -D threads=256 | grep -qF \
-  'backend cuda, not ptx: /kernel: the PTX back end has no setmaxnreg (nvJitLink compiles PTX as relocatable code' ||
-  fail "gemm_raster threads=256 (setmaxnreg): not refused with the reason"
-echo "ok: the wgmma gemms are built by the PTX back end, with their forms, registers and spills as the CUDA path's"
+# kernels with setmaxnreg (a producer warpgroup beside 2 consumer ones): assembled whole by ptxas, which keeps it
+gemm_case bench/programs/gemm_raster.json -D block_K=64 -D threads=256
+gemm_case bench/programs/gemm_raster.json -D block_N=256 -D block_K=64 -D threads=256
+for form in 'setmaxnreg.dec.sync.aligned.u32 40' 'setmaxnreg.inc.sync.aligned.u32 232'; do
+  grep -qF "$form" "$tmp/p.ptx" || fail "gemm_raster threads=256: the PTX lacks $form"
+done
+grep -q '"registers": 168,' "$tmp/m.json" || fail "gemm_raster threads=256: not 168 registers (65536 / 384) at entry"
+grep -q '"toolchain": "NVRTC [^"]*; nvJitLink [^"]*; ptxas [0-9.]* (' "$tmp/m.json" ||
+  fail "the toolchain line does not name ptxas: $(grep '"toolchain"' "$tmp/m.json")"
+"$TLC" targets | grep -q '^# ptxas [0-9.]* (.*): assembles' || fail "tlc targets does not name ptxas"
+# without ptxas: NVRTC builds it, saying why; the toolchain line (so the build key: compile.c manifest_of) says
+# "no ptxas"; --backend ptx refuses it
+TL_PTXAS=/nonexistent/ptxas "$TLC" compile bench/programs/gemm_raster.json --target sm_90a --emit meta -D threads=256 \
+  >"$tmp/n.json" 2>"$tmp/err" || fail "without ptxas: $(cat "$tmp/err")"
+grep -q '"backend": "cuda"' "$tmp/n.json" || fail "without ptxas: a setmaxnreg kernel not built by NVRTC"
+grep -qF '"backend_why_not_ptx": "/kernel: the PTX back end has no setmaxnreg without ptxas (nvJitLink compiles PTX as relocatable code' "$tmp/n.json" ||
+  fail "without ptxas: no reason: $(grep backend_why "$tmp/n.json")"
+grep -qF '/nonexistent/ptxas (not an executable file)' "$tmp/n.json" || fail "without ptxas: the reason does not say what was tried"
+grep -q '"toolchain": "NVRTC [^"]*; nvJitLink [^"]*; no ptxas"' "$tmp/n.json" || fail "without ptxas: the toolchain line"
+TL_PTXAS=/nonexistent/ptxas "$TLC" targets | grep -q '^# no ptxas: ' || fail "tlc targets does not say there is no ptxas"
+TL_PTXAS=/nonexistent/ptxas "$TLC" compile bench/programs/gemm_raster.json --target sm_90a -D threads=256 \
+  --backend ptx -o "$tmp/x" 2>"$tmp/err" && fail "--backend ptx without ptxas built a setmaxnreg kernel"
+grep -qF 'backend ptx: the PTX back end has no setmaxnreg without ptxas' "$tmp/err" || fail "--backend ptx without ptxas: $(cat "$tmp/err")"
+# a ptxas that fails: NVRTC builds it, with ptxas's message
+printf '#!/bin/sh\ncase "$1" in --version) exec "%s" --version ;; esac\necho "ptxas fatal : made to fail" >&2\nexit 3\n' \
+  "$PTXAS" >"$tmp/badptxas" && chmod +x "$tmp/badptxas"
+TL_PTXAS="$tmp/badptxas" "$TLC" compile bench/programs/gemm_raster.json --target sm_90a --emit meta -D threads=256 \
+  >"$tmp/n.json" 2>"$tmp/err" || fail "with a failing ptxas: $(cat "$tmp/err")"
+grep -q '"backend": "cuda"' "$tmp/n.json" || fail "with a failing ptxas: not built by NVRTC"
+grep -qF 'ptxas failed to assemble the PTX for sm_90a (exit 3): ptxas fatal : made to fail' "$tmp/n.json" ||
+  fail "with a failing ptxas: no reason: $(grep backend_why "$tmp/n.json")"
+echo "ok: the wgmma gemms (setmaxnreg through ptxas) are built by the PTX back end, with their forms, registers and spills as the CUDA path's"
 
 # outside the subset: why not, with the statement's pointer, in --emit ir and the metadata
 "$TLC" compile tests/gpu/programs/math_fns.json --target sm_90a --emit ir | grep -qF \
