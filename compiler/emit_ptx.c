@@ -76,7 +76,9 @@
  *     a register fragment source through the shared scratch),
  *     parallel (by the owner of the fragment its body indexes, unrolled over
  *     the owner's elements, or cooperatively, element e by thread e mod T,
- *     as a loop), serial, unroll and vectorized loops (emitted as loops:
+ *     as a loop; one that chooses by an affine comparison, pass_uniform.c,
+ *     decided once per tile where it holds everywhere or nowhere),
+ *     serial, unroll and vectorized loops (emitted as loops:
  *     ptxas unrolls what pays), if, sync_threads, the layout and swizzle
  *     hints;
  *   - expressions: + - * on the integers (wrapping), // % and ceildiv on
@@ -93,8 +95,7 @@
  *     within every bound of the specification), unsigned and 8/16-bit
  *     integers, float64, atomics, reductions other than by rows (and of
  *     mma-layout fragments but in quads), gemms but the wgmma ones above,
- *     pass_uniform.c's once-per-tile decisions (the loop itself is run,
- *     correct everywhere), cp.async
+ *     cp.async
  *     but the copies above.
  * Global reads outside a tensor give 0 and writes outside are dropped, as
  * in emit_cuda.c; a dimension pass_range.c proved inside keeps no guard.
@@ -1405,9 +1406,37 @@ static void op_parallel(P *p, const tl_stmt *s) {
   int64_t ext[TL_MAX_DIMS] = {0};
   for (int i = 0; i < s->nvars; i++)
     ext[i] = s->extents[i]->val.i;
-  /* pass_uniform.c's copies of the loop (uni_all, uni_none) are the same loop
-   * specialized; the loop itself is correct everywhere */
   for_elements(p, tl_body_owner(&s->body, s->nvars == 2), ext, s->nvars, visit_parallel, s, s->pointer);
+}
+
+/* A parallel loop that chooses by an affine comparison (pass_uniform.c;
+ * emit_cuda.c's op_parallel_uniform): the comparison at the point where it
+ * is hardest to satisfy, and at the easiest, picks the loop without it
+ * (uni_all, uni_none) when it holds on the whole tile or nowhere. */
+static void op_parallel_uniform(P *p, const tl_stmt *s) {
+  const tl_expr *c = s->body.items[0]->value->args[0];
+  bool ge = c->op == '>' || c->op == OP_GE;
+  const int64_t *pts[2] = {ge ? s->uni_lo : s->uni_hi, ge ? s->uni_hi : s->uni_lo};
+  const char *at[2];
+  for (int k = 0; k < 2; k++) {
+    for (int v = 0; v < s->nvars; v++) {
+      const char *r = nr(p, CR);
+      ins(p, "mov.b32 %s, %" PRId64, r, pts[k][v]);
+      p->val[s->vars[v]->slot] = r;
+    }
+    at[k] = ex_to(p, c, TL_BOOL);
+  }
+  int mixed = new_label(p), none = new_label(p), end = new_label(p);
+  ins(p, "@!%s bra L%d", at[0], none);
+  op_parallel(p, s->uni_all);
+  ins(p, "bra L%d", end);
+  ins(p, "L%d:", none);
+  ins(p, "@%s bra L%d", at[1], mixed); /* the comparison holds at the easiest point: not nowhere */
+  op_parallel(p, s->uni_none);
+  ins(p, "bra L%d", end);
+  ins(p, "L%d:", mixed);
+  op_parallel(p, s);
+  ins(p, "L%d:", end);
 }
 
 /* ---- reductions of a register fragment along its rows (pass_place.c: by_rows) ---------------------- */
@@ -1795,7 +1824,12 @@ static void emit_stmt(P *p, const tl_stmt *s) {
   case S_FILL: op_fill(p, s); return;
   case S_REDUCE: op_reduce(p, s); return;
   case S_CUMSUM: op_cumsum(p, s); return;
-  case S_PARALLEL: op_parallel(p, s); return;
+  case S_PARALLEL:
+    if (s->uni_all)
+      op_parallel_uniform(p, s);
+    else
+      op_parallel(p, s);
+    return;
   case S_SYNC_THREADS: barrier(p); return;
   case S_ANNOTATE_LAYOUT:
   case S_USE_SWIZZLE:
