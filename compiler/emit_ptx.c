@@ -164,6 +164,7 @@ typedef struct {
   const char *pipe_g;       /* %rd: its iteration's index over the tiles (the stages' counter) */
   const char *pipe_c;       /* %rd: its iteration's index in the loop */
   int pp_wg;                /* in the body of a ping-pong loop (pass_wspec.c): the program's warpgroups, else 0 */
+  tl_vec folded;            /* fills a gemm on wgmma clears C instead of, and those gemms (tl_fold_fills) */
   const char *call;         /* the first instruction emitted that ptxas makes a subroutine call, or NULL */
   const char *no_whole;     /* why the PTX cannot be assembled as a whole program (ptxas.h), or NULL */
   bool whole;               /* it must be: setmaxnreg, or wgmma beside a call */
@@ -1378,6 +1379,8 @@ static void op_copy(P *p, const tl_stmt *s) {
 }
 
 static void op_fill(P *p, const tl_stmt *s) {
+  if (tl_vec_has(&p->folded, s)) /* the gemm after it clears C (tl_fold_fills), as in emit_cuda.c */
+    return;
   int64_t ext[TL_MAX_DIMS] = {0};
   int n = squeezed(s->dst, ext);
   const char *v = ex_to(p, s->value, (tl_type)s->dst->sym->dtype); /* once: a fill's value is the tile's */
@@ -2193,7 +2196,7 @@ static void gemm_issue(P *p, const tl_stmt *s) {
   }
   const char *db0 = s->trans_b ? wgdesc(p, sb, 16, 8 * kmajor_width(B), swz_mode(kmajor_width(B)))
                                : wgdesc(p, sb, B->dims[0] * 128, 1024, 1);
-  const char *one = nr(p, CP), *zero = s->clear_accum ? nr(p, CP) : NULL;
+  const char *one = nr(p, CP), *zero = s->clear_accum || tl_vec_has(&p->folded, s) ? nr(p, CP) : NULL;
   ins(p, "setp.ne.u32 %s, 1, 0", one);
   if (zero)
     ins(p, "setp.ne.u32 %s, 0, 0", zero);
@@ -2677,6 +2680,7 @@ char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, const
   p->dims = tl_arena_alloc(a, sizeof *p->dims * (size_t)(prog->nparams + 1));
   p->stage = tl_arena_alloc(a, sizeof(char *) * (size_t)(prog->nbuffer_slots + 1));
   p->bar = "bar.sync 0";
+  tl_fold_fills(a, &prog->body, &p->folded);
   /* the thread's index and the parameters */
   p->tid = nr(p, CR);
   ins(p, "mov.u32 %s, %%tid.x", p->tid);
