@@ -2409,7 +2409,8 @@ static void wspec_loop(P *p, const tl_stmt *s) {
   for (int k = 0; k < s->body.n; k++)
     if (s->body.items[k]->prefetch)
       p->stage[s->body.items[k]->dst->sym->slot] = NULL;
-  barrier(p);
+  /* no block barrier here, as in emit_cuda.c: pass_barrier.c puts those that the statements after need (a
+   * barrier of all the consumers would make the warpgroups of a ping-pong loop end it together) */
 }
 
 /* A persistent kernel's walk over the grid's tiles (emit_cuda.c's open_tiles): from the block's linear
@@ -2770,8 +2771,10 @@ char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, const
   if (prog->persistent)
     tl = open_tiles(p);
   emit_body(p, &prog->body);
-  if (prog->persistent) { /* the next tile's statements after this one's */
-    barrier(p);
+  if (prog->persistent) { /* the next tile's statements after this one's: a barrier where they conflict (pass_wspec.c's
+                             tile_barrier, as emit_cuda.c) */
+    if (prog->tile_barrier)
+      barrier(p);
     close_tiles(p, tl);
   }
   if (!p->failed && p->wgmma && p->call && p->no_whole)

@@ -86,9 +86,7 @@ wgmma.mma_async.sync.aligned.m64n
 wgmma.commit_group.sync.aligned
 wgmma.wait_group.sync.aligned 1
 wgmma.wait_group.sync.aligned 0
-fence.proxy.async.shared::cta
-cvta.param.u64
-bar.sync 1, '
+cvta.param.u64'
 forms=$gemm_forms
 : >"$tmp/lacks"
 gemm_case() { # PROGRAM [-D ...]: its PTX has $forms; ptxas -v of both back ends' PTX
@@ -174,7 +172,8 @@ cvt.rn.f16x2.f32 %fr
 shfl.sync.bfly.b32
 ex2.approx.ftz.f32
 bar.arrive 2, 256
-, 256;
+fence.proxy.async.shared::cta
+bar.sync 1, 
 wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {'
 gemm_case examples/flash_attention.json -D seq_len=300
 grep -q 'wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {[^}]*}, {%fr[0-9]*_[0-9]*,%fr' "$tmp/p.ptx" ||
