@@ -175,6 +175,7 @@ bar.arrive 2, 256
 fence.proxy.async.shared::cta
 bar.sync 1, 
 wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {'
+export TL_BACKEND=ptx # mode auto keeps flash on the CUDA back end (its kernel is faster there: bench/compile.md)
 gemm_case examples/flash_attention.json -D seq_len=300
 grep -q 'wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {[^}]*}, {%fr[0-9]*_[0-9]*,%fr' "$tmp/p.ptx" ||
   fail "flash: P V's wgmma does not take A from P's packed registers"
@@ -185,6 +186,10 @@ gemm_case examples/flash_attention.json -D overlap=false
 forms='cvt.rn.bf16x2.f32 %fr
 wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {'
 gemm_case tests/gpu/programs/flash_attention_bf16.json
+unset TL_BACKEND
+"$TLC" compile examples/flash_attention.json --target sm_90a --emit ir | grep -qF \
+  'backend cuda, not ptx: /kernel/body/17: a loop with a late gemm or ping-pong turns runs 5% slower' ||
+  fail "mode auto does not keep flash on the CUDA back end with the reason"
 forms=$gemm_forms
 echo "ok: flash attention is built by the PTX back end, with its forms, registers and spills as the CUDA path's"
 
