@@ -55,7 +55,8 @@ examples/tilus_add_one.json (the targets of bench/compile.md):
       tilus_add_one, the element-wise test programs, top-k and the int32
       row reductions in a serial loop, and on sm_90a the wgmma gemms:
       examples/gemm.json, bfloat16 with dynamic M, the rasterized one with
-      two consumer warpgroups): `tlc compile
+      two consumer warpgroups, and flash attention, both with setmaxnreg,
+      which ptxas assembles as a process): `tlc compile
       --backend ptx` and `--backend cuda` as fresh processes (wall and CPU
       medians, interleaved), and cold compiles in a warm worker with the
       options {"backend": "ptx"} and {"backend": "cuda"} (compile_ms
@@ -71,7 +72,8 @@ EXAMPLES = ["gemm", "flash_attention", "tilus_add_one"]
 PTX_PROGRAMS = ["examples/tilus_add_one.json", "tests/golden/scale_add.json", "tests/gpu/programs/ptx_elementwise.json",
                 "tests/gpu/programs/ptx_guard.json", "tests/gpu/programs/topk.json",
                 "tests/gpu/programs/serial_int_reduce.json", "examples/gemm.json",
-                "tests/gpu/programs/gemm_dyn_m_bf16.json", "bench/programs/gemm_raster.json"]
+                "tests/gpu/programs/gemm_dyn_m_bf16.json", "bench/programs/gemm_raster.json",
+                "examples/flash_attention.json"]
 WARM_PROGRAM = "gemm_nt"
 # Targets of bench/compile.md: a cold compile in a warm worker at most this
 # fraction of Triton's first call; `tlc compile` as a fresh process at most 0.3x.

@@ -107,272 +107,6 @@ struct tl_amdgpu {
   size_t ntargets;
 };
 
-/* ---- small helpers ---------------------------------------------------------- */
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int is_exec_file(const char *path) {
-  struct stat sb;
-  return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && access(path, X_OK) == 0;
-}
-
-/* Looks for an executable called name in $PATH; fills out (cap bytes). */
-static int find_on_path(const char *name, char *out, size_t cap) {
-  const char *path = getenv("PATH");
-  if (!path)
-    path = "/usr/local/bin:/usr/bin:/bin";
-  while (*path) {
-    const char *colon = strchr(path, ':');
-    size_t n = colon ? (size_t)(colon - path) : strlen(path);
-    if (n > 0 && n < PATH_MAX) {
-      int w = snprintf(out, cap, "%.*s/%s", (int)n, path, name);
-      if (w > 0 && (size_t)w < cap && is_exec_file(out))
-        return 1;
-    }
-    path += n + (colon ? 1 : 0);
-  }
-  out[0] = 0;
-  return 0;
-}
-
-/* Reads a whole file of at most `limit` bytes into a malloc'd buffer (with
- * a NUL after it).  With cut set, a longer file is cut at limit; otherwise
- * it is TL_TOO_LARGE. */
-static tl_status read_file(const char *path, size_t limit, int cut, unsigned char **data, size_t *size,
-                           tl_error *err) {
-  *data = NULL;
-  *size = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return tl_error_set(err, TL_IO, "cannot open %s: %s", path, strerror(errno));
-  struct stat sb;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    close(fd);
-    return tl_error_set(err, TL_IO, "%s is not a regular file", path);
-  }
-  size_t n = (size_t)sb.st_size;
-  if (n > limit) {
-    if (!cut) {
-      close(fd);
-      return tl_error_set(err, TL_TOO_LARGE, "%s is %zu bytes, over the limit of %zu", path, n, limit);
-    }
-    n = limit;
-  }
-  unsigned char *buf = malloc(n + 1);
-  if (!buf) {
-    close(fd);
-    return tl_error_set(err, TL_NOMEM, "out of memory reading %zu bytes of %s", n, path);
-  }
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = read(fd, buf + got, n - got);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      break;
-    got += (size_t)r;
-  }
-  close(fd);
-  buf[got] = 0;
-  *data = buf;
-  *size = got;
-  return TL_OK;
-}
-
-static tl_status write_file(const char *path, const void *data, size_t n, tl_error *err) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return tl_error_set(err, TL_IO, "cannot create %s: %s", path, strerror(errno));
-  const unsigned char *p = data;
-  size_t done = 0;
-  while (done < n) {
-    ssize_t w = write(fd, p + done, n - done);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0) {
-      int e = errno;
-      close(fd);
-      return tl_error_set(err, TL_IO, "cannot write %s: %s", path, strerror(e));
-    }
-    done += (size_t)w;
-  }
-  if (close(fd) != 0)
-    return tl_error_set(err, TL_IO, "cannot write %s: %s", path, strerror(errno));
-  return TL_OK;
-}
-
-/* A private directory for one compile: mkdtemp under $TMPDIR or /tmp. */
-static tl_status make_tmpdir(char *dir, size_t cap, tl_error *err) {
-  const char *base = getenv("TMPDIR");
-  if (!base || !*base || strlen(base) > PATH_MAX - 64)
-    base = "/tmp";
-  snprintf(dir, cap, "%s/tl-amdgpu-XXXXXX", base);
-  if (!mkdtemp(dir))
-    return tl_error_set(err, TL_IO, "cannot create a temporary directory under %s: %s", base, strerror(errno));
-  return TL_OK;
-}
-
-/* Removes dir and the plain files in it (all a compile leaves there). */
-static void remove_tmpdir(const char *dir) {
-  DIR *d = opendir(dir);
-  if (d) {
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-      if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-        continue;
-      unlinkat(dirfd(d), de->d_name, 0);
-    }
-    closedir(d);
-  }
-  rmdir(dir);
-}
-
-/* ---- subprocesses ------------------------------------------------------------ */
-
-extern char **environ;
-
-/* Starts argv[0] (a path) with stdin from /dev/null, stdout and stderr to
- * out_fd (or /dev/null when out_fd < 0), in a new process group, with
- * default signal handling and an empty signal mask, and the environment
- * LC_ALL=C plus TMPDIR=tmpdir when given. */
-static tl_status spawn(char *const argv[], int out_fd, const char *tmpdir, pid_t *pid, tl_error *err) {
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  if (posix_spawn_file_actions_init(&fa) != 0)
-    return tl_error_set(err, TL_NOMEM, "out of memory starting %s", argv[0]);
-  if (posix_spawnattr_init(&attr) != 0) {
-    posix_spawn_file_actions_destroy(&fa);
-    return tl_error_set(err, TL_NOMEM, "out of memory starting %s", argv[0]);
-  }
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  if (out_fd >= 0) {
-    posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
-    posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
-  } else {
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  }
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  char tmpenv[PATH_MAX + 8];
-  char *envp[3];
-  int ne = 0;
-  envp[ne++] = "LC_ALL=C";
-  if (tmpdir) {
-    snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s", tmpdir);
-    envp[ne++] = tmpenv;
-  }
-  envp[ne] = NULL;
-  int rc = posix_spawn(pid, argv[0], &fa, &attr, argv, envp);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0)
-    return tl_error_set(err, TL_TOOLCHAIN, "cannot run %s: %s", argv[0], strerror(rc));
-  return TL_OK;
-}
-
-/* Waits for pid until deadline (now_ms() clock).  On time-out kills its
- * process group, waits until every member has died (clang -cc1 under the
- * clang driver too, not only pid: procs.h), reaps pid and answers
- * TL_TIMEOUT.  *status is waitpid's. */
-static tl_status await(pid_t pid, double deadline, const char *what, int *status, tl_error *err) {
-#ifdef SYS_pidfd_open
-  int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
-#else
-  int pfd = -1;
-#endif
-  for (;;) {
-    pid_t r = waitpid(pid, status, WNOHANG);
-    if (r == pid) {
-      if (pfd >= 0)
-        close(pfd);
-      return TL_OK;
-    }
-    if (r < 0 && errno != EINTR) {
-      int e = errno;
-      if (pfd >= 0)
-        close(pfd);
-      return tl_error_set(err, TL_TOOLCHAIN, "waiting for %s failed: %s", what, strerror(e));
-    }
-    double left = deadline - now_ms();
-    if (left <= 0) {
-      /* pid stays a zombie until reaped below, so the group's id names only its members */
-      int alive = tl_procs_kill_wait(pid, TL_PROCS_GROUP, TL_AMDGPU_KILL_WAIT_MS);
-      kill(pid, SIGKILL);
-      while (waitpid(pid, status, 0) < 0 && errno == EINTR)
-        ;
-      if (pfd >= 0)
-        close(pfd);
-      if (alive > 0)
-        return tl_error_set(err, TL_TIMEOUT, "%s ran out of its time limit and was stopped, but %d of its "
-                            "processes were still alive %d ms after SIGKILL", what, alive, TL_AMDGPU_KILL_WAIT_MS);
-      return tl_error_set(err, TL_TIMEOUT, "%s ran out of its time limit and was stopped", what);
-    }
-    if (pfd >= 0) {
-      struct pollfd p = {pfd, POLLIN, 0};
-      poll(&p, 1, left > 1e6 ? 1000000 : (int)left + 1);
-    } else {
-      struct timespec ts = {0, 2000000}; /* 2 ms */
-      nanosleep(&ts, NULL);
-    }
-  }
-}
-
-/* Runs argv to completion with output to out_fd.  TL_OK with *exit_code the
- * child's exit status (128 + N for a signal N). */
-static tl_status run(char *const argv[], int out_fd, const char *tmpdir, double deadline, int *exit_code,
-                     tl_error *err) {
-  pid_t pid;
-  tl_status st = spawn(argv, out_fd, tmpdir, &pid, err);
-  if (st != TL_OK)
-    return st;
-  int status = 0;
-  const char *base = strrchr(argv[0], '/');
-  st = await(pid, deadline, base ? base + 1 : argv[0], &status, err);
-  if (st != TL_OK)
-    return st;
-  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  return TL_OK;
-}
-
-/* Runs argv and reads what it printed (cut at limit bytes). */
-static tl_status run_capture(char *const argv[], double deadline, size_t limit, int *exit_code, char **text,
-                             tl_error *err) {
-  *text = NULL;
-  FILE *f = tmpfile();
-  if (!f)
-    return tl_error_set(err, TL_IO, "cannot create a temporary file: %s", strerror(errno));
-  tl_status st = run(argv, fileno(f), NULL, deadline, exit_code, err);
-  if (st == TL_OK) {
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0) {
-      st = tl_error_set(err, TL_IO, "cannot read a temporary file");
-    } else {
-      size_t len = (size_t)n < limit ? (size_t)n : limit;
-      char *buf = malloc(len + 1);
-      if (!buf) {
-        st = tl_error_set(err, TL_NOMEM, "out of memory");
-      } else {
-        rewind(f);
-        len = fread(buf, 1, len, f);
-        buf[len] = 0;
-        *text = buf;
-      }
-    }
-  }
-  fclose(f);
-  return st;
-}
-
 /* ---- the log -------------------------------------------------------------- */
 
 static int has_error(const char *p, size_t n) {
@@ -431,7 +165,7 @@ static int clang_version(const char *path, int v[3]) {
   char *argv[] = {(char *)path, "--version", NULL};
   char *text = NULL;
   int code = -1;
-  if (run_capture(argv, now_ms() + 20000, 4096, &code, &text, NULL) != TL_OK || code != 0) {
+  if (tl_proc_run_capture(argv, tl_proc_now_ms() + 20000, 4096, &code, &text, NULL) != TL_OK || code != 0) {
     free(text);
     return 0;
   }
@@ -448,17 +182,17 @@ static int find_lld(const char *clang_path, int major, char *out, size_t cap) {
   char *slash = strrchr(dir, '/');
   if (slash) {
     *slash = 0;
-    if (snprintf(out, cap, "%s/ld.lld-%d", dir, major) < (int)cap && is_exec_file(out))
+    if (snprintf(out, cap, "%s/ld.lld-%d", dir, major) < (int)cap && tl_proc_is_exec(out))
       return 1;
-    if (snprintf(out, cap, "%s/ld.lld", dir) < (int)cap && is_exec_file(out))
+    if (snprintf(out, cap, "%s/ld.lld", dir) < (int)cap && tl_proc_is_exec(out))
       return 1;
   }
   char name[32];
   snprintf(name, sizeof name, "ld.lld-%d", major);
-  if (find_on_path(name, out, cap))
+  if (tl_proc_find_on_path(name, out, cap))
     return 1;
   snprintf(out, cap, "/usr/lib/llvm-%d/bin/ld.lld", major);
-  if (is_exec_file(out))
+  if (tl_proc_is_exec(out))
     return 1;
   out[0] = 0;
   return 0;
@@ -467,7 +201,7 @@ static int find_lld(const char *clang_path, int major, char *out, size_t cap) {
 /* Tries clang at path: usable when it runs, is 19 or newer, and has an
  * ld.lld.  Appends to `tried` otherwise. */
 static int try_clang(tl_amdgpu *h, const char *path, char *tried, size_t cap) {
-  if (!is_exec_file(path)) {
+  if (!tl_proc_is_exec(path)) {
     tl_appendf(tried, cap, "%s%s (not found)", *tried ? ", " : "", path);
     return 0;
   }
@@ -507,12 +241,12 @@ static int open_clang(tl_amdgpu *h, char *tried, size_t cap) {
   for (int m = CLANG_MAX; m >= CLANG_MIN; m--) {
     char name[32];
     snprintf(name, sizeof name, "clang-%d", m);
-    if (find_on_path(name, path, sizeof path) && try_clang(h, path, tried, cap))
+    if (tl_proc_find_on_path(name, path, sizeof path) && try_clang(h, path, tried, cap))
       return 1;
   }
   for (int m = CLANG_MAX; m >= CLANG_MIN; m--) {
     snprintf(path, sizeof path, "/usr/lib/llvm-%d/bin/clang", m);
-    if (is_exec_file(path) && try_clang(h, path, tried, cap))
+    if (tl_proc_is_exec(path) && try_clang(h, path, tried, cap))
       return 1;
   }
   tl_appendf(tried, cap, "%sclang-%d..clang-%d on PATH and in /usr/lib/llvm-N/bin (none found)", *tried ? ", " : "",
@@ -670,18 +404,18 @@ static int hiprtc_probe(tl_amdgpu *h, const char *target) {
 /* clang: every known target at once, `-fsyntax-only` of an empty source. */
 static void clang_probe(tl_amdgpu *h) {
   pid_t pids[TL_TARGET_ROWS_MAX];
-  double deadline = now_ms() + 30000;
+  double deadline = tl_proc_now_ms() + 30000;
   for (size_t i = 0; i < nknown; i++) {
     char arch[64];
     snprintf(arch, sizeof arch, "--offload-arch=%s", known_targets[i].name);
     char *argv[] = {h->clang, "-x", "hip", "--cuda-device-only", "-nogpulib", "-nogpuinc", arch, "-fsyntax-only",
                     "/dev/null", NULL};
-    if (spawn(argv, -1, NULL, &pids[i], NULL) != TL_OK)
+    if (tl_proc_spawn(argv, -1, NULL, &pids[i], NULL) != TL_OK)
       pids[i] = -1;
   }
   for (size_t i = 0; i < nknown; i++) {
     int status = 0;
-    h->accepted[i] = pids[i] > 0 && await(pids[i], deadline, "clang", &status, NULL) == TL_OK &&
+    h->accepted[i] = pids[i] > 0 && tl_proc_await(pids[i], deadline, "clang", &status, NULL) == TL_OK &&
                      WIFEXITED(status) && WEXITSTATUS(status) == 0;
   }
 }
@@ -922,9 +656,9 @@ static void log_note(int fd, const char *fmt, ...) {
 
 static tl_status compile_clang(tl_amdgpu *h, const char *src, const char *target, tl_amdgpu_result *out,
                                tl_error *err) {
-  double deadline = now_ms() + (double)h->timeout_ms;
+  double deadline = tl_proc_now_ms() + (double)h->timeout_ms;
   char dir[PATH_MAX];
-  tl_status st = make_tmpdir(dir, sizeof dir, err);
+  tl_status st = tl_proc_tmpdir(dir, sizeof dir, "tl-amdgpu", err);
   if (st != TL_OK)
     return st;
   char srcp[PATH_MAX + 16], objp[PATH_MAX + 16], outp[PATH_MAX + 16], logp[PATH_MAX + 16];
@@ -935,7 +669,7 @@ static tl_status compile_clang(tl_amdgpu *h, const char *src, const char *target
   int logfd = -1;
   const char *failed_step = NULL;
   int code = 0;
-  if ((st = write_file(srcp, src, strlen(src), err)) != TL_OK)
+  if ((st = tl_proc_write_file(srcp, src, strlen(src), err)) != TL_OK)
     goto done;
   logfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
   if (logfd < 0) {
@@ -947,14 +681,14 @@ static tl_status compile_clang(tl_amdgpu *h, const char *src, const char *target
   char *cc[] = {h->clang, "-x", "hip", "--cuda-device-only", "-nogpulib", "-nogpuinc", arch, "-O3",
                 "-mcode-object-version=5", "-mprintf-kind=buffered", "-fhip-emit-relocatable", "-c", srcp, "-o",
                 objp, NULL};
-  if ((st = run(cc, logfd, dir, deadline, &code, err)) != TL_OK)
+  if ((st = tl_proc_run(cc, logfd, dir, deadline, &code, err)) != TL_OK)
     goto done;
   if (code != 0) {
     failed_step = "compile";
     goto done;
   }
   char *ld[] = {h->lld, "-shared", objp, "-o", outp, NULL};
-  if ((st = run(ld, logfd, dir, deadline, &code, err)) != TL_OK)
+  if ((st = tl_proc_run(ld, logfd, dir, deadline, &code, err)) != TL_OK)
     goto done;
   if (code != 0) {
     log_note(logfd, "[ld.lld exited with status %d]\n", code);
@@ -962,7 +696,7 @@ static tl_status compile_clang(tl_amdgpu *h, const char *src, const char *target
     goto done;
   }
   size_t size = 0;
-  st = read_file(outp, TL_AMDGPU_MAX_OUTPUT, 0, &out->code, &size, err);
+  st = tl_proc_read_file(outp, TL_AMDGPU_MAX_OUTPUT, 0, &out->code, &size, err);
   out->code_size = size;
   if (st == TL_OK && size == 0)
     st = tl_error_set(err, TL_TOOLCHAIN, "ld.lld gave an empty code object");
@@ -971,7 +705,7 @@ done:
     close(logfd);
     unsigned char *log = NULL;
     size_t n = 0;
-    if (read_file(logp, TL_AMDGPU_MAX_LOG, 1, &log, &n, NULL) == TL_OK) {
+    if (tl_proc_read_file(logp, TL_AMDGPU_MAX_LOG, 1, &log, &n, NULL) == TL_OK) {
       strip_dir((char *)log, dir);
       out->log = (char *)log;
       out->log_len = strlen(out->log);
@@ -987,7 +721,7 @@ done:
     st = tl_error_set(err, TL_TOOLCHAIN, "%s could not %s kernel.hip for %s (exit status %d)%s%s", h->desc,
                       failed_step, target, code, *excerpt ? ":\n" : "", excerpt);
   }
-  remove_tmpdir(dir);
+  tl_proc_rmdir(dir);
   return st;
 }
 
@@ -1014,11 +748,11 @@ tl_status tl_amdgpu_compile(tl_amdgpu *h, const char *src, const char *target, t
     return tl_error_set(err, TL_UNSUPPORTED, "%s; it accepts %s", tl_amdgpu_refusal(h, target),
                         *names ? names : "none of the known targets");
   }
-  double t0 = now_ms();
+  double t0 = tl_proc_now_ms();
   tl_status st = h->kind == TL_AMDGPU_HIPRTC ? compile_hiprtc(h, src, target, out, err)
                                              : compile_clang(h, src, target, out, err);
   snprintf(out->target, sizeof out->target, "%s", target);
-  out->wall_ms = now_ms() - t0;
+  out->wall_ms = tl_proc_now_ms() - t0;
   if (st != TL_OK) {
     free(out->code);
     out->code = NULL;
@@ -1035,17 +769,17 @@ static int find_objdump(char *out, size_t cap) {
   const char *env = getenv("TL_LLVM_OBJDUMP");
   if (env) {
     snprintf(out, cap, "%s", env);
-    return *env && is_exec_file(out);
+    return *env && tl_proc_is_exec(out);
   }
   for (int m = CLANG_MAX; m >= CLANG_MIN; m--) {
     char name[32];
     snprintf(name, sizeof name, "llvm-objdump-%d", m);
-    if (find_on_path(name, out, cap))
+    if (tl_proc_find_on_path(name, out, cap))
       return 1;
   }
   for (int m = CLANG_MAX; m >= CLANG_MIN; m--) {
     snprintf(out, cap, "/usr/lib/llvm-%d/bin/llvm-objdump", m);
-    if (is_exec_file(out))
+    if (tl_proc_is_exec(out))
       return 1;
   }
   return 0;
@@ -1064,16 +798,16 @@ tl_status tl_amdgpu_disassemble(const void *code, size_t n, const char *target, 
                         "no llvm-objdump 19 or newer (TL_LLVM_OBJDUMP, llvm-objdump-N on PATH, "
                         "/usr/lib/llvm-N/bin; Debian's llvm-19 has it)");
   char dir[PATH_MAX];
-  tl_status st = make_tmpdir(dir, sizeof dir, err);
+  tl_status st = tl_proc_tmpdir(dir, sizeof dir, "tl-amdgpu", err);
   if (st != TL_OK)
     return st;
   char path[PATH_MAX + 16], mcpu[64];
   snprintf(path, sizeof path, "%s/code.hsaco", dir);
   snprintf(mcpu, sizeof mcpu, "--mcpu=%s", target);
   int code_rc = 0;
-  if ((st = write_file(path, code, n, err)) == TL_OK) {
+  if ((st = tl_proc_write_file(path, code, n, err)) == TL_OK) {
     char *argv[] = {tool, "--disassemble", mcpu, path, NULL};
-    st = run_capture(argv, now_ms() + 60000, 64u << 20, &code_rc, text, err);
+    st = tl_proc_run_capture(argv, tl_proc_now_ms() + 60000, 64u << 20, &code_rc, text, err);
     if (st == TL_OK && code_rc != 0) {
       char excerpt[600];
       log_excerpt(*text, excerpt, sizeof excerpt, 500);
@@ -1082,7 +816,7 @@ tl_status tl_amdgpu_disassemble(const void *code, size_t n, const char *target, 
       *text = NULL;
     }
   }
-  remove_tmpdir(dir);
+  tl_proc_rmdir(dir);
   return st;
 }
 

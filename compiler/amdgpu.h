@@ -34,7 +34,7 @@
  *      own process group, and a time limit (default TL_AMDGPU_TIMEOUT_MS;
  *      when it runs out the group is killed and every member, clang -cc1
  *      under the driver too, is waited for until it has died, at most
- *      TL_AMDGPU_KILL_WAIT_MS: procs.h).  Both children's output is
+ *      TL_PROCS_KILL_WAIT_MS: procs.h).  Both children's output is
  *      the log.
  *
  * Targets: the AMD rows of the target table (target.h: gfx90a, gfx942,
@@ -61,7 +61,6 @@
 #define TL_AMDGPU_MAX_LOG     (1u << 20)  /* bytes of log kept (the rest is cut) */
 #define TL_AMDGPU_TARGET_MAX  16          /* bytes of a target name, with NUL */
 #define TL_AMDGPU_TIMEOUT_MS  120000      /* default time limit of one compile */
-#define TL_AMDGPU_KILL_WAIT_MS 10000      /* after it: the most waited for the killed tools to die */
 
 typedef struct tl_amdgpu tl_amdgpu;
 

@@ -46,9 +46,14 @@
  *   tl_emit                emit_cuda.c: CUDA C or HIP C (its dialect table),
  *                          or, where plan_of tries it, tl_emit_ptx
  *                          (emit_ptx.c: PTX) assembled by
- *                          tl_nvjitlink_assemble (nvjitlink.c), NVRTC not
- *                          used; a program outside its subset goes to
- *                          emit_cuda.c in mode auto, fails in mode ptx
+ *                          tl_nvjitlink_assemble (nvjitlink.c), or where it
+ *                          must be assembled whole (setmaxnreg) by
+ *                          tl_ptxas_assemble (ptxas.c: ptxas run as a
+ *                          process), NVRTC not used; a program outside its
+ *                          subset (or whose ptxas is missing or fails, or
+ *                          with flash's late gemm or ping-pong turns, whose
+ *                          kernel is faster from NVRTC) goes to emit_cuda.c
+ *                          in mode auto, fails in mode ptx
  *   tc->compile, inspect   the toolchain of the target's vendor (toolchain.h):
  *                          tl_toolchain_nvrtc (nvrtc.c: cubin or PTX; the
  *                          binary read back by cubin.c) or tl_toolchain_amdgpu
@@ -71,6 +76,7 @@
  * target's.  Each toolchain is opened once, when first needed.
  */
 #include <jansson.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +90,7 @@
 #include "toolchain.h"
 #include "dlutil.h"
 #include "nvjitlink.h"
+#include "ptxas.h"
 #include "tlcompiler.h"
 
 /* ---- the toolchains, opened once ------------------------------------------------- */
@@ -329,11 +336,30 @@ static pthread_once_t jl_once = PTHREAD_ONCE_INIT;
 static tl_nvjitlink *jl;
 static tl_error jl_err;
 static char jl_desc[600];
-static char nv_jl_desc[sizeof open_state[0].desc + sizeof jl_desc + 8];
+/* ptxas, the whole-program assembler (ptxas.h), looked for beside nvJitLink
+ * when that opens; the key's line for the PTX back end names both */
+static tl_ptxas *pa;
+static tl_error pa_err;
+static char pa_desc[PATH_MAX + 64];
+static char asm_desc[sizeof jl_desc + sizeof pa_desc + 16];
+static char nv_jl_desc[sizeof open_state[0].desc + sizeof asm_desc + 8];
 
 static void jl_open(void) {
-  if (tl_nvjitlink_open(&jl, &jl_err) == TL_OK)
-    tl_nvjitlink_describe(jl, jl_desc, sizeof jl_desc);
+  if (tl_nvjitlink_open(&jl, &jl_err) != TL_OK)
+    return;
+  tl_nvjitlink_describe(jl, jl_desc, sizeof jl_desc);
+  char dir[PATH_MAX];
+  tl_nvjitlink_dir(jl, dir, sizeof dir);
+  if (tl_ptxas_open(dir[0] ? dir : NULL, &pa, &pa_err) == TL_OK)
+    tl_ptxas_describe(pa, pa_desc, sizeof pa_desc);
+  snprintf(asm_desc, sizeof asm_desc, "%s; %s", jl_desc, pa ? pa_desc : "no ptxas");
+}
+
+const char *tl_compiler_ptxas(const char **why) {
+  pthread_once(&jl_once, jl_open);
+  if (!pa && why)
+    *why = jl ? pa_err.message : "ptxas is looked for beside nvJitLink, which is not available";
+  return pa ? pa_desc : NULL;
 }
 
 const char *tl_compiler_nvjitlink(const char **why) {
@@ -412,11 +438,11 @@ static tl_status plan_of(const tl_target *t, const options *opt, const char *mod
   if (p->th && assembles) {
     pthread_mutex_lock(&open_lock);
     if (!nv_jl_desc[0])
-      snprintf(nv_jl_desc, sizeof nv_jl_desc, "%s; %s", open_state[tc].desc, jl_desc);
+      snprintf(nv_jl_desc, sizeof nv_jl_desc, "%s; %s", open_state[tc].desc, asm_desc);
     pthread_mutex_unlock(&open_lock);
     p->desc = nv_jl_desc;
   } else {
-    p->desc = p->th ? open_state[tc].desc : assembles ? jl_desc : "tlc emit_ptx.c (PTX ISA 8.0)";
+    p->desc = p->th ? open_state[tc].desc : assembles ? asm_desc : "tlc emit_ptx.c (PTX ISA 8.0)";
   }
   return TL_OK;
 }
@@ -914,10 +940,35 @@ again:;
       goto done;
   }
   const char *why_not = p.why_not, *src = NULL;
+  bool whole = false, assembled = false;
   if (p.try_ptx) {
     tl_error e;
     tl_error_clear(&e);
-    if (!(src = tl_emit_ptx(arena, prog, &t, &e)) && strcmp(p.mode, "ptx") == 0) {
+    /* a cubin of PTX that must be assembled whole needs ptxas; PTX as the binary does not */
+    const char *no_whole = NULL;
+    if (t.binary == TL_BINARY_CUBIN)
+      tl_compiler_ptxas(&no_whole);
+    if ((src = tl_emit_ptx(arena, prog, &t, no_whole, &whole, &e)) && whole && t.binary == TL_BINARY_CUBIN &&
+        !req->source_only) { /* assembled here, so that a failure of ptxas may fall back to NVRTC */
+      if (tl_ptxas_assemble(pa, src, t.name, opt.max_registers, &built, &e) == TL_OK) {
+        assembled = true;
+      } else {
+        tl_toolchain_out_free(&built);
+        src = NULL;
+      }
+    }
+    /* kernel speed first: flash attention's schedule (a late gemm or ping-pong turns) runs 5% slower from the
+     * PTX back end than from the CUDA one on the H100 (bench/compile.md, session 8): in mode auto, CUDA */
+    const tl_stmt *wl = src && strcmp(p.mode, "auto") == 0 ? tl_wspec_loop(prog) : NULL;
+    if (wl && (wl->ov_gemm || wl->pingpong)) {
+      tl_toolchain_out_free(&built);
+      assembled = false;
+      src = NULL;
+      tl_error_set_at(&e, TL_UNSUPPORTED, wl->pointer, 0,
+                      "a loop with a late gemm or ping-pong turns runs 5%% slower from the PTX back end than from the "
+                      "CUDA one (bench/compile.md); --backend ptx takes it");
+    }
+    if (!src && strcmp(p.mode, "ptx") == 0) {
       st = tl_error_set_at(err, TL_UNSUPPORTED, e.pointer, 0, "backend ptx: %s", e.message);
       goto done;
     }
@@ -942,7 +993,9 @@ again:;
     goto done;
   }
   if (!req->source_only) {
-    if (ptx && t.binary == TL_BINARY_CUBIN)
+    if (assembled) /* by ptxas, above */
+      st = TL_OK;
+    else if (ptx && t.binary == TL_BINARY_CUBIN)
       st = tl_nvjitlink_assemble(jl, src, t.name, opt.max_registers, &built, err);
     else if (ptx) /* compute_: the PTX is the binary */
       st = (built.code = (unsigned char *)dup(src)) && (built.log = dup(""))

@@ -117,7 +117,7 @@ typedef struct {
                               ahead of it (early_prologue), or NULL */
   int early_id;            /* its uid */
   int pp_wg;               /* in the body of a ping-pong loop (pass_wspec.c): the program's warpgroups, else 0 */
-  tl_vec folded;           /* fills folded into the gemm after them, then those gemms (fold_fills) */
+  tl_vec folded;           /* fills folded into the gemm after them, then those gemms (tl_fold_fills) */
   int held;                /* in an iteration of a pipelined loop with held_a's two sets: 1 + the set its
                               gemm reads, else 0 */
 } E;
@@ -1266,47 +1266,13 @@ static void op_copy(E *e, const tl_stmt *s, bool uniform) {
  * as the gemm and just before it (or a constant if whose side taken is
  * that fill alone: flash attention's mask or clear), is not emitted.  The
  * same results, with C's registers not written twice; a gemm one iteration
- * late (pass_overlap.c) keeps the order written.  fold_fills finds the
- * pairs before the kernel is emitted. */
-static const tl_stmt *zero_fill(const tl_stmt *s) {
-  if (s->kind == S_IF && s->value->kind == E_CONST) {
-    bool take = is_f(s->value->type) ? s->value->val.f != 0 : s->value->val.i != 0;
-    const tl_body *b = take ? &s->body : &s->else_body;
-    return b->n == 1 ? zero_fill(b->items[0]) : NULL;
-  }
-  if (s->kind != S_FILL || s->value->kind != E_CONST ||
-      (is_f(s->value->type) ? s->value->val.f != 0 : s->value->val.i != 0))
-    return NULL;
-  int64_t ext[TL_MAX_DIMS] = {0}, all = 1;
-  for (int d = 0; d < s->dst->sym->ndim; d++)
-    all *= s->dst->sym->dims[d];
-  return product(ext, squeezed(s->dst, ext)) == all ? s : NULL;
-}
-
-static void fold_fills(E *e, const tl_body *b) {
-  for (int i = 0; i < b->n; i++) {
-    const tl_stmt *s = b->items[i], *f = i + 1 < b->n ? zero_fill(s) : NULL, *g = f ? b->items[i + 1] : NULL;
-    if (g && g->kind == S_GEMM && g->use_wgmma && !g->ov_late && !g->clear_accum && g->C == f->dst->sym) {
-      tl_vec_push(e->a, &e->folded, (void *)f);
-      tl_vec_push(e->a, &e->folded, (void *)g);
-    }
-    if (tl_stmt_kind_flags(s->kind) & TL_KIND_BODY)
-      fold_fills(e, &s->body);
-    if (tl_stmt_kind_flags(s->kind) & TL_KIND_ELSE)
-      fold_fills(e, &s->else_body);
-  }
-}
-
-static bool folded(const E *e, const tl_stmt *s) {
-  for (int i = 0; i < e->folded.n; i++)
-    if (e->folded.items[i] == s)
-      return true;
-  return false;
-}
+ * late (pass_overlap.c) keeps the order written.  tl_fold_fills (ir.c)
+ * finds the pairs before the kernel is emitted. */
+static bool folded(const E *e, const tl_stmt *s) { return tl_vec_has(&e->folded, s); }
 
 static void op_fill(E *e, const tl_stmt *s) {
   const tl_region *dst = s->dst;
-  if (folded(e, s)) /* the gemm after it clears C (fold_fills) */
+  if (folded(e, s)) /* the gemm after it clears C (tl_fold_fills) */
     return;
   line(e, "{");
   e->indent++;
@@ -3482,7 +3448,7 @@ static void emit_producer(E *e) {
   line(e, "if (tl_tid >= %" PRId64 ") {", e->T);
   e->indent++;
   if (p->wspec_regs[1])
-    line(e, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %d;\" ::: \"memory\");", p->wspec_regs[0]);
+    line(e, "asm volatile(\"%s;\" ::: \"memory\");", tl_ptx_setmaxnreg(e->a, false, p->wspec_regs[0]));
   line(e, "if (tl_tid == %" PRId64 ") {", e->T);
   e->indent++;
   line(e, "unsigned long long tl_pit = 0; /* iterations issued, over the tiles */");
@@ -3513,7 +3479,7 @@ static void emit_producer(E *e) {
   e->indent--;
   line(e, "}");
   if (p->wspec_regs[1])
-    line(e, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\" ::: \"memory\");", p->wspec_regs[1]);
+    line(e, "asm volatile(\"%s;\" ::: \"memory\");", tl_ptx_setmaxnreg(e->a, true, p->wspec_regs[1]));
   line(e, "unsigned long long tl_cit = 0; /* iterations waited for, over the tiles */");
   e->barrier = S("asm volatile(\"bar.sync 1, %" PRId64 ";\" ::: \"memory\");", e->T);
 }
@@ -4226,7 +4192,7 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
   e->d = cg->dialect == TL_DIALECT_HIP ? &dialect_hip : &dialect_cuda;
   e->barrier = e->d->barrier;
   e->T = prog->threads[0] * prog->threads[1] * prog->threads[2];
-  fold_fills(e, &prog->body);
+  tl_fold_fills(e->a, &prog->body, &e->folded);
   assert((prog->lowered & TL_RAN_ALL) == TL_RAN_ALL); /* pass_range, pass_barrier, pass_raster ran */
   if (prog->kernel_index == 0) /* the module's prelude, before its first kernel (tl_emit_module) */
     emit_prelude(e);

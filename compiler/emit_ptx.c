@@ -1,6 +1,6 @@
 /*
  * emit_ptx.c - the direct PTX generator: a placed and lowered program to
- * the PTX text of one kernel, which nvJitLink assembles (nvjitlink.c)
+ * the PTX text of one kernel, which nvJitLink (nvjitlink.c) or ptxas (ptxas.c) assembles
  * without NVRTC (bench/compile.md: NVRTC's load, front end and NVVM are
  * most of a small kernel's compile).
  *
@@ -8,7 +8,9 @@
  * buffers live; pass_range.c: which bounds guards are proven; pass_barrier.c:
  * where the barriers go; pass_raster.c: the blocks' order), for an NVIDIA
  * target of tl_ptx_target_ok (sm_80 to sm_90a).
- * Produces: the PTX text (ISA 8.0), or NULL with *err (TL_UNSUPPORTED, the
+ * Produces: the PTX text (ISA 8.0) and whether it must be assembled as a
+ * whole program (ptxas.c, not nvjitlink.c: setmaxnreg, or wgmma beside an
+ * instruction ptxas makes a call), or NULL with *err (TL_UNSUPPORTED, the
  * pointer of the first statement or expression outside the subset and what
  * it is): the caller then builds the program through emit_cuda.c and NVRTC
  * (compile.c: the back end's choice, with that message as the reason).
@@ -21,19 +23,26 @@
  *     ptxform.c): a pipelined loop whose bulk tensor copies a producer
  *     warpgroup issues (pass_wspec.c: mbarrier expect-tx and try-wait
  *     phase loops, the stages freed one or more iterations
- *     late; no setmaxnreg: see check_program), over the tiles of a
- *     persistent kernel or not, its gemm on
+ *     late; with setmaxnreg only where ptxas assembles the PTX whole,
+ *     ptxas.h: *whole), over the tiles of a
+ *     persistent kernel or not, its gemms on
  *     wgmma with A and B in shared memory (float16 or bfloat16 operands,
  *     a float32 accumulator in registers, groups left in flight and
  *     drained after the loop; 8-bit operands, int8/uint8 into an int32
- *     accumulator, their tensors and buffers only copied in bulk), the
+ *     accumulator, their tensors and buffers only copied in bulk) or A
+ *     from a 16-bit fragment of the accumulator's layout (flash
+ *     attention's P V: its pairs of halves), a gemm issued one iteration
+ *     late after the loop's other one (pass_overlap.c: its group second,
+ *     waited for before the statement that conflicts with it, the last
+ *     iteration's after the loop), the warpgroups' ping-pong turns on
+ *     named barriers 2.. (pass_wspec.c), the
  *     blocks in grid order, reversed or in rasterization stripes
  *     (pass_raster.c); a cp.async copy of 16-byte chunks from a tensor
  *     into a (swizzled) shared buffer outside a pipelined loop (the last K
  *     tiles of a loop whose tiles pass_kgroup.c grouped); not yet: loops
  *     without a producer warpgroup (cp.async, or TMA with per-stage waits
- *     by the consumers), wg_lag loops, overlapped gemms, A from
- *     registers, mma.sync;
+ *     by the consumers), wg_lag loops, overlapped gemms outside a wspec
+ *     loop, mma.sync;
  *   - dtypes: tensors, buffers and fragments of float32, float16, bfloat16
  *     and int32; scalar parameters of float32, int32, int64 and bool;
  *     values of bool, int32, int64 and the three floats (16-bit floats
@@ -43,7 +52,12 @@
  *     elements [t*P, t*P+P)), at most TL_PTX_MAX_PER_THREAD elements a
  *     thread, and of the mma layout (wgmma's accumulator: an element's
  *     indices are a register of the thread plus a constant of the local
- *     index), at most TL_PTX_MAX_ACC, each element a register of its own;
+ *     index), at most TL_PTX_MAX_ACC, each element a register of its own
+ *     (a 16-bit one that emit_cuda.c packs in pairs: a register of two
+ *     halves a pair, written by a copy of the whole of a float32 fragment
+ *     of its layout and read by a wgmma only), and of the mma-rows layout
+ *     (the rows of an mma-layout fragment, the same in a quad of lanes,
+ *     read in a loop over such a fragment's elements as its row's register);
  *     shared buffers (and fragments pass_place.c put in shared memory) in
  *     the block's dynamic shared memory, read and written element by
  *     element when stored row-major in one stage (the swizzled, staged
@@ -55,12 +69,16 @@
  *     emit_cuda.c makes lock-step, is refused), copy and fill between
  *     tensors, shared buffers, local arrays and fragments (element by
  *     element), reduce of a blocked fragment by rows (pass_place.c's
- *     by_rows: warp shuffles and the shared scratch, as emit_cuda.c),
+ *     by_rows: warp shuffles and the shared scratch, as emit_cuda.c), and
+ *     of an mma-layout one into an mma-rows one by the quads of lanes
+ *     that hold its rows (shuffles, no scratch: tl_reduce_in_quads),
  *     cumsum, cummax and cummin (each element folds its prefix in a loop;
  *     a register fragment source through the shared scratch),
  *     parallel (by the owner of the fragment its body indexes, unrolled over
  *     the owner's elements, or cooperatively, element e by thread e mod T,
- *     as a loop), serial, unroll and vectorized loops (emitted as loops:
+ *     as a loop; one that chooses by an affine comparison, pass_uniform.c,
+ *     decided once per tile where it holds everywhere or nowhere),
+ *     serial, unroll and vectorized loops (emitted as loops:
  *     ptxas unrolls what pays), if, sync_threads, the layout and swizzle
  *     hints;
  *   - expressions: + - * on the integers (wrapping), // % and ceildiv on
@@ -76,7 +94,8 @@
  *     CUDA sequences are exact to 1-2 ulp; PTX's approximate forms are not
  *     within every bound of the specification), unsigned and 8/16-bit
  *     integers, float64, atomics, reductions other than by rows (and of
- *     mma-layout fragments), gemms but the wgmma ones above, cp.async
+ *     mma-layout fragments but in quads), gemms but the wgmma ones above,
+ *     cp.async
  *     but the copies above.
  * Global reads outside a tensor give 0 and writes outside are dropped, as
  * in emit_cuda.c; a dimension pass_range.c proved inside keeps no guard.
@@ -123,6 +142,7 @@ typedef struct {
   const tl_sym *owner;      /* the register fragment whose elements the current loop visits, or NULL */
   int64_t r;                /* its local index, when owner */
   bool in_par;              /* inside a parallel loop */
+  const tl_stmt *par;       /* that loop, when in_par */
   const char *fill_value;   /* the value of the fill being emitted */
   struct {                  /* the start registers of the regions of the statement being emitted, computed once
                                before its loop over elements (hoist_region) */
@@ -140,7 +160,14 @@ typedef struct {
   const char *lane0;        /* %p: the thread is its warp's first */
   const char *tg[3], *ntiles; /* %rd: a persistent kernel's grid of tiles, and their number */
   bool wgmma;               /* a wgmma was emitted */
+  const tl_stmt *pipe;      /* the wspec loop being emitted (its body's late gemm: pass_overlap.c), or NULL */
+  const char *pipe_g;       /* %rd: its iteration's index over the tiles (the stages' counter) */
+  const char *pipe_c;       /* %rd: its iteration's index in the loop */
+  int pp_wg;                /* in the body of a ping-pong loop (pass_wspec.c): the program's warpgroups, else 0 */
+  tl_vec folded;            /* fills a gemm on wgmma clears C instead of, and those gemms (tl_fold_fills) */
   const char *call;         /* the first instruction emitted that ptxas makes a subroutine call, or NULL */
+  const char *no_whole;     /* why the PTX cannot be assembled as a whole program (ptxas.h), or NULL */
+  bool whole;               /* it must be: setmaxnreg, or wgmma beside a call */
 } P;
 
 #define S(...) tl_arena_printf(p->a, __VA_ARGS__)
@@ -741,6 +768,10 @@ static bool in_regs(const tl_sym *s) { return s->kind == SYM_BUFFER && s->scope 
 
 /* The register of element (the current owner's local index) of fragment s, or NULL after fail. */
 static const char *frag_reg(P *p, const tl_sym *s, const char *pointer, const char *what) {
+  if (s->packed) {
+    fail(p, pointer, "the PTX back end has packed fragment '%s' %s by a copy or a wgmma only", s->name, what);
+    return NULL;
+  }
   if (!p->owner || !tl_same_reg_layout(p->owner, s)) {
     fail(p, pointer, "register fragment '%s' is %s where its elements are not the thread's own", s->name, what);
     return NULL;
@@ -772,6 +803,11 @@ static const char *ex(P *p, const tl_expr *x) {
   case E_INDEX: {
     const tl_sym *s = x->sym;
     if (in_regs(s)) {
+      /* row i of an mma-rows fragment in a loop over the elements of an mma-layout one (i, j): the register of
+       * the owner's element's row (emit_cuda.c's row_reg) */
+      if (p->in_par && s->reg_layout == TL_LAYOUT_MMA_ROWS && p->owner && p->owner->reg_layout == TL_LAYOUT_MMA &&
+          x->nargs == 1 && x->args[0]->kind == E_NAME && p->par->nvars == 2 && x->args[0]->sym == p->par->vars[0])
+        return S("%%fr%d_%" PRId64, s->slot, (p->r / (p->owner->mma_ni * 4)) * 2 + (p->r % 4) / 2);
       const char *r = frag_reg(p, s, x->pointer, "read");
       return r ? r : "%r0";
     }
@@ -999,6 +1035,38 @@ static void mma_elements(P *p, const tl_sym *owner, const int64_t *ext, int n, v
   p->r = saved_r;
 }
 
+/* for_elements over the whole of mma-rows fragment owner (1-D, the rows of an
+ * mma-layout one: ir.h), unrolled over its local indices: element r of the
+ * thread is row (tid / 32) * ws + (r / 2) * ts + (tid % 32) / 4 + (r % 2) * 8
+ * (emit_cuda.c's elem_of), the same in the 4 lanes of a quad. */
+static void rows_elements(P *p, const tl_sym *owner, const int64_t *ext, int n, visit_fn visit, const void *what,
+                          const char *pointer) {
+  if (owner->ndim != 1 || n != 1 || ext[0] != owner->dims[0]) {
+    fail(p, pointer, "the PTX back end visits the elements of mma-rows fragment '%s' only over its whole shape",
+         owner->name);
+    return;
+  }
+  int64_t ws, ts;
+  tl_mma_row_strides(owner, &ws, &ts);
+  const char *w = nr(p, CR), *l = nr(p, CR), *tr = nr(p, CR);
+  ins(p, "shr.u32 %s, %s, 5", w, p->tid);
+  ins(p, "and.b32 %s, %s, 31", l, p->tid);
+  ins(p, "shr.u32 %s, %s, 2", l, l);
+  ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", tr, w, ws, l);
+  const tl_sym *saved = p->owner;
+  int64_t saved_r = p->r;
+  p->owner = owner;
+  for (int64_t r = 0; r < owner->per_thread && !p->failed; r++) {
+    p->r = r;
+    const char **q = tl_arena_alloc(p->a, sizeof(char *));
+    q[0] = nr(p, CR);
+    ins(p, "add.s32 %s, %s, %" PRId64, q[0], tr, (r / 2) * ts + (r % 2) * 8);
+    visit(p, what, q[0], q);
+  }
+  p->owner = saved;
+  p->r = saved_r;
+}
+
 /* Runs visit for each element of `total` (over extents ext[0..n-1]) that this
  * thread handles: the elements owner holds (unrolled over its local
  * indices), or every T-th from the thread's index (a loop). */
@@ -1011,6 +1079,10 @@ static void for_elements(P *p, const tl_sym *owner, const int64_t *ext, int n, v
   }
   if (owner && owner->reg_layout == TL_LAYOUT_MMA) {
     mma_elements(p, owner, ext, n, visit, what, pointer);
+    return;
+  }
+  if (owner && owner->reg_layout == TL_LAYOUT_MMA_ROWS) {
+    rows_elements(p, owner, ext, n, visit, what, pointer);
     return;
   }
   if (owner && owner->reg_layout != TL_LAYOUT_BLOCKED) {
@@ -1135,9 +1207,12 @@ static void visit_parallel(P *p, const void *what, const char *e, const char *co
   for (int i = 0; i < s->nvars; i++)
     p->val[s->vars[i]->slot] = q[i];
   bool saved = p->in_par;
+  const tl_stmt *saved_par = p->par;
   p->in_par = true;
+  p->par = s;
   emit_body(p, &s->body);
   p->in_par = saved;
+  p->par = saved_par;
 }
 
 /* ---- a copy from a tensor into shared memory in 16-byte cp.async chunks (emit_cuda.c's emit_async_copy) ---- */
@@ -1208,7 +1283,8 @@ static void op_async_copy(P *p, const tl_stmt *s) {
   int n = squeezed(dst, ext);
   const char *why = t->kind != SYM_TENSOR || !in_smem(b) || t->dtype != b->dtype ? "cp.async copies other than "
                                                                                    "from a tensor into shared memory"
-                    : b->stages > 1 || b->rotates || b->layout || b->viewed ? "cp.async into a staged or laid-out buffer"
+                    : b->stages > 1 || b->rotates || (b->layout && !b->layout->swizzle) || b->viewed
+                        ? "cp.async into a staged or laid-out buffer" /* a swizzle hint: b->swizzled says */
                     : (es != 1 && es != 2) || (b->swizzled && (b->ndim != 2 || n != 2))
                         ? "cp.async of other than 8- or 16-bit elements into a swizzled buffer of 2 dimensions"
                     : ext[n - 1] % (16 / es) ? "cp.async of rows of other than whole 16-byte chunks"
@@ -1285,6 +1361,17 @@ static void op_copy(P *p, const tl_stmt *s) {
   }
   int64_t ext[TL_MAX_DIMS] = {0};
   int n = squeezed(s->dst, ext);
+  const tl_sym *d = s->dst->sym, *f = s->src->sym;
+  if (in_regs(d) && d->packed) { /* emit_cuda.c's op_copy_pairs into a packed fragment: word r / 2 the pair */
+    if (!in_regs(f) || !tl_same_reg_layout(f, d) || f->dtype != TL_FLOAT32 || n != 2 || ext[0] != d->dims[0] ||
+        ext[1] != d->dims[1])
+      return fail(p, s->pointer, "the PTX back end writes packed fragment '%s' only by a copy of the whole of a "
+                                 "float32 fragment of its layout", d->name);
+    for (int64_t r = 0; r < d->per_thread; r += 2)
+      ins(p, "%s %%fr%d_%" PRId64 ", %%fr%d_%" PRId64 ", %%fr%d_%" PRId64,
+          d->dtype == TL_BFLOAT16 ? "cvt.rn.bf16x2.f32" : "cvt.rn.f16x2.f32", d->slot, r / 2, f->slot, r + 1, f->slot, r);
+    return;
+  }
   const tl_region *o = reg_region(s->dst) ? s->dst : reg_region(s->src);
   hoist(p, s->src, s->dst);
   for_elements(p, o ? o->sym : NULL, ext, n, visit_copy, s, s->pointer);
@@ -1292,12 +1379,15 @@ static void op_copy(P *p, const tl_stmt *s) {
 }
 
 static void op_fill(P *p, const tl_stmt *s) {
+  if (tl_vec_has(&p->folded, s)) /* the gemm after it clears C (tl_fold_fills), as in emit_cuda.c */
+    return;
   int64_t ext[TL_MAX_DIMS] = {0};
   int n = squeezed(s->dst, ext);
   const char *v = ex_to(p, s->value, (tl_type)s->dst->sym->dtype); /* once: a fill's value is the tile's */
   p->fill_value = v;
   const tl_sym *f = s->dst->sym;
-  if (in_regs(f) && f->reg_layout == TL_LAYOUT_MMA && n == 2 && ext[0] == f->dims[0] && ext[1] == f->dims[1]) {
+  if (in_regs(f) && f->reg_layout == TL_LAYOUT_MMA && !f->packed && n == 2 && ext[0] == f->dims[0] &&
+      ext[1] == f->dims[1]) {
     for (int64_t r = 0; r < f->per_thread; r++) /* every register of the fragment: no index needed */
       ins(p, "mov.%s %%fr%d_%" PRId64 ", %s", f->dtype == TL_INT32 ? "b32" : "f32", f->slot, r, v);
     return;
@@ -1319,9 +1409,37 @@ static void op_parallel(P *p, const tl_stmt *s) {
   int64_t ext[TL_MAX_DIMS] = {0};
   for (int i = 0; i < s->nvars; i++)
     ext[i] = s->extents[i]->val.i;
-  /* pass_uniform.c's copies of the loop (uni_all, uni_none) are the same loop
-   * specialized; the loop itself is correct everywhere */
   for_elements(p, tl_body_owner(&s->body, s->nvars == 2), ext, s->nvars, visit_parallel, s, s->pointer);
+}
+
+/* A parallel loop that chooses by an affine comparison (pass_uniform.c;
+ * emit_cuda.c's op_parallel_uniform): the comparison at the point where it
+ * is hardest to satisfy, and at the easiest, picks the loop without it
+ * (uni_all, uni_none) when it holds on the whole tile or nowhere. */
+static void op_parallel_uniform(P *p, const tl_stmt *s) {
+  const tl_expr *c = s->body.items[0]->value->args[0];
+  bool ge = c->op == '>' || c->op == OP_GE;
+  const int64_t *pts[2] = {ge ? s->uni_lo : s->uni_hi, ge ? s->uni_hi : s->uni_lo};
+  const char *at[2];
+  for (int k = 0; k < 2; k++) {
+    for (int v = 0; v < s->nvars; v++) {
+      const char *r = nr(p, CR);
+      ins(p, "mov.b32 %s, %" PRId64, r, pts[k][v]);
+      p->val[s->vars[v]->slot] = r;
+    }
+    at[k] = ex_to(p, c, TL_BOOL);
+  }
+  int mixed = new_label(p), none = new_label(p), end = new_label(p);
+  ins(p, "@!%s bra L%d", at[0], none);
+  op_parallel(p, s->uni_all);
+  ins(p, "bra L%d", end);
+  ins(p, "L%d:", none);
+  ins(p, "@%s bra L%d", at[1], mixed); /* the comparison holds at the easiest point: not nowhere */
+  op_parallel(p, s->uni_none);
+  ins(p, "bra L%d", end);
+  ins(p, "L%d:", mixed);
+  op_parallel(p, s);
+  ins(p, "L%d:", end);
 }
 
 /* ---- reductions of a register fragment along its rows (pass_place.c: by_rows) ---------------------- */
@@ -1404,14 +1522,42 @@ static void visit_partial(P *p, const void *what, const char *e, const char *con
   region_write(p, s->dst, q, conv(p, acc, at, (tl_type)d->dtype, s->pointer), s->pointer);
 }
 
+/* An mma-layout fragment by rows into an mma-rows one of the same rows, one
+ * warp along N (pass_barrier.c's tl_reduce_in_quads; emit_cuda.c's
+ * op_reduce_rows): a row's elements sit in one quad of lanes, so each
+ * thread folds its elements of row h (local indices ((h / 2) NI + j / 2) 4 +
+ * (h % 2) 2 + j % 2, j < 2 NI, in that order), the quad combines by
+ * shuffles across lanes 1 and 2 apart, and every lane writes its row
+ * register h (combined with the old value when the reduce does not clear). */
+static void reduce_quads(P *p, const tl_stmt *s, const red_ctx *rc) {
+  const tl_sym *src = s->src->sym, *dst = s->dst->sym;
+  tl_type at = rc->c == CF ? TL_FLOAT32 : TL_INT64;
+  int64_t NI = src->mma_ni;
+  for (int64_t h = 0; h < src->mma_mi * 2 && !p->failed; h++) {
+    const char *acc = red_identity(p, s->reduce_type, rc->c);
+    for (int64_t j = 0; j < NI * 2; j++) {
+      const char *x = S("%%fr%d_%" PRId64, src->slot, ((h / 2) * NI + j / 2) * 4 + (h % 2) * 2 + j % 2);
+      acc = red_step(p, s->reduce_type, rc->c, acc, conv(p, x, (tl_type)src->dtype, at, s->pointer));
+    }
+    acc = red_step(p, rc->comb, rc->c, acc, shfl_xor(p, rc->c, acc, 1));
+    acc = red_step(p, rc->comb, rc->c, acc, shfl_xor(p, rc->c, acc, 2));
+    const char *d = S("%%fr%d_%" PRId64, dst->slot, h);
+    if (!s->clear)
+      acc = red_step(p, rc->comb, rc->c, conv(p, d, (tl_type)dst->dtype, at, s->pointer), acc);
+    ins(p, "mov.%s %s, %s", dst->dtype == TL_INT32 ? "b32" : "f32", d, conv(p, acc, at, (tl_type)dst->dtype, s->pointer));
+  }
+}
+
 static void op_reduce(P *p, const tl_stmt *s) {
   const tl_sym *src = s->src->sym;
+  red_ctx rc = {.s = s, .c = tl_dtype_is_float(src->dtype) ? CF : CD,
+                .comb = s->reduce_type == RED_ABSSUM ? RED_SUM : s->reduce_type == RED_ABSMAX ? RED_MAX : s->reduce_type};
+  if (tl_reduce_in_quads(s))
+    return reduce_quads(p, s, &rc);
   if (!tl_reduce_by_rows(s) || !in_regs(src) || src->reg_layout != TL_LAYOUT_BLOCKED || !p->smem ||
       (in_regs(s->dst->sym) && s->dst->sym->reg_layout != TL_LAYOUT_BLOCKED))
     return fail(p, s->pointer, "the PTX back end reduces only register fragments of the blocked layout by rows, "
-                               "into the blocked layout");
-  red_ctx rc = {.s = s, .c = tl_dtype_is_float(src->dtype) ? CF : CD,
-                .comb = s->reduce_type == RED_ABSSUM ? RED_SUM : s->reduce_type == RED_ABSMAX ? RED_MAX : s->reduce_type};
+                               "into the blocked layout, and of the mma layout into mma-rows ones in quads of lanes");
   tl_type at = rc.c == CF ? TL_FLOAT32 : TL_INT64;
   int64_t n = src->dims[src->ndim - 1], per = src->per_thread, size = product(src->dims, src->ndim), rows = size / n;
   if (n % per == 0) {
@@ -1630,7 +1776,6 @@ static void emit_loop(P *p, const tl_stmt *s) {
                       : s->wg_lag                    ? "pipelined loops that run their tail an iteration late (wg_lag)"
                       : s->mcast                     ? "multicast copies"
                       : s->wspec_threads             ? "pipelined loops whose body reads the stages but through wgmma"
-                      : s->ov_gemm                   ? "overlapped gemms (pass_overlap.c)"
                                                      : NULL;
     if (!why && (!p->cit || s != tl_wspec_loop(p->prog)))
       why = "producer warpgroups of a loop inside another statement";
@@ -1682,7 +1827,12 @@ static void emit_stmt(P *p, const tl_stmt *s) {
   case S_FILL: op_fill(p, s); return;
   case S_REDUCE: op_reduce(p, s); return;
   case S_CUMSUM: op_cumsum(p, s); return;
-  case S_PARALLEL: op_parallel(p, s); return;
+  case S_PARALLEL:
+    if (s->uni_all)
+      op_parallel_uniform(p, s);
+    else
+      op_parallel(p, s);
+    return;
   case S_SYNC_THREADS: barrier(p); return;
   case S_ANNOTATE_LAYOUT:
   case S_USE_SWIZZLE:
@@ -1705,7 +1855,10 @@ static void emit_stmt(P *p, const tl_stmt *s) {
     return;
   }
   case S_LOOP: emit_loop(p, s); return;
-  case S_GEMM: op_gemm(p, s); return;
+  case S_GEMM:
+    if (!s->ov_late) /* a late gemm is issued after its loop's other gemm, one iteration on */
+      op_gemm(p, s);
+    return;
   default:
     fail(p, s->pointer, "the PTX back end has no '%s' statement yet", s->op_name ? s->op_name : tl_stmt_kind_name(s->kind));
   }
@@ -2013,37 +2166,65 @@ static int swz_mode(int64_t W) { return W == 128 ? 1 : W == 64 ? 2 : 3; }
  * the accumulators are C's registers; per k16 step the mma_mi instructions
  * of the warpgroup's row tiles, then one wgmma-group, waited for until
  * wg_pending groups are in flight.  A gemm that clears C has scale-d false
- * in its first k step. */
-static void op_gemm(P *p, const tl_stmt *s) {
+ * in its first k step.  gemm_issue: everything up to the commit. */
+static void gemm_issue(P *p, const tl_stmt *s) {
   const tl_sym *A = s->A, *B = s->B, *C = s->C;
   const char *why = !s->use_wgmma  ? "gemms off wgmma (mma.sync, FMA)"
-                    : s->a_regs    ? "wgmma with A from registers"
-                    : s->ov_gemm   ? "overlapped gemms (pass_overlap.c)"
                     : A->dtype != B->dtype || !tl_mma_ptx_type(A->dtype) ? "wgmma of operands of two types"
                     : !in_regs(C) || C->reg_layout != TL_LAYOUT_MMA || C->stages > 1 ||
                         C->dtype != (A->dtype == TL_INT8 || A->dtype == TL_UINT8 ? TL_INT32 : TL_FLOAT32)
                         ? "wgmma accumulators other than one fragment in registers (float32, int32 for integers)"
-                    : A->rotates || B->rotates || !in_smem(A) || !in_smem(B) ? "rotating wgmma operands"
-                                                                          : NULL;
+                    : s->a_regs && (!in_regs(A) || A->reg_layout != TL_LAYOUT_MMA || A->ndim != 2 ||
+                                    (A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16) || A->mma_mi != C->mma_mi)
+                        ? "wgmma with A from registers but a 16-bit fragment of C's mma layout"
+                    : (!s->a_regs && (A->rotates || !in_smem(A))) || B->rotates || !in_smem(B) ? "rotating wgmma operands"
+                                                                                              : NULL;
   if (why)
     return fail(p, s->pointer, "the PTX back end has no %s yet", why);
   int es = (int)tl_dtype_size(A->dtype);
   bool ints = C->dtype == TL_INT32;
   int64_t K = A->dims[1], N = C->dims[1], nacc = N / 2, MI = C->mma_mi, NW = C->mma_wm, kstep = es == 1 ? 32 : 16;
-  int64_t Wa = kmajor_width(A);
-  const char *sa = buf_addr(p, A), *sb = buf_addr(p, B);
-  const char *wg = nr(p, CR), *ab = nr(p, CR);
-  ins(p, "shr.u32 %s, %s, 7", wg, p->tid); /* the warpgroup: rows [64 wg, +64) of each instruction's tile */
-  ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", ab, wg, 64 * Wa, sa);
-  const char *da0 = wgdesc(p, ab, 16, 8 * Wa, swz_mode(Wa));
+  const char *sb = buf_addr(p, B), *da0 = NULL, *wg = NULL;
+  int64_t Wa = 0;
+  if (!s->a_regs) {
+    const char *sa = buf_addr(p, A), *ab = nr(p, CR);
+    Wa = kmajor_width(A);
+    wg = nr(p, CR);
+    ins(p, "shr.u32 %s, %s, 7", wg, p->tid); /* the warpgroup: rows [64 wg, +64) of each instruction's tile */
+    ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", ab, wg, 64 * Wa, sa);
+    da0 = wgdesc(p, ab, 16, 8 * Wa, swz_mode(Wa));
+  }
   const char *db0 = s->trans_b ? wgdesc(p, sb, 16, 8 * kmajor_width(B), swz_mode(kmajor_width(B)))
                                : wgdesc(p, sb, B->dims[0] * 128, 1024, 1);
-  const char *one = nr(p, CP), *zero = s->clear_accum ? nr(p, CP) : NULL;
+  const char *one = nr(p, CP), *zero = s->clear_accum || tl_vec_has(&p->folded, s) ? nr(p, CP) : NULL;
   ins(p, "setp.ne.u32 %s, 1, 0", one);
   if (zero)
     ins(p, "setp.ne.u32 %s, 0, 0", zero);
   const char *ty = tl_mma_ptx_type(A->dtype), *cty = tl_mma_ptx_type(ints ? TL_INT32 : TL_FLOAT32);
-  const char *tail = tl_ptx_wgmma_tail(p->a, es, ints, false, s->trans_b);
+  const char *tail = tl_ptx_wgmma_tail(p->a, es, ints, s->a_regs, s->trans_b);
+  /* A from registers (emit_cuda.c's a_frag_regs): row tile i and k16 step k are A's accumulator tiles
+   * (i, 2k) and (i, 2k + 1), elements i * 4 NI + 8k + 0..7, in pairs of halves (the first the low one),
+   * every step's written before the fence; the values are 16-bit already, so the conversion is exact */
+  const char **areg = NULL;
+  if (s->a_regs) {
+    areg = tl_arena_alloc(p->a, sizeof(char *) * (size_t)((K / kstep) * MI));
+    const char *cvt = A->dtype == TL_BFLOAT16 ? "cvt.rn.bf16x2.f32" : "cvt.rn.f16x2.f32";
+    for (int64_t k = 0; k < K / kstep; k++)
+      for (int64_t i = 0; i < MI; i++) {
+        int64_t base = i * A->mma_ni * 4 + k * 8;
+        const char *w[4];
+        for (int q = 0; q < 4; q++) {
+          int64_t lo = base + (q / 2) * 4 + (q % 2) * 2;
+          if (A->packed) { /* its pairs already: word lo / 2 */
+            w[q] = S("%%fr%d_%" PRId64, A->slot, lo / 2);
+            continue;
+          }
+          w[q] = nr(p, CR);
+          ins(p, "%s %s, %%fr%d_%" PRId64 ", %%fr%d_%" PRId64, cvt, w[q], A->slot, lo + 1, A->slot, lo);
+        }
+        areg[k * MI + i] = S("{%s,%s,%s,%s}", w[0], w[1], w[2], w[3]);
+      }
+  }
   ins(p, "wgmma.fence.sync.aligned");
   p->wgmma = true;
   for (int64_t k = 0; k < K / kstep; k++) {
@@ -2054,8 +2235,8 @@ static void op_gemm(P *p, const tl_stmt *s) {
       ins(p, "add.s64 %s, %s, %" PRId64, db, db0, ob >> 4);
     }
     for (int64_t i = 0; i < MI; i++) {
-      int64_t oa = i * NW * 16 * Wa + kmajor_off(A, k);
-      const char *da = da0;
+      const char *da = areg ? areg[k * MI + i] : da0;
+      int64_t oa = areg ? 0 : i * NW * 16 * Wa + kmajor_off(A, k);
       if (oa) {
         da = nr(p, CD);
         ins(p, "add.s64 %s, %s, %" PRId64, da, da0, oa >> 4);
@@ -2066,7 +2247,67 @@ static void op_gemm(P *p, const tl_stmt *s) {
       ins(p, "%s", tl_ptx_wgmma(p->a, N, (int)kstep, cty, ty, acc, da, db, k == 0 && zero ? zero : one, tail));
     }
   }
+}
+
+/* Warpgroup ping-pong (pass_wspec.c's pingpong: emit_cuda.c's pp_turn_wait
+ * and pp_turn_pass, which say why): warpgroup w waits on named barrier
+ * PP_BAR + w (256 threads: its own 128 and the 128 of the one before, which
+ * arrive) before it issues a gemm, and lets warpgroup w + 1 (mod W) go
+ * after its commit. */
+#define PP_BAR 2
+static void pp_turn(P *p, bool pass) {
+  if (!p->pp_wg)
+    return;
+  const char *w = nr(p, CR);
+  ins(p, "shr.u32 %s, %s, 7", w, p->tid);
+  if (pass) {
+    ins(p, "add.s32 %s, %s, 1", w, w);
+    ins(p, "rem.u32 %s, %s, %d", w, w, p->pp_wg);
+  }
+  ins(p, "add.s32 %s, %s, %d", w, w, PP_BAR);
+  ins(p, "bar.%s %s, 256", pass ? "arrive" : "sync", w);
+}
+
+/* The late gemm g of the wspec loop being emitted (pass_overlap.c), for its
+ * iteration over the tiles `it` (a %rd register): its prefetched operands at
+ * that iteration's stage (emit_cuda.c's wgmma_issue_late). */
+static void gemm_issue_late(P *p, const tl_stmt *g, const char *it) {
+  const tl_stmt *loop = p->pipe;
+  const char **saved = tl_arena_alloc(p->a, sizeof(char *) * (size_t)(p->prog->nbuffer_slots + 1));
+  memcpy(saved, p->stage, sizeof(char *) * (size_t)(p->prog->nbuffer_slots + 1));
+  const char *st;
+  stage_parity(p, it, loop->pipe_stages, &st, NULL);
+  stage_addrs(p, loop, st);
+  gemm_issue(p, g);
+  memcpy(p->stage, saved, sizeof(char *) * (size_t)(p->prog->nbuffer_slots + 1));
+}
+
+/* A gemm on wgmma (emit_cuda.c's op_gemm_wgmma): issued in the warpgroup's
+ * turn of a ping-pong loop, committed, then waited for until wg_pending
+ * groups are in flight; with a late gemm (ov_gemm), the previous
+ * iteration's is issued after it as a second group (an empty one in the
+ * first iteration), the two one turn, and this gemm's group alone waited
+ * for. */
+static void op_gemm(P *p, const tl_stmt *s) {
+  if (s->ov_gemm && (!p->pipe || p->pipe->ov_gemm != s->ov_gemm))
+    return fail(p, s->pointer, "the PTX back end has overlapped gemms (pass_overlap.c) only in a wspec loop");
+  pp_turn(p, false);
+  gemm_issue(p, s);
   ins(p, "wgmma.commit_group.sync.aligned");
+  if (s->ov_gemm) {
+    int skip = new_label(p);
+    const char *first = nr(p, CP), *it = nr(p, CD);
+    ins(p, "setp.eq.s64 %s, %s, 0", first, p->pipe_c);
+    ins(p, "@%s bra L%d", first, skip);
+    ins(p, "sub.s64 %s, %s, 1", it, p->pipe_g);
+    gemm_issue_late(p, s->ov_gemm, it);
+    ins(p, "L%d:", skip);
+    ins(p, "wgmma.commit_group.sync.aligned");
+    pp_turn(p, true);
+    ins(p, "wgmma.wait_group.sync.aligned 1");
+    return;
+  }
+  pp_turn(p, true);
   ins(p, "wgmma.wait_group.sync.aligned %d", s->wg_pending);
 }
 
@@ -2088,9 +2329,20 @@ static void release_stage(P *p, const tl_stmt *s, const char *st) {
  * gemm's groups done, the stages of the last lag iterations. */
 static void wspec_loop(P *p, const tl_stmt *s) {
   int64_t S_ = s->pipe_stages, lag = s->wspec_lag;
+  int W = (int)(p->T / 128);
   const char *n = ex_to(p, s->extent, TL_INT64), *st0 = ex_to(p, s->start, TL_INT64);
+  if (s->pingpong) { /* warpgroup 0's first turn: warpgroup W - 1 arrives on its barrier */
+    const char *w = nr(p, CR), *q = nr(p, CP);
+    ins(p, "shr.u32 %s, %s, 7", w, p->tid);
+    ins(p, "setp.eq.u32 %s, %s, %d", q, w, W - 1);
+    ins(p, "@%s bar.arrive %d, 256", q, PP_BAR);
+    p->pp_wg = W;
+  }
   counted k = loop_open(p, "0", n);
   const char *c = k.c, *g = nr(p, CD), *stg, *par;
+  p->pipe = s;
+  p->pipe_c = c;
+  p->pipe_g = g;
   ins(p, "add.s64 %s, %s, %s", g, p->cit, c);
   stage_parity(p, g, S_, &stg, &par);
   mbar_wait(p, mbar_at(p, s->mbar, stg), par);
@@ -2099,9 +2351,15 @@ static void wspec_loop(P *p, const tl_stmt *s) {
   ins(p, "cvt.u32.u64 %s, %s", v, i);
   p->val[s->var->slot] = v;
   stage_addrs(p, s, stg);
-  for (int k = 0; k < s->body.n && !p->failed; k++)
-    if (!s->body.items[k]->prefetch)
-      emit_stmt(p, s->body.items[k]);
+  for (int k = 0; k < s->body.n && !p->failed; k++) {
+    const tl_stmt *b = s->body.items[k];
+    if (s->ov_gemm && b == s->ov_wait) /* the late gemm (pass_overlap.c), before what conflicts with it */
+      ins(p, "wgmma.wait_group.sync.aligned 0");
+    if (!b->prefetch)
+      emit_stmt(p, b);
+  }
+  if (s->ov_gemm && !s->ov_wait)
+    ins(p, "wgmma.wait_group.sync.aligned 0");
   if (s->barrier_end)
     barrier(p);
   if (lag) {
@@ -2115,6 +2373,26 @@ static void wspec_loop(P *p, const tl_stmt *s) {
     ins(p, "L%d:", skip);
   }
   loop_close(p, k);
+  if (s->pingpong) { /* the turn left over: warpgroup 0 takes it */
+    const char *w = nr(p, CR), *q = nr(p, CP);
+    p->pp_wg = 0;
+    ins(p, "shr.u32 %s, %s, 7", w, p->tid);
+    ins(p, "setp.eq.u32 %s, %s, 0", q, w);
+    ins(p, "@%s bar.sync %d, 256", q, PP_BAR);
+  }
+  if (s->ov_gemm) { /* the last iteration's late gemm, before its stage is freed (emit_cuda.c's late_tail) */
+    int skip = new_label(p);
+    const char *none = nr(p, CP), *it = nr(p, CD);
+    ins(p, "setp.le.s64 %s, %s, 0", none, n);
+    ins(p, "@%s bra L%d", none, skip);
+    ins(p, "add.s64 %s, %s, %s", it, p->cit, n);
+    ins(p, "sub.s64 %s, %s, 1", it, it);
+    gemm_issue_late(p, s->ov_gemm, it);
+    ins(p, "wgmma.commit_group.sync.aligned");
+    ins(p, "wgmma.wait_group.sync.aligned 0");
+    ins(p, "L%d:", skip);
+  }
+  p->pipe = NULL;
   if (s->wg_drain)
     ins(p, "wgmma.wait_group.sync.aligned 0");
   if (lag) { /* the stages of the last iterations, their groups done: the producer may be on the next tile */
@@ -2131,7 +2409,8 @@ static void wspec_loop(P *p, const tl_stmt *s) {
   for (int k = 0; k < s->body.n; k++)
     if (s->body.items[k]->prefetch)
       p->stage[s->body.items[k]->dst->sym->slot] = NULL;
-  barrier(p);
+  /* no block barrier here, as in emit_cuda.c: pass_barrier.c puts those that the statements after need (a
+   * barrier of all the consumers would make the warpgroups of a ping-pong loop end it together) */
 }
 
 /* A persistent kernel's walk over the grid's tiles (emit_cuda.c's open_tiles): from the block's linear
@@ -2256,6 +2535,8 @@ static void producer(P *p) {
   const char *q = nr(p, CP);
   ins(p, "setp.lt.u32 %s, %s, %" PRId64, q, p->tid, p->T);
   ins(p, "@%s bra L%d", q, cons);
+  if (g->wspec_regs[1]) /* the producer warpgroup gives up registers (all its threads: .sync.aligned) */
+    ins(p, "%s", tl_ptx_setmaxnreg(p->a, false, g->wspec_regs[0]));
   const char *q1 = nr(p, CP);
   ins(p, "setp.ne.u32 %s, %s, %" PRId64, q1, p->tid, p->T);
   ins(p, "@%s bra L%d", q1, out);
@@ -2298,6 +2579,8 @@ static void producer(P *p) {
   ins(p, "L%d:", out);
   ins(p, "ret");
   ins(p, "L%d:", cons);
+  if (g->wspec_regs[1]) /* and the program's threads take them */
+    ins(p, "%s", tl_ptx_setmaxnreg(p->a, true, g->wspec_regs[1]));
   p->cit = nr(p, CD);
   ins(p, "mov.b64 %s, 0", p->cit);
   p->bar = S("bar.sync 1, %" PRId64, p->T);
@@ -2320,14 +2603,17 @@ static void check_program(P *p) {
                     : g->nviews              ? "views"
                     : g->cl_size > 1         ? "thread-block clusters"
                     : g->epi_bytes           ? "TMA stores"
-                    : g->wspec_regs[1]       ? "setmaxnreg (nvJitLink compiles PTX as relocatable code, where ptxas "
-                                               "ignores it: C7504, and the consumers would keep the launch's registers)"
+                    : g->wspec_regs[1] && p->no_whole
+                        ? tl_arena_printf(p->a, "setmaxnreg without ptxas (nvJitLink compiles PTX as relocatable "
+                                          "code, where ptxas ignores it: C7504, and the consumers would keep the "
+                                          "launch's registers; ptxas: %s)", p->no_whole)
                     : (g->ntmaps || g->nmbar) && !tl_wspec_loop(g) ? "bulk tensor copies but by a producer warpgroup"
                     : g->wspec_threads && g->threads[1] * g->threads[2] != 1
                         ? "a producer warpgroup beside a block of several dimensions"
                                              : NULL;
   if (why)
     return fail(p, g->kptr, "the PTX back end has no %s yet", why);
+  p->whole = g->wspec_regs[1] != 0;
   for (int i = 0; i < g->nparams; i++) {
     const tl_sym *s = g->params[i];
     bool ok = s->kind == SYM_TENSOR ? elem_ok(s->dtype) || (mma8(s->dtype) && p->prog->fence_async)
@@ -2343,13 +2629,20 @@ static void check_program(P *p) {
       return fail(p, s->pointer, "the PTX back end has no rotating or viewed shared buffers, as '%s'", s->name);
     if (in_local(s) && (s->layout || s->viewed))
       return fail(p, s->pointer, "the PTX back end has no layouts or views of local array '%s'", s->name);
+    /* a packed fragment (16-bit floats of the mma layout in pairs, emit_cuda.c) is held as one register an
+     * element here, its values rounded as all 16-bit ones: the same values, packed where a wgmma reads it */
+    bool packed_ok = s->reg_layout == TL_LAYOUT_MMA && (s->dtype == TL_FLOAT16 || s->dtype == TL_BFLOAT16);
     if (!in_smem(s) && !in_local(s) &&
-        (!in_regs(s) || (s->reg_layout != TL_LAYOUT_BLOCKED && s->reg_layout != TL_LAYOUT_MMA) || s->packed ||
-         s->stages > 1))
-      return fail(p, s->pointer, "the PTX back end holds only shared buffers and register fragments of the blocked "
-                                 "and mma layouts, not '%s'", s->name);
+        (!in_regs(s) ||
+         (s->reg_layout != TL_LAYOUT_BLOCKED && s->reg_layout != TL_LAYOUT_MMA && s->reg_layout != TL_LAYOUT_MMA_ROWS) ||
+         (s->packed && !packed_ok) || s->stages > 1))
+      return fail(p, s->pointer, "the PTX back end holds only shared buffers and register fragments of the blocked, "
+                                 "mma and mma-rows layouts, not '%s'", s->name);
     if (!elem_ok(s->dtype) && !(in_smem(s) && mma8(s->dtype)))
       return fail(p, s->pointer, "the PTX back end has no fragments of %s yet", tl_dtype_name(s->dtype));
+    if (in_regs(s) && s->reg_layout == TL_LAYOUT_MMA_ROWS && (s->per_thread > TL_PTX_MAX_ACC || s->ndim != 1))
+      return fail(p, s->pointer, "fragment '%s' holds %" PRId64 " elements a thread; the PTX back end takes mma-rows "
+                  "fragments of 1 dimension and at most %d", s->name, s->per_thread, TL_PTX_MAX_ACC);
     if (in_regs(s) && s->reg_layout == TL_LAYOUT_MMA && (s->per_thread > TL_PTX_MAX_ACC || s->ndim != 2))
       return fail(p, s->pointer, "fragment '%s' holds %" PRId64 " elements a thread; the PTX back end takes mma-layout "
                   "fragments of 2 dimensions and at most %d", s->name, s->per_thread, TL_PTX_MAX_ACC);
@@ -2370,8 +2663,10 @@ static const char *ptx_param_type(const tl_sym *s) {
   }
 }
 
-char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, tl_error *err) {
-  P pp = {.a = a, .prog = prog, .err = err}, *p = &pp;
+char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, const char *no_whole, bool *whole,
+                  tl_error *err) {
+  P pp = {.a = a, .prog = prog, .err = err, .no_whole = no_whole}, *p = &pp;
+  *whole = false;
   const char *why;
   if (!tl_ptx_target_ok(t, &why)) {
     fail(p, NULL, "%s, not %s", why, t->name);
@@ -2386,6 +2681,7 @@ char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, tl_er
   p->dims = tl_arena_alloc(a, sizeof *p->dims * (size_t)(prog->nparams + 1));
   p->stage = tl_arena_alloc(a, sizeof(char *) * (size_t)(prog->nbuffer_slots + 1));
   p->bar = "bar.sync 0";
+  tl_fold_fills(a, &prog->body, &p->folded);
   /* the thread's index and the parameters */
   p->tid = nr(p, CR);
   ins(p, "mov.u32 %s, %%tid.x", p->tid);
@@ -2475,14 +2771,17 @@ char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, tl_er
   if (prog->persistent)
     tl = open_tiles(p);
   emit_body(p, &prog->body);
-  if (prog->persistent) { /* the next tile's statements after this one's */
-    barrier(p);
+  if (prog->persistent) { /* the next tile's statements after this one's: a barrier where they conflict (pass_wspec.c's
+                             tile_barrier, as emit_cuda.c) */
+    if (prog->tile_barrier)
+      barrier(p);
     close_tiles(p, tl);
   }
-  if (!p->failed && p->wgmma && p->call)
-    fail(p, prog->kptr, "the PTX back end leaves kernels with wgmma and '%s' to the CUDA one: ptxas makes that "
-                        "instruction a subroutine call, which in nvJitLink's relocatable code serializes the wgmma "
-                        "(C7509)", p->call);
+  if (!p->failed && p->wgmma && p->call && p->no_whole)
+    fail(p, prog->kptr, "the PTX back end leaves kernels with wgmma and '%s' to the CUDA one without ptxas (%s): "
+                        "ptxas makes that instruction a subroutine call, which in nvJitLink's relocatable code "
+                        "serializes the wgmma (C7509)", p->call, p->no_whole);
+  p->whole |= p->wgmma && p->call;
   if (p->failed)
     return NULL;
   ins(p, "ret");
@@ -2522,10 +2821,11 @@ char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, tl_er
       put(p, S("\t.local .align 4 .b8 l%d[%" PRId64 "]; // %s\n", s->slot, 4 * product(s->dims, s->ndim), s->name));
     if (!in_regs(s))
       continue;
-    put(p, S("\t.reg %s %%fr%d_<%" PRId64 ">; // %s\n", s->dtype == TL_INT32 ? ".b32" : ".f32", s->slot, s->per_thread,
-             s->name));
+    put(p, S("\t.reg %s %%fr%d_<%" PRId64 ">; // %s%s\n", s->dtype == TL_INT32 || s->packed ? ".b32" : ".f32", s->slot,
+             s->packed ? s->per_thread / 2 : s->per_thread, s->name, s->packed ? " (pairs of 16-bit halves)" : ""));
   }
   put(p, body);
   put(p, "}\n");
+  *whole = p->whole;
   return p->out.buf;
 }

@@ -885,6 +885,50 @@ const tl_sym *tl_body_owner(const tl_body *b, bool two_d) {
   return NULL;
 }
 
+/* A whole-buffer fill of zeros, or a constant if whose side taken is that fill alone: the fill, else NULL. */
+static const tl_stmt *zero_fill(const tl_stmt *s) {
+  if (s->kind == S_IF && s->value->kind == E_CONST) {
+    bool f = s->value->type == TL_TY_UREAL || (s->value->type >= 0 && s->value->type < TL_DTYPE_COUNT &&
+                                               tl_dtype_is_float((tl_dtype)s->value->type));
+    bool take = f ? s->value->val.f != 0 : s->value->val.i != 0;
+    const tl_body *b = take ? &s->body : &s->else_body;
+    return b->n == 1 ? zero_fill(b->items[0]) : NULL;
+  }
+  if (s->kind != S_FILL || s->value->kind != E_CONST)
+    return NULL;
+  bool f = s->value->type == TL_TY_UREAL ||
+           (s->value->type >= 0 && s->value->type < TL_DTYPE_COUNT && tl_dtype_is_float((tl_dtype)s->value->type));
+  if (f ? s->value->val.f != 0 : s->value->val.i != 0)
+    return NULL;
+  int64_t ext = 1, all = 1;
+  for (int d = 0; d < s->dst->ndim; d++)
+    ext *= s->dst->ext[d];
+  for (int d = 0; d < s->dst->sym->ndim; d++)
+    all *= s->dst->sym->dims[d];
+  return ext == all ? s : NULL;
+}
+
+void tl_fold_fills(tl_arena *a, const tl_body *b, tl_vec *out) {
+  for (int i = 0; i < b->n; i++) {
+    const tl_stmt *s = b->items[i], *f = i + 1 < b->n ? zero_fill(s) : NULL, *g = f ? b->items[i + 1] : NULL;
+    if (g && g->kind == S_GEMM && g->use_wgmma && !g->ov_late && !g->clear_accum && g->C == f->dst->sym) {
+      tl_vec_push(a, out, (void *)f);
+      tl_vec_push(a, out, (void *)g);
+    }
+    if (tl_stmt_kind_flags(s->kind) & TL_KIND_BODY)
+      tl_fold_fills(a, &s->body, out);
+    if (tl_stmt_kind_flags(s->kind) & TL_KIND_ELSE)
+      tl_fold_fills(a, &s->else_body, out);
+  }
+}
+
+bool tl_vec_has(const tl_vec *v, const void *item) {
+  for (int i = 0; i < v->n; i++)
+    if (v->items[i] == item)
+      return true;
+  return false;
+}
+
 const tl_stmt *tl_wspec_loop(const tl_program *p) {
   for (int i = 0; i < p->body.n; i++)
     if (p->body.items[i]->kind == S_LOOP && p->body.items[i]->wspec)

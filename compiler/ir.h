@@ -868,6 +868,14 @@ typedef struct tl_program {
 
 /* The kernel's warp-specialized loop (pass_wspec.c: at its top level), or NULL. */
 const tl_stmt *tl_wspec_loop(const tl_program *p);
+/* The fills that a gemm on wgmma clears C instead of (both NVIDIA emitters: scale-d false in its first k
+ * step, the same results without C's registers written twice), then those gemms, pushed onto out: a
+ * whole-buffer fill of zeros (or a constant if whose side taken is that fill alone: flash attention's mask
+ * or clear) just before the gemm of its buffer in the same body, the gemm not late (pass_overlap.c) and
+ * not clearing C itself. */
+void tl_fold_fills(tl_arena *a, const tl_body *b, tl_vec *out);
+/* Is item in v? */
+bool tl_vec_has(const tl_vec *v, const void *item);
 
 /* The analyses between pass_pipeline and the emitter (pass.h), as bits of
  * tl_program.lowered. */

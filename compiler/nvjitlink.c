@@ -3,6 +3,7 @@
  * of the direct PTX back end (emit_ptx.c), opened with dlopen as NVRTC is,
  * so that a compile on that path never loads NVRTC.
  */
+#define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
@@ -100,6 +101,15 @@ tl_status tl_nvjitlink_open(tl_nvjitlink **out, tl_error *err) {
   }
   *out = h;
   return TL_OK;
+}
+
+void tl_nvjitlink_dir(const tl_nvjitlink *h, char *buf, size_t cap) {
+  Dl_info info;
+  buf[0] = 0;
+  if (dladdr(*(void **)&h->Version, &info) && info.dli_fname && strchr(info.dli_fname, '/')) {
+    snprintf(buf, cap, "%s", info.dli_fname);
+    *strrchr(buf, '/') = 0;
+  }
 }
 
 void tl_nvjitlink_describe(const tl_nvjitlink *h, char *buf, size_t cap) {

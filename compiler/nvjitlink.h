@@ -29,6 +29,9 @@ typedef struct tl_nvjitlink tl_nvjitlink;
 tl_status tl_nvjitlink_open(tl_nvjitlink **out, tl_error *err);
 /* "nvJitLink 13.0 (libnvJitLink.so.13)" into buf. */
 void tl_nvjitlink_describe(const tl_nvjitlink *h, char *buf, size_t cap);
+/* The directory of the library opened, into buf ("" when unknown): ptxas
+ * is looked for beside it (ptxas.h). */
+void tl_nvjitlink_dir(const tl_nvjitlink *h, char *buf, size_t cap);
 /* Assembles ptx for arch ("sm_90a") at -O3 with ptxas verbose, without
  * nvJitLink's own cache (-no-cache: it would start the CUDA driver), and
  * -maxrregcount when max_registers is not 0, into out (free it with

@@ -171,10 +171,14 @@ const tl_sym *tl_body_owner(const tl_body *b, bool two_d);
 /* emit_ptx.c: the PTX text of a program placed and lowered as for
  * tl_emit, for target t, when every statement is in its subset (the file's
  * header lists it); else NULL with *err TL_UNSUPPORTED naming the first
- * statement outside it (its pointer in err->pointer).  It only prints. */
+ * statement outside it (its pointer in err->pointer).  It only prints.
+ * *whole: the PTX must be assembled as a whole program (ptxas.h: setmaxnreg,
+ * or wgmma beside a subroutine call); no_whole, when not NULL, says why it
+ * cannot be, and such a program is refused. */
 #define TL_PTX_MAX_PER_THREAD 64 /* elements of one register fragment of the blocked layout a thread holds */
 #define TL_PTX_MAX_ACC 256       /* ... of the mma layout (a wgmma accumulator) */
-char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, tl_error *err);
+char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, const char *no_whole, bool *whole,
+                  tl_error *err);
 /* Can emit_ptx.c build for t (sm_80 to sm_90a cubins)?  If not, *why says so. */
 bool tl_ptx_target_ok(const tl_target *t, const char **why);
 

@@ -39,3 +39,7 @@ const char *tl_ptx_wgmma_tail(tl_arena *a, int es, bool ints, bool a_regs, bool 
     return tl_arena_printf(a, ", 1, 1%s, %d", a_regs ? "" : ", 0", trans_b ? 0 : 1);
   return ints ? "" : ", 1, 1";
 }
+
+const char *tl_ptx_setmaxnreg(tl_arena *a, bool inc, int count) {
+  return tl_arena_printf(a, "setmaxnreg.%s.sync.aligned.u32 %d", inc ? "inc" : "dec", count);
+}

@@ -36,5 +36,7 @@ const char *tl_ptx_wgmma(tl_arena *a, int64_t n, int k, const char *ctype, const
  * 16-bit: scale A, scale B, (not with A from registers) transpose A,
  * transpose B; 8-bit float: the scales; integers: none. */
 const char *tl_ptx_wgmma_tail(tl_arena *a, int es, bool ints, bool a_regs, bool trans_b);
+/* setmaxnreg: the warpgroup's threads raise (inc) or lower their registers to count. */
+const char *tl_ptx_setmaxnreg(tl_arena *a, bool inc, int count);
 
 #endif

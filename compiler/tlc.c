@@ -637,6 +637,11 @@ static int cmd_targets(void) {
     printf("# %s: assembles the PTX back end's PTX for sm_ targets (--backend)\n", jl);
   else
     printf("# no nvJitLink: the PTX back end makes PTX (compute_ targets) only: %s\n", why);
+  const char *pa = tl_compiler_ptxas(&why);
+  if (pa)
+    printf("# %s: assembles the PTX back end's kernels with setmaxnreg (whole program)\n", pa);
+  else
+    printf("# no ptxas: kernels with setmaxnreg are built by NVRTC: %s\n", why);
   printf("%-12s %-6s %4s %13s %-58s %s\n", "# target", "binary", "warp", "shared-memory", "features", "toolchain");
   for (; *list; list++) {
     const char *by = tl_compiler_target_toolchain(*list);

@@ -145,6 +145,12 @@ const char *const *tl_compiler_targets(const char **toolchain, tl_error *err);
  * "nvJitLink 13.0 (libnvJitLink.so.13)", opened once; NULL when it is not
  * found, with *why (when why is not NULL) saying what was tried. */
 const char *tl_compiler_nvjitlink(const char **why);
+/* The PTX back end's whole-program assembler (ptxas.h: kernels with
+ * setmaxnreg): "ptxas 13.0.88 (/usr/local/cuda/bin/ptxas)", looked for
+ * once, beside nvJitLink; NULL when it is not found or does not run, with
+ * *why (when why is not NULL) saying why: such kernels then build through
+ * NVRTC. */
+const char *tl_compiler_ptxas(const char **why);
 
 /* The description of the toolchain that offers target ("sm_90a": the
  * NVRTC's, "gfx942": the AMD one's), or NULL when none does.  Owned by the

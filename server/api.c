@@ -139,6 +139,7 @@ static int get_info(tl_srv_req *r) {
                     tl_compiler_id, tl_compiler_digest);
   str_or_why(&b, "toolchain", s->toolchain, s->toolchain_error);
   str_or_why(&b, "nvjitlink", s->nvjitlink, s->nvjitlink_error); /* the PTX back end's assembler */
+  str_or_why(&b, "ptxas", s->ptxas, s->ptxas_error);             /* ... of kernels with setmaxnreg */
   tl_srv_buf_puts(&b, ", \"targets\": [");
   for (int i = 0; s->targets && s->targets[i]; i++) {
     tl_srv_buf_puts(&b, i ? ", \"" : "\"");

@@ -810,6 +810,9 @@ tl_status tl_srv_start(const tl_srv_config *cfg, const char *exe, tl_srv **out, 
   const char *jl_why = NULL; /* nvJitLink, the PTX back end's assembler (loaded here once, as NVRTC) */
   if (!(s->nvjitlink = tl_compiler_nvjitlink(&jl_why)))
     snprintf(s->nvjitlink_error, sizeof s->nvjitlink_error, "%s", jl_why ? jl_why : "not found");
+  const char *pa_why = NULL; /* ptxas, its whole-program assembler (run as a process by the workers) */
+  if (!(s->ptxas = tl_compiler_ptxas(&pa_why)))
+    snprintf(s->ptxas_error, sizeof s->ptxas_error, "%s", pa_why ? pa_why : "not found");
 
   /* the cache */
   s->cache_opts.max_bytes = cfg->cache_max_bytes;

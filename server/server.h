@@ -696,6 +696,8 @@ typedef struct tl_srv {
   char toolchain_error[TL_ERROR_MESSAGE_MAX];
   const char *nvjitlink;      /* the PTX back end's assembler, or NULL (then nvjitlink_error) */
   char nvjitlink_error[TL_ERROR_MESSAGE_MAX];
+  const char *ptxas;          /* the PTX back end's whole-program assembler (setmaxnreg), or NULL (then ptxas_error) */
+  char ptxas_error[TL_ERROR_MESSAGE_MAX];
   atomic_bool draining;
   atomic_int active;          /* requests begun and not yet completed */
   int64_t start_us;

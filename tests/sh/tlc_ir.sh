@@ -253,9 +253,15 @@ ir=$("$TLC" compile examples/flash_attention.json --target sm_80 -D num_stages=1
 printf '%s\n' "$ir" | grep -qF -- "gemm acc_s_cast x V_shared -> acc_o [mma.sync m16n8k16] [A in registers]" ||
   fail "flash on sm_80: P is not mma.sync's A in registers"
 # the RS form of wgmma in the PTX: A from four registers, B through its descriptor, B transposed (N-major V)
-"$TLC" compile examples/flash_attention.json --target compute_90a -o "$tmp/fa.ptx" 2>/dev/null || fail "flash for compute_90a"
+# (NVVM's, through the CUDA back end, and the PTX back end's, P's packed registers themselves)
+"$TLC" compile examples/flash_attention.json --target compute_90a --backend cuda -o "$tmp/fa.ptx" 2>/dev/null ||
+  fail "flash for compute_90a"
 grep -qE 'wgmma\.mma_async\.sync\.aligned\.m64n128k16\.f32\.f16\.f16 *\{[^}]*\}, *\{%r[0-9]+, *%r[0-9]+, *%r[0-9]+, *%r[0-9]+\}, *%rd[0-9]+, *p, *1, *1, *1;' "$tmp/fa.ptx" ||
   fail "the PTX of flash for sm_90a lacks wgmma with A from registers"
+"$TLC" compile examples/flash_attention.json --target compute_90a --backend ptx -o "$tmp/fp.ptx" 2>/dev/null ||
+  fail "flash for compute_90a --backend ptx"
+grep -qE 'wgmma\.mma_async\.sync\.aligned\.m64n128k16\.f32\.f16\.f16 \{[^}]*\}, \{%fr[0-9]+_[0-9]+,%fr[0-9]+_[0-9]+,%fr[0-9]+_[0-9]+,%fr[0-9]+_[0-9]+\}, %rd[0-9]+, %p[0-9]+, 1, 1, 1;' "$tmp/fp.ptx" ||
+  fail "the PTX back end's flash lacks wgmma with A from registers"
 src=$("$TLC" compile examples/flash_attention.json --target sm_90a --emit cuda) || fail "tlc compile flash --emit cuda"
 printf '%s\n' "$src" | grep -qF "unsigned r_acc_s_cast[32]; /* pairs of float16 */" || fail "P is not declared as 32 pairs"
 printf '%s\n' "$src" | grep -qF "r_acc_s_cast[tl_r / 2] = tl_pair;" || fail "the copy into P does not write pairs"

@@ -8,21 +8,32 @@
 #     row reductions in a serial loop, the thread_transpose and row_stats
 #     goldens, and on sm_90a the wgmma gemms: examples/gemm.json, dynamic M,
 #     bfloat16, B transposed, rasterized, K tiles grouped with a last one
-#     on cp.async, float8 and uint8 with one consumer warpgroup; not with setmaxnreg, which ptxas
-#     ignores in nvJitLink's relocatable code);
+#     on cp.async, float8 and uint8 with one consumer warpgroup, and with
+#     setmaxnreg, assembled whole by ptxas run as a process (compiler/ptxas.c:
+#     nvJitLink's relocatable code would ignore it, C7504));
 #     a program outside it says why not (the first statement outside, with
 #     its pointer), in --emit ir and in the metadata;
 #   - the gemms' PTX has the tensor-core forms (bulk tensor copies,
-#     mbarrier waits, wgmma with groups in flight, the producer's return)
+#     mbarrier waits, wgmma with groups in flight, the producer's return),
+#     and flash attention's (P V on wgmma with A from P's packed registers,
+#     row reductions of mma fragments by shuffles, the late gemm, ping-pong
+#     turns on named barriers) in float16 and bfloat16, causal, head dim 64
+#     on three warpgroups, and not overlapped,
 #     and ptxas gives it no spills and at most 16 registers a thread more
 #     than the CUDA back end's PTX (ptxas -v of both, printed), and
-#     through nvJitLink no "Potential Performance Loss" (C75xx: wgmma
-#     serialized by a subroutine call, setmaxnreg ignored);
+#     no "Potential Performance Loss" (C75xx: wgmma serialized by a
+#     subroutine call, setmaxnreg ignored) that the CUDA path's build does
+#     not report too (flash's C7519, a warpgroup.arrive ptxas adds, both
+#     have);
 #   - a compile with --backend ptx never loads NVRTC nor libcuda (the
 #     loader's trace: nvJitLink's own cache is off; in mode auto NVRTC is
 #     opened for its identity, which the build key names), and its
 #     metadata has every resource figure (ptxas's report through nvJitLink);
 #     with NVRTC hidden (TL_NVRTC pointing nowhere) it still compiles;
+#   - ptxas (the whole-program assembler) named in the toolchain line (the
+#     build key's) and in `tlc targets`; without it (TL_PTXAS pointing
+#     nowhere), or when it fails, a setmaxnreg kernel is built by NVRTC and
+#     says why, and --backend ptx refuses it with the reason;
 #   - bad input: --backend ptx for a program outside the subset or a target
 #     outside sm_80..sm_90a, an unknown back end (option, flag, TL_BACKEND),
 #     --emit cuda with --backend ptx;
@@ -67,18 +78,26 @@ done
 echo "ok: $n programs built by the PTX back end assemble with ptxas for sm_80 (where it builds them) and sm_90a"
 
 # the wgmma gemms (sm_90a): in the subset, with their forms, and no worse in registers than the CUDA path
-gemm_case() { # PROGRAM [-D ...]: ptxas -v of both back ends' PTX
+gemm_forms='cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes
+mbarrier.arrive.expect_tx.shared::cta.b64
+mbarrier.try_wait.parity.shared::cta.b64
+wgmma.fence.sync.aligned
+wgmma.mma_async.sync.aligned.m64n
+wgmma.commit_group.sync.aligned
+wgmma.wait_group.sync.aligned 1
+wgmma.wait_group.sync.aligned 0
+cvta.param.u64'
+forms=$gemm_forms
+: >"$tmp/lacks"
+gemm_case() { # PROGRAM [-D ...]: its PTX has $forms; ptxas -v of both back ends' PTX
   f=$1
   shift
   "$TLC" compile "$f" --target sm_90a --emit ir "$@" | grep -q '^backend ptx$' || fail "$f $*: not built by the PTX back end"
   "$TLC" compile "$f" --target compute_90a --emit ptx -o "$tmp/p.ptx" "$@" 2>"$tmp/err" || fail "$f $*: $(cat "$tmp/err")"
-  for form in 'cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes' \
-              'mbarrier.arrive.expect_tx.shared::cta.b64' 'mbarrier.try_wait.parity.shared::cta.b64' \
-              'wgmma.fence.sync.aligned' 'wgmma.mma_async.sync.aligned.m64n' 'wgmma.commit_group.sync.aligned' \
-              'wgmma.wait_group.sync.aligned 1' 'wgmma.wait_group.sync.aligned 0' 'fence.proxy.async.shared::cta' \
-              'cvta.param.u64' 'bar.sync 1, '; do
-    grep -qF "$form" "$tmp/p.ptx" || fail "$f $*: the PTX lacks $form"
+  printf '%s\n' "$forms" | while IFS= read -r form; do
+    [ -z "$form" ] || grep -qF -- "$form" "$tmp/p.ptx" || { echo "$form" >"$tmp/lacks"; break; }
   done
+  [ ! -s "$tmp/lacks" ] || fail "$f $*: the PTX lacks $(cat "$tmp/lacks")"
   "$TLC" compile "$f" --target compute_90a --emit ptx --backend cuda -o "$tmp/c.ptx" "$@" 2>"$tmp/err" ||
     fail "$f $* (cuda): $(cat "$tmp/err")"
   for b in p c; do
@@ -89,7 +108,13 @@ gemm_case() { # PROGRAM [-D ...]: ptxas -v of both back ends' PTX
   echo "  $f $*: registers ptx $rp cuda $rc, spill stores ptx $sp cuda $sc"
   "$TLC" compile "$f" --target sm_90a --emit meta "$@" >"$tmp/m.json" 2>"$tmp/err" || fail "$f $*: $(cat "$tmp/err")"
   grep -q '"backend": "ptx"' "$tmp/m.json" || fail "$f $*: the metadata does not say ptx"
-  if grep -o 'C75[0-9][0-9]) [^\]*' "$tmp/m.json"; then fail "$f $*: ptxas (nvJitLink) reports a performance loss"; fi
+  if grep -q 'C75[0-9][0-9])' "$tmp/m.json"; then # a performance loss the CUDA path's ptxas does not report too
+    "$TLC" compile "$f" --target sm_90a --emit meta --backend cuda "$@" >"$tmp/mc.json" 2>"$tmp/err" || fail "$f $*: $(cat "$tmp/err")"
+    for c in $(grep -o 'C75[0-9][0-9])' "$tmp/m.json" | sort -u); do
+      grep -qF "$c" "$tmp/mc.json" ||
+        fail "$f $*: ptxas reports a performance loss on the PTX path only: $(grep -o "$c [^\\]*" "$tmp/m.json" | head -1)"
+    done
+  fi
   [ -n "$rp" ] && [ -n "$rc" ] && [ "$rp" -le $((rc + 16)) ] || fail "$f $*: $rp registers on the PTX path, $rc on the CUDA one"
   [ "$sp" = 0 ] || [ "$sp" -le "$sc" ] || fail "$f $*: the PTX path spills $sp bytes, the CUDA one $sc"
 }
@@ -104,11 +129,69 @@ gemm_case tests/gpu/programs/gemm_fp8_f32out.json -D M=300 -D N=500 -D K=208 -D 
 grep -qF 'wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3' "$tmp/p.ptx" || fail "gemm_fp8_f32out: no e4m3 wgmma"
 gemm_case tests/gpu/programs/gemm_uint8.json -D M=1000 -D N=1100 -D K=208 -D threads=128
 grep -qF 'wgmma.mma_async.sync.aligned.m64n128k32.s32.u8.u8' "$tmp/p.ptx" || fail "gemm_uint8: no u8 wgmma"
-# a kernel with setmaxnreg stays on the CUDA path, and says why
-"$TLC" compile bench/programs/gemm_raster.json --target sm_90a --emit ir -D threads=256 | grep -qF \
-  'backend cuda, not ptx: /kernel: the PTX back end has no setmaxnreg (nvJitLink compiles PTX as relocatable code' ||
-  fail "gemm_raster threads=256 (setmaxnreg): not refused with the reason"
-echo "ok: the wgmma gemms are built by the PTX back end, with their forms, registers and spills as the CUDA path's"
+# kernels with setmaxnreg (a producer warpgroup beside 2 consumer ones): assembled whole by ptxas, which keeps it
+gemm_case bench/programs/gemm_raster.json -D block_K=64 -D threads=256
+gemm_case bench/programs/gemm_raster.json -D block_N=256 -D block_K=64 -D threads=256
+for form in 'setmaxnreg.dec.sync.aligned.u32 40' 'setmaxnreg.inc.sync.aligned.u32 232'; do
+  grep -qF "$form" "$tmp/p.ptx" || fail "gemm_raster threads=256: the PTX lacks $form"
+done
+grep -q '"registers": 168,' "$tmp/m.json" || fail "gemm_raster threads=256: not 168 registers (65536 / 384) at entry"
+grep -q '"toolchain": "NVRTC [^"]*; nvJitLink [^"]*; ptxas [0-9.]* (' "$tmp/m.json" ||
+  fail "the toolchain line does not name ptxas: $(grep '"toolchain"' "$tmp/m.json")"
+"$TLC" targets | grep -q '^# ptxas [0-9.]* (.*): assembles' || fail "tlc targets does not name ptxas"
+# without ptxas: NVRTC builds it, saying why; the toolchain line (so the build key: compile.c manifest_of) says
+# "no ptxas"; --backend ptx refuses it
+TL_PTXAS=/nonexistent/ptxas "$TLC" compile bench/programs/gemm_raster.json --target sm_90a --emit meta -D threads=256 \
+  >"$tmp/n.json" 2>"$tmp/err" || fail "without ptxas: $(cat "$tmp/err")"
+grep -q '"backend": "cuda"' "$tmp/n.json" || fail "without ptxas: a setmaxnreg kernel not built by NVRTC"
+grep -qF '"backend_why_not_ptx": "/kernel: the PTX back end has no setmaxnreg without ptxas (nvJitLink compiles PTX as relocatable code' "$tmp/n.json" ||
+  fail "without ptxas: no reason: $(grep backend_why "$tmp/n.json")"
+grep -qF '/nonexistent/ptxas (not an executable file)' "$tmp/n.json" || fail "without ptxas: the reason does not say what was tried"
+grep -q '"toolchain": "NVRTC [^"]*; nvJitLink [^"]*; no ptxas"' "$tmp/n.json" || fail "without ptxas: the toolchain line"
+TL_PTXAS=/nonexistent/ptxas "$TLC" targets | grep -q '^# no ptxas: ' || fail "tlc targets does not say there is no ptxas"
+TL_PTXAS=/nonexistent/ptxas "$TLC" compile bench/programs/gemm_raster.json --target sm_90a -D threads=256 \
+  --backend ptx -o "$tmp/x" 2>"$tmp/err" && fail "--backend ptx without ptxas built a setmaxnreg kernel"
+grep -qF 'backend ptx: the PTX back end has no setmaxnreg without ptxas' "$tmp/err" || fail "--backend ptx without ptxas: $(cat "$tmp/err")"
+# a ptxas that fails: NVRTC builds it, with ptxas's message
+printf '#!/bin/sh\ncase "$1" in --version) exec "%s" --version ;; esac\necho "ptxas fatal : made to fail" >&2\nexit 3\n' \
+  "$PTXAS" >"$tmp/badptxas" && chmod +x "$tmp/badptxas"
+TL_PTXAS="$tmp/badptxas" "$TLC" compile bench/programs/gemm_raster.json --target sm_90a --emit meta -D threads=256 \
+  >"$tmp/n.json" 2>"$tmp/err" || fail "with a failing ptxas: $(cat "$tmp/err")"
+grep -q '"backend": "cuda"' "$tmp/n.json" || fail "with a failing ptxas: not built by NVRTC"
+grep -qF 'ptxas failed to assemble the PTX for sm_90a (exit 3): ptxas fatal : made to fail' "$tmp/n.json" ||
+  fail "with a failing ptxas: no reason: $(grep backend_why "$tmp/n.json")"
+echo "ok: the wgmma gemms (setmaxnreg through ptxas) are built by the PTX back end, with their forms, registers and spills as the CUDA path's"
+
+# flash attention (sm_90a): P V on wgmma with A from registers (P packed in pairs of halves), row max and sum of
+# mma-layout fragments by quads of lanes, exp2, the late P V gemm (pass_overlap.c), the warpgroups' ping-pong
+# turns on named barriers, setmaxnreg: the same registers and no spills
+forms='cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes
+setmaxnreg.inc.sync.aligned.u32
+wgmma.wait_group.sync.aligned 0
+cvt.rn.f16x2.f32 %fr
+shfl.sync.bfly.b32
+ex2.approx.ftz.f32
+bar.arrive 2, 256
+fence.proxy.async.shared::cta
+bar.sync 1, 
+wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {'
+export TL_BACKEND=ptx # mode auto keeps flash on the CUDA back end (its kernel is faster there: bench/compile.md)
+gemm_case examples/flash_attention.json -D seq_len=300
+grep -q 'wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {[^}]*}, {%fr[0-9]*_[0-9]*,%fr' "$tmp/p.ptx" ||
+  fail "flash: P V's wgmma does not take A from P's packed registers"
+grep -qF 'wgmma.wait_group.sync.aligned 1' "$tmp/p.ptx" || fail "flash: no late gemm (wait_group 1)"
+gemm_case examples/flash_attention.json -D is_causal=true -D dim=64
+gemm_case examples/flash_attention.json -D seq_len=300 -D dim=64 -D block_M=192 -D threads=384
+gemm_case examples/flash_attention.json -D overlap=false
+forms='cvt.rn.bf16x2.f32 %fr
+wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {'
+gemm_case tests/gpu/programs/flash_attention_bf16.json
+unset TL_BACKEND
+"$TLC" compile examples/flash_attention.json --target sm_90a --emit ir | grep -qF \
+  'backend cuda, not ptx: /kernel/body/17: a loop with a late gemm or ping-pong turns runs 5% slower' ||
+  fail "mode auto does not keep flash on the CUDA back end with the reason"
+forms=$gemm_forms
+echo "ok: flash attention is built by the PTX back end, with its forms, registers and spills as the CUDA path's"
 
 # outside the subset: why not, with the statement's pointer, in --emit ir and the metadata
 "$TLC" compile tests/gpu/programs/math_fns.json --target sm_90a --emit ir | grep -qF \

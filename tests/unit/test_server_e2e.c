@@ -32,7 +32,8 @@
  *                     each with the reason this test's own process finds;
  *                     a compile request for one is refused with it;
  *                     /v1/info's nvjitlink is the PTX back end's assembler
- *                     this process finds (or null, with nvjitlink_error)
+ *                     this process finds (or null, with nvjitlink_error),
+ *                     and ptxas its whole-program one (or ptxas_error)
  *
  * Skips (exit 0 with a message) when the server has no toolchain (NVRTC).
  * Environment: TL_BUILD (default build), TL_SRCDIR (default .).
@@ -779,6 +780,15 @@ static void test_not_offered(void **state) {
   } else {
     assert_true(njl && json_is_null(njl));
     assert_string_equal(json_string_value(json_object_get(j, "nvjitlink_error")), jl_why);
+  }
+  const char *pa_why = NULL, *pa = tl_compiler_ptxas(&pa_why); /* and its whole-program one */
+  json_t *npa = json_object_get(j, "ptxas");
+  if (pa) {
+    assert_string_equal(json_string_value(npa), pa);
+    assert_null(json_object_get(j, "ptxas_error"));
+  } else {
+    assert_true(npa && json_is_null(npa));
+    assert_string_equal(json_string_value(json_object_get(j, "ptxas_error")), pa_why);
   }
   json_decref(j);
   resp_free(&r);
