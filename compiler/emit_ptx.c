@@ -2177,6 +2177,9 @@ static void gemm_issue(P *p, const tl_stmt *s) {
                     : s->a_regs && (!in_regs(A) || A->reg_layout != TL_LAYOUT_MMA || A->ndim != 2 ||
                                     (A->dtype != TL_FLOAT16 && A->dtype != TL_BFLOAT16) || A->mma_mi != C->mma_mi)
                         ? "wgmma with A from registers but a 16-bit fragment of C's mma layout"
+                    : s->a_regs && s->wg_pending > 0
+                        ? "wgmma with A from registers left in flight (emit_cuda.c keeps the registers it reads "
+                          "in two sets, held_a; ptxas would reuse them after the issue)"
                     : (!s->a_regs && (A->rotates || !in_smem(A))) || B->rotates || !in_smem(B) ? "rotating wgmma operands"
                                                                                               : NULL;
   if (why)
