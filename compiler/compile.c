@@ -949,21 +949,11 @@ again:;
     const char *no_whole = NULL;
     if (t.binary == TL_BINARY_CUBIN)
       tl_compiler_ptxas(&no_whole);
-    if ((src = tl_emit_ptx(arena, prog, &t, no_whole, &whole, &e)) && whole && t.binary == TL_BINARY_CUBIN &&
-        !req->source_only) { /* assembled here, so that a failure of ptxas may fall back to NVRTC */
-      if (tl_ptxas_assemble(pa, src, t.name, opt.max_registers, &built, &e) == TL_OK) {
-        assembled = true;
-      } else {
-        tl_toolchain_out_free(&built);
-        src = NULL;
-      }
-    }
+    src = tl_emit_ptx(arena, prog, &t, no_whole, &whole, &e);
     /* kernel speed first: flash attention's schedule (a late gemm or ping-pong turns) runs 5% slower from the
      * PTX back end than from the CUDA one on the H100 (bench/compile.md, session 8): in mode auto, CUDA */
     const tl_stmt *wl = src && p.th && strcmp(p.mode, "auto") == 0 ? tl_wspec_loop(prog) : NULL;
     if (wl && (wl->ov_gemm || wl->pingpong)) {
-      tl_toolchain_out_free(&built);
-      assembled = false;
       src = NULL;
       tl_error_set_at(&e, TL_UNSUPPORTED, wl->pointer, 0,
                       "a loop with a late gemm or ping-pong turns runs 5%% slower from the PTX back end than from the "
@@ -972,12 +962,19 @@ again:;
       /* correctness first: a setmaxnreg kernel assembled by ptxas hung on the H100 (the float8 block-scaled
        * gemm of bench/programs/gemm_fp8_blockscaled_raster.json with late=false, session 8, cause not found):
        * in mode auto, CUDA */
-      tl_toolchain_out_free(&built);
-      assembled = false;
       src = NULL;
       tl_error_set_at(&e, TL_UNSUPPORTED, "/kernel", 0,
                       "a setmaxnreg kernel assembled by ptxas hung on the H100 (bench/compile.md, session 8); "
                       "--backend ptx takes it");
+    }
+    if (src && whole && t.binary == TL_BINARY_CUBIN && !req->source_only) {
+      /* assembled here, after the choice, so that a failure of ptxas may fall back to NVRTC */
+      if (tl_ptxas_assemble(pa, src, t.name, opt.max_registers, &built, &e) == TL_OK) {
+        assembled = true;
+      } else {
+        tl_toolchain_out_free(&built);
+        src = NULL;
+      }
     }
     if (!src && strcmp(p.mode, "ptx") == 0) {
       st = tl_error_set_at(err, TL_UNSUPPORTED, e.pointer, 0, "backend ptx: %s", e.message);
