@@ -949,16 +949,16 @@ again:;
     const char *no_whole = NULL;
     if (t.binary == TL_BINARY_CUBIN)
       tl_compiler_ptxas(&no_whole);
-    src = tl_emit_ptx(arena, prog, &t, no_whole, &whole, &e);
     /* kernel speed first: flash attention's schedule (a late gemm or ping-pong turns) runs 5% slower from the
-     * PTX back end than from the CUDA one on the H100 (bench/compile.md, session 8): in mode auto, CUDA */
-    const tl_stmt *wl = src && p.th && strcmp(p.mode, "auto") == 0 ? tl_wspec_loop(prog) : NULL;
+     * PTX back end than from the CUDA one on the H100 (bench/compile.md, session 8): in mode auto, CUDA,
+     * decided before any PTX is emitted */
+    const tl_stmt *wl = p.th && strcmp(p.mode, "auto") == 0 ? tl_wspec_loop(prog) : NULL;
     if (wl && (wl->ov_gemm || wl->pingpong)) {
-      src = NULL;
       tl_error_set_at(&e, TL_UNSUPPORTED, wl->pointer, 0,
                       "a loop with a late gemm or ping-pong turns runs 5%% slower from the PTX back end than from the "
                       "CUDA one (bench/compile.md); --backend ptx takes it");
-    } else if (src && whole && p.th && strcmp(p.mode, "auto") == 0) {
+    } else if ((src = tl_emit_ptx(arena, prog, &t, no_whole, &whole, &e)) && whole && p.th &&
+               strcmp(p.mode, "auto") == 0) {
       /* correctness first: a setmaxnreg kernel assembled by ptxas hung on the H100 (the float8 block-scaled
        * gemm of bench/programs/gemm_fp8_blockscaled_raster.json with late=false, session 8, cause not found):
        * in mode auto, CUDA */
