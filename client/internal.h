@@ -154,6 +154,7 @@ typedef struct tl_meta {
   int nkernels;           /* 0 in formats 1 and 2 */
   struct tl_meta *kernels[TL_META_KERNELS_MAX];
   int nworkspaces;
+  bool ws_zeroed[TL_MAX_WORKSPACES]; /* "zeroed": all zeros at each launch's start; the launch leaves it so */
 } tl_meta;
 
 /* The bytes of each workspace of a format-3 m for a launch with args (the

@@ -3,6 +3,7 @@
  * metadata on a GPU of gpudrv.h, and launching it through the launch plan
  * of meta.c.  Shared by libtlclient (device.c) and `tlc run --device`.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,9 @@ struct tl_kernel {
   tl_gpu_func *fns[TL_META_KERNELS_MAX];
   tl_gpu_ptr ws;
   uint64_t ws_bytes;
+  uint64_t ws_off[TL_MAX_WORKSPACES + 1]; /* the last launch's placement (+1: its total), where the
+                                             "zeroed" workspaces hold zeros */
+  bool ws_placed;
 };
 
 /* Whether a binary for target runs on the device. */
@@ -77,6 +81,18 @@ static tl_status launch_one(tl_kernel *k, const tl_meta *m, tl_gpu_func *fn, con
   int sms = tl_gpu_device_info(k->gpu)->multiprocessors;
   if (m->persistent && sms > 0) { /* a persistent kernel walks its grid's tiles with fewer blocks */
     uint64_t tiles = (uint64_t)plan.grid[0] * plan.grid[1] * plan.grid[2], cap = (uint64_t)sms * m->persistent;
+    /* TL_PERSISTENT_BLOCKS=N starts at most N (SMs left to other streams' kernels, or tests of the walk) */
+    const char *pb = getenv("TL_PERSISTENT_BLOCKS");
+    if (pb && *pb) {
+      char *end;
+      errno = 0;
+      unsigned long long n = strtoull(pb, &end, 10);
+      if (*end || errno || n < 1 || n > 0x7fffffffu || *pb == '-' || *pb == '+')
+        return tl_error_set(err, TL_INVALID_ARG, "TL_PERSISTENT_BLOCKS=%s: not a whole number from 1 to 2^31 - 1",
+                            pb);
+      if (n < cap)
+        cap = n;
+    }
     plan.grid[0] = (unsigned)(tiles < cap ? tiles : cap);
     plan.grid[1] = plan.grid[2] = 1;
   }
@@ -91,8 +107,60 @@ static tl_status launch_one(tl_kernel *k, const tl_meta *m, tl_gpu_func *fn, con
                           early ? TL_GPU_LAUNCH_PROGRAMMATIC : 0, err);
 }
 
+/* The "zeroed" workspaces at off[] (proto/tile-ir-v1.md 3.1): a launch
+ * leaves them all zeros, so they are set only where they were not this
+ * placement before: after a new allocation, or another shape's offsets.
+ * Launches before this one may still run on the old placement: the device
+ * is synchronized first, and after (the memset is not on their stream). */
+static tl_status zero_workspaces(tl_kernel *k, const uint64_t *off, uint64_t total, tl_error *err) {
+  const tl_meta *m = k->meta;
+  bool any = false, same = k->ws_placed && k->ws_off[m->nworkspaces] == total;
+  for (int j = 0; j < m->nworkspaces; j++) {
+    any = any || m->ws_zeroed[j];
+    same = same && k->ws_off[j] == off[j];
+  }
+  if (!any || same)
+    return TL_OK;
+  tl_status st = tl_gpu_sync(k->gpu, err);
+  for (int j = 0; st == TL_OK && j < m->nworkspaces; j++)
+    if (m->ws_zeroed[j])
+      st = tl_gpu_memset8(k->gpu, k->ws + off[j], 0, (size_t)((j + 1 < m->nworkspaces ? off[j + 1] : total) - off[j]),
+                          err);
+  if (st == TL_OK)
+    st = tl_gpu_sync(k->gpu, err);
+  if (st != TL_OK)
+    return st;
+  for (int j = 0; j < m->nworkspaces; j++)
+    k->ws_off[j] = off[j];
+  k->ws_off[m->nworkspaces] = total;
+  k->ws_placed = true;
+  return TL_OK;
+}
+
+tl_status tl_kernel_check_zeroed(tl_kernel *k, tl_error *err) {
+  const tl_meta *m = k->meta;
+  tl_status st = TL_OK;
+  for (int j = 0; st == TL_OK && k->ws_placed && j < m->nworkspaces; j++) {
+    if (!m->ws_zeroed[j])
+      continue;
+    size_t n = (size_t)((j + 1 < m->nworkspaces ? k->ws_off[j + 1] : k->ws_off[m->nworkspaces]) - k->ws_off[j]);
+    unsigned char *b = malloc(n ? n : 1);
+    if (!b)
+      return tl_error_set(err, TL_NOMEM, "out of memory reading workspace '%s'", m->kernels[0]->params[m->nparams + j].name);
+    st = tl_gpu_download(k->gpu, b, k->ws + k->ws_off[j], n, err);
+    for (size_t i = 0; st == TL_OK && i < n; i++)
+      if (b[i])
+        st = tl_error_set(err, TL_RUNTIME, "the launch left byte %zu of workspace '%s' nonzero: a \"zeroed\" workspace "
+                          "must be all zero again when a launch ends (a block that counts in it resets its count)",
+                          i, m->kernels[0]->params[m->nparams + j].name);
+    free(b);
+  }
+  return st;
+}
+
 /* Format 3: the workspaces (k's allocation, grown when this launch needs
- * more than the last), then every kernel in order on stream. */
+ * more than the last; "zeroed" ones set to zero where needed), then every
+ * kernel in order on stream. */
 static tl_status launch_kernels(tl_kernel *k, const tl_kernel_arg *args, int nargs, void *stream, tl_error *err) {
   const tl_meta *m = k->meta;
   uint64_t off[TL_MAX_WORKSPACES], total;
@@ -106,11 +174,14 @@ static tl_status launch_kernels(tl_kernel *k, const tl_kernel_arg *args, int nar
       tl_gpu_free(k->gpu, k->ws);
       k->ws = 0;
       k->ws_bytes = 0;
+      k->ws_placed = false;
     }
     if ((st = tl_gpu_alloc(k->gpu, total, &k->ws, err)) != TL_OK)
       return st;
     k->ws_bytes = total;
   }
+  if ((st = zero_workspaces(k, off, total, err)) != TL_OK)
+    return st;
   tl_kernel_arg all[TL_KERNEL_PARAMS_MAX];
   for (int i = 0; i < nargs; i++)
     all[i] = args[i];

@@ -30,6 +30,13 @@
 tl_status tl_kernel_load_image(tl_gpu *gpu, const char *target, const void *image, size_t n, const char *metadata,
                                tl_kernel **out, tl_error *err);
 
+/* After k's launches have ended (the caller synchronized): TL_RUNTIME, naming
+ * the workspace and byte, when a "zeroed" workspace (proto/tile-ir-v1.md
+ * 3.1) is not all zeros again, which the next launch would count from.
+ * `tlc run --device` checks it after its launches, so every GPU check and
+ * benchmark of such a program tests that its blocks reset what they count. */
+tl_status tl_kernel_check_zeroed(tl_kernel *k, tl_error *err);
+
 /* The grid of a launch of k with args (tl_artifact_grid's rules). */
 tl_status tl_kernel_grid(const tl_kernel *k, const tl_kernel_arg *args, int nargs, int64_t grid[3], tl_error *err);
 

@@ -323,6 +323,14 @@ static tl_status parse_kernels(P *p, json_t *doc) {
   json_t *v;
   json_array_foreach(ws, i, v) {
     json_t *w = json_is_object(v) ? json_copy(v) : json_object();
+    json_t *z = json_object_get(w, "zeroed"); /* the launcher's, not the entry point's */
+    if (z && !json_is_boolean(z)) {
+      json_decref(w);
+      json_decref(abi);
+      return bad(p, "workspaces[%zu].zeroed must be true or false", i);
+    }
+    m->ws_zeroed[i] = z && json_is_true(z);
+    json_object_del(w, "zeroed");
     json_object_set_new(w, "kind", json_string("tensor"));
     json_array_append_new(abi, w);
   }

@@ -2480,6 +2480,7 @@ static tl_walk_act check_stmt(tl_stmt *s, void *user) {
     return TL_WALK_SKIP;
   }
   case S_SYNC_THREADS:
+    s->fence = const_bool(c, s->raw.fence, "'fence'", false);
     return TL_WALK_SKIP;
   case S_ATOMIC:
     check_atomic(c, s);

@@ -589,12 +589,16 @@ static json_t *tensor_maps_json(tl_arena *a, const tl_program *prog, const json_
     const char *dyn = NULL;                            /* the product of its dynamic factors */
     for (int k = 0; k < m->rank; k++) {
       const tl_expr *d = t->shape[m->rank - 1 - k];
-      json_array_append_new(dims, expr_json(a, d));
+      /* packed elements: the innermost dimension in bytes, a constant (pass_tma.c) */
+      int64_t bytes = !k && m->packed > 1 ? (int64_t)tl_dtype_bytes(t->dtype, (uint64_t)d->val.i) : -1;
+      json_array_append_new(dims, bytes >= 0 ? json_integer(bytes) : expr_json(a, d));
       json_array_append_new(box, json_integer(m->box[k]));
       json_array_append_new(es, json_integer(1));
       if (k + 1 == m->rank)
         break;
-      if (d->kind == E_CONST)
+      if (bytes >= 0)
+        cpitch = bytes;
+      else if (d->kind == E_CONST)
         cpitch *= d->val.i;
       else
         dyn = dyn ? tl_arena_printf(a, "%s * (%s)", dyn, tl_expr_str(a, d)) : tl_arena_printf(a, "(%s)", tl_expr_str(a, d));
@@ -634,6 +638,8 @@ static json_t *param_json(tl_arena *a, const tl_sym *s) {
     json_object_set_new(p, "shape", shape);
     json_object_set_new(p, "align", json_integer(s->align));
   }
+  if (s->ws_zeroed)
+    json_object_set_new(p, "zeroed", json_true());
   return p;
 }
 
@@ -935,6 +941,7 @@ again:;
   for (tl_program *k = prog; k; k = k->next) {
     k->no_wg_lag = no_lag;
     k->no_tight_wspec = no_tight;
+    k->no_wspec_pre = !strcmp(p.mode, "ptx");
     k->max_registers = opt.max_registers;
     k->split_statements = opt.split_statements ? opt.split_statements : TL_SPLIT_MIN_STATEMENTS;
     if ((st = lower(req, k, &t, &cg, diags, err)) != TL_OK)

@@ -1222,8 +1222,14 @@ static void op_copy_store_vec(E *e, const tl_stmt *s, int w) {
 }
 
 static void emit_tma_store(E *e, const tl_stmt *s);
+static void pre_wait(E *e, const tl_stmt *c);
+
 static void op_copy(E *e, const tl_stmt *s, bool uniform) {
   const tl_region *src = s->src, *dst = s->dst;
+  if (s->wspec_pre) { /* the producer's (pass_wspec.c) */
+    pre_wait(e, s);
+    return;
+  }
   if (s->tma_store) {
     emit_tma_store(e, s);
     return;
@@ -2823,7 +2829,13 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
     else
       op_parallel(e, s);
     break;
-  case S_SYNC_THREADS: barrier_line(e); return;
+  case S_SYNC_THREADS:
+    barrier_line(e);
+    if (s->fence) { /* the block's earlier global accesses, then its later ones, ordered device-wide */
+      line(e, "%s();", dfn(e, "__threadfence"));
+      barrier_line(e);
+    }
+    return;
   case S_ANNOTATE_LAYOUT:
   case S_USE_SWIZZLE:
     return; /* hints: no effect on results; used by later passes */
@@ -2898,10 +2910,10 @@ static int64_t tma_stage_bytes(const tl_stmt *loop) {
   for (int i = 0; i < loop->body.n; i++) {
     const tl_stmt *c = loop->body.items[i];
     if (c->prefetch && c->tma) {
-      int64_t n = (int64_t)tl_dtype_size(c->dst->sym->dtype);
+      uint64_t n = 1;
       for (int d = 0; d < c->dst->sym->ndim; d++)
-        n *= c->dst->sym->dims[d];
-      bytes += n;
+        n *= (uint64_t)c->dst->sym->dims[d];
+      bytes += (int64_t)tl_dtype_bytes(c->dst->sym->dtype, n);
     }
   }
   return bytes;
@@ -2925,7 +2937,7 @@ static void emit_tma_copy(E *e, const tl_stmt *s) {
   while (s->mcast && src->ext[d0] == 1)
     d0++;
   int64_t n = s->mcast ? e->prog->cl_size : 1, part = src->ext[d0] / n;
-  const char *off = s->mcast ? S(" + tl_crank * %" PRId64 "u", panel_elems / n * (int64_t)tl_dtype_size(b->dtype)) : "";
+  const char *off = s->mcast ? S(" + tl_crank * %" PRId64 "u", (int64_t)tl_dtype_bytes(b->dtype, (uint64_t)(panel_elems / n))) : "";
   for (int64_t p = 0; p < panels; p++) {
     const char *ops = "", *coords = "";
     for (int i = 0; i < m->rank; i++) {
@@ -2935,6 +2947,8 @@ static void emit_tma_copy(E *e, const tl_stmt *s) {
         lo = S("(%s) + %" PRId64, lo, m->box[0] * p);
       if (s->mcast && d == d0)
         lo = S("(%s) + (int)tl_crank * %" PRId64, lo, part);
+      if (i == 0 && m->packed > 1) /* bytes of packed elements (pass_tma.c: the box starts on a byte) */
+        lo = S("(%s) / %d", lo, m->packed);
       coords = S("%s%s%%%d", coords, i ? ", " : "", (s->mcast ? 4 : 3) + i);
       ops = S("%s, \"r\"((int)(%s))", ops, lo);
     }
@@ -3183,6 +3197,17 @@ static void declare_mbarriers(E *e) {
     line(e, "  asm volatile(\"%s;\" :: \"r\"(tl_mbar + 8u * (unsigned)tl_i) : \"memory\");",
          tl_ptx_mbar_init(e->a, "%0", S("%" PRId64, arrivals)));
   }
+  for (int i = 0; i < p->body.n; i++) { /* a pre copy's: full ones of one arrival, then its "free" ones */
+    const tl_stmt *c = p->body.items[i];
+    if (!c->wspec_pre)
+      continue;
+    line(e, "for (int tl_i = %d; tl_i < %d; tl_i++)", c->pre_mbar, c->pre_mbar + c->pre_stages);
+    line(e, "  asm volatile(\"%s;\" :: \"r\"(tl_mbar + 8u * (unsigned)tl_i) : \"memory\");",
+         tl_ptx_mbar_init(e->a, "%0", "1"));
+    line(e, "for (int tl_i = %d; tl_i < %d; tl_i++)", c->pre_mbar + c->pre_stages, c->pre_mbar + 2 * c->pre_stages);
+    line(e, "  asm volatile(\"%s;\" :: \"r\"(tl_mbar + 8u * (unsigned)tl_i) : \"memory\");",
+         tl_ptx_mbar_init(e->a, "%0", S("%" PRId64, c->pre_threads ? e->T : e->T / 32)));
+  }
   line(e, "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");");
   e->indent--;
   line(e, "}");
@@ -3390,32 +3415,44 @@ static void block_vars(E *e, const char *const *bid0, const char *const *nb0) {
  * blocks started, each from its linear index, every (blocks started)-th
  * (so that a launch of the whole grid runs each tile once too); the
  * program's block variables of each.  Where the blocks' work grows with x
- * (reverse_x, pass_raster.c), and either the blocks started are a multiple
- * of the grid's x (in grid order each block would take one x for all its
- * tiles: causal attention with 22 x-blocks on 132 SMs ran at half speed)
- * or they hold at least two tiles of each (y, z) at once (so that those
- * still share what they read in the L2), the tiles are numbered x slowest
- * (heaviest first) and walked in rounds of (blocks started) tiles, every
- * other round in reverse, so that each block's work evens out
- * (longest-processing-time-first).  Not otherwise: with one tile of each
- * (y, z) at a time they share nothing in the L2 (H100, causal attention
- * b4 h32 s4096 d128: 462 TFLOP/s in grid order, 362 so, L2 hits 25%;
- * bench/README.md).  Closed by close_tiles. */
+ * (reverse_x, pass_raster.c), the tiles are numbered x slowest (heaviest
+ * first) and walked in rounds of (blocks started) tiles, every other round
+ * in reverse, so that each block's work evens out
+ * (longest-processing-time-first; in grid order a block takes the same few
+ * x for all its tiles: causal attention with 22 x-blocks on 132 SMs ran at
+ * half speed, with 8 on 132, b16 h32 s1024 d128, at 0.76 of this walk),
+ * and the (y, z) pairs are taken in groups, each walked so before the
+ * next: the fewest pairs whose tiles fill a whole number of round pairs
+ * (lcm(x, 2 * blocks started) / x, at most all of them; the last group
+ * takes the rest), so that the rounds' alternation evens out within each
+ * group and the blocks at work at once read what few pairs share in the
+ * L2 (x slowest over all of them, one tile of each pair at a time, read
+ * nothing twice there: H100, causal attention b4 h32 s4096 d128, 362
+ * TFLOP/s against 462 in grid order, L2 hits 25%; in groups of 33 pairs,
+ * 508; bench/README.md).  Closed by close_tiles. */
 static void open_tiles(E *e) {
   static const char *const bid[3] = {"tl_b0", "tl_b1", "tl_b2"};
   static const char *const nb[3] = {"(unsigned)tl_tg0", "(unsigned)tl_tg1", "(unsigned)tl_tg2"};
   const char *const *b = e->d->bid, *const *n = e->d->nblocks;
   if (e->prog->reverse_x && !e->prog->raster_panel) {
-    line(e, "const long long tl_nbk = (long long)%s * %s * %s;", n[0], n[1], n[2]);
-    line(e, "const bool tl_lpt = (tl_tg0 > 0 && tl_nbk %% tl_tg0 == 0) || tl_tg1 * tl_tg2 * 2 <= tl_nbk;");
+    line(e, "const long long tl_nbk = (long long)%s * %s * %s, tl_nyz = tl_tg1 * tl_tg2;", n[0], n[1], n[2]);
+    line(e, "long long tl_grp = tl_nyz; /* the (y, z) pairs of a group: lcm(x, 2 * blocks started) / x */");
+    line(e, "{");
+    line(e, "  long long tl_ga = tl_tg0, tl_gb = 2 * tl_nbk;");
+    line(e, "  while (tl_gb) { const long long tl_gc = tl_ga %% tl_gb; tl_ga = tl_gb; tl_gb = tl_gc; }");
+    line(e, "  if (tl_ga > 0 && 2 * tl_nbk / tl_ga < tl_grp) tl_grp = 2 * tl_nbk / tl_ga;");
+    line(e, "}");
     line(e, "for (long long tl_rnd = 0, tl_bl = %s + (long long)%s * (%s + (long long)%s * %s); "
             "tl_rnd * tl_nbk < tl_ntiles; tl_rnd++) {", b[0], n[0], b[1], n[1], b[2]);
     e->indent++;
-    line(e, "const long long tl_tile = tl_rnd * tl_nbk + ((tl_lpt && (tl_rnd & 1)) ? tl_nbk - 1 - tl_bl : tl_bl);");
+    line(e, "const long long tl_tile = tl_rnd * tl_nbk + ((tl_rnd & 1) ? tl_nbk - 1 - tl_bl : tl_bl);");
     line(e, "if (tl_tile >= tl_ntiles) break; /* the last round's */");
-    line(e, "const unsigned tl_b0 = (unsigned)(tl_lpt ? tl_tile / (tl_tg1 * tl_tg2) : tl_tile %% tl_tg0), "
-            "tl_b1 = (unsigned)(tl_lpt ? tl_tile %% tl_tg1 : tl_tile / tl_tg0 %% tl_tg1), "
-            "tl_b2 = (unsigned)(tl_lpt ? tl_tile / tl_tg1 %% tl_tg2 : tl_tile / (tl_tg0 * tl_tg1)); (void)tl_b1; (void)tl_b2;");
+    line(e, "const long long tl_ng = tl_nyz / tl_grp, tl_gi = tl_tile / (tl_grp * tl_tg0) < tl_ng - 1 ? "
+            "tl_tile / (tl_grp * tl_tg0) : tl_ng - 1; /* the last group takes the rest too */");
+    line(e, "const long long tl_gl = tl_tile - tl_gi * tl_grp * tl_tg0, "
+            "tl_gn = tl_gi < tl_ng - 1 ? tl_grp : tl_nyz - tl_gi * tl_grp, tl_yz = tl_gi * tl_grp + tl_gl %% tl_gn;");
+    line(e, "const unsigned tl_b0 = (unsigned)(tl_gl / tl_gn), tl_b1 = (unsigned)(tl_yz %% tl_tg1), "
+            "tl_b2 = (unsigned)(tl_yz / tl_tg1); (void)tl_b1; (void)tl_b2;");
   } else {
     line(e, "for (long long tl_tile = %s + (long long)%s * (%s + (long long)%s * %s); tl_tile < tl_ntiles; "
             "tl_tile += (long long)%s * %s * %s) {", b[0], n[0], b[1], n[1], b[2], n[0], n[1], n[2]);
@@ -3429,6 +3466,88 @@ static void open_tiles(E *e) {
 static void close_tiles(E *e) {
   e->indent--;
   line(e, "}");
+}
+
+/* The arrival `arrive` (a statement) on a "free" mbarrier: each warp's, its reads done (__syncwarp; wgmma's,
+ * by the wait for their group), or each thread's after a proxy fence (per_thread: its generic reads
+ * before the async proxy's next copy). */
+static void arrive_free(E *e, const char *arrive, bool per_thread) {
+  if (per_thread) {
+    line(e, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
+    line(e, "%s", arrive);
+  } else {
+    line(e, "__syncwarp();");
+    line(e, "if ((tl_tid & 31) == 0) %s", arrive);
+  }
+}
+
+/* ---- pre copies (pass_wspec.c): a copy before the wspec loop, issued by the producer too ---- */
+/* Elements of one copy of buffer b. */
+static int64_t buffer_elems(const tl_sym *b) {
+  int64_t n = 1;
+  for (int d = 0; d < b->ndim; d++)
+    n *= b->dims[d];
+  return n;
+}
+
+/* Shadows s_NAME of pre copy c's buffer with copy `copy` (a C expression) of it. */
+static void pre_pointer(E *e, const tl_stmt *c, const char *copy) {
+  const tl_sym *b = c->dst->sym;
+  line(e, "%s *const s_%s = tl_base_%s + (long long)(%s) * %" PRId64 "LL; (void)s_%s;", srep(b->dtype), b->name,
+       b->name, copy, buffer_elems(b), b->name);
+}
+
+/* The producer's side, tile by tile: wait until the tile pre_stages back has freed the copy, expect its
+ * bytes, issue the bulk tensor copies. */
+static void pre_issue(E *e, const tl_stmt *c) {
+  int id = c->pre_mbar, n = c->pre_stages;
+  line(e, "{");
+  e->indent++;
+  line(e, "const int tl_qs = (int)(tl_pq%d %% %du);", id, n);
+  line(e, "if (tl_pq%d >= %du) tl_mbar_wait(tl_mbar + 8u * (unsigned)(%d + tl_qs), (unsigned)(tl_pq%d / %du - 1) & 1u);",
+       id, n, id + n, id, n);
+  line(e, "const unsigned tl_mb = tl_mbar + 8u * (unsigned)(%d + tl_qs);", id);
+  line(e, "asm volatile(\"%s;\" :: \"r\"(tl_mb), \"r\"(%" PRId64 "u) : \"memory\");", tl_ptx_expect_tx(e->a, "%0", "%1"),
+       buffer_elems(c->dst->sym) * (int64_t)tl_dtype_size(c->dst->sym->dtype));
+  pre_pointer(e, c, "tl_qs");
+  emit_tma_copy(e, c);
+  line(e, "tl_pq%d++;", id);
+  e->indent--;
+  line(e, "}");
+}
+
+/* The producer's pre copies into one copy of their buffers (emit_producer). */
+static void late_pres(E *e, const tl_stmt *loop) {
+  e->indent++;
+  for (int i = 0; e->prog->body.items[i] != loop; i++)
+    if (e->prog->body.items[i]->wspec_pre && e->prog->body.items[i]->pre_stages == 1)
+      pre_issue(e, e->prog->body.items[i]);
+  e->indent--;
+}
+
+/* The program's threads' side: the copy of this tile's, once complete (its s_NAME from here on). */
+static void pre_wait(E *e, const tl_stmt *c) {
+  int id = c->pre_mbar, n = c->pre_stages;
+  line(e, "const int tl_qs%d = (int)(tl_cq%d %% %du);", id, id, n);
+  pre_pointer(e, c, S("tl_qs%d", id));
+  line(e, "tl_mbar_wait(tl_mbar + 8u * (unsigned)(%d + tl_qs%d), (unsigned)(tl_cq%d / %du) & 1u);", id, id, id, n);
+}
+
+/* After the last statement reading pre copy c's buffer (s): its wgmma groups done, the copy freed by every
+ * warp (every thread, after a proxy fence, where threads read it themselves: pre_threads). */
+static void pre_release(E *e, const tl_stmt *s) {
+  const tl_program *p = e->prog;
+  for (int i = 0; i < p->body.n; i++) {
+    const tl_stmt *c = p->body.items[i];
+    if (!c->wspec_pre || c->pre_last != s)
+      continue;
+    const char *arrive = S("asm volatile(\"%s;\" :: \"r\"(tl_mbar + 8u * (unsigned)(%d + tl_qs%d)) : \"memory\");",
+                           tl_ptx_mbar_arrive(e->a, "%0"), c->pre_mbar + c->pre_stages, c->pre_mbar);
+    line(e, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\"); /* %s read: free its copy */",
+         c->dst->sym->name);
+    arrive_free(e, arrive, c->pre_threads);
+    line(e, "tl_cq%d++;", c->pre_mbar);
+  }
 }
 
 /* The producer warpgroup, threads T to T+127 (after the mbarriers are
@@ -3452,11 +3571,24 @@ static void emit_producer(E *e) {
   line(e, "if (tl_tid == %" PRId64 ") {", e->T);
   e->indent++;
   line(e, "unsigned long long tl_pit = 0; /* iterations issued, over the tiles */");
+  for (int i = 0; p->body.items[i] != loop; i++)
+    if (p->body.items[i]->wspec_pre)
+      line(e, "unsigned long long tl_pq%d = 0; /* tiles whose %s it copied */", p->body.items[i]->pre_mbar,
+           p->body.items[i]->dst->sym->name);
   if (p->persistent)
     open_tiles(e);
   for (int i = 0; p->body.items[i] != loop; i++)
     if (p->body.items[i]->kind == S_LET && p->body.items[i]->wspec)
       emit_stmt(e, p->body.items[i], false);
+  /* a pre copy into two copies first (the copy was freed a tile ago); into one, after the loop's first S
+   * iterations (those wait only for the last tile's stages, so this tile's start on K's and V's stages while
+   * the program's threads end the last tile, whose reading frees the copy) */
+  bool late_pre = false;
+  for (int i = 0; p->body.items[i] != loop; i++)
+    if (p->body.items[i]->wspec_pre && p->body.items[i]->pre_stages > 1)
+      pre_issue(e, p->body.items[i]);
+    else
+      late_pre |= p->body.items[i]->wspec_pre;
   const char *var = vname(e, loop->var);
   line(e, "const long long tl_pn = (long long)(%s), tl_ps = (long long)(%s);", ex(e, loop->extent), ex(e, loop->start));
   line(e, "for (long long tl_f = 0; tl_f < tl_pn; tl_f++, tl_pit++) {");
@@ -3467,8 +3599,18 @@ static void emit_producer(E *e) {
   line(e, "const int %s = (int)(tl_ps + tl_f); (void)%s;", var, var);
   stage_pointers(e, loop, "tl_st");
   tma_copies(e, loop, "tl_st");
+  if (late_pre) {
+    line(e, "if (tl_f + 1 == (tl_pn < %" PRId64 " ? tl_pn : %" PRId64 ")) {", S, S);
+    late_pres(e, loop);
+    line(e, "}");
+  }
   e->indent--;
   line(e, "}");
+  if (late_pre) {
+    line(e, "if (tl_pn <= 0) {");
+    late_pres(e, loop);
+    line(e, "}");
+  }
   if (p->persistent)
     close_tiles(e);
   e->indent--;
@@ -3481,6 +3623,10 @@ static void emit_producer(E *e) {
   if (p->wspec_regs[1])
     line(e, "asm volatile(\"%s;\" ::: \"memory\");", tl_ptx_setmaxnreg(e->a, true, p->wspec_regs[1]));
   line(e, "unsigned long long tl_cit = 0; /* iterations waited for, over the tiles */");
+  for (int i = 0; p->body.items[i] != loop; i++)
+    if (p->body.items[i]->wspec_pre)
+      line(e, "unsigned long long tl_cq%d = 0; /* tiles whose %s they waited for */", p->body.items[i]->pre_mbar,
+           p->body.items[i]->dst->sym->name);
   e->barrier = S("asm volatile(\"bar.sync 1, %" PRId64 ";\" ::: \"memory\");", e->T);
 }
 
@@ -3501,13 +3647,7 @@ static void release_stage(E *e, const tl_stmt *s, const char *stage) {
                "mapa.shared::cluster.u32 tl_ra, %%0, %%1;\\nmbarrier.arrive%s.shared::cluster.b64 _, "
                "[tl_ra];\\n}\" :: \"r\"(%s), \"r\"(tl_r) : \"memory\");", e->prog->cl_size,
                s->wspec_threads ? ".release.cluster" : "", empty_of(e, s, stage));
-  if (s->wspec_threads) {
-    line(e, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
-    line(e, "%s", arrive);
-  } else {
-    line(e, "__syncwarp();");
-    line(e, "if ((tl_tid & 31) == 0) %s", arrive);
-  }
+  arrive_free(e, arrive, s->wspec_threads);
 }
 
 /* Whether loop has prefetched copies on cp.async. */
@@ -3754,13 +3894,26 @@ static void late_tail(E *e, const tl_stmt *s, int id, const char *it) {
   line(e, "}");
 }
 
+/* Does loop s hold copies prefetched through registers (pass_pipeline.c: reg_prefetchable)? */
+static bool has_reg_prefetch(const tl_stmt *s) {
+  for (int i = 0; i < s->body.n; i++)
+    if (s->body.items[i]->reg_prefetch)
+      return true;
+  return false;
+}
+
 /* The program's side of a wspec loop: iteration c waits for stage c % S's
  * full mbarrier (phase c / S), runs the body, and then frees the stage of
  * iteration c - wspec_lag, whose wgmma groups the body's wgmma.wait_group
  * has seen complete (release_stage).  With a late tail (wg_lag: wspec_lag
  * is 1), the iterations run in lag_trips (wspec_lag_iteration frees the
  * stage of c - 1 right after the gemm of c is issued, the tail of c - 1
- * touching no shared memory), and the last tail follows the loop. */
+ * touching no shared memory), and the last tail follows the loop.  Copies
+ * prefetched through registers (pass_pipeline.c's reg_prefetchable) copy
+ * iteration 0's elements before the loop, then a barrier; iteration c
+ * loads c + 1's into registers before its wait and stores them into the
+ * other copy of the buffer at its end, before the barrier that closes it
+ * (pass_barrier.c). */
 static void emit_tl_wspec_loop(E *e, const tl_stmt *s) {
   int64_t S = s->pipe_stages;
   int id = e->uid++, lag = s->wspec_lag, held = e->held;
@@ -3786,15 +3939,22 @@ static void emit_tl_wspec_loop(E *e, const tl_stmt *s) {
       line(e, "if ((int)tl_tid / 128 == %d) asm volatile(\"bar.arrive %d, 256;\" ::: \"memory\");", W - 1, PP_BAR);
       e->pp_wg = W;
     }
+    bool rp = has_reg_prefetch(s);
+    if (rp) { /* iteration 0's copies prefetched through registers, then a barrier (pass_barrier.c) */
+      reg_prefetches(e, s, id, 0);
+      barrier_line(e);
+    }
     line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
     e->indent++;
     line(e, "const unsigned long long tl_g = tl_cit + (unsigned long long)tl_c%d;", id);
+    if (rp) /* iteration c + 1's into registers, before the wait for the stage */
+      reg_prefetches(e, s, id, 1);
     line(e, "tl_mbar_wait(%s, (unsigned)(tl_g / %" PRId64 ") & 1u);", mbar_of(e, s, S("(int)(tl_g %% %" PRId64 ")", S)),
          S);
     line(e, "const int %s = (int)(tl_s%d + tl_c%d);", var, id, id);
     stage_pointers(e, s, S("tl_g %% %" PRId64, S));
     /* the rotating buffers too (pass_pipeline.c: a pending group reads copy c % 2 while iteration c + 1
-     * writes the other; copies prefetched through registers are copied in place here) */
+     * writes the other; copies prefetched through registers: this iteration's copy, written by the last) */
     rotate_pointers(e, s, S("tl_c%d %% 2", id));
     int nheld = has_held_a(s) ? 2 : 0; /* the body for even and odd c (held_a's two sets) */
     for (int p = 0; p < (nheld ? nheld : 1); p++) {
@@ -3807,7 +3967,7 @@ static void emit_tl_wspec_loop(E *e, const tl_stmt *s) {
         const tl_stmt *b = s->body.items[i];
         if (s->ov_gemm && b == s->ov_wait) /* the late gemm (pass_overlap.c), before what conflicts with it */
           wgmma_wait(e, s->ov_gemm->C, 0);
-        if (!b->prefetch)
+        if (!b->prefetch && !b->reg_prefetch)
           emit_stmt(e, b, true);
       }
       if (s->ov_gemm && !s->ov_wait)
@@ -3819,6 +3979,8 @@ static void emit_tl_wspec_loop(E *e, const tl_stmt *s) {
       line(e, "}");
     e->held = 0;
     emit_defer_in_loop(e, s, id); /* the last tile's deferred store, a panel under this iteration's gemm */
+    if (rp) /* the registers into copy (c + 1) % 2, before the barrier that ends the iteration */
+      reg_prefetches(e, s, id, 2);
     if (s->barrier_end) /* the next iteration conflicts with this one (pass_barrier.c) */
       barrier_line(e);
     line(e, "%s{", lag ? S("if (tl_c%d >= %d) ", id, lag) : "");
@@ -4040,6 +4202,7 @@ static void emit_body(E *e, const tl_body *b, bool uniform) {
       emit_prologue(e, e->early, e->early_id);
     }
     emit_stmt(e, b->items[i], uniform);
+    pre_release(e, b->items[i]);
   }
 }
 

@@ -37,7 +37,10 @@
  *     iteration's after the loop), the warpgroups' ping-pong turns on
  *     named barriers 2.. (pass_wspec.c), the
  *     blocks in grid order, reversed or in rasterization stripes
- *     (pass_raster.c); a cp.async copy of 16-byte chunks from a tensor
+ *     (pass_raster.c), a persistent kernel's growing tiles x slowest in
+ *     groups of (y, z) pairs (emit_cuda.c's open_tiles); not the copies
+ *     before a wspec loop that the producer issues (pass_wspec.c's pre
+ *     copies: --backend ptx turns them off); a cp.async copy of 16-byte chunks from a tensor
  *     into a (swizzled) shared buffer outside a pipelined loop (the last K
  *     tiles of a loop whose tiles pass_kgroup.c grouped); not yet: loops
  *     without a producer warpgroup (cp.async, or TMA with per-stage waits
@@ -1347,6 +1350,11 @@ static void op_async_copy(P *p, const tl_stmt *s) {
 }
 
 static void op_copy(P *p, const tl_stmt *s) {
+  if (s->wspec_pre) {
+    fail(p, s->pointer, "the PTX back end has no copies before the warp-specialized loop issued by the producer "
+         "(pass_wspec.c's pre copies) yet");
+    return;
+  }
   if (s->async_copy && !s->prefetch && !s->reg_prefetch && !s->lag_load && !s->tma_store && !s->byte_copy) {
     op_async_copy(p, s);
     return;
@@ -1769,12 +1777,21 @@ static void loop_close(P *p, counted k) {
   ins(p, "L%d:", k.end);
 }
 
+/* Does pipelined loop s prefetch packed sub-byte elements by bulk tensor copies (pass_tma.c)? */
+static bool packed_tma(const tl_program *prog, const tl_stmt *s) {
+  for (int i = 0; i < s->body.n; i++)
+    if (s->body.items[i]->tma && prog->tmaps[s->body.items[i]->tma_map].packed > 1)
+      return true;
+  return false;
+}
+
 static void emit_loop(P *p, const tl_stmt *s) {
   if (s->pipe || s->loop_kind == LOOP_PIPELINED) {
     const char *why = !s->pipe || !s->tma || !s->wspec ? "pipelined loops other than bulk tensor copies issued by a "
                                                           "producer warpgroup"
                       : s->wg_lag                    ? "pipelined loops that run their tail an iteration late (wg_lag)"
                       : s->mcast                     ? "multicast copies"
+                      : packed_tma(p->prog, s)       ? "bulk tensor copies of packed sub-byte elements"
                       : s->wspec_threads             ? "pipelined loops whose body reads the stages but through wgmma"
                                                      : NULL;
     if (!why && (!p->cit || s != tl_wspec_loop(p->prog)))
@@ -1833,7 +1850,13 @@ static void emit_stmt(P *p, const tl_stmt *s) {
     else
       op_parallel(p, s);
     return;
-  case S_SYNC_THREADS: barrier(p); return;
+  case S_SYNC_THREADS:
+    barrier(p);
+    if (s->fence) { /* the block's earlier global accesses, then its later ones, ordered device-wide */
+      ins(p, "fence.sc.gpu");
+      barrier(p);
+    }
+    return;
   case S_ANNOTATE_LAYOUT:
   case S_USE_SWIZZLE:
     return; /* hints: no effect on results */
@@ -2417,9 +2440,11 @@ static void wspec_loop(P *p, const tl_stmt *s) {
 }
 
 /* A persistent kernel's walk over the grid's tiles (emit_cuda.c's open_tiles): from the block's linear
- * index, every (blocks started)-th; the block variables of each tile.  Closed by close_tiles. */
+ * index, every (blocks started)-th, or where the blocks' work grows with x (reverse_x) x slowest in groups
+ * of (y, z) pairs, in rounds of alternating direction (rnd: the round); the block variables of each tile.
+ * Closed by close_tiles. */
 typedef struct {
-  const char *tile, *step;
+  const char *tile, *step, *rnd;
   int top, end;
 } tiles;
 
@@ -2457,7 +2482,86 @@ static void block_vars(P *p, const char *const *bid, const char *const *nb) {
       p->val[g->block_vars[i]->slot] = v[i];
 }
 
+/* emit_cuda.c's open_tiles where the blocks' work grows with x, in 32 bits (see open_tiles): the group of
+ * (y, z) pairs lcm(x, 2 * blocks started) / x, then rounds of the blocks started, every other one in reverse,
+ * each tile's pairs group by group, x slowest within each (the last group taking the rest). */
+static tiles open_tiles_lpt(P *p) {
+  tiles t = {.rnd = nr(p, CR), .top = new_label(p), .end = new_label(p)};
+  static const char *const ax = "xyz";
+  const char *r[3], *nn[3], *n32[3];
+  for (int i = 0; i < 3; i++) {
+    r[i] = nr(p, CR);
+    nn[i] = nr(p, CR);
+    n32[i] = nr(p, CR);
+    ins(p, "mov.u32 %s, %%ctaid.%c", r[i], ax[i]);
+    ins(p, "mov.u32 %s, %%nctaid.%c", nn[i], ax[i]);
+    ins(p, "cvt.u32.u64 %s, %s", n32[i], p->tg[i]);
+  }
+  const char *bl = nr(p, CR), *nbk = nr(p, CR), *nbk2 = nr(p, CR), *nyz = nr(p, CR), *grp = nr(p, CR);
+  const char *ga = nr(p, CR), *gb = nr(p, CR), *gc = nr(p, CR), *gsz = nr(p, CR), *ngm1 = nr(p, CR);
+  const char *q = nr(p, CP);
+  ins(p, "mad.lo.u32 %s, %s, %s, %s", bl, nn[1], r[2], r[1]);
+  ins(p, "mad.lo.u32 %s, %s, %s, %s", bl, nn[0], bl, r[0]);
+  ins(p, "mul.lo.u32 %s, %s, %s", nbk, nn[0], nn[1]);
+  ins(p, "mul.lo.u32 %s, %s, %s", nbk, nbk, nn[2]);
+  ins(p, "shl.b32 %s, %s, 1", nbk2, nbk);
+  ins(p, "mul.lo.u32 %s, %s, %s", nyz, n32[1], n32[2]);
+  ins(p, "mov.u32 %s, %s", grp, nyz);
+  int gtop = new_label(p), gend = new_label(p);
+  ins(p, "mov.u32 %s, %s", ga, n32[0]);
+  ins(p, "mov.u32 %s, %s", gb, nbk2);
+  ins(p, "L%d:", gtop);
+  ins(p, "setp.eq.u32 %s, %s, 0", q, gb);
+  ins(p, "@%s bra L%d", q, gend);
+  ins(p, "rem.u32 %s, %s, %s", gc, ga, gb);
+  ins(p, "mov.u32 %s, %s", ga, gb);
+  ins(p, "mov.u32 %s, %s", gb, gc);
+  ins(p, "bra L%d", gtop);
+  ins(p, "L%d:", gend);
+  ins(p, "setp.ne.u32 %s, %s, 0", q, ga);
+  ins(p, "@%s div.u32 %s, %s, %s", q, gc, nbk2, ga);
+  ins(p, "@%s min.u32 %s, %s, %s", q, grp, grp, gc);
+  ins(p, "mul.lo.u32 %s, %s, %s", gsz, grp, n32[0]);
+  ins(p, "div.u32 %s, %s, %s", ngm1, nyz, grp);
+  ins(p, "sub.u32 %s, %s, 1", ngm1, ngm1);
+  ins(p, "mov.u32 %s, 0", t.rnd);
+  ins(p, "L%d:", t.top);
+  const char *base = nr(p, CD), *tile = nr(p, CD), *odd = nr(p, CR), *rev = nr(p, CR), *k = nr(p, CR);
+  ins(p, "mul.wide.u32 %s, %s, %s", base, t.rnd, nbk);
+  ins(p, "setp.ge.s64 %s, %s, %s", q, base, p->ntiles);
+  ins(p, "@%s bra L%d", q, t.end);
+  ins(p, "and.b32 %s, %s, 1", odd, t.rnd);
+  ins(p, "setp.ne.u32 %s, %s, 0", q, odd);
+  ins(p, "sub.u32 %s, %s, 1", rev, nbk);
+  ins(p, "sub.u32 %s, %s, %s", rev, rev, bl);
+  ins(p, "selp.b32 %s, %s, %s, %s", k, rev, bl, q);
+  ins(p, "cvt.u64.u32 %s, %s", tile, k);
+  ins(p, "add.s64 %s, %s, %s", tile, tile, base);
+  ins(p, "setp.ge.s64 %s, %s, %s", q, tile, p->ntiles); /* the last round's */
+  ins(p, "@%s bra L%d", q, t.end);
+  const char *t32 = nr(p, CR), *gi = nr(p, CR), *gl = nr(p, CR), *gn = nr(p, CR), *yz = nr(p, CR);
+  const char *b32[3] = {nr(p, CR), nr(p, CR), nr(p, CR)};
+  ins(p, "cvt.u32.u64 %s, %s", t32, tile);
+  ins(p, "div.u32 %s, %s, %s", gi, t32, gsz);
+  ins(p, "min.u32 %s, %s, %s", gi, gi, ngm1); /* the last group takes the rest too */
+  ins(p, "mul.lo.u32 %s, %s, %s", gl, gi, gsz);
+  ins(p, "sub.u32 %s, %s, %s", gl, t32, gl);
+  ins(p, "mul.lo.u32 %s, %s, %s", yz, gi, grp);
+  ins(p, "sub.u32 %s, %s, %s", gn, nyz, yz);
+  ins(p, "setp.lt.u32 %s, %s, %s", q, gi, ngm1);
+  ins(p, "selp.b32 %s, %s, %s, %s", gn, grp, gn, q);
+  ins(p, "rem.u32 %s, %s, %s", gc, gl, gn);
+  ins(p, "add.u32 %s, %s, %s", yz, yz, gc);
+  ins(p, "div.u32 %s, %s, %s", b32[0], gl, gn);
+  ins(p, "rem.u32 %s, %s, %s", b32[1], yz, n32[1]);
+  ins(p, "div.u32 %s, %s, %s", b32[2], yz, n32[1]);
+  block_vars(p, b32, n32);
+  return t;
+}
+
 static tiles open_tiles(P *p) {
+  if (p->prog->reverse_x && !p->prog->raster_panel)
+    return open_tiles_lpt(p);
   tiles t = {.tile = nr(p, CD), .step = nr(p, CD), .top = new_label(p), .end = new_label(p)};
   const char *c[3], *n[3];
   static const char *const ax = "xyz";
@@ -2495,7 +2599,10 @@ static tiles open_tiles(P *p) {
 }
 
 static void close_tiles(P *p, tiles t) {
-  ins(p, "add.s64 %s, %s, %s", t.tile, t.tile, t.step);
+  if (t.rnd)
+    ins(p, "add.u32 %s, %s, 1", t.rnd, t.rnd);
+  else
+    ins(p, "add.s64 %s, %s, %s", t.tile, t.tile, t.step);
   ins(p, "bra L%d", t.top);
   ins(p, "L%d:", t.end);
 }

@@ -2205,7 +2205,8 @@ static tl_status interpret_kernel(const tl_program *prog, tl_arg *args, const tl
 
 /* The program's kernels in order (proto/tile-ir-v1.md 4.1), on the caller's
  * tensors and the workspaces, allocated here for the run and poisoned like
- * a tensor not given (9.6): a workspace is not zeroed. */
+ * a tensor not given (9.6): a workspace is not zeroed, except a "zeroed"
+ * one (3.1), which must also be all zero bytes again after the last kernel. */
 tl_status tl_interpret(const tl_program *prog, tl_arg *args, const tl_interp_options *opts, tl_error *err) {
   if (!prog)
     return tl_error_set(err, TL_INVALID_ARG, "no program");
@@ -2238,11 +2239,26 @@ tl_status tl_interpret(const tl_program *prog, tl_arg *args, const tl_interp_opt
     all[p].data = malloc((size_t)(n ? n : 1) * tl_dtype_size(s->dtype));
     if (!all[p].data)
       st = tl_error_set(err, TL_NOMEM, "out of memory");
+    else if (s->ws_zeroed)
+      memset(all[p].data, 0, (size_t)n * tl_dtype_size(s->dtype));
     else
       poison_bytes(all[p].data, s->dtype, (size_t)n);
   }
   for (const tl_program *k = prog; st == TL_OK && k; k = k->next)
     st = interpret_kernel(k, all, opts, err);
+  for (int p = nu; st == TL_OK && p < prog->nparams; p++) {
+    const tl_sym *s = prog->params[p];
+    size_t nb = all[p].count * tl_dtype_size(s->dtype);
+    const unsigned char *b = all[p].data;
+    for (size_t i = 0; s->ws_zeroed && i < nb; i++)
+      if (b[i]) {
+        st = tl_error_set_at(err, TL_RUNTIME, s->pointer, 0,
+                             "the run left byte %zu of workspace '%s' nonzero: a \"zeroed\" workspace must be all "
+                             "zero again when the launch ends (a block that counts in it resets its count)",
+                             i, s->name);
+        break;
+      }
+  }
   for (int p = nu; p < prog->nparams; p++)
     free(all[p].data);
   free(all);

@@ -584,6 +584,12 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
       fprintf(f, " dim %d%s", s->dim, s->by_rows ? ", by rows" : "");
     if (s->tma)
       fprintf(f, " [TMA: cp.async.bulk.tensor, tensor map %d, prefetched]", s->tma_map);
+    else if (s->wspec_pre)
+      fprintf(f, " [TMA: cp.async.bulk.tensor, tensor map %d, by the producer warpgroup tile by tile, %s; freed "
+                 "after %s]", s->tma_map,
+              s->pre_stages > 1 ? "into two copies of the buffer (the next tile's while this one's is read)"
+                                : "into the buffer (no room in shared memory for a second copy)",
+              s->pre_last == s ? "itself" : tl_stmt_kind_name(s->pre_last->kind));
     else if (s->async_copy)
       fputs(s->prefetch ? " [cp.async, prefetched]" : " [cp.async]", f);
     if (s->tma_why)
@@ -721,6 +727,10 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     fprintf(f, " %s%s%s%s", s->value ? tl_expr_str(a, s->value) : "", s->msg ? " \"" : "", s->msg ? s->msg : "",
             s->msg ? "\"" : "");
     break;
+  case S_SYNC_THREADS:
+    if (s->fence)
+      fprintf(f, " fence [and a device-scope memory fence: bar.sync, fence.sc.gpu, bar.sync]");
+    break;
   case S_ATOMIC:
     fprintf(f, " %s %s, %s%s%s", s->atomic_name, tl_expr_str(a, s->lhs), tl_expr_str(a, s->value),
             s->sym ? " -> " : "", s->sym ? s->sym->name : "");
@@ -836,8 +846,8 @@ void tl_dump_program(const tl_program *prog, void *fp) {
   else if ((prog->lowered & TL_RAN_RASTER) && prog->reverse_x)
     fprintf(f, "blocks: x in reverse (the blocks with the most loop iterations first)%s\n",
             prog->persistent ? "; the persistent blocks walk the tiles x slowest, in rounds, every other one in "
-                               "reverse, where the blocks started are a multiple of the grid's x or hold two tiles "
-                               "of each (y, z) at once (CUDA C back end)" : "");
+                               "reverse, in groups of (y, z) pairs that fill whole pairs of rounds"
+                             : "");
   else if (prog->lowered & TL_RAN_RASTER)
     fprintf(f, "blocks: in grid order%s%s%s\n", prog->raster_why ? " (the compiler's choice: " : "",
             prog->raster_why ? prog->raster_why : "", prog->raster_why ? ")" : "");

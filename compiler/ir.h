@@ -141,6 +141,8 @@ typedef struct tl_sym {
   bool workspace;              /* TENSOR: a workspace buffer ("workspaces"): global memory the runtime
                                   allocates for each launch, not an argument; the last
                                   prog->nworkspaces params */
+  bool ws_zeroed;              /* TENSOR, a workspace: "zeroed": all zeros at the start of every launch,
+                                  and left so by it (proto/tile-ir-v1.md 3.1) */
   int slot;                    /* after check: value slot (SCALAR, BLOCK_VAR, LOOP_VAR, LET, VAR)
                                   in [0, prog->nvalue_slots), or buffer slot (BUFFER) in
                                   [0, prog->nbuffer_slots); -1 for CONST and TENSOR */
@@ -477,7 +479,7 @@ unsigned tl_stmt_kind_flags(tl_stmt_kind k);
   X(OP_IF, "if", S_IF, "op", "cond", "then", "else")                                                       \
   X(OP_ANNOTATE_LAYOUT, "annotate_layout", S_ANNOTATE_LAYOUT, "op", "layouts")                             \
   X(OP_USE_SWIZZLE, "use_swizzle", S_USE_SWIZZLE, "op", "panel_size", "order", "enable")                   \
-  X(OP_SYNC_THREADS, "sync_threads", S_SYNC_THREADS, "op")                                                 \
+  X(OP_SYNC_THREADS, "sync_threads", S_SYNC_THREADS, "op", "fence")                                        \
   X(OP_ATOMIC, "atomic", S_ATOMIC, "op", "type", "dst", "value", "old")                                    \
   X(OP_CUMMAX, "cummax", S_CUMSUM, "op", "src", "dst", "dim", "reverse")                                   \
   X(OP_CUMMIN, "cummin", S_CUMSUM, "op", "src", "dst", "dim", "reverse")                                   \
@@ -659,6 +661,15 @@ struct tl_stmt {
                           generic proxy's, the next copy into the stage the async proxy's) */
   int wspec_lag;       /* wspec loop: iterations after which a stage is released (the wgmma
                           groups its gemms leave in flight) */
+  bool wspec_pre;      /* after pass_wspec, a copy of the kernel's body before its wspec loop: issued
+                          by the producer too, tile by tile, as a bulk tensor copy (tma_map) into copy
+                          (tile % pre_stages) of its buffer, completing on full mbarrier pre_mbar +
+                          that copy; the program's threads wait for it there and free the copy on
+                          mbarrier pre_mbar + pre_stages + it after pre_last, its last reader */
+  int pre_mbar, pre_stages;
+  bool pre_threads;    /* wspec_pre: a reader reads the buffer otherwise than through wgmma, so every
+                          thread frees it (after a proxy fence), not every warp */
+  const tl_stmt *pre_last; /* wspec_pre: the last statement of the body reading the buffer (or itself) */
   const char *wspec_why; /* after pass_wspec, on a target that could: why a tma loop is not (static
                           text or the program's arena) */
   int pingpong_req;    /* pipelined: "pingpong": 1 true, 0 false, -1 not given (pass_wspec.c decides) */
@@ -726,12 +737,15 @@ struct tl_stmt {
   tl_expr *panel_size;
   bool order_column, enable;
 
+  /* sync_threads */
+  bool fence;          /* after check: "fence": also a device-scope memory fence (proto/tile-ir-v1.md 5.7) */
+
   /* parsed option fields, folded by the checker into the typed fields above
    * (each may be NULL when absent): JSON booleans/integers or constant
    * expression strings. */
   struct {
     tl_expr *trans_a, *trans_b, *clear_accum, *k_pack, *dim, *clear, *reverse, *num_stages, *enable, *tma, *wspec, *overlap,
-        *k_group, *pingpong;
+        *k_group, *pingpong, *fence;
     tl_expr *cluster[3];
   } raw;
   const char *reduce_type_name, *policy_name, *order_name; /* parsed strings */
@@ -760,6 +774,9 @@ typedef struct tl_tmap {
   int64_t box[TL_TMAP_RANK_MAX];    /* innermost first */
   int swizzle;                      /* the swizzle's span in bytes: 128, 64 or 32 (CU_TENSOR_MAP_SWIZZLE_128B,
                                        64B, 32B), 0 for none */
+  int packed;                       /* elements per byte: 2 to 8 for a packed sub-byte dtype, whose map moves
+                                       bytes (its innermost dimension, box[0] and coordinate count bytes); 1 (or
+                                       0) for whole-byte elements */
 } tl_tmap;
 
 /* ---- program --------------------------------------------------------------- */
@@ -815,6 +832,8 @@ typedef struct tl_program {
                             iteration late (pass_pipeline.c's lag_gemm); its build with it spilled */
   bool no_tight_wspec;   /* set by tl_compile before the passes: pass_wspec gives a producer warpgroup only its
                             usual register budget; its build with the tight one spilled */
+  bool no_wspec_pre;      /* set by tl_compile before the passes: the PTX back end is asked for, which has no
+                            pass_wspec pre copies (the program's threads copy before the loop themselves) */
   /* after pass_tma: the tensor maps the kernel takes after its params, and
    * its mbarriers (8 bytes each, in shared memory at mbar_offset) */
   int ntmaps;

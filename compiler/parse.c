@@ -724,6 +724,8 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     return s->kind == S_PRINT || s->value ? s : NULL;
   }
   case S_SYNC_THREADS:
+    s->raw.fence = get_flag(p, v, "fence", ptr);
+    break;
   case S_ASSIGN:
     break;
   }
@@ -869,7 +871,7 @@ static void parse_workspaces(P *p, json_t *v) {
       ERR(wp, "a workspace must be an object, not %s", json_kind(wv));
       continue;
     }
-    static const char *const fields[] = {"name", "dtype", "shape", NULL};
+    static const char *const fields[] = {"name", "dtype", "shape", "zeroed", NULL};
     check_fields(p, wv, wp, "a workspace", fields);
     const char *name = get_string(p, wv, "name", wp, "a workspace", true);
     tl_dtype dt = TL_INT32;
@@ -883,6 +885,10 @@ static void parse_workspaces(P *p, json_t *v) {
     s->scope = SCOPE_GLOBAL;
     s->align = 256; /* the launcher's placement (proto/kernel-meta.md 6) */
     s->workspace = true;
+    json_t *z = json_object_get(wv, "zeroed");
+    if (z && !json_is_boolean(z))
+      ERR(tl_ptr_key(p->arena, wp, "zeroed"), "'zeroed' must be true or false, not %s", json_kind(z));
+    s->ws_zeroed = z && json_is_true(z);
     s->ndim = get_expr_list(p, shape, tl_ptr_key(p->arena, wp, "shape"), "'shape'", TL_MAX_DIMS, s->shape);
     if (s->ndim < 0)
       continue;

@@ -90,6 +90,9 @@ void tl_pass_overlap(tl_program *prog, int64_t smem_limit, const tl_codegen *cg)
  * nmbar), then tl_pass_smem; none when they would take shared memory over
  * smem_limit bytes. */
 void tl_pass_tma(tl_program *prog, int64_t smem_limit, const tl_codegen *cg);
+/* The tensor map that copy s (global into a shared buffer, filling it) would take, or why none (pass_tma.c's
+ * conditions but the loop's): *map its index in prog->tmaps, added when new. */
+const char *tl_tma_map_of(tl_program *prog, const tl_stmt *s, int *map);
 /* pass_cluster.c: the thread-block cluster the kernel is launched with
  * (tl_program.cl, cl_axis, cl_size: the kernel's "cluster" or a tma loop's)
  * and the bulk tensor copies multicast across it (tl_stmt.mcast,

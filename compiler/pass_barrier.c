@@ -18,11 +18,15 @@
  * pipelined loop starts with a barrier when anything is pending and its
  * iterations each start with one (emit_cuda.c prints those), except a
  * warp-specialized one (pass_wspec.c), whose copies synchronize on
- * mbarriers: the rest of its body is walked as a serial loop's, with no
+ * mbarriers: the rest of its body is walked as a serial loop's (its copies
+ * prefetched through registers after a barrier that follows the loop's
+ * first, and at the end of each iteration, where it stores the next), with no
  * barrier after it (the consumer warpgroups of a persistent kernel then run
  * on into the next tile apart, one's epilogue beside the other's gemm); a
  * persistent kernel's tiles are separated by a barrier only where the
- * shared memory they use asks for one (tile_barrier).  A conflict
+ * shared memory they use asks for one (tile_barrier); a copy before that
+ * loop which the producer issues too (wspec_pre) synchronizes with its
+ * readers on its own mbarriers, and counts as no access.  A conflict
  * inside thread-dependent control, where no barrier can be placed, is an
  * error.  The barriers inside one tile operator's lowering (the exchanges
  * of a reduction through the scratch, a lock-step assignment) are the
@@ -231,8 +235,10 @@ static void walk_pipelined(B *b, tl_stmt *s) {
  * a whole, by their uniform ancestor. */
 static void walk_stmt(B *b, tl_stmt *s, bool uniform) {
   access a = {0};
-  collect(b->a, &a, s);
   s->barrier_before = s->barrier_end = false;
+  if (s->wspec_pre) /* the producer's copy (pass_wspec.c): it and its readers synchronize on its mbarriers */
+    return;
+  collect(b->a, &a, s);
   if (uniform && !b->par && conflicts(&b->pend, &a)) {
     s->barrier_before = true;
     barrier(b);
@@ -289,12 +295,23 @@ static void walk_stmt(B *b, tl_stmt *s, bool uniform) {
      * for their stages, and are waited for, on mbarriers; the rest of the
      * body runs as a serial loop's (no barrier after it: a statement that
      * conflicts with what it leaves pending gets its own) */
-    for (int i = 0; i < s->body.n; i++)
+    /* Its copies prefetched through registers (emit_cuda.c's
+     * emit_tl_wspec_loop): iteration 0's before the loop, then a barrier;
+     * each iteration's store of the next one's at its end. */
+    bool rp = false;
+    for (int i = 0; i < s->body.n; i++) {
       if (!(s->wspec && s->body.items[i]->prefetch))
         collect(b->a, &body, s->body.items[i]);
+      rp |= s->wspec && s->body.items[i]->reg_prefetch;
+    }
+    if (rp)
+      barrier(b);
     for (int i = 0; i < s->body.n && !b->failed; i++)
-      if (!(s->wspec && s->body.items[i]->prefetch))
+      if (!(s->wspec && (s->body.items[i]->prefetch || s->body.items[i]->reg_prefetch)))
         walk_stmt(b, s->body.items[i], inner);
+    for (int i = 0; rp && i < s->body.n; i++)
+      if (s->body.items[i]->reg_prefetch)
+        collect(b->a, &b->pend, s->body.items[i]);
     /* the next iteration runs the body again: separate it from this one */
     if (inner && conflicts(&b->pend, &body)) {
       s->barrier_end = true;
@@ -370,7 +387,7 @@ static bool tile_barrier(B *b, const tl_body *body) {
       for (int j = 0; j < s->body.n; j++)
         if (!s->body.items[j]->prefetch)
           collect(b->a, &all, s->body.items[j]);
-    } else {
+    } else if (!s->wspec_pre) {
       collect(b->a, &all, s);
     }
   }

@@ -89,6 +89,8 @@ static const char *part_map(tl_program *prog, const tl_stmt *s, int64_t n, tl_tm
     bd++;
   if (d == src->ndim || bd == b->ndim || b->dims[bd] != src->ext[d])
     return "its box's outermost dimension is not its buffer's";
+  if (m->packed > 1)
+    return "its elements are packed sub-byte ones (a part's bytes are not counted for them)";
   int64_t rows = src->ext[d], es = (int64_t)tl_dtype_size(b->dtype);
   if (rows % n)
     return tl_arena_printf(prog->arena, "its box's %lld rows are not a multiple of the cluster's %lld blocks",

@@ -296,7 +296,10 @@ static bool copy_rotatable(P *p, const tl_stmt *loop, int at) {
  * buffer; the barrier that opens iteration c + 1 makes them visible, and
  * the copy the store overwrites was last read in iteration c - 1, before
  * that iteration's closing barrier.  Iteration 0's elements are copied
- * before the loop.  Results are those of the copy in place: it reads only
+ * before the loop.  (A warp-specialized loop, pass_wspec.c, has no
+ * barrier opening its iterations: pass_barrier.c puts one after that
+ * first copy and one closing each iteration, after the store.)  Results
+ * are those of the copy in place: it reads only
  * the loop variable and values fixed before the loop (as a prefetched
  * copy), it writes the whole buffer and is its only writer, which nothing before it in
  * the body and nothing outside the loop touches, so every read of an

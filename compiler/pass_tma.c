@@ -19,7 +19,9 @@
  * A copy qualifies when:
  *   - it is a prefetched copy of a pipelined loop that does not say
  *     "tma": false;
- *   - its elements are whole bytes (packed sub-byte types keep cp.async);
+ *   - its elements are whole bytes, or packed sub-byte elements (tl_tmap's
+ *     packed: the map moves their bytes, its innermost dimension and box
+ *     counted in bytes) in a buffer without swizzle, in rows of whole bytes;
  *   - the tensor has at most 5 dimensions and the copy fills its whole
  *     buffer (its extents, without the 1s, are the buffer's dimensions);
  *   - each box dimension is at most 256 elements (the hardware's limit);
@@ -53,23 +55,48 @@ typedef struct {
 
 /* The tensor map of s, or why there is none (a static message or one in
  * the program's arena).  Fills *m. */
+static const char *map_why(tl_program *prog, const tl_stmt *s, tl_tmap *m);
+
 static const char *why_not(P *p, const tl_stmt *s, tl_tmap *m) {
-  const tl_region *src = s->src, *dst = s->dst;
-  const tl_sym *t = src->sym, *b = dst->sym;
-  tl_arena *a = p->prog->arena;
   if (!p->loop || !s->prefetch)
     return "not a copy that a pipelined loop prefetches";
   if (p->loop->no_tma)
     return "its pipelined loop says \"tma\": false";
+  /* a packed tile alone on TMA beside cp.async copies gained nothing and cost registers: H100, W4A16 M = 1
+   * (gemm_w4a16_splitk) 0.0362 ms against 0.0320 with all on cp.async, 64 bytes a thread spilled */
+  for (int j = 0; tl_dtype_is_packed(s->dst->sym->dtype) && j < p->loop->body.n; j++) {
+    const tl_stmt *o = p->loop->body.items[j];
+    tl_tmap om;
+    if (o != s && o->kind == S_COPY && o->async_copy && o->prefetch && !tl_dtype_is_packed(o->dst->sym->dtype) &&
+        map_why(p->prog, o, &om))
+      return tl_arena_printf(p->prog->arena, "packed %s elements take TMA only where every copy the loop prefetches "
+                             "does (the copy into %s keeps cp.async)", tl_dtype_name(s->dst->sym->dtype),
+                             o->dst->sym->name);
+  }
+  return map_why(p->prog, s, m);
+}
+
+/* The tensor map of copy s, or why there is none (the conditions of the header but the loop's). */
+static const char *map_why(tl_program *prog, const tl_stmt *s, tl_tmap *m) {
+  const tl_region *src = s->src, *dst = s->dst;
+  const tl_sym *t = src->sym, *b = dst->sym;
+  tl_arena *a = prog->arena;
   if (t->ndim > TL_TMAP_RANK_MAX)
     return "the tensor has more than 5 dimensions";
   if (t->view_of) /* a tensor map is made at launch from a parameter's pointer and shape */
     return "the tensor is a view";
-  /* a tensor map counts whole bytes per element (and its 4-bit types pad
-   * each element to a byte in shared memory), so packed tiles keep cp.async */
-  if (tl_dtype_is_packed(b->dtype))
-    return tl_arena_printf(a, "%s elements are packed %d to a byte, and a tensor map moves whole-byte elements",
-                           tl_dtype_name(b->dtype), 8 / tl_dtype_bits(b->dtype));
+  /* packed sub-byte elements move as the bytes that hold them (a map of
+   * uint8 whose innermost dimension and box count bytes): the tensor's
+   * innermost dimension is a constant number of 16-byte chunks and the box
+   * starts on one (pass_pipeline.c's can_async), so both are whole bytes,
+   * and the bytes keep their elements' order (proto/tile-ir-v1.md 7.1.2) */
+  int per = tl_dtype_is_packed(b->dtype) ? 8 / tl_dtype_bits(b->dtype) : 1;
+  if (per > 1 && (b->wgmma_op || b->swizzled))
+    return tl_arena_printf(a, "the buffer holds packed %s elements in a swizzled layout", tl_dtype_name(b->dtype));
+  if (per > 1 && (t->shape[t->ndim - 1]->kind != E_CONST || t->shape[t->ndim - 1]->val.i % per ||
+                  src->ext[src->ndim - 1] % per))
+    return tl_arena_printf(a, "the tensor's rows or the box's of packed %s elements are not whole bytes",
+                           tl_dtype_name(b->dtype));
   if (b->layout && !b->layout->swizzle)
     return "the buffer has a layout map";
   int64_t se[TL_MAX_DIMS], n = 0;
@@ -90,9 +117,12 @@ static const char *why_not(P *p, const tl_stmt *s, tl_tmap *m) {
   m->rank = t->ndim;
   for (int d = 0; d < t->ndim; d++)
     m->box[t->ndim - 1 - d] = src->ext[d];
-  int64_t es = (int64_t)tl_dtype_size(b->dtype), stage_bytes = es;
+  m->packed = per;
+  m->box[0] /= per;
+  int64_t es = (int64_t)tl_dtype_size(b->dtype), stage_bytes = 1;
   for (int d = 0; d < b->ndim; d++)
     stage_bytes *= b->dims[d];
+  stage_bytes = (int64_t)tl_dtype_bytes(b->dtype, (uint64_t)stage_bytes);
   if (b->wgmma_op || b->swizzled) {
     /* 2-D, 16- or 8-bit: tl_swz with 8 chunks of 16 bytes per row (one row
      * per swizzle key; an 8-bit buffer's byte pairs counted as 16-bit
@@ -135,6 +165,16 @@ static int map_index(tl_program *prog, const tl_tmap *m) {
     return -1;
   prog->tmaps[prog->ntmaps] = *m;
   return prog->ntmaps++;
+}
+
+const char *tl_tma_map_of(tl_program *prog, const tl_stmt *s, int *map) {
+  tl_tmap m;
+  const char *why = map_why(prog, s, &m);
+  if (why)
+    return why;
+  if ((*map = map_index(prog, &m)) < 0)
+    return tl_arena_printf(prog->arena, "the kernel has %d tensor maps already", TL_MAX_TMAPS);
+  return NULL;
 }
 
 static tl_walk_act pre(tl_stmt *s, void *user) {

@@ -10,9 +10,13 @@
  * pipe_stages) and wspec_lag; tl_program.wspec_threads (128: the launch's
  * block grows by one warpgroup, after the program's threads) and
  * wspec_regs (setmaxnreg's counts for the producer and for the program's
- * threads); wspec_why on every other tma loop, saying why not (`--emit ir`
- * prints it); wspec on the lets of the kernel's body before the loop that
- * the producer evaluates too; then the shared-memory layout again
+ * threads); wspec_pre, pre_mbar, pre_stages, pre_threads and pre_last on
+ * the copies before the loop that the producer issues too (tl_program.nmbar
+ * grows by two for each copy of their buffers, whose stages become that
+ * many; their tensor maps join the program's), tma_why on the others;
+ * wspec_why on every other tma loop, saying why not (`--emit ir` prints it);
+ * wspec on the lets of the kernel's body before the loop that the producer
+ * evaluates too; then the shared-memory layout again
  * (tl_pass_smem); pingpong on the chosen loop (pingpong_why when not: the
  * loop says "pingpong": false, the program's threads are one warpgroup, its
  * tail runs one iteration late, no gemm of the body runs on wgmma, or,
@@ -48,6 +52,25 @@
  * Q K^T of c) frees the stage of c - 1 at the end of iteration c
  * (wspec_lag 1: that gemm read it, and was waited for in c), and the last
  * stage once the loop's last late gemm, issued after it, is done.
+ *
+ * Pre copies (persistent kernels): a copy of the kernel's body before the
+ * loop, from a tensor no statement writes into a shared buffer no other
+ * statement writes, at a place the producer can compute (as the loop's
+ * copies), one tensor map can do (tl_tma_map_of) is the producer's too
+ * (wspec_pre: attention's Q tile): tile by tile it waits until the tile
+ * pre_stages back has freed the buffer's copy, then issues the bulk tensor
+ * copy on a full mbarrier of its own; the program's threads, at the copy,
+ * wait for it there and free it after its last reader (pre_last; after
+ * wgmma.wait_group 0, per warp, or per thread after a proxy fence where a
+ * reader is not a wgmma operand: pre_threads).  Two copies of the buffer
+ * (the next tile's lands while this one's is read) where shared memory
+ * holds them at the blocks per SM chosen, else one (issued after the
+ * loop's first pipe_stages iterations, so the next tile's stages are not
+ * held up by the last tile's reading), else none (tma_why says why).
+ * Otherwise, and on the PTX back end (no_wspec_pre), the program's threads
+ * copy, with cp.async, at each tile's start (H100, attention b4 h32 s4096:
+ * causal d64 374-380 against 358 TFLOP/s, s1024 d128 524 against 502;
+ * bench/README.md).
  *
  * Persistent: unless the kernel says "persistent": false (or is launched
  * in thread-block clusters: tl_program.cl_size, pass_cluster.c), the kernel is persistent too
@@ -308,8 +331,118 @@ static tl_walk_act stage_expr(tl_expr *x, tl_stmt *s, void *user) {
   return TL_WALK_GO;
 }
 
+/* Does a statement touch buffer b, and otherwise than as a wgmma gemm's operand (tl_walker, user: R)? */
+typedef struct {
+  const tl_sym *b;
+  bool hit, generic;
+} R;
+
+static tl_walk_act pre_stmt(tl_stmt *s, void *user) {
+  R *r = user;
+  bool op = s->kind == S_GEMM && (s->A == r->b || s->B == r->b), wg = op && s->use_wgmma && s->C != r->b;
+  bool other = (s->src && s->src->sym == r->b) || (s->dst && s->dst->sym == r->b) || s->C == r->b;
+  r->hit |= op || other;
+  r->generic |= other || (op && !wg);
+  return TL_WALK_GO;
+}
+
+static tl_walk_act pre_expr(tl_expr *x, tl_stmt *s, void *user) {
+  R *r = user;
+  (void)s;
+  if (x->sym == r->b)
+    r->hit = r->generic = true;
+  return TL_WALK_GO;
+}
+
+/* Why copy c (statement i of the kernel's body, before wspec loop `loop`) is not issued by the producer
+ * too (a pre copy; see the header), or NULL, with its tensor map in *map. */
+static const char *pre_why(tl_program *prog, tl_stmt *loop, int i, tl_stmt *c, int *map) {
+  const tl_sym *t = c->src->sym, *b = c->dst->sym;
+  if (!prog->persistent)
+    return "the kernel is not persistent (one tile a block: nothing to copy ahead)";
+  if (prog->no_wspec_pre)
+    return "the PTX back end is asked for (it has none such)";
+  if (loop->no_tma)
+    return "the pipelined loop says \"tma\": false";
+  if (t->kind != SYM_TENSOR || b->kind != SYM_BUFFER || b->scope != SCOPE_SHARED || b->stages > 1 || b->rotates)
+    return "not a copy of a tensor into a shared buffer of one copy";
+  Q q = {.prog = prog, .loop = loop, .before = (const tl_stmt *const *)prog->body.items, .nbefore = i};
+  if (!producer_region(&q, c->src))
+    return "it reads where only the program's threads know";
+  W w = {.t = t};
+  tl_walk(&prog->body, &(tl_walker){.pre = writes}, &w);
+  if (w.hit)
+    return tl_arena_printf(prog->arena, "the kernel writes %s, which it reads", t->name);
+  for (int j = 0; j < prog->body.n; j++) {
+    W wb = {.t = b};
+    if (prog->body.items[j] != c && (tl_walk_stmt(prog->body.items[j], &(tl_walker){.pre = writes}, &wb), wb.hit))
+      return tl_arena_printf(prog->arena, "the kernel writes %s otherwise too", b->name);
+  }
+  return tl_tma_map_of(prog, c, map);
+}
+
+/* The pre copies of wspec loop `loop` (see the header): each copy of the kernel's body before it from a
+ * tensor into a shared buffer, where the buffer can have two copies (or, short of room, one) and four (two)
+ * mbarriers more; the shared-memory layout again.  Blocks per SM stay what they were. */
+static void pre_copies(tl_program *prog, tl_stmt *loop, int64_t smem_limit) {
+  for (int i = 0; prog->body.items[i] != loop; i++) {
+    tl_stmt *c = prog->body.items[i];
+    if (c->kind != S_COPY || !c->async_copy || c->prefetch)
+      continue;
+    int map = -1;
+    const char *why = pre_why(prog, loop, i, c, &map);
+    if (why) {
+      c->tma_why = tl_arena_printf(prog->arena, "before the warp-specialized loop, not the producer's: %s", why);
+      continue;
+    }
+    R r = {.b = c->dst->sym};
+    c->pre_last = c;
+    for (int j = i + 1; j < prog->body.n; j++) {
+      R rj = {.b = c->dst->sym};
+      tl_walk_stmt(prog->body.items[j], &(tl_walker){.pre = pre_stmt, .expr = pre_expr}, &rj);
+      if (rj.hit)
+        c->pre_last = prog->body.items[j];
+      r.generic |= rj.generic;
+    }
+    tl_sym *b = c->dst->sym;
+    int nmbar = prog->nmbar;
+    int64_t blocks = prog->wspec_blocks;
+    for (int n = 2; n >= 1; n--) {
+      b->stages = n;
+      b->tma_dst = prog->tmaps[map].swizzle != 0;
+      prog->nmbar = nmbar + 2 * n;
+      tl_pass_smem(prog);
+      if (prog->smem_bytes <= smem_limit && SM_SMEM / (prog->smem_bytes + 1024) >= blocks) {
+        c->wspec_pre = true;
+        c->tma_map = map;
+        c->pre_mbar = nmbar;
+        c->pre_stages = n;
+        c->pre_threads = r.generic;
+        c->tma_why = NULL;
+        break;
+      }
+    }
+    if (!c->wspec_pre) {
+      b->stages = 1;
+      b->tma_dst = false;
+      prog->nmbar = nmbar;
+      tl_pass_smem(prog);
+      c->tma_why = "before the warp-specialized loop, not the producer's: no room for its copies in shared memory";
+    }
+  }
+}
+
 static tl_walk_act reset(tl_stmt *s, void *user) {
   (void)user;
+  if (s->wspec_pre) {
+    s->dst->sym->stages = 1;
+    s->dst->sym->tma_dst = false;
+    s->tma_map = -1;
+  }
+  s->wspec_pre = false;
+  s->pre_mbar = s->pre_stages = 0;
+  s->pre_threads = false;
+  s->pre_last = NULL;
   s->wspec = false;
   s->wspec_why = NULL;
   s->wspec_empty = 0;
@@ -429,6 +562,7 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
    * cause was the clustered kernel's, not the tile walk's: its stages freed by release.cluster arrivals
    * (emit_cuda.c's release_stage; with release.cta ones, 637.5 against 666.9); the simpler schedule stays */
   prog->persistent = !prog->no_persistent && prog->cl_size == 1;
+  pre_copies(prog, chosen, smem_limit);
   chosen->pingpong_why = pingpong_why(prog, chosen);
   chosen->pingpong = !chosen->pingpong_why;
 }

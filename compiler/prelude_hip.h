@@ -430,6 +430,8 @@ static const char tl_prelude_hip[] =
     "  __builtin_amdgcn_s_barrier();\n"
     "  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, \"workgroup\");\n"
     "}\n"
+    /* a device-scope fence, as HIP's __threadfence (sync_threads with "fence") */
+    "TL_DEV void tl_threadfence(void) { __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, \"agent\"); }\n"
     /* workgroups in the grid along axis d, from the dispatch packet */
     "TL_DEV unsigned tl_num_groups(int d) {\n"
     "  const unsigned char *p = (const unsigned char *)__builtin_amdgcn_dispatch_ptr();\n"

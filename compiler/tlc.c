@@ -521,10 +521,12 @@ static tl_status run_device(const options *o, tl_program *prog, const char *text
   if ((st = tl_kernel_grid(k, kargs, tl_user_params(prog), grid, err)) != TL_OK)
     goto done;
   if (prog->next || (grid[0] > 0 && grid[1] > 0 && grid[2] > 0)) { /* an empty grid runs no block (the first kernel's: the next may have one) */
-    if ((st = tl_kernel_launch(k, kargs, tl_user_params(prog), NULL, err)) != TL_OK || (st = tl_gpu_sync(h, err)) != TL_OK)
+    if ((st = tl_kernel_launch(k, kargs, tl_user_params(prog), NULL, err)) != TL_OK || (st = tl_gpu_sync(h, err)) != TL_OK ||
+        (st = tl_kernel_check_zeroed(k, err)) != TL_OK)
       goto done;
     /* the outputs are those of the first launch; the timed ones repeat it */
-    if (o->time_runs && (st = time_launches(o, h, k, kargs, tl_user_params(prog), target, err)) != TL_OK)
+    if (o->time_runs && ((st = time_launches(o, h, k, kargs, tl_user_params(prog), target, err)) != TL_OK ||
+                         (st = tl_kernel_check_zeroed(k, err)) != TL_OK))
       goto done;
   }
   for (int p = 0; p < tl_user_params(prog); p++) {

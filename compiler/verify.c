@@ -37,7 +37,8 @@
  *             prefetched copy on a target with TMA, through one of the
  *             program's tensor maps that maps its tensor (rank, boxes of 1
  *             to 256, the swizzle its buffer has: tma_dst buffers 1024-byte
- *             aligned), into whole-byte elements; a loop has mbarriers
+ *             aligned), into whole-byte elements or, unswizzled, packed
+ *             ones whose map counts bytes; a loop has mbarriers
  *             exactly when it has such copies, one per stage within the
  *             program's, shared with no other loop (a stage is refilled
  *             only after the barrier that starts the iteration, as for
@@ -53,7 +54,9 @@
  *             thread's elements); no barrier sits under thread-dependent
  *             control or inside a parallel loop (a persistent kernel's
  *             next tile counts as following this one, with a barrier
- *             between only where tile_barrier says, shared memory alone);
+ *             between only where tile_barrier says, shared memory alone;
+ *             a copy the producer issues before its loop, wspec_pre, is
+ *             no access: it synchronizes on its own mbarriers);
  *             fence_async is set exactly when a gemm runs on wgmma.
  *   wspec:    the shared buffers and mbarriers as after pipeline; at most
  *             one warp-specialized loop, a tma loop of the kernel's body all
@@ -61,7 +64,11 @@
  *             "stage is free" mbarrier per stage apart from its full ones;
  *             the producer warpgroup exactly then, after a one-dimensional
  *             block of whole warpgroups; setmaxnreg counts that the
- *             instruction takes (verify_wspec);
+ *             instruction takes; pre copies (wspec_pre) only on the body's
+ *             statements before that loop of a persistent kernel, their
+ *             buffers in pre_stages (1 or 2) copies, their mbarriers within
+ *             the program's and apart from the loop's, pre_last a statement
+ *             of the body at or after them (verify_wspec);
  *   split:    regions only on statements of the kernel's top level, each
  *             region a run of consecutive statements numbered 1, 2, ...
  *             in order (its first statement listing the fragments it
@@ -369,7 +376,8 @@ static void check_pending(V *v, const tl_stmt *s, const tl_stmt *g) {
 
 /* Bulk tensor copy c of pipelined loop s: its tensor map is one of the
  * program's and maps c's tensor with boxes a tensor map allows, on a target
- * with TMA, into a buffer of whole-byte elements (pass_tma.c). */
+ * with TMA, into a buffer of whole-byte elements or, unswizzled, of packed
+ * ones whose map moves bytes (pass_tma.c). */
 static void check_tma_copy(V *v, const tl_stmt *s, const tl_stmt *c) {
   const tl_program *p = v->prog;
   const tl_tmap *m = c->tma_map >= 0 && c->tma_map < p->ntmaps ? &p->tmaps[c->tma_map] : NULL;
@@ -379,12 +387,14 @@ static void check_tma_copy(V *v, const tl_stmt *s, const tl_stmt *c) {
     return;
   }
   bool ok = m->tensor == c->src->sym && m->rank == c->src->sym->ndim && m->rank <= TL_TMAP_RANK_MAX &&
-            !tl_dtype_is_packed(c->dst->sym->dtype) && (m->swizzle != 0) == c->dst->sym->tma_dst;
+            (tl_dtype_is_packed(c->dst->sym->dtype) ? m->packed == 8 / tl_dtype_bits(c->dst->sym->dtype) && !m->swizzle
+                                                     : m->packed <= 1) &&
+            (m->swizzle != 0) == c->dst->sym->tma_dst;
   for (int d = 0; d < m->rank && ok; d++)
     ok = m->box[d] >= 1 && m->box[d] <= 256;
   if (!ok)
-    fail(v, c->pointer, "bulk tensor copy whose tensor map is not its tensor's (rank, boxes of 1 to 256, swizzle) or "
-         "whose buffer '%s' is packed", c->dst->sym->name, NULL);
+    fail(v, c->pointer, "bulk tensor copy whose tensor map is not its tensor's (rank, boxes of 1 to 256, swizzle, "
+         "packing) into buffer '%s'", c->dst->sym->name, NULL);
 }
 
 /* The mbarriers of tma loop s: one per stage, within the program's, taken
@@ -889,9 +899,22 @@ static effect stmt_effect(Bv *b, tl_stmt *s);
 static tl_body consumer_body(Bv *b, const tl_stmt *s) {
   tl_body rest = {.items = tl_arena_alloc(b->v->prog->arena, sizeof(tl_stmt *) * (size_t)(s->body.n + 1))};
   for (int i = 0; i < s->body.n; i++)
-    if (!s->body.items[i]->prefetch)
+    if (!s->body.items[i]->prefetch && !s->body.items[i]->reg_prefetch)
       rest.items[rest.n++] = s->body.items[i];
   return rest;
+}
+
+/* Does wspec loop s hold copies prefetched through registers (iteration 0's
+ * before the loop, then a barrier: emit_cuda.c's emit_tl_wspec_loop)?
+ * Iteration c stores c + 1's into the buffer's other copy as it ends, which
+ * no access of c touches (pass_pipeline.c: the copy is its buffer's only
+ * writer and a rotating one) and which c - 1 last read before the barrier
+ * that closes it: run_stmt checks that barrier_end is set. */
+static bool wspec_reg_prefetch(const tl_stmt *s) {
+  for (int i = 0; s->wspec && i < s->body.n; i++)
+    if (s->body.items[i]->reg_prefetch)
+      return true;
+  return false;
 }
 
 /* a, then c. */
@@ -910,6 +933,8 @@ static effect body_effect(Bv *b, const tl_body *body) {
 
 static effect stmt_effect(Bv *b, tl_stmt *s) {
   effect e = {true, fresh(b)}, cleared = {false, fresh(b)};
+  if (s->wspec_pre) /* the producer's copy: on mbarriers with its readers (pass_wspec.c) */
+    return e;
   switch (s->kind) {
   case S_SYNC_THREADS:
     e = cleared;
@@ -942,6 +967,8 @@ static effect stmt_effect(Bv *b, tl_stmt *s) {
       tl_body body = s->wspec ? consumer_body(b, s) : s->body;
       if (!s->barrier_end)
         join(b, e.adds, body_effect(b, &body).adds);
+      if (wspec_reg_prefetch(s))
+        e = then(b, cleared, e);
     }
     break;
   default:
@@ -1003,6 +1030,8 @@ static void run_unit(Bv *b, tl_stmt *s) {
 static void run_stmt(Bv *b, tl_stmt *s) {
   if (s->barrier_before)
     clear(b, b->pend);
+  if (s->wspec_pre) /* the producer's copy: on mbarriers with its readers (pass_wspec.c) */
+    return;
   switch (s->kind) {
   case S_SYNC_THREADS:
     clear(b, b->pend);
@@ -1038,6 +1067,17 @@ static void run_stmt(Bv *b, tl_stmt *s) {
     access_now(b, s, control(b, s));
     if (s->wspec) { /* the producer's copies wait and are waited for on mbarriers: the rest as a serial loop's */
       tl_body rest = consumer_body(b, s);
+      if (wspec_reg_prefetch(s)) { /* iteration 0's copies through registers, then a barrier */
+        for (int i = 0; i < s->body.n; i++)
+          if (s->body.items[i]->reg_prefetch)
+            access_now(b, s->body.items[i], accesses(b, s->body.items[i]));
+        clear(b, b->pend);
+        if (!s->barrier_end) {
+          fail(b->v, s->pointer, "warp-specialized loop with copies prefetched through registers but no barrier "
+               "closing its iterations%s", "", NULL);
+          return;
+        }
+      }
       touched after = copy_of(b, b->pend);
       if (!s->barrier_end)
         join(b, b->pend, body_effect(b, &rest).adds);
@@ -1133,6 +1173,12 @@ static void verify_barriers(V *v) {
  * one-dimensional block of whole warpgroups, within 1024 threads; the
  * setmaxnreg counts multiples of 8 from 24 to 256, the producer's below
  * the others'. */
+/* A statement inside a body: never a pre copy (tl_walker.pre). */
+static tl_walk_act no_pre(tl_stmt *s, void *user) {
+  return s->wspec_pre ? fail(user, s->pointer, "a copy the producer issues is not of the kernel's body%s", "", NULL)
+                      : TL_WALK_GO;
+}
+
 static void verify_wspec(V *v) {
   const tl_program *p = v->prog;
   int64_t T = p->threads[0] * p->threads[1] * p->threads[2];
@@ -1164,6 +1210,35 @@ static void verify_wspec(V *v) {
       return;
     }
   }
+  /* pre copies: copies of the body before its wspec loop, of a persistent kernel, into one or two copies of
+   * their buffer, their full and free mbarriers within the program's and apart from the loop's, freed after
+   * a statement of the body at or after them; nowhere else */
+  bool before = loop != NULL;
+  for (int i = 0; i < p->body.n; i++) {
+    const tl_stmt *c = p->body.items[i];
+    before &= c != loop;
+    if (!c->wspec_pre)
+      continue;
+    int64_t m = c->pre_mbar, n = c->pre_stages, S = loop ? loop->pipe_stages : 0;
+    bool last = false;
+    for (int j = i; j < p->body.n; j++)
+      last |= p->body.items[j] == c->pre_last;
+    if (c->kind != S_COPY || !before || !p->persistent || (n != 1 && n != 2) || c->dst->sym->stages != n ||
+        c->tma_map < 0 || c->tma_map >= p->ntmaps || m < 0 || m + 2 * n > p->nmbar ||
+        (m < loop->mbar + S && loop->mbar < m + 2 * n) || (m < loop->wspec_empty + S && loop->wspec_empty < m + 2 * n) ||
+        !last) {
+      fail(v, c->pointer, "a copy the producer issues before its loop is not as pass_wspec.c promises%s", "", NULL);
+      return;
+    }
+  }
+  static const tl_walker nested = {.pre = no_pre};
+  for (int i = 0; i < p->body.n; i++)
+    for (int k = 0; k < 2 && !v->failed; k++) {
+      const tl_body *b = k ? &p->body.items[i]->else_body : &p->body.items[i]->body;
+      tl_walk((tl_body *)b, &nested, v);
+    }
+  if (v->failed)
+    return;
   bool regs_ok = p->wspec_regs[1] == 0 || (p->wspec_regs[0] % 8 == 0 && p->wspec_regs[1] % 8 == 0 &&
                                            p->wspec_regs[0] >= 24 && p->wspec_regs[1] <= 256 &&
                                            p->wspec_regs[0] < p->wspec_regs[1]);

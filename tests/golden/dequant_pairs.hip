@@ -356,6 +356,7 @@ TL_DEV void tl_syncthreads(void) {
   __builtin_amdgcn_s_barrier();
   __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
 }
+TL_DEV void tl_threadfence(void) { __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "agent"); }
 TL_DEV unsigned tl_num_groups(int d) {
   const unsigned char *p = (const unsigned char *)__builtin_amdgcn_dispatch_ptr();
   unsigned wg = *(const unsigned short *)(p + 4 + 2 * d), grid = *(const unsigned *)(p + 12 + 4 * d);

@@ -344,7 +344,8 @@ def w4a16_abs(x, c):
     weight on both; its products with A's float16 values are exact in
     float32, and only the K float32 sums differ: GEMM's bound)."""
     g = c["group_size"]
-    S = np.repeat(x["S"].astype(np.float32), g, axis=1)[:, :x["B"].shape[1]]
+    S = x["S"] if "S" in x else x["St"].T  # St: one row per group (gemm_w4a16_t_gn)
+    S = np.repeat(S.astype(np.float32), g, axis=1)[:, :x["B"].shape[1]]
     W = ((x["B"].astype(np.float32) - 8) * S).astype(np.float16)
     return {"C": np.abs(x["A"].astype(np.float64)) @ np.abs(W.astype(np.float64)).T}
 
@@ -405,6 +406,12 @@ CASES = [
     ("../bench/programs/gemm_raster", {"M": 1000, "N": 1100, "K": 200, "block_K": 64, "block_M": 256, "threads": 512},
      {}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_wspec_let", {"M": 1000, "N": 1100, "K": 1000}, {}, ["C"], GEMM),
+    # a bias tile copied before the loop by the producer too (pass_wspec.c's pre copies, two copies of its
+    # buffer), read element by element after it (each thread frees its copy): ragged, 9 tiles on 4 blocks, 15 tiles
+    ("../tests/gpu/programs/gemm_bias_pre", {"M": 300, "N": 264, "K": 200}, {}, ["C"],
+     {"acc": ("K + 1", ["A", "B", "Bias"], 0.0), "env": {"TL_PERSISTENT_BLOCKS": "4"}}),
+    ("../tests/gpu/programs/gemm_bias_pre", {"M": 300, "N": 264, "K": 200, "block_N": 64, "num_stages": 2}, {},
+     ["C"], {"acc": ("K + 1", ["A", "B", "Bias"], 0.0)}),
     # more tiles than the persistent launch starts blocks (132 SMs on an H100): each block runs two or more
     # tiles, its warpgroups on into the next tile apart (no barrier between tiles: pass_barrier.c)
     ("../bench/programs/gemm_raster", {"M": 3000, "N": 2000, "K": 136, "block_K": 64, "block_N": 256,
@@ -687,6 +694,26 @@ CASES = [
                              "num_stages": 4, "split_k": 8}, {}, ["C"], W4A16),
     ("gemm_w4a16_splitk_t", {"M": 40, "N": 300, "K": 1000, "block_M": 64, "block_N": 128, "threads": 256,
                              "block_K": 64, "num_stages": 3, "split_k": 4}, {}, ["C"], W4A16),
+    # the two in one kernel, the last block of each tile adding the runs' sums (a zeroed counter workspace, reset
+    # by that block: tlc run fails a launch that leaves it nonzero): the same ragged cases, one run, runs past K
+    ("gemm_w4a16_splitk_last", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk_last", {"M": 13, "N": 200, "K": 650, "split_k": 3}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk_last", {"M": 3, "N": 160, "K": 1030, "split_k": 8}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk_last", {"M": 5, "N": 136, "K": 650, "block_K": 64, "group_size": 80, "split_k": 3}, {},
+     ["C"], W4A16),
+    ("gemm_w4a16_splitk_last", {"M": 64, "N": 256, "K": 1024, "block_M": 64, "num_stages": 2, "split_k": 1}, {},
+     ["C"], W4A16),
+    ("gemm_w4a16_splitk_last", {"M": 7, "N": 300, "K": 1000, "block_N": 128, "block_K": 64, "num_stages": 3,
+                                "split_k": 8}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk_t_last", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk_t_last", {"M": 13, "N": 200, "K": 650, "block_M": 16, "split_k": 3}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk_t_last", {"M": 3, "N": 160, "K": 1030, "block_M": 8, "split_k": 8}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk_t_last", {"M": 5, "N": 136, "K": 650, "block_K": 64, "group_size": 80, "split_k": 3}, {},
+     ["C"], W4A16),
+    ("gemm_w4a16_splitk_t_last", {"M": 20, "N": 300, "K": 1000, "block_M": 32, "block_N": 128, "block_K": 64,
+                                  "num_stages": 4, "split_k": 8}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk_t_last", {"M": 40, "N": 300, "K": 1000, "block_M": 64, "block_N": 128, "threads": 256,
+                                  "block_K": 64, "num_stages": 3, "split_k": 4}, {}, ["C"], W4A16),
     # C^T with the dequantized weights wgmma's A from registers, each thread dequantizing its own pairs: ragged
     # M, N and K, a scale group of 64, 128 columns, one warpgroup, K tiles of 128, 256 rows (two m64 row tiles
     # per warpgroup, interleaved)
@@ -707,6 +734,28 @@ CASES = [
     ("gemm_w4a16_t", {"M": 300, "N": 512, "K": 640, "block_M": 256, "block_N": 128, "threads": 256, "cluster_n": 2}, {},
      ["C"], W4A16),
     ("gemm_w4a16_t", {"M": 200, "N": 300, "K": 384, "block_N": 128, "threads": 256, "cluster_n": 2}, {}, ["C"], W4A16),
+    # the uint4 weights by TMA (their bytes), so a producer warpgroup and persistent blocks: more tiles than an
+    # H100's persistent launch starts blocks (each block walks two or more, the scales' copy through registers
+    # and the stages' phases going on from tile to tile), ragged M, N and K, the M = 4096 tile and the default
+    ("gemm_w4a16_t", {"M": 1300, "N": 3000, "K": 224, "block_M": 256, "block_N": 128, "threads": 256}, {}, ["C"],
+     W4A16),
+    ("gemm_w4a16_t", {"M": 1100, "N": 2000, "K": 224}, {}, ["C"], W4A16),
+    ("gemm_w4a16", {"M": 1000, "N": 2200, "K": 224}, {}, ["C"], W4A16),
+    # the scales one row per group: a bulk tensor copy where N is a multiple of 8 (no block barrier in the loop),
+    # else through registers; ragged M, N and K; K tiles 7 and 9; the M = 4096 tile with more tiles than blocks
+    ("gemm_w4a16_t_gn", {"M": 256, "N": 256, "K": 512}, {}, ["C"], W4A16),
+    ("gemm_w4a16_t_gn", {"M": 300, "N": 200, "K": 640, "block_M": 256, "block_N": 128, "threads": 256}, {}, ["C"],
+     W4A16),
+    ("gemm_w4a16_t_gn", {"M": 70, "N": 300, "K": 384, "group_size": 64, "block_N": 128, "threads": 256}, {}, ["C"],
+     W4A16),
+    ("gemm_w4a16_t_gn", {"M": 136, "N": 256, "K": 448, "block_N": 128, "threads": 256}, {}, ["C"], W4A16),
+    ("gemm_w4a16_t_gn", {"M": 136, "N": 136, "K": 576, "block_M": 256, "block_N": 128, "threads": 256}, {}, ["C"],
+     W4A16),
+    ("gemm_w4a16_t_gn", {"M": 1300, "N": 3000, "K": 224, "block_M": 256, "block_N": 128, "threads": 256}, {}, ["C"],
+     W4A16),
+    ("gemm_w4a16_t_gn", {"M": 1100, "N": 2000, "K": 224}, {}, ["C"], W4A16),
+    ("gemm_w4a16_t_gn", {"M": 200, "N": 512, "K": 384, "block_N": 128, "threads": 256, "cluster_n": 2}, {}, ["C"],
+     W4A16),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 1}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 7}, ["c"], MATMUL),
     ("tilus_matmul", {"n_size": 256, "k_size": 256}, {"m_size": 300}, ["c"], MATMUL),
@@ -748,6 +797,15 @@ CASES = [
     ("flash_attention", dict(FA, seq_len=777, dim=64, is_causal="true"), {}, ["Output"], FLASH),
     ("flash_attention", dict(FA, seq_len=700, dim=128, is_causal="true"), {}, ["Output"], FLASH),
     ("flash_attention", dict(FA, seq_len=640, dim=64, block_N=64, is_causal="true"), {}, ["Output"], FLASH),
+    # a persistent causal kernel with few blocks started (TL_PERSISTENT_BLOCKS): the tiles walked x slowest in
+    # groups of (y, z) pairs (emit_cuda.c's open_tiles): 4 x-blocks on 8 blocks, groups of 4 and 6 pairs; 6
+    # x-blocks (ragged) on 6 blocks, five groups of 2; on 5 blocks, two groups of 5
+    ("flash_attention", dict(FA, batch=2, heads=5, seq_len=256, dim=64, block_M=64, block_N=64, threads=128,
+                             is_causal="true"), {}, ["Output"], dict(FLASH, env={"TL_PERSISTENT_BLOCKS": "8"})),
+    ("flash_attention", dict(FA, batch=2, heads=5, seq_len=350, dim=64, block_M=64, block_N=64, threads=128,
+                             is_causal="true"), {}, ["Output"], dict(FLASH, env={"TL_PERSISTENT_BLOCKS": "6"})),
+    ("flash_attention", dict(FA, batch=2, heads=5, seq_len=350, dim=64, block_M=64, block_N=64, threads=128,
+                             is_causal="true"), {}, ["Output"], dict(FLASH, env={"TL_PERSISTENT_BLOCKS": "5"})),
     ("../tests/gpu/programs/flash_attention_bf16", dict(FA, seq_len=256, dim=128), {}, ["Output"], FLASH_BF16),
     ("../tests/gpu/programs/flash_attention_bf16", dict(FA, seq_len=300, dim=64, is_causal="true"), {}, ["Output"],
      FLASH_BF16),
@@ -800,6 +858,10 @@ CASES += [
 PACKED, PACKED_OUT = "../tests/gpu/programs/packed_types", ["O", "Wc", "P", "Q", "R", "E", "Z", "G"]
 CASES += [(PACKED, {"N": n}, {"M": m}, PACKED_OUT, {"ref": packed_types_ref})
           for m, n in [(64, 256), (100, 200), (1, 64), (7, 72)]]
+# tiles of int4, uint2, uint1 and float4_e2m1 prefetched by a pipelined loop: on sm_90 bulk tensor copies of
+# their bytes, by a producer warpgroup; ragged rows, the last K tile half past K (read as zero), 3 stages
+CASES += [("../tests/gpu/programs/packed_tma", {"K": 640}, {"M": 100}, ["O", "R"]),
+          ("../tests/gpu/programs/packed_tma", {"K": 384, "block_K": 256, "num_stages": 3}, {"M": 33}, ["O", "R"])]
 
 
 # the math functions of issue 13 (erf .. trunc, clamp, isnan, isinf): n
@@ -882,12 +944,14 @@ def make_input(rng, dt, shape, gen):
     return x.astype(np.float16 if dt == "float16" else np.float32)
 
 
-def run(cmd, timeout):
-    """Runs cmd for at most timeout seconds; a command that runs past it is
-    killed with all its children (its own process group: compute-sanitizer
-    starts tlc as a child) and reads as status 124 with a message saying so."""
+def run(cmd, timeout, env=None):
+    """Runs cmd (with env added to the environment) for at most timeout
+    seconds; a command that runs past it is killed with all its children
+    (its own process group: compute-sanitizer starts tlc as a child) and
+    reads as status 124 with a message saying so."""
     t0 = time.time()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         env=dict(os.environ, **env) if env else None)
     try:
         out, err = p.communicate(timeout=timeout)
         r = subprocess.CompletedProcess(cmd, p.returncode, out, err)
@@ -932,7 +996,7 @@ def device_case(a, prog, target, backend, dflags, aflags, inflags, dev_out, outs
         sum([["--out", o] for o in dev_out], [])
     if a.sanitize:
         dev_cmd = ["compute-sanitizer", "--error-exitcode", "3", "--tool", a.sanitize_tool] + dev_cmd
-    r2, t2 = run(dev_cmd, a.timeout * (10 if a.sanitize else 1))
+    r2, t2 = run(dev_cmd, a.timeout * (10 if a.sanitize else 1), opts.get("env"))
     if r2.returncode:
         print(f"FAIL {label}: device rc={r2.returncode} {r2.stderr.strip()[-600:]}")
         return 0, 1
@@ -1007,7 +1071,7 @@ def main():
         prog = f"examples/{name}.json"
         dflags = sum([["-D", f"{k}={v}"] for k, v in defs.items()], [])
         aflags = sum([["--arg", f"{k}={v}"] for k, v in args.items()], [])
-        label = f"{name} {' '.join(f'{k}={v}' for k, v in {**defs, **args}.items())}"
+        label = f"{name} {' '.join(f'{k}={v}' for k, v in {**defs, **args, **opts.get('env', {})}.items())}"
         if a.only_case and not re.search(a.only_case, label):
             continue
         # shapes and dtypes from the metadata of a compile at these constants

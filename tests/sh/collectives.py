@@ -26,6 +26,8 @@ rules, checked in the kernel's body (the prelude's helpers are skipped):
    the thread only through its other names.  The analysis ignores the order of statements
    (a name once thread-dependent is so everywhere), so it may refuse code
    that is fine; it never accepts a barrier under an `if` on the thread.
+   Each kernel of a file (a program of several) starts with no `return`
+   seen (a warp-specialized kernel's producer returns at its end).
    One kind of `if` on the thread is warp-uniform: `if (tl_tid >= N)` or
    `if (tl_tid < N)` with N a multiple of 32 (the producer warpgroup of a
    warp-specialized kernel, pass_wspec.c) splits the block between whole
@@ -148,6 +150,9 @@ class Kernel:
         stack = []  # frames: (kind, divergent, header line)
         pending = []  # brace-less headers governing the next statement: (divergent, is_loop, line)
         for no, text in self.lines:
+            if text.startswith('extern "C"'):  # the next kernel of a program: a return of the last one ends there
+                self.div_return, self.warp_return, stack, pending = False, False, [], []
+                continue
             line = re.sub(r"/\*.*?\*/|//.*$", "", text).strip()
             if not line or line.startswith("#"):
                 continue

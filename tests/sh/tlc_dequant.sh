@@ -64,11 +64,11 @@ awk '/first copies of the pipelined loop below/ {p = NR} /s_S_block\[/ && !s {s 
   fail "examples/gemm.json: a prologue moved with no load ahead of its loop"
 # each thread's share of a cooperative loop counted from 0 (a constant trip count)
 grep -qF 'for (int tl_ci = 0; tl_ci < ' "$tmp/sk.cu" || fail "$SK: no cooperative loop counts its trips from 0"
-# C^T: the dequantized tile is wgmma's first operand, and rotates
+# C^T: the dequantized tile is wgmma's first operand, straight from the registers that dequantize it
 out=$(ir examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=1 -D block_M=8)
-printf '%s\n' "$out" | grep -qF '[32 at a time' || fail "splitk_t: not 32 at a time"
-printf '%s\n' "$out" | grep 'gemm B_dequant x A_shared' | grep -qF 'wgmma m64nNk16' || fail "splitk_t: the gemm is not on wgmma"
-printf '%s\n' "$out" | grep -qF 'B_dequant rotates' || fail "splitk_t: B_dequant does not rotate"
+printf '%s\n' "$out" | grep -qF "[2 at a time: each thread's pairs of its register fragment" || fail "splitk_t: not in pairs of the fragment"
+printf '%s\n' "$out" | grep 'gemm B_frag x A_shared' | grep -qF 'wgmma m64nNk16' || fail "splitk_t: the gemm is not on wgmma"
+printf '%s\n' "$out" | grep 'gemm B_frag x A_shared' | grep -qF 'A in registers' || fail "splitk_t: wgmma's A is not in registers"
 sed 's|// group_size - g0]|// group_size - j]|' $SK >"$tmp/gj.json"
 grep -qF -- '- j]' "$tmp/gj.json" || fail "$SK: the sed found no scale index"
 ir "$tmp/gj.json" --target sm_90a -D M=1 | grep -q '\[[0-9]* at a time' && fail "a scale index less j was paired"

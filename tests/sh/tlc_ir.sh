@@ -224,12 +224,13 @@ done
 # pass_raster.c: the causal loop's extent grows with bx, so the blocks take bx in reverse (heaviest first)
 printf '%s\n' "$src" | grep -qF -e "const int v_bx = (int)(gridDim.x - 1u - blockIdx.x);" \
   -e "const int v_bx = (int)((unsigned)tl_tg0 - 1u - tl_b0);" || fail "causal flash: bx not reversed"
-# persistent (pass_wspec.c) and growing with x: where the blocks started are a multiple of the grid's x or
-# hold two tiles of each (y, z), the tiles numbered x slowest, walked in rounds of the blocks started, every
-# other round in reverse (emit_cuda.c's open_tiles); not growing: the grid order, every (blocks started)-th tile
-for want in "const bool tl_lpt = (tl_tg0 > 0 && tl_nbk % tl_tg0 == 0) || tl_tg1 * tl_tg2 * 2 <= tl_nbk;" \
-            "const long long tl_tile = tl_rnd * tl_nbk + ((tl_lpt && (tl_rnd & 1)) ? tl_nbk - 1 - tl_bl : tl_bl);" \
-            "if (tl_tile >= tl_ntiles) break;" "tl_b0 = (unsigned)(tl_lpt ? tl_tile / (tl_tg1 * tl_tg2) : tl_tile % tl_tg0)"; do
+# persistent (pass_wspec.c) and growing with x: the tiles numbered x slowest in groups of (y, z) pairs that fill
+# whole pairs of rounds, walked in rounds of the blocks started, every other round in reverse (emit_cuda.c's
+# open_tiles); not growing: the grid order, every (blocks started)-th tile
+for want in "if (tl_ga > 0 && 2 * tl_nbk / tl_ga < tl_grp) tl_grp = 2 * tl_nbk / tl_ga;" \
+            "const long long tl_tile = tl_rnd * tl_nbk + ((tl_rnd & 1) ? tl_nbk - 1 - tl_bl : tl_bl);" \
+            "if (tl_tile >= tl_ntiles) break;" "tl_b0 = (unsigned)(tl_gl / tl_gn)" \
+            "tl_yz = tl_gi * tl_grp + tl_gl % tl_gn;"; do
   printf '%s\n' "$src" | grep -qF -- "$want" || fail "causal flash: the persistent tiles' walk lacks: $want"
 done
 "$TLC" compile examples/flash_attention.json --target sm_90a --emit cuda | grep -qF "tl_tile += (long long)gridDim.x" ||

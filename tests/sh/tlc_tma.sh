@@ -109,10 +109,43 @@ printf '%s\n' "$ir" | grep -qF -- "-> B_shared[0+:64, 0+:128] [TMA" || tl_fail "
 "$TLC" compile "$TMP/k.json" --target sm_90a --emit meta > "$TMP/k.meta" || tl_fail "--emit meta of the dynamic-K variant"
 python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["tensor_maps"]; assert [(x["param"], x["global_dims"]) for x in t] == [("B", [1024, "K"])], t' \
   "$TMP/k.meta" || tl_fail "dynamic K: B's map does not take K from the arguments"
-# packed sub-byte tiles (uint4 weights) keep cp.async: a tensor map moves
-# whole-byte elements, and its map would count a uint4 as a byte
+# packed sub-byte tiles (uint4 weights) move as bytes: the map's innermost
+# dimension and box count bytes (K = 512 uint4 are 256 bytes, 64 a box row
+# 32), the copy's coordinate is the element's divided by 2, and a stage's
+# expected bytes are the packed tile's (128 x 64 uint4: 4096, with A's 16384)
 ir=$("$TLC" compile examples/gemm_w4a16.json --target sm_90a --emit ir) || tl_fail "--emit ir of gemm_w4a16"
-printf '%s\n' "$ir" | grep -F -- "-> B_shared" | grep -qF "[not TMA: uint4 elements are packed 2 to a byte" ||
-  tl_fail "gemm_w4a16: the uint4 tile is not refused TMA with the reason"
+printf '%s\n' "$ir" | grep -F -- "-> B_shared" | grep -qF "[TMA" || tl_fail "gemm_w4a16: the uint4 tile is not TMA"
+printf '%s\n' "$ir" | grep -qF "tensor map 1: B, box [32, 128] (innermost first), swizzle none" ||
+  tl_fail "gemm_w4a16: the uint4 map's box does not count bytes"
 printf '%s\n' "$ir" | grep -F -- "-> A_shared" | grep -qF "[TMA" || tl_fail "gemm_w4a16: the float16 tile is not TMA"
+"$TLC" compile examples/gemm_w4a16.json --target sm_90a --emit meta > "$TMP/w4.meta" || tl_fail "--emit meta of gemm_w4a16"
+python3 - "$TMP/w4.meta" <<'PY' || tl_fail "gemm_w4a16: the uint4 map's dimensions or pitch are not in bytes"
+import json, sys
+m = [t for t in json.load(open(sys.argv[1]))["tensor_maps"] if t["param"] == "B"][0]
+assert m["dtype"] == "uint4" and m["global_dims"] == [256, 256] and m["global_strides"] == [256], m
+assert m["box"] == [32, 128] and m["swizzle"] == "none", m
+PY
+src=$("$TLC" compile examples/gemm_w4a16.json --target sm_90a --emit cuda) || tl_fail "--emit cuda of gemm_w4a16"
+printf '%s\n' "$src" | grep -F "&tl_tmap1)" | grep -qF ")))) / 2)" || tl_fail "gemm_w4a16: the uint4 coordinate is not in bytes"
+printf '%s\n' "$src" | grep -qF '"r"(20480u)' || tl_fail "gemm_w4a16: a stage's expected bytes are not A's and the packed B's"
+# every packed dtype: int4 and float4_e2m1 2 to a byte, uint2 4, uint1 8 (a box row of 128 elements: 64, 32
+# and 16 bytes), the coordinates divided so, and a stage's bytes the four packed tiles' (2048 + 1024 + 512 + 2048)
+P=tests/gpu/programs/packed_tma.json
+ir=$("$TLC" compile $P --target sm_90a --emit ir) || tl_fail "--emit ir of $P"
+for m in "0: W4, box [64, 32]" "1: W2, box [32, 32]" "2: W1, box [16, 32]" "3: F, box [64, 32]"; do
+  printf '%s\n' "$ir" | grep -qF "tensor map $m (innermost first), swizzle none" || tl_fail "$P: no tensor map $m"
+done
+src=$("$TLC" compile $P --target sm_90a --emit cuda) || tl_fail "--emit cuda of $P"
+for m in "0 2" "1 4" "2 8" "3 2"; do
+  set -- $m
+  printf '%s\n' "$src" | grep -F "&tl_tmap$1)" | grep -qF "(v_k * ((int)128LL)))) / $2)" ||
+    tl_fail "$P: map $1's coordinate is not the element's divided by $2"
+done
+printf '%s\n' "$src" | grep -qF '"r"(5632u)' || tl_fail "$P: a stage's expected bytes are not the packed tiles'"
+# a packed tile takes TMA only where the loop's other prefetched copies do too (gemm_w4a16_splitk's activations
+# stay on cp.async, and so do its weights); gemm_w4a16_t's weights and activations are both bulk tensor copies
+"$TLC" compile examples/gemm_w4a16_splitk.json --target sm_90a --emit ir | grep -qF "[not TMA: packed uint4 elements take TMA only where every copy the loop prefetches does (the copy into A_shared keeps cp.async)]" ||
+  tl_fail "gemm_w4a16_splitk: its uint4 tile is not kept on cp.async beside the activations"
+"$TLC" compile examples/gemm_w4a16_t.json --target sm_90a --emit ir | grep -qF "[warp-specialized: a producer warpgroup issues the copies" ||
+  tl_fail "gemm_w4a16_t: its uint4 tile does not take TMA (no producer warpgroup)"
 echo "tlc_tma: ok"

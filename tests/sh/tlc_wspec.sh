@@ -222,4 +222,61 @@ printf '%s\n' "$err" | grep -qF "/kernel/body/3: warning: fragment 'C_local' tak
   tl_fail "no register-cliff warning in the metadata"
 err=$("$TLC" compile examples/gemm.json --target sm_90a -o "$TMP/d.cubin" 2>&1) || tl_fail "gemm.json: compile"
 printf '%s\n' "$err" | grep -q "warning" && tl_fail "gemm.json as written warns: $err"
+# pass_wspec.c's pre copies: flash attention's Q tile, copied before the warp-specialized loop, is the
+# producer's too, tile by tile, into two copies (the next tile's while this one's is read); the program's
+# threads wait for it on its own mbarrier and free it after the loop (its last reader)
+F=examples/flash_attention.json
+ir=$("$TLC" compile $F -D is_causal=true -D dim=64 --target sm_90a --emit ir) || tl_fail "flash --emit ir"
+printf '%s\n' "$ir" | grep -qF -- "-> Q_shared[0+:192, 0+:64] [TMA: cp.async.bulk.tensor, tensor map 2, by the producer warpgroup tile by tile, into two copies of the buffer (the next tile's while this one's is read); freed after loop]" ||
+  tl_fail "flash: Q is not the producer's pre copy"
+printf '%s\n' "$ir" | grep -qF "alloc Q_shared: shared float16[192, 64] in shared memory at 0, 2 stages" ||
+  tl_fail "flash: Q_shared has not two copies"
+# at head dim 128 the three stages of K and V leave room for one copy of Q
+"$TLC" compile $F --target sm_90a --emit ir | grep -qF "by the producer warpgroup tile by tile, into the buffer (no room in shared memory for a second copy); freed after loop]" ||
+  tl_fail "flash d128: Q is not the producer's pre copy, in one copy"
+src=$("$TLC" compile $F -D is_causal=true -D dim=64 --target sm_90a --emit cuda) || tl_fail "flash --emit cuda"
+for want in "if (tl_pq6 >= 2u) tl_mbar_wait(tl_mbar + 8u * (unsigned)(8 + tl_qs), (unsigned)(tl_pq6 / 2u - 1) & 1u);" \
+            "unsigned short *const s_Q_shared = tl_base_Q_shared + (long long)(tl_qs6) * 12288LL;" \
+            "tl_mbar_wait(tl_mbar + 8u * (unsigned)(6 + tl_qs6), (unsigned)(tl_cq6 / 2u) & 1u);" \
+            "if ((tl_tid & 31) == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: \"r\"(tl_mbar + 8u * (unsigned)(8 + tl_qs6)) : \"memory\");"; do
+  printf '%s\n' "$src" | grep -qF -- "$want" || tl_fail "flash's pre copy: the CUDA lacks: $want"
+done
+# not on the PTX back end (it has none: the program's threads copy Q), nor where the kernel is not persistent
+"$TLC" compile $F --target sm_90a --backend ptx --emit ir | grep -qF "[not TMA: before the warp-specialized loop, not the producer's: the PTX back end is asked for (it has none such)]" ||
+  tl_fail "flash --backend ptx: no reason for the threads' own Q copy"
+sed 's/"kernel": {/"kernel": {"persistent": false, /' $F > "$TMP/np.json"
+"$TLC" compile "$TMP/np.json" --target sm_90a --emit ir | grep -qF "[not TMA: before the warp-specialized loop, not the producer's: the kernel is not persistent (one tile a block: nothing to copy ahead)]" ||
+  tl_fail "flash, not persistent: no reason for the threads' own Q copy"
+# a bias tile read element by element after the loop (tests/gpu/programs/gemm_bias_pre.json): every thread
+# frees its copy after a proxy fence, the free mbarriers counting the 128 threads
+src=$("$TLC" compile tests/gpu/programs/gemm_bias_pre.json --target sm_90a --emit cuda) || tl_fail "gemm_bias_pre --emit cuda"
+for want in 'asm volatile("mbarrier.init.shared::cta.b64 [%0], 128;" :: "r"(tl_mbar + 8u * (unsigned)tl_i) : "memory");' \
+            'asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); /* Bias_shared read: free its copy */' \
+            'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tl_mbar + 8u * (unsigned)(10 + tl_qs8)) : "memory");'; do
+  printf '%s\n' "$src" | grep -qF -- "$want" || tl_fail "gemm_bias_pre's pre copy: the CUDA lacks: $want"
+done
+printf '%s\n' "$src" | grep -A1 -F "Bias_shared read: free its copy" | grep -qF 'fence.proxy.async.shared::cta' ||
+  tl_fail "gemm_bias_pre: no proxy fence before the threads free the bias's copy"
+# W4A16 in Machete's form: the uint4 weights by TMA (their bytes) give the loop a producer warpgroup; with the
+# scales one row per group (gemm_w4a16_t_gn) every copy is a bulk tensor copy and the loop has no block barrier;
+# with N not a multiple of 8 their copy goes through registers one iteration ahead (iteration 0's before the
+# loop, then a barrier, the next one's stored as an iteration ends, before the barrier that closes it)
+G=examples/gemm_w4a16_t_gn.json
+ir=$("$TLC" compile $G --target sm_90a -D M=4096 -D N=8192 -D K=8192 -D block_M=256 -D block_N=128 -D threads=256 \
+  --emit ir) || tl_fail "$G: --emit ir"
+printf '%s\n' "$ir" | grep -qF "[warp-specialized: a producer warpgroup issues the copies" || tl_fail "$G: not warp-specialized"
+printf '%s\n' "$ir" | grep -F -- "-> S_shared" | grep -qF "[TMA: cp.async.bulk.tensor, tensor map 2" || tl_fail "$G: St not TMA"
+printf '%s\n' "$ir" | grep -qF "  barrier" && tl_fail "$G: a barrier in the loop"
+src=$("$TLC" compile $G --target sm_90a -D M=4096 -D N=8192 -D K=8192 -D block_M=256 -D block_N=128 -D threads=256 \
+  --emit cuda) || tl_fail "$G: --emit cuda"
+printf '%s\n' "$src" | awk '/for \(long long tl_c[0-9]+ = 0;/ { l = 1 } l && /bar\.sync 1/ { bad = 1 } /tl_cit \+=/ { l = 0 }
+  END { exit bad }' || tl_fail "$G: a named barrier among the consumers in the loop"
+ir=$("$TLC" compile $G --target sm_90a -D N=300 --emit ir) || tl_fail "$G N=300: --emit ir"
+printf '%s\n' "$ir" | grep -F -- "-> S_shared" | grep -qF "[prefetched through registers" || tl_fail "$G N=300: St not through registers"
+printf '%s\n' "$ir" | grep -qF "  barrier (end of each iteration)" || tl_fail "$G N=300: no barrier closing the iterations"
+src=$("$TLC" compile $G --target sm_90a -D N=300 --emit cuda) || tl_fail "$G N=300: --emit cuda"
+printf '%s\n' "$src" | awk '/tl_rq[0-9]+\[tl_r\] = / { ld = NR } /tl_mbar_wait\(tl_mbar/ && ld && !w { w = NR }
+  /= tl_f2h\(tl_rq[0-9]+\[tl_r\]\)/ { st = NR } /bar\.sync 1, 128/ && st && !b { b = NR }
+  END { exit !(ld && w > ld && st > w && b > st) }' ||
+  tl_fail "$G N=300: not loaded before the stage's wait and stored before the closing barrier"
 exit 0

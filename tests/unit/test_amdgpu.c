@@ -784,8 +784,8 @@ static void check_amd_build(const ex_job *j, json_t *doc) {
   tl_error err;
   if (tl_hsaco_inspect(b->binary, b->binary_size, &hi, &err) != TL_OK)
     fail_msg("%s/%s: %s", j->name, j->target, err.message);
-  /* a program of several kernels or with workspaces has the entries NAME_0, NAME_1, ..., each taking the
-   * params and then one pointer per workspace (kernel-meta.md section 6) */
+  /* a program of several kernels has the entries NAME_0, NAME_1, ... (one "kernel" keeps NAME, with workspaces
+   * too: tile-ir-v1.md 4.1), each taking the params and then one pointer per workspace (kernel-meta.md section 6) */
   const char *name = json_string_value(json_object_get(doc, "name"));
   json_t *kernels = json_object_get(doc, "kernels"), *ws = json_object_get(doc, "workspaces");
   size_t nk = kernels ? json_array_size(kernels) : 1, nws = ws ? json_array_size(ws) : 0;
@@ -793,7 +793,7 @@ static void check_amd_build(const ex_job *j, json_t *doc) {
   const tl_hsaco_kernel *k = NULL;
   json_t *params = json_object_get(doc, "params");
   for (size_t ki = nk; ki-- > 0;) { /* the first kernel last: k is its for the metadata's checks */
-    if (kernels || ws)
+    if (kernels)
       snprintf(entry, sizeof entry, "%s_%zu", name, ki);
     else
       snprintf(entry, sizeof entry, "%s", name);

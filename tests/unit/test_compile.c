@@ -541,7 +541,7 @@ static void check_expr_entry(tl_arena *a, const char *what, const json_t *got, c
  * workspaces (proto/kernel-meta.md section 6). */
 static void entry_of(const json_t *doc, size_t ki, char *out, size_t n) {
   const char *name = json_string_value(json_object_get(doc, "name"));
-  if (json_object_get(doc, "kernels") || json_object_get(doc, "workspaces"))
+  if (json_object_get(doc, "kernels")) /* one "kernel" keeps the name, with workspaces too (tile-ir-v1.md 4.1) */
     snprintf(out, n, "%s_%zu", name, ki);
   else
     snprintf(out, n, "%s", name);

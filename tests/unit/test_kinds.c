@@ -117,7 +117,7 @@ static void ops_parse(void **state) {
   assert_string_equal(parse_one(a, "{\"op\": \"copy\", \"src\": \"A\", \"dst\": \"B\", \"srcs\": 1}"),
                       "/kernel/body/0/srcs: unknown field 'srcs' in 'copy'; did you mean 'src'?");
   assert_string_equal(parse_one(a, "{\"op\": \"sync_threads\", \"barrier\": 1}"),
-                      "/kernel/body/0/barrier: unknown field 'barrier' in 'sync_threads'; the fields are: op "
+                      "/kernel/body/0/barrier: unknown field 'barrier' in 'sync_threads'; the fields are: op, fence "
                       "(and any 'x-' field)");
   assert_string_equal(parse_one(a, "{\"op\": \"serial\", \"var\": \"k\", \"extent\": 4, \"body\": [], \"zzz\": 1}"),
                       "/kernel/body/0/zzz: unknown field 'zzz' in 'serial'; the fields are: op, var, extent, start, "

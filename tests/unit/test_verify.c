@@ -550,9 +550,11 @@ static void wspec_producer(void **state) {
 /* A persistent kernel (pass_wspec.c) gets no barrier after its
  * warp-specialized loop, and one between tiles only where its shared
  * memory asks (pass_barrier.c): none for the gemm (stages on mbarriers,
- * the epilogue from registers), one for flash attention (the next tile
- * rewrites shared buffers the last one read); without it the verifier,
- * running the next tile after this one, catches the conflict. */
+ * the epilogue from registers), none for flash attention either, whose Q
+ * tile the producer copies (wspec_pre, on mbarriers of its own); were the
+ * program's threads to copy it (the next tile rewriting a buffer the last
+ * one read) with no barrier, the verifier, running the next tile after
+ * this one, catches the conflict. */
 static void persistent_tile_barrier(void **state) {
   (void)state;
   job j;
@@ -564,12 +566,38 @@ static void persistent_tile_barrier(void **state) {
     assert_false(j.prog->body.items[i]->barrier_before);
   job_free(&j);
   run_passes(&j, NULL, "flash_attention", NULL, 0, "sm_90a");
-  assert_true(j.prog->persistent && j.prog->tile_barrier);
-  j.prog->tile_barrier = false;
+  assert_true(j.prog->persistent && !j.prog->tile_barrier);
+  tl_stmt *q = stmt_at(j.prog, "/kernel/body/12");
+  assert_true(q->kind == S_COPY && q->wspec_pre && !strcmp(q->dst->sym->name, "Q_shared"));
+  q->wspec_pre = false;
   tl_error err = {0};
   assert_int_equal(tl_verify(j.prog, "barrier", &j.cg, &err), TL_INTERNAL);
   print_message("caught: %s: %s\n", err.pointer, err.message);
   assert_non_null(strstr(err.message, "verifier: after barrier: "));
+  job_free(&j);
+}
+
+/* Flash attention's Q copy, the producer's too (pass_wspec.c's pre copies): the verifier catches its mbarriers
+ * overlapping the loop's, its buffer without its second copy, and a pre copy inside a body. */
+static void pre_copy_promises(void **state) {
+  (void)state;
+  job j;
+  tl_define d[] = {{"dim", "64"}};
+  run_passes(&j, NULL, "flash_attention", d, 1, "sm_90a");
+  tl_stmt *q = stmt_at(j.prog, "/kernel/body/12");
+  assert_true(q->wspec_pre && q->pre_stages == 2 && q->dst->sym->stages == 2);
+  tl_error err = {0};
+  assert_int_equal(tl_verify(j.prog, "wspec", &j.cg, &err), TL_OK);
+  int m = q->pre_mbar;
+  q->pre_mbar = 0; /* the loop's full mbarriers */
+  caught_saying(&j, "wspec", "/kernel/body/12", "a copy the producer issues before its loop");
+  q->pre_mbar = m;
+  q->dst->sym->stages = 1;
+  caught_saying(&j, "wspec", "/kernel/body/12", "a copy the producer issues before its loop");
+  q->dst->sym->stages = 2;
+  tl_stmt *k = stmt_at(j.prog, "/kernel/body/17/body/0");
+  k->wspec_pre = true;
+  caught_saying(&j, "wspec", "/kernel/body/17/body/0", "is not of the kernel's body");
   job_free(&j);
 }
 
@@ -747,6 +775,7 @@ int main(void) {
       cmocka_unit_test(tma_maps_and_mbarriers),   cmocka_unit_test(packed_shared_bytes),
       cmocka_unit_test(wspec_producer),           cmocka_unit_test(regions_broken),
       cmocka_unit_test(persistent_tile_barrier),
+      cmocka_unit_test(pre_copy_promises),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
