@@ -17,7 +17,8 @@ configuration's time is printed and kept in bench.json; `--gemm-filter
 REGEX` keeps the configurations whose printed tag matches, e.g.
 'block_N=256.*threads=256' for one tile with and without warp
 specialization), torch.matmul
-(cuBLAS) and a Triton matmul (float16 only).  FlashAttention forward (batch 4, heads 32,
+(cuBLAS) and Triton's matmul, float16 and bfloat16, the fastest of a handful of its
+usual configurations (TRITON_CONFIGS, each checked first).  FlashAttention forward (batch 4, heads 32,
 seq 4096, dim 128, causal and not): ours (examples/flash_attention.json)
 and torch's scaled_dot_product_attention with the flash backend, and the
 same at head dim 64, at seq 1024 (batch 16) and at seq 16384 (batch 1, head
@@ -38,7 +39,9 @@ time: `tlc compile` of the GEMM example for sm_90a, and Triton's
 first-call compile of its matmul (empty cache).  W4A16 (issue 12:
 examples/gemm_w4a16.json, uint4 weights with float16 scales per 128 along
 K; M = 1, 16, 64, 4096 with N = K = 8192; examples/gemm_w4a16_narrow.json and
-examples/gemm_w4a16_splitk.json at M up to 64) against torch.matmul of float16
+examples/gemm_w4a16_splitk.json at M up to 64, examples/gemm_w4a16_t_gn.json and
+gemm_w4a16_t.json above; gemm_w4a16_t_gn takes its scales one row per group,
+St.npy) against torch.matmul of float16
 A and the dequantized float16 weight of the same shape, each of ours checked
 first against that product with the GEMM's bound, both then timed with a
 cold L2 (`tlc run --time N --flush-l2`, cuda_time_cold: each launch timed
@@ -208,21 +211,49 @@ def triton_matmul():
         bp = b + rk[:, None] * sbk + rn[None, :] * sbn
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         for k in range(0, tl.cdiv(K, BK)):
-            x = tl.load(ap, mask=rk[None, :] < K - k * BK, other=0.0)
-            y = tl.load(bp, mask=rk[:, None] < K - k * BK, other=0.0)
+            x = tl.load(ap, mask=(rm[:, None] < M) & (rk[None, :] < K - k * BK), other=0.0)
+            y = tl.load(bp, mask=(rk[:, None] < K - k * BK) & (rn[None, :] < N), other=0.0)
             acc = tl.dot(x, y, acc)
             ap += BK * sak
             bp += BK * sbk
         cp = c + rm[:, None] * scm + rn[None, :] * scn
-        tl.store(cp, acc.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+        tl.store(cp, acc.to(c.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
-    def run(a, b, c):
+    def run(a, b, c, cfg=TRITON_CONFIGS[0]):
         M, K = a.shape
         N = b.shape[1]
-        grid = (triton.cdiv(M, 128) * triton.cdiv(N, 256),)
+        bm, bn, bk, w, st = cfg
+        grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
         mm[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-                 BM=128, BN=256, BK=64, G=8, num_warps=8, num_stages=3)
+                 BM=bm, BN=bn, BK=bk, G=8, num_warps=w, num_stages=st)
     return run
+
+# Triton's matmul autotuned by hand over its usual Hopper configurations (BM, BN, BK, warps, stages), as
+# its tutorial's autotune list: each checked against torch before it is timed, the fastest kept
+TRITON_CONFIGS = [(128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 4, 4), (128, 128, 128, 8, 3),
+                  (128, 256, 32, 8, 4), (64, 256, 64, 4, 4)]
+
+
+def triton_best(tri, lbl, A, B, ref, absref, dtype):
+    """Triton's time: the fastest of TRITON_CONFIGS whose result is right (a wrong one is a FAIL)."""
+    best = None
+    Ct = torch.empty(A.shape[0], B.shape[1], device="cuda", dtype=A.dtype)
+    for cfg in TRITON_CONFIGS:
+        try:
+            Ct.zero_()
+            tri(A, B, Ct, cfg)
+            torch.cuda.synchronize()
+        except Exception as ex:  # a configuration this Triton cannot build (shared memory): say so, go on
+            print(f"  triton {dtype} {lbl} {cfg}: not built: {str(ex).splitlines()[0][:120]}")
+            continue
+        if not checked(f"triton {dtype} {lbl} {cfg}", Ct, ref, A.shape[1], absref, dtype=dtype):
+            continue
+        ms = cuda_time(lambda: tri(A, B, Ct, cfg))
+        print(f"  triton {dtype} {lbl} {cfg}: {ms:.3f} ms, {2 * A.shape[0] * A.shape[1] * B.shape[1] / ms / 1e9:.1f} "
+              "TFLOP/s")
+        if best is None or ms < best:
+            best = ms
+    return best
 
 LOWP_INT8_CONFIGS = [{}, {"block_N": 256}, {"num_stages": 4}, {"threads": 128}, {"block_K": 256, "num_stages": 2}]
 # (program, -D values): the example, bench/programs' copy of it that reads each K block's scales before the gemm,
@@ -441,19 +472,24 @@ RUN_TIMEOUT = float(os.environ.get("TL_RUN_TIMEOUT", 120))  # seconds for one `t
 
 
 def W4A16_CONFIGS(M):
-    """(program, tile choices) tried at M: examples/gemm_w4a16.json as
-    written and with the earlier choices, then, for small M,
+    """(program, tile choices) tried at M: up to M = 64
+    examples/gemm_w4a16.json as written and with the earlier choices, then
     examples/gemm_w4a16_narrow.json (N tiles of 64, 32 or 16: 128 to 512
     blocks for N = 8192; the block's scales copied once; K tiles of 128 or
     256) with 16 rows on mma.sync up to M = 16 and 64 rows on wgmma,
     examples/gemm_w4a16_splitk.json (the narrow program with K split in 4
     to 16 runs, then a kernel adding the runs' float32 sums) and
     examples/gemm_w4a16_splitk_t.json (the same computing C^T: the
-    dequantized weights wgmma's 64-row operand, the activations 8 to 64
-    columns); for large M gemm_w4a16.json with 64 rows or 256 columns and
-    the narrow program with wide tiles."""
+    dequantized weights wgmma's 64-row operand from registers, the
+    activations 8 to 64 columns), and both in one kernel (_last.json: the
+    last block of each tile adds the runs' sums); for large M (over 64) only
+    examples/gemm_w4a16_t_gn.json and gemm_w4a16_t.json (Machete's form)
+    with 128 x 256 tiles on two warpgroups (gemm_w4a16.json's and the narrow
+    program's tiles were slower there: bench/README.md)."""
     W, NW = "examples/gemm_w4a16.json", "examples/gemm_w4a16_narrow.json"
     SK, ST = "examples/gemm_w4a16_splitk.json", "examples/gemm_w4a16_splitk_t.json"
+    # the same in one kernel, the last block of each tile adding the runs' sums
+    SKL, STL = "examples/gemm_w4a16_splitk_last.json", "examples/gemm_w4a16_splitk_t_last.json"
     cfgs = [(W, {}), (W, {"block_K": 128})]
     if M > 64:
         cfgs += [(W, {"block_M": 64, "threads": 128}), (W, {"block_N": 256, "num_stages": 3}),
@@ -461,38 +497,37 @@ def W4A16_CONFIGS(M):
                  (W, {"block_K": 32, "num_stages": 3}), (W, {"block_K": 32, "num_stages": 4}),
                  # 256 rows: each dequantized tile serves twice the rows (half the dequantizing per FLOP)
                  (W, {"block_M": 256, "threads": 256}), (W, {"block_M": 256, "threads": 256, "block_K": 32, "num_stages": 3})]
+    # small M: only the rows that were within 10% of the best in session 8's run (the others, e.g. the narrow
+    # program's 16- and 32-row N tiles, are in bench/gpu-bench-2026-11-25-h100-s8-w4a16.log), and one each of
+    # the split programs in one kernel (SKL, STL: correct, 3-20% slower than the two kernels on the H100,
+    # bench/gpu-w4a16-2026-11-25-h100-w9small-r2.log); --w4a16-config times the others
     if M <= 16:
-        cfgs += [(NW, {}), (NW, {"block_K": 256}), (NW, {"block_N": 32, "threads": 64, "block_K": 256}),
-                 (NW, {"block_N": 16, "threads": 32, "block_K": 256})]
+        cfgs += [(NW, {})]
         # split along K; wider N tiles: each warp's A fragments serve more columns of weights
-        cfgs += [(SK, {"split_k": 8}), (SK, {"block_N": 128, "split_k": 8}),
-                 (SK, {"block_N": 128, "threads": 256, "num_stages": 3, "split_k": 8}),
-                 (SK, {"block_N": 128, "block_K": 64, "num_stages": 4, "split_k": 8}),
-                 (SK, {"block_N": 128, "block_K": 64, "num_stages": 3, "split_k": 8})]  # 6 blocks per SM fit
+        cfgs += [(SK, {"block_N": 128, "block_K": 64, "num_stages": 4, "split_k": 8}),
+                 (SK, {"block_N": 128, "block_K": 64, "num_stages": 3, "split_k": 8}),  # 6 blocks per SM fit
+                 (SKL, {"block_N": 128, "block_K": 64, "num_stages": 3, "split_k": 8})]
     if M <= 64:
-        cfgs += [(NW, {"block_M": 64}), (NW, {"block_M": 64, "block_K": 256, "num_stages": 3}),
-                 (NW, {"block_M": 64, "block_N": 32, "block_K": 256, "num_stages": 3})]
+        cfgs += [(NW, {"block_M": 64}), (NW, {"block_M": 64, "block_K": 256, "num_stages": 3})]
         if M > 16:
-            cfgs += [(SK, {"block_M": 64, "block_K": 64, "num_stages": 3, "split_k": 4}),
-                     (SK, {"block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 4, "split_k": 4})]
+            cfgs += [(SK, {"block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 4, "split_k": 4})]
         # C^T: the activations' columns rounded up to 8, 16, 32 or 64
         bm = {"block_M": next(b for b in (8, 16, 32, 64) if b >= M)}
-        cfgs += [(ST, dict(bm, block_K=64, num_stages=4, split_k=8)), (ST, dict(bm, block_K=64, num_stages=4, split_k=16)),
-                 (ST, dict(bm, block_N=128, threads=256, block_K=64, num_stages=4, split_k=8)),
-                 (ST, dict(bm, block_K=128, num_stages=2, split_k=8))]
-        if M > 16:  # 128 rows of weights per block: half the activation tiles' reads per weight
-            cfgs += [(ST, dict(bm, block_N=128, threads=256, block_K=64, num_stages=3, split_k=4))]
-    else:  # large M: the narrow program's scales copied once, with gemm_w4a16's tiles
-        cfgs += [(NW, {"block_M": 128, "block_N": 128, "block_K": 64, "threads": 256, "num_stages": 3}),
-                 (NW, {"block_M": 128, "block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3})]
-        # C^T with the dequantized weights wgmma's A from registers (Machete's form): 128 or 256 rows of weights
-        # by 128 or 256 columns of activations
-        T = "examples/gemm_w4a16_t.json"
-        T2 = {"block_N": 128, "threads": 256}
-        cfgs += [(T, dict(T2, block_M=256)), (T, T2), (T, dict(T2, block_N=256)), (T, dict(T2, block_K=128)),
-                 (T, {"block_M": 256}), (T, dict(T2, block_M=256, num_stages=2))]
-        # not by default: clusters of 2 along N (cluster_n=2) took 1.52 ms against 0.854 (a cluster barrier
-        # every K tile: bench/README.md); --w4a16-config times them
+        cfgs += [(ST, dict(bm, block_K=64, num_stages=4, split_k=8))]
+        if M > 16:  # 4 runs; 128 rows of weights per block: half the activation tiles' reads per weight
+            cfgs += [(ST, dict(bm, block_K=64, num_stages=3, split_k=4)), (STL, dict(bm, block_K=64, num_stages=3, split_k=4)),
+                     (ST, dict(bm, block_N=128, threads=256, block_K=64, num_stages=3, split_k=4))]
+    else:  # large M: C^T with the dequantized weights wgmma's A from registers (Machete's form), 128 rows of
+        # weights by 256 columns of activations on two warpgroups; first with the scales one row per group
+        # (Machete's layout: every copy a bulk tensor copy, no block barrier in the loop), then as gemm_w4a16_t
+        # has them (a column of scales through registers). Not by default (slower on the H100, and the run's
+        # time limit cut these rows before): gemm_w4a16_narrow's and gemm_w4a16's tiles (1.0-1.3 ms), other
+        # gemm_w4a16_t tiles (0.87-1.44 ms), clusters of 2 along N (cluster_n=2: 1.52 ms, a cluster barrier
+        # every K tile; bench/README.md); --w4a16-config times them
+        cfgs = []
+        T, TG = "examples/gemm_w4a16_t.json", "examples/gemm_w4a16_t_gn.json"
+        T2 = {"block_N": 128, "threads": 256, "block_M": 256}
+        cfgs += [(TG, T2), (TG, dict(T2, num_stages=2)), (T, T2)]
     return cfgs
 
 
@@ -703,10 +738,7 @@ def main():
         ms_ours, err = best[0], best[1]
         ms_cublas = cuda_time(lambda: torch.matmul(A, B))
         print(f"  cuBLAS {lbl}: {ms_cublas:.3f} ms, {flops / ms_cublas / 1e9:.1f} TFLOP/s")  # beside ours, as it goes
-        ms_tri = None
-        if tri:
-            Ct = torch.empty(m, n, device="cuda", dtype=torch.float16)
-            ms_tri = cuda_time(lambda: tri(A, B, Ct))
+        ms_tri = triton_best(tri, lbl, A, B, ref, absref, "float16") if tri else None
         tf = lambda ms: flops / ms / 1e9 if ms else None
         rows.append((f"gemm f16 {lbl} [{best[2]}]", ms_ours, ms_cublas, ms_tri, tf(ms_ours), tf(ms_cublas), tf(ms_tri), err))
         filtered = a.gemm_filter and not re.search(a.gemm_filter, "gemm:as written")
@@ -743,7 +775,10 @@ def main():
         if best is None:
             best = (None, float("nan"), "every configuration FAILED")
         ms_cublas = cuda_time(lambda: torch.matmul(Ab, Bb))
-        rows.append((f"gemm bf16 {lbl} [{best[2]}]", best[0], ms_cublas, None, tf(best[0]), tf(ms_cublas), None, best[1]))
+        print(f"  cuBLAS bf16 {lbl}: {ms_cublas:.3f} ms, {flops / ms_cublas / 1e9:.1f} TFLOP/s")
+        ms_tri = triton_best(tri, lbl, Ab, Bb, refb, absrefb, "bfloat16") if tri else None
+        rows.append((f"gemm bf16 {lbl} [{best[2]}]", best[0], ms_cublas, ms_tri, tf(best[0]), tf(ms_cublas), tf(ms_tri),
+                     best[1]))
     # ---- W4A16: uint4 weights (.npy: one weight per byte), float16 scales per group of 128 along K
     N = K = 8192
     G = 128
@@ -752,6 +787,7 @@ def main():
     W = ((Bq.float() - 8) * Sc.float().repeat_interleave(G, dim=1)).half()  # what the kernel multiplies by
     np.save(f"{work}/Bq.npy", Bq.cpu().numpy())
     np.save(f"{work}/Sc.npy", Sc.cpu().numpy())
+    np.save(f"{work}/St.npy", Sc.t().contiguous().cpu().numpy())  # one row per group (gemm_w4a16_t_gn's St)
     for M in ([] if a.gemm_only else [int(x) for x in a.w4a16_m.split(",")] if a.w4a16_m else [1, 16, 64, 4096]):
         A = torch.randn(M, K, device="cuda", dtype=torch.float16)
         np.save(f"{work}/Aw.npy", A.cpu().numpy())
@@ -766,8 +802,9 @@ def main():
             if a.w4a16_filter and not re.search(a.w4a16_filter, tag):
                 continue
             defs = dict({"M": M, "N": N, "K": K, "group_size": G}, **cfg)
+            scales = "St" if any(q["name"] == "St" for q in json.load(open(prog))["params"]) else "S"
             ms = ours_or_fail(f"w4a16 M={M} [{cfg}]", a.tlc, prog, defs,
-                              {"A": f"{work}/Aw.npy", "B": f"{work}/Bq.npy", "S": f"{work}/Sc.npy"},
+                              {"A": f"{work}/Aw.npy", "B": f"{work}/Bq.npy", scales: f"{work}/{'St' if scales == 'St' else 'Sc'}.npy"},
                               {"C": f"{work}/Cw.npy"}, 20, flush=True)
             if ms is None:
                 continue
