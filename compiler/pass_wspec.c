@@ -389,7 +389,7 @@ static void pre_copies(tl_program *prog, tl_stmt *loop, int64_t smem_limit) {
     tl_stmt *c = prog->body.items[i];
     if (c->kind != S_COPY || !c->async_copy || c->prefetch)
       continue;
-    int map = -1;
+    int map = -1, ntmaps = prog->ntmaps;
     const char *why = pre_why(prog, loop, i, c, &map);
     if (why) {
       c->tma_why = tl_arena_printf(prog->arena, "before the warp-specialized loop, not the producer's: %s", why);
@@ -426,6 +426,8 @@ static void pre_copies(tl_program *prog, tl_stmt *loop, int64_t smem_limit) {
       b->stages = 1;
       b->tma_dst = false;
       prog->nmbar = nmbar;
+      if (map == ntmaps) /* a map added for this copy alone: the launcher would encode it for nothing */
+        prog->ntmaps = ntmaps;
       tl_pass_smem(prog);
       c->tma_why = "before the warp-specialized loop, not the producer's: no room for its copies in shared memory";
     }
