@@ -615,7 +615,7 @@ tl_status tl_nvrtc_compile(tl_nvrtc *h, const char *src, const char *name, const
                         (t.binary == TL_BINARY_PTX) ? "PTX" : "cubin", name,
                         r != NVRTC_SUCCESS ? nvrtc_errstr(h, r) : "empty output");
   }
-  if ((t.binary == TL_BINARY_PTX)) /* NVRTC counts the PTX's terminating NUL */
+  if (t.binary == TL_BINARY_PTX) /* NVRTC counts the PTX's terminating NUL */
     size = strnlen((const char *)code, size);
   if (!out) {
     free(code);
