@@ -134,7 +134,7 @@ ENV = {"__builtins__": {}, "ceildiv": ceildiv, "min": min, "max": max, "abs": ab
        "sqrt": math.sqrt, "rsqrt": lambda x: 1 / math.sqrt(x), "exp": math.exp,
        "exp2": lambda x: 2.0 ** x, "log": math.log, "log2": math.log2, "floor": math.floor,
        "ceil": math.ceil, "round": rnd, "pow": pow, "true": True, "false": False,
-       "True": True, "False": False}
+       "True": True, "False": False, "if_then_else": lambda c, a, b: a if c else b}
 
 def value(text):
     if text in ("true", "True"): return True
@@ -235,7 +235,7 @@ def gen(prog_path, out_dir, seed, opts):
                 sys.exit("scalar parameter %s has no --arg value" % p["name"])
             names[p["name"]] = args[p["name"]]
     writes, atomics, reads = set(), set(), set()
-    walk(prog.get("kernel", {}), writes, atomics, reads)
+    walk([prog.get("kernel", {})] + prog.get("kernels", []), writes, atomics, reads)
     rng = np.random.default_rng(seed)
     manifest, words = {}, []
     for p in params:
