@@ -26,6 +26,7 @@ dims 128 and 64): FLASH_SHAPES; `--flash-only [--flash-shapes B,H,S,D;...]` runs
 rows and writes bench-flash.json (`--flash-program P` and `--flash-defs
 N=V,...` time another program of the same parameters, or other tiles;
 `--flash-defs 'A;B'` times each set of constants against one torch time;
+`--flash-backends ptx,cuda` each on those back ends, tlc --backend, default auto;
 `--flash-causal full|causal` only one of the two).  Each of
 ours is first checked against torch on the same inputs, element by element
 with the bound of tests/gpu/tolerance.py (2 ulps of float16 plus the float32
@@ -545,8 +546,9 @@ def w4a16_given(specs, M):
     return out
 
 
-def ours(tlc, prog, defs, ins, outs, reps, args=None, flush=False):
-    cmd = [tlc, "run", prog, "--device", "cuda", "--time", str(reps)] + (["--flush-l2"] if flush else [])
+def ours(tlc, prog, defs, ins, outs, reps, args=None, flush=False, backend="auto"):
+    cmd = [tlc, "run", prog, "--device", "cuda", "--time", str(reps)] + (["--flush-l2"] if flush else []) + \
+        ([] if backend == "auto" else ["--backend", backend])
     for k, v in defs.items():
         cmd += ["-D", f"{k}={v}"]
     for k, v in (args or {}).items():
@@ -603,13 +605,15 @@ def flash_rows(a, work, rows, shapes):
                                                                           is_causal=causal).transpose(1, 2)
             tf = lambda ms: flops / ms / 1e9 if ms else None
             variants = a.flash_defs.split(";")  # each checked and timed against the same torch time
-            for var in variants:
+            backends = a.flash_backends.split(",")  # each variant on each back end, side by side
+            for var, backend in ((v, b) for v in variants for b in backends):
                 defs = {"batch": Bz, "heads": H, "seq_len": S, "dim": D, "is_causal": "true" if causal else "false"}
                 defs.update(dict(kv.split("=", 1) for kv in var.split(",") if kv))
-                what = base + (f" [{var or 'as written'}]" if len(variants) > 1 else "")
+                what = base + (f" [{var or 'as written'}]" if len(variants) > 1 else "") + \
+                    (f" [{backend}]" if backends != ["auto"] else "")
                 ms_ours = ours_or_fail(what, a.tlc, a.flash_program, defs,
                                        {"Q": f"{work}/Q.npy", "K": f"{work}/K.npy", "V": f"{work}/V.npy"},
-                                       {"Output": f"{work}/O.npy"}, 5)
+                                       {"Output": f"{work}/O.npy"}, 5, backend=backend)
                 err = float("nan")
                 if ms_ours is not None:
                     O = torch.from_numpy(np.load(f"{work}/O.npy")).cuda()
@@ -668,6 +672,9 @@ def main():
                     help="the flash rows: causal and not (default), only full or only causal attention")
     ap.add_argument("--flash-program", default="examples/flash_attention.json",
                     help="the flash attention program timed (the same parameters and constants)")
+    ap.add_argument("--flash-backends", default="auto", metavar="B,B",
+                    help="the back ends (tlc --backend: auto, cuda, ptx) each flash configuration is checked and "
+                         "timed on, e.g. ptx,cuda to compare them in one run (default auto)")
     ap.add_argument("--flash-defs", default="",
                     help="more constants for it: NAME=VALUE,NAME=VALUE...; several such sets separated by ';' "
                          "(an empty one: as written) are each checked and timed, against one torch time")

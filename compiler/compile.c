@@ -967,8 +967,9 @@ again:;
     } else if ((src = tl_emit_ptx(arena, prog, &t, no_whole, &whole, &e)) && whole && p.th &&
                strcmp(p.mode, "auto") == 0) {
       /* correctness first: a setmaxnreg kernel assembled by ptxas hung on the H100 (the float8 block-scaled
-       * gemm of bench/programs/gemm_fp8_blockscaled_raster.json with late=false, session 8, cause not found):
-       * in mode auto, CUDA */
+       * gemm of bench/programs/gemm_fp8_blockscaled_raster.json with late=false, session 8; the cause, found
+       * in session 10 by reading the PTX and fixed, was emit_ptx.c freeing no stage of a loop with no wgmma
+       * group pending, not setmaxnreg: bench/compile.md): in mode auto, CUDA until a GPU confirms it */
       src = NULL;
       tl_error_set_at(&e, TL_UNSUPPORTED, "/kernel", 0,
                       "a setmaxnreg kernel assembled by ptxas hung on the H100 (bench/compile.md, session 8); "

@@ -2351,8 +2351,11 @@ static void release_stage(P *p, const tl_stmt *s, const char *st) {
  * wg_lag): iteration c (g = the iterations waited for before it, over the
  * tiles, plus c) waits for its stage's full mbarrier in phase g / S,
  * points the prefetched buffers at stage g % S, runs the body's other
- * statements and frees the stage of iteration c - lag; after the loop, its
- * gemm's groups done, the stages of the last lag iterations. */
+ * statements and frees the stage of iteration c - lag (with lag 0, its
+ * own: until session 10 this back end freed none then, and the producer
+ * waited for ever once S iterations were issued: the float8 block-scaled
+ * gemm with late=false that hung on the H100 in session 8); after the
+ * loop, its gemm's groups done, the stages of the last lag iterations. */
 static void wspec_loop(P *p, const tl_stmt *s) {
   int64_t S_ = s->pipe_stages, lag = s->wspec_lag;
   int W = (int)(p->T / 128);
@@ -2397,6 +2400,8 @@ static void wspec_loop(P *p, const tl_stmt *s) {
     stage_parity(p, gl, S_, &sl, NULL);
     release_stage(p, s, sl);
     ins(p, "L%d:", skip);
+  } else { /* its own stage, its groups done (wg_pending 0): else the producer waits S iterations on for ever */
+    release_stage(p, s, stg);
   }
   loop_close(p, k);
   if (s->pingpong) { /* the turn left over: warpgroup 0 takes it */

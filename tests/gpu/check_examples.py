@@ -36,8 +36,9 @@ top level cut into noinline regions (compiler/pass_split.c), as kernels of
 1024 statements and more are.
 
 --backends runs each case's device side once per back end named (tlc
---backend; default auto): ptx only for the cases whose metadata says the
-PTX back end builds them (compiler/emit_ptx.c's subset), so
+--backend; default auto): ptx only for the cases the PTX back end builds
+(compiler/emit_ptx.c's subset: `tlc compile --backend ptx` succeeds, also
+where mode auto would take the CUDA back end), so
 `--backends ptx,cuda` compares both back ends with the interpreter.
 
 --interpret-only needs no GPU (NVRTC only, for the metadata): it runs the
@@ -975,12 +976,16 @@ def device_target():
 
 
 def ptx_meta(a, prog, target, dflags):
-    """The metadata of a compile for the target the device side runs (whether the
-    PTX back end takes the case there: the lowering, so the subset, depends on it)."""
+    """The metadata of a compile with --backend ptx for the target the device side runs
+    (whether the PTX back end takes the case there: the lowering, so the subset, depends
+    on it; asked of the back end itself, so that a kernel mode auto leaves to the CUDA one
+    for speed is still compared), or {"backend_why_not_ptx": its error} where it does not."""
     t = target or a.device_target or "compute_80"
-    r, _ = run([a.tlc, "compile", prog, "--target", t, "--emit", "meta"] + dflags +
+    r, _ = run([a.tlc, "compile", prog, "--target", t, "--emit", "meta", "--backend", "ptx"] + dflags +
                (["--options", a.options] if a.options else []), a.interp_timeout)
-    return json.loads(r.stdout) if r.returncode == 0 else {}
+    if r.returncode:
+        return {"backend_why_not_ptx": (r.stderr.strip().splitlines() or ["no metadata"])[-1]}
+    return json.loads(r.stdout)
 
 
 def device_case(a, prog, target, backend, dflags, aflags, inflags, dev_out, outs, work, base, meta, absrefs, opts,

@@ -141,6 +141,12 @@ for form in 'setmaxnreg.dec.sync.aligned.u32 40' 'setmaxnreg.inc.sync.aligned.u3
   grep -qF "$form" "$tmp/p.ptx" || fail "gemm_raster threads=256: the PTX lacks $form"
 done
 grep -q '"registers": 168,' "$tmp/m.json" || fail "gemm_raster threads=256: not 168 registers (65536 / 384) at entry"
+# a loop whose gemm leaves no group pending (wspec_lag 0: the float8 block-scaled gemm with late=false, which
+# hung on the H100 in session 8) frees each stage in its own iteration: an arrival on a free mbarrier in the loop
+"$TLC" compile bench/programs/gemm_fp8_blockscaled_raster.json -D late=false --target compute_90a --emit ptx \
+  -o "$tmp/b.ptx" 2>"$tmp/err" || fail "fp8 block-scaled late=false: $(cat "$tmp/err")"
+awk '/wgmma.commit_group/ { w = 1 } w && /^\tbra L/ { exit } w && /mbarrier.arrive.shared::cta.b64/ { a = 1 }
+  END { exit !a }' "$tmp/b.ptx" || fail "fp8 block-scaled late=false: no stage freed in the consumers' loop"
 grep -q '"toolchain": "[^"]*nvJitLink [^"]*; ptxas [0-9.]* (' "$tmp/m.json" ||
   fail "the toolchain line does not name ptxas: $(grep '"toolchain"' "$tmp/m.json")"
 "$TLC" targets | grep -q '^# ptxas [0-9.]* (.*): assembles' || fail "tlc targets does not name ptxas"
