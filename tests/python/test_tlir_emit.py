@@ -178,6 +178,30 @@ def matmul(M, N, K, block_M, block_N, block_K, dtype="float16", accum_dtype="flo
     return main
 
 
+def matmul_evict(M, N, K, block_M, block_N, block_K, dtype="float16", accum_dtype="float"):
+    """matmul with T.copy's eviction_policy: B streamed (evict_first), A kept (evict_last), one copy between
+    shared buffers (no tensor read: Tile IR drops the hint), one evict_normal (no field)."""
+    @T.prim_func
+    def main(
+        A: T.Buffer((M, K), dtype),
+        B: T.Buffer((K, N), dtype),
+        C: T.Buffer((M, N), dtype),
+    ):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), dtype)
+            B_shared = T.alloc_shared((block_K, block_N), dtype)
+            C_shared = T.alloc_shared((block_M, block_N), dtype)
+            C_local  = T.alloc_fragment((block_M, block_N), accum_dtype)
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+                T.copy(A[by * block_M, k * block_K], A_shared, eviction_policy="evict_last")
+                T.copy(B[k * block_K, bx * block_N], B_shared, eviction_policy="evict_first")
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C_shared, eviction_policy="evict_first")
+            T.copy(C_shared, C[by * block_M, bx * block_N], eviction_policy="evict_normal")
+    return main
+
+
 @tilelang.jit(out_idx=[1])
 def scale_rows(block, relu, unroll):
     m = T.dynamic("m")
@@ -614,6 +638,11 @@ def axpy_strided(n, step):
           len(pipe) == 1 and pipe[0].get("tma") is False and pipe[0].get("warp_specialize") is False
           and "tma" not in [st for st in mm.doc["kernel"]["body"] if st.get("op") == "pipelined"][0],
           json.dumps(pipe))
+    ev = [st.get("eviction_policy") for st in
+          [x for x in seed.matmul_evict(96, 80, 64, 64, 64, 32).doc["kernel"]["body"] if x.get("op") == "pipelined"][0]["body"]
+          + seed.matmul_evict(96, 80, 64, 64, 64, 32).doc["kernel"]["body"] if st.get("op") == "copy"]
+    check("T.copy(eviction_policy=) on a tensor's copy maps to eviction_policy; elsewhere, and evict_normal, no field",
+          ev == ["evict_last", "evict_first", None, None], json.dumps(ev))
     refused = []
     for cfg, flags, want in [({"tl.device_compile_flags": ["-DX=1"]}, None, "tlc chooses the toolchain's flags"),
                              ({"tl.dynamic_alignment": 8}, None, "only 16 has that meaning"),

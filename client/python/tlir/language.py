@@ -631,9 +631,12 @@ def alloc_var(dtype, init=None, scope="local.var"):
 # ---- tile operators ---------------------------------------------------------
 
 def copy(src, dst, **hints):
-    _options.copy_hints(hints)
-    builder().emit(Stmt("copy", src=region_text(src, "T.copy source"),
-                        dst=region_text(dst, "T.copy destination")))
+    ev = _options.copy_hints(hints)
+    st = Stmt("copy", src=region_text(src, "T.copy source"), dst=region_text(dst, "T.copy destination"))
+    buf = src if isinstance(src, _ir.Buffer) else getattr(src, "buf", None)
+    if ev and buf is not None and buf.scope == "global":  # Tile IR's hint is for copies that read a tensor
+        st["eviction_policy"] = ev
+    builder().emit(st)
 
 
 def c2d_im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_policy=None):
