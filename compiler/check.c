@@ -2334,6 +2334,10 @@ static tl_walk_act check_stmt(tl_stmt *s, void *user) {
     c->in_tile_op = false;
     if (ok)
       match_regions(c, s, s->src, s->dst);
+    if (ok && s->evict != TL_EVICT_NORMAL && s->src->sym->kind != SYM_TENSOR)
+      ERR(tl_ptr_key(c->arena, s->pointer, "eviction_policy"), 0,
+          "an eviction policy is for a copy that reads a tensor (global memory), not %s '%s'",
+          sym_kind_name(s->src->sym), s->src->sym->name);
     return TL_WALK_SKIP;
   }
   case S_FILL: {

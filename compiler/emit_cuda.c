@@ -981,9 +981,11 @@ static void emit_async_copy(E *e, const tl_stmt *s) {
     dof = packed_byte(e, dof, per);
   }
   line(e, "const %s *tl_g = tl_in ? &g_%s[%s] : g_%s;", srep(src->sym->dtype), src->sym->name, so, src->sym->name);
-  line(e, "asm volatile(\"cp.async.cg.shared.global [%%0], [%%1], 16, %%2;\" :: \"r\"(tl_smem_addr(&s_%s[%s])), "
-          "\"l\"(tl_g), \"r\"(tl_in ? 16 : 0));",
-       dst->sym->name, dof);
+  if (s->evict) /* the copy's L2 policy ("eviction_policy") */
+    line(e, "unsigned long long tl_pol; asm(\"%s;\" : \"=l\"(tl_pol));", tl_ptx_createpolicy(e->a, s->evict, "%0"));
+  line(e, "asm volatile(\"%s;\" :: \"r\"(tl_smem_addr(&s_%s[%s])), \"l\"(tl_g), \"r\"(tl_in ? 16 : 0)%s);",
+       tl_ptx_cp_async16(e->a, "%0", "%1", "%2", s->evict ? "%3" : NULL), dst->sym->name, dof,
+       s->evict ? ", \"l\"(tl_pol)" : "");
   e->indent--;
   line(e, "}");
 }
@@ -2938,6 +2940,12 @@ static void emit_tma_copy(E *e, const tl_stmt *s) {
     d0++;
   int64_t n = s->mcast ? e->prog->cl_size : 1, part = src->ext[d0] / n;
   const char *off = s->mcast ? S(" + tl_crank * %" PRId64 "u", (int64_t)tl_dtype_bytes(b->dtype, (uint64_t)(panel_elems / n))) : "";
+  if (s->evict) { /* the copy's L2 policy ("eviction_policy"), its last operand */
+    line(e, "{");
+    e->indent++;
+    line(e, "unsigned long long tl_pol;");
+    line(e, "asm(\"%s;\" : \"=l\"(tl_pol));", tl_ptx_createpolicy(e->a, s->evict, "%0"));
+  }
   for (int64_t p = 0; p < panels; p++) {
     const char *ops = "", *coords = "";
     for (int i = 0; i < m->rank; i++) {
@@ -2953,10 +2961,15 @@ static void emit_tma_copy(E *e, const tl_stmt *s) {
       ops = S("%s, \"r\"((int)(%s))", ops, lo);
     }
     const char *mask = s->mcast ? S(", \"h\"((unsigned short)%#llx)", (1ull << n) - 1) : ""; /* every block of the cluster */
+    const char *hint = s->evict ? S("%%%d", (s->mcast ? 4 : 3) + m->rank) : NULL;
     line(e, "asm volatile(\"%s;\" :: \"r\"(tl_smem_addr(s_%s) + %" PRId64 "u%s), \"l\"((unsigned long long)&tl_tmap%d), "
-            "\"r\"(tl_mb)%s%s : \"memory\");",
-         tl_ptx_tma_load(e->a, m->rank, "%0", "%1", coords, "%2", s->mcast ? "%3" : NULL), b->name,
-         p * panel_elems * (int64_t)tl_dtype_size(b->dtype), off, s->tma_map, mask, ops);
+            "\"r\"(tl_mb)%s%s%s : \"memory\");",
+         tl_ptx_tma_load(e->a, m->rank, "%0", "%1", coords, "%2", s->mcast ? "%3" : NULL, hint), b->name,
+         p * panel_elems * (int64_t)tl_dtype_size(b->dtype), off, s->tma_map, mask, ops, s->evict ? ", \"l\"(tl_pol)" : "");
+  }
+  if (s->evict) {
+    e->indent--;
+    line(e, "}");
   }
 }
 

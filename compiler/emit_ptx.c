@@ -1294,6 +1294,9 @@ static void op_async_copy(P *p, const tl_stmt *s) {
                                              : NULL;
   if (why)
     return fail(p, s->pointer, "the PTX back end has no %s yet", why);
+  const char *pol = s->evict ? nr(p, CD) : NULL; /* the copy's L2 policy ("eviction_policy") */
+  if (pol)
+    ins(p, "%s", tl_ptx_createpolicy(p->a, s->evict, pol));
   int64_t v = 16 / es;
   int64_t cext[TL_MAX_DIMS];
   for (int i = 0; i < n; i++)
@@ -1337,9 +1340,9 @@ static void op_async_copy(P *p, const tl_stmt *s) {
     const char *a2 = nr(p, CD), *sz = nr(p, CR);
     ins(p, "selp.b64 %s, %s, %s, %s", a2, ad, p->base[t->param_index], g);
     ins(p, "selp.b32 %s, 16, 0, %s", sz, g);
-    ins(p, "cp.async.cg.shared.global [%s], [%s], 16, %s", sa, a2, sz);
+    ins(p, "%s", tl_ptx_cp_async16(p->a, sa, a2, sz, pol));
   } else {
-    ins(p, "cp.async.cg.shared.global [%s], [%s], 16", sa, ad);
+    ins(p, "%s", tl_ptx_cp_async16(p->a, sa, ad, NULL, pol));
   }
   ins(p, "add.s32 %s, %s, %" PRId64, e, e, p->T);
   ins(p, "bra L%d", top);
@@ -2117,6 +2120,9 @@ static void tma_copy(P *p, const tl_stmt *s, const char *mb) {
   const tl_region *src = s->src;
   const tl_sym *b = s->dst->sym;
   int64_t panels = m->swizzle ? b->dims[b->ndim - 1] / m->box[0] : 1, panel_bytes = buf_bytes(b) / panels;
+  const char *pol = s->evict ? nr(p, CD) : NULL; /* the copy's L2 policy ("eviction_policy") */
+  if (pol)
+    ins(p, "%s", tl_ptx_createpolicy(p->a, s->evict, pol));
   const char *lo[TL_TMAP_RANK_MAX];
   for (int i = 0; i < m->rank; i++) {
     int d = m->rank - 1 - i;
@@ -2138,7 +2144,7 @@ static void tma_copy(P *p, const tl_stmt *s, const char *mb) {
       coords = S("%s%s%s", coords, i ? ", " : "", c);
     }
     const char *at = k ? S("%s+%" PRId64, dst, k * panel_bytes) : dst;
-    ins(p, "%s", tl_ptx_tma_load(p->a, m->rank, at, p->tmap[s->tma_map], coords, mb, NULL));
+    ins(p, "%s", tl_ptx_tma_load(p->a, m->rank, at, p->tmap[s->tma_map], coords, mb, NULL, pol));
   }
 }
 

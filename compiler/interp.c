@@ -14,7 +14,11 @@
  * has iterations.  A parallel loop runs its iterations one after another in
  * the first thread and, unless disabled, checks that they are independent
  * with generation-stamped shadow tables (a direct array for small buffers, a
- * hash table for large ones and for global tensors).
+ * hash table for large ones and for global tensors).  Across blocks, the
+ * last plain store and read of each global element of a tensor the kernel
+ * writes, and every block's atomic updates in run order, check that one
+ * block's access to what another did was handed over as proto/tile-ir-v1.md
+ * 9.1 allows (a fence and an atomic on each side: xaccess, xupdate).
  *
  * Storage: every value symbol has one tl_scalar per thread
  * (vals[slot * T + thread]); shared and fragment buffers are one byte array
@@ -35,6 +39,7 @@
 
 #define MAX_DEPTH 96                /* nested bodies (the parser allows 32) */
 #define SHADOW_DIRECT_MAX 65536     /* elements: above this, shadows are hash tables */
+#define XREC_DIRECT_MAX (1LL << 21) /* elements: above this, a tensor's 9.1 records are a hash table */
 #define MAX_REGION_ELEMS (1LL << 34) /* elements one tile operator may touch */
 #define MAX_BUFFER_BYTES (1LL << 32) /* all shared/fragment/local buffers of a program */
 
@@ -56,6 +61,52 @@ typedef struct shadow {
   uint32_t used_gen;
 } shadow;
 
+/* Cross-block handover (proto/tile-ir-v1.md 9.1): the last plain store
+ * and the last plain read of a global element by the running kernel's
+ * blocks (block index + 1: 0 none), with each block's fencing
+ * sync_threads before it. */
+typedef struct xrec {
+  int64_t writer, reader;
+  uint32_t wfence, rfence;
+} xrec;
+
+/* An element updated by atomics (a counter): who updated it since it was
+ * last set back, and its resets. */
+typedef struct xcnt {
+  int64_t upd;      /* the first block to update it since it was last set back, or -1 */
+  bool upd_many;    /* and another block did too */
+  int64_t resetter; /* the last block that did, or -1 */
+  size_t last_ev;   /* its last atomic update (an index in interp.xev) */
+} xcnt;
+
+typedef struct xent { /* a hash table entry: element lin's records */
+  uint64_t lin;
+  bool used;
+  xrec r;
+  xcnt c;
+} xent;
+
+typedef struct xmap { /* open addressing on the element's linear index */
+  xent *e;
+  uint64_t cap, used;
+} xmap;
+
+/* An atomic update of a global element by a block, in run order. */
+typedef struct xevent {
+  const tl_sym *sym; /* the tensor */
+  uint64_t lin;
+  uint32_t fence; /* the block's fencing sync_threads before it */
+} xevent;
+
+/* A block that ran and wrote or updated a global element: its atomic
+ * updates (xev[ev0, ev1)) and its fencing sync_threads in all. */
+typedef struct xblock {
+  int64_t blk;
+  bool used;
+  size_t ev0, ev1;
+  uint32_t fences;
+} xblock;
+
 typedef struct tinfo { /* a tensor argument */
   unsigned char *data;
   unsigned char *own;  /* a view's own copy (setup_views), freed with the interpreter */
@@ -64,6 +115,12 @@ typedef struct tinfo { /* a tensor argument */
   int64_t dim[TL_MAX_DIMS], stride[TL_MAX_DIMS];
   int64_t count;
   shadow sh;
+  /* 9.1: the records of the elements the running kernel's blocks wrote or read, where some statement of it
+   * writes the tensor (xw; else none are kept): an array by element (xr) up to XREC_DIRECT_MAX elements, else
+   * a hash table (xm); the counters, where some atomic updates it (xa), in a hash table (xc) */
+  bool xw, xa;
+  xrec *xr;
+  xmap xm, xc;
 } tinfo;
 
 typedef struct binfo { /* a buffer slot */
@@ -92,6 +149,8 @@ typedef struct pending {
   tl_scalar *slot;  /* value-slot target, or NULL */
   tl_dtype dt;
   tl_scalar v;
+  const tl_sym *xs; /* a global tensor's element (xs, xlin): the store is checked against 9.1 */
+  uint64_t xlin;
 } pending;
 
 typedef struct interp {
@@ -119,6 +178,16 @@ typedef struct interp {
   int64_t par_ext[TL_MAX_DIMS];
   int64_t par_iter;
   FILE *print_to;
+  /* cross-block handover (9.1): blocks run one after another, so the last plain writer of each global element,
+   * and each block's atomic updates in run order, say whether a later block's access was handed over */
+  int64_t grid[3];
+  int64_t blk;           /* the running block's linear index */
+  uint32_t xfence;       /* its fencing sync_threads so far */
+  bool xdirty;           /* it wrote a global element or updated one by an atomic */
+  xevent *xev;           /* every block's atomic updates of global elements, in run order */
+  size_t nxev, capxev, xev0; /* xev0: the running block's first */
+  xblock *xb;            /* the blocks that ran and wrote or updated global elements (by blk) */
+  uint64_t capxb, usedxb;
   /* scratch */
   void *scr[4];
   size_t scr_cap[4];
@@ -441,6 +510,294 @@ static tl_status par_mark(interp *I, const loc *L, const unsigned char *bytes, c
   return TL_OK;
 }
 
+/* ---- cross-block handover (proto/tile-ir-v1.md 9.1) -------------------------------------- */
+/* Blocks run one after another, so a block's access to a global element
+ * that an earlier block of the kernel wrote (or, for a store, read) is
+ * checked when it happens: that block must have run, after its access, a
+ * fencing sync_threads and then an atomic on some counter; the running
+ * block an atomic on that counter counting the other's update (no reset
+ * of it in between), then a fencing sync_threads.  Only tensors that some
+ * statement of the kernel writes are tracked, so reading the inputs costs
+ * one test per element. */
+static xent *xget(xmap *m, uint64_t lin, bool *oom) {
+  if ((m->used + 1) * 2 > m->cap) {
+    uint64_t cap = m->cap ? m->cap * 2 : 256;
+    xent *ne = calloc(cap, sizeof *ne);
+    if (!ne) {
+      *oom = true;
+      return NULL;
+    }
+    for (uint64_t i = 0; i < m->cap; i++)
+      if (m->e[i].used) {
+        uint64_t h = mix64(m->e[i].lin) & (cap - 1);
+        while (ne[h].used)
+          h = (h + 1) & (cap - 1);
+        ne[h] = m->e[i];
+      }
+    free(m->e);
+    m->e = ne;
+    m->cap = cap;
+  }
+  uint64_t mask = m->cap - 1, h = mix64(lin) & mask;
+  while (m->e[h].used && m->e[h].lin != lin)
+    h = (h + 1) & mask;
+  xent *x = &m->e[h];
+  if (!x->used) {
+    memset(x, 0, sizeof *x);
+    x->used = true;
+    x->lin = lin;
+    x->c.upd = x->c.resetter = -1;
+    m->used++;
+  }
+  return x;
+}
+
+/* Element lin's records in tensor ti (NULL: out of memory). */
+static xrec *xrec_of(tinfo *ti, uint64_t lin) {
+  if (ti->count <= XREC_DIRECT_MAX) {
+    if (!ti->xr && !(ti->xr = calloc((size_t)(ti->count > 0 ? ti->count : 1), sizeof *ti->xr)))
+      return NULL;
+    return &ti->xr[lin];
+  }
+  bool oom = false;
+  xent *x = xget(&ti->xm, lin, &oom);
+  return x ? &x->r : NULL;
+}
+
+static const xblock *xblock_of(const interp *I, int64_t blk) {
+  if (!I->capxb)
+    return NULL;
+  uint64_t mask = I->capxb - 1, h = mix64((uint64_t)blk) & mask;
+  while (I->xb[h].used && I->xb[h].blk != blk)
+    h = (h + 1) & mask;
+  return I->xb[h].used ? &I->xb[h] : NULL;
+}
+
+/* At a block's end: keep its record if it accessed a tracked element. */
+static tl_status xblock_end(interp *I) {
+  if (!I->xdirty)
+    return TL_OK;
+  if ((I->usedxb + 1) * 2 > I->capxb) {
+    uint64_t cap = I->capxb ? I->capxb * 2 : 256;
+    xblock *nb = calloc(cap, sizeof *nb);
+    if (!nb)
+      return nomem(I);
+    for (uint64_t i = 0; i < I->capxb; i++)
+      if (I->xb[i].used) {
+        uint64_t h = mix64((uint64_t)I->xb[i].blk) & (cap - 1);
+        while (nb[h].used)
+          h = (h + 1) & (cap - 1);
+        nb[h] = I->xb[i];
+      }
+    free(I->xb);
+    I->xb = nb;
+    I->capxb = cap;
+  }
+  uint64_t mask = I->capxb - 1, h = mix64((uint64_t)I->blk) & mask;
+  while (I->xb[h].used)
+    h = (h + 1) & mask;
+  I->xb[h] = (xblock){.blk = I->blk, .used = true, .ev0 = I->xev0, .ev1 = I->nxev, .fences = I->xfence};
+  I->usedxb++;
+  return TL_OK;
+}
+
+static void fmt_block(const interp *I, int64_t blk, char *buf, size_t n) {
+  int64_t gx = I->grid[0] > 0 ? I->grid[0] : 1, gy = I->grid[1] > 0 ? I->grid[1] : 1;
+  snprintf(buf, n, "block (%" PRId64 ", %" PRId64 ", %" PRId64 ")", blk % gx, blk / gx % gy, blk / (gx * gy));
+}
+
+static void fmt_tensor_elem(const interp *I, const tl_sym *s, uint64_t lin, char *buf, size_t n) {
+  loc L = {.sym = s, .lin = lin};
+  char el[160];
+  fmt_elem(I, &L, el, sizeof el);
+  snprintf(buf, n, "%s[%s]", s->name, el);
+}
+
+/* Was what block w did to an element (`what`: its "store" or its "read",
+ * after wfence of its fencing sync_threads) handed over to the running
+ * block (9.1)?  If not, what is missing, in why. */
+static bool xhanded(const interp *I, int64_t w, uint32_t wfence, const char *what, char *why, size_t n) {
+  char wb[96], cn[200];
+  fmt_block(I, w, wb, sizeof wb);
+  const xblock *W = xblock_of(I, w);
+  if (!W || W->fences <= wfence) {
+    snprintf(why, n, "%s ran no fencing sync_threads after its %s", wb, what);
+    return false;
+  }
+  int best = 0; /* how far the best counter got: 1 no atomic of ours on it, 2 no fence after ours */
+  const xevent *early = NULL; /* an atomic of w's before the fence that follows its access */
+  for (size_t i = W->ev0; i < W->ev1; i++) {
+    const xevent *u = &I->xev[i];
+    if (u->fence <= wfence) {
+      early = early ? early : u;
+      continue;
+    }
+    int got = 1; /* (an update of ours counts u: it comes later, and no block sets a counter back before every
+                  * update has happened, xupdate) */
+    for (size_t j = I->xev0; j < I->nxev; j++) {
+      const xevent *v = &I->xev[j];
+      if (v->sym != u->sym || v->lin != u->lin)
+        continue;
+      if (I->xfence > v->fence)
+        return true;
+      got = 2;
+    }
+    if (got > best) {
+      best = got;
+      fmt_tensor_elem(I, u->sym, u->lin, cn, sizeof cn);
+    }
+  }
+  if (!best && early) {
+    fmt_tensor_elem(I, early->sym, early->lin, cn, sizeof cn);
+    snprintf(why, n, "%s ran no fencing sync_threads between its %s and its atomic on %s", wb, what, cn);
+  } else if (!best)
+    snprintf(why, n, "%s ran no atomic after its %s and a fencing sync_threads", wb, what);
+  else if (best == 1)
+    snprintf(why, n, "no atomic's old of this block counts the update of %s by %s after its %s and a fencing "
+             "sync_threads (this block ran no atomic on %s)", cn, wb, what, cn);
+  else
+    snprintf(why, n, "this block ran no fencing sync_threads between its atomic on %s and this access", cn);
+  return false;
+}
+
+/* A plain read (v NULL) or store of v (dtype dt) at element lin of global
+ * tensor s, whose bytes are at p, by the running block (9.1, and 5.9 for an
+ * element atomics update). */
+static tl_status xaccess(interp *I, const tl_sym *s, uint64_t lin, const tl_scalar *v, tl_dtype dt,
+                         const unsigned char *p, const char *ptr, int col, int t) {
+  tinfo *ti = &I->tens[s->param_index];
+  if (!ti->xw) /* only read in this kernel */
+    return TL_OK;
+  char el[200], ob[96], why[800];
+  int64_t me = I->blk;
+  if (ti->xa) { /* a counter? */
+    bool oom = false;
+    xent *c = xget(&ti->xc, lin, &oom);
+    if (!c)
+      return nomem(I);
+    xcnt *x = &c->c;
+    if (x->upd >= 0) { /* updated by atomics since it was last set back */
+      bool others = x->upd_many || x->upd != me;
+      fmt_tensor_elem(I, s, lin, el, sizeof el);
+      if (x->upd != me)
+        fmt_block(I, x->upd, ob, sizeof ob);
+      else
+        snprintf(ob, sizeof ob, "other blocks");
+      if (!v && others)
+        return rt_err(I, ptr, col, t,
+                      "reads %s, which %s update%s by atomics in this kernel, with a plain read (9.1, 5.9: another "
+                      "block reads it only through an atomic's old)", el, ob, x->upd != me ? "s" : "");
+      if (v) { /* a store: the reset 9.1 allows, by the block whose atomic saw every update before it */
+        if (!(x->last_ev >= I->xev0 && x->last_ev < I->nxev))
+          return rt_err(I, ptr, col, t,
+                        "writes %s, which %s update%s by atomics in this kernel, after the last update of it was "
+                        "another block's (9.1: only the block whose atomic's old counts every other update may set "
+                        "a counter back)", el, ob, x->upd != me ? "s" : "");
+        x->resetter = me;
+        x->upd = -1;
+        x->upd_many = false;
+      }
+    }
+  }
+  xrec *r = xrec_of(ti, lin);
+  if (!r)
+    return nomem(I);
+  bool same = false;
+  if (v) {
+    unsigned char b[8];
+    tl_store(b, dt, *v);
+    same = memcmp(b, p, ti->es) == 0; /* blocks may write the same value (9.1) */
+  }
+  int64_t o = -1;
+  const char *how = NULL;
+  if (r->writer && r->writer - 1 != me && !same && !xhanded(I, r->writer - 1, r->wfence, "store", why, sizeof why))
+    o = r->writer - 1, how = "wrote";
+  else if (v && r->reader && r->reader - 1 != me && !same &&
+           !xhanded(I, r->reader - 1, r->rfence, "read", why, sizeof why))
+    o = r->reader - 1, how = "read before";
+  if (o >= 0) {
+    fmt_tensor_elem(I, s, lin, el, sizeof el);
+    fmt_block(I, o, ob, sizeof ob);
+    return rt_err(I, ptr, col, t, "%s %s, which %s %s, without the handover of 9.1: %s",
+                  v ? "writes a different value to" : "reads", el, ob, how, why);
+  }
+  if (v) {
+    r->writer = me + 1;
+    r->wfence = I->xfence;
+  } else {
+    r->reader = me + 1;
+    r->rfence = I->xfence;
+  }
+  I->xdirty = true;
+  return TL_OK;
+}
+
+/* tl_walk's pre: marks the tensors statement s writes (tinfo.xw) and those
+ * atomics update (tinfo.xa). */
+static tl_walk_act mark_written(tl_stmt *s, void *user) {
+  interp *I = user;
+  const tl_sym *t = NULL;
+  switch (s->kind) {
+  case S_ASSIGN: case S_ATOMIC:
+    t = s->lhs && s->lhs->kind == E_INDEX ? s->lhs->sym : NULL;
+    break;
+  case S_COPY: case S_FILL: case S_REDUCE: case S_CUMSUM: case S_ATOMIC_ADD:
+    t = s->dst ? s->dst->sym : NULL;
+    break;
+  default:
+    break;
+  }
+  if (t && t->kind == SYM_TENSOR) {
+    I->tens[t->param_index].xw = true;
+    I->tens[t->param_index].xa |= s->kind == S_ATOMIC || s->kind == S_ATOMIC_ADD;
+  }
+  return TL_WALK_GO;
+}
+
+/* An atomic update of element lin of global tensor s by the running block. */
+static tl_status xupdate(interp *I, const tl_sym *s, uint64_t lin, const char *ptr, int col, int t) {
+  tinfo *ti = &I->tens[s->param_index];
+  bool oom = false;
+  xent *c = xget(&ti->xc, lin, &oom);
+  xrec *r = c ? xrec_of(ti, lin) : NULL;
+  if (!r)
+    return nomem(I);
+  xcnt *x = &c->c;
+  int64_t me = I->blk;
+  char el[200], ob[96];
+  if (x->resetter >= 0 && x->resetter != me) {
+    fmt_tensor_elem(I, s, lin, el, sizeof el);
+    fmt_block(I, x->resetter, ob, sizeof ob);
+    return rt_err(I, ptr, col, t,
+                  "updates %s after %s set it back (9.1: a counter is set back once every update of the launch "
+                  "has happened)", el, ob);
+  }
+  if ((r->writer && r->writer - 1 != me) || (r->reader && r->reader - 1 != me)) {
+    bool w = r->writer && r->writer - 1 != me;
+    fmt_tensor_elem(I, s, lin, el, sizeof el);
+    fmt_block(I, (w ? r->writer : r->reader) - 1, ob, sizeof ob);
+    return rt_err(I, ptr, col, t, "updates %s by an atomic, which %s %s in this kernel (5.9: no other block "
+                  "reads or writes what atomics change, but through old and the reset of 9.1)", el, ob,
+                  w ? "wrote with a plain store" : "read with a plain read");
+  }
+  if (I->nxev == I->capxev) {
+    size_t cap = I->capxev ? I->capxev * 2 : 256;
+    xevent *ne = realloc(I->xev, cap * sizeof *ne);
+    if (!ne)
+      return nomem(I);
+    I->xev = ne;
+    I->capxev = cap;
+  }
+  I->xev[I->nxev] = (xevent){.sym = s, .lin = lin, .fence = I->xfence};
+  x->last_ev = I->nxev++;
+  if (x->upd < 0)
+    x->upd = me;
+  else if (x->upd != me)
+    x->upd_many = true;
+  I->xdirty = true;
+  return TL_OK;
+}
+
 /* ---- expressions ------------------------------------------------------------------ */
 static tl_status eval(interp *I, const tl_expr *e, int t, tl_scalar *out);
 
@@ -592,6 +949,8 @@ static tl_status read_index(interp *I, const tl_expr *e, int t, tl_scalar *out) 
       else if (I->check_par && L.sh)
         TRY(par_mark(I, &L, NULL, e));
     }
+    if (L.sym->kind == SYM_TENSOR && I->tens[L.sym->param_index].xw)
+      TRY(xaccess(I, L.sym, L.lin, NULL, L.dt, L.p, e->pointer, e->column, t));
     v = tl_load(L.p, L.dt);
   }
   *out = conv(v, (tl_type)L.dt, e->type);
@@ -1014,6 +1373,10 @@ static tl_status assign_prepare(interp *I, const tl_stmt *s, int t, pending *pd,
                                                      "assign it", L->sym->name);
     pd->p = L->p;
     pd->dt = L->dt;
+    if (L->p && L->sym->kind == SYM_TENSOR) {
+      pd->xs = L->sym;
+      pd->xlin = L->lin;
+    }
   } else
     return rt_err(I, s->pointer, 0, t, "malformed assignment");
   tl_scalar rhs;
@@ -1038,8 +1401,12 @@ static tl_status thread_assign(interp *I, const tl_stmt *s, const unsigned char 
     if (mask[t])
       TRY(assign_prepare(I, s, t, &I->pend[t], &L));
   for (int t = 0; t < I->T; t++)
-    if (mask[t])
-      pending_store(&I->pend[t]);
+    if (mask[t]) {
+      const pending *pd = &I->pend[t];
+      if (pd->xs)
+        TRY(xaccess(I, pd->xs, pd->xlin, &pd->v, pd->dt, pd->p, s->lhs->pointer, s->lhs->column, t));
+      pending_store(pd);
+    }
   return TL_OK;
 }
 
@@ -1057,6 +1424,8 @@ static tl_status atomic_apply(interp *I, const tl_stmt *s, int t) {
   old.u = 0;
   if (L.p)
     old = tl_load(L.p, dt);
+  if (L.p && L.sym->kind == SYM_TENSOR)
+    TRY(xupdate(I, L.sym, L.lin, s->lhs->pointer, s->lhs->column, t));
   if (s->atomic == TL_ATOMIC_ADD)
     r = add_into(old, dt, v, vt);
   else {
@@ -1090,6 +1459,8 @@ static tl_status par_assign(interp *I, const tl_stmt *s) {
     tl_store(bytes, pd.dt, pd.v);
     TRY(par_mark(I, &L, bytes, s->lhs));
   }
+  if (pd.xs)
+    TRY(xaccess(I, pd.xs, pd.xlin, &pd.v, pd.dt, pd.p, s->lhs->pointer, s->lhs->column, I->t0));
   pending_store(&pd);
   return TL_OK;
 }
@@ -1222,6 +1593,9 @@ static bool same_shape(const view *a, int askip, const view *b) {
 }
 
 enum { W_GATHER, W_SCATTER, W_FILL };
+/* what a walk over a global tensor is for 9.1 (xaccess, xupdate): plain accesses, or an atomic_add's read
+ * and its update of each element */
+enum { X_PLAIN, X_NONE, X_ATOMIC };
 
 static const tl_scalar zero = {0};
 
@@ -1231,11 +1605,32 @@ typedef struct walk {
   tl_scalar *vals;
   tl_scalar cval;
   int64_t i;
+  interp *I;       /* with a global view: each element's access checked against 9.1 */
+  int xm;
+  const char *ptr; /* the statement, for messages */
+  tl_status st;    /* the first such error */
 } walk;
+
+/* Element off of a global view, before its load (W_GATHER) or its store. */
+static void walk_mark(walk *w, int64_t off) {
+  if (w->st != TL_OK || w->xm == X_NONE)
+    return;
+  const view *v = w->v;
+  unsigned char *p = v->base + (size_t)off * v->es;
+  if (w->xm == X_ATOMIC)
+    w->st = xupdate(w->I, v->sym, (uint64_t)off, w->ptr, 0, w->I->t0);
+  else if (w->mode == W_GATHER)
+    w->st = xaccess(w->I, v->sym, (uint64_t)off, NULL, v->dt, p, w->ptr, 0, w->I->t0);
+  else
+    w->st = xaccess(w->I, v->sym, (uint64_t)off, w->mode == W_SCATTER ? &w->vals[w->i] : &w->cval, v->dt, p, w->ptr,
+                    0, w->I->t0);
+}
 
 static void walk_rec(walk *w, int d, int64_t off, bool ok) {
   const view *v = w->v;
   if (d == v->n) { /* a region with no iterated dimension: one element */
+    if (ok && w->I)
+      walk_mark(w, off);
     if (w->mode == W_GATHER) {
       tl_scalar x;
       x.u = 0;
@@ -1257,6 +1652,8 @@ static void walk_rec(walk *w, int d, int64_t off, bool ok) {
   for (int64_t k = 0; k < ext; k++, w->i++) {
     int64_t c = lo + k;
     bool ok2 = ok && c >= 0 && c < dim;
+    if (ok2 && w->I)
+      walk_mark(w, off + c * st);
     if (w->mode == W_GATHER) {
       tl_scalar x;
       x.u = 0;
@@ -1266,9 +1663,15 @@ static void walk_rec(walk *w, int d, int64_t off, bool ok) {
   }
 }
 
-static void view_walk(const view *v, int mode, tl_scalar *vals, tl_scalar cval) {
-  walk w = {v, mode, vals, cval, 0};
+/* Walks view v (gathering into vals, scattering vals or filling with
+ * cval); a global one's accesses are checked against 9.1 as xm says, in
+ * statement s. */
+static tl_status view_walk(interp *I, const tl_stmt *s, int xm, const view *v, int mode, tl_scalar *vals,
+                           tl_scalar cval) {
+  bool x = v->global && (xm == X_ATOMIC || (xm == X_PLAIN && I->tens[v->sym->param_index].xw));
+  walk w = {v, mode, vals, cval, 0, x ? I : NULL, xm, s->pointer, TL_OK};
   walk_rec(&w, 0, v->off, !v->dead);
+  return w.st;
 }
 
 static tl_status shape_err(interp *I, const tl_stmt *s, int t0) {
@@ -1284,11 +1687,11 @@ static tl_status op_copy(interp *I, const tl_stmt *s, int t0) {
   tl_scalar *buf = scratch(I, 0, sv.total, sizeof *buf);
   if (!buf)
     return nomem(I);
-  view_walk(&sv, W_GATHER, buf, zero);
+  TRY(view_walk(I, s, X_PLAIN, &sv, W_GATHER, buf, zero));
   if (sv.dt != dv.dt)
     for (int64_t i = 0; i < sv.total; i++)
       buf[i] = tl_convert(buf[i], sv.dt, dv.dt);
-  view_walk(&dv, W_SCATTER, buf, zero);
+  TRY(view_walk(I, s, X_PLAIN, &dv, W_SCATTER, buf, zero));
   return TL_OK;
 }
 
@@ -1301,7 +1704,7 @@ static tl_status op_fill(interp *I, const tl_stmt *s, int t0) {
     TRY(eval(I, s->value, t0, &v));
     v = conv(v, s->value->type, (tl_type)dv.dt);
   }
-  view_walk(&dv, W_FILL, NULL, v);
+  TRY(view_walk(I, s, X_PLAIN, &dv, W_FILL, NULL, v));
   return TL_OK;
 }
 
@@ -1459,9 +1862,9 @@ static tl_status op_reduce(interp *I, const tl_stmt *s, int t0) {
   tl_scalar *src = scratch(I, 0, sv.total, sizeof *src), *dst = scratch(I, 1, dv.total, sizeof *dst);
   if (!src || !dst)
     return nomem(I);
-  view_walk(&sv, W_GATHER, src, zero);
+  TRY(view_walk(I, s, X_PLAIN, &sv, W_GATHER, src, zero));
   if (!s->clear)
-    view_walk(&dv, W_GATHER, dst, zero);
+    TRY(view_walk(I, s, X_PLAIN, &dv, W_GATHER, dst, zero));
   bool fl = tl_dtype_is_float(sv.dt) || tl_dtype_is_float(dv.dt);
   bool uns = !fl && (sv.dt == TL_UINT64 || dv.dt == TL_UINT64);
   for (int64_t o = 0; o < outer; o++)
@@ -1493,7 +1896,7 @@ static tl_status op_reduce(interp *I, const tl_stmt *s, int t0) {
       }
       *d = red_result(&r, dv.dt);
     }
-  view_walk(&dv, W_SCATTER, dst, zero);
+  TRY(view_walk(I, s, X_PLAIN, &dv, W_SCATTER, dst, zero));
   return TL_OK;
 }
 
@@ -1514,7 +1917,7 @@ static tl_status op_cumsum(interp *I, const tl_stmt *s, int t0) {
   tl_scalar *buf = scratch(I, 0, sv.total, sizeof *buf);
   if (!buf)
     return nomem(I);
-  view_walk(&sv, W_GATHER, buf, zero);
+  TRY(view_walk(I, s, X_PLAIN, &sv, W_GATHER, buf, zero));
   bool fl = tl_dtype_is_float(sv.dt) || tl_dtype_is_float(dv.dt);
   bool uns = !fl && (sv.dt == TL_UINT64 || dv.dt == TL_UINT64);
   for (int64_t o = 0; o < outer; o++)
@@ -1527,7 +1930,7 @@ static tl_status op_cumsum(interp *I, const tl_stmt *s, int t0) {
         *x = red_result(&r, dv.dt);
       }
     }
-  view_walk(&dv, W_SCATTER, buf, zero);
+  TRY(view_walk(I, s, X_PLAIN, &dv, W_SCATTER, buf, zero));
   return TL_OK;
 }
 
@@ -1545,7 +1948,7 @@ static tl_status op_atomic_add(interp *I, const tl_stmt *s, int t0) {
   tl_scalar *old = scratch(I, 0, dv.total, sizeof *old);
   if (!old)
     return nomem(I);
-  view_walk(&dv, W_GATHER, old, zero);
+  TRY(view_walk(I, s, X_NONE, &dv, W_GATHER, old, zero));
   if (s->src) {
     view sv;
     TRY(make_view(I, s->src, -1, t0, &sv));
@@ -1554,7 +1957,7 @@ static tl_status op_atomic_add(interp *I, const tl_stmt *s, int t0) {
     tl_scalar *src = scratch(I, 1, sv.total, sizeof *src);
     if (!src)
       return nomem(I);
-    view_walk(&sv, W_GATHER, src, zero);
+    TRY(view_walk(I, s, X_PLAIN, &sv, W_GATHER, src, zero));
     for (int64_t i = 0; i < dv.total; i++)
       old[i] = add_into(old[i], dv.dt, src[i], (tl_type)sv.dt);
   } else {
@@ -1568,7 +1971,7 @@ static tl_status op_atomic_add(interp *I, const tl_stmt *s, int t0) {
     for (int64_t i = 0; i < dv.total; i++)
       old[i] = add_into(old[i], dv.dt, v, vt);
   }
-  view_walk(&dv, W_SCATTER, old, zero);
+  TRY(view_walk(I, s, X_ATOMIC, &dv, W_SCATTER, old, zero));
   return TL_OK;
 }
 
@@ -1841,8 +2244,11 @@ static tl_status exec_block(interp *I, const tl_stmt *s, const unsigned char *ma
   case S_CUMSUM: return op_cumsum(I, s, t0);
   case S_ATOMIC_ADD: return op_atomic_add(I, s, t0);
   case S_PARALLEL: return op_parallel(I, s, t0, depth);
-  case S_ANNOTATE_LAYOUT: case S_USE_SWIZZLE: case S_SYNC_THREADS:
-    return TL_OK; /* hints; lock-step needs no barrier */
+  case S_SYNC_THREADS: /* lock-step needs no barrier; a fence counts for 9.1's handover (xhanded) */
+    I->xfence += s->fence;
+    return TL_OK;
+  case S_ANNOTATE_LAYOUT: case S_USE_SWIZZLE:
+    return TL_OK; /* hints */
   case S_IF: {
     bool c;
     TRY(eval_truth(I, s->value, t0, &c));
@@ -1998,8 +2404,13 @@ static void interp_free(interp *I) {
   if (I->tens)
     for (int p = 0; p < prog->nparams + prog->nviews; p++) {
       shadow_free(&I->tens[p].sh);
+      free(I->tens[p].xr);
+      free(I->tens[p].xm.e);
+      free(I->tens[p].xc.e);
       free(I->tens[p].own);
     }
+  free(I->xev);
+  free(I->xb);
   if (I->bufs)
     for (int b = 0; b < prog->nbuffer_slots; b++) {
       if (!prog->buffer_syms[b] || !prog->buffer_syms[b]->view_of) /* a view's is its buffer's */
@@ -2179,6 +2590,9 @@ static tl_status interpret_kernel(const tl_program *prog, tl_arg *args, const tl
   int64_t grid[3] = {0, 0, 0};
   if (st == TL_OK)
     st = tl_grid_size(prog, args, grid, err);
+  memcpy(I.grid, grid, sizeof grid);
+  if (st == TL_OK)
+    tl_walk((tl_body *)&prog->body, &(tl_walker){.pre = mark_written}, &I);
   for (int64_t z = 0; st == TL_OK && z < grid[2]; z++)
     for (int64_t y = 0; st == TL_OK && y < grid[1]; y++)
       for (int64_t x = 0; st == TL_OK && x < grid[0]; x++) {
@@ -2195,7 +2609,13 @@ static tl_status interpret_kernel(const tl_program *prog, tl_arg *args, const tl
             I.vals[(size_t)bv->slot * (size_t)I.T + (size_t)t] = v;
         }
         I.mode = MODE_BLOCK;
+        I.blk = x + grid[0] * (y + grid[1] * z);
+        I.xfence = 0;
+        I.xdirty = false;
+        I.xev0 = I.nxev;
         st = exec_body(&I, &prog->body, I.full, 0);
+        if (st == TL_OK)
+          st = xblock_end(&I);
       }
   interp_free(&I);
   if (st == TL_OK)

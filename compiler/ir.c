@@ -594,6 +594,11 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
       fputs(s->prefetch ? " [cp.async, prefetched]" : " [cp.async]", f);
     if (s->tma_why)
       fprintf(f, " [not TMA: %s]", s->tma_why);
+    if (s->kind == S_COPY && s->evict) {
+      static const char *const ev[] = TL_EVICT_NAMES;
+      fprintf(f, " [L2 %s%s]", ev[s->evict],
+              s->tma || s->wspec_pre || s->async_copy ? "" : ": a hint only cp.async and bulk tensor copies take");
+    }
     if (s->tma_store)
       fprintf(f, " [TMA store: staged in shared memory, 128-byte panels, each a bulk tensor copy through tensor map "
                  "%d%s%s]",

@@ -462,7 +462,7 @@ unsigned tl_stmt_kind_flags(tl_stmt_kind k);
   X(OP_ALLOC_LOCAL, "alloc_local", S_ALLOC, "op", "name", "shape", "dtype")                                \
   X(OP_ALLOC_VAR, "alloc_var", S_ALLOC_VAR, "op", "name", "dtype", "init")                                 \
   X(OP_LET, "let", S_LET, "op", "name", "value")                                                           \
-  X(OP_COPY, "copy", S_COPY, "op", "src", "dst", "tma")                                                    \
+  X(OP_COPY, "copy", S_COPY, "op", "src", "dst", "tma", "eviction_policy")                                 \
   X(OP_FILL, "fill", S_FILL, "op", "dst", "value")                                                         \
   X(OP_CLEAR, "clear", S_FILL, "op", "dst")                                                                \
   X(OP_GEMM, "gemm", S_GEMM, "op", "A", "B", "C", "transpose_A", "transpose_B", "policy", "clear_accum",   \
@@ -549,6 +549,9 @@ typedef enum tl_reduce_type {
 /* The read-modify-write of an "atomic" statement (TL_ATOMIC_NONE: a plain assignment). */
 typedef enum tl_atomic_kind { TL_ATOMIC_NONE, TL_ATOMIC_ADD, TL_ATOMIC_MAX, TL_ATOMIC_MIN } tl_atomic_kind;
 typedef enum tl_gemm_policy { POLICY_SQUARE, POLICY_FULL_ROW, POLICY_FULL_COL } tl_gemm_policy;
+/* A copy's "eviction_policy": how the L2 keeps the lines it reads (a hint; TL_EVICT_NAMES spells them) */
+typedef enum tl_evict { TL_EVICT_NORMAL, TL_EVICT_FIRST, TL_EVICT_LAST } tl_evict;
+#define TL_EVICT_NAMES {"evict_normal", "evict_first", "evict_last"}
 
 typedef struct tl_body {
   int n;
@@ -571,6 +574,7 @@ struct tl_stmt {
                           S_ASSIGN right-hand side, S_PRINT value (or NULL), S_ASSERT cond */
   const char *msg;     /* S_PRINT, S_ASSERT: the "msg" (printable ASCII), or NULL */
   tl_region *src, *dst;
+  tl_evict evict;      /* copy: its "eviction_policy", the L2 policy of the lines it reads from a tensor */
 
   /* gemm */
   tl_sym *A, *B, *C;

@@ -441,6 +441,18 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     s->src = get_region(p, v, "src", ptr, what, true);
     s->dst = get_region(p, v, "dst", ptr, what, true);
     s->raw.tma = get_flag(p, v, "tma", ptr);
+    const char *ev = get_string(p, v, "eviction_policy", ptr, what, false);
+    if (ev) {
+      static const char *const names[] = TL_EVICT_NAMES;
+      int k = 0;
+      while (k < 3 && strcmp(ev, names[k]))
+        k++;
+      if (k < 3)
+        s->evict = (tl_evict)k;
+      else
+        ERR(tl_ptr_key(p->arena, ptr, "eviction_policy"),
+            "unknown eviction policy '%s'; it is \"evict_normal\", \"evict_first\" or \"evict_last\"", ev);
+    }
     return s->src && s->dst ? s : NULL;
   }
   case S_FILL: {

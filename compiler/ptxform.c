@@ -20,12 +20,22 @@ const char *tl_ptx_mbar_try_wait(tl_arena *a, const char *pred, const char *bar,
 }
 
 const char *tl_ptx_tma_load(tl_arena *a, int rank, const char *dst, const char *map, const char *coords,
-                            const char *mbar, const char *mask) {
+                            const char *mbar, const char *mask, const char *hint) {
   return tl_arena_printf(a,
-                         "cp.async.bulk.tensor.%dd.shared::cluster.global.mbarrier::complete_tx::bytes%s [%s], "
-                         "[%s, {%s}], [%s]%s%s",
-                         rank, mask ? ".multicast::cluster" : "", dst, map, coords, mbar, mask ? ", " : "",
-                         mask ? mask : "");
+                         "cp.async.bulk.tensor.%dd.shared::cluster.global.mbarrier::complete_tx::bytes%s%s [%s], "
+                         "[%s, {%s}], [%s]%s%s%s%s",
+                         rank, mask ? ".multicast::cluster" : "", hint ? ".L2::cache_hint" : "", dst, map, coords, mbar,
+                         mask ? ", " : "", mask ? mask : "", hint ? ", " : "", hint ? hint : "");
+}
+
+const char *tl_ptx_createpolicy(tl_arena *a, tl_evict evict, const char *dst) {
+  return tl_arena_printf(a, "createpolicy.fractional.L2::%s.b64 %s, 1.0", evict == TL_EVICT_LAST ? "evict_last" : "evict_first",
+                         dst);
+}
+
+const char *tl_ptx_cp_async16(tl_arena *a, const char *dst, const char *src, const char *src_size, const char *hint) {
+  return tl_arena_printf(a, "cp.async.cg.shared.global%s [%s], [%s], 16%s%s%s%s", hint ? ".L2::cache_hint" : "", dst, src,
+                         src_size ? ", " : "", src_size ? src_size : "", hint ? ", " : "", hint ? hint : "");
 }
 
 const char *tl_ptx_wgmma(tl_arena *a, int64_t n, int k, const char *ctype, const char *abtype, const char *acc,

@@ -23,9 +23,18 @@ const char *tl_ptx_mbar_try_wait(tl_arena *a, const char *pred, const char *bar,
 /* A bulk tensor copy of a box of a rank-`rank` tensor map (generic address
  * `map`, coordinates `coords` innermost first, comma-separated) into shared
  * memory at dst, completing on mbarrier mbar; multicast to the CTAs of
- * `mask` (a 16-bit operand) when mask is not NULL. */
+ * `mask` (a 16-bit operand) when mask is not NULL; with the L2 cache policy
+ * `hint` (a 64-bit operand: tl_ptx_createpolicy) when hint is not NULL. */
 const char *tl_ptx_tma_load(tl_arena *a, int rank, const char *dst, const char *map, const char *coords,
-                            const char *mbar, const char *mask);
+                            const char *mbar, const char *mask, const char *hint);
+/* createpolicy: into dst (64 bits) the L2 cache policy that gives every
+ * access it goes with eviction priority `evict` (TL_EVICT_FIRST or
+ * TL_EVICT_LAST; sm_80 and later). */
+const char *tl_ptx_createpolicy(tl_arena *a, tl_evict evict, const char *dst);
+/* cp.async of 16 bytes from global src to shared dst, src_size of them
+ * read (the rest zero-filled; NULL: all 16), with the L2 cache policy
+ * `hint` when it is not NULL. */
+const char *tl_ptx_cp_async16(tl_arena *a, const char *dst, const char *src, const char *src_size, const char *hint);
 /* wgmma.mma_async m64nNkK with dtype/operand types, accumulators `acc`
  * (comma-separated), A (a descriptor, or "{r0,r1,r2,r3}"), B's descriptor,
  * predicate scale_d, then `tail` (the immediate operands, each with its

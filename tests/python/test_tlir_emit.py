@@ -178,6 +178,30 @@ def matmul(M, N, K, block_M, block_N, block_K, dtype="float16", accum_dtype="flo
     return main
 
 
+def matmul_evict(M, N, K, block_M, block_N, block_K, dtype="float16", accum_dtype="float"):
+    """matmul with T.copy's eviction_policy: B streamed (evict_first), A kept (evict_last), one copy between
+    shared buffers (no tensor read: Tile IR drops the hint), one evict_normal (no field)."""
+    @T.prim_func
+    def main(
+        A: T.Buffer((M, K), dtype),
+        B: T.Buffer((K, N), dtype),
+        C: T.Buffer((M, N), dtype),
+    ):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), dtype)
+            B_shared = T.alloc_shared((block_K, block_N), dtype)
+            C_shared = T.alloc_shared((block_M, block_N), dtype)
+            C_local  = T.alloc_fragment((block_M, block_N), accum_dtype)
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+                T.copy(A[by * block_M, k * block_K], A_shared, eviction_policy="evict_last")
+                T.copy(B[k * block_K, bx * block_N], B_shared, eviction_policy="evict_first")
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C_shared, eviction_policy="evict_first")
+            T.copy(C_shared, C[by * block_M, bx * block_N], eviction_policy="evict_normal")
+    return main
+
+
 @tilelang.jit(out_idx=[1])
 def scale_rows(block, relu, unroll):
     m = T.dynamic("m")
@@ -457,6 +481,42 @@ def atomics(n, bins, block=128):
     return main
 
 
+def splitk_last(M, N, K, block_M, block_N, block_K, split_k, fence=True, dtype="float16", accum_dtype="float"):
+    """C = A . B^T with K split in split_k runs, each block leaving its run's sums in P; the last block of a tile
+    (counted in the zeroed Cnt between two fencing barriers) adds them in order and sets the count back: the
+    handover of examples/gemm_w4a16_splitk_last.json (proto/tile-ir-v1.md 3.1, 5.7, 9.1)."""
+    tiles = -(-(-(-K // block_K)) // split_k)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((N, K), dtype), C: T.Tensor((M, N), dtype)):
+        P = T.alloc_global((split_k, M, N), accum_dtype)
+        Cnt = T.alloc_global((T.ceildiv(M, block_M), T.ceildiv(N, block_N)), "int32", zeroed=True)
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), split_k, threads=128) as (bx, by, bz):
+            A_shared = T.alloc_shared((block_M, block_K), dtype)
+            B_shared = T.alloc_shared((block_N, block_K), dtype)
+            arrived = T.alloc_shared((1,), "int32")
+            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+            T.clear(C_local)
+            for k in T.Pipelined(tiles, num_stages=2):
+                T.copy(A[by * block_M, (bz * tiles + k) * block_K], A_shared)
+                T.copy(B[bx * block_N, (bz * tiles + k) * block_K], B_shared)
+                T.gemm(A_shared, B_shared, C_local, transpose_B=True)
+            T.copy(C_local, P[bz, by * block_M, bx * block_N])
+            T.sync_threads(fence=fence)
+            for i in T.Parallel(1):
+                arrived[i] = T.atomic_add(Cnt[by, bx], 1, return_prev=True)
+            T.sync_threads(fence=fence)
+            if arrived[0] == split_k - 1:
+                for i in T.Parallel(1):
+                    Cnt[by, bx] = 0
+                T.clear(C_local)
+                for s in T.unroll(split_k):
+                    for i, j in T.Parallel(block_M, block_N):
+                        C_local[i, j] += P[s, by * block_M + i, bx * block_N + j]
+                T.copy(C_local, C[by * block_M, bx * block_N])
+    return main
+
+
 @tilelang.jit(out_idx=[2])
 def axpy_strided(n, step):
     @T.prim_func
@@ -614,6 +674,37 @@ def axpy_strided(n, step):
           len(pipe) == 1 and pipe[0].get("tma") is False and pipe[0].get("warp_specialize") is False
           and "tma" not in [st for st in mm.doc["kernel"]["body"] if st.get("op") == "pipelined"][0],
           json.dumps(pipe))
+    # split-K with the last block adding the runs (T.sync_threads(fence=True), T.alloc_global(zeroed=True)): its
+    # JSON has the example's zeroed workspace and fencing barriers, and the interpreter gives A . B^T; without the
+    # fences the interpreter stops at the last block's first read of another block's sums (9.1)
+    ks = tlir.compile(seed.splitk_last(40, 72, 200, 32, 64, 32, 3), out_idx=[2])
+    ws = ks.func.doc["workspaces"]
+    body = ks.func.doc["kernel"]["body"]
+    ex = json.load(open(os.path.join(ROOT, "examples", "gemm_w4a16_splitk_last.json")))
+    check("T.alloc_global(zeroed=True) and T.sync_threads(fence=True) write the example's zeroed workspace and fences",
+          [w.get("zeroed", False) for w in ws] == [w.get("zeroed", False) for w in ex["workspaces"]] == [False, True]
+          and [st for st in body if st.get("op") == "sync_threads"] == [st for st in (ex["kernel"] if "kernel" in ex else ex["kernels"][0])["body"]
+                                                                      if st.get("op") == "sync_threads"]
+          == [{"op": "sync_threads", "fence": True}] * 2, json.dumps(ws) + json.dumps(body))
+    a = rng.standard_normal((40, 200)).astype(np.float16)
+    b = rng.standard_normal((72, 200)).astype(np.float16)
+    c = ks(a, b)
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    check("split-K with the last block adding the runs runs on the interpreter",
+          c.dtype == np.float16 and np.linalg.norm(c - ref) / np.linalg.norm(ref) < 1e-3,
+          str(np.linalg.norm(c - ref) / np.linalg.norm(ref)))
+    try:
+        tlir.compile(seed.splitk_last(40, 72, 200, 32, 64, 32, 3, fence=False), out_idx=[2])(a, b)
+        nofence = "ran"
+    except tlir.TlcError as e:
+        nofence = None if "reads P[0, 0, 0], which block (0, 0, 0) wrote, without the handover of 9.1: block (0, 0, 0) " \
+                          "ran no fencing sync_threads after its store" in str(e) else str(e)
+    check("without the fences the interpreter reports the handover 9.1 needs", nofence is None, nofence)
+    ev = [st.get("eviction_policy") for st in
+          [x for x in seed.matmul_evict(96, 80, 64, 64, 64, 32).doc["kernel"]["body"] if x.get("op") == "pipelined"][0]["body"]
+          + seed.matmul_evict(96, 80, 64, 64, 64, 32).doc["kernel"]["body"] if st.get("op") == "copy"]
+    check("T.copy(eviction_policy=) on a tensor's copy maps to eviction_policy; elsewhere, and evict_normal, no field",
+          ev == ["evict_last", "evict_first", None, None], json.dumps(ev))
     refused = []
     for cfg, flags, want in [({"tl.device_compile_flags": ["-DX=1"]}, None, "tlc chooses the toolchain's flags"),
                              ({"tl.dynamic_alignment": 8}, None, "only 16 has that meaning"),

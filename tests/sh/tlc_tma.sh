@@ -148,4 +148,37 @@ printf '%s\n' "$src" | grep -qF '"r"(5632u)' || tl_fail "$P: a stage's expected 
   tl_fail "gemm_w4a16_splitk: its uint4 tile is not kept on cp.async beside the activations"
 "$TLC" compile examples/gemm_w4a16_t.json --target sm_90a --emit ir | grep -qF "[warp-specialized: a producer warpgroup issues the copies" ||
   tl_fail "gemm_w4a16_t: its uint4 tile does not take TMA (no producer warpgroup)"
+# a copy's "eviction_policy" (an L2 hint): the split-K C^T program's weights evict_first, by TMA with a producer
+# warpgroup, by TMA without one, and by cp.async; the GEMM's B evict_last on the PTX back end; --emit ir says so
+sed 's|"dst": "B_shared"}|"dst": "B_shared", "eviction_policy": "evict_first"}|' examples/gemm_w4a16_splitk_t.json >"$TMP/ev.json"
+grep -qF '"eviction_policy": "evict_first"' "$TMP/ev.json" || tl_fail "eviction_policy: the sed found no copy into B_shared"
+E="-D M=1 -D N=8192 -D K=8192 -D block_M=8 -D block_K=64 -D num_stages=4 -D split_k=8"
+for o in "" "-D ws=false" "-D tma=false"; do
+  "$TLC" compile "$TMP/ev.json" --target sm_90a $E $o --emit ir | grep -F -- "-> B_shared" | grep -qF "[L2 evict_first]" ||
+    tl_fail "eviction_policy $o: --emit ir does not mark the copy"
+  src=$("$TLC" compile "$TMP/ev.json" --target sm_90a $E $o --emit cuda) || tl_fail "eviction_policy $o: --emit cuda"
+  printf '%s\n' "$src" | grep -qF 'asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(tl_pol));' ||
+    tl_fail "eviction_policy $o: no createpolicy"
+  case $o in
+    *tma=false*) want='cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;' ;;
+    *) want='cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%3, %4}], [%2], %5;' ;;
+  esac
+  printf '%s\n' "$src" | grep -qF -- "$want" || tl_fail "eviction_policy $o: the copy takes no cache hint"
+  printf '%s\n' "$src" | grep 'cache_hint' | grep -vqF 's_B_shared' && tl_fail "eviction_policy $o: a copy other than B's takes a hint"
+  "$TLC" compile "$TMP/ev.json" --target sm_90a $E $o -o "$TMP/ev.cubin" >/dev/null 2>&1 || tl_fail "eviction_policy $o: no cubin"
+done
+sed 's|"dst": "B_shared"}|"dst": "B_shared", "eviction_policy": "evict_last"}|' examples/gemm.json >"$TMP/gev.json"
+"$TLC" compile "$TMP/gev.json" --target sm_90a --backend ptx --emit ptx -o "$TMP/gev.ptx" >/dev/null 2>&1 || tl_fail "evict_last: --emit ptx"
+grep -qE '^\s*createpolicy.fractional.L2::evict_last.b64 %rd[0-9]+, 1.0;' "$TMP/gev.ptx" || tl_fail "evict_last: the PTX has no createpolicy"
+grep -qE 'complete_tx::bytes.L2::cache_hint \[.*\], %rd[0-9]+;' "$TMP/gev.ptx" || tl_fail "evict_last: the PTX's TMA copy takes no hint"
+"$TLC" compile "$TMP/gev.json" --target sm_90a --backend ptx -o "$TMP/gev.cubin" >/dev/null 2>&1 || tl_fail "evict_last: no cubin"
+# and errors: an unknown policy; a policy on a copy that reads no tensor
+sed 's|"dst": "B_shared"}|"dst": "B_shared", "eviction_policy": "evict_soon"}|' examples/gemm.json >"$TMP/bad.json"
+"$TLC" check "$TMP/bad.json" 2>&1 | grep -qF "/eviction_policy: error: unknown eviction policy 'evict_soon'; it is \"evict_normal\", \"evict_first\" or \"evict_last\"" ||
+  tl_fail "an unknown eviction policy is not refused"
+sed 's|"src": "C_local", "dst": "C\[by \* block_M, bx \* block_N\]"}|"src": "C_local", "dst": "C[by * block_M, bx * block_N]", "eviction_policy": "evict_first"}|' \
+  examples/gemm.json >"$TMP/bad2.json"
+grep -qF evict_first "$TMP/bad2.json" || tl_fail "eviction_policy: the sed found no copy of C_local"
+"$TLC" check "$TMP/bad2.json" 2>&1 | grep -qF "error: an eviction policy is for a copy that reads a tensor (global memory), not a fragment 'C_local'" ||
+  tl_fail "an eviction policy on a copy from a fragment is not refused"
 echo "tlc_tma: ok"

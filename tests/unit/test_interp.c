@@ -638,6 +638,108 @@ static void kernels_in_order(void **state) {
   "], 'kernel': {'grid': " grid ", 'threads': " threads ", 'block_vars': " bvars ", 'body': ["
 #define TAIL "]}}"
 
+/* ---- blocks handing results over (proto/tile-ir-v1.md 9.1) ------------------------------- */
+/* Three blocks each leave a row of P, fence, count themselves in Cnt[0]; the block that counts 2 (the last) fences,
+ * sets the count back and adds the rows.  Each variant drops or moves one piece of the handover; the run then
+ * stops with the error that names it. */
+static const char *const HANDOVER =
+    "{'tlir': 1, 'name': 'handover', 'params': [{'name': 'out', 'kind': 'tensor', 'dtype': 'float32', 'shape': [4]}],"
+    " 'workspaces': [{'name': 'P', 'dtype': 'float32', 'shape': [3, 4]},"
+    "                {'name': 'Cnt', 'dtype': 'int32', 'shape': [3], 'zeroed': true}],"
+    " 'kernel': {'grid': [3], 'threads': 4, 'block_vars': ['bx'], 'body': ["
+    "  {'op': 'alloc_shared', 'name': 'arrived', 'shape': [1], 'dtype': 'int32'},"
+    "  %s"                                                                    /* before: nothing, or a store */
+    "  {'op': 'parallel', 'vars': ['i'], 'extents': [4], 'body': ['P[bx, i] = bx * 10.0 + i']},"
+    "  %s"                                                                    /* the writer's fence */
+    "  {'op': 'parallel', 'vars': ['i'], 'extents': [1], 'body': ["
+    "    {'op': 'atomic', 'type': 'add', 'dst': '%s', 'value': '1', 'old': 'o'}, 'arrived[i] = o']},"
+    "  %s"                                                                    /* the reader's fence */
+    "  {'op': 'if', 'cond': '%s', 'then': ["
+    "    {'op': 'parallel', 'vars': ['i'], 'extents': [1], 'body': ['%s']},"    /* the reset */
+    "    {'op': 'parallel', 'vars': ['i'], 'extents': [4], 'body': ['%s']}]}" /* the reader */
+    "]}}";
+
+static void cross_block(void **state) {
+  (void)state;
+  const char *F = "{'op': 'sync_threads', 'fence': true},", *R = "out[i] = P[0, i] + P[1, i] + P[2, i]";
+  struct {
+    const char *pre, *f1, *cnt, *f2, *cond, *reset, *read, *ptr, *needles[4];
+  } v[] = {
+      /* the handover as 9.1 has it: runs, the sums right, Cnt zero again */
+      {"", F, "Cnt[0]", F, "arrived[0] == 2", "Cnt[0] = 0", R, NULL, {NULL}},
+      /* no fence between the writer's store and its atomic */
+      {"", "", "Cnt[0]", F, "arrived[0] == 2", "Cnt[0] = 0", R, "/kernel/body/4/then/1/body/0",
+       {"block (2, 0, 0)", "reads P[0, 0], which block (0, 0, 0) wrote, without the handover of 9.1: block (0, 0, 0) "
+        "ran no fencing sync_threads between its store and its atomic on Cnt[0]", NULL}},
+      /* no fence at all */
+      {"", "", "Cnt[0]", "", "arrived[0] == 2", "Cnt[0] = 0", R, "/kernel/body/3/then/1/body/0",
+       {"reads P[0, 0], which block (0, 0, 0) wrote, without the handover of 9.1: block (0, 0, 0) ran no fencing "
+        "sync_threads after its store", NULL}},
+      /* no fence between the reader's atomic and its reads */
+      {"", F, "Cnt[0]", "", "arrived[0] == 2", "Cnt[0] = 0", R, "/kernel/body/4/then/1/body/0",
+       {"reads P[0, 0], which block (0, 0, 0) wrote, without the handover of 9.1: this block ran no fencing "
+        "sync_threads between its atomic on Cnt[0] and this access", NULL}},
+      /* each block counts in its own counter: the reader's atomic is not on the writer's */
+      {"", F, "Cnt[bx]", F, "bx == 2", "Cnt[bx] = 0", R, "/kernel/body/5/then/1/body/0",
+       {"reads P[0, 0], which block (0, 0, 0) wrote, without the handover of 9.1: no atomic's old of this block counts "
+        "the update of Cnt[0] by block (0, 0, 0) after its store and a fencing sync_threads (this block ran no atomic "
+        "on Cnt[0])", NULL}},
+      /* every block reads: block 0 reads the rows that blocks 1 and 2 write later */
+      {"", F, "Cnt[0]", F, "arrived[0] >= 0", "arrived[i] = arrived[i]", R, "/kernel/body/1/body/0",
+       {"block (1, 0, 0)", "writes a different value to P[1, 0], which block (0, 0, 0) read before, without the "
+        "handover of 9.1: block (0, 0, 0) ran no fencing sync_threads after its read", NULL}},
+      /* a block that is not the last sets the count back */
+      {"", F, "Cnt[0]", F, "arrived[0] == 0", "Cnt[0] = 0", "out[i] = P[0, i]", "/kernel/body/3/body/0/dst",
+       {"block (1, 0, 0)", "updates Cnt[0] after block (0, 0, 0) set it back (9.1: a counter is set back once every "
+        "update of the launch has happened)", NULL}},
+      /* the last block reads the count itself */
+      {"", F, "Cnt[0]", F, "arrived[0] == 2", "out[i] = Cnt[0]", R, "/kernel/body/5/then/0/body/0",
+       {"reads Cnt[0], which block (0, 0, 0) updates by atomics in this kernel, with a plain read", NULL}},
+      /* a block stores to the count that another block's atomic updated */
+      {"{'op': 'if', 'cond': 'bx == 1', 'then': [{'op': 'parallel', 'vars': ['i'], 'extents': [1], "
+       "'body': ['Cnt[0] = 5']}]},", F, "Cnt[0]", F, "arrived[0] == 2", "Cnt[0] = 0", R, "/kernel/body/1/then/0/body/0",
+       {"block (1, 0, 0)", "writes Cnt[0], which block (0, 0, 0) updates by atomics in this kernel, after the last "
+        "update of it was another block's", NULL}},
+      /* an atomic on what another block stored */
+      {"{'op': 'if', 'cond': 'bx == 0', 'then': [{'op': 'parallel', 'vars': ['i'], 'extents': [1], "
+       "'body': ['Cnt[0] = 0']}]},", F, "Cnt[0]", F, "arrived[0] == 2", "Cnt[0] = 0", R, "/kernel/body/4/body/0/dst",
+       {"block (1, 0, 0)", "updates Cnt[0] by an atomic, which block (0, 0, 0) wrote with a plain store in this kernel",
+        NULL}},
+      /* every block writes out, a different value each */
+      {"", F, "Cnt[0]", F, "arrived[0] == 2 or bx < 2", "arrived[i] = arrived[i]", "out[i] = bx",
+       "/kernel/body/5/then/1/body/0",
+       {"block (1, 0, 0)", "writes a different value to out[0], which block (0, 0, 0) wrote, without the handover of "
+        "9.1: block (0, 0, 0) ran no fencing sync_threads after its store", NULL}},
+  };
+  for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+    char text[4096];
+    snprintf(text, sizeof text, HANDOVER, v[k].pre, v[k].f1, v[k].cnt, v[k].f2, v[k].cond, v[k].reset, v[k].read);
+    run r;
+    load_sq(&r, text, NULL);
+    alloc_tensors(&r);
+    if (!v[k].ptr) {
+      run_ok(&r);
+      for (int i = 0; i < 4; i++)
+        assert_true(get(&r, param(&r, "out"), (size_t)i) == 30.0 + 3 * i);
+    } else
+      run_fails(&r, v[k].ptr, 0, v[k].needles);
+    free_run(&r);
+  }
+  /* blocks may store the same value to an element, and read what they stored themselves */
+  run r;
+  load_sq(&r,
+          HEAD("same", 4)
+          "{'name': 'out', 'kind': 'tensor', 'dtype': 'float32', 'shape': [4]}"
+          KERNEL("[3]", "4", "['bx']")
+          "{'op': 'parallel', 'vars': ['i'], 'extents': [4], 'body': ['out[i] = 7.0']},"
+          "{'op': 'parallel', 'vars': ['i'], 'extents': [4], 'body': ['out[i] = out[i] * 1.0']}"
+          TAIL,
+          NULL);
+  alloc_tensors(&r);
+  run_ok(&r);
+  free_run(&r);
+}
+
 static void lockstep(void **state) {
   (void)state;
   run r;
@@ -1347,7 +1449,7 @@ int main(void) {
       cmocka_unit_test(arithmetic),        cmocka_unit_test(reduce_cumsum),
       cmocka_unit_test(atomic_add),        cmocka_unit_test(gemm_variants),
       cmocka_unit_test(allocation_poison), cmocka_unit_test(tilus_add_one),
-      cmocka_unit_test(kernels_in_order),
+      cmocka_unit_test(kernels_in_order), cmocka_unit_test(cross_block),
       cmocka_unit_test(tilus_matmul),      cmocka_unit_test(gemm_examples),
       cmocka_unit_test(dequant_examples),  cmocka_unit_test(flash_examples),
       cmocka_unit_test(lowp_gemm_examples),

@@ -120,17 +120,22 @@ def _width(what, w):
 def copy_hints(hints):
     """T.copy's keyword arguments: disable_tma=True turns TMA off for the
     enclosing T.Pipelined loop ('tma': false; outside one Tile IR issues no
-    bulk tensor copy anyway); coalesced_width, eviction_policy, loop_layout
+    bulk tensor copy anyway); eviction_policy is returned for the copy's
+    'eviction_policy' (None for evict_normal); coalesced_width, loop_layout
     and annotations are hints Tile IR chooses itself."""
     known = ("coalesced_width", "disable_tma", "eviction_policy", "loop_layout", "annotations")
     for k in hints:
         if k not in known:
             raise error("T.copy(): unknown argument '%s'" % k)
     _width("T.copy", hints.get("coalesced_width"))
+    ev = hints.get("eviction_policy")
+    if ev not in (None, "evict_normal", "evict_first", "evict_last"):
+        raise error("T.copy(eviction_policy=%r): one of evict_normal, evict_first, evict_last" % (ev,))
     if hints.get("disable_tma"):
         loop = _enclosing("pipelined")
         if loop is not None:
             loop["tma"] = False
+    return None if ev == "evict_normal" else ev
 
 
 def parallel_hints(coalesced_width, loop_layout):

@@ -490,7 +490,8 @@ class PrimFunc:
                "x-source": "%s:%d (tlir)" % (_shown_path(self.file), self.line),
                "params": params}
         if b.workspaces:
-            doc["workspaces"] = [{"name": w.name, "dtype": w.dtype, "shape": [_val(d) for d in w.shape]}
+            doc["workspaces"] = [dict({"name": w.name, "dtype": w.dtype, "shape": [_val(d) for d in w.shape]},
+                                      **({"zeroed": True} if getattr(w, "zeroed", False) else {}))
                                  for w in b.workspaces]
         if len(kerns) > 1:
             doc["kernels"] = kerns

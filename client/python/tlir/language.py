@@ -631,9 +631,12 @@ def alloc_var(dtype, init=None, scope="local.var"):
 # ---- tile operators ---------------------------------------------------------
 
 def copy(src, dst, **hints):
-    _options.copy_hints(hints)
-    builder().emit(Stmt("copy", src=region_text(src, "T.copy source"),
-                        dst=region_text(dst, "T.copy destination")))
+    ev = _options.copy_hints(hints)
+    st = Stmt("copy", src=region_text(src, "T.copy source"), dst=region_text(dst, "T.copy destination"))
+    buf = src if isinstance(src, _ir.Buffer) else getattr(src, "buf", None)
+    if ev and buf is not None and buf.scope == "global":  # Tile IR's hint is for copies that read a tensor
+        st["eviction_policy"] = ev
+    builder().emit(st)
 
 
 def c2d_im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_policy=None):
@@ -988,8 +991,17 @@ def use_swizzle(panel_size, order="row", enable=True, num_xcds=0):
     builder().emit(st)
 
 
-def sync_threads():
-    builder().emit(Stmt("sync_threads"))
+def sync_threads(fence=False):
+    """T.sync_threads(): a barrier of the block's threads; with fence=True
+    (a Tile IR keyword: TileLang has no spelling of it) also a device-scope
+    memory fence, Tile IR's "fence" (proto/tile-ir-v1.md 5.7): what blocks
+    hand each other through an atomic counter needs one on each side (9.1)."""
+    if fence is not True and fence is not False:
+        raise error("T.sync_threads(fence=%r): True or False" % (fence,))
+    st = Stmt("sync_threads")
+    if fence:
+        st["fence"] = True
+    builder().emit(st)
 
 
 syncthreads = sync_threads
@@ -1165,13 +1177,19 @@ def disable_warp_group_reg_alloc():
     """As no_set_max_nreg."""
 
 
-def alloc_global(shape, dtype, scope="global"):
+def alloc_global(shape, dtype, scope="global", zeroed=False):
     """A workspace buffer (Tile IR's "workspaces"): global memory that the
     runtime allocates for each launch (not zeroed, as TileLang's), shared by
-    the program's kernels, which run in order."""
+    the program's kernels, which run in order.  zeroed=True (a Tile IR
+    keyword) asks for Tile IR's "zeroed" workspace (3.1): all zeros at the
+    start of every launch, which the program must leave all zeros again (a
+    block that counts arrivals in it sets the count back)."""
     b = builder()
     shape = _shape(shape, "T.alloc_global")
+    if zeroed is not True and zeroed is not False:
+        raise error("T.alloc_global(zeroed=%r): True or False" % (zeroed,))
     buf = _ir.Buffer("workspace", shape, dtype_name(dtype), "global")
+    buf.zeroed = zeroed
     keep = b.scopes
     b.scopes = b.scopes[:1]  # the kernel scope: every kernel sees it
     try:
