@@ -1037,6 +1037,46 @@ def ready_readonly_dir():
         status, body = wait_check("disk", True)
         check_readyz(status, body, "disk", True, "read-only folder: ready again once writable")
 
+        # A probe's own file left in the folder: the folder made read-only
+        # between a probe's creating its file and removing it.  Writing into a
+        # file that exists needs no right on the folder, so a probe that
+        # reused it would pass in a read-only folder (then "read-only folder:
+        # /readyz 503" above fails, when the chmod falls in that window).  As root the file is made after the chmod (root writes into a
+        # read-only folder), owned by the server's user, so every probe meets
+        # it; otherwise just before (a probe in between removes it, and the
+        # rows check the plain read-only folder).
+        left = "%s.probe-%d" % (srv.db, srv.proc.pid)
+
+        def leave_probe_file():
+            with open(left, "wb") as f:
+                f.write(b"\0" * 4096)
+            if wrap:
+                os.chown(left, 65534, 65534)
+        if not wrap:
+            leave_probe_file()
+        os.chmod(d, 0o555)
+        try:
+            if wrap:
+                leave_probe_file()
+            status, body = wait_check("disk", False)
+            check_readyz(status, body, "disk", False,
+                         "read-only folder with a probe's file left in it: /readyz 503 with the reason")
+            # and it stays so: the next probes (one a second) meet the file too
+            passed, t0 = None, time.time()
+            while time.time() - t0 < 2.5 and passed is None:
+                st, b = readyz()
+                if b.get("checks", {}).get("disk", {}).get("ok") is True:
+                    passed = "%d after %.1f s: %s" % (st, time.time() - t0, json.dumps(b)[:300])
+                time.sleep(0.25)
+            check(passed is None, "read-only folder with a probe's file left in it: the disk check fails "
+                  "at the next probes too", passed or "")
+        finally:
+            os.chmod(d, 0o777)
+        status, body = wait_check("disk", True)
+        check_readyz(status, body, "disk", True,
+                     "read-only folder with a probe's file left in it: ready again once writable")
+        check(not os.path.exists(left), "the probe removed the file left in the folder", left)
+
 
 def ready_full_disk():
     """The database on a small tmpfs (its own mount namespace, through
