@@ -11,10 +11,16 @@
  *              fails on a read-only file or mount and on a full disk that
  *              SQLite cannot grow its journal on.
  *   disk       the folder of the database takes TL_SRV_PROBE_BYTES: a
- *              file "DB.probe-PID" is written and removed, which fails
- *              with ENOSPC on a full disk (a write SQLite may still fit into
- *              pages it holds would not show it) and EROFS on a read-only
- *              mount.
+ *              new file "DB.probe-PID" is created (O_EXCL), written and
+ *              removed, which fails with ENOSPC on a full disk (a write
+ *              SQLite may still fit into pages it holds would not show it),
+ *              EROFS on a read-only mount and EACCES on a folder made
+ *              read-only.  A probe file that could not be removed (the
+ *              folder became read-only between its creation and its
+ *              removal) fails the probe, and the next probe removes it
+ *              before it creates its own: writing into a file that is
+ *              there already needs no right on the folder, so reusing it
+ *              would pass in a read-only folder.
  *
  * The database and disk probes are cheap and bounded (one small transaction
  * and 64 KiB, no fsync) and run on the server's background thread once a
@@ -43,12 +49,24 @@ void tl_srv_ready_init(tl_srv_ready *r) {
 void tl_srv_ready_destroy(tl_srv_ready *r) { pthread_mutex_destroy(&r->mu); }
 
 /* Writes TL_SRV_PROBE_BYTES to a new file beside the database and removes
- * it.  True when every byte was written; else why[] says what failed. */
+ * it.  True when the file was created, every byte written and the file
+ * removed; else why[] says what failed. */
 static bool probe_disk(const char *db_path, char *why, size_t cap) {
   static const char zeros[4096];
   char path[TL_CACHE_PATH_MAX + 32];
   snprintf(path, sizeof path, "%s.probe-%d", db_path, (int)getpid());
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
+  int fd = open(path, flags, 0600);
+  if (fd < 0 && errno == EEXIST) {
+    /* an earlier probe's file it could not remove: remove it now (which
+     * fails while the folder is still read-only), then create a new one */
+    if (unlink(path) != 0 && errno != ENOENT) {
+      snprintf(why, cap, "cannot remove an earlier probe's file beside the database (%.300s): %s", path,
+               strerror(errno));
+      return false;
+    }
+    fd = open(path, flags, 0600);
+  }
   if (fd < 0) {
     snprintf(why, cap, "cannot create a file beside the database (%.300s): %s", path, strerror(errno));
     return false;
@@ -63,7 +81,10 @@ static bool probe_disk(const char *db_path, char *why, size_t cap) {
     }
   }
   close(fd);
-  unlink(path);
+  if (unlink(path) != 0 && errno != ENOENT && ok) {
+    snprintf(why, cap, "cannot remove a file beside the database (%.300s): %s", path, strerror(errno));
+    ok = false;
+  }
   return ok;
 }
 

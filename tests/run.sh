@@ -16,7 +16,8 @@
 # from the repository root, stdin from /dev/null, with TL_BUILD and
 # TL_SRCDIR (the repository root) exported.
 # Each test's stdout and stderr go to $TL_BUILD/test-logs/NAME.log; a failure
-# prints the last 40 lines of it, a skip prints the last line of the test's
+# prints its lines that start with FAIL (the first 20) and the last 40 lines
+# of it, a skip prints the last line of the test's
 # stderr as its reason.  The last line printed is always
 # "N passed, N failed, N skipped" (CI reads it); the exit status is 1 when
 # anything failed.
@@ -172,6 +173,12 @@ run_one() {
       how="exit $rc, signal $((rc - 128))"
     fi
     echo "FAIL  $name  (${secs}s, $how)"
+    # a failed check far above the tail (a long log, server logs printed
+    # after it) is still seen: its lines first
+    if grep -q '^FAIL' "$log"; then
+      echo "---- lines of $log that start with FAIL (the first 20) ----"
+      grep -n '^FAIL' "$log" | head -n 20
+    fi
     echo "---- last 40 lines of $log ----"
     tail -n 40 "$log"
     echo "----"

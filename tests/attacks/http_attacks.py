@@ -30,6 +30,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tlprocs  # noqa: E402
 
+# one line at a time into the log, so that a run cut short shows where it stopped
+sys.stdout.reconfigure(line_buffering=True)
 SERVER = sys.argv[1]
 GROUPS = sys.argv[2:]
 PORT = 0
@@ -408,9 +410,12 @@ def slowbodies_attacks():
         """Sends a byte to each of socks every 0.25 s, and 4 KiB to each of
         fast (16 KiB/s), for `seconds` or until socks are all closed (and
         fast is empty).  Returns (the socks still open, seconds until the
-        last of socks was closed, or until the end)."""
+        last of socks was closed, or until the end, the bytes sent on each
+        of fast: counted, not reckoned from the time, since on a loaded
+        machine a round takes longer than its 0.25 s)."""
         t0 = time.time()
         gone = None
+        sent = 0
         while time.time() - t0 < seconds:
             for s in socks:
                 try:
@@ -419,6 +424,7 @@ def slowbodies_attacks():
                     pass
             for s in fast:
                 s.sendall(b" " * 4096)  # blocking: a cut one raises, and fails the test
+            sent += 4096 if fast else 0
             time.sleep(0.25)
             socks = [s for s in socks if still_open([s])]
             for s in socks:
@@ -427,10 +433,10 @@ def slowbodies_attacks():
                 gone = time.time() - t0
             if not socks and not fast:
                 break
-        return socks, gone if gone is not None else time.time() - t0
+        return socks, gone if gone is not None else time.time() - t0, sent
 
     first = slow("127.0.1.1", 8)  # 8 of 40: no pressure
-    left, _ = trickle(first, 2.5)
+    left, _, _ = trickle(first, 2.5)
     check(len(left) == 8, "below 3/4 of --max-connections, trickled bodies are kept until the "
           "body time-out", "%d of 8 open after 2.5 s" % len(left))
     # 30 bodies at 16 KiB/s, 4 times the floor, from two addresses: 38 of 40 open,
@@ -444,17 +450,15 @@ def slowbodies_attacks():
             fast.append(s)
     sent = 0
     try:
-        t0 = time.time()
-        left, secs = trickle(first, 4.0, fast)
-        sent += int((time.time() - t0) / 0.25) * 4096
+        left, secs, n = trickle(first, 4.0, fast)
+        sent += n
         check(not left and secs < 2.5, "from 3/4 of --max-connections, bodies slower than --min-body-rate for "
               "over --pressure-timeout are cut (the body time-out is 30 s)",
               "%d of 8 open; the last closed after %.1f s" % (len(left), secs))
         check(healthz() == 200, "healthz during the slow-body attack")
         late = slow("127.0.1.5", 1)  # a new slow body while the pressure holds
-        t0 = time.time()
-        left, secs = trickle(late, 2.5, fast)
-        sent += int((time.time() - t0) / 0.25) * 4096
+        left, secs, n = trickle(late, 2.5, fast)
+        sent += n
         check(not left, "a slow body that starts under pressure is cut after --pressure-timeout",
               "%s after %.1f s" % ("open" if left else "closed", secs))
         open_fast = still_open(fast)
@@ -466,7 +470,7 @@ def slowbodies_attacks():
     for s in fast:
         s.settimeout(10)
         try:
-            s.sendall(b" " * (total - 4096 * (sent // 4096)))
+            s.sendall(b" " * (total - sent))
             answers += s.recv(65536).startswith(b"HTTP/1.1 400")
         except OSError:
             pass
@@ -477,7 +481,7 @@ def slowbodies_attacks():
     check(cut == 9, "/metrics counts the 9 cut bodies under body_rate", str(cut))
     # the pressure is over: a trickled body keeps the body time-out again
     after = slow("127.0.1.6", 5)
-    left, _ = trickle(after, 2.5)
+    left, _, _ = trickle(after, 2.5)
     check(len(left) == 5, "once under 3/4 again, trickled bodies keep the body time-out",
           "%d of 5 open" % len(left))
     for s in after + first:
@@ -662,8 +666,11 @@ def bodies_attacks(pid):
     check(codes == [400], "a small compile request is still read", str(codes))
     for s in socks:
         s.close()
-    time.sleep(0.5)
-    # once they are gone, the budget is free again: a chunked 900 KiB body is read whole
+    # once the server has seen them go (the bodies' bytes back to 0 in /metrics: on a loaded
+    # machine that may take longer than a moment), the budget is free again: a chunked 900 KiB
+    # body is read whole
+    held = wait_metric("tlserverd_request_body_bytes", 0, 10.0)
+    check(held == 0, "the closed bodies' bytes are released", str(held))
     chunk = b" " * (300 * 1024)
     body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(3)) + b"0\r\n\r\n"
     codes, _, _ = exchange(b"POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Type: "
@@ -1036,6 +1043,46 @@ def ready_readonly_dir():
             os.chmod(d, 0o777)
         status, body = wait_check("disk", True)
         check_readyz(status, body, "disk", True, "read-only folder: ready again once writable")
+
+        # A probe's own file left in the folder: the folder made read-only
+        # between a probe's creating its file and removing it.  Writing into a
+        # file that exists needs no right on the folder, so a probe that
+        # reused it would pass in a read-only folder (then "read-only folder:
+        # /readyz 503" above fails, when the chmod falls in that window).  As root the file is made after the chmod (root writes into a
+        # read-only folder), owned by the server's user, so every probe meets
+        # it; otherwise just before (a probe in between removes it, and the
+        # rows check the plain read-only folder).
+        left = "%s.probe-%d" % (srv.db, srv.proc.pid)
+
+        def leave_probe_file():
+            with open(left, "wb") as f:
+                f.write(b"\0" * 4096)
+            if wrap:
+                os.chown(left, 65534, 65534)
+        if not wrap:
+            leave_probe_file()
+        os.chmod(d, 0o555)
+        try:
+            if wrap:
+                leave_probe_file()
+            status, body = wait_check("disk", False)
+            check_readyz(status, body, "disk", False,
+                         "read-only folder with a probe's file left in it: /readyz 503 with the reason")
+            # and it stays so: the next probes (one a second) meet the file too
+            passed, t0 = None, time.time()
+            while time.time() - t0 < 2.5 and passed is None:
+                st, b = readyz()
+                if b.get("checks", {}).get("disk", {}).get("ok") is True:
+                    passed = "%d after %.1f s: %s" % (st, time.time() - t0, json.dumps(b)[:300])
+                time.sleep(0.25)
+            check(passed is None, "read-only folder with a probe's file left in it: the disk check fails "
+                  "at the next probes too", passed or "")
+        finally:
+            os.chmod(d, 0o777)
+        status, body = wait_check("disk", True)
+        check_readyz(status, body, "disk", True,
+                     "read-only folder with a probe's file left in it: ready again once writable")
+        check(not os.path.exists(left), "the probe removed the file left in the folder", left)
 
 
 def ready_full_disk():

@@ -248,11 +248,14 @@ def run_tlserverd(argv, port, what):
     log = open(os.path.join(tmp, "server.log"), "w+")
     p_ = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env={"PATH": os.environ["PATH"]})
     try:
+        import time
+        # the first ping may race the start, and the tier pings each primary once a second: ask
+        # until it is up, for 10 s at most (on a loaded machine a second's ping may come late)
+        deadline = time.time() + 10
         r = readyz(port)
         state = r and r.get("tier", {}).get("state")
-        if state != "up":  # the first ping may race the start: ask once more
-            import time
-            time.sleep(1.5)
+        while state != "up" and time.time() < deadline:
+            time.sleep(0.2)
             r = readyz(port, 5)
             state = r and r.get("tier", {}).get("state")
         log.seek(0)

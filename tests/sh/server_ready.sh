@@ -4,7 +4,9 @@
 # against servers on free loopback ports: one without any toolchain
 # (TL_NVRTC, TL_CLANG and TL_HIPRTC pointing nowhere), one whose database
 # folder is made read-only while it runs (as nobody, through setpriv, when
-# run as root), one whose database lives on an 8 MiB tmpfs of its own mount
+# run as root; once more with a disk probe's file left in the folder, as when
+# the folder turns read-only between a probe's creating and removing it),
+# one whose database lives on an 8 MiB tmpfs of its own mount
 # namespace (unshare) that is filled and emptied.  Each must answer 503
 # with the reason, show it in /metrics, and be ready again once the cause
 # is gone.

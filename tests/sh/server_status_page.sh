@@ -34,7 +34,7 @@ TL_BUILD=${TL_BUILD:-build}
 [ -x "$TL_BUILD/bin/tlserverd" ] || { echo "server_status_page.sh: FAIL: $TL_BUILD/bin/tlserverd not built" >&2; exit 1; }
 
 exec python3 - "$TL_BUILD/bin/tlserverd" <<'PYEOF'
-import json, os, shutil, struct, subprocess, sys, tempfile, time, urllib.request, urllib.error, zlib
+import json, os, re, shutil, struct, subprocess, sys, tempfile, time, urllib.request, urllib.error, zlib
 
 SERVER = sys.argv[1]
 fails = 0
@@ -231,7 +231,16 @@ try:
     waiting = [threading.Thread(target=fetch, args=(k,)) for k in keys[:2]]
     for th in waiting:
         th.start()
-    time.sleep(0.5)
+    # both requests in the pool (a loaded machine may take longer than a moment to read them), each
+    # waiting for its source: /metrics' tlserverd_connections_waiting, polled with a deadline
+    deadline = time.time() + 10
+    while True:
+        _, _, m = http(port, "GET", "/metrics")
+        n = re.search(rb"^tlserverd_connections_waiting (\S+)$", m, re.M)
+        if (n and float(n.group(1)) == 2) or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    check(n and float(n.group(1)) == 2, "both source requests wait for the worker", n and n.group(0))
     t0 = time.time()
     st, _, _ = http(port, "GET", "/healthz")
     check(st == 200 and time.time() - t0 < 1.0, "/healthz answered while a source is generated (one HTTP thread)",
