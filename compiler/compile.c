@@ -941,7 +941,6 @@ again:;
   for (tl_program *k = prog; k; k = k->next) {
     k->no_wg_lag = no_lag;
     k->no_tight_wspec = no_tight;
-    k->no_wspec_pre = !strcmp(p.mode, "ptx");
     k->max_registers = opt.max_registers;
     k->split_statements = opt.split_statements ? opt.split_statements : TL_SPLIT_MIN_STATEMENTS;
     if ((st = lower(req, k, &t, &cg, diags, err)) != TL_OK)

@@ -38,9 +38,10 @@
  *     named barriers 2.. (pass_wspec.c), the
  *     blocks in grid order, reversed or in rasterization stripes
  *     (pass_raster.c), a persistent kernel's growing tiles x slowest in
- *     groups of (y, z) pairs (emit_cuda.c's open_tiles); not the copies
- *     before a wspec loop that the producer issues (pass_wspec.c's pre
- *     copies: --backend ptx turns them off); a cp.async copy of 16-byte chunks from a tensor
+ *     groups of (y, z) pairs (emit_cuda.c's open_tiles), the copies
+ *     before a wspec loop that the producer issues too (pass_wspec.c's pre
+ *     copies: their own full and free mbarriers, one or two copies of the
+ *     buffer, freed after their last reader); a cp.async copy of 16-byte chunks from a tensor
  *     into a (swizzled) shared buffer outside a pipelined loop (the last K
  *     tiles of a loop whose tiles pass_kgroup.c grouped); not yet: loops
  *     without a producer warpgroup (cp.async, or TMA with per-stage waits
@@ -71,7 +72,8 @@
  *     store into a shared buffer that its value or indices read, which
  *     emit_cuda.c makes lock-step, is refused), copy and fill between
  *     tensors, shared buffers, local arrays and fragments (element by
- *     element), reduce of a blocked fragment by rows (pass_place.c's
+ *     element; a register fragment into a tensor or a shared buffer as
+ *     wide as its layout allows: op_copy_vec, op_copy_acc), reduce of a blocked fragment by rows (pass_place.c's
  *     by_rows: warp shuffles and the shared scratch, as emit_cuda.c), and
  *     of an mma-layout one into an mma-rows one by the quads of lanes
  *     that hold its rows (shuffles, no scratch: tl_reduce_in_quads),
@@ -160,6 +162,7 @@ typedef struct {
   const char *tmap[TL_MAX_TMAPS]; /* %rd: the generic address of each tensor map parameter */
   const char **stage;       /* by buffer slot: %r, the shared address of the pipeline stage the iteration uses */
   const char *cit;          /* %rd: the consumer's wspec iterations waited for, over the tiles */
+  const char **pre_cq;      /* by buffer slot: %rd, the tiles whose pre copy into it the consumers waited for */
   const char *lane0;        /* %p: the thread is its warp's first */
   const char *tg[3], *ntiles; /* %rd: a persistent kernel's grid of tiles, and their number */
   bool wgmma;               /* a wgmma was emitted */
@@ -167,6 +170,8 @@ typedef struct {
   const char *pipe_g;       /* %rd: its iteration's index over the tiles (the stages' counter) */
   const char *pipe_c;       /* %rd: its iteration's index in the loop */
   int pp_wg;                /* in the body of a ping-pong loop (pass_wspec.c): the program's warpgroups, else 0 */
+  int varying;              /* inside that many ifs or loops whose condition or trips vary among the threads (a
+                               warp's lanes may part: no exchange among them, as emit_cuda.c's `uniform`) */
   tl_vec folded;            /* fills a gemm on wgmma clears C instead of, and those gemms (tl_fold_fills) */
   const char *call;         /* the first instruction emitted that ptxas makes a subroutine call, or NULL */
   const char *no_whole;     /* why the PTX cannot be assembled as a whole program (ptxas.h), or NULL */
@@ -753,15 +758,18 @@ static bool reads(const tl_expr *x, const tl_sym *b) {
  * buffer s: row-major in 32-bit arithmetic, as emit_cuda.c's offset() (a
  * block's buffer holds fewer than 2^31 elements); no guard, as there. */
 static const char *smem_addr(P *p, const tl_sym *s, const char *const *idx) {
-  if (s->swizzled || s->wgmma_op || s->tma_dst || s->rotates || s->stages > 1 || s->layout || s->viewed ||
-      s->smem_offset < 0 || !elem_ok(s->dtype)) {
+  /* a buffer of several copies in its copy in use (p->stage: a pre copy's, pass_wspec.c), else its one */
+  bool staged = s->stages > 1 && p->stage[s->slot];
+  if (s->swizzled || s->wgmma_op || s->tma_dst || s->rotates || (s->stages > 1 && !staged) || s->layout ||
+      s->viewed || s->smem_offset < 0 || !elem_ok(s->dtype)) {
     fail(p, p->cur ? p->cur->pointer : NULL, "the PTX back end reads and writes element by element only shared "
          "buffers stored row-major in one stage, not '%s' (its bulk tensor copies and wgmma take the others)", s->name);
     return "%r0";
   }
   const char *o = row_major(p, s, idx);
-  const char *ad = nr(p, CR), *b = nr(p, CR);
-  ins(p, "add.s32 %s, %s, %" PRId64, b, p->smem, s->smem_offset);
+  const char *ad = nr(p, CR), *b = staged ? p->stage[s->slot] : nr(p, CR);
+  if (!staged)
+    ins(p, "add.s32 %s, %s, %" PRId64, b, p->smem, s->smem_offset);
   ins(p, "mad.lo.s32 %s, %s, %d, %s", ad, o, (int)tl_dtype_size(s->dtype), b);
   return ad;
 }
@@ -1146,6 +1154,8 @@ static void op_copy_acc(P *p, const tl_stmt *s);
 static void op_gemm(P *p, const tl_stmt *s);
 static void wspec_loop(P *p, const tl_stmt *s);
 static const char *buf_addr(P *p, const tl_sym *b);
+static void pre_wait(P *p, const tl_stmt *c);
+static void pre_release(P *p, const tl_stmt *s);
 static const tl_region *reg_region(const tl_region *r) { return r && in_regs(r->sym) ? r : NULL; }
 
 /* Reads element q of region r as a value of its dtype. */
@@ -1352,10 +1362,81 @@ static void op_async_copy(P *p, const tl_stmt *s) {
   ins(p, "cp.async.wait_group 0");
 }
 
+/* ---- a blocked fragment into a tensor or a shared buffer, several elements a store ---- */
+/* How many elements of blocked register fragment src one store of copy s writes (the vector of emit_cuda.c's
+ * store_vec_bytes: 16, 8 or 4 bytes), or 0 where it is one at a time: the thread's P elements are flat
+ * elements [t P, t P + P) of the copy's extents ext[0..n-1], so v of them from a multiple of v lie in one row
+ * of the destination's last dimension where v divides P and that row's extent, and one store writes them
+ * where the destination's rows and the region's start are multiples of v and the address is aligned (so the
+ * v are wholly inside or outside the tensor, and wholly past the copy's elements or not). */
+static int64_t blocked_vec(const P *p, const tl_stmt *s, const int64_t *ext, int n) {
+  const tl_sym *f = s->src->sym, *d = s->dst->sym;
+  const tl_region *r = s->dst;
+  int last = d->ndim - 1;
+  int64_t es = (int64_t)tl_dtype_size(d->dtype);
+  if (!in_regs(f) || f->reg_layout != TL_LAYOUT_BLOCKED || f->packed || in_regs(d) || in_local(d) || n < 1 ||
+      (d->kind != SYM_TENSOR && !in_smem(d)) || !elem_ok(d->dtype) || r->ext[last] != ext[n - 1] ||
+      d->dims[last] <= 0)
+    return 0;
+  if (in_smem(d) && (d->swizzled || d->wgmma_op || d->tma_dst || d->rotates || d->layout || d->viewed ||
+                     d->smem_offset < 0 || (d->stages > 1 && !p->stage[d->slot])))
+    return 0;
+  for (int64_t w = 16; w >= 4 && w >= 2 * es; w /= 2) {
+    int64_t v = w / es;
+    bool aligned = d->kind == SYM_TENSOR ? d->align >= w : d->smem_offset % w == 0;
+    if (f->per_thread % v == 0 && ext[n - 1] % v == 0 && d->dims[last] % v == 0 && tl_multiple_of(r->lo[last], v) &&
+        aligned)
+      return v;
+  }
+  return 0;
+}
+
+static void op_copy_vec(P *p, const tl_stmt *s, int64_t v, const int64_t *ext, int n) {
+  const tl_sym *f = s->src->sym, *d = s->dst->sym;
+  int64_t total = product(ext, n), es = (int64_t)tl_dtype_size(d->dtype), nw = v * es / 4;
+  if (total >= INT32_MAX)
+    return fail(p, s->pointer, "the PTX back end iterates over fewer than 2^31 elements");
+  bool covers = total >= product(f->dims, f->ndim) && f->per_thread * p->T <= total;
+  hoist(p, s->src, s->dst);
+  const char *b = nr(p, CR);
+  ins(p, "mul.lo.s32 %s, %s, %" PRId64, b, p->tid, f->per_thread);
+  const char **bq = decode(p, b, ext, n);
+  for (int64_t r = 0; r < f->per_thread && !p->failed; r += v) {
+    const char *e = nr(p, CR);
+    ins(p, "add.s32 %s, %s, %" PRId64, e, b, r);
+    int skip = -1;
+    if (!covers) {
+      const char *g = nr(p, CP);
+      skip = new_label(p);
+      ins(p, "setp.ge.s32 %s, %s, %" PRId64, g, e, total);
+      ins(p, "@%s bra L%d", g, skip);
+    }
+    const char **idx = region_idx(p, s->dst, decode_from(p, e, bq, f->per_thread, r, ext, n));
+    const char *x[16], *w[4];
+    for (int64_t k = 0; k < v; k++)
+      x[k] = conv(p, S("%%fr%d_%" PRId64, f->slot, r + k), (tl_type)f->dtype, (tl_type)d->dtype, s->pointer);
+    for (int64_t k = 0; k < nw; k++)
+      if (es == 4) {
+        w[k] = x[k];
+      } else { /* a pair of 16-bit values, already rounded: the conversion is exact */
+        w[k] = nr(p, CR);
+        ins(p, "cvt.rn.%s.f32 %s, %s, %s", d->dtype == TL_BFLOAT16 ? "bf16x2" : "f16x2", w[k], x[2 * k + 1], x[2 * k]);
+      }
+    const char *g = NULL, *ad = d->kind == SYM_TENSOR ? address(p, d, idx, s->dst->inside, &g) : smem_addr(p, d, idx);
+    const char *ty = d->dtype == TL_FLOAT32 ? "f32" : "b32", *vals = w[0];
+    for (int64_t k = 1; k < nw; k++)
+      vals = S("%s, %s", vals, w[k]);
+    ins(p, "%sst.%s%s.%s [%s], %s%s%s", g ? S("@%s ", g) : "", d->kind == SYM_TENSOR ? "global" : "shared",
+        nw > 1 ? S(".v%" PRId64, nw) : "", ty, ad, nw > 1 ? "{" : "", vals, nw > 1 ? "}" : "");
+    if (skip >= 0)
+      ins(p, "L%d:", skip);
+  }
+  unhoist(p);
+}
+
 static void op_copy(P *p, const tl_stmt *s) {
-  if (s->wspec_pre) {
-    fail(p, s->pointer, "the PTX back end has no copies before the warp-specialized loop issued by the producer "
-         "(pass_wspec.c's pre copies) yet");
+  if (s->wspec_pre) { /* the producer's (pass_wspec.c) */
+    pre_wait(p, s);
     return;
   }
   if (s->async_copy && !s->prefetch && !s->reg_prefetch && !s->lag_load && !s->tma_store && !s->byte_copy) {
@@ -1383,6 +1464,9 @@ static void op_copy(P *p, const tl_stmt *s) {
           d->dtype == TL_BFLOAT16 ? "cvt.rn.bf16x2.f32" : "cvt.rn.f16x2.f32", d->slot, r / 2, f->slot, r + 1, f->slot, r);
     return;
   }
+  int64_t v = blocked_vec(p, s, ext, n);
+  if (v)
+    return op_copy_vec(p, s, v, ext, n);
   const tl_region *o = reg_region(s->dst) ? s->dst : reg_region(s->src);
   hoist(p, s->src, s->dst);
   for_elements(p, o ? o->sym : NULL, ext, n, visit_copy, s, s->pointer);
@@ -1804,12 +1888,15 @@ static void emit_loop(P *p, const tl_stmt *s) {
     return wspec_loop(p, s);
   }
   const char *n = ex_to(p, s->extent, TL_INT64), *st = ex_to(p, s->start, TL_INT64), *dd = ex_to(p, s->step, TL_INT64);
+  int vary = tl_expr_varying(s->extent) || tl_expr_varying(s->start) || tl_expr_varying(s->step);
   counted k = loop_open(p, "0", n);
   const char *i = nr(p, CD), *v = nr(p, CR);
   ins(p, "mad.lo.s64 %s, %s, %s, %s", i, k.c, dd, st);
   ins(p, "cvt.u32.u64 %s, %s", v, i); /* (int)(start + c * step) */
   p->val[s->var->slot] = v;
+  p->varying += vary;
   emit_body(p, &s->body);
+  p->varying -= vary;
   if (s->barrier_end)
     barrier(p);
   loop_close(p, k);
@@ -1870,13 +1957,15 @@ static void emit_stmt(P *p, const tl_stmt *s) {
       return;
     }
     const char *k = ex_to(p, s->value, TL_BOOL);
-    int els = new_label(p), end = new_label(p);
+    int els = new_label(p), end = new_label(p), vary = tl_expr_varying(s->value);
     ins(p, "@!%s bra L%d", k, els);
+    p->varying += vary;
     emit_body(p, &s->body);
     ins(p, "bra L%d", end);
     ins(p, "L%d:", els);
     if (s->has_else)
       emit_body(p, &s->else_body);
+    p->varying -= vary;
     ins(p, "L%d:", end);
     return;
   }
@@ -1891,19 +1980,25 @@ static void emit_stmt(P *p, const tl_stmt *s) {
 }
 
 static void emit_body(P *p, const tl_body *b) {
-  for (int i = 0; i < b->n && !p->failed; i++)
+  for (int i = 0; i < b->n && !p->failed; i++) {
     emit_stmt(p, b->items[i]);
+    pre_release(p, b->items[i]);
+  }
 }
 
 /* ---- an mma-layout fragment into a tensor ------------------------------------------------------- */
 /* A copy of the whole of mma-layout fragment f into a tensor (emit_cuda.c's
- * op_copy_pairs): the thread's address computed once, each element stored
- * at a constant offset from it (a register per distinct row offset where
- * the tensor's extents are not constants), a pair of 16-bit elements at a
- * time where the columns are the tensor's last dimension, start even and
- * the row length is even (converted with one cvt.rn.f16x2/bf16x2.f32, the
- * same rounding as one at a time), under the guards pass_range.c kept (a
- * pair is wholly inside or outside). */
+ * op_copy_pairs and op_copy_quads): the thread's address computed once, each
+ * store at a constant offset from it (a register per distinct row offset
+ * where the tensor's extents are not constants), as wide as the layout
+ * allows where the columns are the tensor's last dimension: a thread's pair
+ * of neighbouring columns at a time where the row length and the start are
+ * even (16-bit ones converted with one cvt.rn.f16x2/bf16x2.f32, the same
+ * rounding as one at a time; 32-bit ones as one 8-byte store), and 16-bit
+ * ones four columns at a time where they are multiples of 4 and the lanes
+ * of each warp run the copy together (a lane pair exchanges pairs by one
+ * shuffle: 8 bytes a store), under the guards pass_range.c kept (a pair or
+ * quad is wholly inside or outside). */
 static bool acc_copy(const tl_stmt *s) {
   const tl_sym *f = s->src->sym, *d = s->dst->sym;
   int64_t ext[TL_MAX_DIMS];
@@ -1922,10 +2017,23 @@ static void op_copy_acc(P *p, const tl_stmt *s) {
     if (r->ext[i] != 1)
       *(dr < 0 ? &dr : &dc) = i;
   int64_t es = (int64_t)tl_dtype_size(d->dtype);
-  bool pairs = es == 2 && dc == d->ndim - 1 && d->dims[dc] >= 0 && d->dims[dc] % 2 == 0 &&
-               tl_multiple_of(r->lo[dc], 2) && d->align >= 4;
-  const char *tr, *tc;
+  /* how many neighbouring columns one store writes (see above): a thread's pair, or with quads a lane pair's
+   * 16-bit pairs exchanged (op_copy_quads of emit_cuda.c: 8 bytes a store, a quad of lanes writing 32
+   * neighbouring bytes of a row, where a pair store wrote 4 of two sectors; one shuffle a store) */
+  bool pairs = (es == 2 || es == 4) && dc == d->ndim - 1 && d->dims[dc] >= 0 && d->dims[dc] % 2 == 0 &&
+               tl_multiple_of(r->lo[dc], 2) && d->align >= 2 * es;
+  bool quads = pairs && es == 2 && !p->varying && !p->in_par && p->T % 32 == 0 && f->mma_ni % 2 == 0 &&
+               d->dims[dc] % 4 == 0 && tl_multiple_of(r->lo[dc], 4) && d->align >= 8;
+  const char *tr, *tc, *odd = NULL;
   mma_thread_parts(p, f, &tr, &tc);
+  if (quads) { /* the odd lane of a pair stores its group 2m + 1's four columns: its pair's column - 2 + 8 */
+    const char *l = nr(p, CR), *c2 = nr(p, CR);
+    odd = nr(p, CP);
+    ins(p, "and.b32 %s, %s, 1", l, p->tid);
+    ins(p, "setp.ne.u32 %s, %s, 0", odd, l);
+    ins(p, "mad.lo.s32 %s, %s, 6, %s", c2, l, tc);
+    tc = c2;
+  }
   const char *tq[2] = {tr, tc};
   const char **idx = region_idx(p, r, tq);
   bool all[TL_MAX_DIMS];
@@ -1964,7 +2072,8 @@ static void op_copy_acc(P *p, const tl_stmt *s) {
   const char *roff[2][TL_PTX_MAX_ACC], *rg[2][TL_PTX_MAX_ACC];
   int64_t rkey[2][TL_PTX_MAX_ACC];
   int nk[2] = {0, 0};
-  for (int64_t e = 0; e < f->per_thread && !p->failed; e += pairs ? 2 : 1) {
+  /* quads: per 8 elements (column groups 2m and 2m + 1, rows +0 and +8), elements h and h + 2 */
+  for (int64_t e = 0; e < f->per_thread && !p->failed; e += quads ? (e % 8 == 2 ? 6 : 2) : pairs ? 2 : 1) {
     int64_t c[2] = {mma_crow(f, e), mma_ccol(f, e)};
     const char *off[2], *g[2];
     for (int k = 0; k < 2; k++) {
@@ -2010,11 +2119,24 @@ static void op_copy_acc(P *p, const tl_stmt *s) {
       }
     const char *pre = gg ? S("@%s ", gg) : "";
     const char *at = imm ? S("%s+%" PRId64, ad, imm) : ad;
-    if (pairs) {
+    const char *cvt = d->dtype == TL_BFLOAT16 ? "bf16x2" : "f16x2";
+    if (quads) { /* a: the pair of group 2m, b: of group 2m + 1; the even lane stores its a and the odd lane's */
+      const char *a = nr(p, CR), *b = nr(p, CR), *x = nr(p, CR), *y = nr(p, CR), *lo = nr(p, CR), *hi = nr(p, CR);
+      ins(p, "cvt.rn.%s.f32 %s, %%fr%d_%" PRId64 ", %%fr%d_%" PRId64, cvt, a, f->slot, e + 1, f->slot, e);
+      ins(p, "cvt.rn.%s.f32 %s, %%fr%d_%" PRId64 ", %%fr%d_%" PRId64, cvt, b, f->slot, e + 5, f->slot, e + 4);
+      ins(p, "selp.b32 %s, %s, %s, %s", x, a, b, odd);
+      ins(p, "shfl.sync.bfly.b32 %s, %s, 1, 31, -1", y, x);
+      ins(p, "selp.b32 %s, %s, %s, %s", lo, y, a, odd);
+      ins(p, "selp.b32 %s, %s, %s, %s", hi, b, y, odd);
+      ins(p, "%sst.global.v2.b32 [%s], {%s, %s}", pre, at, lo, hi);
+    } else if (pairs && es == 2) {
       const char *w = nr(p, CR);
-      ins(p, "cvt.rn.%s.f32 %s, %%fr%d_%" PRId64 ", %%fr%d_%" PRId64, d->dtype == TL_BFLOAT16 ? "bf16x2" : "f16x2", w,
-          f->slot, e + 1, f->slot, e);
+      ins(p, "cvt.rn.%s.f32 %s, %%fr%d_%" PRId64 ", %%fr%d_%" PRId64, cvt, w, f->slot, e + 1, f->slot, e);
       ins(p, "%sst.global.b32 [%s], %s", pre, at, w);
+    } else if (pairs) { /* two 32-bit elements: 8 bytes */
+      const char *v0 = conv(p, S("%%fr%d_%" PRId64, f->slot, e), (tl_type)f->dtype, (tl_type)d->dtype, s->pointer);
+      const char *v1 = conv(p, S("%%fr%d_%" PRId64, f->slot, e + 1), (tl_type)f->dtype, (tl_type)d->dtype, s->pointer);
+      ins(p, "%sst.global.v2.%s [%s], {%s, %s}", pre, d->dtype == TL_FLOAT32 ? "f32" : "b32", at, v0, v1);
     } else {
       const char *v = conv(p, S("%%fr%d_%" PRId64, f->slot, e), (tl_type)f->dtype, (tl_type)d->dtype, s->pointer);
       store_at(p, "global", d->dtype, at, gg, v);
@@ -2621,7 +2743,8 @@ static void close_tiles(P *p, tiles t) {
 /* The mbarriers, made ready by thread 0 before any copy (emit_cuda.c's
  * declare_mbarriers): one arrival completes a "full" phase (the thread that
  * expects the bytes), one per warp of the program's threads a wspec loop's
- * "free" one. */
+ * "free" one, and a pre copy's (one per thread where threads read its
+ * buffer themselves: pre_threads). */
 static void init_mbarriers(P *p) {
   const tl_program *g = p->prog;
   const tl_stmt *w = tl_wspec_loop(g);
@@ -2634,9 +2757,92 @@ static void init_mbarriers(P *p) {
   ins(p, "@%s bra L%d", q, skip);
   for (int i = 0; i < nfull + nempty; i++)
     ins(p, "%s", tl_ptx_mbar_init(p->a, S("%s+%d", p->mbar, 8 * i), i < nfull ? "1" : S("%" PRId64, p->T / 32)));
+  for (int i = 0; i < g->body.n; i++) { /* a pre copy's: full ones of one arrival, then its free ones */
+    const tl_stmt *c = g->body.items[i];
+    for (int j = 0; c->wspec_pre && j < 2 * c->pre_stages; j++)
+      ins(p, "%s", tl_ptx_mbar_init(p->a, S("%s+%d", p->mbar, 8 * (c->pre_mbar + j)),
+                                    j < c->pre_stages ? "1" : S("%" PRId64, c->pre_threads ? p->T : p->T / 32)));
+  }
   ins(p, "fence.mbarrier_init.release.cluster");
   ins(p, "L%d:", skip);
   ins(p, "bar.sync 0");
+}
+
+/* ---- pre copies (pass_wspec.c): a copy before the wspec loop, issued by the producer too ---- */
+/* The shared address of copy st (a register) of pre copy c's buffer. */
+static const char *pre_copy_addr(P *p, const tl_stmt *c, const char *st) {
+  const tl_sym *b = c->dst->sym;
+  const char *o = nr(p, CR), *a = nr(p, CR);
+  ins(p, "add.s32 %s, %s, %" PRId64, o, p->smem, b->smem_offset);
+  ins(p, "mad.lo.s32 %s, %s, %" PRId64 ", %s", a, st, buf_bytes(b), o);
+  return a;
+}
+
+/* The producer's side of pre copy c, tile by tile (emit_cuda.c's pre_issue; pq: the tiles whose copy it
+ * issued, a %rd register): wait until the tile pre_stages back has freed the copy (its free mbarrier in
+ * phase pq / n - 1), expect its bytes, issue the bulk tensor copies. */
+static void pre_issue(P *p, const tl_stmt *c, const char *pq) {
+  if (p->prog->tmaps[c->tma_map].packed > 1)
+    return fail(p, c->pointer, "the PTX back end has no bulk tensor copies of packed sub-byte elements yet");
+  int64_t n = c->pre_stages;
+  const char *st, *par, *q = nr(p, CP), *pw = nr(p, CR);
+  int nowait = new_label(p);
+  stage_parity(p, pq, n, &st, &par);
+  ins(p, "setp.lt.u64 %s, %s, %" PRId64, q, pq, n);
+  ins(p, "@%s bra L%d", q, nowait);
+  ins(p, "xor.b32 %s, %s, 1", pw, par);
+  mbar_wait(p, mbar_at(p, c->pre_mbar + (int)n, st), pw);
+  ins(p, "L%d:", nowait);
+  const char *mb = mbar_at(p, c->pre_mbar, st);
+  ins(p, "%s", tl_ptx_expect_tx(p->a, mb, S("%" PRId64, buf_bytes(c->dst->sym))));
+  const tl_sym *b = c->dst->sym;
+  p->stage[b->slot] = pre_copy_addr(p, c, st);
+  tma_copy(p, c, mb);
+  p->stage[b->slot] = NULL;
+  ins(p, "add.s64 %s, %s, 1", pq, pq);
+}
+
+/* The program's threads' side of pre copy c (emit_cuda.c's pre_wait): its buffer at this tile's copy
+ * (p->stage, from here on), once complete (the full mbarrier in phase cq / n). */
+static void pre_wait(P *p, const tl_stmt *c) {
+  const tl_sym *b = c->dst->sym;
+  const char *st, *par;
+  stage_parity(p, p->pre_cq[b->slot], c->pre_stages, &st, &par);
+  p->stage[b->slot] = pre_copy_addr(p, c, st);
+  mbar_wait(p, mbar_at(p, c->pre_mbar, st), par);
+}
+
+/* After statement s, the last reading a pre copy's buffer (pre_last; emit_cuda.c's pre_release): its
+ * wgmma groups done, every warp frees the copy (every thread, after a proxy fence, where threads read it
+ * themselves: pre_threads). */
+static void pre_release(P *p, const tl_stmt *s) {
+  const tl_program *g = p->prog;
+  for (int i = 0; i < g->body.n; i++) {
+    const tl_stmt *c = g->body.items[i];
+    if (!c->wspec_pre || c->pre_last != s)
+      continue;
+    const tl_sym *b = c->dst->sym;
+    const char *st, *cq = p->pre_cq[b->slot];
+    stage_parity(p, cq, c->pre_stages, &st, NULL);
+    const char *bar = mbar_at(p, c->pre_mbar + c->pre_stages, st);
+    ins(p, "wgmma.wait_group.sync.aligned 0"); /* its groups read the buffer: done */
+    if (c->pre_threads) {
+      ins(p, "fence.proxy.async.shared::cta");
+      ins(p, "%s", tl_ptx_mbar_arrive(p->a, bar));
+    } else {
+      ins(p, "bar.warp.sync -1");
+      ins(p, "@%s %s", p->lane0, tl_ptx_mbar_arrive(p->a, bar));
+    }
+    ins(p, "add.s64 %s, %s, 1", cq, cq);
+    p->stage[b->slot] = NULL;
+  }
+}
+
+/* The producer's pre copies into one copy of their buffers (emit_cuda.c's late_pres). */
+static void late_pres(P *p, const tl_stmt *loop, const char *const *pq) {
+  for (int i = 0; p->prog->body.items[i] != loop; i++)
+    if (p->prog->body.items[i]->wspec_pre && p->prog->body.items[i]->pre_stages == 1)
+      pre_issue(p, p->prog->body.items[i], pq[i]);
 }
 
 /* The producer warpgroup, threads T to T+127 (emit_cuda.c's emit_producer):
@@ -2663,13 +2869,32 @@ static void producer(P *p) {
   ins(p, "@%s bra L%d", q1, out);
   const char *pit = nr(p, CD);
   ins(p, "mov.b64 %s, 0", pit);
+  const char **pq = tl_arena_alloc(p->a, sizeof(char *) * (size_t)(g->body.n + 1)); /* by statement: a pre copy's */
+  for (int i = 0; g->body.items[i] != loop; i++)
+    if (g->body.items[i]->wspec_pre) {
+      pq[i] = nr(p, CD);
+      ins(p, "mov.b64 %s, 0", pq[i]);
+    }
   tiles t = {0};
   if (g->persistent)
     t = open_tiles(p);
   for (int i = 0; g->body.items[i] != loop && !p->failed; i++)
     if (g->body.items[i]->kind == S_LET && g->body.items[i]->wspec)
       emit_stmt(p, g->body.items[i]);
-  const char *n = ex_to(p, loop->extent, TL_INT64), *st0 = ex_to(p, loop->start, TL_INT64);
+  /* a pre copy into two copies first (the copy was freed a tile ago); into one, after the loop's first S
+   * iterations (those wait only for the last tile's stages, so this tile's start on them while the program's
+   * threads end the last tile, whose reading frees the copy), or at once where the loop has none */
+  bool late_pre = false;
+  for (int i = 0; g->body.items[i] != loop && !p->failed; i++)
+    if (g->body.items[i]->wspec_pre && g->body.items[i]->pre_stages > 1)
+      pre_issue(p, g->body.items[i], pq[i]);
+    else
+      late_pre |= g->body.items[i]->wspec_pre;
+  const char *n = ex_to(p, loop->extent, TL_INT64), *st0 = ex_to(p, loop->start, TL_INT64), *first = NULL;
+  if (late_pre) {
+    first = nr(p, CD);
+    ins(p, "min.s64 %s, %s, %" PRId64, first, n, S_);
+  }
   counted k = loop_open(p, "0", n);
   const char *f = k.c;
   int nowait = new_label(p);
@@ -2694,7 +2919,24 @@ static void producer(P *p) {
     if (loop->body.items[k]->prefetch)
       p->stage[loop->body.items[k]->dst->sym->slot] = NULL;
   ins(p, "add.s64 %s, %s, 1", pit, pit);
+  if (late_pre) {
+    int skip = new_label(p);
+    const char *f1 = nr(p, CD), *q2 = nr(p, CP);
+    ins(p, "add.s64 %s, %s, 1", f1, f);
+    ins(p, "setp.ne.s64 %s, %s, %s", q2, f1, first);
+    ins(p, "@%s bra L%d", q2, skip);
+    late_pres(p, loop, pq);
+    ins(p, "L%d:", skip);
+  }
   loop_close(p, k);
+  if (late_pre) {
+    int skip = new_label(p);
+    const char *q2 = nr(p, CP);
+    ins(p, "setp.gt.s64 %s, %s, 0", q2, n);
+    ins(p, "@%s bra L%d", q2, skip);
+    late_pres(p, loop, pq);
+    ins(p, "L%d:", skip);
+  }
   if (g->persistent)
     close_tiles(p, t);
   ins(p, "L%d:", out);
@@ -2704,6 +2946,12 @@ static void producer(P *p) {
     ins(p, "%s", tl_ptx_setmaxnreg(p->a, true, g->wspec_regs[1]));
   p->cit = nr(p, CD);
   ins(p, "mov.b64 %s, 0", p->cit);
+  for (int i = 0; g->body.items[i] != loop; i++)
+    if (g->body.items[i]->wspec_pre) {
+      const char *cq = nr(p, CD);
+      ins(p, "mov.b64 %s, 0", cq);
+      p->pre_cq[g->body.items[i]->dst->sym->slot] = cq;
+    }
   p->bar = S("bar.sync 1, %" PRId64, p->T);
 }
 
@@ -2801,6 +3049,7 @@ char *tl_emit_ptx(tl_arena *a, const tl_program *prog, const tl_target *t, const
   p->base = tl_arena_alloc(a, sizeof(char *) * (size_t)(prog->nparams + 1));
   p->dims = tl_arena_alloc(a, sizeof *p->dims * (size_t)(prog->nparams + 1));
   p->stage = tl_arena_alloc(a, sizeof(char *) * (size_t)(prog->nbuffer_slots + 1));
+  p->pre_cq = tl_arena_alloc(a, sizeof(char *) * (size_t)(prog->nbuffer_slots + 1));
   p->bar = "bar.sync 0";
   tl_fold_fills(a, &prog->body, &p->folded);
   /* the thread's index and the parameters */

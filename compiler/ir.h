@@ -836,8 +836,6 @@ typedef struct tl_program {
                             iteration late (pass_pipeline.c's lag_gemm); its build with it spilled */
   bool no_tight_wspec;   /* set by tl_compile before the passes: pass_wspec gives a producer warpgroup only its
                             usual register budget; its build with the tight one spilled */
-  bool no_wspec_pre;      /* set by tl_compile before the passes: the PTX back end is asked for, which has no
-                            pass_wspec pre copies (the program's threads copy before the loop themselves) */
   /* after pass_tma: the tensor maps the kernel takes after its params, and
    * its mbarriers (8 bytes each, in shared memory at mbar_offset) */
   int ntmaps;

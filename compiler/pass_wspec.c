@@ -67,8 +67,7 @@
  * holds them at the blocks per SM chosen, else one (issued after the
  * loop's first pipe_stages iterations, so the next tile's stages are not
  * held up by the last tile's reading), else none (tma_why says why).
- * Otherwise, and on the PTX back end (no_wspec_pre), the program's threads
- * copy, with cp.async, at each tile's start (H100, attention b4 h32 s4096:
+ * Otherwise the program's threads copy, with cp.async, at each tile's start (H100, attention b4 h32 s4096:
  * causal d64 374-380 against 358 TFLOP/s, s1024 d128 524 against 502;
  * bench/README.md).
  *
@@ -360,8 +359,6 @@ static const char *pre_why(tl_program *prog, tl_stmt *loop, int i, tl_stmt *c, i
   const tl_sym *t = c->src->sym, *b = c->dst->sym;
   if (!prog->persistent)
     return "the kernel is not persistent (one tile a block: nothing to copy ahead)";
-  if (prog->no_wspec_pre)
-    return "the PTX back end is asked for (it has none such)";
   if (loop->no_tma)
     return "the pipelined loop says \"tma\": false";
   if (t->kind != SYM_TENSOR || b->kind != SYM_BUFFER || b->scope != SCOPE_SHARED || b->stages > 1 || b->rotates)

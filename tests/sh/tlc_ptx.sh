@@ -76,6 +76,10 @@ for f in examples/tilus_add_one.json tests/golden/scale_add.json tests/gpu/progr
   "$TLC" compile "$f" --target sm_80 --emit ir | grep -q '^backend ptx$' || fail "$f is not built by the PTX back end"
 done
 echo "ok: $n programs built by the PTX back end assemble with ptxas for sm_80 (where it builds them) and sm_90a"
+# a blocked fragment copied into a tensor, 16 bytes a store where its rows and the thread's elements allow
+"$TLC" compile tests/golden/row_stats.json --target compute_80 --emit ptx -o "$tmp/r.ptx" 2>"$tmp/err" ||
+  fail "row_stats: $(cat "$tmp/err")"
+[ "$(grep -c 'st.global.v4.f32 \[' "$tmp/r.ptx")" = 2 ] || fail "row_stats: prefix not stored 16 bytes at a time"
 
 # the wgmma gemms (sm_90a): in the subset, with their forms, and no worse in registers than the CUDA path
 gemm_forms='cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes
@@ -120,6 +124,11 @@ gemm_case() { # PROGRAM [-D ...]: its PTX has $forms; ptxas -v of both back ends
 }
 gemm_case examples/gemm.json
 gemm_case examples/gemm.json -D M=300 -D N=136 -D K=1000
+# C's epilogue 8 bytes a store (lane pairs exchange their pairs of halves: emit_cuda.c's op_copy_quads), each
+# guarded against M whole
+grep -qF 'shfl.sync.bfly.b32' "$tmp/p.ptx" && grep -q '^	@%p[0-9]* st.global.v2.b32 \[' "$tmp/p.ptx" ||
+  fail "gemm.json M=300 N=136: C not stored 8 bytes at a time"
+grep -q 'st.global.b32\|st.global.b16' "$tmp/p.ptx" && fail "gemm.json M=300 N=136: C stored narrower than 8 bytes"
 gemm_case tests/gpu/programs/gemm_dyn_m_bf16.json
 gemm_case tests/gpu/programs/gemm_dyn_m_bt.json -D N=200 -D K=96 -D block_K=64
 gemm_case bench/programs/gemm_raster.json -D M=1000 -D N=1024 -D K=200 -D block_K=64
@@ -127,6 +136,7 @@ gemm_case tests/gpu/programs/gemm_dyn_m_bf16.json -D N=256 -D K=160
 grep -qF 'cp.async.cg.shared.global' "$tmp/p.ptx" || fail "gemm_dyn_m_bf16 K=160: no cp.async for the last K tile"
 gemm_case tests/gpu/programs/gemm_fp8_f32out.json -D M=300 -D N=500 -D K=208 -D threads=128
 grep -qF 'wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3' "$tmp/p.ptx" || fail "gemm_fp8_f32out: no e4m3 wgmma"
+grep -q 'st.global.v2.f32 \[' "$tmp/p.ptx" || fail "gemm_fp8_f32out: C's float32 pairs not stored 8 bytes at a time"
 gemm_case tests/gpu/programs/gemm_uint8.json -D M=1000 -D N=1100 -D K=208 -D threads=128
 grep -qF 'wgmma.mma_async.sync.aligned.m64n128k32.s32.u8.u8' "$tmp/p.ptx" || fail "gemm_uint8: no u8 wgmma"
 # kernels with setmaxnreg (a producer warpgroup beside 2 consumer ones): assembled whole by ptxas, which keeps it;
@@ -183,8 +193,7 @@ cvt.rn.f16x2.f32 %fr
 shfl.sync.bfly.b32
 ex2.approx.ftz.f32
 bar.arrive 2, 256
-fence.proxy.async.shared::cta
-bar.sync 1, 
+mbarrier.arrive.shared::cta.b64
 wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {'
 export TL_BACKEND=ptx # mode auto keeps flash on the CUDA back end (its kernel is faster there: bench/compile.md)
 gemm_case examples/flash_attention.json -D seq_len=300

@@ -241,9 +241,20 @@ for want in "if (tl_pq6 >= 2u) tl_mbar_wait(tl_mbar + 8u * (unsigned)(8 + tl_qs)
             "if ((tl_tid & 31) == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: \"r\"(tl_mbar + 8u * (unsigned)(8 + tl_qs6)) : \"memory\");"; do
   printf '%s\n' "$src" | grep -qF -- "$want" || tl_fail "flash's pre copy: the CUDA lacks: $want"
 done
-# not on the PTX back end (it has none: the program's threads copy Q), nor where the kernel is not persistent
-"$TLC" compile $F --target sm_90a --backend ptx --emit ir | grep -qF "[not TMA: before the warp-specialized loop, not the producer's: the PTX back end is asked for (it has none such)]" ||
-  tl_fail "flash --backend ptx: no reason for the threads' own Q copy"
+# the PTX back end's the same: the Q copy's full mbarriers of one arrival, its free ones of one per warp of the
+# program's 384 threads, the producer expecting its bytes (192 x 64 halves), the consumers freeing it after
+# their wgmma groups
+"$TLC" compile $F -D is_causal=true -D dim=64 --target compute_90a --backend ptx --emit ptx -o "$TMP/f.ptx" ||
+  tl_fail "flash --backend ptx --emit ptx"
+for want in "mbarrier.init.shared::cta.b64 [%r2+56], 1;" "mbarrier.init.shared::cta.b64 [%r2+72], 12;" \
+            "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r50], 24576;"; do
+  grep -qF -- "$want" "$TMP/f.ptx" || tl_fail "flash's pre copy: the PTX lacks: $want"
+done
+grep -A2 -F "wgmma.wait_group.sync.aligned 0;" "$TMP/f.ptx" | grep -qF "mbarrier.arrive.shared::cta.b64" ||
+  tl_fail "flash's pre copy: the PTX's consumers do not free Q's copy after their wgmma groups"
+"$TLC" compile $F --target sm_90a --backend ptx --emit ir | grep -qF "by the producer warpgroup tile by tile" ||
+  tl_fail "flash --backend ptx: Q is not the producer's pre copy"
+# not where the kernel is not persistent
 sed 's/"kernel": {/"kernel": {"persistent": false, /' $F > "$TMP/np.json"
 "$TLC" compile "$TMP/np.json" --target sm_90a --emit ir | grep -qF "[not TMA: before the warp-specialized loop, not the producer's: the kernel is not persistent (one tile a block: nothing to copy ahead)]" ||
   tl_fail "flash, not persistent: no reason for the threads' own Q copy"
@@ -257,6 +268,12 @@ for want in 'asm volatile("mbarrier.init.shared::cta.b64 [%0], 128;" :: "r"(tl_m
 done
 printf '%s\n' "$src" | grep -A1 -F "Bias_shared read: free its copy" | grep -qF 'fence.proxy.async.shared::cta' ||
   tl_fail "gemm_bias_pre: no proxy fence before the threads free the bias's copy"
+# the PTX back end's: free mbarriers of 128 arrivals, each thread's after a proxy fence
+"$TLC" compile tests/gpu/programs/gemm_bias_pre.json --target compute_90a --backend ptx --emit ptx -o "$TMP/b.ptx" ||
+  tl_fail "gemm_bias_pre --backend ptx --emit ptx"
+grep -qF "mbarrier.init.shared::cta.b64 [%r2+88], 128;" "$TMP/b.ptx" || tl_fail "gemm_bias_pre: the PTX's free mbarriers"
+grep -A2 -F "wgmma.wait_group.sync.aligned 0;" "$TMP/b.ptx" | grep -A1 -F "fence.proxy.async.shared::cta;" |
+  grep -qF "mbarrier.arrive.shared::cta.b64" || tl_fail "gemm_bias_pre: the PTX's threads free the bias's copy without a fence"
 # W4A16 in Machete's form: the uint4 weights by TMA (their bytes) give the loop a producer warpgroup; with the
 # scales one row per group (gemm_w4a16_t_gn) every copy is a bulk tensor copy and the loop has no block barrier;
 # with N not a multiple of 8 their copy goes through registers one iteration ahead (iteration 0's before the
