@@ -66,7 +66,10 @@
  *                          without it (tl_program.no_wg_lag), and one that
  *                          spills with pass_wspec.c's tight register budget
  *                          for its producer warpgroup, without that
- *                          (tl_program.no_tight_wspec)
+ *                          (tl_program.no_tight_wspec), and one that spills
+ *                          with a producer warpgroup on its usual budget,
+ *                          with a block less per SM, each thread's share of
+ *                          the registers the larger (tl_program.wspec_max_blocks)
  *   metadata()             here: proto/kernel-meta.md
  *
  * After each stage, after() hands the program to the request's dump hook
@@ -930,6 +933,7 @@ tl_status tl_compile(const tl_compile_request *req, tl_build **out, tl_diags *di
   tl_target t;
   tl_toolchain_out built = {0};
   bool no_lag = false, no_tight = false;
+  int max_blocks[TL_MAX_KERNELS] = {0}; /* per kernel: blocks per SM for a producer warpgroup (0: no limit) */
 again:;
   plan p;
   tl_status st = front(req, arena, &prog, &opt, key, &manifest, &t, &p, diags, err);
@@ -938,9 +942,11 @@ again:;
   desc = p.desc;
   tl_codegen cg = tl_codegen_of(&t);
   const tl_toolchain_ops *tc = toolchains[toolchain_of(&t)];
-  for (tl_program *k = prog; k; k = k->next) {
+  int ki = 0;
+  for (tl_program *k = prog; k; k = k->next, ki++) {
     k->no_wg_lag = no_lag;
     k->no_tight_wspec = no_tight;
+    k->wspec_max_blocks = ki < TL_MAX_KERNELS ? max_blocks[ki] : 0;
     k->max_registers = opt.max_registers;
     k->split_statements = opt.split_statements ? opt.split_statements : TL_SPLIT_MIN_STATEMENTS;
     if ((st = lower(req, k, &t, &cg, diags, err)) != TL_OK)
@@ -1023,8 +1029,9 @@ again:;
     if (st != TL_OK)
       goto done;
     res = json_array(); /* each kernel's resources, in order */
-    bool spilled_lag = false, spilled_tight = false;
-    for (tl_program *k = prog; k; k = k->next) {
+    bool spilled_lag = false, spilled_tight = false, spilled_ws = false;
+    int kj = 0, fewer[TL_MAX_KERNELS] = {0};
+    for (tl_program *k = prog; k; k = k->next, kj++) {
       json_t *r = NULL;
       if ((st = (ptx || split ? tl_nv_cubin_resources : tc->inspect)(p.th, &t, &built, k->entry, k->nparams, &r,
                                                                         err)) != TL_OK)
@@ -1034,8 +1041,18 @@ again:;
                          json_integer_value(json_object_get(r, "spill_load_bytes")) > 0;
       spilled_lag |= spilled && !no_lag && has_wg_lag(&k->body);
       spilled_tight |= spilled && !no_tight && k->wspec_tight;
+      if (spilled && !k->wspec_tight && k->wspec_blocks > 1 && kj < TL_MAX_KERNELS) {
+        fewer[kj] = k->wspec_blocks - 1; /* a producer warpgroup's kernel: a block less per SM, more registers */
+        spilled_ws = true;
+      }
     }
-    if (spilled_lag || spilled_tight) {
+    if (!spilled_lag && !spilled_tight && spilled_ws) {
+      for (int i = 0; i < TL_MAX_KERNELS; i++)
+        if (fewer[i])
+          max_blocks[i] = fewer[i];
+    } else
+      spilled_ws = false;
+    if (spilled_lag || spilled_tight || spilled_ws) {
       /* the accumulators' second copy left too few registers: build again without it */
       tl_toolchain_out_free(&built);
       json_decref(res);
@@ -1059,6 +1076,14 @@ again:;
       free(log);
       log = dup(l);
     }
+    for (int i = 0; i < TL_MAX_KERNELS; i++)
+      if (max_blocks[i]) { /* and for a producer warpgroup's blocks per SM */
+        char *l = tl_arena_printf(arena, "tlc: kernel %d's build with a producer warpgroup and more blocks per SM "
+                                         "spilled registers; built again with at most %d\n%s", i + 1, max_blocks[i],
+                                  log ? log : "");
+        free(log);
+        log = dup(l);
+      }
     if (no_tight) { /* the same for the producer warpgroup's tight register budget (pass_wspec.c) */
       char *l = tl_arena_printf(arena, "tlc: the build with a producer warpgroup on its tight register budget "
                                        "spilled registers; built again without it\n%s", log ? log : "");

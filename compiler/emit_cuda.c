@@ -2291,6 +2291,7 @@ typedef struct {
   bool bf16; /* the pairs are bfloat16 (else float16) */
   const tl_expr *once[16]; /* tl_stmt.vec_once: the other reads, each read once as tl_r<k> */
   int nonce;
+  const char *selb[16]; /* per packed read: a byte offset (C expression) added to the pair's byte selector, or NULL */
 } vec_state;
 
 /* The C type of a load of n bytes (1 to 16) of packed elements. */
@@ -2353,7 +2354,8 @@ static const char *vex_packed(E *e, const tl_expr *x, vec_state *v, double add) 
   tl_subbyte_f16_pair(tl_dtype_bits(P->dtype), is_signed_i((tl_type)P->dtype), v->pair, &c);
   unsigned lo = tl_f16_from_double(tl_f16_to_double((uint16_t)(c.bias & 0xffff)) + add);
   unsigned hi = tl_f16_from_double(tl_f16_to_double((uint16_t)(c.bias >> 16)) + add);
-  const char *h = S("tl_sb2h2(tl_x%d ^ 0x%08xu, 0x%04xu, 0x%08xu, 0x%08xu, 0x%08xu)", k, c.flip, c.sel, c.mask, c.scale,
+  const char *sel = v->selb[k] ? S("0x%04xu + %s * 0x0101u", c.sel, v->selb[k]) : S("0x%04xu", c.sel);
+  const char *h = S("tl_sb2h2(tl_x%d ^ 0x%08xu, %s, 0x%08xu, 0x%08xu, 0x%08xu)", k, c.flip, sel, c.mask, c.scale,
                     lo | hi << 16);
   return v->bf16 ? S("tl_h2bf2(%s)", h) : h;
 }
@@ -2468,7 +2470,9 @@ static void op_parallel_vec(E *e, const tl_stmt *s) {
  * 16-byte chunk holding it where P's rows are whole chunks (the chunk's
  * address is the same for every pair of the thread's row that it serves,
  * so the compiler loads it once), else alone; shifted so that elements j
- * and j + 1 are its first two, vex computes the pair as the loop's value.
+ * and j + 1 are its first two (4-bit elements: the pair is byte (j % 8) / 2
+ * of the group, which tl_sb2h2's prmt selects, no shift), vex computes the
+ * pair as the loop's value.
  * A packed D takes it as its word r / 2, an unpacked one as two floats. */
 static void op_parallel_pairs(E *e, const tl_stmt *s) {
   const tl_stmt *a = s->body.items[0];
@@ -2503,7 +2507,10 @@ static void op_parallel_pairs(E *e, const tl_stmt *s) {
       line(e, "tl_x%d = (unsigned)*(const %s *)&%s[(%s) / %d + tl_gb];", k, load_type(bits), storage(e, P),
            offset(e, P, index_codes(e, r)), per);
     }
-    line(e, "tl_x%d >>= (unsigned)(tl_jt %% 8) * %du;", k, bits);
+    if (bits == 4) /* the pair is byte (jt % 8) / 2 of the word: tl_sb2h2's byte selector takes it, no shift */
+      v.selb[k] = "(unsigned)(tl_jt % 8 / 2)";
+    else
+      line(e, "tl_x%d >>= (unsigned)(tl_jt %% 8) * %du;", k, bits);
     e->indent--;
     line(e, "}");
   }
@@ -3635,7 +3642,9 @@ static void emit_producer(E *e) {
   line(e, "}");
   if (p->wspec_regs[1])
     line(e, "asm volatile(\"%s;\" ::: \"memory\");", tl_ptx_setmaxnreg(e->a, true, p->wspec_regs[1]));
-  line(e, "unsigned long long tl_cit = 0; /* iterations waited for, over the tiles */");
+  /* the stage and phase of an iteration repeat every 2 S iterations: counted modulo 2 S in 32 bits (a 64-bit
+   * division by a stage count that is no power of two takes a dozen instructions an iteration) */
+  line(e, "unsigned tl_cit = 0; /* iterations waited for, over the tiles, modulo 2 * stages */");
   for (int i = 0; p->body.items[i] != loop; i++)
     if (p->body.items[i]->wspec_pre)
       line(e, "unsigned long long tl_cq%d = 0; /* tiles whose %s they waited for */", p->body.items[i]->pre_mbar,
@@ -3837,7 +3846,7 @@ static void wspec_lag_iteration(E *e, const tl_stmt *s, int id, const char *c, i
   int64_t S = s->pipe_stages;
   const char *var = vname(e, s->var);
   lag_loads(e, s, id, c, par, false);
-  line(e, "const unsigned long long tl_g = tl_cit + (unsigned long long)(%s);", c);
+  line(e, "const unsigned tl_g = tl_cit + (unsigned)(%s);", c);
   line(e, "tl_mbar_wait(%s, (unsigned)(tl_g / %" PRId64 ") & 1u);", mbar_of(e, s, S("(int)(tl_g %% %" PRId64 ")", S)), S);
   line(e, "const int %s = (int)(tl_s%d + %s);", var, id, c);
   stage_pointers(e, s, S("tl_g %% %" PRId64, S));
@@ -3959,7 +3968,7 @@ static void emit_tl_wspec_loop(E *e, const tl_stmt *s) {
     }
     line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
     e->indent++;
-    line(e, "const unsigned long long tl_g = tl_cit + (unsigned long long)tl_c%d;", id);
+    line(e, "const unsigned tl_g = tl_cit + (unsigned)tl_c%d;", id);
     if (rp) /* iteration c + 1's into registers, before the wait for the stage */
       reg_prefetches(e, s, id, 1);
     line(e, "tl_mbar_wait(%s, (unsigned)(tl_g / %" PRId64 ") & 1u);", mbar_of(e, s, S("(int)(tl_g %% %" PRId64 ")", S)),
@@ -4008,7 +4017,7 @@ static void emit_tl_wspec_loop(E *e, const tl_stmt *s) {
       line(e, "if ((int)tl_tid / 128 == 0) asm volatile(\"bar.sync %d, 256;\" ::: \"memory\");", PP_BAR);
     }
     if (s->ov_gemm) /* the last iteration's late gemm (pass_overlap.c), before its stage is freed */
-      late_tail(e, s, id, S("tl_cit + (unsigned long long)(tl_n%d - 1)", id));
+      late_tail(e, s, id, S("tl_cit + (unsigned)(tl_n%d - 1)", id));
     e->pipe = outer;
     e->pipe_id = outer_id;
     drain_wgmma(e, s);
@@ -4016,11 +4025,11 @@ static void emit_tl_wspec_loop(E *e, const tl_stmt *s) {
   if (lag) { /* the stages of the last iterations, their groups done: the producer may be on the next tile */
     line(e, "for (long long tl_j = tl_n%d > %d ? tl_n%d - %d : 0; tl_j < tl_n%d; tl_j++) {", id, lag, id, lag, id);
     e->indent++;
-    release_stage(e, s, S("(int)((tl_cit + (unsigned long long)tl_j) %% %" PRId64 ")", S));
+    release_stage(e, s, S("(int)((tl_cit + (unsigned)tl_j) %% %" PRId64 ")", S));
     e->indent--;
     line(e, "}");
   }
-  line(e, "tl_cit += (unsigned long long)tl_n%d;", id);
+  line(e, "tl_cit = (unsigned)((tl_cit + (unsigned long long)(tl_n%d > 0 ? tl_n%d : 0)) %% %" PRId64 "u);", id, id, 2 * S);
   emit_defer_after(e, s, id);
   e->indent--;
   line(e, "}");

@@ -836,6 +836,8 @@ typedef struct tl_program {
                             iteration late (pass_pipeline.c's lag_gemm); its build with it spilled */
   bool no_tight_wspec;   /* set by tl_compile before the passes: pass_wspec gives a producer warpgroup only its
                             usual register budget; its build with the tight one spilled */
+  int wspec_max_blocks;  /* set by tl_compile before the passes: at most this many blocks per SM for a producer
+                            warpgroup (0: no limit); its build with more spilled (pass_wspec.c) */
   /* after pass_tma: the tensor maps the kernel takes after its params, and
    * its mbarriers (8 bytes each, in shared memory at mbar_offset) */
   int ntmaps;

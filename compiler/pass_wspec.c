@@ -100,7 +100,10 @@
  *     as many blocks as shared memory holds or fewer, minus the producer's
  *     40 a thread), or else (the tight budget: tl_program.wspec_tight; not
  *     for a loop with a late tail, nor once a build with it spilled) the
- *     fragments and TL_WSPEC_TIGHT_SPARE more fit beside a producer of 24;
+ *     fragments and TL_WSPEC_TIGHT_SPARE more fit beside a producer of 24
+ *     (at most tl_program.wspec_max_blocks blocks per SM where tl_compile
+ *     gives it: a build with more spilled, the estimate missing the emitted
+ *     code's temporaries);
  *     the registers at entry hold the largest wgmma
  *     instruction (inst_regs); no register cap is given (--max-registers);
  *   - the S more mbarriers fit in the block's shared memory.
@@ -284,7 +287,10 @@ static const char *why_not(tl_program *prog, tl_stmt *loop, int i, int ntma) {
     int64_t spare = tight ? TL_WSPEC_TIGHT_SPARE : loop->wg_lag ? TL_WSPEC_LAG_SPARE : TL_WSPEC_SPARE;
     int64_t need = (words + spare + 7) / 8 * 8;
     P = tight ? WSPEC_TIGHT_PRODUCER_REGS : WSPEC_PRODUCER_REGS;
-    for (B = SM_SMEM / (prog->smem_bytes + 1024), B = B < 1 ? 1 : B; B >= 1; B--) {
+    B = SM_SMEM / (prog->smem_bytes + 1024);
+    if (prog->wspec_max_blocks > 0 && B > prog->wspec_max_blocks)
+      B = prog->wspec_max_blocks;
+    for (B = B < 1 ? 1 : B; B >= 1; B--) {
       R = SM_REGS / (B * (T + WSPEC_THREADS)) / 8 * 8;
       R = R > 255 ? 255 : R;
       C = ((T + WSPEC_THREADS) * R - WSPEC_THREADS * P) / T / 8 * 8;

@@ -275,7 +275,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) gemm_small(unsigned short *
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 88;" ::: "memory");
-  unsigned long long tl_cit = 0; /* iterations waited for, over the tiles */
+  unsigned tl_cit = 0; /* iterations waited for, over the tiles, modulo 2 * stages */
   for (long long tl_tile = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z); tl_tile < tl_ntiles; tl_tile += (long long)gridDim.x * gridDim.y * gridDim.z) {
     const unsigned tl_b0 = (unsigned)(tl_tile % tl_tg0), tl_b1 = (unsigned)(tl_tile / tl_tg0 % tl_tg1), tl_b2 = (unsigned)(tl_tile / (tl_tg0 * tl_tg1)); (void)tl_b1; (void)tl_b2;
     const int v_bx = (int)tl_b0;
@@ -295,7 +295,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) gemm_small(unsigned short *
     {
       const long long tl_n0 = (long long)(((int)8LL)), tl_s0 = (long long)(((int)0LL));
       for (long long tl_c0 = 0; tl_c0 < tl_n0; tl_c0++) {
-        const unsigned long long tl_g = tl_cit + (unsigned long long)tl_c0;
+        const unsigned tl_g = tl_cit + (unsigned)tl_c0;
         tl_mbar_wait(tl_mbar + 8u * (unsigned)(0 + ((int)(tl_g % 3))), (unsigned)(tl_g / 3) & 1u);
         const int v_k = (int)(tl_s0 + tl_c0);
         unsigned short *const s_A_shared = tl_base_A_shared + (long long)(tl_g % 3) * 2048LL; (void)s_A_shared;
@@ -325,9 +325,9 @@ extern "C" __global__ void __launch_bounds__(256, 4) gemm_small(unsigned short *
       for (int tl_r = 0; tl_r < 32; tl_r++) asm volatile("" : "+f"(r_C_local[tl_r]) :: "memory");
       for (long long tl_j = tl_n0 > 1 ? tl_n0 - 1 : 0; tl_j < tl_n0; tl_j++) {
         __syncwarp();
-        if ((tl_tid & 31) == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tl_mbar + 8u * (unsigned)(3 + ((int)((tl_cit + (unsigned long long)tl_j) % 3)))) : "memory");
+        if ((tl_tid & 31) == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tl_mbar + 8u * (unsigned)(3 + ((int)((tl_cit + (unsigned)tl_j) % 3)))) : "memory");
       }
-      tl_cit += (unsigned long long)tl_n0;
+      tl_cit = (unsigned)((tl_cit + (unsigned long long)(tl_n0 > 0 ? tl_n0 : 0)) % 6u);
     }
     {
       const unsigned tl_t0 = ((unsigned)tl_tid / 32u / 1u) * 16u + ((unsigned)tl_tid % 32u) / 4u, tl_t1 = (((unsigned)tl_tid / 32u % 1u) * 64u + ((unsigned)tl_tid % 4u) * 2u) - ((unsigned)tl_tid & 1u) * 2u + ((unsigned)tl_tid & 1u) * 8u;

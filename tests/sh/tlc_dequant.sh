@@ -69,6 +69,11 @@ out=$(ir examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=1 -D block_M=8)
 printf '%s\n' "$out" | grep -qF "[2 at a time: each thread's pairs of its register fragment" || fail "splitk_t: not in pairs of the fragment"
 printf '%s\n' "$out" | grep 'gemm B_frag x A_shared' | grep -qF 'wgmma m64nNk16' || fail "splitk_t: the gemm is not on wgmma"
 printf '%s\n' "$out" | grep 'gemm B_frag x A_shared' | grep -qF 'A in registers' || fail "splitk_t: wgmma's A is not in registers"
+# a 4-bit pair is one byte of its word: tl_sb2h2's prmt selects the thread's byte ((j % 8) / 2), no shift
+src=$("$TLC" compile examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=1 -D block_M=8 --emit cuda) || fail "splitk_t: --emit cuda"
+printf '%s\n' "$src" | grep -qF 'tl_sb2h2(tl_x0 ^ 0x00000000u, 0x4040u + (unsigned)(tl_jt % 8 / 2) * 0x0101u,' ||
+  fail "splitk_t: the pair's byte not chosen by the prmt selector"
+printf '%s\n' "$src" | grep -qF 'tl_x0 >>=' && fail "splitk_t: the 4-bit pair is shifted into place"
 sed 's|// group_size - g0]|// group_size - j]|' $SK >"$tmp/gj.json"
 grep -qF -- '- j]' "$tmp/gj.json" || fail "$SK: the sed found no scale index"
 ir "$tmp/gj.json" --target sm_90a -D M=1 | grep -q '\[[0-9]* at a time' && fail "a scale index less j was paired"

@@ -171,7 +171,7 @@ order=$(printf '%s\n' "$ir" | grep -oE "# /kernel/body/17/body/[0-9]+$" | sed 's
 src=$("$TLC" compile "$tmp/ovt.json" --target sm_90a --emit cuda) || fail "flash with overlap true --emit cuda"
 for want in "if (tl_c0 > 0)" "asm volatile(\"wgmma.wait_group.sync.aligned 1;\" ::: \"memory\");" "if (tl_n0 > 0) {" \
             "tl_base_V_shared + (long long)((tl_g - 1) % 3) * 16384LL" \
-            "tl_base_V_shared + (long long)((tl_cit + (unsigned long long)(tl_n0 - 1)) % 3) * 16384LL"; do
+            "tl_base_V_shared + (long long)((tl_cit + (unsigned)(tl_n0 - 1)) % 3) * 16384LL"; do
   printf '%s\n' "$src" | grep -qF -- "$want" || fail "the overlapped flash source lacks: $want"
 done
 # warp-specialized too (the stages go on from tile to tile: the late gemm's is tl_g - 1's), each stage freed
