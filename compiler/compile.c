@@ -52,8 +52,7 @@
  *                          process), NVRTC not used; a program outside its
  *                          subset (or whose ptxas is missing or fails, or
  *                          with flash's late gemm or ping-pong turns, whose
- *                          kernel is faster from NVRTC, or, for now, that
- *                          needs ptxas: one hung on the H100) goes to emit_cuda.c
+ *                          kernel is faster from NVRTC) goes to emit_cuda.c
  *                          in mode auto, fails in mode ptx
  *   tc->compile, inspect   the toolchain of the target's vendor (toolchain.h):
  *                          tl_toolchain_nvrtc (nvrtc.c: cubin or PTX; the
@@ -961,24 +960,16 @@ again:;
     const char *no_whole = NULL;
     if (t.binary == TL_BINARY_CUBIN)
       tl_compiler_ptxas(&no_whole);
-    /* kernel speed first: flash attention's schedule (a late gemm or ping-pong turns) runs 5% slower from the
-     * PTX back end than from the CUDA one on the H100 (bench/compile.md, session 8): in mode auto, CUDA,
+    /* kernel speed first: flash attention's schedule (a late gemm or ping-pong turns) runs 5-9% slower from the
+     * PTX back end than from the CUDA one on the H100 (bench/compile.md, sessions 8 and 11): in mode auto, CUDA,
      * decided before any PTX is emitted */
     const tl_stmt *wl = p.th && strcmp(p.mode, "auto") == 0 ? tl_wspec_loop(prog) : NULL;
     if (wl && (wl->ov_gemm || wl->pingpong)) {
       tl_error_set_at(&e, TL_UNSUPPORTED, wl->pointer, 0,
-                      "a loop with a late gemm or ping-pong turns runs 5%% slower from the PTX back end than from the "
+                      "a loop with a late gemm or ping-pong turns runs 5-9%% slower from the PTX back end than from the "
                       "CUDA one (bench/compile.md); --backend ptx takes it");
-    } else if ((src = tl_emit_ptx(arena, prog, &t, no_whole, &whole, &e)) && whole && p.th &&
-               strcmp(p.mode, "auto") == 0) {
-      /* correctness first: a setmaxnreg kernel assembled by ptxas hung on the H100 (the float8 block-scaled
-       * gemm of bench/programs/gemm_fp8_blockscaled_raster.json with late=false, session 8; the cause, found
-       * in session 10 by reading the PTX and fixed, was emit_ptx.c freeing no stage of a loop with no wgmma
-       * group pending, not setmaxnreg: bench/compile.md): in mode auto, CUDA until a GPU confirms it */
-      src = NULL;
-      tl_error_set_at(&e, TL_UNSUPPORTED, "/kernel", 0,
-                      "a setmaxnreg kernel assembled by ptxas hung on the H100 (bench/compile.md, session 8); "
-                      "--backend ptx takes it");
+    } else {
+      src = tl_emit_ptx(arena, prog, &t, no_whole, &whole, &e);
     }
     if (src && whole && t.binary == TL_BINARY_CUBIN && !req->source_only) {
       /* assembled here, after the choice, so that a failure of ptxas may fall back to NVRTC */
