@@ -47,7 +47,9 @@ A and the dequantized float16 weight of the same shape, each of ours checked
 first against that product with the GEMM's bound, both then timed with a
 cold L2 (`tlc run --time N --flush-l2`, cuda_time_cold: each launch timed
 alone after 256 MiB written, since the 32 MiB of packed weights would
-otherwise stay in the H100's 50 MB L2 between launches), each row with the
+otherwise stay in the H100's 50 MB L2 between launches; and again with
+`--flush-l2=clean`, the 256 MiB then read back by a kernel, so that the
+launch writes back none of the flush's lines: `--w4a16-flush`), each row with the
 bytes it must move (packed weights, scales, A and C once) per second and
 that as a fraction of the H100's 3.35 TB/s: the kernel's dequantized
 weight (q - 8) * s is one float16 rounding of a product exact in float32,
@@ -160,18 +162,24 @@ GEMM_BF16_CONFIGS = [(BF16_PROG, {}), (BF16_PROG, {"block_K": 64}), (BF16_PROG, 
 FLUSH_BYTES = 256 << 20  # what `tlc run --time N --flush-l2` writes before each timed launch (compiler/tlc.c)
 
 
-def cuda_time_cold(fn, reps=20):
+def cuda_time_cold(fn, reps=20, flush="dirty"):
     """fn's mean time with a cold L2, timed as `tlc run --time N
-    --flush-l2` times ours: each call alone between two events, after
+    --flush-l2=FLUSH` times ours: each call alone between two events, after
     FLUSH_BYTES of device memory written (not timed) on the same stream,
     so that it finds none of its data in the L2 (the H100's 50 MB would
-    otherwise keep the 32 MB of an 8192^2 float16 weight between calls)."""
+    otherwise keep the 32 MB of an 8192^2 float16 weight between calls);
+    flush "clean": those bytes then read back by a kernel (queued after
+    the write, as tlc does), so that the L2 holds clean lines and the call
+    pays no write-back of the flush's lines."""
     buf = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    words = buf.view(torch.int32)
     fn()
     torch.cuda.synchronize()
     ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
     for i, (s, e) in enumerate(ev):
         buf.fill_(i & 0xff)
+        if flush == "clean":
+            words.sum()  # reads the 256 MiB
         s.record()
         fn()
         e.record()
@@ -515,6 +523,9 @@ def W4A16_CONFIGS(M):
         # C^T: the activations' columns rounded up to 8, 16, 32 or 64
         bm = {"block_M": next(b for b in (8, 16, 32, 64) if b >= M)}
         cfgs += [(ST, dict(bm, block_K=64, num_stages=4, split_k=8))]
+        if M <= 16:  # runs of 4 and 3: 512 and 384 blocks, one round of the persistent blocks each (session 11's
+            # H100 run: 2-6% faster than 8 runs, 1024 blocks in two rounds; bench/README.md)
+            cfgs += [(ST, dict(bm, block_K=64, num_stages=4, split_k=4)), (ST, dict(bm, block_K=128, num_stages=4, split_k=3))]
         if M > 16:  # 4 runs; 128 rows of weights per block: half the activation tiles' reads per weight
             cfgs += [(ST, dict(bm, block_K=64, num_stages=3, split_k=4)), (STL, dict(bm, block_K=64, num_stages=3, split_k=4)),
                      (ST, dict(bm, block_N=128, threads=256, block_K=64, num_stages=3, split_k=4))]
@@ -546,8 +557,9 @@ def w4a16_given(specs, M):
     return out
 
 
-def ours(tlc, prog, defs, ins, outs, reps, args=None, flush=False, backend="auto"):
-    cmd = [tlc, "run", prog, "--device", "cuda", "--time", str(reps)] + (["--flush-l2"] if flush else []) + \
+def ours(tlc, prog, defs, ins, outs, reps, args=None, flush=None, backend="auto"):
+    """ours timed by `tlc run --time reps`, with flush ("dirty" or "clean") `--flush-l2=flush`."""
+    cmd = [tlc, "run", prog, "--device", "cuda", "--time", str(reps)] + ([f"--flush-l2={flush}"] if flush else []) + \
         ([] if backend == "auto" else ["--backend", backend])
     for k, v in defs.items():
         cmd += ["-D", f"{k}={v}"]
@@ -652,6 +664,9 @@ def main():
     ap.add_argument("--w4a16-config", action="append", default=[], metavar="[M@]PROGRAM:NAME=V,...",
                     help="time this configuration (examples/PROGRAM.json with those -D values; with M@, only at that "
                          "M) instead of the built-in list; repeatable")
+    ap.add_argument("--w4a16-flush", default="both", choices=("dirty", "clean", "both"),
+                    help="the W4A16 rows' cold L2: after 256 MiB written (dirty), after them read back too (clean), "
+                         "or both, each row with cuBLAS timed the same way (default both)")
     ap.add_argument("--w4a16-filter", default=None, metavar="REGEX",
                     help="only the W4A16 configurations whose tag (program:constants, as printed) matches")
     ap.add_argument("--fp8-only", action="store_true", help="only the float8 rows (issue 12; --quick: 4096 only)")
@@ -801,43 +816,49 @@ def main():
         ref = A.float() @ W.float().t()
         absref = A.float().abs() @ W.float().abs().t()
         flops = 2 * M * N * K
-        best = None
-        # float16 cuBLAS, the same shape, with a cold L2 as ours: each row's ratio
-        ms_torch = cuda_time_cold(lambda: torch.matmul(A, W.t()))
+        # float16 cuBLAS, the same shape, with a cold L2 as ours: each row's ratio, for each way of flushing
+        flushes = ["dirty", "clean"] if a.w4a16_flush == "both" else [a.w4a16_flush]
+        torch_ms = {f: cuda_time_cold(lambda: torch.matmul(A, W.t()), flush=f) for f in flushes}
+        best = {f: None for f in flushes}
         for prog, cfg in (w4a16_given(a.w4a16_config, M) if a.w4a16_config else W4A16_CONFIGS(M)):
             tag = os.path.basename(prog)[:-5] + ":" + (",".join(f"{k}={v}" for k, v in cfg.items()) or "as written")
             if a.w4a16_filter and not re.search(a.w4a16_filter, tag):
                 continue
             defs = dict({"M": M, "N": N, "K": K, "group_size": G}, **cfg)
             scales = "St" if any(q["name"] == "St" for q in json.load(open(prog))["params"]) else "S"
-            ms = ours_or_fail(f"w4a16 M={M} [{cfg}]", a.tlc, prog, defs,
-                              {"A": f"{work}/Aw.npy", "B": f"{work}/Bq.npy", scales: f"{work}/{'St' if scales == 'St' else 'Sc'}.npy"},
-                              {"C": f"{work}/Cw.npy"}, 20, flush=True)
-            if ms is None:
-                continue
-            C = torch.from_numpy(np.load(f"{work}/Cw.npy")).cuda().float()
-            e_ = (torch.linalg.norm(C - ref) / torch.linalg.norm(ref)).item()
-            # checked before it counts: float16 products of the same float16 weights, exact in float32; K float32
-            # sums; a float16 output
-            ok = checked(f"w4a16 M={M} [{tag}]", C, ref, K, absref)
-            # the bytes a W4A16 GEMM must move at least: packed weights, scales, A and C once each
-            tbs = (N * K // 2 + N * (K // G) * 2 + M * K * 2 + M * N * 2) / (ms * 1e-3) / 1e12
-            tbs_torch = (N * K * 2 + M * K * 2 + M * N * 2) / (ms_torch * 1e-3) / 1e12  # its float16 weight
-            print(f"  w4a16 M={M} N={N} K={K} [{tag}]: {ms:.4f} ms, {tbs:.2f} TB/s ({tbs / 3.35:.0%} of the H100's "
-                  f"3.35), cuBLAS float16 {ms_torch:.4f} ms ({tbs_torch:.2f} TB/s), {ms_torch / ms:.2f}x it, rel err {e_:.2e} "
-                  f"{'ok' if ok else 'FAIL'}")
-            res.setdefault("w4a16_configs", []).append({"M": M, "config": tag, "ms": ms, "rel_err": e_, "ok": ok,
-                                                        "tb_per_s": tbs, "cublas_ms": ms_torch,
-                                                        "speedup": ms_torch / ms})
-            if ok and (best is None or ms < best[0]):
-                best = (ms, e_, tag)
+            for flush in flushes:  # each run checked, then timed
+                ms_torch = torch_ms[flush]
+                ms = ours_or_fail(f"w4a16 M={M} [{cfg}] {flush}", a.tlc, prog, defs,
+                                  {"A": f"{work}/Aw.npy", "B": f"{work}/Bq.npy",
+                                   scales: f"{work}/{'St' if scales == 'St' else 'Sc'}.npy"},
+                                  {"C": f"{work}/Cw.npy"}, 20, flush=flush)
+                if ms is None:
+                    continue
+                C = torch.from_numpy(np.load(f"{work}/Cw.npy")).cuda().float()
+                e_ = (torch.linalg.norm(C - ref) / torch.linalg.norm(ref)).item()
+                # checked before it counts: float16 products of the same float16 weights, exact in float32; K
+                # float32 sums; a float16 output
+                ok = checked(f"w4a16 M={M} [{tag}]", C, ref, K, absref)
+                # the bytes a W4A16 GEMM must move at least: packed weights, scales, A and C once each
+                tbs = (N * K // 2 + N * (K // G) * 2 + M * K * 2 + M * N * 2) / (ms * 1e-3) / 1e12
+                tbs_torch = (N * K * 2 + M * K * 2 + M * N * 2) / (ms_torch * 1e-3) / 1e12  # its float16 weight
+                print(f"  w4a16 M={M} N={N} K={K} [{tag}] L2 {flush}: {ms:.4f} ms, {tbs:.2f} TB/s ({tbs / 3.35:.0%} of "
+                      f"the H100's 3.35), cuBLAS float16 {ms_torch:.4f} ms ({tbs_torch:.2f} TB/s), {ms_torch / ms:.2f}x "
+                      f"it, rel err {e_:.2e} {'ok' if ok else 'FAIL'}")
+                res.setdefault("w4a16_configs", []).append({"M": M, "config": tag, "flush": flush, "ms": ms,
+                                                            "rel_err": e_, "ok": ok, "tb_per_s": tbs,
+                                                            "cublas_ms": ms_torch, "speedup": ms_torch / ms})
+                if ok and (best[flush] is None or ms < best[flush][0]):
+                    best[flush] = (ms, e_, tag)
         tf = lambda ms: flops / ms / 1e9 if ms else None
-        if best:
-            rows.append((f"w4a16 M={M} N=K={K} [{best[2]}]", best[0], ms_torch, None, tf(best[0]), tf(ms_torch), None,
-                         best[1]))
-        else:
-            rows.append((f"w4a16 M={M} N=K={K} [no config passed]", None, ms_torch, None, None, tf(ms_torch), None,
-                         float("nan")))
+        for flush in flushes:
+            b, ms_torch = best[flush], torch_ms[flush]
+            if b:
+                rows.append((f"w4a16 M={M} N=K={K} L2 {flush} [{b[2]}]", b[0], ms_torch, None, tf(b[0]), tf(ms_torch),
+                             None, b[1]))
+            else:
+                rows.append((f"w4a16 M={M} N=K={K} L2 {flush} [no config passed]", None, ms_torch, None, None,
+                             tf(ms_torch), None, float("nan")))
     if not (a.gemm_only or a.w4a16_only):
         lowp_rows(a, work, rows, res)
     # ---- flash attention

@@ -30,7 +30,8 @@ static const char usage[] =
     "       tlc compile PROGRAM.json --target TARGET [-D NAME=VALUE]... [-o FILE]\n"
     "               [--emit cuda|ptx|cubin|hip|hsaco|meta|ir] [--dump STAGE] [--options JSON]\n"
     "               [--backend auto|cuda|ptx]\n"
-    "       tlc run PROGRAM.json (--interpret | --device cuda[:N] [--target T] [--time N [--flush-l2]]\n"
+    "       tlc run PROGRAM.json (--interpret | --device cuda[:N] [--target T]\n"
+    "               [--time N [--flush-l2[=dirty|clean]]]\n"
     "               [--options JSON] [--backend auto|cuda|ptx])\n"
     "               [-D NAME=VALUE]...\n"
     "               [--arg NAME=VALUE]... [--in NAME=FILE.npy]... [--out NAME=FILE.npy]...\n"
@@ -53,7 +54,11 @@ static const char usage[] =
     "           launches it N more times and prints the mean time per launch; with --flush-l2\n"
     "           each of the N is timed alone, after writing 256 MiB of device memory so that\n"
     "           it finds none of its data in the L2 cache (the cold time of a weight-streaming\n"
-    "           kernel; without it, data that fits the L2 stays there between launches)\n"
+    "           kernel; without it, data that fits the L2 stays there between launches); the\n"
+    "           L2 is then full of written lines, which the launch pays to write back:\n"
+    "           --flush-l2=clean reads the 256 MiB back by a kernel after writing them, so\n"
+    "           that the L2 holds only clean lines, as after another kernel that read its data\n"
+    "           (dirty: the default)\n"
     "targets    list the targets the installed toolchains offer, each with its binary, warp size,\n"
     "           shared memory per block, features and toolchain, then (# not offered) the\n"
     "           known AMD targets the toolchain refuses, and why; the second line says whether\n"
@@ -80,6 +85,7 @@ typedef struct {
   const char *device, *target, *output, *emit, *dump, *options_json, *backend;
   int time_runs; /* run --device --time N: time N launches after one warm-up */
   bool flush_l2;  /* --flush-l2: each timed launch alone, after TL_FLUSH_BYTES written (tlc.c: time_launches) */
+  bool flush_clean; /* --flush-l2=clean: after TL_FLUSH_BYTES read back instead, the L2's lines left clean */
   kv defs[MAX_OPTS], args[MAX_OPTS], ins[MAX_OPTS], outs[MAX_OPTS];
   int ndefs, nargs, nins, nouts;
 } options;
@@ -144,8 +150,11 @@ static int parse_options(int argc, char **argv, options *o) {
     } else if (strcmp(a, "--interpret") == 0) {
       o->interpret = true;
       continue;
-    } else if (strcmp(a, "--flush-l2") == 0) {
+    } else if (strcmp(a, "--flush-l2") == 0 || strcmp(a, "--flush-l2=dirty") == 0) {
       o->flush_l2 = true;
+      continue;
+    } else if (strcmp(a, "--flush-l2=clean") == 0) {
+      o->flush_l2 = o->flush_clean = true;
       continue;
     } else if (strcmp(a, "--time") == 0) {
       if (i + 1 >= argc || atoi(argv[i + 1]) < 1 || atoi(argv[i + 1]) > 100000)
@@ -418,21 +427,86 @@ static void print_warnings(const options *o, const tl_build *b) {
  * printed.  With it, each launch is timed alone between two events, after
  * a write of TL_FLUSH_BYTES (tl_gpu_memset8, queued ahead of it on the
  * same stream and not timed), which evicts whatever the launch before
- * left in the L2: the mean and the least of the N are printed. */
+ * left in the L2: the mean and the least of the N are printed.  The L2
+ * then holds the last of those writes, dirty lines the timed launch
+ * writes back to memory as its reads evict them (on the H100, 10 us of
+ * cuBLAS's 60 us float16 GEMV of 8192^2: bench/README.md).  With
+ * flush_clean a kernel (flush_read_ptx, queued after the write) then
+ * reads the TL_FLUSH_BYTES back, so that the launch finds the L2 full of
+ * clean lines, as after a kernel that read its inputs: the cold time of
+ * a kernel whose data another kernel did not just write.  (A copy to
+ * the host would leave the GPU idle, and the timed launch would then
+ * wait on the host's launch.) */
+static const char flush_read_ptx[] =
+    /* each thread reads 16 bytes at a time, a grid-stride loop over n of them, and stores to q only where
+     * their XOR is a value no memset8 leaves (never): the loads cannot be dropped */
+    ".version 7.0\n"
+    ".target sm_70\n"
+    ".address_size 64\n"
+    ".visible .entry tl_flush_read(.param .u64 p, .param .u64 n, .param .u64 q)\n"
+    "{\n"
+    "  .reg .pred %p<3>;\n"
+    "  .reg .b32 %r<12>;\n"
+    "  .reg .b64 %rd<10>;\n"
+    "  ld.param.u64 %rd1, [p];\n"
+    "  ld.param.u64 %rd2, [n];\n"
+    "  ld.param.u64 %rd3, [q];\n"
+    "  cvta.to.global.u64 %rd1, %rd1;\n"
+    "  cvta.to.global.u64 %rd3, %rd3;\n"
+    "  mov.u32 %r1, %ctaid.x;\n"
+    "  mov.u32 %r2, %ntid.x;\n"
+    "  mov.u32 %r3, %tid.x;\n"
+    "  mov.u32 %r4, %nctaid.x;\n"
+    "  mad.lo.s32 %r5, %r1, %r2, %r3;\n"
+    "  cvt.u64.u32 %rd4, %r5;\n"
+    "  mul.wide.u32 %rd5, %r4, %r2;\n"
+    "  mov.b32 %r6, 0;\n"
+    "  setp.ge.u64 %p1, %rd4, %rd2;\n"
+    "  @%p1 bra DONE;\n"
+    "LOOP:\n"
+    "  shl.b64 %rd6, %rd4, 4;\n"
+    "  add.s64 %rd7, %rd1, %rd6;\n"
+    "  ld.global.v4.u32 {%r7, %r8, %r9, %r10}, [%rd7];\n"
+    "  xor.b32 %r6, %r6, %r7;\n"
+    "  xor.b32 %r6, %r6, %r8;\n"
+    "  xor.b32 %r6, %r6, %r9;\n"
+    "  xor.b32 %r6, %r6, %r10;\n"
+    "  add.s64 %rd4, %rd4, %rd5;\n"
+    "  setp.lt.u64 %p1, %rd4, %rd2;\n"
+    "  @%p1 bra LOOP;\n"
+    "DONE:\n"
+    "  setp.ne.u32 %p2, %r6, 1;\n"
+    "  @%p2 bra END;\n"
+    "  st.global.u32 [%rd3], %r6;\n"
+    "END:\n"
+    "  ret;\n"
+    "}\n";
+
 static tl_status time_launches(const options *o, tl_gpu *h, tl_kernel *k, tl_kernel_arg *kargs, int nargs,
                                const char *target, tl_error *err) {
   tl_gpu_event *t0 = NULL, *t1 = NULL;
   tl_gpu_ptr flush = 0;
   float ms = 0, sum = 0, least = 0;
   tl_status st = TL_OK;
+  tl_gpu_module *rm = NULL;
+  tl_gpu_func *rf = NULL;
   if (o->flush_l2)
     st = tl_gpu_alloc(h, TL_FLUSH_BYTES, &flush, err);
+  if (st == TL_OK && o->flush_clean && tl_gpu_get_api(h) != TL_GPU_CUDA)
+    st = tl_error_set(err, TL_UNSUPPORTED, "--flush-l2=clean: only on CUDA devices (its read kernel is PTX)");
+  if (st == TL_OK && o->flush_clean && (st = tl_gpu_load(h, flush_read_ptx, strlen(flush_read_ptx), &rm, err)) == TL_OK)
+    st = tl_gpu_function(rm, "tl_flush_read", &rf, err);
+  unsigned long long n16 = TL_FLUSH_BYTES / 16;
+  void *rargs[] = {&flush, &n16, &flush};
+  unsigned rgrid[3] = {(unsigned)tl_gpu_device_info(h)->multiprocessors * 4, 1, 1}, rblock[3] = {256, 1, 1};
   if (st == TL_OK && (st = tl_gpu_event_create(h, &t0, err)) == TL_OK)
     st = tl_gpu_event_create(h, &t1, err);
   int runs = o->flush_l2 ? o->time_runs : 1, per = o->flush_l2 ? 1 : o->time_runs;
   for (int r = 0; r < runs && st == TL_OK; r++) {
     if (o->flush_l2)
       st = tl_gpu_memset8(h, flush, (unsigned char)r, TL_FLUSH_BYTES, err);
+    if (st == TL_OK && o->flush_clean)
+      st = tl_gpu_launch(rf, rgrid, rblock, 0, NULL, rargs, err);
     if (st == TL_OK)
       st = tl_gpu_event_record(t0, NULL, err);
     for (int i = 0; i < per && st == TL_OK; i++)
@@ -444,9 +518,10 @@ static tl_status time_launches(const options *o, tl_gpu *h, tl_kernel *k, tl_ker
     }
   }
   if (st == TL_OK && o->flush_l2)
-    printf("time: %.4f ms per launch (mean of %d after one warm-up, each timed alone after %zu MiB written to "
+    printf("time: %.4f ms per launch (mean of %d after one warm-up, each timed alone after %zu MiB written%s to "
            "flush the L2; least %.4f), %s, %s\n",
-           sum / o->time_runs, o->time_runs, TL_FLUSH_BYTES >> 20, least, target, tl_gpu_device_info(h)->name);
+           sum / o->time_runs, o->time_runs, TL_FLUSH_BYTES >> 20, o->flush_clean ? " and read back" : "", least,
+           target, tl_gpu_device_info(h)->name);
   else if (st == TL_OK)
     printf("time: %.4f ms per launch (mean of %d after one warm-up), %s, %s\n", sum / o->time_runs, o->time_runs,
            target, tl_gpu_device_info(h)->name);
@@ -454,6 +529,7 @@ static tl_status time_launches(const options *o, tl_gpu *h, tl_kernel *k, tl_ker
   tl_gpu_event_destroy(t1);
   if (flush)
     tl_gpu_free(h, flush);
+  tl_gpu_unload(rm);
   return st;
 }
 

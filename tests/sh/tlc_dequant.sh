@@ -32,6 +32,18 @@ ir() { "$TLC" compile "$@" --emit ir || fail "--emit ir $*"; }
 [ $rc = 2 ] && grep -qF -- '--flush-l2 goes with --time N' "$tmp/err" || fail "--flush-l2 without --time: exit $rc: $(cat "$tmp/err")"
 "$TLC" run $W --device cuda --flush-l2 >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc = 2 ] && grep -qF -- '--flush-l2 goes with --time N' "$tmp/err" || fail "--flush-l2 without --time: exit $rc: $(cat "$tmp/err")"
+for f in --flush-l2=clean --flush-l2=dirty; do
+  "$TLC" run $W --device cuda $f >/dev/null 2>"$tmp/err"; rc=$?
+  [ $rc = 2 ] && grep -qF -- '--flush-l2 goes with --time N' "$tmp/err" || fail "$f without --time: exit $rc: $(cat "$tmp/err")"
+done
+"$TLC" run $W --device cuda --time 2 --flush-l2=warm >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc = 2 ] && grep -qF -- 'unknown option' "$tmp/err" || fail "--flush-l2=warm: exit $rc: $(cat "$tmp/err")"
+# the clean flush's read kernel is PTX the driver compiles: ptxas takes it, and it reads 16 bytes a thread
+sed -n '/^static const char flush_read_ptx/,/^    "}\\n";/p' compiler/tlc.c | sed -n 's/^ *"\(.*\)\\n"[;]*$/\1/p' >"$tmp/fr.ptx"
+grep -qF 'ld.global.v4.u32' "$tmp/fr.ptx" || fail "the flush's read kernel does not read 16 bytes a thread"
+if [ -n "${PTXAS:-}" ] || PTXAS=$(command -v ptxas || ls /usr/local/cuda/bin/ptxas 2>/dev/null); then
+  "$PTXAS" -arch=sm_90 "$tmp/fr.ptx" -o "$tmp/fr.cubin" 2>"$tmp/err" || fail "ptxas refuses the flush's read kernel: $(cat "$tmp/err")"
+fi
 ptx() { "$TLC" compile "$@" --emit ptx -o "$tmp/k.ptx" 2>/dev/null || fail "--emit ptx $*"; }
 has() { grep -qF -- "$1" "$tmp/k.ptx" || fail "$2: the PTX lacks $1"; }
 
