@@ -45,6 +45,21 @@
 
 enum { MODE_STATIC, MODE_THREAD, MODE_BLOCK, MODE_PAR };
 
+/* A key -> index table (keymap_get / keymap_put): open addressing with
+ * linear probing on mix64 of a uint64 key, each slot the index of a
+ * record in its owner's array.  A slot is live in the table's generation
+ * only, so keymap_clear forgets every key at once. */
+typedef struct kslot {
+  uint64_t key, idx;
+  uint32_t gen;
+} kslot;
+
+typedef struct keymap {
+  kslot *s;
+  uint64_t cap, used; /* slots (a power of two), live ones */
+  uint32_t gen;       /* 0 until first used */
+} keymap;
+
 /* One element's accesses inside the current parallel loop run (gen): the
  * first two distinct writing and reading iterations (-1: none). */
 typedef struct shent {
@@ -54,11 +69,12 @@ typedef struct shent {
 } shent;
 
 typedef struct shadow {
-  shent *e;
-  uint64_t cap;  /* direct: elements; hashed: slots (a power of two) */
+  shent *e;      /* direct: one per element; hashed: the n records of generation used_gen */
+  uint64_t cap;  /* direct: elements; hashed: records allocated */
   bool hashed;
-  uint64_t used; /* hashed: entries of generation used_gen */
+  uint64_t n;
   uint32_t used_gen;
+  keymap km; /* hashed: element -> its record in e */
 } shadow;
 
 /* Cross-block handover (proto/tile-ir-v1.md 9.1): the last plain store
@@ -79,16 +95,16 @@ typedef struct xcnt {
   size_t last_ev;   /* its last atomic update (an index in interp.xev) */
 } xcnt;
 
-typedef struct xent { /* a hash table entry: element lin's records */
+typedef struct xent { /* element lin's records */
   uint64_t lin;
-  bool used;
   xrec r;
   xcnt c;
 } xent;
 
-typedef struct xmap { /* open addressing on the element's linear index */
+typedef struct xmap { /* the n records e, found by the element's linear index through km */
   xent *e;
-  uint64_t cap, used;
+  uint64_t n, cap;
+  keymap km;
 } xmap;
 
 /* An atomic update of a global element by a block, in run order. */
@@ -102,7 +118,6 @@ typedef struct xevent {
  * updates (xev[ev0, ev1)) and its fencing sync_threads in all. */
 typedef struct xblock {
   int64_t blk;
-  bool used;
   size_t ev0, ev1;
   uint32_t fences;
 } xblock;
@@ -186,8 +201,9 @@ typedef struct interp {
   bool xdirty;           /* it wrote a global element or updated one by an atomic */
   xevent *xev;           /* every block's atomic updates of global elements, in run order */
   size_t nxev, capxev, xev0; /* xev0: the running block's first */
-  xblock *xb;            /* the blocks that ran and wrote or updated global elements (by blk) */
-  uint64_t capxb, usedxb;
+  xblock *xb;            /* the blocks that ran and wrote or updated global elements, nxb of them */
+  uint64_t nxb, capxb;
+  keymap xbk;            /* a block's index (blk) -> its record in xb */
   /* scratch */
   void *scr[4];
   size_t scr_cap[4];
@@ -384,29 +400,77 @@ static uint64_t mix64(uint64_t x) {
   return x;
 }
 
+static void keymap_clear(keymap *m) {
+  m->used = 0;
+  if (++m->gen == 0) { /* wrapped: every slot's generation could come back */
+    if (m->s)
+      memset(m->s, 0, m->cap * sizeof *m->s);
+    m->gen = 1;
+  }
+}
+
+static void keymap_free(keymap *m) {
+  free(m->s);
+  memset(m, 0, sizeof *m);
+}
+
+/* The index key maps to, or -1. */
+static int64_t keymap_get(const keymap *m, uint64_t key) {
+  if (!m->cap || !m->gen)
+    return -1;
+  uint64_t mask = m->cap - 1;
+  for (uint64_t h = mix64(key) & mask; m->s[h].gen == m->gen; h = (h + 1) & mask)
+    if (m->s[h].key == key)
+      return (int64_t)m->s[h].idx;
+  return -1;
+}
+
+/* Maps key, which it does not hold, to idx; false when out of memory. */
+static bool keymap_put(keymap *m, uint64_t key, uint64_t idx) {
+  if (!m->gen)
+    m->gen = 1;
+  if ((m->used + 1) * 2 > m->cap) {
+    uint64_t cap = m->cap ? m->cap * 2 : 256;
+    kslot *ns = calloc(cap, sizeof *ns);
+    if (!ns)
+      return false;
+    for (uint64_t i = 0; i < m->cap; i++)
+      if (m->s[i].gen == m->gen) {
+        uint64_t h = mix64(m->s[i].key) & (cap - 1);
+        while (ns[h].gen == m->gen)
+          h = (h + 1) & (cap - 1);
+        ns[h] = m->s[i];
+      }
+    free(m->s);
+    m->s = ns;
+    m->cap = cap;
+  }
+  uint64_t mask = m->cap - 1, h = mix64(key) & mask;
+  while (m->s[h].gen == m->gen)
+    h = (h + 1) & mask;
+  m->s[h] = (kslot){.key = key, .idx = idx, .gen = m->gen};
+  m->used++;
+  return true;
+}
+
+/* Room for one more of an array *p of *cap elements of es bytes, n in use;
+ * false when out of memory. */
+static bool room_for_one(void **p, uint64_t *cap, uint64_t n, size_t es) {
+  if (n < *cap)
+    return true;
+  uint64_t c = *cap ? *cap * 2 : 256;
+  void *np = realloc(*p, c * es);
+  if (!np)
+    return false;
+  *p = np;
+  *cap = c;
+  return true;
+}
+
 static void shent_init(shent *e, uint64_t key, uint32_t gen) {
   e->key = key;
   e->gen = gen;
   e->w1 = e->w2 = e->r1 = e->r2 = -1;
-}
-
-static bool shadow_grow(shadow *sh, uint32_t gen) {
-  uint64_t cap = sh->cap ? sh->cap * 2 : 1024;
-  shent *ne = calloc(cap, sizeof *ne);
-  if (!ne)
-    return false;
-  for (uint64_t i = 0; i < sh->cap; i++) {
-    if (sh->e[i].gen != gen)
-      continue;
-    uint64_t h = mix64(sh->e[i].key) & (cap - 1);
-    while (ne[h].gen == gen)
-      h = (h + 1) & (cap - 1);
-    ne[h] = sh->e[i];
-  }
-  free(sh->e);
-  sh->e = ne;
-  sh->cap = cap;
-  return true;
 }
 
 /* The entry of element lin for the current parallel run, or NULL on OOM. */
@@ -428,24 +492,23 @@ static shent *shadow_get(interp *I, shadow *sh, int64_t nelem, uint64_t lin) {
     return e;
   }
   if (sh->used_gen != g) {
-    sh->used = 0;
+    keymap_clear(&sh->km);
+    sh->n = 0;
     sh->used_gen = g;
   }
-  if ((sh->used + 1) * 2 > sh->cap && !shadow_grow(sh, g))
-    return NULL;
-  uint64_t mask = sh->cap - 1, h = mix64(lin) & mask;
-  while (sh->e[h].gen == g && sh->e[h].key != lin)
-    h = (h + 1) & mask;
-  shent *e = &sh->e[h];
-  if (e->gen != g) {
-    shent_init(e, lin, g);
-    sh->used++;
+  int64_t i = keymap_get(&sh->km, lin);
+  if (i < 0) {
+    if (!room_for_one((void **)&sh->e, &sh->cap, sh->n, sizeof *sh->e) || !keymap_put(&sh->km, lin, sh->n))
+      return NULL;
+    i = (int64_t)sh->n++;
+    shent_init(&sh->e[i], lin, g);
   }
-  return e;
+  return &sh->e[i];
 }
 
 static void shadow_free(shadow *sh) {
   free(sh->e);
+  keymap_free(&sh->km);
   memset(sh, 0, sizeof *sh);
 }
 
@@ -520,36 +583,23 @@ static tl_status par_mark(interp *I, const loc *L, const unsigned char *bytes, c
  * statement of the kernel writes are tracked, so reading the inputs costs
  * one test per element. */
 static xent *xget(xmap *m, uint64_t lin, bool *oom) {
-  if ((m->used + 1) * 2 > m->cap) {
-    uint64_t cap = m->cap ? m->cap * 2 : 256;
-    xent *ne = calloc(cap, sizeof *ne);
-    if (!ne) {
-      *oom = true;
-      return NULL;
-    }
-    for (uint64_t i = 0; i < m->cap; i++)
-      if (m->e[i].used) {
-        uint64_t h = mix64(m->e[i].lin) & (cap - 1);
-        while (ne[h].used)
-          h = (h + 1) & (cap - 1);
-        ne[h] = m->e[i];
-      }
-    free(m->e);
-    m->e = ne;
-    m->cap = cap;
+  int64_t i = keymap_get(&m->km, lin);
+  if (i >= 0)
+    return &m->e[i];
+  if (!room_for_one((void **)&m->e, &m->cap, m->n, sizeof *m->e) || !keymap_put(&m->km, lin, m->n)) {
+    *oom = true;
+    return NULL;
   }
-  uint64_t mask = m->cap - 1, h = mix64(lin) & mask;
-  while (m->e[h].used && m->e[h].lin != lin)
-    h = (h + 1) & mask;
-  xent *x = &m->e[h];
-  if (!x->used) {
-    memset(x, 0, sizeof *x);
-    x->used = true;
-    x->lin = lin;
-    x->c.upd = x->c.resetter = -1;
-    m->used++;
-  }
+  xent *x = &m->e[m->n++];
+  memset(x, 0, sizeof *x);
+  x->lin = lin;
+  x->c.upd = x->c.resetter = -1;
   return x;
+}
+
+static void xmap_free(xmap *m) {
+  free(m->e);
+  keymap_free(&m->km);
 }
 
 /* Element lin's records in tensor ti (NULL: out of memory). */
@@ -565,39 +615,18 @@ static xrec *xrec_of(tinfo *ti, uint64_t lin) {
 }
 
 static const xblock *xblock_of(const interp *I, int64_t blk) {
-  if (!I->capxb)
-    return NULL;
-  uint64_t mask = I->capxb - 1, h = mix64((uint64_t)blk) & mask;
-  while (I->xb[h].used && I->xb[h].blk != blk)
-    h = (h + 1) & mask;
-  return I->xb[h].used ? &I->xb[h] : NULL;
+  int64_t i = keymap_get(&I->xbk, (uint64_t)blk);
+  return i < 0 ? NULL : &I->xb[i];
 }
 
 /* At a block's end: keep its record if it accessed a tracked element. */
 static tl_status xblock_end(interp *I) {
   if (!I->xdirty)
     return TL_OK;
-  if ((I->usedxb + 1) * 2 > I->capxb) {
-    uint64_t cap = I->capxb ? I->capxb * 2 : 256;
-    xblock *nb = calloc(cap, sizeof *nb);
-    if (!nb)
-      return nomem(I);
-    for (uint64_t i = 0; i < I->capxb; i++)
-      if (I->xb[i].used) {
-        uint64_t h = mix64((uint64_t)I->xb[i].blk) & (cap - 1);
-        while (nb[h].used)
-          h = (h + 1) & (cap - 1);
-        nb[h] = I->xb[i];
-      }
-    free(I->xb);
-    I->xb = nb;
-    I->capxb = cap;
-  }
-  uint64_t mask = I->capxb - 1, h = mix64((uint64_t)I->blk) & mask;
-  while (I->xb[h].used)
-    h = (h + 1) & mask;
-  I->xb[h] = (xblock){.blk = I->blk, .used = true, .ev0 = I->xev0, .ev1 = I->nxev, .fences = I->xfence};
-  I->usedxb++;
+  if (!room_for_one((void **)&I->xb, &I->capxb, I->nxb, sizeof *I->xb) ||
+      !keymap_put(&I->xbk, (uint64_t)I->blk, I->nxb))
+    return nomem(I);
+  I->xb[I->nxb++] = (xblock){.blk = I->blk, .ev0 = I->xev0, .ev1 = I->nxev, .fences = I->xfence};
   return TL_OK;
 }
 
@@ -2405,12 +2434,13 @@ static void interp_free(interp *I) {
     for (int p = 0; p < prog->nparams + prog->nviews; p++) {
       shadow_free(&I->tens[p].sh);
       free(I->tens[p].xr);
-      free(I->tens[p].xm.e);
-      free(I->tens[p].xc.e);
+      xmap_free(&I->tens[p].xm);
+      xmap_free(&I->tens[p].xc);
       free(I->tens[p].own);
     }
   free(I->xev);
   free(I->xb);
+  keymap_free(&I->xbk);
   if (I->bufs)
     for (int b = 0; b < prog->nbuffer_slots; b++) {
       if (!prog->buffer_syms[b] || !prog->buffer_syms[b]->view_of) /* a view's is its buffer's */
