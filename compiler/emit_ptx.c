@@ -892,6 +892,22 @@ static const char **decode(P *p, const char *e, const int64_t *ext, int n) {
   return v;
 }
 
+/* Element *e = b + r of a thread's run of fragment elements (b: a 32-bit
+ * register), and the label to place after the work on it, which a thread
+ * whose element is past total branches to; -1 (no branch) where the runs
+ * cover every element (covers). */
+static int run_elem(P *p, const char *b, int64_t r, int64_t total, bool covers, const char **e) {
+  *e = nr(p, CR);
+  ins(p, "add.s32 %s, %s, %" PRId64, *e, b, r);
+  if (covers)
+    return -1;
+  const char *g = nr(p, CP);
+  int skip = new_label(p);
+  ins(p, "setp.ge.s32 %s, %s, %" PRId64, g, *e, total);
+  ins(p, "@%s bra L%d", g, skip);
+  return skip;
+}
+
 /* The indices over extents ext of e = b + r, where b is a multiple of P
  * (a 32-bit register, bq its indices) and 0 <= r < P: from the innermost
  * dimension out, with S the product of the extents passed, a dimension
@@ -1113,15 +1129,8 @@ static void for_elements(P *p, const tl_sym *owner, const int64_t *ext, int n, v
     const char **bq = decode(p, b, ext, n);
     for (int64_t r = 0; r < owner->per_thread && !p->failed; r++) {
       p->r = r;
-      const char *e = nr(p, CR);
-      ins(p, "add.s32 %s, %s, %" PRId64, e, b, r);
-      int skip = -1;
-      if (!covers) {
-        const char *g = nr(p, CP);
-        skip = new_label(p);
-        ins(p, "setp.ge.s32 %s, %s, %" PRId64, g, e, total);
-        ins(p, "@%s bra L%d", g, skip);
-      }
+      const char *e;
+      int skip = run_elem(p, b, r, total, covers, &e);
       visit(p, what, e, decode_from(p, e, bq, owner->per_thread, r, ext, n));
       if (skip >= 0)
         ins(p, "L%d:", skip);
@@ -1402,15 +1411,8 @@ static void op_copy_vec(P *p, const tl_stmt *s, int64_t v, const int64_t *ext, i
   ins(p, "mul.lo.s32 %s, %s, %" PRId64, b, p->tid, f->per_thread);
   const char **bq = decode(p, b, ext, n);
   for (int64_t r = 0; r < f->per_thread && !p->failed; r += v) {
-    const char *e = nr(p, CR);
-    ins(p, "add.s32 %s, %s, %" PRId64, e, b, r);
-    int skip = -1;
-    if (!covers) {
-      const char *g = nr(p, CP);
-      skip = new_label(p);
-      ins(p, "setp.ge.s32 %s, %s, %" PRId64, g, e, total);
-      ins(p, "@%s bra L%d", g, skip);
-    }
+    const char *e;
+    int skip = run_elem(p, b, r, total, covers, &e);
     const char **idx = region_idx(p, s->dst, decode_from(p, e, bq, f->per_thread, r, ext, n));
     const char *x[16], *w[4];
     for (int64_t k = 0; k < v; k++)
