@@ -653,9 +653,10 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
               "other gemm on wgmma, waited for (wait_group 0) where the body first needs it]", (long long)s->C->mma_mi,
               (long long)s->C->dims[1], ks);
     else if (s->use_wgmma && (d->lowered & TL_RAN_PIPELINE))
-      fprintf(f, " [%lld x m64n%lld per warpgroup and k%d step, wait_group %d%s]", (long long)s->C->mma_mi,
+      fprintf(f, " [%lld x m64n%lld per warpgroup and k%d step, wait_group %d%s%s]", (long long)s->C->mma_mi,
               (long long)s->C->dims[1], ks, s->wg_pending,
-              s->wg_pending ? ": the next K tile's group is issued while this one runs" : "");
+              s->wg_pending ? ": the next K tile's group is issued while this one runs"
+                            : s->pend_why ? ": not left in flight: " : "", s->wg_pending || !s->pend_why ? "" : s->pend_why);
     if (s->use_wgmma && (s->A->rotates || s->B->rotates))
       fprintf(f, " [%s rotates: 2 copies, the next iteration writes the other]", s->A->rotates ? s->A->name : s->B->name);
     else if (s->use_wgmma)

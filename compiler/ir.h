@@ -597,6 +597,8 @@ struct tl_stmt {
   int wg_pending;      /* after pass_pipeline, a gemm on wgmma: the wgmma groups left in flight
                           when it ends (the N of its wgmma.wait_group; pass_pipeline.c says when
                           N > 0 is safe) */
+  const char *pend_why; /* after pass_pipeline, a gemm on wgmma in a pipelined loop that waits for 0
+                          though it might leave its group in flight: why (NULL otherwise) */
   bool wg_drain;       /* after pass_pipeline: a pipelined loop whose gemm leaves groups in flight;
                           they are waited for (wgmma.wait_group 0) as the loop ends */
   int wg_lag;          /* after pass_pipeline, a pipe loop with wg_drain: 0, or its gemm clears C

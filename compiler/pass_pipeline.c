@@ -193,7 +193,7 @@ static bool used_outside(const tl_body *b, const tl_stmt *loop, const tl_sym *bu
  * rotates (below), or A is a register fragment (a_regs: the emitter keeps
  * the registers the pending group reads apart from those the loop computes
  * A in, and rewrites them only after waiting for that group: emit_cuda.c's
- * held_a).  The
+ * held_a), and its wgmma is at least A_REGS_PENDING_N wide (below).  The
  * loop then waits for the last group as it ends (wg_drain: wait_group 0,
  * before the barrier that follows every pipelined loop), so whatever
  * comes after it (the epilogue reading C) sees finished accumulators.
@@ -213,7 +213,21 @@ static bool used_outside(const tl_body *b, const tl_stmt *loop, const tl_sym *bu
  * program asks, with one stage more (S = num_stages + 1) for the pending
  * group, or, where shared memory is short of that stage, one iteration
  * less ahead; with no room for d >= 1 the gemm waits for 0 (N = 0, d = S - 1).
+ *
+ * A pending gemm with A in registers pays for it in every iteration: held_a
+ * copies each A register once more (a selp each) and keeps a second set of
+ * them live, twice the registers of A.  What it buys is the tensor cores'
+ * time for the group (an m64nNk16 step takes N/2 cycles of an SM's tensor
+ * cores) running under the next iteration's work, mostly computing the
+ * next A (a dequantized weight fragment: about 4 instructions a register,
+ * so 16 a step).  Where N is narrow the group is short and the copies cost
+ * more than the overlap hides, so a gemm with A in registers and C narrower
+ * than A_REGS_PENDING_N columns waits for 0.  Measured on an H100
+ * (bench/README.md, "W4A16: no pending group"): C of 8, 16 and 64 columns
+ * (the small-M W4A16 programs) ran 12-22% faster waiting for 0; 256 columns
+ * (gemm_w4a16_t.json at M = 4096) 17% slower.
  * ---------------------------------------------------------------------------------------- */
+enum { A_REGS_PENDING_N = 128 };
 /* ---- rotating buffers -----------------------------------------------------------------
  * A gemm operand that the loop computes rather than copies -- a float16
  * tile dequantized from packed weights by a parallel loop before the gemm
@@ -342,6 +356,11 @@ static tl_stmt *async_gemm(const tl_stmt *loop) {
       g = b->items[i];
   if (n != 1 || !g || g->clear_accum)
     return NULL;
+  if (g->a_regs && g->C->dims[1] < A_REGS_PENDING_N) {
+    g->pend_why = "A in registers and C narrower than 128 columns: the copies that would keep A for a pending "
+                  "group cost more than the overlap hides (pass_pipeline.c)";
+    return NULL;
+  }
   bool a = g->A->rotates || g->a_regs, bb = g->B->rotates;
   for (int i = 0; i < b->n; i++) {
     const tl_stmt *c = b->items[i];

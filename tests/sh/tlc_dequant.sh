@@ -81,6 +81,12 @@ out=$(ir examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=1 -D block_M=8)
 printf '%s\n' "$out" | grep -qF "[2 at a time: each thread's pairs of its register fragment" || fail "splitk_t: not in pairs of the fragment"
 printf '%s\n' "$out" | grep 'gemm B_frag x A_shared' | grep -qF 'wgmma m64nNk16' || fail "splitk_t: the gemm is not on wgmma"
 printf '%s\n' "$out" | grep 'gemm B_frag x A_shared' | grep -qF 'A in registers' || fail "splitk_t: wgmma's A is not in registers"
+# a narrow C (8 columns): the group is not left in flight, so A needs no held copies (pass_pipeline.c's
+# A_REGS_PENDING_N); a C of 128 columns (gemm_w4a16_t.json below) keeps them
+printf '%s\n' "$out" | grep 'gemm B_frag x A_shared' | grep -qF 'wait_group 0: not left in flight: A in registers and C narrower than 128 columns' ||
+  fail "splitk_t: a narrow gemm with A in registers does not say why it waits for 0"
+"$TLC" compile examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=1 -D block_M=8 --emit cuda | grep -q 'tl_held_' &&
+  fail "splitk_t: a gemm waiting for 0 keeps held copies of A"
 # a 4-bit pair is one byte of its word: tl_sb2h2's prmt selects the thread's byte ((j % 8) / 2), no shift
 src=$("$TLC" compile examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=1 -D block_M=8 --emit cuda) || fail "splitk_t: --emit cuda"
 printf '%s\n' "$src" | grep -qF 'tl_sb2h2(tl_x0 ^ 0x00000000u, 0x4040u + (unsigned)(tl_jt % 8 / 2) * 0x0101u,' ||
