@@ -854,16 +854,24 @@ static bool owner_covers(const E *e, const tl_sym *s, int64_t total) {
 }
 
 /* Opens the loop in which thread tl_tid takes elements tl_e = tl_tid,
- * tl_tid + T, ... below total (int).  Where T divides total it counts the
- * thread's total / T elements from 0, so that the toolchain sees a constant
- * trip count (every thread that runs the program's statements has tl_tid
- * below T: a producer warpgroup's threads return before them). */
+ * tl_tid + T, ... below total (int).  It counts the thread's elements from
+ * 0, so that the toolchain sees a constant trip count, total / T whole
+ * rounds and, where T does not divide total, one more that only the threads
+ * below total % T take (every thread that runs the program's statements has
+ * tl_tid below T: a producer warpgroup's threads return before them).  So
+ * the whole rounds need no test, and an unrolled loop issues all of a
+ * thread's loads before its stores: a block's copy of a few elements a
+ * thread (the scales of W4A16's K runs) waits for global memory once, not
+ * once for every few elements. */
 static void coop_for(E *e, int64_t total) {
-  if (total % e->T == 0)
-    line(e, "for (int tl_ci = 0; tl_ci < %" PRId64 "; tl_ci++) { const int tl_e = tl_tid + tl_ci * %" PRId64 ";",
-         total / e->T, e->T);
-  else
+  int64_t q = total / e->T, r = total % e->T;
+  if (!r)
+    line(e, "for (int tl_ci = 0; tl_ci < %" PRId64 "; tl_ci++) { const int tl_e = tl_tid + tl_ci * %" PRId64 ";", q, e->T);
+  else if (!q) /* (as a loop: an `if` let ptxas hoist the loads of gemm_fp8_blockscaled.json's scales above its mma loop */
     line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", total, e->T);
+  else
+    line(e, "for (int tl_ci = 0; tl_ci < %" PRId64 "; tl_ci++) if (tl_ci < %" PRId64 " || tl_tid < %" PRId64 ") { "
+            "const int tl_e = tl_tid + tl_ci * %" PRId64 ";", q + 1, q, r, e->T);
 }
 
 static void open_loop(E *e, const tl_sym *owner, int64_t total) {

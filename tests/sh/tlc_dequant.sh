@@ -76,6 +76,11 @@ awk '/first copies of the pipelined loop below/ {p = NR} /s_S_block\[/ && !s {s 
   fail "examples/gemm.json: a prologue moved with no load ahead of its loop"
 # each thread's share of a cooperative loop counted from 0 (a constant trip count)
 grep -qF 'for (int tl_ci = 0; tl_ci < ' "$tmp/sk.cu" || fail "$SK: no cooperative loop counts its trips from 0"
+# where the threads do not divide the elements too (64 rows of 23 groups of scales, 128 threads): 11 whole
+# rounds and a 12th for the threads below 64, so the unrolled copy issues its loads together
+"$TLC" compile examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=1 -D N=8192 -D K=8192 -D block_M=8 -D block_K=128 \
+  -D split_k=3 --emit cuda | grep -qF 'for (int tl_ci = 0; tl_ci < 12; tl_ci++) if (tl_ci < 11 || tl_tid < 64) { const int tl_e = tl_tid + tl_ci * 128;' ||
+  fail "splitk_t: the copy of 1472 scales by 128 threads does not count 11 whole rounds and a part"
 # C^T: the dequantized tile is wgmma's first operand, straight from the registers that dequantize it
 out=$(ir examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=1 -D block_M=8)
 printf '%s\n' "$out" | grep -qF "[2 at a time: each thread's pairs of its register fragment" || fail "splitk_t: not in pairs of the fragment"
