@@ -1508,13 +1508,28 @@ static void pin_regs(E *e, const tl_sym *C) {
  * on; wider rows are panels of 64 columns (128-byte mode), step k in panel
  * k / 4 (pass_place.c's choose_wgmma describes the storage).  Counted in
  * bytes, the same holds for 8-bit operands and their k32 steps. */
+static const char *kmajor_off(E *e, const tl_sym *X, const char *row0, const char *k) {
+  int64_t Kb = X->dims[1] * (int64_t)tl_dtype_size(X->dtype), W = Kb < 128 ? Kb : 128;
+  return Kb > 128 ? S("(unsigned)(%s) / 4u * %" PRId64 "u + (%s) * 128u + (unsigned)(%s) %% 4u * 32u", k, X->dims[0] * 128, row0, k)
+                  : S("(%s) * %" PRId64 "u + (unsigned)(%s) * 32u", row0, W, k);
+}
+
 static const char *kmajor_desc(E *e, const tl_sym *X, const char *base, const char *row0, const char *k) {
   int64_t Kb = X->dims[1] * (int64_t)tl_dtype_size(X->dtype), W = Kb < 128 ? Kb : 128;
   int64_t mode = W == 128 ? 1 : W == 64 ? 2 : 3;
-  const char *addr = Kb > 128 ? S("%s + (unsigned)(%s) / 4u * %" PRId64 "u + (%s) * 128u + (unsigned)(%s) %% 4u * 32u", base, k,
-                                 X->dims[0] * 128, row0, k)
-                             : S("%s + (%s) * %" PRId64 "u + (unsigned)(%s) * 32u", base, row0, W, k);
-  return S("tl_wgdesc(%s, 16u, %" PRId64 "u, %" PRId64 "u)", addr, 8 * W, mode);
+  return S("tl_wgdesc(%s + %s, 16u, %" PRId64 "u, %" PRId64 "u)", base, kmajor_off(e, X, row0, k), 8 * W, mode);
+}
+
+/* The descriptor at byte offset `off` (an unsigned C expression, a multiple
+ * of 16) from the one `d` names: the start address is the descriptor's low
+ * 14 bits, the address / 16, and a shared address with its offset stays
+ * below 2^18 (the most shared memory a block has is 228 KB), so adding
+ * off / 16 to the whole descriptor sets the same bits tl_wgdesc would from
+ * the address plus off, carrying into no other field.  The k steps' and the
+ * row blocks' descriptors of a wgmma gemm are so one add each (at compile
+ * time mostly constant offsets), not the masks and shifts of tl_wgdesc. */
+static const char *desc_plus(E *e, const char *d, const char *off) {
+  return S("%s + (unsigned long long)((%s) >> 4)", d, off);
 }
 
 /* gemm on wgmma (sm_90a; pass_place.c's choose_wgmma says when): per k16
@@ -1641,14 +1656,19 @@ static void wgmma_issue(E *e, const tl_stmt *s) {
     }
   }
   pin_regs(e, C);
+  /* the descriptors of k step 0 (and A's rows of this warpgroup); the others are offsets from them (desc_plus) */
+  line(e, "const unsigned long long tl_db0 = %s;", s->trans_b ? kmajor_desc(e, B, "tl_sb", "0u", "0")
+                                                                : S("tl_wgdesc(tl_sb, %" PRId64 "u, 1024u, 1u)", B->dims[0] * 128));
+  if (!s->a_regs)
+    line(e, "const unsigned long long tl_da0 = %s;", kmajor_desc(e, A, "tl_sa", "tl_wr", "0"));
   line(e, "asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
   line(e, "#pragma unroll");
   line(e, "for (int tl_k = 0; tl_k < %" PRId64 "; tl_k++) {", K / kstep);
   e->indent++;
   if (s->trans_b)
-    line(e, "const unsigned long long tl_db = %s;", kmajor_desc(e, B, "tl_sb", "0u", "tl_k"));
+    line(e, "const unsigned long long tl_db = %s;", desc_plus(e, "tl_db0", kmajor_off(e, B, "0u", "tl_k")));
   else
-    line(e, "const unsigned long long tl_db = tl_wgdesc(tl_sb + tl_k * 2048u, %" PRId64 "u, 1024u, 1u);", B->dims[0] * 128);
+    line(e, "const unsigned long long tl_db = %s;", desc_plus(e, "tl_db0", "tl_k * 2048u"));
   /* the operands after scale-d: 16-bit: scale A, scale B, transpose A (not with A from registers), transpose
    * B; float8: the scales */
   const char *tail = tl_ptx_wgmma_tail(e->a, es, ints, s->a_regs, s->trans_b);
@@ -1669,7 +1689,7 @@ static void wgmma_issue(E *e, const tl_stmt *s) {
            nacc + 5, tl_ptx_wgmma(e->a, N, kstep, cty, ty, regs, ar, S("%%%" PRId64, nacc + 4), "p", tail), outs,
            s->clear_accum || folded(e, s) ? "tl_k" : "1");
     } else {
-      line(e, "const unsigned long long tl_da = %s;", kmajor_desc(e, A, "tl_sa", S("tl_wr + %" PRId64 "u", i * NW * 16), "tl_k"));
+      line(e, "const unsigned long long tl_da = %s;", desc_plus(e, "tl_da0", kmajor_off(e, A, S("%" PRId64 "u", i * NW * 16), "tl_k")));
       line(e, "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%" PRId64 ", 0;\\n%s;\\n}\" : %s : \"l\"(tl_da), "
               "\"l\"(tl_db), \"r\"(%s) : \"memory\");",
            nacc + 2, tl_ptx_wgmma(e->a, N, kstep, cty, ty, regs, S("%%%" PRId64, nacc), S("%%%" PRId64, nacc + 1), "p", tail),

@@ -304,12 +304,14 @@ extern "C" __global__ void __launch_bounds__(256, 4) gemm_small(unsigned short *
           const unsigned tl_sa = tl_smem_addr(s_A_shared), tl_sb = tl_smem_addr(s_B_shared), tl_wr = (unsigned)tl_tid / 128u * 64u;
           #pragma unroll
           for (int tl_r = 0; tl_r < 32; tl_r++) asm volatile("" : "+f"(r_C_local[tl_r]) :: "memory");
+          const unsigned long long tl_db0 = tl_wgdesc(tl_sb, 4096u, 1024u, 1u);
+          const unsigned long long tl_da0 = tl_wgdesc(tl_sa + (tl_wr) * 64u + (unsigned)(0) * 32u, 16u, 512u, 2u);
           asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
           #pragma unroll
           for (int tl_k = 0; tl_k < 2; tl_k++) {
-            const unsigned long long tl_db = tl_wgdesc(tl_sb + tl_k * 2048u, 4096u, 1024u, 1u);
+            const unsigned long long tl_db = tl_db0 + (unsigned long long)((tl_k * 2048u) >> 4);
             {
-              const unsigned long long tl_da = tl_wgdesc(tl_sa + (tl_wr + 0u) * 64u + (unsigned)(tl_k) * 32u, 16u, 512u, 2u);
+              const unsigned long long tl_da = tl_da0 + (unsigned long long)(((0u) * 64u + (unsigned)(tl_k) * 32u) >> 4);
               asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 1;\n}" : "+f"(r_C_local[0]), "+f"(r_C_local[1]), "+f"(r_C_local[2]), "+f"(r_C_local[3]), "+f"(r_C_local[4]), "+f"(r_C_local[5]), "+f"(r_C_local[6]), "+f"(r_C_local[7]), "+f"(r_C_local[8]), "+f"(r_C_local[9]), "+f"(r_C_local[10]), "+f"(r_C_local[11]), "+f"(r_C_local[12]), "+f"(r_C_local[13]), "+f"(r_C_local[14]), "+f"(r_C_local[15]), "+f"(r_C_local[16]), "+f"(r_C_local[17]), "+f"(r_C_local[18]), "+f"(r_C_local[19]), "+f"(r_C_local[20]), "+f"(r_C_local[21]), "+f"(r_C_local[22]), "+f"(r_C_local[23]), "+f"(r_C_local[24]), "+f"(r_C_local[25]), "+f"(r_C_local[26]), "+f"(r_C_local[27]), "+f"(r_C_local[28]), "+f"(r_C_local[29]), "+f"(r_C_local[30]), "+f"(r_C_local[31]) : "l"(tl_da), "l"(tl_db), "r"(1) : "memory");
             }
           }
