@@ -482,53 +482,41 @@ RUN_TIMEOUT = float(os.environ.get("TL_RUN_TIMEOUT", 120))  # seconds for one `t
 
 def W4A16_CONFIGS(M):
     """(program, tile choices) tried at M: up to M = 64
-    examples/gemm_w4a16.json as written and with the earlier choices, then
-    examples/gemm_w4a16_narrow.json (N tiles of 64, 32 or 16: 128 to 512
-    blocks for N = 8192; the block's scales copied once; K tiles of 128 or
-    256) with 16 rows on mma.sync up to M = 16 and 64 rows on wgmma,
-    examples/gemm_w4a16_splitk.json (the narrow program with K split in 4
-    to 16 runs, then a kernel adding the runs' float32 sums) and
-    examples/gemm_w4a16_splitk_t.json (the same computing C^T: the
-    dequantized weights wgmma's 64-row operand from registers, the
-    activations 8 to 64 columns), and both in one kernel (_last.json: the
-    last block of each tile adds the runs' sums); for large M (over 64) only
+    examples/gemm_w4a16.json as written, examples/gemm_w4a16_narrow.json
+    (N tiles of 64: 128 blocks for N = 8192; the block's scales copied
+    once) with 64 rows on wgmma, examples/gemm_w4a16_splitk.json (the
+    narrow program with K split in 4 or 8 runs, then a kernel adding the
+    runs' float32 sums) and examples/gemm_w4a16_splitk_t.json (the same
+    computing C^T: the dequantized weights wgmma's 64-row operand from
+    registers, the activations 8 to 64 columns), also in one kernel
+    (_last.json: the last block of each tile adds the runs' sums); for large M (over 64) only
     examples/gemm_w4a16_t_gn.json and gemm_w4a16_t.json (Machete's form)
     with 128 x 256 tiles on two warpgroups (gemm_w4a16.json's and the narrow
     program's tiles were slower there: bench/README.md)."""
     W, NW = "examples/gemm_w4a16.json", "examples/gemm_w4a16_narrow.json"
     SK, ST = "examples/gemm_w4a16_splitk.json", "examples/gemm_w4a16_splitk_t.json"
-    # the same in one kernel, the last block of each tile adding the runs' sums
-    SKL, STL = "examples/gemm_w4a16_splitk_last.json", "examples/gemm_w4a16_splitk_t_last.json"
-    cfgs = [(W, {}), (W, {"block_K": 128})]
-    if M > 64:
-        cfgs += [(W, {"block_M": 64, "threads": 128}), (W, {"block_N": 256, "num_stages": 3}),
-                 (W, {"num_stages": 3}), (W, {"num_stages": 4}), (W, {"block_N": 256, "num_stages": 4}),
-                 (W, {"block_K": 32, "num_stages": 3}), (W, {"block_K": 32, "num_stages": 4}),
-                 # 256 rows: each dequantized tile serves twice the rows (half the dequantizing per FLOP)
-                 (W, {"block_M": 256, "threads": 256}), (W, {"block_M": 256, "threads": 256, "block_K": 32, "num_stages": 3})]
-    # small M: only the rows that were within 10% of the best in session 8's run (the others, e.g. the narrow
-    # program's 16- and 32-row N tiles, are in bench/gpu-bench-2026-11-25-h100-s8-w4a16.log), and one each of
-    # the split programs in one kernel (SKL, STL: correct, 3-20% slower than the two kernels on the H100,
-    # bench/gpu-w4a16-2026-11-25-h100-w9small-r2.log); --w4a16-config times the others
-    if M <= 16:
-        cfgs += [(NW, {})]
-        # split along K; wider N tiles: each warp's A fragments serve more columns of weights
-        cfgs += [(SK, {"block_N": 128, "block_K": 64, "num_stages": 4, "split_k": 8}),
-                 (SK, {"block_N": 128, "block_K": 64, "num_stages": 3, "split_k": 8}),  # 6 blocks per SM fit
-                 (SKL, {"block_N": 128, "block_K": 64, "num_stages": 3, "split_k": 8})]
+    STL = "examples/gemm_w4a16_splitk_t_last.json"  # in one kernel, the last block of each tile adding the runs' sums
+    # small M: the programs without a split (gemm_w4a16.json 0.6-0.8x cuBLAS, the narrow program 1.1-1.5x in
+    # session 11's run, bench/gpu-bench-2026-11-25-h100-s11-w4a16.log) once each, the split ones (split along K,
+    # wider N tiles: each warp's A fragments serve more columns of weights), then C^T with K tiles of 128 (one
+    # scale group a tile) in 3 or 4 runs, its group no longer left in flight (C narrower than 128 columns:
+    # pass_pipeline.c), the best in session 12's sweep (bench/README.md, "W4A16: no pending group"), and in one
+    # kernel (_last.json); --w4a16-config times the others
     if M <= 64:
-        cfgs += [(NW, {"block_M": 64}), (NW, {"block_M": 64, "block_K": 256, "num_stages": 3})]
-        if M > 16:
+        cfgs = [(W, {}), (NW, {"block_M": 64})]
+        if M <= 16:
+            cfgs += [(SK, {"block_N": 128, "block_K": 64, "num_stages": 4, "split_k": 8})]
+        else:
             cfgs += [(SK, {"block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 4, "split_k": 4})]
         # C^T: the activations' columns rounded up to 8, 16, 32 or 64
         bm = {"block_M": next(b for b in (8, 16, 32, 64) if b >= M)}
-        cfgs += [(ST, dict(bm, block_K=64, num_stages=4, split_k=8))]
-        if M <= 16:  # runs of 4 and 3: 512 and 384 blocks, one round of the persistent blocks each (session 11's
-            # H100 run: 2-6% faster than 8 runs, 1024 blocks in two rounds; bench/README.md)
-            cfgs += [(ST, dict(bm, block_K=64, num_stages=4, split_k=4)), (ST, dict(bm, block_K=128, num_stages=4, split_k=3))]
-        if M > 16:  # 4 runs; 128 rows of weights per block: half the activation tiles' reads per weight
-            cfgs += [(ST, dict(bm, block_K=64, num_stages=3, split_k=4)), (STL, dict(bm, block_K=64, num_stages=3, split_k=4)),
-                     (ST, dict(bm, block_N=128, threads=256, block_K=64, num_stages=3, split_k=4))]
+        # the adding kernel's tiles: 16 rows (512 blocks for N = 8192, not 128) of 16 or 64 columns (3-5% faster)
+        red = {"red_N": 16} if M <= 16 else {"red_N": 16, "red_M": 64}
+        cfgs += [(ST, dict(bm, block_K=64, num_stages=4, split_k=8)),
+                 (ST, dict(bm, block_K=128, num_stages=4, split_k=4, **red)), (ST, dict(bm, block_K=128, num_stages=4, split_k=3, **red)),
+                 (STL, dict(bm, block_K=128, num_stages=4, split_k=4)), (STL, dict(bm, block_K=128, num_stages=4, split_k=3))]
+        if M > 16:
+            cfgs += [(ST, dict(bm, block_K=128, num_stages=3, split_k=3, **red))]
     else:  # large M: C^T with the dequantized weights wgmma's A from registers (Machete's form), 128 rows of
         # weights by 256 columns of activations on two warpgroups; first with the scales one row per group
         # (Machete's layout: every copy a bulk tensor copy, no block barrier in the loop), then as gemm_w4a16_t
