@@ -42,8 +42,10 @@ src=$("$TLC" compile bench/programs/gemm_raster.json -D k_group=1 --target sm_90
   fail "tlc compile gemm.json sm_90a --emit cuda"
 for want in "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" "wgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 1;" \
             "wgmma.wait_group.sync.aligned 0;" "wgmma.fence.sync.aligned;" \
-            "tl_wgdesc(tl_sa + (tl_wr + 64u) * 64u + (unsigned)(tl_k) * 32u, 16u, 512u, 2u)" \
-            "tl_wgdesc(tl_sb + tl_k * 2048u, 4096u, 1024u, 1u)" "cp.async.bulk.tensor.2d"; do
+            "tl_da0 = tl_wgdesc(tl_sa + (tl_wr) * 64u + (unsigned)(0) * 32u, 16u, 512u, 2u)" \
+            "tl_da = tl_da0 + (unsigned long long)(((64u) * 64u + (unsigned)(tl_k) * 32u) >> 4)" \
+            "tl_db0 = tl_wgdesc(tl_sb, 4096u, 1024u, 1u)" "tl_db = tl_db0 + (unsigned long long)((tl_k * 2048u) >> 4)" \
+            "cp.async.bulk.tensor.2d"; do
   printf '%s\n' "$src" | grep -qF -- "$want" || fail "gemm.json's wgmma source lacks: $want"
 done
 # the wait for 0 comes after the K loop, before its barrier, and nowhere inside it
@@ -127,7 +129,7 @@ printf '%s\n' "$ir" | grep -q "drained" && fail "a loop whose gemm waits for 0 d
 src=$("$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 --target sm_90a --emit cuda) ||
   fail "tlc compile gemm_raster --emit cuda"
 for want in "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" "wgmma.wait_group.sync.aligned 1;" \
-            "tl_wgdesc(tl_sb + tl_k * 2048u, 8192u, 1024u, 1u)"; do
+            "tl_db0 = tl_wgdesc(tl_sb, 8192u, 1024u, 1u)"; do
   printf '%s\n' "$src" | grep -qF -- "$want" || fail "the wgmma source lacks: $want"
 done
 "$TLC" compile bench/programs/gemm_raster.json -D block_K=64 -D threads=256 --target sm_90a -o "${TMPDIR:-/tmp}/tlc_ir_wg.$$.cubin" 2>/dev/null ||
