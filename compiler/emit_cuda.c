@@ -867,7 +867,7 @@ static void coop_for(E *e, int64_t total) {
   int64_t q = total / e->T, r = total % e->T;
   if (!r)
     line(e, "for (int tl_ci = 0; tl_ci < %" PRId64 "; tl_ci++) { const int tl_e = tl_tid + tl_ci * %" PRId64 ";", q, e->T);
-  else if (!q) /* (as a loop: an `if` let ptxas hoist the loads of gemm_fp8_blockscaled.json's scales above its mma loop */
+  else if (!q) /* kept a loop: as an `if`, ptxas hoisted gemm_fp8_blockscaled.json's scale loads above its mma loop */
     line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", total, e->T);
   else
     line(e, "for (int tl_ci = 0; tl_ci < %" PRId64 "; tl_ci++) if (tl_ci < %" PRId64 " || tl_tid < %" PRId64 ") { "

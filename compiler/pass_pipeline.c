@@ -224,8 +224,8 @@ static bool used_outside(const tl_body *b, const tl_stmt *loop, const tl_sym *bu
  * more than the overlap hides, so a gemm with A in registers and C narrower
  * than A_REGS_PENDING_N columns waits for 0.  Measured on an H100
  * (bench/README.md, "W4A16: no pending group"): C of 8, 16 and 64 columns
- * (the small-M W4A16 programs) ran 12-22% faster waiting for 0; 256 columns
- * (gemm_w4a16_t.json at M = 4096) 17% slower.
+ * (the small-M W4A16 programs) ran 12-22% faster waiting for 0; 128 and 256
+ * columns (gemm_w4a16_t.json at M = 4096) 15% and 17% slower.
  * ---------------------------------------------------------------------------------------- */
 enum { A_REGS_PENDING_N = 128 };
 /* ---- rotating buffers -----------------------------------------------------------------
