@@ -227,7 +227,9 @@ static bool used_outside(const tl_body *b, const tl_stmt *loop, const tl_sym *bu
  * (the small-M W4A16 programs) ran 12-22% faster waiting for 0; 128 and 256
  * columns (gemm_w4a16_t.json at M = 4096) 15% and 17% slower.
  * ---------------------------------------------------------------------------------------- */
-enum { A_REGS_PENDING_N = 128 };
+#define A_REGS_PENDING_N 128
+#define TL_PIPE_STR_(x) #x
+#define TL_PIPE_STR(x) TL_PIPE_STR_(x)
 /* ---- rotating buffers -----------------------------------------------------------------
  * A gemm operand that the loop computes rather than copies -- a float16
  * tile dequantized from packed weights by a parallel loop before the gemm
@@ -356,11 +358,6 @@ static tl_stmt *async_gemm(const tl_stmt *loop) {
       g = b->items[i];
   if (n != 1 || !g || g->clear_accum)
     return NULL;
-  if (g->a_regs && g->C->dims[1] < A_REGS_PENDING_N) {
-    g->pend_why = "A in registers and C narrower than 128 columns: the copies that would keep A for a pending "
-                  "group cost more than the overlap hides (pass_pipeline.c)";
-    return NULL;
-  }
   bool a = g->A->rotates || g->a_regs, bb = g->B->rotates;
   for (int i = 0; i < b->n; i++) {
     const tl_stmt *c = b->items[i];
@@ -371,7 +368,14 @@ static tl_stmt *async_gemm(const tl_stmt *loop) {
     if (c != g && stmt_touches(c, g->C))
       return NULL;
   }
-  return a && bb ? g : NULL;
+  if (!a || !bb)
+    return NULL;
+  if (g->a_regs && g->C->dims[1] < A_REGS_PENDING_N) { /* safe, but not worth it (above) */
+    g->pend_why = "A in registers and C narrower than " TL_PIPE_STR(A_REGS_PENDING_N) " columns: the copies that would keep "
+                  "A for a pending group cost more than the overlap hides (pass_pipeline.c)";
+    return NULL;
+  }
+  return g;
 }
 
 /* ---- a clearing gemm's tail one iteration late (DeepGEMM's promotion) -------------------
