@@ -1209,9 +1209,21 @@ static void check_params(C *c) {
       ERR(x->pointer, x->column, "grid dimension %d is %lld; the limit is %lld", i, (long long)x->val.i,
           i == 0 ? 2147483647LL : 65535LL);
   }
+  /* the cluster's dimensions: constant int-exprs, each 1 to 16 */
+  c->where = CTX_CONST;
+  p->cluster[0] = p->cluster[1] = p->cluster[2] = 1;
+  bool cl_ok = true;
+  for (int i = 0; i < p->ncluster; i++) {
+    int64_t n = 1;
+    if (const_int(c, p->cluster_expr[i], "a cluster dimension", 1, 16, &n))
+      p->cluster[i] = n;
+    else
+      cl_ok = false;
+  }
+  c->where = CTX_LAUNCH;
   /* each grid extent is a multiple of the cluster's (proto/tile-ir-v1.md 4;
    * a dynamic extent is checked at launch); a missing dimension is 1 */
-  for (int i = 0; i < p->ncluster; i++) {
+  for (int i = 0; cl_ok && i < p->ncluster; i++) {
     int64_t cl = p->cluster[i];
     if (cl == 1)
       continue;
@@ -2268,6 +2280,42 @@ static void check_atomic(C *c, tl_stmt *s) {
 /* Checks statement s before what it holds (tl_walker.pre): TL_WALK_SKIP
  * for the statements without a body, and for those whose body is not
  * checked (they are misplaced); check_end finishes the others. */
+/* cluster_reduce (proto/tile-ir-v1.md 5.6): a whole register fragment of
+ * float32 or int32, combined across the blocks of the kernel's cluster; a
+ * statement of the kernel's body itself, so that every thread of every
+ * block of the cluster reaches it exactly once. */
+static void check_cluster_reduce(C *c, tl_stmt *s) {
+  c->in_tile_op = true;
+  bool ok = resolve_region(c, s->dst, false);
+  c->in_tile_op = false;
+  if (!ok)
+    return;
+  const tl_sym *b = s->dst->sym;
+  const char *dp = tl_ptr_key(c->arena, s->pointer, "dst");
+  if (b->kind != SYM_BUFFER || b->scope != SCOPE_FRAGMENT || b->view_of) {
+    ERR(dp, 0, "cluster_reduce combines a register fragment (alloc_fragment) across the blocks of a cluster; '%s' "
+        "is %s", b->name, b->view_of ? "a view" : sym_kind_name(b));
+    return;
+  }
+  if (!s->dst->whole) {
+    ERR(dp, 0, "cluster_reduce takes a whole fragment: write '%s' alone", b->name);
+    return;
+  }
+  if (b->dtype != TL_FLOAT32 && b->dtype != TL_INT32) {
+    ERR(dp, 0, "cluster_reduce combines float32 or int32 fragments, not %s ('%s')", tl_dtype_name(b->dtype), b->name);
+    return;
+  }
+  bool top = false;
+  for (int i = 0; i < c->prog->body.n; i++)
+    top |= c->prog->body.items[i] == s;
+  if (!top) {
+    ERR(s->pointer, 0, "cluster_reduce must be a statement of the kernel's body itself, not inside a loop, an if or "
+        "a parallel loop: every thread of every block of the cluster reaches it once");
+    return;
+  }
+  c->prog->cluster_reduce = true;
+}
+
 static tl_walk_act check_stmt(tl_stmt *s, void *user) {
   C *c = user;
   if (c->in_parallel) {
@@ -2355,6 +2403,9 @@ static tl_walk_act check_stmt(tl_stmt *s, void *user) {
   }
   case S_GEMM:
     check_gemm(c, s);
+    return TL_WALK_SKIP;
+  case S_CLUSTER_REDUCE:
+    check_cluster_reduce(c, s);
     return TL_WALK_SKIP;
   case S_REDUCE:
   case S_CUMSUM:

@@ -2819,6 +2819,97 @@ static void emit_view(E *e, const tl_sym *v) {
     line(e, "const long long g_%s_d%d = (long long)(%s); (void)g_%s_d%d;", v->name, d, ex(e, v->shape[d]), v->name, d);
 }
 
+static void cluster_barrier(E *e);
+
+/* cluster_reduce (proto/tile-ir-v1.md 5.6): the block of cluster rank 0
+ * gets the element-wise sum (max, min) of fragment X over the cluster's
+ * blocks, in rank order; the others keep theirs.  Every block lays its
+ * values out in its own shared memory (a register fragment: thread t's
+ * element r at r * T + t of the scratch, 4 bytes each; a fragment in shared
+ * memory as it is), a cluster barrier makes them visible cluster-wide
+ * (arrive.release, wait.acquire), the threads of rank 0 read the other
+ * blocks' copies through distributed shared memory (mapa, ld.shared::cluster:
+ * the same layout in every block, so thread t reads the elements it holds)
+ * and combine them in rank order, and a second cluster barrier keeps every
+ * block's shared memory its own until rank 0 is done with it.  The
+ * scratch's earlier readers are ordered by the barrier pass_barrier.c puts
+ * before the statement. */
+static void op_cluster_reduce(E *e, const tl_stmt *s) {
+  const tl_sym *X = s->dst->sym;
+  int64_t n = e->prog->cl_size;
+  if (n <= 1) { /* a cluster of one block, or none (the targets without clusters): nothing to combine */
+    line(e, "/* cluster_reduce %s: a cluster of one block */", X->name);
+    return;
+  }
+  if (X->in_regs && (X->packed || X->stages > 1)) {
+    fail(e, s->pointer, "cluster_reduce of '%s', a fragment kept in two copies for a gemm left in flight, is not "
+         "supported", X->name);
+    return;
+  }
+  bool fl = X->dtype == TL_FLOAT32;
+  const char *ty = fl ? "float" : "int", *op;
+  if (s->reduce_type == RED_MAX)
+    op = fl ? "fmaxf(tl_a, tl_b)" : "max(tl_a, tl_b)";
+  else if (s->reduce_type == RED_MIN)
+    op = fl ? "fminf(tl_a, tl_b)" : "min(tl_a, tl_b)";
+  else
+    op = fl ? "tl_a + tl_b" : "(int)((unsigned)tl_a + (unsigned)tl_b)";
+  const char *word = fl ? "__uint_as_float(tl_w)" : "(int)tl_w";
+  int64_t P = X->per_thread, N = 1;
+  for (int d = 0; d < X->ndim; d++)
+    N *= X->dims[d];
+  line(e, "{ /* cluster_reduce %s of %s: into the block of rank 0, in rank order */",
+       s->reduce_type == RED_MAX ? "max" : s->reduce_type == RED_MIN ? "min" : "sum", X->name);
+  e->indent++;
+  if (X->in_regs) {
+    line(e, "%s *const tl_cs = (%s *)(tl_smem + %" PRId64 ");", ty, ty, e->prog->scratch_offset);
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) tl_cs[tl_r * %" PRId64 " + tl_tid] = r_%s[tl_r];", P,
+         e->T, X->name);
+  } else {
+    line(e, "%s *const tl_cs = (%s *)s_%s;", ty, ty, X->name);
+  }
+  cluster_barrier(e);
+  line(e, "unsigned tl_crk;");
+  line(e, "asm volatile(\"mov.u32 %%0, %%%%cluster_ctarank;\" : \"=r\"(tl_crk));");
+  line(e, "if (tl_crk == 0) {");
+  e->indent++;
+  line(e, "const unsigned tl_cb = (unsigned)__cvta_generic_to_shared(tl_cs);");
+  line(e, "#pragma unroll");
+  line(e, "for (unsigned tl_q = 1; tl_q < %" PRId64 "u; tl_q++) {", n);
+  e->indent++;
+  line(e, "unsigned tl_ra;");
+  line(e, "asm volatile(\"mapa.shared::cluster.u32 %%0, %%1, %%2;\" : \"=r\"(tl_ra) : \"r\"(tl_cb), \"r\"(tl_q));");
+  if (X->in_regs) { /* every load of a rank in flight before its values are used */
+    line(e, "unsigned tl_ws[%" PRId64 "];", P);
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++)", P);
+    line(e, "  asm volatile(\"ld.shared::cluster.b32 %%0, [%%1];\" : \"=r\"(tl_ws[tl_r]) : \"r\"(tl_ra + 4u * "
+         "(unsigned)(tl_r * %" PRId64 " + tl_tid)) : \"memory\");", e->T);
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r++) {", P);
+    line(e, "  const unsigned tl_w = tl_ws[tl_r];");
+    line(e, "  const %s tl_a = r_%s[tl_r], tl_b = %s;", ty, X->name, word);
+    line(e, "  r_%s[tl_r] = %s;", X->name, op);
+    line(e, "}");
+  } else {
+    line(e, "for (int tl_e = tl_tid; tl_e < %" PRId64 "; tl_e += %" PRId64 ") {", N, e->T);
+    line(e, "  unsigned tl_w;");
+    line(e, "  asm volatile(\"ld.shared::cluster.b32 %%0, [%%1];\" : \"=r\"(tl_w) : \"r\"(tl_ra + 4u * "
+         "(unsigned)tl_e) : \"memory\");");
+    line(e, "  const %s tl_a = tl_cs[tl_e], tl_b = %s;", ty, word);
+    line(e, "  tl_cs[tl_e] = %s;", op);
+    line(e, "}");
+  }
+  e->indent--;
+  line(e, "}");
+  e->indent--;
+  line(e, "}");
+  cluster_barrier(e);
+  e->indent--;
+  line(e, "}");
+}
+
 /* Emits one statement.  `uniform`: every thread of the block runs it (so a
  * barrier may be placed around it).  Statements under thread-dependent
  * control are handled as a whole by their uniform ancestor. */
@@ -2859,6 +2950,7 @@ static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
     break;
   case S_REDUCE: op_reduce(e, s); break;
   case S_CUMSUM: op_cumsum(e, s); break;
+  case S_CLUSTER_REDUCE: op_cluster_reduce(e, s); break;
   case S_ATOMIC_ADD: op_atomic_add(e, s); break;
   case S_PARALLEL:
     if (s->uni_all)

@@ -1972,6 +1972,11 @@ static void emit_stmt(P *p, const tl_stmt *s) {
     return;
   }
   case S_LOOP: emit_loop(p, s); return;
+  case S_CLUSTER_REDUCE:
+    if (p->prog->cl_size > 1)
+      fail(p, s->pointer, "the PTX back end does not lower cluster_reduce across a cluster of blocks; the CUDA back "
+           "end does");
+    return; /* a cluster of one block: nothing to combine */
   case S_GEMM:
     if (!s->ov_late) /* a late gemm is issued after its loop's other gemm, one iteration on */
       op_gemm(p, s);

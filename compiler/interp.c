@@ -204,6 +204,15 @@ typedef struct interp {
   xblock *xb;            /* the blocks that ran and wrote or updated global elements, nxb of them */
   uint64_t nxb, capxb;
   keymap xbk;            /* a block's index (blk) -> its record in xb */
+  /* cluster_reduce: the running block's rank in its cluster and the cluster's size; the blocks of a cluster run
+   * with rank 0 last, and each other block leaves a copy of its fragment at each cluster_reduce, its rank's
+   * part of that statement's csnap */
+  int64_t crank, csize;
+  struct csnap {
+    const tl_stmt *s;
+    unsigned char *data; /* csize copies of the fragment (rank 0's part unused) */
+  } *cs;
+  int ncs, capcs;
   /* scratch */
   void *scr[4];
   size_t scr_cap[4];
@@ -1380,6 +1389,7 @@ static tl_status eval(interp *I, const tl_expr *e, int t, tl_scalar *out) {
 /* ---- assignments ---------------------------------------------------------------- */
 static tl_scalar add_into(tl_scalar old, tl_dtype dt, tl_scalar v, tl_type vt);
 static tl_status check_value_sym(interp *I, const tl_stmt *s, const tl_sym *y);
+static tl_status check_buffer_sym(interp *I, const tl_stmt *s, const tl_sym *y);
 static tl_status atomic_apply(interp *I, const tl_stmt *s, int t);
 /* Computes thread t's store of assignment s into pd (no memory is written). */
 static tl_status assign_prepare(interp *I, const tl_stmt *s, int t, pending *pd, loc *L) {
@@ -2004,6 +2014,65 @@ static tl_status op_atomic_add(interp *I, const tl_stmt *s, int t0) {
   return TL_OK;
 }
 
+/* cluster_reduce (proto/tile-ir-v1.md 5.6): the block of rank 0, which
+ * runs after the others of its cluster, combines their copies into its
+ * fragment in rank order; another block leaves its copy. */
+static tl_status op_cluster_reduce(interp *I, const tl_stmt *s, int t0) {
+  const tl_sym *X = s->dst->sym;
+  TRY(check_buffer_sym(I, s, X));
+  if (I->csize <= 1)
+    return TL_OK;
+  const binfo *b = &I->bufs[X->slot];
+  size_t bytes = (size_t)b->nelem * b->es;
+  struct csnap *c = NULL;
+  for (int i = 0; i < I->ncs && !c; i++)
+    if (I->cs[i].s == s)
+      c = &I->cs[i];
+  if (!c) {
+    if (I->ncs == I->capcs) {
+      int cap = I->capcs ? 2 * I->capcs : 4;
+      struct csnap *g = realloc(I->cs, (size_t)cap * sizeof *g);
+      if (!g)
+        return nomem(I);
+      I->cs = g;
+      I->capcs = cap;
+    }
+    c = &I->cs[I->ncs];
+    c->s = s;
+    c->data = malloc(bytes * (size_t)I->csize + 1);
+    if (!c->data)
+      return nomem(I);
+    I->ncs++;
+  }
+  if (I->crank != 0) {
+    memcpy(c->data + bytes * (size_t)I->crank, b->data, bytes);
+    return TL_OK;
+  }
+  bool fl = X->dtype == TL_FLOAT32;
+  for (int64_t q = 1; q < I->csize; q++)
+    for (int64_t k = 0; k < b->nelem; k++) {
+      unsigned char *p = b->data + (size_t)k * b->es;
+      const unsigned char *o = c->data + bytes * (size_t)q + (size_t)k * b->es;
+      if (fl) {
+        float x, y;
+        memcpy(&x, p, 4);
+        memcpy(&y, o, 4);
+        x = s->reduce_type == RED_MAX ? fmaxf(x, y) : s->reduce_type == RED_MIN ? fminf(x, y) : x + y;
+        memcpy(p, &x, 4);
+      } else {
+        int32_t x, y;
+        memcpy(&x, p, 4);
+        memcpy(&y, o, 4);
+        x = s->reduce_type == RED_MAX ? (x > y ? x : y)
+          : s->reduce_type == RED_MIN ? (x < y ? x : y)
+                                      : (int32_t)((uint32_t)x + (uint32_t)y);
+        memcpy(p, &x, 4);
+      }
+    }
+  (void)t0;
+  return TL_OK;
+}
+
 static void poison_alloc(interp *I, const tl_sym *b, const unsigned char *mask) {
   const binfo *bi = &I->bufs[b->slot];
   if (b->scope != SCOPE_LOCAL) {
@@ -2271,6 +2340,7 @@ static tl_status exec_block(interp *I, const tl_stmt *s, const unsigned char *ma
   case S_GEMM: return op_gemm(I, s, t0);
   case S_REDUCE: return op_reduce(I, s, t0);
   case S_CUMSUM: return op_cumsum(I, s, t0);
+  case S_CLUSTER_REDUCE: return op_cluster_reduce(I, s, t0);
   case S_ATOMIC_ADD: return op_atomic_add(I, s, t0);
   case S_PARALLEL: return op_parallel(I, s, t0, depth);
   case S_SYNC_THREADS: /* lock-step needs no barrier; a fence counts for 9.1's handover (xhanded) */
@@ -2602,6 +2672,34 @@ static tl_status interp_setup(interp *I, const tl_program *prog, tl_arg *args, t
   return TL_OK;
 }
 
+/* Runs block (x, y, z), of rank `rank` in its cluster, to its end. */
+static tl_status run_block(interp *I, const tl_program *prog, int64_t x, int64_t y, int64_t z, int64_t rank) {
+  const int64_t *grid = I->grid;
+  tl_status st;
+  I->crank = rank;
+  I->bidx[0] = x;
+  I->bidx[1] = y;
+  I->bidx[2] = z;
+  for (int d = 0; d < 3; d++) {
+    const tl_sym *bv = prog->block_vars[d];
+    if (!bv || bv->slot < 0 || bv->slot >= prog->nvalue_slots)
+      continue;
+    tl_scalar v;
+    v.i = I->bidx[d];
+    for (int t = 0; t < I->T; t++)
+      I->vals[(size_t)bv->slot * (size_t)I->T + (size_t)t] = v;
+  }
+  I->mode = MODE_BLOCK;
+  I->blk = x + grid[0] * (y + grid[1] * z);
+  I->xfence = 0;
+  I->xdirty = false;
+  I->xev0 = I->nxev;
+  st = exec_body(I, &prog->body, I->full, 0);
+  if (st == TL_OK)
+    st = xblock_end(I);
+  return st;
+}
+
 /* One kernel: every block of its grid.  args: one per param, the
  * workspaces' included. */
 static tl_status interpret_kernel(const tl_program *prog, tl_arg *args, const tl_interp_options *opts, tl_error *err) {
@@ -2623,30 +2721,24 @@ static tl_status interpret_kernel(const tl_program *prog, tl_arg *args, const tl
   memcpy(I.grid, grid, sizeof grid);
   if (st == TL_OK)
     tl_walk((tl_body *)&prog->body, &(tl_walker){.pre = mark_written}, &I);
-  for (int64_t z = 0; st == TL_OK && z < grid[2]; z++)
-    for (int64_t y = 0; st == TL_OK && y < grid[1]; y++)
-      for (int64_t x = 0; st == TL_OK && x < grid[0]; x++) {
-        I.bidx[0] = x;
-        I.bidx[1] = y;
-        I.bidx[2] = z;
-        for (int d = 0; d < 3; d++) {
-          const tl_sym *bv = prog->block_vars[d];
-          if (!bv || bv->slot < 0 || bv->slot >= prog->nvalue_slots)
-            continue;
-          tl_scalar v;
-          v.i = I.bidx[d];
-          for (int t = 0; t < I.T; t++)
-            I.vals[(size_t)bv->slot * (size_t)I.T + (size_t)t] = v;
-        }
-        I.mode = MODE_BLOCK;
-        I.blk = x + grid[0] * (y + grid[1] * z);
-        I.xfence = 0;
-        I.xdirty = false;
-        I.xev0 = I.nxev;
-        st = exec_body(&I, &prog->body, I.full, 0);
-        if (st == TL_OK)
-          st = xblock_end(&I);
-      }
+  /* with a cluster_reduce, cluster by cluster (x fastest), each one's blocks in rank order from the last to 0
+   * (the rank as CUDA's %cluster_ctarank: x fastest); otherwise block by block, x fastest */
+  const int64_t *cl = prog->cluster;
+  I.csize = prog->cluster_reduce ? cl[0] * cl[1] * cl[2] : 1;
+  for (int d = 0; st == TL_OK && d < 3; d++)
+    if (grid[d] % cl[d]) /* proto/tile-ir-v1.md 4: checked here where the grid is not constant */
+      st = tl_error_set_at(err, TL_RUNTIME, prog->kptr, 0, "grid dimension %d is %lld, which is not a multiple of the "
+                           "cluster's %lld", d, (long long)grid[d], (long long)cl[d]);
+  const int64_t step[3] = {I.csize > 1 ? cl[0] : 1, I.csize > 1 ? cl[1] : 1, I.csize > 1 ? cl[2] : 1};
+  for (int64_t z = 0; st == TL_OK && z < grid[2]; z += step[2])
+    for (int64_t y = 0; st == TL_OK && y < grid[1]; y += step[1])
+      for (int64_t x = 0; st == TL_OK && x < grid[0]; x += step[0])
+        for (int64_t r = I.csize - 1; st == TL_OK && r >= 0; r--) /* (x, y, z): the cluster's first block */
+          st = run_block(&I, prog, x + r % step[0], y + r / step[0] % step[1], z + r / step[0] / step[1],
+                         I.csize > 1 ? r : 0);
+  for (int i = 0; i < I.ncs; i++)
+    free(I.cs[i].data);
+  free(I.cs);
   interp_free(&I);
   if (st == TL_OK)
     tl_error_clear(err);

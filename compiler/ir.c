@@ -567,6 +567,11 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     if (s->lag_load)
       fputs(" [loaded as its iteration starts, before the barrier or the wait for the stage, 2 copies in turn, for the late tail]", f);
     break;
+  case S_CLUSTER_REDUCE:
+    fprintf(f, " %s ", s->reduce_type == RED_MAX ? "max" : s->reduce_type == RED_MIN ? "min" : "sum");
+    dump_region(f, a, s->dst, ranged);
+    fputs(" [into the block of rank 0 of the cluster, in rank order]", f);
+    break;
   case S_COPY:
   case S_REDUCE:
   case S_CUMSUM:

@@ -399,6 +399,7 @@ typedef struct tl_region {
  *   S_GEMM:        .A .B .C, .trans_a, .trans_b, .policy, .clear_accum, .k_pack
  *   S_REDUCE:      .reduce_type, .src, .dst, .dim, .clear
  *   S_CUMSUM:      .src, .dst, .dim, .reverse
+ *   S_CLUSTER_REDUCE: .reduce_type (sum, max or min), .dst (a whole register fragment)
  *   S_ATOMIC_ADD:  .dst, and .src or .value
  *   S_PARALLEL:    .nvars, .vars, .extents, .body
  *   S_LOOP:        serial/unroll/vectorized/pipelined: .loop_kind, .var, .start, .extent,
@@ -429,7 +430,8 @@ enum { TL_KIND_TILE = 1, TL_KIND_BODY = 2, TL_KIND_ELSE = 4 };
   X(S_ASSIGN, "assign", 0)                                                                                 \
   X(S_PRINT, "print", 0)                                                                                   \
   X(S_ASSERT, "device_assert", 0)                                                                          \
-  X(S_VIEW, "view", 0)
+  X(S_VIEW, "view", 0)                                                                                     \
+  X(S_CLUSTER_REDUCE, "cluster_reduce", TL_KIND_TILE)
 
 typedef enum tl_stmt_kind {
 #define TL_X(kind, name, flags) kind,
@@ -485,7 +487,8 @@ unsigned tl_stmt_kind_flags(tl_stmt_kind k);
   X(OP_CUMMIN, "cummin", S_CUMSUM, "op", "src", "dst", "dim", "reverse")                                   \
   X(OP_PRINT, "print", S_PRINT, "op", "value", "msg")                                                      \
   X(OP_DEVICE_ASSERT, "device_assert", S_ASSERT, "op", "cond", "msg")                                      \
-  X(OP_VIEW, "view", S_VIEW, "op", "name", "src", "shape", "dtype")
+  X(OP_VIEW, "view", S_VIEW, "op", "name", "src", "shape", "dtype")                                      \
+  X(OP_CLUSTER_REDUCE, "cluster_reduce", S_CLUSTER_REDUCE, "op", "type", "dst")
 
 typedef enum tl_stmt_op {
 #define TL_X(id, name, kind, ...) id,
@@ -815,7 +818,9 @@ typedef struct tl_program {
                               stay the program's (or NULL) */
   tl_sym *block_vars[3];
   int ncluster;
-  int64_t cluster[3];  /* the kernel's "cluster" (1s where not given) */
+  tl_expr *cluster_expr[3]; /* the kernel's "cluster" as parsed (constant int-exprs) */
+  int64_t cluster[3];  /* after check: the kernel's "cluster" (1s where not given) */
+  bool cluster_reduce; /* after check: the body has a cluster_reduce (proto/tile-ir-v1.md 5.6) */
   int64_t cl[3];       /* after pass_cluster: the cluster shape the kernel is launched with (the kernel's
                           "cluster", or its multicast loop's), 1s for none */
   int cl_axis;         /* ... the one grid axis whose extent in cl is over 1, or -1 */

@@ -329,6 +329,19 @@ static tl_layout *parse_layout(P *p, json_t *v, const char *ptr) {
   return l->nindex < 0 ? NULL : l;
 }
 
+/* s's reduce_type from its "type" (the index of reduce_type_name in names,
+ * n of them); an error naming `what` and listing `list` if none. */
+static bool reduce_type(P *p, tl_stmt *s, const char *ptr, const char *const *names, int n, const char *what,
+                        const char *list) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(names[i], s->reduce_type_name) == 0) {
+      s->reduce_type = (tl_reduce_type)i;
+      return true;
+    }
+  ERR(tl_ptr_key(p->arena, ptr, "type"), "unknown %s '%s'; it is %s", what, s->reduce_type_name, list);
+  return false;
+}
+
 static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
   if (++p->nstmts > TL_MAX_STMTS) {
     if (p->nstmts == TL_MAX_STMTS + 1)
@@ -500,20 +513,18 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
     static const char *const types[] = {[RED_SUM] = "sum",       [RED_MAX] = "max",     [RED_MIN] = "min",
                                         [RED_ABSSUM] = "abssum", [RED_ABSMAX] = "absmax", [RED_BITAND] = "bitand",
                                         [RED_BITOR] = "bitor",   [RED_BITXOR] = "bitxor"};
-    if (s->reduce_type_name) {
-      int t = -1;
-      for (int i = 0; i < (int)(sizeof types / sizeof types[0]); i++)
-        if (strcmp(types[i], s->reduce_type_name) == 0)
-          t = i;
-      if (t < 0) {
-        ERR(tl_ptr_key(p->arena, ptr, "type"),
-            "unknown reduction '%s'; it is \"sum\", \"max\", \"min\", \"abssum\", \"absmax\", \"bitand\", "
-            "\"bitor\" or \"bitxor\"", s->reduce_type_name);
-        return NULL;
-      }
-      s->reduce_type = (tl_reduce_type)t;
-    }
+    if (s->reduce_type_name && !reduce_type(p, s, ptr, types, 8, "reduction", "\"sum\", \"max\", \"min\", "
+                                            "\"abssum\", \"absmax\", \"bitand\", \"bitor\" or \"bitxor\""))
+      return NULL;
     return s->reduce_type_name && s->src && s->dst && s->raw.dim ? s : NULL;
+  }
+  case S_CLUSTER_REDUCE: {
+    s->reduce_type_name = get_string(p, v, "type", ptr, what, true);
+    s->dst = get_region(p, v, "dst", ptr, what, true);
+    static const char *const ctypes[] = {[RED_SUM] = "sum", [RED_MAX] = "max", [RED_MIN] = "min"};
+    if (s->reduce_type_name && !reduce_type(p, s, ptr, ctypes, 3, "cluster reduction", "\"sum\", \"max\" or \"min\""))
+      return NULL;
+    return s->reduce_type_name && s->dst ? s : NULL;
   }
   case S_CUMSUM: {
     s->src = get_region(p, v, "src", ptr, what, true);
@@ -954,23 +965,10 @@ static void parse_kernel(P *p, json_t *k, const char *kp) {
   }
   prog->persistent_expr = get_flag(p, k, "persistent", kp);
   json_t *cl = json_object_get(k, "cluster");
-  if (cl) {
-    if (!json_is_array(cl) || json_array_size(cl) == 0 || json_array_size(cl) > 3)
-      ERR(KP("cluster"), "'cluster' must be a list of 1 to 3 positive integers");
-    else
-      for (size_t i = 0; i < json_array_size(cl); i++) {
-        json_t *n = json_array_get(cl, i);
-        const char *np = tl_ptr_index(p->arena, KP("cluster"), (int)i);
-        if (!json_is_integer(n)) {
-          ERR(np, "a cluster dimension must be a JSON integer from 1 to 16, not %s", json_kind(n));
-          continue;
-        }
-        if (json_integer_value(n) < 1 || json_integer_value(n) > 16) {
-          ERR(np, "a cluster dimension must be an integer from 1 to 16, not %lld", (long long)json_integer_value(n));
-          continue;
-        }
-        prog->cluster[prog->ncluster++] = json_integer_value(n);
-      }
+  if (cl) { /* constant int-exprs, each 1 to 16 (check.c) */
+    int n = get_expr_list(p, cl, KP("cluster"), "'cluster'", 3, prog->cluster_expr);
+    if (n > 0)
+      prog->ncluster = n;
   }
   json_t *body = need(p, k, "body", kp, "'kernel'");
   if (body)

@@ -30,7 +30,8 @@
  * inside thread-dependent control, where no barrier can be placed, is an
  * error.  The barriers inside one tile operator's lowering (the exchanges
  * of a reduction through the scratch, a lock-step assignment) are the
- * emitter's own.
+ * emitter's own; a cluster_reduce ends with a barrier of the whole cluster,
+ * so nothing is pending after it.
  *
  * The pending accesses are sets of symbols in arrays grown in the compile's
  * arena, as many as the program touches (no fixed bound).
@@ -153,6 +154,14 @@ static void collect(tl_arena *a, access *x, const tl_stmt *s) {
       writes(a, x, &scratch_sym);
     }
     break;
+  case S_CLUSTER_REDUCE: /* a register fragment through the scratch (emit_cuda.c: op_cluster_reduce) */
+    reads(a, x, s->dst->sym);
+    writes(a, x, s->dst->sym);
+    if (s->dst->sym->in_regs) {
+      reads(a, x, &scratch_sym);
+      writes(a, x, &scratch_sym);
+    }
+    break;
   case S_ATOMIC: /* reads its element (the old value), and writes it as an assignment does */
     reads(a, x, s->lhs->sym);
     /* fall through */
@@ -257,6 +266,7 @@ static void walk_stmt(B *b, tl_stmt *s, bool uniform) {
   case S_USE_SWIZZLE:
     return;
   case S_SYNC_THREADS:
+  case S_CLUSTER_REDUCE: /* ends with a barrier of the whole cluster, which orders the block's memory too */
     barrier(b);
     return;
   case S_PARALLEL: {

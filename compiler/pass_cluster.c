@@ -52,7 +52,9 @@
  *     destination alignment).
  * A kernel's own "cluster" is always launched (check.c checks it against
  * the grid); its tma loops at the kernel's top level multicast where the
- * same rules hold.
+ * same rules hold, except in a kernel with a cluster_reduce (emit_cuda.c
+ * brackets that with cluster barriers of its own; none of its copies is
+ * multicast).
  */
 #include <string.h>
 #include "ir.h"
@@ -241,9 +243,13 @@ void tl_pass_cluster(tl_program *prog, const tl_codegen *cg) {
     prog->cl[i] = prog->cluster[i];
     kernel |= prog->cluster[i] > 1;
   }
-  if (!cg->tma) {
+  if (!cg->tma || prog->cluster_reduce) {
+    for (int i = 0; i < 3; i++)
+      prog->cl_size *= prog->cl[i];
     tl_walk(&prog->body, &(tl_walker){.pre = refuse_asked},
-            (void *)"the target has no Tensor Memory Accelerator (sm_90 and later)");
+            (void *)(cg->tma ? "the kernel has a cluster_reduce (its cluster barriers and a multicast's are not "
+                               "combined)"
+                             : "the target has no Tensor Memory Accelerator (sm_90 and later)"));
     return;
   }
   tl_stmt *chosen = NULL;

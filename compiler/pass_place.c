@@ -189,6 +189,8 @@ static int64_t scratch_need(const tl_stmt *s) {
 static tl_walk_act max_scratch(tl_stmt *s, void *user) {
   P *p = user;
   int64_t n = scratch_need(s);
+  if (s->kind == S_CLUSTER_REDUCE && s->dst->sym->in_regs) /* each thread's elements, 4 bytes each (emit_cuda.c) */
+    n = s->dst->sym->per_thread * p->threads * 4;
   if (n > p->scratch)
     p->scratch = n;
   return TL_WALK_GO;

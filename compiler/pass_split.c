@@ -76,6 +76,8 @@ static bool regionable(const tl_stmt *s, bool top) {
     return !s->use_wgmma && !s->ov_late && !s->ov_gemm;
   case S_COPY:
     return !s->tma && !s->tma_store && !s->prefetch && !s->reg_prefetch && !s->lag_load;
+  case S_CLUSTER_REDUCE: /* its cluster barriers stay in the kernel's own function */
+    return false;
   case S_FILL:
   case S_REDUCE:
   case S_CUMSUM:

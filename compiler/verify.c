@@ -821,6 +821,12 @@ static tl_walk_act gather_stmt(tl_stmt *s, void *user) {
     if (s->src->sym->in_regs && !tl_reduce_in_quads(s)) /* exchanges through the scratch */
       g->t.r[g->b->n - 1] = g->t.w[g->b->n - 1] = true;
     break;
+  case S_CLUSTER_REDUCE: /* its fragment, through the scratch when in registers (emit_cuda.c) */
+    mark(g, s->dst->sym, false);
+    mark(g, s->dst->sym, true);
+    if (s->dst->sym->in_regs)
+      g->t.r[g->b->n - 1] = g->t.w[g->b->n - 1] = true;
+    break;
   case S_ATOMIC:
     mark(g, s->lhs->sym, false);
     /* fall through */
@@ -937,6 +943,7 @@ static effect stmt_effect(Bv *b, tl_stmt *s) {
     return e;
   switch (s->kind) {
   case S_SYNC_THREADS:
+  case S_CLUSTER_REDUCE: /* ends with a barrier of the whole cluster; only ever at the kernel's top level */
     e = cleared;
     break;
   case S_ALLOC:
@@ -1034,6 +1041,10 @@ static void run_stmt(Bv *b, tl_stmt *s) {
     return;
   switch (s->kind) {
   case S_SYNC_THREADS:
+    clear(b, b->pend);
+    return;
+  case S_CLUSTER_REDUCE: /* its accesses, then a barrier of the whole cluster (a block barrier too) */
+    access_now(b, s, accesses(b, s));
     clear(b, b->pend);
     return;
   case S_PARALLEL:

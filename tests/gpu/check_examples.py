@@ -318,6 +318,32 @@ def views_ref(x, c):
     return {"Y": X.view(np.int32), "Z": Z, "S": S}
 
 
+def cluster_reduce_ref(x, c):
+    """tests/gpu/programs/cluster_reduce.json in NumPy: the block of rank 0
+    of each cx x cy cluster (rank = bx % cx + cx * (by % cy)) gets its
+    cluster's tiles combined in rank order (float32 adds one at a time,
+    int32 sums wrapping), the others keep their own."""
+    R, N, cx, cy, gx, gy = (c[k] for k in ("R", "N", "cx", "cy", "gx", "gy"))
+    X = x["X"].astype(np.float32)
+    XI = x["XI"].astype(np.int32)
+    tile = lambda a, bx, by: a[by * R:(by + 1) * R, bx * N:(bx + 1) * N]
+    out = {"Ysum": X.copy(), "Ymax": X.copy(), "Ymin": X.copy(), "Yi": XI.copy(), "Ysh": X * np.float32(2)}
+    with np.errstate(over="ignore"):
+        for ox in range(0, gx, cx):
+            for oy in range(0, gy, cy):
+                blocks = [(ox + r % cx, oy + r // cx) for r in range(cx * cy)]  # in rank order
+                s, q = tile(X, *blocks[0]).copy(), tile(X, *blocks[0]) * np.float32(2)
+                mx, mn, si = s.copy(), s.copy(), tile(XI, *blocks[0]).copy()
+                for b in blocks[1:]:
+                    s = s + tile(X, *b)
+                    q = q + tile(X, *b) * np.float32(2)
+                    mx, mn = np.maximum(mx, tile(X, *b)), np.minimum(mn, tile(X, *b))
+                    si = si + tile(XI, *b)
+                for k, v in (("Ysum", s), ("Ymax", mx), ("Ymin", mn), ("Yi", si), ("Ysh", q)):
+                    tile(out[k], *blocks[0])[...] = v
+    return out
+
+
 def int_divmod_ref(x, c):
     """tests/gpu/programs/int_divmod.json in NumPy: // and % are Python's
     (floor_divide and mod: the quotient rounded down, the remainder of the
@@ -352,6 +378,7 @@ def w4a16_abs(x, c):
 
 
 W4A16 = {"acc": ("K", w4a16_abs, 0.0)}
+W4A16C = dict(W4A16, target="sm_90a")  # a kernel in clusters: sm_90 and later
 # float8 operands (issue 12's float8 gemms): exact products, but Hopper's
 # float8 tensor cores keep about 14 bits while they accumulate
 # (tolerance.U_DEV_FP8 derives the bound); for a program whose A and B are
@@ -695,6 +722,19 @@ CASES = [
                              "num_stages": 4, "split_k": 8}, {}, ["C"], W4A16),
     ("gemm_w4a16_splitk_t", {"M": 40, "N": 300, "K": 1000, "block_M": 64, "block_N": 128, "threads": 256,
                              "block_K": 64, "num_stages": 3, "split_k": 4}, {}, ["C"], W4A16),
+    # the same with the runs of a tile the blocks of one thread-block cluster (sm_90 and later), added by
+    # cluster_reduce into the block of rank 0, which stores C: ragged M, N and K, runs past K and inside a group,
+    # clusters of 1 to 8 blocks
+    ("../tests/gpu/programs/gemm_w4a16_cluster", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16C),
+    ("../tests/gpu/programs/gemm_w4a16_cluster", {"M": 13, "N": 200, "K": 650, "block_M": 16, "split_k": 3}, {}, ["C"], W4A16C),
+    ("../tests/gpu/programs/gemm_w4a16_cluster", {"M": 3, "N": 160, "K": 1030, "block_M": 8, "split_k": 8}, {}, ["C"], W4A16C),
+    ("../tests/gpu/programs/gemm_w4a16_cluster", {"M": 5, "N": 136, "K": 650, "block_K": 64, "group_size": 80, "split_k": 3}, {}, ["C"],
+     W4A16C),
+    ("../tests/gpu/programs/gemm_w4a16_cluster", {"M": 64, "N": 256, "K": 1024, "block_M": 64, "block_K": 64, "num_stages": 4}, {}, ["C"],
+     W4A16C),
+    ("../tests/gpu/programs/gemm_w4a16_cluster", {"M": 40, "N": 300, "K": 1000, "block_M": 64, "block_N": 128, "threads": 256,
+                            "block_K": 64, "num_stages": 3, "split_k": 2}, {}, ["C"], W4A16C),
+    ("../tests/gpu/programs/gemm_w4a16_cluster", {"M": 20, "N": 200, "K": 512, "split_k": 1, "ws": False}, {}, ["C"], W4A16C),
     # the two in one kernel, the last block of each tile adding the runs' sums (a zeroed counter workspace, reset
     # by that block: tlc run fails a launch that leaves it nonzero): the same ragged cases, one run, runs past K
     ("gemm_w4a16_splitk_last", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
@@ -911,6 +951,12 @@ CASES += [("../tests/gpu/programs/ptx_guard", {}, {"n": n, "off": 0}, ["y", "z"]
 
 # integer // and % by powers of two (a shift and a mask) and, of dividends that cannot be negative, by other
 # constants (C's / and %), against the interpreter exactly; negative dividends, n ragged
+# cluster_reduce (sm_90 and later): clusters of 2 x 2, 4 x 1, 1 x 2 and of one block (nothing to combine); int32
+# sums over the whole int32 range, so they wrap
+CRED_OUT = ["Ysum", "Ymax", "Ymin", "Yi", "Ysh"]
+CASES += [("../tests/gpu/programs/cluster_reduce", d, {}, CRED_OUT, {"ref": cluster_reduce_ref, "gen": "wide",
+                                                                       "target": "sm_90a"})
+          for d in ({}, {"cx": 4, "cy": 1, "gx": 8}, {"cx": 1, "cy": 2, "gy": 4, "threads": 256}, {"cx": 1, "cy": 1})]
 CASES += [("../tests/gpu/programs/int_divmod", {}, {"n": n}, ["Q", "R", "Q64", "R64", "U"], {"ref": int_divmod_ref})
           for n in (1, 300, 5000)]
 
@@ -1080,7 +1126,8 @@ def main():
         if a.only_case and not re.search(a.only_case, label):
             continue
         # shapes and dtypes from the metadata of a compile at these constants
-        r, _ = run([a.tlc, "compile", prog, "--target", "compute_80", "--emit", "meta"] + dflags, a.interp_timeout)
+        meta_target = opts.get("target", "compute_80")  # a kernel in clusters: sm_90 and later
+        r, _ = run([a.tlc, "compile", prog, "--target", meta_target, "--emit", "meta"] + dflags, a.interp_timeout)
         if r.returncode:
             print(f"FAIL {label}: compile: {r.stderr.strip()[:500]}")
             failed += 1

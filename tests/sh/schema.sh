@@ -52,7 +52,7 @@ cat > "$tmp/good/every_op.json" <<'EOF'
             {"name": "S", "kind": "tensor", "dtype": "float32", "shape": [64]},
             {"name": "s", "kind": "scalar", "dtype": "float32"}],
  "kernel": {"grid": [1, 1, 1], "threads": [32, 2, 2], "block_vars": ["bx", "by", "bz"],
-            "cluster": [1, 1, 1], "x-k": "kept",
+            "cluster": [1, 1, "2 - 1"], "x-k": "kept",
             "body": [
    {"op": "use_swizzle", "panel_size": 4, "order": "column", "enable": "flag"},
    {"op": "alloc_shared", "name": "As", "shape": ["M", 64], "dtype": "float16", "x-s": 1},
@@ -78,6 +78,7 @@ cat > "$tmp/good/every_op.json" <<'EOF'
    {"op": "cummin", "src": "R", "dst": "R", "dim": 0, "reverse": false},
    {"op": "atomic_add", "dst": "S", "src": "R"},
    {"op": "atomic_add", "dst": "S[0]", "value": 1.5},
+   {"op": "cluster_reduce", "type": "sum", "dst": "C"},
    {"op": "pipelined", "var": "k", "extent": 2, "start": 0, "num_stages": 2,
     "order": [0, 1], "stage": [0, 1], "body": [
      {"op": "copy", "src": "A[k * 32, 0]", "dst": "As"},

@@ -10,7 +10,9 @@
 # twice the arrivals), without one each iteration's barrier is a cluster
 # barrier; the block variables follow the clusters' raster order; a grid
 # that is not whole clusters, sm_80 and a kernel whose loop says [1] keep
-# their copies unicast, and `--emit ir` says why.
+# their copies unicast, and `--emit ir` says why.  cluster_reduce: a
+# fragment combined across a cluster's blocks into rank 0 through
+# distributed shared memory, a no-op for a cluster of one block.
 # Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
 cd "$(dirname "$0")/../.." || exit 1
 . tests/sh/lib.sh
@@ -97,4 +99,60 @@ printf '%s\n' "$out" | grep -qF '[no multicast across a cluster: its "cluster" i
 src=$("$TLC" compile "$TMP/k.json" -D M=1000 -D N=1000 -D K=200 --target sm_90a --emit cuda) || tl_fail "kernel cluster: cuda"
 printf '%s\n' "$src" | grep -qF "__cluster_dims__(2, 1, 1)" || tl_fail "kernel cluster: not launched in clusters"
 printf '%s\n' "$src" | grep -q "multicast" && tl_fail "kernel cluster, loop [1]: a multicast copy"
+# cluster_reduce (proto/tile-ir-v1.md 5.6): the kernel's cluster given by constants; each block lays its
+# register fragment out in the scratch (a fragment in shared memory as it is), a cluster barrier, rank 0 reads
+# the others' copies through distributed shared memory and combines them in rank order, a second cluster barrier
+R=tests/gpu/programs/cluster_reduce.json
+src=$("$TLC" compile $R --target sm_90a --emit cuda) || tl_fail "cluster_reduce: --emit cuda"
+for want in "__cluster_dims__(2, 2, 1)" "tl_cs[tl_r * 128 + tl_tid] = r_F[tl_r];" "float *const tl_cs = (float *)s_Q;" \
+            'asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(tl_crk));' "if (tl_crk == 0) {" \
+            "for (unsigned tl_q = 1; tl_q < 4u; tl_q++) {" \
+            'asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(tl_ra) : "r"(tl_cb), "r"(tl_q));' \
+            'asm volatile("ld.shared::cluster.b32 %0, [%1];"' "r_F[tl_r] = tl_a + tl_b;" "r_G[tl_r] = fmaxf(tl_a, tl_b);" \
+            "r_H[tl_r] = fminf(tl_a, tl_b);" "r_I[tl_r] = (int)((unsigned)tl_a + (unsigned)tl_b);" \
+            "tl_cs[tl_e] = tl_a + tl_b;"; do
+  printf '%s\n' "$src" | grep -qF -- "$want" || tl_fail "cluster_reduce: the sm_90a source lacks: $want"
+done
+# two cluster barriers per cluster_reduce (5 of them), none else: no multicast, no barrier at the end
+[ "$(printf '%s\n' "$src" | grep -c 'barrier.cluster.arrive.release')" = 10 ] || tl_fail "cluster_reduce: not 10 cluster barriers"
+"$TLC" compile $R -D cx=4 -D cy=1 -D gx=8 --target sm_90a --emit meta |
+  python3 -c 'import json, sys; l = json.load(sys.stdin); assert l["launch"]["cluster"] == [4, 1] and l["backend"] == "cuda", l' ||
+  tl_fail "cluster_reduce cx=4: the launch's cluster"
+"$TLC" compile $R --target sm_90a --emit ir | grep -qF "cluster_reduce max G[0+:32, 0+:64] [into the block of rank 0 of the cluster, in rank order]" ||
+  tl_fail "cluster_reduce: --emit ir"
+# a cluster of one block: nothing to combine, on sm_80 too (no clusters there), and on the PTX back end
+src=$("$TLC" compile $R -D cx=1 -D cy=1 --target sm_80 --emit cuda) || tl_fail "cluster_reduce, one block, sm_80"
+printf '%s\n' "$src" | grep -qF "/* cluster_reduce F: a cluster of one block */" || tl_fail "cluster_reduce, one block: not a no-op"
+printf '%s\n' "$src" | grep -q "barrier.cluster" && tl_fail "cluster_reduce, one block: a cluster barrier"
+"$TLC" compile $R -D cx=1 -D cy=1 --target sm_90a --backend ptx --emit ptx -o "$TMP/one.ptx" || tl_fail "cluster_reduce, one block, PTX"
+"$TLC" compile $R --target sm_80 --emit cuda 2>"$TMP/err" && tl_fail "cluster_reduce, a cluster of 4 on sm_80: built"
+grep -qF "thread-block clusters need sm_90 or later" "$TMP/err" || tl_fail "cluster_reduce on sm_80: $(cat "$TMP/err")"
+# the interpreter: a dynamic grid not a multiple of the cluster is a launch error; clusters of 2 along x, rank 0
+# (the even block) gets its pair's sum, rank 1 keeps its own
+cat > "$TMP/dyn.json" <<'EOF'
+{"tlir": 1, "name": "dyn", "params": [{"name": "n", "kind": "scalar", "dtype": "int32"},
+  {"name": "Y", "kind": "tensor", "dtype": "float32", "shape": ["n", 32]}],
+ "kernel": {"grid": ["n"], "threads": 32, "block_vars": ["bx"], "cluster": [2], "body": [
+  {"op": "alloc_fragment", "name": "F", "shape": [32], "dtype": "float32"},
+  {"op": "parallel", "vars": ["i"], "extents": [32], "body": ["F[i] = float32(bx * 32 + i)"]},
+  {"op": "cluster_reduce", "type": "sum", "dst": "F"},
+  {"op": "copy", "src": "F", "dst": "Y[bx, 0]"}]}}
+EOF
+"$TLC" run "$TMP/dyn.json" --interpret --arg n=3 --out Y="$TMP/y.npy" 2>"$TMP/err" && tl_fail "n=3: ran"
+grep -qF "error: grid dimension 0 is 3, which is not a multiple of the cluster's 2" "$TMP/err" || tl_fail "n=3: $(cat "$TMP/err")"
+"$TLC" run "$TMP/dyn.json" --interpret --arg n=4 --out Y="$TMP/y.npy" || tl_fail "n=4: the interpreter"
+python3 - "$TMP/y.npy" <<'PY' || tl_fail "n=4: the interpreter's sums"
+import struct, sys
+raw = open(sys.argv[1], "rb").read()
+hl = struct.unpack("<H", raw[8:10])[0]
+y = struct.unpack("<128f", raw[10 + hl:])
+for b in range(4):
+    for i in range(32):
+        want = (64 * b + 32 + 2 * i) if b % 2 == 0 else 32 * b + i  # rank 0: its own and block b + 1's
+        assert y[32 * b + i] == want, (b, i, y[32 * b + i], want)
+PY
+# the W4A16 GEMM with its split-K runs one cluster: no workspace, one kernel
+"$TLC" compile tests/gpu/programs/gemm_w4a16_cluster.json --target sm_90a --emit meta |
+  python3 -c 'import json, sys; m = json.load(sys.stdin); assert "kernels" not in m and not m.get("workspaces") and m["launch"]["cluster"] == [1, 1, 4], m["launch"]' ||
+  tl_fail "gemm_w4a16_cluster: the metadata"
 exit 0

@@ -92,6 +92,7 @@ static void ops_parse(void **state) {
       {"{\"op\": \"print\", \"value\": 1, \"msg\": \"x\"}", "print print"},
       {"{\"op\": \"device_assert\", \"cond\": 1}", "device_assert device_assert"},
       {"{\"op\": \"view\", \"name\": \"V\", \"src\": \"A\", \"dtype\": \"int32\"}", "view view"},
+      {"{\"op\": \"cluster_reduce\", \"type\": \"sum\", \"dst\": \"F\"}", "cluster_reduce cluster_reduce"},
       {"\"x[0] = 1\"", "assign assignment"},
   };
   int nops = 0;
