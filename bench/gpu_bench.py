@@ -489,13 +489,15 @@ def W4A16_CONFIGS(M):
     runs' float32 sums) and examples/gemm_w4a16_splitk_t.json (the same
     computing C^T: the dequantized weights wgmma's 64-row operand from
     registers, the activations 8 to 64 columns), also in one kernel
-    (_last.json: the last block of each tile adds the runs' sums); for large M (over 64) only
+    (_last.json: the last block of each tile adds the runs' sums), and with the runs of a tile the blocks of one
+    thread-block cluster (gemm_w4a16_cluster.json: cluster_reduce adds them); for large M (over 64) only
     examples/gemm_w4a16_t_gn.json and gemm_w4a16_t.json (Machete's form)
     with 128 x 256 tiles on two warpgroups (gemm_w4a16.json's and the narrow
     program's tiles were slower there: bench/README.md)."""
     W, NW = "examples/gemm_w4a16.json", "examples/gemm_w4a16_narrow.json"
     SK, ST = "examples/gemm_w4a16_splitk.json", "examples/gemm_w4a16_splitk_t.json"
     STL = "examples/gemm_w4a16_splitk_t_last.json"  # in one kernel, the last block of each tile adding the runs' sums
+    CL = "tests/gpu/programs/gemm_w4a16_cluster.json"  # in one kernel, the runs of a tile one cluster (cluster_reduce)
     # small M: the programs without a split (gemm_w4a16.json 0.6-0.8x cuBLAS, the narrow program 1.1-1.5x in
     # session 11's run, bench/gpu-bench-2026-11-25-h100-s11-w4a16.log) once each, the split ones (split along K,
     # wider N tiles: each warp's A fragments serve more columns of weights), then C^T with K tiles of 128 (one
@@ -517,6 +519,10 @@ def W4A16_CONFIGS(M):
                  (STL, dict(bm, block_K=128, num_stages=4, split_k=4)), (STL, dict(bm, block_K=128, num_stages=4, split_k=3))]
         if M > 16:
             cfgs += [(ST, dict(bm, block_K=128, num_stages=3, split_k=3, **red))]
+        # the runs of a tile as the blocks of one thread-block cluster, added by cluster_reduce through
+        # distributed shared memory (no workspace, no second kernel): 5-23% slower on the H100 in session 13
+        # (bench/README.md, "W4A16 in clusters"), timed beside the others for the record
+        cfgs += [(CL, dict(bm, block_K=128, num_stages=4, split_k=4)), (CL, dict(bm, block_K=128, num_stages=4, split_k=3))]
     else:  # large M: C^T with the dequantized weights wgmma's A from registers (Machete's form), 128 rows of
         # weights by 256 columns of activations on two warpgroups; first with the scales one row per group
         # (Machete's layout: every copy a bulk tensor copy, no block barrier in the loop), then as gemm_w4a16_t
