@@ -453,6 +453,23 @@ def scans(m, n):
 
 
 @tilelang.jit(out_idx=[1])
+def cluster_sums(n, split=4):
+    """T.cluster_reduce: each block of a cluster of `split` along x sums its slice of X's columns; the block of
+    rank 0 gets the cluster's sum of them and stores it."""
+    @T.prim_func
+    def main(X: T.Tensor((n, split * 32), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(split, threads=32, cluster_dims=(split,)) as bx:
+            f = T.alloc_fragment((n, 32), "float32")
+            r = T.alloc_fragment((n,), "float32")
+            T.copy(X[0:n, bx * 32:(bx + 1) * 32], f)
+            T.reduce_sum(f, r, dim=1)
+            T.cluster_reduce(r, "sum")
+            if bx == 0:
+                T.copy(r, Y)
+    return main
+
+
+@tilelang.jit(out_idx=[1])
 def printing(n):
     @T.prim_func
     def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
@@ -759,6 +776,14 @@ def axpy_strided(n, step):
     check("T.reduce_bitor, T.reduce_bitand and T.cummax",
           np.array_equal(o, np.bitwise_or.reduce(xi, axis=1)) and np.array_equal(a, np.bitwise_and.reduce(xi, axis=1))
           and np.array_equal(cm, np.maximum.accumulate(xf, axis=1)), "%s %s" % (o, a))
+    kc = seed.cluster_sums(8)
+    x = rng.standard_normal((8, 128)).astype(np.float32)
+    y = kc(x)
+    parts = [x[:, 32 * b:32 * (b + 1)].astype(np.float64).sum(1) for b in range(4)]
+    body = kc.func.doc["kernel"]
+    check("T.cluster_reduce and T.Kernel(cluster_dims=...) are Tile IR's cluster_reduce and cluster",
+          body["cluster"] == [4] and {"op": "cluster_reduce", "type": "sum", "dst": "r"} in body["body"]
+          and np.allclose(y, sum(parts), rtol=1e-5, atol=1e-5), "%s\n%s" % (y, sum(parts)))
     kp = seed.printing(4)
     doc = json.dumps(kp.func.doc["kernel"]["body"])
     x = np.array([1, 2.5, 3, 4], np.float32)

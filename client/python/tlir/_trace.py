@@ -506,7 +506,7 @@ class PrimFunc:
                 "threads": [_val(t) for t in k.threads] if isinstance(k.threads, list) else _val(k.threads),
                 "block_vars": [v.name for v in k.vars]}
         if k.cluster is not None:
-            kern["cluster"] = k.cluster
+            kern["cluster"] = [_val(c) for c in k.cluster]
         kern["body"] = _body(k.body, ptr + "/body", lines)
         lines[ptr] = k.loc
         return kern

@@ -186,7 +186,7 @@ def _walk(x, fn):
 
 # statements whose operands are regions and whole buffers (tile operators,
 # allocations, layouts): they read fragments as tile operators may
-_REGION_OPS = {"copy", "fill", "clear", "gemm", "reduce", "cumsum", "cummax", "cummin", "atomic_add",
+_REGION_OPS = {"copy", "fill", "clear", "gemm", "reduce", "cumsum", "cummax", "cummin", "atomic_add", "cluster_reduce",
                "annotate_layout", "use_swizzle", "view", "alloc_shared", "alloc_fragment", "alloc_local"}
 
 
@@ -780,6 +780,15 @@ def _reducer(kind):
 
 (reduce_max, reduce_min, reduce_sum, reduce_abssum, reduce_absmax, reduce_bitand, reduce_bitor,
  reduce_bitxor) = map(_reducer, ("max", "min", "sum", "abssum", "absmax", "bitand", "bitor", "bitxor"))
+
+
+def cluster_reduce(buffer, reduce_type="sum"):
+    """Tile IR's cluster_reduce (5.6): the fragment of the block of rank 0 of the kernel's thread-block cluster
+    (T.Kernel(..., cluster_dims=...)) gets the sum (max, min) of every block's, in rank order; the others keep
+    theirs. A statement of the kernel's body itself, on a whole float32 or int32 fragment."""
+    if reduce_type not in ("sum", "max", "min"):
+        raise error("T.cluster_reduce: unknown reduce type %r; it is 'sum', 'max' or 'min'" % (reduce_type,))
+    builder().emit(Stmt("cluster_reduce", type=reduce_type, dst=region_text(buffer, "T.cluster_reduce buffer")))
 
 
 def _scan(op, src, dst, dim, reverse):
