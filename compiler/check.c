@@ -2277,9 +2277,6 @@ static void check_atomic(C *c, tl_stmt *s) {
   }
 }
 
-/* Checks statement s before what it holds (tl_walker.pre): TL_WALK_SKIP
- * for the statements without a body, and for those whose body is not
- * checked (they are misplaced); check_end finishes the others. */
 /* cluster_reduce (proto/tile-ir-v1.md 5.6): a whole register fragment of
  * float32 or int32, combined across the blocks of the kernel's cluster; a
  * statement of the kernel's body itself, so that every thread of every
@@ -2316,6 +2313,9 @@ static void check_cluster_reduce(C *c, tl_stmt *s) {
   c->prog->cluster_reduce = true;
 }
 
+/* Checks statement s before what it holds (tl_walker.pre): TL_WALK_SKIP
+ * for the statements without a body, and for those whose body is not
+ * checked (they are misplaced); check_end finishes the others. */
 static tl_walk_act check_stmt(tl_stmt *s, void *user) {
   C *c = user;
   if (c->in_parallel) {

@@ -2841,7 +2841,7 @@ static void op_cluster_reduce(E *e, const tl_stmt *s) {
     line(e, "/* cluster_reduce %s: a cluster of one block */", X->name);
     return;
   }
-  if (X->in_regs && (X->packed || X->stages > 1)) {
+  if (X->in_regs && X->stages > 1) {
     fail(e, s->pointer, "cluster_reduce of '%s', a fragment kept in two copies for a gemm left in flight, is not "
          "supported", X->name);
     return;

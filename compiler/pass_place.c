@@ -173,8 +173,11 @@ static int64_t elems(const tl_sym *s) {
 }
 
 /* The bytes of shared scratch an operator needs to exchange values of
- * register fragments between threads (see emit_cuda.c). */
-static int64_t scratch_need(const tl_stmt *s) {
+ * register fragments between threads (see emit_cuda.c), for a block of
+ * `threads`. */
+static int64_t scratch_need(const tl_stmt *s, int64_t threads) {
+  if (s->kind == S_CLUSTER_REDUCE && s->dst->sym->in_regs) /* each thread's elements, 4 bytes each */
+    return s->dst->sym->per_thread * threads * 4;
   if ((s->kind == S_REDUCE || s->kind == S_CUMSUM) && s->src->sym->in_regs) {
     const tl_sym *src = s->src->sym;
     if (s->kind == S_REDUCE && tl_reduce_by_rows(s))
@@ -188,9 +191,7 @@ static int64_t scratch_need(const tl_stmt *s) {
 
 static tl_walk_act max_scratch(tl_stmt *s, void *user) {
   P *p = user;
-  int64_t n = scratch_need(s);
-  if (s->kind == S_CLUSTER_REDUCE && s->dst->sym->in_regs) /* each thread's elements, 4 bytes each (emit_cuda.c) */
-    n = s->dst->sym->per_thread * p->threads * 4;
+  int64_t n = scratch_need(s, p->threads);
   if (n > p->scratch)
     p->scratch = n;
   return TL_WALK_GO;

@@ -722,19 +722,6 @@ CASES = [
                              "num_stages": 4, "split_k": 8}, {}, ["C"], W4A16),
     ("gemm_w4a16_splitk_t", {"M": 40, "N": 300, "K": 1000, "block_M": 64, "block_N": 128, "threads": 256,
                              "block_K": 64, "num_stages": 3, "split_k": 4}, {}, ["C"], W4A16),
-    # the same with the runs of a tile the blocks of one thread-block cluster (sm_90 and later), added by
-    # cluster_reduce into the block of rank 0, which stores C: ragged M, N and K, runs past K and inside a group,
-    # clusters of 1 to 8 blocks
-    ("../tests/gpu/programs/gemm_w4a16_cluster", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16C),
-    ("../tests/gpu/programs/gemm_w4a16_cluster", {"M": 13, "N": 200, "K": 650, "block_M": 16, "split_k": 3}, {}, ["C"], W4A16C),
-    ("../tests/gpu/programs/gemm_w4a16_cluster", {"M": 3, "N": 160, "K": 1030, "block_M": 8, "split_k": 8}, {}, ["C"], W4A16C),
-    ("../tests/gpu/programs/gemm_w4a16_cluster", {"M": 5, "N": 136, "K": 650, "block_K": 64, "group_size": 80, "split_k": 3}, {}, ["C"],
-     W4A16C),
-    ("../tests/gpu/programs/gemm_w4a16_cluster", {"M": 64, "N": 256, "K": 1024, "block_M": 64, "block_K": 64, "num_stages": 4}, {}, ["C"],
-     W4A16C),
-    ("../tests/gpu/programs/gemm_w4a16_cluster", {"M": 40, "N": 300, "K": 1000, "block_M": 64, "block_N": 128, "threads": 256,
-                            "block_K": 64, "num_stages": 3, "split_k": 2}, {}, ["C"], W4A16C),
-    ("../tests/gpu/programs/gemm_w4a16_cluster", {"M": 20, "N": 200, "K": 512, "split_k": 1, "ws": False}, {}, ["C"], W4A16C),
     # the two in one kernel, the last block of each tile adding the runs' sums (a zeroed counter workspace, reset
     # by that block: tlc run fails a launch that leaves it nonzero): the same ragged cases, one run, runs past K
     ("gemm_w4a16_splitk_last", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
@@ -949,14 +936,25 @@ CASES += [("../tests/gpu/programs/ptx_elementwise", {}, {"M": m, "N": n, "alpha"
           for m, n, al, fl in ((1, 1, 1.5, "true"), (37, 100, -0.75, "false"), (300, 1000, 2.0, "true"))]
 CASES += [("../tests/gpu/programs/ptx_guard", {}, {"n": n, "off": 0}, ["y", "z"]) for n in (1, 199, 201, 5000)]
 
-# integer // and % by powers of two (a shift and a mask) and, of dividends that cannot be negative, by other
-# constants (C's / and %), against the interpreter exactly; negative dividends, n ragged
 # cluster_reduce (sm_90 and later): clusters of 2 x 2, 4 x 1, 1 x 2 and of one block (nothing to combine); int32
 # sums over the whole int32 range, so they wrap
 CRED_OUT = ["Ysum", "Ymax", "Ymin", "Yi", "Ysh"]
 CASES += [("../tests/gpu/programs/cluster_reduce", d, {}, CRED_OUT, {"ref": cluster_reduce_ref, "gen": "wide",
                                                                        "target": "sm_90a"})
           for d in ({}, {"cx": 4, "cy": 1, "gx": 8}, {"cx": 1, "cy": 2, "gy": 4, "threads": 256}, {"cx": 1, "cy": 1})]
+# gemm_w4a16_splitk_t's program with the runs of a tile the blocks of one thread-block cluster (sm_90 and later),
+# added by cluster_reduce into the block of rank 0, which stores C: ragged M, N and K, runs past K and inside a
+# group, clusters of 1 to 8 blocks, with and without the producer warpgroup
+CASES += [("../tests/gpu/programs/gemm_w4a16_cluster", d, {}, ["C"], W4A16C)
+          for d in ({"M": 1, "N": 512, "K": 1024}, {"M": 13, "N": 200, "K": 650, "block_M": 16, "split_k": 3},
+                    {"M": 3, "N": 160, "K": 1030, "block_M": 8, "split_k": 8},
+                    {"M": 5, "N": 136, "K": 650, "block_K": 64, "group_size": 80, "split_k": 3},
+                    {"M": 64, "N": 256, "K": 1024, "block_M": 64, "block_K": 64, "num_stages": 4},
+                    {"M": 40, "N": 300, "K": 1000, "block_M": 64, "block_N": 128, "threads": 256, "block_K": 64,
+                     "num_stages": 3, "split_k": 2},
+                    {"M": 20, "N": 200, "K": 512, "split_k": 1, "ws": False})]
+# integer // and % by powers of two (a shift and a mask) and, of dividends that cannot be negative, by other
+# constants (C's / and %), against the interpreter exactly; negative dividends, n ragged
 CASES += [("../tests/gpu/programs/int_divmod", {}, {"n": n}, ["Q", "R", "Q64", "R64", "U"], {"ref": int_divmod_ref})
           for n in (1, 300, 5000)]
 
