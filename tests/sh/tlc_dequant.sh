@@ -77,10 +77,24 @@ awk '/first copies of the pipelined loop below/ {p = NR} /s_S_block\[/ && !s {s 
 # each thread's share of a cooperative loop counted from 0 (a constant trip count)
 grep -qF 'for (int tl_ci = 0; tl_ci < ' "$tmp/sk.cu" || fail "$SK: no cooperative loop counts its trips from 0"
 # where the threads do not divide the elements too (64 rows of 23 groups of scales, 128 threads): 11 whole
-# rounds and a 12th for the threads below 64, so the unrolled copy issues its loads together
-"$TLC" compile examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=1 -D N=8192 -D K=8192 -D block_M=8 -D block_K=128 \
+# rounds and a 12th for the threads below 64, so the unrolled copy issues its loads together (the example before
+# its scale groups were rounded to 8: a copy the program's threads make, not a bulk tensor copy)
+sed 's|"ceildiv(ceildiv(tiles \* block_K, group_size) + 8, 8) \* 8"|"ceildiv(tiles * block_K, group_size) + 1"|
+     s|"bz \* tiles \* block_K // group_size // 8 \* 8"|"bz * tiles * block_K // group_size"|' \
+  examples/gemm_w4a16_splitk_t.json >"$tmp/g23.json"
+grep -qF '"ceildiv(tiles * block_K, group_size) + 1"' "$tmp/g23.json" || fail "splitk_t: the sed found no groups"
+"$TLC" compile "$tmp/g23.json" --target sm_90a -D M=1 -D N=8192 -D K=8192 -D block_M=8 -D block_K=128 \
   -D split_k=3 --emit cuda | grep -qF 'for (int tl_ci = 0; tl_ci < 12; tl_ci++) if (tl_ci < 11 || tl_tid < 64) { const int tl_e = tl_tid + tl_ci * 128;' ||
   fail "splitk_t: the copy of 1472 scales by 128 threads does not count 11 whole rounds and a part"
+# the scale groups of a run from a multiple of 8 (16 bytes), 8 of them more than the run covers: one bulk tensor
+# copy that the producer issues before the loop's, where 23 groups from group 22 (the unrounded program) are not
+for sk in 3 4; do
+  ir examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=16 -D N=8192 -D K=8192 -D block_M=16 -D split_k=$sk |
+    grep -F 'copy S[' | grep -qF 'TMA: cp.async.bulk.tensor, tensor map 2, by the producer warpgroup tile by tile' ||
+    fail "splitk_t split_k=$sk: the scales are not the producer's bulk tensor copy"
+done
+ir "$tmp/g23.json" --target sm_90a -D M=16 -D N=8192 -D K=8192 -D block_M=16 -D split_k=3 | grep -F 'copy S[' |
+  grep -q 'TMA' && fail "splitk_t with 23 groups from group 22: a bulk tensor copy off a 16-byte boundary"
 # C^T: the dequantized tile is wgmma's first operand, straight from the registers that dequantize it
 out=$(ir examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=1 -D block_M=8)
 printf '%s\n' "$out" | grep -qF "[2 at a time: each thread's pairs of its register fragment" || fail "splitk_t: not in pairs of the fragment"
