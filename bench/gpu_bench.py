@@ -42,7 +42,8 @@ examples/gemm_w4a16.json, uint4 weights with float16 scales per 128 along
 K; M = 1, 16, 64, 4096 with N = K = 8192; examples/gemm_w4a16_narrow.json and
 examples/gemm_w4a16_splitk.json at M up to 64, examples/gemm_w4a16_t_gn.json and
 gemm_w4a16_t.json above; gemm_w4a16_t_gn takes its scales one row per group,
-St.npy) against torch.matmul of float16
+St.npy; gemm_w4a16_splitk_tiled its weights tile by tile for the configuration's
+block_N x block_K, Bq_tiled_*.npy, the same weights) against torch.matmul of float16
 A and the dequantized float16 weight of the same shape, each of ours checked
 first against that product with the GEMM's bound, both then timed with a
 cold L2 (`tlc run --time N --flush-l2`, cuda_time_cold: each launch timed
@@ -497,6 +498,7 @@ def W4A16_CONFIGS(M):
     W, NW = "examples/gemm_w4a16.json", "examples/gemm_w4a16_narrow.json"
     SK, ST = "examples/gemm_w4a16_splitk.json", "examples/gemm_w4a16_splitk_t.json"
     STL = "examples/gemm_w4a16_splitk_t_last.json"  # in one kernel, the last block of each tile adding the runs' sums
+    TT = "examples/gemm_w4a16_splitk_tiled.json"  # gemm_w4a16_splitk_t with the weights stored tile by tile
     CL = "tests/gpu/programs/gemm_w4a16_cluster.json"  # in one kernel, the runs of a tile one cluster (cluster_reduce)
     # small M: the programs without a split (gemm_w4a16.json 0.6-0.8x cuBLAS, the narrow program 1.1-1.5x in
     # session 11's run, bench/gpu-bench-2026-11-25-h100-s11-w4a16.log) once each, the split ones (split along K,
@@ -517,8 +519,11 @@ def W4A16_CONFIGS(M):
         cfgs += [(ST, dict(bm, block_K=64, num_stages=4, split_k=8)),
                  (ST, dict(bm, block_K=128, num_stages=4, split_k=4, **red)), (ST, dict(bm, block_K=128, num_stages=4, split_k=3, **red)),
                  (STL, dict(bm, block_K=128, num_stages=4, split_k=4)), (STL, dict(bm, block_K=128, num_stages=4, split_k=3))]
+        # the weights stored tile by tile (each K tile of a block one contiguous 4 KB copy; 3% faster in session 14)
+        cfgs += [(TT, dict(bm, block_K=128, num_stages=4, split_k=4, **red)), (TT, dict(bm, block_K=128, num_stages=4, split_k=3, **red))]
         if M > 16:
-            cfgs += [(ST, dict(bm, block_K=128, num_stages=3, split_k=3, **red))]
+            cfgs += [(ST, dict(bm, block_K=128, num_stages=3, split_k=3, **red)),
+                     (TT, dict(bm, block_K=128, num_stages=3, split_k=3, **red))]
         # the runs of a tile as the blocks of one thread-block cluster, added by cluster_reduce through
         # distributed shared memory (no workspace, no second kernel): 5-23% slower on the H100 in session 13
         # (bench/README.md, "W4A16 in clusters"), timed beside the others for the record
@@ -819,11 +824,23 @@ def main():
             if a.w4a16_filter and not re.search(a.w4a16_filter, tag):
                 continue
             defs = dict({"M": M, "N": N, "K": K, "group_size": G}, **cfg)
-            scales = "St" if any(q["name"] == "St" for q in json.load(open(prog))["params"]) else "S"
+            pj = json.load(open(prog))
+            scales = "St" if any(q["name"] == "St" for q in pj["params"]) else "S"
+            bfile = f"{work}/Bq.npy"
+            if len(next(q for q in pj["params"] if q["name"] == "B")["shape"]) == 4:
+                # stored tile by tile (gemm_w4a16_splitk_tiled): B[n // bn, k // bk, n % bn, k % bk] = Bq[n, k], for the
+                # tile this configuration compiles with; the parts of tiles past N and K hold zeros
+                bn, bk = (int(cfg.get(x, pj["constants"][x])) for x in ("block_N", "block_K"))
+                bfile = f"{work}/Bq_tiled_{bn}x{bk}.npy"
+                if not os.path.exists(bfile):
+                    nb, kb = -(-N // bn), -(-K // bk)
+                    Bp = torch.zeros(nb * bn, kb * bk, device="cuda", dtype=torch.uint8)
+                    Bp[:N, :K] = Bq
+                    np.save(bfile, Bp.view(nb, bn, kb, bk).permute(0, 2, 1, 3).contiguous().cpu().numpy())
             for flush in flushes:  # each run checked, then timed
                 ms_torch = torch_ms[flush]
                 ms = ours_or_fail(f"w4a16 M={M} [{cfg}] {flush}", a.tlc, prog, defs,
-                                  {"A": f"{work}/Aw.npy", "B": f"{work}/Bq.npy",
+                                  {"A": f"{work}/Aw.npy", "B": bfile,
                                    scales: f"{work}/{'St' if scales == 'St' else 'Sc'}.npy"},
                                   {"C": f"{work}/Cw.npy"}, 20, flush=flush)
                 if ms is None:

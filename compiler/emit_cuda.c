@@ -3402,20 +3402,35 @@ static void rotate_pointer(E *e, const tl_sym *b, const char *copy) {
        b->name, copy, n, b->name);
 }
 
+/* Has rotate_pointers declared s_NAME of b already, for a statement of
+ * loop before statement `upto` (a copy prefetched through registers into
+ * it, or a gemm reading it)? */
+static bool rotated_before(const tl_stmt *loop, int upto, const tl_sym *b) {
+  for (int i = 0; i < upto; i++) {
+    const tl_stmt *g = loop->body.items[i];
+    if ((g->reg_prefetch && g->dst->sym == b) ||
+        (g->kind == S_GEMM && ((g->A == b && b->rotates) || (g->B == b && b->rotates))))
+      return true;
+  }
+  return false;
+}
+
 /* The copy of each rotating buffer (pass_pipeline.c: rotatable,
  * reg_prefetchable) that the iteration writes and reads: the operands of
  * the loop's wgmma gemm, the buffers of its copies prefetched through
- * registers. */
+ * registers; each once (a buffer prefetched through registers may be a
+ * gemm's operand too: gemm_w4a16_splitk_tiled's activations where K is no
+ * multiple of 8). */
 static void rotate_pointers(E *e, const tl_stmt *loop, const char *copy) {
   for (int i = 0; i < loop->body.n; i++) {
     const tl_stmt *g = loop->body.items[i];
-    if (g->reg_prefetch)
+    if (g->reg_prefetch && !rotated_before(loop, i, g->dst->sym))
       rotate_pointer(e, g->dst->sym, copy);
     if (g->kind != S_GEMM)
       continue;
     const tl_sym *ops[2] = {g->A, g->B};
     for (int k = 0; k < 2; k++)
-      if (ops[k]->rotates && !(k == 1 && g->A == g->B))
+      if (ops[k]->rotates && !(k == 1 && g->A == g->B) && !rotated_before(loop, i, ops[k]))
         rotate_pointer(e, ops[k], copy);
   }
 }

@@ -372,8 +372,12 @@ def w4a16_abs(x, c):
     float32, and only the K float32 sums differ: GEMM's bound)."""
     g = c["group_size"]
     S = x["S"] if "S" in x else x["St"].T  # St: one row per group (gemm_w4a16_t_gn)
-    S = np.repeat(S.astype(np.float32), g, axis=1)[:, :x["B"].shape[1]]
-    W = ((x["B"].astype(np.float32) - 8) * S).astype(np.float16)
+    B = x["B"]
+    if B.ndim == 4:  # stored tile by tile (gemm_w4a16_splitk_tiled): B[n // bn, k // bk, n % bn, k % bk] = W[n, k]
+        B = B.transpose(0, 2, 1, 3).reshape(B.shape[0] * B.shape[2], B.shape[1] * B.shape[3])
+        B = B[:S.shape[0], :x["A"].shape[1]]
+    S = np.repeat(S.astype(np.float32), g, axis=1)[:, :B.shape[1]]
+    W = ((B.astype(np.float32) - 8) * S).astype(np.float16)
     return {"C": np.abs(x["A"].astype(np.float64)) @ np.abs(W.astype(np.float64)).T}
 
 
@@ -724,6 +728,19 @@ CASES = [
                              "block_K": 64, "num_stages": 3, "split_k": 4}, {}, ["C"], W4A16),
     # the two in one kernel, the last block of each tile adding the runs' sums (a zeroed counter workspace, reset
     # by that block: tlc run fails a launch that leaves it nonzero): the same ragged cases, one run, runs past K
+    # the same with the weights stored tile by tile (a block's K tile one contiguous copy): ragged N, K and M, K
+    # runs that start inside a scale group, K tiles past K in the last run, 4 KB and 8 KB tiles
+    ("gemm_w4a16_splitk_tiled", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk_tiled", {"M": 13, "N": 200, "K": 650, "block_M": 16, "split_k": 3}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk_tiled", {"M": 3, "N": 160, "K": 1030, "block_M": 8, "split_k": 8}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk_tiled", {"M": 5, "N": 136, "K": 650, "block_K": 64, "group_size": 80, "split_k": 3}, {},
+     ["C"], W4A16),
+    ("gemm_w4a16_splitk_tiled", {"M": 64, "N": 256, "K": 1024, "block_M": 64, "num_stages": 3, "split_k": 3}, {},
+     ["C"], W4A16),
+    ("gemm_w4a16_splitk_tiled", {"M": 40, "N": 300, "K": 1000, "block_M": 64, "block_N": 128, "threads": 256,
+                                 "block_K": 64, "num_stages": 3, "split_k": 4}, {}, ["C"], W4A16),
+    ("gemm_w4a16_splitk_tiled", {"M": 16, "N": 192, "K": 2048, "block_M": 16, "split_k": 3, "ws": False}, {}, ["C"],
+     W4A16),
     ("gemm_w4a16_splitk_last", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
     ("gemm_w4a16_splitk_last", {"M": 13, "N": 200, "K": 650, "split_k": 3}, {}, ["C"], W4A16),
     ("gemm_w4a16_splitk_last", {"M": 3, "N": 160, "K": 1030, "split_k": 8}, {}, ["C"], W4A16),

@@ -95,6 +95,12 @@ for sk in 3 4; do
 done
 ir "$tmp/g23.json" --target sm_90a -D M=16 -D N=8192 -D K=8192 -D block_M=16 -D split_k=3 | grep -F 'copy S[' |
   grep -q 'TMA' && fail "splitk_t with 23 groups from group 22: a bulk tensor copy off a 16-byte boundary"
+# activations prefetched through registers (K = 1030: rows of 2060 bytes, no 16-byte chunks), a wgmma operand
+# in two copies in turn, beside weights on cp.async (stored tile by tile): the copy's pointer declared once
+for t in sm_80 sm_90a; do
+  "$TLC" compile examples/gemm_w4a16_splitk_tiled.json --target $t -D M=3 -D N=160 -D K=1030 -D block_M=8 -D split_k=8 \
+    -o "$tmp/tiled.cubin" >/dev/null 2>"$tmp/tiled.err" || fail "splitk_tiled K=1030 $t: $(cat "$tmp/tiled.err")"
+done
 # C^T: the dequantized tile is wgmma's first operand, straight from the registers that dequantize it
 out=$(ir examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=1 -D block_M=8)
 printf '%s\n' "$out" | grep -qF "[2 at a time: each thread's pairs of its register fragment" || fail "splitk_t: not in pairs of the fragment"

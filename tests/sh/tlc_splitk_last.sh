@@ -4,7 +4,9 @@
 # 9.1): examples/gemm_w4a16_splitk_last.json and _t_last.json, where the
 # last block of each output tile adds the runs' sums, give on the reference
 # interpreter the same bytes as the two-kernel programs they fuse, at ragged
-# sizes, one run, and runs wholly past K; a program that does not reset its
+# sizes, one run, and runs wholly past K (and gemm_w4a16_splitk_tiled.json,
+# the weights stored tile by tile, the same bytes as gemm_w4a16_splitk_t.json
+# whose weights they hold); a program that does not reset its
 # zeroed counter is a run-time error naming the workspace; the CUDA C puts
 # the device-scope fence between two barriers, the metadata marks the
 # workspace zeroed for the launcher.  The GPU side (tlc run fails a launch
@@ -49,6 +51,38 @@ same gemm_w4a16_splitk_last gemm_w4a16_splitk -D M=3 -D N=160 -D K=1030 -D split
 same gemm_w4a16_splitk_t_last gemm_w4a16_splitk_t -D M=3 -D N=160 -D K=1030 -D block_M=8 -D split_k=8
 inputs 5 136 650 80 # runs that start inside a scale group
 same gemm_w4a16_splitk_last gemm_w4a16_splitk -D M=5 -D N=136 -D K=650 -D block_K=64 -D group_size=80 -D split_k=3
+# gemm_w4a16_splitk_tiled.json: the weights stored tile by tile give gemm_w4a16_splitk_t.json's bytes; the tiles'
+# parts past N and K hold random codes, which must not count
+tiled() { # N K BN BK: $tmp/Bt.npy from $tmp/B.npy
+  python3 - "$@" "$tmp" <<'PY' || fail "python3 wrote no tiled weights"
+import random, struct, sys
+N, K, bn, bk = map(int, sys.argv[1:5]); d = sys.argv[5]
+b = open(d + "/B.npy", "rb").read(); b = b[10 + struct.unpack("<H", b[8:10])[0]:]
+nb, kb = -(-N // bn), -(-K // bk)
+random.seed(N + K + bn)
+out = bytearray(random.randint(0, 15) for _ in range(nb * kb * bn * bk))
+for n in range(N):
+    for k in range(K):
+        out[((n // bn * kb + k // bk) * bn + n % bn) * bk + k % bk] = b[n * K + k]
+hdr = "{'descr': '|u1', 'fortran_order': False, 'shape': (%d, %d, %d, %d), }" % (nb, kb, bn, bk)
+hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
+open(d + "/Bt.npy", "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode() + bytes(out))
+PY
+}
+same_tiled() { # N K BN BK -D ...
+  n=$1 k=$2 bn=$3 bk=$4; shift 4
+  tiled "$n" "$k" "$bn" "$bk"
+  "$TLC" run $E/gemm_w4a16_splitk_tiled.json --interpret --in A="$tmp/A.npy" --in B="$tmp/Bt.npy" --in S="$tmp/S.npy" \
+    --out C="$tmp/t1.npy" -D N="$n" -D K="$k" -D block_N="$bn" -D block_K="$bk" "$@" || fail "splitk_tiled $*"
+  "$TLC" run $E/gemm_w4a16_splitk_t.json --interpret $IN --out C="$tmp/t2.npy" -D N="$n" -D K="$k" -D block_N="$bn" \
+    -D block_K="$bk" "$@" || fail "splitk_t $*"
+  cmp -s "$tmp/t1.npy" "$tmp/t2.npy" || fail "splitk_tiled differs from splitk_t at N=$n K=$k $*"
+}
+same_tiled 136 650 64 64 -D M=5 -D group_size=80 -D split_k=3
+inputs 13 200 650 128
+same_tiled 200 650 64 128 -D M=13 -D block_M=16 -D split_k=3
+same_tiled 200 650 128 64 -D M=13 -D block_M=16 -D split_k=2 -D threads=256
+inputs 5 136 650 80 # back to the inputs of the last comparison above, for the checks below
 # the results are not all zero or NaN (the comparison above is not empty)
 python3 -c "
 import struct, sys; b = open('$tmp/c1.npy', 'rb').read(); b = b[10 + struct.unpack('<H', b[8:10])[0]:]
