@@ -726,8 +726,6 @@ CASES = [
                              "num_stages": 4, "split_k": 8}, {}, ["C"], W4A16),
     ("gemm_w4a16_splitk_t", {"M": 40, "N": 300, "K": 1000, "block_M": 64, "block_N": 128, "threads": 256,
                              "block_K": 64, "num_stages": 3, "split_k": 4}, {}, ["C"], W4A16),
-    # the two in one kernel, the last block of each tile adding the runs' sums (a zeroed counter workspace, reset
-    # by that block: tlc run fails a launch that leaves it nonzero): the same ragged cases, one run, runs past K
     # the same with the weights stored tile by tile (a block's K tile one contiguous copy): ragged N, K and M, K
     # runs that start inside a scale group, K tiles past K in the last run, 4 KB and 8 KB tiles
     ("gemm_w4a16_splitk_tiled", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
@@ -741,6 +739,8 @@ CASES = [
                                  "block_K": 64, "num_stages": 3, "split_k": 4}, {}, ["C"], W4A16),
     ("gemm_w4a16_splitk_tiled", {"M": 16, "N": 192, "K": 2048, "block_M": 16, "split_k": 3, "ws": False}, {}, ["C"],
      W4A16),
+    # the two in one kernel, the last block of each tile adding the runs' sums (a zeroed counter workspace, reset
+    # by that block: tlc run fails a launch that leaves it nonzero): the same ragged cases, one run, runs past K
     ("gemm_w4a16_splitk_last", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
     ("gemm_w4a16_splitk_last", {"M": 13, "N": 200, "K": 650, "split_k": 3}, {}, ["C"], W4A16),
     ("gemm_w4a16_splitk_last", {"M": 3, "N": 160, "K": 1030, "split_k": 8}, {}, ["C"], W4A16),
