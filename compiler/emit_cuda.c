@@ -3408,8 +3408,7 @@ static void rotate_pointer(E *e, const tl_sym *b, const char *copy) {
 static bool rotated_before(const tl_stmt *loop, int upto, const tl_sym *b) {
   for (int i = 0; i < upto; i++) {
     const tl_stmt *g = loop->body.items[i];
-    if ((g->reg_prefetch && g->dst->sym == b) ||
-        (g->kind == S_GEMM && ((g->A == b && b->rotates) || (g->B == b && b->rotates))))
+    if ((g->reg_prefetch && g->dst->sym == b) || (g->kind == S_GEMM && b->rotates && (g->A == b || g->B == b)))
       return true;
   }
   return false;

@@ -184,3 +184,15 @@ tl_server() {
     tl_fail "server $_name does not answer GET /healthz"
   fi
 }
+
+# tl_w4a16_unrounded EXAMPLE OUT: writes to OUT the W4A16 split example as
+# it was before its run's scale groups were rounded to 8 (g0 the run's first
+# group, one group more than the run covers): a copy of the scales that
+# starts off a 16-byte boundary, which the program's threads make.  Status
+# 1 when the example no longer has both rounded lines to undo.
+tl_w4a16_unrounded() {
+  sed 's|"ceildiv(ceildiv(tiles \* block_K, group_size) + 8, 8) \* 8"|"ceildiv(tiles * block_K, group_size) + 1"|
+       s|"bz \* tiles \* block_K // group_size // 8 \* 8"|"bz * tiles * block_K // group_size"|' "$1" >"$2" &&
+    grep -qF '"ceildiv(tiles * block_K, group_size) + 1"' "$2" &&
+    grep -qF '"bz * tiles * block_K // group_size"' "$2"
+}

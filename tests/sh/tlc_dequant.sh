@@ -22,6 +22,7 @@ if ! "$TLC" targets 2>/dev/null | grep -q '^sm_80 '; then # NVRTC, not just an A
   exit 77
 fi
 fail() { echo "FAIL: $*"; exit 1; }
+. tests/sh/lib.sh # tl_w4a16_unrounded
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
 W=examples/gemm_w4a16.json NW=examples/gemm_w4a16_narrow.json G=tests/golden/dequant_pairs.json
 
@@ -79,10 +80,7 @@ grep -qF 'for (int tl_ci = 0; tl_ci < ' "$tmp/sk.cu" || fail "$SK: no cooperativ
 # where the threads do not divide the elements too (64 rows of 23 groups of scales, 128 threads): 11 whole
 # rounds and a 12th for the threads below 64, so the unrolled copy issues its loads together (the example before
 # its scale groups were rounded to 8: a copy the program's threads make, not a bulk tensor copy)
-sed 's|"ceildiv(ceildiv(tiles \* block_K, group_size) + 8, 8) \* 8"|"ceildiv(tiles * block_K, group_size) + 1"|
-     s|"bz \* tiles \* block_K // group_size // 8 \* 8"|"bz * tiles * block_K // group_size"|' \
-  examples/gemm_w4a16_splitk_t.json >"$tmp/g23.json"
-grep -qF '"ceildiv(tiles * block_K, group_size) + 1"' "$tmp/g23.json" || fail "splitk_t: the sed found no groups"
+tl_w4a16_unrounded examples/gemm_w4a16_splitk_t.json "$tmp/g23.json" || fail "splitk_t: no rounded scale groups to undo"
 "$TLC" compile "$tmp/g23.json" --target sm_90a -D M=1 -D N=8192 -D K=8192 -D block_M=8 -D block_K=128 \
   -D split_k=3 --emit cuda | grep -qF 'for (int tl_ci = 0; tl_ci < 12; tl_ci++) if (tl_ci < 11 || tl_tid < 64) { const int tl_e = tl_tid + tl_ci * 128;' ||
   fail "splitk_t: the copy of 1472 scales by 128 threads does not count 11 whole rounds and a part"
