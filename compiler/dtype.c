@@ -319,7 +319,7 @@ void tl_subbyte_f16_pair(int bits, bool sgn, int p, tl_subbyte_pair *out) {
   out->flip = sgn ? flip : 0;
   out->sel = 0x4040u | byte | byte << 8;
   out->mask = m << sl | (m << sh) << 16;
-  out->scale = (uint32_t)tl_f16_from_double(ldexp(1.0, -(int)sl)) | (uint32_t)tl_f16_from_double(ldexp(1.0, -(int)sh)) << 16;
+  out->magic = (25u - sl) << 10 | ((25u - sh) << 10) << 16; /* 2^(10 - s) with its last mantissa bit at bit s */
   out->bias = (uint32_t)tl_f16_from_double(-ldexp(1024.0, -(int)sl) - off) |
               (uint32_t)tl_f16_from_double(-ldexp(1024.0, -(int)sh) - off) << 16;
 }

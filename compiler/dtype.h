@@ -154,18 +154,22 @@ double tl_f32_round(double x);
  * instruction (FasterTransformer's "magic number" trick): in a word w of
  * packed elements of `bits` (1, 2 or 4) bits, element i at bit i * bits
  * (proto/tile-ir-v1.md 7.1.2), the pair of elements 2p and 2p + 1 becomes
- * the float16 pair h = fma.f16x2(x, scale, bias) with
- *   x = lop3((prmt(w', 0, sel)), mask, 0x64006400) = (prmt & mask) | magic,
+ * the float16 pair h = add.f16x2(x, bias) with
+ *   x = lop3(prmt(w', 0, sel), mask, magic) = (prmt & mask) | magic,
  * w' = w ^ flip.  prmt copies the byte holding the pair into bytes 0 and
  * 2; mask keeps the lower element at its bits sl of the low half and the
- * upper one at its bits sh of the high half, so that each half reads
- * 1024 + e * 2^s; scale (2^-sl, 2^-sh) and bias (-1024 * 2^-s - off)
- * leave e - off, exactly (every step is exact in float16).  Signed types
- * flip each element's top bit (flip) and take off = 2^(bits - 1), which
- * maps two's complement to offset binary.  The emitter (emit_cuda.c) prints
- * these constants; tests/unit check the table of every value. */
+ * upper one at its bits sh of the high half; magic puts in each half the
+ * exponent of 2^(10 - s), whose last mantissa bit is bit s, so that the
+ * half reads 2^(10 - s) + e; bias (-2^(10 - s) - off) leaves e - off,
+ * exactly (every step is exact in float16, and no multiplier is needed:
+ * an add takes its constant pair as an immediate, where an fma kept a
+ * second constant in a register that ptxas rematerialized for every
+ * pair).  Signed types flip each element's top bit (flip) and take
+ * off = 2^(bits - 1), which maps two's complement to offset binary.  The
+ * emitter (emit_cuda.c) prints these constants; tests/unit check the table
+ * of every value. */
 typedef struct tl_subbyte_pair {
-  uint32_t flip, sel, mask, scale, bias; /* scale and bias: float16 pairs, the lower element's in the low half */
+  uint32_t flip, sel, mask, magic, bias; /* magic and bias: float16 pairs, the lower element's in the low half */
 } tl_subbyte_pair;
 void tl_subbyte_f16_pair(int bits, bool sgn, int p, tl_subbyte_pair *out);
 

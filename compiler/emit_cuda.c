@@ -2360,9 +2360,9 @@ static bool is_packed_cast(const tl_expr *x) {
 /* Is x an integer-valued constant of magnitude at most 512 (*c)?  Then
  * T(P) + c is exact in float16 for every packed integer P (at most 4 bits:
  * |P + c| <= 527), and so is tl_sb2h2's bias with c added (an integer of
- * magnitude below 2048, or a smaller multiple of 1/16), so the addition
- * folds into the bias and the fma's one rounding is exact; bfloat16(P) + c
- * is that float16 value converted once. */
+ * magnitude below 2048), so the addition folds into the bias and the
+ * add's one rounding is exact; bfloat16(P) + c is that float16 value
+ * converted once. */
 static bool exact_offset(const tl_expr *x, double *c) {
   if (x->kind != E_CONST || x->type == TL_BOOL)
     return false;
@@ -2383,7 +2383,7 @@ static const char *vex_packed(E *e, const tl_expr *x, vec_state *v, double add) 
   unsigned lo = tl_f16_from_double(tl_f16_to_double((uint16_t)(c.bias & 0xffff)) + add);
   unsigned hi = tl_f16_from_double(tl_f16_to_double((uint16_t)(c.bias >> 16)) + add);
   const char *sel = v->selb[k] ? S("0x%04xu + %s * 0x0101u", c.sel, v->selb[k]) : S("0x%04xu", c.sel);
-  const char *h = S("tl_sb2h2(tl_x%d ^ 0x%08xu, %s, 0x%08xu, 0x%08xu, 0x%08xu)", k, c.flip, sel, c.mask, c.scale,
+  const char *h = S("tl_sb2h2(tl_x%d ^ 0x%08xu, %s, 0x%08xu, 0x%08xu, 0x%08xu)", k, c.flip, sel, c.mask, c.magic,
                     lo | hi << 16);
   return v->bf16 ? S("tl_h2bf2(%s)", h) : h;
 }

@@ -39,11 +39,11 @@ static const char tl_prelude_cuda[] =
     "TL_DEV unsigned tl_hsub2(unsigned a, unsigned b) { unsigned r; asm(\"sub.rn.f16x2 %0, %1, %2;\" : \"=r\"(r) : \"r\"(a), \"r\"(b)); return r; }\n"
     "TL_DEV unsigned tl_hmul2(unsigned a, unsigned b) { unsigned r; asm(\"mul.rn.f16x2 %0, %1, %2;\" : \"=r\"(r) : \"r\"(a), \"r\"(b)); return r; }\n"
     /* two packed integers of a word to a float16 pair, exactly (dtype.h: tl_subbyte_f16_pair) */
-    "TL_DEV unsigned tl_sb2h2(unsigned w, unsigned sel, unsigned mask, unsigned scale, unsigned bias) {\n"
+    "TL_DEV unsigned tl_sb2h2(unsigned w, unsigned sel, unsigned mask, unsigned magic, unsigned bias) {\n"
     "  unsigned x, h;\n"
     "  asm(\"prmt.b32 %0, %1, 0, %2;\" : \"=r\"(x) : \"r\"(w), \"r\"(sel));\n"
-    "  asm(\"lop3.b32 %0, %1, %2, 0x64006400, 0xea;\" : \"=r\"(x) : \"r\"(x), \"r\"(mask));\n"
-    "  asm(\"fma.rn.f16x2 %0, %1, %2, %3;\" : \"=r\"(h) : \"r\"(x), \"r\"(scale), \"r\"(bias));\n"
+    "  asm(\"lop3.b32 %0, %1, %2, %3, 0xea;\" : \"=r\"(x) : \"r\"(x), \"r\"(mask), \"r\"(magic));\n"
+    "  asm(\"add.rn.f16x2 %0, %1, %2;\" : \"=r\"(h) : \"r\"(x), \"r\"(bias));\n"
     "  return h;\n"
     "}\n"
     /* bfloat16 pairs (sm_80): fma.rn with 1, -1 or -0 rounds once, as add, sub and mul would */

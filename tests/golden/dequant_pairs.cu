@@ -10,11 +10,11 @@ TL_DEV unsigned tl_f2h2(float lo, float hi) {
 TL_DEV unsigned tl_hadd2(unsigned a, unsigned b) { unsigned r; asm("add.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
 TL_DEV unsigned tl_hsub2(unsigned a, unsigned b) { unsigned r; asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
 TL_DEV unsigned tl_hmul2(unsigned a, unsigned b) { unsigned r; asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
-TL_DEV unsigned tl_sb2h2(unsigned w, unsigned sel, unsigned mask, unsigned scale, unsigned bias) {
+TL_DEV unsigned tl_sb2h2(unsigned w, unsigned sel, unsigned mask, unsigned magic, unsigned bias) {
   unsigned x, h;
   asm("prmt.b32 %0, %1, 0, %2;" : "=r"(x) : "r"(w), "r"(sel));
-  asm("lop3.b32 %0, %1, %2, 0x64006400, 0xea;" : "=r"(x) : "r"(x), "r"(mask));
-  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(h) : "r"(x), "r"(scale), "r"(bias));
+  asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(x) : "r"(x), "r"(mask), "r"(magic));
+  asm("add.rn.f16x2 %0, %1, %2;" : "=r"(h) : "r"(x), "r"(bias));
   return h;
 }
 TL_DEV unsigned tl_bfma2(unsigned a, unsigned b, unsigned c) { unsigned r; asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
@@ -278,10 +278,10 @@ extern "C" __global__ void __launch_bounds__(64) dequant_pairs(int p_m, unsigned
     {
       const int v_j = tl_jb + 0; (void)v_j;
       const unsigned tl_x0 = (unsigned)(tl_w0 >> 0);
-      const unsigned tl_h0 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
-      const unsigned tl_h1 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
-      const unsigned tl_h2 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
-      const unsigned tl_h3 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h0 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x54006400u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h1 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x54006400u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h2 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x54006400u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h3 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x54006400u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
       tl_v16 tl_o;
       tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;
       tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;
@@ -290,10 +290,10 @@ extern "C" __global__ void __launch_bounds__(64) dequant_pairs(int p_m, unsigned
     {
       const int v_j = tl_jb + 8; (void)v_j;
       const unsigned tl_x0 = (unsigned)(tl_w0 >> 32);
-      const unsigned tl_h0 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
-      const unsigned tl_h1 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
-      const unsigned tl_h2 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
-      const unsigned tl_h3 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h0 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x54006400u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h1 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x54006400u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h2 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x54006400u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
+      const unsigned tl_h3 = tl_hadd2((tl_hmul2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x54006400u, 0xd480e408u), tl_r0) ^ 0x80008000u), 0x38003800u);
       tl_v16 tl_o;
       tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;
       tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;
@@ -315,10 +315,10 @@ extern "C" __global__ void __launch_bounds__(64) dequant_pairs(int p_m, unsigned
       const unsigned tl_x0 = (unsigned)(tl_w0 >> 0);
       const unsigned tl_x1 = (unsigned)(tl_w1 >> 0);
       const unsigned tl_x2 = (unsigned)(tl_w2 >> 0);
-      const unsigned tl_h0 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), 0x42004200u));
-      const unsigned tl_h1 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), 0x42004200u));
-      const unsigned tl_h2 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), 0x42004200u));
-      const unsigned tl_h3 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), 0x42004200u));
+      const unsigned tl_h0 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x5c006400u, 0xdc08e402u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x54006400u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x5c006400u, 0xdc08e402u), 0x42004200u));
+      const unsigned tl_h1 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x4c005400u, 0xcc80d420u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x54006400u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x4c005400u, 0xcc80d420u), 0x42004200u));
+      const unsigned tl_h2 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x5c006400u, 0xdc08e402u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x54006400u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x5c006400u, 0xdc08e402u), 0x42004200u));
+      const unsigned tl_h3 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x4c005400u, 0xcc80d420u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x54006400u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x4c005400u, 0xcc80d420u), 0x42004200u));
       tl_v16 tl_o;
       tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;
       tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;
@@ -329,10 +329,10 @@ extern "C" __global__ void __launch_bounds__(64) dequant_pairs(int p_m, unsigned
       const unsigned tl_x0 = (unsigned)(tl_w0 >> 16);
       const unsigned tl_x1 = (unsigned)(tl_w1 >> 32);
       const unsigned tl_x2 = (unsigned)(tl_w2 >> 16);
-      const unsigned tl_h0 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), 0x42004200u));
-      const unsigned tl_h1 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), 0x42004200u));
-      const unsigned tl_h2 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x34003c00u, 0xdc08e402u), 0x42004200u));
-      const unsigned tl_h3 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x24002c00u, 0xcc80d420u), 0x42004200u));
+      const unsigned tl_h0 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x5c006400u, 0xdc08e402u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x54006400u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x5c006400u, 0xdc08e402u), 0x42004200u));
+      const unsigned tl_h1 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x4c005400u, 0xcc80d420u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x54006400u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x4c005400u, 0xcc80d420u), 0x42004200u));
+      const unsigned tl_h2 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x5c006400u, 0xdc08e402u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x54006400u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x5c006400u, 0xdc08e402u), 0x42004200u));
+      const unsigned tl_h3 = tl_hsub2(tl_hmul2(tl_sb2h2(tl_x0 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x4c005400u, 0xcc80d420u), tl_sb2h2(tl_x1 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x54006400u, 0xd480e408u)), tl_hmul2(tl_sb2h2(tl_x2 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x4c005400u, 0xcc80d420u), 0x42004200u));
       tl_v16 tl_o;
       tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;
       tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;
@@ -359,10 +359,10 @@ extern "C" __global__ void __launch_bounds__(64) dequant_pairs(int p_m, unsigned
       const int v_j = tl_jb + 0; (void)v_j;
       const unsigned tl_x0 = (unsigned)(tl_w0 >> 0);
       const unsigned tl_x1 = (unsigned)(tl_w1 >> 0);
-      const unsigned tl_h0 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x34003c00u, 0xdc08e402u)));
-      const unsigned tl_h1 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x24002c00u, 0xcc80d420u)));
-      const unsigned tl_h2 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x34003c00u, 0xdc08e402u)));
-      const unsigned tl_h3 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x24002c00u, 0xcc80d420u)));
+      const unsigned tl_h0 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x54006400u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x5c006400u, 0xdc08e402u)));
+      const unsigned tl_h1 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x54006400u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x4c005400u, 0xcc80d420u)));
+      const unsigned tl_h2 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x54006400u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x5c006400u, 0xdc08e402u)));
+      const unsigned tl_h3 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x54006400u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x4c005400u, 0xcc80d420u)));
       tl_v16 tl_o;
       tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;
       tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;
@@ -372,10 +372,10 @@ extern "C" __global__ void __launch_bounds__(64) dequant_pairs(int p_m, unsigned
       const int v_j = tl_jb + 8; (void)v_j;
       const unsigned tl_x0 = (unsigned)(tl_w0 >> 32);
       const unsigned tl_x1 = (unsigned)(tl_w1 >> 16);
-      const unsigned tl_h0 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x34003c00u, 0xdc08e402u)));
-      const unsigned tl_h1 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x24002c00u, 0xcc80d420u)));
-      const unsigned tl_h2 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x34003c00u, 0xdc08e402u)));
-      const unsigned tl_h3 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x2c003c00u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x24002c00u, 0xcc80d420u)));
+      const unsigned tl_h0 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4040u, 0x00f0000fu, 0x54006400u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4040u, 0x000c0003u, 0x5c006400u, 0xdc08e402u)));
+      const unsigned tl_h1 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4141u, 0x00f0000fu, 0x54006400u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4040u, 0x00c00030u, 0x4c005400u, 0xcc80d420u)));
+      const unsigned tl_h2 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4242u, 0x00f0000fu, 0x54006400u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4141u, 0x000c0003u, 0x5c006400u, 0xdc08e402u)));
+      const unsigned tl_h3 = tl_bsub2(tl_bmul2(tl_h2bf2(tl_sb2h2(tl_x0 ^ 0x88888888u, 0x4343u, 0x00f0000fu, 0x54006400u, 0xd480e408u)), 0x3ec03ec0u), tl_h2bf2(tl_sb2h2(tl_x1 ^ 0xaaaaaaaau, 0x4141u, 0x00c00030u, 0x4c005400u, 0xcc80d420u)));
       tl_v16 tl_o;
       tl_o.lo = (unsigned long long)tl_h0 | (unsigned long long)tl_h1 << 32;
       tl_o.hi = (unsigned long long)tl_h2 | (unsigned long long)tl_h3 << 32;

@@ -10,11 +10,11 @@ TL_DEV unsigned tl_f2h2(float lo, float hi) {
 TL_DEV unsigned tl_hadd2(unsigned a, unsigned b) { unsigned r; asm("add.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
 TL_DEV unsigned tl_hsub2(unsigned a, unsigned b) { unsigned r; asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
 TL_DEV unsigned tl_hmul2(unsigned a, unsigned b) { unsigned r; asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
-TL_DEV unsigned tl_sb2h2(unsigned w, unsigned sel, unsigned mask, unsigned scale, unsigned bias) {
+TL_DEV unsigned tl_sb2h2(unsigned w, unsigned sel, unsigned mask, unsigned magic, unsigned bias) {
   unsigned x, h;
   asm("prmt.b32 %0, %1, 0, %2;" : "=r"(x) : "r"(w), "r"(sel));
-  asm("lop3.b32 %0, %1, %2, 0x64006400, 0xea;" : "=r"(x) : "r"(x), "r"(mask));
-  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(h) : "r"(x), "r"(scale), "r"(bias));
+  asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(x) : "r"(x), "r"(mask), "r"(magic));
+  asm("add.rn.f16x2 %0, %1, %2;" : "=r"(h) : "r"(x), "r"(bias));
   return h;
 }
 TL_DEV unsigned tl_bfma2(unsigned a, unsigned b, unsigned c) { unsigned r; asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }

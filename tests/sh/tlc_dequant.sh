@@ -2,7 +2,8 @@
 # tests/sh/tlc_dequant.sh - packed weights dequantized 8 to 32 at a time
 # (issue 12; pass_place.c: dequant_loop, emit_cuda.c: op_parallel_vec):
 # the loops that qualify are marked in `--emit ir` and their PTX converts
-# packed words with prmt + lop3 + fma.f16x2 (no per-element convert), does
+# packed words with prmt + lop3 + add.f16x2 (no per-element convert, no
+# multiplier: the magic number's exponent sits at each element's bits), does
 # its float16 arithmetic on pairs (mul/sub.rn.f16x2, never fused), bfloat16
 # with fma.rn.bf16x2 from sm_80, and stores 16 bytes at a time; a loop that
 # uses j outside an index, an AMD target, and a bfloat16 loop before sm_80
@@ -52,9 +53,10 @@ has() { grep -qF -- "$1" "$tmp/k.ptx" || fail "$2: the PTX lacks $1"; }
 for t in sm_80 sm_90a; do
   ir $W --target $t | grep -qF '[32 at a time' || fail "$W $t: the dequant loop is not 32 at a time"
   ptx $W --target $t
-  for i in prmt.b32 lop3.b32 fma.rn.f16x2 mul.rn.f16x2 st.shared.v2.u64; do has $i "$W $t"; done
-  # T(P) - 8 folds into the conversion: no sub.f16x2
+  for i in prmt.b32 lop3.b32 add.rn.f16x2 mul.rn.f16x2 st.shared.v2.u64; do has $i "$W $t"; done
+  # T(P) - 8 folds into the conversion: no sub.f16x2; the conversion adds, it does not multiply
   grep -q 'sub.rn.f16x2' "$tmp/k.ptx" && fail "$W $t: (float16(B) - 8) was not folded into the conversion"
+  grep -q 'fma.rn.f16x2' "$tmp/k.ptx" && fail "$W $t: the conversion has an fma"
 done
 ir $NW --target sm_80 -D M=1 | grep -qF '[32 at a time' || fail "$NW: not 32 at a time"
 # a K tile over several scale groups: the scale S_block[i, (k * block_K + j) // group_size] is read per 8 of j
@@ -162,7 +164,7 @@ for d in "" "-D block_M=256 -D block_N=128 -D threads=256" "-D block_N=256 -D th
   printf '%s\n' "$out" | grep 'gemm B_frag' | grep -qF '[A in registers: set only after the wait' || fail "$T $d: A not from registers after the wait"
   printf '%s\n' "$out" | grep 'gemm B_frag' | grep -qF 'wait_group 1' || fail "$T $d: the gemm waits for 0"
   ptx $T --target sm_90a -D M=4096 -D N=8192 -D K=8192 $d
-  for i in prmt.b32 lop3.b32 fma.rn.f16x2 mul.rn.f16x2 'wgmma.wait_group.sync.aligned 0;' '%nsmid'; do has "$i" "$T $d"; done
+  for i in prmt.b32 lop3.b32 add.rn.f16x2 mul.rn.f16x2 'wgmma.wait_group.sync.aligned 0;' '%nsmid'; do has "$i" "$T $d"; done
   # every wgmma's A registers: written by a selp after the wait, from the other set's registers (themselves
   # written so) on a never-true predicate, or from the computed ones (emit_cuda.c's held_a)
   awk '/wgmma.wait_group.sync.aligned 0;/ { w = 1 }
