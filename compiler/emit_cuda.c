@@ -1005,6 +1005,15 @@ static void emit_async_copy(E *e, const tl_stmt *s) {
  * last dimension is the fragment's columns, starts on an even element and
  * has an even size (so a pair is wholly inside or wholly outside a tensor,
  * and 4-byte aligned). */
+/* A copy of a 32-bit fragment f into d of its own dtype (float32, int32
+ * or uint32) stores a thread's pair of neighbouring columns as one 8-byte
+ * vector (op_copy_pairs), where one store an element left the epilogue
+ * of a split-K gemm's float32 sums held up on its store queue (W4A16 at
+ * M = 64: bench/README.md). */
+static bool wide_pair(const tl_sym *f, const tl_sym *d) {
+  return d->dtype == f->dtype && (d->dtype == TL_FLOAT32 || d->dtype == TL_INT32 || d->dtype == TL_UINT32);
+}
+
 static bool copy_pairs_ok(const tl_stmt *s) {
   const tl_region *src = s->src, *dst = s->dst;
   const tl_sym *f = reg_of(src), *d = dst->sym;
@@ -1012,13 +1021,14 @@ static bool copy_pairs_ok(const tl_stmt *s) {
     return true;
   if (!f || f->reg_layout != TL_LAYOUT_MMA || f->ndim != 2 || reg_of(dst))
     return false;
-  if ((d->dtype != TL_FLOAT16 && d->dtype != TL_BFLOAT16) || (d->kind == SYM_BUFFER && d->scope == SCOPE_LOCAL))
+  if ((d->dtype != TL_FLOAT16 && d->dtype != TL_BFLOAT16 && !wide_pair(f, d)) ||
+      (d->kind == SYM_BUFFER && d->scope == SCOPE_LOCAL))
     return false;
   int last = dst->ndim - 1;
   int64_t ext[TL_MAX_DIMS];
   if (squeezed(dst, ext) != 2 || dst->ext[last] != f->dims[1] || d->dims[last] < 0 || d->dims[last] % 2)
     return false;
-  return tl_multiple_of(dst->lo[last], 2) && (d->kind != SYM_TENSOR || d->align >= 4);
+  return tl_multiple_of(dst->lo[last], 2) && (d->kind != SYM_TENSOR || d->align >= 2 * (int64_t)tl_dtype_size(d->dtype));
 }
 
 /* The pair of halves of registers r and r + 1 of fragment f as one
@@ -1066,7 +1076,7 @@ static bool copy_quads_ok(const E *e, const tl_stmt *s, bool uniform) {
   int last = s->dst->ndim - 1;
   int64_t ext[TL_MAX_DIMS];
   return uniform && e->d == &dialect_cuda && e->T % 32 == 0 && f && f->reg_layout == TL_LAYOUT_MMA &&
-         f->mma_ni % 2 == 0 && d->kind == SYM_TENSOR && squeezed(s->dst, ext) == 2 && ext[0] == f->dims[0] &&
+         tl_dtype_size(d->dtype) == 2 && f->mma_ni % 2 == 0 && d->kind == SYM_TENSOR && squeezed(s->dst, ext) == 2 && ext[0] == f->dims[0] &&
          ext[1] == f->dims[1] && d->dims[last] > 0 && d->dims[last] % 4 == 0 && d->align >= 8 &&
          tl_multiple_of(s->dst->lo[last], 4);
 }
@@ -1134,8 +1144,13 @@ static void op_copy_pairs(E *e, const tl_stmt *s) {
   line(e, "#pragma unroll");
   line(e, "for (int tl_r = 0; tl_r < %" PRId64 "; tl_r += 2) {", f->per_thread);
   e->indent++;
-  bool packed = d->kind == SYM_BUFFER && d->packed;
-  line(e, "const unsigned tl_pair = %s;", half_pair(e, f, d, "tl_r", packed || e->d == &dialect_cuda));
+  bool packed = d->kind == SYM_BUFFER && d->packed, wide = wide_pair(f, d);
+  /* a pair of 16-bit values as one word, or of 32-bit ones as one 8-byte vector (wide_pair) */
+  const char *vt = !wide ? "unsigned" : d->dtype == TL_FLOAT32 ? "float2" : d->dtype == TL_INT32 ? "int2" : "uint2";
+  if (wide)
+    line(e, "const %s tl_pair = make_%s(r_%s[tl_r], r_%s[tl_r + 1]);", vt, vt, f->name, f->name);
+  else
+    line(e, "const unsigned tl_pair = %s;", half_pair(e, f, d, "tl_r", packed || e->d == &dialect_cuda));
   if (packed) { /* same layout: word tl_r / 2 */
     line(e, "r_%s[tl_r / 2] = tl_pair;", d->name);
     e->indent--;
@@ -1143,7 +1158,7 @@ static void op_copy_pairs(E *e, const tl_stmt *s) {
     return;
   }
   if (hoist) {
-    hoisted_store(e, s, split, "unsigned", "tl_pair");
+    hoisted_store(e, s, split, vt, "tl_pair");
     e->indent--;
     line(e, "}");
     e->indent--;
@@ -1156,7 +1171,7 @@ static void op_copy_pairs(E *e, const tl_stmt *s) {
     q = decode(e, "tl_e", ext, n, "tl_q");
   }
   const char **idx = region_idx(e, s->dst, q);
-  const char *st = S("*(unsigned *)&%s[%s] = tl_pair;", storage(e, d), offset(e, d, idx));
+  const char *st = S("*(%s *)&%s[%s] = tl_pair;", vt, storage(e, d), offset(e, d, idx));
   if (d->kind == SYM_TENSOR)
     line(e, "if (%s) %s", in_bounds(e, d, idx), st);
   else

@@ -117,6 +117,13 @@ src=$("$TLC" compile examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=1 -D
 printf '%s\n' "$src" | grep -qF 'tl_sb2h2(tl_x0 ^ 0x00000000u, 0x4040u + (unsigned)(tl_jt % 8 / 2) * 0x0101u,' ||
   fail "splitk_t: the pair's byte not chosen by the prmt selector"
 printf '%s\n' "$src" | grep -qF 'tl_x0 >>=' && fail "splitk_t: the 4-bit pair is shifted into place"
+# the float32 sums leave the fragment as 8-byte pairs (emit_cuda.c's wide_pair) where the row length
+# (M) is even, and one element at a time where it is odd (a pair would straddle two rows)
+"$TLC" compile examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=64 -D block_M=64 --emit cuda |
+  grep -qF 'const float2 tl_pair = make_float2(r_Ct_local[tl_r], r_Ct_local[tl_r + 1]);' ||
+  fail "splitk_t M=64: the float32 sums are not stored in pairs"
+"$TLC" compile examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=13 -D block_M=16 --emit cuda | grep -q 'float2' &&
+  fail "splitk_t M=13: float32 pairs in rows of odd length"
 sed 's|// group_size - g0]|// group_size - j]|' $SK >"$tmp/gj.json"
 grep -qF -- '- j]' "$tmp/gj.json" || fail "$SK: the sed found no scale index"
 ir "$tmp/gj.json" --target sm_90a -D M=1 | grep -q '\[[0-9]* at a time' && fail "a scale index less j was paired"
