@@ -108,6 +108,11 @@ typedef struct {
     const tl_region *r;
   } ridx[8];
   int ridx_next;
+  struct {                 /* the last index lists index_codes made, and their elements (tl_expr.inside) */
+    const char *const *idx;
+    const tl_expr *x;
+  } xidx[8];
+  int xidx_next;
   int uid;                 /* for unique local names */
   const char *barrier;     /* a barrier of the program's threads: the dialect's, or with a producer
                               warpgroup (pass_wspec.c) the named barrier 1 of T threads */
@@ -386,12 +391,16 @@ static const char *offset(E *e, const tl_sym *s, const char *const *idx) {
  * are left out. */
 static const char *in_bounds(E *e, const tl_sym *s, const char *const *idx) {
   const tl_region *r = NULL;
-  for (int i = 0; i < 8; i++)
+  unsigned proven = 0;
+  for (int i = 0; i < 8; i++) {
     if (e->ridx[i].idx == idx)
       r = e->ridx[i].r;
+    if (e->xidx[i].idx == idx)
+      proven = e->xidx[i].x->inside;
+  }
   const char *c = "true";
   for (int d = 0; d < s->ndim; d++)
-    if (!r || !r->inside[d])
+    if ((!r || !r->inside[d]) && !(proven >> d & 1))
       c = S("%s && (unsigned long long)(%s) < (unsigned long long)%s", c, idx[d], dim_name(e, s, d));
   return c;
 }
@@ -447,6 +456,9 @@ static const char **index_codes(E *e, const tl_expr *x) {
   const char **idx = tl_arena_alloc(e->a, sizeof(char *) * TL_MAX_DIMS);
   for (int d = 0; d < x->nargs; d++)
     idx[d] = S("(long long)(%s)", ex(e, x->args[d]));
+  e->xidx[e->xidx_next].idx = idx; /* for in_bounds: the dimensions pass_range proved (tl_expr.inside) */
+  e->xidx[e->xidx_next].x = x;
+  e->xidx_next = (e->xidx_next + 1) % 8;
   return idx;
 }
 

@@ -477,6 +477,18 @@ tl_expr *tl_expr_copy(tl_arena *a, const tl_expr *e) {
 }
 
 /* ---- dumping the IR (tlc compile --dump PASS / --emit ir) ----------------------- */
+/* After pass_range, the elements of tensors that x reads or writes: " (T
+ * inside)" where every index is proven inside the tensor (no bounds guard),
+ * " (T guard)" where a guard is kept (tl_expr.inside), in the order met. */
+static void dump_elem_guards(FILE *f, const tl_expr *x) {
+  if (!x)
+    return;
+  for (int i = 0; i < x->nargs; i++)
+    dump_elem_guards(f, x->args[i]);
+  if (x->kind == E_INDEX && x->sym && x->sym->kind == SYM_TENSOR)
+    fprintf(f, " (%s %s)", x->sym->name, x->inside == (uint8_t)((1u << x->nargs) - 1u) ? "inside" : "guard");
+}
+
 /* A region; after pass_range, a tensor's dimensions say whether their
  * bounds guard is kept or proven unnecessary. */
 static void dump_region(FILE *f, tl_arena *a, const tl_region *r, bool ranged) {
@@ -748,6 +760,10 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     break;
   case S_ASSIGN:
     fprintf(f, " %s = %s", tl_expr_str(a, s->lhs), tl_expr_str(a, s->value));
+    if (ranged) {
+      dump_elem_guards(f, s->lhs);
+      dump_elem_guards(f, s->value);
+    }
     break;
   case S_ANNOTATE_LAYOUT:
     for (int i = 0; i < s->nlayouts; i++)

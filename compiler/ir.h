@@ -357,6 +357,8 @@ struct tl_expr {
   int64_t rlo, rhi;
   bool no_wrap;        /* a signed +, - or * whose result provably fits its type: printed as
                           plain arithmetic instead of the wrapping form */
+  uint8_t inside;      /* an E_INDEX of a tensor: bit d set where index d provably lies in
+                          [0, dims[d]) (its bounds guard left out; TL_MAX_DIMS is 8) */
 };
 
 /* ---- regions ----------------------------------------------------------------- */

@@ -15,7 +15,9 @@
  *        and lets; tl_expr.has_range/rlo/rhi and no_wrap on every integer
  *        expression the kernel evaluates (tensor shapes, statement values,
  *        loop bounds, left-hand sides, region starts); tl_region.inside for
- *        the regions of tensors; TL_RAN_RANGE in tl_program.lowered.
+ *        the regions of tensors, and tl_expr.inside for the elements of
+ *        tensors that expressions read or assign; TL_RAN_RANGE in
+ *        tl_program.lowered.
  * Keeps: the tree (no node is added, removed or rewritten).
  * One walk in document order: a name is declared before it is used, so
  * each symbol's range is known before any expression that reads it.
@@ -138,6 +140,12 @@ static void range_expr(tl_expr *x) {
   x->rhi = x->has_range ? hi : 0;
   x->no_wrap = x->has_range && x->kind == E_BINARY && (x->op == '+' || x->op == '-' || x->op == '*') &&
                fits(x->type, lo, hi);
+  x->inside = 0;
+  for (int d = 0; x->kind == E_INDEX && x->sym->kind == SYM_TENSOR && d < x->nargs; d++) {
+    const tl_expr *a = x->args[d];
+    if (x->sym->dims[d] >= 0 && a->has_range && a->rlo >= 0 && a->rhi < x->sym->dims[d])
+      x->inside |= (uint8_t)(1u << d);
+  }
 }
 
 static void set_range(tl_sym *s, int64_t lo, int64_t hi) {

@@ -645,6 +645,15 @@ static tl_walk_act range_node(tl_expr *x, tl_stmt *s, void *user) {
   if (x->no_wrap && (!fits || x->kind != E_BINARY))
     return fail(v, ptr, "'%s' is printed as plain arithmetic but is not proven to fit its type",
                 tl_expr_str(v->prog->arena, x), NULL);
+  for (int d = 0; d < TL_MAX_DIMS; d++) { /* every index without a guard is inside by the recorded ranges */
+    if (!(x->inside >> d & 1))
+      continue;
+    const tl_expr *a = d < x->nargs ? x->args[d] : NULL;
+    if (x->kind != E_INDEX || x->sym->kind != SYM_TENSOR || !a || x->sym->dims[d] < 0 || !a->has_range ||
+        a->rlo < 0 || a->rhi >= x->sym->dims[d])
+      return fail(v, ptr, "element '%s' is marked inside its tensor without a bounds guard, but its ranges do not "
+                  "prove it", tl_expr_str(v->prog->arena, x), NULL);
+  }
   return TL_WALK_GO;
 }
 

@@ -237,7 +237,7 @@ extern "C" __global__ void __launch_bounds__(256) thread_transpose(float *__rest
     #pragma unroll
     for (long long tl_c0 = 0; tl_c0 < tl_n0; tl_c0++) {
       const int v_r = (int)(tl_s0 + tl_c0 * tl_d0);
-      l_vals[(int)((long long)(v_r))] = (true && (unsigned long long)((long long)(((int)(((int)(((int)(v_by * ((int)32LL))) + v_ty)) + ((int)(v_r * ((int)8LL))))))) < (unsigned long long)g_src_d0 && (unsigned long long)((long long)(((int)(((int)(v_bx * ((int)32LL))) + v_tx)))) < (unsigned long long)g_src_d1 ? g_src[((long long)(((int)(((int)(((int)(v_by * ((int)32LL))) + v_ty)) + ((int)(v_r * ((int)8LL))))))) * g_src_d1 + ((long long)(((int)(((int)(v_bx * ((int)32LL))) + v_tx))))] : (float)0);
+      l_vals[(int)((long long)(v_r))] = (true ? g_src[((long long)(((int)(((int)(((int)(v_by * ((int)32LL))) + v_ty)) + ((int)(v_r * ((int)8LL))))))) * g_src_d1 + ((long long)(((int)(((int)(v_bx * ((int)32LL))) + v_tx))))] : (float)0);
     }
   }
   {
@@ -256,7 +256,7 @@ extern "C" __global__ void __launch_bounds__(256) thread_transpose(float *__rest
     #pragma unroll
     for (long long tl_c2 = 0; tl_c2 < tl_n2; tl_c2++) {
       const int v_r = (int)(tl_s2 + tl_c2 * tl_d2);
-      if (true && (unsigned long long)((long long)(((int)(((int)(((int)(v_bx * ((int)32LL))) + v_ty)) + ((int)(v_r * ((int)8LL))))))) < (unsigned long long)g_dst_d0 && (unsigned long long)((long long)(((int)(((int)(v_by * ((int)32LL))) + v_tx)))) < (unsigned long long)g_dst_d1) g_dst[((long long)(((int)(((int)(((int)(v_bx * ((int)32LL))) + v_ty)) + ((int)(v_r * ((int)8LL))))))) * g_dst_d1 + ((long long)(((int)(((int)(v_by * ((int)32LL))) + v_tx))))] = s_buf[((int)((long long)(v_tx))) * 33 + (int)((long long)(((int)(v_ty + ((int)(v_r * ((int)8LL)))))))];
+      if (true) g_dst[((long long)(((int)(((int)(((int)(v_bx * ((int)32LL))) + v_ty)) + ((int)(v_r * ((int)8LL))))))) * g_dst_d1 + ((long long)(((int)(((int)(v_by * ((int)32LL))) + v_tx))))] = s_buf[((int)((long long)(v_tx))) * 33 + (int)((long long)(((int)(v_ty + ((int)(v_r * ((int)8LL)))))))];
       __syncthreads();
     }
   }

@@ -304,6 +304,16 @@ done
 printf '%s\n' "$dump" | grep -q "^ *barrier" && fail "--dump range shows barriers (decided by the later barrier stage)"
 dump=$("$TLC" compile tests/golden/scale_add.json --target sm_80 --emit cuda --dump range 2>&1 >/dev/null)
 printf '%s\n' "$dump" | grep -qF "copy x[(bx * 256)+:256 (guard)] -> xr" || fail "a guard of a dynamic shape is not kept"
+# an assignment's elements of tensors: the split sums P[s, bx * 16 + i, by * 64 + j] inside P [3, 8192, 64], no
+# guard in the code; at M = 13 (P [3, 200, 13], blocks of 64 x 16) the guards stay
+sk="examples/gemm_w4a16_splitk_t.json --target sm_90a -D N=8192 -D K=8192 -D block_M=64 -D red_N=16 -D red_M=64 -D split_k=3"
+printf '%s\n' "$("$TLC" compile $sk -D M=64 --emit ir)" | grep -F 'assign acc[i, j] = (acc[i, j] + P[' | grep -qF '(P inside)' ||
+  fail "the split sums' reads are not proven inside P"
+"$TLC" compile $sk -D M=64 --emit cuda | grep -F 'r_acc[tl_r] = (r_acc[tl_r] +' | grep -qF '< (unsigned long long)g_P_d' &&
+  fail "a read proven inside P keeps its guard"
+dump=$("$TLC" compile examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=13 -D N=200 -D K=650 -D block_M=16 --emit ir)
+printf '%s\n' "$dump" | grep -F 'assign acc[i, j]' | grep -qF '(P guard)' || fail "P's guard at M=13 is not kept"
+printf '%s\n' "$dump" | grep -F 'assign C[' | grep -qF '(C guard)' || fail "C's guard at M=13 is not kept"
 # barrier: before the gemm that reads B_shared written by the parallel loop
 dump=$("$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --dump barrier 2>&1 >/dev/null)
 printf '%s\n' "$dump" | grep -B1 "gemm A_shared x B_shared" | head -1 | grep -q "^ *barrier$" ||

@@ -626,6 +626,31 @@ static void guard_marked_inside(void **state) {
   job_free(&j);
 }
 
+/* An assignment's elements: B[bx * 64 + i] with bx < 4 and i < 64 is proven inside B's 256, A's index
+ * against its run-time length keeps its guard; marking A's inside is caught. */
+static const char elem_text[] =
+    "{\"tlir\": 1, \"name\": \"k\",\n"
+    " \"params\": [{\"name\": \"A\", \"kind\": \"tensor\", \"dtype\": \"float32\", \"shape\": [\"n\"]},\n"
+    "            {\"name\": \"B\", \"kind\": \"tensor\", \"dtype\": \"float32\", \"shape\": [256]},\n"
+    "            {\"name\": \"n\", \"kind\": \"scalar\", \"dtype\": \"int32\"}],\n"
+    " \"kernel\": {\"grid\": [4], \"threads\": 64, \"block_vars\": [\"bx\"], \"body\": [\n"
+    "  {\"op\": \"parallel\", \"vars\": [\"i\"], \"extents\": [64], \"body\": [\"B[bx * 64 + i] = A[bx * 64 + i] * 2.0\"]}]}}\n";
+
+static void elem_marked_inside(void **state) {
+  (void)state;
+  job j;
+  run_passes(&j, elem_text, NULL, NULL, 0, "sm_80");
+  tl_stmt *as = stmt_at(j.prog, "/kernel/body/0/body/0");
+  assert_int_equal(as->kind, S_ASSIGN);
+  assert_int_equal(as->lhs->inside, 1); /* B[bx * 64 + i]: proven */
+  tl_expr *a = as->value->args[0];
+  assert_int_equal(a->kind, E_INDEX);
+  assert_int_equal(a->inside, 0); /* A's length is known at run time only */
+  a->inside = 1;
+  caught(&j, "range", "/kernel/body/0/body/0");
+  job_free(&j);
+}
+
 static void range_narrowed(void **state) {
   (void)state;
   job j;
@@ -767,7 +792,7 @@ int main(void) {
       cmocka_unit_test(loop_end_barrier_removed), cmocka_unit_test(barrier_inside_parallel),
       cmocka_unit_test(placement_cleared),        cmocka_unit_test(fragment_layout_broken),
       cmocka_unit_test(gemm_path_target_lacks),   cmocka_unit_test(stages_disagree),
-      cmocka_unit_test(prefetched_buffer_read_outside), cmocka_unit_test(guard_marked_inside),
+      cmocka_unit_test(prefetched_buffer_read_outside), cmocka_unit_test(guard_marked_inside), cmocka_unit_test(elem_marked_inside),
       cmocka_unit_test(range_narrowed),           cmocka_unit_test(compile_stops_at_broken_pass),
       cmocka_unit_test(deep_loops_verify_fast),   cmocka_unit_test(examples_verify),
       cmocka_unit_test(wgmma_pending_rule),       cmocka_unit_test(wgmma_lag_rule),
