@@ -108,6 +108,8 @@ typedef struct {
     const tl_region *r;
   } ridx[8];
   int ridx_next;
+  const tl_expr *vec_read; /* in a loop of op_parallel_vec_read: the read it made as a vector... */
+  const char *vec_code;    /* ... and this element of it */
   struct {                 /* the last index lists index_codes made, and their elements (tl_expr.inside) */
     const char *const *idx;
     const tl_expr *x;
@@ -695,6 +697,8 @@ static const char *ex(E *e, const tl_expr *x) {
     return vname(e, x->sym);
   case E_INDEX: {
     const tl_sym *s = x->sym;
+    if (x == e->vec_read)
+      return e->vec_code;
     if (s->kind == SYM_BUFFER && s->scope == SCOPE_FRAGMENT && s->in_regs) {
       if (e->par && s->reg_layout == TL_LAYOUT_MMA_ROWS && e->par_owner &&
           e->par_owner->reg_layout == TL_LAYOUT_MMA && x->nargs == 1 && x->args[0]->kind == E_NAME &&
@@ -2671,6 +2675,69 @@ static void op_parallel_pair_store(E *e, const tl_stmt *s, const tl_sym *F) {
   line(e, "}");
 }
 
+/* Is x in expression y? */
+static bool holds_expr(const tl_expr *y, const tl_expr *x) {
+  if (y == x)
+    return true;
+  for (int i = 0; y && i < y->nargs; i++)
+    if (holds_expr(y->args[i], x))
+      return true;
+  return false;
+}
+
+/* A parallel loop with a vec_read (pass_place.c's vec_read_of): thread
+ * tl_tid's elements 4 at a time, local indices r0 .. r0 + 3; the read at
+ * r0's variables loaded as one 16-byte vector (zeros where its guard, the
+ * vector's first element's, fails), and the loop's statement run for each
+ * of the 4 with that read the vector's element. */
+static void op_parallel_vec_read(E *e, const tl_stmt *s, const tl_sym *owner, const int64_t *ext) {
+  const tl_expr *x = s->vec_read;
+  const tl_sym *t = x->sym;
+  int n = s->nvars;
+  int64_t total = product(ext, n);
+  const char *vt = t->dtype == TL_FLOAT32 ? "float4" : t->dtype == TL_INT32 ? "int4" : "uint4";
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_r0 = 0; tl_r0 < %" PRId64 "; tl_r0 += 4) {", owner->per_thread);
+  e->indent++;
+  line(e, "const int tl_e0 = %s;", elem_of(e, owner, "tl_r0"));
+  line(e, owner_covers(e, owner, total) ? "{" : "if (tl_e0 < %" PRId64 ") {", total);
+  e->indent++;
+  line(e, "%s tl_v4;", vt);
+  line(e, "{");
+  e->indent++;
+  const char **q = decode(e, "tl_e0", ext, n, "tl_p");
+  for (int i = 0; i < n; i++)
+    line(e, "const int %s = (int)%s; (void)%s;", vname(e, s->vars[i]), q[i], vname(e, s->vars[i]));
+  const char **idx = index_codes(e, x);
+  line(e, "tl_v4 = %s ? *(const %s *)&%s[%s] : %s{};", in_bounds(e, t, idx), vt, storage(e, t), offset(e, t, idx), vt);
+  e->indent--;
+  line(e, "}");
+  line(e, "const %s tl_vs[4] = {tl_v4.x, tl_v4.y, tl_v4.z, tl_v4.w};", crep((tl_type)t->dtype));
+  line(e, "#pragma unroll");
+  line(e, "for (int tl_q = 0; tl_q < 4; tl_q++) {");
+  e->indent++;
+  line(e, "const int tl_r = tl_r0 + tl_q, tl_e = tl_e0 + tl_q; (void)tl_r;");
+  q = loop_idx(e, owner, ext, n, "tl_p");
+  for (int i = 0; i < n; i++)
+    line(e, "const int %s = (int)%s;", vname(e, s->vars[i]), q[i]);
+  const tl_stmt *saved = e->par;
+  const tl_sym *saved_owner = e->par_owner;
+  e->par = s;
+  e->par_owner = owner;
+  e->vec_read = x;
+  e->vec_code = "tl_vs[tl_q]";
+  emit_body(e, &s->body, false);
+  e->vec_read = NULL;
+  e->par = saved;
+  e->par_owner = saved_owner;
+  e->indent--;
+  line(e, "}");
+  e->indent--;
+  line(e, "}");
+  e->indent--;
+  line(e, "}");
+}
+
 static void op_parallel(E *e, const tl_stmt *s) {
   if (s->vec_dequant == 2) {
     op_parallel_pairs(e, s);
@@ -2686,6 +2753,11 @@ static void op_parallel(E *e, const tl_stmt *s) {
   const tl_sym *owner = tl_body_owner(&s->body, s->nvars == 2);
   if (pair_store_ok(e, s, owner)) {
     op_parallel_pair_store(e, s, owner);
+    return;
+  }
+  /* a loop pass_uniform.c copied keeps its original's vec_read: only the loop that holds it reads so */
+  if (s->vec_read && owner && s->body.n == 1 && holds_expr(s->body.items[0]->value, s->vec_read)) {
+    op_parallel_vec_read(e, s, owner, ext);
     return;
   }
   open_loop(e, owner, product(ext, s->nvars));

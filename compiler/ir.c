@@ -693,6 +693,8 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     else if (s->vec_dequant)
       fprintf(f, " [%d at a time: packed words to 16-bit float pairs, paired arithmetic, 16-byte stores%s]",
               s->vec_dequant, s->vec_once ? ", the other reads once for all of them" : "");
+    if (s->vec_read)
+      fprintf(f, " [4 at a time: %s read as 16-byte vectors (the CUDA back end)]", s->vec_read->sym->name);
     break;
   case S_LOOP: {
     static const char *const kinds[] = {"serial", "unroll", "vectorized", "pipelined"};

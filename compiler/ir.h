@@ -638,6 +638,9 @@ struct tl_stmt {
                           fma.f16x2), the arithmetic on pairs (f16x2, bf16x2), each 8 results stored as
                           one 16-byte vector; 2: into a register fragment, each thread its own pairs
                           of elements (pass_place.c: dequant_loop says when) */
+  const tl_expr *vec_read; /* after pass_place, a parallel loop over a blocked register fragment: the one
+                          read of a tensor of 4-byte elements that the CUDA back end makes 4 elements at a
+                          time, as one 16-byte vector (pass_place.c: vec_read_of says when), or NULL */
   bool vec_once;       /* after pass_place, a vec_dequant loop of 16 or 32: its other reads (a group's scale)
                           are the same for all of them, and read once per 16 or 32 (pass_place.c: vec_once) */
   bool prefetch;       /* after pass_pipeline: issued ahead by its pipelined loop */

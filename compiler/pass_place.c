@@ -6,7 +6,10 @@
  * [t * P, (t + 1) * P) of the buffer, P = ceil(size / threads)) or an
  * smem_offset; for each shared buffer its smem_offset; the program's
  * smem_bytes and the scratch area for cross-thread exchanges (reductions
- * and prefix sums over register fragments).  Keeps: everything else.
+ * and prefix sums over register fragments); for parallel loops, the
+ * dequantizing ones (tl_stmt.vec_dequant) and the tensor read made 4
+ * elements at a time (tl_stmt.vec_read: vec_read_of).  Keeps: everything
+ * else.
  *
  * A fragment stays in registers only when every thread can work on its
  * own elements alone: it is never an operand A or B of gemm (every thread
@@ -1059,6 +1062,87 @@ static int dequant_loop(const tl_stmt *s, const dq_ctx *c) {
   return g;
 }
 
+/* Does x use variable v? */
+static bool uses_var(const tl_expr *x, const tl_sym *v) {
+  if (!x)
+    return false;
+  if (x->kind == E_NAME && x->sym == v)
+    return true;
+  for (int i = 0; i < x->nargs; i++)
+    if (uses_var(x->args[i], v))
+      return true;
+  return false;
+}
+
+/* The reads of tensor elements in x: *n of them, the last in *last. */
+static void tensor_reads(const tl_expr *x, int *n, const tl_expr **last) {
+  if (!x)
+    return;
+  if (x->kind == E_INDEX && x->sym->kind == SYM_TENSOR) {
+    ++*n;
+    *last = x;
+  }
+  for (int i = 0; i < x->nargs; i++)
+    tensor_reads(x->args[i], n, last);
+}
+
+/* The read of parallel loop s that the CUDA back end makes 4 elements at a
+ * time (tl_stmt.vec_read), or NULL.  A blocked register fragment gives each
+ * thread per_thread neighbouring elements, tl_tid * per_thread + r, which
+ * the loop's variables decode row-major by its extents; where per_thread
+ * and the last extent are multiples of 4, local indices 4q .. 4q + 3 are
+ * one row of the loop at last-variable values j0 .. j0 + 3, j0 a multiple
+ * of 4.  The loop's one statement is an assignment (not into that tensor)
+ * whose value reads one element X of a tensor: 4-byte elements (float32,
+ * int32, uint32), X's last index j or B + j (j the loop's last variable,
+ * B free of it and a multiple of 4), its other indices free of j, the
+ * tensor's rows a constant multiple of 4 elements and its base aligned to
+ * 16 bytes.  Then X at j0 .. j0 + 3 is 16 aligned bytes, and a vector is
+ * wholly inside the tensor or wholly outside (its guard is the first
+ * element's), so one load gives the 4 reads: the same values, with a
+ * thread's 4 neighbours in one request where one at a time made every
+ * warp-instruction touch 32 sectors (bench/README.md, session 15: the
+ * split programs' adding kernel). */
+static const tl_expr *vec_read_of(const tl_stmt *s, const tl_codegen *cg) {
+  if (cg->dialect != TL_DIALECT_CUDA || s->vec_dequant || s->nvars < 1 || s->body.n != 1)
+    return NULL;
+  const tl_stmt *a = s->body.items[0];
+  const tl_sym *o = tl_body_owner(&s->body, s->nvars == 2), *j = s->vars[s->nvars - 1];
+  if (a->kind != S_ASSIGN || !o || o->reg_layout != TL_LAYOUT_BLOCKED || o->per_thread % 4 ||
+      s->extents[s->nvars - 1]->val.i % 4)
+    return NULL;
+  int n = 0;
+  const tl_expr *x = NULL;
+  tensor_reads(a->value, &n, &x);
+  if (n != 1 || (a->lhs && a->lhs->sym == x->sym))
+    return NULL;
+  const tl_sym *t = x->sym;
+  int last = t->ndim - 1;
+  if (tl_dtype_is_packed(t->dtype) || tl_dtype_size(t->dtype) != 4 ||
+      !(t->dtype == TL_FLOAT32 || t->dtype == TL_INT32 || t->dtype == TL_UINT32) || x->nargs != t->ndim ||
+      t->dims[last] < 0 || t->dims[last] % 4 || t->align < 16)
+    return NULL;
+  for (int d = 0; d < last; d++)
+    if (uses_var(x->args[d], j))
+      return NULL;
+  const tl_expr *l = x->args[last], *b = NULL;
+  if (l->kind == E_NAME && l->sym == j)
+    b = NULL;
+  else if (l->kind == E_BINARY && l->op == '+' && l->args[1]->kind == E_NAME && l->args[1]->sym == j)
+    b = l->args[0];
+  else if (l->kind == E_BINARY && l->op == '+' && l->args[0]->kind == E_NAME && l->args[0]->sym == j)
+    b = l->args[1];
+  else
+    return NULL;
+  return b && (uses_var(b, j) || !tl_multiple_of(b, 4)) ? NULL : x;
+}
+
+static tl_walk_act mark_vec_read(tl_stmt *s, void *user) {
+  if (s->kind == S_PARALLEL)
+    s->vec_read = vec_read_of(s, user);
+  return TL_WALK_GO;
+}
+
 static tl_walk_act mark_dequant(tl_stmt *s, void *user) {
   if (s->kind == S_PARALLEL) {
     s->vec_dequant = dequant_loop(s, user);
@@ -1129,6 +1213,7 @@ static bool place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bo
   tl_walk(&prog->body, &(tl_walker){.pre = swizzle_operands}, p);
   tl_walk(&prog->body, &(tl_walker){.pre = mark_reduction}, p);
   tl_walk(&prog->body, &(tl_walker){.pre = mark_dequant}, &(dq_ctx){cg, p->threads});
+  tl_walk(&prog->body, &(tl_walker){.pre = mark_vec_read}, (void *)cg);
   tl_walk(&prog->body, &(tl_walker){.pre = max_scratch}, p);
   prog->scratch_bytes = p->scratch;
   tl_pass_smem(prog);

@@ -314,6 +314,14 @@ printf '%s\n' "$("$TLC" compile $sk -D M=64 --emit ir)" | grep -F 'assign acc[i,
 dump=$("$TLC" compile examples/gemm_w4a16_splitk_t.json --target sm_90a -D M=13 -D N=200 -D K=650 -D block_M=16 --emit ir)
 printf '%s\n' "$dump" | grep -F 'assign acc[i, j]' | grep -qF '(P guard)' || fail "P's guard at M=13 is not kept"
 printf '%s\n' "$dump" | grep -F 'assign C[' | grep -qF '(C guard)' || fail "C's guard at M=13 is not kept"
+# the adding kernel reads a thread's 4 neighbouring sums as one 16-byte vector (pass_place.c's vec_read_of) where
+# P's rows are a multiple of 4 long (M = 64, 20), not where they are not (M = 13)
+for m in 64 20; do
+  "$TLC" compile $sk -D M=$m --emit ir | grep -F 'parallel (i < 16, j < 64)' |
+    grep -qF '[4 at a time: P read as 16-byte vectors (the CUDA back end)]' || fail "M=$m: the sums are not read as vectors"
+  "$TLC" compile $sk -D M=$m --emit cuda | grep -qF '*(const float4 *)&g_P[' || fail "M=$m: no float4 read of P"
+done
+printf '%s\n' "$dump" | grep -q 'read as 16-byte vectors' && fail "M=13: P's rows of 13 read as vectors"
 # barrier: before the gemm that reads B_shared written by the parallel loop
 dump=$("$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --dump barrier 2>&1 >/dev/null)
 printf '%s\n' "$dump" | grep -B1 "gemm A_shared x B_shared" | head -1 | grep -q "^ *barrier$" ||
