@@ -1014,13 +1014,6 @@ static void emit_async_copy(E *e, const tl_stmt *s) {
   line(e, "}");
 }
 
-/* A copy out of an mma-layout register fragment into a 16-bit buffer or
- * tensor whose rows are the fragment's rows: each thread's elements 2k and
- * 2k + 1 are neighbours in a row (columns c, c + 1 with c even), so they go
- * out as one 4-byte store of two packed halves.  Needs: the destination's
- * last dimension is the fragment's columns, starts on an even element and
- * has an even size (so a pair is wholly inside or wholly outside a tensor,
- * and 4-byte aligned). */
 /* A copy of a 32-bit fragment f into d of its own dtype (float32, int32
  * or uint32) stores a thread's pair of neighbouring columns as one 8-byte
  * vector (op_copy_pairs), where one store an element left the epilogue
@@ -1030,6 +1023,14 @@ static bool wide_pair(const tl_sym *f, const tl_sym *d) {
   return d->dtype == f->dtype && (d->dtype == TL_FLOAT32 || d->dtype == TL_INT32 || d->dtype == TL_UINT32);
 }
 
+/* A copy out of an mma-layout register fragment into a 16-bit buffer or
+ * tensor whose rows are the fragment's rows: each thread's elements 2k and
+ * 2k + 1 are neighbours in a row (columns c, c + 1 with c even), so they go
+ * out as one 4-byte store of two packed halves (or, from a 32-bit fragment
+ * into its own dtype, wide_pair, one 8-byte store of the two).  Needs: the
+ * destination's last dimension is the fragment's columns, starts on an even
+ * element and has an even size (so a pair is wholly inside or wholly
+ * outside a tensor, and aligned to its size). */
 static bool copy_pairs_ok(const tl_stmt *s) {
   const tl_region *src = s->src, *dst = s->dst;
   const tl_sym *f = reg_of(src), *d = dst->sym;
@@ -1044,7 +1045,8 @@ static bool copy_pairs_ok(const tl_stmt *s) {
   int64_t ext[TL_MAX_DIMS];
   if (squeezed(dst, ext) != 2 || dst->ext[last] != f->dims[1] || d->dims[last] < 0 || d->dims[last] % 2)
     return false;
-  return tl_multiple_of(dst->lo[last], 2) && (d->kind != SYM_TENSOR || d->align >= 2 * (int64_t)tl_dtype_size(d->dtype));
+  return tl_multiple_of(dst->lo[last], 2) &&
+         (d->kind != SYM_TENSOR || d->align >= 2 * (int64_t)tl_dtype_size(d->dtype));
 }
 
 /* The pair of halves of registers r and r + 1 of fragment f as one
@@ -1092,9 +1094,9 @@ static bool copy_quads_ok(const E *e, const tl_stmt *s, bool uniform) {
   int last = s->dst->ndim - 1;
   int64_t ext[TL_MAX_DIMS];
   return uniform && e->d == &dialect_cuda && e->T % 32 == 0 && f && f->reg_layout == TL_LAYOUT_MMA &&
-         tl_dtype_size(d->dtype) == 2 && f->mma_ni % 2 == 0 && d->kind == SYM_TENSOR && squeezed(s->dst, ext) == 2 && ext[0] == f->dims[0] &&
-         ext[1] == f->dims[1] && d->dims[last] > 0 && d->dims[last] % 4 == 0 && d->align >= 8 &&
-         tl_multiple_of(s->dst->lo[last], 4);
+         tl_dtype_size(d->dtype) == 2 && f->mma_ni % 2 == 0 && d->kind == SYM_TENSOR && squeezed(s->dst, ext) == 2 &&
+         ext[0] == f->dims[0] && ext[1] == f->dims[1] && d->dims[last] > 0 && d->dims[last] % 4 == 0 &&
+         d->align >= 8 && tl_multiple_of(s->dst->lo[last], 4);
 }
 
 /* op_copy_pairs's stores as full 32-byte sectors: of a thread's column
