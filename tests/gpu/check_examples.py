@@ -903,6 +903,10 @@ CASES += [
 PACKED, PACKED_OUT = "../tests/gpu/programs/packed_types", ["O", "Wc", "P", "Q", "R", "E", "Z", "G"]
 CASES += [(PACKED, {"N": n}, {"M": m}, PACKED_OUT, {"ref": packed_types_ref})
           for m, n in [(64, 256), (100, 200), (1, 64), (7, 72)]]
+# a parallel loop over a blocked fragment reading a tensor 4 elements at a time (pass_place.c's vec_read_of):
+# rows of 132 and 256 as 16-byte vectors, 130 one at a time; M and N ragged; every output exact
+CASES += [("../tests/gpu/programs/blocked_vec_read", {"M": m, "N": n}, {}, ["Y", "G"])
+          for m, n in [(50, 132), (64, 256), (7, 130)]]
 # tiles of int4, uint2, uint1 and float4_e2m1 prefetched by a pipelined loop: on sm_90 bulk tensor copies of
 # their bytes, by a producer warpgroup; ragged rows, the last K tile half past K (read as zero), 3 stages
 CASES += [("../tests/gpu/programs/packed_tma", {"K": 640}, {"M": 100}, ["O", "R"]),

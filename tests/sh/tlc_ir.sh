@@ -322,6 +322,11 @@ for m in 64 20; do
   "$TLC" compile $sk -D M=$m --emit cuda | grep -qF '*(const float4 *)&g_P[' || fail "M=$m: no float4 read of P"
 done
 printf '%s\n' "$dump" | grep -q 'read as 16-byte vectors' && fail "M=13: P's rows of 13 read as vectors"
+bv=tests/gpu/programs/blocked_vec_read.json
+[ "$("$TLC" compile $bv --target sm_90a -D N=132 --emit ir | grep -cF 'read as 16-byte vectors (the CUDA back end)]')" = 2 ] ||
+  fail "$bv N=132: its int32 and float32 reads are not both vectors"
+"$TLC" compile $bv --target sm_90a -D N=130 --emit ir | grep -q 'read as 16-byte vectors' && fail "$bv N=130: rows of 130 as vectors"
+"$TLC" compile $bv --target gfx942 -D N=132 --emit ir | grep -q 'read as 16-byte vectors' && fail "$bv gfx942: vectors on HIP"
 # barrier: before the gemm that reads B_shared written by the parallel loop
 dump=$("$TLC" compile examples/gemm_swizzle.json --target sm_80 --emit cuda --dump barrier 2>&1 >/dev/null)
 printf '%s\n' "$dump" | grep -B1 "gemm A_shared x B_shared" | head -1 | grep -q "^ *barrier$" ||
