@@ -2677,6 +2677,18 @@ static void op_parallel_pair_store(E *e, const tl_stmt *s, const tl_sym *F) {
   line(e, "}");
 }
 
+/* The statements of parallel loop s for one element, whose variables the
+ * caller has declared; owner: the fragment whose elements the thread runs over. */
+static void par_body(E *e, const tl_stmt *s, const tl_sym *owner) {
+  const tl_stmt *saved = e->par;
+  const tl_sym *saved_owner = e->par_owner;
+  e->par = s;
+  e->par_owner = owner;
+  emit_body(e, &s->body, false);
+  e->par = saved;
+  e->par_owner = saved_owner;
+}
+
 /* Is x in expression y? */
 static bool holds_expr(const tl_expr *y, const tl_expr *x) {
   if (y == x)
@@ -2722,16 +2734,10 @@ static void op_parallel_vec_read(E *e, const tl_stmt *s, const tl_sym *owner, co
   q = loop_idx(e, owner, ext, n, "tl_p");
   for (int i = 0; i < n; i++)
     line(e, "const int %s = (int)%s;", vname(e, s->vars[i]), q[i]);
-  const tl_stmt *saved = e->par;
-  const tl_sym *saved_owner = e->par_owner;
-  e->par = s;
-  e->par_owner = owner;
   e->vec_read = x;
   e->vec_code = "tl_vs[tl_q]";
-  emit_body(e, &s->body, false);
+  par_body(e, s, owner);
   e->vec_read = NULL;
-  e->par = saved;
-  e->par_owner = saved_owner;
   e->indent--;
   line(e, "}");
   e->indent--;
@@ -2766,13 +2772,7 @@ static void op_parallel(E *e, const tl_stmt *s) {
   const char **q = loop_idx(e, owner, ext, s->nvars, "tl_p");
   for (int i = 0; i < s->nvars; i++)
     line(e, "const int %s = (int)%s;", vname(e, s->vars[i]), q[i]);
-  const tl_stmt *saved = e->par;
-  const tl_sym *saved_owner = e->par_owner;
-  e->par = s;
-  e->par_owner = owner;
-  emit_body(e, &s->body, false);
-  e->par = saved;
-  e->par_owner = saved_owner;
+  par_body(e, s, owner);
   close_loop(e, owner);
 }
 

@@ -1118,8 +1118,7 @@ static const tl_expr *vec_read_of(const tl_stmt *s, const tl_codegen *cg) {
     return NULL;
   const tl_sym *t = x->sym;
   int last = t->ndim - 1;
-  if (tl_dtype_is_packed(t->dtype) || tl_dtype_size(t->dtype) != 4 ||
-      !(t->dtype == TL_FLOAT32 || t->dtype == TL_INT32 || t->dtype == TL_UINT32) || x->nargs != t->ndim ||
+  if (!(t->dtype == TL_FLOAT32 || t->dtype == TL_INT32 || t->dtype == TL_UINT32) || x->nargs != t->ndim ||
       t->dims[last] < 0 || t->dims[last] % 4 || t->align < 16)
     return NULL;
   for (int d = 0; d < last; d++)
