@@ -2491,6 +2491,8 @@ static tl_walk_act check_stmt(tl_stmt *s, void *user) {
     s->pingpong_req = s->raw.pingpong ? const_bool(c, s->raw.pingpong, "'pingpong'", true) : -1;
     int64_t kg = 0;
     s->k_group = s->raw.k_group && const_int(c, s->raw.k_group, "'k_group'", 0, 8, &kg) ? kg : 0;
+    int64_t sl = 1;
+    s->slices_req = s->raw.slices && const_int(c, s->raw.slices, "'slices'", 1, TL_MAX_SLICES, &sl) ? sl : 1;
     for (int i = 0; i < s->ncl_req; i++) {
       int64_t n = 1;
       s->cl_req[i] = const_int(c, s->raw.cluster[i], "a cluster dimension", 1, 16, &n) ? n : 1;

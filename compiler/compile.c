@@ -656,7 +656,7 @@ static json_t *kernel_json(tl_arena *a, const tl_program *prog, json_t *res) {
   for (int i = 0; i < prog->ngrid; i++)
     json_array_append_new(grid, expr_json(a, prog->grid[i]));
   for (int i = 0; i < 3; i++) /* with pass_wspec's producer warpgroup after the program's threads */
-    json_array_append_new(block, json_integer(prog->threads[i] + (i ? 0 : prog->wspec_threads)));
+    json_array_append_new(block, json_integer(i ? prog->threads[i] : prog->threads[0] * prog->slices + prog->wspec_threads));
   json_object_set_new(launch, "grid", grid);
   json_object_set_new(launch, "block", block);
   json_object_set_new(launch, "dynamic_shared_bytes", json_integer(prog->smem_bytes));
@@ -664,6 +664,8 @@ static json_t *kernel_json(tl_arena *a, const tl_program *prog, json_t *res) {
     json_object_set_new(launch, "producer_threads", json_integer(prog->wspec_threads));
   if (prog->persistent)
     json_object_set_new(launch, "persistent", json_integer(prog->wspec_blocks));
+  if (prog->slices > 1) /* the program's threads once per slice (pass_wspec.c) */
+    json_object_set_new(launch, "slices", json_integer(prog->slices));
   if (prog->pdl_wait) /* it waits for the kernel before it: it may be launched before that one ends */
     json_object_set_new(launch, "programmatic", json_true());
   if (prog->ncluster || prog->cl_size > 1) { /* the kernel's cluster, or its multicast loop's (pass_cluster.c) */

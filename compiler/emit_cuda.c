@@ -100,7 +100,8 @@ typedef struct {
   bool failed;
   tl_text out;
   int indent;
-  int64_t T;               /* threads per block */
+  int64_t T;               /* threads per block (per slice of a loop in slices: pass_wspec.c) */
+  bool no_barrier_before;  /* emit_stmt: the statement's barrier_before is out already (slices) */
   const tl_stmt *par;      /* the parallel loop being emitted, or NULL */
   const tl_sym *par_owner; /* its register fragment (iteration by owner), or NULL */
   struct {                 /* the last index lists region_idx made, and their regions */
@@ -2326,17 +2327,6 @@ static void op_atomic_add(E *e, const tl_stmt *s) {
 }
 
 /* ---- statements -------------------------------------------------------------------------- */
-static bool reads_buffer(const tl_expr *x, const tl_sym *b) {
-  if (!x)
-    return false;
-  if (x->kind == E_INDEX && x->sym == b)
-    return true;
-  for (int i = 0; i < x->nargs; i++)
-    if (reads_buffer(x->args[i], b))
-      return true;
-  return false;
-}
-
 static void emit_body(E *e, const tl_body *b, bool uniform);
 static void emit_stmt(E *e, const tl_stmt *s, bool uniform);
 static void region_pointer(E *e, const tl_sym *b);
@@ -2872,10 +2862,10 @@ static void emit_assign(E *e, const tl_stmt *s, bool uniform) {
   }
   bool shared = b->kind == SYM_BUFFER && b->scope != SCOPE_LOCAL;
   /* lock-step: every thread reads before any writes the same buffer */
-  if (shared && !e->par && (reads_buffer(s->value, b) || reads_buffer(l, b) )) {
-    bool self_read = reads_buffer(s->value, b);
+  if (shared && !e->par && (tl_expr_names(s->value, b) || tl_expr_names(l, b) )) {
+    bool self_read = tl_expr_names(s->value, b);
     for (int i = 0; i < l->nargs && !self_read; i++)
-      self_read = reads_buffer(l->args[i], b);
+      self_read = tl_expr_names(l->args[i], b);
     if (self_read) {
       if (!uniform) {
         fail(e, s->pointer, "an assignment that reads and writes shared buffer '%s' under a thread-dependent "
@@ -3015,8 +3005,9 @@ static void op_cluster_reduce(E *e, const tl_stmt *s) {
  * barrier may be placed around it).  Statements under thread-dependent
  * control are handled as a whole by their uniform ancestor. */
 static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
-  if (s->barrier_before)
+  if (s->barrier_before && !e->no_barrier_before)
     barrier_line(e);
+  e->no_barrier_before = false;
   switch (s->kind) {
   case S_ALLOC:
     if (s->sym->scope == SCOPE_LOCAL) {
@@ -3818,12 +3809,12 @@ static void emit_producer(E *e) {
   const tl_stmt *loop = tl_wspec_loop(p);
   if (!loop)
     return;
-  int64_t S = loop->pipe_stages;
-  line(e, "if (tl_tid >= %" PRId64 ") {", e->T);
+  int64_t S = loop->pipe_stages, GT = e->T * p->slices; /* the program's threads, every slice's */
+  line(e, "if (tl_tid >= %" PRId64 ") {", GT);
   e->indent++;
   if (p->wspec_regs[1])
     line(e, "asm volatile(\"%s;\" ::: \"memory\");", tl_ptx_setmaxnreg(e->a, false, p->wspec_regs[0]));
-  line(e, "if (tl_tid == %" PRId64 ") {", e->T);
+  line(e, "if (tl_tid == %" PRId64 ") {", GT);
   e->indent++;
   line(e, "unsigned long long tl_pit = 0; /* iterations issued, over the tiles */");
   for (int i = 0; p->body.items[i] != loop; i++)
@@ -4159,6 +4150,96 @@ static bool has_reg_prefetch(const tl_stmt *s) {
   return false;
 }
 
+/* ---- slices (pass_wspec.c) ---- */
+/* Named barriers: slice s's threads barrier 1 + s (slice 0's the program's, 1), every slice's G + 1. */
+static void all_slices_barrier(E *e, const tl_stmt *s) {
+  line(e, "asm volatile(\"bar.sync %d, %" PRId64 ";\" ::: \"memory\"); /* every slice */", s->slices + 1,
+       e->T * s->slices);
+}
+
+/* The gemm sums of sliced loop s (the C of its gemms, each once). */
+static int slice_sums(const tl_stmt *s, const tl_sym **out) {
+  int n = 0;
+  for (int i = 0; i < s->body.n; i++) {
+    const tl_stmt *g = s->body.items[i];
+    if (g->kind != S_GEMM)
+      continue;
+    bool seen = false;
+    for (int k = 0; k < n; k++)
+      seen |= out[k] == g->C;
+    if (!seen && n < 16)
+      out[n++] = g->C;
+  }
+  return n;
+}
+
+/* Before sliced loop s (in the block of the loop): every slice waits for slice 0's statements before it,
+ * then runs as the program's T threads (tl_tid within its slice), slices after the first with their gemm
+ * sums at 0, their block barriers their own named barrier. */
+static void slices_open(E *e, const tl_stmt *s) {
+  if (e->prog->fence_async)
+    line(e, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
+  all_slices_barrier(e, s);
+  line(e, "const int tl_slice = tl_tid / %" PRId64 ", tl_stid = tl_tid %% %" PRId64 ";", e->T, e->T);
+  line(e, "{");
+  e->indent++;
+  line(e, "const int tl_tid = tl_stid; (void)tl_tid;");
+  const tl_sym *C[16];
+  int n = slice_sums(s, C);
+  line(e, "if (tl_slice > 0) {");
+  e->indent++;
+  for (int k = 0; k < n; k++) {
+    line(e, "#pragma unroll");
+    line(e, "for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++) r_%s[tl_i] = 0;", C[k]->per_thread, C[k]->name);
+  }
+  e->indent--;
+  line(e, "}");
+  e->barrier = S("asm volatile(\"bar.sync %%0, %" PRId64 ";\" :: \"r\"(1 + tl_slice) : \"memory\");", e->T);
+}
+
+/* After sliced loop s: once every slice is done with the stages, slices 1.. put their sums in the memory of
+ * s->slice_buf (T consecutive words per element, so a warp's stores and loads are whole lines), and slice 0
+ * adds them into its own, slice by slice in order; the other slices' threads return. */
+static void slices_close(E *e, const tl_stmt *s) {
+  const tl_sym *C[16];
+  int n = slice_sums(s, C);
+  int64_t W = 0;
+  for (int k = 0; k < n; k++)
+    W += C[k]->per_thread;
+  all_slices_barrier(e, s);
+  for (int pass = 0; pass < 2; pass++) {
+    line(e, pass ? "if (tl_slice == 0) {" : "if (tl_slice > 0) {");
+    e->indent++;
+    if (pass)
+      line(e, "for (int tl_o = 1; tl_o < %d; tl_o++) {", s->slices);
+    else
+      line(e, "{");
+    e->indent++;
+    if (!pass)
+      line(e, "const int tl_o = tl_slice;");
+    int64_t at = 0;
+    for (int k = 0; k < n; k++) {
+      const char *t = crep((tl_type)C[k]->dtype);
+      line(e, "%s *const tl_sum = (%s *)(tl_smem + %" PRId64 ") + ((long long)(tl_o - 1) * %" PRId64 " + %" PRId64
+           ") * %" PRId64 " + tl_tid;", t, t, s->slice_buf->smem_offset, W, at, e->T);
+      line(e, "#pragma unroll");
+      line(e, "for (int tl_i = 0; tl_i < %" PRId64 "; tl_i++) %s;", C[k]->per_thread,
+           pass ? S("r_%s[tl_i] += tl_sum[(long long)tl_i * %" PRId64 "]", C[k]->name, e->T)
+                : S("tl_sum[(long long)tl_i * %" PRId64 "] = r_%s[tl_i]", e->T, C[k]->name));
+      at += C[k]->per_thread;
+    }
+    e->indent--;
+    line(e, "}");
+    e->indent--;
+    line(e, "}");
+    if (!pass)
+      all_slices_barrier(e, s);
+  }
+  e->indent--;
+  line(e, "}");
+  line(e, "if (tl_slice > 0) return; /* the statements after the loop are slice 0's */");
+}
+
 /* The program's side of a wspec loop: iteration c waits for stage c % S's
  * full mbarrier (phase c / S), runs the body, and then frees the stage of
  * iteration c - wspec_lag, whose wgmma groups the body's wgmma.wait_group
@@ -4201,7 +4282,13 @@ static void emit_tl_wspec_loop(E *e, const tl_stmt *s) {
       reg_prefetches(e, s, id, 0);
       barrier_line(e);
     }
-    line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
+    const char *saved_barrier = e->barrier;
+    if (s->slices > 1)
+      slices_open(e, s);
+    if (s->slices > 1)
+      line(e, "for (long long tl_c%d = tl_slice; tl_c%d < tl_n%d; tl_c%d += %d) {", id, id, id, id, s->slices);
+    else
+      line(e, "for (long long tl_c%d = 0; tl_c%d < tl_n%d; tl_c%d++) {", id, id, id, id);
     e->indent++;
     line(e, "const unsigned tl_g = tl_cit + (unsigned)tl_c%d;", id);
     if (rp) /* iteration c + 1's into registers, before the wait for the stage */
@@ -4240,9 +4327,10 @@ static void emit_tl_wspec_loop(E *e, const tl_stmt *s) {
       reg_prefetches(e, s, id, 2);
     if (s->barrier_end) /* the next iteration conflicts with this one (pass_barrier.c) */
       barrier_line(e);
-    line(e, "%s{", lag ? S("if (tl_c%d >= %d) ", id, lag) : "");
+    int back = lag * (s->slices > 1 ? s->slices : 1); /* its slice's iteration lag iterations back */
+    line(e, "%s{", lag ? S("if (tl_c%d >= %d) ", id, back) : "");
     e->indent++;
-    release_stage(e, s, S("(int)((tl_g - %d) %% %" PRId64 ")", lag, S));
+    release_stage(e, s, S("(int)((tl_g - %d) %% %" PRId64 ")", back, S));
     e->indent--;
     line(e, "}");
     e->indent--;
@@ -4256,8 +4344,12 @@ static void emit_tl_wspec_loop(E *e, const tl_stmt *s) {
     e->pipe = outer;
     e->pipe_id = outer_id;
     drain_wgmma(e, s);
+    if (s->slices > 1)
+      slices_close(e, s);
+    e->barrier = saved_barrier;
   }
-  if (lag) { /* the stages of the last iterations, their groups done: the producer may be on the next tile */
+  if (lag && s->slices <= 1) { /* the stages of the last iterations, their groups done: the producer may be on
+                                 * the next tile (in slices the kernel is not persistent) */
     line(e, "for (long long tl_j = tl_n%d > %d ? tl_n%d - %d : 0; tl_j < tl_n%d; tl_j++) {", id, lag, id, lag, id);
     e->indent++;
     release_stage(e, s, S("(int)((tl_cit + (unsigned)tl_j) %% %" PRId64 ")", S));
@@ -4444,6 +4536,14 @@ static void emit_prologue(E *e, const tl_stmt *s, int id) {
   line(e, "}");
 }
 
+/* Is statement i of the kernel's body before its wspec loop? */
+static bool before_wspec(const tl_program *p, int i) {
+  for (int j = i + 1; j < p->body.n; j++)
+    if (p->body.items[j]->kind == S_LOOP && p->body.items[j]->wspec)
+      return true;
+  return false;
+}
+
 static void emit_body(E *e, const tl_body *b, bool uniform) {
   int early_at = -1, early_loop = -1; /* statement index, pipelined loop index */
   for (int j = 0; j < b->n; j++)
@@ -4458,7 +4558,30 @@ static void emit_body(E *e, const tl_body *b, bool uniform) {
       line(e, "/* the first copies of the pipelined loop below, issued before the statements ahead of it */");
       emit_prologue(e, e->early, e->early_id);
     }
-    emit_stmt(e, b->items[i], uniform);
+    const tl_stmt *s = b->items[i];
+    if (b == &e->prog->body && e->prog->slices > 1 && (before_wspec(e->prog, i) || s->slices > 1)) {
+      /* the kernel's statements before a loop in slices are slice 0's (declarations: every slice's); the
+       * loop's barrier before it is every slice's (slices_open) */
+      bool decl = s->kind == S_LET || s->kind == S_ALLOC || s->kind == S_ALLOC_VAR || s->kind == S_VIEW;
+      if (s->barrier_before && s->slices <= 1) {
+        line(e, "if (tl_tid < %" PRId64 ") {", e->T);
+        barrier_line(e);
+        line(e, "}");
+      }
+      if (!decl && s->slices <= 1) {
+        line(e, "if (tl_tid < %" PRId64 ") { /* slice 0's (the loop below runs in slices) */", e->T);
+        e->indent++;
+      }
+      e->no_barrier_before = true;
+      emit_stmt(e, s, uniform);
+      e->no_barrier_before = false;
+      if (!decl && s->slices <= 1) {
+        e->indent--;
+        line(e, "}");
+      }
+    } else {
+      emit_stmt(e, s, uniform);
+    }
     pre_release(e, b->items[i]);
   }
 }
@@ -4634,7 +4757,7 @@ char *tl_emit(tl_arena *a, const tl_program *prog, const tl_codegen *cg, tl_erro
     cluster = S("__cluster_dims__(%" PRId64 ", %" PRId64 ", %" PRId64 ") ", prog->cl[0], prog->cl[1], prog->cl[2]);
   const char *bounds = S(e->d->bounds, e->T);
   if (prog->wspec_threads) /* the registers at entry follow from the blocks per SM asked (pass_wspec.c) */
-    bounds = S("__launch_bounds__(%" PRId64 ", %d) ", e->T + prog->wspec_threads, prog->wspec_blocks);
+    bounds = S("__launch_bounds__(%" PRId64 ", %d) ", e->T * prog->slices + prog->wspec_threads, prog->wspec_blocks);
   else if (prog->max_registers && cg->dialect == TL_DIALECT_CUDA)
     bounds = "";
   else if (prog->max_registers) /* AMD: the launch bounds stay, with a cap on VGPRs */

@@ -1879,6 +1879,7 @@ static void emit_loop(P *p, const tl_stmt *s) {
     const char *why = !s->pipe || !s->tma || !s->wspec ? "pipelined loops other than bulk tensor copies issued by a "
                                                           "producer warpgroup"
                       : s->wg_lag                    ? "pipelined loops that run their tail an iteration late (wg_lag)"
+                      : s->slices > 1                ? "pipelined loops that run in slices"
                       : s->mcast                     ? "multicast copies"
                       : packed_tma(p->prog, s)       ? "bulk tensor copies of packed sub-byte elements"
                       : s->wspec_threads             ? "pipelined loops whose body reads the stages but through wgmma"

@@ -263,6 +263,17 @@ int tl_stmt_op_lookup(const char *name) {
 }
 
 /* ---- walking statements (ir.h: tl_walk) ---------------------------------------- */
+bool tl_expr_names(const tl_expr *x, const tl_sym *s) {
+  if (!x)
+    return false;
+  if (x->sym == s)
+    return true;
+  for (int i = 0; i < x->nargs; i++)
+    if (tl_expr_names(x->args[i], s))
+      return true;
+  return false;
+}
+
 tl_walk_act tl_walk_expr(tl_expr *x, tl_walk_act (*fn)(tl_expr *, tl_stmt *, void *), tl_stmt *stmt, void *user) {
   if (!x)
     return TL_WALK_GO;
@@ -721,6 +732,14 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
               s->wspec_lag == 1 ? "" : "s");
     if (s->wspec_why)
       fprintf(f, " [not warp-specialized: %s]", s->wspec_why);
+    if (s->slices > 1)
+      fprintf(f, " [in %d slices: slice s of the program's threads runs iterations s, s + %d, ...; its gemms' sums "
+              "added into slice 0's after the loop, through %s's memory; slice 0 runs the statements before and "
+              "after the loop; named barriers 1..%d]", s->slices, s->slices, s->slice_buf->name, s->slices + 1);
+    else if (s->slices_why)
+      fprintf(f, " [not in %lld slices: %s]", (long long)s->slices_req, s->slices_why);
+    else if (s->slices_req > 1)
+      fprintf(f, " [not in %lld slices: the loop is not warp-specialized]", (long long)s->slices_req);
     if (s->pingpong)
       fprintf(f, " [ping-pong: the warpgroups take turns issuing the body's gemms on wgmma, named barriers 2..%lld]",
               (long long)(1 + d->prog->threads[0] / 128));
@@ -848,8 +867,10 @@ void tl_dump_program(const tl_program *prog, void *fp) {
   if (prog->nmbar)
     fprintf(f, "mbarriers: %d at %lld\n", prog->nmbar, (long long)prog->mbar_offset);
   if (prog->wspec_threads)
-    fprintf(f, "producer warpgroup: %lld threads after the program's; %d blocks per SM; setmaxnreg %d / %d%s\n",
-            (long long)prog->wspec_threads, prog->wspec_blocks, prog->wspec_regs[0], prog->wspec_regs[1],
+    fprintf(f, "producer warpgroup: %lld threads after the program's%s; %d blocks per SM; setmaxnreg %d / %d%s\n",
+            (long long)prog->wspec_threads,
+            prog->slices > 1 ? tl_arena_printf(prog->arena, " (%d slices of %lld)", prog->slices,
+                                               (long long)prog->threads[0]) : "", prog->wspec_blocks, prog->wspec_regs[0], prog->wspec_regs[1],
             !prog->persistent ? ""
             : !(prog->lowered & TL_RAN_BARRIER) ? "; persistent: the blocks started walk the grid's tiles"
             : prog->tile_barrier ? "; persistent: the blocks started walk the grid's tiles, a barrier between tiles "

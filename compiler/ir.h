@@ -38,6 +38,7 @@
 #define TL_MAX_THREADS 1024
 #define TL_MAX_DIAGS 1000
 #define TL_MAX_KERNELS 16      /* kernels of one program ("kernels") */
+#define TL_MAX_SLICES 4        /* a pipelined loop's "slices" (named barriers 1 to slices + 1: pass_wspec.c) */
 #define TL_MAX_WORKSPACES 16   /* workspace buffers of one program ("workspaces") */
 #define TL_MAX_WORKSPACE_BYTES ((int64_t)1 << 34) /* all workspaces of a launch together (16 GiB) */
 
@@ -476,7 +477,7 @@ unsigned tl_stmt_kind_flags(tl_stmt_kind k);
   X(OP_ATOMIC_ADD, "atomic_add", S_ATOMIC_ADD, "op", "dst", "src", "value")                                \
   X(OP_PARALLEL, "parallel", S_PARALLEL, "op", "vars", "extents", "body")                                  \
   X(OP_PIPELINED, "pipelined", S_LOOP, "op", "var", "extent", "start", "num_stages", "tma",                        \
-    "warp_specialize", "order", "stage", "overlap", "pingpong", "cluster", "k_group", "body")                                                                                \
+    "warp_specialize", "order", "stage", "overlap", "pingpong", "cluster", "k_group", "slices", "body")                                                                                \
   X(OP_SERIAL, "serial", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
   X(OP_UNROLL, "unroll", S_LOOP, "op", "var", "extent", "start", "step", "body")                           \
   X(OP_VECTORIZED, "vectorized", S_LOOP, "op", "var", "extent", "start", "step", "body")                   \
@@ -500,7 +501,7 @@ typedef enum tl_stmt_op {
 } tl_stmt_op;
 
 #define TL_MAX_MSG 256     /* characters of a print or device_assert "msg" */
-#define TL_MAX_OP_FIELDS 15 /* the most fields a row of TL_STMT_OPS lists, and its NULL */
+#define TL_MAX_OP_FIELDS 16 /* the most fields a row of TL_STMT_OPS lists, and its NULL */
 typedef struct tl_stmt_op_info {
   const char *name;                          /* as written in "op" */
   tl_stmt_kind kind;
@@ -545,6 +546,8 @@ tl_walk_act tl_walk_stmt(tl_stmt *s, const tl_walker *w, void *user);
  * the same meaning of its answers (stmt is passed through to fn). */
 tl_walk_act tl_walk_expr(tl_expr *x, tl_walk_act (*fn)(tl_expr *x, tl_stmt *stmt, void *user), tl_stmt *stmt,
                          void *user);
+/* Does expression x (NULL: none) name s at any node (a variable, a let, a buffer or tensor it indexes)? */
+bool tl_expr_names(const tl_expr *x, const tl_sym *s);
 
 typedef enum tl_loop_kind { LOOP_SERIAL, LOOP_UNROLL, LOOP_VECTORIZED, LOOP_PIPELINED } tl_loop_kind;
 /* The combining operation of a reduce (its "type") or of a cumsum, cummax or cummin. */
@@ -690,6 +693,15 @@ struct tl_stmt {
   bool pingpong;       /* after pass_wspec, a wspec loop: the program's warpgroups take turns issuing the
                           body's gemms on wgmma (named barriers; FlashAttention-3's scheduler barriers) */
   const char *pingpong_why; /* after pass_wspec, a wspec loop that does not: why (static text) */
+  int64_t slices_req;  /* pipelined: "slices", 1 to 4 (1: not given) */
+  int slices;          /* after pass_wspec, the wspec loop: its iterations run in that many slices of the
+                          program's threads (slice s: iterations s, s + slices, ...; the block has
+                          slices times the program's threads, then the producer), each slice's gemms
+                          summing into its own copy of their C, added into slice 0's after the loop,
+                          which alone runs the statements after it; 0 or 1: not (pass_wspec.c) */
+  const char *slices_why; /* after pass_wspec, a loop that asked for slices and does not run in them: why */
+  const tl_sym *slice_buf; /* slices > 1: the staged buffer (all its stages) whose memory holds the slices'
+                          sums after the loop, on their way into slice 0's */
   bool store_asked;    /* copy: "tma": true (a TMA store of a register fragment's tile: pass_store.c) */
   bool tma_store;      /* after pass_store: that copy is staged in shared memory, 128-byte panels, each stored
                           by one bulk tensor copy through tensor map store_map */
@@ -759,7 +771,7 @@ struct tl_stmt {
    * expression strings. */
   struct {
     tl_expr *trans_a, *trans_b, *clear_accum, *k_pack, *dim, *clear, *reverse, *num_stages, *enable, *tma, *wspec, *overlap,
-        *k_group, *pingpong, *fence;
+        *k_group, *pingpong, *fence, *slices;
     tl_expr *cluster[3];
   } raw;
   const char *reduce_type_name, *policy_name, *order_name; /* parsed strings */
@@ -865,6 +877,8 @@ typedef struct tl_program {
                             (0: none, the block's launch registers stay) */
   int wspec_blocks;      /* blocks per SM the launch bounds ask for (the registers at entry follow) */
   bool wspec_tight;      /* after pass_wspec: the producer's budget is the tight one (pass_wspec.c) */
+  int slices;            /* after pass_wspec: its wspec loop's slices (tl_stmt.slices), 1 where none: the block's
+                            program threads are slices times threads[0] */
   bool persistent;       /* after pass_wspec: a persistent kernel: at most wspec_blocks blocks per SM
                             walk the grid's tiles (the blocks of the program's grid) in order */
   /* set by compile.c before the CUDA C emitter runs (tl_codegen.pdl: sm_90 and later): programmatic

@@ -605,6 +605,7 @@ static tl_stmt *parse_stmt(P *p, json_t *v, const char *ptr, int depth) {
       s->raw.overlap = get_flag(p, v, "overlap", ptr);
       s->raw.pingpong = get_flag(p, v, "pingpong", ptr);
       s->raw.k_group = get_int_field(p, v, "k_group", ptr, false, what);
+      s->raw.slices = get_int_field(p, v, "slices", ptr, false, what);
       json_t *cl = json_object_get(v, "cluster");
       if (cl) {
         int n = get_expr_list(p, cl, tl_ptr_key(p->arena, ptr, "cluster"), "'cluster'", 3, s->raw.cluster);

@@ -139,22 +139,11 @@ static tl_expr *subst(tl_arena *a, const tl_expr *x, const tl_sym *v, const tl_e
   return y;
 }
 
-static bool uses_sym(const tl_expr *x, const tl_sym *v) {
-  if (!x)
-    return false;
-  if (x->sym == v)
-    return true;
-  for (int i = 0; i < x->nargs; i++)
-    if (uses_sym(x->args[i], v))
-      return true;
-  return false;
-}
-
 /* Is x = v * coef + (terms without v), through +, - and * by constants?
  * Sets *coef (0 when x does not use v). */
 static bool linear(const tl_expr *x, const tl_sym *v, int64_t *coef) {
   *coef = 0;
-  if (!uses_sym(x, v))
+  if (!tl_expr_names(x, v))
     return true;
   if (x->kind == E_NAME)
     return x->sym == v ? (*coef = 1, true) : false;

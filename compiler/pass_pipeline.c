@@ -80,22 +80,11 @@ static bool can_async(const tl_stmt *s) {
   return true;
 }
 
-static bool expr_uses(const tl_expr *x, const tl_sym *s) {
-  if (!x)
-    return false;
-  if (x->sym == s)
-    return true;
-  for (int i = 0; i < x->nargs; i++)
-    if (expr_uses(x->args[i], s))
-      return true;
-  return false;
-}
-
 /* Does statement s itself (not what its bodies hold) read or write buffer b? */
 static tl_walk_act touches_here(tl_stmt *s, void *b) {
   if ((s->src && s->src->sym == b) || (s->dst && s->dst->sym == b) || s->A == b || s->B == b || s->C == b)
     return TL_WALK_STOP;
-  if (expr_uses(s->value, b) || expr_uses(s->lhs, b) || expr_uses(s->start, b) || expr_uses(s->extent, b))
+  if (tl_expr_names(s->value, b) || tl_expr_names(s->lhs, b) || tl_expr_names(s->start, b) || tl_expr_names(s->extent, b))
     return TL_WALK_STOP;
   return TL_WALK_GO;
 }
@@ -162,7 +151,7 @@ static tl_walk_act use_outside(tl_stmt *s, void *user) {
   if (s == o->loop)
     return TL_WALK_SKIP;
   if (s->kind == S_LOOP || s->kind == S_IF)
-    return expr_uses(s->value, o->buf) || expr_uses(s->extent, o->buf) ? TL_WALK_STOP : TL_WALK_GO;
+    return tl_expr_names(s->value, o->buf) || tl_expr_names(s->extent, o->buf) ? TL_WALK_STOP : TL_WALK_GO;
   return stmt_touches(s, o->buf) ? TL_WALK_STOP : TL_WALK_SKIP;
 }
 

@@ -1063,17 +1063,6 @@ static int dequant_loop(const tl_stmt *s, const dq_ctx *c) {
 }
 
 /* Does x use variable v? */
-static bool uses_var(const tl_expr *x, const tl_sym *v) {
-  if (!x)
-    return false;
-  if (x->kind == E_NAME && x->sym == v)
-    return true;
-  for (int i = 0; i < x->nargs; i++)
-    if (uses_var(x->args[i], v))
-      return true;
-  return false;
-}
-
 /* The reads of tensor elements in x: *n of them, the last in *last. */
 static void tensor_reads(const tl_expr *x, int *n, const tl_expr **last) {
   if (!x)
@@ -1122,7 +1111,7 @@ static const tl_expr *vec_read_of(const tl_stmt *s, const tl_codegen *cg) {
       t->dims[last] < 0 || t->dims[last] % 4 || t->align < 16)
     return NULL;
   for (int d = 0; d < last; d++)
-    if (uses_var(x->args[d], j))
+    if (tl_expr_names(x->args[d], j))
       return NULL;
   const tl_expr *l = x->args[last], *b = NULL;
   if (l->kind == E_NAME && l->sym == j)
@@ -1133,7 +1122,7 @@ static const tl_expr *vec_read_of(const tl_stmt *s, const tl_codegen *cg) {
     b = l->args[1];
   else
     return NULL;
-  return b && (uses_var(b, j) || !tl_multiple_of(b, 4)) ? NULL : x;
+  return b && (tl_expr_names(b, j) || !tl_multiple_of(b, 4)) ? NULL : x;
 }
 
 static tl_walk_act mark_vec_read(tl_stmt *s, void *user) {

@@ -239,21 +239,22 @@ static int64_t lag_words(const tl_program *prog) {
 
 /* Why loop (a tma loop, statement i of the kernel's body, or i < 0 when
  * nested) cannot be warp-specialized, or NULL. */
-static const char *why_not(tl_program *prog, tl_stmt *loop, int i, int ntma) {
+static const char *why_not(tl_program *prog, tl_stmt *loop, int i, int ntma, int G) {
   tl_arena *a = prog->arena;
-  int64_t T = prog->threads[0] * prog->threads[1] * prog->threads[2];
+  int64_t T = prog->threads[0] * prog->threads[1] * prog->threads[2] * G; /* the program's threads, all slices */
   if (loop->no_wspec)
     return "its pipelined loop says \"warp_specialize\": false";
   if (ntma > 1)
     return "the kernel has more than one loop of bulk tensor copies";
   if (i < 0)
     return "the loop is inside another statement (the producer walks only a loop of the kernel's body)";
-  if (T != prog->threads[0])
+  if (prog->threads[1] * prog->threads[2] != 1)
     return "the block is not one-dimensional";
   if (T % WSPEC_THREADS)
     return "the block is not whole warpgroups (threads a multiple of 128)";
   if (T + WSPEC_THREADS > 1024)
-    return tl_arena_printf(a, "%lld threads and a producer warpgroup are over 1024", (long long)T);
+    return tl_arena_printf(a, "%lld threads%s and a producer warpgroup are over 1024", (long long)T,
+                           G > 1 ? tl_arena_printf(a, " (%d slices)", G) : "");
   Q q = {.prog = prog, .loop = loop, .before = (const tl_stmt *const *)prog->body.items, .nbefore = i};
   if (!producer_expr(&q, loop->extent) || !producer_expr(&q, loop->start))
     return "the loop's extent or start depends on values the producer does not have";
@@ -455,6 +456,8 @@ static tl_walk_act reset(tl_stmt *s, void *user) {
   s->wspec_threads = false;
   s->pingpong = false;
   s->pingpong_why = NULL;
+  s->slices = 0;
+  s->slices_why = NULL;
   return TL_WALK_GO;
 }
 
@@ -472,6 +475,8 @@ static const char *pingpong_why(const tl_program *prog, const tl_stmt *loop) {
   tl_walk((tl_body *)&loop->body, &(tl_walker){.pre = count_wgmma}, &n);
   if (loop->pingpong_req == 0)
     return "the loop says \"pingpong\": false";
+  if (loop->slices > 1)
+    return "the loop runs in slices";
   if (T / WSPEC_THREADS < 2)
     return "the program's threads are one warpgroup";
   if (loop->wg_lag)
@@ -495,13 +500,236 @@ static int lag_of(const tl_stmt *loop) {
   return lag;
 }
 
+/* ---- slices (see the header) ---- */
+typedef struct {
+  tl_program *prog;
+  const tl_stmt *loop;
+  const char *why;
+  const tl_sym *syms[64]; /* the per-thread buffers and variables the body touches */
+  int nsyms;
+  const tl_sym *vars[64]; /* the alloc_vars the body declares */
+  int nvars;
+} SL;
+
+/* A buffer whose elements each thread holds (a register fragment, a local buffer), or a variable. */
+static bool per_thread(const tl_sym *b) {
+  return b && (b->kind == SYM_VAR ||
+               (b->kind == SYM_BUFFER && (b->scope == SCOPE_LOCAL || (b->scope == SCOPE_FRAGMENT && b->in_regs))));
+}
+
+static void sl_note(SL *q, const tl_sym *b) {
+  if (!per_thread(b) || q->why)
+    return;
+  for (int i = 0; i < q->nsyms; i++)
+    if (q->syms[i] == b)
+      return;
+  if (q->nsyms == (int)(sizeof q->syms / sizeof q->syms[0]))
+    q->why = "its body touches more than 64 fragments and variables";
+  else
+    q->syms[q->nsyms++] = b;
+}
+
+static tl_walk_act sl_expr(tl_expr *x, tl_stmt *s, void *user) {
+  (void)s;
+  sl_note(user, x->sym);
+  return TL_WALK_GO;
+}
+
+/* What the body may do when its iterations run side by side in slices: write only what each thread holds
+ * (fragments in registers, local buffers, variables), its prefetched stages, and gemm sums. */
+static tl_walk_act sl_stmt(tl_stmt *s, void *user) {
+  SL *q = user;
+  tl_arena *a = q->prog->arena;
+  const tl_sym *w = NULL; /* what s writes */
+  switch (s->kind) {
+  case S_LET: case S_PARALLEL: case S_IF: case S_SYNC_THREADS: break;
+  case S_ALLOC: case S_ALLOC_VAR:
+    if (s->kind == S_ALLOC_VAR && q->nvars < (int)(sizeof q->vars / sizeof q->vars[0]))
+      q->vars[q->nvars++] = s->sym;
+    break;
+  case S_LOOP:
+    if (s->loop_kind == LOOP_PIPELINED)
+      q->why = "its body holds another pipelined loop";
+    break;
+  case S_COPY:
+    if (s->prefetch)
+      return TL_WALK_SKIP; /* the producer's, into the iteration's own stage */
+    w = s->dst->sym;
+    break;
+  case S_FILL: w = s->dst->sym; break;
+  case S_ASSIGN:
+    if (s->atomic)
+      q->why = "its body holds an atomic";
+    w = s->lhs->sym;
+    break;
+  case S_GEMM:
+    if (!s->C->in_regs || (s->C->dtype != TL_FLOAT32 && s->C->dtype != TL_INT32))
+      q->why = tl_arena_printf(a, "the sum of a gemm of its body, %s, is not a float32 or int32 register fragment",
+                               s->C->name);
+    else if (s->clear_accum)
+      q->why = tl_arena_printf(a, "a gemm of its body clears %s (clear_accum): there is no sum to split",
+                               s->C->name);
+    sl_note(q, s->A);
+    sl_note(q, s->B);
+    sl_note(q, s->C);
+    return q->why ? TL_WALK_STOP : TL_WALK_GO;
+  default:
+    q->why = tl_arena_printf(a, "its body holds a %s statement", s->op_name ? s->op_name : tl_stmt_kind_name(s->kind));
+    break;
+  }
+  if (w && !per_thread(w))
+    q->why = tl_arena_printf(a, "its body writes %s, which every slice would share (only fragments in registers, "
+                             "local buffers and variables are each thread's own)", w->name);
+  if (s->src)
+    sl_note(q, s->src->sym);
+  if (s->dst)
+    sl_note(q, s->dst->sym);
+  return q->why ? TL_WALK_STOP : TL_WALK_GO;
+}
+
+/* Does top-level body statement s write all of b before reading any of it (a copy or fill of the whole
+ * buffer, a parallel loop over its shape storing each element, an assignment of a variable)? */
+static bool whole_write(const tl_stmt *s, const tl_sym *b) {
+  const tl_region *d = s->kind == S_COPY || s->kind == S_FILL ? s->dst : NULL;
+  if (d && d->sym == b && !(s->src && s->src->sym == b) && !tl_expr_names(s->value, b)) {
+    for (int i = 0; i < d->ndim; i++)
+      if ((d->lo[i] && !(d->lo[i]->kind == E_CONST && d->lo[i]->val.i == 0)) || d->ext[i] != b->dims[i] ||
+          d->ndim != b->ndim)
+        return false;
+    return true;
+  }
+  if (s->kind == S_ASSIGN && !s->assign_op && s->lhs->kind == E_NAME && s->lhs->sym == b)
+    return !tl_expr_names(s->value, b);
+  if (s->kind != S_PARALLEL || s->body.n != 1 || s->body.items[0]->kind != S_ASSIGN || s->body.items[0]->assign_op ||
+      s->nvars != b->ndim)
+    return false;
+  const tl_expr *l = s->body.items[0]->lhs;
+  if (l->kind != E_INDEX || l->sym != b || l->nargs != s->nvars || tl_expr_names(s->body.items[0]->value, b))
+    return false;
+  for (int i = 0; i < s->nvars; i++)
+    if (l->args[i]->kind != E_NAME || l->args[i]->sym != s->vars[i] || s->extents[i]->val.i != b->dims[i])
+      return false;
+  return true;
+}
+
+/* Does statement s (or what it holds) touch b, other than as the C of a gemm? */
+static tl_walk_act touch_not_c(tl_stmt *s, void *user) {
+  const tl_sym *b = user;
+  if (s->kind == S_GEMM)
+    return s->A == b || s->B == b ? TL_WALK_STOP : TL_WALK_GO;
+  if ((s->src && s->src->sym == b) || (s->dst && s->dst->sym == b) || tl_expr_names(s->value, b) || tl_expr_names(s->lhs, b) ||
+      tl_expr_names(s->start, b) || tl_expr_names(s->extent, b))
+    return TL_WALK_STOP;
+  return TL_WALK_GO;
+}
+
+static tl_walk_act touch_any(tl_stmt *s, void *user) {
+  return s->kind == S_GEMM && s->C == user ? TL_WALK_STOP : touch_not_c(s, user);
+}
+
+static bool stmt_touches_sym(tl_stmt *s, const tl_sym *b) {
+  return tl_walk_stmt(s, &(tl_walker){.pre = touch_any}, (void *)b) == TL_WALK_STOP;
+}
+
+static tl_walk_act is_gemm_c(tl_stmt *s, void *user) {
+  return s->kind == S_GEMM && s->C == user ? TL_WALK_STOP : TL_WALK_GO;
+}
+
+/* Why wspec candidate `loop` (statement `at` of the kernel's body) cannot run its iterations in
+ * loop->slices_req slices (see the header), or NULL, with loop->slice_buf set. */
+static const char *slices_why(tl_program *prog, tl_stmt *loop, int at) {
+  tl_arena *a = prog->arena;
+  int64_t T = prog->threads[0] * prog->threads[1] * prog->threads[2], G = loop->slices_req;
+  if (loop->wg_lag || loop->ov_gemm)
+    return "a gemm or the tail of its body runs one iteration late (each slice's next iteration is another's)";
+  for (int i = 0; i < loop->body.n; i++)
+    if (loop->body.items[i]->kind == S_GEMM && loop->body.items[i]->a_regs && loop->body.items[i]->wg_pending)
+      return "a gemm of its body keeps A in registers for its group in flight (two sets, by the iteration's parity)";
+  /* each slice keeps stages of its own (iteration c's stage c % S is slice c % G's only where G divides S):
+   * an mbarrier's phase is told by its parity, so a slice may wait for a stage's next phase only once it has
+   * seen the last one complete, as it has where it read that stage itself (measured on an H100: 3 slices
+   * sharing 4 or 5 stages read stages whose copies had not landed and failed the launch); and a stage is
+   * freed lag iterations of its slice on, so each slice needs lag + 1 of them */
+  int64_t lag = lag_of(loop);
+  if (loop->pipe_stages % G || loop->pipe_stages / G < lag + 1)
+    return tl_arena_printf(a, "its %lld stages (num_stages%s) are not a multiple of its %lld slices, at least "
+                           "%lld: each slice takes stages of its own%s", (long long)loop->pipe_stages,
+                           lag ? " + 1, for its gemm's group in flight" : "", (long long)G, (long long)((lag + 1) * G),
+                           lag ? ", two or more with a group in flight" : "");
+  if (loop->mcast || prog->cl_size > 1)
+    return "the kernel runs in thread-block clusters";
+  for (int i = 0; i < loop->body.n; i++)
+    if (loop->body.items[i]->reg_prefetch)
+      return "a copy of its body is prefetched through registers (the threads of one slice)";
+  SL q = {.prog = prog, .loop = loop};
+  for (int i = 0; i < loop->body.n && !q.why; i++)
+    tl_walk_stmt(loop->body.items[i], &(tl_walker){.pre = sl_stmt, .expr = sl_expr}, &q);
+  if (q.why)
+    return q.why;
+  /* each slice's own copies: a gemm's sum, split among them and added after the loop, or what an iteration
+   * writes whole before it reads it */
+  int64_t words = 0;
+  for (int k = 0; k < q.nsyms; k++) {
+    const tl_sym *b = q.syms[k];
+    bool declared = false;
+    for (int v = 0; v < q.nvars; v++)
+      declared |= q.vars[v] == b;
+    if (declared)
+      continue;
+    if (tl_walk(&loop->body, &(tl_walker){.pre = is_gemm_c}, (void *)b) == TL_WALK_STOP) {
+      if (tl_walk(&loop->body, &(tl_walker){.pre = touch_not_c}, (void *)b) == TL_WALK_STOP)
+        return tl_arena_printf(a, "its body uses %s otherwise than as the sum of its gemms", b->name);
+      words += b->per_thread;
+      continue;
+    }
+    int first = 0;
+    while (first < loop->body.n && !stmt_touches_sym(loop->body.items[first], b))
+      first++;
+    if (first == loop->body.n || !whole_write(loop->body.items[first], b))
+      return tl_arena_printf(a, "an iteration reads %s before it writes all of it (each slice would read its own)",
+                             b->name);
+  }
+  if (!words)
+    return "no gemm of its body sums into a fragment across iterations";
+  /* the lets before it: every slice evaluates them, the statements between only slice 0 runs */
+  Q lq = {.prog = prog, .loop = loop, .before = (const tl_stmt *const *)prog->body.items};
+  for (int i = 0; i < at; i++) {
+    lq.nbefore = i;
+    if (prog->body.items[i]->kind == S_LET && !producer_expr(&lq, prog->body.items[i]->value))
+      return tl_arena_printf(a, "let %s before the loop reads more than constants, scalars, block variables and "
+                             "lets of them (every slice evaluates it, and only slice 0 runs what comes before)",
+                             prog->body.items[i]->sym->name);
+  }
+  /* the sums of slices 1.. G - 1 pass through the memory of the largest staged buffer once the loop is done */
+  int64_t need = (G - 1) * T * words * 4, most = 0;
+  loop->slice_buf = NULL;
+  for (int i = 0; i < loop->body.n; i++) {
+    const tl_stmt *c = loop->body.items[i];
+    if (!c->prefetch)
+      continue;
+    const tl_sym *b = c->dst->sym;
+    int64_t n = 1;
+    for (int d = 0; d < b->ndim; d++)
+      n *= b->dims[d];
+    n = (int64_t)tl_dtype_bytes(b->dtype, (uint64_t)n) * (b->stages > 1 ? b->stages : 1);
+    if (n > most && !b->view_of && !b->viewed) {
+      most = n;
+      loop->slice_buf = b;
+    }
+  }
+  if (need > most)
+    return tl_arena_printf(a, "the slices' sums take %lld bytes of shared memory after the loop, and its largest "
+                           "staged buffer holds %lld", (long long)need, (long long)most);
+  return NULL;
+}
+
 static tl_walk_act mark_nested(tl_stmt *s, void *user) {
   Q *q = user;
   bool top = false;
   for (int i = 0; i < q->prog->body.n; i++)
     top |= q->prog->body.items[i] == s;
   if (s->kind == S_LOOP && s->tma && !top)
-    s->wspec_why = why_not(q->prog, s, -1, 1);
+    s->wspec_why = why_not(q->prog, s, -1, 1, 1);
   return TL_WALK_GO;
 }
 
@@ -512,6 +740,7 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
   prog->wspec_blocks = 0;
   prog->wspec_tight = false;
   prog->persistent = false;
+  prog->slices = 1;
   if (!cg->wgmma || !cg->tma || !prog->nmbar)
     return;
   int ntma = 0;
@@ -521,14 +750,31 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
     tl_stmt *s = prog->body.items[i];
     if (s->kind != S_LOOP || !s->tma)
       continue;
-    s->wspec_why = why_not(prog, s, i, ntma);
+    int G = (int)s->slices_req;
+    s->wspec_why = why_not(prog, s, i, ntma, 1);
+    if (G > 1 && s->wspec_why)
+      s->slices_why = "the loop is not warp-specialized";
+    else if (G > 1 && !(s->slices_why = slices_why(prog, s, i))) {
+      const char *why = why_not(prog, s, i, ntma, G); /* the registers and threads of every slice */
+      if (why) {
+        s->slices_why = tl_arena_printf(prog->arena, "in %d slices, %s", G, why);
+        why_not(prog, s, i, ntma, 1); /* the budget without them again */
+      }
+    }
+    s->slices = s->slices_why ? 1 : G;
     if (!s->wspec_why)
       chosen = s;
   }
   Q q = {.prog = prog};
   tl_walk(&prog->body, &(tl_walker){.pre = mark_nested}, &q);
+  for (int i = 0; i < prog->body.n; i++) /* a loop not chosen runs in no slices */
+    if (prog->body.items[i] != chosen && prog->body.items[i]->kind == S_LOOP && prog->body.items[i]->slices > 1) {
+      prog->body.items[i]->slices = 1;
+      prog->body.items[i]->slices_why = "the loop has no producer warpgroup";
+    }
   if (!chosen)
     return;
+  prog->slices = chosen->slices;
   /* the lets the producer evaluates too (those its copies may use) */
   Q lq = {.prog = prog, .loop = chosen, .before = (const tl_stmt *const *)prog->body.items};
   for (int i = 0; prog->body.items[i] != chosen; i++) {
@@ -554,6 +800,8 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
   if (prog->smem_bytes > smem_limit && prog->smem_bytes > before) {
     chosen->wspec = false;
     chosen->wspec_why = "no room for its mbarriers in shared memory";
+    chosen->slices = 1;
+    prog->slices = 1;
     prog->nmbar = nmbar;
     prog->wspec_threads = 0;
     prog->wspec_regs[0] = prog->wspec_regs[1] = 0;
@@ -566,7 +814,7 @@ void tl_pass_wspec(tl_program *prog, int64_t smem_limit, const tl_codegen *cg) {
    * 684 TFLOP/s, 4096^3), and so did clusters of one block a tile (328 against 671: bench/README.md), so the
    * cause was the clustered kernel's, not the tile walk's: its stages freed by release.cluster arrivals
    * (emit_cuda.c's release_stage; with release.cta ones, 637.5 against 666.9); the simpler schedule stays */
-  prog->persistent = !prog->no_persistent && prog->cl_size == 1;
+  prog->persistent = !prog->no_persistent && prog->cl_size == 1 && prog->slices == 1; /* slices: one tile a block */
   pre_copies(prog, chosen, smem_limit);
   chosen->pingpong_why = pingpong_why(prog, chosen);
   chosen->pingpong = !chosen->pingpong_why;

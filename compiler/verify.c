@@ -1192,7 +1192,10 @@ static void verify_barriers(V *v) {
  * warpgroup (wspec_threads) exactly when there is such a loop, after a
  * one-dimensional block of whole warpgroups, within 1024 threads; the
  * setmaxnreg counts multiples of 8 from 24 to 256, the producer's below
- * the others'. */
+ * the others'; slices (tl_program.slices, 1 to TL_MAX_SLICES) only on
+ * that loop, of a kernel neither persistent nor in clusters, whose stages
+ * are a multiple of them, with the producer within 1024 threads of them
+ * all and the buffer that takes their sums a staged one of the loop. */
 /* A statement inside a body: never a pre copy (tl_walker.pre). */
 static tl_walk_act no_pre(tl_stmt *s, void *user) {
   return s->wspec_pre ? fail(user, s->pointer, "a copy the producer issues is not of the kernel's body%s", "", NULL)
@@ -1259,10 +1262,25 @@ static void verify_wspec(V *v) {
     }
   if (v->failed)
     return;
+  int G = p->slices;
+  bool slices_ok = G >= 1 && G <= TL_MAX_SLICES && (G == 1 || (loop && loop->slices == G && !p->persistent &&
+                                                                p->cl_size == 1 && loop->pipe_stages % G == 0));
+  if (slices_ok && G > 1) {
+    slices_ok = false;
+    for (int j = 0; j < loop->body.n; j++)
+      slices_ok |= loop->body.items[j]->prefetch && loop->body.items[j]->dst->sym == loop->slice_buf;
+  }
+  for (int i = 0; i < p->body.n; i++)
+    slices_ok &= p->body.items[i] == loop || p->body.items[i]->slices <= 1;
+  if (!slices_ok) {
+    fail(v, loop ? loop->pointer : "", "the slices are not as pass_wspec.c promises%s", "", NULL);
+    return;
+  }
+  T *= G;
   bool regs_ok = p->wspec_regs[1] == 0 || (p->wspec_regs[0] % 8 == 0 && p->wspec_regs[1] % 8 == 0 &&
                                            p->wspec_regs[0] >= 24 && p->wspec_regs[1] <= 256 &&
                                            p->wspec_regs[0] < p->wspec_regs[1]);
-  if ((loop != NULL) != (p->wspec_threads == 128) || (loop && (T != p->threads[0] || T % 128 || T + 128 > 1024)) ||
+  if ((loop != NULL) != (p->wspec_threads == 128) || (loop && (T != p->threads[0] * G || T % 128 || T + 128 > 1024)) ||
       !regs_ok || (loop && p->wspec_blocks < 1))
     fail(v, loop ? loop->pointer : "", "the producer warpgroup, the block or the setmaxnreg counts are not as "
                                        "pass_wspec.c promises%s", "", NULL);

@@ -438,6 +438,18 @@ CASES = [
     ("../bench/programs/gemm_raster", {"M": 1000, "N": 1100, "K": 200, "block_K": 64, "block_M": 256, "threads": 512},
      {}, ["C"], GEMM),
     ("../tests/gpu/programs/gemm_wspec_let", {"M": 1000, "N": 1100, "K": 1000}, {}, ["C"], GEMM),
+    # a K loop in slices, its gemm's group in flight (a stage freed slices iterations later): slice 0 starts
+    # from D, the others from zero; ragged, fewer K tiles than slices, two warpgroups a slice
+    ("../tests/gpu/programs/gemm_sliced", {"M": 300, "N": 264, "K": 1000}, {}, ["C"],
+     {"acc": ("K + 1", ["A", "B", "D"], 0.0)}),
+    ("../tests/gpu/programs/gemm_sliced", {"M": 130, "N": 248, "K": 72, "slices": 4, "num_stages": 7}, {}, ["C"],
+     {"acc": ("K + 1", ["A", "B", "D"], 0.0)}),
+    ("../tests/gpu/programs/gemm_sliced", {"M": 200, "N": 296, "K": 520, "slices": 2, "block_M": 128,
+                                            "threads": 256, "num_stages": 3}, {}, ["C"],
+     {"acc": ("K + 1", ["A", "B", "D"], 0.0)}),
+    ("../tests/gpu/programs/gemm_sliced_int8", {"M": 300, "N": 264, "K": 1008}, {}, ["C"]),
+    ("../tests/gpu/programs/gemm_sliced_int8", {"M": 64, "N": 128, "K": 128, "slices": 4, "num_stages": 7}, {},
+     ["C"]),
     # a bias tile copied before the loop by the producer too (pass_wspec.c's pre copies, two copies of its
     # buffer), read element by element after it (each thread frees its copy): ragged, 9 tiles on 4 blocks, 15 tiles
     ("../tests/gpu/programs/gemm_bias_pre", {"M": 300, "N": 264, "K": 200}, {}, ["C"],
@@ -739,6 +751,18 @@ CASES = [
                                  "block_K": 64, "num_stages": 3, "split_k": 4}, {}, ["C"], W4A16),
     ("gemm_w4a16_splitk_tiled", {"M": 16, "N": 192, "K": 2048, "block_M": 16, "split_k": 3, "ws": False}, {}, ["C"],
      W4A16),
+    # in one kernel, the K loop in slices of the block's threads (proto/tile-ir-v1.md 5.7), their sums added in
+    # shared memory (K rows of whole 16 bytes, so that every copy is the producer's): ragged N, K and M, fewer K tiles than slices, 2 to 4 slices, scale groups across K tiles,
+    # two warpgroups a slice
+    ("gemm_w4a16_sliced", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),
+    ("gemm_w4a16_sliced", {"M": 13, "N": 200, "K": 648, "block_M": 16}, {}, ["C"], W4A16),
+    ("gemm_w4a16_sliced", {"M": 3, "N": 160, "K": 1032, "block_M": 8, "slices": 2}, {}, ["C"], W4A16),
+    ("gemm_w4a16_sliced", {"M": 5, "N": 136, "K": 656, "block_K": 64, "group_size": 80, "slices": 4, "num_stages": 8}, {}, ["C"],
+     W4A16),
+    ("gemm_w4a16_sliced", {"M": 8, "N": 64, "K": 96, "block_M": 8}, {}, ["C"], W4A16),
+    ("gemm_w4a16_sliced", {"M": 64, "N": 256, "K": 1024, "block_M": 64, "num_stages": 9}, {}, ["C"], W4A16),
+    ("gemm_w4a16_sliced", {"M": 40, "N": 300, "K": 1000, "block_M": 64, "block_N": 128, "threads": 256,
+                           "block_K": 64, "num_stages": 4, "slices": 2}, {}, ["C"], W4A16),
     # the two in one kernel, the last block of each tile adding the runs' sums (a zeroed counter workspace, reset
     # by that block: tlc run fails a launch that leaves it nonzero): the same ragged cases, one run, runs past K
     ("gemm_w4a16_splitk_last", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),

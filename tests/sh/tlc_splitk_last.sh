@@ -6,7 +6,8 @@
 # interpreter the same bytes as the two-kernel programs they fuse, at ragged
 # sizes, one run, and runs wholly past K (and gemm_w4a16_splitk_tiled.json,
 # the weights stored tile by tile, the same bytes as gemm_w4a16_splitk_t.json
-# whose weights they hold); a program that does not reset its
+# whose weights they hold, and gemm_w4a16_sliced.json, its K loop in
+# slices, those of _tiled with one run); a program that does not reset its
 # zeroed counter is a run-time error naming the workspace; the CUDA C puts
 # the device-scope fence between two barriers, the metadata marks the
 # workspace zeroed for the launcher.  The GPU side (tlc run fails a launch
@@ -82,6 +83,15 @@ same_tiled 136 650 64 64 -D M=5 -D group_size=80 -D split_k=3
 inputs 13 200 650 128
 same_tiled 200 650 64 128 -D M=13 -D block_M=16 -D split_k=3
 same_tiled 200 650 128 64 -D M=13 -D block_M=16 -D split_k=2 -D threads=256
+# gemm_w4a16_sliced.json (one kernel, its K loop in slices) in the interpreter: the bytes of
+# gemm_w4a16_splitk_tiled.json with one run (the slices are a schedule; the interpreter sums the K tiles in order)
+inputs 13 200 650 128
+tiled 200 650 64 128
+"$TLC" run $E/gemm_w4a16_sliced.json --interpret --in A="$tmp/A.npy" --in B="$tmp/Bt.npy" --in S="$tmp/S.npy" \
+  --out C="$tmp/t1.npy" -D M=13 -D N=200 -D K=650 -D block_M=16 || fail "sliced"
+"$TLC" run $E/gemm_w4a16_splitk_tiled.json --interpret --in A="$tmp/A.npy" --in B="$tmp/Bt.npy" --in S="$tmp/S.npy" \
+  --out C="$tmp/t2.npy" -D M=13 -D N=200 -D K=650 -D block_M=16 -D split_k=1 || fail "splitk_tiled split_k=1"
+cmp -s "$tmp/t1.npy" "$tmp/t2.npy" || fail "sliced differs from splitk_tiled with one run"
 inputs 5 136 650 80 # back to the inputs of the last comparison above, for the checks below
 # the results are not all zero or NaN (the comparison above is not empty)
 python3 -c "

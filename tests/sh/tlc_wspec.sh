@@ -10,7 +10,10 @@
 # is evaluated by the producer too; "warp_specialize": false, sm_90 (no
 # setmaxnreg) and sm_80 keep the loop as it was; `--emit ir` and `--dump
 # wspec` say which loop and why not the others; a fragment too large for
-# registers is a warning on standard error and in the metadata.
+# registers is a warning on standard error and in the metadata; a loop's
+# "slices" run its iterations on that many groups of the program's threads
+# (slice 0 alone before and after the loop, the sums added through shared
+# memory), refused with the reason where the loop does not allow them.
 # Exit 0 pass, 1 fail, 77 skip (no NVRTC here).
 cd "$(dirname "$0")/../.." || exit 1
 . tests/sh/lib.sh
@@ -310,4 +313,61 @@ printf '%s\n' "$src" | awk '/tl_rq[0-9]+\[tl_r\] = / { ld = NR } /tl_mbar_wait\(
   /= tl_f2h\(tl_rq[0-9]+\[tl_r\]\)/ { st = NR } /bar\.sync 1, 128/ && st && !b { b = NR }
   END { exit !(ld && w > ld && st > w && b > st) }' ||
   tl_fail "$G N=300: not loaded before the stage's wait and stored before the closing barrier"
+# slices (pass_wspec.c): examples/gemm_w4a16_sliced.json's loop in 3 slices of 128 threads, 6 stages (two a
+# slice); the block is 3 x 128 + the producer, not persistent; slice s starts at iteration s, steps 3; slice 0
+# alone runs the statements before (after them every slice waits on barrier 4) and after the loop (the others
+# return once their sums are in shared memory, which slice 0 adds)
+S=examples/gemm_w4a16_sliced.json
+ir=$("$TLC" compile $S --target sm_90a --emit ir) || tl_fail "$S: --emit ir"
+for want in "[in 3 slices: slice s of the program's threads runs iterations s, s + 3, ...; its gemms' sums added into slice 0's after the loop, through A_shared's memory; slice 0 runs the statements before and after the loop; named barriers 1..4]" \
+            "producer warpgroup: 128 threads after the program's (3 slices of 128); 1 blocks per SM" "[no ping-pong: the loop runs in slices]"; do
+  printf '%s\n' "$ir" | grep -qF -- "$want" || tl_fail "$S: --emit ir lacks: $want"
+done
+printf '%s\n' "$ir" | grep -q "persistent" && tl_fail "$S: persistent in slices"
+src=$("$TLC" compile $S --target sm_90a --emit cuda) || tl_fail "$S: --emit cuda"
+for want in "__launch_bounds__(512, 1)" "if (tl_tid >= 384) {" "if (tl_tid == 384) {" \
+            "const int tl_slice = tl_tid / 128, tl_stid = tl_tid % 128;" "const int tl_tid = tl_stid; (void)tl_tid;" \
+            "for (long long tl_c0 = tl_slice; tl_c0 < tl_n0; tl_c0 += 3) {" "if (tl_slice > 0) return;" \
+            "r_Ct_local[tl_i] += tl_sum[(long long)tl_i * 128]" "tl_sum[(long long)tl_i * 128] = r_Ct_local[tl_i]"; do
+  printf '%s\n' "$src" | grep -qF -- "$want" || tl_fail "$S: the source lacks: $want"
+done
+[ "$(printf '%s\n' "$src" | grep -c 'bar.sync 4, 384;')" = 3 ] || tl_fail "$S: not 3 barriers of every slice"
+printf '%s\n' "$src" | awk '/if \(tl_tid < 128\) \{ \/\* slice 0/ { s0 = 1 } /bar.sync 4, 384/ { exit !s0 }' ||
+  tl_fail "$S: the statements before the loop are not slice 0's"
+"$TLC" compile $S --target sm_90a --emit meta > "$TMP/s.json" || tl_fail "$S: --emit meta"
+python3 - "$TMP/s.json" <<'PY' || tl_fail "$S: the metadata of the kernel in slices"
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m["launch"]["block"] == [512, 1, 1] and m["launch"]["slices"] == 3 and "persistent" not in m["launch"], m["launch"]
+assert m["resources"]["spill_store_bytes"] == 0, m["resources"]
+PY
+# refused, and why: stages the slices would share; a group in flight with too few stages; a body writing
+# shared memory (a copy of rows not of whole 16 bytes, K = 650, is not the producer's); a gemm that clears its sum;
+# no producer warpgroup (sm_90)
+why() { # program, what --emit ir must say, -D...
+  p=$1 w=$2; shift 2
+  "$TLC" compile "$p" --target "${TGT:-sm_90a}" "$@" --emit ir 2>&1 | grep -qF -- "$w" || tl_fail "$p $*: --emit ir lacks: $w"
+}
+why $S "[not in 4 slices: its 6 stages (num_stages) are not a multiple of its 4 slices, at least 4: each slice takes stages of its own]" -D slices=4
+why tests/gpu/programs/gemm_sliced.json "[not in 3 slices: its 7 stages (num_stages + 1, for its gemm's group in flight) are not a multiple of its 3 slices, at least 6" -D num_stages=6
+why tests/gpu/programs/gemm_sliced.json "[in 3 slices" -D num_stages=8
+python3 - $S "$TMP" <<'PY' || tl_fail "$S: the variants"
+import json, sys
+p = json.load(open(sys.argv[1]))
+body = p["kernel"]["body"]
+loop = next(s for s in body if isinstance(s, dict) and s["op"] == "pipelined")
+w = json.loads(json.dumps(p))  # a shared buffer the body writes
+wb = w["kernel"]["body"]
+wb.insert(0, {"op": "alloc_shared", "name": "Ct_tmp", "shape": ["block_N", "block_K"], "dtype": "float16"})
+next(s for s in wb if isinstance(s, dict) and s["op"] == "pipelined")["body"][2]["body"].insert(0, "Ct_tmp[i, j] = 0.0")
+json.dump(w, open(sys.argv[2] + "/sw.json", "w"))
+loop["body"][3]["clear_accum"] = True  # a gemm that clears its sum
+json.dump(p, open(sys.argv[2] + "/sc.json", "w"))
+PY
+why "$TMP/sw.json" "[not in 3 slices: its body writes Ct_tmp, which every slice would share"
+why "$TMP/sc.json" "[not in 3 slices: a gemm of its body clears Ct_local (clear_accum): there is no sum to split]"
+why $S "[not in 3 slices: its body writes A_shared, which every slice would share" -D K=650
+TGT=sm_90 why $S "[not in 3 slices: the loop is not warp-specialized]"
+"$TLC" compile $S --target sm_90a -D slices=5 --emit ir 2>&1 | grep -qF "'slices' is 5; it must be from 1 to 4" ||
+  tl_fail "$S: slices=5 is not an error"
 exit 0

@@ -573,11 +573,14 @@ static void check_kernel_meta(const example *x, const char *target, tl_arena *a,
     total *= json_integer_value(bi);
     const json_t *want_j = json_is_array(pthreads) ? json_array_get(pthreads, i) : i == 0 ? pthreads : NULL;
     int64_t want = 1;
-    /* in x, a warp-specialized kernel's producer warpgroup too (pass_wspec.c; sm_90a, compute_90a) */
+    /* in x, a warp-specialized kernel's producer warpgroup too (pass_wspec.c; sm_90a, compute_90a), after
+     * the program's threads once per slice of a loop that runs in slices */
     json_int_t producer = i == 0 ? json_integer_value(json_object_get(launch, "producer_threads")) : 0;
+    json_int_t slices = i == 0 && json_object_get(launch, "slices") ? json_integer_value(json_object_get(launch, "slices")) : 1;
     assert_true(producer == 0 || (producer == 128 && strstr(target, "_90a")));
+    assert_true(slices == 1 || (slices >= 2 && slices <= 4 && producer == 128));
     if (!want_j || eval_json(a, want_j, base, &want))
-      assert_int_equal(json_integer_value(bi), want + producer);
+      assert_int_equal(json_integer_value(bi), want * slices + producer);
   }
   assert_in_range(total, 1, 1024);
   json_t *dyn = json_object_get(launch, "dynamic_shared_bytes");

@@ -547,6 +547,42 @@ static void wspec_producer(void **state) {
   job_free(&j);
 }
 
+/* examples/gemm_w4a16_sliced.json: its K loop in 3 slices of 128 threads (pass_wspec.c), 6 stages, two a
+ * slice; the verifier catches slices a persistent kernel runs, stages the slices would share, and a sums'
+ * buffer the loop does not stage. */
+static void wspec_slices(void **state) {
+  (void)state;
+  job j;
+  run_passes(&j, NULL, "gemm_w4a16_sliced", NULL, 0, "sm_90a");
+  tl_stmt *copy, *loop = pipe_loop(&j, &copy);
+  assert_true(loop->wspec && loop->slices == 3 && j.prog->slices == 3 && !j.prog->persistent &&
+              loop->pipe_stages == 6 && loop->slice_buf != NULL && !loop->pingpong);
+  tl_error err = {0};
+  assert_int_equal(tl_verify(j.prog, "wspec", &j.cg, &err), TL_OK);
+  j.prog->persistent = true; /* tiles walked by blocks whose slices return after the loop */
+  caught_saying(&j, "wspec", loop->pointer, "slices");
+  j.prog->persistent = false;
+  loop->pipe_stages = 4; /* slices sharing stages */
+  caught_saying(&j, "wspec", loop->pointer, "slices");
+  loop->pipe_stages = 6;
+  const tl_sym *buf = loop->slice_buf;
+  loop->slice_buf = j.prog->params[0]; /* the sums through memory the loop does not stage */
+  caught_saying(&j, "wspec", loop->pointer, "slices");
+  loop->slice_buf = buf;
+  j.prog->slices = 5; /* more than TL_MAX_SLICES */
+  caught_saying(&j, "wspec", loop->pointer, "slices");
+  j.prog->slices = 3;
+  assert_int_equal(tl_verify(j.prog, "wspec", &j.cg, &err), TL_OK);
+  job_free(&j);
+  /* asked for 4 slices, 6 stages: refused, and said why */
+  tl_define d[] = {{"slices", "4"}};
+  run_passes(&j, NULL, "gemm_w4a16_sliced", d, 1, "sm_90a");
+  loop = pipe_loop(&j, &copy);
+  assert_true(loop->wspec && loop->slices == 1 && j.prog->slices == 1 && loop->slices_why &&
+              strstr(loop->slices_why, "not a multiple of its 4 slices"));
+  job_free(&j);
+}
+
 /* A persistent kernel (pass_wspec.c) gets no barrier after its
  * warp-specialized loop, and one between tiles only where its shared
  * memory asks (pass_barrier.c): none for the gemm (stages on mbarriers,
@@ -800,7 +836,7 @@ int main(void) {
       cmocka_unit_test(tma_maps_and_mbarriers),   cmocka_unit_test(packed_shared_bytes),
       cmocka_unit_test(wspec_producer),           cmocka_unit_test(regions_broken),
       cmocka_unit_test(persistent_tile_barrier),
-      cmocka_unit_test(pre_copy_promises),
+      cmocka_unit_test(pre_copy_promises),        cmocka_unit_test(wspec_slices),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
