@@ -525,10 +525,11 @@ def W4A16_CONFIGS(M):
             cfgs += [(ST, dict(bm, block_K=128, num_stages=3, split_k=3, **red)),
                      (TT, dict(bm, block_K=128, num_stages=3, split_k=3, **red))]
         # in one kernel: the K loop in slices of the block's threads (one warpgroup each), their sums added in
-        # shared memory (no workspace, no second kernel): 3 slices of 3 stages, and up to M = 16 (a 4 KB
-        # activations tile) 4 slices of 4 stages; each slice's stages its own (session 16's sweep, bench/README.md)
+        # shared memory (no workspace, no second kernel), its scales one row per group (St): 3 slices of 3
+        # stages, and up to M = 16 (a 4 KB activations tile) 4 slices of 3 stages; each slice's stages its own
+        # (session 16's sweep, bench/README.md)
         SL = "examples/gemm_w4a16_sliced.json"
-        cfgs += [(SL, dict(bm, num_stages=9))] + ([(SL, dict(bm, num_stages=16, slices=4))] if M <= 16 else [])
+        cfgs += [(SL, dict(bm, num_stages=9))] + ([(SL, dict(bm, num_stages=12, slices=4))] if M <= 16 else [])
         # the runs of a tile as the blocks of one thread-block cluster, added by cluster_reduce through
         # distributed shared memory (no workspace, no second kernel): 5-23% slower on the H100 in session 13
         # (bench/README.md, "W4A16 in clusters"), timed beside the others for the record

@@ -3814,9 +3814,15 @@ static void emit_producer(E *e) {
   e->indent++;
   if (p->wspec_regs[1])
     line(e, "asm volatile(\"%s;\" ::: \"memory\");", tl_ptx_setmaxnreg(e->a, false, p->wspec_regs[0]));
-  line(e, "if (tl_tid == %" PRId64 ") {", GT);
+  if (p->slices > 1) /* a thread of producer warp s for slice s's iterations, in its own stages (pass_wspec.c) */
+    line(e, "if ((tl_tid - %" PRId64 ") %% 32 == 0 && (tl_tid - %" PRId64 ") / 32 < %d) {", GT, GT, p->slices);
+  else
+    line(e, "if (tl_tid == %" PRId64 ") {", GT);
   e->indent++;
-  line(e, "unsigned long long tl_pit = 0; /* iterations issued, over the tiles */");
+  if (p->slices > 1)
+    line(e, "unsigned long long tl_pit = (unsigned long long)((tl_tid - %" PRId64 ") / 32); /* its slice's first */", GT);
+  else
+    line(e, "unsigned long long tl_pit = 0; /* iterations issued, over the tiles */");
   for (int i = 0; p->body.items[i] != loop; i++)
     if (p->body.items[i]->wspec_pre)
       line(e, "unsigned long long tl_pq%d = 0; /* tiles whose %s it copied */", p->body.items[i]->pre_mbar,
@@ -3837,7 +3843,10 @@ static void emit_producer(E *e) {
       late_pre |= p->body.items[i]->wspec_pre;
   const char *var = vname(e, loop->var);
   line(e, "const long long tl_pn = (long long)(%s), tl_ps = (long long)(%s);", ex(e, loop->extent), ex(e, loop->start));
-  line(e, "for (long long tl_f = 0; tl_f < tl_pn; tl_f++, tl_pit++) {");
+  if (p->slices > 1)
+    line(e, "for (long long tl_f = (long long)tl_pit; tl_f < tl_pn; tl_f += %d, tl_pit += %d) {", p->slices, p->slices);
+  else
+    line(e, "for (long long tl_f = 0; tl_f < tl_pn; tl_f++, tl_pit++) {");
   e->indent++;
   line(e, "const int tl_st = (int)(tl_pit %% %" PRId64 ");", S);
   line(e, "if (tl_pit >= %" PRId64 ") tl_mbar_wait(%s, (unsigned)(tl_pit / %" PRId64 " - 1) & 1u);", S,

@@ -1062,7 +1062,6 @@ static int dequant_loop(const tl_stmt *s, const dq_ctx *c) {
   return g;
 }
 
-/* Does x use variable v? */
 /* The reads of tensor elements in x: *n of them, the last in *last. */
 static void tensor_reads(const tl_expr *x, int *n, const tl_expr **last) {
   if (!x)

@@ -21,9 +21,12 @@
  * loop says "pingpong": false, the program's threads are one warpgroup, its
  * tail runs one iteration late, no gemm of the body runs on wgmma, or,
  * unless the loop says "pingpong": true, only one does): its warpgroups
- * take turns issuing the body's gemms (emit_cuda.c's pp_turn_wait).  Keeps:
- * everything else; results never change (the same copies land in the
- * same stages before the same iterations read them).
+ * take turns issuing the body's gemms (emit_cuda.c's pp_turn_wait); slices
+ * and slice_buf on a loop that asked for slices and can have them
+ * (tl_program.slices; slices_why on one that cannot).  Keeps: everything
+ * else; results never change (the same copies land in the same stages
+ * before the same iterations read them), but for the order in which
+ * slices add their gemms' sums (proto/tile-ir-v1.md 8.3).
  *
  * How the kernel runs (emit_cuda.c's emit_wspec): the program's threads,
  * 0 to T-1, run the program as before, except that the loop's copies are
@@ -70,6 +73,22 @@
  * Otherwise the program's threads copy, with cp.async, at each tile's start (H100, attention b4 h32 s4096:
  * causal d64 374-380 against 358 TFLOP/s, s1024 d128 524 against 502;
  * bench/README.md).
+ *
+ * Slices (a loop's "slices", G of them: slices_why says when not): the
+ * block has G times the program's threads before the producer, slice s
+ * (threads s T to (s + 1) T - 1, each as thread tl_tid % T of the program)
+ * runs iterations s, s + G, ... with its own fragments, its gemms' sums
+ * starting at 0 but for slice 0's, which keeps what the statements before
+ * the loop left; lane 0 of producer warp s issues slice s's copies.  Each
+ * slice has stages of its own (iteration c's stage c % S, G dividing S),
+ * so that a slice waits on a stage's mbarriers only after it saw their last
+ * phase complete, and the slices' producers wait on one slice each.  Slice
+ * 0 alone runs the kernel's statements before the loop (every slice then
+ * waits on named barrier G + 1) and after it: once every slice is done with
+ * the stages, slices 1.. G - 1 store their sums in the memory of the loop's
+ * largest staged buffer (slice_buf) and return, and slice 0 adds them into
+ * its own in slice order.  The slices' block barriers are named barriers 1
+ * + s.  The kernel is not persistent.
  *
  * Persistent: unless the kernel says "persistent": false (or is launched
  * in thread-block clusters: tl_program.cl_size, pass_cluster.c), the kernel is persistent too

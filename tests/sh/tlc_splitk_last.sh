@@ -83,11 +83,23 @@ same_tiled 136 650 64 64 -D M=5 -D group_size=80 -D split_k=3
 inputs 13 200 650 128
 same_tiled 200 650 64 128 -D M=13 -D block_M=16 -D split_k=3
 same_tiled 200 650 128 64 -D M=13 -D block_M=16 -D split_k=2 -D threads=256
-# gemm_w4a16_sliced.json (one kernel, its K loop in slices) in the interpreter: the bytes of
-# gemm_w4a16_splitk_tiled.json with one run (the slices are a schedule; the interpreter sums the K tiles in order)
+# gemm_w4a16_sliced.json (one kernel, its K loop in slices, its scales one row per group: St, S transposed) in
+# the interpreter: the bytes of gemm_w4a16_splitk_tiled.json with one run (the slices are a schedule; the
+# interpreter sums the K tiles in order)
 inputs 13 200 650 128
 tiled 200 650 64 128
-"$TLC" run $E/gemm_w4a16_sliced.json --interpret --in A="$tmp/A.npy" --in B="$tmp/Bt.npy" --in S="$tmp/S.npy" \
+python3 - "$tmp" <<'PY' || fail "python3 wrote no St.npy"
+import struct, sys
+d = sys.argv[1]
+b = open(d + "/S.npy", "rb").read(); h = 10 + struct.unpack("<H", b[8:10])[0]
+shape = eval(b[10:h].decode())["shape"]; v = b[h:]
+n, g = shape
+out = b"".join(v[(r * g + c) * 2:(r * g + c) * 2 + 2] for c in range(g) for r in range(n))
+hdr = "{'descr': '<f2', 'fortran_order': False, 'shape': (%d, %d), }" % (g, n)
+hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
+open(d + "/St.npy", "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode() + out)
+PY
+"$TLC" run $E/gemm_w4a16_sliced.json --interpret --in A="$tmp/A.npy" --in B="$tmp/Bt.npy" --in St="$tmp/St.npy" \
   --out C="$tmp/t1.npy" -D M=13 -D N=200 -D K=650 -D block_M=16 || fail "sliced"
 "$TLC" run $E/gemm_w4a16_splitk_tiled.json --interpret --in A="$tmp/A.npy" --in B="$tmp/Bt.npy" --in S="$tmp/S.npy" \
   --out C="$tmp/t2.npy" -D M=13 -D N=200 -D K=650 -D block_M=16 -D split_k=1 || fail "splitk_tiled split_k=1"

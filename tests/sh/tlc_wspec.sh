@@ -314,7 +314,8 @@ printf '%s\n' "$src" | awk '/tl_rq[0-9]+\[tl_r\] = / { ld = NR } /tl_mbar_wait\(
   END { exit !(ld && w > ld && st > w && b > st) }' ||
   tl_fail "$G N=300: not loaded before the stage's wait and stored before the closing barrier"
 # slices (pass_wspec.c): examples/gemm_w4a16_sliced.json's loop in 3 slices of 128 threads, 6 stages (two a
-# slice); the block is 3 x 128 + the producer, not persistent; slice s starts at iteration s, steps 3; slice 0
+# slice); the block is 3 x 128 + the producer, not persistent; slice s starts at iteration s, steps 3, and
+# lane 0 of producer warp s issues its copies (into its slice's own stages, waiting on that slice alone); slice 0
 # alone runs the statements before (after them every slice waits on barrier 4) and after the loop (the others
 # return once their sums are in shared memory, which slice 0 adds)
 S=examples/gemm_w4a16_sliced.json
@@ -325,7 +326,8 @@ for want in "[in 3 slices: slice s of the program's threads runs iterations s, s
 done
 printf '%s\n' "$ir" | grep -q "persistent" && tl_fail "$S: persistent in slices"
 src=$("$TLC" compile $S --target sm_90a --emit cuda) || tl_fail "$S: --emit cuda"
-for want in "__launch_bounds__(512, 1)" "if (tl_tid >= 384) {" "if (tl_tid == 384) {" \
+for want in "__launch_bounds__(512, 1)" "if (tl_tid >= 384) {" "if ((tl_tid - 384) % 32 == 0 && (tl_tid - 384) / 32 < 3) {" \
+            "for (long long tl_f = (long long)tl_pit; tl_f < tl_pn; tl_f += 3, tl_pit += 3) {" \
             "const int tl_slice = tl_tid / 128, tl_stid = tl_tid % 128;" "const int tl_tid = tl_stid; (void)tl_tid;" \
             "for (long long tl_c0 = tl_slice; tl_c0 < tl_n0; tl_c0 += 3) {" "if (tl_slice > 0) return;" \
             "r_Ct_local[tl_i] += tl_sum[(long long)tl_i * 128]" "tl_sum[(long long)tl_i * 128] = r_Ct_local[tl_i]"; do
@@ -359,9 +361,10 @@ loop = next(s for s in body if isinstance(s, dict) and s["op"] == "pipelined")
 w = json.loads(json.dumps(p))  # a shared buffer the body writes
 wb = w["kernel"]["body"]
 wb.insert(0, {"op": "alloc_shared", "name": "Ct_tmp", "shape": ["block_N", "block_K"], "dtype": "float16"})
-next(s for s in wb if isinstance(s, dict) and s["op"] == "pipelined")["body"][2]["body"].insert(0, "Ct_tmp[i, j] = 0.0")
+wl = next(s for s in wb if isinstance(s, dict) and s["op"] == "pipelined")
+next(s for s in wl["body"] if isinstance(s, dict) and s["op"] == "parallel")["body"].insert(0, "Ct_tmp[i, j] = 0.0")
 json.dump(w, open(sys.argv[2] + "/sw.json", "w"))
-loop["body"][3]["clear_accum"] = True  # a gemm that clears its sum
+next(s for s in loop["body"] if isinstance(s, dict) and s["op"] == "gemm")["clear_accum"] = True  # a gemm that clears its sum
 json.dump(p, open(sys.argv[2] + "/sc.json", "w"))
 PY
 why "$TMP/sw.json" "[not in 3 slices: its body writes Ct_tmp, which every slice would share"
