@@ -40,9 +40,10 @@ time: `tlc compile` of the GEMM example for sm_90a, and Triton's
 first-call compile of its matmul (empty cache).  W4A16 (issue 12:
 examples/gemm_w4a16.json, uint4 weights with float16 scales per 128 along
 K; M = 1, 16, 64, 4096 with N = K = 8192; examples/gemm_w4a16_narrow.json and
-examples/gemm_w4a16_splitk.json at M up to 64, examples/gemm_w4a16_t_gn.json and
-gemm_w4a16_t.json above; gemm_w4a16_t_gn takes its scales one row per group,
-St.npy; gemm_w4a16_splitk_tiled its weights tile by tile for the configuration's
+examples/gemm_w4a16_splitk.json at M up to 64 (and their relatives: W4A16_CONFIGS),
+examples/gemm_w4a16_t_gn.json and gemm_w4a16_t.json above; gemm_w4a16_t_gn and
+gemm_w4a16_sliced take their scales one row per group, St.npy; gemm_w4a16_splitk_tiled
+and gemm_w4a16_sliced their weights tile by tile for the configuration's
 block_N x block_K, Bq_tiled_*.npy, the same weights) against torch.matmul of float16
 A and the dequantized float16 weight of the same shape, each of ours checked
 first against that product with the GEMM's bound, both then timed with a
