@@ -4208,7 +4208,8 @@ static void slices_open(E *e, const tl_stmt *s) {
 
 /* After sliced loop s: once every slice is done with the stages, slices 1.. put their sums in the memory of
  * s->slice_buf (T consecutive words per element, so a warp's stores and loads are whole lines), and slice 0
- * adds them into its own, slice by slice in order; the other slices' threads return. */
+ * adds them into its own, slice by slice in order, then waits for all its threads (named barrier 1); the
+ * other slices' threads return. */
 static void slices_close(E *e, const tl_stmt *s) {
   const tl_sym *C[16];
   int n = slice_sums(s, C);
@@ -4247,6 +4248,9 @@ static void slices_close(E *e, const tl_stmt *s) {
   e->indent--;
   line(e, "}");
   line(e, "if (tl_slice > 0) return; /* the statements after the loop are slice 0's */");
+  /* slice 0's threads done reading the sums before any of them writes that memory again (a K group's last
+   * tiles' copies after the loop, pass_kgroup.c, land in the stages) */
+  line(e, "asm volatile(\"bar.sync 1, %" PRId64 ";\" ::: \"memory\");", e->T);
 }
 
 /* The program's side of a wspec loop: iteration c waits for stage c % S's

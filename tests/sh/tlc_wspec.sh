@@ -334,6 +334,8 @@ for want in "__launch_bounds__(512, 1)" "if (tl_tid >= 384) {" "if ((tl_tid - 38
   printf '%s\n' "$src" | grep -qF -- "$want" || tl_fail "$S: the source lacks: $want"
 done
 [ "$(printf '%s\n' "$src" | grep -c 'bar.sync 4, 384;')" = 3 ] || tl_fail "$S: not 3 barriers of every slice"
+printf '%s\n' "$src" | grep -A1 -F "if (tl_slice > 0) return;" | grep -qF 'bar.sync 1, 128;' ||
+  tl_fail "$S: slice 0 goes on before all its threads have read the sums"
 printf '%s\n' "$src" | awk '/if \(tl_tid < 128\) \{ \/\* slice 0/ { s0 = 1 } /bar.sync 4, 384/ { exit !s0 }' ||
   tl_fail "$S: the statements before the loop are not slice 0's"
 "$TLC" compile $S --target sm_90a --emit meta > "$TMP/s.json" || tl_fail "$S: --emit meta"
