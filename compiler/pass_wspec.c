@@ -611,9 +611,10 @@ static tl_walk_act sl_stmt(tl_stmt *s, void *user) {
 static bool whole_write(const tl_stmt *s, const tl_sym *b) {
   const tl_region *d = s->kind == S_COPY || s->kind == S_FILL ? s->dst : NULL;
   if (d && d->sym == b && !(s->src && s->src->sym == b) && !tl_expr_names(s->value, b)) {
+    if (d->ndim != b->ndim)
+      return false;
     for (int i = 0; i < d->ndim; i++)
-      if ((d->lo[i] && !(d->lo[i]->kind == E_CONST && d->lo[i]->val.i == 0)) || d->ext[i] != b->dims[i] ||
-          d->ndim != b->ndim)
+      if ((d->lo[i] && !(d->lo[i]->kind == E_CONST && d->lo[i]->val.i == 0)) || d->ext[i] != b->dims[i])
         return false;
     return true;
   }
@@ -707,6 +708,10 @@ static const char *slices_why(tl_program *prog, tl_stmt *loop, int at) {
     if (first == loop->body.n || !whole_write(loop->body.items[first], b))
       return tl_arena_printf(a, "an iteration reads %s before it writes all of it (each slice would read its own)",
                              b->name);
+    for (int i = at + 1; i < prog->body.n; i++) /* after the loop, slice 0's holds its own last iteration's */
+      if (stmt_touches_sym(prog->body.items[i], b))
+        return tl_arena_printf(a, "a statement after it reads %s, which each slice writes for its own iterations",
+                               b->name);
   }
   if (!words)
     return "no gemm of its body sums into a fragment across iterations";

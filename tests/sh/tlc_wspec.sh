@@ -345,7 +345,8 @@ m = json.load(open(sys.argv[1]))
 assert m["launch"]["block"] == [512, 1, 1] and m["launch"]["slices"] == 3 and "persistent" not in m["launch"], m["launch"]
 assert m["resources"]["spill_store_bytes"] == 0, m["resources"]
 PY
-# refused, and why: stages the slices would share; a group in flight with too few stages; a body writing
+# refused, and why: stages the slices would share; a group in flight with too few stages; a fragment of the body
+# read after the loop; a body writing
 # shared memory (a copy of rows not of whole 16 bytes, K = 650, is not the producer's); a gemm that clears its sum;
 # no producer warpgroup (sm_90)
 why() { # program, what --emit ir must say, -D...
@@ -366,10 +367,16 @@ wb.insert(0, {"op": "alloc_shared", "name": "Ct_tmp", "shape": ["block_N", "bloc
 wl = next(s for s in wb if isinstance(s, dict) and s["op"] == "pipelined")
 next(s for s in wl["body"] if isinstance(s, dict) and s["op"] == "parallel")["body"].insert(0, "Ct_tmp[i, j] = 0.0")
 json.dump(w, open(sys.argv[2] + "/sw.json", "w"))
+a = json.loads(json.dumps(p))  # a fragment of the body read after the loop (the last iteration's, some other slice's)
+ab = a["kernel"]["body"]
+ab.insert(0, {"op": "alloc_shared", "name": "Bf_shared", "shape": ["block_N", "block_K"], "dtype": "float16"})
+ab.append({"op": "copy", "src": "B_frag", "dst": "Bf_shared"})
+json.dump(a, open(sys.argv[2] + "/sa.json", "w"))
 next(s for s in loop["body"] if isinstance(s, dict) and s["op"] == "gemm")["clear_accum"] = True  # a gemm that clears its sum
 json.dump(p, open(sys.argv[2] + "/sc.json", "w"))
 PY
 why "$TMP/sw.json" "[not in 3 slices: its body writes Ct_tmp, which every slice would share"
+why "$TMP/sa.json" "[not in 3 slices: a statement after it reads B_frag, which each slice writes for its own iterations]"
 why "$TMP/sc.json" "[not in 3 slices: a gemm of its body clears Ct_local (clear_accum): there is no sum to split]"
 why $S "[not in 3 slices: its body writes A_shared, which every slice would share" -D K=650
 TGT=sm_90 why $S "[not in 3 slices: the loop is not warp-specialized]"
