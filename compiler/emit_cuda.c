@@ -4166,20 +4166,31 @@ static void all_slices_barrier(E *e, const tl_stmt *s) {
        e->T * s->slices);
 }
 
-/* The gemm sums of sliced loop s (the C of its gemms, each once). */
+/* The gemm sums of sliced loop s (the C of its gemms, each once, wherever in its body: at most
+ * TL_MAX_SLICE_SUMS, pass_wspec.c). */
+typedef struct {
+  const tl_sym *c[TL_MAX_SLICE_SUMS];
+  int n;
+} sums;
+
+static tl_walk_act slice_sum(tl_stmt *g, void *user) {
+  sums *u = user;
+  if (g->kind != S_GEMM)
+    return TL_WALK_GO;
+  for (int k = 0; k < u->n; k++)
+    if (u->c[k] == g->C)
+      return TL_WALK_GO;
+  assert(u->n < TL_MAX_SLICE_SUMS);
+  u->c[u->n++] = g->C;
+  return TL_WALK_GO;
+}
+
 static int slice_sums(const tl_stmt *s, const tl_sym **out) {
-  int n = 0;
-  for (int i = 0; i < s->body.n; i++) {
-    const tl_stmt *g = s->body.items[i];
-    if (g->kind != S_GEMM)
-      continue;
-    bool seen = false;
-    for (int k = 0; k < n; k++)
-      seen |= out[k] == g->C;
-    if (!seen && n < 16)
-      out[n++] = g->C;
-  }
-  return n;
+  sums u = {.n = 0};
+  tl_walk((tl_body *)&s->body, &(tl_walker){.pre = slice_sum}, &u);
+  for (int k = 0; k < u.n; k++)
+    out[k] = u.c[k];
+  return u.n;
 }
 
 /* Before sliced loop s (in the block of the loop): every slice waits for slice 0's statements before it,
@@ -4193,7 +4204,7 @@ static void slices_open(E *e, const tl_stmt *s) {
   line(e, "{");
   e->indent++;
   line(e, "const int tl_tid = tl_stid; (void)tl_tid;");
-  const tl_sym *C[16];
+  const tl_sym *C[TL_MAX_SLICE_SUMS];
   int n = slice_sums(s, C);
   line(e, "if (tl_slice > 0) {");
   e->indent++;
@@ -4211,7 +4222,7 @@ static void slices_open(E *e, const tl_stmt *s) {
  * adds them into its own, slice by slice in order, then waits for all its threads (named barrier 1); the
  * other slices' threads return. */
 static void slices_close(E *e, const tl_stmt *s) {
-  const tl_sym *C[16];
+  const tl_sym *C[TL_MAX_SLICE_SUMS];
   int n = slice_sums(s, C);
   int64_t W = 0;
   for (int k = 0; k < n; k++)

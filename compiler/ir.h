@@ -39,6 +39,7 @@
 #define TL_MAX_DIAGS 1000
 #define TL_MAX_KERNELS 16      /* kernels of one program ("kernels") */
 #define TL_MAX_SLICES 4        /* a pipelined loop's "slices" (named barriers 1 to slices + 1: pass_wspec.c) */
+#define TL_MAX_SLICE_SUMS 16   /* the gemm sums (distinct C) of a loop in slices */
 #define TL_MAX_WORKSPACES 16   /* workspace buffers of one program ("workspaces") */
 #define TL_MAX_WORKSPACE_BYTES ((int64_t)1 << 34) /* all workspaces of a launch together (16 GiB) */
 

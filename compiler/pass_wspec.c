@@ -689,6 +689,7 @@ static const char *slices_why(tl_program *prog, tl_stmt *loop, int at) {
   /* each slice's own copies: a gemm's sum, split among them and added after the loop, or what an iteration
    * writes whole before it reads it */
   int64_t words = 0;
+  int nsums = 0;
   for (int k = 0; k < q.nsyms; k++) {
     const tl_sym *b = q.syms[k];
     bool declared = false;
@@ -699,6 +700,8 @@ static const char *slices_why(tl_program *prog, tl_stmt *loop, int at) {
     if (tl_walk(&loop->body, &(tl_walker){.pre = is_gemm_c}, (void *)b) == TL_WALK_STOP) {
       if (tl_walk(&loop->body, &(tl_walker){.pre = touch_not_c}, (void *)b) == TL_WALK_STOP)
         return tl_arena_printf(a, "its body uses %s otherwise than as the sum of its gemms", b->name);
+      if (++nsums > TL_MAX_SLICE_SUMS)
+        return tl_arena_printf(a, "its gemms sum into more than %d fragments", TL_MAX_SLICE_SUMS);
       words += b->per_thread;
       continue;
     }

@@ -447,6 +447,11 @@ CASES = [
     ("../tests/gpu/programs/gemm_sliced", {"M": 200, "N": 296, "K": 520, "slices": 2, "block_M": 128,
                                             "threads": 256, "num_stages": 3}, {}, ["C"],
      {"acc": ("K + 1", ["A", "B", "D"], 0.0)}),
+    # the gemm under an if in the loop: every K tile's, and the first 5 only (slices whose tiles add nothing)
+    ("../tests/gpu/programs/gemm_sliced_if", {"M": 300, "N": 264, "K": 1000}, {}, ["C"],
+     {"acc": ("K + 1", ["A", "B", "D"], 0.0)}),
+    ("../tests/gpu/programs/gemm_sliced_if", {"M": 130, "N": 256, "K": 1000, "until": 5}, {}, ["C"],
+     {"acc": ("K + 1", ["A", "B", "D"], 0.0)}),
     ("../tests/gpu/programs/gemm_sliced_int8", {"M": 300, "N": 264, "K": 1008}, {}, ["C"]),
     ("../tests/gpu/programs/gemm_sliced_int8", {"M": 64, "N": 128, "K": 128, "slices": 4, "num_stages": 7}, {},
      ["C"]),

@@ -345,6 +345,11 @@ m = json.load(open(sys.argv[1]))
 assert m["launch"]["block"] == [512, 1, 1] and m["launch"]["slices"] == 3 and "persistent" not in m["launch"], m["launch"]
 assert m["resources"]["spill_store_bytes"] == 0, m["resources"]
 PY
+# a gemm under an if of the body: its sum zeroed in slices 1.. and added into slice 0's as a top-level one's
+src=$("$TLC" compile tests/gpu/programs/gemm_sliced_if.json --target sm_90a --emit cuda) || tl_fail "gemm_sliced_if: --emit cuda"
+for want in "r_C_local[tl_i] = 0;" "r_C_local[tl_i] += tl_sum[(long long)tl_i * 128]"; do
+  printf '%s\n' "$src" | grep -qF -- "$want" || tl_fail "gemm_sliced_if: the source lacks: $want"
+done
 # refused, and why: stages the slices would share; a group in flight with too few stages; a fragment of the body
 # read after the loop; a body writing
 # shared memory (a copy of rows not of whole 16 bytes, K = 650, is not the producer's); a gemm that clears its sum;
