@@ -79,6 +79,10 @@ tl_status tl_pass_pipeline_for(tl_program *prog, int64_t smem_limit, const tl_co
 /* pass_pipeline.c: is integer expression x provably a multiple of v (NULL,
  * meaning 0, is)? */
 bool tl_multiple_of(const tl_expr *x, int64_t v);
+/* Does statement s (or anything in it) read or write buffer b? */
+bool tl_stmt_touches(const tl_stmt *s, const tl_sym *b);
+/* Is w a parallel loop over buf's shape whose one assignment stores buf[vars...] (every element, once)? */
+bool tl_writes_whole(const tl_stmt *w, const tl_sym *buf);
 /* pass_overlap.c: in software-pipelined loops with two gemms on wgmma, the
  * second issued one iteration late, after the first, and waited for only
  * where the body needs it (FlashAttention-3's overlap of softmax and P V),

@@ -89,8 +89,7 @@ static tl_walk_act touches_here(tl_stmt *s, void *b) {
   return TL_WALK_GO;
 }
 
-/* Does statement s (or anything in it) read or write buffer b? */
-static bool stmt_touches(const tl_stmt *s, const tl_sym *b) {
+bool tl_stmt_touches(const tl_stmt *s, const tl_sym *b) {
   static const tl_walker w = {.pre = touches_here};
   return tl_walk_stmt((tl_stmt *)s, &w, (void *)b) == TL_WALK_STOP;
 }
@@ -152,7 +151,7 @@ static tl_walk_act use_outside(tl_stmt *s, void *user) {
     return TL_WALK_SKIP;
   if (s->kind == S_LOOP || s->kind == S_IF)
     return tl_expr_names(s->value, o->buf) || tl_expr_names(s->extent, o->buf) ? TL_WALK_STOP : TL_WALK_GO;
-  return stmt_touches(s, o->buf) ? TL_WALK_STOP : TL_WALK_SKIP;
+  return tl_stmt_touches(s, o->buf) ? TL_WALK_STOP : TL_WALK_SKIP;
 }
 
 static bool used_outside(const tl_body *b, const tl_stmt *loop, const tl_sym *buf) {
@@ -235,7 +234,7 @@ static bool used_outside(const tl_body *b, const tl_stmt *loop, const tl_sym *bu
  * buffer's shape whose one assignment stores the identity element), nothing
  * before it in the body touches the buffer, and nothing outside the loop
  * does, so every read of an iteration sees that iteration's values. */
-static bool writes_whole(const tl_stmt *w, const tl_sym *buf) {
+bool tl_writes_whole(const tl_stmt *w, const tl_sym *buf) {
   if (w->kind != S_PARALLEL || w->body.n != 1 || w->body.items[0]->kind != S_ASSIGN ||
       w->body.items[0]->assign_op || w->nvars != buf->ndim)
     return false;
@@ -262,10 +261,10 @@ static bool rotatable(P *p, const tl_stmt *loop, const tl_sym *buf, const tl_stm
       wi = i;
     }
   }
-  if (wi < 0 || wi > gi || !writes_whole(b->items[wi], buf))
+  if (wi < 0 || wi > gi || !tl_writes_whole(b->items[wi], buf))
     return false;
   for (int j = 0; j < wi; j++)
-    if (stmt_touches(b->items[j], buf))
+    if (tl_stmt_touches(b->items[j], buf))
       return false;
   return !used_outside(p->top, loop, buf);
 }
@@ -287,7 +286,7 @@ static bool copy_rotatable(P *p, const tl_stmt *loop, int at) {
         c->dst->ext[d] != dst->dims[d])
       return false;
   for (int j = 0; j < b->n; j++)
-    if (j != at && (j < at ? stmt_touches(b->items[j], dst) : stmt_writes(b->items[j], dst)))
+    if (j != at && (j < at ? tl_stmt_touches(b->items[j], dst) : stmt_writes(b->items[j], dst)))
       return false;
   return !used_outside(p->top, loop, dst);
 }
@@ -354,7 +353,7 @@ static tl_stmt *async_gemm(const tl_stmt *loop) {
       a = true;
     if (c->prefetch && c->dst->sym == g->B)
       bb = true;
-    if (c != g && stmt_touches(c, g->C))
+    if (c != g && tl_stmt_touches(c, g->C))
       return NULL;
   }
   if (!a || !bb)
@@ -413,7 +412,7 @@ static bool in_regs(const tl_sym *s) { return s->kind == SYM_BUFFER && s->scope 
 static bool touches_shared(const tl_program *prog, const tl_stmt *s) {
   for (int i = 0; i < prog->nbuffer_slots; i++) {
     const tl_sym *b = prog->buffer_syms[i];
-    if (b->scope != SCOPE_LOCAL && !in_regs(b) && stmt_touches(s, b))
+    if (b->scope != SCOPE_LOCAL && !in_regs(b) && tl_stmt_touches(s, b))
       return true;
   }
   return false;
@@ -449,11 +448,11 @@ static tl_stmt *lag_gemm(const P *p, const tl_stmt *loop, const char **why) {
     bb |= c->prefetch && c->dst->sym == g->B;
     if (c == g || c->prefetch)
       continue;
-    if (stmt_touches(c, g->A) || stmt_touches(c, g->B) || touches_shared(p->prog, c)) {
+    if (tl_stmt_touches(c, g->A) || tl_stmt_touches(c, g->B) || touches_shared(p->prog, c)) {
       *why = "a statement of the loop besides the gemm and its copies touches shared memory";
       return NULL;
     }
-    if (i < gi ? stmt_touches(c, g->C) : stmt_writes(c, g->C)) {
+    if (i < gi ? tl_stmt_touches(c, g->C) : stmt_writes(c, g->C)) {
       *why = "another statement writes the gemm's C, or reads it before the gemm";
       return NULL;
     }
@@ -577,7 +576,7 @@ static void pipeline_loop(P *p, tl_stmt *loop) {
       ok = c->dst->lo[d] == NULL || c->dst->lo[d]->kind == E_CONST;
     for (int j = 0; j < b->n && ok; j++) /* nothing before it touches the buffer, nothing else writes it */
       if (j != i)
-        ok = j < i ? !stmt_touches(b->items[j], buf) : !stmt_writes(b->items[j], buf);
+        ok = j < i ? !tl_stmt_touches(b->items[j], buf) : !stmt_writes(b->items[j], buf);
     if (ok && used_outside(p->top, loop, buf))
       ok = false;
     if (!ok)

@@ -620,16 +620,7 @@ static bool whole_write(const tl_stmt *s, const tl_sym *b) {
   }
   if (s->kind == S_ASSIGN && !s->assign_op && s->lhs->kind == E_NAME && s->lhs->sym == b)
     return !tl_expr_names(s->value, b);
-  if (s->kind != S_PARALLEL || s->body.n != 1 || s->body.items[0]->kind != S_ASSIGN || s->body.items[0]->assign_op ||
-      s->nvars != b->ndim)
-    return false;
-  const tl_expr *l = s->body.items[0]->lhs;
-  if (l->kind != E_INDEX || l->sym != b || l->nargs != s->nvars || tl_expr_names(s->body.items[0]->value, b))
-    return false;
-  for (int i = 0; i < s->nvars; i++)
-    if (l->args[i]->kind != E_NAME || l->args[i]->sym != s->vars[i] || s->extents[i]->val.i != b->dims[i])
-      return false;
-  return true;
+  return tl_writes_whole(s, b) && !tl_expr_names(s->body.items[0]->value, b);
 }
 
 /* Does statement s (or what it holds) touch b, other than as the C of a gemm? */
@@ -641,14 +632,6 @@ static tl_walk_act touch_not_c(tl_stmt *s, void *user) {
       tl_expr_names(s->start, b) || tl_expr_names(s->extent, b))
     return TL_WALK_STOP;
   return TL_WALK_GO;
-}
-
-static tl_walk_act touch_any(tl_stmt *s, void *user) {
-  return s->kind == S_GEMM && s->C == user ? TL_WALK_STOP : touch_not_c(s, user);
-}
-
-static bool stmt_touches_sym(tl_stmt *s, const tl_sym *b) {
-  return tl_walk_stmt(s, &(tl_walker){.pre = touch_any}, (void *)b) == TL_WALK_STOP;
 }
 
 static tl_walk_act is_gemm_c(tl_stmt *s, void *user) {
@@ -706,13 +689,13 @@ static const char *slices_why(tl_program *prog, tl_stmt *loop, int at) {
       continue;
     }
     int first = 0;
-    while (first < loop->body.n && !stmt_touches_sym(loop->body.items[first], b))
+    while (first < loop->body.n && !tl_stmt_touches(loop->body.items[first], b))
       first++;
     if (first == loop->body.n || !whole_write(loop->body.items[first], b))
       return tl_arena_printf(a, "an iteration reads %s before it writes all of it (each slice would read its own)",
                              b->name);
     for (int i = at + 1; i < prog->body.n; i++) /* after the loop, slice 0's holds its own last iteration's */
-      if (stmt_touches_sym(prog->body.items[i], b))
+      if (tl_stmt_touches(prog->body.items[i], b))
         return tl_arena_printf(a, "a statement after it reads %s, which each slice writes for its own iterations",
                                b->name);
   }
