@@ -42,9 +42,10 @@ examples/gemm_w4a16.json, uint4 weights with float16 scales per 128 along
 K; M = 1, 16, 64, 4096 with N = K = 8192; examples/gemm_w4a16_narrow.json and
 examples/gemm_w4a16_splitk.json at M up to 64 (and their relatives: W4A16_CONFIGS),
 examples/gemm_w4a16_t_gn.json and gemm_w4a16_t.json above; gemm_w4a16_t_gn and
-gemm_w4a16_sliced take their scales one row per group, St.npy; gemm_w4a16_splitk_tiled
-and gemm_w4a16_sliced their weights tile by tile for the configuration's
-block_N x block_K, Bq_tiled_*.npy, the same weights) against torch.matmul of float16
+gemm_w4a16_sliced and _il take their scales one row per group, St.npy; gemm_w4a16_splitk_tiled,
+gemm_w4a16_sliced and _il their weights tile by tile for the configuration's
+block_N x block_K, Bq_tiled_*.npy, the same weights, _il's interleaved in each
+tile: Bq_tiled_*_il.npy) against torch.matmul of float16
 A and the dequantized float16 weight of the same shape, each of ours checked
 first against that product with the GEMM's bound, both then timed with a
 cold L2 (`tlc run --time N --flush-l2`, cuda_time_cold: each launch timed
@@ -531,6 +532,10 @@ def W4A16_CONFIGS(M):
         # (session 16's sweep, bench/README.md)
         SL = "examples/gemm_w4a16_sliced.json"
         cfgs += [(SL, dict(bm, num_stages=9))] + ([(SL, dict(bm, num_stages=12, slices=4))] if M <= 16 else [])
+        # the same with its weights interleaved as its threads read them (each thread's pairs of a row one 16-byte
+        # load, converted by lop3 alone: 0.0264 -> 0.0255 ms at M = 64 in session 17)
+        IL = "examples/gemm_w4a16_il.json"
+        cfgs += [(IL, dict(bm, num_stages=9))] + ([(IL, dict(bm, num_stages=12, slices=4))] if M <= 16 else [])
         # the runs of a tile as the blocks of one thread-block cluster, added by cluster_reduce through
         # distributed shared memory (no workspace, no second kernel): 5-23% slower on the H100 in session 13
         # (bench/README.md, "W4A16 in clusters"), timed beside the others for the record
@@ -547,6 +552,15 @@ def W4A16_CONFIGS(M):
         T2 = {"block_N": 128, "threads": 256, "block_M": 256}
         cfgs += [(TG, T2), (TG, dict(T2, num_stages=2)), (T, T2)]
     return cfgs
+
+
+# the programs whose weights are interleaved in each tile as their threads read them: column j of a tile at p(j)
+W4A16_INTERLEAVED = {"gemm_w4a16_il.json"}
+
+
+def w4a16_il_order(bk):
+    """examples/gemm_w4a16_il.json's order (its x-source): p(j) for the columns j of a K tile of bk."""
+    return [(j % 8) // 2 * (bk // 4) + j // 32 * 8 + j // 8 % 4 + j % 2 * 4 for j in range(bk)]
 
 
 def w4a16_given(specs, M):
@@ -838,12 +852,18 @@ def main():
                 # stored tile by tile (gemm_w4a16_splitk_tiled): B[n // bn, k // bk, n % bn, k % bk] = Bq[n, k], for the
                 # tile this configuration compiles with; the parts of tiles past N and K hold zeros
                 bn, bk = (int(cfg.get(x, pj["constants"][x])) for x in ("block_N", "block_K"))
-                bfile = f"{work}/Bq_tiled_{bn}x{bk}.npy"
+                il = os.path.basename(prog) in W4A16_INTERLEAVED
+                bfile = f"{work}/Bq_tiled_{bn}x{bk}{'_il' if il else ''}.npy"
                 if not os.path.exists(bfile):
                     nb, kb = -(-N // bn), -(-K // bk)
                     Bp = torch.zeros(nb * bn, kb * bk, device="cuda", dtype=torch.uint8)
                     Bp[:N, :K] = Bq
-                    np.save(bfile, Bp.view(nb, bn, kb, bk).permute(0, 2, 1, 3).contiguous().cpu().numpy())
+                    Bt = Bp.view(nb, bn, kb, bk).permute(0, 2, 1, 3).contiguous()
+                    if il:  # each tile's column j at p(j): Bi[..., p(j)] = Bt[..., j]
+                        Bi = torch.empty_like(Bt)
+                        Bi[..., torch.tensor(w4a16_il_order(bk), device="cuda")] = Bt
+                        Bt = Bi
+                    np.save(bfile, Bt.cpu().numpy())
             for flush in flushes:  # each run checked, then timed
                 ms_torch = torch_ms[flush]
                 ms = ours_or_fail(f"w4a16 M={M} [{cfg}] {flush}", a.tlc, prog, defs,

@@ -310,18 +310,25 @@ static double decode(const fmt *f, uint64_t bits) {
 uint16_t tl_f16_from_double(double x) { return (uint16_t)encode_double(&FMT_F16, x); }
 double tl_f16_to_double(uint16_t h) { return decode(&FMT_F16, h); }
 
-void tl_subbyte_f16_pair(int bits, bool sgn, int p, tl_subbyte_pair *out) {
-  uint32_t m = (1u << bits) - 1u, lo = (uint32_t)(2 * p * bits), byte = lo / 8, sl = lo % 8, sh = sl + (uint32_t)bits;
+void tl_subbyte_f16_at(int bits, bool sgn, int sl, int sh, tl_subbyte_pair *out) {
+  assert(bits >= 1 && bits <= 4 && sl >= 0 && sh >= 0 && sl + bits <= 10 && sh + bits <= 10);
+  uint32_t m = (1u << bits) - 1u;
   double off = sgn ? (double)(1u << (bits - 1)) : 0.0;
   uint32_t top = 1u << (bits - 1), flip = 0;
   for (int i = 0; i < 32; i += bits)
     flip |= top << i;
   out->flip = sgn ? flip : 0;
-  out->sel = 0x4040u | byte | byte << 8;
+  out->sel = 0;
   out->mask = m << sl | (m << sh) << 16;
-  out->magic = (25u - sl) << 10 | ((25u - sh) << 10) << 16; /* 2^(10 - s) with its last mantissa bit at bit s */
-  out->bias = (uint32_t)tl_f16_from_double(-ldexp(1024.0, -(int)sl) - off) |
-              (uint32_t)tl_f16_from_double(-ldexp(1024.0, -(int)sh) - off) << 16;
+  out->magic = (25u - (uint32_t)sl) << 10 | ((25u - (uint32_t)sh) << 10) << 16; /* 2^(10 - s), last mantissa bit at s */
+  out->bias = (uint32_t)tl_f16_from_double(-ldexp(1024.0, -sl) - off) |
+              (uint32_t)tl_f16_from_double(-ldexp(1024.0, -sh) - off) << 16;
+}
+
+void tl_subbyte_f16_pair(int bits, bool sgn, int p, tl_subbyte_pair *out) {
+  int lo = 2 * p * bits, byte = lo / 8, sl = lo % 8;
+  tl_subbyte_f16_at(bits, sgn, sl, sl + bits, out);
+  out->sel = 0x4040u | (uint32_t)byte | (uint32_t)byte << 8;
 }
 
 /* ---- bfloat16 ---------------------------------------------------------- */

@@ -172,6 +172,12 @@ typedef struct tl_subbyte_pair {
   uint32_t flip, sel, mask, magic, bias; /* magic and bias: float16 pairs, the lower element's in the low half */
 } tl_subbyte_pair;
 void tl_subbyte_f16_pair(int bits, bool sgn, int p, tl_subbyte_pair *out);
+/* The same conversion of a pair that a word already holds at bits sl of its
+ * low half and bits sh of its high half (sl + bits and sh + bits at most
+ * 10), without prmt: x = (w' & mask) | magic (tl_nb2h2; sel is 0).  A
+ * program's weights interleaved so that a thread's pairs sit 16 bits apart
+ * (FasterTransformer's and Marlin's order) take this one. */
+void tl_subbyte_f16_at(int bits, bool sgn, int sl, int sh, tl_subbyte_pair *out);
 
 /* Reinterprets the bits of v (of type from) as type to; both must have the
  * same width (checked by the caller). */

@@ -2343,6 +2343,8 @@ typedef struct {
   const tl_expr *once[16]; /* tl_stmt.vec_once: the other reads, each read once as tl_r<k> */
   int nonce;
   const char *selb[16]; /* per packed read: a byte offset (C expression) added to the pair's byte selector, or NULL */
+  const tl_subbyte_pair *pc[16]; /* per packed read: its pair's conversion (a pair map's), or NULL: v->pair's */
+  bool word[16];        /* ... and pc's pair is in its word 16 bits apart already (tl_nb2h2, no prmt) */
 } vec_state;
 
 /* The C type of a load of n bytes (1 to 16) of packed elements. */
@@ -2402,12 +2404,16 @@ static const char *vex_packed(E *e, const tl_expr *x, vec_state *v, double add) 
   int k = v->at++;
   const tl_sym *P = x->args[0]->sym;
   tl_subbyte_pair c;
-  tl_subbyte_f16_pair(tl_dtype_bits(P->dtype), is_signed_i((tl_type)P->dtype), v->pair, &c);
+  if (v->pc[k])
+    c = *v->pc[k];
+  else
+    tl_subbyte_f16_pair(tl_dtype_bits(P->dtype), is_signed_i((tl_type)P->dtype), v->pair, &c);
   unsigned lo = tl_f16_from_double(tl_f16_to_double((uint16_t)(c.bias & 0xffff)) + add);
   unsigned hi = tl_f16_from_double(tl_f16_to_double((uint16_t)(c.bias >> 16)) + add);
   const char *sel = v->selb[k] ? S("0x%04xu + %s * 0x0101u", c.sel, v->selb[k]) : S("0x%04xu", c.sel);
-  const char *h = S("tl_sb2h2(tl_x%d ^ 0x%08xu, %s, 0x%08xu, 0x%08xu, 0x%08xu)", k, c.flip, sel, c.mask, c.magic,
-                    lo | hi << 16);
+  const char *h = v->word[k] ? S("tl_nb2h2(tl_x%d, 0x%08xu, 0x%08xu, 0x%08xu)", k, c.mask, c.magic, lo | hi << 16)
+                             : S("tl_sb2h2(tl_x%d ^ 0x%08xu, %s, 0x%08xu, 0x%08xu, 0x%08xu)", k, c.flip, sel, c.mask,
+                                 c.magic, lo | hi << 16);
   return v->bf16 ? S("tl_h2bf2(%s)", h) : h;
 }
 
@@ -2509,6 +2515,42 @@ static void op_parallel_vec(E *e, const tl_stmt *s) {
   line(e, "}");
 }
 
+/* Into tl_x<k> (declared by the caller, in an open block): the word of
+ * packed read r (last index j itself) that holds the pair at column
+ * tl_jt + tl_jr of the thread's row (op_parallel_pairs says how). */
+static void pair_group_read(E *e, const tl_expr *r, int k, const char *j, vec_state *v) {
+  const tl_sym *P = r->sym;
+  int bits = tl_dtype_bits(P->dtype), per = 8 / bits;
+  line(e, "const int %s = 0; /* the row's first element */", j);
+  line(e, "const int tl_gb = (tl_jt / 8 + tl_jr / 8) * %d; /* the group's first byte in the row */", bits);
+  if (P->dims[P->ndim - 1] * bits % 128 == 0) {
+    line(e, "const tl_v16 tl_c = *(const tl_v16 *)&%s[(%s) / %d + tl_gb / 16 * 16];", storage(e, P),
+         offset(e, P, index_codes(e, r)), per);
+    line(e, "tl_x%d = (unsigned)((tl_gb %% 16 < 8 ? tl_c.lo : tl_c.hi) >> (tl_gb %% 8 * 8));", k);
+  } else {
+    line(e, "tl_x%d = (unsigned)*(const %s *)&%s[(%s) / %d + tl_gb];", k, load_type(bits), storage(e, P),
+         offset(e, P, index_codes(e, r)), per);
+  }
+  if (bits == 4) /* the pair is byte (jt % 8) / 2 of the word: tl_sb2h2's byte selector takes it, no shift */
+    v->selb[k] = "(unsigned)(tl_jt % 8 / 2)";
+  else
+    line(e, "tl_x%d >>= (unsigned)(tl_jt %% 8) * %du;", k, bits);
+}
+
+/* The pair of assignment a's value at column j = tl_jt + tl_jr, computed
+ * from the words tl_x<k>, into register fragment D at local index r (an
+ * even C expression) and r + 1. */
+static void pair_result(E *e, const tl_stmt *a, const tl_sym *D, const char *j, vec_state *v, const char *r) {
+  line(e, "const int %s = tl_jt + tl_jr; (void)%s;", j, j);
+  v->at = v->pair = 0;
+  line(e, "const unsigned tl_h = %s;", vex(e, a->value, v));
+  if (D->packed)
+    line(e, "r_%s[%s / 2] = tl_h;", D->name, r);
+  else
+    line(e, "r_%s[%s] = %s((unsigned short)tl_h); r_%s[%s + 1] = %s((unsigned short)(tl_h >> 16));", D->name, r,
+         v->bf16 ? "tl_bf2f" : "tl_h2f", D->name, r, v->bf16 ? "tl_bf2f" : "tl_h2f");
+}
+
 /* A vec_dequant loop into a register fragment D of the mma layout
  * (vec_dequant 2: pass_place.c's reg_pairs_dst): each thread runs over its
  * own pairs of elements, local indices r and r + 1 (r even) at columns j
@@ -2542,40 +2584,109 @@ static void op_parallel_pairs(E *e, const tl_stmt *s) {
   vec_reads(a->value, &v);
   v.nonce = 0; /* the other reads in place: every pair has its own row (no vec_once) */
   for (int k = 0; k < v.n; k++) {
-    const tl_expr *r = v.reads[k]->args[0];
-    const tl_sym *P = r->sym;
-    int bits = tl_dtype_bits(P->dtype), per = 8 / bits;
     line(e, "unsigned tl_x%d;", k);
     line(e, "{");
     e->indent++;
-    line(e, "const int %s = 0; /* the row's first element */", j);
-    line(e, "const int tl_gb = (tl_jt / 8 + tl_jr / 8) * %d; /* the group's first byte in the row */", bits);
-    if (P->dims[P->ndim - 1] * bits % 128 == 0) {
-      line(e, "const tl_v16 tl_c = *(const tl_v16 *)&%s[(%s) / %d + tl_gb / 16 * 16];", storage(e, P),
-           offset(e, P, index_codes(e, r)), per);
-      line(e, "tl_x%d = (unsigned)((tl_gb %% 16 < 8 ? tl_c.lo : tl_c.hi) >> (tl_gb %% 8 * 8));", k);
-    } else {
-      line(e, "tl_x%d = (unsigned)*(const %s *)&%s[(%s) / %d + tl_gb];", k, load_type(bits), storage(e, P),
-           offset(e, P, index_codes(e, r)), per);
-    }
-    if (bits == 4) /* the pair is byte (jt % 8) / 2 of the word: tl_sb2h2's byte selector takes it, no shift */
-      v.selb[k] = "(unsigned)(tl_jt % 8 / 2)";
-    else
-      line(e, "tl_x%d >>= (unsigned)(tl_jt %% 8) * %du;", k, bits);
+    pair_group_read(e, v.reads[k]->args[0], k, j, &v);
     e->indent--;
     line(e, "}");
   }
-  line(e, "const int %s = tl_jt + tl_jr; (void)%s;", j, j);
-  v.at = v.pair = 0;
-  line(e, "const unsigned tl_h = %s;", vex(e, a->value, &v));
-  if (D->packed)
-    line(e, "r_%s[tl_r / 2] = tl_h;", D->name);
-  else
-    line(e, "r_%s[tl_r] = %s((unsigned short)tl_h); r_%s[tl_r + 1] = %s((unsigned short)(tl_h >> 16));", D->name,
-         v.bf16 ? "tl_bf2f" : "tl_h2f", D->name, v.bf16 ? "tl_bf2f" : "tl_h2f");
+  pair_result(e, a, D, j, &v, "tl_r");
   e->par = saved;
   e->indent--;
   line(e, "}");
+}
+
+/* op_parallel_pairs where packed reads take their pairs through pair maps
+ * (tl_stmt.pair_maps: last indices that permute j, such as weights stored
+ * so that a thread's pairs fill whole 16-byte chunks, 16 bits apart).  The
+ * loop over the thread's pairs is unrolled here, so that each pair's chunk,
+ * word and bits are constants: a mapped read loads the chunk at the
+ * thread's first chunk (its last index at j = jt, divided by the chunk's
+ * elements, once per thread) plus the pair's, from its row (the same load
+ * for every pair of the row in that chunk, which the compiler makes once),
+ * takes the word, shifted right by whole bytes to the pair's lower
+ * element's byte (its pair then 16 bits apart: tl_nb2h2), or keeps the
+ * word for a pair in one byte (tl_sb2h2's prmt selects it).  The other
+ * packed reads (last index j) are read as op_parallel_pairs reads them. */
+static void op_parallel_pairs_mapped(E *e, const tl_stmt *s) {
+  const tl_stmt *a = s->body.items[0];
+  const tl_sym *D = a->lhs->sym;
+  const char *i = vname(e, s->vars[0]), *j = vname(e, s->vars[1]);
+  const tl_stmt *saved = e->par;
+  e->par = s;
+  vec_state v0 = {.bf16 = D->dtype == TL_BFLOAT16};
+  vec_reads(a->value, &v0);
+  const char *parts0[4];
+  mma_row_col_split(e, D, "0", parts0);
+  line(e, "{");
+  e->indent++;
+  line(e, "const int tl_jt = (int)(%s);", parts0[2]);
+  for (int k = 0; k < v0.n; k++) { /* each mapped read's first chunk, in its row */
+    const tl_expr *r = v0.reads[k]->args[0];
+    for (int m = 0; m < s->npair_maps; m++)
+      if (s->pair_maps[m].read == r) {
+        line(e, "int tl_cb%d;", k);
+        line(e, "{ const int %s = tl_jt; (void)%s; tl_cb%d = (int)(%s) / %" PRId64 "; }", j, j, k,
+             ex(e, r->args[r->nargs - 1]), s->pair_maps[m].chunk);
+      }
+  }
+  for (int64_t rr = 0; rr < D->per_thread; rr += 2) {
+    const char *parts[4];
+    mma_row_col_split(e, D, S("%" PRId64, rr), parts);
+    int64_t u = (rr / 4) % D->mma_ni;
+    line(e, "{");
+    e->indent++;
+    line(e, "const int %s = (int)(%s + %s); (void)%s;", i, parts[0], parts[1], i);
+    line(e, "const int tl_jr = (int)(%s);", parts[3]);
+    vec_state v = {.bf16 = v0.bf16};
+    vec_reads(a->value, &v);
+    v.nonce = 0;
+    tl_subbyte_pair pcs[16];
+    for (int k = 0; k < v.n; k++) {
+      const tl_expr *r = v.reads[k]->args[0];
+      const tl_sym *P = r->sym;
+      int bits = tl_dtype_bits(P->dtype), per = 8 / bits;
+      const tl_pair_map *pm = NULL;
+      for (int m = 0; m < s->npair_maps; m++)
+        if (s->pair_maps[m].read == r)
+          pm = &s->pair_maps[m];
+      line(e, "unsigned tl_x%d;", k);
+      line(e, "{");
+      e->indent++;
+      if (!pm) {
+        pair_group_read(e, r, k, j, &v);
+      } else {
+        const char **idx = index_codes(e, r);
+        idx[r->nargs - 1] = "0LL"; /* the row's first element */
+        int64_t lo = pm->lo[u], hi = pm->hi[u], la = lo * bits, cbytes = pm->chunk * bits / 8;
+        int64_t ck = lo / pm->chunk, wd = (la % (cbytes * 8)) / 32; /* the pair's chunk after the thread's, its word */
+        line(e, "const %s tl_c = *(const %s *)&%s[(%s) / %d + (tl_cb%d + %" PRId64 ") * %" PRId64 "];",
+             load_type((int)cbytes), load_type((int)cbytes), storage(e, P), offset(e, P, idx), per, k, ck, cbytes);
+        const char *w = cbytes == 16 ? S("(unsigned)(tl_c.%s >> %d)", wd < 2 ? "lo" : "hi", (int)(wd % 2) * 32)
+                                     : S("(unsigned)(tl_c >> %d)", (int)wd * 32);
+        bool sgn = is_signed_i((tl_type)P->dtype);
+        if (hi * bits - la == 16) { /* 16 bits apart: shifted to the lower element's byte */
+          int sh = (int)(la % 32) / 8 * 8, sl = (int)(la % 32) - sh;
+          tl_subbyte_f16_at(bits, sgn, sl, sl, &pcs[k]);
+          line(e, "tl_x%d = (%s ^ 0x%08xu) >> %d;", k, w, pcs[k].flip, sh);
+          v.word[k] = true;
+        } else { /* neighbours in one byte: prmt selects it */
+          tl_subbyte_f16_pair(bits, sgn, (int)((la % 32) / (2 * bits)), &pcs[k]);
+          line(e, "tl_x%d = %s;", k, w);
+        }
+        v.pc[k] = &pcs[k];
+      }
+      e->indent--;
+      line(e, "}");
+    }
+    pair_result(e, a, D, j, &v, S("%" PRId64, rr));
+    e->indent--;
+    line(e, "}");
+  }
+  e->indent--;
+  line(e, "}");
+  e->par = saved;
 }
 
 /* A parallel loop that chooses by an affine comparison (pass_uniform.c):
@@ -2737,6 +2848,10 @@ static void op_parallel_vec_read(E *e, const tl_stmt *s, const tl_sym *owner, co
 }
 
 static void op_parallel(E *e, const tl_stmt *s) {
+  if (s->vec_dequant == 2 && s->npair_maps) {
+    op_parallel_pairs_mapped(e, s);
+    return;
+  }
   if (s->vec_dequant == 2) {
     op_parallel_pairs(e, s);
     return;

@@ -704,6 +704,14 @@ static tl_walk_act dump_stmt(tl_stmt *s, void *user) {
     else if (s->vec_dequant)
       fprintf(f, " [%d at a time: packed words to 16-bit float pairs, paired arithmetic, 16-byte stores%s]",
               s->vec_dequant, s->vec_once ? ", the other reads once for all of them" : "");
+    for (int m = 0; m < s->npair_maps; m++) {
+      const tl_pair_map *pm = &s->pair_maps[m];
+      int bits = tl_dtype_bits(pm->read->sym->dtype), apart = 0;
+      for (int64_t u = 0; u < pm->n; u++)
+        apart += (pm->hi[u] - pm->lo[u]) * bits == 16;
+      fprintf(f, " [%s through a map: a thread's pairs in %lld-byte loads, %d of %lld pairs 16 bits apart]",
+              pm->read->sym->name, (long long)(pm->chunk * bits / 8), apart, (long long)pm->n);
+    }
     if (s->vec_read)
       fprintf(f, " [4 at a time: %s read as 16-byte vectors (the CUDA back end)]", s->vec_read->sym->name);
     break;

@@ -567,6 +567,21 @@ typedef struct tl_body {
   tl_stmt **items;
 } tl_body;
 
+/* A packed read P[..., g(j)] of a dequantizing loop into a register fragment D of
+ * the mma layout (tl_stmt.vec_dequant 2) whose last index g(j) is not j itself
+ * (pass_place.c: pair_map proves this for every thread): the thread whose
+ * first column is jt (its warp's columns and 2 (lane % 4): emit_cuda.c's
+ * mma_row_col_split) finds its pair at columns jt + 8u, jt + 8u + 1 (u the
+ * pair's 8-column tile of the warp's mma_ni) at elements lo[u] and hi[u] of
+ * P's row counted from the first element of the chunk that holds element
+ * g(jt); both in one 32-bit word, lo below hi. */
+typedef struct tl_pair_map {
+  const tl_expr *read; /* the E_INDEX of P */
+  int64_t chunk;       /* P's elements in a chunk of 16, 8 or 4 bytes, the load a thread makes */
+  int64_t n;           /* D's mma_ni: the pairs' 8-column tiles */
+  int64_t *lo, *hi;    /* n of each */
+} tl_pair_map;
+
 struct tl_stmt {
   tl_stmt_kind kind;
   const char *pointer; /* of the statement */
@@ -642,6 +657,10 @@ struct tl_stmt {
                           fma.f16x2), the arithmetic on pairs (f16x2, bf16x2), each 8 results stored as
                           one 16-byte vector; 2: into a register fragment, each thread its own pairs
                           of elements (pass_place.c: dequant_loop says when) */
+  tl_pair_map *pair_maps; /* after pass_place, a vec_dequant 2 loop: its packed reads whose last index is not
+                          the loop's last variable itself, with where each thread's pairs lie (pass_place.c:
+                          pair_map) */
+  int npair_maps;
   const tl_expr *vec_read; /* after pass_place, a parallel loop over a blocked register fragment: the one
                           read of a tensor of 4-byte elements that the CUDA back end makes 4 elements at a
                           time, as one 16-byte vector (pass_place.c: vec_read_of says when), or NULL */

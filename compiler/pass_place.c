@@ -705,6 +705,7 @@ static tl_walk_act unpack_expr(tl_expr *x, tl_stmt *s, void *user) {
 typedef struct {
   const tl_codegen *cg;
   int64_t threads;
+  tl_arena *arena; /* mark_dequant: where the pair maps go */
 } dq_ctx;
 
 static int dequant_loop(const tl_stmt *s, const dq_ctx *c);
@@ -772,7 +773,7 @@ static tl_walk_act resolve_gemm_a(tl_stmt *s, void *user) {
     const tl_sym *A = s->A, *C = s->C;
     /* registers, when they leave room, or when shared memory could not
      * hold A besides the rest */
-    mark_packed(prog, &(dq_ctx){p->cg, p->threads});
+    mark_packed(prog, &(dq_ctx){p->cg, p->threads, NULL});
     bool room = tl_reg_words(prog) <= TL_REG_BUDGET ||
                 smem_floor(prog, (int64_t)tl_dtype_bytes(A->dtype, (uint64_t)elems(A))) > p->smem_limit;
     bool ok = s->use_mma && C->in_regs && A->reg_layout == TL_LAYOUT_MMA && A->mma_wn == 1 &&
@@ -964,11 +965,95 @@ static bool vec_elem(tl_expr *x, const tl_sym *j, bool last_j) {
   return true;
 }
 
-/* A packed integer shared buffer read along j, 8 elements to a word.
+/* The value of integer expression x with loop variable j at jv, or false
+ * where x holds anything but integer constants, j and integer arithmetic,
+ * or a step leaves int32 (the program's int32 arithmetic is then not
+ * int64's). */
+static bool eval_j(const tl_expr *x, const tl_sym *j, int64_t jv, int64_t *out) {
+  int64_t a = 0, b = 0, r = 0;
+  switch (x->kind) {
+  case E_CONST:
+    if (x->type == TL_BOOL || !(x->type == TL_TY_UINT || tl_dtype_is_int((tl_dtype)x->type)))
+      return false;
+    r = x->val.i;
+    break;
+  case E_NAME:
+    if (x->sym != j)
+      return false;
+    r = jv;
+    break;
+  case E_UNARY:
+    if (x->op != '-' || !eval_j(x->args[0], j, jv, &a))
+      return false;
+    r = -a;
+    break;
+  case E_CALL: { /* a cast to an integer type of at most 32 bits: the value where the type holds it */
+    if (x->fn != FN_CAST || !tl_dtype_is_int((tl_dtype)x->type) || !eval_j(x->args[0], j, jv, &r))
+      return false;
+    int w = tl_dtype_bits((tl_dtype)x->type);
+    bool sg = tl_dtype_is_signed((tl_dtype)x->type);
+    if (w > 32 || r < (sg ? -(INT64_C(1) << (w - 1)) : 0) || r > (INT64_C(1) << (w - sg)) - 1)
+      return false;
+    break;
+  }
+  case E_BINARY:
+    if (!eval_j(x->args[0], j, jv, &a) || !eval_j(x->args[1], j, jv, &b))
+      return false;
+    switch (x->op) {
+    case '+': r = a + b; break;
+    case '-': r = a - b; break;
+    case '*': r = a * b; break;
+    case OP_FLOORDIV: case '%':
+      if (b == 0)
+        return false;
+      r = a / b;
+      if (a % b && (a < 0) != (b < 0))
+        r--;
+      if (x->op == '%')
+        r = a - r * b;
+      break;
+    case '&': r = a & b; break;
+    case '|': r = a | b; break;
+    case '^': r = a ^ b; break;
+    case OP_SHL: case OP_SHR:
+      if (b < 0 || b > 31 || a < 0)
+        return false;
+      r = x->op == OP_SHL ? a << b : a >> b;
+      break;
+    default:
+      return false;
+    }
+    break;
+  default:
+    return false;
+  }
+  if (r < INT32_MIN || r > INT32_MAX)
+    return false;
+  *out = r;
+  return true;
+}
+
+/* Is x, an element of shared buffer P, read at a last index that is a
+ * function of j alone (eval_j), its other indices free of j?  A register
+ * destination may then take its pairs where pair_map finds them. */
+static bool perm_elem(tl_expr *x, const tl_sym *j) {
+  const tl_sym *b = x->sym;
+  int64_t v;
+  if (x->kind != E_INDEX || b->kind != SYM_BUFFER || b->scope != SCOPE_SHARED || b->ndim != x->nargs ||
+      (b->layout && !b->layout->swizzle) || !eval_j(x->args[x->nargs - 1], j, 0, &v))
+    return false;
+  for (int d = 0; d + 1 < x->nargs; d++)
+    if (mentions(x->args[d], j))
+      return false;
+  return true;
+}
+
+/* A packed integer shared buffer read along j, 8 elements to a word (perm:
+ * or through a function of j, perm_elem).
  * Lowers *g to the most elements per load that its rows and 16 bytes allow. */
-static bool vec_packed(tl_expr *x, const tl_sym *j, int *g) {
-  if (x->kind != E_INDEX || !vec_elem(x, j, true) || x->sym->kind != SYM_BUFFER || x->sym->swizzled ||
-      x->sym->wgmma_op)
+static bool vec_packed(tl_expr *x, const tl_sym *j, int *g, bool perm) {
+  if (x->kind != E_INDEX || !(vec_elem(x, j, true) || (perm && perm_elem(x, j))) || x->sym->kind != SYM_BUFFER ||
+      x->sym->swizzled || x->sym->wgmma_op)
     return false;
   switch (x->sym->dtype) {
   case TL_INT4: case TL_UINT4: case TL_INT2: case TL_UINT2: case TL_INT1: case TL_UINT1:
@@ -982,7 +1067,7 @@ static bool vec_packed(tl_expr *x, const tl_sym *j, int *g) {
 
 /* Can expression x of type t (float16 or bfloat16) be computed on pairs
  * (emit_cuda.c: vex)?  Counts the packed reads in *npacked. */
-static bool vec_f16(tl_expr *x, const tl_sym *j, const tl_sym *D, tl_type t, int *npacked, int *g) {
+static bool vec_f16(tl_expr *x, const tl_sym *j, const tl_sym *D, tl_type t, int *npacked, int *g, bool perm) {
   if (x->kind == E_CONST)
     return x->type != TL_BOOL;
   if (x->type != t)
@@ -991,20 +1076,20 @@ static bool vec_f16(tl_expr *x, const tl_sym *j, const tl_sym *D, tl_type t, int
   case E_INDEX:
     return x->sym != D && vec_elem(x, j, false) && (tl_type)x->sym->dtype == t && !mentions(x, D);
   case E_UNARY:
-    return x->op == '-' && x->args[0]->type == t && vec_f16(x->args[0], j, D, t, npacked, g);
+    return x->op == '-' && x->args[0]->type == t && vec_f16(x->args[0], j, D, t, npacked, g, perm);
   case E_CALL:
     if (x->fn != FN_CAST)
       return false;
-    if (vec_packed(x->args[0], j, g)) {
+    if (vec_packed(x->args[0], j, g, perm)) {
       ++*npacked;
       return true;
     }
-    return x->args[0]->type == t && vec_f16(x->args[0], j, D, t, npacked, g);
+    return x->args[0]->type == t && vec_f16(x->args[0], j, D, t, npacked, g, perm);
   case E_BINARY:
     if (x->op != '+' && x->op != '-' && x->op != '*')
       return false;
     for (int k = 0; k < 2; k++)
-      if ((x->args[k]->kind != E_CONST && x->args[k]->type != t) || !vec_f16(x->args[k], j, D, t, npacked, g))
+      if ((x->args[k]->kind != E_CONST && x->args[k]->type != t) || !vec_f16(x->args[k], j, D, t, npacked, g, perm))
         return false;
     return true;
   default:
@@ -1025,6 +1110,109 @@ static bool reg_pairs_dst(const tl_stmt *s, const tl_expr *l) {
   for (int d = 0; d < 2; d++)
     if (l->args[d]->kind != E_NAME || l->args[d]->sym != s->vars[d] || s->extents[d]->val.i != D->dims[d])
       return false;
+  return true;
+}
+
+/* Where every thread of register fragment D (mma layout) finds its pairs in
+ * packed read x = P[..., g(j)] (into *m, when m is given), or false: P's
+ * rows not whole 16-byte chunks; g(j) outside the row for a column some
+ * thread holds; the threads' pairs not at the same offsets from the
+ * 16-byte chunk that holds their first element, g(jt) (tl_pair_map); or a
+ * pair whose elements are neither in one 32-bit word 16 bits apart (the
+ * word then shifted by whole bytes: tl_subbyte_f16_at) nor neighbours in
+ * one byte (tl_subbyte_f16_pair's prmt), the lower column's element first.
+ * Every column of every thread is evaluated: what the emitter assumes is
+ * proven, whatever g is. */
+static bool pair_map_in(const tl_expr *x, const tl_sym *j, const tl_sym *D, int64_t chunk, tl_arena *a,
+                        tl_pair_map *m) {
+  const tl_sym *P = x->sym;
+  const tl_expr *g = x->args[x->nargs - 1];
+  int bits = tl_dtype_bits(P->dtype);
+  int64_t row = P->dims[P->ndim - 1], ni = D->mma_ni, wn = D->mma_wn;
+  if (row % chunk || D->dims[1] != wn * ni * 8 || ni > 64)
+    return false;
+  int64_t lo[64], hi[64];
+  for (int64_t wc = 0; wc < wn; wc++)
+    for (int64_t q = 0; q < 4; q++) {
+      int64_t jt = wc * ni * 8 + 2 * q, first;
+      if (!eval_j(g, j, jt, &first) || first < 0 || first >= row)
+        return false;
+      int64_t cb = first / chunk * chunk;
+      for (int64_t u = 0; u < ni; u++)
+        for (int b = 0; b < 2; b++) {
+          int64_t at;
+          if (!eval_j(g, j, jt + 8 * u + b, &at) || at < 0 || at >= row)
+            return false;
+          int64_t *o = b ? &hi[u] : &lo[u];
+          if (wc == 0 && q == 0)
+            *o = at - cb;
+          else if (*o != at - cb)
+            return false;
+        }
+    }
+  for (int64_t u = 0; u < ni; u++) {
+    int64_t la = lo[u] * bits, ha = hi[u] * bits;
+    bool word = la / 32 == ha / 32 && ha - la == 16;
+    bool byte = hi[u] == lo[u] + 1 && lo[u] % 2 == 0 && la / 8 == ha / 8;
+    if (!word && !byte)
+      return false;
+  }
+  if (m) {
+    m->read = x;
+    m->chunk = chunk;
+    m->n = ni;
+    m->lo = tl_arena_alloc(a, sizeof(int64_t) * (size_t)ni);
+    m->hi = tl_arena_alloc(a, sizeof(int64_t) * (size_t)ni);
+    memcpy(m->lo, lo, sizeof(int64_t) * (size_t)ni);
+    memcpy(m->hi, hi, sizeof(int64_t) * (size_t)ni);
+  }
+  return true;
+}
+
+/* pair_map_in with chunks of 16 bytes, else 8, else 4 (a thread's pairs
+ * in fewer bytes than 16 leave the chunk's others to its neighbours). */
+static bool pair_map(const tl_expr *x, const tl_sym *j, const tl_sym *D, tl_arena *a, tl_pair_map *m) {
+  int bits = tl_dtype_bits(x->sym->dtype);
+  for (int64_t bytes = 16; bytes >= 4; bytes /= 2)
+    if (pair_map_in(x, j, D, bytes * 8 / bits, a, m))
+      return true;
+  return false;
+}
+
+/* The packed reads of x whose last index is not j itself (perm_elem), up
+ * to max of them into out; their number. */
+static int perm_reads(tl_expr *x, const tl_sym *j, const tl_expr **out, int n, int max) {
+  if (x->kind == E_CALL && x->fn == FN_CAST && x->args[0]->kind == E_INDEX && tl_dtype_is_packed(x->args[0]->sym->dtype)) {
+    const tl_expr *r = x->args[0], *l = r->args[r->nargs - 1];
+    if (!(l->kind == E_NAME && l->sym == j)) {
+      if (n < max)
+        out[n] = r;
+      n++;
+    }
+    return n;
+  }
+  for (int k = 0; k < x->nargs; k++)
+    n = perm_reads(x->args[k], j, out, n, max);
+  return n;
+}
+
+/* Does every permuted packed read of register-destination loop s have its
+ * pair map (into s's, when a is given)? */
+static bool pair_maps(tl_stmt *s, tl_arena *a) {
+  const tl_expr *reads[16];
+  const tl_stmt *as = s->body.items[0];
+  const tl_sym *j = s->vars[s->nvars - 1];
+  int n = perm_reads(as->value, j, reads, 0, 16);
+  if (n > 16)
+    return false;
+  tl_pair_map *m = a && n ? tl_arena_alloc(a, sizeof *m * (size_t)n) : NULL;
+  for (int k = 0; k < n; k++)
+    if (!pair_map(reads[k], j, as->lhs->sym, a, m ? &m[k] : NULL))
+      return false;
+  if (a) {
+    s->pair_maps = m;
+    s->npair_maps = n;
+  }
   return true;
 }
 
@@ -1050,10 +1238,10 @@ static int dequant_loop(const tl_stmt *s, const dq_ctx *c) {
   if ((D->swizzled || D->wgmma_op) && D->ndim != 2)
     return 0;
   int npacked = 0, g = 32;
-  if (!vec_f16(a->value, j, D, t, &npacked, &g) || npacked == 0)
+  if (!vec_f16(a->value, j, D, t, &npacked, &g, regs) || npacked == 0)
     return 0;
   if (regs)
-    return 2;
+    return pair_maps((tl_stmt *)s, NULL) ? 2 : 0;
   int64_t outer = 1, ext = s->extents[s->nvars - 1]->val.i;
   for (int i = 0; i + 1 < s->nvars; i++)
     outer *= s->extents[i]->val.i;
@@ -1133,6 +1321,8 @@ static tl_walk_act mark_vec_read(tl_stmt *s, void *user) {
 static tl_walk_act mark_dequant(tl_stmt *s, void *user) {
   if (s->kind == S_PARALLEL) {
     s->vec_dequant = dequant_loop(s, user);
+    if (s->vec_dequant == 2)
+      pair_maps(s, ((const dq_ctx *)user)->arena);
     s->vec_once = s->vec_dequant > 8 && vec_once(s->body.items[0]->value, s->vars[s->nvars - 1], s->vec_dequant);
   }
   return TL_WALK_GO;
@@ -1196,10 +1386,10 @@ static bool place(tl_program *prog, int64_t smem_limit, const tl_codegen *cg, bo
     tl_walk(&prog->body, &(tl_walker){.pre = resolve_gemm_a}, p);
     changed |= p->changed;
   }
-  mark_packed(prog, &(dq_ctx){cg, p->threads});
+  mark_packed(prog, &(dq_ctx){cg, p->threads, NULL});
   tl_walk(&prog->body, &(tl_walker){.pre = swizzle_operands}, p);
   tl_walk(&prog->body, &(tl_walker){.pre = mark_reduction}, p);
-  tl_walk(&prog->body, &(tl_walker){.pre = mark_dequant}, &(dq_ctx){cg, p->threads});
+  tl_walk(&prog->body, &(tl_walker){.pre = mark_dequant}, &(dq_ctx){cg, p->threads, prog->arena});
   tl_walk(&prog->body, &(tl_walker){.pre = mark_vec_read}, (void *)cg);
   tl_walk(&prog->body, &(tl_walker){.pre = max_scratch}, p);
   prog->scratch_bytes = p->scratch;

@@ -46,6 +46,13 @@ static const char tl_prelude_cuda[] =
     "  asm(\"add.rn.f16x2 %0, %1, %2;\" : \"=r\"(h) : \"r\"(x), \"r\"(bias));\n"
     "  return h;\n"
     "}\n"
+    /* the same for a pair the word holds 16 bits apart already: no prmt (dtype.h: tl_subbyte_f16_at) */
+    "TL_DEV unsigned tl_nb2h2(unsigned w, unsigned mask, unsigned magic, unsigned bias) {\n"
+    "  unsigned x, h;\n"
+    "  asm(\"lop3.b32 %0, %1, %2, %3, 0xea;\" : \"=r\"(x) : \"r\"(w), \"r\"(mask), \"r\"(magic));\n"
+    "  asm(\"add.rn.f16x2 %0, %1, %2;\" : \"=r\"(h) : \"r\"(x), \"r\"(bias));\n"
+    "  return h;\n"
+    "}\n"
     /* bfloat16 pairs (sm_80): fma.rn with 1, -1 or -0 rounds once, as add, sub and mul would */
     "TL_DEV unsigned tl_bfma2(unsigned a, unsigned b, unsigned c) { unsigned r; asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(r) : \"r\"(a), \"r\"(b), \"r\"(c)); return r; }\n"
     "TL_DEV unsigned tl_badd2(unsigned a, unsigned b) { return tl_bfma2(a, 0x3f803f80u, b); }\n"

@@ -17,6 +17,12 @@ TL_DEV unsigned tl_sb2h2(unsigned w, unsigned sel, unsigned mask, unsigned magic
   asm("add.rn.f16x2 %0, %1, %2;" : "=r"(h) : "r"(x), "r"(bias));
   return h;
 }
+TL_DEV unsigned tl_nb2h2(unsigned w, unsigned mask, unsigned magic, unsigned bias) {
+  unsigned x, h;
+  asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(x) : "r"(w), "r"(mask), "r"(magic));
+  asm("add.rn.f16x2 %0, %1, %2;" : "=r"(h) : "r"(x), "r"(bias));
+  return h;
+}
 TL_DEV unsigned tl_bfma2(unsigned a, unsigned b, unsigned c) { unsigned r; asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
 TL_DEV unsigned tl_badd2(unsigned a, unsigned b) { return tl_bfma2(a, 0x3f803f80u, b); }
 TL_DEV unsigned tl_bsub2(unsigned a, unsigned b) { return tl_bfma2(b, 0xbf80bf80u, a); }

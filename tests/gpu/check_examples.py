@@ -364,24 +364,41 @@ def int_divmod_ref(x, c):
     return {"Q": Q, "R": R, "Q64": Q64, "R64": R64, "U": U}
 
 
-def w4a16_abs(x, c):
+def w4a16_abs(x, c, order=None, offset=8):
     """gemm_w4a16's sums of |terms|: |A| @ |W|^T with W[n, k] = float16((B[n, k]
     - 8) * S[n, k // group_size]), the dequantized weight both sides multiply
     by (one float16 rounding of a product exact in float32, so the same
     weight on both; its products with A's float16 values are exact in
-    float32, and only the K float32 sums differ: GEMM's bound)."""
+    float32, and only the K float32 sums differ: GEMM's bound).  order:
+    where a tile's column j is stored (order(block_K)[j]: the interleaved
+    programs); offset: what the program subtracts from a code (0 for int4)."""
     g = c["group_size"]
     S = x["S"] if "S" in x else x["St"].T  # St: one row per group (gemm_w4a16_t_gn)
     B = x["B"]
     if B.ndim == 4:  # stored tile by tile (gemm_w4a16_splitk_tiled): B[n // bn, k // bk, n % bn, k % bk] = W[n, k]
+        if order is not None:  # B[n // bn, k // bk, n % bn, order[k % bk]] = W[n, k]
+            B = B[..., order(B.shape[3])]
         B = B.transpose(0, 2, 1, 3).reshape(B.shape[0] * B.shape[2], B.shape[1] * B.shape[3])
         B = B[:S.shape[0], :x["A"].shape[1]]
     S = np.repeat(S.astype(np.float32), g, axis=1)[:, :B.shape[1]]
-    W = ((B.astype(np.float32) - 8) * S).astype(np.float16)
+    W = ((B.astype(np.float32) - offset) * S).astype(np.float16)
     return {"C": np.abs(x["A"].astype(np.float64)) @ np.abs(W.astype(np.float64)).T}
 
 
+def il_order(bk):
+    """examples/gemm_w4a16_il.json's order: column j of a tile at p(j)."""
+    return np.array([(j % 8) // 2 * (bk // 4) + j // 32 * 8 + j // 8 % 4 + j % 2 * 4 for j in range(bk)])
+
+
+def il_bytes_order(bk):
+    """tests/gpu/programs/gemm_il_bytes.json's order: each pair in one byte."""
+    return np.array([(j % 8) // 2 * (bk // 4) + j // 8 * 2 + j % 2 for j in range(bk)])
+
+
 W4A16 = {"acc": ("K", w4a16_abs, 0.0)}
+W4A16_IL = {"acc": ("K", lambda x, c: w4a16_abs(x, c, il_order), 0.0)}
+W4A16_IL_BYTES = {"acc": ("K", lambda x, c: w4a16_abs(x, c, il_bytes_order), 0.0)}
+W4A16_IL_INT4 = {"acc": ("K", lambda x, c: w4a16_abs(x, c, il_order, 0), 0.0)}
 W4A16C = dict(W4A16, target="sm_90a")  # a kernel in clusters: sm_90 and later
 # float8 operands (issue 12's float8 gemms): exact products, but Hopper's
 # float8 tensor cores keep about 14 bits while they accumulate
@@ -768,6 +785,25 @@ CASES = [
     ("gemm_w4a16_sliced", {"M": 64, "N": 256, "K": 1024, "block_M": 64, "num_stages": 9}, {}, ["C"], W4A16),
     ("gemm_w4a16_sliced", {"M": 40, "N": 296, "K": 1000, "block_M": 64, "block_N": 128, "threads": 256,
                            "block_K": 64, "num_stages": 4, "slices": 2}, {}, ["C"], W4A16),
+    # the same with the weights interleaved as the threads read them (tl_pair_map: each thread's pairs one 16-byte
+    # load a row at block_K 128, 8 bytes at 64; each pair 16 bits apart in a word, no byte permute)
+    ("gemm_w4a16_il", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16_IL),
+    ("gemm_w4a16_il", {"M": 13, "N": 200, "K": 648, "block_M": 16}, {}, ["C"], W4A16_IL),
+    ("gemm_w4a16_il", {"M": 5, "N": 136, "K": 656, "block_K": 64, "group_size": 80, "slices": 4, "num_stages": 8}, {}, ["C"],
+     W4A16_IL),
+    ("gemm_w4a16_il", {"M": 64, "N": 256, "K": 1024, "block_M": 64, "num_stages": 9}, {}, ["C"], W4A16_IL),
+    ("gemm_w4a16_il", {"M": 40, "N": 296, "K": 1000, "block_M": 64, "block_N": 128, "threads": 256,
+                       "block_K": 64, "num_stages": 4, "slices": 2}, {}, ["C"], W4A16_IL),
+    ("gemm_w4a16_il", {"M": 24, "N": 192, "K": 1280, "block_M": 32, "block_K": 256, "num_stages": 4, "slices": 2}, {},
+     ["C"], W4A16_IL),
+    # the pair maps' byte form (each pair in one byte, selected by prmt) and signed codes (int4, no offset)
+    ("../tests/gpu/programs/gemm_il_bytes", {"M": 13, "N": 200, "K": 648, "block_M": 16}, {}, ["C"], W4A16_IL_BYTES),
+    ("../tests/gpu/programs/gemm_il_bytes", {"M": 40, "N": 296, "K": 1000, "block_M": 64, "block_N": 128,
+                                             "threads": 256, "block_K": 64, "num_stages": 4, "slices": 2}, {}, ["C"],
+     W4A16_IL_BYTES),
+    ("../tests/gpu/programs/gemm_il_int4", {"M": 13, "N": 200, "K": 648, "block_M": 16}, {}, ["C"], W4A16_IL_INT4),
+    ("../tests/gpu/programs/gemm_il_int4", {"M": 64, "N": 256, "K": 1024, "block_M": 64, "num_stages": 9}, {}, ["C"],
+     W4A16_IL_INT4),
     # the two in one kernel, the last block of each tile adding the runs' sums (a zeroed counter workspace, reset
     # by that block: tlc run fails a launch that leaves it nonzero): the same ragged cases, one run, runs past K
     ("gemm_w4a16_splitk_last", {"M": 1, "N": 512, "K": 1024}, {}, ["C"], W4A16),

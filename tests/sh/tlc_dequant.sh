@@ -12,6 +12,9 @@
 # accumulator does not; the column of scales is prefetched through
 # registers.  The exact conversion tables are test_dtype's.  tlc run's
 # --flush-l2 (the benchmark's cold timing) is refused without --time.
+# Weights stored in the order the threads read them take their pairs through
+# a map (lop3 alone where a pair is 16 bits apart), and orders no map serves
+# keep the scalar path.
 # A scale that a whole vector of 16 or 32 shares is read once for them, the
 # scale's group (a floor division by a power of two) is a shift, and a
 # cooperative loop whose threads divide its elements has a constant count;
@@ -210,4 +213,37 @@ out=$(ir "$tmp/twice.json" --target sm_90a)
 printf '%s\n' "$out" | grep 'alloc B_frag' | grep -qF 'packed' && fail "a fragment another loop reads is packed"
 printf '%s\n' "$out" | grep -qF '[2 at a time: each thread' || fail "$T read twice: the dequant loop is not on pairs"
 ptx "$tmp/twice.json" --target sm_90a
-echo "ok: dequant loops paired, converted without cvt, rotating under wgmma; pairs into wgmma's A registers"
+# weights stored in the order the threads read them (pass_place.c: pair_map, for every column of every thread):
+# examples/gemm_w4a16_il.json's pairs 16 bits apart in one load a row (16 bytes at block_K 128, 8 at 64, 4 at
+# 32), converted by lop3 alone (tl_nb2h2: no prmt in the PTX), and gemm_w4a16_sliced.json, the same but for the
+# order, by prmt; tests/gpu/programs/gemm_il_bytes.json's pairs in one byte each (through the map, by prmt)
+IL=examples/gemm_w4a16_il.json
+for c in "128 16" "64 8" "32 4" "256 16"; do
+  set -- $c
+  ir $IL --target sm_90a -D block_K=$1 | grep -qF "[B_shared through a map: a thread's pairs in $2-byte loads, $(($1 / 8)) of $(($1 / 8)) pairs 16 bits apart]" ||
+    fail "$IL block_K=$1: not through a map of $2-byte loads"
+done
+ptx $IL --target sm_90a
+grep -q 'prmt.b32' "$tmp/k.ptx" && fail "$IL: the PTX permutes bytes"
+has "lop3.b32" "$IL"
+# a K tile's weights: a thread's 16 bytes of each of its 2 rows, as 2 64-bit loads each (ptxas pairs them)
+[ "$(grep -c 'ld.shared.u64' "$tmp/k.ptx")" = 4 ] || fail "$IL: not 4 64-bit loads of the weights ($(grep -c 'ld.shared.u64' "$tmp/k.ptx"))"
+ptx examples/gemm_w4a16_sliced.json --target sm_90a
+has "prmt.b32" "gemm_w4a16_sliced"
+[ "$(grep -c 'ld.shared.u64' "$tmp/k.ptx")" = 16 ] || fail "gemm_w4a16_sliced: not 16 64-bit loads of the weights"
+ir tests/gpu/programs/gemm_il_bytes.json --target sm_90a | grep -qF "[B_shared through a map: a thread's pairs in 16-byte loads, 0 of 16 pairs 16 bits apart]" ||
+  fail "gemm_il_bytes: not through a map"
+ir tests/gpu/programs/gemm_il_int4.json --target sm_90a | grep -qF "[B_shared through a map: a thread's pairs in 16-byte loads, 16 of 16 pairs 16 bits apart]" ||
+  fail "gemm_il_int4: not through a map"
+"$TLC" compile tests/gpu/programs/gemm_il_int4.json --target sm_90a --emit cuda | grep -qF '^ 0x88888888u) >> 0;' ||
+  fail "gemm_il_int4: the signed codes' top bits are not flipped before the shift"
+# orders that no map serves keep the scalar path: a pair in reverse (the higher column's element first), pairs
+# whose threads do not share offsets (j ^ 32), an index that reads the row (i); a map's refusal is never a wrong map
+for g in 'block_K - 1 - j' 'j ^ 32' '(j + i * 8) % block_K'; do
+  sed "s|B_shared\[i, ((j % 8) // 2) \* (block_K // 4) + (j // 32) \* 8 + (j // 8) % 4 + (j % 2) \* 4\]|B_shared[i, $g]|" $IL >"$tmp/g.json"
+  grep -qF "B_shared[i, $g]" "$tmp/g.json" || fail "the sed left the order ($g)"
+  out=$(ir "$tmp/g.json" --target sm_90a)
+  printf '%s\n' "$out" | grep -qF 'through a map' && fail "order $g: a map"
+  printf '%s\n' "$out" | grep -qF '[2 at a time' && fail "order $g: paired without a map"
+done
+echo "ok: dequant loops paired, converted without cvt, rotating under wgmma; pairs into wgmma's A registers, through maps"

@@ -7,7 +7,8 @@
 # sizes, one run, and runs wholly past K (and gemm_w4a16_splitk_tiled.json,
 # the weights stored tile by tile, the same bytes as gemm_w4a16_splitk_t.json
 # whose weights they hold, and gemm_w4a16_sliced.json, its K loop in
-# slices, those of _tiled with one run); a program that does not reset its
+# slices, those of _tiled with one run, and gemm_w4a16_il.json, its weights
+# interleaved, those of _sliced); a program that does not reset its
 # zeroed counter is a run-time error naming the workspace; the CUDA C puts
 # the device-scope fence between two barriers, the metadata marks the
 # workspace zeroed for the launcher.  The GPU side (tlc run fails a launch
@@ -104,6 +105,33 @@ PY
 "$TLC" run $E/gemm_w4a16_splitk_tiled.json --interpret --in A="$tmp/A.npy" --in B="$tmp/Bt.npy" --in S="$tmp/S.npy" \
   --out C="$tmp/t2.npy" -D M=13 -D N=200 -D K=650 -D block_M=16 -D split_k=1 || fail "splitk_tiled split_k=1"
 cmp -s "$tmp/t1.npy" "$tmp/t2.npy" || fail "sliced differs from splitk_tiled with one run"
+# gemm_w4a16_il.json: the same weights interleaved in each tile as its threads read them (column j of a tile at
+# p(j), its x-source) give gemm_w4a16_sliced.json's bytes, at K tiles of 128 and of 64
+interleave() { # $tmp/Bt.npy -> $tmp/Bi.npy
+  python3 - "$tmp" <<'PY' || fail "python3 wrote no interleaved weights"
+import struct, sys
+d = sys.argv[1]
+b = open(d + "/Bt.npy", "rb").read(); h = 10 + struct.unpack("<H", b[8:10])[0]
+bk = eval(b[10:h].decode())["shape"][3]; v = b[h:]
+p = [(j % 8) // 2 * (bk // 4) + j // 32 * 8 + j // 8 % 4 + j % 2 * 4 for j in range(bk)]
+assert sorted(p) == list(range(bk))
+out = bytearray(len(v))
+for r in range(0, len(v), bk):
+    for j in range(bk):
+        out[r + p[j]] = v[r + j]
+open(d + "/Bi.npy", "wb").write(b[:h] + bytes(out))
+PY
+}
+for bk in 128 64; do
+  tiled 200 650 64 $bk
+  interleave
+  "$TLC" run $E/gemm_w4a16_sliced.json --interpret --in A="$tmp/A.npy" --in B="$tmp/Bt.npy" --in St="$tmp/St.npy" \
+    --out C="$tmp/t1.npy" -D M=13 -D N=200 -D K=650 -D block_M=16 -D block_K=$bk || fail "sliced block_K=$bk"
+  "$TLC" run $E/gemm_w4a16_il.json --interpret --in A="$tmp/A.npy" --in B="$tmp/Bi.npy" --in St="$tmp/St.npy" \
+    --out C="$tmp/t2.npy" -D M=13 -D N=200 -D K=650 -D block_M=16 -D block_K=$bk || fail "il block_K=$bk"
+  cmp -s "$tmp/t1.npy" "$tmp/t2.npy" || fail "il differs from sliced at block_K=$bk"
+  cmp -s "$tmp/Bt.npy" "$tmp/Bi.npy" && fail "the interleaved weights are the tiled ones"
+done
 inputs 5 136 650 80 # back to the inputs of the last comparison above, for the checks below
 # the results are not all zero or NaN (the comparison above is not empty)
 python3 -c "

@@ -1029,9 +1029,50 @@ static void test_subbyte_f16_pairs(void **state) {
   }
 }
 
+/* tl_subbyte_f16_at: a pair the word holds 16 bits apart, at every position
+ * the conversion allows (bits sl of each half, sl + bits at most 10), after
+ * the shift by whole bytes that emit_cuda.c's pair maps make: every value of
+ * both elements, the word's other bits random, must come out exactly. */
+static void test_subbyte_f16_at(void **state) {
+  (void)state;
+  static const struct { int bits; bool sgn; } types[] = {{4, false}, {4, true}, {2, false}, {2, true}, {1, false}, {1, true}};
+  uint64_t rng = 777;
+  int checked = 0;
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+    int bits = types[t].bits, n = 1 << bits;
+    uint32_t m = (uint32_t)n - 1;
+    for (int la = 0; la + 16 < 32; la += bits) { /* the lower element's bit in the word; the upper one's la + 16 */
+      int sh = la / 8 * 8, sl = la - sh;
+      if (sl + bits > 10)
+        continue;
+      tl_subbyte_pair c;
+      tl_subbyte_f16_at(bits, types[t].sgn, sl, sl, &c);
+      assert_int_equal(c.sel, 0);
+      for (int lo = 0; lo < n; lo++)
+        for (int hi = 0; hi < n; hi++) {
+          rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+          uint32_t w = (uint32_t)(rng >> 32);
+          w = (w & ~(m << la) & ~(m << (la + 16))) | (uint32_t)lo << la | (uint32_t)hi << (la + 16);
+          uint32_t x = (((w ^ c.flip) >> sh) & c.mask) | c.magic;
+          int v[2] = {lo, hi};
+          for (int half = 0; half < 2; half++) {
+            uint16_t h = add_h((uint16_t)(x >> (16 * half)), (uint16_t)(c.bias >> (16 * half)));
+            int want = types[t].sgn && v[half] >= n / 2 ? v[half] - n : v[half];
+            if (tl_f16_to_double(h) != (double)want)
+              fail_msg("bits %d signed %d at bit %d half %d value %d: got %g, want %d", bits, types[t].sgn, la, half,
+                       v[half], tl_f16_to_double(h), want);
+            checked++;
+          }
+        }
+    }
+  }
+  assert_true(checked > 1000);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_subbyte_f16_pairs),
+      cmocka_unit_test(test_subbyte_f16_at),
       cmocka_unit_test(test_e8m0),
       cmocka_unit_test(test_packed),
       cmocka_unit_test(test_names),
