@@ -4675,16 +4675,19 @@ static void emit_prologue(E *e, const tl_stmt *s, int id) {
   line(e, "}");
 }
 
-/* Is statement i of the kernel's body before its wspec loop? */
-static bool before_wspec(const tl_program *p, int i) {
-  for (int j = i + 1; j < p->body.n; j++)
-    if (p->body.items[j]->kind == S_LOOP && p->body.items[j]->wspec)
-      return true;
-  return false;
+/* The index of the kernel body's last wspec loop, or -1: the statements before it are those before a wspec
+ * loop (found once per body, not once per statement). */
+static int last_wspec(const tl_body *b) {
+  int at = -1;
+  for (int j = 0; j < b->n; j++)
+    if (b->items[j]->kind == S_LOOP && b->items[j]->wspec)
+      at = j;
+  return at;
 }
 
 static void emit_body(E *e, const tl_body *b, bool uniform) {
   int early_at = -1, early_loop = -1; /* statement index, pipelined loop index */
+  int wspec_at = b == &e->prog->body && e->prog->slices > 1 ? last_wspec(b) : -1;
   for (int j = 0; j < b->n; j++)
     if (!e->early && (early_at = early_prologue(b, j)) < j) {
       early_loop = j;
@@ -4698,7 +4701,7 @@ static void emit_body(E *e, const tl_body *b, bool uniform) {
       emit_prologue(e, e->early, e->early_id);
     }
     const tl_stmt *s = b->items[i];
-    if (b == &e->prog->body && e->prog->slices > 1 && (before_wspec(e->prog, i) || s->slices > 1)) {
+    if (b == &e->prog->body && e->prog->slices > 1 && (i < wspec_at || s->slices > 1)) {
       /* the kernel's statements before a loop in slices are slice 0's (declarations: every slice's); the
        * loop's barrier before it is every slice's (slices_open) */
       bool decl = s->kind == S_LET || s->kind == S_ALLOC || s->kind == S_ALLOC_VAR || s->kind == S_VIEW;
