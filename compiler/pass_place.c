@@ -1114,10 +1114,11 @@ static bool reg_pairs_dst(const tl_stmt *s, const tl_expr *l) {
 }
 
 /* Where every thread of register fragment D (mma layout) finds its pairs in
- * packed read x = P[..., g(j)] (into *m, when m is given), or false: P's
- * rows not whole 16-byte chunks; g(j) outside the row for a column some
- * thread holds; the threads' pairs not at the same offsets from the
- * 16-byte chunk that holds their first element, g(jt) (tl_pair_map); or a
+ * packed read x = P[..., g(j)] (into *m, when m is given), in chunks of
+ * `chunk` elements, or false: P's rows not whole chunks; g(j) outside the
+ * row for a column some thread holds; the threads' pairs not at the same
+ * offsets from the chunk that holds their first element, g(jt)
+ * (tl_pair_map), or before that chunk; or a
  * pair whose elements are neither in one 32-bit word 16 bits apart (the
  * word then shifted by whole bytes: tl_subbyte_f16_at) nor neighbours in
  * one byte (tl_subbyte_f16_pair's prmt), the lower column's element first.
@@ -1152,6 +1153,8 @@ static bool pair_map_in(const tl_expr *x, const tl_sym *j, const tl_sym *D, int6
     }
   for (int64_t u = 0; u < ni; u++) {
     int64_t la = lo[u] * bits, ha = hi[u] * bits;
+    if (lo[u] < 0 || hi[u] < 0) /* before the first element's chunk: the emitter counts chunks up from it */
+      return false;
     bool word = la / 32 == ha / 32 && ha - la == 16;
     bool byte = hi[u] == lo[u] + 1 && lo[u] % 2 == 0 && la / 8 == ha / 8;
     if (!word && !byte)
