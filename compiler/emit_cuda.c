@@ -2654,6 +2654,11 @@ static void op_parallel_pairs_mapped(E *e, const tl_stmt *s) {
       line(e, "unsigned tl_x%d;", k);
       line(e, "{");
       e->indent++;
+      const tl_expr *last = r->args[r->nargs - 1];
+      if (!pm && !(last->kind == E_NAME && last->sym == s->vars[1])) { /* a copy of the loop, its map the original's */
+        fail(e, r->pointer, "internal: a packed read through a permuted index without its pair map");
+        break;
+      }
       if (!pm) {
         pair_group_read(e, r, k, j, &v);
       } else {
