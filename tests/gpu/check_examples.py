@@ -796,10 +796,10 @@ CASES = [
                        "block_K": 64, "num_stages": 4, "slices": 2}, {}, ["C"], W4A16_IL),
     ("gemm_w4a16_il", {"M": 24, "N": 192, "K": 1280, "block_M": 32, "block_K": 256, "num_stages": 4, "slices": 2}, {},
      ["C"], W4A16_IL),
-    # on mma.sync (sm_80: A from registers, the map proven for every warp of the fragment's layout)
-    ("gemm_w4a16_il", {"M": 13, "N": 200, "K": 648, "block_M": 16}, {}, ["C"], dict(W4A16_IL, target="sm_80")),
+    # on mma.sync (sm_90 without wgmma: A from registers, the map proven for every warp of the fragment's layout)
+    ("gemm_w4a16_il", {"M": 13, "N": 200, "K": 648, "block_M": 16}, {}, ["C"], dict(W4A16_IL, target="sm_90")),
     ("gemm_w4a16_il", {"M": 40, "N": 296, "K": 1000, "block_M": 64, "block_N": 128, "threads": 256,
-                       "block_K": 64, "num_stages": 4}, {}, ["C"], dict(W4A16_IL, target="sm_80")),
+                       "block_K": 64, "num_stages": 4}, {}, ["C"], dict(W4A16_IL, target="sm_90")),
     # the pair maps' byte form (each pair in one byte, selected by prmt) and signed codes (int4, no offset)
     ("../tests/gpu/programs/gemm_il_bytes", {"M": 13, "N": 200, "K": 648, "block_M": 16}, {}, ["C"], W4A16_IL_BYTES),
     ("../tests/gpu/programs/gemm_il_bytes", {"M": 40, "N": 296, "K": 1000, "block_M": 64, "block_N": 128,
