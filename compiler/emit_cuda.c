@@ -4324,8 +4324,8 @@ static void slices_open(E *e, const tl_stmt *s) {
   if (e->prog->fence_async)
     line(e, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
   all_slices_barrier(e, s);
-  line(e, "const int tl_slice = __shfl_sync(0xffffffffu, (int)(tl_tid / %" PRId64 "), 0), tl_stid = tl_tid %% %" PRId64
-          ";", e->T, e->T);
+  line(e, "const int tl_slice = __shfl_sync(0xffffffffu, (int)(tl_tid / %" PRId64 "), 0);", e->T);
+  line(e, "const int tl_stid = tl_tid %% %" PRId64 ";", e->T);
   line(e, "{");
   e->indent++;
   line(e, "const int tl_tid = tl_stid; (void)tl_tid;");

@@ -328,7 +328,7 @@ printf '%s\n' "$ir" | grep -q "persistent" && tl_fail "$S: persistent in slices"
 src=$("$TLC" compile $S --target sm_90a --emit cuda) || tl_fail "$S: --emit cuda"
 for want in "__launch_bounds__(512, 1)" "if (tl_tid >= 384) {" "if ((tl_tid - 384) % 32 == 0 && (tl_tid - 384) / 32 < 3) {" \
             "for (long long tl_f = (long long)tl_pit; tl_f < tl_pn; tl_f += 3, tl_pit += 3) {" \
-            "const int tl_slice = __shfl_sync(0xffffffffu, (int)(tl_tid / 128), 0), tl_stid = tl_tid % 128;" "const int tl_tid = tl_stid; (void)tl_tid;" \
+            "const int tl_slice = __shfl_sync(0xffffffffu, (int)(tl_tid / 128), 0);" "const int tl_stid = tl_tid % 128;" "const int tl_tid = tl_stid; (void)tl_tid;" \
             "for (long long tl_c0 = tl_slice; tl_c0 < tl_n0; tl_c0 += 3) {" "if (tl_slice > 0) return;" \
             "r_Ct_local[tl_i] += tl_sum[(long long)tl_i * 128]" "tl_sum[(long long)tl_i * 128] = r_Ct_local[tl_i]"; do
   printf '%s\n' "$src" | grep -qF -- "$want" || tl_fail "$S: the source lacks: $want"
