@@ -101,7 +101,6 @@ typedef struct {
   tl_text out;
   int indent;
   int64_t T;               /* threads per block (per slice of a loop in slices: pass_wspec.c) */
-  bool no_barrier_before;  /* emit_stmt: the statement's barrier_before is out already (slices) */
   const tl_stmt *par;      /* the parallel loop being emitted, or NULL */
   const tl_sym *par_owner; /* its register fragment (iteration by owner), or NULL */
   struct {                 /* the last index lists region_idx made, and their regions */
@@ -3124,10 +3123,16 @@ static void op_cluster_reduce(E *e, const tl_stmt *s) {
 /* Emits one statement.  `uniform`: every thread of the block runs it (so a
  * barrier may be placed around it).  Statements under thread-dependent
  * control are handled as a whole by their uniform ancestor. */
+static void emit_stmt_body(E *e, const tl_stmt *s, bool uniform);
 static void emit_stmt(E *e, const tl_stmt *s, bool uniform) {
-  if (s->barrier_before && !e->no_barrier_before)
+  if (s->barrier_before)
     barrier_line(e);
-  e->no_barrier_before = false;
+  emit_stmt_body(e, s, uniform);
+}
+
+/* emit_stmt without the barrier before the statement (a caller that places it: emit_body, before a loop
+ * in slices). */
+static void emit_stmt_body(E *e, const tl_stmt *s, bool uniform) {
   switch (s->kind) {
   case S_ALLOC:
     if (s->sym->scope == SCOPE_LOCAL) {
@@ -4724,9 +4729,7 @@ static void emit_body(E *e, const tl_body *b, bool uniform) {
         line(e, "if (tl_tid < %" PRId64 ") { /* slice 0's (the loop below runs in slices) */", e->T);
         e->indent++;
       }
-      e->no_barrier_before = true;
-      emit_stmt(e, s, uniform);
-      e->no_barrier_before = false;
+      emit_stmt_body(e, s, uniform); /* its barrier before: above, or slices_open's */
       if (!decl && s->slices <= 1) {
         e->indent--;
         line(e, "}");
