@@ -262,19 +262,6 @@ static double as_real(const tl_expr *e) {
   return (double)e->val.i;
 }
 
-static int64_t floordiv64(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0)))
-    q--;
-  return q;
-}
-static int64_t floormod64(int64_t a, int64_t b) {
-  int64_t r = a % b;
-  if (r != 0 && ((r < 0) != (b < 0)))
-    r += b;
-  return r;
-}
-
 /* Folds a binary operator on two untyped (or bool) constants. */
 static tl_expr *fold_binary(C *c, tl_expr *e, tl_expr *a, tl_expr *b) {
   tl_scalar v = {0};
@@ -320,7 +307,7 @@ static tl_expr *fold_binary(C *c, tl_expr *e, tl_expr *a, tl_expr *b) {
         ovf = true;
         break;
       }
-      r = op == '%' ? floormod64(x, y) : floordiv64(x, y);
+      r = op == '%' ? tl_floormod64(x, y) : tl_floordiv64(x, y);
       break;
     case '&': r = x & y; break;
     case '|': r = x | y; break;
@@ -683,7 +670,7 @@ static tl_expr *check_call(C *c, tl_expr *e) {
         ERR(a[1]->pointer, a[1]->column, "division by zero in a constant expression");
         return NULL;
       }
-      tl_scalar v = {.i = -floordiv64(-a[0]->val.i, a[1]->val.i)};
+      tl_scalar v = {.i = -tl_floordiv64(-a[0]->val.i, a[1]->val.i)};
       return mk_const(c, e, TL_TY_UINT, v);
     }
     e->type = unify(a[0], a[1]);
@@ -1803,7 +1790,7 @@ static bool layout_eval(C *c, const tl_expr *e, const tl_layout *l, const int64_
     case OP_FLOORDIV: case '%':
       if (b == 0)
         break;
-      *out = op == '%' ? floormod64(a, b) : floordiv64(a, b);
+      *out = op == '%' ? tl_floormod64(a, b) : tl_floordiv64(a, b);
       return true;
     }
     ERR(e->pointer, e->column, "this layout index cannot be evaluated (a shift count out of range, a division by "

@@ -2621,14 +2621,17 @@ static void op_parallel_pairs_mapped(E *e, const tl_stmt *s) {
   line(e, "{");
   e->indent++;
   line(e, "const int tl_jt = (int)(%s);", parts0[2]);
+  const tl_pair_map *pms[16] = {0}; /* packed read k's map, or NULL (last index j) */
   for (int k = 0; k < v0.n; k++) { /* each mapped read's first chunk, in its row */
     const tl_expr *r = v0.reads[k]->args[0];
     for (int m = 0; m < s->npair_maps; m++)
-      if (s->pair_maps[m].read == r) {
-        line(e, "int tl_cb%d;", k);
-        line(e, "{ const int %s = tl_jt; (void)%s; tl_cb%d = (int)(%s) / %" PRId64 "; }", j, j, k,
-             ex(e, r->args[r->nargs - 1]), s->pair_maps[m].chunk);
-      }
+      if (s->pair_maps[m].read == r)
+        pms[k] = &s->pair_maps[m];
+    if (pms[k]) {
+      line(e, "int tl_cb%d;", k);
+      line(e, "{ const int %s = tl_jt; (void)%s; tl_cb%d = (int)(%s) / %" PRId64 "; }", j, j, k,
+           ex(e, r->args[r->nargs - 1]), pms[k]->chunk);
+    }
   }
   for (int64_t rr = 0; rr < D->per_thread; rr += 2) {
     const char *parts[4];
@@ -2646,10 +2649,7 @@ static void op_parallel_pairs_mapped(E *e, const tl_stmt *s) {
       const tl_expr *r = v.reads[k]->args[0];
       const tl_sym *P = r->sym;
       int bits = tl_dtype_bits(P->dtype), per = 8 / bits;
-      const tl_pair_map *pm = NULL;
-      for (int m = 0; m < s->npair_maps; m++)
-        if (s->pair_maps[m].read == r)
-          pm = &s->pair_maps[m];
+      const tl_pair_map *pm = pms[k]; /* vec_reads meets the reads in the same order each time */
       line(e, "unsigned tl_x%d;", k);
       line(e, "{");
       e->indent++;

@@ -1003,3 +1003,17 @@ const tl_stmt *tl_wspec_loop(const tl_program *p) {
       return p->body.items[i];
   return NULL;
 }
+
+int64_t tl_floordiv64(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0)))
+    q--;
+  return q;
+}
+
+int64_t tl_floormod64(int64_t a, int64_t b) {
+  int64_t r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0)))
+    r += b;
+  return r;
+}

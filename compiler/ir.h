@@ -332,6 +332,10 @@ typedef enum tl_fn {
  * reserved (TL_FNS). */
 int tl_fn_nargs(tl_fn f);
 bool tl_fn_reserved(tl_fn f);
+/* Floor division and its remainder (the sign of b), as // and % compute on
+ * integers (proto/tile-ir-v1.md 6): b nonzero, not INT64_MIN // -1. */
+int64_t tl_floordiv64(int64_t a, int64_t b);
+int64_t tl_floormod64(int64_t a, int64_t b);
 /* Sets *y to the float64 value of math function f of one argument (exp ..
  * round, erf .. trunc) at x, as the checker folds it and the interpreter
  * computes it: the C library's function (proto/tile-ir-v1.md 9.6).  Returns

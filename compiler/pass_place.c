@@ -1006,11 +1006,7 @@ static bool eval_j(const tl_expr *x, const tl_sym *j, int64_t jv, int64_t *out) 
     case OP_FLOORDIV: case '%':
       if (b == 0)
         return false;
-      r = a / b;
-      if (a % b && (a < 0) != (b < 0))
-        r--;
-      if (x->op == '%')
-        r = a - r * b;
+      r = x->op == '%' ? tl_floormod64(a, b) : tl_floordiv64(a, b);
       break;
     case '&': r = a & b; break;
     case '|': r = a | b; break;
